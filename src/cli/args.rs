@@ -1,0 +1,162 @@
+//! Argument groups shared by several subcommands.
+
+use clap::{Args, ValueEnum};
+use glam::Vec3;
+
+use crate::scene::{Bounds, Camera};
+
+/// Parses "x,y,z" into a vector.
+pub fn parse_vec3(s: &str) -> Result<Vec3, String> {
+    let parts: Vec<&str> = s.split(',').map(str::trim).collect();
+    if parts.len() != 3 {
+        return Err(format!(
+            "expected three comma-separated numbers like 0,1,5, got {s:?}"
+        ));
+    }
+    let mut v = [0.0f32; 3];
+    for (i, p) in parts.iter().enumerate() {
+        v[i] = p
+            .parse::<f32>()
+            .map_err(|_| format!("{p:?} is not a number"))?;
+        if !v[i].is_finite() {
+            return Err(format!("{p:?} is not a finite number"));
+        }
+    }
+    Ok(Vec3::from(v))
+}
+
+/// The camera, defaulting to one that frames the scene's bounds.
+#[derive(Args, Debug, Clone)]
+pub struct CameraArgs {
+    /// Camera position, x,y,z [default: framing the scene's bounds]
+    #[arg(long, value_parser = parse_vec3, allow_hyphen_values = true)]
+    pub eye: Option<Vec3>,
+    /// Point the camera looks at, x,y,z [default: the centre of the scene's bounds]
+    #[arg(long, value_parser = parse_vec3, allow_hyphen_values = true)]
+    pub look_at: Option<Vec3>,
+    /// Camera up vector, x,y,z
+    #[arg(long, value_parser = parse_vec3, allow_hyphen_values = true, default_value = "0,1,0")]
+    pub up: Vec3,
+    /// Vertical field of view in degrees
+    #[arg(long, default_value_t = 39.3)]
+    pub fov: f32,
+}
+
+impl CameraArgs {
+    pub fn camera(&self, bounds: &Bounds) -> Camera {
+        let framing = Camera::framing(bounds, self.fov);
+        Camera {
+            eye: self.eye.unwrap_or(framing.eye),
+            look_at: self.look_at.unwrap_or(framing.look_at),
+            up: self.up,
+            fov_y_deg: self.fov,
+        }
+    }
+}
+
+/// Which stream each GAS build goes to.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AssignArg {
+    /// Build i on stream i mod N.
+    RoundRobin,
+    /// Largest build first, onto the least-loaded stream.
+    Lpt,
+}
+
+/// How the builds share scratch memory.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScratchArg {
+    /// Every build its own disjoint slice of one allocation.
+    Shared,
+    /// Builds on one stream reuse that stream's slice (stream order makes it safe).
+    PerStream,
+}
+
+/// Options of the batched GAS builds (OptiX backend and build-bench).
+#[derive(Args, Debug, Clone)]
+pub struct AccelArgs {
+    /// Number of CUDA streams the GAS builds are spread over
+    #[arg(long, default_value_t = 8)]
+    pub streams: u32,
+    /// Build with PREFER_FAST_BUILD instead of PREFER_FAST_TRACE
+    #[arg(long)]
+    pub fast_build: bool,
+    /// Stream assignment of the builds
+    #[arg(long, value_enum, default_value_t = AssignArg::RoundRobin)]
+    pub assign: AssignArg,
+    /// Scratch memory layout of the builds
+    #[arg(long, value_enum, default_value_t = ScratchArg::Shared)]
+    pub scratch: ScratchArg,
+    /// Compact the GASes into one allocation after building
+    #[arg(long)]
+    pub compact: bool,
+    /// Groups under N triangles become build inputs of shared GASes (0 disables merging)
+    #[arg(long, default_value_t = 0)]
+    pub merge_below: u32,
+    /// Turn on OptiX validation mode (slow; reports API misuse)
+    #[arg(long)]
+    pub validation: bool,
+    /// OptiX ABI version to request from the driver: 105 (OptiX 9.0) or 87 (OptiX 8.0)
+    /// [default: 105, falling back to 87]
+    #[arg(long)]
+    pub optix_abi: Option<u32>,
+}
+
+/// How tiles are cut and spread over workers.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScheduleArg {
+    /// Equal tiles, in order.
+    Regular,
+    /// Equal tiles, most expensive (by the cost map) first.
+    Sorted,
+    /// kd split of the cost map into tiles of about equal cost.
+    Adaptive,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnOff {
+    On,
+    Off,
+}
+
+/// Tile scheduling options of a render.
+#[derive(Args, Debug, Clone)]
+pub struct ScheduleArgs {
+    /// Tiling strategy
+    #[arg(long, value_enum, default_value_t = ScheduleArg::Sorted)]
+    pub schedule: ScheduleArg,
+    /// Number of tiles (rounded to a power of two for `adaptive`) [default: about 64x64-pixel tiles]
+    #[arg(long)]
+    pub tiles: Option<u32>,
+    /// Work stealing between workers
+    #[arg(long, value_enum, default_value_t = OnOff::On)]
+    pub steal: OnOff,
+    /// Workers, comma-separated: cpu (all threads as one worker per thread), cpu:N, gpu0, gpu0x2 (two streams on GPU 0)
+    #[arg(long)]
+    pub devices: Option<String>,
+    /// Samples per pixel of each pass over the tiles (progressive rendering) [default: all in one pass]
+    #[arg(long)]
+    pub pass_spp: Option<u32>,
+    /// Write per-render scheduling statistics to this CSV file
+    #[arg(long)]
+    pub stats: Option<std::path::PathBuf>,
+    /// Write the estimated and measured cost maps and the tile layout as PNGs into this folder
+    #[arg(long)]
+    pub costmap: Option<std::path::PathBuf>,
+    /// Cost-map resolution as a fraction of the image's, per axis
+    #[arg(long, default_value_t = 0.25)]
+    pub costmap_scale: f32,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vec3_parsing() {
+        assert_eq!(parse_vec3("1, -2,3.5").unwrap(), Vec3::new(1.0, -2.0, 3.5));
+        assert!(parse_vec3("1,2").is_err());
+        assert!(parse_vec3("1,x,2").is_err());
+        assert!(parse_vec3("1,inf,2").is_err());
+    }
+}

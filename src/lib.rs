@@ -1,0 +1,18 @@
+//! gasworks: a path tracer built on NVIDIA OptiX, with a CPU reference backend.
+//!
+//! The crate is laid out along its architecture:
+//! - [`scene`]: the scene model (OBJ groups kept as they are), the OBJ/MTL loader, the camera
+//!   and the procedural scene generators;
+//! - [`render`]: what backends share: settings, tiles, the film, random numbers, image output;
+//! - [`cpu`]: the CPU backend, a two-level BVH and a path tracer, the reference for the GPU;
+//! - [`optix`]: the OptiX backend: raw ABI, safe wrappers, batched GAS builds, pipelines;
+//! - [`sched`]: the cost map and the tile scheduler that spreads work over devices;
+//! - [`cli`]: the `gasworks` command line.
+
+pub mod backend;
+pub mod cli;
+pub mod cpu;
+pub mod optix;
+pub mod render;
+pub mod scene;
+pub mod sched;

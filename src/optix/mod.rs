@@ -1,0 +1,1 @@
+//! The OptiX backend (being written).

@@ -1,0 +1,181 @@
+//! A pinhole camera. Both backends generate primary rays from the same [`CameraFrame`], so
+//! one pixel and one jitter give the same ray on the CPU and on the GPU.
+
+use glam::Vec3;
+
+use super::Bounds;
+
+/// A pinhole camera as the user gives it: eye, target, up vector, vertical field of view.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Camera {
+    pub eye: Vec3,
+    pub look_at: Vec3,
+    pub up: Vec3,
+    /// Vertical field of view in degrees.
+    pub fov_y_deg: f32,
+}
+
+/// The camera resolved for one image: origin plus the three vectors that span the image plane
+/// at distance 1. A ray through pixel coordinates `(px, py)` (continuous, origin top-left) is
+/// `normalize(w + (2 px / width - 1) u + (1 - 2 py / height) v)`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CameraFrame {
+    pub eye: Vec3,
+    /// Points right; its length is `tan(fov/2) * aspect`.
+    pub u: Vec3,
+    /// Points up; its length is `tan(fov/2)`.
+    pub v: Vec3,
+    /// Unit vector along the view direction.
+    pub w: Vec3,
+    pub width: u32,
+    pub height: u32,
+}
+
+/// Why a camera cannot be used.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum CameraError {
+    #[error("the camera's eye and look-at point are the same point")]
+    ZeroViewDirection,
+    #[error("the camera's up vector is parallel to its view direction (or zero)")]
+    UpParallelToView,
+    #[error("the field of view must be between 0 and 180 degrees, got {0}")]
+    BadFov(f32),
+    #[error("camera values must be finite numbers")]
+    NotFinite,
+}
+
+impl Camera {
+    /// A camera that frames `bounds`: looking down -Z at its centre from far enough away that
+    /// the bounding sphere fits the vertical field of view, as the Cornell box's published
+    /// camera does.
+    pub fn framing(bounds: &Bounds, fov_y_deg: f32) -> Camera {
+        let center = bounds.center();
+        let radius = (bounds.diagonal().length() * 0.5).max(1e-3);
+        // Far enough that the bounding sphere fits the vertical field of view (the horizontal
+        // one is at least as wide for landscape images).
+        let distance = radius / (fov_y_deg.to_radians() * 0.5).sin().max(1e-3);
+        Camera {
+            eye: center + Vec3::Z * distance,
+            look_at: center,
+            up: Vec3::Y,
+            fov_y_deg,
+        }
+    }
+
+    pub fn frame(&self, width: u32, height: u32) -> Result<CameraFrame, CameraError> {
+        let values = [self.eye, self.look_at, self.up];
+        if values.iter().any(|v| !v.is_finite()) || !self.fov_y_deg.is_finite() {
+            return Err(CameraError::NotFinite);
+        }
+        if !(self.fov_y_deg > 0.0 && self.fov_y_deg < 180.0) {
+            return Err(CameraError::BadFov(self.fov_y_deg));
+        }
+        let dir = self.look_at - self.eye;
+        if dir.length_squared() == 0.0 {
+            return Err(CameraError::ZeroViewDirection);
+        }
+        let w = dir.normalize();
+        let right = w.cross(self.up);
+        if right.length_squared() < 1e-12 {
+            return Err(CameraError::UpParallelToView);
+        }
+        let right = right.normalize();
+        let up = right.cross(w);
+        let half = (self.fov_y_deg.to_radians() * 0.5).tan();
+        let aspect = width as f32 / height.max(1) as f32;
+        Ok(CameraFrame {
+            eye: self.eye,
+            u: right * half * aspect,
+            v: up * half,
+            w,
+            width,
+            height,
+        })
+    }
+}
+
+impl CameraFrame {
+    /// The direction (unit length) through continuous pixel coordinates `(px, py)`.
+    #[inline]
+    pub fn direction(&self, px: f32, py: f32) -> Vec3 {
+        let sx = 2.0 * px / self.width as f32 - 1.0;
+        let sy = 1.0 - 2.0 * py / self.height as f32;
+        (self.w + sx * self.u + sy * self.v).normalize()
+    }
+
+    /// Projects a world point to continuous pixel coordinates and its depth along `w`;
+    /// `None` behind the camera. The inverse of [`CameraFrame::direction`] (used by the
+    /// cost-map rasterizer).
+    pub fn project(&self, p: Vec3) -> Option<(f32, f32, f32)> {
+        let d = p - self.eye;
+        let z = d.dot(self.w);
+        if z <= 1e-6 {
+            return None;
+        }
+        let sx = d.dot(self.u) / (z * self.u.length_squared());
+        let sy = d.dot(self.v) / (z * self.v.length_squared());
+        let px = (sx + 1.0) * 0.5 * self.width as f32;
+        let py = (1.0 - sy) * 0.5 * self.height as f32;
+        Some((px, py, z))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn centre_pixel_looks_at_target_and_project_inverts_direction() {
+        let cam = Camera {
+            eye: Vec3::new(1.0, 2.0, 5.0),
+            look_at: Vec3::new(0.0, 1.0, 0.0),
+            up: Vec3::Y,
+            fov_y_deg: 40.0,
+        };
+        let f = cam.frame(64, 32).unwrap();
+        let d = f.direction(32.0, 16.0);
+        assert!((d - (cam.look_at - cam.eye).normalize()).length() < 1e-6);
+        let p = f.eye + f.direction(10.5, 3.25) * 7.0;
+        let (px, py, _) = f.project(p).unwrap();
+        assert!((px - 10.5).abs() < 1e-3 && (py - 3.25).abs() < 1e-3);
+    }
+
+    #[test]
+    fn bad_cameras_are_errors() {
+        let mut cam = Camera {
+            eye: Vec3::ZERO,
+            look_at: Vec3::Z,
+            up: Vec3::Z,
+            fov_y_deg: 40.0,
+        };
+        assert_eq!(cam.frame(8, 8), Err(CameraError::UpParallelToView));
+        cam.up = Vec3::Y;
+        cam.look_at = Vec3::ZERO;
+        assert_eq!(cam.frame(8, 8), Err(CameraError::ZeroViewDirection));
+        cam.look_at = Vec3::Z;
+        cam.fov_y_deg = 180.0;
+        assert_eq!(cam.frame(8, 8), Err(CameraError::BadFov(180.0)));
+    }
+
+    #[test]
+    fn framing_camera_sees_the_whole_box() {
+        let b = Bounds {
+            min: [-1.0, 0.0, -3.0],
+            max: [2.0, 5.0, 1.0],
+        };
+        let cam = Camera::framing(&b, 40.0);
+        let f = cam.frame(100, 100).unwrap();
+        for i in 0..8 {
+            let c = Vec3::new(
+                if i & 1 == 0 { b.min[0] } else { b.max[0] },
+                if i & 2 == 0 { b.min[1] } else { b.max[1] },
+                if i & 4 == 0 { b.min[2] } else { b.max[2] },
+            );
+            let (px, py, _) = f.project(c).expect("corner in front of the camera");
+            assert!(
+                (0.0..=100.0).contains(&px) && (0.0..=100.0).contains(&py),
+                "{c}"
+            );
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! Procedural scenes (being written).
