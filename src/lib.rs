@@ -16,3 +16,7 @@ pub mod optix;
 pub mod render;
 pub mod scene;
 pub mod sched;
+
+/// The git commit this binary was built from (`-dirty` when the tree had local changes), or
+/// "unknown" outside a git checkout.
+pub const GIT_COMMIT: &str = env!("GASWORKS_GIT_COMMIT");
