@@ -25,7 +25,8 @@ pub fn parse_vec3(s: &str) -> Result<Vec3, String> {
     Ok(Vec3::from(v))
 }
 
-/// The camera, defaulting to one that frames the scene's bounds.
+/// The camera. Defaults: the scene's own camera when its OBJ carries one (see
+/// [`crate::scene::camera::CAMERA_HINT_PREFIX`]), else one that frames the scene's bounds.
 #[derive(Args, Debug, Clone)]
 pub struct CameraArgs {
     /// Camera position, x,y,z [default: framing the scene's bounds]
@@ -34,22 +35,25 @@ pub struct CameraArgs {
     /// Point the camera looks at, x,y,z [default: the centre of the scene's bounds]
     #[arg(long, value_parser = parse_vec3, allow_hyphen_values = true)]
     pub look_at: Option<Vec3>,
-    /// Camera up vector, x,y,z
-    #[arg(long, value_parser = parse_vec3, allow_hyphen_values = true, default_value = "0,1,0")]
-    pub up: Vec3,
-    /// Vertical field of view in degrees
-    #[arg(long, default_value_t = 39.3)]
-    pub fov: f32,
+    /// Camera up vector, x,y,z [default: the scene's, else 0,1,0]
+    #[arg(long, value_parser = parse_vec3, allow_hyphen_values = true)]
+    pub up: Option<Vec3>,
+    /// Vertical field of view in degrees [default: the scene's, else 39.3]
+    #[arg(long)]
+    pub fov: Option<f32>,
 }
 
 impl CameraArgs {
-    pub fn camera(&self, bounds: &Bounds) -> Camera {
-        let framing = Camera::framing(bounds, self.fov);
+    /// The camera to render with: the command line's values, each falling back to the scene's
+    /// own camera (a hint comment in the OBJ), else to a camera that frames the bounds.
+    pub fn camera(&self, bounds: &Bounds, scene_camera: Option<Camera>) -> Camera {
+        let base =
+            scene_camera.unwrap_or_else(|| Camera::framing(bounds, self.fov.unwrap_or(39.3)));
         Camera {
-            eye: self.eye.unwrap_or(framing.eye),
-            look_at: self.look_at.unwrap_or(framing.look_at),
-            up: self.up,
-            fov_y_deg: self.fov,
+            eye: self.eye.unwrap_or(base.eye),
+            look_at: self.look_at.unwrap_or(base.look_at),
+            up: self.up.unwrap_or(base.up),
+            fov_y_deg: self.fov.unwrap_or(base.fov_y_deg),
         }
     }
 }

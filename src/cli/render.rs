@@ -8,7 +8,7 @@ use clap::{Args, ValueEnum};
 
 use super::args::{parse_vec3, AccelArgs, CameraArgs, ScheduleArgs};
 use crate::render::{output, RenderSettings};
-use crate::scene::{obj, Environment};
+use crate::scene::{obj, Camera, Environment};
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BackendArg {
@@ -100,7 +100,7 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
 
     let camera = a
         .camera
-        .camera(&scene.bounds())
+        .camera(&scene.bounds(), Camera::hint_from_obj(&a.scene))
         .frame(a.width, a.height)
         .with_context(|| format!("{}: bad camera", a.scene.display()))?;
     let settings = RenderSettings {

@@ -120,9 +120,100 @@ impl CameraFrame {
     }
 }
 
+/// The comment that carries a scene's own camera in an OBJ file. OBJ has no camera, so the
+/// generators write one (the Cornell box's published camera, say) as a comment that other
+/// tools ignore:
+///
+/// `# gasworks camera: eye 278 273 -800 look_at 278 273 0 up 0 1 0 fov 39.3`
+pub const CAMERA_HINT_PREFIX: &str = "# gasworks camera:";
+
+impl Camera {
+    /// The comment line that [`Camera::from_hint`] reads back.
+    pub fn to_hint(&self) -> String {
+        let v = |v: Vec3| format!("{} {} {}", v.x, v.y, v.z);
+        format!(
+            "{CAMERA_HINT_PREFIX} eye {} look_at {} up {} fov {}",
+            v(self.eye),
+            v(self.look_at),
+            v(self.up),
+            self.fov_y_deg
+        )
+    }
+
+    /// Parses a camera hint comment; `None` when the line is not one or is malformed.
+    pub fn from_hint(line: &str) -> Option<Camera> {
+        let rest = line.trim().strip_prefix(CAMERA_HINT_PREFIX)?;
+        let words: Vec<&str> = rest.split_whitespace().collect();
+        let mut cam = Camera {
+            eye: Vec3::ZERO,
+            look_at: Vec3::NEG_Z,
+            up: Vec3::Y,
+            fov_y_deg: 39.3,
+        };
+        let mut seen_eye = false;
+        let mut i = 0;
+        let num = |s: &str| s.parse::<f32>().ok().filter(|x| x.is_finite());
+        while i < words.len() {
+            let vec_at = |j: usize| -> Option<Vec3> {
+                Some(Vec3::new(
+                    num(words.get(j)?)?,
+                    num(words.get(j + 1)?)?,
+                    num(words.get(j + 2)?)?,
+                ))
+            };
+            match words[i] {
+                "eye" => {
+                    cam.eye = vec_at(i + 1)?;
+                    seen_eye = true;
+                    i += 4;
+                }
+                "look_at" => {
+                    cam.look_at = vec_at(i + 1)?;
+                    i += 4;
+                }
+                "up" => {
+                    cam.up = vec_at(i + 1)?;
+                    i += 4;
+                }
+                "fov" => {
+                    cam.fov_y_deg = num(words.get(i + 1)?)?;
+                    i += 2;
+                }
+                _ => return None,
+            }
+        }
+        seen_eye.then_some(cam)
+    }
+
+    /// The camera hint of an OBJ file, looked for among its leading comment lines.
+    pub fn hint_from_obj(path: &std::path::Path) -> Option<Camera> {
+        use std::io::BufRead;
+        let file = std::fs::File::open(path).ok()?;
+        std::io::BufReader::new(file)
+            .lines()
+            .take(64)
+            .map_while(Result::ok)
+            .find_map(|l| Camera::from_hint(&l))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn camera_hints_round_trip() {
+        let cam = Camera {
+            eye: Vec3::new(278.0, 273.0, -800.0),
+            look_at: Vec3::new(278.0, 273.0, 0.0),
+            up: Vec3::Y,
+            fov_y_deg: 39.3,
+        };
+        assert_eq!(Camera::from_hint(&cam.to_hint()), Some(cam));
+        assert_eq!(Camera::from_hint("# a comment"), None);
+        assert_eq!(Camera::from_hint("# gasworks camera: eye 1 2"), None);
+        assert_eq!(Camera::from_hint("# gasworks camera: eye 1 2 nan"), None);
+    }
 
     #[test]
     fn centre_pixel_looks_at_target_and_project_inverts_direction() {
