@@ -23,7 +23,7 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Render an OBJ scene to PNG (tone-mapped sRGB) or EXR (linear).
-    Render(render::RenderArgs),
+    Render(Box<render::RenderArgs>),
     /// Describe an OBJ scene: groups, triangles per group, materials, lights, bounds.
     Info(info::InfoArgs),
     /// Write a procedural scene (cornell, sponza-like, toystore) as OBJ+MTL.
@@ -48,7 +48,7 @@ pub fn main() -> i32 {
         .format_timestamp(None)
         .init();
     let result = match cli.command {
-        Command::Render(a) => render::run(a),
+        Command::Render(a) => render::run(*a),
         Command::Info(a) => info::run(a),
         Command::Gen(a) => gen::run(a),
         Command::BuildBench(a) => build_bench::run(a),
