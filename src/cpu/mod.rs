@@ -1,4 +1,7 @@
 //! The CPU backend (being written).
+pub mod material;
+pub mod sampling;
+
 use crate::render::{RenderSettings, Tile, TileRenderer};
 use crate::scene::Scene;
 use std::ops::Range;
