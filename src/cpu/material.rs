@@ -18,6 +18,9 @@
 //!   zero. Since the integrand is then never larger than with the shading normal alone, the
 //!   reflected energy never exceeds the material's albedo: shading normals cannot create light.
 
+// Tests are written `!(x > 0.0)` on purpose: a NaN (from a degenerate normal) must fail them.
+#![allow(clippy::neg_cmp_op_on_partial_ord)]
+
 use glam::{Vec2, Vec3};
 
 use super::sampling::{
