@@ -1,4 +1,5 @@
 //! The CPU backend (being written).
+pub mod bvh;
 pub mod material;
 pub mod sampling;
 
