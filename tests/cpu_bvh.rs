@@ -2,8 +2,10 @@
 //! of t, u, v), and so must shadow-ray occlusion, on the Stanford bunny and on a synthetic
 //! scene whose group sizes follow a heavy tail like Crytek Sponza's.
 
+mod cpu_common;
+
+use cpu_common::{sphere, Rng};
 use gasworks::cpu::bvh::{brute_force_intersect, brute_force_occluded, SceneBvh};
-use gasworks::render::Sampler;
 use gasworks::scene::{Group, Material, Scene};
 use glam::Vec3;
 
@@ -45,62 +47,6 @@ fn bunny() -> Scene {
     Scene::new("bunny", vec![g], vec![Material::default_diffuse()])
 }
 
-struct Rng(Sampler);
-
-impl Rng {
-    fn new(seed: u64) -> Rng {
-        Rng(Sampler::new(0, 0, seed))
-    }
-    fn f(&mut self) -> f32 {
-        self.0.next_f32()
-    }
-    fn range(&mut self, lo: f32, hi: f32) -> f32 {
-        lo + (hi - lo) * self.f()
-    }
-    fn unit(&mut self) -> Vec3 {
-        let z = self.range(-1.0, 1.0);
-        let phi = self.range(0.0, std::f32::consts::TAU);
-        let r = (1.0 - z * z).max(0.0).sqrt();
-        Vec3::new(r * phi.cos(), r * phi.sin(), z)
-    }
-    fn point_in(&mut self, lo: Vec3, hi: Vec3) -> Vec3 {
-        Vec3::new(
-            self.range(lo.x, hi.x),
-            self.range(lo.y, hi.y),
-            self.range(lo.z, hi.z),
-        )
-    }
-}
-
-/// A tessellated UV sphere as one group.
-fn sphere(name: &str, center: Vec3, radius: f32, rings: u32, segments: u32) -> Group {
-    let mut g = Group {
-        name: name.into(),
-        ..Default::default()
-    };
-    for i in 0..=rings {
-        let th = std::f32::consts::PI * i as f32 / rings as f32;
-        for j in 0..segments {
-            let ph = std::f32::consts::TAU * j as f32 / segments as f32;
-            g.positions.push(
-                center + radius * Vec3::new(th.sin() * ph.cos(), th.cos(), th.sin() * ph.sin()),
-            );
-        }
-    }
-    for i in 0..rings {
-        for j in 0..segments {
-            let a = i * segments + j;
-            let b = i * segments + (j + 1) % segments;
-            let c = a + segments;
-            let d = b + segments;
-            g.indices.push([a, c, b]);
-            g.indices.push([b, c, d]);
-            g.face_materials.extend([0, 0]);
-        }
-    }
-    g
-}
-
 /// A heavy-tailed scene: many 2-triangle quads (half of them axis-aligned, like walls), many
 /// small triangle soups, a few large spheres; groups overlap, and a few are exact copies of
 /// others (so hits tie).
@@ -135,26 +81,20 @@ fn heavy_tailed_scene(rng: &mut Rng) -> Scene {
             name: format!("soup{i}"),
             ..Default::default()
         };
-        for k in 0..n {
+        for _ in 0..n {
             let p = c + rng.unit() * rng.range(0.0, 2.0);
             let base = g.positions.len() as u32;
             g.positions
                 .extend([p, p + rng.unit() * 0.5, p + rng.unit() * 0.5]);
             g.indices.push([base, base + 1, base + 2]);
             g.face_materials.push(0);
-            let _ = k;
         }
         groups.push(g);
     }
     for (i, (rings, segs)) in [(40, 80), (24, 48), (60, 100), (12, 24)].iter().enumerate() {
         let c = rng.point_in(-extent * 0.5, extent * 0.5);
-        groups.push(sphere(
-            &format!("sphere{i}"),
-            c,
-            rng.range(1.0, 4.0),
-            *rings,
-            *segs,
-        ));
+        let r = rng.range(1.0, 4.0);
+        groups.push(sphere(&format!("sphere{i}"), c, r, *rings, *segs, 0, false));
     }
     // Exact duplicates of earlier groups (coincident surfaces): every hit on them is a tie in
     // t, which the total order (group, then prim) must settle the same way as brute force.
