@@ -18,7 +18,7 @@ use rayon::prelude::*;
 use super::args::CameraArgs;
 use crate::cpu::{CpuBackend, SceneBvh};
 use crate::render::{Film, RenderSettings, Tile, TileRenderer};
-use crate::scene::{obj, Group, Material, MaterialKind, Scene};
+use crate::scene::{obj, Camera, Group, Material, MaterialKind, Scene};
 
 #[derive(Args, Debug)]
 pub struct CpuBenchArgs {
@@ -104,7 +104,10 @@ pub fn run(a: CpuBenchArgs) -> anyhow::Result<()> {
 
     let camera = a
         .camera
-        .camera(&scene.bounds())
+        .camera(
+            &scene.bounds(),
+            a.scene.as_deref().and_then(Camera::hint_from_obj),
+        )
         .frame(a.width, a.height)
         .with_context(|| format!("{name}: bad camera"))?;
     let settings = RenderSettings {
