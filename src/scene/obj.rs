@@ -390,9 +390,11 @@ fn regroup(
                 );
             }
             if all_have_uvs {
-                group
-                    .uvs
-                    .extend(mesh.texcoords.chunks_exact(2).map(|t| Vec2::new(t[0], t[1])));
+                group.uvs.extend(
+                    mesh.texcoords
+                        .chunks_exact(2)
+                        .map(|t| Vec2::new(t[0], t[1])),
+                );
             }
             group.indices.extend(
                 mesh.indices

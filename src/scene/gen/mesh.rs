@@ -115,21 +115,9 @@ impl<'a> MeshBuilder<'a> {
 
 /// A grid of `nx` x `ny` cells in the local XY plane spanning `size` (centred on the origin),
 /// facing +Z, pushed along Z by `offset(u, v)` (u, v in [0, 1]): walls, floors, drapes.
-pub fn panel(
-    b: &mut MeshBuilder,
-    nx: u32,
-    ny: u32,
-    size: Vec2,
-    offset: impl Fn(f32, f32) -> f32,
-) {
+pub fn panel(b: &mut MeshBuilder, nx: u32, ny: u32, size: Vec2, offset: impl Fn(f32, f32) -> f32) {
     assert!(nx >= 1 && ny >= 1, "a panel needs at least one cell");
-    let point = |u: f32, v: f32| {
-        Vec3::new(
-            (u - 0.5) * size.x,
-            (v - 0.5) * size.y,
-            offset(u, v),
-        )
-    };
+    let point = |u: f32, v: f32| Vec3::new((u - 0.5) * size.x, (v - 0.5) * size.y, offset(u, v));
     // The normal by central differences of the displacement.
     let (du, dv) = (0.5 / nx as f32, 0.5 / ny as f32);
     let mut first = None;
@@ -261,7 +249,11 @@ pub fn sphere(b: &mut MeshBuilder, slices: u32, stacks: u32, radius: f32) {
         let theta = PI * s as f32 / stacks as f32;
         for k in 0..slices {
             let phi = TAU * k as f32 / slices as f32;
-            let n = Vec3::new(theta.sin() * phi.cos(), theta.cos(), -theta.sin() * phi.sin());
+            let n = Vec3::new(
+                theta.sin() * phi.cos(),
+                theta.cos(),
+                -theta.sin() * phi.sin(),
+            );
             b.vertex(n * radius, n);
         }
     }
@@ -336,10 +328,30 @@ pub fn arch(b: &mut MeshBuilder, segments: u32, inner: f32, outer: f32, depth: f
     let back_outer = ring(b, outer, zb, &|_| Vec3::NEG_Z);
     let back_inner = ring(b, inner, zb, &|_| Vec3::NEG_Z);
     for k in 0..segments {
-        b.quad(outer_back + k, outer_back + k + 1, outer_front + k + 1, outer_front + k);
-        b.quad(inner_front + k, inner_front + k + 1, inner_back + k + 1, inner_back + k);
-        b.quad(front_inner + k, front_outer + k, front_outer + k + 1, front_inner + k + 1);
-        b.quad(back_outer + k, back_inner + k, back_inner + k + 1, back_outer + k + 1);
+        b.quad(
+            outer_back + k,
+            outer_back + k + 1,
+            outer_front + k + 1,
+            outer_front + k,
+        );
+        b.quad(
+            inner_front + k,
+            inner_front + k + 1,
+            inner_back + k + 1,
+            inner_back + k,
+        );
+        b.quad(
+            front_inner + k,
+            front_outer + k,
+            front_outer + k + 1,
+            front_inner + k + 1,
+        );
+        b.quad(
+            back_outer + k,
+            back_inner + k,
+            back_inner + k + 1,
+            back_outer + k + 1,
+        );
     }
     // The two feet, facing down.
     for k in [0, segments] {
@@ -400,13 +412,19 @@ mod tests {
                 *edges.entry((b, a)).or_default() -= 1;
             }
         }
-        assert!(edges.values().all(|&c| c == 0), "mesh is not closed and consistently wound");
+        assert!(
+            edges.values().all(|&c| c == 0),
+            "mesh is not closed and consistently wound"
+        );
     }
 
     fn assert_no_degenerate(g: &Group) {
         for i in 0..g.triangle_count() {
             let [a, b, c] = g.triangle(i);
-            assert!((b - a).cross(c - a).length() > 1e-9, "triangle {i} is degenerate");
+            assert!(
+                (b - a).cross(c - a).length() > 1e-9,
+                "triangle {i} is degenerate"
+            );
         }
         assert_eq!(g.normals.len(), g.positions.len());
         assert!(g.normals.iter().all(|n| (n.length() - 1.0).abs() < 1e-4));

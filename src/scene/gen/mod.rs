@@ -22,8 +22,8 @@ pub use sponza_like::{
     SPONZA_LIKE_MAX_TRIANGLES, SPONZA_LIKE_TRIANGLES,
 };
 pub use toystore::{
-    check_shelves, toystore, toystore_groups, toystore_materials, toystore_triangles,
-    MAX_SHELVES, TRIANGLES_PER_SHELF,
+    check_shelves, toystore, toystore_groups, toystore_materials, toystore_triangles, MAX_SHELVES,
+    TRIANGLES_PER_SHELF,
 };
 pub use writer::{write_obj, ObjWriter, WriteError, Written};
 

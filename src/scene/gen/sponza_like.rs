@@ -153,7 +153,9 @@ pub fn sponza_like(groups: usize, triangles: u64, seed: u64) -> Result<Scene, Ge
     // Files list their groups in no particular order of size.
     rng.shuffle(&mut out);
     Ok(Scene::new(
-        &format!("gasworks gen sponza-like --groups {groups} --triangles {triangles} --seed {seed}"),
+        &format!(
+            "gasworks gen sponza-like --groups {groups} --triangles {triangles} --seed {seed}"
+        ),
         out,
         materials(),
     ))
@@ -266,13 +268,23 @@ fn build_group(index: usize, role: Role, size: u64, layout: &mut Layout, rng: &m
             let (nx, ny) = grid_for(size, 2.0 * HALF_X, 2.0 * HALF_Z);
             let place = Placement::at(Vec3::ZERO).rotated(Quat::from_rotation_x(-FRAC_PI_2));
             let mut b = MeshBuilder::new(&mut group, place, FLOOR);
-            mesh::panel(&mut b, nx, ny, Vec2::new(2.0 * HALF_X, 2.0 * HALF_Z), |_, _| 0.0);
+            mesh::panel(
+                &mut b,
+                nx,
+                ny,
+                Vec2::new(2.0 * HALF_X, 2.0 * HALF_Z),
+                |_, _| 0.0,
+            );
             "floor".to_string()
         }
         Role::Wall(k) => {
             // Back (z = -HALF_Z, facing +Z), left (x = -HALF_X, facing +X), right.
             let (width, place, name) = match k {
-                0 => (2.0 * HALF_X, Placement::at(Vec3::new(0.0, HEIGHT / 2.0, -HALF_Z)), "wall_back"),
+                0 => (
+                    2.0 * HALF_X,
+                    Placement::at(Vec3::new(0.0, HEIGHT / 2.0, -HALF_Z)),
+                    "wall_back",
+                ),
                 1 => (
                     2.0 * HALF_Z,
                     Placement::at(Vec3::new(-HALF_X, HEIGHT / 2.0, 0.0)).turned(FRAC_PI_2),
@@ -308,7 +320,10 @@ fn build_group(index: usize, role: Role, size: u64, layout: &mut Layout, rng: &m
             };
             let cols = ((per_wall as f32 * 1.5).sqrt().ceil() as usize).max(1);
             let rows = per_wall.div_ceil(cols).max(1);
-            let (cell_w, cell_h) = (2.0 * (HALF_Z - 1.0) / cols as f32, (HEIGHT - 2.0) / rows as f32);
+            let (cell_w, cell_h) = (
+                2.0 * (HALF_Z - 1.0) / cols as f32,
+                (HEIGHT - 2.0) / rows as f32,
+            );
             let along = -(HALF_Z - 1.0) + cell_w * ((k % cols) as f32 + 0.5);
             let y = 1.0 + cell_h * ((k / cols) as f32 + 0.5);
             let (x, turn) = if left {
@@ -372,7 +387,13 @@ fn build_medium(
             let outer = (0.45 * cell.x).clamp(0.2, 3.0);
             let segments = (size.saturating_sub(4) / 8).max(2) as u32;
             let mut b = MeshBuilder::new(group, Placement::at(at), material);
-            mesh::arch(&mut b, segments, outer * 0.75, outer, footprint.min(outer) * 0.5);
+            mesh::arch(
+                &mut b,
+                segments,
+                outer * 0.75,
+                outer,
+                footprint.min(outer) * 0.5,
+            );
             format!("arch_{index:03}")
         }
         1 => {
@@ -472,7 +493,11 @@ fn build_small(
     } else {
         let (segments, points) = lathe_resolution(size);
         let mut b = MeshBuilder::new(group, standing, material);
-        mesh::lathe(&mut b, segments, &profile(points, radius, extent * 1.4, urn_profile));
+        mesh::lathe(
+            &mut b,
+            segments,
+            &profile(points, radius, extent * 1.4, urn_profile),
+        );
         format!("vase_{index:03}")
     }
 }
@@ -506,7 +531,10 @@ mod tests {
         let sizes = group_sizes(390, 260_000, 3);
         let roles = assign_roles(&sizes);
         assert_eq!(roles.iter().filter(|&&r| r == Role::Floor).count(), 1);
-        assert_eq!(roles.iter().filter(|r| matches!(r, Role::Wall(_))).count(), 3);
+        assert_eq!(
+            roles.iter().filter(|r| matches!(r, Role::Wall(_))).count(),
+            3
+        );
         assert_eq!(roles.iter().filter(|&&r| r == Role::Skylight).count(), 1);
         let floor = roles.iter().position(|&r| r == Role::Floor).unwrap();
         assert_eq!(sizes[floor], *sizes.iter().max().unwrap());

@@ -130,7 +130,13 @@ pub fn toystore_groups<E>(
     let place = Placement::at(Vec3::new(row_length * 0.5, 0.0, ROW_PITCH - depth * 0.5))
         .rotated(Quat::from_rotation_x(-std::f32::consts::FRAC_PI_2));
     let mut b = MeshBuilder::new(&mut floor, place, FLOOR);
-    mesh::panel(&mut b, 1, 1, Vec2::new(row_length + 4.0, depth + 4.0), |_, _| 0.0);
+    mesh::panel(
+        &mut b,
+        1,
+        1,
+        Vec2::new(row_length + 4.0, depth + 4.0),
+        |_, _| 0.0,
+    );
     sink(floor)?;
 
     // One strip of light above each aisle, facing down.
@@ -149,11 +155,7 @@ pub fn toystore_groups<E>(
 
     for shelf in 0..shelves {
         let (row, column) = (shelf / columns, shelf % columns);
-        let origin = Vec3::new(
-            column as f32 * UNIT_PITCH,
-            0.0,
-            -(row as f32) * ROW_PITCH,
-        );
+        let origin = Vec3::new(column as f32 * UNIT_PITCH, 0.0, -(row as f32) * ROW_PITCH);
         sink(shelf_unit(shelf, origin, seed))?;
     }
     Ok(())
@@ -258,7 +260,11 @@ fn toy(group: &mut Group, kind: usize, base: Vec3, size: f32, material: u32, rng
             let profile = lathe_profile(ROCKET.1, |t| {
                 let body = 0.45 + 0.1 * (PI * t).sin();
                 let fins = if t < 0.2 { 0.5 * (1.0 - t / 0.2) } else { 0.0 };
-                let nose = if t > 0.7 { 1.0 - 0.9 * ((t - 0.7) / 0.3) } else { 1.0 };
+                let nose = if t > 0.7 {
+                    1.0 - 0.9 * ((t - 0.7) / 0.3)
+                } else {
+                    1.0
+                };
                 (r * (body + fins) * nose, height * t)
             });
             let mut b = MeshBuilder::new(group, standing, material);

@@ -86,11 +86,9 @@ impl ObjWriter {
         let obj = dir.join(format!("{stem}.obj"));
         let mtl = dir.join(format!("{stem}.mtl"));
         let material_names = unique_names(materials.iter().map(|m| m.name.as_str()));
-        write_mtl(&mtl, materials, &material_names, textures).map_err(|source| {
-            WriteError::Io {
-                path: mtl.clone(),
-                source,
-            }
+        write_mtl(&mtl, materials, &material_names, textures).map_err(|source| WriteError::Io {
+            path: mtl.clone(),
+            source,
         })?;
         let file = File::create(&obj).map_err(|source| WriteError::Io {
             path: obj.clone(),
@@ -221,7 +219,13 @@ fn sanitize(name: &str) -> String {
     let cleaned: String = name
         .trim()
         .chars()
-        .map(|c| if c.is_whitespace() || c.is_control() { '_' } else { c })
+        .map(|c| {
+            if c.is_whitespace() || c.is_control() {
+                '_'
+            } else {
+                c
+            }
+        })
         .collect();
     if cleaned.is_empty() {
         "unnamed".to_string()

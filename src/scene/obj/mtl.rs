@@ -85,7 +85,9 @@ pub fn check_library(path: &Path, text: &str) -> Result<String, LoadError> {
             }
             "illum" => {
                 let token = words.next();
-                let model = token.and_then(|t| t.parse::<u8>().ok()).filter(|&m| m <= 10);
+                let model = token
+                    .and_then(|t| t.parse::<u8>().ok())
+                    .filter(|&m| m <= 10);
                 match model {
                     Some(m) => format!("illum {m}"),
                     None => {
@@ -199,8 +201,7 @@ pub fn convert(m: &tobj::Material, warnings: &mut Vec<String>, mtl_path: &Path) 
         if specular.max_element() <= 0.0 {
             material.specular = Vec3::ONE;
         }
-    } else if matches!(illum, None | Some(2)) && specular.max_element() > 0.0 && shininess > 0.0
-    {
+    } else if matches!(illum, None | Some(2)) && specular.max_element() > 0.0 && shininess > 0.0 {
         material.kind = MaterialKind::Glossy;
         let total = (diffuse + specular).max_element();
         if total > 1.0 {
@@ -346,10 +347,7 @@ mod tests {
                 MaterialKind::Glass
             );
         }
-        assert_eq!(
-            kind_of("newmtl a\nd 0.5\nNi 1.33\n"),
-            MaterialKind::Glass
-        );
+        assert_eq!(kind_of("newmtl a\nd 0.5\nNi 1.33\n"), MaterialKind::Glass);
         assert_eq!(kind_of("newmtl a\nd 0.5\n"), MaterialKind::Diffuse);
         assert_eq!(kind_of("newmtl a\nTr 0.5\nNi 1.4\n"), MaterialKind::Glass);
     }
@@ -364,10 +362,18 @@ mod tests {
         assert_eq!(m.ior, 1.33);
         assert_eq!(m.transmittance, Vec3::new(0.9, 0.8, 0.7));
         assert_eq!(m.emission, Vec3::new(1.0, 2.0, 3.0));
-        let glass = convert(&tobj_material("newmtl g\nillum 4\n"), &mut Vec::new(), Path::new("t.mtl"));
+        let glass = convert(
+            &tobj_material("newmtl g\nillum 4\n"),
+            &mut Vec::new(),
+            Path::new("t.mtl"),
+        );
         assert_eq!(glass.ior, 1.5);
         assert_eq!(glass.transmittance, Vec3::ONE);
-        let mirror = convert(&tobj_material("newmtl m\nillum 3\n"), &mut Vec::new(), Path::new("t.mtl"));
+        let mirror = convert(
+            &tobj_material("newmtl m\nillum 3\n"),
+            &mut Vec::new(),
+            Path::new("t.mtl"),
+        );
         assert_eq!(mirror.specular, Vec3::ONE);
         let tinted = convert(
             &tobj_material("newmtl m\nillum 3\nKs 0.9 0.5 0.1\n"),

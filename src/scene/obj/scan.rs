@@ -149,7 +149,10 @@ impl ObjScan {
                 };
                 self.current_line = self.line;
                 self.current_has_faces = false;
-                Ok(Emit::Rewritten(format!("{keyword} {}\n", self.current_name)))
+                Ok(Emit::Rewritten(format!(
+                    "{keyword} {}\n",
+                    self.current_name
+                )))
             }
             "usemtl" => {
                 let name = rest_after_keyword(text, keyword);
@@ -215,7 +218,10 @@ impl ObjScan {
                     self.number(Some(c), "vertex colour (v x y z r g b)")?;
                 }
                 self.vertex_colours_dropped += 1;
-                Ok(Emit::Rewritten(format!("v {} {} {}\n", xyz[0], xyz[1], xyz[2])))
+                Ok(Emit::Rewritten(format!(
+                    "v {} {} {}\n",
+                    xyz[0], xyz[1], xyz[2]
+                )))
             }
             n => Err(self.syntax(format!(
                 "vertex position (v) has {} values; expected 3, 4 (x y z w) or 6 (x y z r g b)",
@@ -470,9 +476,15 @@ mod tests {
         let base = "v 0 0 0\nv 1 0 0\nv 1 1 0\n";
         assert!(scan(&format!("{base}f -1 -2 -3\n")).is_ok());
         let e = scan(&format!("{base}f -1 -2 -4\n")).unwrap_err();
-        assert!(matches!(e, LoadError::IndexOutOfRange { line: 4, .. }), "{e}");
+        assert!(
+            matches!(e, LoadError::IndexOutOfRange { line: 4, .. }),
+            "{e}"
+        );
         let e = scan(&format!("{base}f 1 2 4\n")).unwrap_err();
-        assert!(matches!(e, LoadError::IndexOutOfRange { line: 4, .. }), "{e}");
+        assert!(
+            matches!(e, LoadError::IndexOutOfRange { line: 4, .. }),
+            "{e}"
+        );
         let e = scan(&format!("{base}f 0 1 2\n")).unwrap_err();
         assert!(e.to_string().contains("start at 1"), "{e}");
         let e = scan(&format!("{base}f 1/1 2/1 3/1\n")).unwrap_err();
