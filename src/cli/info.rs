@@ -1,9 +1,340 @@
-//! (being written)
+//! `gasworks info`: what a scene holds, as text for people or one JSON object for scripts.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
 use clap::Args;
+use serde::Serialize;
+
+use crate::scene::{obj, Bounds, MaterialKind, Scene};
 
 #[derive(Args, Debug)]
-pub struct InfoArgs {}
+pub struct InfoArgs {
+    /// The scene, a Wavefront OBJ file
+    pub scene: PathBuf,
+    /// Print one JSON object instead of text
+    #[arg(long)]
+    pub json: bool,
+    /// Also list every group with its triangle count (always included in --json)
+    #[arg(long)]
+    pub groups: bool,
+    /// No progress bar
+    #[arg(long, short)]
+    pub quiet: bool,
+}
 
-pub fn run(_a: InfoArgs) -> anyhow::Result<()> {
-    anyhow::bail!("not yet")
+/// Groups whose triangle counts fall in `[min, max]`: powers of two, `min = 2^k`,
+/// `max = 2^(k+1) - 1` (or 0..0 for groups left empty by dropped degenerates).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Bucket {
+    pub min: u64,
+    pub max: u64,
+    pub groups: usize,
+    pub triangles: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct MaterialInfo {
+    pub name: String,
+    pub kind: MaterialKind,
+    /// Triangles using the material.
+    pub triangles: u64,
+    pub emissive: bool,
+    pub textured: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LightInfo {
+    /// Emissive triangles.
+    pub triangles: usize,
+    /// Their total area, in scene units squared.
+    pub area: f64,
+    /// Emitted power of one face: pi * area * radiance, summed (lights emit from both faces).
+    pub power_per_side: [f64; 3],
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct GroupInfo {
+    pub name: String,
+    pub triangles: u64,
+}
+
+/// Everything `info` reports.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SceneInfo {
+    pub source: String,
+    pub groups: usize,
+    pub triangles: u64,
+    pub vertices: u64,
+    /// Triangles per group in power-of-two buckets, smallest first, empty buckets included
+    /// between the smallest and the largest group.
+    pub histogram: Vec<Bucket>,
+    pub materials: Vec<MaterialInfo>,
+    pub lights: LightInfo,
+    /// The uniform environment radiance, when the scene has one.
+    pub environment: Option<[f32; 3]>,
+    /// None for a scene without triangles.
+    pub bounds: Option<Bounds>,
+    pub degenerate_dropped: usize,
+    pub textures: usize,
+    pub warnings: Vec<String>,
+    pub group_list: Vec<GroupInfo>,
+}
+
+/// The power-of-two bucket of a triangle count: 0 for none, k + 1 for [2^k, 2^(k+1)).
+fn bucket_index(triangles: u64) -> usize {
+    if triangles == 0 {
+        0
+    } else {
+        64 - triangles.leading_zeros() as usize
+    }
+}
+
+/// The per-group triangle histogram.
+pub fn histogram(counts: impl IntoIterator<Item = u64>) -> Vec<Bucket> {
+    let mut buckets: Vec<Bucket> = (0..=64)
+        .map(|i| {
+            let (min, max) = if i == 0 {
+                (0, 0)
+            } else {
+                let lo = 1u64 << (i - 1);
+                (lo, lo.saturating_sub(1).saturating_add(lo))
+            };
+            Bucket {
+                min,
+                max,
+                groups: 0,
+                triangles: 0,
+            }
+        })
+        .collect();
+    for c in counts {
+        let b = &mut buckets[bucket_index(c)];
+        b.groups += 1;
+        b.triangles += c;
+    }
+    let first = buckets.iter().position(|b| b.groups > 0);
+    let last = buckets.iter().rposition(|b| b.groups > 0);
+    match (first, last) {
+        (Some(f), Some(l)) => buckets[f..=l].to_vec(),
+        _ => Vec::new(),
+    }
+}
+
+pub fn scene_info(scene: &Scene) -> SceneInfo {
+    let mut material_triangles = vec![0u64; scene.materials.len()];
+    for g in &scene.groups {
+        for &m in &g.face_materials {
+            if let Some(count) = material_triangles.get_mut(m as usize) {
+                *count += 1;
+            }
+        }
+    }
+    let mut power = [0f64; 3];
+    let mut area = 0f64;
+    for light in &scene.lights {
+        area += light.area as f64;
+        for (c, p) in power.iter_mut().enumerate() {
+            *p += std::f64::consts::PI * light.area as f64 * light.emission[c] as f64;
+        }
+    }
+    let bounds = scene.bounds();
+    SceneInfo {
+        source: scene.source.clone(),
+        groups: scene.groups.len(),
+        triangles: scene.triangle_count() as u64,
+        vertices: scene.groups.iter().map(|g| g.positions.len() as u64).sum(),
+        histogram: histogram(scene.groups.iter().map(|g| g.triangle_count() as u64)),
+        materials: scene
+            .materials
+            .iter()
+            .zip(&material_triangles)
+            .map(|(m, &triangles)| MaterialInfo {
+                name: m.name.clone(),
+                kind: m.kind,
+                triangles,
+                emissive: m.is_emissive(),
+                textured: m.diffuse_texture.is_some(),
+            })
+            .collect(),
+        lights: LightInfo {
+            triangles: scene.lights.len(),
+            area,
+            power_per_side: power,
+        },
+        environment: scene.environment.map(|e| e.radiance.to_array()),
+        bounds: (!bounds.is_empty()).then_some(bounds),
+        degenerate_dropped: scene.report.degenerate_dropped,
+        textures: scene.textures.len(),
+        warnings: scene.report.warnings.clone(),
+        group_list: scene
+            .groups
+            .iter()
+            .map(|g| GroupInfo {
+                name: g.name.clone(),
+                triangles: g.triangle_count() as u64,
+            })
+            .collect(),
+    }
+}
+
+fn kind_name(kind: MaterialKind) -> &'static str {
+    match kind {
+        MaterialKind::Diffuse => "diffuse",
+        MaterialKind::Glossy => "glossy",
+        MaterialKind::Mirror => "mirror",
+        MaterialKind::Glass => "glass",
+    }
+}
+
+/// The report as text.
+pub fn render_text(info: &SceneInfo, list_groups: bool) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "scene       {}", info.source);
+    let _ = writeln!(s, "groups      {}", info.groups);
+    let _ = writeln!(
+        s,
+        "triangles   {} ({} vertices)",
+        info.triangles, info.vertices
+    );
+    match &info.bounds {
+        Some(b) => {
+            let _ = writeln!(
+                s,
+                "bounds      min ({}, {}, {})  max ({}, {}, {})",
+                b.min[0], b.min[1], b.min[2], b.max[0], b.max[1], b.max[2]
+            );
+        }
+        None => {
+            let _ = writeln!(s, "bounds      (empty)");
+        }
+    }
+    let _ = writeln!(s, "triangles per group:");
+    let widest = info
+        .histogram
+        .iter()
+        .map(|b| b.groups)
+        .max()
+        .unwrap_or(1)
+        .max(1);
+    for b in &info.histogram {
+        let bar = "#".repeat((b.groups * 40).div_ceil(widest));
+        let range = if b.min == b.max {
+            format!("{}", b.min)
+        } else {
+            format!("{}..{}", b.min, b.max)
+        };
+        let _ = writeln!(
+            s,
+            "  {range:>15}  {:>6} groups {:>11} triangles  {bar}",
+            b.groups, b.triangles
+        );
+    }
+    let _ = writeln!(s, "materials   {}", info.materials.len());
+    for m in &info.materials {
+        let mut notes = String::new();
+        if m.emissive {
+            notes.push_str(" emissive");
+        }
+        if m.textured {
+            notes.push_str(" textured");
+        }
+        let _ = writeln!(
+            s,
+            "  {:<24} {:<8} {:>11} triangles{notes}",
+            m.name,
+            kind_name(m.kind),
+            m.triangles
+        );
+    }
+    let p = info.lights.power_per_side;
+    let _ = writeln!(
+        s,
+        "lights      {} emissive triangles, area {:.6}, power per side ({:.6}, {:.6}, {:.6})",
+        info.lights.triangles, info.lights.area, p[0], p[1], p[2]
+    );
+    match info.environment {
+        Some(e) => {
+            let _ = writeln!(s, "environment ({}, {}, {})", e[0], e[1], e[2]);
+        }
+        None => {
+            let _ = writeln!(s, "environment none");
+        }
+    }
+    let _ = writeln!(s, "textures    {}", info.textures);
+    let _ = writeln!(
+        s,
+        "degenerate  {} triangles dropped",
+        info.degenerate_dropped
+    );
+    let _ = writeln!(s, "warnings    {}", info.warnings.len());
+    for w in &info.warnings {
+        let _ = writeln!(s, "  {w}");
+    }
+    if list_groups {
+        let _ = writeln!(s, "group list:");
+        for g in &info.group_list {
+            let _ = writeln!(s, "  {:>11}  {}", g.triangles, g.name);
+        }
+    }
+    s
+}
+
+pub fn run(a: InfoArgs) -> anyhow::Result<()> {
+    let scene = obj::load_obj(&a.scene, &obj::LoadOptions { quiet: a.quiet })?;
+    let info = scene_info(&scene);
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&info)?);
+    } else {
+        print!("{}", render_text(&info, a.groups));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_buckets_are_powers_of_two() {
+        let h = histogram([2, 2, 3, 4, 100, 0]);
+        let got: Vec<(u64, u64, usize, u64)> = h
+            .iter()
+            .map(|b| (b.min, b.max, b.groups, b.triangles))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (0, 0, 1, 0),
+                (1, 1, 0, 0),
+                (2, 3, 3, 7),
+                (4, 7, 1, 4),
+                (8, 15, 0, 0),
+                (16, 31, 0, 0),
+                (32, 63, 0, 0),
+                (64, 127, 1, 100),
+            ]
+        );
+        assert!(histogram([]).is_empty());
+        let top = histogram([u64::MAX]);
+        assert_eq!(top[0].max, u64::MAX);
+    }
+
+    #[test]
+    fn info_of_the_cornell_box() {
+        let info = scene_info(&crate::scene::gen::cornell());
+        assert_eq!(info.groups, 8);
+        assert_eq!(info.triangles, 32);
+        assert_eq!(info.histogram.len(), 3);
+        assert_eq!(info.histogram[0].groups, 6); // 2 triangles each
+        assert_eq!(info.histogram[2].groups, 2); // the blocks, 10 each
+        assert_eq!(info.lights.triangles, 2);
+        let expected = std::f64::consts::PI * 13650.0 * 17.0;
+        assert!((info.lights.power_per_side[0] - expected).abs() / expected < 1e-4);
+        let text = render_text(&info, true);
+        assert!(text.contains("groups      8"));
+        assert!(text.contains("short_block"));
+        let json: serde_json::Value = serde_json::to_value(&info).unwrap();
+        assert_eq!(json["materials"][1]["kind"], "diffuse");
+    }
 }

@@ -1,1 +1,37 @@
-//! Procedural scenes (being written).
+//! Procedural scenes and the OBJ/MTL writer that saves them.
+//!
+//! - [`cornell`]: the classic Cornell box (published dimensions), with [`cornell_camera`];
+//! - [`sponza_like`]: Crytek Sponza's heavy-tailed group sizes in an atrium, the benchmark
+//!   scene of the batched GAS builds;
+//! - [`toystore`] / [`toystore_groups`]: shelves of unique toys, from ten thousand to a
+//!   hundred million triangles, streamable group by group.
+//!
+//! Every generator is a pure function of its parameters and seed, and makes no degenerate
+//! triangle.
+
+mod cornell;
+pub mod mesh;
+mod rng;
+mod sponza_like;
+mod toystore;
+mod writer;
+
+pub use cornell::{cornell, cornell_camera, CORNELL_LIGHT_Y};
+pub use sponza_like::{
+    group_sizes as sponza_like_group_sizes, sponza_like, SPONZA_LIKE_GROUPS,
+    SPONZA_LIKE_MAX_TRIANGLES, SPONZA_LIKE_TRIANGLES,
+};
+pub use toystore::{
+    check_shelves, toystore, toystore_groups, toystore_materials, toystore_triangles, MAX_SHELVES,
+    TRIANGLES_PER_SHELF,
+};
+pub use writer::{write_obj, ObjWriter, WriteError, Written};
+
+/// Why a scene could not be generated or written.
+#[derive(Debug, thiserror::Error)]
+pub enum GenError {
+    #[error("{0}")]
+    BadParameter(String),
+    #[error(transparent)]
+    Write(#[from] WriteError),
+}

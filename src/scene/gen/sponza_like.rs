@@ -1,0 +1,552 @@
+//! A stand-in for Crytek Sponza where it matters to acceleration-structure builds: the sizes
+//! of its groups. Sponza's ~390 groups are heavy-tailed: dozens of 2-triangle quads, most
+//! groups under a few hundred triangles, and a handful over 10k holding much of the total.
+//!
+//! The sizes here are the quantiles of a log-logistic distribution (a power-law tail) with
+//! 10% of the groups set to 2 triangles, jittered by the seed, with the median solved for so
+//! that the total matches the request. Each size is then made into a real mesh in an
+//! atrium-like layout open at +Z: a tessellated floor and three walls (the largest groups),
+//! wavy drapes on the back wall, columns, arches, urns and rings along two colonnades, cones,
+//! crates, balls and vases in the side aisles, quads as banners on the side walls, and an
+//! emissive skylight (also a 2-triangle group) over the court.
+
+use std::f32::consts::{FRAC_PI_2, PI, TAU};
+
+use glam::{Quat, Vec2, Vec3};
+
+use super::mesh::{self, MeshBuilder, Placement};
+use super::rng::Rng;
+use super::GenError;
+use crate::scene::{Group, Material, MaterialKind, Scene};
+
+/// Defaults: Crytek Sponza's group count and triangle count, rounded.
+pub const SPONZA_LIKE_GROUPS: usize = 390;
+pub const SPONZA_LIKE_TRIANGLES: u64 = 260_000;
+/// The largest scene the generator builds in memory.
+pub const SPONZA_LIKE_MAX_TRIANGLES: u64 = 50_000_000;
+
+/// Share of the groups that are single quads (2 triangles).
+const QUAD_SHARE: f64 = 0.1;
+/// Exponent of the log-logistic quantile function: 1 gives a tail like Sponza's (a few groups
+/// over 10k at the default size, about half the groups under 100).
+const TAIL_EXPONENT: f64 = 1.0;
+/// Spread of the seed's jitter of each size, in natural-log units.
+const JITTER: f64 = 0.3;
+/// At most this many drapes; further large groups become colonnade pieces.
+const MAX_DRAPES: usize = 12;
+/// Groups at least this large (after the floor and walls) are drapes, up to [`MAX_DRAPES`].
+const DRAPE_MIN: u64 = 1500;
+/// Groups at least this large are colonnade pieces; smaller ones stand in the aisles.
+const MEDIUM_MIN: u64 = 150;
+
+// The atrium: x in [-HALF_X, HALF_X], z in [-HALF_Z, HALF_Z] (open at +Z), y in [0, HEIGHT].
+const HALF_X: f32 = 20.0;
+const HALF_Z: f32 = 10.0;
+const HEIGHT: f32 = 14.0;
+
+const STONE: u32 = 0;
+const FLOOR: u32 = 1;
+const FABRICS: [u32; 3] = [2, 3, 4];
+const BRONZE: u32 = 5;
+const SKYLIGHT: u32 = 6;
+
+fn materials() -> Vec<Material> {
+    let mut bronze = Material::diffuse("bronze", Vec3::new(0.25, 0.15, 0.08));
+    bronze.kind = MaterialKind::Glossy;
+    bronze.specular = Vec3::new(0.5, 0.35, 0.2);
+    bronze.shininess = 80.0;
+    let mut sky = Material::diffuse("skylight", Vec3::ZERO);
+    sky.emission = Vec3::new(4.0, 4.0, 3.7);
+    vec![
+        Material::diffuse("stone", Vec3::new(0.72, 0.68, 0.6)),
+        Material::diffuse("floor_stone", Vec3::new(0.45, 0.43, 0.4)),
+        Material::diffuse("fabric_red", Vec3::new(0.6, 0.08, 0.06)),
+        Material::diffuse("fabric_green", Vec3::new(0.1, 0.4, 0.12)),
+        Material::diffuse("fabric_blue", Vec3::new(0.08, 0.15, 0.5)),
+        bronze,
+        sky,
+    ]
+}
+
+/// The group sizes (before they are made into meshes): `quads` 2s, the rest even and >= 4,
+/// summing to about `triangles`.
+pub fn group_sizes(groups: usize, triangles: u64, seed: u64) -> Vec<u64> {
+    let quads = ((groups as f64 * QUAD_SHARE).round() as usize).max(1);
+    let others = groups - quads;
+    let mut rng = Rng::new(seed, 1);
+    let jitter: Vec<f64> = (0..others)
+        .map(|_| (JITTER * (rng.f32() as f64 - 0.5)).exp())
+        .collect();
+    let sizes_for = |median: f64| -> Vec<u64> {
+        (0..others)
+            .map(|i| {
+                let p = (i as f64 + 0.5) / others as f64;
+                let s = median * (p / (1.0 - p)).powf(TAIL_EXPONENT) * jitter[i];
+                (2 * (s / 2.0).round() as u64).max(4)
+            })
+            .collect()
+    };
+    let target = triangles.saturating_sub(2 * quads as u64);
+    // The total grows with the median: bisect on its logarithm.
+    let (mut lo, mut hi) = (1e-3f64.ln(), 1e9f64.ln());
+    for _ in 0..100 {
+        let mid = 0.5 * (lo + hi);
+        let total: u64 = sizes_for(mid.exp()).iter().sum();
+        if total < target {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    let mut sizes = sizes_for(hi.exp());
+    sizes.extend(std::iter::repeat_n(2, quads));
+    sizes
+}
+
+/// What a group is in the layout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Role {
+    Floor,
+    Wall(usize),
+    Skylight,
+    Banner,
+    Drape,
+    Medium,
+    Small,
+}
+
+/// A sponza-like scene of `groups` groups and about `triangles` triangles (within a few
+/// percent: curved meshes round their tessellation), a pure function of its arguments.
+pub fn sponza_like(groups: usize, triangles: u64, seed: u64) -> Result<Scene, GenError> {
+    if groups < 6 {
+        return Err(GenError::BadParameter(format!(
+            "sponza-like needs at least 6 groups (floor, 3 walls, skylight and more), got {groups}"
+        )));
+    }
+    if triangles < 8 * groups as u64 {
+        return Err(GenError::BadParameter(format!(
+            "sponza-like needs at least 8 triangles per group ({} for {groups} groups), got {triangles}",
+            8 * groups as u64
+        )));
+    }
+    if triangles > SPONZA_LIKE_MAX_TRIANGLES {
+        return Err(GenError::BadParameter(format!(
+            "sponza-like is built in memory and stops at {SPONZA_LIKE_MAX_TRIANGLES} triangles, got {triangles} (use toystore for bigger scenes)"
+        )));
+    }
+    let sizes = group_sizes(groups, triangles, seed);
+    let roles = assign_roles(&sizes);
+    let mut rng = Rng::new(seed, 2);
+    let count = |role: Role| roles.iter().filter(|&&r| r == role).count();
+    let mut layout = Layout {
+        banners: Slots::new(count(Role::Banner)),
+        drapes: Slots::new(count(Role::Drape)),
+        medium: Slots::new(count(Role::Medium)),
+        small: Slots::new(count(Role::Small)),
+    };
+    let mut out: Vec<Group> = sizes
+        .iter()
+        .zip(&roles)
+        .enumerate()
+        .map(|(i, (&size, &role))| build_group(i, role, size, &mut layout, &mut rng))
+        .collect();
+    // Files list their groups in no particular order of size.
+    rng.shuffle(&mut out);
+    Ok(Scene::new(
+        &format!(
+            "gasworks gen sponza-like --groups {groups} --triangles {triangles} --seed {seed}"
+        ),
+        out,
+        materials(),
+    ))
+}
+
+/// The largest groups are the floor and walls, the next large ones drapes, then colonnade
+/// pieces and aisle objects by size; one quad is the skylight and the others banners.
+fn assign_roles(sizes: &[u64]) -> Vec<Role> {
+    let mut order: Vec<usize> = (0..sizes.len()).collect();
+    order.sort_by(|&a, &b| sizes[b].cmp(&sizes[a]).then(a.cmp(&b)));
+    let mut roles = vec![Role::Small; sizes.len()];
+    let mut drapes = 0;
+    let mut skylight_given = false;
+    for (rank, &i) in order.iter().enumerate() {
+        roles[i] = match (rank, sizes[i]) {
+            (_, 2) if !skylight_given => {
+                skylight_given = true;
+                Role::Skylight
+            }
+            (_, 2) => Role::Banner,
+            (0, _) => Role::Floor,
+            (1..=3, _) => Role::Wall(rank - 1),
+            (_, s) if s >= DRAPE_MIN && drapes < MAX_DRAPES => {
+                drapes += 1;
+                Role::Drape
+            }
+            (_, s) if s >= MEDIUM_MIN => Role::Medium,
+            _ => Role::Small,
+        };
+    }
+    roles
+}
+
+/// Hands out the next place in a row-by-row arrangement of `total` items.
+struct Slots {
+    total: usize,
+    next: usize,
+}
+
+impl Slots {
+    fn new(total: usize) -> Slots {
+        Slots { total, next: 0 }
+    }
+
+    fn take(&mut self) -> usize {
+        self.next += 1;
+        self.next - 1
+    }
+}
+
+struct Layout {
+    banners: Slots,
+    drapes: Slots,
+    medium: Slots,
+    small: Slots,
+}
+
+/// Place `index` of `total` on rows along x in bands on both sides of the court
+/// (|z| in [z_near, z_far]), `per_row` at most per row; returns the position and the cell
+/// size (along x, along z).
+fn band_slot(index: usize, total: usize, per_row: usize, z_near: f32, z_far: f32) -> (Vec3, Vec2) {
+    let rows_per_side = total.div_ceil(2 * per_row).max(1);
+    let rows = 2 * rows_per_side;
+    let in_row = total.div_ceil(rows).max(1);
+    let (row, column) = (index / in_row, index % in_row);
+    let side = if row % 2 == 0 { 1.0 } else { -1.0 };
+    let band = (row / 2) as f32;
+    let depth = (z_far - z_near) / rows_per_side as f32;
+    let z = side * (z_near + depth * (band + 0.5));
+    let width = 2.0 * (HALF_X - 1.5) / in_row as f32;
+    let x = -(HALF_X - 1.5) + width * (column as f32 + 0.5);
+    (Vec3::new(x, 0.0, z), Vec2::new(width, depth))
+}
+
+/// The (nx, ny) grid of `size` triangles (even, >= 2) whose cells are closest to square
+/// for a panel of aspect `width / height`.
+fn grid_for(size: u64, width: f32, height: f32) -> (u32, u32) {
+    let cells = (size / 2).max(1);
+    let ideal = ((cells as f64) * (width / height) as f64).sqrt();
+    let mut best = (1u64, cells);
+    let mut best_err = f64::INFINITY;
+    let mut d = 1u64;
+    while d * d <= cells {
+        if cells % d == 0 {
+            for nx in [d, cells / d] {
+                let err = ((nx as f64).ln() - ideal.ln()).abs();
+                if err < best_err {
+                    best_err = err;
+                    best = (nx, cells / nx);
+                }
+            }
+        }
+        d += 1;
+    }
+    (best.0 as u32, best.1 as u32)
+}
+
+/// Segments and profile points of a lathe of about `size` triangles.
+fn lathe_resolution(size: u64) -> (u32, u32) {
+    let half = (size / 2).max(6) as f64;
+    let segments = half.sqrt().round().max(3.0);
+    let points = (half / segments).round().max(2.0);
+    (segments as u32, points as u32)
+}
+
+fn build_group(index: usize, role: Role, size: u64, layout: &mut Layout, rng: &mut Rng) -> Group {
+    let mut group = Group::default();
+    let name = match role {
+        Role::Floor => {
+            let (nx, ny) = grid_for(size, 2.0 * HALF_X, 2.0 * HALF_Z);
+            let place = Placement::at(Vec3::ZERO).rotated(Quat::from_rotation_x(-FRAC_PI_2));
+            let mut b = MeshBuilder::new(&mut group, place, FLOOR);
+            mesh::panel(
+                &mut b,
+                nx,
+                ny,
+                Vec2::new(2.0 * HALF_X, 2.0 * HALF_Z),
+                |_, _| 0.0,
+            );
+            "floor".to_string()
+        }
+        Role::Wall(k) => {
+            // Back (z = -HALF_Z, facing +Z), left (x = -HALF_X, facing +X), right.
+            let (width, place, name) = match k {
+                0 => (
+                    2.0 * HALF_X,
+                    Placement::at(Vec3::new(0.0, HEIGHT / 2.0, -HALF_Z)),
+                    "wall_back",
+                ),
+                1 => (
+                    2.0 * HALF_Z,
+                    Placement::at(Vec3::new(-HALF_X, HEIGHT / 2.0, 0.0)).turned(FRAC_PI_2),
+                    "wall_left",
+                ),
+                _ => (
+                    2.0 * HALF_Z,
+                    Placement::at(Vec3::new(HALF_X, HEIGHT / 2.0, 0.0)).turned(-FRAC_PI_2),
+                    "wall_right",
+                ),
+            };
+            let (nx, ny) = grid_for(size, width, HEIGHT);
+            let mut b = MeshBuilder::new(&mut group, place, STONE);
+            mesh::panel(&mut b, nx, ny, Vec2::new(width, HEIGHT), |_, _| 0.0);
+            name.to_string()
+        }
+        Role::Skylight => {
+            let place = Placement::at(Vec3::new(0.0, HEIGHT, 0.0))
+                .rotated(Quat::from_rotation_x(FRAC_PI_2));
+            let mut b = MeshBuilder::new(&mut group, place, SKYLIGHT);
+            let size = Vec2::new(2.0 * (HALF_X - 4.0), 2.0 * (HALF_Z - 4.0));
+            mesh::panel(&mut b, 1, 1, size, |_, _| 0.0);
+            "skylight".to_string()
+        }
+        Role::Banner => {
+            // On the side walls, a grid per wall, just in front of the wall.
+            let slot = layout.banners.take();
+            let total = layout.banners.total;
+            let (left, per_wall, k) = if slot < total.div_ceil(2) {
+                (true, total.div_ceil(2), slot)
+            } else {
+                (false, total / 2, slot - total.div_ceil(2))
+            };
+            let cols = ((per_wall as f32 * 1.5).sqrt().ceil() as usize).max(1);
+            let rows = per_wall.div_ceil(cols).max(1);
+            let (cell_w, cell_h) = (
+                2.0 * (HALF_Z - 1.0) / cols as f32,
+                (HEIGHT - 2.0) / rows as f32,
+            );
+            let along = -(HALF_Z - 1.0) + cell_w * ((k % cols) as f32 + 0.5);
+            let y = 1.0 + cell_h * ((k / cols) as f32 + 0.5);
+            let (x, turn) = if left {
+                (-HALF_X + 0.02, FRAC_PI_2)
+            } else {
+                (HALF_X - 0.02, -FRAC_PI_2)
+            };
+            let place = Placement::at(Vec3::new(x, y, along)).turned(turn);
+            let material = FABRICS[rng.below(FABRICS.len())];
+            let mut b = MeshBuilder::new(&mut group, place, material);
+            let size = Vec2::new(cell_w * 0.6, cell_h * 0.7);
+            mesh::panel(&mut b, 1, 1, size, |_, _| 0.0);
+            format!("banner_{index:03}")
+        }
+        Role::Drape => {
+            let slot = layout.drapes.take();
+            let total = layout.drapes.total.max(1);
+            let pitch = 2.0 * (HALF_X - 1.0) / total as f32;
+            let x = -(HALF_X - 1.0) + pitch * (slot as f32 + 0.5);
+            let (width, height) = (pitch * 0.85, 9.0);
+            let (nx, ny) = grid_for(size, width, height);
+            let folds = (width / 0.4).round().max(1.0);
+            let place = Placement::at(Vec3::new(x, 8.0, -HALF_Z + 0.4));
+            let material = FABRICS[rng.below(FABRICS.len())];
+            let mut b = MeshBuilder::new(&mut group, place, material);
+            mesh::panel(&mut b, nx, ny, Vec2::new(width, height), |u, v| {
+                0.15 * (TAU * folds * u).sin() * (0.4 + 0.6 * (1.0 - v))
+            });
+            format!("drape_{index:03}")
+        }
+        Role::Medium => {
+            let slot = layout.medium.take();
+            let (at, cell) = band_slot(slot, layout.medium.total, 24, 3.0, 6.5);
+            build_medium(&mut group, index, size, at, cell, rng)
+        }
+        Role::Small => {
+            let slot = layout.small.take();
+            let (at, cell) = band_slot(slot, layout.small.total, 40, 7.0, 9.6);
+            build_small(&mut group, index, size, at, cell, rng)
+        }
+    };
+    group.name = name;
+    group
+}
+
+/// Column, arch, urn or ring of about `size` triangles standing at `at` within `cell`.
+fn build_medium(
+    group: &mut Group,
+    index: usize,
+    size: u64,
+    at: Vec3,
+    cell: Vec2,
+    rng: &mut Rng,
+) -> String {
+    let footprint = (0.8 * cell.x.min(cell.y)).min(1.6);
+    let turn = rng.range(0.0, TAU);
+    let material = if rng.f32() < 0.3 { BRONZE } else { STONE };
+    match rng.below(4) {
+        0 => {
+            // An arch along the row, as wide as its cell allows.
+            let outer = (0.45 * cell.x).clamp(0.2, 3.0);
+            let segments = (size.saturating_sub(4) / 8).max(2) as u32;
+            let mut b = MeshBuilder::new(group, Placement::at(at), material);
+            mesh::arch(
+                &mut b,
+                segments,
+                outer * 0.75,
+                outer,
+                footprint.min(outer) * 0.5,
+            );
+            format!("arch_{index:03}")
+        }
+        1 => {
+            // A ring standing on its rim.
+            let half = (size / 2).max(9) as f64;
+            let sides = (half / 3.0).sqrt().round().max(3.0) as u32;
+            let rings = (half / sides as f64).round().max(3.0) as u32;
+            let major = footprint * 0.4;
+            let place = Placement::at(at + Vec3::Y * major * 1.25)
+                .rotated(Quat::from_rotation_y(turn) * Quat::from_rotation_x(FRAC_PI_2));
+            let mut b = MeshBuilder::new(group, place, material);
+            mesh::torus(&mut b, rings, sides, major, major * 0.25);
+            format!("ring_{index:03}")
+        }
+        kind => {
+            let (segments, points) = lathe_resolution(size);
+            let radius = footprint * 0.5;
+            let (height, shape, name): (f32, fn(f32) -> f32, &str) = if kind == 2 {
+                (4.5, column_profile, "column")
+            } else {
+                (radius * 3.0, urn_profile, "urn")
+            };
+            let mut b = MeshBuilder::new(group, Placement::at(at).turned(turn), material);
+            mesh::lathe(&mut b, segments, &profile(points, radius, height, shape));
+            format!("{name}_{index:03}")
+        }
+    }
+}
+
+/// `points` (radius, height) points of a surface of revolution of `height`, radius
+/// `radius * shape(t)` at relative height t.
+fn profile(points: u32, radius: f32, height: f32, shape: fn(f32) -> f32) -> Vec<(f32, f32)> {
+    (0..points)
+        .map(|i| {
+            let t = i as f32 / (points - 1) as f32;
+            (radius * shape(t), height * t)
+        })
+        .collect()
+}
+
+/// Radius (relative) of a column at relative height t: base, tapering shaft, capital.
+fn column_profile(t: f32) -> f32 {
+    if t < 0.06 {
+        1.0
+    } else if t > 0.93 {
+        0.95
+    } else {
+        0.6 - 0.08 * t
+    }
+}
+
+/// Radius (relative) of an urn at relative height t: foot, belly, neck, lip.
+fn urn_profile(t: f32) -> f32 {
+    0.35 + 0.6 * (PI * (0.1 + 0.8 * t)).sin().powi(2) * (1.0 - 0.5 * t)
+}
+
+/// Cone, crate, ball or vase of about `size` triangles on the floor at `at` within `cell`.
+fn build_small(
+    group: &mut Group,
+    index: usize,
+    size: u64,
+    at: Vec3,
+    cell: Vec2,
+    rng: &mut Rng,
+) -> String {
+    let extent = (0.8 * cell.x.min(cell.y)).min(1.0);
+    let turn = rng.range(0.0, TAU);
+    let material = match rng.below(4) {
+        0 => BRONZE,
+        1 => FABRICS[rng.below(FABRICS.len())],
+        _ => STONE,
+    };
+    let standing = Placement::at(at).turned(turn);
+    if size == 12 {
+        let h = extent * 0.5;
+        let mut b = MeshBuilder::new(group, standing, material);
+        mesh::cuboid(&mut b, Vec3::new(-h, 0.0, -h), Vec3::new(h, extent, h));
+        return format!("crate_{index:03}");
+    }
+    // Cones hit any even size exactly; balls and vases round theirs.
+    if size < 24 || rng.f32() < 0.5 {
+        let sides = ((size + 2) / 2).max(3) as u32;
+        let height = extent * rng.range(0.8, 1.6);
+        let mut b = MeshBuilder::new(group, standing, material);
+        mesh::cone(&mut b, sides, extent * 0.5, height);
+        return format!("cone_{index:03}");
+    }
+    let radius = extent * 0.5;
+    if rng.f32() < 0.5 {
+        let half = (size / 2) as f64;
+        let slices = (half * 2.0).sqrt().round().max(3.0) as u32;
+        let stacks = (half / slices as f64).round().max(1.0) as u32 + 1;
+        let place = Placement::at(at + Vec3::Y * radius).turned(turn);
+        let mut b = MeshBuilder::new(group, place, material);
+        mesh::sphere(&mut b, slices, stacks, radius);
+        format!("ball_{index:03}")
+    } else {
+        let (segments, points) = lathe_resolution(size);
+        let mut b = MeshBuilder::new(group, standing, material);
+        mesh::lathe(
+            &mut b,
+            segments,
+            &profile(points, radius, extent * 1.4, urn_profile),
+        );
+        format!("vase_{index:03}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_follow_the_requested_shape() {
+        let sizes = group_sizes(390, 260_000, 1);
+        assert_eq!(sizes.len(), 390);
+        assert_eq!(sizes.iter().filter(|&&s| s == 2).count(), 39);
+        assert!(sizes.iter().all(|&s| s == 2 || (s >= 4 && s % 2 == 0)));
+        let total: u64 = sizes.iter().sum();
+        assert!(total.abs_diff(260_000) < 2_600, "{total}");
+    }
+
+    #[test]
+    fn grids_hit_the_size_exactly() {
+        for size in [2, 4, 6, 34, 1000, 76062, 2 * 7919] {
+            let (nx, ny) = grid_for(size, 40.0, 20.0);
+            assert_eq!(mesh::panel_triangles(nx, ny), size);
+        }
+        // 400 cells on a 2:1 panel: 25 x 16 is the divisor pair nearest to square cells.
+        assert_eq!(grid_for(800, 2.0, 1.0), (25, 16));
+    }
+
+    #[test]
+    fn roles_cover_structure_first() {
+        let sizes = group_sizes(390, 260_000, 3);
+        let roles = assign_roles(&sizes);
+        assert_eq!(roles.iter().filter(|&&r| r == Role::Floor).count(), 1);
+        assert_eq!(
+            roles.iter().filter(|r| matches!(r, Role::Wall(_))).count(),
+            3
+        );
+        assert_eq!(roles.iter().filter(|&&r| r == Role::Skylight).count(), 1);
+        let floor = roles.iter().position(|&r| r == Role::Floor).unwrap();
+        assert_eq!(sizes[floor], *sizes.iter().max().unwrap());
+    }
+
+    #[test]
+    fn small_scenes_are_valid() {
+        let s = sponza_like(6, 48, 0).unwrap();
+        assert_eq!(s.groups.len(), 6);
+        assert_eq!(s.report.degenerate_dropped, 0);
+        assert!(!s.lights.is_empty());
+        assert!(sponza_like(5, 1000, 0).is_err());
+        assert!(sponza_like(10, 79, 0).is_err());
+    }
+}

@@ -1,0 +1,310 @@
+//! Writes scenes as Wavefront OBJ + MTL that other tools open: one `g` per group, `usemtl`
+//! where the material changes, `v`/`vn`/`vt`/`f` with one index per corner, and `newmtl`
+//! entries whose `illum` model reads back as the same material kind (see `obj::mtl`).
+//!
+//! [`ObjWriter`] streams: groups are written one at a time as they are made, so a generator of
+//! tens of millions of triangles never holds more than one group, and nothing is formatted
+//! into intermediate strings.
+
+use std::collections::HashSet;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use glam::Vec3;
+
+use crate::scene::{Group, Material, MaterialKind, Scene, Texture};
+
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    #[error("cannot create the folder {}: {source}", path.display())]
+    CreateDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot write {}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{}: group {group} has {count} {what} for {vertices} vertices", path.display())]
+    BadGroup {
+        path: PathBuf,
+        group: String,
+        what: &'static str,
+        count: usize,
+        vertices: usize,
+    },
+}
+
+/// What was written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Written {
+    pub obj: PathBuf,
+    pub mtl: PathBuf,
+    /// Groups written (groups without triangles are skipped: OBJ has no empty groups).
+    pub groups: usize,
+    pub triangles: u64,
+    pub vertices: u64,
+}
+
+/// Writes a whole in-memory scene as `dir/stem.obj` and `dir/stem.mtl`.
+pub fn write_obj(scene: &Scene, dir: &Path, stem: &str) -> Result<Written, WriteError> {
+    let header = [format!("scene: {}", scene.source)];
+    let mut writer = ObjWriter::create(dir, stem, &scene.materials, &scene.textures, &header)?;
+    for group in &scene.groups {
+        writer.write_group(group)?;
+    }
+    writer.finish()
+}
+
+/// An OBJ file being written group by group, with its MTL file written up front.
+pub struct ObjWriter {
+    out: BufWriter<File>,
+    obj: PathBuf,
+    mtl: PathBuf,
+    material_names: Vec<String>,
+    groups: usize,
+    triangles: u64,
+    vertices: u64,
+}
+
+impl ObjWriter {
+    /// Creates `dir` if needed, writes `stem.mtl` and starts `stem.obj` (with `header` lines as
+    /// comments).
+    pub fn create(
+        dir: &Path,
+        stem: &str,
+        materials: &[Material],
+        textures: &[Texture],
+        header: &[String],
+    ) -> Result<ObjWriter, WriteError> {
+        std::fs::create_dir_all(dir).map_err(|source| WriteError::CreateDir {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        let obj = dir.join(format!("{stem}.obj"));
+        let mtl = dir.join(format!("{stem}.mtl"));
+        let material_names = unique_names(materials.iter().map(|m| m.name.as_str()));
+        write_mtl(&mtl, materials, &material_names, textures).map_err(|source| WriteError::Io {
+            path: mtl.clone(),
+            source,
+        })?;
+        let file = File::create(&obj).map_err(|source| WriteError::Io {
+            path: obj.clone(),
+            source,
+        })?;
+        let mut writer = ObjWriter {
+            out: BufWriter::with_capacity(1 << 20, file),
+            obj,
+            mtl,
+            material_names,
+            groups: 0,
+            triangles: 0,
+            vertices: 0,
+        };
+        let mtl_name = format!("{stem}.mtl");
+        writer.io(|out| {
+            writeln!(out, "# written by gasworks {}", env!("CARGO_PKG_VERSION"))?;
+            for line in header {
+                writeln!(out, "# {line}")?;
+            }
+            writeln!(out, "mtllib {mtl_name}")
+        })?;
+        Ok(writer)
+    }
+
+    fn io(
+        &mut self,
+        f: impl FnOnce(&mut BufWriter<File>) -> std::io::Result<()>,
+    ) -> Result<(), WriteError> {
+        f(&mut self.out).map_err(|source| WriteError::Io {
+            path: self.obj.clone(),
+            source,
+        })
+    }
+
+    /// Appends one group: its vertices, then its faces, with a `usemtl` at the start and at
+    /// every change of material.
+    pub fn write_group(&mut self, group: &Group) -> Result<(), WriteError> {
+        if group.indices.is_empty() {
+            return Ok(());
+        }
+        let n = group.positions.len();
+        for (what, count) in [
+            ("normals", group.normals.len()),
+            ("texture coordinates", group.uvs.len()),
+        ] {
+            if count != 0 && count != n {
+                return Err(WriteError::BadGroup {
+                    path: self.obj.clone(),
+                    group: group.name.clone(),
+                    what,
+                    count,
+                    vertices: n,
+                });
+            }
+        }
+        let base = self.vertices + 1;
+        let has_normals = !group.normals.is_empty();
+        let has_uvs = !group.uvs.is_empty();
+        let name = sanitize(&group.name);
+        let names = std::mem::take(&mut self.material_names);
+        let result = self.io(|out| {
+            writeln!(out, "g {name}")?;
+            for p in &group.positions {
+                write_vec3(out, "v", *p)?;
+            }
+            if has_normals {
+                for v in &group.normals {
+                    write_vec3(out, "vn", *v)?;
+                }
+            }
+            if has_uvs {
+                for t in &group.uvs {
+                    writeln!(out, "vt {} {}", t.x, t.y)?;
+                }
+            }
+            let mut current = None;
+            for (tri, &m) in group.indices.iter().zip(&group.face_materials) {
+                if current != Some(m) {
+                    match names.get(m as usize) {
+                        Some(material) => writeln!(out, "usemtl {material}")?,
+                        None => writeln!(out, "# material {m} does not exist")?,
+                    }
+                    current = Some(m);
+                }
+                out.write_all(b"f")?;
+                for &i in tri {
+                    let i = base + i as u64;
+                    match (has_uvs, has_normals) {
+                        (false, false) => write!(out, " {i}")?,
+                        (false, true) => write!(out, " {i}//{i}")?,
+                        (true, false) => write!(out, " {i}/{i}")?,
+                        (true, true) => write!(out, " {i}/{i}/{i}")?,
+                    }
+                }
+                out.write_all(b"\n")?;
+            }
+            Ok(())
+        });
+        self.material_names = names;
+        result?;
+        self.groups += 1;
+        self.triangles += group.indices.len() as u64;
+        self.vertices += n as u64;
+        Ok(())
+    }
+
+    /// Flushes the OBJ file and says what was written.
+    pub fn finish(mut self) -> Result<Written, WriteError> {
+        self.io(|out| out.flush())?;
+        Ok(Written {
+            obj: self.obj,
+            mtl: self.mtl,
+            groups: self.groups,
+            triangles: self.triangles,
+            vertices: self.vertices,
+        })
+    }
+}
+
+fn write_vec3(out: &mut impl Write, keyword: &str, v: Vec3) -> std::io::Result<()> {
+    // `{}` prints the shortest text that reads back as the same f32: exact round trips.
+    writeln!(out, "{keyword} {} {} {}", v.x, v.y, v.z)
+}
+
+/// A name usable after `g`/`newmtl`/`usemtl` by every reader: no whitespace, not empty.
+fn sanitize(name: &str) -> String {
+    let cleaned: String = name
+        .trim()
+        .chars()
+        .map(|c| {
+            if c.is_whitespace() || c.is_control() {
+                '_'
+            } else {
+                c
+            }
+        })
+        .collect();
+    if cleaned.is_empty() {
+        "unnamed".to_string()
+    } else {
+        cleaned
+    }
+}
+
+/// Sanitized material names, made unique with a numeric suffix where two collide.
+fn unique_names<'a>(names: impl Iterator<Item = &'a str>) -> Vec<String> {
+    let mut taken = HashSet::new();
+    names
+        .map(|name| {
+            let base = sanitize(name);
+            let mut candidate = base.clone();
+            let mut k = 2;
+            while !taken.insert(candidate.clone()) {
+                candidate = format!("{base}_{k}");
+                k += 1;
+            }
+            candidate
+        })
+        .collect()
+}
+
+/// The MTL `illum` model that reads back as `kind` (see `obj::mtl::convert`).
+fn illum(kind: MaterialKind) -> u8 {
+    match kind {
+        // illum 1 (no specular) keeps a diffuse material diffuse whatever its Ks.
+        MaterialKind::Diffuse => 1,
+        MaterialKind::Glossy => 2,
+        MaterialKind::Mirror => 3,
+        MaterialKind::Glass => 7,
+    }
+}
+
+fn write_mtl(
+    path: &Path,
+    materials: &[Material],
+    names: &[String],
+    textures: &[Texture],
+) -> std::io::Result<()> {
+    let mut out = BufWriter::new(File::create(path)?);
+    writeln!(out, "# written by gasworks {}", env!("CARGO_PKG_VERSION"))?;
+    for (m, name) in materials.iter().zip(names) {
+        let rgb = |v: Vec3| format!("{} {} {}", v.x, v.y, v.z);
+        writeln!(out, "\nnewmtl {name}")?;
+        writeln!(out, "Kd {}", rgb(m.diffuse))?;
+        writeln!(out, "Ks {}", rgb(m.specular))?;
+        writeln!(out, "Ns {}", m.shininess)?;
+        writeln!(out, "Ni {}", m.ior)?;
+        if m.is_emissive() {
+            writeln!(out, "Ke {}", rgb(m.emission))?;
+        }
+        if m.kind == MaterialKind::Glass {
+            writeln!(out, "Tf {}", rgb(m.transmittance))?;
+        }
+        writeln!(out, "illum {}", illum(m.kind))?;
+        if let Some(texture) = m.diffuse_texture.and_then(|t| textures.get(t as usize)) {
+            // Absolute, since the texture was found relative to another library's folder.
+            let absolute = std::fs::canonicalize(&texture.path)
+                .unwrap_or_else(|_| PathBuf::from(&texture.path));
+            writeln!(out, "map_Kd {}", absolute.display())?;
+        }
+    }
+    out.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_sanitized_and_unique() {
+        assert_eq!(sanitize(" a b\tc "), "a_b_c");
+        assert_eq!(sanitize(""), "unnamed");
+        assert_eq!(
+            unique_names(["x", "x", "x y", "x_y"].into_iter()),
+            vec!["x", "x_2", "x_y", "x_y_2"]
+        );
+    }
+}

@@ -1,0 +1,114 @@
+//! `gasworks info` and `gasworks gen` as a user runs them: exit codes, messages, JSON.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn gasworks(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_gasworks"))
+        .args(args)
+        .output()
+        .expect("the gasworks binary runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn info_on_a_bad_file_fails_naming_the_file_and_line_without_panicking() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.obj");
+    std::fs::write(&bad, "v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 9\n").unwrap();
+    let out = gasworks(&["info", bad.to_str().unwrap()]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!("{}:4:", bad.display())),
+        "{stderr}"
+    );
+    assert!(stderr.contains("out of range"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
+fn info_on_a_missing_file_or_bad_mtl_fails_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nope.obj");
+    let out = gasworks(&["info", missing.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("nope.obj"));
+
+    // A colour of two numbers would make tobj panic; the scan reports it instead.
+    std::fs::write(dir.path().join("m.mtl"), "newmtl a\nKd 1 1\n").unwrap();
+    let obj = dir.path().join("s.obj");
+    std::fs::write(&obj, "mtllib m.mtl\nv 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\n").unwrap();
+    let out = gasworks(&["info", obj.to_str().unwrap()]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("m.mtl:2:"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
+fn info_json_parses_and_matches_the_cornell_box() {
+    let asset = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/cornell/cornell.obj");
+    let out = gasworks(&["info", asset.to_str().unwrap(), "--json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    assert_eq!(v["groups"], 8);
+    assert_eq!(v["triangles"], 32);
+    assert_eq!(v["lights"]["triangles"], 2);
+    assert_eq!(v["materials"].as_array().unwrap().len(), 4);
+    assert_eq!(v["group_list"][5]["name"], "short_block");
+    let buckets = v["histogram"].as_array().unwrap();
+    let groups: u64 = buckets.iter().map(|b| b["groups"].as_u64().unwrap()).sum();
+    assert_eq!(groups, 8);
+    assert_eq!(v["bounds"]["max"][1].as_f64().unwrap() as f32, 548.8);
+}
+
+#[test]
+fn gen_writes_what_it_says_and_info_agrees() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("sponza");
+    let out = gasworks(&[
+        "gen",
+        "sponza-like",
+        "-o",
+        out_dir.to_str().unwrap(),
+        "--groups",
+        "50",
+        "--triangles",
+        "8000",
+        "--seed",
+        "3",
+    ]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(stdout.contains("50 groups"), "{stdout}");
+    let obj = out_dir.join("sponza_like.obj");
+    assert!(obj.exists() && out_dir.join("sponza_like.mtl").exists());
+    let info = gasworks(&["info", obj.to_str().unwrap(), "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&info.stdout).unwrap();
+    assert_eq!(v["groups"], 50);
+    let triangles = v["triangles"].as_u64().unwrap();
+    assert!(
+        stdout.contains(&format!("{triangles} triangles")),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn gen_refuses_options_of_other_presets_and_bad_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    for args in [
+        vec!["gen", "cornell", "-o", d, "--shelves", "3"],
+        vec!["gen", "toystore", "-o", d, "--groups", "3"],
+        vec!["gen", "toystore", "-o", d, "--shelves", "0"],
+        vec!["gen", "sponza-like", "-o", d, "--groups", "2"],
+    ] {
+        let out = gasworks(&args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert!(!text(&out.stderr).contains("panicked"));
+    }
+}

@@ -1,0 +1,193 @@
+//! MTL materials through the whole loader: kinds from `illum`, parameters, emitters, and
+//! `map_Kd` textures found (relative to the MTL's folder), missing or undecodable.
+
+use std::path::{Path, PathBuf};
+
+use gasworks::scene::obj::{load_obj, LoadOptions};
+use gasworks::scene::{MaterialKind, Scene};
+use glam::Vec3;
+
+fn write(dir: &Path, name: &str, bytes: impl AsRef<[u8]>) -> PathBuf {
+    let path = dir.join(name);
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).unwrap();
+    }
+    std::fs::write(&path, bytes).unwrap();
+    path
+}
+
+fn load(path: &Path) -> Scene {
+    load_obj(path, &LoadOptions { quiet: true }).unwrap()
+}
+
+/// An OBJ with one triangle per material named in `materials`, using library `mtl`.
+fn obj_using(mtl: &str, materials: &[&str]) -> String {
+    let mut s = format!("mtllib {mtl}\nv 0 0 0\nv 1 0 0\nv 0 1 0\nvt 0 0\nvt 1 0\nvt 0 1\n");
+    for (i, m) in materials.iter().enumerate() {
+        s += &format!("g g{i}\nusemtl {m}\nf 1/1 2/2 3/3\n");
+    }
+    s
+}
+
+fn material<'a>(s: &'a Scene, name: &str) -> &'a gasworks::scene::Material {
+    s.materials.iter().find(|m| m.name == name).unwrap()
+}
+
+#[test]
+fn illum_models_and_parameters_map_to_gasworks_materials() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "m.mtl",
+        "newmtl matte\nKd 0.5 0.4 0.3\nillum 1\n\
+         newmtl plastic\nKd 0.5 0.5 0.5\nKs 0.3 0.3 0.3\nNs 64\nillum 2\n\
+         newmtl unspecified_glossy\nKs 0.1 0.1 0.1\nNs 10\n\
+         newmtl chrome\nKs 0.9 0.9 0.8\nillum 3\n\
+         newmtl black_mirror\nillum 5\n\
+         newmtl glass\nNi 1.45\nTf 0.9 1 0.9\nillum 7\n\
+         newmtl water\nd 0.4\nNi 1.33\nillum 2\n\
+         newmtl plain_glass\nillum 4\n\
+         newmtl lamp\nKd 0 0 0\nKe 10 9 8\n",
+    );
+    let names = [
+        "matte",
+        "plastic",
+        "unspecified_glossy",
+        "chrome",
+        "black_mirror",
+        "glass",
+        "water",
+        "plain_glass",
+        "lamp",
+    ];
+    let obj = write(dir.path(), "s.obj", obj_using("m.mtl", &names));
+    let s = load(&obj);
+    let kinds: Vec<MaterialKind> = names.iter().map(|n| material(&s, n).kind).collect();
+    use MaterialKind::*;
+    assert_eq!(
+        kinds,
+        [Diffuse, Glossy, Glossy, Mirror, Mirror, Glass, Glass, Glass, Diffuse]
+    );
+    assert_eq!(material(&s, "matte").diffuse, Vec3::new(0.5, 0.4, 0.3));
+    let plastic = material(&s, "plastic");
+    assert_eq!(
+        (plastic.specular, plastic.shininess),
+        (Vec3::splat(0.3), 64.0)
+    );
+    assert_eq!(material(&s, "chrome").specular, Vec3::new(0.9, 0.9, 0.8));
+    assert_eq!(material(&s, "black_mirror").specular, Vec3::ONE);
+    let glass = material(&s, "glass");
+    assert_eq!(
+        (glass.ior, glass.transmittance),
+        (1.45, Vec3::new(0.9, 1.0, 0.9))
+    );
+    assert_eq!(material(&s, "water").ior, 1.33);
+    let plain = material(&s, "plain_glass");
+    assert_eq!((plain.ior, plain.transmittance), (1.5, Vec3::ONE));
+    // The emitter's faces are the scene's lights.
+    assert_eq!(material(&s, "lamp").emission, Vec3::new(10.0, 9.0, 8.0));
+    assert_eq!(s.lights.len(), 1);
+    assert_eq!(s.lights[0].emission, Vec3::new(10.0, 9.0, 8.0));
+    assert!(s.environment.is_none());
+    // Every group's face names its own material.
+    for (g, name) in s.groups.iter().zip(names) {
+        assert_eq!(s.materials[g.face_materials[0] as usize].name, name);
+    }
+}
+
+/// A 2 x 1 PNG: sRGB 0 and 188 (linear about 0.5), red only in the second texel.
+fn write_png(path: &Path) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let mut img = image::RgbImage::new(2, 1);
+    img.put_pixel(0, 0, image::Rgb([0, 0, 255]));
+    img.put_pixel(1, 0, image::Rgb([188, 0, 0]));
+    img.save(path).unwrap();
+}
+
+#[test]
+fn textures_load_relative_to_the_mtl_folder_as_linear_rgb() {
+    let dir = tempfile::tempdir().unwrap();
+    // The library lives in a subfolder, the texture in a folder under it.
+    write(
+        dir.path(),
+        "lib/m.mtl",
+        "newmtl tex\nKd 1 1 1\nmap_Kd -s 1 1 1 maps/t.png\nnewmtl also\nmap_Kd maps/t.png\n",
+    );
+    write_png(&dir.path().join("lib/maps/t.png"));
+    let obj = write(
+        dir.path(),
+        "s.obj",
+        obj_using("lib/m.mtl", &["tex", "also"]),
+    );
+    let s = load(&obj);
+    assert_eq!(s.textures.len(), 1, "one decode for two materials");
+    let t = &s.textures[0];
+    assert_eq!((t.width, t.height), (2, 1));
+    assert_eq!(t.texels[0], [0.0, 0.0, 1.0]);
+    assert!((t.texels[1][0] - 0.5029).abs() < 1e-3, "{:?}", t.texels[1]);
+    assert_eq!(material(&s, "tex").diffuse_texture, Some(0));
+    assert_eq!(material(&s, "also").diffuse_texture, Some(0));
+    // UVs came along for the textured groups.
+    assert_eq!(s.groups[0].uvs.len(), s.groups[0].positions.len());
+    assert!(
+        !s.report.warnings.iter().any(|w| w.contains("texture")),
+        "{:?}",
+        s.report.warnings
+    );
+}
+
+#[test]
+fn a_missing_or_undecodable_texture_is_a_warning_naming_both_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let mtl = write(
+        dir.path(),
+        "m.mtl",
+        "newmtl gone\nKd 0.2 0.3 0.4\nmap_Kd nowhere.png\nnewmtl junk\nmap_Kd junk.png\n",
+    );
+    write(dir.path(), "junk.png", b"this is not a png");
+    let obj = write(dir.path(), "s.obj", obj_using("m.mtl", &["gone", "junk"]));
+    let s = load(&obj);
+    assert!(s.textures.is_empty());
+    let gone = material(&s, "gone");
+    assert_eq!(gone.diffuse_texture, None);
+    assert_eq!(gone.diffuse, Vec3::new(0.2, 0.3, 0.4));
+    for texture in ["nowhere.png", "junk.png"] {
+        assert!(
+            s.report
+                .warnings
+                .iter()
+                .any(|w| w.contains(&mtl.display().to_string())
+                    && w.contains(texture)
+                    && w.contains("cannot be used")),
+            "{texture}: {:?}",
+            s.report.warnings
+        );
+    }
+}
+
+#[test]
+fn windows_separators_in_texture_paths_are_tolerated() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "m.mtl", "newmtl tex\nmap_Kd maps\\t.png\n");
+    write_png(&dir.path().join("maps/t.png"));
+    let obj = write(dir.path(), "s.obj", obj_using("m.mtl", &["tex"]));
+    let s = load(&obj);
+    assert_eq!(s.textures.len(), 1, "{:?}", s.report.warnings);
+}
+
+#[test]
+fn materials_of_several_libraries_are_merged() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "a.mtl", "newmtl a\nKd 1 0 0\n");
+    write(dir.path(), "b.mtl", "newmtl b\nKd 0 0 1\n");
+    let mut obj_text = String::from("mtllib a.mtl\nmtllib b.mtl\nv 0 0 0\nv 1 0 0\nv 0 1 0\n");
+    obj_text += "g one\nusemtl b\nf 1 2 3\nusemtl a\nf 1 2 3\n";
+    let obj = write(dir.path(), "s.obj", obj_text);
+    let s = load(&obj);
+    let names: Vec<&str> = s.groups[0]
+        .face_materials
+        .iter()
+        .map(|&m| s.materials[m as usize].name.as_str())
+        .collect();
+    assert_eq!(names, ["b", "a"]);
+}
