@@ -79,6 +79,8 @@ pub fn run(a: GenArgs) -> anyhow::Result<()> {
                     gen::CORNELL_LIGHT_Y
                 ),
                 camera.clone(),
+                // Read back by `render` as the scene's default camera.
+                c.to_hint().trim_start_matches("# ").to_string(),
             ];
             let written = write_scene(&scene, &a.output, stem, &header)?;
             println!("{camera}");
