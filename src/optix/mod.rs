@@ -12,9 +12,14 @@
 pub mod context;
 pub mod cuda;
 pub mod error;
+pub mod pipeline;
 pub mod sys;
 
 pub use context::{ContextOptions, DeviceContext};
 pub use cuda::{probe, DeviceBuffer, DeviceSlice, Event, Gpu, GpuInfo, Stream};
 pub use error::{CudaError, OptixError};
+pub use pipeline::{
+    launch, Module, ModuleCompileOptions, Pipeline, PipelineCompileOptions, ProgramGroup,
+    SbtRecord, ShaderBindingTable,
+};
 pub use sys::{Abi, AbiRequest};
