@@ -1,1 +1,5 @@
-//! The OptiX backend (being written).
+//! The OptiX backend.
+//!
+//! - [`plan`]: which GASes are built, on which stream, at which scratch and output offsets (pure);
+
+pub mod plan;
