@@ -204,7 +204,8 @@ impl DeviceGeometry {
         let mut staging = vec![0u8; total as usize];
         for ((positions, indices), b) in meshes.iter().zip(&blocks) {
             let v: &[u8] = bytemuck::cast_slice(positions);
-            staging[b.vertex_offset as usize..b.vertex_offset as usize + v.len()].copy_from_slice(v);
+            staging[b.vertex_offset as usize..b.vertex_offset as usize + v.len()]
+                .copy_from_slice(v);
             let i: &[u8] = bytemuck::cast_slice(indices);
             staging[b.index_offset as usize..b.index_offset as usize + i.len()].copy_from_slice(i);
         }
@@ -248,7 +249,8 @@ unsafe impl Sync for GasInputs {}
 
 impl GasInputs {
     fn new(geometry: &DeviceGeometry, groups: &[u32]) -> GasInputs {
-        let vertex_ptrs: Box<[CUdeviceptr]> = groups.iter().map(|&g| geometry.vertex_ptr(g)).collect();
+        let vertex_ptrs: Box<[CUdeviceptr]> =
+            groups.iter().map(|&g| geometry.vertex_ptr(g)).collect();
         let inputs = groups
             .iter()
             .enumerate()
@@ -497,7 +499,10 @@ impl GasBatch {
 
     /// The compacted size of every GAS, read back in one copy on the main stream (which waits
     /// for the builds). `None` unless built with compaction.
-    pub fn read_compacted_sizes(&self, streams: &StreamSet) -> Result<Option<Vec<u64>>, AccelError> {
+    pub fn read_compacted_sizes(
+        &self,
+        streams: &StreamSet,
+    ) -> Result<Option<Vec<u64>>, AccelError> {
         match &self.compacted_sizes {
             Some(buffer) => Ok(Some(buffer.download::<u64>(
                 streams.main(),
@@ -585,7 +590,11 @@ impl Accel {
         let gpu = ctx.gpu().clone();
         let streams = StreamSet::new(&gpu, options.streams)?;
         let geometry = DeviceGeometry::upload(&gpu, streams.main(), scene)?;
-        let tris: Vec<u64> = scene.groups.iter().map(|g| g.indices.len() as u64).collect();
+        let tris: Vec<u64> = scene
+            .groups
+            .iter()
+            .map(|g| g.indices.len() as u64)
+            .collect();
         let table = group_gases(&tris, &options.merge);
         let max_id = ctx
             .property_u32(sys::OPTIX_DEVICE_PROPERTY_LIMIT_MAX_INSTANCE_ID)
@@ -760,11 +769,19 @@ mod tests {
     fn oversized_groups_are_refused() {
         assert!(matches!(
             geometry_layout(&[(3, 1), (3, MAX_PRIMITIVES_PER_GAS + 1)]),
-            Err(AccelError::GroupTooLarge { group: 1, what: "triangles", .. })
+            Err(AccelError::GroupTooLarge {
+                group: 1,
+                what: "triangles",
+                ..
+            })
         ));
         assert!(matches!(
             geometry_layout(&[(1 << 33, 1)]),
-            Err(AccelError::GroupTooLarge { group: 0, what: "vertices", .. })
+            Err(AccelError::GroupTooLarge {
+                group: 0,
+                what: "vertices",
+                ..
+            })
         ));
     }
 
@@ -785,7 +802,9 @@ mod tests {
         assert_eq!(ids, [0, 2, 1]);
         assert_eq!(offs, [0, 1, 2]);
         assert_eq!(handles, [11, 22, 33]);
-        assert!(inst.iter().all(|i| i.visibility_mask == 0xff && i.transform[0] == 1.0));
+        assert!(inst
+            .iter()
+            .all(|i| i.visibility_mask == 0xff && i.transform[0] == 1.0));
     }
 
     #[test]
@@ -804,12 +823,20 @@ mod tests {
     fn concatenated_mesh_rebases_indices() {
         let tri = |o: f32| Group {
             name: "g".into(),
-            positions: vec![Vec3::new(o, 0.0, 0.0), Vec3::new(o + 1.0, 0.0, 0.0), Vec3::new(o, 1.0, 0.0)],
+            positions: vec![
+                Vec3::new(o, 0.0, 0.0),
+                Vec3::new(o + 1.0, 0.0, 0.0),
+                Vec3::new(o, 1.0, 0.0),
+            ],
             indices: vec![[0, 1, 2]],
             face_materials: vec![0],
             ..Default::default()
         };
-        let scene = Scene::new("t", vec![tri(0.0), tri(5.0)], vec![Material::default_diffuse()]);
+        let scene = Scene::new(
+            "t",
+            vec![tri(0.0), tri(5.0)],
+            vec![Material::default_diffuse()],
+        );
         let (p, i) = concat_mesh(&scene);
         assert_eq!(p.len(), 6);
         assert_eq!(i, vec![[0, 1, 2], [3, 4, 5]]);
