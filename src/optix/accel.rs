@@ -36,6 +36,7 @@ use super::sys::{
     OptixBuildInputInstanceArray, OptixBuildInputTriangleArray, OptixInstance,
     OptixTraversableHandle,
 };
+use crate::nvtx;
 use crate::scene::Scene;
 
 /// Errors of the acceleration-structure builds; each names what failed.
@@ -196,11 +197,7 @@ impl DeviceGeometry {
             .map(|(p, i)| (p.len() as u64, i.len() as u64))
             .collect();
         let (blocks, total) = geometry_layout(&counts)?;
-        let _range = nvtx::range(&format!(
-            "upload geometry: {} groups, {} bytes",
-            blocks.len(),
-            total
-        ));
+        let _range = nvtx::range_with(|| format!("upload: {} groups, {total} bytes", blocks.len()));
         let mut staging = vec![0u8; total as usize];
         for ((positions, indices), b) in meshes.iter().zip(&blocks) {
             let v: &[u8] = bytemuck::cast_slice(positions);
@@ -292,8 +289,12 @@ pub struct StreamSet {
 impl StreamSet {
     pub fn new(gpu: &Gpu, count: u32) -> Result<StreamSet, AccelError> {
         let count = count.max(1) as usize;
+        let streams = gpu.new_streams(count)?;
+        for (i, s) in streams.iter().enumerate() {
+            nvtx::name_cuda_stream(s, &format!("GAS stream {i}"));
+        }
         Ok(StreamSet {
-            streams: gpu.new_streams(count)?,
+            streams,
             start: gpu.new_event(false)?,
             done: (0..count)
                 .map(|_| gpu.new_event(false))
@@ -449,21 +450,20 @@ impl GasBatch {
                 "allocations differ from the planned totals".into(),
             ));
         }
+        let _batch = nvtx::range_with(|| {
+            format!(
+                "GAS batch: {} builds on {} streams",
+                self.inputs.len(),
+                self.plan.streams
+            )
+        });
         streams.fork()?;
         let mut handles = vec![0; self.inputs.len()];
         for &i in &self.plan.issue_order {
             let b = &self.plan.builds[i];
             let stream = &streams.streams[b.stream as usize];
-            let _range = nvtx::range(&format!(
-                "GAS build {i} (group {}{}) on stream {}",
-                b.need.groups[0],
-                if b.need.groups.len() > 1 {
-                    format!(" +{} merged", b.need.groups.len() - 1)
-                } else {
-                    String::new()
-                },
-                b.stream
-            ));
+            // Named lazily: the benchmark enqueues thousands of builds per second.
+            let _range = nvtx::range_with(|| gas_range_name(&b.need.groups, b.stream));
             let scratch = self
                 .scratch
                 .slice(b.scratch.offset as usize, b.scratch.len as usize)?;
@@ -511,6 +511,16 @@ impl GasBatch {
             )?)),
             None => Ok(None),
         }
+    }
+}
+
+/// The NVTX name of one GAS build: "GAS group 12 stream 3", or for a merged GAS
+/// "GAS groups 4+17 stream 0" (first group, and how many more). Pure.
+pub fn gas_range_name(groups: &[u32], stream: u32) -> String {
+    match groups {
+        [] => format!("GAS (no groups) stream {stream}"),
+        [g] => format!("GAS group {g} stream {stream}"),
+        [g, rest @ ..] => format!("GAS groups {g}+{} stream {stream}", rest.len()),
     }
 }
 
@@ -622,7 +632,7 @@ impl Accel {
 
         let (gas, batch) = match batch.read_compacted_sizes(&streams)? {
             Some(sizes) => {
-                let _range = nvtx::range(&format!("compact {} GASes", sizes.len()));
+                let _range = nvtx::range_with(|| format!("compact: {} GASes", sizes.len()));
                 let (offsets, total) = compacted_layout(&sizes);
                 let compacted = gpu.alloc(total as usize)?;
                 for (i, h) in handles.iter_mut().enumerate() {
@@ -645,7 +655,7 @@ impl Accel {
             }
         };
 
-        let _range = nvtx::range(&format!("IAS build: {} instances", handles.len()));
+        let _range = nvtx::range_with(|| format!("IAS: {} instances", handles.len()));
         let instances = make_instances(&table, &handles);
         // The instance array depends only on host values, so it goes up on its own stream,
         // while the builds may still be running.
@@ -786,6 +796,12 @@ mod tests {
     }
 
     #[test]
+    fn gas_range_names_say_group_and_stream() {
+        assert_eq!(gas_range_name(&[12], 3), "GAS group 12 stream 3");
+        assert_eq!(gas_range_name(&[4, 5, 9], 0), "GAS groups 4+2 stream 0");
+    }
+
+    #[test]
     fn compacted_layout_aligns_each_gas() {
         assert_eq!(compacted_layout(&[100, 128, 1]), (vec![0, 128, 256], 384));
         assert_eq!(compacted_layout(&[]), (vec![], 0));
@@ -841,13 +857,5 @@ mod tests {
         assert_eq!(p.len(), 6);
         assert_eq!(i, vec![[0, 1, 2], [3, 4, 5]]);
         assert_eq!(p[i[1][0] as usize], Vec3::new(5.0, 0.0, 0.0));
-    }
-}
-
-/// NVTX ranges, until `crate::nvtx` is merged: no-ops with the same shape.
-mod nvtx {
-    pub struct Range;
-    pub fn range(_name: &str) -> Range {
-        Range
     }
 }
