@@ -65,7 +65,10 @@ pub fn run(a: ScheduleSimArgs) -> anyhow::Result<()> {
     }
     let name = a.stats.to_string_lossy();
     let (tiles_path, map_path) = if let Some(stem) = name.strip_suffix(".tiles.csv") {
-        (a.stats.clone(), PathBuf::from(format!("{stem}.costmap.csv")))
+        (
+            a.stats.clone(),
+            PathBuf::from(format!("{stem}.costmap.csv")),
+        )
     } else {
         sibling_paths(&a.stats)
     };
@@ -98,7 +101,7 @@ pub fn run(a: ScheduleSimArgs) -> anyhow::Result<()> {
     let seeds: Vec<u64> = (0..a.seeds as u64).collect();
 
     println!(
-        "schedule-sim: {} ({}x{} image, {} pass{}, {} measured tiles), {} simulated tiles, total work {:.4} s",
+        "schedule-sim: {} ({}x{} image, {} pass{}, {} measured tiles), {} simulated tiles, total work {:.3} ms",
         tiles_path.display(),
         width,
         height,
@@ -106,7 +109,7 @@ pub fn run(a: ScheduleSimArgs) -> anyhow::Result<()> {
         if passes == 1 { "" } else { "es" },
         rows.len(),
         tile_count,
-        serial
+        serial * 1e3
     );
     println!(
         "steal latency {} ms per probe; stealing rows: min / median / max over {} seeds",
@@ -115,32 +118,34 @@ pub fn run(a: ScheduleSimArgs) -> anyhow::Result<()> {
     let mut medians = std::collections::HashMap::new();
     for &workers in &a.workers {
         println!();
-        println!(
-            "{workers} worker{}:",
-            if workers == 1 { "" } else { "s" }
-        );
+        println!("{workers} worker{}:", if workers == 1 { "" } else { "s" });
         println!(
             "  {:<20} {:>28} {:>9} {:>22} {:>7}",
-            "strategy", "time s (min / med / max)", "speed-up", "efficiency (min-max)", "steals"
+            "strategy", "time ms (min / med / max)", "speed-up", "efficiency (min-max)", "steals"
         );
         for (strategy, steal, label) in ROWS {
             let runs: Vec<SimRun> =
                 replay.run(strategy, steal, workers, tile_count, latency, &seeds);
             let (lo, med, hi) = min_med_max(runs.iter().map(|r| r.makespan).collect());
-            let (elo, _, ehi) = min_med_max(runs.iter().map(|r| serial / (workers as f64 * r.makespan)).collect());
+            let ms = |s: f64| s * 1e3;
+            let (elo, _, ehi) = min_med_max(
+                runs.iter()
+                    .map(|r| serial / (workers as f64 * r.makespan))
+                    .collect(),
+            );
             let (_, steals, _) = min_med_max(runs.iter().map(|r| r.steals as f64).collect());
-            let lost = runs
-                .iter()
-                .any(|r| r.ran_by.iter().any(Option::is_none));
+            let lost = runs.iter().any(|r| r.ran_by.iter().any(Option::is_none));
             if lost {
-                anyhow::bail!("scheduler bug: a simulated tile was never run ({label}, {workers} workers)");
+                anyhow::bail!(
+                    "scheduler bug: a simulated tile was never run ({label}, {workers} workers)"
+                );
             }
             println!(
-                "  {:<20} {:>8.4} / {:>8.4} / {:>8.4} {:>8.2}x {:>9.1}% - {:>6.1}% {:>7.0}",
+                "  {:<20} {:>8.3} / {:>8.3} / {:>8.3} {:>8.2}x {:>9.1}% - {:>6.1}% {:>7.0}",
                 label,
-                lo,
-                med,
-                hi,
+                ms(lo),
+                ms(med),
+                ms(hi),
                 serial / med,
                 100.0 * elo,
                 100.0 * ehi,

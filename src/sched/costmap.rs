@@ -15,8 +15,11 @@
 //!    that surface's base cost; it counts again when that surface is itself specular and
 //!    sends the ray back towards the pixel's side (interreflections: line 11);
 //! 4. the samples are gathered by sum (the path tracing variant; the paper takes the maximum
-//!    only for Whitted ray tracing) and the sum grows with the path depth, because a bounce
-//!    that finds geometry is followed by further bounces;
+//!    only for Whitted ray tracing, where all samples belong to one ray), each sample of a
+//!    wide pattern standing for one secondary ray. A pattern collapsed to a line (mirror,
+//!    glass) is a single ray too, so, as in the paper's Whitted case, it is reduced first:
+//!    to its nearest facing sample, where that ray stops. The gathered term grows with the
+//!    path depth, because a bounce that finds geometry is followed by further bounces;
 //! 5. pixels at depth discontinuities get an edge term (rays of one tile that diverge).
 //!
 //! The result is in arbitrary "cost units" (1 = one diffuse bounce). Only relative values
@@ -117,8 +120,9 @@ impl CostModel {
     fn spread(&self, m: &Material) -> f32 {
         match m.kind {
             MaterialKind::Diffuse => self.diffuse_spread,
-            MaterialKind::Glossy => (self.glossy_spread / (m.shininess.max(0.0) + 1.0).sqrt())
-                .min(self.diffuse_spread),
+            MaterialKind::Glossy => {
+                (self.glossy_spread / (m.shininess.max(0.0) + 1.0).sqrt()).min(self.diffuse_spread)
+            }
             MaterialKind::Mirror | MaterialKind::Glass => 0.0,
         }
     }
@@ -208,6 +212,8 @@ impl Estimator<'_> {
             ((h >> 16) & 0xFF_FFFF) as f32 / (1u64 << 24) as f32,
         );
         let (mut sum, mut hits) = (0.0f32, 0u32);
+        // A collapsed pattern is one ray: only its first facing surface counts.
+        let mut first: Option<(f32, f32)> = None;
         for q in &self.pattern {
             let q = (*q + jitter).fract();
             let along = 1.0 + q.x * (self.length - 1.0).max(0.0);
@@ -222,40 +228,60 @@ impl Estimator<'_> {
                 continue;
             }
             let j = sy * self.g.width + sx;
-            if j == i || !self.g.is_hit(j) {
-                continue;
-            }
-            let to_s = self.g.position[j] - p;
-            let dist = to_s.length();
-            if dist <= 1e-6 * self.g.depth[i].max(1.0) {
-                continue;
-            }
-            let d = to_s / dist;
-            let ns = self.g.normal[j];
-            // Line 9: mutually front-facing. The secondary ray leaves into `side`, and the
-            // sampled surface faces back at the pixel's point.
-            if d.dot(side) <= 0.0 || ns.dot(-d) <= 0.0 {
-                continue;
-            }
-            hits += 1;
-            let ms = self.material(j);
-            let base = self.model.base(ms);
-            let mut contribution = self.model.visible_weight * base;
-            // Line 11: the sampled surface is specular and its reflection of the ray sends it
-            // back to the pixel's side: a likely interreflection.
-            if is_specular(ms) {
-                let r = d - 2.0 * d.dot(ns) * ns;
-                if r.dot(-d) > 0.0 {
-                    contribution += self.model.interreflection_weight * base;
+            if let Some(contribution) = self.sample(i, p, j, side) {
+                hits += 1;
+                sum += contribution;
+                if first.is_none_or(|(a, _)| along < a) {
+                    first = Some((along, contribution));
                 }
             }
-            sum += contribution;
+        }
+        if spread == 0.0 {
+            return match first {
+                Some((_, contribution)) => Gathered {
+                    mean: contribution,
+                    hit_fraction: 1.0,
+                },
+                None => Gathered::default(),
+            };
         }
         let n = self.pattern.len().max(1) as f32;
         Gathered {
             mean: sum / n,
             hit_fraction: hits as f32 / n,
         }
+    }
+
+    /// The contribution of the surface at G-buffer pixel `j` to pixel `i` (at point `p`), or
+    /// `None` when the two do not face each other.
+    fn sample(&self, i: usize, p: Vec3, j: usize, side: Vec3) -> Option<f32> {
+        if j == i || !self.g.is_hit(j) {
+            return None;
+        }
+        let to_s = self.g.position[j] - p;
+        let dist = to_s.length();
+        if dist <= 1e-6 * self.g.depth[i].max(1.0) {
+            return None;
+        }
+        let d = to_s / dist;
+        let ns = self.g.normal[j];
+        // Line 9: mutually front-facing. The secondary ray leaves into `side`, and the
+        // sampled surface faces back at the pixel's point.
+        if d.dot(side) <= 0.0 || ns.dot(-d) <= 0.0 {
+            return None;
+        }
+        let ms = self.material(j);
+        let base = self.model.base(ms);
+        let mut contribution = self.model.visible_weight * base;
+        // Line 11: the sampled surface is specular and reflects the ray back towards the
+        // pixel's side (incidence under 45 degrees): a likely interreflection.
+        if is_specular(ms) {
+            let r = d - 2.0 * d.dot(ns) * ns;
+            if r.dot(-d) > 0.0 {
+                contribution += self.model.interreflection_weight * base;
+            }
+        }
+        Some(contribution)
     }
 
     /// `1 + p + ... + p^k`: how many more bounces a found surface leads to, on average.
@@ -412,10 +438,7 @@ impl CostMap {
         for (t, &m) in tiles.iter().zip(measured) {
             let est = scale.tile_cost(&sat, *t);
             let (cx0, cy0) = (t.x as f64 * scale.sx, t.y as f64 * scale.sy);
-            let (cx1, cy1) = (
-                (t.x + t.w) as f64 * scale.sx,
-                (t.y + t.h) as f64 * scale.sy,
-            );
+            let (cx1, cy1) = ((t.x + t.w) as f64 * scale.sx, (t.y + t.h) as f64 * scale.sy);
             let area = (cx1 - cx0) * (cy1 - cy0);
             let y_end = (cy1.ceil() as usize).min(self.height);
             let x_end = (cx1.ceil() as usize).min(self.width);
@@ -483,7 +506,10 @@ mod tests {
             max_depth: 2,
         };
         assert_eq!(est.continuation(0.9), 1.0);
-        let deep = Estimator { max_depth: 4, ..est };
+        let deep = Estimator {
+            max_depth: 4,
+            ..est
+        };
         assert!((deep.continuation(0.5) - 1.75).abs() < 1e-6);
     }
 

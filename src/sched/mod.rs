@@ -137,8 +137,7 @@ pub fn estimate_costmap(
 ) -> (CostMap, raster::RasterStats, costmap::EstimateStats) {
     let (cw, ch) = costmap_size(settings.width, settings.height, config.costmap_scale);
     let (gbuf, raster_stats) = raster::rasterize(scene, &settings.camera, cw, ch);
-    let (map, est_stats) =
-        costmap::estimate(&gbuf, scene, &config.cost_model, settings.max_depth);
+    let (map, est_stats) = costmap::estimate(&gbuf, scene, &config.cost_model, settings.max_depth);
     (map, raster_stats, est_stats)
 }
 
@@ -182,7 +181,10 @@ pub fn render_frame(
         if pass == 0 {
             progress.set_length((tiles.len() * passes.len()) as u64);
         }
-        let predicted: Vec<f64> = tiles.iter().map(|t| scale.tile_cost(&plan_sat, *t)).collect();
+        let predicted: Vec<f64> = tiles
+            .iter()
+            .map(|t| scale.tile_cost(&plan_sat, *t))
+            .collect();
         let estimated: Vec<f64> = tiles
             .iter()
             .map(|t| scale.tile_cost(&estimate_sat, *t))
@@ -280,9 +282,9 @@ fn progress_bar(quiet: bool) -> ProgressBar {
         return ProgressBar::hidden();
     }
     let bar = ProgressBar::new(0);
-    if let Ok(style) =
-        ProgressStyle::with_template("{msg} [{elapsed_precise}] {wide_bar} {pos}/{len} tiles (eta {eta})")
-    {
+    if let Ok(style) = ProgressStyle::with_template(
+        "{msg} [{elapsed_precise}] {wide_bar} {pos}/{len} tiles (eta {eta})",
+    ) {
         bar.set_style(style);
     }
     bar
@@ -308,7 +310,11 @@ pub fn publish(
     }
     if let Some(dir) = costmap_dir {
         let files = pictures::write_all(&frame.report, &frame.film, dir)?;
-        eprintln!("cost map pictures: {} files in {}", files.len(), dir.display());
+        eprintln!(
+            "cost map pictures: {} files in {}",
+            files.len(),
+            dir.display()
+        );
     }
     Ok(())
 }

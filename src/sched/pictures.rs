@@ -50,7 +50,11 @@ fn blue_yellow(t: f32) -> Rgb<u8> {
 }
 
 fn gradient(stops: &[[f32; 3]], t: f32) -> Rgb<u8> {
-    let t = if t.is_finite() { t.clamp(0.0, 1.0) } else { 0.0 };
+    let t = if t.is_finite() {
+        t.clamp(0.0, 1.0)
+    } else {
+        0.0
+    };
     let x = t * (stops.len() - 1) as f32;
     let i = (x.floor() as usize).min(stops.len() - 2);
     let f = x - i as f32;
@@ -124,7 +128,11 @@ pub fn difference_image(report: &FrameReport) -> RgbImage {
         let k = p.estimate_accuracy().scale;
         for ((t, r), e) in p.tiles.iter().zip(&p.records).zip(&p.estimated) {
             let m = r.seconds();
-            let err = if m > 0.0 { ((m - k * e) / m).abs() } else { 0.0 };
+            let err = if m > 0.0 {
+                ((m - k * e) / m).abs()
+            } else {
+                0.0
+            };
             fill_tile(&mut img, *t, blue_yellow((err / 0.5) as f32));
         }
     }
@@ -173,7 +181,11 @@ fn save(img: &RgbImage, path: PathBuf) -> Result<PathBuf, PictureError> {
 }
 
 /// Writes every picture into `dir` (created if missing); returns the files written.
-pub fn write_all(report: &FrameReport, film: &Film, dir: &Path) -> Result<Vec<PathBuf>, PictureError> {
+pub fn write_all(
+    report: &FrameReport,
+    film: &Film,
+    dir: &Path,
+) -> Result<Vec<PathBuf>, PictureError> {
     std::fs::create_dir_all(dir).map_err(|source| PictureError::Folder {
         path: dir.to_path_buf(),
         source,

@@ -41,10 +41,9 @@ pub fn contiguous_runs(costs: &[f64], weights: &[f64]) -> Vec<std::ops::Range<us
     let mut runs = Vec::with_capacity(workers);
     let (mut start, mut share) = (0usize, 0.0f64);
     for w in 0..workers {
-        share += if uniform {
-            1.0 / workers as f64
-        } else {
-            weights[w].max(0.0) / weight_total
+        share += match weights.get(w) {
+            Some(weight) if !uniform => weight.max(0.0) / weight_total,
+            _ => 1.0 / workers as f64,
         };
         let end = if w + 1 == workers {
             n
@@ -102,7 +101,7 @@ impl StealRng {
 
     /// Uniform in `0..n` (n > 0).
     pub fn below(&mut self, n: usize) -> usize {
-        ((self.next_u64() >> 32) * n as u64 >> 32) as usize
+        (((self.next_u64() >> 32) * n as u64) >> 32) as usize
     }
 }
 
@@ -127,10 +126,7 @@ pub struct WorkQueues {
 impl WorkQueues {
     pub fn new(deques: Vec<Vec<usize>>, steal: bool) -> WorkQueues {
         WorkQueues {
-            deques: deques
-                .into_iter()
-                .map(|d| Mutex::new(d.into()))
-                .collect(),
+            deques: deques.into_iter().map(|d| Mutex::new(d.into())).collect(),
             steal,
         }
     }

@@ -218,7 +218,10 @@ impl FrameReport {
                 100.0 * a.within_5_percent,
                 100.0 * a.under_estimated
             );
-            let _ = writeln!(s, "  error histogram ((measured - scaled estimate) / measured; + = under-estimate):");
+            let _ = writeln!(
+                s,
+                "  error histogram ((measured - scaled estimate) / measured; + = under-estimate):"
+            );
             s.push_str(&a.histogram_text());
         }
         if self.passes.len() > 1 {
@@ -426,7 +429,7 @@ pub fn read_tiles(path: &Path) -> Result<Vec<TileRow>, StatsError> {
     }
     if let Some(r) = rows
         .iter()
-        .find(|r| r.w == 0 || r.h == 0 || !(r.measured_s >= 0.0) || !r.measured_s.is_finite())
+        .find(|r| r.w == 0 || r.h == 0 || !r.measured_s.is_finite() || r.measured_s < 0.0)
     {
         return Err(StatsError::Invalid {
             path: path.to_path_buf(),
@@ -450,7 +453,11 @@ pub fn read_costmap(path: &Path) -> Result<CostMap, StatsError> {
         path: path.to_path_buf(),
         reason: reason.to_string(),
     };
-    let width = rows.iter().map(|r| r.x + 1).max().ok_or_else(|| invalid("empty cost map"))?;
+    let width = rows
+        .iter()
+        .map(|r| r.x + 1)
+        .max()
+        .ok_or_else(|| invalid("empty cost map"))?;
     let height = rows.iter().map(|r| r.y + 1).max().unwrap_or(0);
     if width * height != rows.len() || width * height > 1 << 26 {
         return Err(invalid("the cells do not form a full rectangle"));

@@ -42,10 +42,16 @@ impl SimRun {
 }
 
 /// A time as a totally ordered heap key (times are finite and non-negative).
-#[derive(Clone, Copy, Debug, PartialEq, PartialOrd)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 struct Time(f64);
 
 impl Eq for Time {}
+
+impl PartialOrd for Time {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
 
 impl Ord for Time {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
@@ -114,7 +120,12 @@ impl Replay {
     /// ([`CostMap::corrected`]). Any tiling can then be costed; the render's own tiles (when
     /// their edges fall on cell edges) cost exactly what was measured. The finer the render's
     /// tiles, the more faithful the costs of other tilings.
-    pub fn new(width: u32, height: u32, estimate: CostMap, passes: &[(Vec<Tile>, Vec<f64>)]) -> Replay {
+    pub fn new(
+        width: u32,
+        height: u32,
+        estimate: CostMap,
+        passes: &[(Vec<Tile>, Vec<f64>)],
+    ) -> Replay {
         let mut measured = CostMap::uniform(estimate.width, estimate.height, 0.0);
         for (tiles, seconds) in passes {
             let m = estimate.corrected((width, height), tiles, seconds);
@@ -147,13 +158,33 @@ impl Replay {
         steal_latency_s: f64,
         seeds: &[u64],
     ) -> Vec<SimRun> {
-        let scale = MapScale::between((self.width, self.height), (self.estimate.width, self.estimate.height));
+        let scale = MapScale::between(
+            (self.width, self.height),
+            (self.estimate.width, self.estimate.height),
+        );
         let (est_sat, real_sat) = (self.estimate.sat(), self.measured.sat());
-        let layout = tiles::layout(strategy, self.width, self.height, Some(tile_count), &est_sat, scale);
-        let estimated: Vec<f64> = layout.iter().map(|t| scale.tile_cost(&est_sat, *t)).collect();
-        let actual: Vec<f64> = layout.iter().map(|t| scale.tile_cost(&real_sat, *t)).collect();
+        let layout = tiles::layout(
+            strategy,
+            self.width,
+            self.height,
+            Some(tile_count),
+            &est_sat,
+            scale,
+        );
+        let estimated: Vec<f64> = layout
+            .iter()
+            .map(|t| scale.tile_cost(&est_sat, *t))
+            .collect();
+        let actual: Vec<f64> = layout
+            .iter()
+            .map(|t| scale.tile_cost(&real_sat, *t))
+            .collect();
         let deques = policy::initial_deques(strategy, &estimated, &vec![1.0; workers.max(1)]);
-        let seeds = if steal && workers > 1 { seeds } else { &seeds[..seeds.len().min(1)] };
+        let seeds = if steal && workers > 1 {
+            seeds
+        } else {
+            &seeds[..seeds.len().min(1)]
+        };
         seeds
             .iter()
             .map(|&seed| simulate(&actual, deques.clone(), steal, steal_latency_s, seed))

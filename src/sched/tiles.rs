@@ -111,20 +111,8 @@ fn split_half(t: Tile, axis: Axis, sat: &Sat, scale: MapScale) -> Option<(Tile, 
     }
     // Cost of the part before the cut at `p`: non-decreasing in p.
     let before = |p: u32| match axis {
-        Axis::X => scale.rect_cost(
-            sat,
-            t.x as f64,
-            t.y as f64,
-            p as f64,
-            (t.y + t.h) as f64,
-        ),
-        Axis::Y => scale.rect_cost(
-            sat,
-            t.x as f64,
-            t.y as f64,
-            (t.x + t.w) as f64,
-            p as f64,
-        ),
+        Axis::X => scale.rect_cost(sat, t.x as f64, t.y as f64, p as f64, (t.y + t.h) as f64),
+        Axis::Y => scale.rect_cost(sat, t.x as f64, t.y as f64, (t.x + t.w) as f64, p as f64),
     };
     let half = before(hi) * 0.5;
     // Binary search for the first cut in [lo + 1, hi - 1] whose left part reaches half.
@@ -145,10 +133,7 @@ fn split_half(t: Tile, axis: Axis, sat: &Sat, scale: MapScale) -> Option<(Tile, 
     };
     Some(match axis {
         Axis::X => (
-            Tile {
-                w: p - t.x,
-                ..t
-            },
+            Tile { w: p - t.x, ..t },
             Tile {
                 x: p,
                 w: t.x + t.w - p,
@@ -156,10 +141,7 @@ fn split_half(t: Tile, axis: Axis, sat: &Sat, scale: MapScale) -> Option<(Tile, 
             },
         ),
         Axis::Y => (
-            Tile {
-                h: p - t.y,
-                ..t
-            },
+            Tile { h: p - t.y, ..t },
             Tile {
                 y: p,
                 h: t.y + t.h - p,

@@ -45,8 +45,10 @@ impl DeviceSpec {
         };
         let positive = |s: &str, what: &str| -> Result<u64, DeviceSpecError> {
             match s.parse::<u64>() {
-                Ok(n) if n >= 1 && n <= 4096 => Ok(n),
-                _ => Err(fail(&format!("{what} must be a whole number from 1 to 4096"))),
+                Ok(n) if (1..=4096).contains(&n) => Ok(n),
+                _ => Err(fail(&format!(
+                    "{what} must be a whole number from 1 to 4096"
+                ))),
             }
         };
         if e == "cpu" {
@@ -311,13 +313,21 @@ pub fn run_pass(
         return Err(e);
     }
     if let Some(task) = duplicate {
-        anyhow::bail!("scheduler bug: tile {task} was rendered twice in pass {}", job.pass);
+        anyhow::bail!(
+            "scheduler bug: tile {task} was rendered twice in pass {}",
+            job.pass
+        );
     }
     let records: Vec<TileRecord> = records
         .into_iter()
         .enumerate()
         .map(|(task, r)| {
-            r.with_context(|| format!("scheduler bug: tile {task} was never rendered in pass {}", job.pass))
+            r.with_context(|| {
+                format!(
+                    "scheduler bug: tile {task} was never rendered in pass {}",
+                    job.pass
+                )
+            })
         })
         .collect::<anyhow::Result<_>>()?;
     let makespan_s = records.iter().map(|r| r.end_s).fold(0.0, f64::max);
@@ -349,7 +359,16 @@ mod tests {
                 },
             ]
         );
-        for bad in ["", "cpu:0", "cpu:x", "gpu", "gpux2", "gpu0x0", "tpu0", "cpu:99999"] {
+        for bad in [
+            "",
+            "cpu:0",
+            "cpu:x",
+            "gpu",
+            "gpux2",
+            "gpu0x0",
+            "tpu0",
+            "cpu:99999",
+        ] {
             assert!(DeviceSpec::parse_list(bad).is_err(), "{bad:?}");
         }
         let e = DeviceSpec::parse_list("cpu,fpga").unwrap_err();
