@@ -152,6 +152,31 @@ pub struct ScheduleArgs {
     pub costmap_scale: f32,
 }
 
+impl ScheduleArgs {
+    /// The scheduler's configuration from the command line, checked.
+    pub fn config(&self) -> anyhow::Result<crate::sched::SchedConfig> {
+        use crate::sched::{DeviceSpec, SchedConfig, Strategy};
+        let config = SchedConfig {
+            strategy: match self.schedule {
+                ScheduleArg::Regular => Strategy::Regular,
+                ScheduleArg::Sorted => Strategy::Sorted,
+                ScheduleArg::Adaptive => Strategy::Adaptive,
+            },
+            tiles: self.tiles,
+            steal: self.steal == OnOff::On,
+            devices: match &self.devices {
+                Some(list) => DeviceSpec::parse_list(list)?,
+                None => vec![DeviceSpec::Cpu { workers: None }],
+            },
+            pass_spp: self.pass_spp,
+            costmap_scale: self.costmap_scale,
+            ..SchedConfig::default()
+        };
+        config.validate()?;
+        Ok(config)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -21,6 +21,8 @@ pub struct Cli {
     pub command: Command,
 }
 
+// The arguments are parsed once per run: the size difference between variants costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Render an OBJ scene to PNG (tone-mapped sRGB) or EXR (linear).

@@ -1,6 +1,7 @@
 //! `gasworks render`: load a scene, pick a backend, render the tiles, write the image.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Context;
@@ -72,8 +73,9 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
     if a.max_depth == 0 {
         anyhow::bail!("--max-depth must be at least 1");
     }
-    // Refuse an unwritable output before spending minutes on a render.
+    // Refuse an unwritable output or a bad schedule before spending minutes on a render.
     output::check_writable(&a.output)?;
+    let schedule = a.schedule.config()?;
     if let Some(t) = a.threads {
         rayon::ThreadPoolBuilder::new()
             .num_threads(t.max(1))
@@ -114,11 +116,21 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
 
     let backend = crate::backend::select(a.backend.into(), &scene, &settings, &a.accel)?;
     eprintln!("backend: {}", backend.description);
+    let build_seconds = backend.build_seconds;
+    // The workers' renderers: every `cpu` worker shares the backend's renderer. GPU workers
+    // plug in here: once the OptiX backend exists, give the scheduler a factory whose `gpu`
+    // builds (or shares) an OptiX renderer per CUDA stream; until then `gpu*` devices are
+    // refused with a clear error.
+    let factory = crate::sched::CpuOnlyFactory(Arc::from(backend.renderer));
     let t1 = Instant::now();
-    let film =
-        crate::sched::render_frame(backend.renderer.as_ref(), &settings, &a.schedule, a.quiet)?;
+    let frame = crate::sched::render_frame(&scene, &settings, &schedule, &factory, a.quiet)?;
     let render_s = t1.elapsed().as_secs_f64();
-    output::write_image(&film, &a.output)?;
+    output::write_image(&frame.film, &a.output)?;
+    crate::sched::publish(
+        &frame,
+        a.schedule.stats.as_deref(),
+        a.schedule.costmap.as_deref(),
+    )?;
     let samples = a.width as f64 * a.height as f64 * a.spp as f64;
     eprintln!(
         "{}: {} groups, {} triangles; load {:.2} s, build {:.3} s, render {:.2} s, {:.3} M samples/s -> {}",
@@ -126,7 +138,7 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
         scene.groups.len(),
         scene.triangle_count(),
         load_s,
-        backend.build_seconds,
+        build_seconds,
         render_s,
         samples / render_s / 1e6,
         a.output.display()

@@ -1,30 +1,342 @@
-//! Tile scheduling: spreads a frame's tiles over workers.
+//! The cost map and the tile scheduler: spreads a frame's tiles over CPU and GPU workers.
+//!
+//! A render goes:
+//! 1. [`raster`]: the scene is rasterized into a G-buffer at a fraction of the image size;
+//! 2. [`costmap`]: the paper's Algorithm 1 turns it into a per-pixel cost estimate, and
+//!    [`sat`] into a summed-area table, so that any tile's cost is four lookups;
+//! 3. [`tiles`]: the image is cut (equal tiles, or the kd split of the SAT) and [`policy`]
+//!    gives each worker a contiguous run of tiles as its deque;
+//! 4. [`workers`]: one thread per worker renders tiles from its deque and steals from the
+//!    cheap end of others' when it runs dry;
+//! 5. with progressive passes (`--pass-spp`), every pass after the first is planned with the
+//!    measured tile times of the pass before (the estimate scaled tile by tile, and worker
+//!    groups weighted by their measured speed), not with the estimate alone;
+//! 6. [`report`], [`accuracy`], [`pictures`]: statistics, the cost map's accuracy, pictures.
+//!
+//! A tile's pass starts from the film's sums for its pixels and adds that pass's samples in
+//! order, and passes run one after another, so every pixel receives the same additions in
+//! the same order whatever the tiling, the worker count or who stole what: the image is
+//! bit-identical under every schedule. [`sim`] replays measured costs through the same
+//! [`policy`] for simulated worker counts (`gasworks schedule-sim`).
 
-use crate::cli::ScheduleArgs;
-use crate::render::{Film, RenderSettings, Tile, TileRenderer};
-use rayon::prelude::*;
+pub mod accuracy;
+pub mod costmap;
+pub mod pictures;
+pub mod policy;
+pub mod raster;
+pub mod report;
+pub mod sat;
+pub mod sim;
+pub mod tiles;
+pub mod workers;
 
-/// Renders a whole frame. (Simple version: equal tiles over rayon; the cost-map scheduler
-/// replaces it.)
-pub fn render_frame(
-    renderer: &dyn TileRenderer,
+use std::io::IsTerminal;
+use std::ops::Range;
+use std::time::Instant;
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::render::{Film, RenderSettings};
+use crate::scene::Scene;
+use costmap::{CostMap, CostModel};
+use policy::WorkQueues;
+use report::{FrameReport, PassReport};
+use sat::MapScale;
+pub use tiles::Strategy;
+pub use workers::{CpuOnlyFactory, DeviceSpec, RendererFactory, Worker};
+
+/// How a frame is scheduled.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SchedConfig {
+    pub strategy: Strategy,
+    /// Requested tile count (a power of two is used for `adaptive`); `None`: about 64 x 64-pixel
+    /// tiles.
+    pub tiles: Option<u32>,
+    pub steal: bool,
+    pub devices: Vec<DeviceSpec>,
+    /// Samples per pixel of each pass; `None`: all samples in one pass.
+    pub pass_spp: Option<u32>,
+    /// Cost-map resolution as a fraction of the image's, per axis.
+    pub costmap_scale: f32,
+    pub cost_model: CostModel,
+}
+
+impl Default for SchedConfig {
+    fn default() -> Self {
+        SchedConfig {
+            strategy: Strategy::Sorted,
+            tiles: None,
+            steal: true,
+            devices: vec![DeviceSpec::Cpu { workers: None }],
+            pass_spp: None,
+            costmap_scale: 0.25,
+            cost_model: CostModel::default(),
+        }
+    }
+}
+
+/// Why a schedule cannot be run.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum ConfigError {
+    #[error("--costmap-scale must be in (0, 1], got {0}")]
+    CostmapScale(f32),
+    #[error("--pass-spp must be at least 1")]
+    PassSpp,
+    #[error("--tiles must be at least 1")]
+    Tiles,
+    #[error("--devices gives no worker")]
+    NoWorkers,
+}
+
+impl SchedConfig {
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if !(self.costmap_scale > 0.0 && self.costmap_scale <= 1.0) {
+            return Err(ConfigError::CostmapScale(self.costmap_scale));
+        }
+        if self.pass_spp == Some(0) {
+            return Err(ConfigError::PassSpp);
+        }
+        if self.tiles == Some(0) {
+            return Err(ConfigError::Tiles);
+        }
+        // Every entry stands for at least one worker. (Not counted here: counting `cpu`
+        // would start rayon's global pool before the CLI has sized it.)
+        if self.devices.is_empty() {
+            return Err(ConfigError::NoWorkers);
+        }
+        Ok(())
+    }
+
+    /// The sample ranges of the passes.
+    pub fn passes(&self, spp: u32) -> Vec<Range<u32>> {
+        let step = self.pass_spp.unwrap_or(spp).max(1);
+        (0..spp)
+            .step_by(step as usize)
+            .map(|s| s..(s + step).min(spp))
+            .collect()
+    }
+}
+
+/// A rendered frame and how it was scheduled.
+pub struct Frame {
+    pub film: Film,
+    pub report: FrameReport,
+}
+
+/// The cost map's resolution for an image.
+pub fn costmap_size(width: u32, height: u32, scale: f32) -> (usize, usize) {
+    let s = |v: u32| ((v as f64 * scale as f64).round() as usize).clamp(1, v.max(1) as usize);
+    (s(width), s(height))
+}
+
+/// Rasterizes the scene and estimates its cost map at `config`'s resolution.
+pub fn estimate_costmap(
+    scene: &Scene,
     settings: &RenderSettings,
-    _args: &ScheduleArgs,
-    _quiet: bool,
-) -> anyhow::Result<Film> {
-    let tiles = Tile::grid(settings.width, settings.height, 32);
-    let results: Vec<anyhow::Result<(Tile, Vec<[f32; 4]>)>> = tiles
-        .par_iter()
-        .map(|&t| {
-            let mut acc = vec![[0.0f32; 4]; t.pixel_count()];
-            renderer.render_tile(t, 0..settings.spp, &mut acc)?;
-            Ok((t, acc))
+    config: &SchedConfig,
+) -> (CostMap, raster::RasterStats, costmap::EstimateStats) {
+    let (cw, ch) = costmap_size(settings.width, settings.height, config.costmap_scale);
+    let (gbuf, raster_stats) = raster::rasterize(scene, &settings.camera, cw, ch);
+    let (map, est_stats) = costmap::estimate(&gbuf, scene, &config.cost_model, settings.max_depth);
+    (map, raster_stats, est_stats)
+}
+
+/// Renders a frame: the cost map, then each pass over the tiles on the workers of
+/// `config.devices`, renderers from `factory`. `quiet` hides the progress bar (it is also
+/// hidden when stderr is not a terminal).
+pub fn render_frame(
+    scene: &Scene,
+    settings: &RenderSettings,
+    config: &SchedConfig,
+    factory: &dyn RendererFactory,
+    quiet: bool,
+) -> anyhow::Result<Frame> {
+    config.validate()?;
+    let workers = workers::build_workers(&config.devices, factory)?;
+    if workers.is_empty() {
+        return Err(ConfigError::NoWorkers.into());
+    }
+    let (estimate, raster_stats, est_stats) = estimate_costmap(scene, settings, config);
+    let image = (settings.width, settings.height);
+    let scale = MapScale::between(image, (estimate.width, estimate.height));
+    let estimate_sat = estimate.sat();
+    let passes = config.passes(settings.spp);
+
+    let mut film = Film::new(settings.width, settings.height);
+    let mut plan_map = estimate.clone();
+    let mut weights = vec![1.0f64; workers.len()];
+    let mut reports = Vec::with_capacity(passes.len());
+    let progress = progress_bar(quiet);
+    let render_start = Instant::now();
+    for (pass, samples) in passes.iter().enumerate() {
+        let plan_sat = plan_map.sat();
+        let tiles = tiles::layout(
+            config.strategy,
+            settings.width,
+            settings.height,
+            config.tiles,
+            &plan_sat,
+            scale,
+        );
+        if pass == 0 {
+            progress.set_length((tiles.len() * passes.len()) as u64);
+        }
+        let predicted: Vec<f64> = tiles
+            .iter()
+            .map(|t| scale.tile_cost(&plan_sat, *t))
+            .collect();
+        let estimated: Vec<f64> = tiles
+            .iter()
+            .map(|t| scale.tile_cost(&estimate_sat, *t))
+            .collect();
+        let deques = policy::initial_deques(config.strategy, &predicted, &weights);
+        let queues = WorkQueues::new(deques.clone(), config.steal);
+        let job = workers::PassJob {
+            tiles: &tiles,
+            samples: samples.clone(),
+            film: &film,
+            pass,
+            seed: settings.seed,
+        };
+        progress.set_message(format!("pass {}/{}", pass + 1, passes.len()));
+        let run = workers::run_pass(&workers, &queues, &job, &progress)?;
+        for (t, buf) in tiles.iter().zip(&run.buffers) {
+            film.write_tile(*t, buf);
+        }
+        let worker_stats = report::worker_stats(workers.len(), &run.records);
+        let pass_report = PassReport {
+            samples: samples.clone(),
+            tiles,
+            predicted,
+            estimated,
+            initial_deques: deques,
+            records: run.records,
+            makespan_s: run.makespan_s,
+            workers: worker_stats,
+        };
+        if pass + 1 < passes.len() {
+            let (speeds, normalized) = measured_costs(&workers, &pass_report);
+            plan_map = plan_map.corrected(image, &pass_report.tiles, &normalized);
+            weights = speeds;
+        }
+        reports.push(pass_report);
+    }
+    progress.finish_and_clear();
+    let report = FrameReport {
+        width: settings.width,
+        height: settings.height,
+        strategy: config.strategy,
+        steal: config.steal,
+        workers: FrameReport::worker_list(&workers),
+        raster: raster_stats,
+        estimate: est_stats,
+        costmap: estimate,
+        passes: reports,
+        render_s: render_start.elapsed().as_secs_f64(),
+    };
+    Ok(Frame { film, report })
+}
+
+/// After a pass: each worker's speed (cost-map units per second, shared by the workers of one
+/// `--devices` entry, since a device's workers are alike and one worker's few tiles say
+/// little) and each tile's measured cost in cost-map units of a common speed (its time times
+/// the speed of the group that ran it), so that a tile is not judged cheap because a fast
+/// device ran it.
+fn measured_costs(workers: &[Worker], pass: &PassReport) -> (Vec<f64>, Vec<f64>) {
+    let groups = workers.iter().map(|w| w.group).max().map_or(0, |g| g + 1);
+    let (mut planned, mut seconds) = (vec![0.0f64; groups], vec![0.0f64; groups]);
+    for r in &pass.records {
+        let g = workers[r.worker].group;
+        planned[g] += pass.predicted[r.task];
+        seconds[g] += r.seconds();
+    }
+    let known: Vec<f64> = (0..groups)
+        .filter(|&g| seconds[g] > 0.0 && planned[g] > 0.0)
+        .map(|g| planned[g] / seconds[g])
+        .collect();
+    let fallback = if known.is_empty() {
+        1.0
+    } else {
+        known.iter().sum::<f64>() / known.len() as f64
+    };
+    let group_speed: Vec<f64> = (0..groups)
+        .map(|g| {
+            if seconds[g] > 0.0 && planned[g] > 0.0 {
+                planned[g] / seconds[g]
+            } else {
+                fallback
+            }
         })
         .collect();
-    let mut film = Film::new(settings.width, settings.height);
-    for r in results {
-        let (t, acc) = r?;
-        film.write_tile(t, &acc);
+    let speeds = workers.iter().map(|w| group_speed[w.group]).collect();
+    let normalized = pass
+        .records
+        .iter()
+        .map(|r| r.seconds() * group_speed[workers[r.worker].group])
+        .collect();
+    (speeds, normalized)
+}
+
+fn progress_bar(quiet: bool) -> ProgressBar {
+    if quiet || !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
     }
-    Ok(film)
+    let bar = ProgressBar::new(0);
+    if let Ok(style) = ProgressStyle::with_template(
+        "{msg} [{elapsed_precise}] {wide_bar} {pos}/{len} tiles (eta {eta})",
+    ) {
+        bar.set_style(style);
+    }
+    bar
+}
+
+/// Prints the summary and writes `--stats` and `--costmap` outputs, as the render command
+/// asks.
+pub fn publish(
+    frame: &Frame,
+    stats: Option<&std::path::Path>,
+    costmap_dir: Option<&std::path::Path>,
+) -> anyhow::Result<()> {
+    eprint!("{}", frame.report.summary());
+    if let Some(path) = stats {
+        report::write_stats(&frame.report, path)?;
+        let (tiles, map) = report::sibling_paths(path);
+        eprintln!(
+            "statistics: {}, {}, {}",
+            path.display(),
+            tiles.display(),
+            map.display()
+        );
+    }
+    if let Some(dir) = costmap_dir {
+        let files = pictures::write_all(&frame.report, &frame.film, dir)?;
+        eprintln!(
+            "cost map pictures: {} files in {}",
+            files.len(),
+            dir.display()
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passes_cover_the_samples_in_order() {
+        let mut c = SchedConfig::default();
+        assert_eq!(c.passes(10), vec![0..10]);
+        c.pass_spp = Some(4);
+        assert_eq!(c.passes(10), vec![0..4, 4..8, 8..10]);
+        c.pass_spp = Some(0);
+        assert_eq!(c.validate(), Err(ConfigError::PassSpp));
+    }
+
+    #[test]
+    fn costmap_size_is_at_least_one_cell() {
+        assert_eq!(costmap_size(512, 256, 0.25), (128, 64));
+        assert_eq!(costmap_size(3, 1, 0.25), (1, 1));
+        assert_eq!(costmap_size(100, 100, 1.0), (100, 100));
+    }
 }

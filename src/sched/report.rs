@@ -1,0 +1,503 @@
+//! What a scheduled render reports: per-pass and per-worker statistics, the stderr summary,
+//! and the CSV files of `--stats`.
+//!
+//! `--stats OUT.csv` writes three files (siblings named after `OUT`):
+//! - `OUT.csv`, one row per pass and worker:
+//!   `pass,spp_from,spp_to,worker,label,device,tiles,steals,busy_s,makespan_s,efficiency`
+//!   (`steals`: tiles this worker stole; `makespan_s` and `efficiency` are the pass's);
+//! - `OUT.tiles.csv`, one row per pass and tile:
+//!   `pass,task,x,y,w,h,spp_from,spp_to,worker,stolen_from,start_s,end_s,measured_s,predicted,estimated`
+//!   (`stolen_from` is -1 for a worker's own tile; `predicted` is the cost the pass was
+//!   planned with, `estimated` the raw cost-map estimate, both in cost-map units);
+//! - `OUT.costmap.csv`, the estimated cost map, one row per cell: `x,y,cost`.
+//!
+//! `gasworks schedule-sim OUT.csv` reads the last two back.
+
+use std::fmt::Write as _;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use super::accuracy::{self, Accuracy};
+use super::costmap::{CostMap, EstimateStats};
+use super::raster::RasterStats;
+use super::tiles::Strategy;
+use super::workers::{TileRecord, Worker};
+use crate::render::Tile;
+
+/// Why statistics could not be written or read.
+#[derive(Debug, thiserror::Error)]
+pub enum StatsError {
+    #[error("{path}: {source}")]
+    Csv {
+        path: PathBuf,
+        #[source]
+        source: csv::Error,
+    },
+    #[error("{path}: {reason}")]
+    Invalid { path: PathBuf, reason: String },
+}
+
+/// One worker's share of a pass.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct WorkerPassStats {
+    pub tiles: usize,
+    /// Tiles this worker stole from others.
+    pub steals: usize,
+    /// Seconds spent inside the renderer.
+    pub busy_s: f64,
+}
+
+/// One pass over the tiles.
+#[derive(Clone, Debug)]
+pub struct PassReport {
+    pub samples: Range<u32>,
+    /// The tiles, by task number, in locality order.
+    pub tiles: Vec<Tile>,
+    /// The cost each tile was planned with (cost-map units; from the estimate in the first
+    /// pass, from measurements afterwards).
+    pub predicted: Vec<f64>,
+    /// The raw estimate of each tile (cost-map units), for the cost map's accuracy.
+    pub estimated: Vec<f64>,
+    /// The workers' initial deques (task numbers, front first).
+    pub initial_deques: Vec<Vec<usize>>,
+    /// Where each tile ran, by task number.
+    pub records: Vec<TileRecord>,
+    pub makespan_s: f64,
+    pub workers: Vec<WorkerPassStats>,
+}
+
+impl PassReport {
+    pub fn measured(&self) -> Vec<f64> {
+        self.records.iter().map(TileRecord::seconds).collect()
+    }
+
+    pub fn busy_s(&self) -> f64 {
+        self.workers.iter().map(|w| w.busy_s).sum()
+    }
+
+    pub fn steals(&self) -> usize {
+        self.workers.iter().map(|w| w.steals).sum()
+    }
+
+    /// Total busy time over (workers x makespan).
+    pub fn efficiency(&self) -> f64 {
+        efficiency(self.busy_s(), self.workers.len(), self.makespan_s)
+    }
+
+    /// The raw cost map's accuracy on this pass's tiles.
+    pub fn estimate_accuracy(&self) -> Accuracy {
+        accuracy::compare(&self.estimated, &self.measured())
+    }
+
+    /// The accuracy of the costs this pass was planned with.
+    pub fn plan_accuracy(&self) -> Accuracy {
+        accuracy::compare(&self.predicted, &self.measured())
+    }
+}
+
+pub fn efficiency(busy_s: f64, workers: usize, makespan_s: f64) -> f64 {
+    if makespan_s > 0.0 && workers > 0 {
+        busy_s / (workers as f64 * makespan_s)
+    } else {
+        1.0
+    }
+}
+
+/// Per-worker statistics of a pass from its tile records.
+pub fn worker_stats(workers: usize, records: &[TileRecord]) -> Vec<WorkerPassStats> {
+    let mut stats = vec![WorkerPassStats::default(); workers];
+    for r in records {
+        let s = &mut stats[r.worker];
+        s.tiles += 1;
+        s.busy_s += r.seconds();
+        if r.stolen_from.is_some() {
+            s.steals += 1;
+        }
+    }
+    stats
+}
+
+/// Everything a scheduled render reports.
+#[derive(Clone, Debug)]
+pub struct FrameReport {
+    pub width: u32,
+    pub height: u32,
+    pub strategy: Strategy,
+    pub steal: bool,
+    /// (label, device) of each worker.
+    pub workers: Vec<(String, String)>,
+    pub raster: RasterStats,
+    pub estimate: EstimateStats,
+    /// The estimated cost map.
+    pub costmap: CostMap,
+    pub passes: Vec<PassReport>,
+    /// Wall time of all passes (excluding the cost map).
+    pub render_s: f64,
+}
+
+impl FrameReport {
+    pub fn worker_list(workers: &[Worker]) -> Vec<(String, String)> {
+        workers
+            .iter()
+            .map(|w| (w.label.clone(), w.device.clone()))
+            .collect()
+    }
+
+    /// Sum of the passes' makespans.
+    pub fn makespan_s(&self) -> f64 {
+        self.passes.iter().map(|p| p.makespan_s).sum()
+    }
+
+    pub fn busy_s(&self) -> f64 {
+        self.passes.iter().map(PassReport::busy_s).sum()
+    }
+
+    pub fn efficiency(&self) -> f64 {
+        efficiency(self.busy_s(), self.workers.len(), self.makespan_s())
+    }
+
+    /// Per worker, over all passes.
+    pub fn worker_totals(&self) -> Vec<WorkerPassStats> {
+        let mut t = vec![WorkerPassStats::default(); self.workers.len()];
+        for p in &self.passes {
+            for (acc, w) in t.iter_mut().zip(&p.workers) {
+                acc.tiles += w.tiles;
+                acc.steals += w.steals;
+                acc.busy_s += w.busy_s;
+            }
+        }
+        t
+    }
+
+    /// The summary printed on stderr after a render.
+    pub fn summary(&self) -> String {
+        let mut s = String::new();
+        let tiles: Vec<usize> = self.passes.iter().map(|p| p.tiles.len()).collect();
+        let _ = writeln!(
+            s,
+            "schedule: {}, steal {}, {} workers, {} pass{} of {} tiles; cost map {}x{}: raster {:.1} ms ({} triangles), estimate {:.1} ms",
+            self.strategy.name(),
+            if self.steal { "on" } else { "off" },
+            self.workers.len(),
+            self.passes.len(),
+            if self.passes.len() == 1 { "" } else { "es" },
+            match (tiles.iter().min(), tiles.iter().max()) {
+                (Some(a), Some(b)) if a != b => format!("{a}-{b}"),
+                (Some(a), _) => a.to_string(),
+                _ => "0".into(),
+            },
+            self.costmap.width,
+            self.costmap.height,
+            self.raster.seconds * 1e3,
+            self.raster.triangles,
+            self.estimate.seconds * 1e3,
+        );
+        let steals: usize = self.passes.iter().map(PassReport::steals).sum();
+        let _ = writeln!(
+            s,
+            "  makespan {:.3} s, busy {:.3} s, efficiency {:.1}%, steals {}",
+            self.makespan_s(),
+            self.busy_s(),
+            100.0 * self.efficiency(),
+            steals
+        );
+        for ((label, _), w) in self.workers.iter().zip(self.worker_totals()) {
+            let _ = writeln!(
+                s,
+                "  worker {label:<10} busy {:>8.3} s  tiles {:>5}  steals {:>4}",
+                w.busy_s, w.tiles, w.steals
+            );
+        }
+        if let Some(first) = self.passes.first() {
+            let a = first.estimate_accuracy();
+            let _ = writeln!(
+                s,
+                "  cost map vs measured tile times (pass 1, {} tiles): Spearman {:.3}, within +-5% after scaling {:.1}%, under-estimated {:.1}%",
+                a.tiles,
+                a.spearman,
+                100.0 * a.within_5_percent,
+                100.0 * a.under_estimated
+            );
+            let _ = writeln!(
+                s,
+                "  error histogram ((measured - scaled estimate) / measured; + = under-estimate):"
+            );
+            s.push_str(&a.histogram_text());
+        }
+        if self.passes.len() > 1 {
+            for (i, p) in self.passes.iter().enumerate().skip(1) {
+                let a = p.plan_accuracy();
+                let _ = writeln!(
+                    s,
+                    "  pass {}: planned with measured costs: Spearman {:.3}, within +-5% {:.1}%; makespan {:.3} s, efficiency {:.1}%, steals {}",
+                    i + 1,
+                    a.spearman,
+                    100.0 * a.within_5_percent,
+                    p.makespan_s,
+                    100.0 * p.efficiency(),
+                    p.steals()
+                );
+            }
+        }
+        s
+    }
+}
+
+/// `OUT.tiles.csv` and `OUT.costmap.csv` beside `OUT.csv`.
+pub fn sibling_paths(stats: &Path) -> (PathBuf, PathBuf) {
+    let stem = if stats
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("csv"))
+    {
+        stats.with_extension("")
+    } else {
+        stats.to_path_buf()
+    };
+    let with = |suffix: &str| {
+        let mut s = stem.clone().into_os_string();
+        s.push(suffix);
+        PathBuf::from(s)
+    };
+    (with(".tiles.csv"), with(".costmap.csv"))
+}
+
+fn csv_err(path: &Path) -> impl Fn(csv::Error) -> StatsError + '_ {
+    move |source| StatsError::Csv {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+fn io_err(path: &Path) -> impl Fn(std::io::Error) -> StatsError + '_ {
+    move |e| StatsError::Csv {
+        path: path.to_path_buf(),
+        source: e.into(),
+    }
+}
+
+/// Writes the three CSV files of `--stats`.
+pub fn write_stats(report: &FrameReport, path: &Path) -> Result<(), StatsError> {
+    let mut w = csv::Writer::from_path(path).map_err(csv_err(path))?;
+    w.write_record([
+        "pass",
+        "spp_from",
+        "spp_to",
+        "worker",
+        "label",
+        "device",
+        "tiles",
+        "steals",
+        "busy_s",
+        "makespan_s",
+        "efficiency",
+    ])
+    .map_err(csv_err(path))?;
+    for (pi, p) in report.passes.iter().enumerate() {
+        for (wi, (ws, (label, device))) in p.workers.iter().zip(&report.workers).enumerate() {
+            w.write_record([
+                pi.to_string(),
+                p.samples.start.to_string(),
+                p.samples.end.to_string(),
+                wi.to_string(),
+                label.clone(),
+                device.clone(),
+                ws.tiles.to_string(),
+                ws.steals.to_string(),
+                format!("{:.9}", ws.busy_s),
+                format!("{:.9}", p.makespan_s),
+                format!("{:.6}", p.efficiency()),
+            ])
+            .map_err(csv_err(path))?;
+        }
+    }
+    w.flush().map_err(io_err(path))?;
+
+    let (tiles_path, map_path) = sibling_paths(path);
+    let mut w = csv::Writer::from_path(&tiles_path).map_err(csv_err(&tiles_path))?;
+    w.write_record([
+        "pass",
+        "task",
+        "x",
+        "y",
+        "w",
+        "h",
+        "spp_from",
+        "spp_to",
+        "worker",
+        "stolen_from",
+        "start_s",
+        "end_s",
+        "measured_s",
+        "predicted",
+        "estimated",
+    ])
+    .map_err(csv_err(&tiles_path))?;
+    for (pi, p) in report.passes.iter().enumerate() {
+        for (task, (t, r)) in p.tiles.iter().zip(&p.records).enumerate() {
+            w.write_record([
+                pi.to_string(),
+                task.to_string(),
+                t.x.to_string(),
+                t.y.to_string(),
+                t.w.to_string(),
+                t.h.to_string(),
+                p.samples.start.to_string(),
+                p.samples.end.to_string(),
+                r.worker.to_string(),
+                r.stolen_from.map_or("-1".to_string(), |v| v.to_string()),
+                format!("{:.9}", r.start_s),
+                format!("{:.9}", r.end_s),
+                format!("{:.9}", r.seconds()),
+                format!("{:.6}", p.predicted[task]),
+                format!("{:.6}", p.estimated[task]),
+            ])
+            .map_err(csv_err(&tiles_path))?;
+        }
+    }
+    w.flush().map_err(io_err(&tiles_path))?;
+
+    write_costmap(&report.costmap, &map_path)
+}
+
+/// Writes a cost map as `x,y,cost` rows.
+pub fn write_costmap(map: &CostMap, path: &Path) -> Result<(), StatsError> {
+    let mut w = csv::Writer::from_path(path).map_err(csv_err(path))?;
+    w.write_record(["x", "y", "cost"]).map_err(csv_err(path))?;
+    for y in 0..map.height {
+        for x in 0..map.width {
+            w.write_record([
+                x.to_string(),
+                y.to_string(),
+                format!("{:.6}", map.values[y * map.width + x]),
+            ])
+            .map_err(csv_err(path))?;
+        }
+    }
+    w.flush().map_err(io_err(path))
+}
+
+/// One row of `OUT.tiles.csv`.
+#[derive(Clone, Debug, PartialEq, serde::Deserialize)]
+pub struct TileRow {
+    pub pass: usize,
+    pub task: usize,
+    pub x: u32,
+    pub y: u32,
+    pub w: u32,
+    pub h: u32,
+    pub spp_from: u32,
+    pub spp_to: u32,
+    pub worker: usize,
+    pub stolen_from: i64,
+    pub start_s: f64,
+    pub end_s: f64,
+    pub measured_s: f64,
+    pub predicted: f64,
+    pub estimated: f64,
+}
+
+impl TileRow {
+    pub fn tile(&self) -> Tile {
+        Tile {
+            x: self.x,
+            y: self.y,
+            w: self.w,
+            h: self.h,
+        }
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct CostRow {
+    x: usize,
+    y: usize,
+    cost: f32,
+}
+
+/// Reads `OUT.tiles.csv`.
+pub fn read_tiles(path: &Path) -> Result<Vec<TileRow>, StatsError> {
+    let mut r = csv::Reader::from_path(path).map_err(csv_err(path))?;
+    let rows = r
+        .deserialize()
+        .collect::<Result<Vec<TileRow>, _>>()
+        .map_err(csv_err(path))?;
+    if rows.is_empty() {
+        return Err(StatsError::Invalid {
+            path: path.to_path_buf(),
+            reason: "no tiles".into(),
+        });
+    }
+    if let Some(r) = rows
+        .iter()
+        .find(|r| r.w == 0 || r.h == 0 || !r.measured_s.is_finite() || r.measured_s < 0.0)
+    {
+        return Err(StatsError::Invalid {
+            path: path.to_path_buf(),
+            reason: format!(
+                "tile {} of pass {} has an empty size or a bad time",
+                r.task, r.pass
+            ),
+        });
+    }
+    Ok(rows)
+}
+
+/// Reads a cost map written by [`write_costmap`]; its size is the largest cell index + 1.
+pub fn read_costmap(path: &Path) -> Result<CostMap, StatsError> {
+    let mut r = csv::Reader::from_path(path).map_err(csv_err(path))?;
+    let rows = r
+        .deserialize()
+        .collect::<Result<Vec<CostRow>, _>>()
+        .map_err(csv_err(path))?;
+    let invalid = |reason: &str| StatsError::Invalid {
+        path: path.to_path_buf(),
+        reason: reason.to_string(),
+    };
+    let width = rows
+        .iter()
+        .map(|r| r.x + 1)
+        .max()
+        .ok_or_else(|| invalid("empty cost map"))?;
+    let height = rows.iter().map(|r| r.y + 1).max().unwrap_or(0);
+    if width * height != rows.len() || width * height > 1 << 26 {
+        return Err(invalid("the cells do not form a full rectangle"));
+    }
+    let mut map = CostMap::uniform(width, height, f32::NAN);
+    for r in rows {
+        if !r.cost.is_finite() || r.cost < 0.0 {
+            return Err(invalid(&format!("bad cost at cell {},{}", r.x, r.y)));
+        }
+        map.values[r.y * width + r.x] = r.cost;
+    }
+    if map.values.iter().any(|v| v.is_nan()) {
+        return Err(invalid("a cell is listed twice, so another is missing"));
+    }
+    Ok(map)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sibling_names() {
+        let (t, c) = sibling_paths(Path::new("/a/run.csv"));
+        assert_eq!(t, Path::new("/a/run.tiles.csv"));
+        assert_eq!(c, Path::new("/a/run.costmap.csv"));
+        let (t, _) = sibling_paths(Path::new("run"));
+        assert_eq!(t, Path::new("run.tiles.csv"));
+    }
+
+    #[test]
+    fn costmap_round_trips() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("m.csv");
+        let m = CostMap {
+            width: 3,
+            height: 2,
+            values: vec![0.5, 1.0, 1.5, 2.0, 2.5, 3.0],
+        };
+        write_costmap(&m, &p).unwrap();
+        assert_eq!(read_costmap(&p).unwrap(), m);
+    }
+}

@@ -1,0 +1,221 @@
+//! The discrete-event executor: replays tile costs through the scheduling policy for any
+//! number of simulated workers, with a latency charged to every steal probe.
+//!
+//! It drives the very same [`WorkQueues`] as the threaded executor: at each event (a worker
+//! becoming free) it asks the policy what that worker does next. Workers are identical in
+//! speed: a tile costs its measured time whoever runs it.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use super::costmap::CostMap;
+use super::policy::{self, StealRng, WorkQueues};
+use super::sat::MapScale;
+use super::tiles::{self, Strategy};
+use crate::render::Tile;
+
+/// The outcome of one simulated pass.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SimRun {
+    /// When the last tile finished.
+    pub makespan: f64,
+    /// Each worker's time spent rendering (steal latency excluded).
+    pub busy: Vec<f64>,
+    /// Tiles each worker rendered.
+    pub tiles: Vec<usize>,
+    /// Tiles that moved by stealing.
+    pub steals: usize,
+    /// For each task, the worker that ran it (to check that nothing is lost or doubled).
+    pub ran_by: Vec<Option<usize>>,
+}
+
+impl SimRun {
+    /// Total busy time over workers times makespan.
+    pub fn efficiency(&self) -> f64 {
+        let busy: f64 = self.busy.iter().sum();
+        if self.makespan > 0.0 {
+            busy / (self.busy.len() as f64 * self.makespan)
+        } else {
+            1.0
+        }
+    }
+}
+
+/// A time as a totally ordered heap key (times are finite and non-negative).
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Time(f64);
+
+impl Eq for Time {}
+
+impl PartialOrd for Time {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Time {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&other.0)
+    }
+}
+
+/// Simulates one pass: tasks cost `costs[task]` seconds, workers start with `deques` (front
+/// first), stealing as `steal` says, each steal probe taking `steal_latency` seconds; `seed`
+/// drives the victim choices. Ties between simultaneous events go to the lower worker index.
+pub fn simulate(
+    costs: &[f64],
+    deques: Vec<Vec<usize>>,
+    steal: bool,
+    steal_latency: f64,
+    seed: u64,
+) -> SimRun {
+    let workers = deques.len();
+    let queues = WorkQueues::new(deques, steal);
+    let mut rngs: Vec<StealRng> = (0..workers).map(|w| StealRng::new(seed, w, 0)).collect();
+    let mut events: BinaryHeap<Reverse<(Time, usize)>> =
+        (0..workers).map(|w| Reverse((Time(0.0), w))).collect();
+    let mut run = SimRun {
+        makespan: 0.0,
+        busy: vec![0.0; workers],
+        tiles: vec![0; workers],
+        steals: 0,
+        ran_by: vec![None; costs.len()],
+    };
+    while let Some(Reverse((Time(now), w))) = events.pop() {
+        let Some(take) = queues.next(w, &mut rngs[w]) else {
+            continue;
+        };
+        let start = now + take.probes as f64 * steal_latency.max(0.0);
+        let end = start + costs[take.task].max(0.0);
+        run.busy[w] += costs[take.task].max(0.0);
+        run.tiles[w] += 1;
+        if take.stolen_from.is_some() {
+            run.steals += 1;
+        }
+        if run.ran_by[take.task].replace(w).is_some() {
+            // Cannot happen with a sound policy; make it loud in tests.
+            panic!("task {} handed out twice", take.task);
+        }
+        run.makespan = run.makespan.max(end);
+        events.push(Reverse((Time(end), w)));
+    }
+    run
+}
+
+/// What a replay knows about a rendered frame: its size, the estimate it was planned with,
+/// and the measured cost spread over the image.
+#[derive(Clone, Debug)]
+pub struct Replay {
+    pub width: u32,
+    pub height: u32,
+    /// The estimated cost map (what the scheduler plans with).
+    pub estimate: CostMap,
+    /// The measured cost (seconds) on the estimate's grid: what simulated tiles cost.
+    pub measured: CostMap,
+}
+
+impl Replay {
+    /// Builds the measured map from the tiles of one or more passes and their times: each
+    /// tile's time is spread over its cells along the estimate's shape, and passes add up
+    /// ([`CostMap::corrected`]). Any tiling can then be costed; the render's own tiles (when
+    /// their edges fall on cell edges) cost exactly what was measured. The finer the render's
+    /// tiles, the more faithful the costs of other tilings.
+    pub fn new(
+        width: u32,
+        height: u32,
+        estimate: CostMap,
+        passes: &[(Vec<Tile>, Vec<f64>)],
+    ) -> Replay {
+        let mut measured = CostMap::uniform(estimate.width, estimate.height, 0.0);
+        for (tiles, seconds) in passes {
+            let m = estimate.corrected((width, height), tiles, seconds);
+            for (acc, v) in measured.values.iter_mut().zip(&m.values) {
+                *acc += v;
+            }
+        }
+        Replay {
+            width,
+            height,
+            estimate,
+            measured,
+        }
+    }
+
+    /// The total measured work: the time of one worker.
+    pub fn serial_s(&self) -> f64 {
+        self.measured.sat().total()
+    }
+
+    /// Simulates one configuration: `tile_count` tiles cut under `strategy` from the
+    /// estimate, assigned to `workers` equal workers by the render's policy, once per seed
+    /// (once only without stealing: nothing is random then).
+    pub fn run(
+        &self,
+        strategy: Strategy,
+        steal: bool,
+        workers: usize,
+        tile_count: u32,
+        steal_latency_s: f64,
+        seeds: &[u64],
+    ) -> Vec<SimRun> {
+        let scale = MapScale::between(
+            (self.width, self.height),
+            (self.estimate.width, self.estimate.height),
+        );
+        let (est_sat, real_sat) = (self.estimate.sat(), self.measured.sat());
+        let layout = tiles::layout(
+            strategy,
+            self.width,
+            self.height,
+            Some(tile_count),
+            &est_sat,
+            scale,
+        );
+        let estimated: Vec<f64> = layout
+            .iter()
+            .map(|t| scale.tile_cost(&est_sat, *t))
+            .collect();
+        let actual: Vec<f64> = layout
+            .iter()
+            .map(|t| scale.tile_cost(&real_sat, *t))
+            .collect();
+        let deques = policy::initial_deques(strategy, &estimated, &vec![1.0; workers.max(1)]);
+        let seeds = if steal && workers > 1 {
+            seeds
+        } else {
+            &seeds[..seeds.len().min(1)]
+        };
+        seeds
+            .iter()
+            .map(|&seed| simulate(&actual, deques.clone(), steal, steal_latency_s, seed))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_worker_is_fully_efficient() {
+        let costs = [1.0, 2.0, 3.0];
+        let r = simulate(&costs, vec![vec![0, 1, 2]], true, 0.5, 7);
+        assert_eq!(r.makespan, 6.0);
+        assert_eq!(r.efficiency(), 1.0);
+        assert_eq!(r.steals, 0);
+    }
+
+    #[test]
+    fn stealing_rebalances_a_lopsided_start() {
+        let costs = [1.0; 8];
+        let deques = vec![(0..8).collect(), vec![]];
+        let without = simulate(&costs, deques.clone(), false, 0.0, 1);
+        assert_eq!(without.makespan, 8.0);
+        let with = simulate(&costs, deques, true, 0.0, 1);
+        assert_eq!(with.makespan, 4.0);
+        assert_eq!(with.steals, 4);
+        // Latency delays every stolen tile.
+        let slow = simulate(&costs, vec![(0..8).collect(), vec![]], true, 0.5, 1);
+        assert!(slow.makespan > 4.0);
+    }
+}

@@ -1,0 +1,153 @@
+//! The discrete-event simulator (schedule-sim): one worker is fully efficient, no tile is ever
+//! lost or doubled, zero-latency stealing never loses to no stealing, and the command replays
+//! the statistics files a render writes.
+
+mod sched_support;
+
+use gasworks::scene::MaterialKind;
+use gasworks::sched::costmap::CostMap;
+use gasworks::sched::policy::initial_deques;
+use gasworks::sched::report::{read_tiles, write_stats};
+use gasworks::sched::sim::{simulate, Replay};
+use gasworks::sched::{render_frame, DeviceSpec, SchedConfig, Strategy};
+use proptest::prelude::*;
+use sched_support::{room, room_settings, MockFactory, MockRenderer};
+
+fn strategy_of(i: u8) -> Strategy {
+    Strategy::ALL[i as usize % 3]
+}
+
+proptest! {
+    #[test]
+    fn one_worker_is_fully_efficient(
+        costs in proptest::collection::vec(0.001f64..10.0, 1..200),
+        s in 0u8..3, steal: bool, latency in 0.0f64..1.0, seed: u64,
+    ) {
+        let deques = initial_deques(strategy_of(s), &costs, &[1.0]);
+        let run = simulate(&costs, deques, steal, latency, seed);
+        let total: f64 = costs.iter().sum();
+        prop_assert!((run.makespan - total).abs() <= 1e-9 * total);
+        prop_assert!((run.efficiency() - 1.0).abs() < 1e-9);
+        prop_assert_eq!(run.steals, 0);
+    }
+
+    #[test]
+    fn no_tile_is_lost_or_doubled(
+        costs in proptest::collection::vec(0.0f64..10.0, 0..300),
+        workers in 1usize..40, s in 0u8..3, steal: bool, latency in 0.0f64..1.0, seed: u64,
+    ) {
+        let deques = initial_deques(strategy_of(s), &costs, &vec![1.0; workers]);
+        let run = simulate(&costs, deques, steal, latency, seed);
+        prop_assert!(run.ran_by.iter().all(Option::is_some));
+        prop_assert_eq!(run.tiles.iter().sum::<usize>(), costs.len());
+        let busy: f64 = run.busy.iter().sum();
+        let total: f64 = costs.iter().sum();
+        prop_assert!((busy - total).abs() <= 1e-9 * total.max(1.0));
+        prop_assert!(run.efficiency() <= 1.0 + 1e-12);
+    }
+
+    /// With free steals every tile starts no later than it would without stealing (a stolen
+    /// tile was still waiting behind the victim's current one), so the makespan never grows.
+    #[test]
+    fn free_stealing_never_loses_to_no_stealing(
+        costs in proptest::collection::vec(0.0f64..10.0, 1..200),
+        workers in 2usize..20, s in 0u8..3, seed: u64,
+    ) {
+        let deques = initial_deques(strategy_of(s), &costs, &vec![1.0; workers]);
+        let without = simulate(&costs, deques.clone(), false, 0.0, seed);
+        let with = simulate(&costs, deques, true, 0.0, seed);
+        prop_assert!(with.makespan <= without.makespan + 1e-9, "{} > {}", with.makespan, without.makespan);
+    }
+}
+
+#[test]
+fn replay_of_a_uniform_map_charges_each_tile_its_measured_time() {
+    // 8 x 8 image, 4 x 4 map; four measured 4 x 4 tiles of different times.
+    let estimate = CostMap::uniform(4, 4, 1.0);
+    let tiles: Vec<_> = gasworks::sched::tiles::equal_tiles(8, 8, 2, 2);
+    let seconds = vec![1.0, 2.0, 3.0, 4.0];
+    let replay = Replay::new(8, 8, estimate, &[(tiles, seconds)]);
+    assert!((replay.serial_s() - 10.0).abs() < 1e-9);
+    let runs = replay.run(Strategy::Regular, false, 4, 4, 0.0, &[0]);
+    assert_eq!(runs.len(), 1);
+    assert!((runs[0].makespan - 4.0).abs() < 1e-9);
+    // The estimate is flat, so the two workers get two tiles each in serpentine order:
+    // (1, 2) and (3, 4). The first frees up at t = 3 and steals the 4 s tile: makespan 7.
+    let runs = replay.run(Strategy::Sorted, true, 2, 4, 0.0, &[0, 1, 2]);
+    assert_eq!(runs.len(), 3);
+    assert!(runs
+        .iter()
+        .all(|r| (r.makespan - 7.0).abs() < 1e-9 && r.steals == 1));
+}
+
+#[test]
+fn schedule_sim_replays_a_mock_render() {
+    let (w, h) = (96, 64);
+    let scene = room(MaterialKind::Mirror, MaterialKind::Diffuse);
+    let settings = room_settings(w, h, 2, 1);
+    // Cost follows the estimate's story: the lower left (mirror floor) is slow.
+    let mock = MockRenderer::new(w, 1)
+        .with_spin(move |x, y| if x < w / 2 && y > h / 2 { 400 } else { 40 });
+    let factory = MockFactory::new(mock);
+    let config = SchedConfig {
+        strategy: Strategy::Sorted,
+        tiles: Some(96),
+        devices: vec![DeviceSpec::Cpu { workers: Some(2) }],
+        pass_spp: Some(1),
+        ..SchedConfig::default()
+    };
+    let frame = render_frame(&scene, &settings, &config, &factory, true).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let stats = dir.path().join("run.csv");
+    write_stats(&frame.report, &stats).unwrap();
+    let rows = read_tiles(&dir.path().join("run.tiles.csv")).unwrap();
+    assert_eq!(rows.len(), 2 * frame.report.passes[0].tiles.len());
+    let summary = std::fs::read_to_string(&stats).unwrap();
+    assert!(summary.starts_with(
+        "pass,spp_from,spp_to,worker,label,device,tiles,steals,busy_s,makespan_s,efficiency"
+    ));
+    assert_eq!(summary.lines().count(), 1 + 2 * 2);
+
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gasworks"))
+        .args([
+            "schedule-sim",
+            stats.to_str().unwrap(),
+            "--workers",
+            "1,4,16",
+            "--seeds",
+            "3",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!("{}{stdout}", frame.report.summary());
+    for needle in [
+        "1 worker:",
+        "4 workers:",
+        "16 workers:",
+        "regular w/o steal",
+        "sorted + steal",
+        "adaptive + steal",
+    ] {
+        assert!(stdout.contains(needle), "{needle} missing from:\n{stdout}");
+    }
+    // One simulated worker is 100% efficient in every row.
+    let one = stdout.split("4 workers:").next().unwrap();
+    assert_eq!(one.matches("100.0% -  100.0%").count(), 6, "{one}");
+
+    // A bad file is an error that names it.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gasworks"))
+        .args([
+            "schedule-sim",
+            dir.path().join("missing.csv").to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("missing.tiles.csv"));
+}

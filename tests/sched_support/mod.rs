@@ -1,0 +1,246 @@
+//! Test support for the scheduler tests: deterministic mock renderers and small in-memory
+//! scenes. Not every test file uses every item.
+#![allow(dead_code)]
+
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use gasworks::render::sampler::mix64;
+use gasworks::render::{RenderSettings, Tile, TileRenderer};
+use gasworks::scene::{Camera, Group, Material, MaterialKind, Scene};
+use gasworks::sched::RendererFactory;
+use glam::Vec3;
+
+/// A renderer whose radiance is a hash of (pixel, sample, seed), spread over many orders of
+/// magnitude so that adding the same samples in another order, or in other groups, would
+/// change the low bits of the sums. Its cost per pixel sample is `spin(x, y)` rounds of a
+/// hash. It records every call.
+pub struct MockRenderer {
+    pub width: u32,
+    pub seed: u64,
+    pub spin: Arc<dyn Fn(u32, u32) -> u32 + Send + Sync>,
+    /// Extra random sleep per tile, up to this many microseconds (0: none).
+    pub max_sleep_us: u64,
+    pub calls: Mutex<Vec<(Tile, Range<u32>)>>,
+    pub name: String,
+    /// Sink for the spin loop so that it is not optimized away.
+    sink: AtomicU64,
+}
+
+impl MockRenderer {
+    pub fn new(width: u32, seed: u64) -> MockRenderer {
+        MockRenderer {
+            width,
+            seed,
+            spin: Arc::new(|_, _| 0),
+            max_sleep_us: 0,
+            calls: Mutex::new(Vec::new()),
+            name: "mock".into(),
+            sink: AtomicU64::new(0),
+        }
+    }
+
+    pub fn with_spin(mut self, f: impl Fn(u32, u32) -> u32 + Send + Sync + 'static) -> Self {
+        self.spin = Arc::new(f);
+        self
+    }
+
+    pub fn with_sleep(mut self, max_us: u64) -> Self {
+        self.max_sleep_us = max_us;
+        self
+    }
+
+    pub fn named(mut self, name: &str) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    pub fn calls(&self) -> Vec<(Tile, Range<u32>)> {
+        self.calls.lock().unwrap().clone()
+    }
+}
+
+/// The mock's radiance of one sample: three values from 2^-20 to 2^20.
+pub fn mock_radiance(pixel: u32, sample: u32, seed: u64) -> [f32; 3] {
+    let h = mix64((pixel as u64) << 32 | sample as u64 ^ mix64(seed));
+    [0, 21, 42].map(|shift| {
+        let bits = (h >> shift) & 0x1F_FFFF;
+        let exponent = (bits % 41) as i32 - 20;
+        let mantissa = 1.0 + (bits >> 6) as f32 / (1 << 15) as f32;
+        mantissa * 2f32.powi(exponent)
+    })
+}
+
+impl TileRenderer for MockRenderer {
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+
+    fn render_tile(
+        &self,
+        tile: Tile,
+        samples: Range<u32>,
+        accum: &mut [[f32; 4]],
+    ) -> anyhow::Result<()> {
+        assert_eq!(accum.len(), tile.pixel_count());
+        self.calls.lock().unwrap().push((tile, samples.clone()));
+        if self.max_sleep_us > 0 {
+            let h = mix64(
+                (tile.x as u64) << 40 ^ (tile.y as u64) << 20 ^ samples.start as u64 ^ self.seed,
+            );
+            std::thread::sleep(std::time::Duration::from_micros(h % self.max_sleep_us));
+        }
+        let mut sink = 0u64;
+        for (j, y) in (tile.y..tile.y + tile.h).enumerate() {
+            for (i, x) in (tile.x..tile.x + tile.w).enumerate() {
+                let pixel = y * self.width + x;
+                let acc = &mut accum[j * tile.w as usize + i];
+                let spin = (self.spin)(x, y);
+                for s in samples.clone() {
+                    let c = mock_radiance(pixel, s, self.seed);
+                    acc[0] += c[0];
+                    acc[1] += c[1];
+                    acc[2] += c[2];
+                    acc[3] += 1.0;
+                    let mut z = s as u64;
+                    for _ in 0..spin {
+                        z = mix64(z);
+                    }
+                    sink ^= z;
+                }
+            }
+        }
+        self.sink.fetch_xor(sink, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+/// A factory over mocks: the CPU one, and one per GPU stream (named "gpuD/sS"), all of the
+/// same image.
+pub struct MockFactory {
+    pub cpu: Arc<MockRenderer>,
+    pub gpus: Mutex<Vec<Arc<MockRenderer>>>,
+}
+
+impl MockFactory {
+    pub fn new(cpu: MockRenderer) -> MockFactory {
+        MockFactory {
+            cpu: Arc::new(cpu),
+            gpus: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Every call to every renderer of this factory.
+    pub fn all_calls(&self) -> Vec<(Tile, Range<u32>)> {
+        let mut calls = self.cpu.calls();
+        for g in self.gpus.lock().unwrap().iter() {
+            calls.extend(g.calls());
+        }
+        calls
+    }
+}
+
+impl RendererFactory for MockFactory {
+    fn cpu(&self) -> anyhow::Result<Arc<dyn TileRenderer>> {
+        Ok(self.cpu.clone())
+    }
+
+    fn gpu(&self, device: u32, stream: u32) -> anyhow::Result<Arc<dyn TileRenderer>> {
+        let r = Arc::new(
+            MockRenderer::new(self.cpu.width, self.cpu.seed)
+                .named(&format!("gpu{device}/s{stream}")),
+        );
+        self.gpus.lock().unwrap().push(r.clone());
+        Ok(r)
+    }
+}
+
+/// An axis-aligned quad as two triangles, corners in order around it.
+pub fn quad(name: &str, corners: [Vec3; 4], material: u32) -> Group {
+    Group {
+        name: name.into(),
+        positions: corners.to_vec(),
+        normals: vec![],
+        uvs: vec![],
+        indices: vec![[0, 1, 2], [0, 2, 3]],
+        face_materials: vec![material; 2],
+    }
+}
+
+pub fn material(name: &str, kind: MaterialKind) -> Material {
+    let mut m = Material::diffuse(name, Vec3::splat(0.7));
+    m.kind = kind;
+    if kind != MaterialKind::Diffuse {
+        m.specular = Vec3::splat(0.9);
+        m.shininess = 50.0;
+    }
+    m
+}
+
+/// A stage: a floor from x in [-1, 1], z in [-2, 0] at y = -1, split into a left and a right
+/// half of the given materials (indices 1 and 2), and a diffuse back wall (material 0) at
+/// z = -2 up to y = 0.5. Nothing else: rays that miss these leave to the sky, so a mirror half
+/// (whose reflections all hit the back wall) is more expensive to path trace than a diffuse
+/// half (whose bounces partly escape).
+pub fn room(left_floor: MaterialKind, right_floor: MaterialKind) -> Scene {
+    let v = Vec3::new;
+    let groups = vec![
+        quad(
+            "floor_left",
+            [
+                v(-1.0, -1.0, 0.0),
+                v(0.0, -1.0, 0.0),
+                v(0.0, -1.0, -2.0),
+                v(-1.0, -1.0, -2.0),
+            ],
+            1,
+        ),
+        quad(
+            "floor_right",
+            [
+                v(0.0, -1.0, 0.0),
+                v(1.0, -1.0, 0.0),
+                v(1.0, -1.0, -2.0),
+                v(0.0, -1.0, -2.0),
+            ],
+            2,
+        ),
+        quad(
+            "back",
+            [
+                v(-1.0, -1.0, -2.0),
+                v(1.0, -1.0, -2.0),
+                v(1.0, 0.5, -2.0),
+                v(-1.0, 0.5, -2.0),
+            ],
+            0,
+        ),
+    ];
+    let materials = vec![
+        material("wall", MaterialKind::Diffuse),
+        material("left_floor", left_floor),
+        material("right_floor", right_floor),
+    ];
+    Scene::new("stage", groups, materials)
+}
+
+/// Settings for a `width` x `height` image of the room, seen from its open front.
+pub fn room_settings(width: u32, height: u32, spp: u32, seed: u64) -> RenderSettings {
+    let camera = Camera {
+        eye: Vec3::new(0.0, 0.0, 2.2),
+        look_at: Vec3::new(0.0, -0.3, -1.0),
+        up: Vec3::Y,
+        fov_y_deg: 50.0,
+    }
+    .frame(width, height)
+    .expect("a valid camera");
+    RenderSettings {
+        width,
+        height,
+        spp,
+        max_depth: 5,
+        seed,
+        camera,
+    }
+}
