@@ -1,13 +1,103 @@
-//! The CPU backend (being written).
+//! The CPU backend: the project's reference renderer.
+//!
+//! - [`bvh`]: the two-level BVH (one tree per group, one over the groups) and the brute-force
+//!   oracle it is tested against;
+//! - [`sampling`] and [`material`]: the scattering code the CUDA programs are ported from;
+//! - [`integrator`]: the path tracer (next-event estimation, MIS, Russian roulette).
+//!
+//! [`CpuBackend`] renders tiles. One tile is rendered on the calling thread; parallelism
+//! comes from rendering many tiles at once (the backend is `Sync`).
+
+pub mod bvh;
+pub mod integrator;
+pub mod material;
+pub mod sampling;
+
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use glam::Vec3;
+
 use crate::render::{RenderSettings, Tile, TileRenderer};
 use crate::scene::Scene;
-use std::ops::Range;
 
-pub struct CpuBackend {}
+pub use bvh::{BuildStats, Hit, SceneBvh};
+use integrator::{LightSampler, PathTracer};
+
+/// Why a tile cannot be rendered.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum TileError {
+    #[error("tile {tile:?} does not fit in the {width}x{height} image")]
+    OutsideImage { tile: Tile, width: u32, height: u32 },
+    #[error("tile {tile:?} has {expected} pixels but its accumulation buffer has {got}")]
+    BufferSize {
+        tile: Tile,
+        expected: usize,
+        got: usize,
+    },
+}
+
+/// The CPU path tracer, ready to render tiles of one frame.
+pub struct CpuBackend {
+    scene: Arc<Scene>,
+    bvh: Arc<SceneBvh>,
+    lights: Arc<LightSampler>,
+    settings: RenderSettings,
+    stats: BuildStats,
+    /// Samples whose radiance was not finite: counted, and added as black (see
+    /// [`CpuBackend::dropped_samples`]).
+    dropped: AtomicU64,
+}
 
 impl CpuBackend {
-    pub fn new(_scene: &Scene, _settings: &RenderSettings) -> CpuBackend {
-        CpuBackend {}
+    /// Copies the scene, builds the BVH (in parallel over the groups, on the current rayon
+    /// pool) and the light-selection table.
+    pub fn new(scene: &Scene, settings: &RenderSettings) -> CpuBackend {
+        let (bvh, stats) = SceneBvh::build_with_stats(scene);
+        CpuBackend {
+            lights: Arc::new(LightSampler::new(scene)),
+            scene: Arc::new(scene.clone()),
+            bvh: Arc::new(bvh),
+            settings: *settings,
+            stats,
+            dropped: AtomicU64::new(0),
+        }
+    }
+
+    pub fn bvh_stats(&self) -> BuildStats {
+        self.stats
+    }
+
+    pub fn bvh(&self) -> &SceneBvh {
+        &self.bvh
+    }
+
+    pub fn settings(&self) -> &RenderSettings {
+        &self.settings
+    }
+
+    /// How many samples so far had a non-finite radiance (NaN or infinity, e.g. from a
+    /// degenerate normal). Such a sample adds zero radiance but still counts as a sample, so a
+    /// pixel's mean is never poisoned and its sample count stays the requested one.
+    pub fn dropped_samples(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+
+    fn tracer(&self) -> PathTracer<'_> {
+        PathTracer {
+            scene: &self.scene,
+            bvh: &self.bvh,
+            lights: &self.lights,
+            max_depth: self.settings.max_depth,
+        }
+    }
+
+    /// The radiance of one sample of one pixel, exactly as [`TileRenderer::render_tile`]
+    /// computes it (non-finite values included).
+    pub fn sample(&self, x: u32, y: u32, sample: u32) -> Vec3 {
+        self.tracer()
+            .sample(&self.settings.camera, x, y, sample, self.settings.seed)
     }
 }
 
@@ -15,7 +105,56 @@ impl TileRenderer for CpuBackend {
     fn name(&self) -> String {
         "cpu".into()
     }
-    fn render_tile(&self, _t: Tile, _s: Range<u32>, _a: &mut [[f32; 4]]) -> anyhow::Result<()> {
-        anyhow::bail!("not yet")
+
+    /// For each pixel in row-major order, for each sample index in increasing order: adds the
+    /// sample's radiance to `[r, g, b]` and 1 to the count.
+    fn render_tile(
+        &self,
+        tile: Tile,
+        samples: Range<u32>,
+        accum: &mut [[f32; 4]],
+    ) -> anyhow::Result<()> {
+        let (width, height) = (self.settings.width, self.settings.height);
+        if tile.x.checked_add(tile.w).is_none_or(|r| r > width)
+            || tile.y.checked_add(tile.h).is_none_or(|b| b > height)
+        {
+            return Err(TileError::OutsideImage {
+                tile,
+                width,
+                height,
+            }
+            .into());
+        }
+        if accum.len() != tile.pixel_count() {
+            return Err(TileError::BufferSize {
+                tile,
+                expected: tile.pixel_count(),
+                got: accum.len(),
+            }
+            .into());
+        }
+        let tracer = self.tracer();
+        let camera = &self.settings.camera;
+        let mut dropped = 0u64;
+        for (j, y) in (tile.y..tile.y + tile.h).enumerate() {
+            for (i, x) in (tile.x..tile.x + tile.w).enumerate() {
+                let px = &mut accum[j * tile.w as usize + i];
+                for s in samples.clone() {
+                    let l = tracer.sample(camera, x, y, s, self.settings.seed);
+                    if l.is_finite() {
+                        px[0] += l.x;
+                        px[1] += l.y;
+                        px[2] += l.z;
+                    } else {
+                        dropped += 1;
+                    }
+                    px[3] += 1.0;
+                }
+            }
+        }
+        if dropped > 0 {
+            self.dropped.fetch_add(dropped, Ordering::Relaxed);
+        }
+        Ok(())
     }
 }

@@ -1,0 +1,414 @@
+//! The path tracer: unidirectional, with next-event estimation on the area lights and multiple
+//! importance sampling (power heuristic) against BSDF sampling.
+//!
+//! This is the reference the GPU ray-generation program mirrors, including the order in which
+//! random numbers are drawn, so that both backends estimate the same integral with the same
+//! estimator. A sample is a pure function of (pixel, sample index, seed, scene, settings).
+//!
+//! # The estimator
+//!
+//! A path starts at the camera; segment `d = 1, 2, ...` is traced from vertex `d - 1`. At most
+//! `max_depth` segments are traced. At the vertex a segment reaches:
+//!
+//! - *escape*: add `throughput * environment`. The environment is not light-sampled, so a
+//!   BSDF-sampled escape has full weight.
+//! - *emitter hit* (either face): add `throughput * Le * w`, where `w = 1` for the camera
+//!   segment and after a Dirac lobe, and otherwise the power-heuristic weight of BSDF sampling
+//!   against light sampling, `w = p_bsdf^2 / (p_bsdf^2 + p_light^2)`, both as solid-angle
+//!   densities at the previous vertex: `p_light = P(light) / area * t^2 / |cos_light|`.
+//! - if `d == max_depth` the path ends. Otherwise, at a non-Dirac material, *next-event
+//!   estimation*: pick a light with probability proportional to `luminance(Le) * area`, a
+//!   uniform point `q` on it, and if the shadow ray reaches it add
+//!   `throughput * f cos * Le * w_light / p_light` with `w_light = p_light^2 / (p_light^2 +
+//!   p_bsdf^2)`. (A path of `d + 1` segments is then counted by both strategies, and only paths
+//!   of at most `max_depth` segments are.)
+//! - *BSDF sampling* of the next direction: `throughput *= f cos / pdf` (the sample's weight).
+//! - *Russian roulette* before segment 4 and every later one (i.e. once `d >= 3`): the path
+//!   survives with probability `q = min(max component of throughput, 0.95)` and its throughput
+//!   is divided by `q`.
+//!
+//! # Random numbers
+//!
+//! Only [`Sampler::new`]`(y * width + x, sample, seed)`, drawn in this order:
+//! 1. pixel jitter `jx`, `jy` (2 numbers): the primary ray goes through `(x + jx, y + jy)`;
+//! 2. at every vertex where the path may continue (hit, and `d < max_depth`), exactly 7
+//!    numbers, drawn whether or not they are used: light choice (1), point on the light (2),
+//!    BSDF lobe or Fresnel choice (1), BSDF direction (2), Russian roulette (1).
+//!
+//! # Rays
+//!
+//! Secondary and shadow rays start at the hit point pushed off the surface by
+//! [`offset_ray_origin`] (towards the side they leave on) and use `tmin = 0`. A shadow ray
+//! ends at the light point pushed back towards the shading point the same way, exclusive.
+
+// Tests are written `!(x > 0.0)` on purpose: a NaN must fail them.
+#![allow(clippy::neg_cmp_op_on_partial_ord)]
+
+use glam::{Vec2, Vec3};
+
+use super::bvh::{Hit, RayData, SceneBvh};
+use super::material::{Bsdf, ShadingFrame};
+use super::sampling::{power_heuristic, uniform_triangle};
+use crate::render::{luminance, Sampler};
+use crate::scene::camera::CameraFrame;
+use crate::scene::Scene;
+
+/// Picks an area light with probability proportional to `luminance(emission) * area` (its
+/// power up to a constant; plain area when every light has zero luminance).
+#[derive(Clone, Debug, Default)]
+pub struct LightSampler {
+    /// `cdf[i]` = probability of picking a light with index `<= i`; the last entry is 1.
+    cdf: Vec<f32>,
+    /// For each group, the light index of each triangle (`u32::MAX` when it is not a light);
+    /// empty for groups without lights.
+    index: Vec<Vec<u32>>,
+}
+
+impl LightSampler {
+    pub fn new(scene: &Scene) -> LightSampler {
+        let weights: Vec<f64> = scene
+            .lights
+            .iter()
+            .map(|l| (luminance(l.emission).max(0.0) as f64) * l.area as f64)
+            .collect();
+        let weights = if weights.iter().sum::<f64>() > 0.0 {
+            weights
+        } else {
+            scene.lights.iter().map(|l| l.area as f64).collect()
+        };
+        let total: f64 = weights.iter().sum();
+        let mut cdf = Vec::with_capacity(weights.len());
+        let mut acc = 0.0f64;
+        for w in &weights {
+            acc += w;
+            cdf.push(if total > 0.0 {
+                (acc / total) as f32
+            } else {
+                0.0
+            });
+        }
+        if let Some(last) = cdf.last_mut() {
+            *last = 1.0;
+        }
+        let mut index: Vec<Vec<u32>> = vec![Vec::new(); scene.groups.len()];
+        for (i, l) in scene.lights.iter().enumerate() {
+            let g = &mut index[l.group as usize];
+            if g.is_empty() {
+                *g = vec![u32::MAX; scene.groups[l.group as usize].triangle_count()];
+            }
+            g[l.prim as usize] = i as u32;
+        }
+        LightSampler { cdf, index }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.cdf.is_empty()
+    }
+
+    /// The light whose CDF interval contains `u`: the first `i` with `u < cdf[i]`.
+    pub fn pick(&self, u: f32) -> usize {
+        self.cdf
+            .partition_point(|&c| c <= u)
+            .min(self.cdf.len() - 1)
+    }
+
+    /// The probability that [`LightSampler::pick`] returns `i` for a uniform `u`:
+    /// `cdf[i] - cdf[i - 1]`.
+    pub fn probability(&self, i: usize) -> f32 {
+        let lo = if i == 0 { 0.0 } else { self.cdf[i - 1] };
+        self.cdf[i] - lo
+    }
+
+    /// The light index of a triangle, if it is one.
+    pub fn light_of(&self, group: u32, prim: u32) -> Option<usize> {
+        let i = *self.index.get(group as usize)?.get(prim as usize)?;
+        (i != u32::MAX).then_some(i as usize)
+    }
+}
+
+/// Pushes a point off a surface along `n` (the geometric normal, on the side the new ray
+/// leaves) by a few hundred ulps of its coordinates, so that a ray from it cannot hit the
+/// surface it starts on. The method of Wächter and Binder ("A Fast and Robust Method for
+/// Avoiding Self-Intersection", Ray Tracing Gems, 2019), per component `c`:
+/// ```text
+/// offset_int = (int)(256 n_c)
+/// c_int      = as_float(as_int(p_c) + (p_c < 0 ? -offset_int : offset_int))
+/// result_c   = |p_c| < 1/32 ? p_c + n_c / 65536 : c_int
+/// ```
+#[inline]
+pub fn offset_ray_origin(p: Vec3, n: Vec3) -> Vec3 {
+    const ORIGIN: f32 = 1.0 / 32.0;
+    const FLOAT_SCALE: f32 = 1.0 / 65536.0;
+    const INT_SCALE: f32 = 256.0;
+    let mut out = p;
+    for a in 0..3 {
+        let of_i = (INT_SCALE * n[a]) as i32;
+        let bits = p[a].to_bits() as i32;
+        let moved = f32::from_bits(if p[a] < 0.0 {
+            bits.wrapping_sub(of_i)
+        } else {
+            bits.wrapping_add(of_i)
+        } as u32);
+        out[a] = if p[a].abs() < ORIGIN {
+            p[a] + FLOAT_SCALE * n[a]
+        } else {
+            moved
+        };
+    }
+    out
+}
+
+/// What the integrator needs to know about a hit point.
+#[derive(Clone, Copy, Debug)]
+pub struct SurfacePoint {
+    /// The hit point, interpolated from the vertices with the barycentrics.
+    pub p: Vec3,
+    /// Unit geometric normal as the winding gives it.
+    pub n_geo: Vec3,
+    /// Unit interpolated vertex normal, or `n_geo` when the mesh has none (or it degenerates).
+    pub n_shade: Vec3,
+    /// Interpolated texture coordinates, when the mesh has them.
+    pub uv: Option<Vec2>,
+    pub material: u32,
+}
+
+impl SurfacePoint {
+    /// With `w = 1 - u - v`: `p = w p0 + u p1 + v p2`, `n_geo = normalize((p1 - p0) x (p2 - p0))`,
+    /// `n_shade = normalize(w n0 + u n1 + v n2)`, `uv = w uv0 + u uv1 + v uv2`.
+    pub fn new(scene: &Scene, hit: &Hit) -> SurfacePoint {
+        let g = &scene.groups[hit.group as usize];
+        let prim = hit.prim as usize;
+        let [i0, i1, i2] = g.indices[prim].map(|i| i as usize);
+        let (u, v) = (hit.u, hit.v);
+        let w = 1.0 - u - v;
+        let [p0, p1, p2] = [g.positions[i0], g.positions[i1], g.positions[i2]];
+        let p = w * p0 + u * p1 + v * p2;
+        let n_geo = (p1 - p0).cross(p2 - p0).normalize();
+        let n_shade = if g.normals.is_empty() {
+            n_geo
+        } else {
+            let n = (w * g.normals[i0] + u * g.normals[i1] + v * g.normals[i2]).normalize();
+            if n.is_finite() {
+                n
+            } else {
+                n_geo
+            }
+        };
+        let uv = (!g.uvs.is_empty()).then(|| w * g.uvs[i0] + u * g.uvs[i1] + v * g.uvs[i2]);
+        SurfacePoint {
+            p,
+            n_geo,
+            n_shade,
+            uv,
+            material: g.face_materials[prim],
+        }
+    }
+}
+
+/// The path tracer over one scene and its BVH.
+pub struct PathTracer<'a> {
+    pub scene: &'a Scene,
+    pub bvh: &'a SceneBvh,
+    pub lights: &'a LightSampler,
+    pub max_depth: u32,
+}
+
+impl PathTracer<'_> {
+    /// The radiance estimate of sample `sample` of pixel `(x, y)`: see the module comment.
+    pub fn sample(&self, camera: &CameraFrame, x: u32, y: u32, sample: u32, seed: u64) -> Vec3 {
+        let mut rng = Sampler::new(y * camera.width + x, sample, seed);
+        let (jx, jy) = rng.next_2d();
+        let dir = camera.direction(x as f32 + jx, y as f32 + jy);
+        self.radiance(camera.eye, dir, &mut rng)
+    }
+
+    /// The radiance arriving at `origin` from direction `-dir` (`dir` unit length), estimated
+    /// with the random numbers of `rng` (7 per path vertex).
+    pub fn radiance(&self, origin: Vec3, dir: Vec3, rng: &mut Sampler) -> Vec3 {
+        let scene = self.scene;
+        let env = scene.environment_radiance();
+        let mut ray_o = origin;
+        let mut ray_d = dir;
+        let mut throughput = Vec3::ONE;
+        let mut radiance = Vec3::ZERO;
+        // The solid-angle pdf of the BSDF sample that made the current segment, and whether it
+        // came from a Dirac lobe (the camera segment counts as one: nothing else could have
+        // found what it sees).
+        let mut prev_pdf = 0.0f32;
+        let mut prev_delta = true;
+        for depth in 1..=self.max_depth {
+            let Some(ray) = RayData::new(ray_o, ray_d) else {
+                break;
+            };
+            let Some(hit) = self.bvh.intersect_ray(&ray, 0.0, f32::INFINITY) else {
+                radiance += throughput * env;
+                break;
+            };
+            let sp = SurfacePoint::new(scene, &hit);
+            let material = &scene.materials[sp.material as usize];
+            let wo = -ray_d;
+            if material.is_emissive() {
+                let w = if prev_delta {
+                    1.0
+                } else {
+                    self.light_pdf(&hit, &sp, ray_d)
+                        .map_or(1.0, |p_light| power_heuristic(prev_pdf, p_light))
+                };
+                radiance += throughput * material.emission * w;
+            }
+            if depth == self.max_depth {
+                break;
+            }
+            let u_light = rng.next_f32();
+            let (u_l1, u_l2) = rng.next_2d();
+            let u_lobe = rng.next_f32();
+            let (u_b1, u_b2) = rng.next_2d();
+            let u_rr = rng.next_f32();
+
+            let frame = ShadingFrame::new(sp.n_geo, sp.n_shade, wo);
+            let bsdf = Bsdf::new(material, &scene.textures, sp.uv, frame);
+            if !bsdf.is_delta() && !self.lights.is_empty() {
+                radiance += throughput * self.next_event(&sp, &bsdf, wo, u_light, u_l1, u_l2);
+            }
+            let Some(bs) = bsdf.sample(wo, u_lobe, u_b1, u_b2) else {
+                break;
+            };
+            throughput *= bs.weight;
+            if throughput == Vec3::ZERO {
+                break;
+            }
+            if depth >= 3 {
+                let q = throughput.max_element().min(0.95);
+                if u_rr >= q {
+                    break;
+                }
+                throughput /= q;
+            }
+            prev_pdf = bs.pdf;
+            prev_delta = bs.delta;
+            let side = if bs.wi.dot(sp.n_geo) >= 0.0 {
+                1.0
+            } else {
+                -1.0
+            };
+            ray_o = offset_ray_origin(sp.p, side * sp.n_geo);
+            ray_d = bs.wi;
+        }
+        radiance
+    }
+
+    /// The solid-angle density with which next-event estimation at the previous vertex would
+    /// have chosen the hit point: `P(light) / area * t^2 / |cos_light|` (`t` is the distance
+    /// since `dir` is unit length). `None` if the triangle is not in the light list.
+    fn light_pdf(&self, hit: &Hit, sp: &SurfacePoint, dir: Vec3) -> Option<f32> {
+        let li = self.lights.light_of(hit.group, hit.prim)?;
+        let light = &self.scene.lights[li];
+        let cos_l = sp.n_geo.dot(dir).abs();
+        if !(cos_l > 0.0) {
+            return None;
+        }
+        Some(self.lights.probability(li) / light.area * hit.t * hit.t / cos_l)
+    }
+
+    /// Next-event estimation at `sp`: one light point, one shadow ray, the MIS-weighted
+    /// contribution `f cos * Le * w_light / p_light` (throughput not included).
+    fn next_event(
+        &self,
+        sp: &SurfacePoint,
+        bsdf: &Bsdf,
+        wo: Vec3,
+        u_light: f32,
+        u1: f32,
+        u2: f32,
+    ) -> Vec3 {
+        let li = self.lights.pick(u_light);
+        let p_pick = self.lights.probability(li);
+        if !(p_pick > 0.0) {
+            return Vec3::ZERO;
+        }
+        let light = &self.scene.lights[li];
+        let g = &self.scene.groups[light.group as usize];
+        let [q0, q1, q2] = g.triangle(light.prim as usize);
+        let (b1, b2) = uniform_triangle(u1, u2);
+        let q = (1.0 - b1 - b2) * q0 + b1 * q1 + b2 * q2;
+        let n_light = (q1 - q0).cross(q2 - q0).normalize();
+        let to_light = q - sp.p;
+        let dist2 = to_light.length_squared();
+        if !(dist2 > 0.0) {
+            return Vec3::ZERO;
+        }
+        let wi = to_light / dist2.sqrt();
+        let cos_l = n_light.dot(wi).abs();
+        if !(cos_l > 0.0) {
+            return Vec3::ZERO;
+        }
+        let e = bsdf.eval(wo, wi);
+        if e.f_cos == Vec3::ZERO {
+            return Vec3::ZERO;
+        }
+        let p_light = p_pick / light.area * dist2 / cos_l;
+        let side = if wi.dot(sp.n_geo) >= 0.0 { 1.0 } else { -1.0 };
+        let origin = offset_ray_origin(sp.p, side * sp.n_geo);
+        let light_side = if n_light.dot(wi) < 0.0 { 1.0 } else { -1.0 };
+        let target = offset_ray_origin(q, light_side * n_light);
+        if self.bvh.occluded_ray(
+            &match RayData::new(origin, target - origin) {
+                Some(r) => r,
+                None => return Vec3::ZERO,
+            },
+            0.0,
+            1.0,
+        ) {
+            return Vec3::ZERO;
+        }
+        e.f_cos * light.emission * (power_heuristic(p_light, e.pdf) / p_light)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scene::{Group, Material};
+
+    #[test]
+    fn offset_moves_off_the_plane_on_the_requested_side() {
+        for p in [
+            Vec3::new(0.0, 0.0, 0.0),
+            Vec3::new(123.4, -56.7, 0.01),
+            Vec3::splat(-1e4),
+        ] {
+            for n in [Vec3::Z, -Vec3::Z, Vec3::new(1.0, 1.0, 1.0).normalize()] {
+                let o = offset_ray_origin(p, n);
+                assert!((o - p).dot(n) > 0.0, "{p} {n}");
+                assert!((o - p).length() < 1e-2 * (1.0 + p.abs().max_element() * 1e-2));
+            }
+        }
+    }
+
+    #[test]
+    fn lights_are_picked_in_proportion_to_power() {
+        let mut g = Group {
+            name: "l".into(),
+            positions: vec![Vec3::ZERO, Vec3::X, Vec3::Y, Vec3::new(0.0, 0.0, 2.0)],
+            ..Default::default()
+        };
+        // Areas 0.5 and 1.0; emissions 4 and 1: weights 2 and 1.
+        g.indices = vec![[0, 1, 2], [0, 1, 3]];
+        g.face_materials = vec![0, 1];
+        let mut m0 = Material::default_diffuse();
+        m0.emission = Vec3::splat(4.0);
+        let mut m1 = Material::default_diffuse();
+        m1.emission = Vec3::splat(1.0);
+        let scene = Scene::new("l", vec![g], vec![m0, m1]);
+        assert_eq!(scene.lights.len(), 2);
+        let ls = LightSampler::new(&scene);
+        assert!((ls.probability(0) - 2.0 / 3.0).abs() < 1e-6);
+        assert!((ls.probability(1) - 1.0 / 3.0).abs() < 1e-6);
+        assert_eq!(ls.pick(0.0), 0);
+        assert_eq!(ls.pick(0.66), 0);
+        assert_eq!(ls.pick(0.67), 1);
+        assert_eq!(ls.pick(0.999_999_9), 1);
+        assert_eq!(ls.light_of(0, 1), Some(1));
+        assert_eq!(ls.light_of(0, 2), None);
+    }
+}

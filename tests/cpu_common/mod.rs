@@ -1,0 +1,215 @@
+//! Scenes built in memory for the CPU backend's integration tests (no loader, no generators).
+
+#![allow(dead_code)]
+
+use gasworks::render::{Film, RenderSettings, Sampler, Tile, TileRenderer};
+use gasworks::scene::{Camera, Group, Material, MaterialKind, Scene};
+use glam::Vec3;
+use rayon::prelude::*;
+use std::ops::Range;
+
+/// Uniform random numbers for building test scenes and rays.
+pub struct Rng(Sampler);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(Sampler::new(0, 0, seed))
+    }
+    pub fn f(&mut self) -> f32 {
+        self.0.next_f32()
+    }
+    pub fn range(&mut self, lo: f32, hi: f32) -> f32 {
+        lo + (hi - lo) * self.f()
+    }
+    /// A uniformly distributed unit vector.
+    pub fn unit(&mut self) -> Vec3 {
+        let z = self.range(-1.0, 1.0);
+        let phi = self.range(0.0, std::f32::consts::TAU);
+        let r = (1.0 - z * z).max(0.0).sqrt();
+        Vec3::new(r * phi.cos(), r * phi.sin(), z)
+    }
+    pub fn point_in(&mut self, lo: Vec3, hi: Vec3) -> Vec3 {
+        Vec3::new(
+            self.range(lo.x, hi.x),
+            self.range(lo.y, hi.y),
+            self.range(lo.z, hi.z),
+        )
+    }
+}
+
+/// A tessellated UV sphere as one group of material `material`, wound so that the geometric
+/// normals point outwards; `smooth` adds exact per-vertex sphere normals. The pole triangles
+/// of zero area are dropped by `Scene::new`.
+pub fn sphere(
+    name: &str,
+    center: Vec3,
+    radius: f32,
+    rings: u32,
+    segments: u32,
+    material: u32,
+    smooth: bool,
+) -> Group {
+    let mut g = Group {
+        name: name.into(),
+        ..Default::default()
+    };
+    for i in 0..=rings {
+        let th = std::f32::consts::PI * i as f32 / rings as f32;
+        for j in 0..segments {
+            let ph = std::f32::consts::TAU * j as f32 / segments as f32;
+            let n = Vec3::new(th.sin() * ph.cos(), th.cos(), th.sin() * ph.sin());
+            g.positions.push(center + radius * n);
+            if smooth {
+                g.normals.push(n);
+            }
+        }
+    }
+    for i in 0..rings {
+        for j in 0..segments {
+            let a = i * segments + j;
+            let b = i * segments + (j + 1) % segments;
+            let c = a + segments;
+            let d = b + segments;
+            g.indices.push([a, b, c]);
+            g.indices.push([b, d, c]);
+            g.face_materials.extend([material, material]);
+        }
+    }
+    g
+}
+
+/// A quad `p, p + a, p + a + b, p + b` as two triangles (normal along `a x b`).
+pub fn quad(name: &str, p: Vec3, a: Vec3, b: Vec3, material: u32) -> Group {
+    Group {
+        name: name.into(),
+        positions: vec![p, p + a, p + a + b, p + b],
+        indices: vec![[0, 1, 2], [0, 2, 3]],
+        face_materials: vec![material, material],
+        ..Default::default()
+    }
+}
+
+pub fn material(name: &str, kind: MaterialKind) -> Material {
+    Material {
+        name: name.into(),
+        kind,
+        ..Material::default_diffuse()
+    }
+}
+
+/// A small Cornell-like box (unit size) with a ceiling light, a glossy block, a glass sphere
+/// and a mirror sphere: every material kind and both light paths.
+pub fn cornell_like() -> Scene {
+    let white = Material::diffuse("white", Vec3::splat(0.73));
+    let red = Material::diffuse("red", Vec3::new(0.65, 0.05, 0.05));
+    let green = Material::diffuse("green", Vec3::new(0.12, 0.45, 0.15));
+    let mut light = Material::diffuse("light", Vec3::splat(0.78));
+    light.emission = Vec3::new(17.0, 12.0, 4.0);
+    let mut glossy = material("glossy", MaterialKind::Glossy);
+    glossy.diffuse = Vec3::splat(0.3);
+    glossy.specular = Vec3::splat(0.5);
+    glossy.shininess = 60.0;
+    let mut glass = material("glass", MaterialKind::Glass);
+    glass.ior = 1.5;
+    glass.transmittance = Vec3::new(0.9, 0.95, 1.0);
+    let mut mirror = material("mirror", MaterialKind::Mirror);
+    mirror.specular = Vec3::splat(0.95);
+    let (x, y, z) = (Vec3::X, Vec3::Y, Vec3::Z);
+    let groups = vec![
+        quad("floor", Vec3::ZERO, z, x, 0),
+        quad("ceiling", y, x, z, 0),
+        quad("back", z, x, y, 0),
+        quad("left", Vec3::ZERO, y, z, 1),
+        quad("right", x, z, y, 2),
+        quad("light", Vec3::new(0.37, 0.999, 0.37), 0.26 * x, 0.26 * z, 3),
+        quad(
+            "block-top",
+            Vec3::new(0.15, 0.4, 0.5),
+            0.25 * z,
+            0.25 * x,
+            4,
+        ),
+        quad(
+            "block-front",
+            Vec3::new(0.15, 0.0, 0.5),
+            0.25 * x,
+            0.4 * y,
+            4,
+        ),
+        sphere("glass", Vec3::new(0.7, 0.2, 0.35), 0.18, 12, 24, 5, true),
+        sphere("mirror", Vec3::new(0.3, 0.75, 0.6), 0.1, 8, 16, 6, false),
+    ];
+    Scene::new(
+        "cornell-like",
+        groups,
+        vec![white, red, green, light, glossy, glass, mirror],
+    )
+}
+
+/// Render settings looking into the unit Cornell-like box.
+pub fn cornell_settings(
+    width: u32,
+    height: u32,
+    spp: u32,
+    max_depth: u32,
+    seed: u64,
+) -> RenderSettings {
+    let camera = Camera {
+        eye: Vec3::new(0.5, 0.5, -1.4),
+        look_at: Vec3::new(0.5, 0.5, 0.0),
+        up: Vec3::Y,
+        fov_y_deg: 39.3,
+    }
+    .frame(width, height)
+    .unwrap();
+    RenderSettings {
+        width,
+        height,
+        spp,
+        max_depth,
+        seed,
+        camera,
+    }
+}
+
+/// Renders `tiles` (in the given order) in passes, on a local rayon pool of `threads` threads,
+/// accumulating into one film. `pass_ends` lists the sample count reached by each pass:
+/// `[2, 6]` renders samples `0..2` of every tile, then `2..6`.
+pub fn render_film(
+    renderer: &dyn TileRenderer,
+    settings: &RenderSettings,
+    tiles: &[Tile],
+    pass_ends: &[u32],
+    threads: usize,
+) -> Film {
+    let mut start = 0;
+    let passes: Vec<Range<u32>> = pass_ends
+        .iter()
+        .map(|&end| {
+            let r = start..end;
+            start = end;
+            r
+        })
+        .collect();
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .unwrap();
+    pool.install(|| {
+        let mut film = Film::new(settings.width, settings.height);
+        for pass in &passes {
+            let done: Vec<(Tile, Vec<[f32; 4]>)> = tiles
+                .par_iter()
+                .map(|&t| {
+                    let mut acc = film.read_tile(t);
+                    renderer.render_tile(t, pass.clone(), &mut acc).unwrap();
+                    (t, acc)
+                })
+                .collect();
+            for (t, acc) in done {
+                film.write_tile(t, &acc);
+            }
+        }
+        film
+    })
+}
