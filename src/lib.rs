@@ -10,6 +10,7 @@
 //! - [`cli`]: the `gasworks` command line.
 
 pub mod backend;
+pub mod bench_report;
 pub mod cli;
 pub mod cpu;
 pub mod optix;

@@ -1,9 +1,481 @@
-//! (being written)
-use clap::Args;
+//! `gasworks build-bench`: times the batched per-group GAS builds across stream counts, as the
+//! forum thread does (CUDA events around the whole batch, min/median/max over repeats), with
+//! the single GAS of the whole scene as reference in the same run.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::{Args, ValueEnum};
+
+use super::args::{AccelArgs, AssignArg, ScratchArg};
+use crate::bench_report::{plot_svg, write_csv, BenchRow, BuildKind, Stats};
+use crate::optix::accel::{compacted_layout, concat_mesh, AccelOptions, DeviceGeometry, GasBatch, StreamSet};
+use crate::optix::plan::{group_gases, Assign, MergeOptions, ScratchMode, MAX_PRIMITIVES_PER_GAS};
+use crate::optix::{ContextOptions, CudaError, DeviceContext, Gpu};
+use crate::scene::{obj, Scene};
+
+/// Which build flags to time.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlagsArg {
+    /// OPTIX_BUILD_FLAG_PREFER_FAST_TRACE (the default)
+    FastTrace,
+    /// OPTIX_BUILD_FLAG_PREFER_FAST_BUILD
+    FastBuild,
+    /// Both, one after the other
+    Both,
+}
 
 #[derive(Args, Debug)]
-pub struct BuildBenchArgs {}
+pub struct BuildBenchArgs {
+    /// The scene, a Wavefront OBJ file
+    pub scene: PathBuf,
+    /// Stream counts to time, comma-separated
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16")]
+    pub streams: Vec<u32>,
+    /// Build with PREFER_FAST_BUILD (same as --flags fast-build)
+    #[arg(long, conflicts_with = "flags")]
+    pub fast_build: bool,
+    /// Build flags to time [default: fast-trace]
+    #[arg(long, value_enum)]
+    pub flags: Option<FlagsArg>,
+    /// Timed repeats of each configuration
+    #[arg(long, default_value_t = 100)]
+    pub repeat: u32,
+    /// Untimed runs before the timed ones (driver and allocator warm-up)
+    #[arg(long, default_value_t = 3)]
+    pub warmup: u32,
+    /// Stream assignments to time, comma-separated
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "round-robin")]
+    pub assign: Vec<AssignArg>,
+    /// Scratch layouts to time, comma-separated
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "shared")]
+    pub scratch: Vec<ScratchArg>,
+    /// Merge thresholds to time, comma-separated (0: one GAS per group)
+    #[arg(long, value_delimiter = ',', default_value = "0")]
+    pub merge_below: Vec<u32>,
+    /// Build with ALLOW_COMPACTION and report the compacted bytes
+    #[arg(long)]
+    pub compact: bool,
+    /// Write one CSV row per configuration here
+    #[arg(long)]
+    pub csv: Option<PathBuf>,
+    /// Write an SVG plot of build time against streams here
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
+    /// Which GPU
+    #[arg(long, default_value_t = 0)]
+    pub gpu: usize,
+    /// Turn on OptiX validation mode (slow; reports API misuse)
+    #[arg(long)]
+    pub validation: bool,
+    /// OptiX ABI version to request: 105 (OptiX 9.0) or 87 (OptiX 8.0) [default: 105, then 87]
+    #[arg(long)]
+    pub optix_abi: Option<u32>,
+}
 
-pub fn run(_a: BuildBenchArgs) -> anyhow::Result<()> {
-    anyhow::bail!("not yet")
+impl From<AssignArg> for Assign {
+    fn from(a: AssignArg) -> Assign {
+        match a {
+            AssignArg::RoundRobin => Assign::RoundRobin,
+            AssignArg::Lpt => Assign::Lpt,
+        }
+    }
+}
+
+impl From<ScratchArg> for ScratchMode {
+    fn from(s: ScratchArg) -> ScratchMode {
+        match s {
+            ScratchArg::Shared => ScratchMode::Shared,
+            ScratchArg::PerStream => ScratchMode::PerStream,
+        }
+    }
+}
+
+impl From<&AccelArgs> for AccelOptions {
+    fn from(a: &AccelArgs) -> AccelOptions {
+        AccelOptions {
+            streams: a.streams.max(1),
+            fast_build: a.fast_build,
+            assign: a.assign.into(),
+            scratch: a.scratch.into(),
+            compact: a.compact,
+            merge: MergeOptions::new(u64::from(a.merge_below)),
+            lpt_build_weight: 0,
+        }
+    }
+}
+
+fn assign_name(a: Assign) -> &'static str {
+    match a {
+        Assign::RoundRobin => "round-robin",
+        Assign::Lpt => "lpt",
+    }
+}
+
+fn scratch_name(s: ScratchMode) -> &'static str {
+    match s {
+        ScratchMode::Shared => "shared",
+        ScratchMode::PerStream => "per-stream",
+    }
+}
+
+fn flags_name(fast_build: bool) -> &'static str {
+    if fast_build {
+        "fast-build"
+    } else {
+        "fast-trace"
+    }
+}
+
+/// The git commit gasworks was built from: `$GASWORKS_GIT_COMMIT` (scripts/gpu-checks.sh sets
+/// it from the commit the binaries were built at), else `git describe` in the current
+/// directory, else "unknown".
+pub fn git_commit() -> String {
+    if let Ok(c) = std::env::var("GASWORKS_GIT_COMMIT") {
+        if !c.trim().is_empty() {
+            return c.trim().to_string();
+        }
+    }
+    Command::new("git")
+        .args(["describe", "--always", "--dirty", "--abbrev=12"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "unknown".to_string())
+}
+
+/// The configurations to time, in output order: flags, merge threshold, assignment, scratch
+/// mode, then stream count.
+fn configurations(a: &BuildBenchArgs) -> Vec<AccelOptions> {
+    let flags: Vec<bool> = match (a.fast_build, a.flags) {
+        (true, _) | (false, Some(FlagsArg::FastBuild)) => vec![true],
+        (false, Some(FlagsArg::Both)) => vec![false, true],
+        (false, None) | (false, Some(FlagsArg::FastTrace)) => vec![false],
+    };
+    let mut out = Vec::new();
+    for &fast_build in &flags {
+        for &merge in &a.merge_below {
+            for &assign in &a.assign {
+                for &scratch in &a.scratch {
+                    for &streams in &a.streams {
+                        out.push(AccelOptions {
+                            streams,
+                            fast_build,
+                            assign: assign.into(),
+                            scratch: scratch.into(),
+                            compact: a.compact,
+                            merge: MergeOptions::new(u64::from(merge)),
+                            lpt_build_weight: 0,
+                        });
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+fn check_args(a: &BuildBenchArgs) -> anyhow::Result<()> {
+    if a.streams.is_empty() || a.streams.contains(&0) {
+        anyhow::bail!("--streams: every stream count must be at least 1");
+    }
+    if a.repeat == 0 {
+        anyhow::bail!("--repeat must be at least 1");
+    }
+    // Refuse an unwritable output before minutes of timing.
+    for (name, p) in [("--csv", &a.csv), ("--plot", &a.plot)] {
+        if let Some(p) = p {
+            let dir = match p.parent() {
+                Some(d) if !d.as_os_str().is_empty() => d,
+                _ => Path::new("."),
+            };
+            if !dir.is_dir() || p.is_dir() {
+                anyhow::bail!("{name} {}: not a file in an existing folder", p.display());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// What the batch of one configuration measured.
+struct Measured {
+    stats: Stats,
+    gases: usize,
+    scratch_bytes: u64,
+    output_bytes: u64,
+    compacted_bytes: Option<u64>,
+}
+
+/// Times one configuration: `warmup` untimed runs, then `repeat` runs each between two timing
+/// events on the main stream (which every stream forks from and joins into).
+fn time_batch(
+    ctx: &Arc<DeviceContext>,
+    geometry: &DeviceGeometry,
+    group_triangles: &[u64],
+    options: &AccelOptions,
+    warmup: u32,
+    repeat: u32,
+) -> anyhow::Result<Measured> {
+    let gpu = ctx.gpu();
+    let table = group_gases(group_triangles, &options.merge);
+    let gases = table.gases.len();
+    let batch = GasBatch::prepare(ctx, geometry, table, options)?;
+    let streams = StreamSet::new(gpu, options.streams)?;
+    let (t0, t1) = (gpu.new_event(true)?, gpu.new_event(true)?);
+    for _ in 0..warmup {
+        batch.enqueue(&streams)?;
+    }
+    let mut samples = Vec::with_capacity(repeat as usize);
+    for _ in 0..repeat {
+        t0.record(streams.main())?;
+        batch.enqueue(&streams)?;
+        t1.record(streams.main())?;
+        t1.synchronize()?;
+        samples.push(f64::from(t0.elapsed_ms(&t1)?));
+    }
+    let compacted_bytes = batch
+        .read_compacted_sizes(&streams)?
+        .map(|sizes| compacted_layout(&sizes).1);
+    streams.main().synchronize()?;
+    Ok(Measured {
+        stats: Stats::of(&samples).context("no timings")?,
+        gases,
+        scratch_bytes: batch.scratch_bytes(),
+        output_bytes: batch.output_bytes(),
+        compacted_bytes,
+    })
+}
+
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / (1024.0 * 1024.0)
+}
+
+fn print_row(r: &BenchRow) {
+    let what = match r.build {
+        BuildKind::SingleGas => "single GAS".to_string(),
+        BuildKind::Batch => format!("{:>2} streams", r.streams),
+    };
+    let compacted = r
+        .compacted_bytes
+        .map(|c| format!(", compacted {:.2} MiB", mib(c)))
+        .unwrap_or_default();
+    println!(
+        "{what} | {} | {} GASes | min {:.3} median {:.3} max {:.3} ms | scratch {:.2} MiB, output {:.2} MiB{compacted}",
+        r.series_label(),
+        r.gases,
+        r.min_ms,
+        r.median_ms,
+        r.max_ms,
+        mib(r.scratch_bytes),
+        mib(r.output_bytes),
+    );
+}
+
+fn write_outputs(a: &BuildBenchArgs, rows: &[BenchRow], title: &str) -> anyhow::Result<()> {
+    if let Some(path) = &a.csv {
+        let f = std::fs::File::create(path).with_context(|| format!("--csv {}", path.display()))?;
+        write_csv(f, rows).with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("wrote {}", path.display());
+    }
+    if let Some(path) = &a.plot {
+        std::fs::write(path, plot_svg(rows, title)).with_context(|| format!("--plot {}", path.display()))?;
+        eprintln!("wrote {}", path.display());
+    }
+    Ok(())
+}
+
+fn scene_name(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| path.display().to_string())
+}
+
+pub fn run(a: BuildBenchArgs) -> anyhow::Result<()> {
+    check_args(&a)?;
+    // The GPU first: no point loading a large scene on a machine that cannot build it.
+    let gpu = match Gpu::open(a.gpu) {
+        Ok(gpu) => gpu,
+        Err(CudaError::NoDevice { reason }) => {
+            anyhow::bail!("no NVIDIA GPU: build-bench needs one ({reason})")
+        }
+        Err(e) => return Err(e).context("opening the GPU"),
+    };
+    let ctx = DeviceContext::new(&gpu, &ContextOptions::from_cli(a.optix_abi, a.validation)?)
+        .context("creating the OptiX context")?;
+    let scene = obj::load_obj(&a.scene, &obj::LoadOptions { quiet: true })?;
+    run_on(&a, &ctx, &scene)
+}
+
+fn run_on(a: &BuildBenchArgs, ctx: &Arc<DeviceContext>, scene: &Scene) -> anyhow::Result<()> {
+    let gpu = ctx.gpu();
+    let info = gpu.info().clone();
+    let device = info.name.clone();
+    let driver = info
+        .driver_release
+        .clone()
+        .unwrap_or_else(|| format!("CUDA {}", info.cuda_version_string()));
+    let commit = git_commit();
+    let name = scene_name(&a.scene);
+    let group_triangles: Vec<u64> = scene.groups.iter().map(|g| g.indices.len() as u64).collect();
+    let triangles: u64 = group_triangles.iter().sum();
+    println!(
+        "{name}: {} groups, {triangles} triangles; {device}, driver {driver}, OptiX ABI {:?}; {} repeats after {} warm-up runs",
+        scene.groups.len(),
+        ctx.abi(),
+        a.repeat,
+        a.warmup
+    );
+
+    let upload_stream = gpu.new_stream()?;
+    let geometry = DeviceGeometry::upload(gpu, &upload_stream, scene)?;
+    let row = |build, o: &AccelOptions, m: &Measured| BenchRow {
+        scene: name.clone(),
+        build,
+        groups: scene.groups.len() as u64,
+        gases: m.gases as u64,
+        triangles,
+        streams: o.streams,
+        flags: flags_name(o.fast_build).into(),
+        assign: assign_name(o.assign).into(),
+        scratch_mode: scratch_name(o.scratch).into(),
+        merge_below: o.merge.merge_below as u32,
+        repeats: a.repeat,
+        min_ms: m.stats.min,
+        median_ms: m.stats.median,
+        max_ms: m.stats.max,
+        scratch_bytes: m.scratch_bytes,
+        output_bytes: m.output_bytes,
+        compacted_bytes: m.compacted_bytes,
+        device: device.clone(),
+        driver: driver.clone(),
+        git_commit: commit.clone(),
+    };
+
+    let mut rows = Vec::new();
+    let configs = configurations(a);
+    for o in &configs {
+        let m = time_batch(ctx, &geometry, &group_triangles, o, a.warmup, a.repeat)
+            .with_context(|| format!("{} streams, {}", o.streams, flags_name(o.fast_build)))?;
+        let r = row(BuildKind::Batch, o, &m);
+        print_row(&r);
+        rows.push(r);
+    }
+    drop(geometry);
+
+    // The reference: the whole scene as one build input of one GAS, per flag setting.
+    if triangles > MAX_PRIMITIVES_PER_GAS {
+        eprintln!("note: {triangles} triangles exceed one GAS's limit; no single-GAS reference");
+    } else {
+        let (positions, indices) = concat_mesh(scene);
+        let single = DeviceGeometry::upload_meshes(gpu, &upload_stream, &[(&positions, &indices)])?;
+        let mut flags: Vec<bool> = configs.iter().map(|o| o.fast_build).collect();
+        flags.dedup();
+        for fast_build in flags {
+            let o = AccelOptions {
+                streams: 1,
+                fast_build,
+                compact: a.compact,
+                ..AccelOptions::default()
+            };
+            let m = time_batch(ctx, &single, &[triangles], &o, a.warmup, a.repeat)
+                .with_context(|| format!("single GAS, {}", flags_name(fast_build)))?;
+            let mut r = row(BuildKind::SingleGas, &o, &m);
+            r.assign = "-".into();
+            r.scratch_mode = "-".into();
+            print_row(&r);
+            rows.push(r);
+        }
+    }
+    write_outputs(a, &rows, &format!("{name}: {} groups, {triangles} triangles, {device}", scene.groups.len()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Wrapper {
+        #[command(flatten)]
+        args: BuildBenchArgs,
+    }
+
+    fn parse(args: &[&str]) -> Result<BuildBenchArgs, clap::Error> {
+        let mut v = vec!["build-bench", "scene.obj"];
+        v.extend_from_slice(args);
+        Wrapper::try_parse_from(v).map(|w| w.args)
+    }
+
+    #[test]
+    fn defaults_time_fast_trace_round_robin_shared_over_five_stream_counts() {
+        let a = parse(&[]).unwrap();
+        let c = configurations(&a);
+        assert_eq!(c.iter().map(|o| o.streams).collect::<Vec<_>>(), [1, 2, 4, 8, 16]);
+        assert!(c.iter().all(|o| !o.fast_build && o.assign == Assign::RoundRobin && o.scratch == ScratchMode::Shared));
+        assert_eq!(a.repeat, 100);
+    }
+
+    #[test]
+    fn lists_multiply_into_configurations() {
+        let a = parse(&[
+            "--streams", "1,8", "--flags", "both", "--assign", "round-robin,lpt", "--scratch",
+            "shared,per-stream", "--merge-below", "0,64",
+        ])
+        .unwrap();
+        let c = configurations(&a);
+        assert_eq!(c.len(), 2 * 2 * 2 * 2 * 2);
+        assert_eq!(c.iter().filter(|o| o.fast_build).count(), 16);
+        assert_eq!(c.iter().filter(|o| o.merge.merge_below == 64).count(), 16);
+        // Stream count varies fastest: consecutive pairs are one series.
+        assert_eq!((c[0].streams, c[1].streams), (1, 8));
+    }
+
+    #[test]
+    fn fast_build_flag_and_flags_conflict() {
+        assert!(parse(&["--fast-build", "--flags", "both"]).is_err());
+        let a = parse(&["--fast-build"]).unwrap();
+        assert!(configurations(&a).iter().all(|o| o.fast_build));
+    }
+
+    #[test]
+    fn bad_counts_are_refused_before_any_gpu_work() {
+        assert!(check_args(&parse(&["--streams", "0,4"]).unwrap()).is_err());
+        assert!(check_args(&parse(&["--repeat", "0"]).unwrap()).is_err());
+        assert!(check_args(&parse(&[]).unwrap()).is_ok());
+        assert!(check_args(&parse(&["--csv", "/no/such/folder/x.csv"]).unwrap()).is_err());
+    }
+
+    #[test]
+    fn accel_options_convert_from_render_args() {
+        let args = AccelArgs {
+            streams: 0,
+            fast_build: true,
+            assign: AssignArg::Lpt,
+            scratch: ScratchArg::PerStream,
+            compact: true,
+            merge_below: 64,
+            validation: false,
+            optix_abi: None,
+        };
+        let o = AccelOptions::from(&args);
+        assert_eq!(o.streams, 1);
+        assert!(o.fast_build && o.compact);
+        assert_eq!(o.assign, Assign::Lpt);
+        assert_eq!(o.scratch, ScratchMode::PerStream);
+        assert_eq!(o.merge.merge_below, 64);
+    }
+
+    #[test]
+    fn git_commit_prefers_the_environment() {
+        // Only this test touches the variable.
+        std::env::set_var("GASWORKS_GIT_COMMIT", "feedbeef");
+        assert_eq!(git_commit(), "feedbeef");
+        std::env::remove_var("GASWORKS_GIT_COMMIT");
+        assert!(!git_commit().is_empty());
+    }
 }

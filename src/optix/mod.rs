@@ -1,1 +1,24 @@
-//! The OptiX backend (being written).
+//! The OptiX backend.
+//!
+//! Layers, from the bottom:
+//! - [`sys`]: the raw OptiX ABI (types, function tables for ABI 105 and 87, the loader). The
+//!   only OptiX FFI in the crate.
+//! - [`error`]: typed errors naming the failing call and the driver's error name.
+//! - [`cuda`]: the CUDA driver API through cudarc: GPU discovery, streams, events, device
+//!   buffers.
+//! - [`context`]: the OptiX device context and the acceleration-structure calls.
+//! - [`pipeline`]: modules, program groups, pipelines, shader binding tables, launches.
+//! - [`plan`]: which GASes are built, on which stream, at which scratch and output offsets (pure).
+//! - [`accel`]: the batched multi-stream GAS builds and the IAS over them.
+
+pub mod accel;
+pub mod context;
+pub mod cuda;
+pub mod error;
+pub mod plan;
+pub mod sys;
+
+pub use context::{ContextOptions, DeviceContext};
+pub use cuda::{probe, DeviceBuffer, DeviceSlice, Event, Gpu, GpuInfo, Stream};
+pub use error::{CudaError, OptixError};
+pub use sys::{Abi, AbiRequest};

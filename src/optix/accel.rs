@@ -1,0 +1,826 @@
+//! The batched GAS builder and the IAS over it.
+//!
+//! What it does, in order (see also `plan` for the decisions, which are pure):
+//! 1. [`DeviceGeometry::upload`]: every group's vertices (`float3`) and indices (`uint3`) go into
+//!    ONE device allocation, each group at its own aligned offsets, in one copy.
+//! 2. [`GasBatch::prepare`]: one OptiX build per GAS of the [`GasTable`] (one GAS per group, or
+//!    small groups merged as separate build inputs), `optixAccelComputeMemoryUsage` for each,
+//!    then the [`BuildPlan`]: stream, scratch slice and output slice of every build in ONE
+//!    scratch and ONE output allocation. The plan is validated before anything is enqueued.
+//! 3. [`GasBatch::enqueue`]: every stream waits for the start event of the main stream, the
+//!    builds are enqueued in plan order on their streams with no barrier between them, each
+//!    stream records its done event, and the main stream waits for all of them: the builds are
+//!    ordered before later work by events, never by a device-wide sync.
+//! 4. [`Accel::build`]: optionally compaction (compacted sizes read back in one copy, every GAS
+//!    compacted into ONE allocation), then the IAS (one instance per GAS, instance id = group id
+//!    for a GAS of one group, `sbtOffset` = the GAS's first hit record), built on the main stream
+//!    after the builds' events.
+//!
+//! Every device resource is an RAII buffer, stream or event; an [`Accel`] waits for its own work
+//! before its buffers are freed.
+
+use std::sync::Arc;
+
+use glam::Vec3;
+use thiserror::Error;
+
+use super::context::DeviceContext;
+use super::cuda::{DeviceBuffer, Event, Gpu, Stream};
+use super::error::{CudaError, OptixError};
+use super::plan::{
+    group_gases, make_plan, validate, Assign, BuildNeed, BuildPlan, GasTable, MergeOptions,
+    PlanError, PlanOptions, ScratchMode, ACCEL_BUFFER_ALIGNMENT, MAX_PRIMITIVES_PER_GAS,
+};
+use super::sys::{
+    self, CUdeviceptr, OptixAccelBuildOptions, OptixAccelEmitDesc, OptixBuildInput,
+    OptixBuildInputInstanceArray, OptixBuildInputTriangleArray, OptixInstance,
+    OptixTraversableHandle,
+};
+use crate::scene::Scene;
+
+/// Errors of the acceleration-structure builds; each names what failed.
+#[derive(Debug, Error)]
+pub enum AccelError {
+    #[error(transparent)]
+    Cuda(#[from] CudaError),
+    #[error(transparent)]
+    Optix(#[from] OptixError),
+    #[error("the GAS build plan is unsafe: {0}")]
+    Plan(#[from] PlanError),
+    #[error("the scene has no triangles to build")]
+    EmptyScene,
+    #[error("group {group} has {count} {what}, more than one OptiX build input takes ({limit})")]
+    GroupTooLarge {
+        group: u32,
+        what: &'static str,
+        count: u64,
+        limit: u64,
+    },
+    #[error("the scene has {gases} GASes, more than the {limit} instances or instance ids this device allows")]
+    TooManyInstances { gases: usize, limit: u64 },
+    #[error("the build plan does not match the builds: {0}")]
+    PlanMismatch(String),
+}
+
+/// How the GASes are built: [`AccelArgs`] without the CLI.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AccelOptions {
+    pub streams: u32,
+    /// PREFER_FAST_BUILD instead of PREFER_FAST_TRACE.
+    pub fast_build: bool,
+    pub assign: Assign,
+    pub scratch: ScratchMode,
+    /// Compact every GAS into one allocation after building.
+    pub compact: bool,
+    /// Groups under this many triangles are merged into shared GASes (0: off).
+    pub merge: MergeOptions,
+    /// See [`PlanOptions::lpt_build_weight`].
+    pub lpt_build_weight: u64,
+}
+
+impl Default for AccelOptions {
+    fn default() -> Self {
+        AccelOptions {
+            streams: 8,
+            fast_build: false,
+            assign: Assign::RoundRobin,
+            scratch: ScratchMode::Shared,
+            compact: false,
+            merge: MergeOptions::new(0),
+            lpt_build_weight: 0,
+        }
+    }
+}
+
+impl AccelOptions {
+    /// `OptixAccelBuildOptions::buildFlags` of the GAS builds.
+    pub fn gas_build_flags(&self) -> u32 {
+        let speed = if self.fast_build {
+            sys::OPTIX_BUILD_FLAG_PREFER_FAST_BUILD
+        } else {
+            sys::OPTIX_BUILD_FLAG_PREFER_FAST_TRACE
+        };
+        if self.compact {
+            speed | sys::OPTIX_BUILD_FLAG_ALLOW_COMPACTION
+        } else {
+            speed
+        }
+    }
+
+    fn plan_options(&self) -> PlanOptions {
+        let mut o = PlanOptions::new(self.streams.max(1), self.assign, self.scratch);
+        o.lpt_build_weight = self.lpt_build_weight;
+        o
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Geometry upload
+
+/// Alignment of every group's vertex and index block in the geometry allocation (OptiX asks for
+/// 4-byte alignment of `float3` vertices and `uint3` indices; 16 keeps blocks on vector lines).
+pub const GEOMETRY_ALIGNMENT: u64 = 16;
+
+/// Where one group's data sits in the geometry allocation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GroupBlock {
+    pub vertex_offset: u64,
+    pub vertex_count: u32,
+    pub index_offset: u64,
+    pub triangle_count: u32,
+}
+
+/// Byte layout of all groups' vertices and indices in one allocation: per group its vertex
+/// block then its index block, each aligned to [`GEOMETRY_ALIGNMENT`]. Pure.
+pub fn geometry_layout(counts: &[(u64, u64)]) -> Result<(Vec<GroupBlock>, u64), AccelError> {
+    let align = |x: u64| x.div_ceil(GEOMETRY_ALIGNMENT) * GEOMETRY_ALIGNMENT;
+    let mut blocks = Vec::with_capacity(counts.len());
+    let mut cursor = 0u64;
+    for (g, &(vertices, triangles)) in counts.iter().enumerate() {
+        let group = g as u32;
+        if triangles > MAX_PRIMITIVES_PER_GAS {
+            return Err(AccelError::GroupTooLarge {
+                group,
+                what: "triangles",
+                count: triangles,
+                limit: MAX_PRIMITIVES_PER_GAS,
+            });
+        }
+        if vertices > u64::from(u32::MAX) {
+            return Err(AccelError::GroupTooLarge {
+                group,
+                what: "vertices",
+                count: vertices,
+                limit: u64::from(u32::MAX),
+            });
+        }
+        let vertex_offset = cursor;
+        cursor = align(vertex_offset + vertices * 12);
+        let index_offset = cursor;
+        cursor = align(index_offset + triangles * 12);
+        blocks.push(GroupBlock {
+            vertex_offset,
+            vertex_count: vertices as u32,
+            index_offset,
+            triangle_count: triangles as u32,
+        });
+    }
+    Ok((blocks, cursor))
+}
+
+/// All groups' vertices and indices on the device, in one allocation.
+pub struct DeviceGeometry {
+    buffer: DeviceBuffer,
+    blocks: Vec<GroupBlock>,
+}
+
+impl DeviceGeometry {
+    /// Lays out and uploads every group of `scene` in one copy on `stream` (waits for it).
+    pub fn upload(gpu: &Gpu, stream: &Stream, scene: &Scene) -> Result<DeviceGeometry, AccelError> {
+        let meshes: Vec<(&[Vec3], &[[u32; 3]])> = scene
+            .groups
+            .iter()
+            .map(|g| (g.positions.as_slice(), g.indices.as_slice()))
+            .collect();
+        Self::upload_meshes(gpu, stream, &meshes)
+    }
+
+    /// Uploads meshes (vertices, indices), mesh i becoming "group" i of the geometry.
+    pub fn upload_meshes(
+        gpu: &Gpu,
+        stream: &Stream,
+        meshes: &[(&[Vec3], &[[u32; 3]])],
+    ) -> Result<DeviceGeometry, AccelError> {
+        let counts: Vec<(u64, u64)> = meshes
+            .iter()
+            .map(|(p, i)| (p.len() as u64, i.len() as u64))
+            .collect();
+        let (blocks, total) = geometry_layout(&counts)?;
+        let _range = nvtx::range(&format!(
+            "upload geometry: {} groups, {} bytes",
+            blocks.len(),
+            total
+        ));
+        let mut staging = vec![0u8; total as usize];
+        for ((positions, indices), b) in meshes.iter().zip(&blocks) {
+            let v: &[u8] = bytemuck::cast_slice(positions);
+            staging[b.vertex_offset as usize..b.vertex_offset as usize + v.len()].copy_from_slice(v);
+            let i: &[u8] = bytemuck::cast_slice(indices);
+            staging[b.index_offset as usize..b.index_offset as usize + i.len()].copy_from_slice(i);
+        }
+        let mut buffer = gpu.alloc(staging.len())?;
+        buffer.upload(stream, 0, &staging)?;
+        Ok(DeviceGeometry { buffer, blocks })
+    }
+
+    pub fn blocks(&self) -> &[GroupBlock] {
+        &self.blocks
+    }
+
+    pub fn bytes(&self) -> u64 {
+        self.buffer.len_bytes() as u64
+    }
+
+    fn vertex_ptr(&self, group: u32) -> CUdeviceptr {
+        self.buffer.device_ptr() + self.blocks[group as usize].vertex_offset
+    }
+
+    fn index_ptr(&self, group: u32) -> CUdeviceptr {
+        self.buffer.device_ptr() + self.blocks[group as usize].index_offset
+    }
+}
+
+/// One geometry flag per build input (each input has one SBT record): no any-hit programs.
+static GEOMETRY_FLAGS: [u32; 1] = [sys::OPTIX_GEOMETRY_FLAG_DISABLE_ANYHIT];
+
+/// The build inputs of one GAS, with the host arrays their pointers refer to.
+struct GasInputs {
+    /// One vertex-buffer pointer per input: `vertexBuffers` points into this (boxed so that
+    /// the addresses stay put when the struct moves).
+    _vertex_ptrs: Box<[CUdeviceptr]>,
+    inputs: Vec<OptixBuildInput>,
+}
+
+// SAFETY: the raw pointers inside `inputs` point into `_vertex_ptrs` (owned, never mutated) and
+// the static GEOMETRY_FLAGS; nothing is shared mutably.
+unsafe impl Send for GasInputs {}
+unsafe impl Sync for GasInputs {}
+
+impl GasInputs {
+    fn new(geometry: &DeviceGeometry, groups: &[u32]) -> GasInputs {
+        let vertex_ptrs: Box<[CUdeviceptr]> = groups.iter().map(|&g| geometry.vertex_ptr(g)).collect();
+        let inputs = groups
+            .iter()
+            .enumerate()
+            .map(|(i, &g)| {
+                let b = geometry.blocks[g as usize];
+                OptixBuildInput::triangles(OptixBuildInputTriangleArray {
+                    vertex_buffers: &vertex_ptrs[i],
+                    num_vertices: b.vertex_count,
+                    vertex_format: sys::OPTIX_VERTEX_FORMAT_FLOAT3,
+                    vertex_stride_in_bytes: 12,
+                    index_buffer: geometry.index_ptr(g),
+                    num_index_triplets: b.triangle_count,
+                    index_format: sys::OPTIX_INDICES_FORMAT_UNSIGNED_INT3,
+                    index_stride_in_bytes: 12,
+                    flags: GEOMETRY_FLAGS.as_ptr(),
+                    num_sbt_records: 1,
+                    ..Default::default()
+                })
+            })
+            .collect();
+        GasInputs {
+            _vertex_ptrs: vertex_ptrs,
+            inputs,
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Streams and events
+
+/// The streams the builds run on, and the events that order them. Stream 0 is the main
+/// stream: it starts a batch and everything after the batch (compaction, the IAS) runs on it.
+pub struct StreamSet {
+    streams: Vec<Stream>,
+    start: Event,
+    done: Vec<Event>,
+}
+
+impl StreamSet {
+    pub fn new(gpu: &Gpu, count: u32) -> Result<StreamSet, AccelError> {
+        let count = count.max(1) as usize;
+        Ok(StreamSet {
+            streams: gpu.new_streams(count)?,
+            start: gpu.new_event(false)?,
+            done: (0..count)
+                .map(|_| gpu.new_event(false))
+                .collect::<Result<_, _>>()?,
+        })
+    }
+
+    pub fn main(&self) -> &Stream {
+        &self.streams[0]
+    }
+
+    pub fn len(&self) -> usize {
+        self.streams.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.streams.is_empty()
+    }
+
+    /// Makes every stream wait for what the main stream has enqueued so far.
+    fn fork(&self) -> Result<(), AccelError> {
+        self.start.record(self.main())?;
+        for s in &self.streams[1..] {
+            s.wait(&self.start)?;
+        }
+        Ok(())
+    }
+
+    /// Makes the main stream wait for what every stream has enqueued so far.
+    fn join(&self) -> Result<(), AccelError> {
+        for (s, e) in self.streams.iter().zip(&self.done).skip(1) {
+            e.record(s)?;
+            self.main().wait(e)?;
+        }
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The batch of GAS builds
+
+/// Everything a batch of GAS builds needs, prepared once and enqueueable many times (the
+/// benchmark repeats it): build inputs, memory needs, the validated plan and its two
+/// allocations.
+pub struct GasBatch {
+    ctx: Arc<DeviceContext>,
+    table: GasTable,
+    inputs: Vec<GasInputs>,
+    build_options: OptixAccelBuildOptions,
+    plan: BuildPlan,
+    scratch: DeviceBuffer,
+    output: DeviceBuffer,
+    /// One u64 per build: the compacted sizes OptiX emits (when compacting).
+    compacted_sizes: Option<DeviceBuffer>,
+}
+
+impl GasBatch {
+    /// Builds the inputs, asks OptiX for each build's memory, plans and allocates.
+    /// `geometry` must stay alive while the batch is enqueued.
+    pub fn prepare(
+        ctx: &Arc<DeviceContext>,
+        geometry: &DeviceGeometry,
+        table: GasTable,
+        options: &AccelOptions,
+    ) -> Result<GasBatch, AccelError> {
+        if table.gases.is_empty() {
+            return Err(AccelError::EmptyScene);
+        }
+        let build_options = OptixAccelBuildOptions {
+            build_flags: options.gas_build_flags(),
+            operation: sys::OPTIX_BUILD_OPERATION_BUILD,
+            ..Default::default()
+        };
+        let inputs: Vec<GasInputs> = table
+            .gases
+            .iter()
+            .map(|g| GasInputs::new(geometry, &g.groups))
+            .collect();
+        let mut needs = Vec::with_capacity(inputs.len());
+        for (gas, gi) in table.gases.iter().zip(&inputs) {
+            // SAFETY: the host pointers inside the inputs point into `gi` and a static, both
+            // alive for the call.
+            let sizes = unsafe { ctx.accel_compute_memory_usage(&build_options, &gi.inputs) }?;
+            needs.push(BuildNeed {
+                temp_bytes: sizes.temp_size_in_bytes as u64,
+                output_bytes: sizes.output_size_in_bytes as u64,
+                triangles: gas.triangles,
+                groups: gas.groups.clone(),
+            });
+        }
+        let plan = make_plan(&needs, &options.plan_options())?;
+        let gpu = ctx.gpu();
+        let scratch = gpu.alloc(plan.scratch_bytes as usize)?;
+        let output = gpu.alloc(plan.output_bytes as usize)?;
+        let compacted_sizes = if options.compact {
+            Some(gpu.alloc(8 * plan.builds.len())?)
+        } else {
+            None
+        };
+        Ok(GasBatch {
+            ctx: ctx.clone(),
+            table,
+            inputs,
+            build_options,
+            plan,
+            scratch,
+            output,
+            compacted_sizes,
+        })
+    }
+
+    pub fn plan(&self) -> &BuildPlan {
+        &self.plan
+    }
+
+    pub fn table(&self) -> &GasTable {
+        &self.table
+    }
+
+    /// Total bytes of the GASes as built (before any compaction).
+    pub fn output_bytes(&self) -> u64 {
+        self.plan.output_bytes
+    }
+
+    pub fn scratch_bytes(&self) -> u64 {
+        self.plan.scratch_bytes
+    }
+
+    /// Enqueues every build on its stream (see the module docs for the ordering) and returns
+    /// the GAS handles, one per GAS of the table. Returns before the builds are done; the main
+    /// stream is ordered after all of them. The plan is validated again first: a plan that
+    /// fails validation is never enqueued.
+    pub fn enqueue(&self, streams: &StreamSet) -> Result<Vec<OptixTraversableHandle>, AccelError> {
+        validate(&self.plan)?;
+        if self.plan.builds.len() != self.inputs.len() {
+            return Err(AccelError::PlanMismatch(format!(
+                "{} planned builds for {} GASes",
+                self.plan.builds.len(),
+                self.inputs.len()
+            )));
+        }
+        if self.plan.streams as usize > streams.len() {
+            return Err(AccelError::PlanMismatch(format!(
+                "the plan uses {} streams, {} exist",
+                self.plan.streams,
+                streams.len()
+            )));
+        }
+        if self.scratch.len_bytes() as u64 != self.plan.scratch_bytes
+            || self.output.len_bytes() as u64 != self.plan.output_bytes
+        {
+            return Err(AccelError::PlanMismatch(
+                "allocations differ from the planned totals".into(),
+            ));
+        }
+        streams.fork()?;
+        let mut handles = vec![0; self.inputs.len()];
+        for &i in &self.plan.issue_order {
+            let b = &self.plan.builds[i];
+            let stream = &streams.streams[b.stream as usize];
+            let _range = nvtx::range(&format!(
+                "GAS build {i} (group {}{}) on stream {}",
+                b.need.groups[0],
+                if b.need.groups.len() > 1 {
+                    format!(" +{} merged", b.need.groups.len() - 1)
+                } else {
+                    String::new()
+                },
+                b.stream
+            ));
+            let scratch = self
+                .scratch
+                .slice(b.scratch.offset as usize, b.scratch.len as usize)?;
+            let output = self
+                .output
+                .slice(b.output.offset as usize, b.output.len as usize)?;
+            let emit: Vec<OptixAccelEmitDesc> = match &self.compacted_sizes {
+                Some(sizes) => vec![OptixAccelEmitDesc {
+                    result: sizes.device_ptr() + 8 * i as u64,
+                    type_: sys::OPTIX_PROPERTY_TYPE_COMPACTED_SIZE,
+                }],
+                None => Vec::new(),
+            };
+            // SAFETY: the inputs' host arrays live in `self.inputs`; the geometry they name is
+            // alive and unchanged (the caller's contract); scratch and output are slices of
+            // live allocations, aligned and sized by the validated plan, and no build that can
+            // run at once shares a byte with them (validate proved it); the emitted size goes
+            // to a live, 8-byte aligned slot of its own.
+            handles[i] = unsafe {
+                self.ctx.accel_build(
+                    stream,
+                    &self.build_options,
+                    &self.inputs[i].inputs,
+                    scratch,
+                    output,
+                    &emit,
+                )
+            }?;
+        }
+        streams.join()?;
+        Ok(handles)
+    }
+
+    /// The compacted size of every GAS, read back in one copy on the main stream (which waits
+    /// for the builds). `None` unless built with compaction.
+    pub fn read_compacted_sizes(&self, streams: &StreamSet) -> Result<Option<Vec<u64>>, AccelError> {
+        match &self.compacted_sizes {
+            Some(buffer) => Ok(Some(buffer.download::<u64>(
+                streams.main(),
+                0,
+                self.plan.builds.len(),
+            )?)),
+            None => Ok(None),
+        }
+    }
+}
+
+/// Offsets of the compacted GASes in one allocation, each aligned, and the total. Pure.
+pub fn compacted_layout(sizes: &[u64]) -> (Vec<u64>, u64) {
+    let mut offsets = Vec::with_capacity(sizes.len());
+    let mut cursor = 0u64;
+    for &s in sizes {
+        offsets.push(cursor);
+        cursor += s.div_ceil(ACCEL_BUFFER_ALIGNMENT) * ACCEL_BUFFER_ALIGNMENT;
+    }
+    (offsets, cursor)
+}
+
+/// The IAS instances: one per GAS, identity transform, instance id from the table, `sbtOffset`
+/// = the GAS's first hit record. Pure.
+pub fn make_instances(table: &GasTable, handles: &[OptixTraversableHandle]) -> Vec<OptixInstance> {
+    table
+        .gases
+        .iter()
+        .zip(handles)
+        .enumerate()
+        .map(|(g, (gas, &handle))| OptixInstance {
+            transform: [1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0],
+            instance_id: gas.instance_id(),
+            sbt_offset: table.sbt_offsets[g],
+            visibility_mask: 0xff,
+            flags: sys::OPTIX_INSTANCE_FLAG_NONE,
+            traversable_handle: handle,
+            pad: [0; 2],
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// The whole acceleration structure
+
+/// Sizes reported after a build.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AccelStats {
+    pub groups: usize,
+    pub gases: usize,
+    pub triangles: u64,
+    pub scratch_bytes: u64,
+    /// GAS bytes as built.
+    pub output_bytes: u64,
+    /// GAS bytes after compaction (when compacted).
+    pub compacted_bytes: Option<u64>,
+    pub ias_bytes: u64,
+}
+
+/// The scene's GASes and the IAS over them, ready to trace.
+pub struct Accel {
+    handle: OptixTraversableHandle,
+    table: GasTable,
+    stats: AccelStats,
+    streams: StreamSet,
+    ready: Event,
+    // Buffers the structures live in (kept until drop; Drop waits for `ready` first).
+    _gas: DeviceBuffer,
+    _ias: DeviceBuffer,
+    _ias_scratch: DeviceBuffer,
+    _instances: DeviceBuffer,
+    _batch: Option<GasBatch>,
+    _geometry: DeviceGeometry,
+}
+
+impl Accel {
+    /// Uploads the scene, builds every GAS across `options.streams` streams, compacts when
+    /// asked, and builds the IAS. Returns once the IAS build is enqueued; [`Accel::wait`]
+    /// waits for it (tracing on the main stream needs no wait).
+    pub fn build(
+        ctx: &Arc<DeviceContext>,
+        scene: &Scene,
+        options: &AccelOptions,
+    ) -> Result<Accel, AccelError> {
+        let gpu = ctx.gpu().clone();
+        let streams = StreamSet::new(&gpu, options.streams)?;
+        let geometry = DeviceGeometry::upload(&gpu, streams.main(), scene)?;
+        let tris: Vec<u64> = scene.groups.iter().map(|g| g.indices.len() as u64).collect();
+        let table = group_gases(&tris, &options.merge);
+        let max_id = ctx
+            .property_u32(sys::OPTIX_DEVICE_PROPERTY_LIMIT_MAX_INSTANCE_ID)
+            .unwrap_or(u32::MAX);
+        let max_instances = ctx
+            .property_u32(sys::OPTIX_DEVICE_PROPERTY_LIMIT_MAX_INSTANCES_PER_IAS)
+            .unwrap_or(u32::MAX);
+        let limit = u64::from(max_id.min(max_instances));
+        if table.gases.len() as u64 > limit || scene.groups.len() as u64 > u64::from(max_id) + 1 {
+            return Err(AccelError::TooManyInstances {
+                gases: table.gases.len(),
+                limit,
+            });
+        }
+        let batch = GasBatch::prepare(ctx, &geometry, table.clone(), options)?;
+        let mut handles = batch.enqueue(&streams)?;
+        let mut stats = AccelStats {
+            groups: scene.groups.len(),
+            gases: table.gases.len(),
+            triangles: scene.triangle_count() as u64,
+            scratch_bytes: batch.scratch_bytes(),
+            output_bytes: batch.output_bytes(),
+            ..Default::default()
+        };
+
+        let (gas, batch) = match batch.read_compacted_sizes(&streams)? {
+            Some(sizes) => {
+                let _range = nvtx::range(&format!("compact {} GASes", sizes.len()));
+                let (offsets, total) = compacted_layout(&sizes);
+                let compacted = gpu.alloc(total as usize)?;
+                for (i, h) in handles.iter_mut().enumerate() {
+                    let slot = compacted.slice(offsets[i] as usize, sizes[i] as usize)?;
+                    // SAFETY: the GAS was built before this on the main stream (it waited for
+                    // every build's event, and read_compacted_sizes synchronised it); `slot`
+                    // is an aligned slice of a live allocation that nothing else uses.
+                    *h = unsafe { ctx.accel_compact(streams.main(), *h, slot) }?;
+                }
+                stats.compacted_bytes = Some(total);
+                // The uncompacted GASes may only be freed once compaction has read them.
+                streams.main().synchronize()?;
+                drop(batch);
+                (compacted, None)
+            }
+            None => {
+                // Keep the batch (its output allocation holds the GASes).
+                let placeholder = gpu.alloc(0)?;
+                (placeholder, Some(batch))
+            }
+        };
+
+        let _range = nvtx::range(&format!("IAS build: {} instances", handles.len()));
+        let instances = make_instances(&table, &handles);
+        // The instance array depends only on host values, so it goes up on its own stream,
+        // while the builds may still be running.
+        let upload_stream = gpu.new_stream()?;
+        let instances_buffer = gpu.upload(&upload_stream, &instances)?;
+        let ias_input = [OptixBuildInput::instances(OptixBuildInputInstanceArray {
+            instances: instances_buffer.device_ptr(),
+            num_instances: instances.len() as u32,
+            instance_stride: 0,
+        })];
+        let ias_options = OptixAccelBuildOptions {
+            build_flags: sys::OPTIX_BUILD_FLAG_PREFER_FAST_TRACE,
+            operation: sys::OPTIX_BUILD_OPERATION_BUILD,
+            ..Default::default()
+        };
+        // SAFETY: the input holds no host pointers.
+        let sizes = unsafe { ctx.accel_compute_memory_usage(&ias_options, &ias_input) }?;
+        let ias_scratch = gpu.alloc(sizes.temp_size_in_bytes)?;
+        let ias = gpu.alloc(sizes.output_size_in_bytes)?;
+        // SAFETY: the main stream is ordered after every GAS build (join) and compaction; the
+        // instance buffer is uploaded (synchronously) and lives in the returned Accel, as do
+        // the IAS scratch and output, used by nothing else.
+        let handle = unsafe {
+            ctx.accel_build(
+                streams.main(),
+                &ias_options,
+                &ias_input,
+                ias_scratch.as_slice(),
+                ias.as_slice(),
+                &[],
+            )
+        }?;
+        stats.ias_bytes = sizes.output_size_in_bytes as u64;
+        let ready = gpu.new_event(false)?;
+        ready.record(streams.main())?;
+        Ok(Accel {
+            handle,
+            table,
+            stats,
+            streams,
+            ready,
+            _gas: gas,
+            _ias: ias,
+            _ias_scratch: ias_scratch,
+            _instances: instances_buffer,
+            _batch: batch,
+            _geometry: geometry,
+        })
+    }
+
+    /// The IAS: what a launch traces against.
+    pub fn handle(&self) -> OptixTraversableHandle {
+        self.handle
+    }
+
+    /// The GASes and the group of every hit SBT record.
+    pub fn table(&self) -> &GasTable {
+        &self.table
+    }
+
+    pub fn stats(&self) -> &AccelStats {
+        &self.stats
+    }
+
+    /// The main stream, ordered after the whole build: launches here need no wait.
+    pub fn stream(&self) -> &Stream {
+        self.streams.main()
+    }
+
+    /// Blocks until the IAS is built.
+    pub fn wait(&self) -> Result<(), AccelError> {
+        Ok(self.ready.synchronize()?)
+    }
+}
+
+impl Drop for Accel {
+    fn drop(&mut self) {
+        // The buffers must outlive the work that uses them: wait for everything on the main
+        // stream (which launches on it also precede) before they are freed.
+        if let Err(e) = self.streams.main().synchronize() {
+            log::warn!("waiting for the acceleration structures before freeing them: {e}");
+        }
+    }
+}
+
+/// The whole scene as one mesh (all groups' vertices, indices rebased): the single-GAS
+/// reference of build-bench. Pure.
+pub fn concat_mesh(scene: &Scene) -> (Vec<Vec3>, Vec<[u32; 3]>) {
+    let mut positions = Vec::with_capacity(scene.groups.iter().map(|g| g.positions.len()).sum());
+    let mut indices = Vec::with_capacity(scene.triangle_count());
+    for g in &scene.groups {
+        let base = positions.len() as u32;
+        positions.extend_from_slice(&g.positions);
+        indices.extend(g.indices.iter().map(|t| t.map(|i| i + base)));
+    }
+    (positions, indices)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scene::{Group, Material};
+
+    #[test]
+    fn geometry_blocks_are_aligned_disjoint_and_in_order() {
+        let (blocks, total) = geometry_layout(&[(3, 1), (5, 2), (0, 0), (4, 2)]).unwrap();
+        let mut end = 0;
+        for b in &blocks {
+            assert_eq!(b.vertex_offset % GEOMETRY_ALIGNMENT, 0);
+            assert_eq!(b.index_offset % GEOMETRY_ALIGNMENT, 0);
+            assert!(b.vertex_offset >= end);
+            assert!(b.index_offset >= b.vertex_offset + 12 * b.vertex_count as u64);
+            end = b.index_offset + 12 * b.triangle_count as u64;
+        }
+        assert!(end <= total);
+        assert_eq!(blocks[0].index_offset, 48); // 36 bytes of vertices, aligned up
+        assert_eq!(blocks[1].vertex_offset, 64);
+    }
+
+    #[test]
+    fn oversized_groups_are_refused() {
+        assert!(matches!(
+            geometry_layout(&[(3, 1), (3, MAX_PRIMITIVES_PER_GAS + 1)]),
+            Err(AccelError::GroupTooLarge { group: 1, what: "triangles", .. })
+        ));
+        assert!(matches!(
+            geometry_layout(&[(1 << 33, 1)]),
+            Err(AccelError::GroupTooLarge { group: 0, what: "vertices", .. })
+        ));
+    }
+
+    #[test]
+    fn compacted_layout_aligns_each_gas() {
+        assert_eq!(compacted_layout(&[100, 128, 1]), (vec![0, 128, 256], 384));
+        assert_eq!(compacted_layout(&[]), (vec![], 0));
+    }
+
+    #[test]
+    fn instances_carry_group_ids_and_sbt_offsets() {
+        let table = group_gases(&[50, 1, 60, 2], &MergeOptions::new(10));
+        // GASes: [0], [2], merged [1, 3].
+        let inst = make_instances(&table, &[11, 22, 33]);
+        let ids: Vec<u32> = inst.iter().map(|i| i.instance_id).collect();
+        let offs: Vec<u32> = inst.iter().map(|i| i.sbt_offset).collect();
+        let handles: Vec<u64> = inst.iter().map(|i| i.traversable_handle).collect();
+        assert_eq!(ids, [0, 2, 1]);
+        assert_eq!(offs, [0, 1, 2]);
+        assert_eq!(handles, [11, 22, 33]);
+        assert!(inst.iter().all(|i| i.visibility_mask == 0xff && i.transform[0] == 1.0));
+    }
+
+    #[test]
+    fn build_flags_follow_options() {
+        let mut o = AccelOptions::default();
+        assert_eq!(o.gas_build_flags(), sys::OPTIX_BUILD_FLAG_PREFER_FAST_TRACE);
+        o.fast_build = true;
+        o.compact = true;
+        assert_eq!(
+            o.gas_build_flags(),
+            sys::OPTIX_BUILD_FLAG_PREFER_FAST_BUILD | sys::OPTIX_BUILD_FLAG_ALLOW_COMPACTION
+        );
+    }
+
+    #[test]
+    fn concatenated_mesh_rebases_indices() {
+        let tri = |o: f32| Group {
+            name: "g".into(),
+            positions: vec![Vec3::new(o, 0.0, 0.0), Vec3::new(o + 1.0, 0.0, 0.0), Vec3::new(o, 1.0, 0.0)],
+            indices: vec![[0, 1, 2]],
+            face_materials: vec![0],
+            ..Default::default()
+        };
+        let scene = Scene::new("t", vec![tri(0.0), tri(5.0)], vec![Material::default_diffuse()]);
+        let (p, i) = concat_mesh(&scene);
+        assert_eq!(p.len(), 6);
+        assert_eq!(i, vec![[0, 1, 2], [3, 4, 5]]);
+        assert_eq!(p[i[1][0] as usize], Vec3::new(5.0, 0.0, 0.0));
+    }
+}
+
+/// NVTX ranges, until `crate::nvtx` is merged: no-ops with the same shape.
+mod nvtx {
+    pub struct Range;
+    pub fn range(_name: &str) -> Range {
+        Range
+    }
+}
