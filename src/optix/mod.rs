@@ -10,15 +10,22 @@
 //! - [`pipeline`]: modules, program groups, pipelines, shader binding tables, launches.
 //! - [`plan`]: which GASes are built, on which stream, at which scratch and output offsets (pure).
 //! - [`accel`]: the batched multi-stream GAS builds and the IAS over them.
+//! - [`raycast`]: a minimal pipeline casting a batch of rays: the check of the structures.
 
 pub mod accel;
 pub mod context;
 pub mod cuda;
 pub mod error;
+pub mod pipeline;
 pub mod plan;
+pub mod raycast;
 pub mod sys;
 
 pub use context::{ContextOptions, DeviceContext};
 pub use cuda::{probe, DeviceBuffer, DeviceSlice, Event, Gpu, GpuInfo, Stream};
 pub use error::{CudaError, OptixError};
+pub use pipeline::{
+    launch, Module, ModuleCompileOptions, Pipeline, PipelineCompileOptions, ProgramGroup,
+    SbtRecord, ShaderBindingTable,
+};
 pub use sys::{Abi, AbiRequest};
