@@ -15,8 +15,11 @@
 #define GW_INLINE static __device__ __forceinline__
 
 // offsetof for the layout static_asserts: NVRTC has neither <cstddef> nor __builtin_offsetof,
-// and its front end folds this classic form to a constant.
+// and its front end folds this classic form to a constant. (A host build of this code, as in
+// tests/optix_pathtracer_host.rs, defines it as the standard offsetof first.)
+#ifndef GW_OFFSETOF
 #define GW_OFFSETOF(T, m) ((unsigned long long)(&(((T*)0)->m)))
+#endif
 
 // ---------------------------------------------------------------------------------------------
 // Vectors (glam's Vec3, scalar: the same operations in the same order)
