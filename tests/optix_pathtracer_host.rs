@@ -292,7 +292,8 @@ fn run_device_code(
     let (input, output) = (dir.path().join("in.bin"), dir.path().join("out.bin"));
     let mut f = std::fs::File::create(&input).unwrap();
     f.write_all(&FAKE_BASE.to_le_bytes()).unwrap();
-    f.write_all(&(packed.bytes.len() as u64).to_le_bytes()).unwrap();
+    f.write_all(&(packed.bytes.len() as u64).to_le_bytes())
+        .unwrap();
     f.write_all(&packed.bytes).unwrap();
     f.write_all(&(records.len() as u64).to_le_bytes()).unwrap();
     f.write_all(bytemuck::cast_slice(&records)).unwrap();
@@ -319,10 +320,12 @@ fn assert_device_code_matches_cpu(scene: &Scene, settings: &RenderSettings, tile
     cpu.render_tile(tile, 0..split, &mut first).unwrap();
     let dropped_before = cpu.dropped_samples();
     let mut both = first.clone();
-    cpu.render_tile(tile, split..settings.spp, &mut both).unwrap();
+    cpu.render_tile(tile, split..settings.spp, &mut both)
+        .unwrap();
     let dropped = cpu.dropped_samples() - dropped_before;
 
-    let (device, counters) = run_device_code(bin, scene, settings, tile, split..settings.spp, &first);
+    let (device, counters) =
+        run_device_code(bin, scene, settings, tile, split..settings.spp, &first);
     let mut mismatches = 0;
     for (i, (c, d)) in both.iter().zip(&device).enumerate() {
         if c.map(f32::to_bits) != d.map(f32::to_bits) {
@@ -335,9 +338,19 @@ fn assert_device_code_matches_cpu(scene: &Scene, settings: &RenderSettings, tile
             mismatches += 1;
         }
     }
-    assert_eq!(mismatches, 0, "{} of {} pixels differ", mismatches, device.len());
+    assert_eq!(
+        mismatches,
+        0,
+        "{} of {} pixels differ",
+        mismatches,
+        device.len()
+    );
     let samples = tile.pixel_count() as u64 * u64::from(settings.spp - split);
-    assert!(counters[0] >= samples, "rays {} < samples {samples}", counters[0]);
+    assert!(
+        counters[0] >= samples,
+        "rays {} < samples {samples}",
+        counters[0]
+    );
     assert_eq!(counters[1], dropped, "non-finite samples");
     // Something was rendered.
     assert!(device.iter().any(|p| p[0] > 0.0));
@@ -374,11 +387,7 @@ fn checker() -> Texture {
 /// floor whose UVs run past [0, 1] (wrapping).
 fn textured_cornell() -> Scene {
     let mut scene = cornell_like();
-    let floor = scene
-        .groups
-        .iter()
-        .position(|g| g.name == "floor")
-        .unwrap();
+    let floor = scene.groups.iter().position(|g| g.name == "floor").unwrap();
     let mut tex = Material::diffuse("checker", Vec3::splat(0.9));
     tex.diffuse_texture = Some(0);
     scene.materials.push(tex);
@@ -421,7 +430,12 @@ fn spheres_in_environment() -> Scene {
                 3,
             ),
         ],
-        vec![glass, mirror, glossy, Material::diffuse("ground", Vec3::splat(0.5))],
+        vec![
+            glass,
+            mirror,
+            glossy,
+            Material::diffuse("ground", Vec3::splat(0.5)),
+        ],
     );
     scene.environment = Some(Environment {
         radiance: Vec3::new(1.0, 0.9, 0.7),
@@ -429,7 +443,15 @@ fn spheres_in_environment() -> Scene {
     scene
 }
 
-fn settings(eye: Vec3, at: Vec3, w: u32, h: u32, spp: u32, max_depth: u32, seed: u64) -> RenderSettings {
+fn settings(
+    eye: Vec3,
+    at: Vec3,
+    w: u32,
+    h: u32,
+    spp: u32,
+    max_depth: u32,
+    seed: u64,
+) -> RenderSettings {
     RenderSettings {
         width: w,
         height: h,

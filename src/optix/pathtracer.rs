@@ -39,7 +39,9 @@ use std::time::Instant;
 
 use thiserror::Error;
 
-use self::launch::{frame_params, launch_width, sample_chunks, tile_params, LaunchError, SAMPLES_PER_LAUNCH};
+use self::launch::{
+    frame_params, launch_width, sample_chunks, tile_params, LaunchError, SAMPLES_PER_LAUNCH,
+};
 use self::layout::{GwHitGroupData, GwLaunchParams};
 use self::pack::{hit_group_data, pack_scene, PackError};
 use super::accel::{Accel, AccelError, AccelOptions, AccelStats};
@@ -78,7 +80,9 @@ pub enum PathTracerError {
     Pack(#[from] PackError),
     #[error(transparent)]
     Launch(#[from] LaunchError),
-    #[error("an OptiX worker's buffers were left in an unknown state by a panic in another thread")]
+    #[error(
+        "an OptiX worker's buffers were left in an unknown state by a panic in another thread"
+    )]
     Poisoned,
 }
 
@@ -409,7 +413,8 @@ impl OptixWorker {
                 st.accum.device_ptr(),
                 st.counters.device_ptr(),
             );
-            st.params.upload(&st.stream, 0, bytemuck::bytes_of(&params))?;
+            st.params
+                .upload(&st.stream, 0, bytemuck::bytes_of(&params))?;
             let _range = nvtx::range(&format!(
                 "launch optix:{}/w{} tile {}x{}+{}+{} samples {}..{}",
                 gpu.ordinal(),
@@ -487,7 +492,10 @@ mod tests {
             ".visible .const .align 8 .b8 {LAUNCH_PARAMS_NAME}[{}]",
             std::mem::size_of::<GwLaunchParams>()
         );
-        assert!(PATHTRACE_PTX.contains(&params), "pathtrace.ptx lacks {params}");
+        assert!(
+            PATHTRACE_PTX.contains(&params),
+            "pathtrace.ptx lacks {params}"
+        );
         // Six payload registers in every trace.
         assert!(PATHTRACE_PTX.contains("_optix_trace_typed_32"));
     }

@@ -160,7 +160,12 @@ mod tests {
     #[test]
     fn launch_indices_map_to_pixels_in_the_cpu_order() {
         let width = 37;
-        for t in [tile(0, 0, 37, 5), tile(5, 3, 7, 4), tile(36, 9, 1, 1), tile(0, 2, 1, 6)] {
+        for t in [
+            tile(0, 0, 37, 5),
+            tile(5, 3, 7, 4),
+            tile(36, 9, 1, 1),
+            tile(0, 2, 1, 6),
+        ] {
             let mut cpu_order = Vec::new();
             for y in t.y..t.y + t.h {
                 for x in t.x..t.x + t.w {

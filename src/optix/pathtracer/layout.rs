@@ -244,21 +244,56 @@ mod tests {
             ("GwLight", "group", offset_of!(GwLight, group)),
             ("GwLight", "prim", offset_of!(GwLight, prim)),
             ("GwLight", "emission", offset_of!(GwLight, emission)),
-            ("GwHitGroupData", "light_index", offset_of!(GwHitGroupData, light_index)),
+            (
+                "GwHitGroupData",
+                "light_index",
+                offset_of!(GwHitGroupData, light_index),
+            ),
             ("GwHitGroupData", "group", offset_of!(GwHitGroupData, group)),
-            ("GwLaunchParams", "counters", offset_of!(GwLaunchParams, counters)),
+            (
+                "GwLaunchParams",
+                "counters",
+                offset_of!(GwLaunchParams, counters),
+            ),
             ("GwLaunchParams", "seed", offset_of!(GwLaunchParams, seed)),
             ("GwLaunchParams", "eye", offset_of!(GwLaunchParams, eye)),
-            ("GwLaunchParams", "environment", offset_of!(GwLaunchParams, environment)),
-            ("GwLaunchParams", "image_width", offset_of!(GwLaunchParams, image_width)),
-            ("GwLaunchParams", "tile_x", offset_of!(GwLaunchParams, tile_x)),
-            ("GwLaunchParams", "sample_begin", offset_of!(GwLaunchParams, sample_begin)),
-            ("GwLaunchParams", "max_depth", offset_of!(GwLaunchParams, max_depth)),
-            ("GwLaunchParams", "texture_count", offset_of!(GwLaunchParams, texture_count)),
+            (
+                "GwLaunchParams",
+                "environment",
+                offset_of!(GwLaunchParams, environment),
+            ),
+            (
+                "GwLaunchParams",
+                "image_width",
+                offset_of!(GwLaunchParams, image_width),
+            ),
+            (
+                "GwLaunchParams",
+                "tile_x",
+                offset_of!(GwLaunchParams, tile_x),
+            ),
+            (
+                "GwLaunchParams",
+                "sample_begin",
+                offset_of!(GwLaunchParams, sample_begin),
+            ),
+            (
+                "GwLaunchParams",
+                "max_depth",
+                offset_of!(GwLaunchParams, max_depth),
+            ),
+            (
+                "GwLaunchParams",
+                "texture_count",
+                offset_of!(GwLaunchParams, texture_count),
+            ),
         ];
         for (ty, field, offset) in expected {
             let line = format!("GW_OFFSETOF({ty}, {field}) == {offset},");
-            assert!(sources.contains(&line), "the device code does not assert {line}");
+            assert!(
+                sources.contains(&line),
+                "the device code does not assert {line}"
+            );
         }
         for (ty, size) in [
             ("GwMaterial", size_of::<GwMaterial>()),
@@ -268,7 +303,10 @@ mod tests {
             ("GwLaunchParams", size_of::<GwLaunchParams>()),
         ] {
             let line = format!("sizeof({ty}) == {size},");
-            assert!(sources.contains(&line), "the device code does not assert {line}");
+            assert!(
+                sources.contains(&line),
+                "the device code does not assert {line}"
+            );
         }
     }
 
@@ -280,7 +318,10 @@ mod tests {
             MaterialKind::Mirror,
             MaterialKind::Glass,
         ] {
-            assert_eq!(material_kind_from_code(material_kind_code(kind)), Some(kind));
+            assert_eq!(
+                material_kind_from_code(material_kind_code(kind)),
+                Some(kind)
+            );
         }
         assert_eq!(material_kind_from_code(4), None);
         // The codes the device code switches on.

@@ -339,7 +339,9 @@ pub fn pack_scene(scene: &Scene) -> Result<PackedScene, PackError> {
             normals: blob.push(&g.normals),
             uvs: blob.push(&g.uvs),
             face_materials: blob.push(&g.face_materials),
-            light_index: lights.as_deref().map_or(Region::default(), |l| blob.push(l)),
+            light_index: lights
+                .as_deref()
+                .map_or(Region::default(), |l| blob.push(l)),
             triangle_count: g.indices.len() as u32,
         })
         .collect();
@@ -390,7 +392,12 @@ mod tests {
     use glam::{Vec2, Vec3};
 
     fn tri_group(name: &str, offset: Vec3, material: u32, with_attributes: bool) -> Group {
-        let positions = vec![offset, offset + Vec3::X, offset + Vec3::Y, offset + Vec3::ONE];
+        let positions = vec![
+            offset,
+            offset + Vec3::X,
+            offset + Vec3::Y,
+            offset + Vec3::ONE,
+        ];
         Group {
             name: name.into(),
             normals: if with_attributes {
@@ -485,7 +492,10 @@ mod tests {
         }
         assert_eq!(materials[0].texture, 1);
         assert_eq!(materials[1].texture, -1);
-        assert_eq!(materials[4].texture, -1, "out-of-range map_Kd packs as none");
+        assert_eq!(
+            materials[4].texture, -1,
+            "out-of-range map_Kd packs as none"
+        );
 
         // Textures: every texel is found again through the table.
         let table: Vec<GwTexture> = read(&packed, packed.textures);
@@ -501,7 +511,10 @@ mod tests {
         assert_eq!(lights.len(), scene.lights.len());
         for (l, g) in scene.lights.iter().zip(&lights) {
             let [a, b, c] = scene.groups[l.group as usize].triangle(l.prim as usize);
-            assert_eq!((g.p0, g.p1, g.p2), (a.to_array(), b.to_array(), c.to_array()));
+            assert_eq!(
+                (g.p0, g.p1, g.p2),
+                (a.to_array(), b.to_array(), c.to_array())
+            );
             assert_eq!((g.group, g.prim, g.area), (l.group, l.prim, l.area));
             assert_eq!(g.emission, l.emission.to_array());
         }
@@ -572,10 +585,7 @@ mod tests {
             assert!(r.offset + r.len <= packed.bytes.len() as u64);
         }
         assert_eq!(Region::default().device_ptr(0x1000), 0);
-        assert_eq!(
-            Region { offset: 32, len: 4 }.device_ptr(0x1000),
-            0x1020
-        );
+        assert_eq!(Region { offset: 32, len: 4 }.device_ptr(0x1000), 0x1020);
     }
 
     /// The GPU picks lights from this CDF as the CPU does from its own: the same probability
@@ -616,7 +626,11 @@ mod tests {
                     .map(|v| v[prim])
                     .filter(|&l| l != NO_LIGHT)
                     .map(|l| l as usize);
-                assert_eq!(gpu, cpu.light_of(gi as u32, prim as u32), "group {gi} prim {prim}");
+                assert_eq!(
+                    gpu,
+                    cpu.light_of(gi as u32, prim as u32),
+                    "group {gi} prim {prim}"
+                );
             }
         }
     }
