@@ -32,6 +32,9 @@ use gasworks::render::{RenderSettings, Tile, TileRenderer};
 use gasworks::scene::{Camera, Environment, Material, MaterialKind, Scene, Texture};
 use glam::{Vec2, Vec3};
 
+const PATHTRACE_CU: &str = include_str!("../ptx/pathtrace.cu");
+const GASWORKS_COMMON_H: &str = include_str!("../ptx/gasworks_common.h");
+
 /// Where the blob pretends to live on the device; the harness relocates pointers from it.
 const FAKE_BASE: u64 = 0x7f00_0000_0000;
 
@@ -233,10 +236,9 @@ fn harness() -> Option<&'static Path> {
                 .tempdir()
                 .unwrap()
                 .keep();
-            let ptx = Path::new(env!("CARGO_MANIFEST_DIR")).join("ptx");
-            for f in ["pathtrace.cu", "gasworks_common.h"] {
-                std::fs::copy(ptx.join(f), dir.join(f)).unwrap();
-            }
+            // The sources are embedded, so the test binary runs anywhere (a GPU host too).
+            std::fs::write(dir.join("pathtrace.cu"), PATHTRACE_CU).unwrap();
+            std::fs::write(dir.join("gasworks_common.h"), GASWORKS_COMMON_H).unwrap();
             std::fs::write(dir.join("prelude.h"), PRELUDE).unwrap();
             std::fs::write(dir.join("optix_device_min.h"), OPTIX_SHIM).unwrap();
             std::fs::write(dir.join("harness.cpp"), HARNESS).unwrap();
