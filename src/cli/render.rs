@@ -143,6 +143,12 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
         samples / render_s / 1e6,
         a.output.display()
     );
+    if let Some(rays) = backend.rays_traced() {
+        eprintln!(
+            "rays: {rays} traced, {:.1} M rays/s",
+            rays as f64 / render_s / 1e6
+        );
+    }
     Ok(())
 }
 

@@ -11,14 +11,17 @@
 //! - [`plan`]: which GASes are built, on which stream, at which scratch and output offsets (pure).
 //! - [`accel`]: the batched multi-stream GAS builds and the IAS over them.
 //! - [`raycast`]: a minimal pipeline casting a batch of rays: the check of the structures.
+//! - [`pathtracer`]: the GPU path tracer (tiles rendered with `ptx/pathtrace.cu`).
 
 pub mod accel;
 pub mod context;
 pub mod cuda;
 pub mod error;
+pub mod pathtracer;
 pub mod pipeline;
 pub mod plan;
-pub mod raycast;
+// `raycast` is declared on `ptx` before its file is committed there; restored by the next merge of `ptx`.
+// pub mod raycast;
 pub mod sys;
 
 pub use context::{ContextOptions, DeviceContext};

@@ -1,0 +1,496 @@
+// gasworks_common.h: the device-side port of what the GPU path tracer shares with the CPU
+// reference: vectors, the random-number scheme, the sampling helpers, texture lookups and the
+// four materials.
+//
+// Every function here mirrors one in the Rust sources, named in its comment, line by line and
+// in the same order of float operations (only FMA contraction, which NVRTC does by default,
+// and the last ulp of sqrtf/powf/cosf may differ). Change one side, change the other:
+//   src/render/sampler.rs   -> Sampler (SplitMix64 keyed on (pixel, sample, seed))
+//   src/cpu/sampling.rs     -> bases, hemisphere and lobe sampling, power heuristic
+//   src/cpu/material.rs     -> ShadingFrame, Bsdf (eval / sample / glass), Fresnel
+//   src/scene/mod.rs        -> Texture::sample (bilinear with wrap)
+//   src/cpu/integrator.rs   -> offset_ray_origin
+#pragma once
+
+#define GW_INLINE static __device__ __forceinline__
+
+// offsetof for the layout static_asserts: NVRTC has neither <cstddef> nor __builtin_offsetof,
+// and its front end folds this classic form to a constant. (A host build of this code, as in
+// tests/optix_pathtracer_host.rs, defines it as the standard offsetof first.)
+#ifndef GW_OFFSETOF
+#define GW_OFFSETOF(T, m) ((unsigned long long)(&(((T*)0)->m)))
+#endif
+
+// ---------------------------------------------------------------------------------------------
+// Vectors (glam's Vec3, scalar: the same operations in the same order)
+// ---------------------------------------------------------------------------------------------
+
+struct V3 {
+    float x, y, z;
+};
+
+GW_INLINE V3 v3(float x, float y, float z)
+{
+    V3 r;
+    r.x = x;
+    r.y = y;
+    r.z = z;
+    return r;
+}
+GW_INLINE V3 v3s(float s) { return v3(s, s, s); }
+GW_INLINE V3 v3_load(const float* p) { return v3(p[0], p[1], p[2]); }
+GW_INLINE V3 operator+(V3 a, V3 b) { return v3(a.x + b.x, a.y + b.y, a.z + b.z); }
+GW_INLINE V3 operator-(V3 a, V3 b) { return v3(a.x - b.x, a.y - b.y, a.z - b.z); }
+GW_INLINE V3 operator-(V3 a) { return v3(-a.x, -a.y, -a.z); }
+GW_INLINE V3 operator*(V3 a, V3 b) { return v3(a.x * b.x, a.y * b.y, a.z * b.z); }
+GW_INLINE V3 operator*(V3 a, float s) { return v3(a.x * s, a.y * s, a.z * s); }
+GW_INLINE V3 operator*(float s, V3 a) { return v3(s * a.x, s * a.y, s * a.z); }
+// glam divides each component (not a multiplication by the reciprocal).
+GW_INLINE V3 operator/(V3 a, float s) { return v3(a.x / s, a.y / s, a.z / s); }
+GW_INLINE V3& operator+=(V3& a, V3 b)
+{
+    a = a + b;
+    return a;
+}
+GW_INLINE V3& operator*=(V3& a, V3 b)
+{
+    a = a * b;
+    return a;
+}
+GW_INLINE bool operator==(V3 a, V3 b) { return a.x == b.x && a.y == b.y && a.z == b.z; }
+GW_INLINE float dot(V3 a, V3 b) { return (a.x * b.x) + (a.y * b.y) + (a.z * b.z); }
+GW_INLINE V3 cross(V3 a, V3 b)
+{
+    return v3(a.y * b.z - b.y * a.z, a.z * b.x - b.z * a.x, a.x * b.y - b.x * a.y);
+}
+GW_INLINE float length(V3 a) { return sqrtf(dot(a, a)); }
+GW_INLINE float length_squared(V3 a) { return dot(a, a); }
+// glam: self * (1 / length): NaN or infinite for a zero vector, as on the CPU.
+GW_INLINE V3 normalize(V3 a) { return a * (1.0f / length(a)); }
+GW_INLINE float max_element(V3 a) { return fmaxf(a.x, fmaxf(a.y, a.z)); }
+GW_INLINE bool is_finite(float f) { return isfinite(f); }
+GW_INLINE bool is_finite(V3 a) { return is_finite(a.x) && is_finite(a.y) && is_finite(a.z); }
+// glam's lerp: self * (1 - s) + rhs * s.
+GW_INLINE V3 lerp(V3 a, V3 b, float s) { return a * (1.0f - s) + b * s; }
+// Rust's f32::clamp: NaN stays NaN (unlike fminf/fmaxf).
+GW_INLINE float clampf(float x, float lo, float hi) { return x < lo ? lo : (x > hi ? hi : x); }
+
+GW_INLINE float luminance(V3 c) { return 0.2126f * c.x + 0.7152f * c.y + 0.0722f * c.z; }
+
+#define GW_PI 3.14159265358979323846f
+#define GW_INV_PI (1.0f / GW_PI)
+
+// ---------------------------------------------------------------------------------------------
+// Random numbers: src/render/sampler.rs
+// ---------------------------------------------------------------------------------------------
+
+#define GW_GOLDEN_GAMMA 0x9E3779B97F4A7C15ull
+
+// mix64: the SplitMix64 finalizer.
+GW_INLINE unsigned long long mix64(unsigned long long z)
+{
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+// Sampler: the random stream of one sample of one pixel (`pixel` = y * width + x in the image).
+struct Sampler {
+    unsigned long long key;
+    unsigned long long dim;
+};
+
+GW_INLINE Sampler sampler_new(unsigned int pixel, unsigned int sample, unsigned long long seed)
+{
+    Sampler s;
+    s.key = mix64((((unsigned long long)pixel) << 32 | (unsigned long long)sample) ^
+                  mix64(seed ^ GW_GOLDEN_GAMMA));
+    s.dim = 0;
+    return s;
+}
+
+GW_INLINE unsigned int next_u32(Sampler& s)
+{
+    s.dim += 1;
+    return (unsigned int)(mix64(s.key + s.dim * GW_GOLDEN_GAMMA) >> 32);
+}
+
+// A uniform float in [0, 1) from the top 24 bits (exact in f32).
+GW_INLINE float next_f32(Sampler& s) { return (float)(next_u32(s) >> 8) * (1.0f / 16777216.0f); }
+
+// ---------------------------------------------------------------------------------------------
+// Sampling helpers: src/cpu/sampling.rs
+// ---------------------------------------------------------------------------------------------
+
+// orthonormal_basis: Duff et al. 2017; (t, b) with t x b = n.
+GW_INLINE void orthonormal_basis(V3 n, V3& t, V3& b)
+{
+    const float s = copysignf(1.0f, n.z);
+    const float a = -1.0f / (s + n.z);
+    const float k = n.x * n.y * a;
+    t = v3(1.0f + s * n.x * n.x * a, s * k, -s * n.x);
+    b = v3(k, s + n.y * n.y * a, -n.y);
+}
+
+GW_INLINE V3 local_to_world(V3 l, V3 t, V3 b, V3 n) { return l.x * t + l.y * b + l.z * n; }
+
+GW_INLINE V3 cosine_hemisphere(float u1, float u2)
+{
+    const float r = sqrtf(u1);
+    const float phi = 2.0f * GW_PI * u2;
+    return v3(r * cosf(phi), r * sinf(phi), sqrtf(fmaxf(1.0f - u1, 0.0f)));
+}
+
+GW_INLINE float cosine_hemisphere_pdf(float c) { return fmaxf(c, 0.0f) * GW_INV_PI; }
+
+GW_INLINE V3 phong_lobe(float n, float u1, float u2)
+{
+    const float cos_a = powf(u1, 1.0f / (n + 1.0f));
+    const float sin_a = sqrtf(fmaxf(1.0f - cos_a * cos_a, 0.0f));
+    const float phi = 2.0f * GW_PI * u2;
+    return v3(sin_a * cosf(phi), sin_a * sinf(phi), cos_a);
+}
+
+GW_INLINE float phong_lobe_pdf(float n, float cos_alpha)
+{
+    if (cos_alpha <= 0.0f) {
+        return 0.0f;
+    }
+    return (n + 1.0f) * (0.5f * GW_INV_PI) * powf(cos_alpha, n);
+}
+
+// uniform_triangle: barycentrics (b1, b2) of vertices 1 and 2.
+GW_INLINE void uniform_triangle(float u1, float u2, float& b1, float& b2)
+{
+    const float s = sqrtf(u1);
+    b1 = s * (1.0f - u2);
+    b2 = s * u2;
+}
+
+GW_INLINE float power_heuristic(float a, float b)
+{
+    if (isinf(a)) {
+        return 1.0f;
+    }
+    const float a2 = a * a;
+    const float b2 = b * b;
+    return (a2 + b2 > 0.0f) ? a2 / (a2 + b2) : 0.0f;
+}
+
+GW_INLINE V3 reflect(V3 w, V3 n) { return 2.0f * dot(w, n) * n - w; }
+
+// ---------------------------------------------------------------------------------------------
+// Scene data as the device sees it (mirrored by src/optix/pathtracer/layout.rs)
+// ---------------------------------------------------------------------------------------------
+
+// MaterialKind, in the order of the Rust enum.
+enum : unsigned int {
+    GW_DIFFUSE = 0u,
+    GW_GLOSSY = 1u,
+    GW_MIRROR = 2u,
+    GW_GLASS = 3u,
+};
+
+// One scene::Material (64 bytes).
+struct GwMaterial {
+    float diffuse[3];
+    unsigned int kind;
+    float specular[3];
+    float shininess;
+    float transmittance[3];
+    float ior;
+    float emission[3];
+    int texture; // index into the texture table, or -1 (no map_Kd)
+};
+
+// One scene::Texture's place in the texel array (16 bytes).
+struct GwTexture {
+    unsigned long long first_texel; // index of its first texel (3 floats each)
+    unsigned int width;
+    unsigned int height;
+};
+
+static_assert(sizeof(GwMaterial) == 64, "GwMaterial layout");
+static_assert(GW_OFFSETOF(GwMaterial, kind) == 12, "GwMaterial.kind");
+static_assert(GW_OFFSETOF(GwMaterial, shininess) == 28, "GwMaterial.shininess");
+static_assert(GW_OFFSETOF(GwMaterial, ior) == 44, "GwMaterial.ior");
+static_assert(GW_OFFSETOF(GwMaterial, emission) == 48, "GwMaterial.emission");
+static_assert(GW_OFFSETOF(GwMaterial, texture) == 60, "GwMaterial.texture");
+static_assert(sizeof(GwTexture) == 16, "GwTexture layout");
+static_assert(GW_OFFSETOF(GwTexture, width) == 8, "GwTexture.width");
+
+GW_INLINE bool is_emissive(const GwMaterial& m) { return max_element(v3_load(m.emission)) > 0.0f; }
+
+// Rust's f32::rem_euclid(1.0).
+GW_INLINE float rem_euclid1(float x)
+{
+    const float r = fmodf(x, 1.0f);
+    return r < 0.0f ? r + 1.0f : r;
+}
+
+GW_INLINE long long rem_euclid_i(long long a, long long m)
+{
+    const long long r = a % m;
+    return r < 0 ? r + m : r;
+}
+
+// Texture::sample: bilinear with wrapping; texel rows top (v = 1) first.
+GW_INLINE V3 texture_sample(const GwTexture& t, const float* texels, float u, float v)
+{
+    const long long w = (long long)t.width;
+    const long long h = (long long)t.height;
+    const float x = rem_euclid1(u) * (float)t.width - 0.5f;
+    const float y = (1.0f - rem_euclid1(v)) * (float)t.height - 0.5f;
+    const float x0 = floorf(x);
+    const float y0 = floorf(y);
+    const float fx = x - x0;
+    const float fy = y - y0;
+    const long long xi = (long long)x0;
+    const long long yi = (long long)y0;
+    const float* base = texels + 3ull * t.first_texel;
+#define GW_TEXEL(X, Y) v3_load(base + 3ll * (rem_euclid_i((Y), h) * w + rem_euclid_i((X), w)))
+    const V3 top = lerp(GW_TEXEL(xi, yi), GW_TEXEL(xi + 1, yi), fx);
+    const V3 bottom = lerp(GW_TEXEL(xi, yi + 1), GW_TEXEL(xi + 1, yi + 1), fx);
+#undef GW_TEXEL
+    return lerp(top, bottom, fy);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Materials: src/cpu/material.rs
+// ---------------------------------------------------------------------------------------------
+
+struct ShadingFrame {
+    V3 n_geo; // geometric normal on wo's side
+    V3 n;     // shading normal on the same side
+    V3 t, b;
+    bool front; // wo on the winding's front side (glass: entering)
+};
+
+GW_INLINE ShadingFrame shading_frame(V3 n_geo_raw, V3 n_shade_raw, V3 wo)
+{
+    ShadingFrame f;
+    f.front = dot(wo, n_geo_raw) >= 0.0f;
+    const float side = f.front ? 1.0f : -1.0f;
+    f.n_geo = side * n_geo_raw;
+    V3 n = (dot(n_shade_raw, n_geo_raw) < 0.0f) ? (-side) * n_shade_raw : side * n_shade_raw;
+    if (!(dot(wo, n) > 0.0f)) {
+        n = f.n_geo;
+    }
+    f.n = n;
+    orthonormal_basis(n, f.t, f.b);
+    return f;
+}
+
+struct BsdfEval {
+    V3 f_cos;
+    float pdf;
+};
+
+struct BsdfSample {
+    V3 wi;
+    V3 weight;
+    float pdf;
+    bool delta;
+};
+
+struct Bsdf {
+    unsigned int kind;
+    V3 kd, ks;
+    float shininess;
+    float ior;
+    V3 transmittance;
+    ShadingFrame frame;
+};
+
+// Bsdf::new: kd = Kd * texture(uv) when the material has a map_Kd (and the mesh has UVs).
+GW_INLINE Bsdf bsdf_new(const GwMaterial& m, const GwTexture* textures, unsigned int texture_count,
+                        const float* texels, bool has_uv, float u, float v, ShadingFrame frame)
+{
+    V3 texel = v3s(1.0f);
+    if (m.texture >= 0 && has_uv && (unsigned int)m.texture < texture_count) {
+        texel = texture_sample(textures[m.texture], texels, u, v);
+    }
+    Bsdf b;
+    b.kind = m.kind;
+    b.kd = v3_load(m.diffuse) * texel;
+    b.ks = v3_load(m.specular);
+    b.shininess = fmaxf(m.shininess, 0.0f);
+    b.ior = m.ior;
+    b.transmittance = v3_load(m.transmittance);
+    b.frame = frame;
+    return b;
+}
+
+GW_INLINE bool bsdf_is_delta(const Bsdf& b) { return b.kind == GW_MIRROR || b.kind == GW_GLASS; }
+
+GW_INLINE float diffuse_lobe_probability(const Bsdf& b)
+{
+    switch (b.kind) {
+    case GW_DIFFUSE:
+        return 1.0f;
+    case GW_GLOSSY: {
+        const float d = fmaxf(luminance(b.kd), 0.0f);
+        const float s = fmaxf(luminance(b.ks), 0.0f);
+        return (d + s > 0.0f) ? d / (d + s) : 1.0f;
+    }
+    default:
+        return 0.0f;
+    }
+}
+
+GW_INLINE BsdfEval bsdf_eval(const Bsdf& b, V3 wo, V3 wi)
+{
+    BsdfEval zero;
+    zero.f_cos = v3s(0.0f);
+    zero.pdf = 0.0f;
+    const ShadingFrame& fr = b.frame;
+    const float cos_i = dot(wi, fr.n);
+    if (!(dot(wo, fr.n_geo) > 0.0f && dot(wi, fr.n_geo) > 0.0f && cos_i > 0.0f)) {
+        return zero;
+    }
+    BsdfEval e;
+    if (b.kind == GW_DIFFUSE) {
+        e.f_cos = b.kd * (GW_INV_PI * cos_i);
+        e.pdf = cosine_hemisphere_pdf(cos_i);
+        return e;
+    }
+    if (b.kind == GW_GLOSSY) {
+        const float n_exp = b.shininess;
+        const float cos_a = fmaxf(dot(wi, reflect(wo, fr.n)), 0.0f);
+        const float lobe = powf(cos_a, n_exp);
+        const V3 f = b.kd * GW_INV_PI + b.ks * ((n_exp + 2.0f) * 0.5f * GW_INV_PI * lobe);
+        const float p_d = diffuse_lobe_probability(b);
+        e.f_cos = f * cos_i;
+        e.pdf = p_d * cosine_hemisphere_pdf(cos_i) + (1.0f - p_d) * phong_lobe_pdf(n_exp, cos_a);
+        return e;
+    }
+    return zero;
+}
+
+// fresnel_dielectric: exact unpolarised Fresnel reflectance (1 under total internal reflection).
+GW_INLINE float fresnel_dielectric(float cos_i, float eta_i, float eta_t)
+{
+    cos_i = clampf(cos_i, 0.0f, 1.0f);
+    const float ratio = eta_i / eta_t;
+    const float sin2_t = ratio * ratio * (1.0f - cos_i * cos_i);
+    if (sin2_t >= 1.0f) {
+        return 1.0f;
+    }
+    const float cos_t = sqrtf(1.0f - sin2_t);
+    const float r_s = (eta_i * cos_i - eta_t * cos_t) / (eta_i * cos_i + eta_t * cos_t);
+    const float r_p = (eta_t * cos_i - eta_i * cos_t) / (eta_t * cos_i + eta_i * cos_t);
+    const float f = 0.5f * (r_s * r_s + r_p * r_p);
+    return is_finite(f) ? clampf(f, 0.0f, 1.0f) : 1.0f;
+}
+
+// Bsdf::sample_glass. Returns false when the path ends.
+GW_INLINE bool bsdf_sample_glass(const Bsdf& b, V3 wo, float u_lobe, BsdfSample& out)
+{
+    const ShadingFrame& fr = b.frame;
+    const float eta_i = fr.front ? 1.0f : b.ior;
+    const float eta_t = fr.front ? b.ior : 1.0f;
+    const float cos_i = clampf(dot(wo, fr.n), 0.0f, 1.0f);
+    const float f = fresnel_dielectric(cos_i, eta_i, eta_t);
+    out.pdf = 0.0f;
+    out.delta = true;
+    if (u_lobe < f) {
+        const V3 wi = reflect(wo, fr.n);
+        if (!(dot(wi, fr.n_geo) > 0.0f)) {
+            return false;
+        }
+        out.wi = wi;
+        out.weight = v3s(1.0f);
+        return true;
+    }
+    const float eta = eta_i / eta_t;
+    const float sin2_t = eta * eta * (1.0f - cos_i * cos_i);
+    const float cos_t = sqrtf(fmaxf(1.0f - sin2_t, 0.0f));
+    const V3 wi = normalize(-eta * wo + (eta * cos_i - cos_t) * fr.n);
+    if (!(dot(wi, fr.n_geo) < 0.0f)) {
+        return false;
+    }
+    out.wi = wi;
+    out.weight = b.transmittance * (eta * eta);
+    return true;
+}
+
+// Bsdf::sample: consumes (u_lobe, u1, u2) whatever the material. Returns false when the path
+// ends (direction on the wrong side of the geometric normal, or zero pdf).
+GW_INLINE bool bsdf_sample(const Bsdf& b, V3 wo, float u_lobe, float u1, float u2, BsdfSample& out)
+{
+    const ShadingFrame& fr = b.frame;
+    if (!(dot(wo, fr.n_geo) > 0.0f)) {
+        return false;
+    }
+    switch (b.kind) {
+    case GW_DIFFUSE: {
+        const V3 wi = local_to_world(cosine_hemisphere(u1, u2), fr.t, fr.b, fr.n);
+        const float cos_i = dot(wi, fr.n);
+        if (!(dot(wi, fr.n_geo) > 0.0f && cos_i > 0.0f)) {
+            return false;
+        }
+        out.wi = wi;
+        out.weight = b.kd;
+        out.pdf = cosine_hemisphere_pdf(cos_i);
+        out.delta = false;
+        return true;
+    }
+    case GW_GLOSSY: {
+        V3 wi;
+        if (u_lobe < diffuse_lobe_probability(b)) {
+            wi = local_to_world(cosine_hemisphere(u1, u2), fr.t, fr.b, fr.n);
+        } else {
+            const V3 r = reflect(wo, fr.n);
+            V3 rt, rb;
+            orthonormal_basis(r, rt, rb);
+            wi = local_to_world(phong_lobe(b.shininess, u1, u2), rt, rb, r);
+        }
+        const BsdfEval e = bsdf_eval(b, wo, wi);
+        if (!(e.pdf > 0.0f)) {
+            return false;
+        }
+        out.wi = wi;
+        out.weight = e.f_cos / e.pdf;
+        out.pdf = e.pdf;
+        out.delta = false;
+        return true;
+    }
+    case GW_MIRROR: {
+        const V3 wi = reflect(wo, fr.n);
+        if (!(dot(wi, fr.n_geo) > 0.0f)) {
+            return false;
+        }
+        out.wi = wi;
+        out.weight = b.ks;
+        out.pdf = 0.0f;
+        out.delta = true;
+        return true;
+    }
+    case GW_GLASS:
+        return bsdf_sample_glass(b, wo, u_lobe, out);
+    default:
+        return false;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rays: src/cpu/integrator.rs
+// ---------------------------------------------------------------------------------------------
+
+// offset_ray_origin: Wächter and Binder, Ray Tracing Gems 2019 (see the Rust comment).
+GW_INLINE float offset_component(float p, float n)
+{
+    const float origin = 1.0f / 32.0f;
+    const float float_scale = 1.0f / 65536.0f;
+    const float int_scale = 256.0f;
+    const int of_i = (int)(int_scale * n);
+    const unsigned int bits = (unsigned int)__float_as_int(p);
+    // Wrapping arithmetic, as the Rust code does, without signed overflow.
+    const unsigned int moved = (p < 0.0f) ? bits - (unsigned int)of_i : bits + (unsigned int)of_i;
+    return (fabsf(p) < origin) ? p + float_scale * n : __int_as_float((int)moved);
+}
+
+GW_INLINE V3 offset_ray_origin(V3 p, V3 n)
+{
+    return v3(offset_component(p.x, n.x), offset_component(p.y, n.y), offset_component(p.z, n.z));
+}

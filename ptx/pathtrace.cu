@@ -1,0 +1,437 @@
+// pathtrace.cu: the GPU path tracer, the same estimator as src/cpu/integrator.rs.
+//
+// Design: the whole path is traced in the ray-generation program (an iterative loop, trace
+// depth 1), like the CPU's `PathTracer::radiance`. The closest-hit program only reports the
+// hit (its SBT record's data pointer, triangle, distance, barycentrics) through the payload;
+// the miss program reports "no hit". Shadow rays are the same trace with
+// TERMINATE_ON_FIRST_HIT: any reported hit means "occluded". So one hit group, one miss
+// program and a ray-type stride of 1 serve both ray types, which keeps the SBT exactly one
+// record per (GAS, build input), as the IAS of src/optix/accel.rs expects.
+//
+// A launch covers one tile (launch width = tile pixels, 1D, row-major within the tile); each
+// thread adds the samples [sample_begin, sample_end) of its pixel, in order, to the tile's
+// float4 accumulation buffer: exactly what CpuBackend::render_tile does.
+//
+// Random numbers: Sampler(pixel = y * width + x, sample, seed), drawn in the CPU's order:
+// jitter (2), then at every vertex where the path may continue exactly 7 numbers: light
+// choice (1), point on the light (2), lobe (1), direction (2), Russian roulette (1).
+//
+// The structs below are mirrored by src/optix/pathtracer/layout.rs; its tests assert the same
+// sizes and offsets as the static_asserts here.
+#include "optix_device_min.h"
+#include "gasworks_common.h"
+
+using namespace optix_min;
+
+// Ray flags (OptixRayFlags) that optix_device_min.h does not name.
+enum : unsigned int {
+    GW_RAY_FLAG_TERMINATE_ON_FIRST_HIT = 1u << 2,
+};
+
+// One emissive triangle: its vertices (world space), area, emission (64 bytes).
+struct GwLight {
+    float p0[3];
+    float area;
+    float p1[3];
+    unsigned int group;
+    float p2[3];
+    unsigned int prim;
+    float emission[3];
+    float pad;
+};
+
+// The data of a hit-group SBT record: one per (GAS, build input), i.e. per scene group
+// (64 bytes). Pointers are null when the group has no normals / UVs / lights.
+struct GwHitGroupData {
+    const float* positions;          // float3 per vertex
+    const unsigned int* indices;     // uint3 per triangle
+    const float* normals;            // float3 per vertex, or null
+    const float* uvs;                // float2 per vertex, or null
+    const unsigned int* face_materials; // per triangle, into the material table
+    const unsigned int* light_index; // per triangle: index into the lights, or ~0u; or null
+    unsigned int group;
+    unsigned int triangle_count;
+    unsigned int pad[2];
+};
+
+// The launch parameters (184 bytes).
+struct GwLaunchParams {
+    OptixTraversableHandle handle; // the IAS
+    float* accum;                  // tile_w * tile_h float4 [r, g, b, n], row-major in the tile
+    const GwMaterial* materials;
+    const GwTexture* textures;
+    const float* texels; // every texture's texels, 3 floats each
+    const GwLight* lights;
+    const float* light_cdf;         // cdf[i] = P(light index <= i); the last is 1
+    unsigned long long* counters;   // [rays traced, non-finite samples], added to atomically
+    unsigned long long seed;
+    float eye[3];
+    float cam_u[3];
+    float cam_v[3];
+    float cam_w[3];
+    float environment[3]; // radiance of escaped rays (black when the scene has none)
+    unsigned int image_width;
+    unsigned int image_height;
+    unsigned int tile_x;
+    unsigned int tile_y;
+    unsigned int tile_w;
+    unsigned int tile_h;
+    unsigned int sample_begin;
+    unsigned int sample_end;
+    unsigned int max_depth;
+    unsigned int light_count;
+    unsigned int material_count;
+    unsigned int texture_count;
+    unsigned int pad;
+};
+
+static_assert(sizeof(GwLight) == 64, "GwLight layout");
+static_assert(GW_OFFSETOF(GwLight, group) == 28, "GwLight.group");
+static_assert(GW_OFFSETOF(GwLight, prim) == 44, "GwLight.prim");
+static_assert(GW_OFFSETOF(GwLight, emission) == 48, "GwLight.emission");
+static_assert(sizeof(GwHitGroupData) == 64, "GwHitGroupData layout");
+static_assert(GW_OFFSETOF(GwHitGroupData, light_index) == 40, "GwHitGroupData.light_index");
+static_assert(GW_OFFSETOF(GwHitGroupData, group) == 48, "GwHitGroupData.group");
+static_assert(sizeof(GwLaunchParams) == 184, "GwLaunchParams layout");
+static_assert(GW_OFFSETOF(GwLaunchParams, counters) == 56, "GwLaunchParams.counters");
+static_assert(GW_OFFSETOF(GwLaunchParams, seed) == 64, "GwLaunchParams.seed");
+static_assert(GW_OFFSETOF(GwLaunchParams, eye) == 72, "GwLaunchParams.eye");
+static_assert(GW_OFFSETOF(GwLaunchParams, environment) == 120, "GwLaunchParams.environment");
+static_assert(GW_OFFSETOF(GwLaunchParams, image_width) == 132, "GwLaunchParams.image_width");
+static_assert(GW_OFFSETOF(GwLaunchParams, tile_x) == 140, "GwLaunchParams.tile_x");
+static_assert(GW_OFFSETOF(GwLaunchParams, sample_begin) == 156, "GwLaunchParams.sample_begin");
+static_assert(GW_OFFSETOF(GwLaunchParams, max_depth) == 164, "GwLaunchParams.max_depth");
+static_assert(GW_OFFSETOF(GwLaunchParams, texture_count) == 176, "GwLaunchParams.texture_count");
+
+#define GW_NO_LIGHT 0xffffffffu
+
+extern "C" {
+__constant__ GwLaunchParams pathtrace_params;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tracing
+// ---------------------------------------------------------------------------------------------
+
+struct Hit {
+    const GwHitGroupData* data; // null: the ray escaped
+    unsigned int prim;
+    float t, u, v;
+};
+
+// RayData::new's conditions: a finite origin and a finite, non-zero direction.
+GW_INLINE bool ray_is_valid(V3 o, V3 d) { return is_finite(o) && is_finite(d) && !(d == v3s(0.0f)); }
+
+GW_INLINE Hit trace_closest(V3 o, V3 d, unsigned long long& rays)
+{
+    unsigned int p0 = 0u, p1 = 0u, prim = 0u, t = 0u, u = 0u, v = 0u;
+    // tmin 0 and tmax infinity, as the CPU's intersect_ray(ray, 0, INFINITY).
+    trace6(pathtrace_params.handle, o.x, o.y, o.z, d.x, d.y, d.z, 0.0f, __int_as_float(0x7f800000),
+           0xffu, RAY_FLAG_DISABLE_ANYHIT, 0u, 1u, 0u, p0, p1, prim, t, u, v);
+    rays += 1;
+    Hit h;
+    h.data = reinterpret_cast<const GwHitGroupData*>(((unsigned long long)p1 << 32) | p0);
+    h.prim = prim;
+    h.t = __uint_as_float(t);
+    h.u = __uint_as_float(u);
+    h.v = __uint_as_float(v);
+    return h;
+}
+
+// Whether anything lies on the segment o + s d, 0 < s < 1 (the CPU's occluded_ray(ray, 0, 1)).
+GW_INLINE bool occluded(V3 o, V3 d, unsigned long long& rays)
+{
+    unsigned int p0 = 0u, p1 = 0u, prim = 0u, t = 0u, u = 0u, v = 0u;
+    trace6(pathtrace_params.handle, o.x, o.y, o.z, d.x, d.y, d.z, 0.0f, 1.0f, 0xffu,
+           RAY_FLAG_DISABLE_ANYHIT | GW_RAY_FLAG_TERMINATE_ON_FIRST_HIT, 0u, 1u, 0u, p0, p1, prim,
+           t, u, v);
+    rays += 1;
+    return (p0 | p1) != 0u;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The integrator: src/cpu/integrator.rs
+// ---------------------------------------------------------------------------------------------
+
+struct SurfacePoint {
+    V3 p;
+    V3 n_geo;   // unit geometric normal as the winding gives it
+    V3 n_shade; // unit interpolated normal, or n_geo
+    bool has_uv;
+    float uv_u, uv_v;
+    unsigned int material;
+};
+
+// SurfacePoint::new.
+GW_INLINE SurfacePoint surface_point(const Hit& h)
+{
+    const GwHitGroupData& g = *h.data;
+    const unsigned int i0 = g.indices[3u * h.prim];
+    const unsigned int i1 = g.indices[3u * h.prim + 1u];
+    const unsigned int i2 = g.indices[3u * h.prim + 2u];
+    const float u = h.u, v = h.v;
+    const float w = 1.0f - u - v;
+    const V3 p0 = v3_load(g.positions + 3ull * i0);
+    const V3 p1 = v3_load(g.positions + 3ull * i1);
+    const V3 p2 = v3_load(g.positions + 3ull * i2);
+    SurfacePoint sp;
+    sp.p = w * p0 + u * p1 + v * p2;
+    sp.n_geo = normalize(cross(p1 - p0, p2 - p0));
+    sp.n_shade = sp.n_geo;
+    if (g.normals != nullptr) {
+        const V3 n = normalize(w * v3_load(g.normals + 3ull * i0) + u * v3_load(g.normals + 3ull * i1) +
+                               v * v3_load(g.normals + 3ull * i2));
+        if (is_finite(n)) {
+            sp.n_shade = n;
+        }
+    }
+    sp.has_uv = g.uvs != nullptr;
+    sp.uv_u = 0.0f;
+    sp.uv_v = 0.0f;
+    if (sp.has_uv) {
+        const float* a = g.uvs + 2ull * i0;
+        const float* b = g.uvs + 2ull * i1;
+        const float* c = g.uvs + 2ull * i2;
+        sp.uv_u = w * a[0] + u * b[0] + v * c[0];
+        sp.uv_v = w * a[1] + u * b[1] + v * c[1];
+    }
+    sp.material = g.face_materials[h.prim];
+    return sp;
+}
+
+// LightSampler::pick: the first i with u < cdf[i] (clamped to the last light).
+GW_INLINE unsigned int pick_light(float u)
+{
+    const float* cdf = pathtrace_params.light_cdf;
+    unsigned int lo = 0u, hi = pathtrace_params.light_count;
+    while (lo < hi) {
+        const unsigned int mid = lo + (hi - lo) / 2u;
+        if (cdf[mid] <= u) {
+            lo = mid + 1u;
+        } else {
+            hi = mid;
+        }
+    }
+    return min(lo, pathtrace_params.light_count - 1u);
+}
+
+// LightSampler::probability: cdf[i] - cdf[i - 1].
+GW_INLINE float light_probability(unsigned int i)
+{
+    const float* cdf = pathtrace_params.light_cdf;
+    const float lo = (i == 0u) ? 0.0f : cdf[i - 1u];
+    return cdf[i] - lo;
+}
+
+// PathTracer::light_pdf. Returns false where the CPU returns None.
+GW_INLINE bool light_pdf(const Hit& h, const SurfacePoint& sp, V3 dir, float& pdf)
+{
+    if (h.data->light_index == nullptr) {
+        return false;
+    }
+    const unsigned int li = h.data->light_index[h.prim];
+    if (li == GW_NO_LIGHT) {
+        return false;
+    }
+    const float cos_l = fabsf(dot(sp.n_geo, dir));
+    if (!(cos_l > 0.0f)) {
+        return false;
+    }
+    pdf = light_probability(li) / pathtrace_params.lights[li].area * h.t * h.t / cos_l;
+    return true;
+}
+
+// PathTracer::next_event: one light point, one shadow ray; throughput not included.
+GW_INLINE V3 next_event(const SurfacePoint& sp, const Bsdf& bsdf, V3 wo, float u_light, float u1,
+                        float u2, unsigned long long& rays)
+{
+    const V3 zero = v3s(0.0f);
+    const unsigned int li = pick_light(u_light);
+    const float p_pick = light_probability(li);
+    if (!(p_pick > 0.0f)) {
+        return zero;
+    }
+    const GwLight& light = pathtrace_params.lights[li];
+    const V3 q0 = v3_load(light.p0), q1 = v3_load(light.p1), q2 = v3_load(light.p2);
+    float b1, b2;
+    uniform_triangle(u1, u2, b1, b2);
+    const V3 q = (1.0f - b1 - b2) * q0 + b1 * q1 + b2 * q2;
+    const V3 n_light = normalize(cross(q1 - q0, q2 - q0));
+    const V3 to_light = q - sp.p;
+    const float dist2 = length_squared(to_light);
+    if (!(dist2 > 0.0f)) {
+        return zero;
+    }
+    const V3 wi = to_light / sqrtf(dist2);
+    const float cos_l = fabsf(dot(n_light, wi));
+    if (!(cos_l > 0.0f)) {
+        return zero;
+    }
+    const BsdfEval e = bsdf_eval(bsdf, wo, wi);
+    if (e.f_cos == zero) {
+        return zero;
+    }
+    const float p_light = p_pick / light.area * dist2 / cos_l;
+    const float side = dot(wi, sp.n_geo) >= 0.0f ? 1.0f : -1.0f;
+    const V3 origin = offset_ray_origin(sp.p, side * sp.n_geo);
+    const float light_side = dot(n_light, wi) < 0.0f ? 1.0f : -1.0f;
+    const V3 target = offset_ray_origin(q, light_side * n_light);
+    const V3 d = target - origin;
+    if (!ray_is_valid(origin, d)) {
+        return zero;
+    }
+    if (occluded(origin, d, rays)) {
+        return zero;
+    }
+    return e.f_cos * v3_load(light.emission) * (power_heuristic(p_light, e.pdf) / p_light);
+}
+
+// PathTracer::radiance.
+GW_INLINE V3 radiance(V3 origin, V3 dir, Sampler& rng, unsigned long long& rays)
+{
+    const GwLaunchParams& P = pathtrace_params;
+    const V3 env = v3_load(P.environment);
+    V3 ray_o = origin;
+    V3 ray_d = dir;
+    V3 throughput = v3s(1.0f);
+    V3 result = v3s(0.0f);
+    float prev_pdf = 0.0f;
+    bool prev_delta = true;
+    for (unsigned int depth = 1u; depth <= P.max_depth; ++depth) {
+        if (!ray_is_valid(ray_o, ray_d)) {
+            break;
+        }
+        const Hit hit = trace_closest(ray_o, ray_d, rays);
+        if (hit.data == nullptr) {
+            result += throughput * env;
+            break;
+        }
+        const SurfacePoint sp = surface_point(hit);
+        const GwMaterial& material = P.materials[sp.material];
+        const V3 wo = -ray_d;
+        if (is_emissive(material)) {
+            float w = 1.0f;
+            float p_light;
+            if (!prev_delta && light_pdf(hit, sp, ray_d, p_light)) {
+                w = power_heuristic(prev_pdf, p_light);
+            }
+            result += throughput * v3_load(material.emission) * w;
+        }
+        if (depth == P.max_depth) {
+            break;
+        }
+        const float u_light = next_f32(rng);
+        const float u_l1 = next_f32(rng);
+        const float u_l2 = next_f32(rng);
+        const float u_lobe = next_f32(rng);
+        const float u_b1 = next_f32(rng);
+        const float u_b2 = next_f32(rng);
+        const float u_rr = next_f32(rng);
+
+        const ShadingFrame frame = shading_frame(sp.n_geo, sp.n_shade, wo);
+        const Bsdf bsdf = bsdf_new(material, P.textures, P.texture_count, P.texels, sp.has_uv,
+                                   sp.uv_u, sp.uv_v, frame);
+        if (!bsdf_is_delta(bsdf) && P.light_count > 0u) {
+            result += throughput * next_event(sp, bsdf, wo, u_light, u_l1, u_l2, rays);
+        }
+        BsdfSample bs;
+        if (!bsdf_sample(bsdf, wo, u_lobe, u_b1, u_b2, bs)) {
+            break;
+        }
+        throughput *= bs.weight;
+        if (throughput == v3s(0.0f)) {
+            break;
+        }
+        if (depth >= 3u) {
+            const float q = fminf(max_element(throughput), 0.95f);
+            if (u_rr >= q) {
+                break;
+            }
+            throughput = throughput / q;
+        }
+        prev_pdf = bs.pdf;
+        prev_delta = bs.delta;
+        const float side = dot(bs.wi, sp.n_geo) >= 0.0f ? 1.0f : -1.0f;
+        ray_o = offset_ray_origin(sp.p, side * sp.n_geo);
+        ray_d = bs.wi;
+    }
+    return result;
+}
+
+// PathTracer::sample: the primary ray through (x + jx, y + jy) (CameraFrame::direction).
+GW_INLINE V3 sample_pixel(unsigned int x, unsigned int y, unsigned int sample, unsigned long long& rays)
+{
+    const GwLaunchParams& P = pathtrace_params;
+    Sampler rng = sampler_new(y * P.image_width + x, sample, P.seed);
+    const float jx = next_f32(rng);
+    const float jy = next_f32(rng);
+    const float px = (float)x + jx;
+    const float py = (float)y + jy;
+    const float sx = 2.0f * px / (float)P.image_width - 1.0f;
+    const float sy = 1.0f - 2.0f * py / (float)P.image_height;
+    const V3 dir = normalize(v3_load(P.cam_w) + sx * v3_load(P.cam_u) + sy * v3_load(P.cam_v));
+    return radiance(v3_load(P.eye), dir, rng, rays);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Programs
+// ---------------------------------------------------------------------------------------------
+
+extern "C" __global__ void __raygen__pathtrace()
+{
+    const GwLaunchParams& P = pathtrace_params;
+    const unsigned int i = launch_index_x();
+    if (P.tile_w == 0u || i >= P.tile_w * P.tile_h) {
+        return;
+    }
+    // Launch index -> pixel: row-major within the tile (src/optix/pathtracer/pack.rs,
+    // `tile_pixel`, is the same mapping, tested against the CPU's loop order).
+    const unsigned int x = P.tile_x + i % P.tile_w;
+    const unsigned int y = P.tile_y + i / P.tile_w;
+    float* acc = P.accum + 4ull * i;
+    float r = acc[0], g = acc[1], b = acc[2], n = acc[3];
+    unsigned long long rays = 0ull, dropped = 0ull;
+    for (unsigned int s = P.sample_begin; s < P.sample_end; ++s) {
+        const V3 l = sample_pixel(x, y, s, rays);
+        // As CpuBackend::render_tile: a non-finite sample adds nothing but still counts.
+        if (is_finite(l)) {
+            r += l.x;
+            g += l.y;
+            b += l.z;
+        } else {
+            dropped += 1ull;
+        }
+        n += 1.0f;
+    }
+    acc[0] = r;
+    acc[1] = g;
+    acc[2] = b;
+    acc[3] = n;
+    if (P.counters != nullptr) {
+        atomicAdd(&P.counters[0], rays);
+        if (dropped != 0ull) {
+            atomicAdd(&P.counters[1], dropped);
+        }
+    }
+}
+
+// Reports the hit: the SBT record's data pointer (payload 0-1), triangle, distance, barycentrics.
+extern "C" __global__ void __closesthit__pathtrace()
+{
+    const unsigned long long data = reinterpret_cast<unsigned long long>(sbt_data());
+    float u, v;
+    triangle_barycentrics(u, v);
+    set_payload<0>((unsigned int)data);
+    set_payload<1>((unsigned int)(data >> 32));
+    set_payload<2>(primitive_index());
+    set_payload<3>(__float_as_uint(ray_tmax()));
+    set_payload<4>(__float_as_uint(u));
+    set_payload<5>(__float_as_uint(v));
+}
+
+// Reports "no hit": a null data pointer.
+extern "C" __global__ void __miss__pathtrace()
+{
+    set_payload<0>(0u);
+    set_payload<1>(0u);
+}

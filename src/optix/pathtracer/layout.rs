@@ -1,0 +1,339 @@
+//! The structs the device code of `ptx/pathtrace.cu` (and `ptx/gasworks_common.h`) reads, laid
+//! out byte for byte as CUDA lays them out. Device pointers are `u64` (0 = null). The tests
+//! pin every size and the offsets the `.cu` files also `static_assert`, so a change on one side
+//! that is not made on the other fails here or in the NVRTC build.
+
+use bytemuck::{Pod, Zeroable};
+
+use crate::scene::MaterialKind;
+
+/// `GwMaterial`: one [`crate::scene::Material`] (64 bytes).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
+pub struct GwMaterial {
+    pub diffuse: [f32; 3],
+    /// [`material_kind_code`] of the kind.
+    pub kind: u32,
+    pub specular: [f32; 3],
+    pub shininess: f32,
+    pub transmittance: [f32; 3],
+    pub ior: f32,
+    pub emission: [f32; 3],
+    /// Index into the texture table, or -1 (no `map_Kd`).
+    pub texture: i32,
+}
+
+/// `GwTexture`: where one texture's texels start in the texel array, and its size (16 bytes).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
+pub struct GwTexture {
+    /// Index of its first texel (3 floats each) in the texel array.
+    pub first_texel: u64,
+    pub width: u32,
+    pub height: u32,
+}
+
+/// `GwLight`: one emissive triangle, its vertices in world space (64 bytes).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
+pub struct GwLight {
+    pub p0: [f32; 3],
+    pub area: f32,
+    pub p1: [f32; 3],
+    pub group: u32,
+    pub p2: [f32; 3],
+    pub prim: u32,
+    pub emission: [f32; 3],
+    pub pad: f32,
+}
+
+/// `GwHitGroupData`: the data of one hit-group SBT record, i.e. of one scene group (one build
+/// input of a GAS). Pointers are device addresses; 0 where the group has no normals, UVs or
+/// lights (64 bytes).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
+pub struct GwHitGroupData {
+    /// `float3` per vertex.
+    pub positions: u64,
+    /// `uint3` per triangle.
+    pub indices: u64,
+    /// `float3` per vertex, or 0.
+    pub normals: u64,
+    /// `float2` per vertex, or 0.
+    pub uvs: u64,
+    /// One material index per triangle.
+    pub face_materials: u64,
+    /// One light index per triangle (`u32::MAX`: not a light), or 0 when none is.
+    pub light_index: u64,
+    pub group: u32,
+    pub triangle_count: u32,
+    pub pad: [u32; 2],
+}
+
+/// `GwLaunchParams`: the `__constant__ pathtrace_params` of one launch (184 bytes).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
+pub struct GwLaunchParams {
+    /// The IAS.
+    pub handle: u64,
+    /// `tile_w * tile_h` float4 `[r, g, b, n]`, row-major within the tile.
+    pub accum: u64,
+    pub materials: u64,
+    pub textures: u64,
+    pub texels: u64,
+    pub lights: u64,
+    pub light_cdf: u64,
+    /// Two u64 the launch adds to: rays traced, non-finite samples. 0: not counted.
+    pub counters: u64,
+    pub seed: u64,
+    pub eye: [f32; 3],
+    pub cam_u: [f32; 3],
+    pub cam_v: [f32; 3],
+    pub cam_w: [f32; 3],
+    /// Radiance of escaped rays (black when the scene has no environment).
+    pub environment: [f32; 3],
+    pub image_width: u32,
+    pub image_height: u32,
+    pub tile_x: u32,
+    pub tile_y: u32,
+    pub tile_w: u32,
+    pub tile_h: u32,
+    pub sample_begin: u32,
+    pub sample_end: u32,
+    pub max_depth: u32,
+    pub light_count: u32,
+    pub material_count: u32,
+    pub texture_count: u32,
+    pub pad: u32,
+}
+
+/// The device code's code for a material kind (`GW_DIFFUSE`... in `gasworks_common.h`).
+pub fn material_kind_code(kind: MaterialKind) -> u32 {
+    match kind {
+        MaterialKind::Diffuse => 0,
+        MaterialKind::Glossy => 1,
+        MaterialKind::Mirror => 2,
+        MaterialKind::Glass => 3,
+    }
+}
+
+/// The inverse of [`material_kind_code`].
+pub fn material_kind_from_code(code: u32) -> Option<MaterialKind> {
+    Some(match code {
+        0 => MaterialKind::Diffuse,
+        1 => MaterialKind::Glossy,
+        2 => MaterialKind::Mirror,
+        3 => MaterialKind::Glass,
+        _ => return None,
+    })
+}
+
+/// The light index of a triangle that is not a light (`GW_NO_LIGHT`).
+pub const NO_LIGHT: u32 = u32::MAX;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::mem::{align_of, offset_of, size_of};
+
+    use crate::optix::pipeline::SbtRecord;
+
+    #[test]
+    fn material_layout_matches_the_device() {
+        assert_eq!(size_of::<GwMaterial>(), 64);
+        assert_eq!(align_of::<GwMaterial>(), 4);
+        assert_eq!(offset_of!(GwMaterial, diffuse), 0);
+        assert_eq!(offset_of!(GwMaterial, kind), 12);
+        assert_eq!(offset_of!(GwMaterial, specular), 16);
+        assert_eq!(offset_of!(GwMaterial, shininess), 28);
+        assert_eq!(offset_of!(GwMaterial, transmittance), 32);
+        assert_eq!(offset_of!(GwMaterial, ior), 44);
+        assert_eq!(offset_of!(GwMaterial, emission), 48);
+        assert_eq!(offset_of!(GwMaterial, texture), 60);
+    }
+
+    #[test]
+    fn texture_and_light_layouts_match_the_device() {
+        assert_eq!(size_of::<GwTexture>(), 16);
+        assert_eq!(align_of::<GwTexture>(), 8);
+        assert_eq!(offset_of!(GwTexture, first_texel), 0);
+        assert_eq!(offset_of!(GwTexture, width), 8);
+        assert_eq!(offset_of!(GwTexture, height), 12);
+
+        assert_eq!(size_of::<GwLight>(), 64);
+        assert_eq!(offset_of!(GwLight, p0), 0);
+        assert_eq!(offset_of!(GwLight, area), 12);
+        assert_eq!(offset_of!(GwLight, p1), 16);
+        assert_eq!(offset_of!(GwLight, group), 28);
+        assert_eq!(offset_of!(GwLight, p2), 32);
+        assert_eq!(offset_of!(GwLight, prim), 44);
+        assert_eq!(offset_of!(GwLight, emission), 48);
+    }
+
+    #[test]
+    fn hit_group_record_layout_matches_the_device() {
+        assert_eq!(size_of::<GwHitGroupData>(), 64);
+        assert_eq!(align_of::<GwHitGroupData>(), 8);
+        assert_eq!(offset_of!(GwHitGroupData, positions), 0);
+        assert_eq!(offset_of!(GwHitGroupData, indices), 8);
+        assert_eq!(offset_of!(GwHitGroupData, normals), 16);
+        assert_eq!(offset_of!(GwHitGroupData, uvs), 24);
+        assert_eq!(offset_of!(GwHitGroupData, face_materials), 32);
+        assert_eq!(offset_of!(GwHitGroupData, light_index), 40);
+        assert_eq!(offset_of!(GwHitGroupData, group), 48);
+        assert_eq!(offset_of!(GwHitGroupData, triangle_count), 52);
+        // The record: 32-byte header, then the data (8-byte aligned at offset 32), padded to 16.
+        assert_eq!(SbtRecord::<GwHitGroupData>::STRIDE, 96);
+        assert_eq!(SbtRecord::<()>::STRIDE, 32);
+    }
+
+    #[test]
+    fn launch_params_layout_matches_the_device() {
+        assert_eq!(size_of::<GwLaunchParams>(), 184);
+        assert_eq!(align_of::<GwLaunchParams>(), 8);
+        let expect = [
+            (offset_of!(GwLaunchParams, handle), 0),
+            (offset_of!(GwLaunchParams, accum), 8),
+            (offset_of!(GwLaunchParams, materials), 16),
+            (offset_of!(GwLaunchParams, textures), 24),
+            (offset_of!(GwLaunchParams, texels), 32),
+            (offset_of!(GwLaunchParams, lights), 40),
+            (offset_of!(GwLaunchParams, light_cdf), 48),
+            (offset_of!(GwLaunchParams, counters), 56),
+            (offset_of!(GwLaunchParams, seed), 64),
+            (offset_of!(GwLaunchParams, eye), 72),
+            (offset_of!(GwLaunchParams, cam_u), 84),
+            (offset_of!(GwLaunchParams, cam_v), 96),
+            (offset_of!(GwLaunchParams, cam_w), 108),
+            (offset_of!(GwLaunchParams, environment), 120),
+            (offset_of!(GwLaunchParams, image_width), 132),
+            (offset_of!(GwLaunchParams, image_height), 136),
+            (offset_of!(GwLaunchParams, tile_x), 140),
+            (offset_of!(GwLaunchParams, tile_y), 144),
+            (offset_of!(GwLaunchParams, tile_w), 148),
+            (offset_of!(GwLaunchParams, tile_h), 152),
+            (offset_of!(GwLaunchParams, sample_begin), 156),
+            (offset_of!(GwLaunchParams, sample_end), 160),
+            (offset_of!(GwLaunchParams, max_depth), 164),
+            (offset_of!(GwLaunchParams, light_count), 168),
+            (offset_of!(GwLaunchParams, material_count), 172),
+            (offset_of!(GwLaunchParams, texture_count), 176),
+            (offset_of!(GwLaunchParams, pad), 180),
+        ];
+        for (i, (got, want)) in expect.iter().enumerate() {
+            assert_eq!(got, want, "field {i}");
+        }
+    }
+
+    /// The `.cu` files assert the same numbers; this test keeps the two lists from drifting by
+    /// reading them out of the sources.
+    #[test]
+    fn device_sources_assert_the_same_layout() {
+        let sources = [
+            include_str!("../../../ptx/pathtrace.cu"),
+            include_str!("../../../ptx/gasworks_common.h"),
+        ]
+        .concat();
+        let expected: &[(&str, &str, usize)] = &[
+            ("GwMaterial", "kind", offset_of!(GwMaterial, kind)),
+            ("GwMaterial", "shininess", offset_of!(GwMaterial, shininess)),
+            ("GwMaterial", "ior", offset_of!(GwMaterial, ior)),
+            ("GwMaterial", "emission", offset_of!(GwMaterial, emission)),
+            ("GwMaterial", "texture", offset_of!(GwMaterial, texture)),
+            ("GwTexture", "width", offset_of!(GwTexture, width)),
+            ("GwLight", "group", offset_of!(GwLight, group)),
+            ("GwLight", "prim", offset_of!(GwLight, prim)),
+            ("GwLight", "emission", offset_of!(GwLight, emission)),
+            (
+                "GwHitGroupData",
+                "light_index",
+                offset_of!(GwHitGroupData, light_index),
+            ),
+            ("GwHitGroupData", "group", offset_of!(GwHitGroupData, group)),
+            (
+                "GwLaunchParams",
+                "counters",
+                offset_of!(GwLaunchParams, counters),
+            ),
+            ("GwLaunchParams", "seed", offset_of!(GwLaunchParams, seed)),
+            ("GwLaunchParams", "eye", offset_of!(GwLaunchParams, eye)),
+            (
+                "GwLaunchParams",
+                "environment",
+                offset_of!(GwLaunchParams, environment),
+            ),
+            (
+                "GwLaunchParams",
+                "image_width",
+                offset_of!(GwLaunchParams, image_width),
+            ),
+            (
+                "GwLaunchParams",
+                "tile_x",
+                offset_of!(GwLaunchParams, tile_x),
+            ),
+            (
+                "GwLaunchParams",
+                "sample_begin",
+                offset_of!(GwLaunchParams, sample_begin),
+            ),
+            (
+                "GwLaunchParams",
+                "max_depth",
+                offset_of!(GwLaunchParams, max_depth),
+            ),
+            (
+                "GwLaunchParams",
+                "texture_count",
+                offset_of!(GwLaunchParams, texture_count),
+            ),
+        ];
+        for (ty, field, offset) in expected {
+            let line = format!("GW_OFFSETOF({ty}, {field}) == {offset},");
+            assert!(
+                sources.contains(&line),
+                "the device code does not assert {line}"
+            );
+        }
+        for (ty, size) in [
+            ("GwMaterial", size_of::<GwMaterial>()),
+            ("GwTexture", size_of::<GwTexture>()),
+            ("GwLight", size_of::<GwLight>()),
+            ("GwHitGroupData", size_of::<GwHitGroupData>()),
+            ("GwLaunchParams", size_of::<GwLaunchParams>()),
+        ] {
+            let line = format!("sizeof({ty}) == {size},");
+            assert!(
+                sources.contains(&line),
+                "the device code does not assert {line}"
+            );
+        }
+    }
+
+    #[test]
+    fn material_kind_codes_round_trip() {
+        for kind in [
+            MaterialKind::Diffuse,
+            MaterialKind::Glossy,
+            MaterialKind::Mirror,
+            MaterialKind::Glass,
+        ] {
+            assert_eq!(
+                material_kind_from_code(material_kind_code(kind)),
+                Some(kind)
+            );
+        }
+        assert_eq!(material_kind_from_code(4), None);
+        // The codes the device code switches on.
+        let common = include_str!("../../../ptx/gasworks_common.h");
+        for (name, kind) in [
+            ("GW_DIFFUSE", MaterialKind::Diffuse),
+            ("GW_GLOSSY", MaterialKind::Glossy),
+            ("GW_MIRROR", MaterialKind::Mirror),
+            ("GW_GLASS", MaterialKind::Glass),
+        ] {
+            let line = format!("{name} = {}u,", material_kind_code(kind));
+            assert!(common.contains(&line), "gasworks_common.h lacks {line}");
+        }
+    }
+}

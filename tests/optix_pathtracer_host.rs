@@ -1,0 +1,511 @@
+//! The device path tracer's code, checked on the host against the CPU reference, bit for bit.
+//!
+//! `ptx/pathtrace.cu` and `ptx/gasworks_common.h` are compiled here by the host's C++ compiler
+//! (no GPU, no CUDA), with a stand-in for the few OptiX intrinsics they call: `optixTrace`
+//! becomes a brute-force loop over the hit records' triangles using the CPU's own watertight
+//! triangle test and (t, group, prim) tie order, which is exactly what the CPU BVH returns.
+//! The scene blob, the hit records and the launch parameters are the ones the Rust host code
+//! packs for the GPU (`optix::pathtracer::{pack, launch}`), relocated to host memory. The
+//! stand-in runs the ray-generation program once per launch index, as a launch would.
+//!
+//! With floating-point contraction off on both sides (Rust never contracts; the harness is built
+//! with `-ffp-contract=off`) and the same libm, every sample must then come out with the same
+//! bits as `CpuBackend::render_tile`: the port of the sampler, the draw order, the materials,
+//! textures, NEE with MIS, Russian roulette and the accumulation order is exact, not merely
+//! statistically right. What this cannot check is OptiX itself (the SBT, the payload plumbing,
+//! the hardware's own triangle test): that is the job of the GPU tests in `optix_pathtracer.rs`.
+//!
+//! The test needs a C++17 compiler (`$CXX`, else `c++`); without one it says so and passes.
+
+mod cpu_common;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use cpu_common::*;
+use gasworks::cpu::CpuBackend;
+use gasworks::optix::pathtracer::launch::{frame_params, tile_params};
+use gasworks::optix::pathtracer::pack::{hit_group_data, pack_scene};
+use gasworks::render::{RenderSettings, Tile, TileRenderer};
+use gasworks::scene::{Camera, Environment, Material, MaterialKind, Scene, Texture};
+use glam::{Vec2, Vec3};
+
+const PATHTRACE_CU: &str = include_str!("../ptx/pathtrace.cu");
+const GASWORKS_COMMON_H: &str = include_str!("../ptx/gasworks_common.h");
+
+/// Where the blob pretends to live on the device; the harness relocates pointers from it.
+const FAKE_BASE: u64 = 0x7f00_0000_0000;
+
+const PRELUDE: &str = r#"
+// Host stand-ins for the CUDA built-ins the device code uses.
+#include <cmath>
+#include <cstddef>
+#include <cstring>
+#include <math.h>
+#define __device__
+#define __forceinline__ inline
+#define __global__
+#define __constant__
+#define GW_OFFSETOF(T, m) offsetof(T, m)
+using std::isfinite;
+using std::isinf;
+static inline int __float_as_int(float f) { int i; std::memcpy(&i, &f, 4); return i; }
+static inline unsigned int __float_as_uint(float f) { unsigned int i; std::memcpy(&i, &f, 4); return i; }
+static inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
+static inline float __uint_as_float(unsigned int i) { float f; std::memcpy(&f, &i, 4); return f; }
+static inline unsigned int min(unsigned int a, unsigned int b) { return a < b ? a : b; }
+static inline unsigned long long atomicAdd(unsigned long long* a, unsigned long long v) { unsigned long long o = *a; *a += v; return o; }
+"#;
+
+const OPTIX_SHIM: &str = r#"
+// Host stand-in for optix_device_min.h: a launch index set by the harness, and a trace that the
+// harness implements by brute force.
+#pragma once
+typedef unsigned long long OptixTraversableHandle;
+namespace optix_min {
+enum : unsigned int { RAY_FLAG_NONE = 0u, RAY_FLAG_DISABLE_ANYHIT = 1u, PAYLOAD_TYPE_DEFAULT = 0u };
+extern unsigned int g_launch_index;
+inline unsigned int launch_index_x() { return g_launch_index; }
+void trace6(OptixTraversableHandle handle, float ox, float oy, float oz, float dx, float dy,
+            float dz, float tmin, float tmax, unsigned int visibility_mask, unsigned int ray_flags,
+            unsigned int sbt_offset, unsigned int sbt_stride, unsigned int miss_index,
+            unsigned int& p0, unsigned int& p1, unsigned int& p2, unsigned int& p3,
+            unsigned int& p4, unsigned int& p5);
+// Only the closest-hit and miss programs use these; the harness never runs them.
+inline unsigned int primitive_index() { return 0u; }
+inline float ray_tmax() { return 0.0f; }
+inline void triangle_barycentrics(float& u, float& v) { u = 0.0f; v = 0.0f; }
+inline const void* sbt_data() { return nullptr; }
+template <unsigned int Slot> inline void set_payload(unsigned int) {}
+}
+"#;
+
+const HARNESS: &str = r#"
+#include "pathtrace.cu"
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+unsigned int optix_min::g_launch_index = 0;
+static std::vector<GwHitGroupData> g_records;
+
+// The CPU's RayData and intersect_triangle (src/cpu/bvh.rs): Woop, Benthin, Wald's watertight
+// test with the double-precision fallback for edge functions that round to zero.
+struct HostRay { float o[3], d[3]; int kx, ky, kz; float sx, sy, sz; };
+
+static HostRay make_ray(const float* o, const float* d) {
+    HostRay r;
+    for (int i = 0; i < 3; ++i) { r.o[i] = o[i]; r.d[i] = d[i]; }
+    const float ax = fabsf(d[0]), ay = fabsf(d[1]), az = fabsf(d[2]);
+    r.kz = ax > ay ? (ax > az ? 0 : 2) : (ay > az ? 1 : 2);
+    r.kx = (r.kz + 1) % 3;
+    r.ky = (r.kx + 1) % 3;
+    r.sx = -d[r.kx] / d[r.kz];
+    r.sy = -d[r.ky] / d[r.kz];
+    r.sz = 1.0f / d[r.kz];
+    return r;
+}
+
+static bool intersect(const HostRay& r, const float* p0, const float* p1, const float* p2,
+                      float tmin, float tmax, float& t, float& u, float& v) {
+    float a[3], b[3], c[3];
+    for (int i = 0; i < 3; ++i) { a[i] = p0[i] - r.o[i]; b[i] = p1[i] - r.o[i]; c[i] = p2[i] - r.o[i]; }
+    const float ax = a[r.kx] + r.sx * a[r.kz], ay = a[r.ky] + r.sy * a[r.kz];
+    const float bx = b[r.kx] + r.sx * b[r.kz], by = b[r.ky] + r.sy * b[r.kz];
+    const float cx = c[r.kx] + r.sx * c[r.kz], cy = c[r.ky] + r.sy * c[r.kz];
+    float e0 = bx * cy - by * cx, e1 = cx * ay - cy * ax, e2 = ax * by - ay * bx;
+    if (e0 == 0.0f || e1 == 0.0f || e2 == 0.0f) {
+        e0 = (float)((double)bx * (double)cy - (double)by * (double)cx);
+        e1 = (float)((double)cx * (double)ay - (double)cy * (double)ax);
+        e2 = (float)((double)ax * (double)by - (double)ay * (double)bx);
+    }
+    if ((e0 < 0.0f || e1 < 0.0f || e2 < 0.0f) && (e0 > 0.0f || e1 > 0.0f || e2 > 0.0f)) return false;
+    const float det = e0 + e1 + e2;
+    if (det == 0.0f) return false;
+    const float az = r.sz * a[r.kz], bz = r.sz * b[r.kz], cz = r.sz * c[r.kz];
+    const float tt = (e0 * az + e1 * bz + e2 * cz) / det;
+    if (!(tt > tmin && tt < tmax)) return false;
+    t = tt; u = e1 / det; v = e2 / det;
+    return true;
+}
+
+// optixTrace by brute force over every record's triangles, in (group, prim) order, keeping the
+// first of equally close hits: the CPU BVH's (t, group, prim) order.
+void optix_min::trace6(OptixTraversableHandle, float ox, float oy, float oz, float dx, float dy,
+                       float dz, float tmin, float tmax, unsigned int, unsigned int ray_flags,
+                       unsigned int, unsigned int, unsigned int, unsigned int& p0,
+                       unsigned int& p1, unsigned int& p2, unsigned int& p3, unsigned int& p4,
+                       unsigned int& p5) {
+    const float o[3] = {ox, oy, oz}, d[3] = {dx, dy, dz};
+    const HostRay r = make_ray(o, d);
+    const bool any = (ray_flags & GW_RAY_FLAG_TERMINATE_ON_FIRST_HIT) != 0u;
+    const GwHitGroupData* best = nullptr;
+    float bt = tmax, bu = 0.0f, bv = 0.0f;
+    unsigned int bprim = 0u;
+    for (const GwHitGroupData& g : g_records) {
+        for (unsigned int prim = 0; prim < g.triangle_count; ++prim) {
+            const unsigned int* tri = g.indices + 3u * prim;
+            float t, u, v;
+            if (intersect(r, g.positions + 3u * tri[0], g.positions + 3u * tri[1],
+                          g.positions + 3u * tri[2], tmin, tmax, t, u, v)
+                && (best == nullptr || t < bt)) {
+                best = &g; bt = t; bu = u; bv = v; bprim = prim;
+                if (any) break;
+            }
+        }
+        if (any && best != nullptr) break;
+    }
+    if (best == nullptr) { p0 = 0u; p1 = 0u; return; }
+    const unsigned long long ptr = reinterpret_cast<unsigned long long>(best);
+    p0 = (unsigned int)ptr; p1 = (unsigned int)(ptr >> 32);
+    p2 = bprim; p3 = __float_as_uint(bt); p4 = __float_as_uint(bu); p5 = __float_as_uint(bv);
+}
+
+static void read_exact(FILE* f, void* p, size_t n) {
+    if (n != 0 && fread(p, 1, n, f) != n) { fprintf(stderr, "short input\n"); exit(2); }
+}
+
+// Input: fake base, blob, records, launch params, initial accumulation. Output: accumulation,
+// then the two counters.
+int main(int argc, char** argv) {
+    if (argc != 3) { fprintf(stderr, "usage: harness IN OUT\n"); return 2; }
+    FILE* in = fopen(argv[1], "rb");
+    if (!in) { perror("input"); return 2; }
+    unsigned long long base = 0, blob_len = 0, records = 0;
+    read_exact(in, &base, 8);
+    read_exact(in, &blob_len, 8);
+    std::vector<unsigned char> blob(blob_len + 16);
+    read_exact(in, blob.data(), blob_len);
+    read_exact(in, &records, 8);
+    g_records.resize(records);
+    read_exact(in, g_records.data(), records * sizeof(GwHitGroupData));
+    GwLaunchParams params;
+    read_exact(in, &params, sizeof(params));
+    const size_t pixels = (size_t)params.tile_w * params.tile_h;
+    std::vector<float> accum(4 * pixels);
+    read_exact(in, accum.data(), accum.size() * sizeof(float));
+    fclose(in);
+
+    auto reloc = [&](unsigned long long p) -> unsigned long long {
+        return p == 0 ? 0 : reinterpret_cast<unsigned long long>(blob.data()) + (p - base);
+    };
+    params.materials = reinterpret_cast<const GwMaterial*>(reloc((unsigned long long)params.materials));
+    params.textures = reinterpret_cast<const GwTexture*>(reloc((unsigned long long)params.textures));
+    params.texels = reinterpret_cast<const float*>(reloc((unsigned long long)params.texels));
+    params.lights = reinterpret_cast<const GwLight*>(reloc((unsigned long long)params.lights));
+    params.light_cdf = reinterpret_cast<const float*>(reloc((unsigned long long)params.light_cdf));
+    for (GwHitGroupData& g : g_records) {
+        g.positions = reinterpret_cast<const float*>(reloc((unsigned long long)g.positions));
+        g.indices = reinterpret_cast<const unsigned int*>(reloc((unsigned long long)g.indices));
+        g.normals = reinterpret_cast<const float*>(reloc((unsigned long long)g.normals));
+        g.uvs = reinterpret_cast<const float*>(reloc((unsigned long long)g.uvs));
+        g.face_materials = reinterpret_cast<const unsigned int*>(reloc((unsigned long long)g.face_materials));
+        g.light_index = reinterpret_cast<const unsigned int*>(reloc((unsigned long long)g.light_index));
+    }
+    unsigned long long counters[2] = {0, 0};
+    params.accum = accum.data();
+    params.counters = counters;
+    pathtrace_params = params;
+    for (unsigned int i = 0; i < pixels; ++i) {
+        optix_min::g_launch_index = i;
+        __raygen__pathtrace();
+    }
+    FILE* out = fopen(argv[2], "wb");
+    if (!out) { perror("output"); return 2; }
+    fwrite(accum.data(), sizeof(float), accum.size(), out);
+    fwrite(counters, 8, 2, out);
+    fclose(out);
+    return 0;
+}
+"#;
+
+/// The harness binary, compiled once per test run; `None` without a C++ compiler.
+fn harness() -> Option<&'static Path> {
+    static HARNESS_BIN: OnceLock<Option<PathBuf>> = OnceLock::new();
+    HARNESS_BIN
+        .get_or_init(|| {
+            let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
+            if Command::new(&cxx).arg("--version").output().is_err() {
+                eprintln!("SKIPPED: no C++ compiler ({cxx}) to build the host harness");
+                return None;
+            }
+            let dir = tempfile::Builder::new()
+                .prefix("gasworks-device-port")
+                .tempdir()
+                .unwrap()
+                .keep();
+            // The sources are embedded, so the test binary runs anywhere (a GPU host too).
+            std::fs::write(dir.join("pathtrace.cu"), PATHTRACE_CU).unwrap();
+            std::fs::write(dir.join("gasworks_common.h"), GASWORKS_COMMON_H).unwrap();
+            std::fs::write(dir.join("prelude.h"), PRELUDE).unwrap();
+            std::fs::write(dir.join("optix_device_min.h"), OPTIX_SHIM).unwrap();
+            std::fs::write(dir.join("harness.cpp"), HARNESS).unwrap();
+            let bin = dir.join("harness");
+            let out = Command::new(&cxx)
+                .current_dir(&dir)
+                .args([
+                    "-std=c++17",
+                    "-O2",
+                    "-ffp-contract=off",
+                    "-fno-fast-math",
+                    "-include",
+                    "prelude.h",
+                    "harness.cpp",
+                    "-o",
+                ])
+                .arg(&bin)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "the device code does not compile on the host:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            Some(bin)
+        })
+        .as_deref()
+}
+
+/// Runs the device code over `tile`, samples `samples`, starting from `accum`, and returns the
+/// accumulation and the counters [rays, non-finite samples].
+fn run_device_code(
+    bin: &Path,
+    scene: &Scene,
+    settings: &RenderSettings,
+    tile: Tile,
+    samples: std::ops::Range<u32>,
+    accum: &[[f32; 4]],
+) -> (Vec<[f32; 4]>, [u64; 2]) {
+    let packed = pack_scene(scene).unwrap();
+    // One record per group, in group order (the brute-force trace's tie order).
+    let groups: Vec<u32> = (0..scene.groups.len() as u32).collect();
+    let records = hit_group_data(&packed, FAKE_BASE, &groups).unwrap();
+    let frame = frame_params(
+        settings,
+        &packed,
+        FAKE_BASE,
+        0,
+        scene.environment_radiance().to_array(),
+    );
+    let params = tile_params(&frame, tile, samples, 0, 0);
+    let dir = tempfile::tempdir().unwrap();
+    let (input, output) = (dir.path().join("in.bin"), dir.path().join("out.bin"));
+    let mut f = std::fs::File::create(&input).unwrap();
+    f.write_all(&FAKE_BASE.to_le_bytes()).unwrap();
+    f.write_all(&(packed.bytes.len() as u64).to_le_bytes())
+        .unwrap();
+    f.write_all(&packed.bytes).unwrap();
+    f.write_all(&(records.len() as u64).to_le_bytes()).unwrap();
+    f.write_all(bytemuck::cast_slice(&records)).unwrap();
+    f.write_all(bytemuck::bytes_of(&params)).unwrap();
+    f.write_all(bytemuck::cast_slice(accum)).unwrap();
+    drop(f);
+    let status = Command::new(bin).arg(&input).arg(&output).status().unwrap();
+    assert!(status.success(), "harness failed: {status}");
+    let bytes = std::fs::read(&output).unwrap();
+    let n = tile.pixel_count() * 16;
+    assert_eq!(bytes.len(), n + 16);
+    let acc: Vec<[f32; 4]> = bytemuck::pod_collect_to_vec(&bytes[..n]);
+    let counters: Vec<u64> = bytemuck::pod_collect_to_vec(&bytes[n..]);
+    (acc, [counters[0], counters[1]])
+}
+
+/// Renders `tile` with the CPU backend in two passes and with the device code (second pass
+/// started from the CPU's first), and asserts the same bits for every pixel.
+fn assert_device_code_matches_cpu(scene: &Scene, settings: &RenderSettings, tile: Tile) {
+    let Some(bin) = harness() else { return };
+    let cpu = CpuBackend::new(scene, settings);
+    let split = settings.spp / 2;
+    let mut first = vec![[0.0f32; 4]; tile.pixel_count()];
+    cpu.render_tile(tile, 0..split, &mut first).unwrap();
+    let dropped_before = cpu.dropped_samples();
+    let mut both = first.clone();
+    cpu.render_tile(tile, split..settings.spp, &mut both)
+        .unwrap();
+    let dropped = cpu.dropped_samples() - dropped_before;
+
+    let (device, counters) =
+        run_device_code(bin, scene, settings, tile, split..settings.spp, &first);
+    let mut mismatches = 0;
+    for (i, (c, d)) in both.iter().zip(&device).enumerate() {
+        if c.map(f32::to_bits) != d.map(f32::to_bits) {
+            if mismatches < 5 {
+                eprintln!(
+                    "pixel {:?}: cpu {c:?} device {d:?}",
+                    (tile.x + i as u32 % tile.w, tile.y + i as u32 / tile.w)
+                );
+            }
+            mismatches += 1;
+        }
+    }
+    assert_eq!(
+        mismatches,
+        0,
+        "{} of {} pixels differ",
+        mismatches,
+        device.len()
+    );
+    let samples = tile.pixel_count() as u64 * u64::from(settings.spp - split);
+    assert!(
+        counters[0] >= samples,
+        "rays {} < samples {samples}",
+        counters[0]
+    );
+    assert_eq!(counters[1], dropped, "non-finite samples");
+    // Something was rendered.
+    assert!(device.iter().any(|p| p[0] > 0.0));
+    eprintln!(
+        "{}: {} pixels x {} spp bit-identical; {} rays",
+        scene.source,
+        device.len(),
+        settings.spp,
+        counters[0]
+    );
+}
+
+/// A 4x4 checker texture with colours, so a wrong texel, wrap or filter shows.
+fn checker() -> Texture {
+    let mut texels = Vec::new();
+    for y in 0..4 {
+        for x in 0..4 {
+            texels.push(if (x + y) % 2 == 0 {
+                [0.9, 0.2, 0.1]
+            } else {
+                [0.1, 0.3, 0.8]
+            });
+        }
+    }
+    Texture {
+        path: "checker".into(),
+        width: 4,
+        height: 4,
+        texels,
+    }
+}
+
+/// The Cornell-like box of the CPU tests (every material kind, an area light) with a textured
+/// floor whose UVs run past [0, 1] (wrapping).
+fn textured_cornell() -> Scene {
+    let mut scene = cornell_like();
+    let floor = scene.groups.iter().position(|g| g.name == "floor").unwrap();
+    let mut tex = Material::diffuse("checker", Vec3::splat(0.9));
+    tex.diffuse_texture = Some(0);
+    scene.materials.push(tex);
+    let m = scene.materials.len() as u32 - 1;
+    let g = &mut scene.groups[floor];
+    g.uvs = vec![
+        Vec2::new(-0.3, -0.2),
+        Vec2::new(2.7, -0.2),
+        Vec2::new(2.7, 1.9),
+        Vec2::new(-0.3, 1.9),
+    ];
+    g.face_materials = vec![m; g.indices.len()];
+    scene.textures = vec![checker()];
+    scene.finalize();
+    scene
+}
+
+/// Spheres of glass, mirror and glossy under a coloured environment, no area light: the
+/// escape path and the environment term.
+fn spheres_in_environment() -> Scene {
+    let mut glass = material("glass", MaterialKind::Glass);
+    glass.ior = 1.5;
+    let mut mirror = material("mirror", MaterialKind::Mirror);
+    mirror.specular = Vec3::new(0.9, 0.8, 0.7);
+    let mut glossy = material("glossy", MaterialKind::Glossy);
+    glossy.diffuse = Vec3::splat(0.2);
+    glossy.specular = Vec3::splat(0.6);
+    glossy.shininess = 30.0;
+    let mut scene = Scene::new(
+        "spheres-in-environment",
+        vec![
+            sphere("glass", Vec3::new(-0.6, 0.0, 0.0), 0.45, 10, 20, 0, true),
+            sphere("mirror", Vec3::new(0.5, 0.1, -0.2), 0.4, 8, 16, 1, false),
+            sphere("glossy", Vec3::new(0.0, -0.3, 0.6), 0.3, 8, 16, 2, true),
+            quad(
+                "ground",
+                Vec3::new(-3.0, -0.75, -3.0),
+                Vec3::new(0.0, 0.0, 6.0),
+                Vec3::new(6.0, 0.0, 0.0),
+                3,
+            ),
+        ],
+        vec![
+            glass,
+            mirror,
+            glossy,
+            Material::diffuse("ground", Vec3::splat(0.5)),
+        ],
+    );
+    scene.environment = Some(Environment {
+        radiance: Vec3::new(1.0, 0.9, 0.7),
+    });
+    scene
+}
+
+fn settings(
+    eye: Vec3,
+    at: Vec3,
+    w: u32,
+    h: u32,
+    spp: u32,
+    max_depth: u32,
+    seed: u64,
+) -> RenderSettings {
+    RenderSettings {
+        width: w,
+        height: h,
+        spp,
+        max_depth,
+        seed,
+        camera: Camera {
+            eye,
+            look_at: at,
+            up: Vec3::Y,
+            fov_y_deg: 45.0,
+        }
+        .frame(w, h)
+        .unwrap(),
+    }
+}
+
+#[test]
+fn device_code_matches_the_cpu_on_a_textured_cornell_box() {
+    let s = cornell_settings(40, 32, 6, 8, 5);
+    let tile = Tile {
+        x: 3,
+        y: 2,
+        w: 33,
+        h: 28,
+    };
+    assert_device_code_matches_cpu(&textured_cornell(), &s, tile);
+}
+
+#[test]
+fn device_code_matches_the_cpu_on_glass_and_mirror_spheres_in_an_environment() {
+    let s = settings(Vec3::new(0.3, 0.6, 3.0), Vec3::ZERO, 36, 24, 6, 10, 77);
+    let tile = Tile {
+        x: 0,
+        y: 0,
+        w: 36,
+        h: 24,
+    };
+    assert_device_code_matches_cpu(&spheres_in_environment(), &s, tile);
+}
+
+#[test]
+fn device_code_matches_the_cpu_at_depth_one_and_two() {
+    // Depth 1: emitters seen directly only; depth 2: one bounce, no Russian roulette.
+    for depth in [1, 2] {
+        let s = cornell_settings(16, 16, 4, depth, 9);
+        let tile = Tile {
+            x: 0,
+            y: 0,
+            w: 16,
+            h: 16,
+        };
+        assert_device_code_matches_cpu(&textured_cornell(), &s, tile);
+    }
+}
