@@ -7,6 +7,8 @@
 //! - `auto`: OptiX when an NVIDIA GPU and driver are present and the backend can be set up,
 //!   saying so; otherwise the CPU, saying why not.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 use anyhow::Context;
@@ -109,4 +111,88 @@ fn optix_backend(
         renderer: Box::new(optix.clone()),
         optix: Some(optix),
     })
+}
+
+/// Where the tile scheduler's workers get their renderers ([`crate::sched::RendererFactory`]).
+///
+/// - `cpu` workers share one CPU renderer: the selected backend's when it is the CPU, else one
+///   built on first use (so `--devices gpu0,cpu:1` mixes both).
+/// - `gpuD` workers get an [`OptixBackend::worker`] each (own CUDA stream and buffers), sharing
+///   GPU D's acceleration structures. GPU 0's backend is the selected one when it is OptiX;
+///   other GPUs (and GPU 0 after a CPU selection) are set up on first use with the same build
+///   options, and fail with the driver's reason when they cannot be.
+pub struct WorkerFactory<'a> {
+    scene: &'a Scene,
+    settings: RenderSettings,
+    accel: AccelArgs,
+    selected: Arc<dyn TileRenderer>,
+    selected_is_cpu: bool,
+    cpu: OnceLock<Arc<dyn TileRenderer>>,
+    gpus: Mutex<HashMap<u32, OptixBackend>>,
+}
+
+impl<'a> WorkerFactory<'a> {
+    pub fn new(
+        scene: &'a Scene,
+        settings: &RenderSettings,
+        accel: &AccelArgs,
+        backend: Backend,
+    ) -> WorkerFactory<'a> {
+        let mut gpus = HashMap::new();
+        let selected_is_cpu = backend.optix.is_none();
+        if let Some(optix) = backend.optix {
+            gpus.insert(0, optix);
+        }
+        WorkerFactory {
+            scene,
+            settings: *settings,
+            accel: accel.clone(),
+            selected: Arc::from(backend.renderer),
+            selected_is_cpu,
+            cpu: OnceLock::new(),
+            gpus: Mutex::new(gpus),
+        }
+    }
+
+    /// Rays traced by every GPU so far, when a GPU rendered.
+    pub fn rays_traced(&self) -> Option<u64> {
+        let gpus = self.gpus.lock().ok()?;
+        if gpus.is_empty() {
+            return None;
+        }
+        Some(gpus.values().map(|g| g.counters().rays).sum())
+    }
+}
+
+impl crate::sched::RendererFactory for WorkerFactory<'_> {
+    fn cpu(&self) -> anyhow::Result<Arc<dyn TileRenderer>> {
+        if self.selected_is_cpu {
+            return Ok(self.selected.clone());
+        }
+        Ok(self
+            .cpu
+            .get_or_init(|| Arc::new(crate::cpu::CpuBackend::new(self.scene, &self.settings)))
+            .clone())
+    }
+
+    fn gpu(&self, device: u32, _stream: u32) -> anyhow::Result<Arc<dyn TileRenderer>> {
+        let mut gpus = self
+            .gpus
+            .lock()
+            .map_err(|_| anyhow::anyhow!("a GPU worker's setup panicked"))?;
+        if !gpus.contains_key(&device) {
+            let mut options = OptixOptions::from_cli(&self.accel)?;
+            options.device = device as usize;
+            let backend =
+                OptixBackend::new(self.scene, &self.settings, &options).with_context(|| {
+                    format!("--devices gpu{device}: cannot set up the OptiX backend")
+                })?;
+            eprintln!("backend: gpu{device}: {}", backend.describe());
+            gpus.insert(device, backend);
+        }
+        let worker = gpus[&device]
+            .worker()
+            .with_context(|| format!("--devices gpu{device}: cannot create a worker"))?;
+        Ok(Arc::new(worker))
+    }
 }

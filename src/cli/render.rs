@@ -1,7 +1,6 @@
 //! `gasworks render`: load a scene, pick a backend, render the tiles, write the image.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Context;
@@ -117,11 +116,16 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
     let backend = crate::backend::select(a.backend.into(), &scene, &settings, &a.accel)?;
     eprintln!("backend: {}", backend.description);
     let build_seconds = backend.build_seconds;
-    // The workers' renderers: every `cpu` worker shares the backend's renderer. GPU workers
-    // plug in here: once the OptiX backend exists, give the scheduler a factory whose `gpu`
-    // builds (or shares) an OptiX renderer per CUDA stream; until then `gpu*` devices are
-    // refused with a clear error.
-    let factory = crate::sched::CpuOnlyFactory(Arc::from(backend.renderer));
+    // Without --devices, the selected backend decides the workers: two streams on GPU 0 (one
+    // launch in flight while the other's tile is copied back), or one worker per CPU thread.
+    let mut schedule = schedule;
+    if a.schedule.devices.is_none() && backend.optix.is_some() {
+        schedule.devices = vec![crate::sched::DeviceSpec::Gpu {
+            device: 0,
+            streams: 2,
+        }];
+    }
+    let factory = crate::backend::WorkerFactory::new(&scene, &settings, &a.accel, backend);
     let t1 = Instant::now();
     let frame = crate::sched::render_frame(&scene, &settings, &schedule, &factory, a.quiet)?;
     let render_s = t1.elapsed().as_secs_f64();
@@ -143,7 +147,7 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
         samples / render_s / 1e6,
         a.output.display()
     );
-    if let Some(rays) = backend.rays_traced() {
+    if let Some(rays) = factory.rays_traced() {
         eprintln!(
             "rays: {rays} traced, {:.1} M rays/s",
             rays as f64 / render_s / 1e6
