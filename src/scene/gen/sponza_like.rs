@@ -5,7 +5,8 @@
 //! The sizes here are the quantiles of a log-logistic distribution (a power-law tail) with
 //! 10% of the groups set to 2 triangles, jittered by the seed, with the median solved for so
 //! that the total matches the request. Each size is then made into a real mesh in an
-//! atrium-like layout open at +Z: a tessellated floor and three walls (the largest groups),
+//! atrium-like layout open at -Z (toward a camera placed like the Cornell box's, looking
+//! along +Z): a tessellated floor and three walls (the largest groups),
 //! wavy drapes on the back wall, columns, arches, urns and rings along two colonnades, cones,
 //! crates, balls and vases in the side aisles, quads as banners on the side walls, and an
 //! emissive skylight (also a 2-triangle group) over the court.
@@ -39,7 +40,7 @@ const DRAPE_MIN: u64 = 1500;
 /// Groups at least this large are colonnade pieces; smaller ones stand in the aisles.
 const MEDIUM_MIN: u64 = 150;
 
-// The atrium: x in [-HALF_X, HALF_X], z in [-HALF_Z, HALF_Z] (open at +Z), y in [0, HEIGHT].
+// The atrium: x in [-HALF_X, HALF_X], z in [-HALF_Z, HALF_Z] (open at -Z), y in [0, HEIGHT].
 const HALF_X: f32 = 20.0;
 const HALF_Z: f32 = 10.0;
 const HEIGHT: f32 = 14.0;
@@ -278,11 +279,11 @@ fn build_group(index: usize, role: Role, size: u64, layout: &mut Layout, rng: &m
             "floor".to_string()
         }
         Role::Wall(k) => {
-            // Back (z = -HALF_Z, facing +Z), left (x = -HALF_X, facing +X), right.
+            // Back (z = +HALF_Z, facing -Z), left (x = -HALF_X, facing +X), right.
             let (width, place, name) = match k {
                 0 => (
                     2.0 * HALF_X,
-                    Placement::at(Vec3::new(0.0, HEIGHT / 2.0, -HALF_Z)),
+                    Placement::at(Vec3::new(0.0, HEIGHT / 2.0, HALF_Z)).turned(PI),
                     "wall_back",
                 ),
                 1 => (
@@ -346,7 +347,8 @@ fn build_group(index: usize, role: Role, size: u64, layout: &mut Layout, rng: &m
             let (width, height) = (pitch * 0.85, 9.0);
             let (nx, ny) = grid_for(size, width, height);
             let folds = (width / 0.4).round().max(1.0);
-            let place = Placement::at(Vec3::new(x, 8.0, -HALF_Z + 0.4));
+            // On the back wall, facing the open side.
+            let place = Placement::at(Vec3::new(x, 8.0, HALF_Z - 0.4)).turned(PI);
             let material = FABRICS[rng.below(FABRICS.len())];
             let mut b = MeshBuilder::new(&mut group, place, material);
             mesh::panel(&mut b, nx, ny, Vec2::new(width, height), |u, v| {
@@ -538,6 +540,22 @@ mod tests {
         assert_eq!(roles.iter().filter(|&&r| r == Role::Skylight).count(), 1);
         let floor = roles.iter().position(|&r| r == Role::Floor).unwrap();
         assert_eq!(sizes[floor], *sizes.iter().max().unwrap());
+    }
+
+    #[test]
+    fn the_atrium_opens_toward_minus_z() {
+        let s = sponza_like(40, 4_000, 2).unwrap();
+        let back = s.groups.iter().find(|g| g.name == "wall_back").unwrap();
+        let [a, b, c] = back.triangle(0);
+        assert!((b - a).cross(c - a).normalize().z < -0.99);
+        assert!(back.bounds().min[2] > HALF_Z - 1e-3);
+        // Nothing closes the -Z side: no triangle of a wall reaches z = -HALF_Z.
+        for g in s.groups.iter().filter(|g| g.name.starts_with("wall_")) {
+            for i in 0..g.triangle_count() {
+                let t = g.triangle(i);
+                assert!(!t.iter().all(|p| (p.z + HALF_Z).abs() < 1e-3), "{}", g.name);
+            }
+        }
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! A toy store after FlexRender's "Toy Store": rows of shelf units full of toys, every toy a
 //! mesh of its own (its own vertices, its own shape parameters: nothing is instanced), in
-//! mixed diffuse and mirror materials, lit by ceiling panels over the aisles.
+//! mixed diffuse and mirror materials, lit by ceiling panels over the aisles. The units open
+//! toward -Z, where a camera placed like the Cornell box's (looking along +Z) sees them; the
+//! rows go away from it.
 //!
 //! One shelf unit is one group of exactly [`TRIANGLES_PER_SHELF`] triangles: a frame of 8
 //! boxes and 4 boards of 6 toys (each board one of each kind: ball, ring, can, rocket, vase,
@@ -121,31 +123,28 @@ pub fn toystore_groups<E>(
 ) -> Result<(), E> {
     let (rows, columns) = rows_and_columns(shelves);
     let row_length = columns as f32 * UNIT_PITCH;
-    let depth = rows as f32 * ROW_PITCH;
 
+    // The floor reaches 2 m past the store on every side, and an aisle further at the front.
+    let front = -ROW_PITCH - 2.0;
+    let back = (rows - 1) as f32 * ROW_PITCH + UNIT_DEPTH + 2.0;
     let mut floor = Group {
         name: "floor".into(),
         ..Group::default()
     };
-    let place = Placement::at(Vec3::new(row_length * 0.5, 0.0, ROW_PITCH - depth * 0.5))
+    let place = Placement::at(Vec3::new(row_length * 0.5, 0.0, 0.5 * (front + back)))
         .rotated(Quat::from_rotation_x(-std::f32::consts::FRAC_PI_2));
     let mut b = MeshBuilder::new(&mut floor, place, FLOOR);
-    mesh::panel(
-        &mut b,
-        1,
-        1,
-        Vec2::new(row_length + 4.0, depth + 4.0),
-        |_, _| 0.0,
-    );
+    let size = Vec2::new(row_length + 4.0, back - front);
+    mesh::panel(&mut b, 1, 1, size, |_, _| 0.0);
     sink(floor)?;
 
-    // One strip of light above each aisle, facing down.
+    // One strip of light above the aisle in front of each row, facing down.
     let mut lights = Group {
         name: "ceiling_lights".into(),
         ..Group::default()
     };
     for row in 0..rows {
-        let z = -(row as f32) * ROW_PITCH + UNIT_DEPTH + 0.8;
+        let z = row as f32 * ROW_PITCH - 0.8;
         let place = Placement::at(Vec3::new(row_length * 0.5, LIGHT_HEIGHT, z))
             .rotated(Quat::from_rotation_x(std::f32::consts::FRAC_PI_2));
         let mut b = MeshBuilder::new(&mut lights, place, LIGHT);
@@ -155,7 +154,7 @@ pub fn toystore_groups<E>(
 
     for shelf in 0..shelves {
         let (row, column) = (shelf / columns, shelf % columns);
-        let origin = Vec3::new(column as f32 * UNIT_PITCH, 0.0, -(row as f32) * ROW_PITCH);
+        let origin = Vec3::new(column as f32 * UNIT_PITCH, 0.0, row as f32 * ROW_PITCH);
         sink(shelf_unit(shelf, origin, seed))?;
     }
     Ok(())
@@ -176,7 +175,7 @@ pub fn toystore(shelves: u64, seed: u64) -> Result<Scene, GenError> {
     ))
 }
 
-/// One shelf unit with its origin at the back-left-bottom corner, open toward +Z.
+/// One shelf unit from `origin` to `origin + (width, height, depth)`, open toward -Z.
 fn shelf_unit(shelf: u64, origin: Vec3, seed: u64) -> Group {
     let mut group = Group {
         name: format!("shelf_{shelf:06}"),
@@ -187,14 +186,14 @@ fn shelf_unit(shelf: u64, origin: Vec3, seed: u64) -> Group {
     {
         let mut b = MeshBuilder::new(&mut group, Placement::at(origin), WOOD);
         let (w, h, d) = (UNIT_WIDTH, UNIT_HEIGHT, UNIT_DEPTH);
-        // Sides, back, top, and the 4 boards the toys stand on.
+        // Sides, back (at +Z), top, and the 4 boards the toys stand on.
         mesh::cuboid(&mut b, Vec3::ZERO, Vec3::new(t, h, d));
         mesh::cuboid(&mut b, Vec3::new(w - t, 0.0, 0.0), Vec3::new(w, h, d));
-        mesh::cuboid(&mut b, Vec3::new(t, 0.0, 0.0), Vec3::new(w - t, h, t));
-        mesh::cuboid(&mut b, Vec3::new(t, h - t, t), Vec3::new(w - t, h, d));
+        mesh::cuboid(&mut b, Vec3::new(t, 0.0, d - t), Vec3::new(w - t, h, d));
+        mesh::cuboid(&mut b, Vec3::new(t, h - t, 0.0), Vec3::new(w - t, h, d - t));
         for board in 0..BOARDS {
             let y = board as f32 * BOARD_GAP;
-            mesh::cuboid(&mut b, Vec3::new(t, y, t), Vec3::new(w - t, y + t, d));
+            mesh::cuboid(&mut b, Vec3::new(t, y, 0.0), Vec3::new(w - t, y + t, d - t));
         }
     }
     let slot_width = (UNIT_WIDTH - 2.0 * t) / KINDS as f32;
@@ -207,7 +206,7 @@ fn shelf_unit(shelf: u64, origin: Vec3, seed: u64) -> Group {
                 + Vec3::new(
                     t + slot_width * (slot as f32 + 0.5),
                     floor_y,
-                    t + (UNIT_DEPTH - t) * 0.5,
+                    (UNIT_DEPTH - t) * 0.5,
                 );
             // Each toy fits a slot_width cube, below the next board.
             let size = slot_width * rng.range(0.6, 0.85);
