@@ -45,9 +45,9 @@ pub enum CameraError {
 }
 
 impl Camera {
-    /// A camera that frames `bounds`: looking down -Z at its centre from far enough away that
-    /// the bounding sphere fits the vertical field of view, as the Cornell box's published
-    /// camera does.
+    /// A camera that frames `bounds`: looking along +Z at its centre, from far enough away that
+    /// the bounding sphere fits the vertical field of view. +Z is the Cornell box's published
+    /// view direction, and the generated scenes open toward -Z to match.
     pub fn framing(bounds: &Bounds, fov_y_deg: f32) -> Camera {
         let center = bounds.center();
         let radius = (bounds.diagonal().length() * 0.5).max(1e-3);
@@ -55,7 +55,7 @@ impl Camera {
         // one is at least as wide for landscape images).
         let distance = radius / (fov_y_deg.to_radians() * 0.5).sin().max(1e-3);
         Camera {
-            eye: center + Vec3::Z * distance,
+            eye: center - Vec3::Z * distance,
             look_at: center,
             up: Vec3::Y,
             fov_y_deg,
