@@ -16,8 +16,8 @@
 //!    for a GAS of one group, `sbtOffset` = the GAS's first hit record), built on the main stream
 //!    after the builds' events.
 //!
-//! Every device resource is an RAII buffer, stream or event; an [`Accel`] waits for its own work
-//! before its buffers are freed.
+//! Every device resource is an RAII buffer, stream or event; memory is freed only after the
+//! work that uses it is done (a wait on the stream it was ordered into).
 
 use std::sync::Arc;
 
@@ -497,6 +497,13 @@ impl GasBatch {
         Ok(handles)
     }
 
+    /// Keeps the GASes' allocation and frees the rest (the scratch) once every build enqueued
+    /// so far is done: waits for `main`, which the builds joined into.
+    pub fn into_output(self, main: &Stream) -> Result<DeviceBuffer, AccelError> {
+        main.synchronize()?;
+        Ok(self.output)
+    }
+
     /// The compacted size of every GAS, read back in one copy on the main stream (which waits
     /// for the builds). `None` unless built with compaction.
     pub fn read_compacted_sizes(
@@ -578,20 +585,18 @@ pub struct Accel {
     table: GasTable,
     stats: AccelStats,
     streams: StreamSet,
-    ready: Event,
-    // Buffers the structures live in (kept until drop; Drop waits for `ready` first).
+    // The memory the structures live in, kept until drop (Drop waits for the main stream).
+    // Scratch memory and the uploaded triangles are freed once the build is done: a GAS does
+    // not refer to its build inputs.
     _gas: DeviceBuffer,
     _ias: DeviceBuffer,
-    _ias_scratch: DeviceBuffer,
     _instances: DeviceBuffer,
-    _batch: Option<GasBatch>,
-    _geometry: DeviceGeometry,
 }
 
 impl Accel {
     /// Uploads the scene, builds every GAS across `options.streams` streams, compacts when
-    /// asked, and builds the IAS. Returns once the IAS build is enqueued; [`Accel::wait`]
-    /// waits for it (tracing on the main stream needs no wait).
+    /// asked, and builds the IAS. Returns when the IAS is built (it waits for the main stream,
+    /// then frees the scratch memory and the uploaded triangles).
     pub fn build(
         ctx: &Arc<DeviceContext>,
         scene: &Scene,
@@ -630,7 +635,7 @@ impl Accel {
             ..Default::default()
         };
 
-        let (gas, batch) = match batch.read_compacted_sizes(&streams)? {
+        let gas = match batch.read_compacted_sizes(&streams)? {
             Some(sizes) => {
                 let _range = nvtx::range_with(|| format!("compact: {} GASes", sizes.len()));
                 let (offsets, total) = compacted_layout(&sizes);
@@ -646,13 +651,11 @@ impl Accel {
                 // The uncompacted GASes may only be freed once compaction has read them.
                 streams.main().synchronize()?;
                 drop(batch);
-                (compacted, None)
+                compacted
             }
-            None => {
-                // Keep the batch (its output allocation holds the GASes).
-                let placeholder = gpu.alloc(0)?;
-                (placeholder, Some(batch))
-            }
+            // The batch's output allocation holds the GASes: keep it; the scratch goes once
+            // the builds are done (below).
+            None => batch.into_output(streams.main())?,
         };
 
         let _range = nvtx::range_with(|| format!("IAS: {} instances", handles.len()));
@@ -689,20 +692,18 @@ impl Accel {
             )
         }?;
         stats.ias_bytes = sizes.output_size_in_bytes as u64;
-        let ready = gpu.new_event(false)?;
-        ready.record(streams.main())?;
+        // Scratch and triangles may be freed only once the builds that read them are done.
+        streams.main().synchronize()?;
+        drop(ias_scratch);
+        drop(geometry);
         Ok(Accel {
             handle,
             table,
             stats,
             streams,
-            ready,
             _gas: gas,
             _ias: ias,
-            _ias_scratch: ias_scratch,
             _instances: instances_buffer,
-            _batch: batch,
-            _geometry: geometry,
         })
     }
 
@@ -720,21 +721,16 @@ impl Accel {
         &self.stats
     }
 
-    /// The main stream, ordered after the whole build: launches here need no wait.
+    /// The main stream: launches here are ordered before the structures are freed.
     pub fn stream(&self) -> &Stream {
         self.streams.main()
-    }
-
-    /// Blocks until the IAS is built.
-    pub fn wait(&self) -> Result<(), AccelError> {
-        Ok(self.ready.synchronize()?)
     }
 }
 
 impl Drop for Accel {
     fn drop(&mut self) {
         // The buffers must outlive the work that uses them: wait for everything on the main
-        // stream (which launches on it also precede) before they are freed.
+        // stream (launches that trace the IAS run there) before they are freed.
         if let Err(e) = self.streams.main().synchronize() {
             log::warn!("waiting for the acceleration structures before freeing them: {e}");
         }
