@@ -28,6 +28,8 @@ driver="$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/nul
 commit="$(cat .device/git-commit 2>/dev/null || git rev-parse HEAD 2>/dev/null || echo unknown)"
 # build-bench writes the commit the binaries were built from into its CSV rows.
 export GASWORKS_GIT_COMMIT="$commit"
+# Tests that run the binary use the carried one (cargo's path is the build machine's).
+export GASWORKS_BIN="$bin"
 # The prebuilt NVTX recorder for tests/gpu_accel_nvtx.rs.
 [ -f .device/libnvtx_recorder.so ] && export GASWORKS_NVTX_RECORDER="$root/.device/libnvtx_recorder.so"
 date="$(date -u +%Y-%m-%d)"
