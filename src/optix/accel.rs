@@ -63,7 +63,8 @@ pub enum AccelError {
     PlanMismatch(String),
 }
 
-/// How the GASes are built: [`AccelArgs`] without the CLI.
+/// How the GASes are built: [`crate::cli::AccelArgs`] without the CLI (`From` is in
+/// `cli::build_bench`, beside the argument types).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AccelOptions {
     pub streams: u32,
