@@ -350,6 +350,19 @@ pub struct GasBatch {
     output: DeviceBuffer,
     /// One u64 per build: the compacted sizes OptiX emits (when compacting).
     compacted_sizes: Option<DeviceBuffer>,
+    /// The main stream of the last enqueue, which every build joined: dropping the batch waits
+    /// for it, so that no build still running loses its memory (error paths included).
+    joined_into: Option<Stream>,
+}
+
+impl Drop for GasBatch {
+    fn drop(&mut self) {
+        if let Some(main) = &self.joined_into {
+            if let Err(e) = main.synchronize() {
+                log::warn!("waiting for the GAS builds before freeing their memory: {e}");
+            }
+        }
+    }
 }
 
 impl GasBatch {
@@ -404,6 +417,7 @@ impl GasBatch {
             scratch,
             output,
             compacted_sizes,
+            joined_into: None,
         })
     }
 
@@ -428,7 +442,10 @@ impl GasBatch {
     /// the GAS handles, one per GAS of the table. Returns before the builds are done; the main
     /// stream is ordered after all of them. The plan is validated again first: a plan that
     /// fails validation is never enqueued.
-    pub fn enqueue(&self, streams: &StreamSet) -> Result<Vec<OptixTraversableHandle>, AccelError> {
+    pub fn enqueue(
+        &mut self,
+        streams: &StreamSet,
+    ) -> Result<Vec<OptixTraversableHandle>, AccelError> {
         validate(&self.plan)?;
         if self.plan.builds.len() != self.inputs.len() {
             return Err(AccelError::PlanMismatch(format!(
@@ -458,6 +475,8 @@ impl GasBatch {
                 self.plan.streams
             )
         });
+        // From here on, builds may be in flight: the batch must outlive them.
+        self.joined_into = Some(streams.main().clone());
         streams.fork()?;
         let mut handles = vec![0; self.inputs.len()];
         for &i in &self.plan.issue_order {
@@ -500,9 +519,10 @@ impl GasBatch {
 
     /// Keeps the GASes' allocation and frees the rest (the scratch) once every build enqueued
     /// so far is done: waits for `main`, which the builds joined into.
-    pub fn into_output(self, main: &Stream) -> Result<DeviceBuffer, AccelError> {
+    pub fn into_output(mut self, main: &Stream) -> Result<DeviceBuffer, AccelError> {
         main.synchronize()?;
-        Ok(self.output)
+        let empty = self.ctx.gpu().alloc(0)?;
+        Ok(std::mem::replace(&mut self.output, empty))
     }
 
     /// The compacted size of every GAS, read back in one copy on the main stream (which waits
@@ -625,7 +645,7 @@ impl Accel {
                 limit,
             });
         }
-        let batch = GasBatch::prepare(ctx, &geometry, table.clone(), options)?;
+        let mut batch = GasBatch::prepare(ctx, &geometry, table.clone(), options)?;
         let mut handles = batch.enqueue(&streams)?;
         let mut stats = AccelStats {
             groups: scene.groups.len(),
