@@ -35,8 +35,9 @@ for line in sys.stdin:
     name = t["name"] + ("-lib" if "lib" in t["kind"] else "")
     if "bin" in t["kind"]:
         name = t["name"] + "-bin"
-    shutil.copy(m["executable"], f"{dest}/{name}")
-    print(f"{name} <- {m[\"executable\"]}")
+    exe = m["executable"]
+    shutil.copy(exe, f"{dest}/{name}")
+    print(f"{name} <- {exe}")
 ' "$dest/tests"
 for t in "$dest"/tests/*; do strip --strip-debug "$t" 2>/dev/null || true; done
 

@@ -4,12 +4,15 @@
 #
 #   scripts/gpu-checks.sh [STEP...]     steps: tests bench sanitizer (default: all three)
 #
+# Where one command may run only ~10 minutes, run the steps one at a time; GW_REPEAT (default
+# 100) and GW_MERGE_BELOW (default 64,256,1024) shorten the bench step.
+#
 # Results go to bench/results/<date>-<device>/ (or $GW_RESULTS_DIR): one log per step, the
 # build-bench CSVs and SVG plots, each file starting with the command, device, driver, git
 # commit and date. Commit that folder.
 #
 # Scenes come from `gasworks gen`; override the commands with GW_GEN_SPONZA / GW_GEN_TOYSTORE
-# (each gets the output path appended). The toystore has 1007 shelves of 9936 triangles:
+# (each gets the output folder appended). The toystore has 1007 shelves of 9936 triangles:
 # about 10M triangles.
 set -uo pipefail
 
@@ -28,6 +31,8 @@ driver="$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/nul
 commit="$(cat .device/git-commit 2>/dev/null || git rev-parse HEAD 2>/dev/null || echo unknown)"
 # build-bench writes the commit the binaries were built from into its CSV rows.
 export GASWORKS_GIT_COMMIT="$commit"
+# Tests that run the binary use the carried one (cargo's path is the build machine's).
+export GASWORKS_BIN="$bin"
 # The prebuilt NVTX recorder for tests/gpu_accel_nvtx.rs.
 [ -f .device/libnvtx_recorder.so ] && export GASWORKS_NVTX_RECORDER="$root/.device/libnvtx_recorder.so"
 date="$(date -u +%Y-%m-%d)"
@@ -64,13 +69,16 @@ logged() {
 failures=0
 fail() { echo "gpu-checks: FAILED: $*" >&2; failures=$((failures + 1)); }
 
+# `gasworks gen PRESET -o DIR` writes DIR/PRESET.obj (+ .mtl).
+sponza="$scenes/sponza-like/sponza-like.obj"
+toystore="$scenes/toystore-10m/toystore.obj"
 gen_scenes() {
-    if [ ! -s "$scenes/sponza-like.obj" ]; then
-        logged "$out/gen-sponza-like.log" ${GW_GEN_SPONZA:-$bin gen sponza-like -o} "$scenes/sponza-like.obj" \
+    if [ ! -s "$sponza" ]; then
+        logged "$out/gen-sponza-like.log" ${GW_GEN_SPONZA:-$bin gen sponza-like --quiet -o} "$(dirname "$sponza")" \
             || fail "gen sponza-like"
     fi
-    if [ ! -s "$scenes/toystore-10m.obj" ]; then
-        logged "$out/gen-toystore.log" ${GW_GEN_TOYSTORE:-$bin gen toystore --shelves 1007 -o} "$scenes/toystore-10m.obj" \
+    if [ ! -s "$toystore" ]; then
+        logged "$out/gen-toystore.log" ${GW_GEN_TOYSTORE:-$bin gen toystore --shelves 1007 --quiet -o} "$(dirname "$toystore")" \
             || fail "gen toystore"
     fi
 }
@@ -96,12 +104,12 @@ bench_one() {
 step_bench() {
     gen_scenes
     local merge="${GW_MERGE_BELOW:-64,256,1024}"
-    bench_one sponza-like-per-group "$scenes/sponza-like.obj" --merge-below 0 --compact
-    bench_one sponza-like-merged "$scenes/sponza-like.obj" --merge-below "$merge" --compact
-    bench_one sponza-like-assign-scratch "$scenes/sponza-like.obj" --assign round-robin,lpt \
+    bench_one sponza-like-per-group "$sponza" --merge-below 0 --compact
+    bench_one sponza-like-merged "$sponza" --merge-below "$merge" --compact
+    bench_one sponza-like-assign-scratch "$sponza" --assign round-robin,lpt \
         --scratch shared,per-stream
-    bench_one toystore-10m-per-group "$scenes/toystore-10m.obj" --merge-below 0 --compact
-    bench_one toystore-10m-merged "$scenes/toystore-10m.obj" --merge-below "$merge"
+    bench_one toystore-10m-per-group "$toystore" --merge-below 0 --compact
+    bench_one toystore-10m-merged "$toystore" --merge-below "$merge"
 }
 
 step_sanitizer() {
@@ -115,7 +123,7 @@ step_sanitizer() {
         return
     fi
     # One builder run: every build mode's code path once, few repeats.
-    local run=("$bin" build-bench "$scenes/sponza-like.obj" --streams 4 --repeat 2 --compact --merge-below 0,64)
+    local run=("$bin" build-bench "$sponza" --streams 4 --repeat 2 --compact --merge-below 0,64)
     logged "$out/sanitizer-memcheck.log" "$cs" --tool memcheck --error-exitcode 99 "${run[@]}" \
         || fail "memcheck"
     logged "$out/sanitizer-racecheck.log" "$cs" --tool racecheck --error-exitcode 99 "${run[@]}" \

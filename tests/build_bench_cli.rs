@@ -3,8 +3,13 @@
 
 use std::process::Command;
 
+/// The binary under test: `$GASWORKS_BIN` when set (scripts/gpu-checks.sh points it at the
+/// carried release binary, since cargo's path is that of the build machine), else cargo's.
 fn gasworks() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_gasworks"))
+    match std::env::var_os("GASWORKS_BIN") {
+        Some(bin) => Command::new(bin),
+        None => Command::new(env!("CARGO_BIN_EXE_gasworks")),
+    }
 }
 
 fn has_gpu() -> bool {

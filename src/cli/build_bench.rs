@@ -226,7 +226,7 @@ fn time_batch(
     let gpu = ctx.gpu();
     let table = group_gases(group_triangles, &options.merge);
     let gases = table.gases.len();
-    let batch = GasBatch::prepare(ctx, geometry, table, options)?;
+    let mut batch = GasBatch::prepare(ctx, geometry, table, options)?;
     let streams = StreamSet::new(gpu, options.streams)?;
     let (t0, t1) = (gpu.new_event(true)?, gpu.new_event(true)?);
     for _ in 0..warmup {

@@ -16,8 +16,8 @@
 //!    for a GAS of one group, `sbtOffset` = the GAS's first hit record), built on the main stream
 //!    after the builds' events.
 //!
-//! Every device resource is an RAII buffer, stream or event; an [`Accel`] waits for its own work
-//! before its buffers are freed.
+//! Every device resource is an RAII buffer, stream or event; memory is freed only after the
+//! work that uses it is done (a wait on the stream it was ordered into).
 
 use std::sync::Arc;
 
@@ -63,7 +63,8 @@ pub enum AccelError {
     PlanMismatch(String),
 }
 
-/// How the GASes are built: [`AccelArgs`] without the CLI.
+/// How the GASes are built: [`crate::cli::AccelArgs`] without the CLI (`From` is in
+/// `cli::build_bench`, beside the argument types).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AccelOptions {
     pub streams: u32,
@@ -349,6 +350,19 @@ pub struct GasBatch {
     output: DeviceBuffer,
     /// One u64 per build: the compacted sizes OptiX emits (when compacting).
     compacted_sizes: Option<DeviceBuffer>,
+    /// The main stream of the last enqueue, which every build joined: dropping the batch waits
+    /// for it, so that no build still running loses its memory (error paths included).
+    joined_into: Option<Stream>,
+}
+
+impl Drop for GasBatch {
+    fn drop(&mut self) {
+        if let Some(main) = &self.joined_into {
+            if let Err(e) = main.synchronize() {
+                log::warn!("waiting for the GAS builds before freeing their memory: {e}");
+            }
+        }
+    }
 }
 
 impl GasBatch {
@@ -403,6 +417,7 @@ impl GasBatch {
             scratch,
             output,
             compacted_sizes,
+            joined_into: None,
         })
     }
 
@@ -427,7 +442,10 @@ impl GasBatch {
     /// the GAS handles, one per GAS of the table. Returns before the builds are done; the main
     /// stream is ordered after all of them. The plan is validated again first: a plan that
     /// fails validation is never enqueued.
-    pub fn enqueue(&self, streams: &StreamSet) -> Result<Vec<OptixTraversableHandle>, AccelError> {
+    pub fn enqueue(
+        &mut self,
+        streams: &StreamSet,
+    ) -> Result<Vec<OptixTraversableHandle>, AccelError> {
         validate(&self.plan)?;
         if self.plan.builds.len() != self.inputs.len() {
             return Err(AccelError::PlanMismatch(format!(
@@ -457,6 +475,8 @@ impl GasBatch {
                 self.plan.streams
             )
         });
+        // From here on, builds may be in flight: the batch must outlive them.
+        self.joined_into = Some(streams.main().clone());
         streams.fork()?;
         let mut handles = vec![0; self.inputs.len()];
         for &i in &self.plan.issue_order {
@@ -495,6 +515,14 @@ impl GasBatch {
         }
         streams.join()?;
         Ok(handles)
+    }
+
+    /// Keeps the GASes' allocation and frees the rest (the scratch) once every build enqueued
+    /// so far is done: waits for `main`, which the builds joined into.
+    pub fn into_output(mut self, main: &Stream) -> Result<DeviceBuffer, AccelError> {
+        main.synchronize()?;
+        let empty = self.ctx.gpu().alloc(0)?;
+        Ok(std::mem::replace(&mut self.output, empty))
     }
 
     /// The compacted size of every GAS, read back in one copy on the main stream (which waits
@@ -578,20 +606,18 @@ pub struct Accel {
     table: GasTable,
     stats: AccelStats,
     streams: StreamSet,
-    ready: Event,
-    // Buffers the structures live in (kept until drop; Drop waits for `ready` first).
+    // The memory the structures live in, kept until drop (Drop waits for the main stream).
+    // Scratch memory and the uploaded triangles are freed once the build is done: a GAS does
+    // not refer to its build inputs.
     _gas: DeviceBuffer,
     _ias: DeviceBuffer,
-    _ias_scratch: DeviceBuffer,
     _instances: DeviceBuffer,
-    _batch: Option<GasBatch>,
-    _geometry: DeviceGeometry,
 }
 
 impl Accel {
     /// Uploads the scene, builds every GAS across `options.streams` streams, compacts when
-    /// asked, and builds the IAS. Returns once the IAS build is enqueued; [`Accel::wait`]
-    /// waits for it (tracing on the main stream needs no wait).
+    /// asked, and builds the IAS. Returns when the IAS is built (it waits for the main stream,
+    /// then frees the scratch memory and the uploaded triangles).
     pub fn build(
         ctx: &Arc<DeviceContext>,
         scene: &Scene,
@@ -619,7 +645,7 @@ impl Accel {
                 limit,
             });
         }
-        let batch = GasBatch::prepare(ctx, &geometry, table.clone(), options)?;
+        let mut batch = GasBatch::prepare(ctx, &geometry, table.clone(), options)?;
         let mut handles = batch.enqueue(&streams)?;
         let mut stats = AccelStats {
             groups: scene.groups.len(),
@@ -630,7 +656,7 @@ impl Accel {
             ..Default::default()
         };
 
-        let (gas, batch) = match batch.read_compacted_sizes(&streams)? {
+        let gas = match batch.read_compacted_sizes(&streams)? {
             Some(sizes) => {
                 let _range = nvtx::range_with(|| format!("compact: {} GASes", sizes.len()));
                 let (offsets, total) = compacted_layout(&sizes);
@@ -646,13 +672,11 @@ impl Accel {
                 // The uncompacted GASes may only be freed once compaction has read them.
                 streams.main().synchronize()?;
                 drop(batch);
-                (compacted, None)
+                compacted
             }
-            None => {
-                // Keep the batch (its output allocation holds the GASes).
-                let placeholder = gpu.alloc(0)?;
-                (placeholder, Some(batch))
-            }
+            // The batch's output allocation holds the GASes: keep it; the scratch goes once
+            // the builds are done (below).
+            None => batch.into_output(streams.main())?,
         };
 
         let _range = nvtx::range_with(|| format!("IAS: {} instances", handles.len()));
@@ -689,20 +713,18 @@ impl Accel {
             )
         }?;
         stats.ias_bytes = sizes.output_size_in_bytes as u64;
-        let ready = gpu.new_event(false)?;
-        ready.record(streams.main())?;
+        // Scratch and triangles may be freed only once the builds that read them are done.
+        streams.main().synchronize()?;
+        drop(ias_scratch);
+        drop(geometry);
         Ok(Accel {
             handle,
             table,
             stats,
             streams,
-            ready,
             _gas: gas,
             _ias: ias,
-            _ias_scratch: ias_scratch,
             _instances: instances_buffer,
-            _batch: batch,
-            _geometry: geometry,
         })
     }
 
@@ -720,21 +742,16 @@ impl Accel {
         &self.stats
     }
 
-    /// The main stream, ordered after the whole build: launches here need no wait.
+    /// The main stream: launches here are ordered before the structures are freed.
     pub fn stream(&self) -> &Stream {
         self.streams.main()
-    }
-
-    /// Blocks until the IAS is built.
-    pub fn wait(&self) -> Result<(), AccelError> {
-        Ok(self.ready.synchronize()?)
     }
 }
 
 impl Drop for Accel {
     fn drop(&mut self) {
         // The buffers must outlive the work that uses them: wait for everything on the main
-        // stream (which launches on it also precede) before they are freed.
+        // stream (launches that trace the IAS run there) before they are freed.
         if let Err(e) = self.streams.main().synchronize() {
             log::warn!("waiting for the acceleration structures before freeing them: {e}");
         }
