@@ -69,8 +69,8 @@ logged() {
 failures=0
 fail() { echo "gpu-checks: FAILED: $*" >&2; failures=$((failures + 1)); }
 
-# `gasworks gen PRESET -o DIR` writes DIR/PRESET.obj (+ .mtl).
-sponza="$scenes/sponza-like/sponza-like.obj"
+# `gasworks gen PRESET -o DIR` writes DIR/<stem>.obj (+ .mtl): sponza_like.obj, toystore.obj.
+sponza="$scenes/sponza-like/sponza_like.obj"
 toystore="$scenes/toystore-10m/toystore.obj"
 gen_scenes() {
     if [ ! -s "$sponza" ]; then
