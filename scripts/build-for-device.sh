@@ -3,6 +3,8 @@
 # (git-ignored):
 #   .device/gasworks       the release binary
 #   .device/tests/NAME     every test binary (cargo test --no-run), debug info stripped
+#   .device/libnvtx_recorder.so   the NVTX test tool
+#   .device/git-commit     the commit they were built from
 # The device tool carries .device/ to the GPU host (64 MiB at most, hence the stripping).
 set -euo pipefail
 
@@ -33,10 +35,14 @@ for line in sys.stdin:
     name = t["name"] + ("-lib" if "lib" in t["kind"] else "")
     if "bin" in t["kind"]:
         name = t["name"] + "-bin"
-    shutil.copy(m["executable"], f"{dest}/{name}")
-    print(f"{name} <- {m[\"executable\"]}")
+    exe = m["executable"]
+    shutil.copy(exe, f"{dest}/{name}")
+    print(f"{name} <- {exe}")
 ' "$dest/tests"
 for t in "$dest"/tests/*; do strip --strip-debug "$t" 2>/dev/null || true; done
 
-git rev-parse HEAD > "$dest/git-commit" 2>/dev/null || echo unknown > "$dest/git-commit"
+# The NVTX recorder tool for tests/gpu_accel_nvtx.rs (GPU hosts may have no C compiler).
+${CC:-cc} -shared -fPIC -O1 -o "$dest/libnvtx_recorder.so" tests/support/nvtx_recorder.c
+
+git describe --always --dirty --abbrev=12 > "$dest/git-commit" 2>/dev/null || git rev-parse HEAD > "$dest/git-commit" 2>/dev/null || echo unknown > "$dest/git-commit"
 du -sh "$dest"

@@ -15,8 +15,9 @@ import sys
 
 import nvidia.cuda_nvrtc
 
-# Fixed options. compute_75 PTX runs on Turing and every later GPU (OptiX JIT-compiles it for
-# the device at hand); whole-program mode with device code by default.
+# Fixed options (ptx/README.md says why). compute_75 PTX runs on Turing and every later GPU
+# (OptiX JIT-compiles it for the device at hand); relocatable device code keeps the
+# launch-parameter variable `.visible`; functions are device code by default.
 OPTIONS = [
     "--gpu-architecture=compute_75",
     "--relocatable-device-code=true",

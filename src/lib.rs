@@ -6,6 +6,7 @@
 //! - [`render`]: what backends share: settings, tiles, the film, random numbers, image output;
 //! - [`cpu`]: the CPU backend, a two-level BVH and a path tracer, the reference for the GPU;
 //! - [`optix`]: the OptiX backend: raw ABI, safe wrappers, batched GAS builds, pipelines;
+//! - [`nvtx`]: NVTX ranges for Nsight Systems (no CUDA toolkit needed);
 //! - [`sched`]: the cost map and the tile scheduler that spreads work over devices;
 //! - [`cli`]: the `gasworks` command line.
 
@@ -13,6 +14,7 @@ pub mod backend;
 pub mod bench_report;
 pub mod cli;
 pub mod cpu;
+pub mod nvtx;
 pub mod optix;
 pub mod render;
 pub mod scene;

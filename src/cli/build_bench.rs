@@ -11,7 +11,9 @@ use clap::{Args, ValueEnum};
 
 use super::args::{AccelArgs, AssignArg, ScratchArg};
 use crate::bench_report::{plot_svg, write_csv, BenchRow, BuildKind, Stats};
-use crate::optix::accel::{compacted_layout, concat_mesh, AccelOptions, DeviceGeometry, GasBatch, StreamSet};
+use crate::optix::accel::{
+    compacted_layout, concat_mesh, AccelOptions, DeviceGeometry, GasBatch, StreamSet,
+};
 use crate::optix::plan::{group_gases, Assign, MergeOptions, ScratchMode, MAX_PRIMITIVES_PER_GAS};
 use crate::optix::{ContextOptions, CudaError, DeviceContext, Gpu};
 use crate::scene::{obj, Scene};
@@ -283,7 +285,8 @@ fn write_outputs(a: &BuildBenchArgs, rows: &[BenchRow], title: &str) -> anyhow::
         eprintln!("wrote {}", path.display());
     }
     if let Some(path) = &a.plot {
-        std::fs::write(path, plot_svg(rows, title)).with_context(|| format!("--plot {}", path.display()))?;
+        std::fs::write(path, plot_svg(rows, title))
+            .with_context(|| format!("--plot {}", path.display()))?;
         eprintln!("wrote {}", path.display());
     }
     Ok(())
@@ -321,7 +324,11 @@ fn run_on(a: &BuildBenchArgs, ctx: &Arc<DeviceContext>, scene: &Scene) -> anyhow
         .unwrap_or_else(|| format!("CUDA {}", info.cuda_version_string()));
     let commit = git_commit();
     let name = scene_name(&a.scene);
-    let group_triangles: Vec<u64> = scene.groups.iter().map(|g| g.indices.len() as u64).collect();
+    let group_triangles: Vec<u64> = scene
+        .groups
+        .iter()
+        .map(|g| g.indices.len() as u64)
+        .collect();
     let triangles: u64 = group_triangles.iter().sum();
     println!(
         "{name}: {} groups, {triangles} triangles; {device}, driver {driver}, OptiX ABI {:?}; {} repeats after {} warm-up runs",
@@ -391,7 +398,14 @@ fn run_on(a: &BuildBenchArgs, ctx: &Arc<DeviceContext>, scene: &Scene) -> anyhow
             rows.push(r);
         }
     }
-    write_outputs(a, &rows, &format!("{name}: {} groups, {triangles} triangles, {device}", scene.groups.len()))
+    write_outputs(
+        a,
+        &rows,
+        &format!(
+            "{name}: {} groups, {triangles} triangles, {device}",
+            scene.groups.len()
+        ),
+    )
 }
 
 #[cfg(test)]
@@ -415,16 +429,29 @@ mod tests {
     fn defaults_time_fast_trace_round_robin_shared_over_five_stream_counts() {
         let a = parse(&[]).unwrap();
         let c = configurations(&a);
-        assert_eq!(c.iter().map(|o| o.streams).collect::<Vec<_>>(), [1, 2, 4, 8, 16]);
-        assert!(c.iter().all(|o| !o.fast_build && o.assign == Assign::RoundRobin && o.scratch == ScratchMode::Shared));
+        assert_eq!(
+            c.iter().map(|o| o.streams).collect::<Vec<_>>(),
+            [1, 2, 4, 8, 16]
+        );
+        assert!(c.iter().all(|o| !o.fast_build
+            && o.assign == Assign::RoundRobin
+            && o.scratch == ScratchMode::Shared));
         assert_eq!(a.repeat, 100);
     }
 
     #[test]
     fn lists_multiply_into_configurations() {
         let a = parse(&[
-            "--streams", "1,8", "--flags", "both", "--assign", "round-robin,lpt", "--scratch",
-            "shared,per-stream", "--merge-below", "0,64",
+            "--streams",
+            "1,8",
+            "--flags",
+            "both",
+            "--assign",
+            "round-robin,lpt",
+            "--scratch",
+            "shared,per-stream",
+            "--merge-below",
+            "0,64",
         ])
         .unwrap();
         let c = configurations(&a);
@@ -468,6 +495,70 @@ mod tests {
         assert_eq!(o.assign, Assign::Lpt);
         assert_eq!(o.scratch, ScratchMode::PerStream);
         assert_eq!(o.merge.merge_below, 64);
+    }
+
+    /// A small scene of uneven groups, built in memory (test data).
+    fn small_scene() -> Scene {
+        use crate::scene::{Group, Material};
+        use glam::Vec3;
+        let groups = (0..40u32)
+            .map(|g| {
+                let n = if g % 10 == 0 { 500 } else { 2 };
+                let mut group = Group {
+                    name: format!("g{g}"),
+                    ..Default::default()
+                };
+                for k in 0..n {
+                    let o = Vec3::new(g as f32, k as f32 * 0.01, 0.0);
+                    let base = group.positions.len() as u32;
+                    group.positions.extend([o, o + Vec3::X, o + Vec3::Y]);
+                    group.indices.push([base, base + 1, base + 2]);
+                    group.face_materials.push(0);
+                }
+                group
+            })
+            .collect();
+        Scene::new("small", groups, vec![Material::default_diffuse()])
+    }
+
+    #[test]
+    #[ignore = "needs an NVIDIA GPU"]
+    fn bench_times_every_configuration_on_a_gpu() {
+        let gpu = Gpu::open(0).expect("an NVIDIA GPU");
+        let ctx = DeviceContext::new(&gpu, &ContextOptions::default()).expect("OptiX context");
+        let dir = tempfile::tempdir().unwrap();
+        let csv = dir.path().join("bench.csv");
+        let mut a = parse(&[
+            "--streams",
+            "1,4",
+            "--flags",
+            "both",
+            "--repeat",
+            "3",
+            "--merge-below",
+            "0,64",
+            "--compact",
+        ])
+        .unwrap();
+        a.csv = Some(csv.clone());
+        a.plot = Some(dir.path().join("bench.svg"));
+        run_on(&a, &ctx, &small_scene()).expect("bench");
+        let text = std::fs::read_to_string(&csv).unwrap();
+        // 2 flags x 2 merges x 2 stream counts, plus a single GAS per flag setting.
+        assert_eq!(text.lines().count(), 1 + 8 + 2, "{text}");
+        let mut r = csv::Reader::from_path(&csv).unwrap();
+        for rec in r.records() {
+            let rec = rec.unwrap();
+            let min: f64 = rec[11].parse().unwrap();
+            let max: f64 = rec[13].parse().unwrap();
+            let output: u64 = rec[15].parse().unwrap();
+            let compacted: u64 = rec[16].parse().unwrap();
+            assert!(min > 0.0 && min <= max);
+            assert!(compacted > 0 && compacted <= output);
+        }
+        assert!(std::fs::read_to_string(dir.path().join("bench.svg"))
+            .unwrap()
+            .contains("<polyline"));
     }
 
     #[test]

@@ -16,8 +16,8 @@
 //!    for a GAS of one group, `sbtOffset` = the GAS's first hit record), built on the main stream
 //!    after the builds' events.
 //!
-//! Every device resource is an RAII buffer, stream or event; an [`Accel`] waits for its own work
-//! before its buffers are freed.
+//! Every device resource is an RAII buffer, stream or event; memory is freed only after the
+//! work that uses it is done (a wait on the stream it was ordered into).
 
 use std::sync::Arc;
 
@@ -36,6 +36,7 @@ use super::sys::{
     OptixBuildInputInstanceArray, OptixBuildInputTriangleArray, OptixInstance,
     OptixTraversableHandle,
 };
+use crate::nvtx;
 use crate::scene::Scene;
 
 /// Errors of the acceleration-structure builds; each names what failed.
@@ -62,7 +63,8 @@ pub enum AccelError {
     PlanMismatch(String),
 }
 
-/// How the GASes are built: [`AccelArgs`] without the CLI.
+/// How the GASes are built: [`crate::cli::AccelArgs`] without the CLI (`From` is in
+/// `cli::build_bench`, beside the argument types).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AccelOptions {
     pub streams: u32,
@@ -196,15 +198,12 @@ impl DeviceGeometry {
             .map(|(p, i)| (p.len() as u64, i.len() as u64))
             .collect();
         let (blocks, total) = geometry_layout(&counts)?;
-        let _range = nvtx::range(&format!(
-            "upload geometry: {} groups, {} bytes",
-            blocks.len(),
-            total
-        ));
+        let _range = nvtx::range_with(|| format!("upload: {} groups, {total} bytes", blocks.len()));
         let mut staging = vec![0u8; total as usize];
         for ((positions, indices), b) in meshes.iter().zip(&blocks) {
             let v: &[u8] = bytemuck::cast_slice(positions);
-            staging[b.vertex_offset as usize..b.vertex_offset as usize + v.len()].copy_from_slice(v);
+            staging[b.vertex_offset as usize..b.vertex_offset as usize + v.len()]
+                .copy_from_slice(v);
             let i: &[u8] = bytemuck::cast_slice(indices);
             staging[b.index_offset as usize..b.index_offset as usize + i.len()].copy_from_slice(i);
         }
@@ -248,7 +247,8 @@ unsafe impl Sync for GasInputs {}
 
 impl GasInputs {
     fn new(geometry: &DeviceGeometry, groups: &[u32]) -> GasInputs {
-        let vertex_ptrs: Box<[CUdeviceptr]> = groups.iter().map(|&g| geometry.vertex_ptr(g)).collect();
+        let vertex_ptrs: Box<[CUdeviceptr]> =
+            groups.iter().map(|&g| geometry.vertex_ptr(g)).collect();
         let inputs = groups
             .iter()
             .enumerate()
@@ -290,8 +290,12 @@ pub struct StreamSet {
 impl StreamSet {
     pub fn new(gpu: &Gpu, count: u32) -> Result<StreamSet, AccelError> {
         let count = count.max(1) as usize;
+        let streams = gpu.new_streams(count)?;
+        for (i, s) in streams.iter().enumerate() {
+            nvtx::name_cuda_stream(s, &format!("GAS stream {i}"));
+        }
         Ok(StreamSet {
-            streams: gpu.new_streams(count)?,
+            streams,
             start: gpu.new_event(false)?,
             done: (0..count)
                 .map(|_| gpu.new_event(false))
@@ -447,21 +451,20 @@ impl GasBatch {
                 "allocations differ from the planned totals".into(),
             ));
         }
+        let _batch = nvtx::range_with(|| {
+            format!(
+                "GAS batch: {} builds on {} streams",
+                self.inputs.len(),
+                self.plan.streams
+            )
+        });
         streams.fork()?;
         let mut handles = vec![0; self.inputs.len()];
         for &i in &self.plan.issue_order {
             let b = &self.plan.builds[i];
             let stream = &streams.streams[b.stream as usize];
-            let _range = nvtx::range(&format!(
-                "GAS build {i} (group {}{}) on stream {}",
-                b.need.groups[0],
-                if b.need.groups.len() > 1 {
-                    format!(" +{} merged", b.need.groups.len() - 1)
-                } else {
-                    String::new()
-                },
-                b.stream
-            ));
+            // Named lazily: the benchmark enqueues thousands of builds per second.
+            let _range = nvtx::range_with(|| gas_range_name(&b.need.groups, b.stream));
             let scratch = self
                 .scratch
                 .slice(b.scratch.offset as usize, b.scratch.len as usize)?;
@@ -495,9 +498,19 @@ impl GasBatch {
         Ok(handles)
     }
 
+    /// Keeps the GASes' allocation and frees the rest (the scratch) once every build enqueued
+    /// so far is done: waits for `main`, which the builds joined into.
+    pub fn into_output(self, main: &Stream) -> Result<DeviceBuffer, AccelError> {
+        main.synchronize()?;
+        Ok(self.output)
+    }
+
     /// The compacted size of every GAS, read back in one copy on the main stream (which waits
     /// for the builds). `None` unless built with compaction.
-    pub fn read_compacted_sizes(&self, streams: &StreamSet) -> Result<Option<Vec<u64>>, AccelError> {
+    pub fn read_compacted_sizes(
+        &self,
+        streams: &StreamSet,
+    ) -> Result<Option<Vec<u64>>, AccelError> {
         match &self.compacted_sizes {
             Some(buffer) => Ok(Some(buffer.download::<u64>(
                 streams.main(),
@@ -506,6 +519,16 @@ impl GasBatch {
             )?)),
             None => Ok(None),
         }
+    }
+}
+
+/// The NVTX name of one GAS build: "GAS group 12 stream 3", or for a merged GAS
+/// "GAS groups 4+17 stream 0" (first group, and how many more). Pure.
+pub fn gas_range_name(groups: &[u32], stream: u32) -> String {
+    match groups {
+        [] => format!("GAS (no groups) stream {stream}"),
+        [g] => format!("GAS group {g} stream {stream}"),
+        [g, rest @ ..] => format!("GAS groups {g}+{} stream {stream}", rest.len()),
     }
 }
 
@@ -563,20 +586,18 @@ pub struct Accel {
     table: GasTable,
     stats: AccelStats,
     streams: StreamSet,
-    ready: Event,
-    // Buffers the structures live in (kept until drop; Drop waits for `ready` first).
+    // The memory the structures live in, kept until drop (Drop waits for the main stream).
+    // Scratch memory and the uploaded triangles are freed once the build is done: a GAS does
+    // not refer to its build inputs.
     _gas: DeviceBuffer,
     _ias: DeviceBuffer,
-    _ias_scratch: DeviceBuffer,
     _instances: DeviceBuffer,
-    _batch: Option<GasBatch>,
-    _geometry: DeviceGeometry,
 }
 
 impl Accel {
     /// Uploads the scene, builds every GAS across `options.streams` streams, compacts when
-    /// asked, and builds the IAS. Returns once the IAS build is enqueued; [`Accel::wait`]
-    /// waits for it (tracing on the main stream needs no wait).
+    /// asked, and builds the IAS. Returns when the IAS is built (it waits for the main stream,
+    /// then frees the scratch memory and the uploaded triangles).
     pub fn build(
         ctx: &Arc<DeviceContext>,
         scene: &Scene,
@@ -585,7 +606,11 @@ impl Accel {
         let gpu = ctx.gpu().clone();
         let streams = StreamSet::new(&gpu, options.streams)?;
         let geometry = DeviceGeometry::upload(&gpu, streams.main(), scene)?;
-        let tris: Vec<u64> = scene.groups.iter().map(|g| g.indices.len() as u64).collect();
+        let tris: Vec<u64> = scene
+            .groups
+            .iter()
+            .map(|g| g.indices.len() as u64)
+            .collect();
         let table = group_gases(&tris, &options.merge);
         let max_id = ctx
             .property_u32(sys::OPTIX_DEVICE_PROPERTY_LIMIT_MAX_INSTANCE_ID)
@@ -611,9 +636,9 @@ impl Accel {
             ..Default::default()
         };
 
-        let (gas, batch) = match batch.read_compacted_sizes(&streams)? {
+        let gas = match batch.read_compacted_sizes(&streams)? {
             Some(sizes) => {
-                let _range = nvtx::range(&format!("compact {} GASes", sizes.len()));
+                let _range = nvtx::range_with(|| format!("compact: {} GASes", sizes.len()));
                 let (offsets, total) = compacted_layout(&sizes);
                 let compacted = gpu.alloc(total as usize)?;
                 for (i, h) in handles.iter_mut().enumerate() {
@@ -627,16 +652,14 @@ impl Accel {
                 // The uncompacted GASes may only be freed once compaction has read them.
                 streams.main().synchronize()?;
                 drop(batch);
-                (compacted, None)
+                compacted
             }
-            None => {
-                // Keep the batch (its output allocation holds the GASes).
-                let placeholder = gpu.alloc(0)?;
-                (placeholder, Some(batch))
-            }
+            // The batch's output allocation holds the GASes: keep it; the scratch goes once
+            // the builds are done (below).
+            None => batch.into_output(streams.main())?,
         };
 
-        let _range = nvtx::range(&format!("IAS build: {} instances", handles.len()));
+        let _range = nvtx::range_with(|| format!("IAS: {} instances", handles.len()));
         let instances = make_instances(&table, &handles);
         // The instance array depends only on host values, so it goes up on its own stream,
         // while the builds may still be running.
@@ -670,20 +693,18 @@ impl Accel {
             )
         }?;
         stats.ias_bytes = sizes.output_size_in_bytes as u64;
-        let ready = gpu.new_event(false)?;
-        ready.record(streams.main())?;
+        // Scratch and triangles may be freed only once the builds that read them are done.
+        streams.main().synchronize()?;
+        drop(ias_scratch);
+        drop(geometry);
         Ok(Accel {
             handle,
             table,
             stats,
             streams,
-            ready,
             _gas: gas,
             _ias: ias,
-            _ias_scratch: ias_scratch,
             _instances: instances_buffer,
-            _batch: batch,
-            _geometry: geometry,
         })
     }
 
@@ -701,21 +722,16 @@ impl Accel {
         &self.stats
     }
 
-    /// The main stream, ordered after the whole build: launches here need no wait.
+    /// The main stream: launches here are ordered before the structures are freed.
     pub fn stream(&self) -> &Stream {
         self.streams.main()
-    }
-
-    /// Blocks until the IAS is built.
-    pub fn wait(&self) -> Result<(), AccelError> {
-        Ok(self.ready.synchronize()?)
     }
 }
 
 impl Drop for Accel {
     fn drop(&mut self) {
         // The buffers must outlive the work that uses them: wait for everything on the main
-        // stream (which launches on it also precede) before they are freed.
+        // stream (launches that trace the IAS run there) before they are freed.
         if let Err(e) = self.streams.main().synchronize() {
             log::warn!("waiting for the acceleration structures before freeing them: {e}");
         }
@@ -760,12 +776,26 @@ mod tests {
     fn oversized_groups_are_refused() {
         assert!(matches!(
             geometry_layout(&[(3, 1), (3, MAX_PRIMITIVES_PER_GAS + 1)]),
-            Err(AccelError::GroupTooLarge { group: 1, what: "triangles", .. })
+            Err(AccelError::GroupTooLarge {
+                group: 1,
+                what: "triangles",
+                ..
+            })
         ));
         assert!(matches!(
             geometry_layout(&[(1 << 33, 1)]),
-            Err(AccelError::GroupTooLarge { group: 0, what: "vertices", .. })
+            Err(AccelError::GroupTooLarge {
+                group: 0,
+                what: "vertices",
+                ..
+            })
         ));
+    }
+
+    #[test]
+    fn gas_range_names_say_group_and_stream() {
+        assert_eq!(gas_range_name(&[12], 3), "GAS group 12 stream 3");
+        assert_eq!(gas_range_name(&[4, 5, 9], 0), "GAS groups 4+2 stream 0");
     }
 
     #[test]
@@ -785,7 +815,9 @@ mod tests {
         assert_eq!(ids, [0, 2, 1]);
         assert_eq!(offs, [0, 1, 2]);
         assert_eq!(handles, [11, 22, 33]);
-        assert!(inst.iter().all(|i| i.visibility_mask == 0xff && i.transform[0] == 1.0));
+        assert!(inst
+            .iter()
+            .all(|i| i.visibility_mask == 0xff && i.transform[0] == 1.0));
     }
 
     #[test]
@@ -804,23 +836,23 @@ mod tests {
     fn concatenated_mesh_rebases_indices() {
         let tri = |o: f32| Group {
             name: "g".into(),
-            positions: vec![Vec3::new(o, 0.0, 0.0), Vec3::new(o + 1.0, 0.0, 0.0), Vec3::new(o, 1.0, 0.0)],
+            positions: vec![
+                Vec3::new(o, 0.0, 0.0),
+                Vec3::new(o + 1.0, 0.0, 0.0),
+                Vec3::new(o, 1.0, 0.0),
+            ],
             indices: vec![[0, 1, 2]],
             face_materials: vec![0],
             ..Default::default()
         };
-        let scene = Scene::new("t", vec![tri(0.0), tri(5.0)], vec![Material::default_diffuse()]);
+        let scene = Scene::new(
+            "t",
+            vec![tri(0.0), tri(5.0)],
+            vec![Material::default_diffuse()],
+        );
         let (p, i) = concat_mesh(&scene);
         assert_eq!(p.len(), 6);
         assert_eq!(i, vec![[0, 1, 2], [3, 4, 5]]);
         assert_eq!(p[i[1][0] as usize], Vec3::new(5.0, 0.0, 0.0));
-    }
-}
-
-/// NVTX ranges, until `crate::nvtx` is merged: no-ops with the same shape.
-mod nvtx {
-    pub struct Range;
-    pub fn range(_name: &str) -> Range {
-        Range
     }
 }
