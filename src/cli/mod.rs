@@ -2,6 +2,7 @@
 
 mod args;
 mod build_bench;
+mod cpu_bench;
 mod gen;
 mod info;
 mod render;
@@ -30,6 +31,8 @@ pub enum Command {
     Gen(gen::GenArgs),
     /// Time the batched per-group GAS builds on the GPU across stream counts.
     BuildBench(build_bench::BuildBenchArgs),
+    /// Print CPU backend figures: BVH build rate (Mtri/s) and path-tracing throughput (Msamples/s).
+    CpuBench(cpu_bench::CpuBenchArgs),
     /// Replay measured per-tile costs through the tile scheduler for simulated worker counts.
     ScheduleSim(schedule_sim::ScheduleSimArgs),
 }
@@ -53,6 +56,7 @@ pub fn main() -> i32 {
         Command::Gen(a) => gen::run(a),
         Command::BuildBench(a) => build_bench::run(a),
         Command::ScheduleSim(a) => schedule_sim::run(a),
+        Command::CpuBench(a) => cpu_bench::run(a),
     };
     match result {
         Ok(()) => 0,

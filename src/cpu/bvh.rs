@@ -388,13 +388,18 @@ fn tlas_params() -> BvhBuildParams {
     }
 }
 
-/// The largest coordinate magnitude of the scene (1 for an empty scene).
+/// The largest coordinate magnitude of the scene's vertices (1 for an empty scene), computed
+/// in parallel over the groups.
 fn scene_magnitude(scene: &Scene) -> f32 {
-    let b = scene.bounds();
-    if b.is_empty() {
-        return 1.0;
-    }
-    let m = b.min_v().abs().max(b.max_v().abs()).max_element();
+    let m = scene
+        .groups
+        .par_iter()
+        .map(|g| {
+            g.positions
+                .iter()
+                .fold(0.0f32, |m, p| m.max(p.abs().max_element()))
+        })
+        .reduce(|| 0.0, f32::max);
     if m > 0.0 && m.is_finite() {
         m
     } else {
