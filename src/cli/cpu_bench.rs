@@ -104,7 +104,7 @@ pub fn run(a: CpuBenchArgs) -> anyhow::Result<()> {
 
     let camera = a
         .camera
-        .camera(&scene.bounds())
+        .camera(&scene.bounds(), None)
         .frame(a.width, a.height)
         .with_context(|| format!("{name}: bad camera"))?;
     let settings = RenderSettings {
