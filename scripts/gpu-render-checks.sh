@@ -34,6 +34,8 @@ device="$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -
 driver="$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -n1)"
 [ -n "$device" ] || { echo "gpu-render-checks: nvidia-smi finds no GPU" >&2; exit 2; }
 commit="$(cat .device/git-commit 2>/dev/null || git rev-parse HEAD 2>/dev/null || echo unknown)"
+# The prebuilt NVTX recorder for tests/optix_pathtracer_nvtx.rs (GPU hosts may lack a C compiler).
+[ -f .device/libnvtx_recorder.so ] && export GASWORKS_NVTX_RECORDER="$root/.device/libnvtx_recorder.so"
 date="$(date -u +%Y-%m-%d)"
 slug="$(echo "$device" | tr -cs 'A-Za-z0-9' '-' | sed 's/-$//')"
 out="${GW_RESULTS_DIR:-bench/results/$date-$slug}"

@@ -15,7 +15,8 @@
 //! statistically right. What this cannot check is OptiX itself (the SBT, the payload plumbing,
 //! the hardware's own triangle test): that is the job of the GPU tests in `optix_pathtracer.rs`.
 //!
-//! The test needs a C++17 compiler (`$CXX`, else `c++`); without one it says so and passes.
+//! The test needs a C++17 compiler (`$CXX`, else `c++`); without one it says so and passes,
+//! except on CI (`CI` set), where that is a failure.
 
 mod cpu_common;
 
@@ -228,6 +229,11 @@ fn harness() -> Option<&'static Path> {
         .get_or_init(|| {
             let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
             if Command::new(&cxx).arg("--version").output().is_err() {
+                // As tests/support does for C: on CI a missing compiler fails, so that a skip
+                // there cannot pass by accident.
+                if std::env::var_os("CI").is_some() {
+                    panic!("no C++ compiler ({cxx}); CI must have one for this test");
+                }
                 eprintln!("SKIPPED: no C++ compiler ({cxx}) to build the host harness");
                 return None;
             }

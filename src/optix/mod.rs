@@ -20,8 +20,7 @@ pub mod error;
 pub mod pathtracer;
 pub mod pipeline;
 pub mod plan;
-// `raycast` is declared on `ptx` before its file is committed there; restored by the next merge of `ptx`.
-// pub mod raycast;
+pub mod raycast;
 pub mod sys;
 
 pub use context::{ContextOptions, DeviceContext};

@@ -26,7 +26,9 @@
 //! `tile.w * tile.h` threads add the samples (in chunks of at most
 //! [`launch::SAMPLES_PER_LAUNCH`] pixel-samples per launch, each pixel's samples in order), and
 //! the result is downloaded. Every launch is wrapped in an NVTX range naming the worker, the
-//! tile and the sample range, so a profile shows the builds, then the launches per stream.
+//! tile and the sample range ("launch optix:0/w1 tile 64x64+128+0 samples 0..16"), and each
+//! worker's stream is named after it, so a profile shows the builds (the ranges of
+//! `optix::accel`), then the launches per stream.
 
 pub mod launch;
 pub mod layout;
@@ -53,6 +55,7 @@ use super::pipeline::{
     ShaderBindingTable,
 };
 use super::sys::Abi;
+use crate::nvtx;
 use crate::render::{RenderSettings, Tile, TileRenderer};
 use crate::scene::Scene;
 
@@ -131,15 +134,6 @@ pub struct RenderCounters {
     pub non_finite_samples: u64,
 }
 
-/// NVTX ranges, until `crate::nvtx` is merged: no-ops of the same shape as the shim in
-/// `optix::accel`, so switching is a one-line change.
-mod nvtx {
-    pub struct Range;
-    pub fn range(_name: &str) -> Range {
-        Range
-    }
-}
-
 /// Everything the workers of one GPU share, built once. Field order is drop order: the SBT and
 /// pipeline go before the buffers and structures they name, the context last.
 struct Shared {
@@ -178,8 +172,8 @@ impl OptixBackend {
         let ctx = DeviceContext::new(&gpu, &options.context)?;
 
         let t_accel = Instant::now();
+        // Returns once the IAS is built.
         let accel = Accel::build(&ctx, scene, &options.accel)?;
-        accel.wait()?;
         let accel_seconds = t_accel.elapsed().as_secs_f64();
 
         let t_setup = Instant::now();
@@ -189,7 +183,7 @@ impl OptixBackend {
         };
         let stream = accel.stream();
         let scene_buffer = {
-            let _range = nvtx::range(&format!("upload scene: {} bytes", packed.bytes.len()));
+            let _range = nvtx::range_with(|| format!("upload scene: {} bytes", packed.bytes.len()));
             gpu.upload(stream, &packed.bytes)?
         };
         let base = scene_buffer.device_ptr();
@@ -199,6 +193,7 @@ impl OptixBackend {
             launch_params_variable_name: LAUNCH_PARAMS_NAME.into(),
             ..PipelineCompileOptions::default()
         };
+        let _range = nvtx::range("path tracer pipeline and SBT");
         let module = Module::from_ptx(
             &ctx,
             "pathtrace.ptx",
@@ -372,6 +367,7 @@ impl OptixWorker {
         let counters = DeviceBuffer::zeroed(&gpu, &stream, 2 * std::mem::size_of::<u64>())?;
         let accum = gpu.alloc(0)?;
         let index = shared.next_worker.fetch_add(1, Ordering::Relaxed);
+        nvtx::name_cuda_stream(&stream, &worker_label(gpu.ordinal(), index));
         Ok(OptixWorker {
             shared,
             index,
@@ -383,6 +379,11 @@ impl OptixWorker {
                 seen: [0; 2],
             }),
         })
+    }
+
+    /// "optix:0/w3": the GPU and the worker, as profiles and statistics name it.
+    pub fn label(&self) -> String {
+        worker_label(self.shared.ctx.gpu().ordinal(), self.index)
     }
 
     /// Adds samples `samples` of every pixel of `tile` to `accum` (see [`TileRenderer`]).
@@ -415,17 +416,18 @@ impl OptixWorker {
             );
             st.params
                 .upload(&st.stream, 0, bytemuck::bytes_of(&params))?;
-            let _range = nvtx::range(&format!(
-                "launch optix:{}/w{} tile {}x{}+{}+{} samples {}..{}",
-                gpu.ordinal(),
-                self.index,
-                tile.w,
-                tile.h,
-                tile.x,
-                tile.y,
-                chunk.start,
-                chunk.end
-            ));
+            let _range = nvtx::range_with(|| {
+                format!(
+                    "launch {} tile {}x{}+{}+{} samples {}..{}",
+                    self.label(),
+                    tile.w,
+                    tile.h,
+                    tile.x,
+                    tile.y,
+                    chunk.start,
+                    chunk.end
+                )
+            });
             pipeline::launch(
                 &self.shared.pipeline,
                 &st.stream,
@@ -450,9 +452,13 @@ impl OptixWorker {
     }
 }
 
+fn worker_label(gpu: usize, index: u32) -> String {
+    format!("optix:{gpu}/w{index}")
+}
+
 impl TileRenderer for OptixWorker {
     fn name(&self) -> String {
-        format!("optix:{}/w{}", self.shared.ctx.gpu().ordinal(), self.index)
+        self.label()
     }
 
     fn render_tile(
