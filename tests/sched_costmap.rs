@@ -34,18 +34,21 @@ fn a_mirror_region_costs_more_than_a_diffuse_one() {
     let (mirror, diffuse) = floor_costs(MaterialKind::Mirror, MaterialKind::Diffuse);
     eprintln!("mirror floor {mirror:.3}, diffuse floor {diffuse:.3}");
     assert!(
-        mirror > 1.2 * diffuse,
+        mirror > 1.1 * diffuse,
         "mirror {mirror} vs diffuse {diffuse}"
     );
     // Not an artefact of the left/right geometry: swapped, the order swaps.
     let (diffuse2, mirror2) = floor_costs(MaterialKind::Diffuse, MaterialKind::Mirror);
     assert!(
-        mirror2 > 1.2 * diffuse2,
+        mirror2 > 1.1 * diffuse2,
         "mirror {mirror2} vs diffuse {diffuse2}"
     );
     // Same materials: same cost on both halves (the room is symmetric).
     let (a, b) = floor_costs(MaterialKind::Diffuse, MaterialKind::Diffuse);
-    assert!((a / b - 1.0).abs() < 0.05, "{a} vs {b}");
+    eprintln!(
+        "diffuse halves {a:.3} {b:.3}, mirror right {mirror2:.3} vs diffuse left {diffuse2:.3}"
+    );
+    assert!((a / b - 1.0).abs() < 0.02, "{a} vs {b}");
 }
 
 #[test]

@@ -18,8 +18,12 @@
 //!    only for Whitted ray tracing, where all samples belong to one ray), each sample of a
 //!    wide pattern standing for one secondary ray. A pattern collapsed to a line (mirror,
 //!    glass) is a single ray too, so, as in the paper's Whitted case, it is reduced first:
-//!    to its nearest facing sample, where that ray stops. The gathered term grows with the
-//!    path depth, because a bounce that finds geometry is followed by further bounces;
+//!    to its nearest facing sample, where that ray stops. Each found surface counts more
+//!    when paths go on after it: its contribution is multiplied by `1 + p + p^2 + ...`
+//!    (up to the path depth), `p` being the fraction of that surface's own pattern that found
+//!    facing geometry, from a first pass over the G-buffer (two passes, no recursion). So a
+//!    mirror is expensive where it reflects enclosed geometry (the inside of a shelf), not
+//!    merely because its single ray finds something;
 //! 5. pixels at depth discontinuities get an edge term (rays of one tile that diverge).
 //!
 //! The result is in arbitrary "cost units" (1 = one diffuse bounce). Only relative values
@@ -72,9 +76,9 @@ pub struct CostModel {
     /// Extra weight of a sample whose surface is specular and reflects back to the pixel's
     /// side (times that surface's base cost).
     pub interreflection_weight: f32,
-    /// The longest continuation series used for depth: the gathered term is multiplied by
-    /// `1 + p + p^2 + ...` (up to `max_depth - 2` powers), with `p` the fraction of samples
-    /// that found a facing surface.
+    /// The longest continuation series used for depth: a found surface's contribution is
+    /// multiplied by `1 + p + p^2 + ...` (up to `max_depth - 2` powers, at most this many),
+    /// with `p` the fraction of that surface's own pattern that found a facing surface.
     pub max_continuation_terms: u32,
     /// Cost added at a depth discontinuity (relative change of depth above
     /// `edge_depth_ratio` against a 4-neighbour, or hit against miss).
@@ -177,6 +181,9 @@ struct Estimator<'a> {
     /// The pattern length in cost-map pixels.
     length: f32,
     max_depth: u32,
+    /// Per pixel, the fraction of its pattern that found a facing surface (from a first
+    /// pass): how likely a path continues after bouncing there. `None` in the first pass.
+    reach: Option<Vec<f32>>,
 }
 
 impl Estimator<'_> {
@@ -228,7 +235,10 @@ impl Estimator<'_> {
                 continue;
             }
             let j = sy * self.g.width + sx;
-            if let Some(contribution) = self.sample(i, p, j, side) {
+            if let Some(mut contribution) = self.sample(i, p, j, side) {
+                if let Some(reach) = &self.reach {
+                    contribution *= self.continuation(reach[j]);
+                }
                 hits += 1;
                 sum += contribution;
                 if first.is_none_or(|(a, _)| along < a) {
@@ -298,13 +308,16 @@ impl Estimator<'_> {
         sum
     }
 
-    fn pixel(&self, px: usize, py: usize) -> f32 {
+    /// The cost of a pixel and the fraction of its search patterns that found a facing
+    /// surface.
+    fn pixel(&self, px: usize, py: usize) -> (f32, f32) {
         let i = py * self.g.width + px;
         if !self.g.is_hit(i) {
-            return self.model.miss;
+            return (self.model.miss, 0.0);
         }
         let m = self.material(i);
         let mut cost = self.model.base(m);
+        let (mut reach, mut searches) = (0.0f32, 0u32);
         if self.max_depth >= 2 {
             let n = self.g.normal[i];
             let view = (self.g.position[i] - self.g.frame.eye).normalize_or_zero();
@@ -314,7 +327,9 @@ impl Estimator<'_> {
                     Some(axis) => self.search(px, py, axis, spread, side),
                     None => Gathered::default(),
                 };
-                cost += found.mean * self.continuation(found.hit_fraction);
+                cost += found.mean;
+                reach += found.hit_fraction;
+                searches += 1;
             };
             match m.kind {
                 MaterialKind::Diffuse => gather(n, n, self.model.spread(m)),
@@ -329,7 +344,7 @@ impl Estimator<'_> {
                 }
             }
         }
-        cost + self.edge(px, py)
+        (cost + self.edge(px, py), reach / searches.max(1) as f32)
     }
 
     /// The edge term: a depth discontinuity (or a silhouette) against a 4-neighbour.
@@ -376,23 +391,33 @@ pub fn estimate(
 ) -> (CostMap, EstimateStats) {
     let start = Instant::now();
     let diagonal = ((g.width * g.width + g.height * g.height) as f32).sqrt();
-    let est = Estimator {
+    let mut est = Estimator {
         g,
         scene,
         model,
         pattern: base_pattern(model.samples),
         length: (model.search_length * diagonal).max(1.0),
         max_depth,
+        reach: None,
     };
-    let mut values = vec![0.0f32; g.width * g.height];
-    values
-        .par_chunks_mut(g.width)
-        .enumerate()
-        .for_each(|(py, row)| {
-            for (px, v) in row.iter_mut().enumerate() {
-                *v = est.pixel(px, py);
-            }
-        });
+    let run = |est: &Estimator| -> Vec<(f32, f32)> {
+        let mut out = vec![(0.0f32, 0.0f32); g.width * g.height];
+        out.par_chunks_mut(g.width)
+            .enumerate()
+            .for_each(|(py, row)| {
+                for (px, v) in row.iter_mut().enumerate() {
+                    *v = est.pixel(px, py);
+                }
+            });
+        out
+    };
+    // First pass: how far each pixel's bounces reach. Second pass: the costs, each found
+    // surface weighted by how long paths go on after it. (Still one search per pixel and
+    // pass: no recursion.)
+    if max_depth >= 3 {
+        est.reach = Some(run(&est).into_iter().map(|(_, r)| r).collect());
+    }
+    let values = run(&est).into_iter().map(|(c, _)| c).collect();
     let map = CostMap {
         width: g.width,
         height: g.height,
@@ -504,6 +529,7 @@ mod tests {
             pattern: base_pattern(4),
             length: 4.0,
             max_depth: 2,
+            reach: None,
         };
         assert_eq!(est.continuation(0.9), 1.0);
         let deep = Estimator {

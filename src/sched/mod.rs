@@ -21,6 +21,7 @@
 
 pub mod accuracy;
 pub mod costmap;
+pub mod cputime;
 pub mod pictures;
 pub mod policy;
 pub mod raster;
@@ -248,7 +249,7 @@ fn measured_costs(workers: &[Worker], pass: &PassReport) -> (Vec<f64>, Vec<f64>)
     for r in &pass.records {
         let g = workers[r.worker].group;
         planned[g] += pass.predicted[r.task];
-        seconds[g] += r.seconds();
+        seconds[g] += r.cost_s;
     }
     let known: Vec<f64> = (0..groups)
         .filter(|&g| seconds[g] > 0.0 && planned[g] > 0.0)
@@ -272,7 +273,7 @@ fn measured_costs(workers: &[Worker], pass: &PassReport) -> (Vec<f64>, Vec<f64>)
     let normalized = pass
         .records
         .iter()
-        .map(|r| r.seconds() * group_speed[workers[r.worker].group])
+        .map(|r| r.cost_s * group_speed[workers[r.worker].group])
         .collect();
     (speeds, normalized)
 }

@@ -1,7 +1,8 @@
 //! The pictures of `--costmap DIR` (the paper's Figures 1 and 12), all at image resolution:
 //! - `estimated.png`: the estimated cost map, mapped into [0, 1] by its maximum;
-//! - `measured.png`: the measured cost, each tile's time spread evenly over its pixels (per
-//!   pixel seconds, summed over passes), mapped into [0, 1] by its maximum;
+//! - `measured.png`: the measured cost, each tile's cost (CPU time for CPU workers) spread
+//!   evenly over its pixels (per pixel seconds, summed over passes), mapped into [0, 1] by
+//!   its maximum;
 //! - `difference.png`: per tile of the first pass, `|measured - k estimate| / measured` after
 //!   the least-squares scale `k`, on a blue (exact) to yellow (50% off or worse) gradient;
 //! - `tiles.png` (and `tiles_last.png` when the last pass was cut differently): the tile
@@ -94,7 +95,7 @@ pub fn measured_density(report: &FrameReport) -> Vec<f64> {
     let mut d = vec![0.0f64; w * h];
     for p in &report.passes {
         for (t, r) in p.tiles.iter().zip(&p.records) {
-            let per_pixel = r.seconds() / t.pixel_count().max(1) as f64;
+            let per_pixel = r.cost_s / t.pixel_count().max(1) as f64;
             for y in t.y as usize..(t.y + t.h) as usize {
                 for v in &mut d[y * w + t.x as usize..y * w + (t.x + t.w) as usize] {
                     *v += per_pixel;
@@ -127,7 +128,7 @@ pub fn difference_image(report: &FrameReport) -> RgbImage {
     if let Some(p) = report.passes.first() {
         let k = p.estimate_accuracy().scale;
         for ((t, r), e) in p.tiles.iter().zip(&p.records).zip(&p.estimated) {
-            let m = r.seconds();
+            let m = r.cost_s;
             let err = if m > 0.0 {
                 ((m - k * e) / m).abs()
             } else {

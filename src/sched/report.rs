@@ -7,7 +7,9 @@
 //!   (`steals`: tiles this worker stole; `makespan_s` and `efficiency` are the pass's);
 //! - `OUT.tiles.csv`, one row per pass and tile:
 //!   `pass,task,x,y,w,h,spp_from,spp_to,worker,stolen_from,start_s,end_s,measured_s,predicted,estimated`
-//!   (`stolen_from` is -1 for a worker's own tile; `predicted` is the cost the pass was
+//!   (`stolen_from` is -1 for a worker's own tile; `start_s`, `end_s` are wall-clock times
+//!   since the pass began; `measured_s` is the tile's cost, the worker thread's CPU time for
+//!   CPU workers and the wall time for GPU workers; `predicted` is the cost the pass was
 //!   planned with, `estimated` the raw cost-map estimate, both in cost-map units);
 //! - `OUT.costmap.csv`, the estimated cost map, one row per cell: `x,y,cost`.
 //!
@@ -67,8 +69,9 @@ pub struct PassReport {
 }
 
 impl PassReport {
+    /// Each tile's measured cost (seconds; see [`TileRecord::cost_s`]).
     pub fn measured(&self) -> Vec<f64> {
-        self.records.iter().map(TileRecord::seconds).collect()
+        self.records.iter().map(|r| r.cost_s).collect()
     }
 
     pub fn busy_s(&self) -> f64 {
@@ -347,7 +350,7 @@ pub fn write_stats(report: &FrameReport, path: &Path) -> Result<(), StatsError> 
                 r.stolen_from.map_or("-1".to_string(), |v| v.to_string()),
                 format!("{:.9}", r.start_s),
                 format!("{:.9}", r.end_s),
-                format!("{:.9}", r.seconds()),
+                format!("{:.9}", r.cost_s),
                 format!("{:.6}", p.predicted[task]),
                 format!("{:.6}", p.estimated[task]),
             ])

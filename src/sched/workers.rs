@@ -15,6 +15,7 @@ use std::time::Instant;
 use anyhow::Context;
 use indicatif::ProgressBar;
 
+use super::cputime::thread_cpu_seconds;
 use super::policy::{StealRng, WorkQueues};
 use crate::render::{Film, Tile, TileRenderer};
 
@@ -139,6 +140,9 @@ pub struct Worker {
     /// Index of the `--devices` entry this worker came from; workers of one entry are assumed
     /// to be equally fast when measured speeds weight later passes.
     pub group: usize,
+    /// Whether a tile's cost is this thread's CPU time (CPU workers, whose renderer works on
+    /// the calling thread) rather than wall time (GPU workers, which wait for the device).
+    pub cpu_timed: bool,
     pub renderer: Arc<dyn TileRenderer>,
 }
 
@@ -177,6 +181,7 @@ pub fn build_workers(
                         label: format!("cpu#{cpu_index}"),
                         device: "cpu".into(),
                         group,
+                        cpu_timed: true,
                         renderer: renderer.clone(),
                     });
                     cpu_index += 1;
@@ -189,6 +194,7 @@ pub fn build_workers(
                         label: format!("gpu{device}/s{stream}"),
                         device: format!("gpu{device}"),
                         group,
+                        cpu_timed: false,
                         renderer,
                     });
                 }
@@ -216,12 +222,18 @@ pub struct TileRecord {
     pub task: usize,
     pub worker: usize,
     pub stolen_from: Option<usize>,
-    /// Seconds since the pass started.
+    /// Seconds since the pass started (wall clock).
     pub start_s: f64,
     pub end_s: f64,
+    /// The tile's measured cost in seconds: the worker thread's CPU time for CPU workers
+    /// (when the platform has it), else the wall time. On a shared machine the wall time of
+    /// a CPU tile also counts the time other processes held the core, which the next pass
+    /// will not see again; CPU time is what the tile itself needs.
+    pub cost_s: f64,
 }
 
 impl TileRecord {
+    /// Wall-clock seconds the tile took.
     pub fn seconds(&self) -> f64 {
         self.end_s - self.start_s
     }
@@ -265,11 +277,13 @@ pub fn run_pass(
                     };
                     let tile = job.tiles[take.task];
                     let mut acc = job.film.read_tile(tile);
+                    let cpu0 = worker.cpu_timed.then(thread_cpu_seconds).flatten();
                     let t0 = start.elapsed().as_secs_f64();
                     let result = worker
                         .renderer
                         .render_tile(tile, job.samples.clone(), &mut acc);
                     let t1 = start.elapsed().as_secs_f64();
+                    let cpu1 = worker.cpu_timed.then(thread_cpu_seconds).flatten();
                     if let Err(e) = result {
                         let e = e.context(format!(
                             "worker {} ({}) failed on tile x={} y={} {}x{}, samples {:?}",
@@ -292,6 +306,10 @@ pub fn run_pass(
                         stolen_from: take.stolen_from,
                         start_s: t0,
                         end_s: t1,
+                        cost_s: match (cpu0, cpu1) {
+                            (Some(a), Some(b)) => b - a,
+                            _ => t1 - t0,
+                        },
                     };
                     if tx.send((record, acc)).is_err() {
                         break;
