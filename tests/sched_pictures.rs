@@ -40,8 +40,8 @@ fn pictures_are_written_at_image_size() {
         let img = image::open(f).unwrap().to_rgb8();
         assert_eq!(img.dimensions(), (w, h), "{}", f.display());
     }
-    // The estimate's picture is the cost map scaled by its maximum: its most expensive cell
-    // is the gradient's brightest colour, its cheapest a dark one.
+    // The estimate's picture is the cost map scaled to its 99th percentile: its most
+    // expensive cell saturates to the gradient's brightest colour, its cheapest is dark.
     let est = image::open(&files[0]).unwrap().to_rgb8();
     let map = &frame.report.costmap;
     let argmax = (0..map.values.len())

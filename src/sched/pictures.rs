@@ -1,8 +1,10 @@
 //! The pictures of `--costmap DIR` (the paper's Figures 1 and 12), all at image resolution:
-//! - `estimated.png`: the estimated cost map, mapped into [0, 1] by its maximum;
+//! - `estimated.png`: the estimated cost map, mapped into [0, 1] by its 99th percentile (a
+//!   few extreme pixels, such as a mirror facing a mirror, would otherwise leave the rest
+//!   black; everything above saturates);
 //! - `measured.png`: the measured cost, each tile's cost (CPU time for CPU workers) spread
-//!   evenly over its pixels (per pixel seconds, summed over passes), mapped into [0, 1] by
-//!   its maximum;
+//!   evenly over its pixels (per pixel seconds, summed over passes), mapped into [0, 1] the
+//!   same way;
 //! - `difference.png`: per tile of the first pass, `|measured - k estimate| / measured` after
 //!   the least-squares scale `k`, on a blue (exact) to yellow (50% off or worse) gradient;
 //! - `tiles.png` (and `tiles_last.png` when the last pass was cut differently): the tile
@@ -78,14 +80,30 @@ fn worker_colour(w: usize) -> Rgb<u8> {
     Rgb([r, g, b].map(|v: f32| (55.0 + 200.0 * v) as u8))
 }
 
+/// The value that maps to the top of the gradient: the 99th percentile (at least the
+/// smallest positive value, so that a constant map is not black).
+fn top_of_scale(values: impl Iterator<Item = f64>) -> f64 {
+    let mut v: Vec<f64> = values.filter(|x| x.is_finite()).collect();
+    if v.is_empty() {
+        return 1.0;
+    }
+    v.sort_by(f64::total_cmp);
+    let p99 = v[((v.len() - 1) as f64 * 0.99).round() as usize];
+    if p99 > 0.0 {
+        p99
+    } else {
+        v[v.len() - 1].max(1e-30)
+    }
+}
+
 /// The estimated cost map at image resolution (nearest cell).
 pub fn estimated_image(report: &FrameReport) -> RgbImage {
     let m = &report.costmap;
-    let max = m.values.iter().copied().fold(0.0f32, f32::max).max(1e-30);
+    let top = top_of_scale(m.values.iter().map(|&v| v as f64)) as f32;
     RgbImage::from_fn(report.width, report.height, |x, y| {
         let cx = ((x as u64 * m.width as u64) / report.width as u64) as usize;
         let cy = ((y as u64 * m.height as u64) / report.height as u64) as usize;
-        heat(m.values[cy * m.width + cx] / max)
+        heat(m.values[cy * m.width + cx] / top)
     })
 }
 
@@ -108,9 +126,9 @@ pub fn measured_density(report: &FrameReport) -> Vec<f64> {
 
 pub fn measured_image(report: &FrameReport) -> RgbImage {
     let d = measured_density(report);
-    let max = d.iter().copied().fold(0.0f64, f64::max).max(1e-30);
+    let top = top_of_scale(d.iter().copied());
     RgbImage::from_fn(report.width, report.height, |x, y| {
-        heat((d[(y * report.width + x) as usize] / max) as f32)
+        heat((d[(y * report.width + x) as usize] / top) as f32)
     })
 }
 
@@ -210,6 +228,14 @@ pub fn write_all(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_scale_tops_out_at_the_99th_percentile() {
+        let v: Vec<f64> = (0..=100).map(f64::from).collect();
+        assert_eq!(top_of_scale(v.into_iter()), 99.0);
+        assert_eq!(top_of_scale([0.0, 0.0].into_iter()), 1e-30);
+        assert_eq!(top_of_scale(std::iter::empty()), 1.0);
+    }
 
     #[test]
     fn gradients_hit_their_ends() {
