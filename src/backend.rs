@@ -180,17 +180,20 @@ impl crate::sched::RendererFactory for WorkerFactory<'_> {
             .gpus
             .lock()
             .map_err(|_| anyhow::anyhow!("a GPU worker's setup panicked"))?;
-        if !gpus.contains_key(&device) {
-            let mut options = OptixOptions::from_cli(&self.accel)?;
-            options.device = device as usize;
-            let backend =
-                OptixBackend::new(self.scene, &self.settings, &options).with_context(|| {
-                    format!("--devices gpu{device}: cannot set up the OptiX backend")
-                })?;
-            eprintln!("backend: gpu{device}: {}", backend.describe());
-            gpus.insert(device, backend);
-        }
-        let worker = gpus[&device]
+        let backend = match gpus.entry(device) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                let mut options = OptixOptions::from_cli(&self.accel)?;
+                options.device = device as usize;
+                let backend = OptixBackend::new(self.scene, &self.settings, &options)
+                    .with_context(|| {
+                        format!("--devices gpu{device}: cannot set up the OptiX backend")
+                    })?;
+                eprintln!("backend: gpu{device}: {}", backend.describe());
+                e.insert(backend)
+            }
+        };
+        let worker = backend
             .worker()
             .with_context(|| format!("--devices gpu{device}: cannot create a worker"))?;
         Ok(Arc::new(worker))

@@ -116,8 +116,9 @@ pub trait RendererFactory {
     fn gpu(&self, device: u32, stream: u32) -> anyhow::Result<Arc<dyn TileRenderer>>;
 }
 
-/// A factory with a CPU renderer and no GPU support: what the CLI uses until the OptiX
-/// backend exists.
+/// A factory with a CPU renderer and no GPU support, for tests and for embedding the scheduler
+/// without the GPU backend. The CLI uses `backend::WorkerFactory`, which also makes OptiX
+/// workers.
 pub struct CpuOnlyFactory(pub Arc<dyn TileRenderer>);
 
 impl RendererFactory for CpuOnlyFactory {
@@ -126,7 +127,7 @@ impl RendererFactory for CpuOnlyFactory {
     }
 
     fn gpu(&self, device: u32, _stream: u32) -> anyhow::Result<Arc<dyn TileRenderer>> {
-        anyhow::bail!("--devices gpu{device}: gpu workers need the OptiX backend, which is not built yet; use --devices cpu or cpu:N")
+        anyhow::bail!("--devices gpu{device}: this renderer factory has no GPU renderer (gpu workers need the OptiX backend); use --devices cpu or cpu:N")
     }
 }
 
