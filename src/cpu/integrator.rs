@@ -53,6 +53,39 @@ use crate::render::{luminance, Sampler};
 use crate::scene::camera::CameraFrame;
 use crate::scene::Scene;
 
+/// The light-selection CDF: weights `luminance(emission) * area` (plain area when they all
+/// vanish), summed in f64, each entry rounded to f32, the last set to 1. The GPU backend
+/// uploads exactly this array, so both backends pick the same light for the same number.
+pub fn light_cdf(scene: &Scene) -> Vec<f32> {
+    let weights: Vec<f64> = scene
+        .lights
+        .iter()
+        .map(|l| (luminance(l.emission).max(0.0) as f64) * l.area as f64)
+        .collect();
+    let weights = if weights.iter().sum::<f64>() > 0.0 {
+        weights
+    } else {
+        scene.lights.iter().map(|l| l.area as f64).collect()
+    };
+    let total: f64 = weights.iter().sum();
+    let mut acc = 0.0f64;
+    let mut cdf: Vec<f32> = weights
+        .iter()
+        .map(|w| {
+            acc += w;
+            if total > 0.0 {
+                (acc / total) as f32
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    if let Some(last) = cdf.last_mut() {
+        *last = 1.0;
+    }
+    cdf
+}
+
 /// Picks an area light with probability proportional to `luminance(emission) * area` (its
 /// power up to a constant; plain area when every light has zero luminance).
 #[derive(Clone, Debug, Default)]
@@ -66,30 +99,7 @@ pub struct LightSampler {
 
 impl LightSampler {
     pub fn new(scene: &Scene) -> LightSampler {
-        let weights: Vec<f64> = scene
-            .lights
-            .iter()
-            .map(|l| (luminance(l.emission).max(0.0) as f64) * l.area as f64)
-            .collect();
-        let weights = if weights.iter().sum::<f64>() > 0.0 {
-            weights
-        } else {
-            scene.lights.iter().map(|l| l.area as f64).collect()
-        };
-        let total: f64 = weights.iter().sum();
-        let mut cdf = Vec::with_capacity(weights.len());
-        let mut acc = 0.0f64;
-        for w in &weights {
-            acc += w;
-            cdf.push(if total > 0.0 {
-                (acc / total) as f32
-            } else {
-                0.0
-            });
-        }
-        if let Some(last) = cdf.last_mut() {
-            *last = 1.0;
-        }
+        let cdf = light_cdf(scene);
         let mut index: Vec<Vec<u32>> = vec![Vec::new(); scene.groups.len()];
         for (i, l) in scene.lights.iter().enumerate() {
             let g = &mut index[l.group as usize];

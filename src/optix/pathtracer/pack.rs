@@ -8,7 +8,6 @@
 use thiserror::Error;
 
 use super::layout::{material_kind_code, GwHitGroupData, GwLight, GwMaterial, GwTexture, NO_LIGHT};
-use crate::render::luminance;
 use crate::scene::{Material, Scene, Texture};
 
 /// Alignment of every region of the blob (enough for `float4`/`u64` reads).
@@ -184,35 +183,10 @@ pub fn pack_textures(textures: &[Texture]) -> Result<(Vec<GwTexture>, Vec<[f32; 
     Ok((table, texels))
 }
 
-/// The light-selection CDF, computed exactly as the CPU's `LightSampler::new`: weights
-/// `luminance(emission) * area` (plain area when they all vanish), summed in f64, each entry
-/// rounded to f32, the last set to 1.
+/// The light-selection CDF: the CPU's own ([`crate::cpu::integrator::light_cdf`]), so both
+/// backends pick the same light for the same random number.
 pub fn light_cdf(scene: &Scene) -> Vec<f32> {
-    let weights: Vec<f64> = scene
-        .lights
-        .iter()
-        .map(|l| (luminance(l.emission).max(0.0) as f64) * l.area as f64)
-        .collect();
-    let weights = if weights.iter().sum::<f64>() > 0.0 {
-        weights
-    } else {
-        scene.lights.iter().map(|l| l.area as f64).collect()
-    };
-    let total: f64 = weights.iter().sum();
-    let mut cdf = Vec::with_capacity(weights.len());
-    let mut acc = 0.0f64;
-    for w in &weights {
-        acc += w;
-        cdf.push(if total > 0.0 {
-            (acc / total) as f32
-        } else {
-            0.0
-        });
-    }
-    if let Some(last) = cdf.last_mut() {
-        *last = 1.0;
-    }
-    cdf
+    crate::cpu::integrator::light_cdf(scene)
 }
 
 /// Every area light with its triangle's vertices, in the order of `scene.lights`.
