@@ -5,8 +5,6 @@
 
 mod support;
 
-use std::process::Command;
-
 use glam::Vec3;
 
 use gasworks::nvtx;
@@ -16,10 +14,6 @@ use gasworks::optix::{ContextOptions, DeviceContext, Gpu};
 use gasworks::scene::{Group, Material, Scene};
 
 const CHILD: &str = "GASWORKS_ACCEL_NVTX_CHILD";
-const RECORD: &str = "GASWORKS_NVTX_RECORD";
-/// A prebuilt recorder (scripts/build-for-device.sh puts one in .device/), for GPU hosts
-/// without a C compiler.
-const PREBUILT: &str = "GASWORKS_NVTX_RECORDER";
 
 /// Twelve groups: every fourth one large (its own GAS), the rest of 2 triangles (merged).
 fn scene() -> Scene {
@@ -69,36 +63,7 @@ fn child_builds_with_nvtx() {
 #[test]
 #[ignore = "needs an NVIDIA GPU"]
 fn builder_ranges_name_each_gas_build_and_stream() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let tool = match std::env::var_os(PREBUILT) {
-        Some(p) => p.into(),
-        None => {
-            match support::build_shared_library("nvtx_recorder.c", dir.path(), "librec.so", &[]) {
-                Some(t) => t,
-                None => panic!("no C compiler and no ${PREBUILT}: cannot make the NVTX recorder"),
-            }
-        }
-    };
-    let record = dir.path().join("record.txt");
-    let out = Command::new(std::env::current_exe().expect("test binary"))
-        .args([
-            "--exact",
-            "child_builds_with_nvtx",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD, "1")
-        .env(nvtx::INJECTION_PATH_ENV, &tool)
-        .env(RECORD, &record)
-        .output()
-        .expect("spawn the child");
-    assert!(
-        out.status.success(),
-        "child failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = std::fs::read_to_string(&record).expect("the recorder wrote a record");
+    let text = support::record_nvtx_in_child("child_builds_with_nvtx", CHILD);
     let lines: Vec<&str> = text.lines().collect();
     let has = |prefix: &str| lines.iter().any(|l| l.starts_with(prefix));
     assert!(has("push 0 upload: 12 groups,"), "{text}");

@@ -6,8 +6,6 @@
 
 mod support;
 
-use std::process::Command;
-
 use glam::Vec3;
 
 use gasworks::nvtx;
@@ -18,9 +16,6 @@ use gasworks::render::{RenderSettings, Tile, TileRenderer};
 use gasworks::scene::{Camera, Group, Material, Scene};
 
 const CHILD: &str = "GASWORKS_PATHTRACER_NVTX_CHILD";
-const RECORD: &str = "GASWORKS_NVTX_RECORD";
-/// A prebuilt recorder (scripts/build-for-device.sh puts one in .device/).
-const PREBUILT: &str = "GASWORKS_NVTX_RECORDER";
 
 fn scene() -> Scene {
     let g = Group {
@@ -85,36 +80,7 @@ fn child_renders_with_nvtx() {
 #[test]
 #[ignore = "needs an NVIDIA GPU"]
 fn launch_ranges_follow_the_builds_and_name_worker_tile_and_samples() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let tool = match std::env::var_os(PREBUILT) {
-        Some(p) => p.into(),
-        None => {
-            match support::build_shared_library("nvtx_recorder.c", dir.path(), "librec.so", &[]) {
-                Some(t) => t,
-                None => panic!("no C compiler and no ${PREBUILT}: cannot make the NVTX recorder"),
-            }
-        }
-    };
-    let record = dir.path().join("record.txt");
-    let out = Command::new(std::env::current_exe().expect("test binary"))
-        .args([
-            "--exact",
-            "child_renders_with_nvtx",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD, "1")
-        .env(nvtx::INJECTION_PATH_ENV, &tool)
-        .env(RECORD, &record)
-        .output()
-        .expect("spawn the child");
-    assert!(
-        out.status.success(),
-        "child failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = std::fs::read_to_string(&record).expect("the recorder wrote a record");
+    let text = support::record_nvtx_in_child("child_renders_with_nvtx", CHILD);
     let lines: Vec<&str> = text.lines().collect();
     let first = |prefix: &str| lines.iter().position(|l| l.starts_with(prefix));
     let build = first("push 0 GAS batch").expect("the GAS batch range");
