@@ -1,24 +1,40 @@
 #!/usr/bin/env bash
-# Build, here (no GPU needed), what scripts/gpu-checks.sh runs on a GPU host, into .device/
-# (git-ignored):
-#   .device/gasworks       the release binary
-#   .device/tests/NAME     every test binary (cargo test --no-run), debug info stripped
-#   .device/libnvtx_recorder.so   the NVTX test tool
-#   .device/git-commit     the commit they were built from
-# The device tool carries .device/ to the GPU host (64 MiB at most, hence the stripping).
+# Build, here (no GPU needed), everything scripts/gpu-session.sh runs on a GPU host, and pack it
+# into ONE compressed archive:
+#
+#   .device/gasworks-device.tar.xz
+#     gasworks                 the release binary
+#     tests/NAME               every test binary (cargo test --no-run), symbols stripped
+#     libnvtx_recorder.so      the NVTX injection recorder (GPU hosts may have no C compiler)
+#     git-commit               the commit they were built from (`-dirty` when the tree was)
+#     build-root               the repository path they were built in: test binaries embed it
+#                              (CARGO_MANIFEST_DIR, CARGO_BIN_EXE_gasworks), so the GPU host
+#                              links that path to its own copy of the repository
+#     MANIFEST                 size and sha256 of every file, the toolchain, the build date
+#
+# The device tool carries the working tree plus the paths named in `carry` (64 MiB in all), so
+# the archive must stay small: the script refuses (exit 1) above GW_ARCHIVE_LIMIT_MIB (40).
+# Nothing else is left under .device/: the staging folder is removed.
+#
+#   scripts/build-for-device.sh            # then, on the GPU host: scripts/gpu-session.sh STEP...
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
+limit_mib="${GW_ARCHIVE_LIMIT_MIB:-40}"
 dest="$root/.device"
-rm -rf "$dest"
-mkdir -p "$dest/tests"
+archive="$dest/gasworks-device.tar.xz"
+stage="$(mktemp -d "${TMPDIR:-/tmp}/gasworks-device.XXXXXX")"
+trap 'rm -rf "$stage"' EXIT
+mkdir -p "$stage/tests"
 
+echo "build-for-device: release binary" >&2
 cargo build --release --bin gasworks
-cp target/release/gasworks "$dest/gasworks"
-strip --strip-debug "$dest/gasworks" 2>/dev/null || true
+cp target/release/gasworks "$stage/gasworks"
 
-# Every test executable, named after its target (lib tests become "gasworks-lib").
+echo "build-for-device: test binaries" >&2
+# Every test executable, named after its target ("-lib" for the library's unit tests, "-bin"
+# for the binary's). cargo prints one JSON message per artifact.
 cargo test --no-run --message-format=json 2>/dev/null | python3 -c '
 import json, shutil, sys
 dest = sys.argv[1]
@@ -32,17 +48,51 @@ for line in sys.stdin:
     if not m.get("profile", {}).get("test"):
         continue
     t = m["target"]
-    name = t["name"] + ("-lib" if "lib" in t["kind"] else "")
-    if "bin" in t["kind"]:
-        name = t["name"] + "-bin"
-    exe = m["executable"]
-    shutil.copy(exe, f"{dest}/{name}")
-    print(f"{name} <- {exe}")
-' "$dest/tests"
-for t in "$dest"/tests/*; do strip --strip-debug "$t" 2>/dev/null || true; done
+    name = t["name"]
+    if "lib" in t["kind"]:
+        name += "-lib"
+    elif "bin" in t["kind"]:
+        name += "-bin"
+    shutil.copy(m["executable"], f"{dest}/{name}")
+' "$stage/tests"
+ntests="$(find "$stage/tests" -type f | wc -l)"
+[ "$ntests" -gt 0 ] || { echo "build-for-device: cargo test --no-run produced no test binaries" >&2; exit 1; }
 
-# The NVTX recorder tool for tests/gpu_accel_nvtx.rs (GPU hosts may have no C compiler).
-${CC:-cc} -shared -fPIC -O1 -o "$dest/libnvtx_recorder.so" tests/support/nvtx_recorder.c
+# Symbols stay out: backtraces on the GPU host lose function names, but the archive shrinks
+# by ~3x, and every failure we care about prints its own message.
+strip --strip-all "$stage/gasworks" "$stage"/tests/* 2>/dev/null || true
 
-git describe --always --dirty --abbrev=12 > "$dest/git-commit" 2>/dev/null || git rev-parse HEAD > "$dest/git-commit" 2>/dev/null || echo unknown > "$dest/git-commit"
-du -sh "$dest"
+echo "build-for-device: NVTX recorder" >&2
+${CC:-cc} -shared -fPIC -O1 -o "$stage/libnvtx_recorder.so" tests/support/nvtx_recorder.c
+
+git describe --always --dirty --abbrev=12 > "$stage/git-commit" 2>/dev/null \
+    || git rev-parse HEAD > "$stage/git-commit" 2>/dev/null || echo unknown > "$stage/git-commit"
+echo "$root" > "$stage/build-root"
+{
+    echo "# gasworks device archive"
+    echo "# commit: $(cat "$stage/git-commit")"
+    echo "# built: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -m)"
+    echo "# $(rustc --version)"
+    (cd "$stage" && find . -type f ! -name MANIFEST | sort | while read -r f; do
+        printf '%s  %10d  %s\n' "$(sha256sum "$f" | cut -d' ' -f1)" "$(stat -c %s "$f")" "${f#./}"
+    done)
+} > "$stage/MANIFEST"
+
+mkdir -p "$dest"
+rm -f "$archive"
+# xz -6 with all cores: ~4x on these binaries, and xz exists on the GPU hosts.
+tar -C "$stage" -cf - . | xz -6 -T0 > "$archive.tmp"
+size=$(stat -c %s "$archive.tmp")
+size_mib=$(( (size + 1048575) / 1048576 ))
+raw_mib=$(( $(du -sb "$stage" | cut -f1) / 1048576 ))
+if [ "$size" -gt $(( limit_mib * 1048576 )) ]; then
+    rm -f "$archive.tmp"
+    echo "build-for-device: REFUSED: the archive is ${size_mib} MiB (${raw_mib} MiB unpacked), over the ${limit_mib} MiB limit." >&2
+    echo "build-for-device: the device tool carries at most 64 MiB, working tree included; shrink the binaries (fewer test targets, less debug info) or raise GW_ARCHIVE_LIMIT_MIB knowingly." >&2
+    exit 1
+fi
+mv "$archive.tmp" "$archive"
+# Anything an older version of this script left (the unpacked layout) would travel too.
+find "$dest" -mindepth 1 -maxdepth 1 ! -name "$(basename "$archive")" -exec rm -rf {} +
+echo "build-for-device: $archive: ${size_mib} MiB (${raw_mib} MiB unpacked, $ntests test binaries, commit $(cat "$stage/git-commit"))" >&2
+echo "build-for-device: carry it with the device tool (carry: [\".device\"]) or copy it to the GPU host; there run scripts/gpu-session.sh" >&2

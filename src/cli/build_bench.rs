@@ -131,7 +131,7 @@ fn flags_name(fast_build: bool) -> &'static str {
     }
 }
 
-/// The git commit gasworks was built from: `$GASWORKS_GIT_COMMIT` (scripts/gpu-checks.sh sets
+/// The git commit gasworks was built from: `$GASWORKS_GIT_COMMIT` (scripts/gpu-session.sh sets
 /// it from the commit the binaries were built at), else `git describe` in the current
 /// directory, else "unknown".
 pub fn git_commit() -> String {

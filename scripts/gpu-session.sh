@@ -1,0 +1,359 @@
+#!/usr/bin/env bash
+# gasworks on a GPU host: the whole GPU protocol, from the archive that
+# scripts/build-for-device.sh made (no Rust toolchain needed on the GPU host).
+#
+#   scripts/gpu-session.sh STEP...
+#
+# Steps, in the order the protocol runs them (each step's wall time is printed):
+#   tests      every test binary with --include-ignored (the GPU tests are #[ignore]d)
+#   sanitizer  compute-sanitizer memcheck + racecheck: one 8-stream shared-scratch GAS batch and
+#              one short path-traced render
+#   bench      build-bench on the sponza-like scene (390 groups) and a ~10M-triangle toystore:
+#              streams 1,2,4,8,16 x fast-build off/on, merge-below 0/64/256/1024, assign
+#              round-robin/lpt x scratch shared/per-stream, compaction off/on (CSV + SVG)
+#   render     GPU and CPU renders on this host: Cornell 1024x1024 256 spp, sponza-like and the
+#              10M toystore at 1920x1080 64 spp; samples/s and rays/s side by side, PNGs kept
+#   sched      the tile scheduler with GPU workers (--devices gpu0x2 and gpu0x2,cpu, --stats) on
+#              the toystore; the image must be bit-identical across GPU worker counts and schedules
+#   nsys       best effort: any Nsight Systems found on the host, on a short render
+# Groups sized for device calls of under 9 minutes each:
+#   call1 = tests sanitizer     call2 = bench     call3 = render sched nsys     all = the three
+#
+# Results: bench/results/<date>-<device>/ (or $GW_RESULTS_DIR): one log per command, CSVs, plots
+# and images, every file starting with the command, device, driver, git commit and date. At the
+# end the script packs that folder into ONE tar.gz and writes ONE summary log, both into $OUT
+# when that variable is set (the device tool brings back at most 8 files), else into
+# bench/results/. Unpack the tar.gz at the repository root and commit the folder.
+#
+# Knobs (environment):
+#   GW_ARCHIVE        the archive (default .device/gasworks-device.tar.xz)
+#   GW_BUDGET_S       wall-clock budget of this invocation (default 530): no step starts, and
+#                     running commands are stopped, past it; packing the results is kept for last
+#   GW_REPEAT         build-bench repeats on the sponza-like scene (default 100)
+#   GW_REPEAT_BIG     build-bench repeats on the 10M toystore (default 10)
+#   GW_SHELVES        toystore size (default 1007 shelves: about 10M triangles)
+#   GW_SCENES_DIR     generated scenes (default /tmp/gasworks-scenes; large, never committed)
+#   GW_SKIP_CPU=1     render step: GPU renders only
+set -uo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+t_start=$(date +%s)
+budget=${GW_BUDGET_S:-530}
+archive="${GW_ARCHIVE:-$root/.device/gasworks-device.tar.xz}"
+
+usage() { sed -n '2,40p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+[ $# -gt 0 ] || { usage >&2; exit 2; }
+steps=()
+for a in "$@"; do
+    case "$a" in
+        call1) steps+=(tests sanitizer) ;;
+        call2) steps+=(bench) ;;
+        call3) steps+=(render sched nsys) ;;
+        all) steps+=(tests sanitizer bench render sched nsys) ;;
+        tests|sanitizer|bench|render|sched|nsys) steps+=("$a") ;;
+        -h|--help) usage; exit 0 ;;
+        *) echo "gpu-session: unknown step '$a'" >&2; usage >&2; exit 2 ;;
+    esac
+done
+# Each step once, in the order given.
+mapfile -t steps < <(printf '%s\n' "${steps[@]}" | awk '!seen[$0]++')
+
+say() { echo "gpu-session: $*" >&2; }
+elapsed() { echo $(( $(date +%s) - t_start )); }
+left() { echo $(( budget - $(elapsed) )); }
+
+# ---- the host -------------------------------------------------------------------------------
+device="$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n1)"
+driver="$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -n1)"
+if [ -z "$device" ]; then
+    say "nvidia-smi finds no NVIDIA GPU on this host: these steps need one (nothing was run)"
+    exit 2
+fi
+
+# ---- unpack the archive ---------------------------------------------------------------------
+[ -f "$archive" ] || { say "$archive missing: run scripts/build-for-device.sh on the build machine and bring the archive here"; exit 2; }
+dev="${GW_UNPACK_DIR:-/tmp/gasworks-device}"
+rm -rf "$dev"
+mkdir -p "$dev"
+if ! tar -C "$dev" -xJf "$archive"; then
+    say "could not unpack $archive"
+    exit 2
+fi
+bin="$dev/gasworks"
+tests_dir="$dev/tests"
+commit="$(cat "$dev/git-commit" 2>/dev/null || echo unknown)"
+[ -x "$bin" ] || { say "$archive holds no gasworks binary"; exit 2; }
+
+# Test binaries embed the path they were built in (CARGO_MANIFEST_DIR for test data,
+# CARGO_BIN_EXE_gasworks = <build root>/target/debug/gasworks for CLI tests). Where that path
+# does not exist here, point it at this checkout, and give it the carried binary.
+build_root="$(cat "$dev/build-root" 2>/dev/null || true)"
+if [ -n "$build_root" ] && [ ! -e "$build_root" ]; then
+    mkdir -p "$(dirname "$build_root")" && ln -s "$root" "$build_root" \
+        && say "linked the build root $build_root -> $root (test data paths)"
+fi
+if [ -n "$build_root" ] && [ ! -e "$build_root/target/debug/gasworks" ]; then
+    mkdir -p "$build_root/target/debug" 2>/dev/null && ln -sf "$bin" "$build_root/target/debug/gasworks"
+fi
+export GASWORKS_BIN="$bin"
+export GASWORKS_GIT_COMMIT="$commit"
+export GASWORKS_NVTX_RECORDER="$dev/libnvtx_recorder.so"
+
+date_utc="$(date -u +%Y-%m-%d)"
+slug="$(echo "$device" | tr -cs 'A-Za-z0-9' '-' | sed 's/-$//')"
+out="${GW_RESULTS_DIR:-bench/results/$date_utc-$slug}"
+mkdir -p "$out"
+scenes="${GW_SCENES_DIR:-/tmp/gasworks-scenes}"
+mkdir -p "$scenes"
+stamp="$(date -u +%Y%m%dT%H%M%SZ)"
+summary_dir="${OUT:-bench/results}"
+mkdir -p "$summary_dir"
+summary="$summary_dir/gpu-session-$stamp.log"
+
+# ---- provenance and logging -----------------------------------------------------------------
+header() {
+    local file="$1"; shift
+    {
+        echo "# command: $*"
+        echo "# device: $device"
+        echo "# driver: $driver"
+        echo "# git commit: $commit"
+        echo "# date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    } > "$file"
+}
+header "$summary" "scripts/gpu-session.sh $*"
+{
+    echo "# steps: ${steps[*]}"
+    echo "# budget: ${budget} s"
+    nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap,clocks.max.sm --format=csv 2>/dev/null | sed 's/^/# /'
+    sed 's/^/# archive: /' "$dev/MANIFEST" | head -n 4
+} >> "$summary"
+note() { echo "$*" | tee -a "$summary" >&2; }
+
+failures=0
+fail() { note "FAILED: $*"; failures=$((failures + 1)); }
+
+# logged LOG CMD...: runs CMD under the budget, its output after a provenance header in LOG.
+logged() {
+    local log="$1"; shift
+    local remaining
+    remaining=$(left)
+    header "$log" "$@"
+    if [ "$remaining" -le 15 ]; then
+        echo "# not run: the session's time budget (${budget} s) was spent" >> "$log"
+        note "skipped (budget spent): $*"
+        return 124
+    fi
+    say "$* > $log"
+    timeout -k 5 $((remaining - 10)) "$@" >> "$log" 2>&1
+    local rc=$?
+    echo "# exit status: $rc" >> "$log"
+    [ $rc -eq 124 ] && echo "# stopped: the session's time budget ran out" >> "$log"
+    return $rc
+}
+
+# A CSV keeps its plain form; its provenance goes beside it.
+meta() { local file="$1"; shift; header "$file.meta" "$@"; }
+
+# ---- scenes ---------------------------------------------------------------------------------
+sponza="$scenes/sponza-like/sponza_like.obj"
+toystore="$scenes/toystore/toystore.obj"
+cornell="$root/assets/cornell/cornell.obj"
+need_sponza() {
+    [ -s "$sponza" ] || logged "$out/gen-sponza-like.log" "$bin" gen sponza-like --quiet -o "$(dirname "$sponza")" \
+        || fail "gen sponza-like"
+}
+need_toystore() {
+    [ -s "$toystore" ] || logged "$out/gen-toystore.log" "$bin" gen toystore --shelves "${GW_SHELVES:-1007}" --quiet \
+        -o "$(dirname "$toystore")" || fail "gen toystore"
+}
+
+# ---- steps ----------------------------------------------------------------------------------
+step_tests() {
+    local t n=0
+    for t in "$tests_dir"/*; do
+        [ -x "$t" ] || continue
+        n=$((n + 1))
+        # One test thread: the GPU tests share one device (out-of-memory and timing tests).
+        local log="$out/test-$(basename "$t").log"
+        if ! logged "$log" "$t" --include-ignored --test-threads=1; then
+            fail "tests in $(basename "$t") (see $log)"
+            # The failing tests and where they panicked, so the summary alone says what broke.
+            grep -E "^test .* FAILED$|panicked at" "$log" | head -n 12 | sed 's/^/    /' | tee -a "$summary" >&2
+        fi
+    done
+    [ $n -gt 0 ] || fail "no test binaries in the archive"
+    # One line per binary: passed / failed / ignored counts.
+    grep -h "^test result" "$out"/test-*.log 2>/dev/null | awk '{p+=$4; f+=$6; i+=$8} END {printf "tests: %d passed, %d failed, %d ignored\n", p, f, i}' \
+        | tee -a "$summary" >&2
+}
+
+step_sanitizer() {
+    need_sponza
+    local cs
+    cs="$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer /opt/nvidia/*/compute-sanitizer 2>/dev/null | head -n1)"
+    if [ -z "$cs" ]; then
+        header "$out/sanitizer.log" compute-sanitizer
+        echo "compute-sanitizer is not installed on this host: memcheck and racecheck still owed" >> "$out/sanitizer.log"
+        fail "compute-sanitizer missing"
+        return
+    fi
+    local build=("$bin" build-bench "$sponza" --streams 8 --scratch shared --repeat 1 --warmup 0)
+    local render=("$bin" render "$cornell" -o "$out/sanitizer-render.png" --backend optix --width 128 --height 128
+        --spp 4 --quiet)
+    local tool what
+    for tool in memcheck racecheck; do
+        for what in build render; do
+            local -n cmd="$what"
+            logged "$out/sanitizer-$tool-$what.log" "$cs" --tool "$tool" --error-exitcode 99 "${cmd[@]}" \
+                || fail "compute-sanitizer $tool on the $what (see $out/sanitizer-$tool-$what.log)"
+            grep -h "ERROR SUMMARY\|RACECHECK SUMMARY" "$out/sanitizer-$tool-$what.log" | sed "s/^/$tool $what: /" | tee -a "$summary" >&2
+        done
+    done
+    rm -f "$out/sanitizer-render.png"
+}
+
+# bench_one NAME SCENE REPEAT ARGS...: one build-bench invocation, CSV + SVG + log.
+bench_one() {
+    local name="$1" scene="$2" repeat="$3"; shift 3
+    local cmd=("$bin" build-bench "$scene" --repeat "$repeat" --csv "$out/bench-$name.csv" --plot "$out/bench-$name.svg" "$@")
+    logged "$out/bench-$name.log" "${cmd[@]}" || fail "build-bench $name (see $out/bench-$name.log)"
+    meta "$out/bench-$name.csv" "${cmd[@]}"
+}
+
+step_bench() {
+    need_sponza
+    need_toystore
+    local r="${GW_REPEAT:-100}" rb="${GW_REPEAT_BIG:-10}" s=1,2,4,8,16
+    # One factor at a time around the default (fast-trace, round-robin, shared scratch, one GAS
+    # per group, no compaction): the whole cross product would be 320 configurations.
+    bench_one sponza-flags "$sponza" "$r" --streams "$s" --flags both
+    bench_one sponza-compact "$sponza" "$r" --streams "$s" --flags both --compact
+    bench_one sponza-merge "$sponza" "$r" --streams "$s" --merge-below 0,64,256,1024
+    bench_one sponza-assign-scratch "$sponza" "$r" --streams "$s" --assign round-robin,lpt --scratch shared,per-stream
+    bench_one toystore-flags "$toystore" "$rb" --streams "$s" --flags both
+    bench_one toystore-merge-compact "$toystore" "$rb" --streams "$s" --merge-below 0,64,256,1024 --compact
+    note "bench: $r repeats on sponza-like, $rb on the toystore (GW_REPEAT, GW_REPEAT_BIG)"
+    # The headline: median build time per stream count, and 8 streams against 1.
+    local f
+    for f in "$out"/bench-*.log; do
+        grep -iE "speed-?up|single GAS|streams *8|x faster" "$f" 2>/dev/null | head -n 12 | sed "s|^|$(basename "$f" .log): |"
+    done | tee -a "$summary" >&2
+}
+
+render_csv="$out/render-figures.csv"
+# render_one NAME OBJ BACKEND WIDTH HEIGHT SPP: one render, its log, image and CSV row.
+render_one() {
+    local name="$1" obj="$2" backend="$3" w="$4" h="$5" spp="$6"
+    local log="$out/render-$name-$backend.log" img="$out/$name-$backend.png"
+    local cmd=("$bin" render "$obj" -o "$img" --backend "$backend" --width "$w" --height "$h" --spp "$spp" --max-depth 8 --quiet)
+    logged "$log" "${cmd[@]}" || { fail "render $name on $backend (see $log)"; return; }
+    # The summary line: "...; load L s, build B s, render R s, S M samples/s ..." and, for
+    # OptiX, "rays: N traced, R M rays/s".
+    local figures rays
+    figures="$(sed -n 's/.*load \([0-9.]*\) s, build \([0-9.]*\) s, render \([0-9.]*\) s, \([0-9.]*\) M samples\/s.*/\1,\2,\3,\4/p' "$log" | tail -n1)"
+    rays="$(sed -n 's/.*rays: \([0-9]*\) traced, \([0-9.]*\) M rays\/s.*/\1,\2/p' "$log" | tail -n1)"
+    [ -n "$figures" ] || { fail "no summary line in $log"; return; }
+    [ -n "$rays" ] || rays=","
+    echo "$name,$backend,$w,$h,$spp,8,$figures,$rays" >> "$render_csv"
+    note "render $name $backend ${w}x${h} ${spp} spp: load,build,render s, M samples/s = $figures; rays, M rays/s = $rays"
+}
+
+step_render() {
+    need_sponza
+    need_toystore
+    if [ ! -s "$render_csv" ]; then
+        echo "scene,backend,width,height,spp,max_depth,load_s,build_s,render_s,msamples_per_s,rays,mrays_per_s" > "$render_csv"
+        meta "$render_csv" "scripts/gpu-session.sh render"
+    fi
+    local backends=(optix)
+    [ "${GW_SKIP_CPU:-0}" = 1 ] || backends+=(cpu)
+    local b
+    for b in "${backends[@]}"; do
+        render_one cornell "$cornell" "$b" 1024 1024 256
+        render_one sponza-like "$sponza" "$b" 1920 1080 64
+        render_one toystore "$toystore" "$b" 1920 1080 64
+    done
+}
+
+step_sched() {
+    need_toystore
+    local w=960 h=540 spp=16 ref="" d sch
+    # Bit-identical across GPU worker counts and schedules (EXR: the exact floats).
+    for d in gpu0 gpu0x2 gpu0x4; do
+        for sch in regular sorted adaptive; do
+            local img="$scenes/sched-$d-$sch.exr" log="$out/sched-$d-$sch.log"
+            logged "$log" "$bin" render "$toystore" -o "$img" --backend optix --devices "$d" --schedule "$sch" \
+                --width $w --height $h --spp $spp --quiet --stats "$out/sched-$d-$sch.csv" \
+                || { fail "scheduler render --devices $d --schedule $sch (see $log)"; continue; }
+            local sum
+            sum="$(sha256sum "$img" | cut -d' ' -f1)"
+            echo "# image sha256: $sum" >> "$log"
+            if [ -z "$ref" ]; then ref="$sum"; elif [ "$sum" != "$ref" ]; then
+                fail "image differs with --devices $d --schedule $sch (sha256 $sum, first was $ref)"
+            fi
+        done
+    done
+    [ -n "$ref" ] && note "sched: every GPU worker count and schedule gave one image (sha256 $ref)" 
+    # GPU and CPU workers together: per-worker busy time and efficiency.
+    logged "$out/sched-gpu0x2-cpu.log" "$bin" render "$toystore" -o "$scenes/sched-mixed.exr" --backend optix \
+        --devices gpu0x2,cpu --width $w --height $h --spp $spp --quiet --stats "$out/sched-gpu0x2-cpu.csv" \
+        || fail "scheduler render --devices gpu0x2,cpu"
+    grep -hiE "efficiency|makespan" "$out"/sched-*.log 2>/dev/null | head -n 24 | tee -a "$summary" >&2
+}
+
+step_nsys() {
+    local log="$out/nsys.log" n
+    header "$log" "nsys profile --trace=cuda,nvtx (best effort)"
+    n="$( (command -v nsys; ls -d /opt/nvidia/nsight-systems*/bin/nsys /usr/local/cuda*/bin/nsys \
+        /usr/local/cuda*/nsight-systems*/bin/nsys /opt/nvidia/nsight-compute*/host/*/nsys \
+        /usr/local/cuda*/nsight-compute*/host/*/nsys 2>/dev/null; find / -xdev -name nsys -type f -perm -u+x 2>/dev/null) | head -n1)"
+    if [ -z "$n" ]; then
+        echo "no nsys binary anywhere on this host: NVTX is verified through the injection recorder only" >> "$log"
+        note "nsys: none found on this host"
+        return
+    fi
+    echo "# nsys: $n" >> "$log"
+    "$n" --version >> "$log" 2>&1
+    local rep="/tmp/gasworks-nsys-$stamp"
+    logged "$out/nsys-profile.log" "$n" profile --trace=cuda,nvtx --force-overwrite true -o "$rep" \
+        "$bin" render "$cornell" -o /tmp/gasworks-nsys.png --backend optix --width 256 --height 256 --spp 16 --quiet
+    ls -la "$rep"* >> "$log" 2>&1
+    if ls "$rep".nsys-rep >/dev/null 2>&1; then
+        logged "$out/nsys-stats.log" "$n" stats --report nvtx_sum "$rep.nsys-rep"
+        note "nsys: report made; NVTX summary in $out/nsys-stats.log"
+    else
+        note "nsys: $n made no .nsys-rep (files: $(ls "$rep"* 2>/dev/null | xargs -n1 basename 2>/dev/null | tr '\n' ' '))"
+    fi
+}
+
+# ---- run ------------------------------------------------------------------------------------
+note "gpu-session: $device, driver $driver, commit $commit, steps: ${steps[*]}"
+for s in "${steps[@]}"; do
+    if [ "$(left)" -le 20 ]; then
+        note "step $s: not started, the ${budget} s budget is spent"
+        fail "step $s not run"
+        continue
+    fi
+    t0=$(date +%s)
+    before=$failures
+    "step_$s"
+    note "step $s: $(( $(date +%s) - t0 )) s, $((failures - before)) failure(s)"
+done
+note "gpu-session: ${failures} failure(s) in $(elapsed) s; results in $out"
+
+# ---- pack the results: one tar.gz beside the summary ----------------------------------------
+pack="$summary_dir/results-$stamp.tar.gz"
+cp "$summary" "$out/"
+tar -czf "$pack" "$out"
+size=$(stat -c %s "$pack")
+# The device tool brings back files of at most 16 MiB: split a larger archive.
+if [ "$size" -gt $((15 * 1048576)) ]; then
+    split -b 15M -d "$pack" "$pack.part"
+    rm -f "$pack"
+    note "results: $(ls "$pack".part* | wc -l) parts of $pack (join with cat before tar -xzf)"
+else
+    note "results: $pack ($((size / 1024)) KiB): unpack at the repository root with tar -xzf"
+fi
+[ "$failures" -eq 0 ]
