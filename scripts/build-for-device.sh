@@ -79,7 +79,6 @@ echo "$root" > "$stage/build-root"
 } > "$stage/MANIFEST"
 
 mkdir -p "$dest"
-rm -f "$archive"
 # xz -6 with all cores: ~4x on these binaries, and xz exists on the GPU hosts.
 tar -C "$stage" -cf - . | xz -6 -T0 > "$archive.tmp"
 size=$(stat -c %s "$archive.tmp")
