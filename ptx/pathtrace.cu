@@ -8,9 +8,20 @@
 // program and a ray-type stride of 1 serve both ray types, which keeps the SBT exactly one
 // record per (GAS, build input), as the IAS of src/optix/accel.rs expects.
 //
-// A launch covers one tile (launch width = tile pixels, 1D, row-major within the tile); each
-// thread adds the samples [sample_begin, sample_end) of its pixel, in order, to the tile's
-// float4 accumulation buffer: exactly what CpuBackend::render_tile does.
+// A launch covers one tile, in one of three modes (GwLaunchParams::mode; the host plans them in
+// src/optix/pathtracer/launch.rs, plan_launches):
+// - ACCUMULATE: one thread per pixel (launch width = tile pixels, 1D, row-major within the
+//   tile); each thread adds the samples [sample_begin, sample_end) of its pixel, in order, to
+//   the tile's float4 accumulation buffer: exactly what CpuBackend::render_tile does.
+// - SAMPLES: one thread per (pixel, sample) of [sample_begin, sample_end), sample-major
+//   (thread i: pixel i % pixels, sample sample_begin + i / pixels), each writing its sample to
+//   the samples buffer, so that a small tile still fills the GPU;
+// - REDUCE: one thread per pixel, adding the samples a SAMPLES launch wrote, in sample order, to
+//   the accumulation: the same additions in the same order as ACCUMULATE, so the bits are the
+//   same however the samples were split into launches.
+//
+// Area lights emit from the front face only (the winding's normal side) unless the launch
+// parameters say two_sided_lights, as the CPU does for Scene::two_sided_lights.
 //
 // Random numbers: Sampler(pixel = y * width + x, sample, seed), drawn in the CPU's order:
 // jitter (2), then at every vertex where the path may continue exactly 7 numbers: light
@@ -54,7 +65,21 @@ struct GwHitGroupData {
     unsigned int pad[2];
 };
 
-// The launch parameters (184 bytes).
+// One sample written by a SAMPLES launch for the REDUCE launch after it (16 bytes): its radiance
+// (non-finite values kept, so REDUCE drops them as ACCUMULATE would) and the rays it traced.
+struct GwSample {
+    float radiance[3];
+    unsigned int rays;
+};
+
+// Launch modes (see the top of this file).
+enum : unsigned int {
+    GW_LAUNCH_ACCUMULATE = 0u,
+    GW_LAUNCH_SAMPLES = 1u,
+    GW_LAUNCH_REDUCE = 2u,
+};
+
+// The launch parameters (200 bytes).
 struct GwLaunchParams {
     OptixTraversableHandle handle; // the IAS
     float* accum;                  // tile_w * tile_h float4 [r, g, b, n], row-major in the tile
@@ -82,7 +107,10 @@ struct GwLaunchParams {
     unsigned int light_count;
     unsigned int material_count;
     unsigned int texture_count;
+    unsigned int two_sided_lights; // 0: lights emit from the front face only; 1: both faces
+    unsigned int mode;  // GW_LAUNCH_ACCUMULATE, GW_LAUNCH_SAMPLES or GW_LAUNCH_REDUCE
     unsigned int pad;
+    GwSample* samples;  // SAMPLES / REDUCE: (sample_end - sample_begin) x tile pixels, sample-major
 };
 
 static_assert(sizeof(GwLight) == 64, "GwLight layout");
@@ -92,7 +120,8 @@ static_assert(GW_OFFSETOF(GwLight, emission) == 48, "GwLight.emission");
 static_assert(sizeof(GwHitGroupData) == 64, "GwHitGroupData layout");
 static_assert(GW_OFFSETOF(GwHitGroupData, light_index) == 40, "GwHitGroupData.light_index");
 static_assert(GW_OFFSETOF(GwHitGroupData, group) == 48, "GwHitGroupData.group");
-static_assert(sizeof(GwLaunchParams) == 184, "GwLaunchParams layout");
+static_assert(sizeof(GwSample) == 16, "GwSample layout");
+static_assert(sizeof(GwLaunchParams) == 200, "GwLaunchParams layout");
 static_assert(GW_OFFSETOF(GwLaunchParams, counters) == 56, "GwLaunchParams.counters");
 static_assert(GW_OFFSETOF(GwLaunchParams, seed) == 64, "GwLaunchParams.seed");
 static_assert(GW_OFFSETOF(GwLaunchParams, eye) == 72, "GwLaunchParams.eye");
@@ -102,6 +131,9 @@ static_assert(GW_OFFSETOF(GwLaunchParams, tile_x) == 140, "GwLaunchParams.tile_x
 static_assert(GW_OFFSETOF(GwLaunchParams, sample_begin) == 156, "GwLaunchParams.sample_begin");
 static_assert(GW_OFFSETOF(GwLaunchParams, max_depth) == 164, "GwLaunchParams.max_depth");
 static_assert(GW_OFFSETOF(GwLaunchParams, texture_count) == 176, "GwLaunchParams.texture_count");
+static_assert(GW_OFFSETOF(GwLaunchParams, two_sided_lights) == 180, "GwLaunchParams.two_sided_lights");
+static_assert(GW_OFFSETOF(GwLaunchParams, mode) == 184, "GwLaunchParams.mode");
+static_assert(GW_OFFSETOF(GwLaunchParams, samples) == 192, "GwLaunchParams.samples");
 
 #define GW_NO_LIGHT 0xffffffffu
 
@@ -223,6 +255,13 @@ GW_INLINE float light_probability(unsigned int i)
     return cdf[i] - lo;
 }
 
+// PathTracer::emits_towards: whether a light of unit normal n_light emits towards w (pointing
+// away from it): always with two-sided lights, else when n_light . w > 0.
+GW_INLINE bool emits_towards(V3 n_light, V3 w)
+{
+    return pathtrace_params.two_sided_lights != 0u || dot(n_light, w) > 0.0f;
+}
+
 // PathTracer::light_pdf. Returns false where the CPU returns None.
 GW_INLINE bool light_pdf(const Hit& h, const SurfacePoint& sp, V3 dir, float& pdf)
 {
@@ -267,6 +306,10 @@ GW_INLINE V3 next_event(const SurfacePoint& sp, const Bsdf& bsdf, V3 wo, float u
     if (!(cos_l > 0.0f)) {
         return zero;
     }
+    // A light point seen from behind emits nothing towards the shading point: no shadow ray.
+    if (!(pathtrace_params.two_sided_lights != 0u || dot(n_light, wi) < 0.0f)) {
+        return zero;
+    }
     const BsdfEval e = bsdf_eval(bsdf, wo, wi);
     if (e.f_cos == zero) {
         return zero;
@@ -309,7 +352,7 @@ GW_INLINE V3 radiance(V3 origin, V3 dir, Sampler& rng, unsigned long long& rays)
         const SurfacePoint sp = surface_point(hit);
         const GwMaterial& material = P.materials[sp.material];
         const V3 wo = -ray_d;
-        if (is_emissive(material)) {
+        if (is_emissive(material) && emits_towards(sp.n_geo, wo)) {
             float w = 1.0f;
             float p_light;
             if (!prev_delta && light_pdf(hit, sp, ray_d, p_light)) {
@@ -377,31 +420,73 @@ GW_INLINE V3 sample_pixel(unsigned int x, unsigned int y, unsigned int sample, u
 // Programs
 // ---------------------------------------------------------------------------------------------
 
+// CpuBackend::render_tile's accumulation of one sample: a non-finite sample adds nothing but
+// still counts.
+GW_INLINE void accumulate(const V3 l, float& r, float& g, float& b, float& n,
+                          unsigned long long& dropped)
+{
+    if (is_finite(l)) {
+        r += l.x;
+        g += l.y;
+        b += l.z;
+    } else {
+        dropped += 1ull;
+    }
+    n += 1.0f;
+}
+
 extern "C" __global__ void __raygen__pathtrace()
 {
     const GwLaunchParams& P = pathtrace_params;
     const unsigned int i = launch_index_x();
-    if (P.tile_w == 0u || i >= P.tile_w * P.tile_h) {
+    // At most 2^30 threads per launch (the host checks), so these products fit 32 bits.
+    const unsigned int pixels = P.tile_w * P.tile_h;
+    const unsigned int count = P.sample_end - P.sample_begin;
+    const bool write_samples = P.mode == GW_LAUNCH_SAMPLES;
+    if (pixels == 0u || i >= (write_samples ? pixels * count : pixels)) {
         return;
     }
-    // Launch index -> pixel: row-major within the tile (src/optix/pathtracer/pack.rs,
-    // `tile_pixel`, is the same mapping, tested against the CPU's loop order).
-    const unsigned int x = P.tile_x + i % P.tile_w;
-    const unsigned int y = P.tile_y + i / P.tile_w;
-    float* acc = P.accum + 4ull * i;
-    float r = acc[0], g = acc[1], b = acc[2], n = acc[3];
+    // The pixel, row-major within the tile (src/optix/pathtracer/launch.rs: `tile_pixel`, and
+    // for SAMPLES launches `sample_thread`, sample-major), and the samples this thread renders.
+    const unsigned int p = i % pixels;
+    const unsigned int x = P.tile_x + p % P.tile_w;
+    const unsigned int y = P.tile_y + p / P.tile_w;
+    unsigned int first = P.sample_begin, end = P.sample_end;
+    if (write_samples) {
+        first = P.sample_begin + i / pixels;
+        end = first + 1u;
+    } else if (P.mode == GW_LAUNCH_REDUCE) {
+        end = first; // renders nothing: adds what a SAMPLES launch wrote
+    }
+    float r = 0.0f, g = 0.0f, b = 0.0f, n = 0.0f;
+    float* acc = P.accum + 4ull * p;
+    if (!write_samples) {
+        r = acc[0];
+        g = acc[1];
+        b = acc[2];
+        n = acc[3];
+    }
     unsigned long long rays = 0ull, dropped = 0ull;
-    for (unsigned int s = P.sample_begin; s < P.sample_end; ++s) {
+    // One call site of the path tracer, so the PTX holds one copy of it.
+    for (unsigned int s = first; s < end; ++s) {
         const V3 l = sample_pixel(x, y, s, rays);
-        // As CpuBackend::render_tile: a non-finite sample adds nothing but still counts.
-        if (is_finite(l)) {
-            r += l.x;
-            g += l.y;
-            b += l.z;
-        } else {
-            dropped += 1ull;
+        if (write_samples) {
+            GwSample& out = P.samples[i];
+            out.radiance[0] = l.x;
+            out.radiance[1] = l.y;
+            out.radiance[2] = l.z;
+            out.rays = (unsigned int)rays;
+            return;
         }
-        n += 1.0f;
+        accumulate(l, r, g, b, n, dropped);
+    }
+    if (P.mode == GW_LAUNCH_REDUCE) {
+        for (unsigned int k = 0u; k < count; ++k) {
+            const GwSample& smp = P.samples[(unsigned long long)k * pixels + p];
+            accumulate(v3(smp.radiance[0], smp.radiance[1], smp.radiance[2]), r, g, b, n,
+                       dropped);
+            rays += smp.rays;
+        }
     }
     acc[0] = r;
     acc[1] = g;

@@ -13,7 +13,6 @@ use std::time::Instant;
 
 use anyhow::Context;
 
-use crate::cli::AccelArgs;
 use crate::optix::pathtracer::{OptixBackend, OptixOptions, PathTracerError};
 use crate::render::{RenderSettings, TileRenderer};
 use crate::scene::Scene;
@@ -45,51 +44,60 @@ impl Backend {
     }
 }
 
+/// Sets up the backend `choice` names. `options` say how the OptiX backend is built (GPU 0,
+/// context, GAS builds) when it is tried.
 pub fn select(
     choice: BackendChoice,
     scene: &Scene,
     settings: &RenderSettings,
-    accel: &AccelArgs,
+    options: &OptixOptions,
 ) -> anyhow::Result<Backend> {
     match choice {
-        BackendChoice::Cpu => Ok(cpu_backend(scene, settings, "requested with --backend cpu")),
+        BackendChoice::Cpu => Ok(cpu_backend(
+            scene,
+            settings,
+            "requested with --backend cpu",
+        )?),
         BackendChoice::Optix => {
-            let options = OptixOptions::from_cli(accel)?;
-            optix_backend(scene, settings, &options, "requested with --backend optix")
+            optix_backend(scene, settings, options, "requested with --backend optix")
                 .context("--backend optix")
         }
         BackendChoice::Auto => {
-            // Bad options are the user's to fix, whichever backend would run.
-            let options = OptixOptions::from_cli(accel)?;
             if let Err(e) = crate::optix::probe() {
-                return Ok(cpu_backend(scene, settings, &format!("auto: {e}")));
+                return Ok(cpu_backend(scene, settings, &format!("auto: {e}"))?);
             }
             match optix_backend(
                 scene,
                 settings,
-                &options,
+                options,
                 "picked by --backend auto: an NVIDIA GPU and driver are present",
             ) {
                 Ok(b) => Ok(b),
+                // The scene or the settings are wrong whichever backend runs them.
+                Err(PathTracerError::Input(e)) => Err(e.into()),
                 Err(e) => Ok(cpu_backend(
                     scene,
                     settings,
                     &format!("auto: the OptiX backend could not be used: {e}"),
-                )),
+                )?),
             }
         }
     }
 }
 
-fn cpu_backend(scene: &Scene, settings: &RenderSettings, why: &str) -> Backend {
+fn cpu_backend(
+    scene: &Scene,
+    settings: &RenderSettings,
+    why: &str,
+) -> Result<Backend, crate::render::InputError> {
     let t = Instant::now();
-    let cpu = crate::cpu::CpuBackend::new(scene, settings);
-    Backend {
+    let cpu = crate::cpu::CpuBackend::new(scene, settings)?;
+    Ok(Backend {
         description: format!("cpu ({} threads; {why})", rayon::current_num_threads()),
         build_seconds: t.elapsed().as_secs_f64(),
         renderer: Box::new(cpu),
         optix: None,
-    }
+    })
 }
 
 fn optix_backend(
@@ -124,7 +132,10 @@ fn optix_backend(
 pub struct WorkerFactory<'a> {
     scene: &'a Scene,
     settings: RenderSettings,
-    accel: AccelArgs,
+    /// How GPUs set up on first use are built (`device` is replaced by theirs).
+    options: OptixOptions,
+    /// What was set up on first use, for the user ("gpu1: ...").
+    late_backends: Mutex<Vec<String>>,
     selected: Arc<dyn TileRenderer>,
     selected_is_cpu: bool,
     cpu: OnceLock<Arc<dyn TileRenderer>>,
@@ -135,7 +146,7 @@ impl<'a> WorkerFactory<'a> {
     pub fn new(
         scene: &'a Scene,
         settings: &RenderSettings,
-        accel: &AccelArgs,
+        options: &OptixOptions,
         backend: Backend,
     ) -> WorkerFactory<'a> {
         let mut gpus = HashMap::new();
@@ -146,7 +157,8 @@ impl<'a> WorkerFactory<'a> {
         WorkerFactory {
             scene,
             settings: *settings,
-            accel: accel.clone(),
+            options: options.clone(),
+            late_backends: Mutex::new(Vec::new()),
             selected: Arc::from(backend.renderer),
             selected_is_cpu,
             cpu: OnceLock::new(),
@@ -162,6 +174,15 @@ impl<'a> WorkerFactory<'a> {
         }
         Some(gpus.values().map(|g| g.counters().rays).sum())
     }
+
+    /// The backends set up on first use (`--devices gpu1,...` beyond the selected one), each
+    /// described as "gpuD: ...", in the order they were set up.
+    pub fn late_backends(&self) -> Vec<String> {
+        self.late_backends
+            .lock()
+            .map(|v| v.clone())
+            .unwrap_or_default()
+    }
 }
 
 impl crate::sched::RendererFactory for WorkerFactory<'_> {
@@ -169,10 +190,12 @@ impl crate::sched::RendererFactory for WorkerFactory<'_> {
         if self.selected_is_cpu {
             return Ok(self.selected.clone());
         }
-        Ok(self
-            .cpu
-            .get_or_init(|| Arc::new(crate::cpu::CpuBackend::new(self.scene, &self.settings)))
-            .clone())
+        if let Some(cpu) = self.cpu.get() {
+            return Ok(cpu.clone());
+        }
+        let cpu: Arc<dyn TileRenderer> =
+            Arc::new(crate::cpu::CpuBackend::new(self.scene, &self.settings)?);
+        Ok(self.cpu.get_or_init(|| cpu).clone())
     }
 
     fn gpu(&self, device: u32, _stream: u32) -> anyhow::Result<Arc<dyn TileRenderer>> {
@@ -183,13 +206,15 @@ impl crate::sched::RendererFactory for WorkerFactory<'_> {
         let backend = match gpus.entry(device) {
             std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
             std::collections::hash_map::Entry::Vacant(e) => {
-                let mut options = OptixOptions::from_cli(&self.accel)?;
+                let mut options = self.options.clone();
                 options.device = device as usize;
                 let backend = OptixBackend::new(self.scene, &self.settings, &options)
                     .with_context(|| {
                         format!("--devices gpu{device}: cannot set up the OptiX backend")
                     })?;
-                eprintln!("backend: gpu{device}: {}", backend.describe());
+                if let Ok(mut late) = self.late_backends.lock() {
+                    late.push(format!("gpu{device}: {}", backend.describe()));
+                }
                 e.insert(backend)
             }
         };

@@ -99,8 +99,59 @@ impl BenchRow {
     }
 }
 
+/// Which of a figure's repeats a [`CpuBenchRow`] reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Statistic {
+    Min,
+    Median,
+    Max,
+}
+
+impl Statistic {
+    pub const ALL: [Statistic; 3] = [Statistic::Min, Statistic::Median, Statistic::Max];
+
+    pub fn of(self, s: &Stats) -> f64 {
+        match self {
+            Statistic::Min => s.min,
+            Statistic::Median => s.median,
+            Statistic::Max => s.max,
+        }
+    }
+}
+
+/// One CSV row of `gasworks cpu-bench`: one scene, one thread count, one statistic of the
+/// repeats, taken figure by figure (the `min` row holds the smallest load rate, the smallest
+/// build rate and the smallest render rate, which need not come from the same repeat).
+/// A figure that was not measured is empty.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CpuBenchRow {
+    pub scene: String,
+    pub groups: u64,
+    pub triangles: u64,
+    /// Bytes of the OBJ and the MTL files it names (0 for a built-in scene).
+    pub file_bytes: u64,
+    pub threads: usize,
+    pub statistic: Statistic,
+    /// Loading (parse + scene build) in MB/s of file size (10^6 bytes), with `--load`.
+    pub load_mb_per_s: Option<f64>,
+    /// BVH build, both levels, in million triangles per second (wall clock).
+    pub build_mtri_per_s: f64,
+    /// Path tracing in million samples per second (wall clock).
+    pub render_msamples_per_s: Option<f64>,
+    /// Path tracing in million samples per second of process CPU time (all threads): what a
+    /// core does when it gets to run, which other load on the machine does not deflate.
+    pub render_msamples_per_cpu_s: Option<f64>,
+    pub width: u32,
+    pub height: u32,
+    pub spp: u32,
+    pub max_depth: u32,
+    pub repeats: u32,
+    pub git_commit: String,
+}
+
 /// Writes the rows as CSV with a header line.
-pub fn write_csv<W: io::Write>(out: W, rows: &[BenchRow]) -> Result<(), csv::Error> {
+pub fn write_csv<W: io::Write, R: Serialize>(out: W, rows: &[R]) -> Result<(), csv::Error> {
     let mut w = csv::Writer::from_writer(out);
     for r in rows {
         w.serialize(r)?;

@@ -8,11 +8,13 @@
 //! - [`optix`]: the OptiX backend: raw ABI, safe wrappers, batched GAS builds, pipelines;
 //! - [`nvtx`]: NVTX ranges for Nsight Systems (no CUDA toolkit needed);
 //! - [`sched`]: the cost map and the tile scheduler that spreads work over devices;
+//! - [`cluster`]: one frame over several processes (MPI ranks), tiles stolen across ranks;
 //! - [`cli`]: the `gasworks` command line.
 
 pub mod backend;
 pub mod bench_report;
 pub mod cli;
+pub mod cluster;
 pub mod cpu;
 pub mod nvtx;
 pub mod optix;

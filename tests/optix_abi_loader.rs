@@ -79,6 +79,10 @@ fn dispatched_abi(lib: &OptixLibrary) -> (String, i32) {
 }
 
 #[test]
+#[cfg_attr(
+    gasworks_no_cc,
+    ignore = "no C compiler when the tests were built (see build.rs)"
+)]
 fn newest_abi_is_chosen_when_the_driver_has_it() {
     let Some(f) = fakes() else { return };
     let lib = load(&f.driver_105, AbiRequest::Newest).expect("load ABI 105");
@@ -87,6 +91,10 @@ fn newest_abi_is_chosen_when_the_driver_has_it() {
 }
 
 #[test]
+#[cfg_attr(
+    gasworks_no_cc,
+    ignore = "no C compiler when the tests were built (see build.rs)"
+)]
 fn abi_87_can_be_forced_on_a_new_driver() {
     let Some(f) = fakes() else { return };
     let lib = load(&f.driver_105, AbiRequest::Exactly(Abi::V87)).expect("load ABI 87");
@@ -95,6 +103,10 @@ fn abi_87_can_be_forced_on_a_new_driver() {
 }
 
 #[test]
+#[cfg_attr(
+    gasworks_no_cc,
+    ignore = "no C compiler when the tests were built (see build.rs)"
+)]
 fn old_driver_falls_back_to_abi_87() {
     let Some(f) = fakes() else { return };
     let lib = load(&f.driver_87, AbiRequest::Newest).expect("fall back to 87");
@@ -103,6 +115,10 @@ fn old_driver_falls_back_to_abi_87() {
 }
 
 #[test]
+#[cfg_attr(
+    gasworks_no_cc,
+    ignore = "no C compiler when the tests were built (see build.rs)"
+)]
 fn old_driver_asked_for_105_names_the_minimum_driver() {
     let Some(f) = fakes() else { return };
     match load(&f.driver_87, AbiRequest::Exactly(Abi::V105)) {
@@ -120,6 +136,10 @@ fn old_driver_asked_for_105_names_the_minimum_driver() {
 }
 
 #[test]
+#[cfg_attr(
+    gasworks_no_cc,
+    ignore = "no C compiler when the tests were built (see build.rs)"
+)]
 fn table_size_mismatch_is_reported_with_its_name() {
     let Some(f) = fakes() else { return };
     match load(&f.wrong_size, AbiRequest::Newest) {
@@ -132,6 +152,10 @@ fn table_size_mismatch_is_reported_with_its_name() {
 }
 
 #[test]
+#[cfg_attr(
+    gasworks_no_cc,
+    ignore = "no C compiler when the tests were built (see build.rs)"
+)]
 fn empty_entry_is_reported_by_name() {
     let Some(f) = fakes() else { return };
     match load(&f.null_launch, AbiRequest::Newest) {
@@ -144,6 +168,10 @@ fn empty_entry_is_reported_by_name() {
 }
 
 #[test]
+#[cfg_attr(
+    gasworks_no_cc,
+    ignore = "no C compiler when the tests were built (see build.rs)"
+)]
 fn library_without_the_query_symbol_is_not_optix() {
     let Some(f) = fakes() else { return };
     match load(&f.no_symbol, AbiRequest::Newest) {
@@ -171,6 +199,10 @@ fn missing_library_is_a_typed_error() {
 }
 
 #[test]
+#[cfg_attr(
+    gasworks_no_cc,
+    ignore = "no C compiler when the tests were built (see build.rs)"
+)]
 fn build_inputs_cross_the_abi_with_their_c_stride() {
     let Some(f) = fakes() else { return };
     for request in [
@@ -211,6 +243,10 @@ fn build_inputs_cross_the_abi_with_their_c_stride() {
 }
 
 #[test]
+#[cfg_attr(
+    gasworks_no_cc,
+    ignore = "no C compiler when the tests were built (see build.rs)"
+)]
 fn error_names_come_from_our_table_then_the_driver() {
     let Some(f) = fakes() else { return };
     let lib = load(&f.driver_105, AbiRequest::Newest).expect("load");
@@ -222,6 +258,10 @@ fn error_names_come_from_our_table_then_the_driver() {
 }
 
 #[test]
+#[cfg_attr(
+    gasworks_no_cc,
+    ignore = "no C compiler when the tests were built (see build.rs)"
+)]
 fn environment_names_the_library_to_load() {
     let Some(f) = fakes() else { return };
     // Only this test in this binary reads the variable (the others name their path).

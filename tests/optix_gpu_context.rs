@@ -162,7 +162,10 @@ fn events_time_and_order_streams() {
     big.zero(&a).expect("memset");
     end.record(&a).expect("record");
     let ms = start.elapsed_ms(&end).expect("elapsed");
-    assert!(ms.is_finite() && ms >= 0.0, "elapsed {ms}");
+    // The events bracket a 256 MiB memset, which takes far longer than the events' resolution
+    // (about half a microsecond): a timing that measured nothing (or the wrong pair) reads 0.
+    // This is a check that the events time the work between them, not a speed claim.
+    assert!(ms.is_finite() && ms > 0.0, "elapsed {ms}");
 
     // Stream b waits for a's upload before reading: the download on b sees the data.
     let mut buf = DeviceBuffer::alloc(&gpu, 4096).expect("alloc");

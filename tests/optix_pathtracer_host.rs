@@ -15,10 +15,16 @@
 //! statistically right. What this cannot check is OptiX itself (the SBT, the payload plumbing,
 //! the hardware's own triangle test): that is the job of the GPU tests in `optix_pathtracer.rs`.
 //!
-//! The test needs a C++17 compiler (`$CXX`, else `c++`); without one it says so and passes,
-//! except on CI (`CI` set), where that is a failure.
+//! The same compiler also checks the layout of every struct the host hands the device code
+//! (`layout.rs`, `raycast.rs`): sizes, offsets and field sizes, asserted in C++ from the Rust
+//! `offset_of!` values, so that a field that differs fails to compile (the NVRTC build only
+//! evaluates the `static_assert`s the `.cu` files happen to contain).
+//!
+//! The tests need a C++17 compiler (`$CXX`, else `c++`): see `tests/support/mod.rs` for what
+//! happens without one (ignored when none was found at build time, a failure on CI).
 
 mod cpu_common;
+mod support;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -27,10 +33,13 @@ use std::sync::OnceLock;
 
 use cpu_common::*;
 use gasworks::cpu::CpuBackend;
-use gasworks::optix::pathtracer::launch::{frame_params, tile_params};
+use gasworks::optix::pathtracer::launch::{
+    frame_params, launch_work, plan_launches, step_params, DeviceShape, LaunchMode, LaunchStep,
+    WorkerBuffers, MAX_SAMPLE_SLOTS,
+};
 use gasworks::optix::pathtracer::pack::{hit_group_data, pack_scene};
 use gasworks::render::{RenderSettings, Tile, TileRenderer};
-use gasworks::scene::{Camera, Environment, Material, MaterialKind, Scene, Texture};
+use gasworks::scene::{Camera, Material, MaterialKind, Scene, Texture};
 use glam::{Vec2, Vec3};
 
 const PATHTRACE_CU: &str = include_str!("../ptx/pathtrace.cu");
@@ -76,6 +85,7 @@ void trace6(OptixTraversableHandle handle, float ox, float oy, float oz, float d
             unsigned int& p4, unsigned int& p5);
 // Only the closest-hit and miss programs use these; the harness never runs them.
 inline unsigned int primitive_index() { return 0u; }
+inline unsigned int instance_id() { return 0u; }
 inline float ray_tmax() { return 0.0f; }
 inline void triangle_barycentrics(float& u, float& v) { u = 0.0f; v = 0.0f; }
 inline const void* sbt_data() { return nullptr; }
@@ -168,13 +178,14 @@ static void read_exact(FILE* f, void* p, size_t n) {
     if (n != 0 && fread(p, 1, n, f) != n) { fprintf(stderr, "short input\n"); exit(2); }
 }
 
-// Input: fake base, blob, records, launch params, initial accumulation. Output: accumulation,
-// then the two counters.
+// Input: fake base, blob, records, the tile's launches (params and width each), initial
+// accumulation. Output: accumulation, then the two counters. The launches run one after
+// another, as on one stream, sharing the accumulation, the samples buffer and the counters.
 int main(int argc, char** argv) {
     if (argc != 3) { fprintf(stderr, "usage: harness IN OUT\n"); return 2; }
     FILE* in = fopen(argv[1], "rb");
     if (!in) { perror("input"); return 2; }
-    unsigned long long base = 0, blob_len = 0, records = 0;
+    unsigned long long base = 0, blob_len = 0, records = 0, launches = 0;
     read_exact(in, &base, 8);
     read_exact(in, &blob_len, 8);
     std::vector<unsigned char> blob(blob_len + 16);
@@ -182,21 +193,27 @@ int main(int argc, char** argv) {
     read_exact(in, &records, 8);
     g_records.resize(records);
     read_exact(in, g_records.data(), records * sizeof(GwHitGroupData));
-    GwLaunchParams params;
-    read_exact(in, &params, sizeof(params));
-    const size_t pixels = (size_t)params.tile_w * params.tile_h;
+    read_exact(in, &launches, 8);
+    std::vector<GwLaunchParams> params(launches);
+    std::vector<unsigned int> widths(launches);
+    size_t slots = 0;
+    for (unsigned long long k = 0; k < launches; ++k) {
+        unsigned int width_pad[2];
+        read_exact(in, &params[k], sizeof(GwLaunchParams));
+        read_exact(in, width_pad, 8);
+        widths[k] = width_pad[0];
+        if (params[k].mode == GW_LAUNCH_SAMPLES && widths[k] > slots) slots = widths[k];
+    }
+    if (launches == 0) { fprintf(stderr, "no launches\n"); return 2; }
+    const size_t pixels = (size_t)params[0].tile_w * params[0].tile_h;
     std::vector<float> accum(4 * pixels);
     read_exact(in, accum.data(), accum.size() * sizeof(float));
     fclose(in);
+    std::vector<GwSample> samples(slots + 1);
 
     auto reloc = [&](unsigned long long p) -> unsigned long long {
         return p == 0 ? 0 : reinterpret_cast<unsigned long long>(blob.data()) + (p - base);
     };
-    params.materials = reinterpret_cast<const GwMaterial*>(reloc((unsigned long long)params.materials));
-    params.textures = reinterpret_cast<const GwTexture*>(reloc((unsigned long long)params.textures));
-    params.texels = reinterpret_cast<const float*>(reloc((unsigned long long)params.texels));
-    params.lights = reinterpret_cast<const GwLight*>(reloc((unsigned long long)params.lights));
-    params.light_cdf = reinterpret_cast<const float*>(reloc((unsigned long long)params.light_cdf));
     for (GwHitGroupData& g : g_records) {
         g.positions = reinterpret_cast<const float*>(reloc((unsigned long long)g.positions));
         g.indices = reinterpret_cast<const unsigned int*>(reloc((unsigned long long)g.indices));
@@ -206,12 +223,21 @@ int main(int argc, char** argv) {
         g.light_index = reinterpret_cast<const unsigned int*>(reloc((unsigned long long)g.light_index));
     }
     unsigned long long counters[2] = {0, 0};
-    params.accum = accum.data();
-    params.counters = counters;
-    pathtrace_params = params;
-    for (unsigned int i = 0; i < pixels; ++i) {
-        optix_min::g_launch_index = i;
-        __raygen__pathtrace();
+    for (unsigned long long k = 0; k < launches; ++k) {
+        GwLaunchParams p = params[k];
+        p.materials = reinterpret_cast<const GwMaterial*>(reloc((unsigned long long)p.materials));
+        p.textures = reinterpret_cast<const GwTexture*>(reloc((unsigned long long)p.textures));
+        p.texels = reinterpret_cast<const float*>(reloc((unsigned long long)p.texels));
+        p.lights = reinterpret_cast<const GwLight*>(reloc((unsigned long long)p.lights));
+        p.light_cdf = reinterpret_cast<const float*>(reloc((unsigned long long)p.light_cdf));
+        p.accum = accum.data();
+        p.counters = counters;
+        p.samples = p.mode == GW_LAUNCH_ACCUMULATE ? nullptr : samples.data();
+        pathtrace_params = p;
+        for (unsigned int i = 0; i < widths[k]; ++i) {
+            optix_min::g_launch_index = i;
+            __raygen__pathtrace();
+        }
     }
     FILE* out = fopen(argv[2], "wb");
     if (!out) { perror("output"); return 2; }
@@ -222,21 +248,13 @@ int main(int argc, char** argv) {
 }
 "#;
 
-/// The harness binary, compiled once per test run; `None` without a C++ compiler.
+/// The harness binary, compiled once per test run; `None` where a missing C++ compiler may be
+/// skipped (see `support::compiler`).
 fn harness() -> Option<&'static Path> {
     static HARNESS_BIN: OnceLock<Option<PathBuf>> = OnceLock::new();
     HARNESS_BIN
         .get_or_init(|| {
-            let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
-            if Command::new(&cxx).arg("--version").output().is_err() {
-                // As tests/support does for C: on CI a missing compiler fails, so that a skip
-                // there cannot pass by accident.
-                if std::env::var_os("CI").is_some() {
-                    panic!("no C++ compiler ({cxx}); CI must have one for this test");
-                }
-                eprintln!("SKIPPED: no C++ compiler ({cxx}) to build the host harness");
-                return None;
-            }
+            let cxx = support::compiler("CXX", "c++", "the host harness of the device code")?;
             let dir = tempfile::Builder::new()
                 .prefix("gasworks-device-port")
                 .tempdir()
@@ -274,14 +292,14 @@ fn harness() -> Option<&'static Path> {
         .as_deref()
 }
 
-/// Runs the device code over `tile`, samples `samples`, starting from `accum`, and returns the
-/// accumulation and the counters [rays, non-finite samples].
+/// Runs the device code over `tile` with the launches of `plan`, starting from `accum`, and
+/// returns the accumulation and the counters [rays, non-finite samples].
 fn run_device_code(
     bin: &Path,
     scene: &Scene,
     settings: &RenderSettings,
     tile: Tile,
-    samples: std::ops::Range<u32>,
+    plan: &[LaunchStep],
     accum: &[[f32; 4]],
 ) -> (Vec<[f32; 4]>, [u64; 2]) {
     let packed = pack_scene(scene).unwrap();
@@ -295,7 +313,12 @@ fn run_device_code(
         0,
         scene.environment_radiance().to_array(),
     );
-    let params = tile_params(&frame, tile, samples, 0, 0);
+    // The harness puts in its own buffers; non-zero placeholders say which a launch reads.
+    let buffers = WorkerBuffers {
+        accum: 1,
+        counters: 1,
+        samples: 1,
+    };
     let dir = tempfile::tempdir().unwrap();
     let (input, output) = (dir.path().join("in.bin"), dir.path().join("out.bin"));
     let mut f = std::fs::File::create(&input).unwrap();
@@ -305,7 +328,13 @@ fn run_device_code(
     f.write_all(&packed.bytes).unwrap();
     f.write_all(&(records.len() as u64).to_le_bytes()).unwrap();
     f.write_all(bytemuck::cast_slice(&records)).unwrap();
-    f.write_all(bytemuck::bytes_of(&params)).unwrap();
+    f.write_all(&(plan.len() as u64).to_le_bytes()).unwrap();
+    for step in plan {
+        let params = step_params(&frame, tile, step, buffers);
+        f.write_all(bytemuck::bytes_of(&params)).unwrap();
+        f.write_all(&step.threads.to_le_bytes()).unwrap();
+        f.write_all(&0u32.to_le_bytes()).unwrap();
+    }
     f.write_all(bytemuck::cast_slice(accum)).unwrap();
     drop(f);
     let status = Command::new(bin).arg(&input).arg(&output).status().unwrap();
@@ -318,11 +347,40 @@ fn run_device_code(
     (acc, [counters[0], counters[1]])
 }
 
+/// The launch plans the device code is checked under, for a tile of `pixels` pixels and the
+/// sample range `samples`: one thread per pixel (ACCUMULATE), SAMPLES + REDUCE pairs of two
+/// samples each, and the plan of an H100 (132 SMs x 2048 threads: one SAMPLES launch of all
+/// the samples here).
+fn plans(pixels: u32, samples: std::ops::Range<u32>) -> Vec<(&'static str, Vec<LaunchStep>)> {
+    let h100 = launch_work(DeviceShape {
+        multiprocessors: 132,
+        max_threads_per_multiprocessor: 2048,
+    });
+    let two = 2 * u64::from(pixels);
+    let plans = vec![
+        (
+            "accumulate",
+            plan_launches(pixels, samples.clone(), 1, MAX_SAMPLE_SLOTS),
+        ),
+        (
+            "samples + reduce, 2 samples per launch",
+            plan_launches(pixels, samples.clone(), two, two),
+        ),
+        (
+            "an H100's plan",
+            plan_launches(pixels, samples, h100, MAX_SAMPLE_SLOTS),
+        ),
+    ];
+    assert!(plans[0].1.iter().all(|s| s.mode == LaunchMode::Accumulate));
+    assert!(plans[1].1.iter().any(|s| s.mode == LaunchMode::Reduce));
+    plans
+}
+
 /// Renders `tile` with the CPU backend in two passes and with the device code (second pass
 /// started from the CPU's first), and asserts the same bits for every pixel.
 fn assert_device_code_matches_cpu(scene: &Scene, settings: &RenderSettings, tile: Tile) {
     let Some(bin) = harness() else { return };
-    let cpu = CpuBackend::new(scene, settings);
+    let cpu = CpuBackend::new(scene, settings).unwrap();
     let split = settings.spp / 2;
     let mut first = vec![[0.0f32; 4]; tile.pixel_count()];
     cpu.render_tile(tile, 0..split, &mut first).unwrap();
@@ -332,43 +390,45 @@ fn assert_device_code_matches_cpu(scene: &Scene, settings: &RenderSettings, tile
         .unwrap();
     let dropped = cpu.dropped_samples() - dropped_before;
 
-    let (device, counters) =
-        run_device_code(bin, scene, settings, tile, split..settings.spp, &first);
-    let mut mismatches = 0;
-    for (i, (c, d)) in both.iter().zip(&device).enumerate() {
-        if c.map(f32::to_bits) != d.map(f32::to_bits) {
-            if mismatches < 5 {
-                eprintln!(
-                    "pixel {:?}: cpu {c:?} device {d:?}",
-                    (tile.x + i as u32 % tile.w, tile.y + i as u32 / tile.w)
-                );
+    for (name, plan) in plans(tile.w * tile.h, split..settings.spp) {
+        let (device, counters) = run_device_code(bin, scene, settings, tile, &plan, &first);
+        let mut mismatches = 0;
+        for (i, (c, d)) in both.iter().zip(&device).enumerate() {
+            if c.map(f32::to_bits) != d.map(f32::to_bits) {
+                if mismatches < 5 {
+                    eprintln!(
+                        "{name}: pixel {:?}: cpu {c:?} device {d:?}",
+                        (tile.x + i as u32 % tile.w, tile.y + i as u32 / tile.w)
+                    );
+                }
+                mismatches += 1;
             }
-            mismatches += 1;
         }
+        assert_eq!(
+            mismatches,
+            0,
+            "{name}: {} of {} pixels differ",
+            mismatches,
+            device.len()
+        );
+        let samples = tile.pixel_count() as u64 * u64::from(settings.spp - split);
+        assert!(
+            counters[0] >= samples,
+            "{name}: rays {} < samples {samples}",
+            counters[0]
+        );
+        assert_eq!(counters[1], dropped, "{name}: non-finite samples");
+        // Something was rendered.
+        assert!(device.iter().any(|p| p[0] > 0.0));
+        eprintln!(
+            "{}, {name} ({} launches): {} pixels x {} spp bit-identical; {} rays",
+            scene.source,
+            plan.len(),
+            device.len(),
+            settings.spp,
+            counters[0]
+        );
     }
-    assert_eq!(
-        mismatches,
-        0,
-        "{} of {} pixels differ",
-        mismatches,
-        device.len()
-    );
-    let samples = tile.pixel_count() as u64 * u64::from(settings.spp - split);
-    assert!(
-        counters[0] >= samples,
-        "rays {} < samples {samples}",
-        counters[0]
-    );
-    assert_eq!(counters[1], dropped, "non-finite samples");
-    // Something was rendered.
-    assert!(device.iter().any(|p| p[0] > 0.0));
-    eprintln!(
-        "{}: {} pixels x {} spp bit-identical; {} rays",
-        scene.source,
-        device.len(),
-        settings.spp,
-        counters[0]
-    );
 }
 
 /// A 4x4 checker texture with colours, so a wrong texel, wrap or filter shows.
@@ -413,42 +473,59 @@ fn textured_cornell() -> Scene {
     scene
 }
 
-/// Spheres of glass, mirror and glossy under a coloured environment, no area light: the
-/// escape path and the environment term.
-fn spheres_in_environment() -> Scene {
-    let mut glass = material("glass", MaterialKind::Glass);
-    glass.ior = 1.5;
-    let mut mirror = material("mirror", MaterialKind::Mirror);
-    mirror.specular = Vec3::new(0.9, 0.8, 0.7);
+/// A floor and a ceiling with two lamps between them, one wound down and one tilted and wound
+/// up, seen from a camera that looks at both faces of both: with one-sided lights the backs are
+/// dark and light only the side they face; with two-sided lights both faces emit.
+fn lamps_seen_from_both_sides() -> Scene {
+    let mut down = Material::diffuse("down", Vec3::splat(0.4));
+    down.emission = Vec3::new(4.0, 3.0, 2.0);
+    let mut up = Material::diffuse("up", Vec3::splat(0.2));
+    up.emission = Vec3::new(1.0, 2.0, 5.0);
     let mut glossy = material("glossy", MaterialKind::Glossy);
-    glossy.diffuse = Vec3::splat(0.2);
-    glossy.specular = Vec3::splat(0.6);
-    glossy.shininess = 30.0;
-    let mut scene = Scene::new(
-        "spheres-in-environment",
+    glossy.diffuse = Vec3::splat(0.3);
+    glossy.specular = Vec3::splat(0.4);
+    glossy.shininess = 20.0;
+    Scene::new(
+        "lamps-seen-from-both-sides",
         vec![
-            sphere("glass", Vec3::new(-0.6, 0.0, 0.0), 0.45, 10, 20, 0, true),
-            sphere("mirror", Vec3::new(0.5, 0.1, -0.2), 0.4, 8, 16, 1, false),
-            sphere("glossy", Vec3::new(0.0, -0.3, 0.6), 0.3, 8, 16, 2, true),
             quad(
-                "ground",
-                Vec3::new(-3.0, -0.75, -3.0),
+                "floor",
+                Vec3::new(-3.0, 0.0, -3.0),
                 Vec3::new(0.0, 0.0, 6.0),
                 Vec3::new(6.0, 0.0, 0.0),
+                0,
+            ),
+            quad(
+                "ceiling",
+                Vec3::new(-3.0, 2.5, -3.0),
+                Vec3::new(6.0, 0.0, 0.0),
+                Vec3::new(0.0, 0.0, 6.0),
                 3,
+            ),
+            // Normal x cross z = -Y: emits down.
+            quad(
+                "lamp-down",
+                Vec3::new(-1.2, 1.2, -0.4),
+                Vec3::new(0.8, 0.0, 0.0),
+                Vec3::new(0.0, 0.0, 0.8),
+                1,
+            ),
+            // Tilted: normal (0, 0, 0.7) x (0.6, 0.3, 0) = (-0.21, 0.42, 0), emits up and to -x.
+            quad(
+                "lamp-up",
+                Vec3::new(0.6, 0.9, -0.3),
+                Vec3::new(0.0, 0.0, 0.7),
+                Vec3::new(0.6, 0.3, 0.0),
+                2,
             ),
         ],
         vec![
-            glass,
-            mirror,
+            Material::diffuse("white", Vec3::splat(0.7)),
+            down,
+            up,
             glossy,
-            Material::diffuse("ground", Vec3::splat(0.5)),
         ],
-    );
-    scene.environment = Some(Environment {
-        radiance: Vec3::new(1.0, 0.9, 0.7),
-    });
-    scene
+    )
 }
 
 fn settings(
@@ -478,6 +555,10 @@ fn settings(
 }
 
 #[test]
+#[cfg_attr(
+    gasworks_no_cxx,
+    ignore = "no C++ compiler when the tests were built (see build.rs)"
+)]
 fn device_code_matches_the_cpu_on_a_textured_cornell_box() {
     let s = cornell_settings(40, 32, 6, 8, 5);
     let tile = Tile {
@@ -490,6 +571,10 @@ fn device_code_matches_the_cpu_on_a_textured_cornell_box() {
 }
 
 #[test]
+#[cfg_attr(
+    gasworks_no_cxx,
+    ignore = "no C++ compiler when the tests were built (see build.rs)"
+)]
 fn device_code_matches_the_cpu_on_glass_and_mirror_spheres_in_an_environment() {
     let s = settings(Vec3::new(0.3, 0.6, 3.0), Vec3::ZERO, 36, 24, 6, 10, 77);
     let tile = Tile {
@@ -498,10 +583,16 @@ fn device_code_matches_the_cpu_on_glass_and_mirror_spheres_in_an_environment() {
         w: 36,
         h: 24,
     };
-    assert_device_code_matches_cpu(&spheres_in_environment(), &s, tile);
+    // Glass, mirror and glossy spheres under a coloured environment, no area light: the escape
+    // path and the environment term.
+    assert_device_code_matches_cpu(&spheres_under_a_sky(), &s, tile);
 }
 
 #[test]
+#[cfg_attr(
+    gasworks_no_cxx,
+    ignore = "no C++ compiler when the tests were built (see build.rs)"
+)]
 fn device_code_matches_the_cpu_at_depth_one_and_two() {
     // Depth 1: emitters seen directly only; depth 2: one bounce, no Russian roulette.
     for depth in [1, 2] {
@@ -514,4 +605,368 @@ fn device_code_matches_the_cpu_at_depth_one_and_two() {
         };
         assert_device_code_matches_cpu(&textured_cornell(), &s, tile);
     }
+}
+
+#[test]
+#[cfg_attr(
+    gasworks_no_cxx,
+    ignore = "no C++ compiler when the tests were built (see build.rs)"
+)]
+fn device_code_matches_the_cpu_with_one_and_two_sided_lights() {
+    let s = settings(
+        Vec3::new(2.2, 1.9, -2.8),
+        Vec3::new(-0.2, 0.9, 0.0),
+        32,
+        24,
+        6,
+        6,
+        21,
+    );
+    let tile = Tile {
+        x: 0,
+        y: 0,
+        w: 32,
+        h: 24,
+    };
+    let mut films = Vec::new();
+    for two_sided in [false, true] {
+        let mut scene = lamps_seen_from_both_sides();
+        scene.two_sided_lights = two_sided;
+        assert_device_code_matches_cpu(&scene, &s, tile);
+        let mut cornell = textured_cornell();
+        cornell.two_sided_lights = two_sided;
+        assert_device_code_matches_cpu(
+            &cornell,
+            &cornell_settings(24, 20, 4, 6, 13),
+            tile_of(24, 20),
+        );
+        let cpu = CpuBackend::new(&scene, &s).unwrap();
+        let mut acc = vec![[0.0f32; 4]; tile.pixel_count()];
+        cpu.render_tile(tile, 0..s.spp, &mut acc).unwrap();
+        films.push(acc);
+    }
+    // The two modes differ (so both were exercised): the backs of the lamps emit only in one.
+    let differing = films[0]
+        .iter()
+        .zip(&films[1])
+        .filter(|(a, b)| a != b)
+        .count();
+    assert!(differing > films[0].len() / 2, "{differing} pixels differ");
+}
+
+fn tile_of(w: u32, h: u32) -> Tile {
+    Tile { x: 0, y: 0, w, h }
+}
+
+/// The Cornell-like box with five more lamps of different colours and powers on the ceiling
+/// (each facing down into the box): light selection by power among many lights.
+fn many_lights() -> Scene {
+    let mut scene = cornell_like();
+    let first = scene.materials.len() as u32;
+    for (i, le) in [
+        Vec3::new(2.0, 0.5, 0.5),
+        Vec3::new(0.2, 3.0, 0.4),
+        Vec3::new(0.1, 0.2, 8.0),
+        Vec3::new(1.0, 1.0, 1.0),
+        Vec3::new(25.0, 20.0, 10.0),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut m = Material::diffuse(&format!("lamp{i}"), Vec3::ZERO);
+        m.emission = le;
+        scene.materials.push(m);
+        let size = 0.05 + 0.03 * i as f32;
+        scene.groups.push(quad(
+            &format!("lamp{i}"),
+            Vec3::new(0.1 + 0.17 * i as f32, 0.998, 0.15 + 0.12 * i as f32),
+            size * Vec3::X,
+            size * Vec3::Z,
+            first + i as u32,
+        ));
+    }
+    scene.finalize();
+    assert_eq!(scene.lights.len(), 12);
+    scene
+}
+
+#[test]
+#[cfg_attr(
+    gasworks_no_cxx,
+    ignore = "no C++ compiler when the tests were built (see build.rs)"
+)]
+fn device_code_matches_the_cpu_with_many_lights_of_different_power() {
+    let s = cornell_settings(24, 20, 6, 6, 13);
+    let tile = Tile {
+        x: 0,
+        y: 0,
+        w: 24,
+        h: 20,
+    };
+    assert_device_code_matches_cpu(&many_lights(), &s, tile);
+}
+
+/// A whole frame rendered tile by tile through the device code, with 16-pixel tiles under an
+/// H100's plan and 7-pixel tiles under two samples per launch, gives the CPU's film bit for
+/// bit: the image does not depend on the tile size or on how a tile's samples are split into
+/// launches.
+#[test]
+#[cfg_attr(
+    gasworks_no_cxx,
+    ignore = "no C++ compiler when the tests were built (see build.rs)"
+)]
+fn device_frames_are_bit_identical_across_tile_sizes_and_launch_plans() {
+    let Some(bin) = harness() else { return };
+    let scene = textured_cornell();
+    let s = cornell_settings(40, 30, 6, 6, 31);
+    let cpu = CpuBackend::new(&scene, &s).unwrap();
+    let reference = render_film(&cpu, &s, &Tile::grid(40, 30, 8), &[6], 1);
+    for (size, plan_name) in [
+        (16, "an H100's plan"),
+        (7, "samples + reduce, 2 samples per launch"),
+    ] {
+        let mut film = gasworks::render::Film::new(40, 30);
+        // Two passes, so the second launches start from a non-zero accumulation.
+        for pass in [0..2, 2..6] {
+            for tile in Tile::grid(40, 30, size) {
+                let plan = plans(tile.w * tile.h, pass.clone())
+                    .into_iter()
+                    .find(|(name, _)| *name == plan_name)
+                    .unwrap()
+                    .1;
+                let (acc, _) = run_device_code(bin, &scene, &s, tile, &plan, &film.read_tile(tile));
+                film.write_tile(tile, &acc);
+            }
+        }
+        let differ = film
+            .pixels
+            .iter()
+            .zip(&reference.pixels)
+            .filter(|(a, b)| a.map(f32::to_bits) != b.map(f32::to_bits))
+            .count();
+        assert_eq!(
+            differ, 0,
+            "{size}-pixel tiles, {plan_name}: {differ} pixels differ"
+        );
+    }
+}
+
+/// `static_assert`s of `T`'s size and of every field's offset and size, in C++, from the Rust
+/// struct's own `size_of`/`offset_of!`.
+macro_rules! layout_asserts {
+    ($rust:ty, $cpp:literal, [$($field:ident),* $(,)?]) => {{
+        fn field_size<T, F>(_: fn(&T) -> &F) -> usize {
+            std::mem::size_of::<F>()
+        }
+        let mut lines = vec![format!(
+            "static_assert(sizeof({}) == {}, \"sizeof({}) is not the Rust struct's\");",
+            $cpp,
+            std::mem::size_of::<$rust>(),
+            $cpp
+        )];
+        $(
+            let field = stringify!($field);
+            lines.push(format!(
+                "static_assert(offsetof({cpp}, {field}) == {}, \"{cpp}.{field}: offset differs from Rust\");",
+                std::mem::offset_of!($rust, $field),
+                cpp = $cpp
+            ));
+            lines.push(format!(
+                "static_assert(sizeof((({cpp}*)nullptr)->{field}) == {}, \"{cpp}.{field}: size differs from Rust\");",
+                field_size(|p: &$rust| &p.$field),
+                cpp = $cpp
+            ));
+        )*
+        lines
+    }};
+}
+
+/// Compiles `main` (which includes a `.cu` file) with the host C++ compiler, syntax only: its
+/// `static_assert`s, and the `.cu` file's own, are evaluated.
+fn assert_compiles(name: &str, files: &[(&str, &str)], asserts: &[String]) {
+    let Some(cxx) = support::compiler("CXX", "c++", "the device structs' layout check") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    for (file, text) in files {
+        std::fs::write(dir.path().join(file), text).unwrap();
+    }
+    std::fs::write(dir.path().join("prelude.h"), PRELUDE).unwrap();
+    std::fs::write(dir.path().join("optix_device_min.h"), OPTIX_SHIM).unwrap();
+    let main = format!(
+        "#include \"{}\"\n#include <cstddef>\n{}\n",
+        files[0].0,
+        asserts.join("\n")
+    );
+    std::fs::write(dir.path().join("layout.cpp"), main).unwrap();
+    let out = Command::new(&cxx)
+        .current_dir(dir.path())
+        .args([
+            "-std=c++17",
+            "-fsyntax-only",
+            "-include",
+            "prelude.h",
+            "layout.cpp",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{name}: the device structs differ from the Rust ones:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!("{name}: {} layout assertions hold", asserts.len());
+}
+
+/// Every struct the host uploads for `pathtrace.cu` has the Rust layout, field by field.
+#[test]
+#[cfg_attr(
+    gasworks_no_cxx,
+    ignore = "no C++ compiler when the tests were built (see build.rs)"
+)]
+fn path_tracer_structs_have_the_rust_layout_on_the_device_side() {
+    use gasworks::optix::pathtracer::layout::{
+        GwHitGroupData, GwLaunchParams, GwLight, GwMaterial, GwSample, GwTexture,
+    };
+    let mut asserts = layout_asserts!(
+        GwMaterial,
+        "GwMaterial",
+        [
+            diffuse,
+            kind,
+            specular,
+            shininess,
+            transmittance,
+            ior,
+            emission,
+            texture
+        ]
+    );
+    asserts.extend(layout_asserts!(
+        GwTexture,
+        "GwTexture",
+        [first_texel, width, height]
+    ));
+    asserts.extend(layout_asserts!(
+        GwLight,
+        "GwLight",
+        [p0, area, p1, group, p2, prim, emission, pad]
+    ));
+    asserts.extend(layout_asserts!(
+        GwHitGroupData,
+        "GwHitGroupData",
+        [
+            positions,
+            indices,
+            normals,
+            uvs,
+            face_materials,
+            light_index,
+            group,
+            triangle_count,
+            pad
+        ]
+    ));
+    asserts.extend(layout_asserts!(
+        GwLaunchParams,
+        "GwLaunchParams",
+        [
+            handle,
+            accum,
+            materials,
+            textures,
+            texels,
+            lights,
+            light_cdf,
+            counters,
+            seed,
+            eye,
+            cam_u,
+            cam_v,
+            cam_w,
+            environment,
+            image_width,
+            image_height,
+            tile_x,
+            tile_y,
+            tile_w,
+            tile_h,
+            sample_begin,
+            sample_end,
+            max_depth,
+            light_count,
+            material_count,
+            texture_count,
+            two_sided_lights,
+            mode,
+            pad,
+            samples
+        ]
+    ));
+    asserts.extend(layout_asserts!(GwSample, "GwSample", [radiance, rays]));
+    // The codes the device code switches on, and its "not a light" index.
+    use gasworks::optix::pathtracer::layout::{material_kind_code, NO_LIGHT};
+    for (name, kind) in [
+        ("GW_DIFFUSE", MaterialKind::Diffuse),
+        ("GW_GLOSSY", MaterialKind::Glossy),
+        ("GW_MIRROR", MaterialKind::Mirror),
+        ("GW_GLASS", MaterialKind::Glass),
+    ] {
+        asserts.push(format!(
+            "static_assert({name} == {}u, \"{name} differs from material_kind_code\");",
+            material_kind_code(kind)
+        ));
+    }
+    asserts.push(format!(
+        "static_assert(GW_NO_LIGHT == {NO_LIGHT}u, \"GW_NO_LIGHT differs from NO_LIGHT\");"
+    ));
+    for (name, mode) in [
+        ("GW_LAUNCH_ACCUMULATE", LaunchMode::Accumulate),
+        ("GW_LAUNCH_SAMPLES", LaunchMode::Samples),
+        ("GW_LAUNCH_REDUCE", LaunchMode::Reduce),
+    ] {
+        asserts.push(format!(
+            "static_assert({name} == {}u, \"{name} differs from LaunchMode\");",
+            mode as u32
+        ));
+    }
+    assert_compiles(
+        "pathtrace.cu",
+        &[
+            ("pathtrace.cu", PATHTRACE_CU),
+            ("gasworks_common.h", GASWORKS_COMMON_H),
+        ],
+        &asserts,
+    );
+}
+
+/// The same for `raycast.cu` and `optix::raycast`.
+#[test]
+#[cfg_attr(
+    gasworks_no_cxx,
+    ignore = "no C++ compiler when the tests were built (see build.rs)"
+)]
+fn raycast_structs_have_the_rust_layout_on_the_device_side() {
+    use gasworks::optix::raycast::{HitGroupData, LaunchParams, Ray, RayHit};
+    let mut asserts = layout_asserts!(Ray, "RaycastRay", [origin, tmin, dir, tmax]);
+    asserts.extend(layout_asserts!(
+        RayHit,
+        "RaycastHit",
+        [group, prim, t, u, v, instance]
+    ));
+    asserts.extend(layout_asserts!(
+        LaunchParams,
+        "RaycastParams",
+        [handle, rays, hits, ray_count, pad]
+    ));
+    asserts.extend(layout_asserts!(
+        HitGroupData,
+        "RaycastHitGroupData",
+        [group]
+    ));
+    assert_compiles(
+        "raycast.cu",
+        &[("raycast.cu", include_str!("../ptx/raycast.cu"))],
+        &asserts,
+    );
 }

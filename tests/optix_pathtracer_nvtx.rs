@@ -1,5 +1,6 @@
 //! On an NVIDIA GPU: the path tracer's NVTX ranges as a profiler sees them: the builds first,
-//! then one range per launch naming the worker, the tile and the sample range, and each
+//! then one range per tile and, inside it, one per launch, naming the worker, the tile, the
+//! sample range and the launch mode, and each
 //! worker's stream named after it. As in `gpu_accel_nvtx.rs`, the NVTX recorder tool
 //! (tests/support/nvtx_recorder.c) stands in for Nsight Systems: this test reruns itself in a
 //! child process with `NVTX_INJECTION64_PATH` pointing at the tool, and checks the record.
@@ -85,25 +86,29 @@ fn launch_ranges_follow_the_builds_and_name_worker_tile_and_samples() {
     let first = |prefix: &str| lines.iter().position(|l| l.starts_with(prefix));
     let build = first("push 0 GAS batch").expect("the GAS batch range");
     let ias = first("push 0 IAS").expect("the IAS range");
-    let launches: Vec<usize> = lines
+    let tiles: Vec<usize> = lines
         .iter()
         .enumerate()
-        .filter(|(_, l)| l.starts_with("push 0 launch optix:0/w"))
+        .filter(|(_, l)| l.starts_with("push 0 tile optix:0/w"))
         .map(|(i, _)| i)
         .collect();
-    assert_eq!(launches.len(), 2, "one launch per tile:\n{text}");
+    assert_eq!(tiles.len(), 2, "one range per tile:\n{text}");
     assert!(
-        build < ias && ias < launches[0],
+        build < ias && ias < tiles[0],
         "builds, then launches:\n{text}"
     );
-    assert!(
-        lines.contains(&"push 0 launch optix:0/w0 tile 8x8+0+0 samples 0..3"),
-        "{text}"
-    );
-    assert!(
-        lines.contains(&"push 0 launch optix:0/w1 tile 8x8+8+0 samples 0..3"),
-        "{text}"
-    );
+    // 8 x 8 pixels x 3 samples is less than a launch's worth of work on any GPU: a SAMPLES
+    // launch of a thread per pixel-sample, then a REDUCE of a thread per pixel, inside the
+    // tile's range.
+    for (w, x) in [(0, 0), (1, 8)] {
+        for line in [
+            format!("push 0 tile optix:0/w{w} 8x8+{x}+0 samples 0..3, 2 launches"),
+            format!("push 1 launch optix:0/w{w} tile 8x8+{x}+0 samples 0..3 SAMPLES 192 threads"),
+            format!("push 1 launch optix:0/w{w} tile 8x8+{x}+0 samples 0..3 REDUCE 64 threads"),
+        ] {
+            assert!(lines.contains(&line.as_str()), "{line} missing:\n{text}");
+        }
+    }
     for w in 0..2 {
         assert!(
             lines

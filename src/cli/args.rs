@@ -3,6 +3,10 @@
 use clap::{Args, ValueEnum};
 use glam::Vec3;
 
+use crate::optix::accel::AccelOptions;
+use crate::optix::pathtracer::OptixOptions;
+use crate::optix::plan::{Assign, MergeOptions, ScratchMode};
+use crate::optix::{ContextOptions, OptixError};
 use crate::scene::{Bounds, Camera};
 
 /// Parses "x,y,z" into a vector.
@@ -26,13 +30,14 @@ pub fn parse_vec3(s: &str) -> Result<Vec3, String> {
 }
 
 /// The camera. Defaults: the scene's own camera when its OBJ carries one (see
-/// [`crate::scene::camera::CAMERA_HINT_PREFIX`]), else one that frames the scene's bounds.
+/// [`crate::scene::camera::CAMERA_HINT_PREFIX`]), else one that looks along -Z and frames the
+/// scene's bounding sphere ([`Camera::framing`]).
 #[derive(Args, Debug, Clone)]
 pub struct CameraArgs {
-    /// Camera position, x,y,z [default: framing the scene's bounds]
+    /// Camera position, x,y,z [default: the scene's camera, else framing the scene from +Z]
     #[arg(long, value_parser = parse_vec3, allow_hyphen_values = true)]
     pub eye: Option<Vec3>,
-    /// Point the camera looks at, x,y,z [default: the centre of the scene's bounds]
+    /// Point the camera looks at, x,y,z [default: the scene's, else the centre of its bounds]
     #[arg(long, value_parser = parse_vec3, allow_hyphen_values = true)]
     pub look_at: Option<Vec3>,
     /// Camera up vector, x,y,z [default: the scene's, else 0,1,0]
@@ -43,17 +48,40 @@ pub struct CameraArgs {
     pub fov: Option<f32>,
 }
 
+/// The default vertical field of view: the Cornell box's published camera's.
+pub const DEFAULT_FOV_DEG: f32 = 39.3;
+
 impl CameraArgs {
-    /// The camera to render with: the command line's values, each falling back to the scene's
-    /// own camera (a hint comment in the OBJ), else to a camera that frames the bounds.
-    pub fn camera(&self, bounds: &Bounds, scene_camera: Option<Camera>) -> Camera {
-        let base =
-            scene_camera.unwrap_or_else(|| Camera::framing(bounds, self.fov.unwrap_or(39.3)));
+    /// The camera to render a `width` x `height` image with: the command line's values, each
+    /// falling back to the scene's own camera (a hint comment in the OBJ), else to the
+    /// default camera that frames the bounds ([`Camera::framing`]).
+    pub fn camera(
+        &self,
+        bounds: &Bounds,
+        scene_camera: Option<Camera>,
+        width: u32,
+        height: u32,
+    ) -> Camera {
+        let base = scene_camera.unwrap_or_else(|| {
+            Camera::framing(bounds, self.fov.unwrap_or(DEFAULT_FOV_DEG), width, height)
+        });
         Camera {
             eye: self.eye.unwrap_or(base.eye),
             look_at: self.look_at.unwrap_or(base.look_at),
             up: self.up.unwrap_or(base.up),
             fov_y_deg: self.fov.unwrap_or(base.fov_y_deg),
+        }
+    }
+
+    /// Where [`CameraArgs::camera`]'s values come from, for the user.
+    pub fn origin(&self, has_scene_camera: bool) -> &'static str {
+        let from_cli =
+            self.eye.is_some() || self.look_at.is_some() || self.up.is_some() || self.fov.is_some();
+        match (has_scene_camera, from_cli) {
+            (true, false) => "the scene's camera hint",
+            (true, true) => "the command line over the scene's camera hint",
+            (false, false) => "default: framing the scene's bounding sphere, looking along -Z",
+            (false, true) => "the command line over the default camera",
         }
     }
 }
@@ -104,6 +132,55 @@ pub struct AccelArgs {
     /// [default: 105, falling back to 87]
     #[arg(long)]
     pub optix_abi: Option<u32>,
+}
+
+impl AccelArgs {
+    /// The OptiX backend's options on GPU 0: the command line converted into the optix
+    /// layer's own plain types (which know nothing of clap).
+    pub fn optix_options(&self) -> Result<OptixOptions, OptixError> {
+        Ok(OptixOptions {
+            device: 0,
+            context: ContextOptions::from_cli(self.optix_abi, self.validation)?,
+            accel: self.accel_options(),
+        })
+    }
+
+    /// The GAS build options.
+    pub fn accel_options(&self) -> AccelOptions {
+        AccelOptions::from(self)
+    }
+}
+
+impl From<&AccelArgs> for AccelOptions {
+    fn from(a: &AccelArgs) -> AccelOptions {
+        AccelOptions {
+            streams: a.streams.max(1),
+            fast_build: a.fast_build,
+            assign: a.assign.into(),
+            scratch: a.scratch.into(),
+            compact: a.compact,
+            merge: MergeOptions::new(u64::from(a.merge_below)),
+            lpt_build_weight: 0,
+        }
+    }
+}
+
+impl From<AssignArg> for Assign {
+    fn from(a: AssignArg) -> Assign {
+        match a {
+            AssignArg::RoundRobin => Assign::RoundRobin,
+            AssignArg::Lpt => Assign::Lpt,
+        }
+    }
+}
+
+impl From<ScratchArg> for ScratchMode {
+    fn from(s: ScratchArg) -> ScratchMode {
+        match s {
+            ScratchArg::Shared => ScratchMode::Shared,
+            ScratchArg::PerStream => ScratchMode::PerStream,
+        }
+    }
 }
 
 /// How tiles are cut and spread over workers.
@@ -187,5 +264,96 @@ mod tests {
         assert!(parse_vec3("1,2").is_err());
         assert!(parse_vec3("1,x,2").is_err());
         assert!(parse_vec3("1,inf,2").is_err());
+    }
+
+    /// The scene's camera hint wins over the default camera; the command line wins over
+    /// both, value by value; without a hint the default looks along -Z at the bounds' centre.
+    #[test]
+    fn the_hint_wins_and_the_command_line_wins_over_it() {
+        let bounds = Bounds {
+            min: [0.0, 0.0, 0.0],
+            max: [2.0, 4.0, 6.0],
+        };
+        let hint = Camera {
+            eye: Vec3::new(1.0, 2.0, -10.0),
+            look_at: Vec3::new(1.0, 2.0, 0.0),
+            up: Vec3::Y,
+            fov_y_deg: 30.0,
+        };
+        let none = CameraArgs {
+            eye: None,
+            look_at: None,
+            up: None,
+            fov: None,
+        };
+        assert_eq!(none.camera(&bounds, Some(hint), 64, 48), hint);
+        assert_eq!(none.origin(true), "the scene's camera hint");
+        let default = none.camera(&bounds, None, 64, 48);
+        assert_eq!(default, Camera::framing(&bounds, DEFAULT_FOV_DEG, 64, 48));
+        assert_eq!(default.look_at, Vec3::new(1.0, 2.0, 3.0));
+        assert!(default.eye.z > 6.0 && default.eye.x == 1.0 && default.eye.y == 2.0);
+        let fov = CameraArgs {
+            fov: Some(50.0),
+            ..none.clone()
+        };
+        let c = fov.camera(&bounds, Some(hint), 64, 48);
+        assert_eq!(
+            (c.eye, c.look_at, c.fov_y_deg),
+            (hint.eye, hint.look_at, 50.0)
+        );
+        assert_eq!(
+            fov.origin(true),
+            "the command line over the scene's camera hint"
+        );
+        // Without a hint, --fov also sets how far back the default camera stands.
+        assert_eq!(
+            fov.camera(&bounds, None, 64, 48),
+            Camera::framing(&bounds, 50.0, 64, 48)
+        );
+    }
+
+    #[test]
+    fn options_come_from_the_cli() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            accel: AccelArgs,
+        }
+        let parse = |args: &[&str]| Cli::try_parse_from(args).unwrap().accel;
+        let args = parse(&[
+            "t",
+            "--streams",
+            "4",
+            "--fast-build",
+            "--assign",
+            "lpt",
+            "--scratch",
+            "per-stream",
+            "--compact",
+            "--merge-below",
+            "100",
+            "--validation",
+            "--optix-abi",
+            "87",
+        ]);
+        let o = args.optix_options().unwrap();
+        assert_eq!(o.device, 0);
+        assert!(o.context.validation);
+        assert_eq!(
+            o.context.abi,
+            crate::optix::AbiRequest::Exactly(crate::optix::sys::Abi::V87)
+        );
+        assert_eq!(o.accel.streams, 4);
+        assert!(o.accel.fast_build && o.accel.compact);
+        assert_eq!(o.accel.merge.merge_below, 100);
+        let bad = AccelArgs {
+            optix_abi: Some(42),
+            ..args
+        };
+        assert!(matches!(
+            bad.optix_options(),
+            Err(OptixError::UnsupportedAbiRequest { requested: 42 })
+        ));
     }
 }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 
-use super::args::{AccelArgs, AssignArg, ScratchArg};
+use super::args::{AssignArg, ScratchArg};
 use crate::bench_report::{plot_svg, write_csv, BenchRow, BuildKind, Stats};
 use crate::optix::accel::{
     compacted_layout, concat_mesh, AccelOptions, DeviceGeometry, GasBatch, StreamSet,
@@ -75,38 +75,6 @@ pub struct BuildBenchArgs {
     /// OptiX ABI version to request: 105 (OptiX 9.0) or 87 (OptiX 8.0) [default: 105, then 87]
     #[arg(long)]
     pub optix_abi: Option<u32>,
-}
-
-impl From<AssignArg> for Assign {
-    fn from(a: AssignArg) -> Assign {
-        match a {
-            AssignArg::RoundRobin => Assign::RoundRobin,
-            AssignArg::Lpt => Assign::Lpt,
-        }
-    }
-}
-
-impl From<ScratchArg> for ScratchMode {
-    fn from(s: ScratchArg) -> ScratchMode {
-        match s {
-            ScratchArg::Shared => ScratchMode::Shared,
-            ScratchArg::PerStream => ScratchMode::PerStream,
-        }
-    }
-}
-
-impl From<&AccelArgs> for AccelOptions {
-    fn from(a: &AccelArgs) -> AccelOptions {
-        AccelOptions {
-            streams: a.streams.max(1),
-            fast_build: a.fast_build,
-            assign: a.assign.into(),
-            scratch: a.scratch.into(),
-            compact: a.compact,
-            merge: MergeOptions::new(u64::from(a.merge_below)),
-            lpt_build_weight: 0,
-        }
-    }
 }
 
 fn assign_name(a: Assign) -> &'static str {
@@ -411,6 +379,7 @@ fn run_on(a: &BuildBenchArgs, ctx: &Arc<DeviceContext>, scene: &Scene) -> anyhow
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cli::args::AccelArgs;
     use clap::Parser;
 
     #[derive(Parser)]

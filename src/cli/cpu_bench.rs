@@ -1,13 +1,17 @@
 //! `gasworks cpu-bench`: figures for the CPU backend, printed, never asserted.
 //!
-//! - BVH build rate, in million triangles per second (both levels, wall clock), with one
-//!   thread and with all threads (the per-group builds run in parallel);
-//! - path-tracing throughput, in million samples per second, with one thread and with all
-//!   threads (32 x 32 tiles spread over a local rayon pool).
+//! For each scene, with one thread and with all threads (a local rayon pool each):
+//! - with `--load`, loading (OBJ + MTL parse and scene build) in MB/s of file size;
+//! - BVH build rate, in million triangles per second (both levels, wall clock);
+//! - path-tracing throughput, in million samples per second (32 x 32 tiles spread over the
+//!   pool), by wall clock and per second of process CPU time (all threads): on a machine
+//!   shared with other work the wall-clock figure drops with the CPU share the process gets,
+//!   the CPU-time one much less.
 //!
-//! Each figure is measured `--repeat` times and printed as min / median / max.
+//! Each figure is measured `--repeat` times and printed as min / median / max; `--csv` writes
+//! one row per scene, thread count and statistic.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::Context;
@@ -16,17 +20,20 @@ use glam::Vec3;
 use rayon::prelude::*;
 
 use super::args::CameraArgs;
+use super::build_bench::git_commit;
+use crate::bench_report::{write_csv, CpuBenchRow, Statistic, Stats};
 use crate::cpu::{CpuBackend, SceneBvh};
 use crate::render::{Film, RenderSettings, Tile, TileRenderer};
 use crate::scene::{obj, Camera, Group, Material, MaterialKind, Scene};
+use crate::sched::cputime::process_cpu_seconds;
 
 #[derive(Args, Debug)]
 pub struct CpuBenchArgs {
-    /// The scene, a Wavefront OBJ file (omit it and pass --spheres for a built-in scene)
-    pub scene: Option<PathBuf>,
-    /// Instead of a file: an in-memory scene of N tessellated spheres (960 triangles each, one
+    /// The scenes, Wavefront OBJ files (omit them and pass --spheres for a built-in scene)
+    pub scenes: Vec<PathBuf>,
+    /// Instead of files: an in-memory scene of N tessellated spheres (960 triangles each, one
     /// group each, mixed materials) on a floor under an area light
-    #[arg(long, conflicts_with = "scene")]
+    #[arg(long, conflicts_with = "scenes")]
     pub spheres: Option<u32>,
     /// Image width in pixels
     #[arg(long, default_value_t = 512)]
@@ -49,22 +56,41 @@ pub struct CpuBenchArgs {
     /// Skip the path-tracing figures (BVH build only)
     #[arg(long)]
     pub build_only: bool,
+    /// Also time loading each scene file (MB/s of OBJ + MTL bytes), --repeat times per
+    /// thread count
+    #[arg(long)]
+    pub load: bool,
+    /// Write one CSV row per scene, thread count and statistic (min, median, max) here
+    #[arg(long)]
+    pub csv: Option<PathBuf>,
     #[command(flatten)]
     pub camera: CameraArgs,
+}
+
+/// One scene to measure.
+enum Source<'a> {
+    File(&'a Path),
+    Spheres(u32),
 }
 
 pub fn run(a: CpuBenchArgs) -> anyhow::Result<()> {
     if a.width == 0 || a.height == 0 || a.spp == 0 || a.max_depth == 0 || a.repeat == 0 {
         anyhow::bail!("--width, --height, --spp, --max-depth and --repeat must be at least 1");
     }
-    let (scene, name) = match (&a.scene, a.spheres) {
-        (Some(path), _) => (
-            obj::load_obj(path, &obj::LoadOptions { quiet: true })?,
-            path.display().to_string(),
-        ),
-        (None, Some(n)) if n > 0 => (spheres_scene(n), format!("built-in {n} spheres")),
-        _ => anyhow::bail!("give a scene file, or --spheres N (N >= 1) for a built-in scene"),
+    let sources: Vec<Source> = match (a.scenes.is_empty(), a.spheres) {
+        (false, _) => a.scenes.iter().map(|p| Source::File(p)).collect(),
+        (true, Some(n)) if n > 0 => vec![Source::Spheres(n)],
+        _ => anyhow::bail!("give scene files, or --spheres N (N >= 1) for a built-in scene"),
     };
+    if let Some(p) = &a.csv {
+        let dir = match p.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        if !dir.is_dir() || p.is_dir() {
+            anyhow::bail!("--csv {}: not a file in an existing folder", p.display());
+        }
+    }
     let all = a
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
@@ -79,67 +105,186 @@ pub fn run(a: CpuBenchArgs) -> anyhow::Result<()> {
                 .with_context(|| format!("cannot start a pool of {t} threads"))
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
+    let commit = git_commit();
+    let mut rows = Vec::new();
+    for source in &sources {
+        bench_scene(&a, source, &pools, &thread_counts, &commit, &mut rows)?;
+    }
+    if let Some(path) = &a.csv {
+        let f = std::fs::File::create(path).with_context(|| format!("--csv {}", path.display()))?;
+        write_csv(f, &rows).with_context(|| format!("writing {}", path.display()))?;
+        println!("wrote {} rows to {}", rows.len(), path.display());
+    }
+    Ok(())
+}
 
+/// The bytes a load reads: the OBJ file and the MTL files its `mtllib` lines name (those
+/// that exist beside it).
+fn scene_file_bytes(path: &Path) -> anyhow::Result<u64> {
+    let text = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut bytes = text.len() as u64;
+    for line in text.split(|&b| b == b'\n') {
+        let line = line.trim_ascii_start();
+        if let Some(rest) = line.strip_prefix(b"mtllib") {
+            for name in String::from_utf8_lossy(rest).split_whitespace() {
+                if let Ok(m) = std::fs::metadata(dir.join(name)) {
+                    bytes += m.len();
+                }
+            }
+        }
+    }
+    Ok(bytes)
+}
+
+fn bench_scene(
+    a: &CpuBenchArgs,
+    source: &Source,
+    pools: &[rayon::ThreadPool],
+    thread_counts: &[usize],
+    commit: &str,
+    rows: &mut Vec<CpuBenchRow>,
+) -> anyhow::Result<()> {
+    let quiet = obj::LoadOptions { quiet: true };
+    let (scene, name, path, file_bytes) = match *source {
+        Source::File(path) => (
+            pools[pools.len() - 1].install(|| obj::load_obj(path, &quiet))?,
+            path.display().to_string(),
+            Some(path),
+            scene_file_bytes(path)?,
+        ),
+        Source::Spheres(n) => (spheres_scene(n), format!("built-in {n} spheres"), None, 0),
+    };
     let tris = scene.triangle_count();
     println!(
-        "scene: {name}: {} groups, {tris} triangles, {} area lights",
+        "scene: {name}: {} groups, {tris} triangles, {} area lights{}",
         scene.groups.len(),
-        scene.lights.len()
+        scene.lights.len(),
+        if file_bytes > 0 {
+            format!(", {:.1} MB of OBJ + MTL", file_bytes as f64 / 1e6)
+        } else {
+            String::new()
+        }
     );
+
+    let mut load: Vec<Option<Stats>> = vec![None; pools.len()];
+    if a.load {
+        match path {
+            Some(path) => {
+                println!("load (OBJ + MTL parse, scene build), {} runs:", a.repeat);
+                for (k, (pool, &threads)) in pools.iter().zip(thread_counts).enumerate() {
+                    let mut rates = Vec::new();
+                    for _ in 0..a.repeat {
+                        let t = Instant::now();
+                        let s = pool.install(|| obj::load_obj(path, &quiet))?;
+                        rates.push(file_bytes as f64 / t.elapsed().as_secs_f64() / 1e6);
+                        drop(std::hint::black_box(s));
+                    }
+                    let st = Stats::of(&rates).expect("at least one repeat");
+                    println!("  {threads:>3} thread(s): {}  MB/s", fmt_stats(&st));
+                    load[k] = Some(st);
+                }
+            }
+            None => println!("load: not measured (built-in scene)"),
+        }
+    }
+
     println!("BVH build (both levels), {} runs:", a.repeat);
-    for (pool, &threads) in pools.iter().zip(&thread_counts) {
+    let mut build = Vec::new();
+    for (pool, &threads) in pools.iter().zip(thread_counts) {
         let secs: Vec<f64> = (0..a.repeat)
             .map(|_| pool.install(|| SceneBvh::build_with_stats(&scene).1.seconds))
             .collect();
         let rates: Vec<f64> = secs.iter().map(|s| tris as f64 / s / 1e6).collect();
+        let st = Stats::of(&rates).expect("at least one repeat");
         println!(
             "  {threads:>3} thread(s): {}  Mtri/s   ({} s)",
-            min_median_max(&rates),
-            min_median_max(&secs)
+            fmt_stats(&st),
+            fmt_stats(&Stats::of(&secs).expect("at least one repeat"))
         );
-    }
-    if a.build_only {
-        return Ok(());
+        build.push(st);
     }
 
-    let camera = a
-        .camera
-        .camera(
-            &scene.bounds(),
-            a.scene.as_deref().and_then(Camera::hint_from_obj),
-        )
-        .frame(a.width, a.height)
-        .with_context(|| format!("{name}: bad camera"))?;
-    let settings = RenderSettings {
-        width: a.width,
-        height: a.height,
-        spp: a.spp,
-        max_depth: a.max_depth,
-        seed: 0,
-        camera,
-    };
-    let backend = pools[pools.len() - 1].install(|| CpuBackend::new(&scene, &settings));
-    let tiles = Tile::grid(a.width, a.height, 32);
-    let samples = a.width as f64 * a.height as f64 * a.spp as f64;
-    println!(
-        "path tracing {}x{}, {} spp, max depth {}, {} runs:",
-        a.width, a.height, a.spp, a.max_depth, a.repeat
-    );
-    for (pool, &threads) in pools.iter().zip(&thread_counts) {
-        let mut rates = Vec::new();
-        for _ in 0..a.repeat {
-            let t = Instant::now();
-            let film = pool.install(|| render(&backend, &settings, &tiles))?;
-            rates.push(samples / t.elapsed().as_secs_f64() / 1e6);
-            std::hint::black_box(film);
-        }
+    let mut render_wall: Vec<Option<Stats>> = vec![None; pools.len()];
+    let mut render_cpu: Vec<Option<Stats>> = vec![None; pools.len()];
+    if !a.build_only {
+        let camera = a
+            .camera
+            .camera(
+                &scene.bounds(),
+                path.and_then(Camera::hint_from_obj),
+                a.width,
+                a.height,
+            )
+            .frame(a.width, a.height)
+            .with_context(|| format!("{name}: bad camera"))?;
+        let settings = RenderSettings {
+            width: a.width,
+            height: a.height,
+            spp: a.spp,
+            max_depth: a.max_depth,
+            seed: 0,
+            camera,
+        };
+        let backend = pools[pools.len() - 1].install(|| CpuBackend::new(&scene, &settings))?;
+        let tiles = Tile::grid(a.width, a.height, 32);
+        let samples = a.width as f64 * a.height as f64 * a.spp as f64;
         println!(
-            "  {threads:>3} thread(s): {}  Msamples/s",
-            min_median_max(&rates)
+            "path tracing {}x{}, {} spp, max depth {}, {} runs:",
+            a.width, a.height, a.spp, a.max_depth, a.repeat
         );
+        for (k, (pool, &threads)) in pools.iter().zip(thread_counts).enumerate() {
+            let mut wall = Vec::new();
+            let mut cpu = Vec::new();
+            for _ in 0..a.repeat {
+                let c0 = process_cpu_seconds();
+                let t = Instant::now();
+                let film = pool.install(|| render(&backend, &settings, &tiles))?;
+                let secs = t.elapsed().as_secs_f64();
+                let c1 = process_cpu_seconds();
+                wall.push(samples / secs / 1e6);
+                if let (Some(c0), Some(c1)) = (c0, c1) {
+                    cpu.push(samples / (c1 - c0) / 1e6);
+                }
+                std::hint::black_box(film);
+            }
+            let w = Stats::of(&wall).expect("at least one repeat");
+            let c = Stats::of(&cpu);
+            println!(
+                "  {threads:>3} thread(s): {}  Msamples/s{}",
+                fmt_stats(&w),
+                c.map(|c| format!("   ({} per CPU second)", fmt_stats(&c)))
+                    .unwrap_or_default()
+            );
+            render_wall[k] = Some(w);
+            render_cpu[k] = c;
+        }
+        if backend.dropped_samples() > 0 {
+            println!("({} non-finite samples dropped)", backend.dropped_samples());
+        }
     }
-    if backend.dropped_samples() > 0 {
-        println!("({} non-finite samples dropped)", backend.dropped_samples());
+
+    for (k, &threads) in thread_counts.iter().enumerate() {
+        for stat in Statistic::ALL {
+            rows.push(CpuBenchRow {
+                scene: name.clone(),
+                groups: scene.groups.len() as u64,
+                triangles: tris as u64,
+                file_bytes,
+                threads,
+                statistic: stat,
+                load_mb_per_s: load[k].map(|s| stat.of(&s)),
+                build_mtri_per_s: stat.of(&build[k]),
+                render_msamples_per_s: render_wall[k].map(|s| stat.of(&s)),
+                render_msamples_per_cpu_s: render_cpu[k].map(|s| stat.of(&s)),
+                width: a.width,
+                height: a.height,
+                spp: a.spp,
+                max_depth: a.max_depth,
+                repeats: a.repeat,
+                git_commit: commit.to_string(),
+            });
+        }
     }
     Ok(())
 }
@@ -161,14 +306,10 @@ fn render(backend: &CpuBackend, settings: &RenderSettings, tiles: &[Tile]) -> an
     Ok(film)
 }
 
-fn min_median_max(v: &[f64]) -> String {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
+fn fmt_stats(s: &Stats) -> String {
     format!(
         "min {:.3} / median {:.3} / max {:.3}",
-        s[0],
-        s[s.len() / 2],
-        s[s.len() - 1]
+        s.min, s.median, s.max
     )
 }
 
@@ -259,4 +400,90 @@ fn spheres_scene(n: u32) -> Scene {
         groups,
         vec![base, red, glossy, mirror, glass, light],
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Wrapper {
+        #[command(flatten)]
+        args: CpuBenchArgs,
+    }
+
+    fn parse(args: &[&str]) -> CpuBenchArgs {
+        let mut v = vec!["cpu-bench"];
+        v.extend_from_slice(args);
+        Wrapper::try_parse_from(v).unwrap().args
+    }
+
+    #[test]
+    fn csv_has_one_row_per_scene_thread_count_and_statistic() {
+        let dir = tempfile::tempdir().unwrap();
+        let obj = dir.path().join("tri.obj");
+        std::fs::write(
+            &obj,
+            "mtllib tri.mtl\nv 0 0 0\nv 1 0 0\nv 0 1 0\nusemtl m\nf 1 2 3\n",
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("tri.mtl"), "newmtl m\nKd 0.5 0.5 0.5\n").unwrap();
+        let csv = dir.path().join("bench.csv");
+        let (o, c) = (obj.to_str().unwrap(), csv.to_str().unwrap());
+        run(parse(&[
+            o,
+            o,
+            "--width",
+            "8",
+            "--height",
+            "8",
+            "--spp",
+            "1",
+            "--repeat",
+            "2",
+            "--threads",
+            "2",
+            "--load",
+            "--csv",
+            c,
+        ]))
+        .unwrap();
+        let mut r = csv::Reader::from_path(&csv).unwrap();
+        let header: Vec<String> = r.headers().unwrap().iter().map(String::from).collect();
+        let col = |name: &str| header.iter().position(|h| h == name).unwrap();
+        let rows: Vec<csv::StringRecord> = r.records().map(|x| x.unwrap()).collect();
+        // Two scenes x two thread counts x three statistics.
+        assert_eq!(rows.len(), 12);
+        let bytes = (std::fs::metadata(&obj).unwrap().len() + 24).to_string();
+        for (i, row) in rows.iter().enumerate() {
+            assert_eq!(&row[col("threads")], ["1", "2"][i / 3 % 2]);
+            assert_eq!(&row[col("statistic")], ["min", "median", "max"][i % 3]);
+            assert_eq!(&row[col("triangles")], "1");
+            assert_eq!(row[col("file_bytes")], bytes);
+            for figure in ["load_mb_per_s", "build_mtri_per_s", "render_msamples_per_s"] {
+                let v: f64 = row[col(figure)].parse().unwrap();
+                assert!(v > 0.0 && v.is_finite(), "{figure} = {v}");
+            }
+        }
+        // Statistics are ordered within each (scene, threads).
+        for k in 0..4 {
+            let v: Vec<f64> = (0..3)
+                .map(|s| {
+                    rows[k * 3 + s][col("render_msamples_per_s")]
+                        .parse()
+                        .unwrap()
+                })
+                .collect();
+            assert!(v[0] <= v[1] && v[1] <= v[2], "{v:?}");
+        }
+    }
+
+    #[test]
+    fn bad_arguments_are_refused_before_any_work() {
+        assert!(run(parse(&[])).is_err());
+        assert!(run(parse(&["--spheres", "1", "--repeat", "0"])).is_err());
+        assert!(run(parse(&["--spheres", "1", "--csv", "/no/such/folder/x.csv"])).is_err());
+        assert!(run(parse(&["/no/such/scene.obj"])).is_err());
+    }
 }

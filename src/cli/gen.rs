@@ -80,7 +80,7 @@ pub fn run(a: GenArgs) -> anyhow::Result<()> {
                 ),
                 camera.clone(),
                 // Read back by `render` as the scene's default camera.
-                c.to_hint().trim_start_matches("# ").to_string(),
+                hint_line(c),
             ];
             let written = write_scene(&scene, &a.output, stem, &header)?;
             println!("{camera}");
@@ -90,10 +90,14 @@ pub fn run(a: GenArgs) -> anyhow::Result<()> {
             let groups = a.groups.unwrap_or(gen::SPONZA_LIKE_GROUPS);
             let triangles = a.triangles.unwrap_or(gen::SPONZA_LIKE_TRIANGLES);
             let scene = gen::sponza_like(groups, triangles, a.seed)?;
-            let header = [format!(
-                "sponza-like: --groups {groups} --triangles {triangles} --seed {}",
-                a.seed
-            )];
+            let header = [
+                format!(
+                    "sponza-like: --groups {groups} --triangles {triangles} --seed {}",
+                    a.seed
+                ),
+                // Read back by `render` as the scene's default camera.
+                hint_line(gen::sponza_like_camera()),
+            ];
             write_scene(&scene, &a.output, stem, &header)?
         }
         Preset::Toystore => {
@@ -119,6 +123,11 @@ pub fn run(a: GenArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A camera hint as a header line (the writer adds the comment's `# `).
+fn hint_line(camera: crate::scene::Camera) -> String {
+    camera.to_hint().trim_start_matches("# ").to_string()
+}
+
 fn write_scene(
     scene: &crate::scene::Scene,
     dir: &std::path::Path,
@@ -139,10 +148,14 @@ fn write_toystore(
     dir: &std::path::Path,
     quiet: bool,
 ) -> anyhow::Result<Written> {
-    let header = [format!(
-        "toystore: --shelves {shelves} --seed {seed}: {} triangles",
-        gen::toystore_triangles(shelves)
-    )];
+    let header = [
+        format!(
+            "toystore: --shelves {shelves} --seed {seed}: {} triangles",
+            gen::toystore_triangles(shelves)
+        ),
+        // Read back by `render` as the scene's default camera.
+        hint_line(gen::toystore_camera()),
+    ];
     let materials = gen::toystore_materials();
     let mut writer = ObjWriter::create(dir, "toystore", &materials, &[], &header)?;
     let bar = if quiet || !std::io::stderr().is_terminal() {

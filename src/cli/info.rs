@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use clap::Args;
 use serde::Serialize;
 
+use crate::scene::lights::{facing_warnings_of, light_facing, LightFacing, AXES};
 use crate::scene::{obj, Bounds, MaterialKind, Scene};
 
 #[derive(Args, Debug)]
@@ -49,8 +50,17 @@ pub struct LightInfo {
     pub triangles: usize,
     /// Their total area, in scene units squared.
     pub area: f64,
-    /// Emitted power of one face: pi * area * radiance, summed (lights emit from both faces).
+    /// Emitted power of one face: pi * area * radiance, summed. Lights emit from their front
+    /// face only, so this is their power (twice it with `render --two-sided-lights`).
     pub power_per_side: [f64; 3],
+    /// Emissive triangles whose front face (the side of the winding's normal, the only one
+    /// that emits) faces each way, by dominant axis: `+X, -X, +Y, -Y, +Z, -Z`.
+    pub facing: [usize; 6],
+    /// Per light (its emissive triangles grouped by group and material): which way they face
+    /// and whether they face the rest of the scene.
+    pub lights: Vec<LightFacing>,
+    /// Lights that face away from every other surface, or only a gap just behind them.
+    pub warnings: Vec<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -139,6 +149,14 @@ pub fn scene_info(scene: &Scene) -> SceneInfo {
         }
     }
     let bounds = scene.bounds();
+    let facing_lights = light_facing(scene);
+    let mut facing = [0usize; 6];
+    for l in &facing_lights {
+        for (total, n) in facing.iter_mut().zip(l.facing) {
+            *total += n;
+        }
+    }
+    let light_warnings = facing_warnings_of(&facing_lights, scene);
     SceneInfo {
         source: scene.source.clone(),
         groups: scene.groups.len(),
@@ -161,6 +179,9 @@ pub fn scene_info(scene: &Scene) -> SceneInfo {
             triangles: scene.lights.len(),
             area,
             power_per_side: power,
+            facing,
+            lights: facing_lights,
+            warnings: light_warnings,
         },
         environment: scene.environment.map(|e| e.radiance.to_array()),
         bounds: (!bounds.is_empty()).then_some(bounds),
@@ -250,9 +271,38 @@ pub fn render_text(info: &SceneInfo, list_groups: bool) -> String {
     let p = info.lights.power_per_side;
     let _ = writeln!(
         s,
-        "lights      {} emissive triangles, area {:.6}, power per side ({:.6}, {:.6}, {:.6})",
+        "lights      {} emissive triangles, area {:.6}, power ({:.6}, {:.6}, {:.6}) from their front faces",
         info.lights.triangles, info.lights.area, p[0], p[1], p[2]
     );
+    if info.lights.triangles > 0 {
+        let facing: Vec<String> = AXES
+            .iter()
+            .zip(info.lights.facing)
+            .map(|(axis, n)| format!("{axis} {n}"))
+            .collect();
+        let _ = writeln!(
+            s,
+            "  front faces (the emitting side, by dominant axis): {}",
+            facing.join(", ")
+        );
+    }
+    for l in &info.lights.lights {
+        let _ = writeln!(
+            s,
+            "  {:<24} {:<16} {:>6} triangles, area {:.6}: {}; {} face the scene, {} only a gap behind, {} nothing",
+            l.group,
+            l.material,
+            l.triangles,
+            l.area,
+            l.facing_text(),
+            l.toward_scene,
+            l.toward_gap_only,
+            l.away_from_everything
+        );
+    }
+    for w in &info.lights.warnings {
+        let _ = writeln!(s, "  warning: {w}");
+    }
     match info.environment {
         Some(e) => {
             let _ = writeln!(s, "environment ({}, {}, {})", e[0], e[1], e[2]);
@@ -336,5 +386,12 @@ mod tests {
         assert!(text.contains("short_block"));
         let json: serde_json::Value = serde_json::to_value(&info).unwrap();
         assert_eq!(json["materials"][1]["kind"], "diffuse");
+        // The light faces down, into the box.
+        assert_eq!(info.lights.facing, [0, 0, 0, 2, 0, 0]);
+        assert_eq!(info.lights.lights.len(), 1);
+        assert_eq!(info.lights.lights[0].toward_scene, 2);
+        assert!(info.lights.warnings.is_empty());
+        assert!(text.contains("front faces (the emitting side, by dominant axis): +X 0, -X 0, +Y 0, -Y 2, +Z 0, -Z 0"), "{text}");
+        assert_eq!(json["lights"]["facing"][3], 2);
     }
 }

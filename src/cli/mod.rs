@@ -2,15 +2,21 @@
 
 mod args;
 mod build_bench;
+mod console;
 mod cpu_bench;
 mod gen;
+mod image_stats;
 mod info;
+mod merge;
 mod render;
+#[cfg(feature = "mpi")]
+mod render_cluster;
 mod schedule_sim;
 
 use clap::{Parser, Subcommand};
 
 pub use args::{AccelArgs, CameraArgs, ScheduleArgs};
+pub use console::Verbosity;
 
 /// gasworks: a path tracer on NVIDIA OptiX (one GAS per OBJ group, built across CUDA streams)
 /// with a CPU reference backend.
@@ -25,8 +31,10 @@ pub struct Cli {
 #[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Render an OBJ scene to PNG (tone-mapped sRGB) or EXR (linear).
+    /// Render an OBJ scene (or a --pixelbounds crop of it) to PNG (tone-mapped sRGB) or EXR (linear).
     Render(Box<render::RenderArgs>),
+    /// Join the crops of a frame (render --pixelbounds) into the whole image, bit for bit.
+    Merge(merge::MergeArgs),
     /// Describe an OBJ scene: groups, triangles per group, materials, lights, bounds.
     Info(info::InfoArgs),
     /// Write a procedural scene (cornell, sponza-like, toystore) as OBJ+MTL.
@@ -37,7 +45,15 @@ pub enum Command {
     CpuBench(cpu_bench::CpuBenchArgs),
     /// Replay measured per-tile costs through the tile scheduler for simulated worker counts.
     ScheduleSim(schedule_sim::ScheduleSimArgs),
+    /// Mean radiance and firefly count of rendered EXR images (each compared with the first).
+    ImageStats(image_stats::ImageStatsArgs),
 }
+
+/// An error whose message has already been printed: the command exits with status 1
+/// without printing it again.
+#[derive(Debug, thiserror::Error)]
+#[error("(reported above)")]
+pub struct Reported;
 
 /// Runs the command line and returns the process exit code. Errors are printed with their
 /// whole cause chain; nothing here panics on bad input.
@@ -54,14 +70,19 @@ pub fn main() -> i32 {
         .init();
     let result = match cli.command {
         Command::Render(a) => render::run(*a),
+        Command::Merge(a) => merge::run(a),
         Command::Info(a) => info::run(a),
         Command::Gen(a) => gen::run(a),
         Command::BuildBench(a) => build_bench::run(a),
         Command::ScheduleSim(a) => schedule_sim::run(a),
         Command::CpuBench(a) => cpu_bench::run(a),
+        Command::ImageStats(a) => image_stats::run(a),
     };
     match result {
         Ok(()) => 0,
+        // Already printed where it happened (each MPI rank prints before MPI ends, since
+        // mpirun kills the other ranks once one exits non-zero).
+        Err(e) if e.is::<Reported>() => 1,
         Err(e) => {
             eprintln!("error: {e}");
             for cause in e.chain().skip(1) {

@@ -7,8 +7,11 @@ use anyhow::Context;
 use clap::{Args, ValueEnum};
 
 use super::args::{parse_vec3, AccelArgs, CameraArgs, ScheduleArgs};
-use crate::render::{output, RenderSettings};
-use crate::scene::{obj, Camera, Environment};
+use super::console::Verbosity;
+use crate::render::output::{self, ImageMeta};
+use crate::render::{RenderSettings, Tile};
+use crate::scene::{obj, Camera, Environment, Scene};
+use crate::sched::window;
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BackendArg {
@@ -51,9 +54,21 @@ pub struct RenderArgs {
     /// Uniform environment radiance, r,g,b (replaces the default sky of emitter-less scenes)
     #[arg(long, value_parser = parse_vec3)]
     pub env: Option<glam::Vec3>,
-    /// No progress bars
-    #[arg(long, short)]
+    /// Area lights emit from both faces (default: the front face only, the side the
+    /// winding's normal points to, as in pbrt and Mitsuba)
+    #[arg(long)]
+    pub two_sided_lights: bool,
+    /// Print only warnings and errors (no progress bar, no summary)
+    #[arg(long, short, conflicts_with = "verbose")]
     pub quiet: bool,
+    /// Print details too: the camera, the schedule's per-worker table and the cost map's error
+    /// histogram (also printed with --stats)
+    #[arg(long, short)]
+    pub verbose: bool,
+    /// Render only the pixels [x0,x1) x [y0,y1) of the image (pbrt's --pixelbounds x0,x1,y0,y1),
+    /// into an image of that size that records where it lies; `gasworks merge` joins such crops
+    #[arg(long, value_name = "X0,X1,Y0,Y1", value_parser = output::parse_pixelbounds, allow_hyphen_values = true)]
+    pub pixelbounds: Option<Tile>,
     #[command(flatten)]
     pub camera: CameraArgs,
     #[command(flatten)]
@@ -63,18 +78,24 @@ pub struct RenderArgs {
 }
 
 pub fn run(a: RenderArgs) -> anyhow::Result<()> {
-    if a.width == 0 || a.height == 0 {
-        anyhow::bail!("--width and --height must be at least 1");
-    }
-    if a.spp == 0 {
-        anyhow::bail!("--spp must be at least 1");
-    }
-    if a.max_depth == 0 {
-        anyhow::bail!("--max-depth must be at least 1");
-    }
-    // Refuse an unwritable output or a bad schedule before spending minutes on a render.
+    // Under mpirun with several ranks, the ranks render the frame together. With one rank, MPI
+    // stays initialized until this function returns and the render is a single process's.
+    #[cfg(feature = "mpi")]
+    let _mpi = match crate::cluster::mpi::MpiWorld::from_launcher()? {
+        Some(world) if crate::cluster::Transport::size(&world) > 1 => {
+            return super::render_cluster::run(a, world)
+        }
+        one => one,
+    };
+    let out = Verbosity::from_flags(a.quiet, a.verbose);
+    check_args(&a)?;
+    // Refuse an unwritable output, a bad window or schedule, or bad GPU options before
+    // spending minutes on a render.
+    let window = window::resolve(a.pixelbounds, a.width, a.height)?;
     output::check_writable(&a.output)?;
-    let schedule = a.schedule.config()?;
+    let mut schedule = a.schedule.config()?;
+    schedule.window = a.pixelbounds;
+    let optix_options = a.accel.optix_options()?;
     if let Some(t) = a.threads {
         rayon::ThreadPoolBuilder::new()
             .num_threads(t.max(1))
@@ -82,78 +103,165 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
             .context("cannot set the number of threads")?;
     }
 
-    let t0 = Instant::now();
-    let mut scene = obj::load_obj(&a.scene, &obj::LoadOptions { quiet: a.quiet })?;
-    if let Some(env) = a.env {
-        scene.environment = Some(Environment { radiance: env });
-    }
-    for w in &scene.report.warnings {
-        eprintln!("warning: {w}");
-    }
-    if scene.report.degenerate_dropped > 0 {
-        eprintln!(
-            "warning: {}: dropped {} degenerate triangles",
-            a.scene.display(),
-            scene.report.degenerate_dropped
-        );
-    }
-    let load_s = t0.elapsed().as_secs_f64();
+    let (scene, load_s) = load_scene(&a)?;
+    print_load_warnings(&a, &scene, out);
+    out.status(format_args!(
+        "scene: {}: {} groups, {} triangles",
+        a.scene.display(),
+        scene.groups.len(),
+        scene.triangle_count(),
+    ));
+    let settings = render_settings(&a, &scene, out)?;
 
-    let camera = a
-        .camera
-        .camera(&scene.bounds(), Camera::hint_from_obj(&a.scene))
-        .frame(a.width, a.height)
-        .with_context(|| format!("{}: bad camera", a.scene.display()))?;
-    let settings = RenderSettings {
-        width: a.width,
-        height: a.height,
-        spp: a.spp,
-        max_depth: a.max_depth,
-        seed: a.seed,
-        camera,
-    };
-
-    let backend = crate::backend::select(a.backend.into(), &scene, &settings, &a.accel)?;
-    eprintln!("backend: {}", backend.description);
+    let backend = crate::backend::select(a.backend.into(), &scene, &settings, &optix_options)?;
+    out.status(format_args!("backend: {}", backend.description));
     let build_seconds = backend.build_seconds;
     // Without --devices, the selected backend decides the workers: two streams on GPU 0 (one
     // launch in flight while the other's tile is copied back), or one worker per CPU thread.
-    let mut schedule = schedule;
     if a.schedule.devices.is_none() && backend.optix.is_some() {
         schedule.devices = vec![crate::sched::DeviceSpec::Gpu {
             device: 0,
             streams: 2,
         }];
     }
-    let factory = crate::backend::WorkerFactory::new(&scene, &settings, &a.accel, backend);
+    let factory = crate::backend::WorkerFactory::new(&scene, &settings, &optix_options, backend);
     let t1 = Instant::now();
-    let frame = crate::sched::render_frame(&scene, &settings, &schedule, &factory, a.quiet)?;
+    let frame = crate::sched::render_frame(&scene, &settings, &schedule, &factory, out.is_quiet())?;
     let render_s = t1.elapsed().as_secs_f64();
-    output::write_image(&frame.film, &a.output)?;
-    crate::sched::publish(
+    for late in factory.late_backends() {
+        out.status(format_args!("backend: {late}"));
+    }
+    let meta = ImageMeta {
+        full_width: a.width,
+        full_height: a.height,
+        window,
+        render: output::render_key(&a.scene, &scene, &settings),
+    };
+    output::write_image(&frame.film, &a.output, &meta)?;
+    let published = crate::sched::publish(
         &frame,
         a.schedule.stats.as_deref(),
         a.schedule.costmap.as_deref(),
     )?;
-    let samples = a.width as f64 * a.height as f64 * a.spp as f64;
-    eprintln!(
-        "{}: {} groups, {} triangles; load {:.2} s, build {:.3} s, render {:.2} s, {:.3} M samples/s -> {}",
-        a.scene.display(),
-        scene.groups.len(),
-        scene.triangle_count(),
-        load_s,
-        build_seconds,
-        render_s,
+
+    let samples = window.pixel_count() as f64 * a.spp as f64;
+    let mut time = format!(
+        "time: load {load_s:.2} s, build {build_seconds:.3} s, render {render_s:.2} s, {:.3} M samples/s",
         samples / render_s / 1e6,
-        a.output.display()
     );
     if let Some(rays) = factory.rays_traced() {
-        eprintln!(
-            "rays: {rays} traced, {:.1} M rays/s",
+        time += &format!(
+            ", {:.1} M rays/s ({rays} rays)",
             rays as f64 / render_s / 1e6
         );
     }
+    out.status(time);
+    out.detail(a.schedule.stats.is_some(), frame.report.summary());
+    if let Some([csv, tiles, map]) = &published.stats {
+        out.status(format_args!(
+            "statistics: {}, {}, {}",
+            csv.display(),
+            tiles.display(),
+            map.display()
+        ));
+    }
+    if let Some((files, dir)) = &published.pictures {
+        out.status(format_args!(
+            "cost map pictures: {files} files in {}",
+            dir.display()
+        ));
+    }
+    let what = if a.pixelbounds.is_some() {
+        format!(
+            "pixels {} of a {}x{} frame",
+            window::pbrt_bounds(window),
+            a.width,
+            a.height
+        )
+    } else {
+        format!("{}x{}", a.width, a.height)
+    };
+    out.status(format_args!(
+        "output: {} ({what}, {} spp)",
+        a.output.display(),
+        a.spp
+    ));
     Ok(())
+}
+
+/// The checks of the numeric arguments: --width, --height (at most 32768 each), --spp and
+/// --max-depth, before anything is loaded.
+pub(super) fn check_args(a: &RenderArgs) -> anyhow::Result<()> {
+    crate::render::check_image_size(a.width, a.height, a.spp)
+        .map_err(|e| anyhow::anyhow!("--width/--height/--spp: {e}"))?;
+    if a.max_depth == 0 {
+        anyhow::bail!("--max-depth must be at least 1");
+    }
+    Ok(())
+}
+
+/// Loads the scene (with `--env` and `--two-sided-lights` applied) and says how long it took.
+pub(super) fn load_scene(a: &RenderArgs) -> anyhow::Result<(Scene, f64)> {
+    let t0 = Instant::now();
+    let mut scene = obj::load_obj(&a.scene, &obj::LoadOptions { quiet: a.quiet })?;
+    if let Some(env) = a.env {
+        scene.environment = Some(Environment { radiance: env });
+    }
+    scene.two_sided_lights = a.two_sided_lights;
+    Ok((scene, t0.elapsed().as_secs_f64()))
+}
+
+/// The loader's warnings, lights that face away from everything, dropped triangles.
+pub(super) fn print_load_warnings(a: &RenderArgs, scene: &Scene, out: Verbosity) {
+    for w in &scene.report.warnings {
+        out.warn(w);
+    }
+    if !scene.two_sided_lights {
+        for w in crate::scene::lights::facing_warnings(scene) {
+            out.warn(format_args!("{}: {w}", a.scene.display()));
+        }
+    }
+    if scene.report.degenerate_dropped > 0 {
+        out.warn(format_args!(
+            "{}: dropped {} degenerate triangles",
+            a.scene.display(),
+            scene.report.degenerate_dropped
+        ));
+    }
+}
+
+/// The settings of the render: the image, the samples and the camera (printed with -v, as the
+/// flags that reproduce it).
+pub(super) fn render_settings(
+    a: &RenderArgs,
+    scene: &Scene,
+    out: Verbosity,
+) -> anyhow::Result<RenderSettings> {
+    let hint = Camera::hint_from_obj(&a.scene);
+    let camera = a.camera.camera(&scene.bounds(), hint, a.width, a.height);
+    let v = |v: glam::Vec3| format!("{},{},{}", v.x, v.y, v.z);
+    out.detail(
+        false,
+        format_args!(
+            "camera: --eye {} --look-at {} --up {} --fov {} ({})",
+            v(camera.eye),
+            v(camera.look_at),
+            v(camera.up),
+            camera.fov_y_deg,
+            a.camera.origin(hint.is_some())
+        ),
+    );
+    let camera = camera
+        .frame(a.width, a.height)
+        .with_context(|| format!("{}: bad camera", a.scene.display()))?;
+    Ok(RenderSettings {
+        width: a.width,
+        height: a.height,
+        spp: a.spp,
+        max_depth: a.max_depth,
+        seed: a.seed,
+        camera,
+    })
 }
 
 impl From<BackendArg> for crate::backend::BackendChoice {

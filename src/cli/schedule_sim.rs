@@ -7,6 +7,12 @@
 //! the initial assignment and runs the same policy code as a real render in a discrete-event
 //! simulation (steal probes cost `--steal-latency-ms`). Stealing picks random victims, so
 //! those rows give min / median / max over `--seeds` runs.
+//!
+//! With `--ranks`, it models a cluster instead ([`crate::cluster::sim`]): each rank has
+//! `--workers` workers, tiles are stolen within a rank as in one process and across ranks by
+//! the protocol of `mpirun ... render`, a steal across ranks costing one round trip of
+//! `--rank-steal-latency-ms`; it prints the efficiency of every strategy for every rank count
+//! and latency as one table, like the paper's Table 2.
 
 use std::path::PathBuf;
 
@@ -33,6 +39,22 @@ pub struct ScheduleSimArgs {
     /// Tiles per simulated frame [default: the render's first pass's count]
     #[arg(long)]
     pub tiles: Option<u32>,
+    /// Model a cluster: rank counts, comma-separated; each rank has --workers workers (one
+    /// count), and tiles move across ranks as in `mpirun ... gasworks render`
+    #[arg(long, value_delimiter = ',')]
+    pub ranks: Vec<usize>,
+    /// With --ranks: the time of one steal across ranks (the request and its answer), in
+    /// milliseconds; comma-separated values give one row each
+    #[arg(long, value_delimiter = ',', default_value = "0.1")]
+    pub rank_steal_latency_ms: Vec<f64>,
+    /// With --ranks: tiles per worker of each simulated cluster (the paper used 8) [default:
+    /// --tiles, else the render's count, for every cluster size]
+    #[arg(long)]
+    pub tiles_per_worker: Option<u32>,
+    /// Multiply the measured tile costs, e.g. 16 to model the frame at 16 times the samples
+    /// per pixel (tile costs grow linearly with the samples)
+    #[arg(long, default_value_t = 1.0)]
+    pub cost_scale: f64,
 }
 
 /// The strategies of the paper's Table 2 (plus the stealing-off variants of each).
@@ -62,6 +84,25 @@ pub fn run(a: ScheduleSimArgs) -> anyhow::Result<()> {
     }
     if !(a.steal_latency_ms >= 0.0 && a.steal_latency_ms.is_finite()) {
         anyhow::bail!("--steal-latency-ms must be a non-negative number");
+    }
+    if !(a.cost_scale > 0.0 && a.cost_scale.is_finite()) {
+        anyhow::bail!("--cost-scale must be a positive number");
+    }
+    if a.ranks.contains(&0) {
+        anyhow::bail!("--ranks: every rank count must be at least 1");
+    }
+    if !a.ranks.is_empty() && a.workers.len() != 1 {
+        anyhow::bail!("--ranks: give one --workers count, the workers of each rank");
+    }
+    if a.rank_steal_latency_ms
+        .iter()
+        .any(|l| !(*l >= 0.0 && l.is_finite()))
+        || a.rank_steal_latency_ms.is_empty()
+    {
+        anyhow::bail!("--rank-steal-latency-ms must be non-negative numbers");
+    }
+    if a.tiles_per_worker == Some(0) {
+        anyhow::bail!("--tiles-per-worker must be at least 1");
     }
     let name = a.stats.to_string_lossy();
     let (tiles_path, map_path) = if let Some(stem) = name.strip_suffix(".tiles.csv") {
@@ -95,22 +136,38 @@ pub fn run(a: ScheduleSimArgs) -> anyhow::Result<()> {
         }
     }
     let tile_count = a.tiles.unwrap_or(by_pass[0].0.len() as u32).max(1);
-    let replay = Replay::new(width, height, estimate, &by_pass);
+    let mut replay = Replay::new(width, height, estimate, &by_pass);
+    if a.cost_scale != 1.0 {
+        for v in replay.measured.values.iter_mut() {
+            *v = (*v as f64 * a.cost_scale) as f32;
+        }
+    }
     let serial = replay.serial_s();
     let latency = a.steal_latency_ms * 1e-3;
     let seeds: Vec<u64> = (0..a.seeds as u64).collect();
 
     println!(
-        "schedule-sim: {} ({}x{} image, {} pass{}, {} measured tiles), {} simulated tiles, total work {:.3} ms",
+        "schedule-sim: {} ({}x{} image, {} pass{}, {} measured tiles{}), {}, total work {:.3} ms",
         tiles_path.display(),
         width,
         height,
         passes,
         if passes == 1 { "" } else { "es" },
         rows.len(),
-        tile_count,
+        if a.cost_scale == 1.0 {
+            String::new()
+        } else {
+            format!(", costs x {}", a.cost_scale)
+        },
+        match a.tiles_per_worker {
+            Some(k) if !a.ranks.is_empty() => format!("{k} simulated tiles per worker"),
+            _ => format!("{tile_count} simulated tiles"),
+        },
         serial * 1e3
     );
+    if !a.ranks.is_empty() {
+        return cluster_table(&a, &replay, tile_count, latency, &seeds);
+    }
     println!(
         "steal latency {} ms per probe; stealing rows: min / median / max over {} seeds",
         a.steal_latency_ms, a.seeds
@@ -163,6 +220,107 @@ pub fn run(a: ScheduleSimArgs) -> anyhow::Result<()> {
                 100.0 * (base / lo - 1.0)
             );
         }
+    }
+    Ok(())
+}
+
+/// The cluster model's table: one row per rank count and cross-rank latency, one column per
+/// strategy, each cell the median efficiency over the seeds; then the tiles moved across
+/// ranks by the stealing strategies.
+fn cluster_table(
+    a: &ScheduleSimArgs,
+    replay: &Replay,
+    tile_count: u32,
+    local_latency: f64,
+    seeds: &[u64],
+) -> anyhow::Result<()> {
+    use crate::cluster::sim::{replay_cluster, ClusterModel, ClusterSimRun};
+    let workers = a.workers[0];
+    println!(
+        "cluster model: {workers} workers per rank; a steal probe within a rank costs {} ms, a steal across ranks one round trip of the latency in each row",
+        a.steal_latency_ms
+    );
+    println!(
+        "efficiency = busy / (workers x makespan), median over {} seeds (1 run without stealing); {}",
+        a.seeds,
+        match a.tiles_per_worker {
+            Some(k) => format!("{k} tiles per worker"),
+            None => format!("{tile_count} tiles"),
+        }
+    );
+    println!();
+    let head: Vec<&str> = ROWS.iter().map(|r| r.2).collect();
+    println!(
+        "{:>5} {:>7} {:>6} {:>9} | {}",
+        "ranks",
+        "workers",
+        "tiles",
+        "latency",
+        head.iter()
+            .map(|h| format!("{h:>18}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    let mut moved_rows = Vec::new();
+    for &ranks in &a.ranks {
+        let total_workers = ranks * workers;
+        let tiles = match a.tiles_per_worker {
+            Some(k) => (k as usize * total_workers).min(u32::MAX as usize) as u32,
+            None => tile_count,
+        };
+        for &latency_ms in &a.rank_steal_latency_ms {
+            let model = ClusterModel {
+                ranks,
+                workers,
+                local_latency,
+                rank_latency: latency_ms * 1e-3,
+            };
+            let mut cells = Vec::new();
+            let mut moved = Vec::new();
+            for (strategy, steal, label) in ROWS {
+                let runs: Vec<ClusterSimRun> =
+                    replay_cluster(replay, strategy, steal, model, tiles, 1.0, seeds);
+                if runs.iter().any(|r| r.ran_by.iter().any(Option::is_none)) {
+                    anyhow::bail!(
+                        "scheduler bug: a simulated tile was never run ({label}, {ranks} ranks)"
+                    );
+                }
+                let (_, eff, _) = min_med_max(runs.iter().map(ClusterSimRun::efficiency).collect());
+                cells.push(format!("{:>17.1}%", 100.0 * eff));
+                if steal {
+                    let (_, tiles_moved, _) =
+                        min_med_max(runs.iter().map(|r| r.tiles_moved as f64).collect());
+                    let (_, transfers, _) =
+                        min_med_max(runs.iter().map(|r| r.transfers as f64).collect());
+                    moved.push(format!("{:>10.0} ({:>5.0})", tiles_moved, transfers));
+                }
+            }
+            println!(
+                "{:>5} {:>7} {:>6} {:>6} ms | {}",
+                ranks,
+                total_workers,
+                tiles,
+                latency_ms,
+                cells.join(" ")
+            );
+            moved_rows.push((ranks, latency_ms, moved));
+        }
+    }
+    println!();
+    println!("tiles moved across ranks, median (transfers that carried them):");
+    let steal_heads: Vec<&str> = ROWS.iter().filter(|r| r.1).map(|r| r.2).collect();
+    println!(
+        "{:>5} {:>9} | {}",
+        "ranks",
+        "latency",
+        steal_heads
+            .iter()
+            .map(|h| format!("{h:>18}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    for (ranks, latency_ms, moved) in moved_rows {
+        println!("{ranks:>5} {latency_ms:>6} ms | {}", moved.join(" "));
     }
     Ok(())
 }

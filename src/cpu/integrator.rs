@@ -12,20 +12,34 @@
 //!
 //! - *escape*: add `throughput * environment`. The environment is not light-sampled, so a
 //!   BSDF-sampled escape has full weight.
-//! - *emitter hit* (either face): add `throughput * Le * w`, where `w = 1` for the camera
-//!   segment and after a Dirac lobe, and otherwise the power-heuristic weight of BSDF sampling
-//!   against light sampling, `w = p_bsdf^2 / (p_bsdf^2 + p_light^2)`, both as solid-angle
-//!   densities at the previous vertex: `p_light = P(light) / area * t^2 / |cos_light|`.
+//! - *emitter hit* on its front face (either face with [`Scene::two_sided_lights`]): add
+//!   `throughput * Le * w`, where `w = 1` for the camera segment and after a Dirac lobe, and
+//!   otherwise the power-heuristic weight of BSDF sampling against light sampling,
+//!   `w = p_bsdf^2 / (p_bsdf^2 + p_light^2)`, both as solid-angle densities at the previous
+//!   vertex: `p_light = P(light) / area * t^2 / |cos_light|`. A hit on a back face adds
+//!   nothing (the surface still scatters with its material).
 //! - if `d == max_depth` the path ends. Otherwise, at a non-Dirac material, *next-event
 //!   estimation*: pick a light with probability proportional to `luminance(Le) * area`, a
-//!   uniform point `q` on it, and if the shadow ray reaches it add
-//!   `throughput * f cos * Le * w_light / p_light` with `w_light = p_light^2 / (p_light^2 +
-//!   p_bsdf^2)`. (A path of `d + 1` segments is then counted by both strategies, and only paths
-//!   of at most `max_depth` segments are.)
+//!   uniform point `q` on it, and if the shading point lies on the light's emitting side and
+//!   the shadow ray reaches `q`, add `throughput * f cos * Le * w_light / p_light` with
+//!   `w_light = p_light^2 / (p_light^2 + p_bsdf^2)`. (A path of `d + 1` segments is then
+//!   counted by both strategies, and only paths of at most `max_depth` segments are.)
 //! - *BSDF sampling* of the next direction: `throughput *= f cos / pdf` (the sample's weight).
 //! - *Russian roulette* before segment 4 and every later one (i.e. once `d >= 3`): the path
 //!   survives with probability `q = min(max component of throughput, 0.95)` and its throughput
 //!   is divided by `q`.
+//!
+//! # One-sided lights
+//!
+//! An area light emits `Le` from its front face only (the side of the winding's normal
+//! `(p1 - p0) x (p2 - p0)`), unless the scene sets [`Scene::two_sided_lights`]. The emitted
+//! radiance is then `Le(q, w) = Le * [n_light . w > 0]`, and both strategies estimate the
+//! integral of that function: a light point sampled from behind contributes zero (it is
+//! sampled with the same density as before: light selection by power, uniform on the area,
+//! since one-sided power is proportional to two-sided power), and an emitter hit from behind
+//! adds zero. The densities `p_light` and `p_bsdf` of every path are unchanged, so the MIS
+//! weights of the paths that do carry light still sum to one. With two-sided lights the code
+//! path is bit for bit the one gasworks had before one-sided lights.
 //!
 //! # Random numbers
 //!
@@ -92,23 +106,21 @@ pub fn light_cdf(scene: &Scene) -> Vec<f32> {
 pub struct LightSampler {
     /// `cdf[i]` = probability of picking a light with index `<= i`; the last entry is 1.
     cdf: Vec<f32>,
-    /// For each group, the light index of each triangle (`u32::MAX` when it is not a light);
-    /// empty for groups without lights.
-    index: Vec<Vec<u32>>,
+    /// [`Scene::light_index_table`]: the table the GPU backend uploads too.
+    index: Vec<Option<Vec<u32>>>,
 }
 
 impl LightSampler {
     pub fn new(scene: &Scene) -> LightSampler {
-        let cdf = light_cdf(scene);
-        let mut index: Vec<Vec<u32>> = vec![Vec::new(); scene.groups.len()];
-        for (i, l) in scene.lights.iter().enumerate() {
-            let g = &mut index[l.group as usize];
-            if g.is_empty() {
-                *g = vec![u32::MAX; scene.groups[l.group as usize].triangle_count()];
-            }
-            g[l.prim as usize] = i as u32;
+        LightSampler {
+            cdf: light_cdf(scene),
+            index: scene.light_index_table(),
         }
-        LightSampler { cdf, index }
+    }
+
+    /// The selection CDF ([`light_cdf`]), as the GPU backend uploads it.
+    pub fn cdf(&self) -> &[f32] {
+        &self.cdf
     }
 
     pub fn is_empty(&self) -> bool {
@@ -131,8 +143,12 @@ impl LightSampler {
 
     /// The light index of a triangle, if it is one.
     pub fn light_of(&self, group: u32, prim: u32) -> Option<usize> {
-        let i = *self.index.get(group as usize)?.get(prim as usize)?;
-        (i != u32::MAX).then_some(i as usize)
+        let i = *self
+            .index
+            .get(group as usize)?
+            .as_ref()?
+            .get(prim as usize)?;
+        (i != crate::scene::NO_LIGHT).then_some(i as usize)
     }
 }
 
@@ -257,7 +273,7 @@ impl PathTracer<'_> {
             let sp = SurfacePoint::new(scene, &hit);
             let material = &scene.materials[sp.material as usize];
             let wo = -ray_d;
-            if material.is_emissive() {
+            if material.is_emissive() && self.emits_towards(sp.n_geo, wo) {
                 let w = if prev_delta {
                     1.0
                 } else {
@@ -307,6 +323,14 @@ impl PathTracer<'_> {
         radiance
     }
 
+    /// Whether a light whose unit geometric normal is `n_light` emits towards `w` (pointing
+    /// away from the light): always with two-sided lights, else when `w` leaves the front
+    /// face, `n_light . w > 0` (a grazing or NaN direction emits nothing).
+    #[inline]
+    pub fn emits_towards(&self, n_light: Vec3, w: Vec3) -> bool {
+        self.scene.two_sided_lights || n_light.dot(w) > 0.0
+    }
+
     /// The solid-angle density with which next-event estimation at the previous vertex would
     /// have chosen the hit point: `P(light) / area * t^2 / |cos_light|` (`t` is the distance
     /// since `dir` is unit length). `None` if the triangle is not in the light list.
@@ -350,6 +374,11 @@ impl PathTracer<'_> {
         let wi = to_light / dist2.sqrt();
         let cos_l = n_light.dot(wi).abs();
         if !(cos_l > 0.0) {
+            return Vec3::ZERO;
+        }
+        // The light point emits towards the shading point only if that lies on its front
+        // side: n_light . (-wi) > 0. No shadow ray for a light seen from behind.
+        if !(self.scene.two_sided_lights || n_light.dot(wi) < 0.0) {
             return Vec3::ZERO;
         }
         let e = bsdf.eval(wo, wi);

@@ -3,12 +3,14 @@
 //! - [`bvh`]: the two-level BVH (one tree per group, one over the groups) and the brute-force
 //!   oracle it is tested against;
 //! - [`sampling`] and [`material`]: the scattering code the CUDA programs are ported from;
-//! - [`integrator`]: the path tracer (next-event estimation, MIS, Russian roulette).
+//! - [`integrator`]: the path tracer (next-event estimation, MIS, Russian roulette);
+//! - [`first_hit`]: what the camera sees first through each pixel (masks for image statistics).
 //!
 //! [`CpuBackend`] renders tiles. One tile is rendered on the calling thread; parallelism
 //! comes from rendering many tiles at once (the backend is `Sync`).
 
 pub mod bvh;
+pub mod first_hit;
 pub mod integrator;
 pub mod material;
 pub mod sampling;
@@ -19,24 +21,12 @@ use std::sync::Arc;
 
 use glam::Vec3;
 
-use crate::render::{RenderSettings, Tile, TileRenderer};
+use crate::render::{validate_inputs, InputError, RenderSettings, Tile, TileRenderer};
 use crate::scene::Scene;
 
+pub use crate::render::TileError;
 pub use bvh::{BuildStats, Hit, SceneBvh};
 use integrator::{LightSampler, PathTracer};
-
-/// Why a tile cannot be rendered.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum TileError {
-    #[error("tile {tile:?} does not fit in the {width}x{height} image")]
-    OutsideImage { tile: Tile, width: u32, height: u32 },
-    #[error("tile {tile:?} has {expected} pixels but its accumulation buffer has {got}")]
-    BufferSize {
-        tile: Tile,
-        expected: usize,
-        got: usize,
-    },
-}
 
 /// The CPU path tracer, ready to render tiles of one frame.
 pub struct CpuBackend {
@@ -51,18 +41,20 @@ pub struct CpuBackend {
 }
 
 impl CpuBackend {
-    /// Copies the scene, builds the BVH (in parallel over the groups, on the current rayon
-    /// pool) and the light-selection table.
-    pub fn new(scene: &Scene, settings: &RenderSettings) -> CpuBackend {
+    /// Checks the scene and the settings ([`validate_inputs`], the same checks as the OptiX
+    /// backend's), copies the scene, builds the BVH (in parallel over the groups, on the
+    /// current rayon pool) and the light-selection table.
+    pub fn new(scene: &Scene, settings: &RenderSettings) -> Result<CpuBackend, InputError> {
+        validate_inputs(scene, settings)?;
         let (bvh, stats) = SceneBvh::build_with_stats(scene);
-        CpuBackend {
+        Ok(CpuBackend {
             lights: Arc::new(LightSampler::new(scene)),
             scene: Arc::new(scene.clone()),
             bvh: Arc::new(bvh),
             settings: *settings,
             stats,
             dropped: AtomicU64::new(0),
-        }
+        })
     }
 
     pub fn bvh_stats(&self) -> BuildStats {
@@ -114,25 +106,7 @@ impl TileRenderer for CpuBackend {
         samples: Range<u32>,
         accum: &mut [[f32; 4]],
     ) -> anyhow::Result<()> {
-        let (width, height) = (self.settings.width, self.settings.height);
-        if tile.x.checked_add(tile.w).is_none_or(|r| r > width)
-            || tile.y.checked_add(tile.h).is_none_or(|b| b > height)
-        {
-            return Err(TileError::OutsideImage {
-                tile,
-                width,
-                height,
-            }
-            .into());
-        }
-        if accum.len() != tile.pixel_count() {
-            return Err(TileError::BufferSize {
-                tile,
-                expected: tile.pixel_count(),
-                got: accum.len(),
-            }
-            .into());
-        }
+        tile.check(self.settings.width, self.settings.height, accum.len())?;
         let tracer = self.tracer();
         let camera = &self.settings.camera;
         let mut dropped = 0u64;

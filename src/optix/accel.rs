@@ -63,8 +63,8 @@ pub enum AccelError {
     PlanMismatch(String),
 }
 
-/// How the GASes are built: [`crate::cli::AccelArgs`] without the CLI (`From` is in
-/// `cli::build_bench`, beside the argument types).
+/// How the GASes are built. Plain values of the optix layer, which knows nothing of the command
+/// line: `--streams`, `--fast-build`, `--assign`... convert into it in `cli::args`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AccelOptions {
     pub streams: u32,

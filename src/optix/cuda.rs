@@ -38,6 +38,10 @@ pub struct GpuInfo {
     pub cuda_driver_version: i32,
     /// The NVIDIA driver release (e.g. "580.65.06") when the kernel module says it.
     pub driver_release: Option<String>,
+    /// Streaming multiprocessors (`CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT`): 132 on an H100.
+    pub multiprocessors: u32,
+    /// Threads one multiprocessor keeps resident (`..._MAX_THREADS_PER_MULTIPROCESSOR`).
+    pub max_threads_per_multiprocessor: u32,
 }
 
 impl GpuInfo {
@@ -154,6 +158,8 @@ fn device_info(
     };
     let major = attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
     let minor = attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?;
+    let multiprocessors = attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
+    let threads = attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR)?;
     Ok(GpuInfo {
         ordinal,
         name,
@@ -161,6 +167,8 @@ fn device_info(
         total_memory,
         cuda_driver_version,
         driver_release,
+        multiprocessors: multiprocessors.max(1) as u32,
+        max_threads_per_multiprocessor: threads.max(1) as u32,
     })
 }
 
@@ -297,6 +305,108 @@ impl Stream {
     /// Makes later work on this stream wait for `event` (no host wait).
     pub fn wait(&self, event: &Event) -> Result<(), CudaError> {
         self.inner.wait(&event.inner).during("cuStreamWaitEvent")
+    }
+
+    /// Runs `f`, which enqueues asynchronous copies (through the [`StreamScope`]) and other
+    /// work on this stream, then waits for the stream ONCE, also when `f` fails or panics. The
+    /// host memory a copy reads or writes is borrowed for the scope's lifetime `'s`, which
+    /// lasts until that wait, so it can be neither freed nor touched while a copy may still
+    /// use it (the pattern of `std::thread::scope`). Returns `f`'s error first, else the
+    /// wait's.
+    pub fn scope<'env, R, E>(
+        &self,
+        f: impl for<'s> FnOnce(&'s StreamScope<'s, 'env>) -> Result<R, E>,
+    ) -> Result<R, E>
+    where
+        E: From<CudaError>,
+    {
+        /// Waits for the stream if `f` panics, so no copy outlives the borrows.
+        struct WaitOnUnwind<'a>(&'a Stream);
+        impl Drop for WaitOnUnwind<'_> {
+            fn drop(&mut self) {
+                if std::thread::panicking() {
+                    let _ = self.0.synchronize();
+                }
+            }
+        }
+        let _guard = WaitOnUnwind(self);
+        let scope = StreamScope {
+            stream: self,
+            _scope: PhantomData,
+            _env: PhantomData,
+        };
+        let result = f(&scope);
+        let waited = self.synchronize();
+        let value = result?;
+        waited?;
+        Ok(value)
+    }
+}
+
+/// Asynchronous work on one stream whose host memory is borrowed until the stream is waited
+/// for (see [`Stream::scope`]).
+pub struct StreamScope<'s, 'env: 's> {
+    stream: &'s Stream,
+    _scope: PhantomData<&'s mut &'s ()>,
+    _env: PhantomData<&'env mut &'env ()>,
+}
+
+impl<'s> StreamScope<'s, '_> {
+    /// The stream the scope enqueues on.
+    pub fn stream(&self) -> &'s Stream {
+        self.stream
+    }
+
+    /// Enqueues copying `data` to byte `offset` of `dst` (does not wait). The device buffer
+    /// and the host data are borrowed until the scope's wait.
+    pub fn upload<T: Pod>(
+        &self,
+        dst: &'s DeviceBuffer,
+        offset: usize,
+        data: &'s [T],
+    ) -> Result<(), CudaError> {
+        let bytes: &[u8] = bytemuck::cast_slice(data);
+        let range = byte_range(offset, bytes.len(), dst.bytes)?;
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        self.stream.bind_to_thread()?;
+        // SAFETY: the destination range lies inside the live allocation `dst` (checked above),
+        // which like the source is borrowed until Stream::scope has waited for the stream.
+        unsafe {
+            result::memcpy_htod_async(
+                dst.ptr + range.start as u64,
+                bytes,
+                self.stream.raw().cast(),
+            )
+        }
+        .during("cuMemcpyHtoDAsync")
+    }
+
+    /// Enqueues copying from byte `offset` of `src` into `out` (does not wait; `out` holds the
+    /// data once the scope has waited).
+    pub fn download<T: Pod>(
+        &self,
+        src: &'s DeviceBuffer,
+        offset: usize,
+        out: &'s mut [T],
+    ) -> Result<(), CudaError> {
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(out);
+        let range = byte_range(offset, bytes.len(), src.bytes)?;
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        self.stream.bind_to_thread()?;
+        // SAFETY: the source range lies inside the live allocation `src`; `out` is borrowed
+        // mutably until Stream::scope has waited for the stream.
+        unsafe {
+            result::memcpy_dtoh_async(
+                bytes,
+                src.ptr + range.start as u64,
+                self.stream.raw().cast(),
+            )
+        }
+        .during("cuMemcpyDtoHAsync")
     }
 }
 

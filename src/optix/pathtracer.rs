@@ -20,15 +20,21 @@
 //! renderer, [`OptixBackend`] keeps a pool of workers and lends one to each concurrent
 //! `render_tile` call, so callers that render tiles from many threads get one stream each.
 //!
-//! # A launch
+//! # A tile
 //!
-//! `render_tile(tile, samples, accum)`: the tile's accumulation is uploaded, then launches of
-//! `tile.w * tile.h` threads add the samples (in chunks of at most
-//! [`launch::SAMPLES_PER_LAUNCH`] pixel-samples per launch, each pixel's samples in order), and
-//! the result is downloaded. Every launch is wrapped in an NVTX range naming the worker, the
-//! tile and the sample range ("launch optix:0/w1 tile 64x64+128+0 samples 0..16"), and each
+//! `render_tile(tile, samples, accum)`: the tile's samples are planned into launches that each
+//! carry enough pixel-samples to fill the GPU ([`launch::plan_launches`], sized from the
+//! device's multiprocessor count by [`launch::launch_work`]: one thread per pixel for a big
+//! tile, one thread per (pixel, sample) plus an in-order reduction for a small one, the same
+//! bits either way). Everything is enqueued on the worker's stream without waiting: the
+//! accumulation up, each launch's parameters (one buffer per launch) up, the launches, the
+//! accumulation and the ray counters down; then the worker waits for its stream once
+//! (`Stream::scope`). The tile scheduler gives GPU workers tiles big enough for that
+//! (`TileRenderer::min_tile_work`). Every tile is an NVTX range naming the worker ("tile
+//! optix:0/w1 64x64+128+0 samples 0..16, 2 launches") with a range per launch inside it
+//! ("launch optix:0/w1 tile 64x64+128+0 samples 0..16 SAMPLES 65536 threads"), and each
 //! worker's stream is named after it, so a profile shows the builds (the ranges of
-//! `optix::accel`), then the launches per stream.
+//! `optix::accel`), then the tiles and launches per stream.
 
 pub mod launch;
 pub mod layout;
@@ -42,9 +48,10 @@ use std::time::Instant;
 use thiserror::Error;
 
 use self::launch::{
-    frame_params, launch_width, sample_chunks, tile_params, LaunchError, SAMPLES_PER_LAUNCH,
+    frame_params, launch_width, launch_work, plan_launches, step_params, DeviceShape, LaunchError,
+    LaunchMode, WorkerBuffers, MAX_SAMPLE_SLOTS,
 };
-use self::layout::{GwHitGroupData, GwLaunchParams};
+use self::layout::{GwHitGroupData, GwLaunchParams, GwSample};
 use self::pack::{hit_group_data, pack_scene, PackError};
 use super::accel::{Accel, AccelError, AccelOptions, AccelStats};
 use super::context::{ContextOptions, DeviceContext};
@@ -56,7 +63,7 @@ use super::pipeline::{
 };
 use super::sys::Abi;
 use crate::nvtx;
-use crate::render::{RenderSettings, Tile, TileRenderer};
+use crate::render::{validate_inputs, InputError, RenderSettings, Tile, TileRenderer};
 use crate::scene::Scene;
 
 /// The device programs, compiled by `scripts/build-ptx.sh` from `ptx/pathtrace.cu`.
@@ -81,6 +88,9 @@ pub enum PathTracerError {
     Accel(#[from] AccelError),
     #[error("preparing the scene for the GPU: {0}")]
     Pack(#[from] PackError),
+    /// The scene or the settings, refused by the checks both backends run.
+    #[error(transparent)]
+    Input(#[from] InputError),
     #[error(transparent)]
     Launch(#[from] LaunchError),
     #[error(
@@ -89,25 +99,15 @@ pub enum PathTracerError {
     Poisoned,
 }
 
-/// How to set the backend up: which GPU, how to create the OptiX context (`--optix-abi`,
-/// `--validation`) and how to build the GASes (`--streams`, `--merge-below`...).
+/// How to set the backend up: which GPU, how to create the OptiX context and how to build the
+/// GASes. Plain values of the optix layer: the command line (`--optix-abi`, `--validation`,
+/// `--streams`, `--merge-below`...) converts into them in `cli::args`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OptixOptions {
     /// CUDA device ordinal.
     pub device: usize,
     pub context: ContextOptions,
     pub accel: AccelOptions,
-}
-
-impl OptixOptions {
-    /// From the render command's build options, on GPU 0.
-    pub fn from_cli(args: &crate::cli::AccelArgs) -> Result<OptixOptions, OptixError> {
-        Ok(OptixOptions {
-            device: 0,
-            context: ContextOptions::from_cli(args.optix_abi, args.validation)?,
-            accel: AccelOptions::from(args),
-        })
-    }
 }
 
 /// What setting the backend up took.
@@ -144,6 +144,8 @@ struct Shared {
     _accel: Accel,
     frame: GwLaunchParams,
     settings: RenderSettings,
+    /// Pixel-samples a launch should carry to fill this GPU ([`launch::launch_work`]).
+    launch_work: u64,
     report: BuildReport,
     ctx: Arc<DeviceContext>,
     rays: AtomicU64,
@@ -168,6 +170,8 @@ impl OptixBackend {
         settings: &RenderSettings,
         options: &OptixOptions,
     ) -> Result<OptixBackend, PathTracerError> {
+        // The CPU backend's checks, before the GPU is even opened.
+        validate_inputs(scene, settings)?;
         let gpu = Gpu::open(options.device)?;
         let ctx = DeviceContext::new(&gpu, &options.context)?;
 
@@ -248,6 +252,10 @@ impl OptixBackend {
                 _accel: accel,
                 frame,
                 settings: *settings,
+                launch_work: launch_work(DeviceShape {
+                    multiprocessors: gpu.info().multiprocessors,
+                    max_threads_per_multiprocessor: gpu.info().max_threads_per_multiprocessor,
+                }),
                 report,
                 ctx,
                 rays: AtomicU64::new(0),
@@ -310,6 +318,10 @@ impl TileRenderer for OptixBackend {
         format!("optix:{}", self.shared.ctx.gpu().ordinal())
     }
 
+    fn min_tile_work(&self) -> Option<u64> {
+        Some(self.shared.launch_work)
+    }
+
     /// Renders on a pooled worker (a new one when every pooled worker is busy), so that calls
     /// from several threads run on several streams.
     fn render_tile(
@@ -342,10 +354,14 @@ impl TileRenderer for OptixBackend {
 /// What one worker owns: a stream and the buffers its launches write.
 struct WorkerState {
     stream: Stream,
-    /// Exactly `size_of::<GwLaunchParams>()` bytes, as optixLaunch requires.
-    params: DeviceBuffer,
+    /// One launch-parameter buffer per launch of a tile's plan, each exactly
+    /// `size_of::<GwLaunchParams>()` bytes as optixLaunch requires; grown to the longest plan,
+    /// so a tile's launches are enqueued back to back without waiting in between.
+    params: Vec<DeviceBuffer>,
     /// The tile's float4 accumulation; grown to the largest tile seen.
     accum: DeviceBuffer,
+    /// The `GwSample`s of SAMPLES launches; grown to the largest plan's need.
+    samples: DeviceBuffer,
     /// Two u64 the device adds to: rays, non-finite samples.
     counters: DeviceBuffer,
     /// The counters' values after the previous tile (they only grow).
@@ -356,6 +372,8 @@ struct WorkerState {
 pub struct OptixWorker {
     shared: Arc<Shared>,
     index: u32,
+    /// Pixel-samples per launch this worker plans for (the GPU's [`launch::launch_work`]).
+    launch_work: u64,
     state: Mutex<WorkerState>,
 }
 
@@ -363,18 +381,20 @@ impl OptixWorker {
     fn new(shared: Arc<Shared>) -> Result<OptixWorker, PathTracerError> {
         let gpu = shared.ctx.gpu().clone();
         let stream = gpu.new_stream()?;
-        let params = gpu.alloc(std::mem::size_of::<GwLaunchParams>())?;
         let counters = DeviceBuffer::zeroed(&gpu, &stream, 2 * std::mem::size_of::<u64>())?;
         let accum = gpu.alloc(0)?;
+        let samples = gpu.alloc(0)?;
         let index = shared.next_worker.fetch_add(1, Ordering::Relaxed);
         nvtx::name_cuda_stream(&stream, &worker_label(gpu.ordinal(), index));
         Ok(OptixWorker {
+            launch_work: shared.launch_work,
             shared,
             index,
             state: Mutex::new(WorkerState {
                 stream,
-                params,
+                params: Vec::new(),
                 accum,
+                samples,
                 counters,
                 seen: [0; 2],
             }),
@@ -386,7 +406,24 @@ impl OptixWorker {
         worker_label(self.shared.ctx.gpu().ordinal(), self.index)
     }
 
+    /// Pixel-samples per launch this worker plans for: by default what fills its GPU.
+    pub fn launch_work(&self) -> u64 {
+        self.launch_work
+    }
+
+    /// Plans launches of `work` pixel-samples instead, for measurements: 1 gives one thread per
+    /// pixel in every launch (the launches before plans existed). The image is the same.
+    pub fn with_launch_work(mut self, work: u64) -> OptixWorker {
+        self.launch_work = work.max(1);
+        self
+    }
+
     /// Adds samples `samples` of every pixel of `tile` to `accum` (see [`TileRenderer`]).
+    ///
+    /// The tile's launches ([`launch::plan_launches`]: enough pixel-samples each to fill the
+    /// GPU) are enqueued on the worker's stream with their copies, all asynchronous: the
+    /// accumulation up, every launch's parameters up, the launches, the accumulation and the
+    /// counters down; then the worker waits for its stream once.
     pub fn render(
         &self,
         tile: Tile,
@@ -394,8 +431,9 @@ impl OptixWorker {
         accum: &mut [[f32; 4]],
     ) -> Result<(), PathTracerError> {
         let settings = &self.shared.settings;
-        let threads = launch_width(tile, settings.width, settings.height, accum.len())?;
-        if threads == 0 || samples.is_empty() {
+        let pixels = launch_width(tile, settings.width, settings.height, accum.len())?;
+        let plan = plan_launches(pixels, samples.clone(), self.launch_work, MAX_SAMPLE_SLOTS);
+        if plan.is_empty() {
             return Ok(());
         }
         let mut guard = self.state.lock().map_err(|_| PathTracerError::Poisoned)?;
@@ -405,49 +443,92 @@ impl OptixWorker {
         if st.accum.len_bytes() < bytes {
             st.accum = gpu.alloc(bytes)?;
         }
-        st.accum.upload(&st.stream, 0, accum)?;
-        for chunk in sample_chunks(u64::from(threads), samples, SAMPLES_PER_LAUNCH) {
-            let params = tile_params(
-                &self.shared.frame,
-                tile,
-                chunk.clone(),
-                st.accum.device_ptr(),
-                st.counters.device_ptr(),
-            );
-            st.params
-                .upload(&st.stream, 0, bytemuck::bytes_of(&params))?;
-            let _range = nvtx::range_with(|| {
-                format!(
-                    "launch {} tile {}x{}+{}+{} samples {}..{}",
-                    self.label(),
-                    tile.w,
-                    tile.h,
-                    tile.x,
-                    tile.y,
-                    chunk.start,
-                    chunk.end
-                )
-            });
-            pipeline::launch(
-                &self.shared.pipeline,
-                &st.stream,
-                &st.params,
-                &self.shared.sbt,
-                threads,
-                1,
-                1,
-            )?
-            .wait()?;
+        let slots = plan
+            .iter()
+            .filter(|s| s.mode == LaunchMode::Samples)
+            .map(|s| s.threads as usize)
+            .max()
+            .unwrap_or(0);
+        let sample_bytes = slots * std::mem::size_of::<GwSample>();
+        if st.samples.len_bytes() < sample_bytes {
+            st.samples = gpu.alloc(sample_bytes)?;
         }
-        st.accum.download_into(&st.stream, 0, accum)?;
-        let counters = st.counters.download::<u64>(&st.stream, 0, 2)?;
+        while st.params.len() < plan.len() {
+            st.params
+                .push(gpu.alloc(std::mem::size_of::<GwLaunchParams>())?);
+        }
+        let buffers = WorkerBuffers {
+            accum: st.accum.device_ptr(),
+            counters: st.counters.device_ptr(),
+            samples: st.samples.device_ptr(),
+        };
+        let params: Vec<GwLaunchParams> = plan
+            .iter()
+            .map(|step| step_params(&self.shared.frame, tile, step, buffers))
+            .collect();
+        // The tile's sums go up from a copy while `accum` is the destination of the way back.
+        let start = accum.to_vec();
+        let mut counters = [0u64; 2];
+        let label = self.label();
+        let _tile_range = nvtx::range_with(|| {
+            format!(
+                "tile {label} {}x{}+{}+{} samples {}..{}, {} launches",
+                tile.w,
+                tile.h,
+                tile.x,
+                tile.y,
+                samples.start,
+                samples.end,
+                plan.len()
+            )
+        });
+        let st = &*st;
+        let (pipeline, sbt) = (&self.shared.pipeline, &self.shared.sbt);
+        st.stream.scope(|scope| -> Result<(), PathTracerError> {
+            scope.upload(&st.accum, 0, &start)?;
+            for (buffer, p) in st.params.iter().zip(&params) {
+                scope.upload(buffer, 0, bytemuck::bytes_of(p))?;
+            }
+            for (step, buffer) in plan.iter().zip(&st.params) {
+                let _range = nvtx::range_with(|| {
+                    format!(
+                        "launch {label} tile {}x{}+{}+{} samples {}..{} {} {} threads",
+                        tile.w,
+                        tile.h,
+                        tile.x,
+                        tile.y,
+                        step.samples.start,
+                        step.samples.end,
+                        step.mode.name(),
+                        step.threads
+                    )
+                });
+                // SAFETY: the pipeline and the SBT (shared, alive as long as `self`) and
+                // the parameter and accumulation buffers (in the locked worker state)
+                // outlive this scope, which waits for the stream before returning.
+                unsafe {
+                    pipeline::launch_unchecked(
+                        pipeline,
+                        scope.stream(),
+                        buffer,
+                        sbt,
+                        step.threads,
+                        1,
+                        1,
+                    )?
+                };
+            }
+            scope.download(&st.accum, 0, accum)?;
+            scope.download(&st.counters, 0, &mut counters)?;
+            Ok(())
+        })?;
         self.shared
             .rays
-            .fetch_add(counters[0].wrapping_sub(st.seen[0]), Ordering::Relaxed);
+            .fetch_add(counters[0].wrapping_sub(guard.seen[0]), Ordering::Relaxed);
         self.shared
             .non_finite
-            .fetch_add(counters[1].wrapping_sub(st.seen[1]), Ordering::Relaxed);
-        st.seen = [counters[0], counters[1]];
+            .fetch_add(counters[1].wrapping_sub(guard.seen[1]), Ordering::Relaxed);
+        guard.seen = counters;
         Ok(())
     }
 }
@@ -459,6 +540,10 @@ fn worker_label(gpu: usize, index: u32) -> String {
 impl TileRenderer for OptixWorker {
     fn name(&self) -> String {
         self.label()
+    }
+
+    fn min_tile_work(&self) -> Option<u64> {
+        Some(self.launch_work)
     }
 
     fn render_tile(
@@ -506,53 +591,34 @@ mod tests {
         assert!(PATHTRACE_PTX.contains("_optix_trace_typed_32"));
     }
 
-    #[test]
-    fn options_come_from_the_cli() {
-        use clap::Parser;
-        #[derive(Parser)]
-        struct Cli {
-            #[command(flatten)]
-            accel: crate::cli::AccelArgs,
-        }
-        let parse = |args: &[&str]| Cli::try_parse_from(args).unwrap().accel;
-        let args = parse(&[
-            "t",
-            "--streams",
-            "4",
-            "--fast-build",
-            "--assign",
-            "lpt",
-            "--scratch",
-            "per-stream",
-            "--compact",
-            "--merge-below",
-            "100",
-            "--validation",
-            "--optix-abi",
-            "87",
-        ]);
-        let o = OptixOptions::from_cli(&args).unwrap();
-        assert_eq!(o.device, 0);
-        assert!(o.context.validation);
-        assert_eq!(o.context.abi, super::super::AbiRequest::Exactly(Abi::V87));
-        assert_eq!(o.accel.streams, 4);
-        assert!(o.accel.fast_build && o.accel.compact);
-        assert_eq!(o.accel.merge.merge_below, 100);
-        let bad = crate::cli::AccelArgs {
-            optix_abi: Some(42),
-            ..args
-        };
-        assert!(matches!(
-            OptixOptions::from_cli(&bad),
-            Err(OptixError::UnsupportedAbiRequest { requested: 42 })
-        ));
-    }
-
     /// Without a GPU, setting the backend up fails with the CUDA layer's "no device" error, not
-    /// a panic. (With one, it is covered by the ignored GPU tests.)
+    /// a panic. On a GPU host the same is checked in a child process that sees no GPU
+    /// (`CUDA_VISIBLE_DEVICES` empty), so the test cannot pass there without checking.
     #[test]
     fn new_without_a_gpu_is_an_error() {
+        const HIDDEN: &str = "GASWORKS_TEST_GPU_HIDDEN";
         if crate::optix::probe().is_ok() {
+            assert!(
+                std::env::var_os(HIDDEN).is_none(),
+                "CUDA_VISIBLE_DEVICES= did not hide the GPU from the child process"
+            );
+            let out = std::process::Command::new(std::env::current_exe().unwrap())
+                .args([
+                    "--exact",
+                    "optix::pathtracer::tests::new_without_a_gpu_is_an_error",
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
+                .env("CUDA_VISIBLE_DEVICES", "")
+                .env(HIDDEN, "1")
+                .output()
+                .unwrap();
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                out.status.success() && stdout.contains("1 passed"),
+                "with the GPU hidden:\n{stdout}\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
             return;
         }
         let scene = Scene::new(

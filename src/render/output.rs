@@ -1,20 +1,124 @@
 //! Writing the film: PNG (tone-mapped, sRGB, 8 bit) or OpenEXR (linear, 32-bit float), chosen
-//! by the output path's extension.
+//! by the output path's extension, with the metadata that lets `gasworks merge` put crops of
+//! a frame back together ([`ImageMeta`]).
+//!
+//! Where a crop (`render --pixelbounds x0,x1,y0,y1`) lies in its frame:
+//! - OpenEXR: the standard windows, as pbrt writes them. The data window holds exactly the
+//!   crop's pixels and starts at `(x0, y0)`; the display window is the whole frame,
+//!   `(0, 0)` to `(width - 1, height - 1)`. Compositors (Nuke, OpenImageIO, exrdisplay) place
+//!   the crop in the frame by themselves.
+//! - PNG, which has no windows: `tEXt` chunks `gasworks.pixelbounds` (`x0,x1,y0,y1`) and
+//!   `gasworks.full-size` (`WIDTHxHEIGHT`); the PNG itself is the crop's size.
+//!
+//! Both carry the settings that decide the pixels ([`render_key`]: scene file, size, samples,
+//! depth, seed, camera, environment) in `gasworks.render` (an EXR string attribute, a PNG
+//! `tEXt` chunk), so that merge refuses crops of different renders, and `Software`.
+//! A whole render carries the same metadata with the whole frame as its window.
 
+use std::io::{BufReader, BufWriter};
 use std::path::{Path, PathBuf};
 
-use super::Film;
+use super::{Film, RenderSettings, Tile};
+use crate::scene::Scene;
+
+/// The EXR attribute and PNG text keyword of the render settings ([`render_key`]).
+pub const RENDER_KEY: &str = "gasworks.render";
+/// The PNG text keyword of a crop's window, `x0,x1,y0,y1` (pbrt's `--pixelbounds` notation).
+pub const PNG_PIXELBOUNDS_KEY: &str = "gasworks.pixelbounds";
+/// The PNG text keyword of the whole frame's size, `WIDTHxHEIGHT`.
+pub const PNG_FULL_SIZE_KEY: &str = "gasworks.full-size";
+
+/// Where an image's pixels lie in their frame, and which render made them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ImageMeta {
+    /// The whole frame's size.
+    pub full_width: u32,
+    pub full_height: u32,
+    /// The pixels the file holds, in pixels of the frame: the whole frame, or a crop.
+    pub window: Tile,
+    /// The settings that decide the pixels ([`render_key`]); empty when unknown.
+    pub render: String,
+}
+
+impl ImageMeta {
+    /// A whole frame of `width` x `height`.
+    pub fn whole(width: u32, height: u32, render: String) -> ImageMeta {
+        ImageMeta {
+            full_width: width,
+            full_height: height,
+            window: Tile {
+                x: 0,
+                y: 0,
+                w: width,
+                h: height,
+            },
+            render,
+        }
+    }
+}
+
+/// The settings that decide a render's pixels, as `name value` items joined by `"; "`: crops
+/// of one frame have the same key. The scene is named by its file name (farm machines mount
+/// it at different places) and its triangle count. Backends, threads, schedules and tiles
+/// are left out: they do not change a pixel. Floats are written shortest-exact, so equal keys
+/// mean equal values.
+pub fn render_key(scene_file: &Path, scene: &Scene, settings: &RenderSettings) -> String {
+    let name = scene_file
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let v = |v: glam::Vec3| format!("{:?},{:?},{:?}", v.x, v.y, v.z);
+    let c = &settings.camera;
+    let env = scene.environment_radiance();
+    ascii(&format!(
+        "scene {name}; triangles {}; size {}x{}; spp {}; max-depth {}; seed {}; camera eye {} u {} v {} w {}; environment {}; lights {}",
+        scene.triangle_count(),
+        settings.width,
+        settings.height,
+        settings.spp,
+        settings.max_depth,
+        settings.seed,
+        v(c.eye),
+        v(c.u),
+        v(c.v),
+        v(c.w),
+        v(env),
+        if scene.two_sided_lights {
+            "two-sided"
+        } else {
+            "one-sided"
+        },
+    ))
+}
+
+/// EXR text and PNG `tEXt` hold Latin-1: other characters are written as `\u{..}`.
+fn ascii(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if (' '..='~').contains(&c) {
+                c.to_string()
+            } else {
+                format!("\\u{{{:x}}}", c as u32)
+            }
+        })
+        .collect()
+}
+
+/// What wrote the file.
+pub fn software() -> String {
+    format!(
+        "gasworks {} ({})",
+        env!("CARGO_PKG_VERSION"),
+        crate::GIT_COMMIT
+    )
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum OutputError {
     #[error("{path}: unknown image format (use .png for a tone-mapped image or .exr for linear radiance)")]
     UnknownFormat { path: PathBuf },
-    #[error("{path}: cannot write the image: {source}")]
-    Write {
-        path: PathBuf,
-        #[source]
-        source: image::ImageError,
-    },
+    #[error("{path}: cannot write the image: {reason}")]
+    Write { path: PathBuf, reason: String },
     #[error("{path}: cannot write the image: {source}")]
     Io {
         path: PathBuf,
@@ -94,30 +198,363 @@ pub fn to_srgb8(rgb: [f32; 3]) -> [u8; 3] {
     })
 }
 
-/// Writes the film's mean radiance to `path`, in the format its extension names.
-pub fn write_image(film: &Film, path: &Path) -> Result<(), OutputError> {
+/// Writes the film's mean radiance to `path`, in the format its extension names, with `meta`
+/// (whose window must be the film's size).
+pub fn write_image(film: &Film, path: &Path, meta: &ImageMeta) -> Result<(), OutputError> {
+    assert_eq!(
+        (meta.window.w, meta.window.h),
+        (film.width, film.height),
+        "the metadata's window is the film's size"
+    );
+    write_pixels(&film.mean(), path, meta)
+}
+
+/// Writes linear radiance (`meta.window.w * meta.window.h` pixels, row-major), tone-mapped for
+/// PNG, as-is for EXR. The image is written to a temporary file beside `path` and renamed over
+/// it once complete, so a process killed while writing never leaves a partial image under the
+/// real name.
+pub fn write_pixels(rgb: &[[f32; 3]], path: &Path, meta: &ImageMeta) -> Result<(), OutputError> {
+    assert_eq!(rgb.len(), meta.window.pixel_count(), "pixel count");
     let format = ImageFormat::from_path(path)?;
-    let mean = film.mean();
-    let err = |source| OutputError::Write {
+    let tmp = partial_path(path);
+    let written = match format {
+        ImageFormat::Png => {
+            let bytes: Vec<[u8; 3]> = rgb.iter().map(|&p| to_srgb8(p)).collect();
+            write_png(&bytes, &tmp, meta)
+        }
+        ImageFormat::Exr => write_exr(rgb, &tmp, meta),
+    }
+    .and_then(|()| {
+        std::fs::rename(&tmp, path).map_err(|source| OutputError::Io {
+            path: path.to_path_buf(),
+            source,
+        })
+    });
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    // Name the file the user asked for, not the temporary one.
+    written.map_err(|e| match e {
+        OutputError::Write { reason, .. } => OutputError::Write {
+            path: path.to_path_buf(),
+            reason,
+        },
+        OutputError::Io { source, .. } => OutputError::Io {
+            path: path.to_path_buf(),
+            source,
+        },
+        e => e,
+    })
+}
+
+/// `DIR/.NAME.partial-PID` for `DIR/NAME`: in the same folder, so the rename is atomic.
+fn partial_path(path: &Path) -> PathBuf {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "image".into());
+    path.with_file_name(format!(".{name}.partial-{}", std::process::id()))
+}
+
+fn write_failed(path: &Path) -> impl Fn(&dyn std::fmt::Display) -> OutputError + '_ {
+    move |e| OutputError::Write {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    }
+}
+
+/// Writes 8-bit sRGB pixels as a PNG with gasworks' text chunks.
+pub fn write_png(srgb: &[[u8; 3]], path: &Path, meta: &ImageMeta) -> Result<(), OutputError> {
+    assert_eq!(srgb.len(), meta.window.pixel_count(), "pixel count");
+    let fail = write_failed(path);
+    let file = std::fs::File::create(path).map_err(|source| OutputError::Io {
         path: path.to_path_buf(),
         source,
-    };
-    match format {
-        ImageFormat::Png => {
-            let bytes: Vec<u8> = mean.iter().flat_map(|&p| to_srgb8(p)).collect();
-            let img = image::RgbImage::from_raw(film.width, film.height, bytes)
-                .expect("film size matches its pixel count");
-            img.save_with_format(path, image::ImageFormat::Png)
-                .map_err(err)
-        }
-        ImageFormat::Exr => {
-            let floats: Vec<f32> = mean.iter().flatten().copied().collect();
-            let img = image::Rgb32FImage::from_raw(film.width, film.height, floats)
-                .expect("film size matches its pixel count");
-            img.save_with_format(path, image::ImageFormat::OpenExr)
-                .map_err(err)
-        }
+    })?;
+    let mut encoder = png::Encoder::new(BufWriter::new(file), meta.window.w, meta.window.h);
+    encoder.set_color(png::ColorType::Rgb);
+    encoder.set_depth(png::BitDepth::Eight);
+    let w = meta.window;
+    let texts = [
+        ("Software", software()),
+        (
+            PNG_PIXELBOUNDS_KEY,
+            format!("{},{},{},{}", w.x, w.x + w.w, w.y, w.y + w.h),
+        ),
+        (
+            PNG_FULL_SIZE_KEY,
+            format!("{}x{}", meta.full_width, meta.full_height),
+        ),
+        (RENDER_KEY, ascii(&meta.render)),
+    ];
+    for (key, text) in texts {
+        encoder
+            .add_text_chunk(key.to_string(), text)
+            .map_err(|e| fail(&e))?;
     }
+    let mut writer = encoder.write_header().map_err(|e| fail(&e))?;
+    writer
+        .write_image_data(bytemuck::cast_slice(srgb))
+        .map_err(|e| fail(&e))?;
+    writer.finish().map_err(|e| fail(&e))
+}
+
+/// Writes linear RGB as a 32-bit float OpenEXR (ZIP, scanlines) whose data window is
+/// `meta.window` inside the display window of the whole frame.
+pub fn write_exr(rgb: &[[f32; 3]], path: &Path, meta: &ImageMeta) -> Result<(), OutputError> {
+    use exr::prelude::*;
+    assert_eq!(rgb.len(), meta.window.pixel_count(), "pixel count");
+    let fail = write_failed(path);
+    let w = meta.window;
+    let to_i32 = |v: u32| {
+        i32::try_from(v).map_err(|_| OutputError::Write {
+            path: path.to_path_buf(),
+            reason: format!("{v} is beyond OpenEXR's coordinates"),
+        })
+    };
+    let mut layer_attributes = LayerAttributes {
+        layer_position: Vec2(to_i32(w.x)?, to_i32(w.y)?),
+        software_name: Text::new_or_none(ascii(&software())),
+        ..LayerAttributes::default()
+    };
+    // A header attribute of the (only) layer: the exr crate reads unknown attributes back as
+    // layer attributes.
+    if let Some(text) = Text::new_or_none(ascii(&meta.render)) {
+        layer_attributes
+            .other
+            .insert(Text::from(RENDER_KEY), AttributeValue::Text(text));
+    }
+    let width = w.w as usize;
+    // Blocks in increasing order: the same film always gives the same file, however the
+    // blocks' parallel compression finishes.
+    let encoding = Encoding {
+        line_order: LineOrder::Increasing,
+        ..Encoding::SMALL_LOSSLESS
+    };
+    let layer = Layer::new(
+        (width, w.h as usize),
+        layer_attributes,
+        encoding,
+        SpecificChannels::rgb(|p: Vec2<usize>| {
+            let [r, g, b] = rgb[p.y() * width + p.x()];
+            (r, g, b)
+        }),
+    );
+    let display =
+        IntegerBounds::from_dimensions((meta.full_width as usize, meta.full_height as usize));
+    let image = Image::new(ImageAttributes::new(display), layer);
+    image.write().to_file(path).map_err(|e| fail(&e))
+}
+
+/// An image read back with its metadata ([`read_image`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReadImage {
+    pub format: ImageFormat,
+    pub meta: ImageMeta,
+    pub pixels: Pixels,
+}
+
+/// The pixels of an image file, row-major, `meta.window`'s size.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Pixels {
+    /// Linear radiance (EXR).
+    Linear(Vec<[f32; 3]>),
+    /// Tone-mapped sRGB (PNG).
+    Srgb8(Vec<[u8; 3]>),
+}
+
+/// Why an image cannot be read back as gasworks wrote it.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error(transparent)]
+    Format(#[from] OutputError),
+    #[error("{path}: cannot read the image: {reason}")]
+    Read { path: PathBuf, reason: String },
+    #[error("{path}: no {what} (a PNG written by `gasworks render` carries it in a tEXt chunk)")]
+    MissingPngText { path: PathBuf, what: &'static str },
+    #[error("{path}: {reason}")]
+    BadMetadata { path: PathBuf, reason: String },
+}
+
+/// Reads an image gasworks wrote (or any RGB OpenEXR: its data and display windows say where
+/// it lies; any 8-bit RGB PNG with gasworks' text chunks).
+pub fn read_image(path: &Path) -> Result<ReadImage, ReadError> {
+    match ImageFormat::from_path(path)? {
+        ImageFormat::Exr => read_exr(path),
+        ImageFormat::Png => read_png(path),
+    }
+}
+
+fn read_failed(path: &Path) -> impl Fn(&dyn std::fmt::Display) -> ReadError + '_ {
+    move |e| ReadError::Read {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    }
+}
+
+fn bad_meta(path: &Path, reason: String) -> ReadError {
+    ReadError::BadMetadata {
+        path: path.to_path_buf(),
+        reason,
+    }
+}
+
+fn read_exr(path: &Path) -> Result<ReadImage, ReadError> {
+    use exr::prelude::{read, AttributeValue, ReadChannels, ReadLayers, Text, Vec2};
+    let image = read()
+        .no_deep_data()
+        .largest_resolution_level()
+        .rgb_channels(
+            |size: Vec2<usize>, _| (size.width(), vec![[0f32; 3]; size.area()]),
+            |(width, pixels): &mut (usize, Vec<[f32; 3]>),
+             p: Vec2<usize>,
+             (r, g, b): (f32, f32, f32)| {
+                pixels[p.y() * *width + p.x()] = [r, g, b];
+            },
+        )
+        .first_valid_layer()
+        .all_attributes()
+        .from_file(path)
+        .map_err(|e| read_failed(path)(&e))?;
+    let display = image.attributes.display_window;
+    let layer = &image.layer_data;
+    let offset = layer.attributes.layer_position - display.position;
+    let (w, h) = (layer.size.width(), layer.size.height());
+    let (fw, fh) = (display.size.width(), display.size.height());
+    let fits = |o: i32, len: usize, full: usize| o >= 0 && o as usize + len <= full;
+    if !fits(offset.x(), w, fw) || !fits(offset.y(), h, fh) {
+        return Err(bad_meta(
+            path,
+            format!(
+                "the data window ({w}x{h} at {},{}) is not inside the display window ({fw}x{fh})",
+                offset.x(),
+                offset.y()
+            ),
+        ));
+    }
+    let u = |v: usize| u32::try_from(v).map_err(|_| bad_meta(path, "image too large".into()));
+    let render = match layer.attributes.other.get(&Text::from(RENDER_KEY)) {
+        Some(AttributeValue::Text(t)) => t.to_string(),
+        _ => String::new(),
+    };
+    Ok(ReadImage {
+        format: ImageFormat::Exr,
+        meta: ImageMeta {
+            full_width: u(fw)?,
+            full_height: u(fh)?,
+            window: Tile {
+                x: offset.x() as u32,
+                y: offset.y() as u32,
+                w: u(w)?,
+                h: u(h)?,
+            },
+            render,
+        },
+        pixels: Pixels::Linear(layer.channel_data.pixels.1.clone()),
+    })
+}
+
+fn read_png(path: &Path) -> Result<ReadImage, ReadError> {
+    let fail = read_failed(path);
+    let file = std::fs::File::open(path).map_err(|e| fail(&e))?;
+    let mut reader = png::Decoder::new(BufReader::new(file))
+        .read_info()
+        .map_err(|e| fail(&e))?;
+    let (color, depth) = reader.output_color_type();
+    if color != png::ColorType::Rgb || depth != png::BitDepth::Eight {
+        return Err(bad_meta(
+            path,
+            format!("expected 8-bit RGB as gasworks writes, found {color:?} {depth:?}"),
+        ));
+    }
+    let text = |key: &str| {
+        reader
+            .info()
+            .uncompressed_latin1_text
+            .iter()
+            .find(|c| c.keyword == key)
+            .map(|c| c.text.clone())
+    };
+    let (bounds, full, render) = (
+        text(PNG_PIXELBOUNDS_KEY),
+        text(PNG_FULL_SIZE_KEY),
+        text(RENDER_KEY).unwrap_or_default(),
+    );
+    let bounds = bounds.ok_or_else(|| ReadError::MissingPngText {
+        path: path.to_path_buf(),
+        what: "crop window (gasworks.pixelbounds)",
+    })?;
+    let full = full.ok_or_else(|| ReadError::MissingPngText {
+        path: path.to_path_buf(),
+        what: "frame size (gasworks.full-size)",
+    })?;
+    let window = parse_pixelbounds(&bounds)
+        .map_err(|e| bad_meta(path, format!("gasworks.pixelbounds {bounds:?}: {e}")))?;
+    let (full_width, full_height) = full
+        .split_once('x')
+        .and_then(|(w, h)| Some((w.parse::<u32>().ok()?, h.parse::<u32>().ok()?)))
+        .ok_or_else(|| {
+            bad_meta(
+                path,
+                format!("gasworks.full-size {full:?} is not WIDTHxHEIGHT"),
+            )
+        })?;
+    let info = reader.info();
+    if (info.width, info.height) != (window.w, window.h) {
+        return Err(bad_meta(
+            path,
+            format!(
+                "the image is {}x{} but gasworks.pixelbounds {bounds} says {}x{}",
+                info.width, info.height, window.w, window.h
+            ),
+        ));
+    }
+    let size = reader
+        .output_buffer_size()
+        .ok_or_else(|| bad_meta(path, "image too large".into()))?;
+    let mut buf = vec![0u8; size];
+    reader.next_frame(&mut buf).map_err(|e| fail(&e))?;
+    let pixels = buf
+        .chunks_exact(3)
+        .take(window.pixel_count())
+        .map(|c| [c[0], c[1], c[2]])
+        .collect();
+    Ok(ReadImage {
+        format: ImageFormat::Png,
+        meta: ImageMeta {
+            full_width,
+            full_height,
+            window,
+            render,
+        },
+        pixels: Pixels::Srgb8(pixels),
+    })
+}
+
+/// Parses pbrt's `x0,x1,y0,y1` (half-open pixel ranges `[x0, x1) x [y0, y1)`) into a tile.
+pub fn parse_pixelbounds(s: &str) -> Result<Tile, String> {
+    let parts: Vec<&str> = s.split(',').map(str::trim).collect();
+    let [x0, x1, y0, y1] = parts.as_slice() else {
+        return Err(format!(
+            "expected four comma-separated pixel coordinates x0,x1,y0,y1 (as pbrt's --pixelbounds), got {s:?}"
+        ));
+    };
+    let num = |p: &str| {
+        p.parse::<u32>()
+            .map_err(|_| format!("{p:?} is not a whole number of pixels"))
+    };
+    let (x0, x1, y0, y1) = (num(x0)?, num(x1)?, num(y0)?, num(y1)?);
+    if x0 >= x1 || y0 >= y1 {
+        return Err(format!(
+            "{s:?} is empty: x0 < x1 and y0 < y1 are needed (the ranges are half-open, [x0, x1) x [y0, y1))"
+        ));
+    }
+    Ok(Tile {
+        x: x0,
+        y: y0,
+        w: x1 - x0,
+        h: y1 - y0,
+    })
 }
 
 #[cfg(test)]
@@ -145,14 +582,41 @@ mod tests {
         for (i, p) in film.pixels.iter_mut().enumerate() {
             *p = [i as f32 * 0.5, 0.25, 4.0, 2.0];
         }
+        let meta = ImageMeta::whole(3, 2, String::new());
         let exr = dir.path().join("x.exr");
-        write_image(&film, &exr).unwrap();
+        write_image(&film, &exr, &meta).unwrap();
         let back = image::open(&exr).unwrap().to_rgb32f();
         assert_eq!(back.get_pixel(2, 1).0, [1.25, 0.125, 2.0]);
         let png = dir.path().join("x.png");
-        write_image(&film, &png).unwrap();
+        write_image(&film, &png, &meta).unwrap();
         let back = image::open(&png).unwrap().to_rgb8();
         assert_eq!(back.get_pixel(0, 0).0, [0, 99, 255]);
+        // Only the two images are left: no temporary file.
+        let mut names: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names, vec!["x.exr", "x.png"]);
+    }
+
+    #[test]
+    fn the_same_film_gives_the_same_exr_file() {
+        // Large enough for many blocks, compressed in parallel.
+        let dir = tempfile::tempdir().unwrap();
+        let mut film = Film::new(256, 192);
+        for (i, p) in film.pixels.iter_mut().enumerate() {
+            let v = (i as f32 * 0.618).fract();
+            *p = [v, v * v, 1.0 - v, 1.0];
+        }
+        let files: Vec<Vec<u8>> = (0..4)
+            .map(|k| {
+                let path = dir.path().join(format!("{k}.exr"));
+                write_image(&film, &path, &ImageMeta::whole(256, 192, String::new())).unwrap();
+                std::fs::read(path).unwrap()
+            })
+            .collect();
+        assert!(files.iter().all(|f| f == &files[0]));
     }
 
     #[test]
@@ -161,5 +625,71 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         assert!(check_writable(&dir.path().join("x.png")).is_ok());
         assert!(check_writable(&dir.path().join("x.tiff")).is_err());
+    }
+
+    #[test]
+    fn crops_carry_their_window_frame_and_render_in_both_formats() {
+        let dir = tempfile::tempdir().unwrap();
+        let window = Tile {
+            x: 3,
+            y: 1,
+            w: 4,
+            h: 2,
+        };
+        let meta = ImageMeta {
+            full_width: 10,
+            full_height: 5,
+            window,
+            render: "scene caf\u{e9}.obj; spp 4".into(),
+        };
+        let rgb: Vec<[f32; 3]> = (0..8).map(|i| [i as f32 * 0.1, 0.5, 7.25]).collect();
+        for name in ["c.exr", "c.png"] {
+            let path = dir.path().join(name);
+            write_pixels(&rgb, &path, &meta).unwrap();
+            let back = read_image(&path).unwrap();
+            assert_eq!(back.meta.window, window, "{name}");
+            assert_eq!((back.meta.full_width, back.meta.full_height), (10, 5));
+            assert_eq!(back.meta.render, "scene caf\\u{e9}.obj; spp 4");
+            match back.pixels {
+                Pixels::Linear(p) => assert_eq!(p, rgb),
+                Pixels::Srgb8(p) => {
+                    assert_eq!(p, rgb.iter().map(|&c| to_srgb8(c)).collect::<Vec<_>>())
+                }
+            }
+        }
+        // Other readers see the EXR crop in place in its frame (the display window).
+        let full = image::open(dir.path().join("c.exr")).unwrap().to_rgb32f();
+        assert_eq!(full.dimensions(), (10, 5));
+        assert_eq!(full.get_pixel(3, 1).0, rgb[0]);
+        assert_eq!(full.get_pixel(0, 0).0, [0.0; 3]);
+    }
+
+    #[test]
+    fn pixelbounds_parse_as_pbrt_writes_them() {
+        assert_eq!(
+            parse_pixelbounds("0,10, 4,6").unwrap(),
+            Tile {
+                x: 0,
+                y: 4,
+                w: 10,
+                h: 2
+            }
+        );
+        assert!(parse_pixelbounds("0,10,4").is_err());
+        assert!(parse_pixelbounds("5,5,0,1").unwrap_err().contains("empty"));
+        assert!(parse_pixelbounds("-1,5,0,1").is_err());
+        assert!(parse_pixelbounds("0,5,0,x").is_err());
+    }
+
+    #[test]
+    fn a_png_without_gasworks_text_is_refused_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("plain.png");
+        image::RgbImage::new(2, 2).save(&path).unwrap();
+        let e = read_image(&path).unwrap_err().to_string();
+        assert!(
+            e.contains("plain.png") && e.contains("gasworks.pixelbounds"),
+            "{e}"
+        );
     }
 }

@@ -44,18 +44,39 @@ pub enum CameraError {
     NotFinite,
 }
 
+/// How much of the narrower side of the image the default camera's bounding sphere fills: a
+/// hair under all of it, so that rounding never pushes the silhouette past the border.
+pub const FRAMING_FILL: f32 = 0.98;
+
 impl Camera {
-    /// A camera that frames `bounds`: looking along +Z at its centre, from far enough away that
-    /// the bounding sphere fits the vertical field of view. +Z is the Cornell box's published
-    /// view direction, and the generated scenes open toward -Z to match.
-    pub fn framing(bounds: &Bounds, fov_y_deg: f32) -> Camera {
-        let center = bounds.center();
-        let radius = (bounds.diagonal().length() * 0.5).max(1e-3);
-        // Far enough that the bounding sphere fits the vertical field of view (the horizontal
-        // one is at least as wide for landscape images).
-        let distance = radius / (fov_y_deg.to_radians() * 0.5).sin().max(1e-3);
+    /// The default camera of a scene without its own: it looks along -Z (as Blender's front
+    /// view and three.js viewers do, so a model faces it the way it faces them) at the centre
+    /// of `bounds`, from just far enough away that the bounding sphere fills
+    /// [`FRAMING_FILL`] of the narrower side of a `width` x `height` image.
+    pub fn framing(bounds: &Bounds, fov_y_deg: f32, width: u32, height: u32) -> Camera {
+        let (center, radius) = if bounds.is_empty() {
+            (Vec3::ZERO, 1.0)
+        } else {
+            let r = bounds.diagonal().length() * 0.5;
+            let r = if r > 0.0 && r.is_finite() {
+                r
+            } else {
+                // A single point (or a degenerate box): any distance shows it.
+                bounds.center().abs().max_element().max(1.0)
+            };
+            (bounds.center(), r)
+        };
+        // The half-angle of the narrower side: the vertical one unless the image is portrait.
+        let tan_y = (fov_y_deg.to_radians() * 0.5).tan();
+        let aspect = width.max(1) as f32 / height.max(1) as f32;
+        let tan_narrow = tan_y * aspect.min(1.0);
+        // The sphere's silhouette is the cone of half-angle asin(radius / distance) around the
+        // view axis; it covers FRAMING_FILL of the narrow half-extent when that cone's tangent
+        // is FRAMING_FILL times the image's.
+        let half_angle = (FRAMING_FILL * tan_narrow).atan();
+        let distance = radius / half_angle.sin().max(1e-6);
         Camera {
-            eye: center - Vec3::Z * distance,
+            eye: center + Vec3::Z * distance,
             look_at: center,
             up: Vec3::Y,
             fov_y_deg,
@@ -248,25 +269,80 @@ mod tests {
         assert_eq!(cam.frame(8, 8), Err(CameraError::BadFov(180.0)));
     }
 
-    #[test]
-    fn framing_camera_sees_the_whole_box() {
-        let b = Bounds {
-            min: [-1.0, 0.0, -3.0],
-            max: [2.0, 5.0, 1.0],
-        };
-        let cam = Camera::framing(&b, 40.0);
-        let f = cam.frame(100, 100).unwrap();
-        for i in 0..8 {
-            let c = Vec3::new(
+    fn corners(b: &Bounds) -> impl Iterator<Item = Vec3> + '_ {
+        (0..8).map(move |i| {
+            Vec3::new(
                 if i & 1 == 0 { b.min[0] } else { b.max[0] },
                 if i & 2 == 0 { b.min[1] } else { b.max[1] },
                 if i & 4 == 0 { b.min[2] } else { b.max[2] },
-            );
-            let (px, py, _) = f.project(c).expect("corner in front of the camera");
-            assert!(
-                (0.0..=100.0).contains(&px) && (0.0..=100.0).contains(&py),
-                "{c}"
-            );
+            )
+        })
+    }
+
+    /// The default camera looks along -Z at the centre, every corner of the box projects into
+    /// the image, and the bounding sphere fills between 95% and 100% of the narrower side
+    /// (FRAMING_FILL = 98%: tight, with room for rounding), for landscape, square and
+    /// portrait images, flat and deep boxes, and several fields of view.
+    #[test]
+    fn framing_fills_the_frame_with_the_bounding_sphere_looking_along_minus_z() {
+        let boxes = [
+            Bounds {
+                min: [-1.0, 0.0, -3.0],
+                max: [2.0, 5.0, 1.0],
+            },
+            // A flat, wide model (a spider's legs) far from the origin.
+            Bounds {
+                min: [100.0, -0.2, 40.0],
+                max: [104.0, 0.3, 44.0],
+            },
+            // Long along the view axis.
+            Bounds {
+                min: [0.0, 0.0, -50.0],
+                max: [1.0, 1.0, 50.0],
+            },
+        ];
+        for b in &boxes {
+            for (w, h) in [(640, 480), (100, 100), (300, 800), (1920, 200)] {
+                for fov in [20.0, 39.3, 90.0] {
+                    let cam = Camera::framing(b, fov, w, h);
+                    let what = format!("{b:?} {w}x{h} fov {fov}");
+                    assert_eq!(cam.look_at, b.center(), "{what}");
+                    let dir = (cam.look_at - cam.eye).normalize();
+                    assert!(
+                        (dir - Vec3::NEG_Z).length() < 1e-6,
+                        "{what}: looks along {dir}"
+                    );
+                    let f = cam.frame(w, h).unwrap();
+                    for c in corners(b) {
+                        let (px, py, _) = f.project(c).expect("corner in front of the camera");
+                        assert!(
+                            (0.0..=w as f32).contains(&px) && (0.0..=h as f32).contains(&py),
+                            "{what}: corner {c} projects to ({px}, {py})"
+                        );
+                    }
+                    // The sphere's silhouette: a cone of half-angle asin(r / d) about the view
+                    // axis. Its half-extent on the image plane (distance 1) against the
+                    // narrower side's.
+                    let r = b.diagonal().length() * 0.5;
+                    let d = (cam.eye - b.center()).length();
+                    let silhouette = (r / d).asin().tan();
+                    let narrow = f.u.length().min(f.v.length());
+                    let fill = silhouette / narrow;
+                    assert!((0.95..=1.0).contains(&fill), "{what}: fills {fill}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn framing_a_point_or_nothing_still_gives_a_usable_camera() {
+        let point = Bounds {
+            min: [1.0, 2.0, 3.0],
+            max: [1.0, 2.0, 3.0],
+        };
+        for b in [point, Bounds::EMPTY] {
+            let cam = Camera::framing(&b, 40.0, 64, 64);
+            assert!(cam.frame(64, 64).is_ok(), "{b:?}: {cam:?}");
         }
     }
 }

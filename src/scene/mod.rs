@@ -7,10 +7,12 @@
 
 pub mod camera;
 pub mod gen;
+pub mod lights;
 pub mod obj;
 
 use glam::{Vec2, Vec3};
 use serde::Serialize;
+use thiserror::Error;
 
 pub use camera::Camera;
 
@@ -143,8 +145,21 @@ pub struct Texture {
 }
 
 impl Texture {
-    /// Bilinear lookup with wrapping (OBJ UVs routinely leave [0,1]).
+    /// Whether the texel array holds exactly `width x height` texels, at least one: what
+    /// [`Texture::sample`] needs to look anything up ([`Scene::validate`] refuses the others).
+    pub fn is_consistent(&self) -> bool {
+        self.width > 0
+            && self.height > 0
+            && self.texels.len() as u64 == u64::from(self.width) * u64::from(self.height)
+    }
+
+    /// Bilinear lookup with wrapping (OBJ UVs routinely leave [0,1]). An inconsistent texture
+    /// (see [`Texture::is_consistent`]) reads as white, the value of "no texture", rather than
+    /// indexing out of bounds; backends never see one, since [`Scene::validate`] refuses it.
     pub fn sample(&self, uv: Vec2) -> Vec3 {
+        if !self.is_consistent() {
+            return Vec3::ONE;
+        }
         let w = self.width as i64;
         let h = self.height as i64;
         let x = uv.x.rem_euclid(1.0) * self.width as f32 - 0.5;
@@ -186,6 +201,17 @@ impl Group {
         self.indices.len()
     }
 
+    /// The triangle's vertices, or `None` when the triangle or one of its vertex indices is out
+    /// of range (an inconsistent group, which [`Scene::validate`] reports).
+    pub fn try_triangle(&self, prim: usize) -> Option<[Vec3; 3]> {
+        let [a, b, c] = *self.indices.get(prim)?;
+        Some([
+            *self.positions.get(a as usize)?,
+            *self.positions.get(b as usize)?,
+            *self.positions.get(c as usize)?,
+        ])
+    }
+
     pub fn triangle(&self, prim: usize) -> [Vec3; 3] {
         let [a, b, c] = self.indices[prim];
         [
@@ -195,11 +221,15 @@ impl Group {
         ]
     }
 
+    /// The box of the vertices the triangles use (indices out of range are skipped: see
+    /// [`Scene::validate`]).
     pub fn bounds(&self) -> Bounds {
         let mut b = Bounds::EMPTY;
         for tri in &self.indices {
             for &i in tri {
-                b.extend(self.positions[i as usize]);
+                if let Some(&p) = self.positions.get(i as usize) {
+                    b.extend(p);
+                }
             }
         }
         b
@@ -212,8 +242,9 @@ pub struct AreaLight {
     pub group: u32,
     pub prim: u32,
     pub area: f32,
-    /// Radiance emitted from the front face (the side the winding's normal points to) and
-    /// the back face alike; OBJ lights are routinely modelled with either winding.
+    /// Radiance emitted from the front face: the side the winding's geometric normal
+    /// `(p1 - p0) x (p2 - p0)` points to. The back face emits nothing, unless the scene's
+    /// [`Scene::two_sided_lights`] is set.
     pub emission: Vec3,
 }
 
@@ -244,6 +275,11 @@ pub struct Scene {
     pub lights: Vec<AreaLight>,
     /// `Some` when the scene has no emitter (a default sky is used) or when the user set one.
     pub environment: Option<Environment>,
+    /// Whether area lights emit from both faces. `false` (the default, as in pbrt and
+    /// Mitsuba): only the front face emits, the side of the winding's normal; a light seen, hit
+    /// or sampled from behind contributes nothing. `true` (`--two-sided-lights`): both faces
+    /// emit the same radiance, gasworks' behaviour before one-sided lights.
+    pub two_sided_lights: bool,
     pub report: LoadReport,
 }
 
@@ -261,6 +297,7 @@ impl Scene {
             textures: Vec::new(),
             lights: Vec::new(),
             environment: None,
+            two_sided_lights: false,
             report: LoadReport::default(),
         };
         scene.finalize();
@@ -268,6 +305,10 @@ impl Scene {
     }
 
     /// Recomputes what is derived from the groups. Call after editing groups or materials.
+    ///
+    /// Never panics: data that is inconsistent (an index out of range, attribute arrays of the
+    /// wrong length) is left as it is for [`Scene::validate`] to report, and its triangles are
+    /// neither dropped nor made lights.
     pub fn finalize(&mut self) {
         let mut dropped = 0;
         for g in &mut self.groups {
@@ -277,9 +318,13 @@ impl Scene {
         self.lights.clear();
         for (gi, g) in self.groups.iter().enumerate() {
             for (pi, &m) in g.face_materials.iter().enumerate() {
-                let mat = &self.materials[m as usize];
+                let Some(mat) = self.materials.get(m as usize) else {
+                    continue;
+                };
                 if mat.is_emissive() {
-                    let [a, b, c] = g.triangle(pi);
+                    let Some([a, b, c]) = g.try_triangle(pi) else {
+                        continue;
+                    };
                     self.lights.push(AreaLight {
                         group: gi as u32,
                         prim: pi as u32,
@@ -314,25 +359,233 @@ impl Scene {
     pub fn environment_radiance(&self) -> Vec3 {
         self.environment.map(|e| e.radiance).unwrap_or(Vec3::ZERO)
     }
+
+    /// Checks everything a backend indexes with: attribute arrays as long as the positions,
+    /// one material per triangle, vertex and material indices in range, textures whose texel
+    /// arrays match their size, lights that name existing triangles with a positive area,
+    /// counts that fit the 32-bit ids both backends use. The CPU and the OptiX backend call
+    /// this before they build anything, so an inconsistent in-memory scene is an error that
+    /// names the group (or texture, or light), never a panic or an out-of-bounds read.
+    pub fn validate(&self) -> Result<(), SceneError> {
+        self.find_problem().map_or(Ok(()), |problem| {
+            Err(SceneError {
+                scene: self.source.clone(),
+                problem,
+            })
+        })
+    }
+
+    fn find_problem(&self) -> Option<SceneProblem> {
+        let too_many = |what: &'static str, count: usize| {
+            (u32::try_from(count).is_err()).then_some(SceneProblem::TooMany {
+                what,
+                count,
+                limit: u64::from(u32::MAX),
+            })
+        };
+        if let Some(p) = too_many("materials", self.materials.len())
+            .or_else(|| too_many("textures", self.textures.len()))
+            .or_else(|| too_many("lights", self.lights.len()))
+            .or_else(|| too_many("groups", self.groups.len()))
+        {
+            return Some(p);
+        }
+        for (gi, g) in self.groups.iter().enumerate() {
+            let group = gi as u32;
+            let vertices = g.positions.len();
+            if let Some(p) = too_many("vertices in one group", vertices)
+                .or_else(|| too_many("triangles in one group", g.indices.len()))
+            {
+                return Some(p);
+            }
+            for (what, got) in [("normals", g.normals.len()), ("UVs", g.uvs.len())] {
+                if got != 0 && got != vertices {
+                    return Some(SceneProblem::AttributeCount {
+                        group,
+                        name: g.name.clone(),
+                        what,
+                        got,
+                        vertices,
+                    });
+                }
+            }
+            if g.face_materials.len() != g.indices.len() {
+                return Some(SceneProblem::FaceMaterialCount {
+                    group,
+                    name: g.name.clone(),
+                    got: g.face_materials.len(),
+                    triangles: g.indices.len(),
+                });
+            }
+            for (t, (tri, &m)) in g.indices.iter().zip(&g.face_materials).enumerate() {
+                if let Some(&vertex) = tri.iter().find(|&&v| v as usize >= vertices) {
+                    return Some(SceneProblem::VertexOutOfRange {
+                        group,
+                        name: g.name.clone(),
+                        triangle: t as u32,
+                        vertex,
+                        vertices,
+                    });
+                }
+                if m as usize >= self.materials.len() {
+                    return Some(SceneProblem::MaterialOutOfRange {
+                        group,
+                        name: g.name.clone(),
+                        triangle: t as u32,
+                        material: m,
+                        materials: self.materials.len(),
+                    });
+                }
+            }
+        }
+        for (index, t) in self.textures.iter().enumerate() {
+            if !t.is_consistent() {
+                return Some(SceneProblem::TextureSize {
+                    index,
+                    path: t.path.clone(),
+                    got: t.texels.len(),
+                    width: t.width,
+                    height: t.height,
+                });
+            }
+        }
+        for (index, l) in self.lights.iter().enumerate() {
+            let triangles = self
+                .groups
+                .get(l.group as usize)
+                .map(|g| g.triangle_count());
+            if triangles.is_none_or(|n| l.prim as usize >= n) {
+                return Some(SceneProblem::LightOutOfRange {
+                    light: index,
+                    group: l.group,
+                    prim: l.prim,
+                });
+            }
+            if !(l.area > 0.0 && l.area.is_finite()) {
+                return Some(SceneProblem::LightArea {
+                    light: index,
+                    area: l.area.to_string(),
+                });
+            }
+        }
+        None
+    }
+
+    /// Per group, the light index of each triangle ([`NO_LIGHT`] when it is not a light), or
+    /// `None` for a group without lights. The one table both backends use to find the light a
+    /// path hit (the CPU's `LightSampler`, the GPU's per-record `light_index` array), so that
+    /// the MIS weight of an emitter hit uses the same light on both. Lights outside the groups
+    /// (an invalid scene, see [`Scene::validate`]) are left out.
+    pub fn light_index_table(&self) -> Vec<Option<Vec<u32>>> {
+        let mut index: Vec<Option<Vec<u32>>> = vec![None; self.groups.len()];
+        for (i, l) in self.lights.iter().enumerate() {
+            let Some(g) = self.groups.get(l.group as usize) else {
+                continue;
+            };
+            let table =
+                index[l.group as usize].get_or_insert_with(|| vec![NO_LIGHT; g.triangle_count()]);
+            if let Some(slot) = table.get_mut(l.prim as usize) {
+                *slot = i as u32;
+            }
+        }
+        index
+    }
+}
+
+/// The light index of a triangle that is not a light, in [`Scene::light_index_table`] (and
+/// `GW_NO_LIGHT` in the device code).
+pub const NO_LIGHT: u32 = u32::MAX;
+
+/// An in-memory scene a backend cannot use, and why (see [`Scene::validate`]).
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+#[error("{scene}: {problem}")]
+pub struct SceneError {
+    /// The scene's `source` (its path, or the generator's name).
+    pub scene: String,
+    pub problem: SceneProblem,
+}
+
+/// What is wrong with a scene. Each names the group, texture or light.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum SceneProblem {
+    #[error("group {group} ({name}): triangle {triangle} uses material {material}, but the scene has {materials} materials")]
+    MaterialOutOfRange {
+        group: u32,
+        name: String,
+        triangle: u32,
+        material: u32,
+        materials: usize,
+    },
+    #[error("group {group} ({name}): triangle {triangle} uses vertex {vertex}, but the group has {vertices} vertices")]
+    VertexOutOfRange {
+        group: u32,
+        name: String,
+        triangle: u32,
+        vertex: u32,
+        vertices: usize,
+    },
+    #[error("group {group} ({name}) has {got} {what} for {vertices} vertices")]
+    AttributeCount {
+        group: u32,
+        name: String,
+        what: &'static str,
+        got: usize,
+        vertices: usize,
+    },
+    #[error("group {group} ({name}) has {got} face materials for {triangles} triangles")]
+    FaceMaterialCount {
+        group: u32,
+        name: String,
+        got: usize,
+        triangles: usize,
+    },
+    #[error("texture {index} ({path}) has {got} texels, but is {width}x{height} (it needs width x height >= 1 texels)")]
+    TextureSize {
+        index: usize,
+        path: String,
+        got: usize,
+        width: u32,
+        height: u32,
+    },
+    #[error("light {light} names triangle {prim} of group {group}, which does not exist (call Scene::finalize after editing groups)")]
+    LightOutOfRange { light: usize, group: u32, prim: u32 },
+    #[error("light {light} has area {area}; a light needs a positive finite area")]
+    LightArea { light: usize, area: String },
+    #[error("the scene has {count} {what}, more than a 32-bit index takes ({limit})")]
+    TooMany {
+        what: &'static str,
+        count: usize,
+        limit: u64,
+    },
 }
 
 /// Removes zero-area triangles (and their material entries) from a group; returns how many.
+/// Compacts in place: a scene of millions of triangles is not copied to drop a few. A group
+/// whose arrays disagree (see [`Scene::validate`]) is left untouched, and a triangle with a
+/// vertex index out of range is kept, so that validation reports them.
 fn drop_degenerate(g: &mut Group) -> usize {
     let before = g.indices.len();
-    let mut keep_idx = Vec::with_capacity(before);
-    let mut keep_mat = Vec::with_capacity(before);
-    for (tri, &m) in g.indices.iter().zip(&g.face_materials) {
-        let [a, b, c] = tri.map(|i| g.positions[i as usize]);
-        let n = (b - a).cross(c - a);
-        let area2 = n.length_squared();
-        if area2 > 0.0 && area2.is_finite() {
-            keep_idx.push(*tri);
-            keep_mat.push(m);
+    if g.face_materials.len() != before {
+        return 0;
+    }
+    let mut kept = 0;
+    for prim in 0..before {
+        let keep = match g.try_triangle(prim) {
+            None => true,
+            Some([a, b, c]) => {
+                let area2 = (b - a).cross(c - a).length_squared();
+                area2 > 0.0 && area2.is_finite()
+            }
+        };
+        if keep {
+            g.indices[kept] = g.indices[prim];
+            g.face_materials[kept] = g.face_materials[prim];
+            kept += 1;
         }
     }
-    g.indices = keep_idx;
-    g.face_materials = keep_mat;
-    before - g.indices.len()
+    g.indices.truncate(kept);
+    g.face_materials.truncate(kept);
+    before - kept
 }
 
 #[cfg(test)]
@@ -378,6 +631,158 @@ mod tests {
         assert_eq!(s.lights.len(), 1);
         assert!((s.lights[0].area - 0.5).abs() < 1e-6);
         assert!(s.environment.is_none());
+    }
+
+    fn problem(s: &Scene) -> SceneProblem {
+        let e = s.validate().unwrap_err();
+        assert_eq!(e.scene, s.source);
+        assert!(e.to_string().starts_with(&format!("{}: ", s.source)), "{e}");
+        e.problem
+    }
+
+    /// Every inconsistency the backends would index out of bounds with is an error naming the
+    /// group (or texture, or light), and building or finalizing such a scene does not panic.
+    #[test]
+    fn inconsistent_scenes_are_refused_not_panicked_on() {
+        let lamp = {
+            let mut m = Material::default_diffuse();
+            m.emission = Vec3::ONE;
+            m
+        };
+        let ok = Scene::new("ok", vec![quad_group()], vec![lamp.clone()]);
+        assert_eq!(ok.validate(), Ok(()));
+
+        let mut g = quad_group();
+        g.indices.push([0, 1, 9]);
+        g.face_materials.push(0);
+        let s = Scene::new("vertex", vec![g], vec![lamp.clone()]);
+        assert!(matches!(
+            problem(&s),
+            SceneProblem::VertexOutOfRange {
+                group: 0,
+                vertex: 9,
+                vertices: 4,
+                ..
+            }
+        ));
+        assert_eq!(s.lights.len(), 1, "the bad triangle is not a light");
+        assert!(s.bounds().max[0] == 1.0, "bounds skip the bad index");
+
+        let mut g = quad_group();
+        g.indices[1] = [1, 3, 2];
+        g.face_materials = vec![0, 7];
+        let s = Scene::new("material", vec![g], vec![lamp.clone()]);
+        let p = problem(&s);
+        assert!(
+            matches!(
+                p,
+                SceneProblem::MaterialOutOfRange {
+                    triangle: 1,
+                    material: 7,
+                    materials: 1,
+                    ..
+                }
+            ),
+            "{p:?}"
+        );
+        assert!(p.to_string().contains("group 0 (q)"), "{p}");
+
+        let mut g = quad_group();
+        g.face_materials = vec![0];
+        let s = Scene::new("face materials", vec![g], vec![lamp.clone()]);
+        assert_eq!(s.groups[0].triangle_count(), 2, "left for validate");
+        assert!(matches!(
+            problem(&s),
+            SceneProblem::FaceMaterialCount {
+                got: 1,
+                triangles: 2,
+                ..
+            }
+        ));
+
+        for (normals, uvs, what) in [(3, 0, "normals"), (0, 5, "UVs")] {
+            let mut g = quad_group();
+            g.normals = vec![Vec3::Z; normals];
+            g.uvs = vec![Vec2::ZERO; uvs];
+            let s = Scene::new("attributes", vec![g], vec![lamp.clone()]);
+            assert!(
+                matches!(problem(&s), SceneProblem::AttributeCount { what: w, .. } if w == what)
+            );
+        }
+
+        let mut s = ok.clone();
+        s.textures.push(Texture {
+            path: "empty.png".into(),
+            width: 0,
+            height: 4,
+            texels: vec![],
+        });
+        assert!(matches!(
+            problem(&s),
+            SceneProblem::TextureSize { index: 0, .. }
+        ));
+        let mut s = ok.clone();
+        s.textures.push(Texture {
+            path: "short.png".into(),
+            width: 2,
+            height: 2,
+            texels: vec![[1.0; 3]; 3],
+        });
+        assert!(problem(&s).to_string().contains("short.png"));
+
+        // Groups edited after finalize: the light list names a triangle that is gone.
+        let mut s = ok.clone();
+        s.groups[0].indices.clear();
+        s.groups[0].face_materials.clear();
+        assert!(matches!(
+            problem(&s),
+            SceneProblem::LightOutOfRange {
+                light: 0,
+                group: 0,
+                prim: 0
+            }
+        ));
+        let mut s = ok.clone();
+        s.lights[0].area = f32::NAN;
+        assert!(matches!(
+            problem(&s),
+            SceneProblem::LightArea { light: 0, .. }
+        ));
+    }
+
+    /// A texture without texels reads as white instead of dividing by zero.
+    #[test]
+    fn an_empty_texture_samples_as_white() {
+        for (width, height, n) in [(0, 0, 0), (0, 3, 0), (3, 0, 0), (2, 2, 1)] {
+            let t = Texture {
+                path: "t".into(),
+                width,
+                height,
+                texels: vec![[0.5; 3]; n],
+            };
+            assert!(!t.is_consistent());
+            assert_eq!(t.sample(Vec2::new(0.3, 0.7)), Vec3::ONE);
+        }
+    }
+
+    #[test]
+    fn the_light_index_table_maps_triangles_to_lights() {
+        let mut lamp = Material::default_diffuse();
+        lamp.emission = Vec3::ONE;
+        let mut g = quad_group();
+        g.indices.push([1, 3, 2]);
+        g.face_materials = vec![1, 0, 1];
+        let s = Scene::new(
+            "table",
+            vec![quad_group(), g],
+            vec![Material::default_diffuse(), lamp],
+        );
+        // Group 0 has no lights; group 1's collinear triangle was dropped, leaving [0, 2].
+        let table = s.light_index_table();
+        assert_eq!(table.len(), 2);
+        assert_eq!(table[0], None);
+        assert_eq!(table[1], Some(vec![0, 1]));
+        assert_eq!((s.lights[1].group, s.lights[1].prim), (1, 1));
     }
 
     #[test]

@@ -1,31 +1,42 @@
 //! The Wavefront OBJ + MTL loader.
 //!
-//! Parsing is tobj's; what gasworks adds around it:
-//! - a validating scan ([`scan`]) that every line goes through before tobj sees it, so that a
-//!   malformed number, a NaN or infinite coordinate, a face index out of range (either sign)
-//!   or a face with fewer than 3 vertices is an error naming the file and the line, never a
-//!   panic or a silently wrong mesh;
-//! - exactly one [`Group`] per `o`/`g` section that holds faces: tobj cuts a section into
-//!   several models whenever `usemtl` changes, and the scan's per-section triangle counts are
-//!   what lets them be put back together, with each face keeping its material;
-//! - the MTL mapping to gasworks materials and the `map_Kd` textures ([`mtl`]);
-//! - warnings, not errors, for what can be repaired: a missing MTL file or texture, a
-//!   material name no library defines, dropped `l` polylines and vertex colours.
+//! The file is read once, in line-aligned blocks ([`read`]); each block is cut into chunks
+//! that are parsed in parallel ([`parse`]), after a cheap counting pass that tells each chunk
+//! its first line number and how many `v`/`vt`/`vn` come before it. So every line is checked
+//! as a sequential scan would check it, and every error names the file and the line. A
+//! sequential stitch ([`assemble`]) then follows the `o`/`g` sections, `usemtl` and `mtllib` in
+//! file order, and the groups are built in parallel. The result depends only on the file, not
+//! on the number of threads or the block size.
+//!
+//! What the loader accepts, repairs with one warning (naming the file, the first line and
+//! the count), and refuses is listed in `docs/obj-loader.md`. In short:
+//! - exactly one [`Group`] per `o`/`g` section that holds faces; faces keep their own
+//!   `usemtl` material; polygons are fans;
+//! - repaired with a warning: normal or texture indices that point nowhere (the attribute is
+//!   dropped for those faces), faces of fewer than 3 vertices (skipped), `usemtl` without a
+//!   name (default material), vertices with a non-finite coordinate (the triangles that use
+//!   them are dropped), a missing MTL file or texture, an unknown material, `l`/`p`
+//!   statements and vertex colours (ignored);
+//! - refused: a malformed number or face, a vertex index that points nowhere, a malformed
+//!   MTL statement, a file with no triangles, a UTF-16 or UTF-32 file.
 
+mod assemble;
 mod mtl;
-mod scan;
+mod parse;
+mod read;
 
-use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::{BufReader, IsTerminal};
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 use glam::{Vec2, Vec3};
 use indicatif::{ProgressBar, ProgressStyle};
+use rayon::prelude::*;
 
-use super::{Group, Material, Scene};
-use scan::{ScanReader, Section};
+use super::{Material, Scene};
+use assemble::{Assembled, Assembler, MaterialUse, Pools, DEFAULT_MATERIAL};
+use parse::{ChunkInput, ChunkOut, Counts, Occurrences, Tally};
 
 #[derive(Clone, Debug, Default)]
 pub struct LoadOptions {
@@ -68,25 +79,18 @@ pub enum LoadError {
         what: String,
         value: String,
     },
-    #[error("{}: the scene has no triangles{}", path.display(), empty_detail(*degenerate))]
-    Empty { path: PathBuf, degenerate: usize },
-    /// tobj refused something the scan let through (no line: tobj does not say).
-    #[error("{}: the OBJ parser failed: {source}", path.display())]
-    Parser {
+    /// The file holds no triangle; `detail` says what it holds instead, where that helps.
+    #[error("{}: the scene has no triangles{detail}", path.display())]
+    Empty { path: PathBuf, detail: String },
+    /// The file is text in an encoding other than ASCII/UTF-8.
+    #[error("{}: the file is {encoding} text; OBJ and MTL files are read as UTF-8 (or ASCII): save it as UTF-8", path.display())]
+    Encoding {
         path: PathBuf,
-        source: tobj::LoadError,
+        encoding: &'static str,
     },
-    /// tobj's models did not add up to the scan's sections: a bug, reported rather than hidden.
-    #[error("{}: internal error while regrouping the OBJ sections: {message}", path.display())]
-    Regroup { path: PathBuf, message: String },
-}
-
-fn empty_detail(degenerate: usize) -> String {
-    if degenerate > 0 {
-        format!(" (all {degenerate} were degenerate and dropped)")
-    } else {
-        String::new()
-    }
+    /// More elements than 32-bit indices can address.
+    #[error("{}: {message}", path.display())]
+    TooLarge { path: PathBuf, message: String },
 }
 
 impl LoadError {
@@ -99,8 +103,8 @@ impl LoadError {
             | LoadError::IndexOutOfRange { path, .. }
             | LoadError::NotFinite { path, .. }
             | LoadError::Empty { path, .. }
-            | LoadError::Parser { path, .. }
-            | LoadError::Regroup { path, .. } => path,
+            | LoadError::Encoding { path, .. }
+            | LoadError::TooLarge { path, .. } => path,
         }
     }
 
@@ -116,98 +120,192 @@ impl LoadError {
     }
 }
 
-/// What the MTL loader (called back from inside tobj) found.
-#[derive(Default)]
-struct Libraries {
-    /// The library each of tobj's materials came from, in tobj's order.
-    sources: Vec<PathBuf>,
-    warnings: Vec<String>,
-    error: Option<LoadError>,
-}
-
 /// Files smaller than this load without a progress bar: they take well under a second.
 const PROGRESS_MIN_BYTES: u64 = 32 << 20;
 
+/// Bytes read (and held) at a time; two blocks are in memory, the one parsed and the one
+/// read. Big enough to keep the threads busy between the sequential steps, small next to the
+/// parsed scene.
+const BLOCK_BYTES: usize = 8 << 20;
+
+/// Bytes per parallel parse task: many per block, so that the threads finish together.
+const CHUNK_BYTES: usize = 256 << 10;
+
 /// Loads an OBJ file and its MTL libraries into a [`Scene`].
 pub fn load_obj(path: &Path, opts: &LoadOptions) -> Result<Scene, LoadError> {
+    load_with(path, opts, BLOCK_BYTES, CHUNK_BYTES)
+}
+
+/// [`load_obj`] with the block and chunk sizes given: the result must not depend on them.
+fn load_with(
+    path: &Path,
+    opts: &LoadOptions,
+    block_bytes: usize,
+    chunk_bytes: usize,
+) -> Result<Scene, LoadError> {
     let file = File::open(path).map_err(|source| LoadError::Open {
         path: path.to_path_buf(),
         source,
     })?;
     let size = file.metadata().map(|m| m.len()).unwrap_or(0);
     let progress = progress_bar(path, size, opts.quiet);
-    let mut reader = ScanReader::new(
-        BufReader::with_capacity(1 << 16, file),
-        path,
-        progress.clone(),
-    );
-    let obj_dir = path.parent().unwrap_or(Path::new("")).to_path_buf();
-    let libraries = RefCell::new(Libraries::default());
-    let tobj_options = tobj::LoadOptions {
-        single_index: true,
-        triangulate: true,
-        ..Default::default()
-    };
-    let parsed = tobj::load_obj_buf(&mut reader, &tobj_options, |name| {
-        load_library(path, &obj_dir.join(name), &libraries)
-    });
-    progress.finish_and_clear();
-    if let Some(error) = reader.error.take() {
-        return Err(error);
-    }
-    let libraries = libraries.into_inner();
-    if let Some(error) = libraries.error {
-        return Err(error);
-    }
-    let (models, tobj_materials) = parsed.map_err(|source| LoadError::Parser {
+    let mut reader = read::BlockReader::new(file, block_bytes);
+    let mut pools = Pools::default();
+    let mut assembler = Assembler::new(path);
+    let mut before = Counts::default();
+    let read_error = |source, lines: usize| LoadError::Read {
         path: path.to_path_buf(),
+        line: lines + 1,
         source,
-    })?;
-    let scan = reader.scan;
-    let mut warnings = libraries.warnings;
-    // An Err here means every library failed to load: already a warning each.
-    let tobj_materials = tobj_materials.unwrap_or_default();
+    };
+    let mut current = reader
+        .next_block(Vec::new())
+        .map_err(|e| read_error(e, 0))?;
+    if let Some(first) = &current {
+        if let Some(encoding) = read::wide_encoding(first) {
+            return Err(LoadError::Encoding {
+                path: path.to_path_buf(),
+                encoding,
+            });
+        }
+    }
+    let mut first_block = true;
+    let mut spare = Vec::new();
+    while let Some(block) = current {
+        progress.inc(block.len() as u64);
+        let mut text = block.as_slice();
+        if first_block {
+            first_block = false;
+            text = text.strip_prefix(read::UTF8_BOM).unwrap_or(text);
+        }
+        // The next block is read while this one is parsed.
+        let (next, parsed) = rayon::join(
+            || reader.next_block(std::mem::take(&mut spare)),
+            || parse_block(path, text, before, chunk_bytes, &mut pools, &mut assembler),
+        );
+        before = parsed?;
+        assembler.build_closed(&pools);
+        spare = block;
+        current = next.map_err(|e| read_error(e, before.lines))?;
+    }
+    progress.finish_and_clear();
+    let assembled = assembler.finish(&pools);
+    drop(pools);
+    into_scene(path, assembled, before.v)
+}
 
+/// Counts, then parses, the chunks of one block in parallel, and hands their results to the
+/// assembler in file order. Returns the counts up to the end of the block.
+fn parse_block(
+    path: &Path,
+    text: &[u8],
+    before: Counts,
+    chunk_bytes: usize,
+    pools: &mut Pools,
+    assembler: &mut Assembler<'_>,
+) -> Result<Counts, LoadError> {
+    let chunks = read::split_chunks(text, chunk_bytes);
+    let counts: Vec<Counts> = chunks.par_iter().map(|c| parse::count(c)).collect();
+    let mut after = before;
+    for c in &counts {
+        after.add(c);
+    }
+    // Indices are 32-bit, the two largest values meaning "none" and "dropped".
+    for (what, n) in [
+        ("vertex positions (v)", after.v),
+        ("texture coordinates (vt)", after.vt),
+        ("vertex normals (vn)", after.vn),
+    ] {
+        if n >= parse::DROPPED as u64 {
+            return Err(LoadError::TooLarge {
+                path: path.to_path_buf(),
+                message: format!(
+                    "more than {} {what}: more than 32-bit indices can address",
+                    parse::DROPPED - 1
+                ),
+            });
+        }
+    }
+    let (v0, vt0, vn0) = (pools.positions.len(), pools.uvs.len(), pools.normals.len());
+    pools.positions.resize(after.v as usize, Vec3::ZERO);
+    pools.uvs.resize(after.vt as usize, Vec2::ZERO);
+    pools.normals.resize(after.vn as usize, Vec3::ZERO);
+    let mut positions = &mut pools.positions[v0..];
+    let mut uvs = &mut pools.uvs[vt0..];
+    let mut normals = &mut pools.normals[vn0..];
+    let mut inputs = Vec::with_capacity(chunks.len());
+    let mut at = before;
+    for (text, c) in chunks.iter().zip(&counts) {
+        let (p, rest) = std::mem::take(&mut positions).split_at_mut(c.v as usize);
+        positions = rest;
+        let (t, rest) = std::mem::take(&mut uvs).split_at_mut(c.vt as usize);
+        uvs = rest;
+        let (n, rest) = std::mem::take(&mut normals).split_at_mut(c.vn as usize);
+        normals = rest;
+        inputs.push(ChunkInput {
+            path,
+            text,
+            first_line: at.lines + 1,
+            before: at,
+            positions: p,
+            uvs: t,
+            normals: n,
+        });
+        at.add(c);
+    }
+    let outs: Vec<ChunkOut> = inputs.into_par_iter().map(parse::parse_chunk).collect();
+    for out in outs {
+        assembler.absorb(out)?;
+    }
+    Ok(after)
+}
+
+/// Materials, textures and warnings around the assembled groups (`vertices`: the file's `v`
+/// count, for the error of a file without faces).
+fn into_scene(path: &Path, assembled: Assembled, vertices: u64) -> Result<Scene, LoadError> {
+    let Assembled {
+        mut groups,
+        libraries,
+        material_uses,
+        tally,
+        group_warnings,
+        non_finite_dropped,
+        triangles_parsed,
+    } = assembled;
+    let mut warnings = libraries.warnings;
     let mut textures = mtl::TextureCache::default();
-    let mut materials: Vec<Material> = Vec::with_capacity(tobj_materials.len() + 1);
-    for (m, source) in tobj_materials.iter().zip(&libraries.sources) {
+    let mut materials: Vec<Material> = Vec::with_capacity(libraries.materials.len() + 1);
+    for (m, source) in libraries.materials.iter().zip(&libraries.sources) {
         let mut material = mtl::convert(m, &mut warnings, source);
         if let Some(name) = &m.diffuse_texture {
             material.diffuse_texture = textures.load(source, &m.name, name, &mut warnings);
         }
         materials.push(material);
     }
-    warn_about_material_uses(path, &scan, &tobj_materials, &mut warnings);
-    if scan.polylines_dropped > 0 {
-        warnings.push(format!(
-            "{}: {} polyline (l) statements ignored: lines are not surfaces",
-            path.display(),
-            scan.polylines_dropped
-        ));
-    }
-    if scan.vertex_colours_dropped > 0 {
-        warnings.push(format!(
-            "{}: vertex colours of {} vertices ignored",
-            path.display(),
-            scan.vertex_colours_dropped
-        ));
-    }
+    let known: HashMap<&str, ()> = libraries
+        .materials
+        .iter()
+        .map(|m| (m.name.as_str(), ()))
+        .collect();
+    warn_about_material_uses(path, &material_uses, &known, &mut warnings);
+    warnings.extend(tally_warnings(path, &tally, non_finite_dropped));
+    warnings.extend(group_warnings);
 
-    let default_material = materials.len() as u32;
-    let mut default_used = false;
-    let groups = regroup(
-        path,
-        &scan.sections,
-        models,
-        |id| match id {
-            Some(i) if i < default_material as usize => i as u32,
-            _ => {
-                default_used = true;
-                default_material
+    // The default material goes last, and only when a face uses it.
+    let default_index = materials.len() as u32;
+    let default_used = groups
+        .par_iter_mut()
+        .map(|g| {
+            let mut used = false;
+            for m in &mut g.face_materials {
+                if *m == DEFAULT_MATERIAL {
+                    *m = default_index;
+                    used = true;
+                }
             }
-        },
-        &mut warnings,
-    )?;
+            used
+        })
+        .reduce(|| false, |a, b| a || b);
     if default_used {
         materials.push(Material::default_diffuse());
     }
@@ -218,10 +316,205 @@ pub fn load_obj(path: &Path, opts: &LoadOptions) -> Result<Scene, LoadError> {
     if scene.triangle_count() == 0 {
         return Err(LoadError::Empty {
             path: path.to_path_buf(),
-            degenerate: scene.report.degenerate_dropped,
+            detail: empty_detail(
+                &tally,
+                vertices,
+                triangles_parsed,
+                non_finite_dropped,
+                scene.report.degenerate_dropped,
+            ),
         });
     }
     Ok(scene)
+}
+
+/// What a file without triangles holds instead, for the error.
+fn empty_detail(
+    tally: &Tally,
+    vertices: u64,
+    triangles_parsed: usize,
+    non_finite_dropped: usize,
+    degenerate: usize,
+) -> String {
+    let mut parts = Vec::new();
+    if triangles_parsed == 0 {
+        let points = counted(tally.points.count, "p statement", "p statements");
+        let lines = counted(tally.polylines.count, "l statement", "l statements");
+        match (tally.points.count, tally.polylines.count) {
+            (0, 0) => {}
+            (_, 0) => parts.push(format!(
+                "it holds only points ({points}), which are not surfaces"
+            )),
+            (0, _) => parts.push(format!(
+                "it holds only lines ({lines}), which are not surfaces"
+            )),
+            _ => parts.push(format!(
+                "it holds only points and lines ({points} and {lines}), which are not surfaces"
+            )),
+        }
+        let short = tally.short_faces.count;
+        if short > 0 {
+            parts.push(format!(
+                "{} fewer than 3 vertices {} skipped",
+                counted(short, "face with", "faces with"),
+                if short == 1 { "was" } else { "were" }
+            ));
+        }
+        if parts.is_empty() && vertices > 0 {
+            parts.push(format!(
+                "it holds {} but no faces (f)",
+                counted(vertices as usize, "vertex (v)", "vertices (v)")
+            ));
+        }
+    }
+    match (non_finite_dropped, degenerate) {
+        (0, 0) => {}
+        (0, d) => parts.push(format!("all {d} were degenerate and dropped")),
+        (n, 0) => parts.push(format!(
+            "all {n} touched a vertex with non-finite coordinates and were dropped"
+        )),
+        (n, d) => parts.push(format!(
+            "{n} touched a vertex with non-finite coordinates and the other {d} were degenerate: all were dropped"
+        )),
+    }
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", parts.join("; "))
+    }
+}
+
+/// `n` and the noun it counts, singular or plural: "1 face has", "3 faces have".
+fn counted(n: usize, one: &str, many: &str) -> String {
+    if n == 1 {
+        format!("1 {one}")
+    } else {
+        format!("{n} {many}")
+    }
+}
+
+/// One warning per kind of repair, naming the first line and the count.
+fn tally_warnings(path: &Path, tally: &Tally, non_finite_dropped: usize) -> Vec<String> {
+    let file = path.display();
+    let mut warnings = Vec::new();
+    let mut warn = |o: &Occurrences, what: String| {
+        if o.count > 0 {
+            warnings.push(format!("{file}:{}: {what}", o.first_line));
+        }
+    };
+    let t = tally;
+    warn(
+        &t.polylines,
+        format!(
+            "{} ignored: lines are not surfaces",
+            counted(
+                t.polylines.count,
+                "polyline (l) statement",
+                "polyline (l) statements"
+            )
+        ),
+    );
+    warn(
+        &t.points,
+        format!(
+            "{} ignored: points are not surfaces",
+            counted(
+                t.points.count,
+                "point (p) statement",
+                "point (p) statements"
+            )
+        ),
+    );
+    warn(
+        &t.vertex_colours,
+        format!(
+            "vertex colours of {} ignored",
+            counted(t.vertex_colours.count, "vertex", "vertices")
+        ),
+    );
+    warn(
+        &t.short_faces,
+        format!(
+            "{} fewer than 3 vertices and {} skipped",
+            counted(t.short_faces.count, "face has", "faces have"),
+            if t.short_faces.count == 1 {
+                "is"
+            } else {
+                "are"
+            }
+        ),
+    );
+    warn(
+        &t.unnamed_materials,
+        format!(
+            "{} no material name; the faces that follow get the default material",
+            counted(
+                t.unnamed_materials.count,
+                "usemtl statement has",
+                "usemtl statements have"
+            )
+        ),
+    );
+    warn(
+        &t.normals_nowhere,
+        format!(
+            "{} normal indices that point nowhere; {} normals are dropped",
+            counted(t.normals_nowhere.count, "face has", "faces have"),
+            if t.normals_nowhere.count == 1 {
+                "its"
+            } else {
+                "their"
+            }
+        ),
+    );
+    warn(
+        &t.uvs_nowhere,
+        format!(
+            "{} texture coordinate indices that point nowhere; {} texture coordinates are dropped",
+            counted(t.uvs_nowhere.count, "face has", "faces have"),
+            if t.uvs_nowhere.count == 1 {
+                "its"
+            } else {
+                "their"
+            }
+        ),
+    );
+    warn(
+        &t.non_finite_positions,
+        format!(
+            "{} a coordinate that is not a finite number; {} that use them {} dropped",
+            counted(
+                t.non_finite_positions.count,
+                "vertex (v) has",
+                "vertices (v) have"
+            ),
+            counted(non_finite_dropped, "triangle", "triangles"),
+            if non_finite_dropped == 1 { "is" } else { "are" }
+        ),
+    );
+    warn(
+        &t.non_finite_normals,
+        format!(
+            "{} not finite; groups that use them get geometric normals",
+            counted(
+                t.non_finite_normals.count,
+                "vertex normal (vn) is",
+                "vertex normals (vn) are"
+            )
+        ),
+    );
+    warn(
+        &t.non_finite_uvs,
+        format!(
+            "{} not finite; their non-finite parts are read as 0",
+            counted(
+                t.non_finite_uvs.count,
+                "texture coordinate (vt) is",
+                "texture coordinates (vt) are"
+            )
+        ),
+    );
+    warnings
 }
 
 /// The byte-count bar of a big file's load, hidden for small files, with `quiet`, and when
@@ -244,61 +537,14 @@ fn progress_bar(path: &Path, size: u64, quiet: bool) -> ProgressBar {
     bar
 }
 
-/// Reads, checks and parses one MTL library for tobj. A missing or unreadable library is a
-/// warning (its materials become the default one); a malformed one is an error, kept in
-/// `libraries` because tobj's callback can only say that it failed.
-fn load_library(
-    obj_path: &Path,
-    mtl_path: &Path,
-    libraries: &RefCell<Libraries>,
-) -> tobj::MTLLoadResult {
-    let mut libs = libraries.borrow_mut();
-    let bytes = match std::fs::read(mtl_path) {
-        Ok(bytes) => bytes,
-        Err(e) => {
-            libs.warnings.push(format!(
-                "{}: material library {} cannot be read ({e}); its materials are replaced by the default material",
-                obj_path.display(),
-                mtl_path.display()
-            ));
-            return Err(tobj::LoadError::OpenFileFailed);
-        }
-    };
-    let text = String::from_utf8_lossy(&bytes);
-    let canonical = match mtl::check_library(mtl_path, &text) {
-        Ok(canonical) => canonical,
-        Err(error) => {
-            libs.error.get_or_insert(error);
-            return Err(tobj::LoadError::MaterialParseError);
-        }
-    };
-    match tobj::load_mtl_buf(&mut canonical.as_bytes()) {
-        Ok((materials, names)) => {
-            let n = materials.len();
-            libs.sources
-                .extend(std::iter::repeat_n(mtl_path.to_path_buf(), n));
-            Ok((materials, names))
-        }
-        Err(source) => {
-            libs.error.get_or_insert(LoadError::Parser {
-                path: mtl_path.to_path_buf(),
-                source,
-            });
-            Err(source)
-        }
-    }
-}
-
 /// Warns about `usemtl` names that resolve to no material: their faces get the default one.
 fn warn_about_material_uses(
     path: &Path,
-    scan: &scan::ObjScan,
-    materials: &[tobj::Material],
+    uses: &HashMap<String, MaterialUse>,
+    known: &HashMap<&str, ()>,
     warnings: &mut Vec<String>,
 ) {
-    let known: HashMap<&str, ()> = materials.iter().map(|m| (m.name.as_str(), ())).collect();
-    let mut problems: Vec<(usize, String)> = scan
-        .material_uses
+    let mut problems: Vec<(usize, String)> = uses
         .iter()
         .filter_map(|(name, used)| {
             if !known.contains_key(name.as_str()) {
@@ -333,128 +579,71 @@ fn warn_about_material_uses(
     }
 }
 
-/// Puts tobj's models back together into one group per section. tobj emits the models in file
-/// order and a section's models are consecutive (a new model starts at each `o`/`g` with
-/// pending faces and at each material change), so consuming each section's triangle count
-/// from the model stream recovers the sections exactly.
-fn regroup(
-    path: &Path,
-    sections: &[Section],
-    models: Vec<tobj::Model>,
-    mut material_index: impl FnMut(Option<usize>) -> u32,
-    warnings: &mut Vec<String>,
-) -> Result<Vec<Group>, LoadError> {
-    let regroup_error = |message: String| LoadError::Regroup {
-        path: path.to_path_buf(),
-        message,
-    };
-    // tobj also emits an empty model at the end of the file and after empty sections.
-    let mut models = models.into_iter().filter(|m| !m.mesh.indices.is_empty());
-    let mut groups = Vec::with_capacity(sections.len());
-    for section in sections {
-        let mut group = Group {
-            name: section.name.clone(),
-            ..Group::default()
-        };
-        let mut all_have_normals = true;
-        let mut all_have_uvs = true;
-        let mut some_have_normals = false;
-        let mut collected = 0u64;
-        while collected < section.triangles {
-            let model = models.next().ok_or_else(|| {
-                regroup_error(format!(
-                    "section {} (line {}) expects {} triangles, the parser gave {collected}",
-                    section.name, section.line, section.triangles
-                ))
-            })?;
-            let mesh = model.mesh;
-            let triangles = mesh.indices.len() / 3;
-            collected += triangles as u64;
-            let vertex_count = mesh.positions.len() / 3;
-            let has_normals = vertex_count > 0 && mesh.normals.len() == vertex_count * 3;
-            let has_uvs = vertex_count > 0 && mesh.texcoords.len() == vertex_count * 2;
-            some_have_normals |= !mesh.normals.is_empty();
-            all_have_normals &= has_normals;
-            all_have_uvs &= has_uvs;
-            let base = group.positions.len() as u32;
-            group.positions.extend(
-                mesh.positions
-                    .chunks_exact(3)
-                    .map(|p| Vec3::new(p[0], p[1], p[2])),
-            );
-            if all_have_normals {
-                group.normals.extend(
-                    mesh.normals
-                        .chunks_exact(3)
-                        .map(|n| Vec3::new(n[0], n[1], n[2])),
-                );
-            }
-            if all_have_uvs {
-                group.uvs.extend(
-                    mesh.texcoords
-                        .chunks_exact(2)
-                        .map(|t| Vec2::new(t[0], t[1])),
-                );
-            }
-            group.indices.extend(
-                mesh.indices
-                    .chunks_exact(3)
-                    .map(|t| [t[0] + base, t[1] + base, t[2] + base]),
-            );
-            let material = material_index(mesh.material_id);
-            group
-                .face_materials
-                .extend(std::iter::repeat_n(material, triangles));
-        }
-        if collected != section.triangles {
-            return Err(regroup_error(format!(
-                "section {} (line {}) expects {} triangles, the parser gave {collected}",
-                section.name, section.line, section.triangles
-            )));
-        }
-        if !all_have_uvs {
-            group.uvs.clear();
-        }
-        if all_have_normals {
-            if !normalize_normals(&mut group.normals) {
-                group.normals.clear();
-                warnings.push(format!(
-                    "{}:{}: group {}: some vertex normals have zero length; using geometric normals",
-                    path.display(),
-                    section.line,
-                    section.name
-                ));
-            }
-        } else {
-            group.normals.clear();
-            if some_have_normals {
-                warnings.push(format!(
-                    "{}:{}: group {}: only some faces have vertex normals; using geometric normals",
-                    path.display(),
-                    section.line,
-                    section.name
-                ));
-            }
-        }
-        groups.push(group);
-    }
-    if let Some(extra) = models.next() {
-        return Err(regroup_error(format!(
-            "the parser gave a model ({}) after the last section",
-            extra.name
-        )));
-    }
-    Ok(groups)
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// Scales normals to unit length; false when one cannot be (zero length).
-fn normalize_normals(normals: &mut [Vec3]) -> bool {
-    for n in normals.iter_mut() {
-        let unit = n.normalize_or_zero();
-        if unit == Vec3::ZERO {
-            return false;
+    /// The same file loads to the same scene whatever the block and chunk sizes: the parallel
+    /// split is invisible.
+    #[test]
+    fn block_and_chunk_sizes_do_not_change_the_scene() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("m.mtl"),
+            "newmtl red\nKd 1 0 0\nnewmtl lamp\nKe 1 1 1\n",
+        )
+        .unwrap();
+        let mut text = String::from("mtllib m.mtl\n");
+        for g in 0..12 {
+            text += &format!("g part{g}\n");
+            for i in 0..20 {
+                let (x, y) = (i as f32 * 0.5, g as f32);
+                text += &format!("v {x} {y} 0\nv {x} {y} 1\nvn 0 1 0\nvt {x} 0\n");
+            }
+            text += if g % 3 == 0 {
+                "usemtl red\n"
+            } else {
+                "usemtl lamp\n"
+            };
+            for i in 0..19 {
+                let a = -40 + 2 * i;
+                text += &format!(
+                    "f {a}/{t}/{n} {b}/{t}/{n} {c}/{u}/{m}\nf {b}/{t}/{n} {d}/{u}/{m} {c}/{u}/{m}\n",
+                    b = a + 1,
+                    c = a + 2,
+                    d = a + 3,
+                    t = -20 + i,
+                    n = -20 + i,
+                    u = -19 + i,
+                    m = -19 + i,
+                );
+                if i == 9 {
+                    text += "usemtl red\n";
+                }
+            }
         }
-        *n = unit;
+        let path = dir.path().join("s.obj");
+        std::fs::write(&path, &text).unwrap();
+        let opts = LoadOptions { quiet: true };
+        let reference = load_with(&path, &opts, 1 << 20, 1 << 20).unwrap();
+        for (block, chunk) in [(64, 16), (100, 1), (4096, 333), (1 << 14, 1 << 10)] {
+            let s = load_with(&path, &opts, block, chunk).unwrap();
+            assert_eq!(s.groups.len(), reference.groups.len());
+            for (a, b) in s.groups.iter().zip(&reference.groups) {
+                assert_eq!(a.name, b.name);
+                assert_eq!(a.positions, b.positions, "{block}/{chunk}");
+                assert_eq!(a.normals, b.normals);
+                assert_eq!(a.uvs, b.uvs);
+                assert_eq!(a.indices, b.indices);
+                assert_eq!(a.face_materials, b.face_materials);
+            }
+            assert_eq!(s.report.warnings, reference.report.warnings);
+        }
+        assert_eq!(reference.groups.len(), 12);
+        assert_eq!(reference.triangle_count(), 12 * 38);
+        assert!(reference
+            .groups
+            .iter()
+            .all(|g| g.normals.len() == g.positions.len()));
     }
-    true
 }

@@ -29,6 +29,7 @@ pub mod report;
 pub mod sat;
 pub mod sim;
 pub mod tiles;
+pub mod window;
 pub mod workers;
 
 use std::io::IsTerminal;
@@ -37,7 +38,7 @@ use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::render::{Film, RenderSettings};
+use crate::render::{Film, RenderSettings, Tile};
 use crate::scene::Scene;
 use costmap::{CostMap, CostModel};
 use policy::WorkQueues;
@@ -51,7 +52,8 @@ pub use workers::{CpuOnlyFactory, DeviceSpec, RendererFactory, Worker};
 pub struct SchedConfig {
     pub strategy: Strategy,
     /// Requested tile count (a power of two is used for `adaptive`); `None`: about 64 x 64-pixel
-    /// tiles.
+    /// tiles, fewer and larger when GPU workers want a launch's worth of work per tile
+    /// ([`tiles::tile_count_for_work`]).
     pub tiles: Option<u32>,
     pub steal: bool,
     pub devices: Vec<DeviceSpec>,
@@ -60,6 +62,10 @@ pub struct SchedConfig {
     /// Cost-map resolution as a fraction of the image's, per axis.
     pub costmap_scale: f32,
     pub cost_model: CostModel,
+    /// The part of the image to render (`--pixelbounds`), in pixels of the whole image;
+    /// `None`: all of it. The film, the cost map and the tiles cover the window only (see
+    /// [`window`]).
+    pub window: Option<Tile>,
 }
 
 impl Default for SchedConfig {
@@ -72,6 +78,7 @@ impl Default for SchedConfig {
             pass_spp: None,
             costmap_scale: 0.25,
             cost_model: CostModel::default(),
+            window: None,
         }
     }
 }
@@ -130,21 +137,23 @@ pub fn costmap_size(width: u32, height: u32, scale: f32) -> (usize, usize) {
     (s(width), s(height))
 }
 
-/// Rasterizes the scene and estimates its cost map at `config`'s resolution.
+/// Rasterizes the scene and estimates its cost map at `config`'s resolution, over `window`
+/// (the whole image, or the `--pixelbounds` crop).
 pub fn estimate_costmap(
     scene: &Scene,
     settings: &RenderSettings,
     config: &SchedConfig,
+    window: Tile,
 ) -> (CostMap, raster::RasterStats, costmap::EstimateStats) {
-    let (cw, ch) = costmap_size(settings.width, settings.height, config.costmap_scale);
-    let (gbuf, raster_stats) = raster::rasterize(scene, &settings.camera, cw, ch);
+    let (cw, ch) = costmap_size(window.w, window.h, config.costmap_scale);
+    let (gbuf, raster_stats) = raster::rasterize_window(scene, &settings.camera, window, cw, ch);
     let (map, est_stats) = costmap::estimate(&gbuf, scene, &config.cost_model, settings.max_depth);
     (map, raster_stats, est_stats)
 }
 
-/// Renders a frame: the cost map, then each pass over the tiles on the workers of
-/// `config.devices`, renderers from `factory`. `quiet` hides the progress bar (it is also
-/// hidden when stderr is not a terminal).
+/// Renders a frame (or its `config.window`): the cost map, then each pass over the tiles on
+/// the workers of `config.devices`, renderers from `factory`. `quiet` hides the progress bar
+/// (it is also hidden when stderr is not a terminal). The film is the window's size.
 pub fn render_frame(
     scene: &Scene,
     settings: &RenderSettings,
@@ -153,17 +162,33 @@ pub fn render_frame(
     quiet: bool,
 ) -> anyhow::Result<Frame> {
     config.validate()?;
-    let workers = workers::build_workers(&config.devices, factory)?;
+    let window = window::resolve(config.window, settings.width, settings.height)?;
+    let mut workers = workers::build_workers(&config.devices, factory)?;
     if workers.is_empty() {
         return Err(ConfigError::NoWorkers.into());
     }
-    let (estimate, raster_stats, est_stats) = estimate_costmap(scene, settings, config);
-    let image = (settings.width, settings.height);
+    // From here on the window is the image; only the renderers see where it lies.
+    for w in &mut workers {
+        w.renderer = window::Shifted::wrap(w.renderer.clone(), window);
+    }
+    let (estimate, raster_stats, est_stats) = estimate_costmap(scene, settings, config, window);
+    let image = (window.w, window.h);
     let scale = MapScale::between(image, (estimate.width, estimate.height));
     let estimate_sat = estimate.sat();
     let passes = config.passes(settings.spp);
 
-    let mut film = Film::new(settings.width, settings.height);
+    // Workers that want big tiles (GPU workers: a launch's worth of work to fill the device)
+    // set the tile count unless --tiles does.
+    let min_work = workers
+        .iter()
+        .filter_map(|w| w.renderer.min_tile_work())
+        .max();
+    let wanting = workers
+        .iter()
+        .filter(|w| w.renderer.min_tile_work().is_some())
+        .count() as u32;
+
+    let mut film = Film::new(window.w, window.h);
     let mut plan_map = estimate.clone();
     let mut weights = vec![1.0f64; workers.len()];
     let mut reports = Vec::with_capacity(passes.len());
@@ -171,14 +196,18 @@ pub fn render_frame(
     let render_start = Instant::now();
     for (pass, samples) in passes.iter().enumerate() {
         let plan_sat = plan_map.sat();
-        let tiles = tiles::layout(
-            config.strategy,
-            settings.width,
-            settings.height,
-            config.tiles,
-            &plan_sat,
-            scale,
-        );
+        let count = config.tiles.or_else(|| {
+            min_work.map(|work| {
+                tiles::tile_count_for_work(
+                    window.w,
+                    window.h,
+                    samples.end - samples.start,
+                    work,
+                    wanting,
+                )
+            })
+        });
+        let tiles = tiles::layout(config.strategy, window.w, window.h, count, &plan_sat, scale);
         if pass == 0 {
             progress.set_length((tiles.len() * passes.len()) as u64);
         }
@@ -224,8 +253,9 @@ pub fn render_frame(
     }
     progress.finish_and_clear();
     let report = FrameReport {
-        width: settings.width,
-        height: settings.height,
+        width: window.w,
+        height: window.h,
+        window,
         strategy: config.strategy,
         steal: config.steal,
         workers: FrameReport::worker_list(&workers),
@@ -234,6 +264,7 @@ pub fn render_frame(
         costmap: estimate,
         passes: reports,
         render_s: render_start.elapsed().as_secs_f64(),
+        cluster: None,
     };
     Ok(Frame { film, report })
 }
@@ -244,10 +275,17 @@ pub fn render_frame(
 /// the speed of the group that ran it), so that a tile is not judged cheap because a fast
 /// device ran it.
 fn measured_costs(workers: &[Worker], pass: &PassReport) -> (Vec<f64>, Vec<f64>) {
-    let groups = workers.iter().map(|w| w.group).max().map_or(0, |g| g + 1);
+    let groups: Vec<usize> = workers.iter().map(|w| w.group).collect();
+    measured_costs_by_group(&groups, pass)
+}
+
+/// [`measured_costs`] for workers known only by their group (`group_of[w]`): the cluster's
+/// rank 0 plans for workers of other ranks, whose renderers it does not hold.
+pub fn measured_costs_by_group(group_of: &[usize], pass: &PassReport) -> (Vec<f64>, Vec<f64>) {
+    let groups = group_of.iter().max().map_or(0, |g| g + 1);
     let (mut planned, mut seconds) = (vec![0.0f64; groups], vec![0.0f64; groups]);
     for r in &pass.records {
-        let g = workers[r.worker].group;
+        let g = group_of[r.worker];
         planned[g] += pass.predicted[r.task];
         seconds[g] += r.cost_s;
     }
@@ -269,16 +307,16 @@ fn measured_costs(workers: &[Worker], pass: &PassReport) -> (Vec<f64>, Vec<f64>)
             }
         })
         .collect();
-    let speeds = workers.iter().map(|w| group_speed[w.group]).collect();
+    let speeds = group_of.iter().map(|&g| group_speed[g]).collect();
     let normalized = pass
         .records
         .iter()
-        .map(|r| r.cost_s * group_speed[workers[r.worker].group])
+        .map(|r| r.cost_s * group_speed[group_of[r.worker]])
         .collect();
     (speeds, normalized)
 }
 
-fn progress_bar(quiet: bool) -> ProgressBar {
+pub(crate) fn progress_bar(quiet: bool) -> ProgressBar {
     if quiet || !std::io::stderr().is_terminal() {
         return ProgressBar::hidden();
     }
@@ -291,33 +329,33 @@ fn progress_bar(quiet: bool) -> ProgressBar {
     bar
 }
 
-/// Prints the summary and writes `--stats` and `--costmap` outputs, as the render command
-/// asks.
+/// What [`publish`] wrote.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Published {
+    /// `--stats`: the statistics CSV and its `.tiles.csv` and `.costmap.csv` siblings.
+    pub stats: Option<[std::path::PathBuf; 3]>,
+    /// `--costmap`: the pictures written, and their folder.
+    pub pictures: Option<(usize, std::path::PathBuf)>,
+}
+
+/// Writes the `--stats` and `--costmap` outputs the render command asks for. Prints nothing:
+/// what reaches the terminal is the caller's choice ([`report::FrameReport::summary`]).
 pub fn publish(
     frame: &Frame,
     stats: Option<&std::path::Path>,
     costmap_dir: Option<&std::path::Path>,
-) -> anyhow::Result<()> {
-    eprint!("{}", frame.report.summary());
+) -> anyhow::Result<Published> {
+    let mut published = Published::default();
     if let Some(path) = stats {
         report::write_stats(&frame.report, path)?;
         let (tiles, map) = report::sibling_paths(path);
-        eprintln!(
-            "statistics: {}, {}, {}",
-            path.display(),
-            tiles.display(),
-            map.display()
-        );
+        published.stats = Some([path.to_path_buf(), tiles, map]);
     }
     if let Some(dir) = costmap_dir {
         let files = pictures::write_all(&frame.report, &frame.film, dir)?;
-        eprintln!(
-            "cost map pictures: {} files in {}",
-            files.len(),
-            dir.display()
-        );
+        published.pictures = Some((files.len(), dir.to_path_buf()));
     }
-    Ok(())
+    Ok(published)
 }
 
 #[cfg(test)]

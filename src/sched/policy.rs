@@ -147,6 +147,42 @@ impl WorkQueues {
         d.pop_back()
     }
 
+    /// Tasks still queued over all deques (a snapshot: workers may be taking some now).
+    pub fn queued(&self) -> usize {
+        self.deques
+            .iter()
+            .map(|d| d.lock().unwrap_or_else(|e| e.into_inner()).len())
+            .sum()
+    }
+
+    /// Takes one task from the back (the cheap end under `sorted`) of the longest deque, ties
+    /// to the lowest worker: what a rank gives away to a thief rank. Returns the task and the
+    /// worker whose deque it left.
+    pub fn take_back_of_longest(&self) -> Option<(usize, usize)> {
+        loop {
+            let (w, len) = self
+                .deques
+                .iter()
+                .enumerate()
+                .map(|(w, d)| (w, d.lock().unwrap_or_else(|e| e.into_inner()).len()))
+                .fold((0, 0), |best, cur| if cur.1 > best.1 { cur } else { best });
+            if len == 0 {
+                return None;
+            }
+            // The deque may have shrunk since it was measured; then look again.
+            if let Some(task) = self.pop_back(w) {
+                return Some((task, w));
+            }
+        }
+    }
+
+    /// Appends `task` to the back of worker `w`'s deque (tasks that arrived from another
+    /// rank).
+    pub fn push_back(&self, w: usize, task: usize) {
+        let mut d = self.deques[w].lock().unwrap_or_else(|e| e.into_inner());
+        d.push_back(task);
+    }
+
     /// The next task of worker `w`: the front of its own deque, else (with stealing) one
     /// tile from the back of a randomly chosen non-empty victim. `None` when there is nothing
     /// left for `w` to do in this pass.
@@ -218,6 +254,25 @@ mod tests {
         seen.sort();
         assert_eq!(seen, vec![0, 1, 2, 3]);
         assert_eq!(q.next(1, &mut rng), None);
+    }
+
+    #[test]
+    fn giving_away_takes_the_back_of_the_longest_deque() {
+        let q = WorkQueues::new(vec![vec![0, 1], vec![2, 3, 4], vec![]], true);
+        assert_eq!(q.queued(), 5);
+        assert_eq!(q.take_back_of_longest(), Some((4, 1)));
+        // Now 2 and 2: the tie goes to the lower worker.
+        assert_eq!(q.take_back_of_longest(), Some((1, 0)));
+        q.push_back(2, 9);
+        assert_eq!(q.queued(), 4);
+        let mut rng = StealRng::new(0, 2, 0);
+        assert_eq!(q.next(2, &mut rng).map(|t| t.task), Some(9));
+        let mut left = Vec::new();
+        while let Some((t, _)) = q.take_back_of_longest() {
+            left.push(t);
+        }
+        left.sort();
+        assert_eq!(left, vec![0, 2, 3]);
     }
 
     #[test]

@@ -25,6 +25,7 @@ use std::time::Instant;
 use glam::{DVec2, Vec3};
 use rayon::prelude::*;
 
+use crate::render::Tile;
 use crate::scene::camera::CameraFrame;
 use crate::scene::Scene;
 
@@ -138,6 +139,12 @@ struct Projector {
     inv_u2: f64,
     inv_v2: f64,
     near: f64,
+    /// The whole image's size in buffer pixels (the buffer's own size unless it holds a window).
+    span_x: f64,
+    span_y: f64,
+    /// Where the buffer starts in the whole image, in buffer pixels.
+    origin_x: f64,
+    origin_y: f64,
     width: usize,
     height: usize,
 }
@@ -156,8 +163,8 @@ impl Projector {
 
     fn to_screen(&self, v: &ClipVertex) -> DVec2 {
         DVec2::new(
-            (v.a / v.z + 1.0) * 0.5 * self.width as f64,
-            (1.0 - v.b / v.z) * 0.5 * self.height as f64,
+            (v.a / v.z + 1.0) * 0.5 * self.span_x - self.origin_x,
+            (1.0 - v.b / v.z) * 0.5 * self.span_y - self.origin_y,
         )
     }
 
@@ -311,11 +318,39 @@ pub fn rasterize(
     width: usize,
     height: usize,
 ) -> (GBuffer, RasterStats) {
+    let whole = Tile {
+        x: 0,
+        y: 0,
+        w: camera.width.max(1),
+        h: camera.height.max(1),
+    };
+    rasterize_window(scene, camera, whole, width, height)
+}
+
+/// Rasterizes the part `window` (in pixels of `camera`'s image) of what `camera` sees into a
+/// `width` x `height` G-buffer: the cost map of a `--pixelbounds` crop. Buffer pixel `(i, j)`
+/// covers the image pixels `window.x + i * window.w / width ...`. With the whole image as the
+/// window this is exactly [`rasterize`]. The buffer's `frame` is the camera at the whole
+/// image's size in buffer pixels (rounded), which is what image-space directions need.
+pub fn rasterize_window(
+    scene: &Scene,
+    camera: &CameraFrame,
+    window: Tile,
+    width: usize,
+    height: usize,
+) -> (GBuffer, RasterStats) {
     let start = Instant::now();
     let (width, height) = (width.max(1), height.max(1));
+    let (image_w, image_h) = (camera.width.max(1) as f64, camera.height.max(1) as f64);
+    let (window_w, window_h) = (window.w.max(1) as f64, window.h.max(1) as f64);
+    // Integer products first, then one division: exactly `width` for the whole image.
+    let span_x = width as f64 * image_w / window_w;
+    let span_y = height as f64 * image_h / window_h;
+    let origin_x = width as f64 * window.x as f64 / window_w;
+    let origin_y = height as f64 * window.y as f64 / window_h;
     let mut frame = *camera;
-    frame.width = width as u32;
-    frame.height = height as u32;
+    frame.width = (span_x.round() as u32).max(1);
+    frame.height = (span_y.round() as u32).max(1);
     // The near plane sits a tiny fraction of the scene's size in front of the eye: near
     // enough to keep everything the primary rays see, far enough that 1/z stays tame.
     let extent = scene.bounds();
@@ -329,6 +364,10 @@ pub fn rasterize(
         inv_u2: 1.0 / (frame.u.length_squared() as f64),
         inv_v2: 1.0 / (frame.v.length_squared() as f64),
         near: 1e-5 * scale,
+        span_x,
+        span_y,
+        origin_x,
+        origin_y,
         width,
         height,
     };
@@ -482,6 +521,58 @@ mod tests {
         assert!((g.depth[0] - 5.0).abs() < 1e-4);
         // The normal faces the camera whatever the winding.
         assert!(g.normal[centre].z > 0.99);
+    }
+
+    /// A window rasterized at full resolution is the same block of the whole image's buffer
+    /// (up to rounding in the last bits of depth), and the whole image as a window is
+    /// `rasterize` exactly.
+    #[test]
+    fn a_window_is_the_matching_block_of_the_whole_buffer() {
+        let scene = Scene::new(
+            "t",
+            vec![quad(-5.0, 3.0, 0), quad(-2.0, 0.5, 1)],
+            vec![Material::default_diffuse(), Material::default_diffuse()],
+        );
+        let cam = Camera {
+            eye: Vec3::new(0.3, 0.2, 0.0),
+            look_at: -Vec3::Z,
+            up: Vec3::Y,
+            fov_y_deg: 60.0,
+        }
+        .frame(80, 60)
+        .unwrap();
+        let (whole, _) = rasterize(&scene, &cam, 80, 60);
+        let all = Tile {
+            x: 0,
+            y: 0,
+            w: 80,
+            h: 60,
+        };
+        let (same, _) = rasterize_window(&scene, &cam, all, 80, 60);
+        assert_eq!(same.depth, whole.depth);
+        assert_eq!(same.group, whole.group);
+        let window = Tile {
+            x: 13,
+            y: 21,
+            w: 40,
+            h: 30,
+        };
+        let (part, _) = rasterize_window(&scene, &cam, window, 40, 30);
+        let mut agree = 0;
+        for j in 0..30 {
+            for i in 0..40 {
+                let p = j * 40 + i;
+                let w = (j + 21) * 80 + i + 13;
+                if part.group[p] == whole.group[w] {
+                    agree += 1;
+                    if part.is_hit(p) {
+                        assert!((part.depth[p] - whole.depth[w]).abs() < 1e-4 * whole.depth[w]);
+                    }
+                }
+            }
+        }
+        assert!(agree >= 40 * 30 - 4, "{agree} of 1200 pixels agree");
+        assert!(part.group.contains(&1) && part.group.contains(&0));
     }
 
     #[test]

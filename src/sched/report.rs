@@ -3,17 +3,26 @@
 //!
 //! `--stats OUT.csv` writes three files (siblings named after `OUT`):
 //! - `OUT.csv`, one row per pass and worker:
-//!   `pass,spp_from,spp_to,worker,label,device,tiles,steals,busy_s,makespan_s,efficiency`
-//!   (`steals`: tiles this worker stole; `makespan_s` and `efficiency` are the pass's);
+//!   `pass,spp_from,spp_to,worker,label,device,tiles,steals,busy_s,makespan_s,efficiency,rank`
+//!   (`steals`: tiles this worker stole; `makespan_s` and `efficiency` are the pass's;
+//!   `rank`: the MPI rank the worker ran on, 0 in a single process);
 //! - `OUT.tiles.csv`, one row per pass and tile:
-//!   `pass,task,x,y,w,h,spp_from,spp_to,worker,stolen_from,start_s,end_s,measured_s,predicted,estimated`
+//!   `pass,task,x,y,w,h,spp_from,spp_to,worker,stolen_from,start_s,end_s,measured_s,predicted,estimated,rank`
 //!   (`stolen_from` is -1 for a worker's own tile; `start_s`, `end_s` are wall-clock times
-//!   since the pass began; `measured_s` is the tile's cost, the worker thread's CPU time for
-//!   CPU workers and the wall time for GPU workers; `predicted` is the cost the pass was
-//!   planned with, `estimated` the raw cost-map estimate, both in cost-map units);
+//!   since the pass began (on a cluster: since the plan reached the rendering rank);
+//!   `measured_s` is the tile's cost, the worker thread's CPU time for CPU workers and the
+//!   wall time for GPU workers; `predicted` is the cost the pass was planned with,
+//!   `estimated` the raw cost-map estimate, both in cost-map units; `rank`: the rank of the
+//!   worker that rendered it);
 //! - `OUT.costmap.csv`, the estimated cost map, one row per cell: `x,y,cost`.
 //!
 //! `gasworks schedule-sim OUT.csv` reads the last two back.
+//!
+//! A render of a `--pixelbounds` window reports in the window's coordinates: tile `x`, `y`
+//! and the cost-map cells count from the window's corner.
+//!
+//! [`FrameReport::summary`] is the schedule, the per-worker table and the cost map's error
+//! histogram: the render command prints it only when asked (`-v`, `--stats`).
 
 use std::fmt::Write as _;
 use std::ops::Range;
@@ -123,8 +132,12 @@ pub fn worker_stats(workers: usize, records: &[TileRecord]) -> Vec<WorkerPassSta
 /// Everything a scheduled render reports.
 #[derive(Clone, Debug)]
 pub struct FrameReport {
+    /// The size of what was rendered: the window's (the whole image's without one). Tiles,
+    /// the cost map and the statistics are in its coordinates.
     pub width: u32,
     pub height: u32,
+    /// What was rendered, in pixels of the whole image (`--pixelbounds`).
+    pub window: Tile,
     pub strategy: Strategy,
     pub steal: bool,
     /// (label, device) of each worker.
@@ -136,6 +149,9 @@ pub struct FrameReport {
     pub passes: Vec<PassReport>,
     /// Wall time of all passes (excluding the cost map).
     pub render_s: f64,
+    /// The ranks, when several processes rendered the frame (`mpirun`); `None` in one
+    /// process.
+    pub cluster: Option<crate::cluster::ClusterReport>,
 }
 
 impl FrameReport {
@@ -144,6 +160,14 @@ impl FrameReport {
             .iter()
             .map(|w| (w.label.clone(), w.device.clone()))
             .collect()
+    }
+
+    /// The MPI rank worker `w` ran on (0 in a single process).
+    pub fn rank_of(&self, w: usize) -> usize {
+        self.cluster
+            .as_ref()
+            .and_then(|c| c.worker_rank.get(w).copied())
+            .unwrap_or(0)
     }
 
     /// Sum of the passes' makespans.
@@ -172,7 +196,8 @@ impl FrameReport {
         t
     }
 
-    /// The summary printed on stderr after a render.
+    /// The full report: schedule, per-worker table, the cost map's accuracy and error
+    /// histogram, the later passes. Many lines; printed on request.
     pub fn summary(&self) -> String {
         let mut s = String::new();
         let tiles: Vec<usize> = self.passes.iter().map(|p| p.tiles.len()).collect();
@@ -293,6 +318,7 @@ pub fn write_stats(report: &FrameReport, path: &Path) -> Result<(), StatsError> 
         "busy_s",
         "makespan_s",
         "efficiency",
+        "rank",
     ])
     .map_err(csv_err(path))?;
     for (pi, p) in report.passes.iter().enumerate() {
@@ -309,6 +335,7 @@ pub fn write_stats(report: &FrameReport, path: &Path) -> Result<(), StatsError> 
                 format!("{:.9}", ws.busy_s),
                 format!("{:.9}", p.makespan_s),
                 format!("{:.6}", p.efficiency()),
+                report.rank_of(wi).to_string(),
             ])
             .map_err(csv_err(path))?;
         }
@@ -333,6 +360,7 @@ pub fn write_stats(report: &FrameReport, path: &Path) -> Result<(), StatsError> 
         "measured_s",
         "predicted",
         "estimated",
+        "rank",
     ])
     .map_err(csv_err(&tiles_path))?;
     for (pi, p) in report.passes.iter().enumerate() {
@@ -353,6 +381,7 @@ pub fn write_stats(report: &FrameReport, path: &Path) -> Result<(), StatsError> 
                 format!("{:.9}", r.cost_s),
                 format!("{:.6}", p.predicted[task]),
                 format!("{:.6}", p.estimated[task]),
+                report.rank_of(r.worker).to_string(),
             ])
             .map_err(csv_err(&tiles_path))?;
         }
@@ -397,6 +426,9 @@ pub struct TileRow {
     pub measured_s: f64,
     pub predicted: f64,
     pub estimated: f64,
+    /// Absent in files written before ranks were recorded.
+    #[serde(default)]
+    pub rank: usize,
 }
 
 impl TileRow {

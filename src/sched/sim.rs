@@ -32,18 +32,13 @@ pub struct SimRun {
 impl SimRun {
     /// Total busy time over workers times makespan.
     pub fn efficiency(&self) -> f64 {
-        let busy: f64 = self.busy.iter().sum();
-        if self.makespan > 0.0 {
-            busy / (self.busy.len() as f64 * self.makespan)
-        } else {
-            1.0
-        }
+        crate::sched::report::efficiency(self.busy.iter().sum(), self.busy.len(), self.makespan)
     }
 }
 
 /// A time as a totally ordered heap key (times are finite and non-negative).
 #[derive(Clone, Copy, Debug, PartialEq)]
-struct Time(f64);
+pub(crate) struct Time(pub(crate) f64);
 
 impl Eq for Time {}
 
@@ -146,18 +141,10 @@ impl Replay {
         self.measured.sat().total()
     }
 
-    /// Simulates one configuration: `tile_count` tiles cut under `strategy` from the
-    /// estimate, assigned to `workers` equal workers by the render's policy, once per seed
-    /// (once only without stealing: nothing is random then).
-    pub fn run(
-        &self,
-        strategy: Strategy,
-        steal: bool,
-        workers: usize,
-        tile_count: u32,
-        steal_latency_s: f64,
-        seeds: &[u64],
-    ) -> Vec<SimRun> {
+    /// The tiles of a simulated frame: `tile_count` tiles cut under `strategy` from the
+    /// estimate, each with its estimated cost (what the plan sees) and its actual cost in
+    /// seconds (from the measurements).
+    pub fn tiles(&self, strategy: Strategy, tile_count: u32) -> (Vec<Tile>, Vec<f64>, Vec<f64>) {
         let scale = MapScale::between(
             (self.width, self.height),
             (self.estimate.width, self.estimate.height),
@@ -179,16 +166,37 @@ impl Replay {
             .iter()
             .map(|t| scale.tile_cost(&real_sat, *t))
             .collect();
+        (layout, estimated, actual)
+    }
+
+    /// Simulates one configuration: `tile_count` tiles cut under `strategy` from the
+    /// estimate, assigned to `workers` equal workers by the render's policy, once per seed
+    /// (once only without stealing: nothing is random then).
+    pub fn run(
+        &self,
+        strategy: Strategy,
+        steal: bool,
+        workers: usize,
+        tile_count: u32,
+        steal_latency_s: f64,
+        seeds: &[u64],
+    ) -> Vec<SimRun> {
+        let (_, estimated, actual) = self.tiles(strategy, tile_count);
         let deques = policy::initial_deques(strategy, &estimated, &vec![1.0; workers.max(1)]);
-        let seeds = if steal && workers > 1 {
-            seeds
-        } else {
-            &seeds[..seeds.len().min(1)]
-        };
-        seeds
+        seeds_to_run(steal, workers, seeds)
             .iter()
             .map(|&seed| simulate(&actual, deques.clone(), steal, steal_latency_s, seed))
             .collect()
+    }
+}
+
+/// The seeds a configuration runs with: all of them when stealing makes runs differ, else one
+/// (a run without stealing is deterministic).
+pub fn seeds_to_run(steal: bool, workers: usize, seeds: &[u64]) -> &[u64] {
+    if steal && workers > 1 {
+        seeds
+    } else {
+        &seeds[..seeds.len().min(1)]
     }
 }
 

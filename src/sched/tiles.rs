@@ -36,6 +36,25 @@ pub fn default_tile_count(width: u32, height: u32) -> u32 {
     width.div_ceil(64).max(1) * height.div_ceil(64).max(1)
 }
 
+/// The tile count when some workers want tiles of at least `min_work` pixel-samples (GPU
+/// workers: enough for one launch to fill the device, `TileRenderer::min_tile_work`), for a pass
+/// of `samples_per_pass` samples: the default count (about 64 x 64-pixel tiles), lowered until
+/// the tiles carry `min_work` pixel-samples on average, but kept at `at_least` (one tile per
+/// such worker, so each has one) when the frame has too little work for that, and at least 1.
+/// The more multiprocessors a GPU has, the larger `min_work`, the fewer and larger the tiles.
+pub fn tile_count_for_work(
+    width: u32,
+    height: u32,
+    samples_per_pass: u32,
+    min_work: u64,
+    at_least: u32,
+) -> u32 {
+    let default = default_tile_count(width, height);
+    let total = u64::from(width) * u64::from(height) * u64::from(samples_per_pass);
+    let by_work = (total / min_work.max(1)).min(u64::from(u32::MAX)) as u32;
+    default.min(by_work.max(at_least)).max(1)
+}
+
 /// Columns and rows of an equal-tile grid of about `count` tiles: the exact count when a
 /// factorization gives tiles no more elongated than 2:1, otherwise the nearest grid of
 /// square-ish tiles; between equally elongated grids, the one with wider tiles (rows of a
@@ -219,6 +238,29 @@ pub fn layout(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gpu_tiles_carry_a_launch_worth_of_work() {
+        let h100 = 540_672; // launch_work of 132 SMs x 2048 threads
+                            // 1920 x 1080 at 64 spp per pass: 2,073,600 x 64 / 540,672 = 245 tiles of 8,464 px
+                            // (about 92 x 92) instead of the default 510 of 64 x 64.
+        assert_eq!(default_tile_count(1920, 1080), 510);
+        let n = tile_count_for_work(1920, 1080, 64, h100, 2);
+        assert_eq!(n, 245);
+        assert!(1920 * 1080 / n as u64 * 64 >= h100);
+        // One sample per pass: 3 tiles of 691k pixel-samples each.
+        assert_eq!(tile_count_for_work(1920, 1080, 1, h100, 2), 3);
+        // A frame with less than one launch of work: one tile per GPU worker.
+        assert_eq!(tile_count_for_work(256, 256, 1, h100, 2), 2);
+        assert_eq!(tile_count_for_work(1, 1, 1, h100, 4), 1);
+        // Plenty of samples: the default tiles already carry enough.
+        assert_eq!(tile_count_for_work(512, 512, 4096, h100, 2), 64);
+        // A bigger GPU gets bigger tiles.
+        assert!(
+            tile_count_for_work(4096, 4096, 16, 2 * h100, 2)
+                < tile_count_for_work(4096, 4096, 16, h100, 2)
+        );
+    }
 
     #[test]
     fn grid_dims_prefer_exact_counts() {

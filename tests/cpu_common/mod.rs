@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use gasworks::render::{Film, RenderSettings, Sampler, Tile, TileRenderer};
-use gasworks::scene::{Camera, Group, Material, MaterialKind, Scene};
+use gasworks::scene::{Camera, Environment, Group, Material, MaterialKind, Scene};
 use glam::Vec3;
 use rayon::prelude::*;
 use std::ops::Range;
@@ -212,4 +212,110 @@ pub fn render_film(
         }
         film
     })
+}
+
+/// Every sample of every pixel of `s` on the CPU, as per-pixel sums for
+/// `gasworks::render::compare` (non-finite samples count as black, as `render_tile` counts
+/// them). Pixels in parallel; each pixel's sums are accumulated as its samples come.
+pub fn cpu_stats(scene: &Scene, s: &RenderSettings) -> gasworks::render::compare::PixelStats {
+    let cpu = gasworks::cpu::CpuBackend::new(scene, s).unwrap();
+    let per_pixel: Vec<(glam::DVec3, glam::DVec3)> = (0..s.width * s.height)
+        .into_par_iter()
+        .map(|p| {
+            let (mut sum, mut sum2) = (glam::DVec3::ZERO, glam::DVec3::ZERO);
+            for i in 0..s.spp {
+                let l = cpu.sample(p % s.width, p / s.width, i);
+                let l = if l.is_finite() {
+                    l.as_dvec3()
+                } else {
+                    glam::DVec3::ZERO
+                };
+                sum += l;
+                sum2 += l * l;
+            }
+            (sum, sum2)
+        })
+        .collect();
+    let mut stats = gasworks::render::compare::PixelStats::new(s.width, s.height);
+    for (p, (sum, sum2)) in per_pixel.into_iter().enumerate() {
+        stats.count[p] = s.spp;
+        stats.sum[p] = sum;
+        stats.sum2[p] = sum2;
+    }
+    stats
+}
+
+/// The scene and the camera moved by a small offset that no coordinate represents exactly: the
+/// same image, but every hit point and direction rounds differently, so some paths (Russian
+/// roulette, Fresnel choices, grazing hits at nearly equal numbers) go another way, as the
+/// GPU's do against the CPU's.
+pub fn shifted(scene: &Scene, s: &RenderSettings) -> (Scene, RenderSettings) {
+    let d = Vec3::new(0.0131, -0.0217, 0.0173);
+    let mut moved = scene.clone();
+    for g in &mut moved.groups {
+        for p in &mut g.positions {
+            *p += d;
+        }
+    }
+    moved.finalize();
+    let mut settings = *s;
+    settings.camera.eye += d;
+    (moved, settings)
+}
+
+/// Spheres of every material on a floor under a sky: a scene of low variance (about 150k
+/// samples per render resolve a 1% bias without pairing).
+pub fn spheres_under_a_sky() -> Scene {
+    let mut glass = material("glass", MaterialKind::Glass);
+    glass.ior = 1.5;
+    let mut mirror = material("mirror", MaterialKind::Mirror);
+    mirror.specular = Vec3::new(0.9, 0.8, 0.7);
+    let mut glossy = material("glossy", MaterialKind::Glossy);
+    glossy.diffuse = Vec3::splat(0.3);
+    glossy.specular = Vec3::splat(0.5);
+    glossy.shininess = 30.0;
+    let mut scene = Scene::new(
+        "spheres under a sky",
+        vec![
+            sphere("glass", Vec3::new(-0.6, 0.0, 0.0), 0.45, 12, 24, 0, true),
+            sphere("mirror", Vec3::new(0.5, 0.1, -0.2), 0.4, 12, 24, 1, false),
+            sphere("glossy", Vec3::new(0.0, -0.3, 0.6), 0.3, 12, 24, 2, true),
+            quad(
+                "ground",
+                Vec3::new(-3.0, -0.75, -3.0),
+                Vec3::new(0.0, 0.0, 6.0),
+                Vec3::new(6.0, 0.0, 0.0),
+                3,
+            ),
+        ],
+        vec![
+            glass,
+            mirror,
+            glossy,
+            Material::diffuse("ground", Vec3::splat(0.6)),
+        ],
+    );
+    scene.environment = Some(Environment {
+        radiance: Vec3::new(1.0, 0.9, 0.7),
+    });
+    scene
+}
+
+/// A view of [`spheres_under_a_sky`], `size` pixels square.
+pub fn sky_settings(size: u32, spp: u32, seed: u64) -> RenderSettings {
+    RenderSettings {
+        width: size,
+        height: size,
+        spp,
+        max_depth: 4,
+        seed,
+        camera: Camera {
+            eye: Vec3::new(0.3, 0.6, 3.0),
+            look_at: Vec3::ZERO,
+            up: Vec3::Y,
+            fov_y_deg: 45.0,
+        }
+        .frame(size, size)
+        .unwrap(),
+    }
 }

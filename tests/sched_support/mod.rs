@@ -24,6 +24,8 @@ pub struct MockRenderer {
     pub max_sleep_us: u64,
     pub calls: Mutex<Vec<(Tile, Range<u32>)>>,
     pub name: String,
+    /// What `min_tile_work` answers (a GPU worker's launch of work).
+    pub min_work: Option<u64>,
     /// Sink for the spin loop so that it is not optimized away.
     sink: AtomicU64,
 }
@@ -37,6 +39,7 @@ impl MockRenderer {
             max_sleep_us: 0,
             calls: Mutex::new(Vec::new()),
             name: "mock".into(),
+            min_work: None,
             sink: AtomicU64::new(0),
         }
     }
@@ -53,6 +56,12 @@ impl MockRenderer {
 
     pub fn named(mut self, name: &str) -> Self {
         self.name = name.into();
+        self
+    }
+
+    /// Asks for tiles of at least `work` pixel-samples, as a GPU worker does.
+    pub fn with_min_tile_work(mut self, work: Option<u64>) -> Self {
+        self.min_work = work;
         self
     }
 
@@ -75,6 +84,10 @@ pub fn mock_radiance(pixel: u32, sample: u32, seed: u64) -> [f32; 3] {
 impl TileRenderer for MockRenderer {
     fn name(&self) -> String {
         self.name.clone()
+    }
+
+    fn min_tile_work(&self) -> Option<u64> {
+        self.min_work
     }
 
     fn render_tile(
@@ -121,6 +134,8 @@ impl TileRenderer for MockRenderer {
 pub struct MockFactory {
     pub cpu: Arc<MockRenderer>,
     pub gpus: Mutex<Vec<Arc<MockRenderer>>>,
+    /// What the GPU mocks answer to `min_tile_work`.
+    pub gpu_min_work: Option<u64>,
 }
 
 impl MockFactory {
@@ -128,6 +143,7 @@ impl MockFactory {
         MockFactory {
             cpu: Arc::new(cpu),
             gpus: Mutex::new(Vec::new()),
+            gpu_min_work: None,
         }
     }
 
@@ -149,7 +165,8 @@ impl RendererFactory for MockFactory {
     fn gpu(&self, device: u32, stream: u32) -> anyhow::Result<Arc<dyn TileRenderer>> {
         let r = Arc::new(
             MockRenderer::new(self.cpu.width, self.cpu.seed)
-                .named(&format!("gpu{device}/s{stream}")),
+                .named(&format!("gpu{device}/s{stream}"))
+                .with_min_tile_work(self.gpu_min_work),
         );
         self.gpus.lock().unwrap().push(r.clone());
         Ok(r)

@@ -1,20 +1,56 @@
-//! Helpers shared by the integration tests: building the small C libraries under
-//! `tests/support/` with the system C compiler.
+//! Helpers shared by the integration tests: finding a C or C++ compiler (and what to do
+//! without one), building the small C libraries under `tests/support/`, running a test in a
+//! child process (with a tool attached, or with the GPU hidden).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// The environment variable that lets tests needing a C or C++ compiler skip where there is
+/// none (GPU hosts run test binaries built elsewhere, with no compiler of their own).
+pub const SKIP_COMPILER_TESTS_ENV: &str = "GASWORKS_SKIP_COMPILER_TESTS";
+
+/// The compiler named by `$var` (else `default`) when it runs. Where it does not:
+/// - on CI (`CI` set), a failure: CI must run these tests;
+/// - with `GASWORKS_SKIP_COMPILER_TESTS` set, `None` and a SKIPPED line, so the caller skips;
+/// - otherwise a failure that says how to install one or skip explicitly.
+///
+/// A test never passes silently for want of a compiler: where none was found when the tests
+/// were *built*, `build.rs` sets `gasworks_no_cc` / `gasworks_no_cxx` and these tests are
+/// `#[ignore]`d (so `cargo test` lists them as ignored, not passed); this check covers a test
+/// binary run where it was not built.
+#[allow(dead_code)] // not every test binary that includes this module compiles C
+pub fn compiler(var: &str, default: &str, needed_for: &str) -> Option<String> {
+    let compiler = std::env::var(var).unwrap_or_else(|_| default.to_string());
+    let runs = Command::new(&compiler)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if runs {
+        return Some(compiler);
+    }
+    let why = format!(
+        "no compiler (${var} or {default}: {compiler:?} does not run) to build {needed_for}"
+    );
+    if std::env::var_os("CI").is_some() {
+        panic!("{why}; CI must have one: these tests may not be skipped there");
+    }
+    if std::env::var_os(SKIP_COMPILER_TESTS_ENV).is_some() {
+        eprintln!("SKIPPED: {why} ({SKIP_COMPILER_TESTS_ENV} is set)");
+        return None;
+    }
+    panic!("{why}. Install one, or set {SKIP_COMPILER_TESTS_ENV}=1 to skip the tests that need it");
+}
+
 /// Compiles `tests/support/<source>` into a shared library in `out_dir`, with extra `-D` flags.
-/// Returns `None` (after saying why on stderr) when no C compiler is available, so that the
-/// calling test can skip; on CI (`CI` set) a missing compiler is a failure instead, so a skip
-/// there cannot pass by accident.
+/// Returns `None` only where [`compiler`] allows a skip.
+#[allow(dead_code)] // not every test binary that includes this module compiles C
 pub fn build_shared_library(
     source: &str,
     out_dir: &Path,
     name: &str,
     defines: &[&str],
 ) -> Option<PathBuf> {
-    let compiler = std::env::var("CC").unwrap_or_else(|_| "cc".to_string());
+    let compiler = compiler("CC", "cc", source)?;
     let src = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/support")
         .join(source);
@@ -33,14 +69,42 @@ pub fn build_shared_library(
             src.display(),
             String::from_utf8_lossy(&o.stderr)
         ),
-        Err(e) => {
-            if std::env::var_os("CI").is_some() {
-                panic!("no C compiler ({compiler}: {e}); CI must have one for this test");
-            }
-            eprintln!("SKIPPED: no C compiler ({compiler}: {e}); cannot build {source}");
-            None
-        }
+        Err(e) => panic!("{compiler} did not run on {}: {e}", src.display()),
     }
+}
+
+/// The name of the environment variable a child process gets from [`run_test_without_gpu`].
+pub const GPU_HIDDEN_ENV: &str = "GASWORKS_TEST_GPU_HIDDEN";
+
+/// Runs test `name` of the current test binary in a child process that sees no GPU
+/// (`CUDA_VISIBLE_DEVICES` empty: the driver then reports no device), and asserts that the
+/// child ran it and it passed. A test of the no-GPU behaviour calls this on a GPU host instead
+/// of returning early, so it checks there too; in the child it must find no GPU (see
+/// [`assert_gpu_hidden_worked`]).
+#[allow(dead_code)] // not every test binary that includes this module tests the no-GPU path
+pub fn run_test_without_gpu(name: &str) {
+    let out = Command::new(std::env::current_exe().expect("test binary"))
+        .args(["--exact", name, "--nocapture", "--test-threads=1"])
+        .env("CUDA_VISIBLE_DEVICES", "")
+        .env(GPU_HIDDEN_ENV, "1")
+        .output()
+        .expect("spawn the child");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("1 passed"),
+        "{name} with the GPU hidden failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// In a test that found a GPU: fails if this process is the child of
+/// [`run_test_without_gpu`], whose GPU should have been hidden.
+#[allow(dead_code)]
+pub fn assert_gpu_hidden_worked() {
+    assert!(
+        std::env::var_os(GPU_HIDDEN_ENV).is_none(),
+        "CUDA_VISIBLE_DEVICES= did not hide the GPU from the child process"
+    );
 }
 
 /// Runs the ignored test `child_test` of the current test binary in a child process with the

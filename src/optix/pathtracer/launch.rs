@@ -1,10 +1,33 @@
-//! Tile arithmetic of a launch, pure: which pixel each launch index renders, how a sample range
-//! is cut into launches, and the launch parameters of one launch.
+//! Tile arithmetic of a launch, pure: which pixel (and sample) each launch index renders, how
+//! a tile's sample range is cut into launches that fill the GPU, and the launch parameters of
+//! one launch.
 //!
-//! A launch covers one tile with a 1D grid of `tile.w * tile.h` threads; thread `i` renders
-//! pixel `(tile.x + i % tile.w, tile.y + i / tile.w)` and owns entry `i` of the tile's
-//! accumulation buffer: the row-major order in which `CpuBackend::render_tile` walks a tile,
-//! so the buffers of both backends mean the same thing entry by entry.
+//! # Filling the GPU
+//!
+//! A GPU keeps `multiprocessors x max threads per multiprocessor` threads resident (270k on an
+//! H100). A launch of one thread per pixel of a 64 x 64 tile has 4096: two such launches on two
+//! streams leave most of the device idle. So a tile's samples are planned
+//! ([`plan_launches`]) to give every launch about [`launch_work`] pixel-samples (at least
+//! [`MIN_LAUNCH_WORK`], 256k; twice the resident threads, so that a second wave hides the first
+//! one's tail):
+//!
+//! - a tile of at least that many pixels: `ACCUMULATE` launches, one thread per pixel adding
+//!   its samples in order to the tile's accumulation (chunked to at most
+//!   [`SAMPLES_PER_LAUNCH`] pixel-samples per launch, to keep launches short);
+//! - a smaller tile: pairs of launches, `SAMPLES` with one thread per (pixel, sample) of a
+//!   chunk of the sample range, writing each sample to a buffer, then `REDUCE` with one thread
+//!   per pixel adding them, in sample order, to the accumulation.
+//!
+//! Every pixel receives the same additions in the same order in both, so the image is
+//! bit-identical whatever the tile size and the plan (`tests/optix_pathtracer_host.rs` checks
+//! it against the CPU, bit for bit, for several tile sizes and plans). The tile scheduler cuts
+//! frames into tiles of at least [`launch_work`] pixel-samples per pass when GPU workers render
+//! (`TileRenderer::min_tile_work`), so that a pass's tiles can fill the device at all.
+//!
+//! The launch index -> pixel mappings are the CPU's loop order: `ACCUMULATE`/`REDUCE` thread
+//! `i` renders pixel `(tile.x + i % tile.w, tile.y + i / tile.w)` and owns entry `i` of the
+//! tile's accumulation buffer, the row-major order in which `CpuBackend::render_tile` walks a
+//! tile; `SAMPLES` thread `i` renders sample `begin + i / pixels` of that pixel `i % pixels`.
 
 use std::ops::Range;
 
@@ -12,8 +35,7 @@ use thiserror::Error;
 
 use super::layout::GwLaunchParams;
 use super::pack::PackedScene;
-use crate::cpu::TileError;
-use crate::render::{RenderSettings, Tile};
+use crate::render::{RenderSettings, Tile, TileError};
 
 /// The most threads one `optixLaunch` may have (width x height x depth <= 2^30).
 pub const MAX_LAUNCH_THREADS: u64 = 1 << 30;
@@ -24,6 +46,128 @@ pub const MAX_LAUNCH_THREADS: u64 = 1 << 30;
 /// accumulation stays on the device between them and each pixel still adds its samples in order.
 pub const SAMPLES_PER_LAUNCH: u64 = 1 << 22;
 
+/// The fewest pixel-samples a launch is planned to carry (where the tile has them).
+pub const MIN_LAUNCH_WORK: u64 = 1 << 18;
+
+/// The most samples a worker's `SAMPLES` buffer holds (16 bytes each: 64 MiB).
+pub const MAX_SAMPLE_SLOTS: u64 = 1 << 22;
+
+/// What decides how much work fills a GPU: from the device attributes
+/// (`CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT`, `..._MAX_THREADS_PER_MULTIPROCESSOR`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceShape {
+    pub multiprocessors: u32,
+    pub max_threads_per_multiprocessor: u32,
+}
+
+impl DeviceShape {
+    /// Threads the device keeps resident at once.
+    pub fn resident_threads(&self) -> u64 {
+        u64::from(self.multiprocessors) * u64::from(self.max_threads_per_multiprocessor)
+    }
+}
+
+/// The pixel-samples one launch should carry to fill `device`: two waves of its resident
+/// threads, at least [`MIN_LAUNCH_WORK`], at most [`SAMPLES_PER_LAUNCH`]. (H100, 132 x 2048:
+/// 540,672; a 40-SM Turing of 1024 per SM: 262,144.)
+pub fn launch_work(device: DeviceShape) -> u64 {
+    (2 * device.resident_threads()).clamp(MIN_LAUNCH_WORK, SAMPLES_PER_LAUNCH)
+}
+
+/// How a launch's threads map to the work (`GwLaunchParams::mode`, `GW_LAUNCH_*`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LaunchMode {
+    /// One thread per pixel, adding its samples in order to the accumulation.
+    Accumulate = 0,
+    /// One thread per (pixel, sample), writing the sample to the samples buffer.
+    Samples = 1,
+    /// One thread per pixel, adding the written samples in order to the accumulation.
+    Reduce = 2,
+}
+
+impl LaunchMode {
+    /// The device code's name for it (`GW_LAUNCH_<name>`).
+    pub fn name(self) -> &'static str {
+        match self {
+            LaunchMode::Accumulate => "ACCUMULATE",
+            LaunchMode::Samples => "SAMPLES",
+            LaunchMode::Reduce => "REDUCE",
+        }
+    }
+}
+
+/// One launch of a tile's plan.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LaunchStep {
+    pub mode: LaunchMode,
+    pub samples: Range<u32>,
+    /// The launch width.
+    pub threads: u32,
+}
+
+impl LaunchStep {
+    /// Pixel-samples the launch renders (0 for a `REDUCE`, which renders none).
+    pub fn work(&self, pixels: u32) -> u64 {
+        match self.mode {
+            LaunchMode::Reduce => 0,
+            _ => u64::from(pixels) * u64::from(self.samples.end - self.samples.start),
+        }
+    }
+}
+
+/// The launches that add `samples` of every pixel of a `pixels`-pixel tile (see the module
+/// comment): `ACCUMULATE` launches when the tile alone has `work` pixels, else `SAMPLES` +
+/// `REDUCE` pairs whose `SAMPLES` launch carries `work` pixel-samples (fewer only when the tile
+/// has fewer), never more than `max_slots` samples nor [`MAX_LAUNCH_THREADS`] threads. The
+/// sample ranges cover `samples` in order, each once.
+pub fn plan_launches(
+    pixels: u32,
+    samples: Range<u32>,
+    work: u64,
+    max_slots: u64,
+) -> Vec<LaunchStep> {
+    if pixels == 0 || samples.is_empty() {
+        return Vec::new();
+    }
+    let px = u64::from(pixels);
+    if px >= work {
+        return sample_chunks(px, samples, SAMPLES_PER_LAUNCH)
+            .into_iter()
+            .map(|chunk| LaunchStep {
+                mode: LaunchMode::Accumulate,
+                samples: chunk,
+                threads: pixels,
+            })
+            .collect();
+    }
+    let per_launch = work
+        .div_ceil(px)
+        .min(max_slots / px)
+        .min(MAX_LAUNCH_THREADS / px)
+        .max(1);
+    let mut steps = Vec::new();
+    for chunk in sample_chunks(px, samples, per_launch * px) {
+        let threads = (px * u64::from(chunk.end - chunk.start)) as u32;
+        steps.push(LaunchStep {
+            mode: LaunchMode::Samples,
+            samples: chunk.clone(),
+            threads,
+        });
+        steps.push(LaunchStep {
+            mode: LaunchMode::Reduce,
+            samples: chunk,
+            threads: pixels,
+        });
+    }
+    steps
+}
+
+/// The `(pixel, sample)` of `SAMPLES` launch index `i` (the device's mapping).
+pub fn sample_thread(tile: Tile, samples: &Range<u32>, i: u32) -> ((u32, u32), u32) {
+    let pixels = tile.w * tile.h;
+    (tile_pixel(tile, i % pixels), samples.start + i / pixels)
+}
+
 /// Why a tile cannot be launched as it is.
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum LaunchError {
@@ -33,32 +177,15 @@ pub enum LaunchError {
     TooLarge { tile: Tile, pixels: u64, limit: u64 },
 }
 
-/// Checks a tile against the image and its accumulation buffer, exactly as the CPU backend
-/// does, and returns the launch width (the tile's pixel count).
+/// Checks a tile against the image and its accumulation buffer with the check the CPU backend
+/// uses ([`Tile::check`]), and returns the launch width (the tile's pixel count).
 pub fn launch_width(
     tile: Tile,
     width: u32,
     height: u32,
     accum_len: usize,
 ) -> Result<u32, LaunchError> {
-    if tile.x.checked_add(tile.w).is_none_or(|r| r > width)
-        || tile.y.checked_add(tile.h).is_none_or(|b| b > height)
-    {
-        return Err(TileError::OutsideImage {
-            tile,
-            width,
-            height,
-        }
-        .into());
-    }
-    if accum_len != tile.pixel_count() {
-        return Err(TileError::BufferSize {
-            tile,
-            expected: tile.pixel_count(),
-            got: accum_len,
-        }
-        .into());
-    }
+    tile.check(width, height, accum_len)?;
     let pixels = u64::from(tile.w) * u64::from(tile.h);
     if pixels > MAX_LAUNCH_THREADS {
         return Err(LaunchError::TooLarge {
@@ -119,28 +246,44 @@ pub fn frame_params(
         light_count: packed.light_count,
         material_count: packed.material_count,
         texture_count: packed.texture_count,
+        two_sided_lights: u32::from(packed.two_sided_lights),
         ..GwLaunchParams::default()
     }
 }
 
-/// The parameters of one launch: `frame` plus the tile, its sample range and the worker's
-/// accumulation buffer and counters.
-pub fn tile_params(
+/// The worker's device buffers a launch writes to.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WorkerBuffers {
+    /// The tile's float4 accumulation.
+    pub accum: u64,
+    /// Two u64: rays, non-finite samples (0: not counted).
+    pub counters: u64,
+    /// The `GwSample` buffer of `SAMPLES`/`REDUCE` launches (0 when none is needed).
+    pub samples: u64,
+}
+
+/// The parameters of one launch: `frame` plus the tile, the step's mode and sample range, and
+/// the worker's buffers.
+pub fn step_params(
     frame: &GwLaunchParams,
     tile: Tile,
-    samples: Range<u32>,
-    accum: u64,
-    counters: u64,
+    step: &LaunchStep,
+    buffers: WorkerBuffers,
 ) -> GwLaunchParams {
     GwLaunchParams {
-        accum,
-        counters,
+        accum: buffers.accum,
+        counters: buffers.counters,
+        samples: match step.mode {
+            LaunchMode::Accumulate => 0,
+            _ => buffers.samples,
+        },
+        mode: step.mode as u32,
         tile_x: tile.x,
         tile_y: tile.y,
         tile_w: tile.w,
         tile_h: tile.h,
-        sample_begin: samples.start,
-        sample_end: samples.end,
+        sample_begin: step.samples.start,
+        sample_end: step.samples.end,
         ..*frame
     }
 }
@@ -280,12 +423,205 @@ mod tests {
         assert_eq!(frame.environment, [0.5, 0.25, 1.0]);
         // Empty regions are null pointers.
         assert_eq!((frame.lights, frame.light_cdf, frame.texels), (0, 0, 0));
+        // One-sided lights unless the scene says otherwise.
+        assert_eq!(frame.two_sided_lights, 0);
+        let two_sided = PackedScene {
+            two_sided_lights: true,
+            ..packed.clone()
+        };
+        let frame2 = frame_params(&settings, &two_sided, 0x1000, 0xABC, [0.5, 0.25, 1.0]);
+        assert_eq!(frame2.two_sided_lights, 1);
+        assert_eq!(
+            GwLaunchParams {
+                two_sided_lights: 0,
+                ..frame2
+            },
+            frame
+        );
 
-        let p = tile_params(&frame, tile(8, 4, 16, 2), 3..7, 0x2000, 0x3000);
+        let buffers = WorkerBuffers {
+            accum: 0x2000,
+            counters: 0x3000,
+            samples: 0x4000,
+        };
+        let step = LaunchStep {
+            mode: LaunchMode::Accumulate,
+            samples: 3..7,
+            threads: 32,
+        };
+        let p = step_params(&frame, tile(8, 4, 16, 2), &step, buffers);
         assert_eq!((p.tile_x, p.tile_y, p.tile_w, p.tile_h), (8, 4, 16, 2));
         assert_eq!((p.sample_begin, p.sample_end), (3, 7));
         assert_eq!((p.accum, p.counters), (0x2000, 0x3000));
+        assert_eq!((p.mode, p.samples), (0, 0), "ACCUMULATE reads no samples");
         assert_eq!(p.seed, frame.seed);
         assert_eq!(p.handle, frame.handle);
+        for (mode, code) in [(LaunchMode::Samples, 1), (LaunchMode::Reduce, 2)] {
+            let p = step_params(
+                &frame,
+                tile(8, 4, 16, 2),
+                &LaunchStep {
+                    mode,
+                    ..step.clone()
+                },
+                buffers,
+            );
+            assert_eq!((p.mode, p.samples), (code, 0x4000));
+        }
+    }
+
+    #[test]
+    fn launch_work_scales_with_the_device() {
+        let h100 = DeviceShape {
+            multiprocessors: 132,
+            max_threads_per_multiprocessor: 2048,
+        };
+        assert_eq!(h100.resident_threads(), 270_336);
+        assert_eq!(launch_work(h100), 540_672);
+        // A small GPU still gets the floor; a huge one the ceiling.
+        let small = DeviceShape {
+            multiprocessors: 20,
+            max_threads_per_multiprocessor: 1024,
+        };
+        assert_eq!(launch_work(small), MIN_LAUNCH_WORK);
+        let huge = DeviceShape {
+            multiprocessors: 4096,
+            max_threads_per_multiprocessor: 2048,
+        };
+        assert_eq!(launch_work(huge), SAMPLES_PER_LAUNCH);
+        // More multiprocessors, more work per launch.
+        let h200 = DeviceShape {
+            multiprocessors: 132,
+            ..h100
+        };
+        let b200 = DeviceShape {
+            multiprocessors: 148,
+            ..h100
+        };
+        assert!(launch_work(b200) > launch_work(h200));
+    }
+
+    /// The properties every plan must have: the sample ranges cover the tile's samples in
+    /// order, each once; SAMPLES launches come in pairs with the REDUCE of the same range; each
+    /// SAMPLES launch carries `work` pixel-samples where the samples left allow it, never more
+    /// than the buffer nor the launch limit; ACCUMULATE exactly when the tile alone has `work`
+    /// pixels.
+    fn check_plan(pixels: u32, samples: Range<u32>, work: u64, slots: u64) {
+        let plan = plan_launches(pixels, samples.clone(), work, slots);
+        if pixels == 0 || samples.is_empty() {
+            assert!(plan.is_empty());
+            return;
+        }
+        let px = u64::from(pixels);
+        let mut next = samples.start;
+        let mut i = 0;
+        while i < plan.len() {
+            let step = &plan[i];
+            assert_eq!(step.samples.start, next, "{plan:?}");
+            assert!(step.samples.end > step.samples.start);
+            let n = u64::from(step.samples.end - step.samples.start);
+            match step.mode {
+                LaunchMode::Accumulate => {
+                    assert!(px >= work);
+                    assert_eq!(step.threads, pixels);
+                    assert!(px * n <= SAMPLES_PER_LAUNCH || n == 1);
+                    i += 1;
+                }
+                LaunchMode::Samples => {
+                    assert!(px < work);
+                    assert_eq!(u64::from(step.threads), px * n);
+                    assert!(u64::from(step.threads) <= MAX_LAUNCH_THREADS);
+                    assert!(px * n <= slots.max(px), "{} > {slots}", px * n);
+                    let last = step.samples.end == samples.end;
+                    let capped = px * (n + 1) > slots || px * (n + 1) > MAX_LAUNCH_THREADS;
+                    assert!(
+                        step.work(pixels) >= work || last || capped,
+                        "a launch of {} pixel-samples, {work} wanted: {plan:?}",
+                        step.work(pixels)
+                    );
+                    let reduce = &plan[i + 1];
+                    assert_eq!(reduce.mode, LaunchMode::Reduce);
+                    assert_eq!((&reduce.samples, reduce.threads), (&step.samples, pixels));
+                    i += 2;
+                }
+                LaunchMode::Reduce => panic!("a REDUCE without its SAMPLES: {plan:?}"),
+            }
+            next = step.samples.end;
+        }
+        assert_eq!(next, samples.end);
+    }
+
+    #[test]
+    fn plans_cover_the_samples_and_fill_the_launches() {
+        let work = 540_672;
+        for (pixels, samples) in [
+            (4096, 0..64),     // a 64 x 64 tile, one pass of 64 spp
+            (4096, 0..4),      // a small pass: one launch of all it has
+            (4096, 5..6),      // one sample
+            (1, 0..1000),      // one pixel
+            (1 << 20, 0..256), // a 1024 x 1024 tile fills the GPU alone: ACCUMULATE
+            (540_672, 0..3),
+            (540_671, 0..3),
+            (100, 7..7),
+            (0, 0..5),
+        ] {
+            check_plan(pixels, samples, work, MAX_SAMPLE_SLOTS);
+        }
+        // 64 x 64 x 64 spp on an H100: 132 samples per launch are wanted (540,672 / 4096) but
+        // the tile has 64, so one SAMPLES launch of 262,144 threads and its REDUCE.
+        let plan = plan_launches(4096, 0..64, work, MAX_SAMPLE_SLOTS);
+        assert_eq!(plan.len(), 2);
+        assert_eq!(plan[0].threads, 262_144);
+        // 256 spp: 132 + 124 samples.
+        let plan = plan_launches(4096, 0..256, work, MAX_SAMPLE_SLOTS);
+        let sizes: Vec<u32> = plan
+            .iter()
+            .map(|s| s.samples.end - s.samples.start)
+            .collect();
+        assert_eq!(sizes, vec![132, 132, 124, 124]);
+        // A 1080p frame as one tile at 64 spp: ACCUMULATE, 2 samples per launch (4M budget).
+        let plan = plan_launches(1920 * 1080, 0..64, work, MAX_SAMPLE_SLOTS);
+        assert!(plan.iter().all(|s| s.mode == LaunchMode::Accumulate));
+        assert_eq!(plan.len(), 32);
+        // A small buffer caps the SAMPLES launches.
+        check_plan(4096, 0..256, work, 10_000);
+        assert!(plan_launches(4096, 0..256, work, 10_000)
+            .iter()
+            .all(|s| s.threads <= 8192));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_plan_has_the_properties(
+            pixels in 0u32..3_000_000,
+            start in 0u32..1000,
+            len in 0u32..600,
+            work in 1u64..5_000_000,
+            slots in 1u64..(1 << 23),
+        ) {
+            check_plan(pixels, start..start + len, work, slots);
+        }
+    }
+
+    /// SAMPLES launch indices visit every (pixel, sample) of the tile and range once,
+    /// sample-major, pixels in the CPU's order within each sample.
+    #[test]
+    fn sample_threads_cover_every_pixel_and_sample_once() {
+        let t = tile(5, 3, 7, 4);
+        let samples = 10..13;
+        let n = t.w * t.h * 3;
+        let mut seen = std::collections::HashSet::new();
+        for i in 0..n {
+            let ((x, y), s) = sample_thread(t, &samples, i);
+            assert!(x >= t.x && x < t.x + t.w && y >= t.y && y < t.y + t.h);
+            assert!(samples.contains(&s));
+            assert!(seen.insert((x, y, s)));
+            if i > 0 {
+                let (_, prev) = sample_thread(t, &samples, i - 1);
+                assert!(prev <= s, "sample-major");
+            }
+        }
+        assert_eq!(seen.len() as u32, n);
+        assert_eq!(sample_thread(t, &samples, t.w * t.h), ((5, 3), 11));
     }
 }

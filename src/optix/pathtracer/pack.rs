@@ -3,64 +3,25 @@
 //! texels), the lights and their selection CDF, and per group its vertices, indices, normals,
 //! UVs, face materials and per-triangle light indices. Every region starts on a 16-byte
 //! boundary; an empty region is a null pointer on the device. Pure: no GPU needed, and the
-//! tests check the packing against the scene and against the CPU's light sampler.
+//! tests check the packing against the scene. The light tables are the CPU's own
+//! (`cpu::integrator::light_cdf`, `Scene::light_index_table`), uploaded as they are.
 
 use thiserror::Error;
 
-use super::layout::{material_kind_code, GwHitGroupData, GwLight, GwMaterial, GwTexture, NO_LIGHT};
-use crate::scene::{Material, Scene, Texture};
+use super::layout::{material_kind_code, GwHitGroupData, GwLight, GwMaterial, GwTexture};
+use crate::scene::{Material, Scene, SceneError, Texture};
 
 /// Alignment of every region of the blob (enough for `float4`/`u64` reads).
 pub const REGION_ALIGNMENT: u64 = 16;
 
-/// Why a scene cannot be handed to the GPU path tracer. Each names the group or texture.
+/// Why a scene cannot be handed to the GPU path tracer.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 pub enum PackError {
-    #[error("group {group} ({name}): triangle {triangle} uses material {material}, but the scene has {materials} materials")]
-    MaterialOutOfRange {
-        group: u32,
-        name: String,
-        triangle: u32,
-        material: u32,
-        materials: usize,
-    },
-    #[error("group {group} ({name}): triangle {triangle} uses vertex {vertex}, but the group has {vertices} vertices")]
-    VertexOutOfRange {
-        group: u32,
-        name: String,
-        triangle: u32,
-        vertex: u32,
-        vertices: usize,
-    },
-    #[error("group {group} ({name}) has {got} {what} for {vertices} vertices")]
-    AttributeCount {
-        group: u32,
-        name: String,
-        what: &'static str,
-        got: usize,
-        vertices: usize,
-    },
-    #[error("group {group} ({name}) has {got} face materials for {triangles} triangles")]
-    FaceMaterialCount {
-        group: u32,
-        name: String,
-        got: usize,
-        triangles: usize,
-    },
-    #[error("texture {index} ({path}) has {got} texels, but is {width}x{height}")]
-    TextureSize {
-        index: usize,
-        path: String,
-        got: usize,
-        width: u32,
-        height: u32,
-    },
-    #[error("the scene has {count} {what}, more than the GPU path tracer takes ({limit})")]
-    TooMany {
-        what: &'static str,
-        count: usize,
-        limit: u64,
-    },
+    /// What both backends refuse ([`Scene::validate`]).
+    #[error(transparent)]
+    Scene(#[from] SceneError),
+    #[error("the SBT names group {group}, but the packed scene has {groups} groups")]
+    UnknownGroup { group: u32, groups: usize },
 }
 
 /// A byte range of the blob. `len == 0` means "absent" (a null device pointer).
@@ -107,6 +68,8 @@ pub struct PackedScene {
     pub material_count: u32,
     pub texture_count: u32,
     pub light_count: u32,
+    /// The scene's [`Scene::two_sided_lights`]: the launch parameters carry it to the device.
+    pub two_sided_lights: bool,
 }
 
 /// Appends aligned regions to a byte vector.
@@ -131,14 +94,6 @@ impl Blob {
     }
 }
 
-fn count_u32(what: &'static str, count: usize) -> Result<u32, PackError> {
-    u32::try_from(count).map_err(|_| PackError::TooMany {
-        what,
-        count,
-        limit: u64::from(u32::MAX),
-    })
-}
-
 /// One material as the device reads it. A `map_Kd` index outside the texture table packs as
 /// "no texture", which is what the CPU does with it (`Bsdf::new` uses a texel of 1).
 pub fn pack_material(m: &Material, texture_count: usize) -> GwMaterial {
@@ -158,21 +113,12 @@ pub fn pack_material(m: &Material, texture_count: usize) -> GwMaterial {
     }
 }
 
-/// The texture table and every texel, textures one after another.
-pub fn pack_textures(textures: &[Texture]) -> Result<(Vec<GwTexture>, Vec<[f32; 3]>), PackError> {
+/// The texture table and every texel, textures one after another (the textures are
+/// consistent: [`Scene::validate`] has checked them).
+pub fn pack_textures(textures: &[Texture]) -> (Vec<GwTexture>, Vec<[f32; 3]>) {
     let mut table = Vec::with_capacity(textures.len());
     let mut texels = Vec::with_capacity(textures.iter().map(|t| t.texels.len()).sum());
-    for (index, t) in textures.iter().enumerate() {
-        if t.texels.len() as u64 != u64::from(t.width) * u64::from(t.height) || t.texels.is_empty()
-        {
-            return Err(PackError::TextureSize {
-                index,
-                path: t.path.clone(),
-                got: t.texels.len(),
-                width: t.width,
-                height: t.height,
-            });
-        }
+    for t in textures {
         table.push(GwTexture {
             first_texel: texels.len() as u64,
             width: t.width,
@@ -180,13 +126,7 @@ pub fn pack_textures(textures: &[Texture]) -> Result<(Vec<GwTexture>, Vec<[f32; 
         });
         texels.extend_from_slice(&t.texels);
     }
-    Ok((table, texels))
-}
-
-/// The light-selection CDF: the CPU's own ([`crate::cpu::integrator::light_cdf`]), so both
-/// backends pick the same light for the same random number.
-pub fn light_cdf(scene: &Scene) -> Vec<f32> {
-    crate::cpu::integrator::light_cdf(scene)
+    (table, texels)
 }
 
 /// Every area light with its triangle's vertices, in the order of `scene.lights`.
@@ -210,86 +150,20 @@ pub fn pack_lights(scene: &Scene) -> Vec<GwLight> {
         .collect()
 }
 
-/// Per group, the light index of each triangle ([`NO_LIGHT`] when it is not one), or `None`
-/// for groups without lights (as the CPU's `LightSampler` keeps it).
-pub fn light_indices(scene: &Scene) -> Vec<Option<Vec<u32>>> {
-    let mut index: Vec<Option<Vec<u32>>> = vec![None; scene.groups.len()];
-    for (i, l) in scene.lights.iter().enumerate() {
-        let g = index[l.group as usize]
-            .get_or_insert_with(|| vec![NO_LIGHT; scene.groups[l.group as usize].triangle_count()]);
-        g[l.prim as usize] = i as u32;
-    }
-    index
-}
-
-/// Checks what the device code relies on: attribute arrays as long as the positions, indices
-/// and material ids in range, counts that fit in 32 bits.
-pub fn validate(scene: &Scene) -> Result<(), PackError> {
-    count_u32("materials", scene.materials.len())?;
-    count_u32("textures", scene.textures.len())?;
-    count_u32("lights", scene.lights.len())?;
-    count_u32("groups", scene.groups.len())?;
-    for (gi, g) in scene.groups.iter().enumerate() {
-        let group = gi as u32;
-        let vertices = g.positions.len();
-        count_u32("vertices in one group", vertices)?;
-        count_u32("triangles in one group", g.indices.len())?;
-        for (what, got) in [("normals", g.normals.len()), ("UVs", g.uvs.len())] {
-            if got != 0 && got != vertices {
-                return Err(PackError::AttributeCount {
-                    group,
-                    name: g.name.clone(),
-                    what,
-                    got,
-                    vertices,
-                });
-            }
-        }
-        if g.face_materials.len() != g.indices.len() {
-            return Err(PackError::FaceMaterialCount {
-                group,
-                name: g.name.clone(),
-                got: g.face_materials.len(),
-                triangles: g.indices.len(),
-            });
-        }
-        for (t, (tri, &m)) in g.indices.iter().zip(&g.face_materials).enumerate() {
-            if let Some(&vertex) = tri.iter().find(|&&v| v as usize >= vertices) {
-                return Err(PackError::VertexOutOfRange {
-                    group,
-                    name: g.name.clone(),
-                    triangle: t as u32,
-                    vertex,
-                    vertices,
-                });
-            }
-            if m as usize >= scene.materials.len() {
-                return Err(PackError::MaterialOutOfRange {
-                    group,
-                    name: g.name.clone(),
-                    triangle: t as u32,
-                    material: m,
-                    materials: scene.materials.len(),
-                });
-            }
-        }
-    }
-    Ok(())
-}
-
 /// Packs the whole scene (see the module comment). Fails, naming the group or texture, on
-/// data the device code could read out of bounds.
+/// data the device code could read out of bounds (the checks of [`Scene::validate`], which the
+/// CPU backend runs too).
 pub fn pack_scene(scene: &Scene) -> Result<PackedScene, PackError> {
-    validate(scene)?;
-    let (textures, texels) = pack_textures(&scene.textures)?;
+    scene.validate()?;
+    let (textures, texels) = pack_textures(&scene.textures);
     let materials: Vec<GwMaterial> = scene
         .materials
         .iter()
         .map(|m| pack_material(m, scene.textures.len()))
         .collect();
     let lights = pack_lights(scene);
-    let cdf = light_cdf(scene);
-    let light_index = light_indices(scene);
+    let cdf = crate::cpu::integrator::light_cdf(scene);
+    let light_index = scene.light_index_table();
 
     let mut blob = Blob::default();
     let mut packed = PackedScene {
@@ -301,6 +175,7 @@ pub fn pack_scene(scene: &Scene) -> Result<PackedScene, PackError> {
         material_count: materials.len() as u32,
         texture_count: textures.len() as u32,
         light_count: lights.len() as u32,
+        two_sided_lights: scene.two_sided_lights,
         ..PackedScene::default()
     };
     packed.groups = scene
@@ -336,10 +211,9 @@ pub fn hit_group_data(
             let g = packed
                 .groups
                 .get(group as usize)
-                .ok_or(PackError::TooMany {
-                    what: "groups named by the SBT",
-                    count: group as usize + 1,
-                    limit: packed.groups.len() as u64,
+                .ok_or(PackError::UnknownGroup {
+                    group,
+                    groups: packed.groups.len(),
                 })?;
             Ok(GwHitGroupData {
                 positions: g.positions.device_ptr(base),
@@ -360,8 +234,7 @@ pub fn hit_group_data(
 mod tests {
     use super::*;
     use crate::cpu::integrator::LightSampler;
-    use crate::render::Sampler;
-    use crate::scene::{Group, MaterialKind};
+    use crate::scene::{Group, MaterialKind, SceneProblem, NO_LIGHT};
     use bytemuck::Pod;
     use glam::{Vec2, Vec3};
 
@@ -451,6 +324,12 @@ mod tests {
         assert_eq!(packed.material_count as usize, scene.materials.len());
         assert_eq!(packed.texture_count, 2);
         assert_eq!(packed.light_count, 4);
+        assert!(!packed.two_sided_lights);
+        let mut two_sided = scene.clone();
+        two_sided.two_sided_lights = true;
+        let packed2 = pack_scene(&two_sided).unwrap();
+        assert!(packed2.two_sided_lights);
+        assert_eq!(packed2.bytes, packed.bytes, "the flag is not in the blob");
 
         let materials: Vec<GwMaterial> = read(&packed, packed.materials);
         for (m, g) in scene.materials.iter().zip(&materials) {
@@ -562,51 +441,69 @@ mod tests {
         assert_eq!(Region { offset: 32, len: 4 }.device_ptr(0x1000), 0x1020);
     }
 
-    /// The GPU picks lights from this CDF as the CPU does from its own: the same probability
-    /// for every light, bit for bit, and the same pick for many uniform numbers.
+    /// The blob carries the CPU's own light tables (not a copy of their code): the CDF of
+    /// `LightSampler`, bit for bit, and the triangle -> light table of `Scene`. That the device
+    /// code picks from them as the CPU does is the host harness's job
+    /// (`tests/optix_pathtracer_host.rs`, bit-identical renders).
     #[test]
-    fn light_cdf_agrees_with_the_cpu_light_sampler() {
+    fn the_blob_carries_the_cpu_light_tables() {
         let scene = test_scene();
-        let cdf = light_cdf(&scene);
+        let packed = pack_scene(&scene).unwrap();
         let cpu = LightSampler::new(&scene);
-        assert_eq!(*cdf.last().unwrap(), 1.0);
-        for i in 0..cdf.len() {
-            let lo = if i == 0 { 0.0 } else { cdf[i - 1] };
-            assert_eq!((cdf[i] - lo).to_bits(), cpu.probability(i).to_bits());
-        }
-        // The device's pick: the first i with u < cdf[i], clamped to the last light.
-        let pick = |u: f32| cdf.partition_point(|&c| c <= u).min(cdf.len() - 1);
-        let mut s = Sampler::new(0, 0, 3);
-        for _ in 0..10_000 {
-            let u = s.next_f32();
-            assert_eq!(pick(u), cpu.pick(u));
-        }
-        for u in [0.0, 0.999_999_94] {
-            assert_eq!(pick(u), cpu.pick(u));
-        }
-        // The bright light (luminance ~8.3) is picked more often than the dim one.
-        assert!(cdf[0] > 0.5, "{cdf:?}");
-    }
-
-    #[test]
-    fn light_indices_agree_with_the_cpu_light_sampler() {
-        let scene = test_scene();
-        let cpu = LightSampler::new(&scene);
-        let index = light_indices(&scene);
-        for (gi, g) in scene.groups.iter().enumerate() {
-            for prim in 0..g.triangle_count() {
-                let gpu = index[gi]
-                    .as_ref()
-                    .map(|v| v[prim])
-                    .filter(|&l| l != NO_LIGHT)
-                    .map(|l| l as usize);
-                assert_eq!(
-                    gpu,
-                    cpu.light_of(gi as u32, prim as u32),
-                    "group {gi} prim {prim}"
-                );
+        let cdf: Vec<f32> = read(&packed, packed.light_cdf);
+        assert_eq!(cdf.len(), scene.lights.len());
+        let bits = |v: &[f32]| v.iter().map(|c| c.to_bits()).collect::<Vec<u32>>();
+        assert_eq!(bits(&cdf), bits(cpu.cdf()));
+        for (g, table) in packed.groups.iter().zip(scene.light_index_table()) {
+            match table {
+                Some(t) => assert_eq!(read::<u32>(&packed, g.light_index), t),
+                None => assert_eq!(g.light_index, Region::default()),
             }
         }
+    }
+
+    /// Light selection against its definition, computed here in f64 from the scene's vertices
+    /// and emissions: light i is picked with probability `lum(Le_i) area_i / sum_j lum(Le_j)
+    /// area_j` (Rec. 709 luminance), i.e. `pick(u) = i` for every `u` inside the i-th interval
+    /// of that partition of [0, 1).
+    #[test]
+    fn lights_are_picked_in_proportion_to_luminance_times_area() {
+        let scene = test_scene();
+        let cpu = LightSampler::new(&scene);
+        let weights: Vec<f64> = scene
+            .lights
+            .iter()
+            .map(|l| {
+                let [a, b, c] = scene.groups[l.group as usize]
+                    .triangle(l.prim as usize)
+                    .map(|v| v.as_dvec3());
+                let area = 0.5 * (b - a).cross(c - a).length();
+                let e = l.emission.as_dvec3();
+                (0.2126 * e.x + 0.7152 * e.y + 0.0722 * e.z) * area
+            })
+            .collect();
+        let total: f64 = weights.iter().sum();
+        assert_eq!(weights.len(), 4);
+        let mut lo = 0.0f64;
+        for (i, w) in weights.iter().enumerate() {
+            let p = w / total;
+            assert!(
+                (f64::from(cpu.probability(i)) - p).abs() < 1e-6,
+                "light {i}: probability {} expected {p}",
+                cpu.probability(i)
+            );
+            let hi = lo + p;
+            for t in [0.001, 0.5, 0.999] {
+                let u = (lo + t * (hi - lo)) as f32;
+                assert_eq!(cpu.pick(u), i, "u = {u} in [{lo}, {hi})");
+            }
+            lo = hi;
+        }
+        // The ends of [0, 1): the first and the last light.
+        assert_eq!(cpu.pick(0.0), 0);
+        assert_eq!(cpu.pick(1.0 - f32::EPSILON / 2.0), 3);
+        // The bright light (luminance ~8.3 on half a unit) outweighs all the dim ones.
+        assert!(cpu.probability(0) > 0.5);
     }
 
     #[test]
@@ -634,43 +531,52 @@ mod tests {
 
     #[test]
     fn bad_scenes_are_refused_with_the_group_named() {
+        // The pack refuses what Scene::validate refuses (tested case by case in scene), with
+        // the same error: one check for both backends.
+        let problem = |s: &Scene| match pack_scene(s) {
+            Err(PackError::Scene(e)) => {
+                assert_eq!(Err(e.clone()), s.validate());
+                e.problem
+            }
+            other => panic!("expected a scene error, got {other:?}"),
+        };
         let mut s = test_scene();
         s.groups[1].face_materials[1] = 99;
-        let e = pack_scene(&s).unwrap_err();
+        let p = problem(&s);
         assert!(matches!(
-            e,
-            PackError::MaterialOutOfRange {
+            p,
+            SceneProblem::MaterialOutOfRange {
                 group: 1,
                 triangle: 1,
                 material: 99,
                 ..
             }
         ));
-        assert!(e.to_string().contains("(glass)"), "{e}");
+        assert!(p.to_string().contains("(glass)"), "{p}");
 
         let mut s = test_scene();
         s.groups[0].indices[0][2] = 4;
         assert!(matches!(
-            pack_scene(&s),
-            Err(PackError::VertexOutOfRange {
+            problem(&s),
+            SceneProblem::VertexOutOfRange {
                 group: 0,
                 vertex: 4,
                 ..
-            })
+            }
         ));
 
         let mut s = test_scene();
         s.groups[3].uvs.pop();
         assert!(matches!(
-            pack_scene(&s),
-            Err(PackError::AttributeCount { what: "UVs", .. })
+            problem(&s),
+            SceneProblem::AttributeCount { what: "UVs", .. }
         ));
 
         let mut s = test_scene();
         s.textures[0].texels.pop();
         assert!(matches!(
-            pack_scene(&s),
-            Err(PackError::TextureSize { index: 0, .. })
+            problem(&s),
+            SceneProblem::TextureSize { index: 0, .. }
         ));
     }
 

@@ -113,6 +113,20 @@ impl<'a> MeshBuilder<'a> {
     }
 }
 
+/// Turns a finished group half a turn about the vertical (Y) axis through the origin:
+/// `(x, y, z)` becomes `(-x, y, -z)`, positions and normals alike. Exact (a sign flip), and a
+/// rotation, so windings still agree with the normals. The generators lay scenes out opening
+/// toward -Z and turn them, so that they open toward +Z, where the default camera (which looks
+/// along -Z, as Blender and three.js viewers do) and other tools' cameras see in.
+pub fn turn_half(group: &mut crate::scene::Group) {
+    let turn = |p: &mut Vec3| {
+        p.x = -p.x;
+        p.z = -p.z;
+    };
+    group.positions.iter_mut().for_each(turn);
+    group.normals.iter_mut().for_each(turn);
+}
+
 /// A grid of `nx` x `ny` cells in the local XY plane spanning `size` (centred on the origin),
 /// facing +Z, pushed along Z by `offset(u, v)` (u, v in [0, 1]): walls, floors, drapes.
 pub fn panel(b: &mut MeshBuilder, nx: u32, ny: u32, size: Vec2, offset: impl Fn(f32, f32) -> f32) {

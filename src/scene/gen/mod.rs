@@ -7,7 +7,9 @@
 //!   hundred million triangles, streamable group by group.
 //!
 //! Every generator is a pure function of its parameters and seed, and makes no degenerate
-//! triangle.
+//! triangle. The scenes open toward +Z, where the default camera (looking along -Z) and other
+//! tools' cameras see in; each file also carries a camera hint chosen for it (the Cornell
+//! box's is its published camera), which `render` uses unless told otherwise.
 
 mod cornell;
 pub mod mesh;
@@ -18,12 +20,12 @@ mod writer;
 
 pub use cornell::{cornell, cornell_camera, CORNELL_LIGHT_Y};
 pub use sponza_like::{
-    group_sizes as sponza_like_group_sizes, sponza_like, SPONZA_LIKE_GROUPS,
+    group_sizes as sponza_like_group_sizes, sponza_like, sponza_like_camera, SPONZA_LIKE_GROUPS,
     SPONZA_LIKE_MAX_TRIANGLES, SPONZA_LIKE_TRIANGLES,
 };
 pub use toystore::{
-    check_shelves, toystore, toystore_groups, toystore_materials, toystore_triangles, MAX_SHELVES,
-    TRIANGLES_PER_SHELF,
+    check_shelves, toystore, toystore_camera, toystore_groups, toystore_materials,
+    toystore_triangles, MAX_SHELVES, TRIANGLES_PER_SHELF,
 };
 pub use writer::{write_obj, ObjWriter, WriteError, Written};
 

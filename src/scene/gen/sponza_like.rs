@@ -18,7 +18,7 @@ use glam::{Quat, Vec2, Vec3};
 use super::mesh::{self, MeshBuilder, Placement};
 use super::rng::Rng;
 use super::GenError;
-use crate::scene::{Group, Material, MaterialKind, Scene};
+use crate::scene::{Camera, Group, Material, MaterialKind, Scene};
 
 /// Defaults: Crytek Sponza's group count and triangle count, rounded.
 pub const SPONZA_LIKE_GROUPS: usize = 390;
@@ -40,7 +40,8 @@ const DRAPE_MIN: u64 = 1500;
 /// Groups at least this large are colonnade pieces; smaller ones stand in the aisles.
 const MEDIUM_MIN: u64 = 150;
 
-// The atrium: x in [-HALF_X, HALF_X], z in [-HALF_Z, HALF_Z] (open at -Z), y in [0, HEIGHT].
+// The atrium as laid out (before the final half turn, which puts the open side at +Z):
+// x in [-HALF_X, HALF_X], z in [-HALF_Z, HALF_Z] (open at -Z), y in [0, HEIGHT].
 const HALF_X: f32 = 20.0;
 const HALF_Z: f32 = 10.0;
 const HEIGHT: f32 = 14.0;
@@ -50,6 +51,19 @@ const FLOOR: u32 = 1;
 const FABRICS: [u32; 3] = [2, 3, 4];
 const BRONZE: u32 = 5;
 const SKYLIGHT: u32 = 6;
+
+/// The camera `gasworks gen` writes into the file as its hint: from inside the open (+Z) side,
+/// right of centre at about a third of the height, looking across the court toward the far
+/// left corner, so the back wall's drapes, a colonnade and the side aisles are all in view
+/// (the default camera would show the whole atrium as a strip).
+pub fn sponza_like_camera() -> Camera {
+    Camera {
+        eye: Vec3::new(0.7 * HALF_X, 5.0, 0.9 * HALF_Z),
+        look_at: Vec3::new(-0.3 * HALF_X, 5.0, -0.6 * HALF_Z),
+        up: Vec3::Y,
+        fov_y_deg: 60.0,
+    }
+}
 
 fn materials() -> Vec<Material> {
     let mut bronze = Material::diffuse("bronze", Vec3::new(0.25, 0.15, 0.08));
@@ -153,6 +167,8 @@ pub fn sponza_like(groups: usize, triangles: u64, seed: u64) -> Result<Scene, Ge
         .collect();
     // Files list their groups in no particular order of size.
     rng.shuffle(&mut out);
+    // Laid out open toward -Z; turned to open toward +Z, facing the default camera.
+    out.iter_mut().for_each(mesh::turn_half);
     Ok(Scene::new(
         &format!(
             "gasworks gen sponza-like --groups {groups} --triangles {triangles} --seed {seed}"
@@ -543,17 +559,21 @@ mod tests {
     }
 
     #[test]
-    fn the_atrium_opens_toward_minus_z() {
+    fn the_atrium_opens_toward_plus_z() {
         let s = sponza_like(40, 4_000, 2).unwrap();
         let back = s.groups.iter().find(|g| g.name == "wall_back").unwrap();
         let [a, b, c] = back.triangle(0);
-        assert!((b - a).cross(c - a).normalize().z < -0.99);
-        assert!(back.bounds().min[2] > HALF_Z - 1e-3);
-        // Nothing closes the -Z side: no triangle of a wall reaches z = -HALF_Z.
+        // The back wall sits at -Z and faces +Z, toward the open side and the camera.
+        assert!((b - a).cross(c - a).normalize().z > 0.99);
+        assert!(back.bounds().max[2] < -HALF_Z + 1e-3);
+        if !back.normals.is_empty() {
+            assert!(back.normals[back.indices[0][0] as usize].z > 0.99);
+        }
+        // Nothing closes the +Z side: no triangle of a wall reaches z = +HALF_Z.
         for g in s.groups.iter().filter(|g| g.name.starts_with("wall_")) {
             for i in 0..g.triangle_count() {
                 let t = g.triangle(i);
-                assert!(!t.iter().all(|p| (p.z + HALF_Z).abs() < 1e-3), "{}", g.name);
+                assert!(!t.iter().all(|p| (p.z - HALF_Z).abs() < 1e-3), "{}", g.name);
             }
         }
     }

@@ -1,8 +1,10 @@
 //! A toy store after FlexRender's "Toy Store": rows of shelf units full of toys, every toy a
 //! mesh of its own (its own vertices, its own shape parameters: nothing is instanced), in
 //! mixed diffuse and mirror materials, lit by ceiling panels over the aisles. The units open
-//! toward -Z, where a camera placed like the Cornell box's (looking along +Z) sees them; the
-//! rows go away from it.
+//! toward +Z, where the default camera (looking along -Z) sees them, and the rows go away from
+//! it toward -Z (laid out the other way round, then turned half a turn about the Y axis). The
+//! file carries a camera hint ([`toystore_camera`]): a view from above the front aisle down
+//! the rows, which shows far more of the store than a view of the front row.
 //!
 //! One shelf unit is one group of exactly [`TRIANGLES_PER_SHELF`] triangles: a frame of 8
 //! boxes and 4 boards of 6 toys (each board one of each kind: ball, ring, can, rocket, vase,
@@ -20,7 +22,7 @@ use glam::{Quat, Vec2, Vec3};
 use super::mesh::{self, MeshBuilder, Placement};
 use super::rng::Rng;
 use super::GenError;
-use crate::scene::{Group, Material, MaterialKind, Scene};
+use crate::scene::{Camera, Group, Material, MaterialKind, Scene};
 
 /// Triangles in one shelf unit (frame and toys).
 pub const TRIANGLES_PER_SHELF: u64 = FRAME_TRIANGLES + BOARDS as u64 * TOYS_PER_BOARD_TRIANGLES;
@@ -92,6 +94,19 @@ pub fn toystore_materials() -> Vec<Material> {
     out
 }
 
+/// The camera `gasworks gen` writes into the file as its hint: standing in the front aisle
+/// past the right end of the first row, at eye height, looking diagonally along the row of
+/// shelf units (the same view whatever the store's size: the first units fill the frame and
+/// the row recedes).
+pub fn toystore_camera() -> Camera {
+    Camera {
+        eye: Vec3::new(1.5, 1.6, 3.0),
+        look_at: Vec3::new(-2.1, 0.9, -0.3),
+        up: Vec3::Y,
+        fov_y_deg: 50.0,
+    }
+}
+
 /// Shelf units per row and rows for `shelves` units: about square.
 fn rows_and_columns(shelves: u64) -> (u64, u64) {
     let columns = (shelves as f64).sqrt().ceil().max(1.0) as u64;
@@ -136,6 +151,7 @@ pub fn toystore_groups<E>(
     let mut b = MeshBuilder::new(&mut floor, place, FLOOR);
     let size = Vec2::new(row_length + 4.0, back - front);
     mesh::panel(&mut b, 1, 1, size, |_, _| 0.0);
+    mesh::turn_half(&mut floor);
     sink(floor)?;
 
     // One strip of light above the aisle in front of each row, facing down.
@@ -150,12 +166,15 @@ pub fn toystore_groups<E>(
         let mut b = MeshBuilder::new(&mut lights, place, LIGHT);
         mesh::panel(&mut b, 1, 1, Vec2::new(row_length - 0.4, 0.6), |_, _| 0.0);
     }
+    mesh::turn_half(&mut lights);
     sink(lights)?;
 
     for shelf in 0..shelves {
         let (row, column) = (shelf / columns, shelf % columns);
         let origin = Vec3::new(column as f32 * UNIT_PITCH, 0.0, row as f32 * ROW_PITCH);
-        sink(shelf_unit(shelf, origin, seed))?;
+        let mut unit = shelf_unit(shelf, origin, seed);
+        mesh::turn_half(&mut unit);
+        sink(unit)?;
     }
     Ok(())
 }
@@ -330,6 +349,33 @@ mod tests {
         assert_ne!(a.groups[2].positions, b.groups[2].positions);
         let again = toystore(2, 1).unwrap();
         assert_eq!(a.groups[3].positions, again.groups[3].positions);
+    }
+
+    /// Turned half a turn: the units open toward +Z (their backs are at their -Z side, facing
+    /// +Z) and the rows go away toward -Z; the hint camera stands in front of the first row.
+    #[test]
+    fn the_store_opens_toward_plus_z_and_the_hint_camera_faces_it() {
+        let s = toystore(4, 1).unwrap();
+        let b = s.bounds();
+        let cam = toystore_camera();
+        assert!(cam.eye.z > b.max[2] - 3.0 && cam.look_at.z < cam.eye.z);
+        let shelf = s.groups.iter().find(|g| g.name == "shelf_000000").unwrap();
+        let sb = shelf.bounds();
+        assert!(
+            sb.max[2] <= 1e-6 && sb.min[2] >= -UNIT_DEPTH - 1e-6,
+            "{sb:?}"
+        );
+        // The back board is the unit's farthest (-Z) part; the toys stand in front of it.
+        let back = s.groups.iter().find(|g| g.name == "shelf_000002").unwrap();
+        assert!(
+            back.bounds().max[2] < sb.min[2],
+            "the second row lies toward -Z"
+        );
+        // The hint camera sees the first unit's open side: its centre is in front of the eye.
+        let f = cam.frame(64, 36).unwrap();
+        let centre = Vec3::from(sb.min).lerp(Vec3::from(sb.max), 0.5);
+        let (px, py, _) = f.project(centre).expect("in front of the camera");
+        assert!((0.0..64.0).contains(&px) && (0.0..36.0).contains(&py));
     }
 
     #[test]

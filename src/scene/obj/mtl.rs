@@ -1,5 +1,5 @@
-//! MTL material libraries: checking them line by line (tobj's MTL errors carry no line and it
-//! panics on a colour with two components), turning tobj's materials into gasworks
+//! MTL material libraries: checking them line by line (every error names the MTL file and
+//! line), reading the checked text into [`MtlMaterial`]s, turning those into gasworks
 //! [`Material`]s, and decoding `map_Kd` textures.
 
 use std::collections::HashMap;
@@ -10,8 +10,110 @@ use glam::Vec3;
 use super::LoadError;
 use crate::scene::{Material, MaterialKind, Texture};
 
-/// Checks an MTL file's text and returns a cleaned-up copy for tobj: colours always as three
-/// numbers, texture statements without their options, `d` without `-halo`.
+/// The statements of one `newmtl` block that gasworks uses (later statements override
+/// earlier ones, as in every MTL reader).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct MtlMaterial {
+    pub name: String,
+    /// Kd.
+    pub diffuse: Option<[f32; 3]>,
+    /// Ks.
+    pub specular: Option<[f32; 3]>,
+    /// Ke.
+    pub emissive: Option<[f32; 3]>,
+    /// Ns.
+    pub shininess: Option<f32>,
+    /// Ni.
+    pub optical_density: Option<f32>,
+    /// d.
+    pub dissolve: Option<f32>,
+    /// Tr (1 - d).
+    pub transparency: Option<f32>,
+    /// Tf.
+    pub transmission_filter: Option<[f32; 3]>,
+    pub illumination_model: Option<u8>,
+    /// map_Kd, without its options.
+    pub diffuse_texture: Option<String>,
+}
+
+/// Checks an MTL library and reads its materials; the first malformed line is an error
+/// naming the file and the line. A `newmtl` without a name (Blender writes one for a material
+/// slot with no material) starts a block that no `usemtl` can name: it is skipped, with one
+/// warning.
+pub fn parse_library(
+    path: &Path,
+    text: &str,
+    warnings: &mut Vec<String>,
+) -> Result<Vec<MtlMaterial>, LoadError> {
+    let canonical = check_library(path, text)?;
+    let unnamed: Vec<usize> = canonical
+        .lines()
+        .enumerate()
+        .filter(|(_, line)| *line == "newmtl")
+        .map(|(i, _)| i + 1)
+        .collect();
+    if let Some(first) = unnamed.first() {
+        let n = unnamed.len();
+        warnings.push(format!(
+            "{}:{first}: {} without a material name; {} skipped (a usemtl without a name gets the default material)",
+            path.display(),
+            if n == 1 { "1 newmtl".to_string() } else { format!("{n} newmtl statements") },
+            if n == 1 { "its statements are" } else { "their statements are" }
+        ));
+    }
+    Ok(read_canonical(&canonical))
+}
+
+/// Reads the materials of a library that [`check_library`] produced: every statement is well
+/// formed there, so nothing can fail. Statements before the first `newmtl`, or after a
+/// `newmtl` without a name, belong to no material and are ignored.
+fn read_canonical(canonical: &str) -> Vec<MtlMaterial> {
+    fn numbers<const N: usize>(words: &[&str]) -> [f32; N] {
+        let mut v = [0f32; N];
+        for (value, word) in v.iter_mut().zip(words) {
+            *value = word.parse().unwrap_or(0.0);
+        }
+        v
+    }
+    let mut materials: Vec<MtlMaterial> = Vec::new();
+    let mut current: Option<MtlMaterial> = None;
+    for line in canonical.lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let Some((&keyword, args)) = words.split_first() else {
+            continue;
+        };
+        if keyword == "newmtl" {
+            materials.extend(current.take());
+            let name = line["newmtl".len()..].trim();
+            current = (!name.is_empty()).then(|| MtlMaterial {
+                name: name.to_string(),
+                ..MtlMaterial::default()
+            });
+            continue;
+        }
+        let Some(m) = current.as_mut() else {
+            continue;
+        };
+        match keyword {
+            "Kd" => m.diffuse = Some(numbers(args)),
+            "Ks" => m.specular = Some(numbers(args)),
+            "Ke" => m.emissive = Some(numbers(args)),
+            "Tf" => m.transmission_filter = Some(numbers(args)),
+            "Ns" => m.shininess = Some(numbers::<1>(args)[0]),
+            "Ni" => m.optical_density = Some(numbers::<1>(args)[0]),
+            "d" => m.dissolve = Some(numbers::<1>(args)[0]),
+            "Tr" => m.transparency = Some(numbers::<1>(args)[0]),
+            "illum" => m.illumination_model = args.first().and_then(|w| w.parse().ok()),
+            "map_Kd" => m.diffuse_texture = Some(line["map_Kd".len()..].trim().to_string()),
+            _ => {}
+        }
+    }
+    materials.extend(current);
+    materials
+}
+
+/// Checks an MTL file's text and returns a canonical copy: colours always as three numbers,
+/// texture statements without their options, `d` without `-halo`.
 pub fn check_library(path: &Path, text: &str) -> Result<String, LoadError> {
     let mut out = String::with_capacity(text.len());
     for (index, line) in text.lines().enumerate() {
@@ -43,12 +145,9 @@ pub fn check_library(path: &Path, text: &str) -> Result<String, LoadError> {
         };
         let rest = line.trim_start()[keyword.len()..].trim();
         let canonical = match keyword {
-            "newmtl" => {
-                if rest.is_empty() {
-                    return Err(syntax("newmtl without a material name".into()));
-                }
-                format!("newmtl {rest}")
-            }
+            // Without a name: kept bare, for parse_library to skip and warn about.
+            "newmtl" if rest.is_empty() => "newmtl".to_string(),
+            "newmtl" => format!("newmtl {rest}"),
             "Ka" | "Kd" | "Ks" | "Ke" | "Tf" => {
                 let values: Vec<&str> = words.collect();
                 if values.first().is_some_and(|w| w.parse::<f32>().is_err()) {
@@ -147,13 +246,7 @@ fn vec3(v: Option<[f32; 3]>, default: Vec3) -> Vec3 {
     v.map(Vec3::from).unwrap_or(default)
 }
 
-/// A colour parameter of `m` that tobj keeps as text (Tf, Tr).
-fn unknown_number(m: &tobj::Material, key: &str) -> Option<Vec<f32>> {
-    let text = m.unknown_param.get(key)?;
-    text.split_whitespace().map(|w| w.parse().ok()).collect()
-}
-
-/// Turns one tobj material into a gasworks material (the texture is resolved separately).
+/// Turns one MTL material into a gasworks material (the texture is resolved separately).
 ///
 /// The mapping from MTL's `illum` models:
 /// - 4, 6, 7, 9 (transparency and refraction), or a dissolve `d` < 1 with `Ni` > 1: glass of
@@ -164,7 +257,7 @@ fn unknown_number(m: &tobj::Material, key: &str) -> Option<Vec<f32>> {
 ///
 /// `Ke` is the emission of any kind. Colours are clamped to [0, 1] (emission to >= 0), and a
 /// glossy material whose `Kd + Ks` exceeds 1 in a channel is scaled down to conserve energy.
-pub fn convert(m: &tobj::Material, warnings: &mut Vec<String>, mtl_path: &Path) -> Material {
+pub fn convert(m: &MtlMaterial, warnings: &mut Vec<String>, mtl_path: &Path) -> Material {
     let clamp01 = |v: Vec3| v.clamp(Vec3::ZERO, Vec3::ONE);
     let diffuse = clamp01(vec3(m.diffuse, Vec3::splat(0.8)));
     let specular = clamp01(vec3(m.specular, Vec3::ZERO));
@@ -173,12 +266,9 @@ pub fn convert(m: &tobj::Material, warnings: &mut Vec<String>, mtl_path: &Path) 
     let ior = m.optical_density;
     let dissolve = m
         .dissolve
-        .or_else(|| unknown_number(m, "Tr").and_then(|v| v.first().map(|tr| 1.0 - tr)))
+        .or_else(|| m.transparency.map(|tr| 1.0 - tr))
         .unwrap_or(1.0);
-    let transmittance = match unknown_number(m, "Tf").as_deref() {
-        Some([r, g, b]) => clamp01(Vec3::new(*r, *g, *b)),
-        _ => Vec3::ONE,
-    };
+    let transmittance = clamp01(vec3(m.transmission_filter, Vec3::ONE));
     let illum = m.illumination_model;
 
     let refractive_illum = matches!(illum, Some(4 | 6 | 7 | 9));
@@ -310,14 +400,13 @@ fn decode_linear(path: &Path) -> Result<Texture, String> {
 mod tests {
     use super::*;
 
-    fn tobj_material(text: &str) -> tobj::Material {
-        let canonical = check_library(Path::new("t.mtl"), text).unwrap();
-        let (mut mats, _) = tobj::load_mtl_buf(&mut canonical.as_bytes()).unwrap();
+    fn mtl_material(text: &str) -> MtlMaterial {
+        let mut mats = parse_library(Path::new("t.mtl"), text, &mut Vec::new()).unwrap();
         mats.remove(0)
     }
 
     fn kind_of(text: &str) -> MaterialKind {
-        convert(&tobj_material(text), &mut Vec::new(), Path::new("t.mtl")).kind
+        convert(&mtl_material(text), &mut Vec::new(), Path::new("t.mtl")).kind
     }
 
     #[test]
@@ -355,7 +444,7 @@ mod tests {
     #[test]
     fn parameters_carry_over() {
         let m = convert(
-            &tobj_material("newmtl g\nillum 7\nNi 1.33\nTf 0.9 0.8 0.7\nKe 1 2 3\n"),
+            &mtl_material("newmtl g\nillum 7\nNi 1.33\nTf 0.9 0.8 0.7\nKe 1 2 3\n"),
             &mut Vec::new(),
             Path::new("t.mtl"),
         );
@@ -363,20 +452,20 @@ mod tests {
         assert_eq!(m.transmittance, Vec3::new(0.9, 0.8, 0.7));
         assert_eq!(m.emission, Vec3::new(1.0, 2.0, 3.0));
         let glass = convert(
-            &tobj_material("newmtl g\nillum 4\n"),
+            &mtl_material("newmtl g\nillum 4\n"),
             &mut Vec::new(),
             Path::new("t.mtl"),
         );
         assert_eq!(glass.ior, 1.5);
         assert_eq!(glass.transmittance, Vec3::ONE);
         let mirror = convert(
-            &tobj_material("newmtl m\nillum 3\n"),
+            &mtl_material("newmtl m\nillum 3\n"),
             &mut Vec::new(),
             Path::new("t.mtl"),
         );
         assert_eq!(mirror.specular, Vec3::ONE);
         let tinted = convert(
-            &tobj_material("newmtl m\nillum 3\nKs 0.9 0.5 0.1\n"),
+            &mtl_material("newmtl m\nillum 3\nKs 0.9 0.5 0.1\n"),
             &mut Vec::new(),
             Path::new("t.mtl"),
         );
@@ -387,7 +476,7 @@ mod tests {
     fn glossy_energy_is_conserved_with_a_warning() {
         let mut warnings = Vec::new();
         let m = convert(
-            &tobj_material("newmtl a\nKd 0.8 0.8 0.8\nKs 0.5 0.5 0.5\nNs 20\n"),
+            &mtl_material("newmtl a\nKd 0.8 0.8 0.8\nKs 0.5 0.5 0.5\nNs 20\n"),
             &mut warnings,
             Path::new("t.mtl"),
         );
@@ -406,13 +495,29 @@ mod tests {
     }
 
     #[test]
+    fn blocks_without_a_name_or_before_any_newmtl_are_skipped_with_one_warning() {
+        let mut warnings = Vec::new();
+        let text = "Kd 1 1 1\nnewmtl \nKd 0 1 0\nnewmtl a\nKd 1 0 0\nKd 0 0 1\nnewmtl\nNs 3\n";
+        let mats = parse_library(Path::new("t.mtl"), text, &mut warnings).unwrap();
+        assert_eq!(mats.len(), 1);
+        assert_eq!(mats[0].name, "a");
+        // A later statement overrides an earlier one.
+        assert_eq!(mats[0].diffuse, Some([0.0, 0.0, 1.0]));
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(
+            warnings[0].starts_with("t.mtl:2: 2 newmtl statements without a material name"),
+            "{}",
+            warnings[0]
+        );
+    }
+
+    #[test]
     fn malformed_lines_name_the_line() {
         for (text, line) in [
             ("newmtl a\nKd 0.5 0.5\n", 2),
             ("newmtl a\n\nKd 1 x 1\n", 3),
             ("newmtl a\nNs\n", 2),
             ("newmtl a\nillum 2.5\n", 2),
-            ("newmtl\n", 1),
             ("newmtl a\nmap_Kd\n", 2),
             ("newmtl a\nKd spectral x.rfl\n", 2),
         ] {

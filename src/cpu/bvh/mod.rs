@@ -1,22 +1,52 @@
-//! The CPU acceleration structure: two levels, like the GPU design.
+//! The CPU acceleration structure: built in two levels like the GPU design, traversed as one
+//! four-wide tree with SIMD box and triangle tests.
+//!
+//! # Build
 //!
 //! - Bottom level: one binary BVH per [`Group`] (the unit of builds, as a GAS is on the GPU),
-//!   built in parallel over the groups with rayon.
-//! - Top level: a binary BVH over the groups' bounds.
+//!   built in parallel over the groups by `obvhs` (PLOC, reinsertion, leaves of up to 8
+//!   triangles).
+//! - Top level: a binary BVH over the groups' bounds (one group per leaf).
+//! - Both are collapsed into four-wide nodes (each node absorbs binary descendants, largest
+//!   surface area first, until it has four children) and glued into one node array: a
+//!   top-level leaf is replaced by the reference to its group's root, so the group's root box
+//!   (equal to the top-level leaf's box) is tested once, not twice, and one traversal loop with
+//!   one stack serves both levels. See [`build`] for the steps.
 //!
-//! The trees are *built* by `obvhs` (PLOC, reinsertion and leaf collapsing), then copied into
-//! a compact node layout and traversed by the code here. obvhs's own traversals are not used
-//! because the reference must agree *exactly* with brute force, and they cannot promise it:
-//! its `Bvh2` traversal culls children with a strict `t_near < t_max` (so a tie at the current
-//! closest distance can be skipped, and ties must be settled by a total order), its ray setup
-//! replaces direction components smaller than `f32::EPSILON` by `±1/EPSILON` (so a nearly
-//! axis-parallel ray sees slightly wrong slabs), and its `CwBvh` node test clamps the entry
-//! distance to a fixed `1e-4`, which culls hits closer than that.
+//! # Layout
 //!
-//! Exactness (the property the tests check against [`brute_force_intersect`]):
+//! - [`simd::Node4`] (128 bytes, cache-line aligned): the four child boxes as structure of
+//!   arrays (`lo[axis]`, `hi[axis]`, a lane per child) and four 32-bit child references
+//!   ([`simd::ChildRef`]: an inner node index, or a leaf's packet range, or empty).
+//! - [`simd::TriPacket`] (144 bytes): four triangles' vertices as structure of arrays, in leaf
+//!   order; a leaf of `n` triangles owns `ceil(n / 4)` consecutive packets, its last padded with
+//!   copies of its last triangle. [`simd::PacketIds`] beside it gives each lane's group and
+//!   triangle index, read only on a hit.
+//!
+//! # Traversal
+//!
+//! Closest hit: depth first from the root; at a node, one slab test of the four child boxes
+//! against `[tmin, best t]`, the hit children sorted by entry distance, the nearest visited
+//! next and the others pushed with their entry distance; a popped entry is skipped when the
+//! best hit is already in front of it. At a leaf, one packet test per four triangles. Shadow
+//! rays (any hit) skip the sorting and stop at the first hit.
+//!
+//! obvhs's own traversals are not used because the reference must agree *exactly* with brute
+//! force, and they cannot promise it: its `Bvh2` traversal culls children with a strict
+//! `t_near < t_max` (so a tie at the current closest distance can be skipped, and ties must
+//! be settled by a total order), its ray setup replaces direction components smaller than
+//! `f32::EPSILON` by `±1/EPSILON` (so a nearly axis-parallel ray sees slightly wrong slabs),
+//! and its `CwBvh` node test clamps the entry distance to a fixed `1e-4`, which culls hits
+//! closer than that.
+//!
+//! # Exactness
+//!
+//! The property the tests check against [`brute_force_intersect`]:
 //! - one triangle test, [`intersect_triangle`] (the watertight test of Woop, Benthin and Wald,
-//!   JCGT 2013), is used by both, with the same vertex values in the same order, so a
-//!   triangle's `t`, `u`, `v` are bit-identical whichever finds it;
+//!   JCGT 2013), is used by brute force, and [`simd::TriPacket::intersect`] performs the very
+//!   same float operations in each lane (no FMA, same order, same vertex values; the lanes where
+//!   the scalar test would switch to double precision are handed to it), so a triangle's `t`,
+//!   `u`, `v` are bit-identical whichever finds it;
 //! - ties are broken by a total order: smaller `t`, then smaller group, then smaller prim;
 //!   the traversal visits nodes whose entry distance is `<=` the best `t` so far;
 //! - culling is conservative: leaf boxes are padded by `2^-16` times the scene's largest
@@ -24,16 +54,20 @@
 //!   the scene's scale), and the slab test is the robust one of Ize ("Robust BVH Ray
 //!   Traversal", JCGT 2013): the exit distance is scaled by `1 + 2 gamma(3)`, zero direction
 //!   components give infinite slabs, and a NaN slab (origin on the plane of a face, direction
-//!   parallel to it) constrains nothing.
+//!   parallel to it) constrains nothing. Empty child slots hold the empty box (`+inf`, `-inf`),
+//!   which no slab test passes.
 
-use std::cell::Cell;
-use std::time::{Duration, Instant};
+mod build;
+mod simd;
 
-use glam::{Vec3, Vec3A};
-use obvhs::{aabb::Aabb, bvh2::builder::build_bvh2, BvhBuildParams};
-use rayon::prelude::*;
+use arrayvec::ArrayVec;
+use glam::Vec3;
 
-use crate::scene::{Group, Scene};
+use crate::scene::Scene;
+use simd::{ChildRef, Node4, PacketIds, Ray4, TriPacket};
+
+#[cfg(doc)]
+use crate::scene::Group;
 
 /// A closest hit.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -182,286 +216,81 @@ pub fn intersect_triangle(
     Some((t, e1 / det, e2 / det))
 }
 
-/// A node of either level: a box and either two children (`count == 0`, children at `first`
-/// and `first + 1`) or a leaf of `count` primitives starting at `first`.
-#[derive(Clone, Copy, Debug)]
-#[repr(C)]
-struct Node {
-    min: [f32; 3],
-    count: u32,
-    max: [f32; 3],
-    first: u32,
-}
-
-impl Node {
-    /// The robust slab test: the entry distance when the ray's interval `[tmin, tmax]` meets
-    /// the box, `INFINITY` otherwise.
-    #[inline(always)]
-    fn entry(&self, ray: &RayData, tmin: f32, tmax: f32) -> f32 {
-        let mut t_near = tmin;
-        let mut t_far = tmax;
-        for a in 0..3 {
-            let inv = ray.inv_dir[a];
-            // Near and far planes chosen by the direction's sign: a NaN (0 * inf) stays a NaN
-            // and is then ignored by f32::max/min, which is the right answer for a ray lying in
-            // the plane of a face.
-            let (near_p, far_p) = if inv < 0.0 {
-                (self.max[a], self.min[a])
-            } else {
-                (self.min[a], self.max[a])
-            };
-            t_near = t_near.max((near_p - ray.origin[a]) * inv);
-            t_far = t_far.min((far_p - ray.origin[a]) * inv);
-        }
-        if t_near <= t_far * (1.0 + 2.0 * GAMMA3) {
-            t_near
-        } else {
-            f32::INFINITY
-        }
-    }
-}
-
-/// A fixed traversal stack that spills to the heap for unusually deep trees.
+/// A traversal stack of `(reference, entry distance)` that spills to the heap for unusually
+/// deep trees. The fixed part is an `ArrayVec`: nothing is written until pushed (initialising
+/// 64 entries per ray cost 7% of a Cornell box render).
 struct Stack {
-    fixed: [u32; 64],
-    len: usize,
-    spill: Vec<u32>,
+    fixed: ArrayVec<(ChildRef, f32), 64>,
+    spill: Vec<(ChildRef, f32)>,
 }
 
 impl Stack {
     #[inline(always)]
     fn new() -> Stack {
         Stack {
-            fixed: [0; 64],
-            len: 0,
+            fixed: ArrayVec::new(),
             spill: Vec::new(),
         }
     }
 
     #[inline(always)]
-    fn push(&mut self, v: u32) {
-        if self.len < self.fixed.len() {
-            self.fixed[self.len] = v;
-            self.len += 1;
-        } else {
-            self.spill.push(v);
+    fn push(&mut self, r: ChildRef, t: f32) {
+        if let Err(e) = self.fixed.try_push((r, t)) {
+            self.spill.push(e.element());
         }
     }
 
     #[inline(always)]
-    fn pop(&mut self) -> Option<u32> {
-        if let Some(v) = self.spill.pop() {
-            return Some(v);
-        }
-        if self.len == 0 {
-            return None;
-        }
-        self.len -= 1;
-        Some(self.fixed[self.len])
-    }
-}
-
-/// A binary tree in the compact layout, with its primitives in leaf order.
-#[derive(Clone, Debug, Default)]
-struct Tree {
-    nodes: Vec<Node>,
-    /// `prims[slot]` is the original index of the primitive at leaf slot `slot`.
-    prims: Vec<u32>,
-}
-
-impl Tree {
-    /// Builds with obvhs from one (padded) box per primitive.
-    fn build(boxes: &[Aabb], params: BvhBuildParams) -> Tree {
-        if boxes.is_empty() {
-            return Tree::default();
-        }
-        if boxes.len() == 1 {
-            // A single leaf; obvhs needs at least two primitives to make a tree.
-            let b = boxes[0];
-            return Tree {
-                nodes: vec![Node {
-                    min: b.min.into(),
-                    count: 1,
-                    max: b.max.into(),
-                    first: 0,
-                }],
-                prims: vec![0],
-            };
-        }
-        let bvh = build_bvh2(boxes, params, &mut Duration::default());
-        let nodes = bvh
-            .nodes
-            .iter()
-            .map(|n| Node {
-                min: n.aabb().min.into(),
-                count: n.prim_count,
-                max: n.aabb().max.into(),
-                first: n.first_index,
-            })
-            .collect();
-        Tree {
-            nodes,
-            prims: bvh.primitive_indices,
-        }
-    }
-
-    /// Visits, nearest child first, every leaf whose box meets `[tmin, limit()]`;
-    /// `visit(slot_range)` returns false to stop. `limit` is re-read after every leaf, so a
-    /// closest-hit search shrinks it as it goes.
-    #[inline(always)]
-    fn traverse(
-        &self,
-        ray: &RayData,
-        tmin: f32,
-        mut limit: impl FnMut() -> f32,
-        mut visit: impl FnMut(std::ops::Range<usize>) -> bool,
-    ) {
-        if self.nodes.is_empty() || self.nodes[0].entry(ray, tmin, limit()) == f32::INFINITY {
-            return;
-        }
-        let mut stack = Stack::new();
-        let mut current = 0u32;
-        loop {
-            let node = &self.nodes[current as usize];
-            if node.count > 0 {
-                let first = node.first as usize;
-                if !visit(first..first + node.count as usize) {
-                    return;
-                }
-            } else {
-                let tmax = limit();
-                let l = node.first;
-                let r = node.first + 1;
-                let tl = self.nodes[l as usize].entry(ray, tmin, tmax);
-                let tr = self.nodes[r as usize].entry(ray, tmin, tmax);
-                let (near, far, t_near, t_far) = if tl <= tr {
-                    (l, r, tl, tr)
-                } else {
-                    (r, l, tr, tl)
-                };
-                if t_near != f32::INFINITY {
-                    if t_far != f32::INFINITY {
-                        stack.push(far);
-                    }
-                    current = near;
-                    continue;
-                }
-            }
-            match stack.pop() {
-                Some(n) => current = n,
-                None => return,
+    fn pop(&mut self) -> Option<(ChildRef, f32)> {
+        if self.fixed.is_full() {
+            if let Some(v) = self.spill.pop() {
+                return Some(v);
             }
         }
+        self.fixed.pop()
     }
 }
 
-/// One group's tree and its triangles, copied in leaf order for locality.
-#[derive(Clone, Debug, Default)]
-struct Blas {
-    tree: Tree,
-    tris: Vec<[Vec3; 3]>,
-}
-
-/// The two-level BVH of a scene.
+/// The BVH of a scene: one tree of four-wide nodes whose upper part is the top level (over
+/// the groups) and whose lower parts are the groups' trees; see the module comment.
 #[derive(Clone, Debug, Default)]
 pub struct SceneBvh {
-    /// Top level over the non-empty groups; `tlas.prims[slot]` indexes `tlas_groups`.
-    tlas: Tree,
-    /// The group index of each top-level primitive.
-    tlas_groups: Vec<u32>,
-    /// One per scene group (empty for groups without triangles).
-    blas: Vec<Blas>,
+    /// Group trees first (group by group), top-level nodes last.
+    nodes: Vec<Node4>,
+    /// Triangles in leaf order, four per packet.
+    packets: Vec<TriPacket>,
+    /// `ids[k]`: the group and triangle index of each lane of `packets[k]`.
+    ids: Vec<PacketIds>,
+    /// The root: a node, a leaf (a scene of one small group) or empty.
+    root: ChildRef,
     stats: BuildStats,
 }
 
-/// Build parameters of the per-group trees: obvhs's "fast build" preset (PLOC with a short
-/// search, a little reinsertion, leaves of up to 8 triangles).
-fn blas_params() -> BvhBuildParams {
-    BvhBuildParams::fast_build()
-}
-
-/// The top level has few primitives: spend more time for a better tree, one group per leaf.
-fn tlas_params() -> BvhBuildParams {
-    BvhBuildParams {
-        max_prims_per_leaf: 1,
-        ..BvhBuildParams::medium_build()
+impl Default for ChildRef {
+    fn default() -> ChildRef {
+        ChildRef::EMPTY
     }
-}
-
-/// The largest coordinate magnitude of the scene's vertices (1 for an empty scene), computed
-/// in parallel over the groups.
-fn scene_magnitude(scene: &Scene) -> f32 {
-    let m = scene
-        .groups
-        .par_iter()
-        .map(|g| {
-            g.positions
-                .iter()
-                .fold(0.0f32, |m, p| m.max(p.abs().max_element()))
-        })
-        .reduce(|| 0.0, f32::max);
-    if m > 0.0 && m.is_finite() {
-        m
-    } else {
-        1.0
-    }
-}
-
-fn triangle_box(tri: &[Vec3; 3], pad: f32) -> Aabb {
-    let lo = tri[0].min(tri[1]).min(tri[2]) - Vec3::splat(pad);
-    let hi = tri[0].max(tri[1]).max(tri[2]) + Vec3::splat(pad);
-    Aabb::new(Vec3A::from(lo), Vec3A::from(hi))
-}
-
-fn build_blas(group: &Group, pad: f32) -> Blas {
-    let tris: Vec<[Vec3; 3]> = (0..group.triangle_count())
-        .map(|i| group.triangle(i))
-        .collect();
-    let boxes: Vec<Aabb> = tris.iter().map(|t| triangle_box(t, pad)).collect();
-    let tree = Tree::build(&boxes, blas_params());
-    let tris = tree.prims.iter().map(|&p| tris[p as usize]).collect();
-    Blas { tree, tris }
 }
 
 impl SceneBvh {
     pub fn build(scene: &Scene) -> SceneBvh {
-        SceneBvh::build_with_stats(scene).0
+        build::build(scene)
     }
 
     /// Builds both levels and reports how long it took.
     pub fn build_with_stats(scene: &Scene) -> (SceneBvh, BuildStats) {
-        let start = Instant::now();
-        let pad = scene_magnitude(scene) * PAD_RELATIVE;
-        let blas: Vec<Blas> = scene
-            .groups
-            .par_iter()
-            .map(|g| build_blas(g, pad))
-            .collect();
-        let mut tlas_groups = Vec::new();
-        let mut boxes = Vec::new();
-        for (gi, b) in blas.iter().enumerate() {
-            if let Some(root) = b.tree.nodes.first() {
-                tlas_groups.push(gi as u32);
-                boxes.push(Aabb::new(Vec3A::from(root.min), Vec3A::from(root.max)));
-            }
-        }
-        let tlas = Tree::build(&boxes, tlas_params());
-        let stats = BuildStats {
-            triangles: scene.triangle_count(),
-            groups: scene.groups.len(),
-            seconds: start.elapsed().as_secs_f64(),
-        };
-        let bvh = SceneBvh {
-            tlas,
-            tlas_groups,
-            blas,
-            stats,
-        };
+        let bvh = build::build(scene);
+        let stats = bvh.stats;
         (bvh, stats)
     }
 
     pub fn stats(&self) -> BuildStats {
         self.stats
+    }
+
+    /// Sizes of the structure, for figures and tests: `(nodes, packets)`.
+    pub fn size(&self) -> (usize, usize) {
+        (self.nodes.len(), self.packets.len())
     }
 
     /// The closest hit with `tmin < t < tmax`, ties broken by [`Hit::precedes`]. `scene` must
@@ -475,84 +304,190 @@ impl SceneBvh {
         tmin: f32,
         tmax: f32,
     ) -> Option<Hit> {
-        debug_assert_eq!(scene.groups.len(), self.blas.len(), "BVH of another scene");
+        debug_assert_eq!(
+            scene.triangle_count(),
+            self.stats.triangles,
+            "BVH of another scene"
+        );
         let ray = RayData::new(origin, dir)?;
         self.intersect_ray(&ray, tmin, tmax)
     }
 
+    /// Tests a leaf's packets and keeps the best hit by the total order.
+    #[inline(always)]
+    fn closest_in_leaf(
+        &self,
+        leaf: ChildRef,
+        ray: &RayData,
+        ray4: &Ray4,
+        tmin: f32,
+        tmax: f32,
+        best: &mut Option<Hit>,
+    ) {
+        for k in leaf.packets() {
+            let packet = &self.packets[k];
+            let h = packet.intersect(ray4, tmin, tmax);
+            let mut lanes = h.mask;
+            while lanes != 0 {
+                let lane = lanes.trailing_zeros() as usize;
+                lanes &= lanes - 1;
+                // Lanes beyond the best hit so far cannot win (a tie can: hence `<=`).
+                if best.is_none_or(|b| h.t[lane] <= b.t) {
+                    let (t, u, v) = h.lane(lane);
+                    self.offer(k, lane, t, u, v, best);
+                }
+            }
+            let mut lanes = h.scalar;
+            while lanes != 0 {
+                let lane = lanes.trailing_zeros() as usize;
+                lanes &= lanes - 1;
+                if let Some((t, u, v)) = intersect_triangle(ray, &packet.triangle(lane), tmin, tmax)
+                {
+                    self.offer(k, lane, t, u, v, best);
+                }
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn offer(&self, k: usize, lane: usize, t: f32, u: f32, v: f32, best: &mut Option<Hit>) {
+        let id = &self.ids[k];
+        let hit = Hit {
+            group: id.group[lane],
+            prim: id.prim[lane],
+            t,
+            u,
+            v,
+        };
+        if best.is_none_or(|b| hit.precedes(&b)) {
+            *best = Some(hit);
+        }
+    }
+
     /// [`SceneBvh::intersect`] for a prepared ray.
+    ///
+    /// Depth first, nearest child first. A node's children are tested against the best
+    /// distance so far, inclusive (a tie can still win by the total order), and a popped
+    /// entry is skipped when the best hit has moved in front of it by more than the slab
+    /// test's own tolerance (the same `1 + 2 gamma(3)` factor, so a pop never culls what the
+    /// node test would have let through).
     pub fn intersect_ray(&self, ray: &RayData, tmin: f32, tmax: f32) -> Option<Hit> {
-        // Both levels read the best hit so far as their culling distance (inclusive, so that
-        // a tie can still win by the total order) and the leaf visitor updates it.
-        let best = Cell::new(None::<Hit>);
-        let limit = || best.get().map_or(tmax, |h| h.t);
-        self.tlas.traverse(ray, tmin, limit, |slots| {
-            for slot in slots {
-                let group = self.tlas_groups[self.tlas.prims[slot] as usize];
-                let blas = &self.blas[group as usize];
-                blas.tree.traverse(ray, tmin, limit, |tri_slots| {
-                    for ts in tri_slots {
-                        if let Some((t, u, v)) = intersect_triangle(ray, &blas.tris[ts], tmin, tmax)
-                        {
-                            let hit = Hit {
-                                group,
-                                prim: blas.tree.prims[ts],
-                                t,
-                                u,
-                                v,
-                            };
-                            if best.get().is_none_or(|b| hit.precedes(&b)) {
-                                best.set(Some(hit));
-                            }
+        let mut best: Option<Hit> = None;
+        let mut current = self.root;
+        if current == ChildRef::EMPTY {
+            return None;
+        }
+        let ray4 = Ray4::new(ray);
+        let mut stack = Stack::new();
+        // The culling distance: the best hit's t, or tmax before there is one.
+        let mut limit = tmax;
+        loop {
+            if current.is_leaf() {
+                self.closest_in_leaf(current, ray, &ray4, tmin, tmax, &mut best);
+                if let Some(b) = best {
+                    limit = b.t;
+                }
+            } else {
+                let node = &self.nodes[current.index()];
+                let (mask, t_near) = node.entry(&ray4, tmin, limit);
+                if mask != 0 {
+                    let t_near = t_near.to_array();
+                    if mask & (mask - 1) == 0 {
+                        // One child: no sorting, nothing pushed.
+                        current = node.child[mask.trailing_zeros() as usize];
+                        continue;
+                    }
+                    // The hit children, sorted by entry distance (at most four: insertion).
+                    let mut refs = [ChildRef::EMPTY; 4];
+                    let mut ts = [0.0f32; 4];
+                    let mut n = 0;
+                    let mut m = mask;
+                    while m != 0 {
+                        let i = m.trailing_zeros() as usize;
+                        m &= m - 1;
+                        let (r, t) = (node.child[i], t_near[i]);
+                        let mut j = n;
+                        while j > 0 && ts[j - 1] > t {
+                            refs[j] = refs[j - 1];
+                            ts[j] = ts[j - 1];
+                            j -= 1;
+                        }
+                        refs[j] = r;
+                        ts[j] = t;
+                        n += 1;
+                    }
+                    for j in (1..n).rev() {
+                        stack.push(refs[j], ts[j]);
+                    }
+                    current = refs[0];
+                    continue;
+                }
+            }
+            let cull = limit * (1.0 + 2.0 * GAMMA3);
+            loop {
+                match stack.pop() {
+                    None => return best,
+                    Some((r, t)) => {
+                        if t <= cull {
+                            current = r;
+                            break;
                         }
                     }
-                    true
-                });
+                }
             }
-            true
-        });
-        best.get()
+        }
     }
 
     /// Whether anything lies on the ray with `tmin < t < tmax` (shadow rays).
     pub fn occluded(&self, scene: &Scene, origin: Vec3, dir: Vec3, tmin: f32, tmax: f32) -> bool {
-        debug_assert_eq!(scene.groups.len(), self.blas.len(), "BVH of another scene");
+        debug_assert_eq!(
+            scene.triangle_count(),
+            self.stats.triangles,
+            "BVH of another scene"
+        );
         match RayData::new(origin, dir) {
             Some(ray) => self.occluded_ray(&ray, tmin, tmax),
             None => false,
         }
     }
 
-    /// [`SceneBvh::occluded`] for a prepared ray.
+    /// [`SceneBvh::occluded`] for a prepared ray: depth first in child order, stopping at the
+    /// first hit found.
     pub fn occluded_ray(&self, ray: &RayData, tmin: f32, tmax: f32) -> bool {
-        let mut found = false;
-        self.tlas.traverse(
-            ray,
-            tmin,
-            || tmax,
-            |slots| {
-                for slot in slots {
-                    let group = self.tlas_groups[self.tlas.prims[slot] as usize];
-                    let blas = &self.blas[group as usize];
-                    blas.tree.traverse(
-                        ray,
-                        tmin,
-                        || tmax,
-                        |tri_slots| {
-                            found = tri_slots.into_iter().any(|ts| {
-                                intersect_triangle(ray, &blas.tris[ts], tmin, tmax).is_some()
-                            });
-                            !found
-                        },
-                    );
-                    if found {
-                        return false;
-                    }
+        let mut current = self.root;
+        if current == ChildRef::EMPTY {
+            return false;
+        }
+        let ray4 = Ray4::new(ray);
+        let mut stack = Stack::new();
+        loop {
+            if current.is_leaf() {
+                if current
+                    .packets()
+                    .any(|k| self.packets[k].any_hit(ray, &ray4, tmin, tmax))
+                {
+                    return true;
                 }
-                true
-            },
-        );
-        found
+            } else {
+                let node = &self.nodes[current.index()];
+                let (mut mask, _) = node.entry(&ray4, tmin, tmax);
+                if mask != 0 {
+                    let first = mask.trailing_zeros() as usize;
+                    mask &= mask - 1;
+                    while mask != 0 {
+                        let i = mask.trailing_zeros() as usize;
+                        mask &= mask - 1;
+                        stack.push(node.child[i], 0.0);
+                    }
+                    current = node.child[first];
+                    continue;
+                }
+            }
+            match stack.pop() {
+                Some((r, _)) => current = r,
+                None => return false,
+            }
+        }
     }
 }
 
@@ -599,7 +534,7 @@ pub fn brute_force_occluded(scene: &Scene, origin: Vec3, dir: Vec3, tmin: f32, t
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scene::Material;
+    use crate::scene::{Group, Material};
 
     fn group(tris: &[[Vec3; 3]]) -> Group {
         let mut g = Group {

@@ -1,0 +1,354 @@
+//! `gasworks image-stats`: the mean radiance and the firefly count of rendered images, so
+//! that two renders (two versions, two settings) can be compared with figures.
+//!
+//! The images must be linear radiance (`.exr`, as `render -o OUT.exr` writes, or `.hdr`);
+//! a tone-mapped PNG says nothing about radiance and is refused. With `--mask-scene`, the
+//! pixels whose centre sees a light source or the background, and those within
+//! `--mask-margin` pixels of one, are not counted as fireflies (their brightness is not noise):
+//! the scene is ray-cast with the camera `render` would use for it (the same `--eye`,
+//! `--look-at`, `--up`, `--fov` options and defaults) at each image's resolution.
+//! See [`crate::render::stats`] for the firefly criterion.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use clap::Args;
+use serde::Serialize;
+
+use super::args::CameraArgs;
+use crate::cpu::first_hit::light_or_background;
+use crate::cpu::SceneBvh;
+use crate::render::output::to_srgb8;
+use crate::render::stats::{dilate, fireflies, mean_radiance, FireflyCriterion};
+use crate::scene::{obj, Camera, Scene};
+
+#[derive(Args, Debug)]
+pub struct ImageStatsArgs {
+    /// Linear-radiance images (.exr or .hdr); with several, each is compared with the first
+    #[arg(required = true)]
+    pub images: Vec<PathBuf>,
+    /// Mask the light sources and the background seen by this scene's camera (and their edges)
+    /// out of the firefly count
+    #[arg(long)]
+    pub mask_scene: Option<PathBuf>,
+    /// Pixels within this many pixels of a light source or the background are masked too
+    #[arg(long, default_value_t = 2)]
+    pub mask_margin: u32,
+    /// A firefly is brighter than RATIO times the median luminance of its window
+    #[arg(long, default_value_t = 4.0)]
+    pub ratio: f32,
+    /// Side of the square window around each pixel, in pixels (odd)
+    #[arg(long, default_value_t = 5)]
+    pub window: u32,
+    /// Also list up to N fireflies per image (position, luminance, window median)
+    #[arg(long, default_value_t = 0)]
+    pub list: usize,
+    /// Write a PNG per image showing where the fireflies are (magenta; masked pixels dimmed):
+    /// DIR/<image name>.fireflies.png
+    #[arg(long)]
+    pub overlay: Option<PathBuf>,
+    /// Print one JSON array (one object per image) instead of text
+    #[arg(long)]
+    pub json: bool,
+    /// No progress bar while loading the mask scene
+    #[arg(long, short)]
+    pub quiet: bool,
+    #[command(flatten)]
+    pub camera: CameraArgs,
+}
+
+/// One firefly as reported.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct FireflyEntry {
+    pub x: u32,
+    pub y: u32,
+    pub luminance: f32,
+    pub median: f32,
+}
+
+/// The figures of one image.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ImageReport {
+    pub path: String,
+    pub width: u32,
+    pub height: u32,
+    /// Mean radiance over every pixel, per channel.
+    pub mean_rgb: [f64; 3],
+    /// Mean luminance (Rec. 709) over every pixel.
+    pub mean_luminance: f64,
+    pub fireflies: usize,
+    /// Pixels tested for fireflies (not masked).
+    pub tested: usize,
+    /// Pixels masked out (light sources, background and their margin); 0 without a mask.
+    pub masked: usize,
+    pub ratio: f32,
+    pub window: u32,
+    /// The mask's margin, when a mask was used.
+    pub mask_margin: Option<u32>,
+    /// Relative change of the mean luminance against the first image, in percent.
+    pub mean_luminance_change_percent: Option<f64>,
+    /// Pixels whose RGB bits differ from the first image's (None for the first image, or
+    /// when the sizes differ): 0 means the two images are bit-identical.
+    pub pixels_differing_from_first: Option<usize>,
+    /// The largest absolute difference of a channel from the first image.
+    pub max_abs_difference_from_first: Option<f32>,
+    /// The first `--list` fireflies, row-major.
+    pub firefly_list: Vec<FireflyEntry>,
+}
+
+/// Reads a linear-radiance image as RGB; refuses tone-mapped formats.
+pub fn read_radiance(path: &Path) -> anyhow::Result<(u32, u32, Vec<[f32; 3]>)> {
+    let ext = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase);
+    if !matches!(ext.as_deref(), Some("exr") | Some("hdr")) {
+        anyhow::bail!(
+            "{}: image-stats measures linear radiance; give it an .exr (or .hdr) image, e.g. `gasworks render SCENE.obj -o OUT.exr` (a PNG is tone-mapped 8-bit sRGB)",
+            path.display()
+        );
+    }
+    let img = image::open(path)
+        .with_context(|| format!("{}: cannot read the image", path.display()))?
+        .into_rgb32f();
+    let (w, h) = img.dimensions();
+    let pixels = img.pixels().map(|p| p.0).collect();
+    Ok((w, h, pixels))
+}
+
+/// The mask scene, loaded once, and its masks by resolution.
+struct Masker {
+    scene: Scene,
+    bvh: SceneBvh,
+    /// The camera depends on the image's aspect ratio (the default one frames the scene to
+    /// fill the narrower side), so it is made per resolution, as `render` would make it.
+    camera_args: CameraArgs,
+    scene_camera: Option<Camera>,
+    margin: u32,
+    masks: HashMap<(u32, u32), Vec<bool>>,
+}
+
+impl Masker {
+    fn new(path: &Path, camera: &CameraArgs, margin: u32, quiet: bool) -> anyhow::Result<Masker> {
+        let scene = obj::load_obj(path, &obj::LoadOptions { quiet })?;
+        Ok(Masker {
+            bvh: SceneBvh::build(&scene),
+            scene,
+            camera_args: camera.clone(),
+            scene_camera: Camera::hint_from_obj(path),
+            margin,
+            masks: HashMap::new(),
+        })
+    }
+
+    fn mask(&mut self, width: u32, height: u32) -> anyhow::Result<&[bool]> {
+        if !self.masks.contains_key(&(width, height)) {
+            let frame = self
+                .camera_args
+                .camera(&self.scene.bounds(), self.scene_camera, width, height)
+                .frame(width, height)
+                .with_context(|| format!("{}: bad camera", self.scene.source))?;
+            let seen = light_or_background(&self.scene, &self.bvh, &frame);
+            self.masks
+                .insert((width, height), dilate(&seen, width, height, self.margin));
+        }
+        Ok(&self.masks[&(width, height)])
+    }
+}
+
+pub fn run(a: ImageStatsArgs) -> anyhow::Result<()> {
+    if !(a.ratio > 0.0 && a.ratio.is_finite()) {
+        anyhow::bail!("--ratio must be a positive number, got {}", a.ratio);
+    }
+    if a.window == 0 || a.window % 2 == 0 {
+        anyhow::bail!("--window must be an odd number of pixels, got {}", a.window);
+    }
+    let criterion = FireflyCriterion {
+        ratio: a.ratio,
+        window: a.window,
+    };
+    let mut masker = match &a.mask_scene {
+        Some(path) => Some(Masker::new(path, &a.camera, a.mask_margin, a.quiet)?),
+        None => None,
+    };
+    let mut reports: Vec<ImageReport> = Vec::new();
+    let mut first_pixels: Option<(u32, u32, Vec<[f32; 3]>)> = None;
+    for path in &a.images {
+        let (width, height, pixels) = read_radiance(path)?;
+        // Bit-level comparison with the first image (EXR files of equal pixels need not be
+        // equal bytes: the encoder may order compressed blocks differently).
+        let (differing, max_diff) = match &first_pixels {
+            Some((w, h, first)) if (*w, *h) == (width, height) => {
+                let differing = first
+                    .iter()
+                    .zip(&pixels)
+                    .filter(|(a, b)| a.map(f32::to_bits) != b.map(f32::to_bits))
+                    .count();
+                let max_diff = first
+                    .iter()
+                    .zip(&pixels)
+                    .flat_map(|(a, b)| (0..3).map(move |c| (a[c] - b[c]).abs()))
+                    .fold(0.0f32, f32::max);
+                (Some(differing), Some(max_diff))
+            }
+            _ => (None, None),
+        };
+        let mask = match masker.as_mut() {
+            Some(m) => Some(m.mask(width, height)?),
+            None => None,
+        };
+        let masked = mask.map_or(0, |m| m.iter().filter(|&&b| b).count());
+        let found = fireflies(&pixels, width, height, mask, criterion);
+        if let Some(dir) = &a.overlay {
+            write_overlay(dir, path, width, height, &pixels, mask, &found)?;
+        }
+        let mean = mean_radiance(&pixels);
+        let change = reports.first().map(|first: &ImageReport| {
+            100.0 * (mean.luminance - first.mean_luminance) / first.mean_luminance
+        });
+        reports.push(ImageReport {
+            path: path.display().to_string(),
+            width,
+            height,
+            mean_rgb: mean.rgb,
+            mean_luminance: mean.luminance,
+            fireflies: found.len(),
+            tested: pixels.len() - masked,
+            masked,
+            ratio: a.ratio,
+            window: a.window,
+            mask_margin: masker.as_ref().map(|m| m.margin),
+            mean_luminance_change_percent: change,
+            pixels_differing_from_first: differing,
+            max_abs_difference_from_first: max_diff,
+            firefly_list: found
+                .iter()
+                .take(a.list)
+                .map(|f| FireflyEntry {
+                    x: f.x,
+                    y: f.y,
+                    luminance: f.luminance,
+                    median: f.median,
+                })
+                .collect(),
+        });
+        if first_pixels.is_none() {
+            first_pixels = Some((width, height, pixels));
+        }
+    }
+    let text = if a.json {
+        serde_json::to_string_pretty(&reports)? + "\n"
+    } else {
+        render_text(&reports)
+    };
+    // A reader that stops early (`| head`) is not an error.
+    match std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(e).context("cannot write to stdout")
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Writes `dir/<image stem>.fireflies.png`: the image tone-mapped as `render` writes PNGs,
+/// masked pixels at a third of their brightness, fireflies magenta.
+fn write_overlay(
+    dir: &Path,
+    image: &Path,
+    width: u32,
+    height: u32,
+    pixels: &[[f32; 3]],
+    mask: Option<&[bool]>,
+    found: &[crate::render::stats::Firefly],
+) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("{}: cannot create the folder", dir.display()))?;
+    let stem = image
+        .file_stem()
+        .map_or_else(|| "image".into(), |s| s.to_string_lossy().into_owned());
+    let out = dir.join(format!("{stem}.fireflies.png"));
+    let mut bytes: Vec<u8> = pixels
+        .iter()
+        .enumerate()
+        .flat_map(|(i, &p)| {
+            let c = to_srgb8(p);
+            if mask.is_some_and(|m| m[i]) {
+                c.map(|v| v / 3)
+            } else {
+                c
+            }
+        })
+        .collect();
+    for f in found {
+        let i = 3 * (f.y as usize * width as usize + f.x as usize);
+        bytes[i..i + 3].copy_from_slice(&[255, 0, 255]);
+    }
+    let img = image::RgbImage::from_raw(width, height, bytes)
+        .context("overlay size does not match the image")?;
+    img.save_with_format(&out, image::ImageFormat::Png)
+        .with_context(|| format!("{}: cannot write the overlay", out.display()))?;
+    Ok(())
+}
+
+/// The reports as text, one block per image.
+pub fn render_text(reports: &[ImageReport]) -> String {
+    let mut s = String::new();
+    let first = reports.first();
+    for (i, r) in reports.iter().enumerate() {
+        if i > 0 {
+            s.push('\n');
+        }
+        let _ = writeln!(s, "image       {} ({}x{})", r.path, r.width, r.height);
+        let _ = writeln!(
+            s,
+            "mean        luminance {:.6}, rgb ({:.6}, {:.6}, {:.6})",
+            r.mean_luminance, r.mean_rgb[0], r.mean_rgb[1], r.mean_rgb[2]
+        );
+        let masked = match r.mask_margin {
+            Some(m) => format!(
+                "; {} masked: light sources, background and {m} px around them",
+                r.masked
+            ),
+            None => "; no mask".to_string(),
+        };
+        let _ = writeln!(
+            s,
+            "fireflies   {} (pixels brighter than {}x the median luminance of their {}x{} window; {} tested{masked})",
+            r.fireflies, r.ratio, r.window, r.window, r.tested
+        );
+        for f in &r.firefly_list {
+            let _ = writeln!(
+                s,
+                "  ({}, {}) luminance {:.6}, median {:.6}",
+                f.x, f.y, f.luminance, f.median
+            );
+        }
+        if let (Some(change), Some(first)) = (r.mean_luminance_change_percent, first) {
+            let _ = writeln!(
+                s,
+                "vs first    mean luminance {change:+.3}%, fireflies {} -> {} ({})",
+                first.fireflies, r.fireflies, first.path
+            );
+            match (
+                r.pixels_differing_from_first,
+                r.max_abs_difference_from_first,
+            ) {
+                (Some(0), _) => {
+                    let _ = writeln!(s, "            pixels bit-identical to the first image");
+                }
+                (Some(n), Some(d)) => {
+                    let _ = writeln!(
+                        s,
+                        "            {n} pixels differ from the first image (largest channel difference {d:.6})"
+                    );
+                }
+                _ => {
+                    let _ = writeln!(s, "            (not compared pixel by pixel: another size)");
+                }
+            }
+        }
+    }
+    s
+}

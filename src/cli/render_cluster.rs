@@ -1,0 +1,282 @@
+//! `mpirun -np N gasworks render ...` (feature `mpi`): one frame rendered by N ranks.
+//!
+//! Every rank parses the same command line, loads the scene and builds its own renderers
+//! (`--devices` and `--threads` are per rank; without `--threads` a rank takes its share of
+//! its node's cores). Whatever fails while a rank gets ready (a missing scene, a parse error,
+//! no GPU, an unwritable output on rank 0) becomes that rank's answer in the handshake, so
+//! every rank prints the same error and exits non-zero. Rank 0 writes the image (atomically:
+//! a temporary file renamed on success) and the statistics; only it prints the summary.
+//!
+//! Environment: `GASWORKS_RANK_TIMEOUT_S` (default 30): a rank silent that long during the
+//! frame is taken for dead or hung and the job is aborted. `GASWORKS_TEST_FAULT`
+//! (`rank=R,after=N,kind=abort|exit|kill|silence`): a test hook that makes rank R fail after it
+//! has rendered N tiles.
+
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+
+use super::console::Verbosity;
+use super::render::{check_args, load_scene, print_load_warnings, render_settings, RenderArgs};
+use crate::backend::WorkerFactory;
+use crate::cluster::mpi::MpiWorld;
+use crate::cluster::{
+    fingerprint::fingerprint, run_node, ClusterJob, FaultHook, FaultKind, PlanInputs, RankSetup,
+    Timing, Transport,
+};
+use crate::optix::pathtracer::OptixOptions;
+use crate::render::output::{self, ImageMeta};
+use crate::render::RenderSettings;
+use crate::scene::camera::CameraFrame;
+use crate::scene::Scene;
+use crate::sched::SchedConfig;
+
+pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
+    let (rank, size) = (world.rank(), world.size());
+    // Rank 0 speaks for the job; the others print only warnings of their own and errors.
+    let out = if rank == 0 {
+        Verbosity::from_flags(a.quiet, a.verbose)
+    } else {
+        Verbosity::Quiet
+    };
+    let host = world.host().to_string();
+    let timing = Timing {
+        dead_after: match std::env::var("GASWORKS_RANK_TIMEOUT_S") {
+            Ok(v) => v
+                .parse::<f64>()
+                .ok()
+                .filter(|s| *s > 0.0 && s.is_finite())
+                .map(Duration::from_secs_f64)
+                .with_context(|| {
+                    format!("GASWORKS_RANK_TIMEOUT_S={v:?}: expected a positive number of seconds")
+                })?,
+            Err(_) => Timing::default().dead_after,
+        },
+        ..Timing::default()
+    };
+    let fault = match std::env::var("GASWORKS_TEST_FAULT") {
+        Ok(v) => Some(
+            FaultHook::parse(&v).map_err(|e| anyhow::anyhow!("GASWORKS_TEST_FAULT={v:?}: {e}"))?,
+        ),
+        Err(_) => None,
+    };
+
+    // Everything that can fail while this rank gets ready is caught here and sent to rank 0
+    // in the handshake, never returned early: the other ranks would wait for this one.
+    let threads = a.threads.unwrap_or_else(|| {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        (cores / world.local_size()).max(1)
+    });
+    let loaded = (|| -> anyhow::Result<(Scene, RenderSettings, SchedConfig, OptixOptions, f64)> {
+        check_args(&a)?;
+        if a.pixelbounds.is_some() {
+            anyhow::bail!(
+                "--pixelbounds renders one crop per process: run it without mpirun (or with -np 1), one job per crop, and join them with `gasworks merge`"
+            );
+        }
+        if rank == 0 {
+            output::check_writable(&a.output)?;
+        }
+        let schedule = a.schedule.config()?;
+        let optix_options = a.accel.optix_options()?;
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build_global()
+            .context("cannot set the number of threads")?;
+        let (scene, load_s) = load_scene(&a)?;
+        if rank == 0 {
+            print_load_warnings(&a, &scene, out);
+        }
+        let settings = render_settings(&a, &scene, out)?;
+        Ok((scene, settings, schedule, optix_options, load_s))
+    })();
+    let (setup, factory) = match &loaded {
+        Ok((scene, settings, schedule, optix_options, _)) => {
+            match get_ready(&a, rank, &host, scene, settings, schedule, optix_options) {
+                Ok((setup, factory)) => (Ok(setup), Some(factory)),
+                Err(e) => (Err(format!("{host}: {}", error_text(&e))), None),
+            }
+        }
+        Err(e) => (Err(format!("{host}: {}", error_text(e))), None),
+    };
+
+    let Ok((scene, settings, schedule, _, load_s)) = &loaded else {
+        // This rank could not even load the scene: it still takes part in the handshake, so
+        // that every rank learns why the job cannot start.
+        let job = ClusterJob {
+            settings: placeholder_settings(),
+            config: SchedConfig::default(),
+            quiet: true,
+            timing,
+            fault,
+        };
+        let e = match run_node(&mut world, setup, &job, &mut |_| Ok(())) {
+            Err(e) => e.to_string(),
+            Ok(_) => format!("the handshake accepted rank {rank}, which was not ready"),
+        };
+        return Err(report_everywhere(world, &e));
+    };
+    let job = ClusterJob {
+        settings: *settings,
+        config: schedule.clone(),
+        quiet: out.is_quiet(),
+        timing,
+        fault,
+    };
+    let render_start = Instant::now();
+    let mut finish = |frame: &crate::sched::Frame| -> anyhow::Result<()> {
+        let meta = ImageMeta::whole(
+            a.width,
+            a.height,
+            output::render_key(&a.scene, scene, settings),
+        );
+        output::write_image(&frame.film, &a.output, &meta)?;
+        crate::sched::publish(
+            frame,
+            a.schedule.stats.as_deref(),
+            a.schedule.costmap.as_deref(),
+        )?;
+        // As one process prints it (-v or --stats), then the ranks' table.
+        out.detail(a.schedule.stats.is_some(), frame.report.summary());
+        if let Some(c) = &frame.report.cluster {
+            out.detail(a.schedule.stats.is_some(), c.summary(&frame.report));
+        }
+        Ok(())
+    };
+    let result = run_node(&mut world, setup, &job, &mut finish);
+    if let (Some(f), Ok(None)) = (fault, &result) {
+        if f.rank == rank && f.kind == FaultKind::Silence {
+            // The test hook's hung rank: alive, silent, until the job is aborted.
+            loop {
+                std::thread::sleep(Duration::from_secs(1));
+            }
+        }
+    }
+    let frame = match result {
+        Ok(frame) => frame,
+        Err(e) => return Err(report_everywhere(world, &e.to_string())),
+    };
+    if let Some(frame) = frame {
+        // The four lines of a single process's render, the ranks in the second.
+        let render_s = render_start.elapsed().as_secs_f64();
+        let samples = a.width as f64 * a.height as f64 * a.spp as f64;
+        out.status(format_args!(
+            "scene: {}: {} groups, {} triangles",
+            a.scene.display(),
+            scene.groups.len(),
+            scene.triangle_count(),
+        ));
+        out.status(format_args!(
+            "ranks: {size}, {} workers in all",
+            frame.report.workers.len()
+        ));
+        let mut time = format!(
+            "time: load {load_s:.2} s, render {render_s:.2} s, {:.3} M samples/s",
+            samples / render_s / 1e6
+        );
+        if let Some(rays) = factory.as_ref().and_then(|f| f.rays_traced()) {
+            time += &format!(" ({rays} rays traced on rank 0)");
+        }
+        out.status(time);
+        out.status(format_args!(
+            "output: {} ({}x{}, {} spp)",
+            a.output.display(),
+            a.width,
+            a.height,
+            a.spp
+        ));
+    }
+    Ok(())
+}
+
+/// The backend, the workers and (on rank 0) the cost map: this rank's part of the handshake.
+fn get_ready<'s>(
+    a: &RenderArgs,
+    rank: usize,
+    host: &str,
+    scene: &'s Scene,
+    settings: &RenderSettings,
+    schedule: &SchedConfig,
+    optix_options: &OptixOptions,
+) -> anyhow::Result<(RankSetup, WorkerFactory<'s>)> {
+    let print = fingerprint(scene, settings, schedule);
+    let backend = crate::backend::select(a.backend.into(), scene, settings, optix_options)?;
+    let description = backend.description.clone();
+    let mut devices = schedule.devices.clone();
+    // As in one process: without --devices, a GPU rank runs two streams on GPU 0.
+    if a.schedule.devices.is_none() && backend.optix.is_some() {
+        devices = vec![crate::sched::DeviceSpec::Gpu {
+            device: 0,
+            streams: 2,
+        }];
+    }
+    let factory = WorkerFactory::new(scene, settings, optix_options, backend);
+    let workers = crate::sched::workers::build_workers(&devices, &factory)?;
+    if workers.is_empty() {
+        anyhow::bail!("--devices gives this rank no worker");
+    }
+    let plan = (rank == 0).then(|| {
+        let (estimate, raster, estimate_stats) = crate::sched::estimate_costmap(
+            scene,
+            settings,
+            schedule,
+            crate::render::Tile::whole(settings.width, settings.height),
+        );
+        PlanInputs {
+            estimate,
+            raster,
+            estimate_stats,
+        }
+    });
+    Ok((
+        RankSetup::new(workers, host.to_string(), description, print, plan),
+        factory,
+    ))
+}
+
+/// Settings for a rank that could not load the scene: it only takes part in the handshake,
+/// which ends the job before anything is rendered.
+fn placeholder_settings() -> RenderSettings {
+    RenderSettings {
+        width: 1,
+        height: 1,
+        spp: 1,
+        max_depth: 1,
+        seed: 0,
+        camera: CameraFrame {
+            eye: glam::Vec3::ZERO,
+            u: glam::Vec3::X,
+            v: glam::Vec3::Y,
+            w: glam::Vec3::Z,
+            width: 1,
+            height: 1,
+        },
+    }
+}
+
+/// Prints `message` on this rank and waits for every rank to have printed theirs before MPI
+/// ends: mpirun kills the remaining ranks as soon as one exits non-zero. Only errors that
+/// every rank has (the handshake's verdict, rank 0's output error) come here; the others end
+/// the job with `MPI_Abort`.
+fn report_everywhere(world: MpiWorld, message: &str) -> anyhow::Error {
+    eprintln!("error: {message}");
+    world.barrier();
+    drop(world);
+    super::Reported.into()
+}
+
+/// An error and its causes on one line, each cause once (a loader error often repeats its
+/// source's text in its own).
+fn error_text(e: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in e.chain() {
+        let c = cause.to_string();
+        if !text.contains(&c) {
+            if !text.is_empty() {
+                text.push_str(": ");
+            }
+            text.push_str(&c);
+        }
+    }
+    text
+}

@@ -1,0 +1,1266 @@
+//! One rank of a cluster render: its workers, its progress loop, and (on rank 0) the master
+//! that plans the passes and gathers the tiles.
+//!
+//! Threads of a rank: one per local worker, rendering tiles from the rank's [`WorkQueues`]
+//! exactly as in one process (own deque first, then the other local workers' cheap ends);
+//! and the calling thread, the *progress loop*, the only one that touches the transport. It
+//! forwards finished tiles to rank 0, answers steal requests, asks other ranks for tiles when
+//! its own deques run dry ([`super::policy`]), sends heartbeats and watches for silent peers.
+//! A worker that finds nothing to do sleeps until tiles arrive from another rank or the pass
+//! ends. docs/cluster.md has the protocol and a sequence sketch.
+
+use std::collections::{HashMap, VecDeque};
+use std::ops::Range;
+use std::sync::mpsc::{self, RecvTimeoutError, Sender};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use indicatif::ProgressBar;
+
+use super::policy::{self as cluster_policy, VictimSearch};
+use super::protocol::{
+    Granted, Msg, Plan, RankPassCounters, RankReady, TaskData, TileDone, WorkerInfo,
+};
+use super::report::{ClusterReport, RankInfo};
+use super::transport::{Transport, TransportError};
+use crate::render::{Film, RenderSettings, Tile};
+use crate::sched::costmap::{CostMap, EstimateStats};
+use crate::sched::cputime::thread_cpu_seconds;
+use crate::sched::policy::{self, StealRng, WorkQueues};
+use crate::sched::raster::RasterStats;
+use crate::sched::report::{self, FrameReport, PassReport};
+use crate::sched::sat::MapScale;
+use crate::sched::workers::{TileRecord, Worker};
+use crate::sched::{tiles, Frame, SchedConfig};
+
+/// The progress loop's clocks.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Timing {
+    /// How long the loop waits for a worker event before it polls the transport again: the
+    /// added latency of a message, at most.
+    pub poll: Duration,
+    /// A rank that has sent a peer nothing for this long sends it a heartbeat.
+    pub heartbeat: Duration,
+    /// A peer silent for this long during the frame is taken for dead or hung: the job is
+    /// aborted with a message naming it.
+    pub dead_after: Duration,
+}
+
+impl Default for Timing {
+    fn default() -> Self {
+        Timing {
+            poll: Duration::from_micros(250),
+            heartbeat: Duration::from_secs(1),
+            dead_after: Duration::from_secs(30),
+        }
+    }
+}
+
+/// A test hook: make one rank fail in the middle of the frame, after it has rendered
+/// `after_tiles` tiles, to check that the job ends with a clear message and no hang.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FaultHook {
+    pub rank: usize,
+    pub after_tiles: usize,
+    pub kind: FaultKind,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FaultKind {
+    /// `std::process::abort()`: the process dies on SIGABRT.
+    Abort,
+    /// `std::process::exit(3)` without finishing MPI.
+    Exit,
+    /// SIGKILL to itself, as the kernel's out-of-memory killer would.
+    Kill,
+    /// The rank stops talking (its progress loop returns and says nothing): a hung rank,
+    /// which only the heartbeat timeout can catch.
+    Silence,
+}
+
+impl FaultHook {
+    /// Parses `rank=R,after=N,kind=abort|exit|kill|silence` (the `GASWORKS_TEST_FAULT`
+    /// variable).
+    pub fn parse(s: &str) -> Result<FaultHook, String> {
+        let (mut rank, mut after, mut kind) = (None, None, None);
+        for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (k, v) = part
+                .split_once('=')
+                .ok_or_else(|| format!("{part:?} is not key=value"))?;
+            let num = || {
+                v.parse::<usize>()
+                    .map_err(|_| format!("{k}={v}: not a number"))
+            };
+            match k {
+                "rank" => rank = Some(num()?),
+                "after" => after = Some(num()?),
+                "kind" => {
+                    kind = Some(match v {
+                        "abort" => FaultKind::Abort,
+                        "exit" => FaultKind::Exit,
+                        "kill" => FaultKind::Kill,
+                        "silence" => FaultKind::Silence,
+                        _ => {
+                            return Err(format!("kind={v}: expected abort, exit, kill or silence"))
+                        }
+                    })
+                }
+                _ => return Err(format!("unknown key {k:?}")),
+            }
+        }
+        Ok(FaultHook {
+            rank: rank.ok_or("rank=R is missing")?,
+            after_tiles: after.unwrap_or(0),
+            kind: kind.unwrap_or(FaultKind::Abort),
+        })
+    }
+}
+
+/// What every rank is asked to do (the same on every rank).
+#[derive(Clone, Debug)]
+pub struct ClusterJob {
+    pub settings: RenderSettings,
+    pub config: SchedConfig,
+    /// No progress bar on rank 0.
+    pub quiet: bool,
+    pub timing: Timing,
+    pub fault: Option<FaultHook>,
+}
+
+/// The cost map rank 0 plans with.
+#[derive(Clone, Debug)]
+pub struct PlanInputs {
+    pub estimate: CostMap,
+    pub raster: RasterStats,
+    pub estimate_stats: EstimateStats,
+}
+
+/// What a rank brings to the frame once it has loaded the scene and built its renderers.
+pub struct RankSetup {
+    pub workers: Vec<Worker>,
+    pub ready: RankReady,
+    /// Rank 0 only.
+    pub plan: Option<PlanInputs>,
+}
+
+impl RankSetup {
+    pub fn new(
+        workers: Vec<Worker>,
+        host: String,
+        backend: String,
+        fingerprint: u64,
+        plan: Option<PlanInputs>,
+    ) -> RankSetup {
+        let infos = workers
+            .iter()
+            .map(|w| WorkerInfo {
+                label: w.label.clone(),
+                device: w.device.clone(),
+                group: w.group as u32,
+            })
+            .collect();
+        RankSetup {
+            workers,
+            ready: RankReady {
+                host,
+                backend,
+                fingerprint,
+                workers: infos,
+            },
+            plan,
+        }
+    }
+}
+
+/// Why a rank's part of the frame failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    /// A rank could not get ready (scene, backend, output); every rank reports the same text.
+    #[error("{0}")]
+    Setup(String),
+    /// A worker of a rank failed on a tile.
+    #[error("rank {rank} failed: {message}")]
+    RankFailed { rank: usize, message: String },
+    /// A peer fell silent.
+    #[error("rank {rank} has sent nothing for {seconds:.1} s (heartbeats are sent every {heartbeat_s:.1} s): it has died or hung")]
+    Silent {
+        rank: usize,
+        seconds: f64,
+        heartbeat_s: f64,
+    },
+    /// A message that breaks the protocol (a bug, or ranks of different builds).
+    #[error("rank {rank}: protocol error: {message}")]
+    Protocol { rank: usize, message: String },
+    #[error("{0}")]
+    Transport(#[from] TransportError),
+    /// Rank 0 could not write the outputs.
+    #[error("rank 0 could not write the outputs: {0}")]
+    Output(String),
+}
+
+impl ClusterError {
+    /// Whether the whole job must be ended (MPI_Abort): the other ranks cannot finish the
+    /// frame cleanly. Setup and output failures are agreed on by every rank, which then
+    /// leave normally.
+    fn aborts_job(&self) -> bool {
+        !matches!(
+            self,
+            ClusterError::Setup(_)
+                | ClusterError::Output(_)
+                | ClusterError::Transport(TransportError::Aborted { .. })
+        )
+    }
+}
+
+/// Runs this rank's part of one frame over `transport`: the setup handshake, the passes, the
+/// end. Rank 0 returns the frame after `finish` (which writes the outputs) has run; the other
+/// ranks return `None`. `setup` is what this rank managed to prepare, or why it could not;
+/// the first thing the ranks do is agree on whether every rank is ready, so a failure on one
+/// rank gives every rank the same error and nobody waits forever.
+///
+/// On a failure that the other ranks cannot see coming (a worker error, a silent peer), the
+/// job is aborted through the transport.
+pub fn run_node<T: Transport>(
+    transport: &mut T,
+    setup: Result<RankSetup, String>,
+    job: &ClusterJob,
+    finish: &mut dyn FnMut(&Frame) -> anyhow::Result<()>,
+) -> Result<Option<Frame>, ClusterError> {
+    let mut node = Node::new(transport, job);
+    let result = node.run(setup, finish);
+    match &result {
+        Err(e) if e.aborts_job() => node.t.abort(&e.to_string()),
+        _ => {
+            let _ = node.t.flush(Duration::from_secs(10));
+        }
+    }
+    result
+}
+
+/// What a worker thread tells the progress loop.
+enum Event {
+    Done(TileDone),
+    Failed(String),
+}
+
+/// A task held by this rank: its tile, its prior sums, and (when it came from another rank)
+/// the global worker whose deque it left there.
+struct Held {
+    tile: Tile,
+    prior: Option<Vec<[f32; 4]>>,
+    origin: Option<u32>,
+}
+
+/// What a rank's workers share during one pass.
+struct PassShared {
+    pass: u32,
+    samples: Range<u32>,
+    seed: u64,
+    queues: WorkQueues,
+    tasks: Mutex<HashMap<u32, Held>>,
+    wake: Mutex<(u64, bool)>,
+    cv: Condvar,
+    start: Instant,
+}
+
+impl PassShared {
+    /// Wakes sleeping workers: tiles have arrived.
+    fn wake(&self) {
+        let mut s = self.wake.lock().unwrap_or_else(|p| p.into_inner());
+        s.0 += 1;
+        self.cv.notify_all();
+    }
+
+    /// Ends the pass for this rank's workers.
+    fn stop(&self) {
+        let mut s = self.wake.lock().unwrap_or_else(|p| p.into_inner());
+        s.1 = true;
+        self.cv.notify_all();
+    }
+}
+
+/// This rank's state in the current pass.
+struct RankPass {
+    shared: Arc<PassShared>,
+    search: VictimSearch,
+    /// The rank asked for tiles and waits for the answer.
+    outstanding: Option<usize>,
+    counters: RankPassCounters,
+    /// `PassEnd` arrived.
+    over: bool,
+    stats_sent: bool,
+    /// Stealing is on for this pass.
+    steal: bool,
+    /// Global index of this rank's first worker.
+    first_worker: usize,
+}
+
+fn worker_loop(
+    shared: &PassShared,
+    local: usize,
+    global: usize,
+    offset: usize,
+    worker: &Worker,
+    tx: Sender<Event>,
+) {
+    let mut rng = StealRng::new(shared.seed, global, shared.pass as usize);
+    loop {
+        let generation = {
+            let s = shared.wake.lock().unwrap_or_else(|p| p.into_inner());
+            if s.1 {
+                return;
+            }
+            s.0
+        };
+        let Some(take) = shared.queues.next(local, &mut rng) else {
+            let mut s = shared.wake.lock().unwrap_or_else(|p| p.into_inner());
+            while s.0 == generation && !s.1 {
+                s = shared.cv.wait(s).unwrap_or_else(|p| p.into_inner());
+            }
+            continue;
+        };
+        let task = take.task as u32;
+        let held = shared
+            .tasks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&task);
+        let Some(held) = held else {
+            let _ = tx.send(Event::Failed(format!(
+                "scheduler bug: task {task} was queued without its tile"
+            )));
+            return;
+        };
+        let tile = held.tile;
+        let mut acc = held
+            .prior
+            .unwrap_or_else(|| vec![[0.0; 4]; tile.pixel_count()]);
+        let cpu0 = worker.cpu_timed.then(thread_cpu_seconds).flatten();
+        let t0 = shared.start.elapsed().as_secs_f64();
+        let result = worker
+            .renderer
+            .render_tile(tile, shared.samples.clone(), &mut acc);
+        let t1 = shared.start.elapsed().as_secs_f64();
+        let cpu1 = worker.cpu_timed.then(thread_cpu_seconds).flatten();
+        if let Err(e) = result {
+            let _ = tx.send(Event::Failed(format!(
+                "worker {} ({}) failed on tile x={} y={} {}x{}, samples {:?}: {e:#}",
+                worker.label,
+                worker.renderer.name(),
+                tile.x,
+                tile.y,
+                tile.w,
+                tile.h,
+                shared.samples
+            )));
+            return;
+        }
+        let done = TileDone {
+            pass: shared.pass,
+            task,
+            worker: global as u32,
+            stolen_from: match take.stolen_from {
+                Some(v) => Some((offset + v) as u32),
+                None => held.origin,
+            },
+            start_s: t0,
+            end_s: t1,
+            cost_s: match (cpu0, cpu1) {
+                (Some(a), Some(b)) => b - a,
+                _ => t1 - t0,
+            },
+            pixels: acc,
+        };
+        if tx.send(Event::Done(done)).is_err() {
+            return;
+        }
+    }
+}
+
+/// Rank 0's view of one pass.
+struct MasterPass {
+    index: usize,
+    tiles: Vec<Tile>,
+    predicted: Vec<f64>,
+    estimated: Vec<f64>,
+    deques: Vec<Vec<usize>>,
+    records: Vec<Option<TileRecord>>,
+    buffers: Vec<Vec<[f32; 4]>>,
+    done: usize,
+    stats: Vec<Option<RankPassCounters>>,
+    start: Instant,
+    makespan_s: f64,
+}
+
+/// Rank 0's master role: plans the passes, gathers the tiles into the film.
+struct Master {
+    ranks: usize,
+    settings: RenderSettings,
+    config: SchedConfig,
+    film: Film,
+    inputs: PlanInputs,
+    plan_map: CostMap,
+    scale: MapScale,
+    passes: Vec<Range<u32>>,
+    weights: Vec<f64>,
+    groups: Vec<usize>,
+    worker_rank: Vec<usize>,
+    /// First global worker of each rank, and the total at the end.
+    offsets: Vec<usize>,
+    labels: Vec<(String, String)>,
+    rank_info: Vec<RankInfo>,
+    current: Option<MasterPass>,
+    reports: Vec<PassReport>,
+    counters: Vec<Vec<RankPassCounters>>,
+    progress: ProgressBar,
+    render_start: Instant,
+}
+
+type Outbox = Vec<(usize, Msg)>;
+
+impl Master {
+    fn new(job: &ClusterJob, inputs: PlanInputs, hellos: &[RankReady]) -> Master {
+        let settings = job.settings;
+        let mut offsets = vec![0usize];
+        let (mut groups, mut worker_rank, mut labels) = (Vec::new(), Vec::new(), Vec::new());
+        let mut group_base = 0usize;
+        for (r, h) in hellos.iter().enumerate() {
+            for w in &h.workers {
+                groups.push(group_base + w.group as usize);
+                worker_rank.push(r);
+                labels.push((format!("r{r}/{}", w.label), w.device.clone()));
+            }
+            group_base += h
+                .workers
+                .iter()
+                .map(|w| w.group as usize + 1)
+                .max()
+                .unwrap_or(0);
+            offsets.push(worker_rank.len());
+        }
+        let scale = MapScale::between(
+            (settings.width, settings.height),
+            (inputs.estimate.width, inputs.estimate.height),
+        );
+        let progress = crate::sched::progress_bar(job.quiet);
+        Master {
+            ranks: hellos.len(),
+            film: Film::new(settings.width, settings.height),
+            plan_map: inputs.estimate.clone(),
+            scale,
+            passes: job.config.passes(settings.spp),
+            weights: vec![1.0; worker_rank.len()],
+            groups,
+            worker_rank,
+            offsets,
+            labels,
+            rank_info: hellos
+                .iter()
+                .map(|h| RankInfo {
+                    host: h.host.clone(),
+                    backend: h.backend.clone(),
+                    workers: h.workers.len(),
+                })
+                .collect(),
+            current: None,
+            reports: Vec::new(),
+            counters: Vec::new(),
+            progress,
+            render_start: Instant::now(),
+            settings,
+            config: job.config.clone(),
+            inputs,
+        }
+    }
+
+    /// Plans pass `index` and gives every rank its share: the tiles are cut and assigned to
+    /// all workers of all ranks at once, in rank order, so each rank gets one contiguous run
+    /// of about equal estimated cost (weighted by its workers' measured speed after the first
+    /// pass).
+    fn start_pass(&mut self, index: usize) -> Outbox {
+        let plan_sat = self.plan_map.sat();
+        let estimate_sat = self.inputs.estimate.sat();
+        let (w, h) = (self.settings.width, self.settings.height);
+        let tiles = tiles::layout(
+            self.config.strategy,
+            w,
+            h,
+            self.config.tiles,
+            &plan_sat,
+            self.scale,
+        );
+        if index == 0 {
+            self.progress
+                .set_length((tiles.len() * self.passes.len()) as u64);
+            self.render_start = Instant::now();
+        }
+        self.progress
+            .set_message(format!("pass {}/{}", index + 1, self.passes.len()));
+        let predicted: Vec<f64> = tiles
+            .iter()
+            .map(|t| self.scale.tile_cost(&plan_sat, *t))
+            .collect();
+        let estimated: Vec<f64> = tiles
+            .iter()
+            .map(|t| self.scale.tile_cost(&estimate_sat, *t))
+            .collect();
+        let deques = policy::initial_deques(self.config.strategy, &predicted, &self.weights);
+        let samples = self.passes[index].clone();
+        let mut out = Vec::with_capacity(self.ranks);
+        for r in 0..self.ranks {
+            let mine = &deques[self.offsets[r]..self.offsets[r + 1]];
+            let tasks = mine
+                .iter()
+                .flatten()
+                .map(|&t| TaskData {
+                    task: t as u32,
+                    tile: tiles[t],
+                    prior: (index > 0).then(|| self.film.read_tile(tiles[t])),
+                })
+                .collect();
+            out.push((
+                r,
+                Msg::Plan(Plan {
+                    pass: index as u32,
+                    samples: samples.clone(),
+                    steal: self.config.steal,
+                    deques: mine
+                        .iter()
+                        .map(|d| d.iter().map(|&t| t as u32).collect())
+                        .collect(),
+                    tasks,
+                }),
+            ));
+        }
+        let n = tiles.len();
+        self.current = Some(MasterPass {
+            index,
+            tiles,
+            predicted,
+            estimated,
+            deques,
+            records: vec![None; n],
+            buffers: vec![Vec::new(); n],
+            done: 0,
+            stats: vec![None; self.ranks],
+            start: Instant::now(),
+            makespan_s: 0.0,
+        });
+        out
+    }
+
+    fn on_tile(&mut self, from: usize, d: TileDone) -> Result<Outbox, String> {
+        let pass = self
+            .current
+            .as_mut()
+            .filter(|p| p.index == d.pass as usize)
+            .ok_or_else(|| format!("a tile of pass {} arrived outside that pass", d.pass))?;
+        let task = d.task as usize;
+        let tile = *pass
+            .tiles
+            .get(task)
+            .ok_or_else(|| format!("tile {task} does not exist"))?;
+        if self.worker_rank.get(d.worker as usize) != Some(&from) {
+            return Err(format!(
+                "tile {task} claims worker {} that is not one of rank {from}'s",
+                d.worker
+            ));
+        }
+        if d.pixels.len() != tile.pixel_count() {
+            return Err(format!(
+                "tile {task} came with {} pixels, not {}",
+                d.pixels.len(),
+                tile.pixel_count()
+            ));
+        }
+        if pass.records[task].is_some() {
+            return Err(format!(
+                "scheduler bug: tile {task} was rendered twice in pass {}",
+                pass.index
+            ));
+        }
+        pass.records[task] = Some(TileRecord {
+            task,
+            worker: d.worker as usize,
+            stolen_from: d.stolen_from.map(|v| v as usize),
+            start_s: d.start_s,
+            end_s: d.end_s,
+            cost_s: d.cost_s,
+        });
+        pass.buffers[task] = d.pixels;
+        pass.done += 1;
+        self.progress.inc(1);
+        if pass.done < pass.tiles.len() {
+            return Ok(Vec::new());
+        }
+        pass.makespan_s = pass.start.elapsed().as_secs_f64();
+        let end = pass.index as u32;
+        Ok((0..self.ranks)
+            .map(|r| (r, Msg::PassEnd { pass: end }))
+            .collect())
+    }
+
+    /// A rank's counters after `PassEnd`. When every rank's are in, the pass is complete:
+    /// its tiles go into the film and the next pass is planned. Returns the messages to send
+    /// and whether the frame is complete.
+    fn on_stats(
+        &mut self,
+        from: usize,
+        pass_index: u32,
+        counters: RankPassCounters,
+    ) -> Result<(Outbox, bool), String> {
+        let pass = self
+            .current
+            .as_mut()
+            .filter(|p| p.index == pass_index as usize && p.done == p.tiles.len())
+            .ok_or_else(|| format!("statistics of pass {pass_index} before its end"))?;
+        if pass.stats[from].replace(counters).is_some() {
+            return Err(format!("statistics of pass {pass_index} sent twice"));
+        }
+        if pass.stats.iter().any(Option::is_none) {
+            return Ok((Vec::new(), false));
+        }
+        let Some(pass) = self.current.take() else {
+            return Ok((Vec::new(), false));
+        };
+        for (t, buf) in pass.tiles.iter().zip(&pass.buffers) {
+            self.film.write_tile(*t, buf);
+        }
+        let records: Vec<TileRecord> = pass.records.into_iter().flatten().collect();
+        let workers = self.worker_rank.len();
+        let report = PassReport {
+            samples: self.passes[pass.index].clone(),
+            workers: report::worker_stats(workers, &records),
+            tiles: pass.tiles,
+            predicted: pass.predicted,
+            estimated: pass.estimated,
+            initial_deques: pass.deques,
+            records,
+            makespan_s: pass.makespan_s,
+        };
+        self.counters.push(
+            pass.stats
+                .into_iter()
+                .map(Option::unwrap_or_default)
+                .collect(),
+        );
+        let next = pass.index + 1;
+        if next < self.passes.len() {
+            let (speeds, normalized) = crate::sched::measured_costs_by_group(&self.groups, &report);
+            self.plan_map = self.plan_map.corrected(
+                (self.film.width, self.film.height),
+                &report.tiles,
+                &normalized,
+            );
+            self.weights = speeds;
+            self.reports.push(report);
+            Ok((self.start_pass(next), false))
+        } else {
+            self.reports.push(report);
+            Ok((Vec::new(), true))
+        }
+    }
+
+    fn into_frame(self) -> Frame {
+        self.progress.finish_and_clear();
+        let report = FrameReport {
+            width: self.settings.width,
+            height: self.settings.height,
+            // Cluster renders are of the whole frame (render_cluster refuses --pixelbounds).
+            window: crate::render::Tile::whole(self.settings.width, self.settings.height),
+            strategy: self.config.strategy,
+            steal: self.config.steal,
+            workers: self.labels,
+            raster: self.inputs.raster,
+            estimate: self.inputs.estimate_stats,
+            costmap: self.inputs.estimate,
+            passes: self.reports,
+            render_s: self.render_start.elapsed().as_secs_f64(),
+            cluster: Some(ClusterReport {
+                ranks: self.rank_info,
+                worker_rank: self.worker_rank,
+                counters: self.counters,
+            }),
+        };
+        Frame {
+            film: self.film,
+            report,
+        }
+    }
+}
+
+struct Node<'t, T: Transport> {
+    t: &'t mut T,
+    job: &'t ClusterJob,
+    rank: usize,
+    size: usize,
+    /// Messages to itself (rank 0's worker role talking to its master role).
+    local: VecDeque<Msg>,
+    /// Peer messages that overtook this rank's roster. Order is kept only per pair of
+    /// ranks, so a rank that already has its roster and plan may ask this one for tiles
+    /// before rank 0's roster gets here; they are handled once the frame starts.
+    early: VecDeque<(usize, Msg)>,
+    last_heard: Vec<Instant>,
+    last_sent: Vec<Instant>,
+    /// Liveness checks are on (during the frame, not while ranks load their scenes).
+    live: bool,
+    tiles_rendered: usize,
+}
+
+impl<'t, T: Transport> Node<'t, T> {
+    fn new(t: &'t mut T, job: &'t ClusterJob) -> Self {
+        let (rank, size) = (t.rank(), t.size());
+        let now = Instant::now();
+        Node {
+            t,
+            job,
+            rank,
+            size,
+            local: VecDeque::new(),
+            early: VecDeque::new(),
+            last_heard: vec![now; size],
+            last_sent: vec![now; size],
+            live: false,
+            tiles_rendered: 0,
+        }
+    }
+
+    fn protocol(&self, from: usize, message: String) -> ClusterError {
+        ClusterError::Protocol {
+            rank: self.rank,
+            message: format!("from rank {from}: {message}"),
+        }
+    }
+
+    fn send(&mut self, to: usize, msg: Msg) -> Result<(), ClusterError> {
+        if to == self.rank {
+            self.local.push_back(msg);
+        } else {
+            self.t.send(to, msg.encode())?;
+            self.last_sent[to] = Instant::now();
+        }
+        Ok(())
+    }
+
+    fn send_all(&mut self, out: Outbox) -> Result<(), ClusterError> {
+        for (to, msg) in out {
+            self.send(to, msg)?;
+        }
+        Ok(())
+    }
+
+    fn recv(&mut self) -> Result<Option<(usize, Msg)>, ClusterError> {
+        if let Some(m) = self.local.pop_front() {
+            return Ok(Some((self.rank, m)));
+        }
+        if let Some(m) = self.early.pop_front() {
+            return Ok(Some(m));
+        }
+        match self.t.poll()? {
+            Some((from, bytes)) => {
+                self.last_heard[from] = Instant::now();
+                let msg = Msg::decode(&bytes).map_err(|e| {
+                    self.protocol(
+                        from,
+                        format!("unreadable message ({e}); are all ranks the same gasworks build?"),
+                    )
+                })?;
+                Ok(Some((from, msg)))
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// Heartbeats to the peers this rank is watched by, and the watch on the peers it
+    /// depends on: rank 0 watches every rank, the others watch rank 0.
+    fn tick(&mut self) -> Result<(), ClusterError> {
+        if !self.live {
+            return Ok(());
+        }
+        let now = Instant::now();
+        let timing = self.job.timing;
+        let peers: Vec<usize> = if self.rank == 0 {
+            (1..self.size).collect()
+        } else {
+            vec![0]
+        };
+        for r in peers {
+            if now.duration_since(self.last_sent[r]) >= timing.heartbeat {
+                self.send(r, Msg::Heartbeat)?;
+            }
+            let silent = now.duration_since(self.last_heard[r]);
+            if silent >= timing.dead_after {
+                return Err(ClusterError::Silent {
+                    rank: r,
+                    seconds: silent.as_secs_f64(),
+                    heartbeat_s: timing.heartbeat.as_secs_f64(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits for the next message (setup phase: no workers, no liveness checks).
+    fn wait_message(&mut self) -> Result<(usize, Msg), ClusterError> {
+        loop {
+            if let Some(m) = self.recv()? {
+                return Ok(m);
+            }
+            std::thread::sleep(self.job.timing.poll);
+        }
+    }
+
+    fn run(
+        &mut self,
+        setup: Result<RankSetup, String>,
+        finish: &mut dyn FnMut(&Frame) -> anyhow::Result<()>,
+    ) -> Result<Option<Frame>, ClusterError> {
+        let hello = match &setup {
+            Ok(s) => Ok(s.ready.clone()),
+            Err(e) => Err(e.clone()),
+        };
+        self.send(0, Msg::Hello(hello))?;
+        let mut master_inputs = None;
+        if self.rank == 0 {
+            let mut hellos: Vec<Option<Result<RankReady, String>>> = vec![None; self.size];
+            while hellos.iter().any(Option::is_none) {
+                match self.wait_message()? {
+                    (from, Msg::Hello(h)) if hellos[from].is_none() => hellos[from] = Some(h),
+                    (from, m) => {
+                        return Err(self.protocol(from, format!("{} before the roster", m.name())))
+                    }
+                }
+            }
+            let hellos: Vec<Result<RankReady, String>> = hellos.into_iter().flatten().collect();
+            let verdict = roster_verdict(&hellos);
+            match &verdict {
+                Ok(ready) => {
+                    let mut first = 0u32;
+                    for (r, h) in ready.iter().enumerate() {
+                        self.send(r, Msg::Roster(Ok(first)))?;
+                        first += h.workers.len() as u32;
+                    }
+                    master_inputs = Some(ready.clone());
+                }
+                Err(text) => {
+                    for r in 0..self.size {
+                        self.send(r, Msg::Roster(Err(text.clone())))?;
+                    }
+                }
+            }
+        }
+        let mut early = VecDeque::new();
+        let offset = loop {
+            match self.wait_message()? {
+                (0, Msg::Roster(Ok(first))) => break first as usize,
+                (0, Msg::Roster(Err(text))) => return Err(ClusterError::Setup(text)),
+                // A peer only talks once it has its own roster, so this job is going ahead
+                // and ours is on its way: keep the message for the frame loop.
+                (from, m) if from != 0 && from != self.rank && self.rank != 0 => {
+                    early.push_back((from, m))
+                }
+                (from, m) => {
+                    return Err(self.protocol(from, format!("{} instead of the roster", m.name())))
+                }
+            }
+        };
+        self.early = early;
+        let Ok(setup) = setup else {
+            return Err(self.protocol(0, "a roster for a rank that was not ready".into()));
+        };
+        let mut master = match (master_inputs, setup.plan.clone()) {
+            (Some(hellos), Some(inputs)) => Some(Master::new(self.job, inputs, &hellos)),
+            (Some(_), None) => {
+                return Err(ClusterError::Setup(
+                    "rank 0 has no cost map to plan with".into(),
+                ))
+            }
+            _ => None,
+        };
+        let now = Instant::now();
+        self.last_heard.fill(now);
+        self.last_sent.fill(now);
+        self.live = true;
+        if let Some(m) = master.as_mut() {
+            let out = m.start_pass(0);
+            self.send_all(out)?;
+        }
+        let workers = &setup.workers;
+        std::thread::scope(|scope| {
+            let (tx, rx) = mpsc::channel::<Event>();
+            let mut current: Option<RankPass> = None;
+            let result = self.frame_loop(
+                scope,
+                workers,
+                offset,
+                &tx,
+                &rx,
+                &mut current,
+                &mut master,
+                finish,
+            );
+            if let Some(c) = &current {
+                c.shared.stop();
+            }
+            if let Err(e) = &result {
+                if e.aborts_job() {
+                    // Before waiting for the workers' last tiles: end the job now.
+                    self.t.abort(&e.to_string());
+                }
+            }
+            result
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn frame_loop<'s, 'e>(
+        &mut self,
+        scope: &'s std::thread::Scope<'s, 'e>,
+        workers: &'e [Worker],
+        offset: usize,
+        tx: &Sender<Event>,
+        rx: &mpsc::Receiver<Event>,
+        current: &mut Option<RankPass>,
+        master: &mut Option<Master>,
+        finish: &mut dyn FnMut(&Frame) -> anyhow::Result<()>,
+    ) -> Result<Option<Frame>, ClusterError> {
+        let mut deferred: Vec<(usize, u32, u32)> = Vec::new();
+        let mut pending_event: Option<Event> = None;
+        loop {
+            // Worker events.
+            let mut events: Vec<Event> = pending_event.take().into_iter().collect();
+            events.extend(rx.try_iter());
+            for ev in events {
+                match ev {
+                    Event::Done(d) => {
+                        self.tiles_rendered += 1;
+                        if let Some(m) = master.as_mut() {
+                            let out = m
+                                .on_tile(self.rank, d)
+                                .map_err(|e| self.protocol(self.rank, e))?;
+                            self.send_all(out)?;
+                        } else {
+                            self.send(0, Msg::TileDone(d))?;
+                        }
+                        if let Some(f) = self.job.fault {
+                            if f.rank == self.rank && self.tiles_rendered >= f.after_tiles {
+                                match f.kind {
+                                    FaultKind::Abort => std::process::abort(),
+                                    FaultKind::Exit => std::process::exit(3),
+                                    FaultKind::Kill => {
+                                        // SAFETY: raise only sends a signal to this process.
+                                        unsafe { libc::raise(libc::SIGKILL) };
+                                    }
+                                    FaultKind::Silence => return Ok(None),
+                                }
+                            }
+                        }
+                    }
+                    Event::Failed(message) => {
+                        return Err(ClusterError::RankFailed {
+                            rank: self.rank,
+                            message,
+                        })
+                    }
+                }
+            }
+            // Messages.
+            while let Some((from, msg)) = self.recv()? {
+                match msg {
+                    Msg::Plan(plan) => {
+                        if current.as_ref().is_some_and(|c| !c.stats_sent) {
+                            return Err(self.protocol(from, "a plan before the pass ended".into()));
+                        }
+                        let pass = plan.pass;
+                        *current = Some(self.start_rank_pass(scope, workers, offset, plan, tx)?);
+                        let ready: Vec<_> =
+                            deferred.iter().filter(|d| d.1 == pass).copied().collect();
+                        deferred.retain(|d| d.1 != pass);
+                        for (thief, p, want) in ready {
+                            self.serve(current, thief, p, want)?;
+                        }
+                    }
+                    Msg::StealRequest { pass, want } => {
+                        let ahead = current.as_ref().is_none_or(|c| c.shared.pass < pass);
+                        if ahead {
+                            // The thief got its plan before this rank did: answer once ours
+                            // is here (it is on its way: rank 0 sends every plan at once).
+                            deferred.push((from, pass, want));
+                        } else {
+                            self.serve(current, from, pass, want)?;
+                        }
+                    }
+                    Msg::Grant { pass, tasks } => {
+                        let c = current
+                            .as_mut()
+                            .filter(|c| c.shared.pass == pass && c.outstanding == Some(from))
+                            .ok_or_else(|| {
+                                self.protocol(from, format!("an unasked-for grant for pass {pass}"))
+                            })?;
+                        c.outstanding = None;
+                        if !tasks.is_empty() {
+                            if c.over {
+                                return Err(self
+                                    .protocol(from, "tiles granted after the pass ended".into()));
+                            }
+                            c.counters.grants += 1;
+                            c.counters.tiles_in += tasks.len() as u32;
+                            let ids: Vec<usize> =
+                                tasks.iter().map(|g| g.data.task as usize).collect();
+                            {
+                                let mut held =
+                                    c.shared.tasks.lock().unwrap_or_else(|p| p.into_inner());
+                                for g in tasks {
+                                    held.insert(
+                                        g.data.task,
+                                        Held {
+                                            tile: g.data.tile,
+                                            prior: g.data.prior,
+                                            origin: Some(g.from_worker),
+                                        },
+                                    );
+                                }
+                            }
+                            cluster_policy::accept(&c.shared.queues, &ids);
+                            c.shared.wake();
+                            c.search.restart();
+                        }
+                    }
+                    Msg::PassEnd { pass } => {
+                        let c = current
+                            .as_mut()
+                            .filter(|c| c.shared.pass == pass && !c.over)
+                            .ok_or_else(|| {
+                                self.protocol(from, format!("an unexpected end of pass {pass}"))
+                            })?;
+                        c.over = true;
+                        c.shared.stop();
+                    }
+                    Msg::TileDone(d) => {
+                        let Some(m) = master.as_mut() else {
+                            return Err(
+                                self.protocol(from, "a tile sent to a rank other than 0".into())
+                            );
+                        };
+                        let out = m.on_tile(from, d).map_err(|e| self.protocol(from, e))?;
+                        self.send_all(out)?;
+                    }
+                    Msg::PassStats { pass, counters } => {
+                        let Some(m) = master.as_mut() else {
+                            return Err(self
+                                .protocol(from, "statistics sent to a rank other than 0".into()));
+                        };
+                        let (out, complete) = m
+                            .on_stats(from, pass, counters)
+                            .map_err(|e| self.protocol(from, e))?;
+                        self.send_all(out)?;
+                        if complete {
+                            let Some(m) = master.take() else {
+                                unreachable!()
+                            };
+                            let frame = m.into_frame();
+                            let written = finish(&frame).map_err(|e| format!("{e:#}"));
+                            for r in 1..self.size {
+                                self.send(r, Msg::Finish(written.clone()))?;
+                            }
+                            return written.map(|()| Some(frame)).map_err(ClusterError::Output);
+                        }
+                    }
+                    Msg::Finish(result) if from == 0 && self.rank != 0 => {
+                        return result.map(|()| None).map_err(ClusterError::Output);
+                    }
+                    Msg::Heartbeat => {}
+                    m => return Err(self.protocol(from, format!("an unexpected {}", m.name()))),
+                }
+            }
+            // Stealing across ranks, and the end of the pass.
+            if let Some(c) = current.as_mut() {
+                let mut request = None;
+                if c.steal
+                    && !c.over
+                    && c.outstanding.is_none()
+                    && self.size > 1
+                    && c.shared.queues.queued() == 0
+                {
+                    if let Some(victim) = c.search.next_victim() {
+                        c.outstanding = Some(victim);
+                        c.counters.requests += 1;
+                        let want = c.shared.queues.workers() as u32;
+                        request = Some((
+                            victim,
+                            Msg::StealRequest {
+                                pass: c.shared.pass,
+                                want,
+                            },
+                        ));
+                    }
+                }
+                let mut stats = None;
+                if c.over && c.outstanding.is_none() && !c.stats_sent {
+                    c.stats_sent = true;
+                    stats = Some(Msg::PassStats {
+                        pass: c.shared.pass,
+                        counters: c.counters,
+                    });
+                }
+                if let Some((victim, m)) = request {
+                    self.send(victim, m)?;
+                }
+                if let Some(m) = stats {
+                    self.send(0, m)?;
+                    continue;
+                }
+            }
+            self.tick()?;
+            if !self.local.is_empty() {
+                continue;
+            }
+            match rx.recv_timeout(self.job.timing.poll) {
+                Ok(ev) => pending_event = Some(ev),
+                Err(RecvTimeoutError::Timeout) | Err(RecvTimeoutError::Disconnected) => {}
+            }
+        }
+    }
+
+    /// Answers a steal request of `thief` for `pass`: tiles from this rank's cheap ends, or
+    /// none.
+    fn serve(
+        &mut self,
+        current: &mut Option<RankPass>,
+        thief: usize,
+        pass: u32,
+        want: u32,
+    ) -> Result<(), ClusterError> {
+        let mut tasks = Vec::new();
+        if let Some(c) = current.as_mut().filter(|c| c.shared.pass == pass) {
+            c.counters.served += 1;
+            if !c.over {
+                let given = cluster_policy::give_away(&c.shared.queues, want as usize);
+                let mut held = c.shared.tasks.lock().unwrap_or_else(|p| p.into_inner());
+                for (task, local) in given {
+                    let Some(h) = held.remove(&(task as u32)) else {
+                        return Err(self
+                            .protocol(self.rank, format!("task {task} queued without its tile")));
+                    };
+                    tasks.push(Granted {
+                        data: TaskData {
+                            task: task as u32,
+                            tile: h.tile,
+                            prior: h.prior,
+                        },
+                        // The deque it left last: a tile can move on from a thief.
+                        from_worker: (c.first_worker + local) as u32,
+                    });
+                }
+                c.counters.tiles_out += tasks.len() as u32;
+            }
+        }
+        self.send(thief, Msg::Grant { pass, tasks })
+    }
+
+    fn start_rank_pass<'s, 'e>(
+        &mut self,
+        scope: &'s std::thread::Scope<'s, 'e>,
+        workers: &'e [Worker],
+        offset: usize,
+        plan: Plan,
+        tx: &Sender<Event>,
+    ) -> Result<RankPass, ClusterError> {
+        if plan.deques.len() != workers.len() {
+            return Err(self.protocol(
+                0,
+                format!(
+                    "a plan for {} workers; this rank has {}",
+                    plan.deques.len(),
+                    workers.len()
+                ),
+            ));
+        }
+        let mut held = HashMap::with_capacity(plan.tasks.len());
+        for t in plan.tasks {
+            held.insert(
+                t.task,
+                Held {
+                    tile: t.tile,
+                    prior: t.prior,
+                    origin: None,
+                },
+            );
+        }
+        if plan.deques.iter().flatten().any(|t| !held.contains_key(t)) {
+            return Err(self.protocol(0, "a plan that queues a task without its tile".into()));
+        }
+        let deques = plan
+            .deques
+            .iter()
+            .map(|d| d.iter().map(|&t| t as usize).collect())
+            .collect();
+        let shared = Arc::new(PassShared {
+            pass: plan.pass,
+            samples: plan.samples,
+            seed: self.job.settings.seed,
+            queues: WorkQueues::new(deques, plan.steal),
+            tasks: Mutex::new(held),
+            wake: Mutex::new((0, false)),
+            cv: Condvar::new(),
+            start: Instant::now(),
+        });
+        for (local, worker) in workers.iter().enumerate() {
+            let shared = shared.clone();
+            let tx = tx.clone();
+            scope.spawn(move || worker_loop(&shared, local, offset + local, offset, worker, tx));
+        }
+        Ok(RankPass {
+            search: VictimSearch::new(
+                self.job.settings.seed,
+                self.rank,
+                self.size,
+                plan.pass as usize,
+            ),
+            shared,
+            outstanding: None,
+            counters: RankPassCounters::default(),
+            over: false,
+            stats_sent: false,
+            steal: plan.steal,
+            first_worker: offset,
+        })
+    }
+}
+
+/// Rank 0's verdict on the hellos: every rank ready and agreeing, or the one text that every
+/// rank will print.
+fn roster_verdict(hellos: &[Result<RankReady, String>]) -> Result<Vec<RankReady>, String> {
+    let n = hellos.len();
+    let failed: Vec<String> = hellos
+        .iter()
+        .enumerate()
+        .filter_map(|(r, h)| h.as_ref().err().map(|e| format!("rank {r} of {n}: {e}")))
+        .collect();
+    if !failed.is_empty() {
+        return Err(format!(
+            "the job cannot start: {} rank{} could not get ready:\n  {}",
+            failed.len(),
+            if failed.len() == 1 { "" } else { "s" },
+            failed.join("\n  ")
+        ));
+    }
+    let ready: Vec<RankReady> = hellos.iter().flatten().cloned().collect();
+    let differ: Vec<String> = ready
+        .iter()
+        .enumerate()
+        .filter(|(_, h)| h.fingerprint != ready[0].fingerprint)
+        .map(|(r, h)| format!("rank {r} ({})", h.host))
+        .collect();
+    if !differ.is_empty() {
+        return Err(format!(
+            "the job cannot start: {} would not render the same image as rank 0 ({}): the scene file, the command line or the gasworks build differ",
+            differ.join(", "),
+            ready[0].host
+        ));
+    }
+    if let Some(r) = ready.iter().position(|h| h.workers.is_empty()) {
+        return Err(format!("the job cannot start: rank {r} has no worker"));
+    }
+    Ok(ready)
+}

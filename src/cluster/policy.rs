@@ -1,0 +1,135 @@
+//! Stealing across ranks: who asks whom, how many tiles move, where they land.
+//!
+//! Like [`crate::sched::policy`] within a process, this is the one policy both the real
+//! ranks ([`super::node`]) and the cluster simulator ([`super::sim`]) run:
+//! - a rank whose deques are all empty (its workers are on their last tiles or idle) asks one
+//!   other rank for work, one request at a time. The victim is drawn at random among the
+//!   ranks not yet asked in this search;
+//! - the victim gives tiles from the back of its longest deques (the cheap end under
+//!   `sorted`): as many as the thief has workers, but never more than half of what it has
+//!   queued (rounded down): a victim keeps its last queued tile, which its own workers are
+//!   about to take, so tiles do not bounce between ranks that both run dry;
+//! - an empty answer sends the thief to the next victim; an answer with tiles ends the
+//!   search (the next one starts again from every rank); when every other rank has answered
+//!   empty, the rank stops asking for the rest of the pass. Tiles are never created during a
+//!   pass, so an empty answer stays true unless that rank steals in turn; stopping keeps the
+//!   traffic bounded (at most one round of requests per rank after the work runs out).
+
+use crate::sched::policy::{StealRng, WorkQueues};
+
+/// Salt that keeps a rank's victim choices apart from its workers' (same seed and pass).
+const RANK_SALT: u64 = 0x6761_7377_6f72_6b73;
+
+/// A rank's search for a victim rank during one pass.
+#[derive(Clone, Debug)]
+pub struct VictimSearch {
+    rank: usize,
+    ranks: usize,
+    rng: StealRng,
+    /// Ranks not yet asked in the current search.
+    candidates: Vec<usize>,
+    /// Every other rank answered empty: no more requests this pass.
+    exhausted: bool,
+}
+
+impl VictimSearch {
+    pub fn new(seed: u64, rank: usize, ranks: usize, pass: usize) -> VictimSearch {
+        let mut s = VictimSearch {
+            rank,
+            ranks,
+            rng: StealRng::new(seed ^ RANK_SALT, rank, pass),
+            candidates: Vec::new(),
+            exhausted: false,
+        };
+        s.restart();
+        s
+    }
+
+    /// Starts a new search over every other rank (after a successful steal).
+    pub fn restart(&mut self) {
+        self.candidates = (0..self.ranks).filter(|&r| r != self.rank).collect();
+    }
+
+    /// The next rank to ask, or `None` when every other rank has answered empty (then the
+    /// rank stops asking for this pass).
+    pub fn next_victim(&mut self) -> Option<usize> {
+        if self.exhausted || self.candidates.is_empty() {
+            self.exhausted = true;
+            return None;
+        }
+        let pick = self.rng.below(self.candidates.len());
+        Some(self.candidates.swap_remove(pick))
+    }
+
+    pub fn exhausted(&self) -> bool {
+        self.exhausted
+    }
+}
+
+/// How many tiles a victim with `queued` tiles gives a thief that wants `want`.
+pub fn grant_size(want: usize, queued: usize) -> usize {
+    want.max(1).min(queued / 2)
+}
+
+/// Takes the tiles to give a thief that wants `want` from `queues`: (task, local worker whose
+/// deque it left), in the order taken (cheapest first under `sorted`).
+pub fn give_away(queues: &WorkQueues, want: usize) -> Vec<(usize, usize)> {
+    let n = grant_size(want, queues.queued());
+    (0..n)
+        .map_while(|_| queues.take_back_of_longest())
+        .collect()
+}
+
+/// Puts tiles received from a victim (in the order it took them) into the thief's deques:
+/// dealt round-robin over its workers, the last taken (the victim's more expensive ones)
+/// first, so that each worker starts with its most expensive received tile.
+pub fn accept(queues: &WorkQueues, tasks: &[usize]) {
+    let workers = queues.workers().max(1);
+    for (i, &task) in tasks.iter().rev().enumerate() {
+        queues.push_back(i % workers, task);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_search_asks_each_other_rank_once() {
+        let mut s = VictimSearch::new(3, 2, 5, 0);
+        let mut asked: Vec<usize> = std::iter::from_fn(|| s.next_victim()).collect();
+        asked.sort();
+        assert_eq!(asked, vec![0, 1, 3, 4]);
+        assert!(s.exhausted());
+        // Exhausted for the pass, even after a restart.
+        s.restart();
+        assert_eq!(s.next_victim(), None);
+        let mut lone = VictimSearch::new(0, 0, 1, 0);
+        assert_eq!(lone.next_victim(), None);
+    }
+
+    #[test]
+    fn grants_never_take_more_than_half() {
+        assert_eq!(grant_size(16, 100), 16);
+        assert_eq!(grant_size(16, 9), 4);
+        assert_eq!(grant_size(16, 2), 1);
+        assert_eq!(grant_size(16, 1), 0);
+        assert_eq!(grant_size(16, 0), 0);
+        assert_eq!(grant_size(0, 10), 1);
+    }
+
+    #[test]
+    fn given_tiles_leave_the_victim_and_land_on_the_thief() {
+        let victim = WorkQueues::new(vec![vec![0, 1, 2, 3], vec![4, 5]], true);
+        let given = give_away(&victim, 2);
+        assert_eq!(given, vec![(3, 0), (2, 0)]);
+        assert_eq!(victim.queued(), 4);
+        assert_eq!(give_away(&WorkQueues::new(vec![vec![7]], true), 4), vec![]);
+        let thief = WorkQueues::new(vec![vec![], vec![]], true);
+        let tasks: Vec<usize> = given.iter().map(|g| g.0).collect();
+        accept(&thief, &tasks);
+        let mut rng = StealRng::new(0, 0, 0);
+        assert_eq!(thief.next(0, &mut rng).unwrap().task, 2);
+        assert_eq!(thief.next(1, &mut rng).unwrap().task, 3);
+    }
+}

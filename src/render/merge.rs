@@ -1,0 +1,337 @@
+//! Joining crops (`render --pixelbounds`) into the whole frame: `gasworks merge`.
+//!
+//! Every crop says where it lies and how big its frame is (see [`super::output`]), and which
+//! settings rendered it. The crops must be of one frame (same frame size, same settings), must
+//! not overlap, and together must cover it: anything else is an error that names the files
+//! and the pixels, never a silently patched image. A pixel's samples depend only on (pixel,
+//! sample, seed), so the joined image is bit-identical to a render of the whole frame; the
+//! output carries the same metadata as such a render, so it is the same file.
+//!
+//! EXR crops (linear) join into an EXR, or into a PNG (tone-mapped pixel by pixel, exactly as
+//! `render` would have); PNG crops join into a PNG only.
+
+use std::path::{Path, PathBuf};
+
+use super::output::{self, ImageFormat, ImageMeta, Pixels, ReadError, ReadImage};
+use super::Tile;
+
+/// Why crops cannot be joined.
+#[derive(Debug, thiserror::Error)]
+pub enum MergeError {
+    #[error("no crops to merge")]
+    NoInputs,
+    #[error(transparent)]
+    Read(#[from] ReadError),
+    #[error(transparent)]
+    Write(#[from] output::OutputError),
+    #[error("{path}: a crop of a {w}x{h} frame, but {first} is of a {fw}x{fh} frame")]
+    FrameSize {
+        path: PathBuf,
+        w: u32,
+        h: u32,
+        first: PathBuf,
+        fw: u32,
+        fh: u32,
+    },
+    #[error(
+        "{path}: rendered with {this}, but {first} with {that}: they are not crops of one render"
+    )]
+    Settings {
+        path: PathBuf,
+        this: String,
+        first: PathBuf,
+        that: String,
+    },
+    #[error("{path} is a {this:?} crop and {first} a {that:?} one: merge EXR crops or PNG crops, not both")]
+    MixedFormats {
+        path: PathBuf,
+        this: ImageFormat,
+        first: PathBuf,
+        that: ImageFormat,
+    },
+    #[error("{path}: PNG crops are tone-mapped 8-bit sRGB and cannot make an EXR; merge the EXR crops, or write a .png")]
+    PngToExr { path: PathBuf },
+    #[error("{a} ({}) and {b} ({}) overlap in pixels {}", describe(*.wa), describe(*.wb), describe(*.overlap))]
+    Overlap {
+        a: PathBuf,
+        wa: Tile,
+        b: PathBuf,
+        wb: Tile,
+        overlap: Tile,
+    },
+    #[error("{missing} pixels of the {w}x{h} frame are in no crop, within pixels {}: a crop is missing", describe(*.within))]
+    Missing {
+        missing: u64,
+        w: u32,
+        h: u32,
+        within: Tile,
+    },
+}
+
+/// `x0..x1 x y0..y1`: a window for messages.
+fn describe(t: Tile) -> String {
+    format!(
+        "x {}..{}, y {}..{}",
+        t.x,
+        t.x as u64 + t.w as u64,
+        t.y,
+        t.y as u64 + t.h as u64
+    )
+}
+
+fn overlap(a: Tile, b: Tile) -> Option<Tile> {
+    let x0 = a.x.max(b.x) as u64;
+    let y0 = a.y.max(b.y) as u64;
+    let x1 = (a.x as u64 + a.w as u64).min(b.x as u64 + b.w as u64);
+    let y1 = (a.y as u64 + a.h as u64).min(b.y as u64 + b.h as u64);
+    (x0 < x1 && y0 < y1).then(|| Tile {
+        x: x0 as u32,
+        y: y0 as u32,
+        w: (x1 - x0) as u32,
+        h: (y1 - y0) as u32,
+    })
+}
+
+/// The first `name value` item on which two render keys differ ("spp 16" against "spp 64"),
+/// or `None` when they are equal.
+fn first_difference(a: &str, b: &str) -> Option<(String, String)> {
+    if a == b {
+        return None;
+    }
+    let (ia, ib): (Vec<&str>, Vec<&str>) = (a.split("; ").collect(), b.split("; ").collect());
+    for k in 0..ia.len().max(ib.len()) {
+        let (x, y) = (ia.get(k).copied(), ib.get(k).copied());
+        if x != y {
+            let show = |s: Option<&str>| s.unwrap_or("(nothing)").to_string();
+            return Some((show(x), show(y)));
+        }
+    }
+    Some((a.to_string(), b.to_string()))
+}
+
+/// A joined frame.
+#[derive(Debug)]
+pub struct Merged {
+    pub meta: ImageMeta,
+    pub pixels: Pixels,
+}
+
+/// Checks that `crops` (each with its path) are the non-overlapping parts of one frame that
+/// cover it, and joins them.
+pub fn merge(crops: &[(PathBuf, ReadImage)]) -> Result<Merged, MergeError> {
+    let (first_path, first) = crops.first().ok_or(MergeError::NoInputs)?;
+    let (fw, fh) = (first.meta.full_width, first.meta.full_height);
+    for (path, c) in crops {
+        if (c.meta.full_width, c.meta.full_height) != (fw, fh) {
+            return Err(MergeError::FrameSize {
+                path: path.clone(),
+                w: c.meta.full_width,
+                h: c.meta.full_height,
+                first: first_path.clone(),
+                fw,
+                fh,
+            });
+        }
+        if c.format != first.format {
+            return Err(MergeError::MixedFormats {
+                path: path.clone(),
+                this: c.format,
+                first: first_path.clone(),
+                that: first.format,
+            });
+        }
+        if let Some((this, that)) = first_difference(&c.meta.render, &first.meta.render) {
+            return Err(MergeError::Settings {
+                path: path.clone(),
+                this,
+                first: first_path.clone(),
+                that,
+            });
+        }
+    }
+    // The windows were checked against their frames when read; here, against each other.
+    for (i, (pa, a)) in crops.iter().enumerate() {
+        for (pb, b) in &crops[i + 1..] {
+            if let Some(o) = overlap(a.meta.window, b.meta.window) {
+                return Err(MergeError::Overlap {
+                    a: pa.clone(),
+                    wa: a.meta.window,
+                    b: pb.clone(),
+                    wb: b.meta.window,
+                    overlap: o,
+                });
+            }
+        }
+    }
+    let (w, h) = (fw as usize, fh as usize);
+    let mut covered = vec![false; w * h];
+    let mut linear = vec![
+        [0f32; 3];
+        if first.format == ImageFormat::Exr {
+            w * h
+        } else {
+            0
+        }
+    ];
+    let mut srgb = vec![
+        [0u8; 3];
+        if first.format == ImageFormat::Png {
+            w * h
+        } else {
+            0
+        }
+    ];
+    for (_, c) in crops {
+        let t = c.meta.window;
+        for row in 0..t.h as usize {
+            let dst = (t.y as usize + row) * w + t.x as usize;
+            let src = row * t.w as usize;
+            let n = t.w as usize;
+            covered[dst..dst + n].iter_mut().for_each(|c| *c = true);
+            match &c.pixels {
+                Pixels::Linear(p) => linear[dst..dst + n].copy_from_slice(&p[src..src + n]),
+                Pixels::Srgb8(p) => srgb[dst..dst + n].copy_from_slice(&p[src..src + n]),
+            }
+        }
+    }
+    let missing = covered.iter().filter(|&&c| !c).count();
+    if missing > 0 {
+        let (mut x0, mut y0, mut x1, mut y1) = (w, h, 0, 0);
+        for (i, _) in covered.iter().enumerate().filter(|(_, &c)| !c) {
+            let (x, y) = (i % w, i / w);
+            (x0, y0, x1, y1) = (x0.min(x), y0.min(y), x1.max(x + 1), y1.max(y + 1));
+        }
+        return Err(MergeError::Missing {
+            missing: missing as u64,
+            w: fw,
+            h: fh,
+            within: Tile {
+                x: x0 as u32,
+                y: y0 as u32,
+                w: (x1 - x0) as u32,
+                h: (y1 - y0) as u32,
+            },
+        });
+    }
+    Ok(Merged {
+        meta: ImageMeta::whole(fw, fh, first.meta.render.clone()),
+        pixels: match first.format {
+            ImageFormat::Exr => Pixels::Linear(linear),
+            ImageFormat::Png => Pixels::Srgb8(srgb),
+        },
+    })
+}
+
+/// What [`merge_files`] did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MergeSummary {
+    pub crops: usize,
+    pub width: u32,
+    pub height: u32,
+}
+
+/// Reads the crops, joins them and writes the frame to `output` (EXR or PNG by extension).
+/// Nothing is written unless every check passes.
+pub fn merge_files(inputs: &[PathBuf], output: &Path) -> Result<MergeSummary, MergeError> {
+    let out_format = output::check_writable(output)?;
+    let crops = inputs
+        .iter()
+        .map(|p| Ok((p.clone(), output::read_image(p)?)))
+        .collect::<Result<Vec<_>, MergeError>>()?;
+    let merged = merge(&crops)?;
+    match (&merged.pixels, out_format) {
+        (Pixels::Linear(p), _) => output::write_pixels(p, output, &merged.meta)?,
+        (Pixels::Srgb8(p), ImageFormat::Png) => output::write_png(p, output, &merged.meta)?,
+        (Pixels::Srgb8(_), ImageFormat::Exr) => {
+            return Err(MergeError::PngToExr {
+                path: crops[0].0.clone(),
+            })
+        }
+    }
+    Ok(MergeSummary {
+        crops: crops.len(),
+        width: merged.meta.full_width,
+        height: merged.meta.full_height,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn crop(x: u32, y: u32, w: u32, h: u32, render: &str) -> (PathBuf, ReadImage) {
+        let pixels = (0..w * h)
+            .map(|i| {
+                let (px, py) = (x + i % w, y + i / w);
+                [px as f32, py as f32, 0.5]
+            })
+            .collect();
+        (
+            PathBuf::from(format!("crop_{x}_{y}.exr")),
+            ReadImage {
+                format: ImageFormat::Exr,
+                meta: ImageMeta {
+                    full_width: 6,
+                    full_height: 4,
+                    window: Tile { x, y, w, h },
+                    render: render.into(),
+                },
+                pixels: Pixels::Linear(pixels),
+            },
+        )
+    }
+
+    #[test]
+    fn crops_that_tile_the_frame_join_in_place() {
+        let crops = [
+            crop(0, 0, 6, 1, "spp 4"),
+            crop(0, 1, 2, 3, "spp 4"),
+            crop(2, 1, 4, 3, "spp 4"),
+        ];
+        let m = merge(&crops).unwrap();
+        let Pixels::Linear(p) = m.pixels else {
+            panic!("linear in, linear out")
+        };
+        for (i, px) in p.iter().enumerate() {
+            assert_eq!(*px, [(i % 6) as f32, (i / 6) as f32, 0.5]);
+        }
+        assert_eq!(m.meta, ImageMeta::whole(6, 4, "spp 4".into()));
+    }
+
+    #[test]
+    fn overlaps_gaps_and_strangers_are_errors_naming_the_files_and_pixels() {
+        let e = merge(&[crop(0, 0, 6, 2, ""), crop(3, 1, 3, 3, "")])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("crop_0_0.exr")
+                && e.contains("crop_3_1.exr")
+                && e.contains("overlap in pixels x 3..6, y 1..2"),
+            "{e}"
+        );
+        let e = merge(&[crop(0, 0, 6, 2, ""), crop(0, 2, 5, 2, "")])
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "2 pixels of the 6x4 frame are in no crop, within pixels x 5..6, y 2..4: a crop is missing"
+        );
+        let e = merge(&[
+            crop(0, 0, 6, 2, "scene a.obj; spp 4"),
+            crop(0, 2, 6, 2, "scene a.obj; spp 16"),
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("rendered with spp 16") && e.contains("with spp 4"),
+            "{e}"
+        );
+        let mut other = crop(0, 2, 6, 2, "");
+        other.1.meta.full_width = 7;
+        let e = merge(&[crop(0, 0, 6, 2, ""), other])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("7x4 frame") && e.contains("6x4"), "{e}");
+        assert!(matches!(merge(&[]), Err(MergeError::NoInputs)));
+    }
+}

@@ -1,0 +1,229 @@
+//! Image statistics for comparing renders: the mean radiance and a firefly count.
+//!
+//! A *firefly* is an isolated pixel far brighter than its surroundings: a few samples that
+//! carried huge weights. Counted here as a pixel whose luminance exceeds `ratio` times the
+//! median luminance of the `window` x `window` square centred on it (the pixel included; the
+//! square is clipped at the image border, and the median of an even count is the upper middle
+//! value). Defaults: ratio 4, window 5.
+//!
+//! Edges of very bright things (a light source seen directly, the background against a
+//! dark object) pass that test without being noise, so pixels can be masked out: a masked
+//! pixel is never counted (it still counts in its neighbours' medians). [`dilate`] grows a
+//! mask of "light source or background" pixels by a margin, so that their edges are masked
+//! too; `gasworks image-stats --mask-scene` builds that mask from the scene's first hits.
+
+use crate::render::luminance;
+
+/// What [`fireflies`] looks for.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FireflyCriterion {
+    /// A pixel is a firefly when its luminance exceeds `ratio` times its window's median.
+    pub ratio: f32,
+    /// Side of the square window, in pixels (odd; an even value is taken as the next odd).
+    pub window: u32,
+}
+
+impl Default for FireflyCriterion {
+    fn default() -> FireflyCriterion {
+        FireflyCriterion {
+            ratio: 4.0,
+            window: 5,
+        }
+    }
+}
+
+/// One firefly: where, how bright, and its window's median.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Firefly {
+    pub x: u32,
+    pub y: u32,
+    pub luminance: f32,
+    pub median: f32,
+}
+
+/// Mean radiance of an image: per channel and as luminance, summed in f64.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MeanRadiance {
+    pub rgb: [f64; 3],
+    pub luminance: f64,
+}
+
+/// The mean of every pixel (none skipped, masked or not). Zero for an empty image.
+pub fn mean_radiance(pixels: &[[f32; 3]]) -> MeanRadiance {
+    let mut rgb = [0f64; 3];
+    for p in pixels {
+        for c in 0..3 {
+            rgb[c] += f64::from(p[c]);
+        }
+    }
+    let n = pixels.len().max(1) as f64;
+    let rgb = rgb.map(|s| s / n);
+    MeanRadiance {
+        rgb,
+        luminance: 0.2126 * rgb[0] + 0.7152 * rgb[1] + 0.0722 * rgb[2],
+    }
+}
+
+/// Grows `mask` (row-major `width` x `height`) by `margin` pixels in every direction (a square
+/// neighbourhood): the result is set wherever a set pixel lies within `margin` in x and y.
+pub fn dilate(mask: &[bool], width: u32, height: u32, margin: u32) -> Vec<bool> {
+    let (w, h, m) = (width as usize, height as usize, margin as usize);
+    assert_eq!(mask.len(), w * h, "mask size");
+    // Separable: rows, then columns.
+    let mut rows = vec![false; w * h];
+    for y in 0..h {
+        for x in 0..w {
+            let (lo, hi) = (x.saturating_sub(m), (x + m).min(w - 1));
+            rows[y * w + x] = mask[y * w + lo..=y * w + hi].iter().any(|&b| b);
+        }
+    }
+    let mut out = vec![false; w * h];
+    for y in 0..h {
+        let (lo, hi) = (y.saturating_sub(m), (y + m).min(h - 1));
+        for x in 0..w {
+            out[y * w + x] = (lo..=hi).any(|yy| rows[yy * w + x]);
+        }
+    }
+    out
+}
+
+/// The fireflies of an image (row-major `width` x `height` linear RGB), in row-major order,
+/// skipping pixels where `mask` is set. A NaN or infinite pixel is always reported (with its
+/// window's median), since it is the worst of fireflies.
+pub fn fireflies(
+    pixels: &[[f32; 3]],
+    width: u32,
+    height: u32,
+    mask: Option<&[bool]>,
+    criterion: FireflyCriterion,
+) -> Vec<Firefly> {
+    let (w, h) = (width as usize, height as usize);
+    assert_eq!(pixels.len(), w * h, "image size");
+    if let Some(m) = mask {
+        assert_eq!(m.len(), w * h, "mask size");
+    }
+    let lum: Vec<f32> = pixels
+        .iter()
+        .map(|p| luminance(glam::Vec3::from(*p)))
+        .collect();
+    let r = (criterion.window / 2) as usize;
+    let mut window = Vec::with_capacity((2 * r + 1) * (2 * r + 1));
+    let mut out = Vec::new();
+    for y in 0..h {
+        for x in 0..w {
+            let i = y * w + x;
+            if mask.is_some_and(|m| m[i]) {
+                continue;
+            }
+            window.clear();
+            for yy in y.saturating_sub(r)..=(y + r).min(h - 1) {
+                for xx in x.saturating_sub(r)..=(x + r).min(w - 1) {
+                    window.push(lum[yy * w + xx]);
+                }
+            }
+            window.sort_by(f32::total_cmp);
+            let median = window[window.len() / 2];
+            let l = lum[i];
+            if !l.is_finite() || l > criterion.ratio * median {
+                out.push(Firefly {
+                    x: x as u32,
+                    y: y as u32,
+                    luminance: l,
+                    median,
+                });
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn flat(w: u32, h: u32, v: f32) -> Vec<[f32; 3]> {
+        vec![[v; 3]; (w * h) as usize]
+    }
+
+    #[test]
+    fn an_isolated_bright_pixel_is_a_firefly_and_a_smooth_ramp_is_not() {
+        let (w, h) = (16, 12);
+        let mut img: Vec<[f32; 3]> = (0..w * h)
+            .map(|i| [0.1 + 0.01 * (i % w) as f32; 3])
+            .collect();
+        assert!(fireflies(&img, w, h, None, FireflyCriterion::default()).is_empty());
+        img[(5 * w + 7) as usize] = [3.0, 3.0, 3.0];
+        let f = fireflies(&img, w, h, None, FireflyCriterion::default());
+        assert_eq!(f.len(), 1);
+        assert_eq!((f[0].x, f[0].y), (7, 5));
+        assert!((f[0].luminance - 3.0).abs() < 1e-5);
+        // Exactly 4x the median is not more than 4x.
+        let mut img = flat(w, h, 0.5);
+        img[0] = [2.0; 3];
+        assert!(fireflies(&img, w, h, None, FireflyCriterion::default()).is_empty());
+        img[0] = [2.001; 3];
+        assert_eq!(
+            fireflies(&img, w, h, None, FireflyCriterion::default()).len(),
+            1
+        );
+    }
+
+    #[test]
+    fn masked_pixels_are_not_counted_and_nan_always_is() {
+        let (w, h) = (8, 8);
+        let mut img = flat(w, h, 0.2);
+        img[9] = [5.0; 3];
+        img[50] = [f32::NAN, 0.0, 0.0];
+        let mut mask = vec![false; 64];
+        mask[9] = true;
+        let f = fireflies(&img, w, h, Some(&mask), FireflyCriterion::default());
+        assert_eq!(f.len(), 1);
+        assert_eq!((f[0].x, f[0].y), (2, 6));
+    }
+
+    #[test]
+    fn two_bright_pixels_side_by_side_are_still_fireflies_in_a_5x5_window() {
+        let (w, h) = (9, 9);
+        let mut img = flat(w, h, 0.1);
+        img[40] = [1.0; 3];
+        img[41] = [1.0; 3];
+        assert_eq!(
+            fireflies(&img, w, h, None, FireflyCriterion::default()).len(),
+            2
+        );
+        // A straight edge between bright and dark is not noise: the medians of the bright
+        // pixels along it are bright too (three of the window's five columns).
+        let mut img = flat(w, h, 0.1);
+        for y in 0..9 {
+            for x in 0..4 {
+                img[y * 9 + x] = [1.0; 3];
+            }
+        }
+        assert!(fireflies(&img, w, h, None, FireflyCriterion::default()).is_empty());
+    }
+
+    #[test]
+    fn dilation_grows_by_the_margin() {
+        let (w, h) = (7, 5);
+        let mut mask = vec![false; 35];
+        mask[2 * 7 + 3] = true;
+        let d = dilate(&mask, w, h, 2);
+        let set: Vec<(usize, usize)> = (0..35).filter(|&i| d[i]).map(|i| (i % 7, i / 7)).collect();
+        assert_eq!(set.len(), 25);
+        assert!(set.iter().all(|&(x, y)| (1..=5).contains(&x) && y <= 4));
+        assert_eq!(dilate(&mask, w, h, 0), mask);
+    }
+
+    #[test]
+    fn mean_radiance_is_the_plain_average() {
+        let img = vec![
+            [1.0, 0.0, 0.0],
+            [0.0, 1.0, 0.0],
+            [0.0, 0.0, 1.0],
+            [1.0, 1.0, 1.0],
+        ];
+        let m = mean_radiance(&img);
+        assert_eq!(m.rgb, [0.5, 0.5, 0.5]);
+        assert!((m.luminance - 0.5).abs() < 1e-12);
+    }
+}

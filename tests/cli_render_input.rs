@@ -1,0 +1,83 @@
+//! `gasworks render` refuses input it cannot render with a clear message and exit code 1,
+//! before loading or rendering anything: image sizes past the 32-bit pixel index, sample counts
+//! past what the film can count.
+
+use std::process::{Command, Output};
+
+fn render(args: &[&str]) -> Output {
+    let dir = tempfile::tempdir().unwrap();
+    let obj = dir.path().join("tri.obj");
+    std::fs::write(&obj, "v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\n").unwrap();
+    let out = dir.path().join("out.png");
+    let mut all = vec![
+        "render",
+        obj.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--backend",
+        "cpu",
+        "--quiet",
+    ];
+    all.extend_from_slice(args);
+    let output = Command::new(env!("CARGO_BIN_EXE_gasworks"))
+        .args(&all)
+        .output()
+        .unwrap();
+    assert!(!out.exists(), "nothing is written for refused input");
+    output
+}
+
+fn refused(args: &[&str], expected: &str) {
+    let out = render(args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+    assert!(stderr.contains(expected), "{args:?}: {stderr}");
+    assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+}
+
+#[test]
+fn image_size_and_spp_are_capped_with_a_clear_error() {
+    refused(
+        &["--width", "32769", "--height", "16"],
+        "each side may be at most 32768",
+    );
+    refused(
+        &["--width", "16", "--height", "4294967295"],
+        "each side may be at most 32768",
+    );
+    refused(&["--width", "0", "--height", "16"], "at least 1x1 pixels");
+    refused(&["--spp", "0"], "samples per pixel");
+    refused(&["--spp", "16777217"], "from 1 to 16777216");
+}
+
+#[test]
+fn a_small_render_within_the_limits_works() {
+    let dir = tempfile::tempdir().unwrap();
+    let obj = dir.path().join("tri.obj");
+    std::fs::write(&obj, "v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\n").unwrap();
+    let png = dir.path().join("out.png");
+    let out = Command::new(env!("CARGO_BIN_EXE_gasworks"))
+        .args([
+            "render",
+            obj.to_str().unwrap(),
+            "-o",
+            png.to_str().unwrap(),
+            "--backend",
+            "cpu",
+            "--quiet",
+            "--width",
+            "8",
+            "--height",
+            "4",
+            "--spp",
+            "1",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(png.exists());
+}

@@ -1,0 +1,234 @@
+//! What `gasworks render` prints, as a user sees it: a few status lines by default, only
+//! warnings with `--quiet`, the schedule's tables with `-v` or `--stats`; and which camera it
+//! uses.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn gasworks(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_gasworks"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("the gasworks binary runs")
+}
+
+fn cornell() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/cornell/cornell.obj")
+}
+
+fn stderr_lines(out: &Output) -> Vec<String> {
+    String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+fn render(dir: &Path, scene: &Path, extra: &[&str]) -> (Output, Vec<String>) {
+    let mut args = vec![
+        "render",
+        scene.to_str().unwrap(),
+        "-o",
+        "out.png",
+        "--width",
+        "24",
+        "--height",
+        "16",
+        "--spp",
+        "2",
+        "--backend",
+        "cpu",
+    ];
+    args.extend_from_slice(extra);
+    let out = gasworks(dir, &args);
+    let lines = stderr_lines(&out);
+    assert!(out.status.success(), "{args:?}: {lines:#?}");
+    (out, lines)
+}
+
+/// A plain render prints four lines, each starting with what it is about: the scene, the
+/// backend, the timings and the output. No table, no histogram, nothing on stdout.
+#[test]
+fn a_plain_render_prints_scene_backend_timings_and_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let (out, lines) = render(dir.path(), &cornell(), &[]);
+    assert!(out.stdout.is_empty());
+    assert_eq!(lines.len(), 4, "{lines:#?}");
+    let starts = ["scene: ", "backend: ", "time: ", "output: "];
+    for (line, start) in lines.iter().zip(starts) {
+        assert!(
+            line.starts_with(start),
+            "{line:?} should start with {start:?}"
+        );
+    }
+    assert!(
+        lines[0].ends_with("cornell.obj: 8 groups, 32 triangles"),
+        "{}",
+        lines[0]
+    );
+    assert!(lines[1].starts_with("backend: cpu"), "{}", lines[1]);
+    // The figures scripts/gpu-session.sh (render_one) reads with sed:
+    // "time: load L s, build B s, render R s, S M samples/s".
+    let time = &lines[2];
+    let number = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_digit() || c == '.');
+    let figures: Vec<&str> = time
+        .strip_prefix("time: load ")
+        .and_then(|r| r.split_once(" s, build "))
+        .and_then(|(load, r)| {
+            let (build, r) = r.split_once(" s, render ")?;
+            let (render, r) = r.split_once(" s, ")?;
+            let (rate, _) = r.split_once(" M samples/s")?;
+            Some(vec![load, build, render, rate])
+        })
+        .unwrap_or_default();
+    assert!(
+        figures.len() == 4 && figures.iter().all(|f| number(f)),
+        "{time}"
+    );
+    assert_eq!(lines[3], "output: out.png (24x16, 2 spp)");
+    assert!(dir.path().join("out.png").exists());
+}
+
+#[test]
+fn quiet_prints_nothing_but_warnings() {
+    let dir = tempfile::tempdir().unwrap();
+    let (out, lines) = render(dir.path(), &cornell(), &["--quiet"]);
+    assert!(lines.is_empty(), "{lines:#?}");
+    assert!(out.stdout.is_empty());
+
+    // A scene whose MTL file is missing: the warning still comes, and nothing else.
+    let obj = dir.path().join("warn.obj");
+    std::fs::write(
+        &obj,
+        "mtllib missing.mtl\nv 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\n",
+    )
+    .unwrap();
+    let (_, lines) = render(dir.path(), &obj, &["-q"]);
+    assert!(!lines.is_empty(), "the missing MTL file is a warning");
+    for l in &lines {
+        assert!(l.starts_with("warning: "), "{lines:#?}");
+    }
+    assert!(
+        lines.iter().any(|l| l.contains("missing.mtl")),
+        "{lines:#?}"
+    );
+    // The same warning in a plain render, before the status lines' output line.
+    let (_, plain) = render(dir.path(), &obj, &[]);
+    assert!(
+        plain.iter().any(|l| l.contains("missing.mtl")),
+        "{plain:#?}"
+    );
+}
+
+#[test]
+fn bad_gpu_options_are_refused_even_for_the_cpu_backend() {
+    let dir = tempfile::tempdir().unwrap();
+    let scene = cornell();
+    let out = gasworks(
+        dir.path(),
+        &[
+            "render",
+            scene.to_str().unwrap(),
+            "-o",
+            "x.png",
+            "--backend",
+            "cpu",
+            "--optix-abi",
+            "90",
+        ],
+    );
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{e}");
+    assert!(e.contains("90"), "{e}");
+    assert!(!dir.path().join("x.png").exists());
+}
+
+#[test]
+fn quiet_and_verbose_together_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = gasworks(dir.path(), &["render", "x.obj", "-o", "x.png", "-q", "-v"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot be used with"));
+}
+
+/// `-v` adds the camera, the schedule, the per-worker table and the 20-row error histogram;
+/// `--stats` adds the tables too (and says where the files went), `-q --stats` only writes.
+#[test]
+fn verbose_and_stats_add_the_schedule_tables() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, plain) = render(dir.path(), &cornell(), &["--devices", "cpu:2"]);
+    let (_, verbose) = render(dir.path(), &cornell(), &["--devices", "cpu:2", "-v"]);
+    let has = |lines: &[String], s: &str| lines.iter().any(|l| l.contains(s));
+    for s in [
+        "worker cpu#0",
+        "worker cpu#1",
+        "error histogram",
+        "schedule: ",
+    ] {
+        assert!(!has(&plain, s), "{s} in a plain render: {plain:#?}");
+        assert!(has(&verbose, s), "{s} missing with -v: {verbose:#?}");
+    }
+    let histogram_rows = verbose
+        .iter()
+        .filter(|l| l.contains('%') && l.contains(".."))
+        .count();
+    assert!(histogram_rows >= 18, "{verbose:#?}");
+    assert!(
+        has(&verbose, "camera: --eye 278,273,-800 --look-at 278,273,0 --up 0,1,0 --fov 39.3 (the scene's camera hint)"),
+        "{verbose:#?}"
+    );
+
+    let (_, stats) = render(dir.path(), &cornell(), &["--stats", "s.csv"]);
+    assert!(
+        has(&stats, "error histogram") && has(&stats, "worker cpu#0"),
+        "{stats:#?}"
+    );
+    assert!(
+        has(&stats, "statistics: s.csv, s.tiles.csv, s.costmap.csv"),
+        "{stats:#?}"
+    );
+    assert!(!has(&stats, "camera: "), "the camera is for -v: {stats:#?}");
+    std::fs::remove_file(dir.path().join("s.tiles.csv")).unwrap();
+    let (_, quiet) = render(dir.path(), &cornell(), &["--stats", "s.csv", "-q"]);
+    assert!(quiet.is_empty(), "{quiet:#?}");
+    assert!(dir.path().join("s.tiles.csv").exists());
+}
+
+/// Without a hint the default camera looks along -Z and frames the scene; the command line
+/// overrides a hint value by value.
+#[test]
+fn the_camera_comes_from_the_hint_the_command_line_or_the_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let obj = dir.path().join("tri.obj");
+    std::fs::write(&obj, "v -1 0 0\nv 1 0 0\nv 0 2 0\nf 1 2 3\n").unwrap();
+    let (_, lines) = render(dir.path(), &obj, &["-v"]);
+    let camera = lines.iter().find(|l| l.starts_with("camera: ")).unwrap();
+    // Centre (0, 1, 0); the bounding sphere's radius is sqrt(2); 16 rows are the narrow side.
+    assert!(
+        camera.contains("--look-at 0,1,0 --up 0,1,0 --fov 39.3"),
+        "{camera}"
+    );
+    assert!(camera.contains("--eye 0,1,"), "{camera}");
+    assert!(
+        camera.ends_with("(default: framing the scene's bounding sphere, looking along -Z)"),
+        "{camera}"
+    );
+    let eye_z: f32 = camera
+        .split("--eye 0,1,")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|z| z.parse().ok())
+        .unwrap();
+    assert!(
+        eye_z > 2.0,
+        "in front of the triangle on +Z, looking along -Z: {camera}"
+    );
+
+    let (_, lines) = render(dir.path(), &cornell(), &["-v", "--fov", "50"]);
+    let camera = lines.iter().find(|l| l.starts_with("camera: ")).unwrap();
+    assert!(
+        camera.contains("--eye 278,273,-800") && camera.contains("--fov 50"),
+        "{camera}"
+    );
+    assert!(camera.ends_with("(the command line over the scene's camera hint)"));
+}

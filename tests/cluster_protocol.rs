@@ -1,0 +1,624 @@
+//! The cluster protocol, run in one process: ranks are threads joined by the channel
+//! transport, rendering with mock renderers whose sums would change in their low bits if any
+//! sample were added twice, missed, or added in another order. The same node code runs over
+//! MPI in tests/mpi_cluster.rs (feature `mpi`).
+//!
+//! - the film of N ranks is bit-identical to one process's, under every strategy, with
+//!   stealing on and off, in one pass and in several, with uneven ranks;
+//! - every tile is rendered exactly once per pass, and every pixel gets every sample once;
+//! - tiles do move across ranks when one rank is slower (and never with stealing off);
+//! - a rank that cannot get ready gives every rank the same error; ranks that would render
+//!   different images refuse to start;
+//! - a rank that falls silent, or whose worker fails, ends the job with an error naming it.
+
+mod sched_support;
+
+use std::collections::VecDeque;
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use gasworks::cluster::{
+    run_node, ChannelTransport, ClusterError, ClusterJob, FaultHook, FaultKind, PlanInputs,
+    RankSetup, Timing, Transport, TransportError,
+};
+use gasworks::render::{Film, RenderSettings, Tile, TileRenderer};
+use gasworks::scene::{MaterialKind, Scene};
+use gasworks::sched::workers::build_workers;
+use gasworks::sched::{
+    estimate_costmap, render_frame, DeviceSpec, Frame, RendererFactory, SchedConfig, Strategy,
+};
+use sched_support::{room, room_settings, MockFactory, MockRenderer};
+
+const W: u32 = 37;
+const H: u32 = 23;
+const SPP: u32 = 6;
+const SEED: u64 = 11;
+
+fn bits(f: &Film) -> Vec<[u32; 4]> {
+    f.pixels.iter().map(|p| p.map(f32::to_bits)).collect()
+}
+
+fn config(strategy: Strategy, steal: bool, pass_spp: Option<u32>) -> SchedConfig {
+    SchedConfig {
+        strategy,
+        tiles: Some(24),
+        steal,
+        devices: vec![DeviceSpec::Cpu { workers: Some(1) }],
+        pass_spp,
+        ..SchedConfig::default()
+    }
+}
+
+fn test_timing() -> Timing {
+    Timing {
+        poll: Duration::from_micros(100),
+        heartbeat: Duration::from_millis(50),
+        dead_after: Duration::from_secs(30),
+    }
+}
+
+/// One rank of a test cluster: its worker count, its mock's extra sleep per tile, and what
+/// it brings to the handshake.
+#[derive(Clone)]
+struct RankSpec {
+    workers: usize,
+    sleep_us: u64,
+    /// `Some(reason)`: this rank could not get ready.
+    broken: Option<String>,
+    fingerprint: u64,
+    renderer: Option<Arc<dyn TileRenderer>>,
+}
+
+impl RankSpec {
+    fn new(workers: usize, sleep_us: u64) -> RankSpec {
+        RankSpec {
+            workers,
+            sleep_us,
+            broken: None,
+            fingerprint: 42,
+            renderer: None,
+        }
+    }
+}
+
+/// What each rank's `run_node` returned, and every render call each rank made.
+type RankOutcome = (Result<Option<Frame>, ClusterError>, Vec<(Tile, Range<u32>)>);
+
+fn run_cluster(
+    ranks: &[RankSpec],
+    config: &SchedConfig,
+    timing: Timing,
+    fault: Option<FaultHook>,
+) -> Vec<RankOutcome> {
+    let transports = ChannelTransport::create(ranks.len())
+        .into_iter()
+        .map(|t| LateRoster::new(t, None))
+        .collect();
+    run_cluster_over(transports, ranks, config, timing, fault)
+}
+
+/// A channel transport that, on one chosen rank, holds back every message from rank 0
+/// until a message from another rank has come in: that rank's roster is overtaken by a
+/// peer's message, as happens under MPI, where order holds only per pair of ranks.
+struct LateRoster {
+    inner: ChannelTransport,
+    /// `Some`: hold rank 0's messages until a peer's arrives, or until this deadline
+    /// (a guard against a hang, should no peer ever write).
+    hold_until: Option<Instant>,
+    held: VecDeque<(usize, Vec<u8>)>,
+    overtaken: Arc<AtomicBool>,
+}
+
+impl LateRoster {
+    fn new(inner: ChannelTransport, overtaken: Option<Arc<AtomicBool>>) -> LateRoster {
+        LateRoster {
+            inner,
+            hold_until: overtaken
+                .is_some()
+                .then(|| Instant::now() + Duration::from_secs(10)),
+            held: VecDeque::new(),
+            overtaken: overtaken.unwrap_or_default(),
+        }
+    }
+}
+
+impl Transport for LateRoster {
+    fn rank(&self) -> usize {
+        self.inner.rank()
+    }
+    fn size(&self) -> usize {
+        self.inner.size()
+    }
+    fn send(&mut self, to: usize, bytes: Vec<u8>) -> Result<(), TransportError> {
+        self.inner.send(to, bytes)
+    }
+    fn poll(&mut self) -> Result<Option<(usize, Vec<u8>)>, TransportError> {
+        let Some(deadline) = self.hold_until else {
+            if let Some(m) = self.held.pop_front() {
+                return Ok(Some(m));
+            }
+            return self.inner.poll();
+        };
+        while let Some((from, bytes)) = self.inner.poll()? {
+            if from == 0 {
+                self.held.push_back((from, bytes));
+            } else {
+                // A peer got here first: let it through, then rank 0's messages in order.
+                self.overtaken.store(true, Ordering::SeqCst);
+                self.hold_until = None;
+                return Ok(Some((from, bytes)));
+            }
+        }
+        if Instant::now() >= deadline {
+            self.hold_until = None;
+        }
+        Ok(None)
+    }
+    fn flush(&mut self, timeout: Duration) -> Result<(), TransportError> {
+        self.inner.flush(timeout)
+    }
+    fn abort(&mut self, message: &str) {
+        self.inner.abort(message)
+    }
+}
+
+fn run_cluster_over(
+    transports: Vec<LateRoster>,
+    ranks: &[RankSpec],
+    config: &SchedConfig,
+    timing: Timing,
+    fault: Option<FaultHook>,
+) -> Vec<RankOutcome> {
+    let scene: Scene = room(MaterialKind::Mirror, MaterialKind::Glass);
+    let settings: RenderSettings = room_settings(W, H, SPP, SEED);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = transports
+            .into_iter()
+            .zip(ranks)
+            .enumerate()
+            .map(|(r, (mut t, spec))| {
+                let (scene, settings, config) = (&scene, settings, config.clone());
+                s.spawn(move || {
+                    let factory =
+                        MockFactory::new(MockRenderer::new(W, SEED).with_sleep(spec.sleep_us));
+                    let devices = vec![DeviceSpec::Cpu {
+                        workers: Some(spec.workers),
+                    }];
+                    let setup = match &spec.broken {
+                        Some(reason) => Err(reason.clone()),
+                        None => {
+                            let workers = match &spec.renderer {
+                                Some(renderer) => {
+                                    build_workers(&devices, &Fixed(renderer.clone())).unwrap()
+                                }
+                                None => build_workers(&devices, &factory).unwrap(),
+                            };
+                            let plan = (r == 0).then(|| {
+                                let (estimate, raster, estimate_stats) = estimate_costmap(
+                                    scene,
+                                    &settings,
+                                    &config,
+                                    Tile::whole(settings.width, settings.height),
+                                );
+                                PlanInputs {
+                                    estimate,
+                                    raster,
+                                    estimate_stats,
+                                }
+                            });
+                            Ok(RankSetup::new(
+                                workers,
+                                format!("host{r}"),
+                                "mock".into(),
+                                spec.fingerprint,
+                                plan,
+                            ))
+                        }
+                    };
+                    let job = ClusterJob {
+                        settings,
+                        config,
+                        quiet: true,
+                        timing,
+                        fault,
+                    };
+                    let result = run_node(&mut t, setup, &job, &mut |_| Ok(()));
+                    (result, factory.all_calls())
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a rank thread panicked"))
+            .collect()
+    })
+}
+
+/// A factory that hands out one given renderer.
+struct Fixed(Arc<dyn TileRenderer>);
+
+impl RendererFactory for Fixed {
+    fn cpu(&self) -> anyhow::Result<Arc<dyn TileRenderer>> {
+        Ok(self.0.clone())
+    }
+    fn gpu(&self, _: u32, _: u32) -> anyhow::Result<Arc<dyn TileRenderer>> {
+        anyhow::bail!("no GPU")
+    }
+}
+
+fn reference(config: &SchedConfig) -> Vec<[u32; 4]> {
+    let scene = room(MaterialKind::Mirror, MaterialKind::Glass);
+    let settings = room_settings(W, H, SPP, SEED);
+    let factory = MockFactory::new(MockRenderer::new(W, SEED));
+    bits(
+        &render_frame(&scene, &settings, config, &factory, true)
+            .unwrap()
+            .film,
+    )
+}
+
+/// Per pixel, the sample ranges received over all ranks are disjoint, in order, and cover
+/// `0..SPP`.
+fn check_every_sample_once(mut calls: Vec<(Tile, Range<u32>)>) {
+    let mut next = vec![0u32; (W * H) as usize];
+    calls.sort_by_key(|(t, s)| (s.start, t.y, t.x));
+    for (tile, samples) in &calls {
+        for y in tile.y..tile.y + tile.h {
+            for x in tile.x..tile.x + tile.w {
+                let p = (y * W + x) as usize;
+                assert_eq!(next[p], samples.start, "pixel ({x},{y}) got {samples:?}");
+                next[p] = samples.end;
+            }
+        }
+    }
+    assert!(next.iter().all(|&n| n == SPP), "some pixel missed samples");
+}
+
+#[test]
+fn films_are_bit_identical_to_one_process_and_every_tile_runs_once() {
+    // Uneven ranks, one of them slow, so that stealing within and across ranks happens.
+    let clusters = [
+        vec![RankSpec::new(1, 0), RankSpec::new(2, 1500)],
+        vec![
+            RankSpec::new(2, 300),
+            RankSpec::new(1, 2000),
+            RankSpec::new(3, 0),
+        ],
+    ];
+    let mut moved_with_steal = 0;
+    for pass_spp in [None, Some(4)] {
+        for strategy in Strategy::ALL {
+            for steal in [false, true] {
+                let config = config(strategy, steal, pass_spp);
+                let expected = reference(&config);
+                for ranks in &clusters {
+                    let what = format!(
+                        "{strategy:?}, steal {steal}, passes {pass_spp:?}, {} ranks",
+                        ranks.len()
+                    );
+                    let outcomes = run_cluster(ranks, &config, test_timing(), None);
+                    let mut calls = Vec::new();
+                    let mut frame = None;
+                    for (r, (result, c)) in outcomes.into_iter().enumerate() {
+                        let f = result.unwrap_or_else(|e| panic!("{what}: rank {r}: {e}"));
+                        assert_eq!(f.is_some(), r == 0, "{what}: only rank 0 has the frame");
+                        frame = frame.or(f);
+                        calls.extend(c);
+                    }
+                    let frame = frame.unwrap();
+                    assert!(bits(&frame.film) == expected, "{what}: film differs");
+                    check_every_sample_once(calls);
+                    let report = &frame.report;
+                    let cluster = report.cluster.as_ref().unwrap();
+                    let workers: usize = ranks.iter().map(|r| r.workers).sum();
+                    assert_eq!(report.workers.len(), workers, "{what}");
+                    for (p, pass) in report.passes.iter().enumerate() {
+                        let mut tasks: Vec<usize> = pass.records.iter().map(|r| r.task).collect();
+                        tasks.sort();
+                        assert_eq!(tasks, (0..pass.tiles.len()).collect::<Vec<_>>(), "{what}");
+                        // The initial plan gives each rank a contiguous run of tiles.
+                        let mut start = 0;
+                        for r in 0..ranks.len() {
+                            let mine: Vec<usize> = pass
+                                .initial_deques
+                                .iter()
+                                .enumerate()
+                                .filter(|(w, _)| cluster.worker_rank[*w] == r)
+                                .flat_map(|(_, d)| d.iter().copied())
+                                .collect();
+                            let mut sorted = mine.clone();
+                            sorted.sort();
+                            assert_eq!(
+                                sorted,
+                                (start..start + mine.len()).collect::<Vec<_>>(),
+                                "{what}: pass {p}: rank {r}'s share is not contiguous"
+                            );
+                            start += mine.len();
+                        }
+                        let moved: u32 = cluster.counters[p].iter().map(|c| c.tiles_in).sum();
+                        let given: u32 = cluster.counters[p].iter().map(|c| c.tiles_out).sum();
+                        assert_eq!(moved, given, "{what}: tiles in and out differ");
+                        if steal {
+                            moved_with_steal += moved;
+                        } else {
+                            assert_eq!(moved, 0, "{what}: tiles moved with stealing off");
+                            assert!(pass.records.iter().all(|r| r.stolen_from.is_none()));
+                        }
+                    }
+                    let totals = cluster.rank_totals(report);
+                    let tiles: usize = totals.iter().map(|t| t.tiles).sum();
+                    let expected_tiles: usize = report.passes.iter().map(|p| p.tiles.len()).sum();
+                    assert_eq!(tiles, expected_tiles, "{what}");
+                }
+            }
+        }
+    }
+    assert!(
+        moved_with_steal > 0,
+        "no tile ever moved across ranks: the test does not exercise cross-rank steals"
+    );
+}
+
+#[test]
+fn a_peer_message_that_overtakes_the_roster_waits_for_the_frame() {
+    // Rank 2's roster is held back until rank 0 or 1, out of tiles, asks rank 2 for some:
+    // the request must wait for the frame to start, not end the job.
+    let ranks = vec![
+        RankSpec::new(1, 0),
+        RankSpec::new(1, 0),
+        RankSpec::new(2, 0),
+    ];
+    let config = config(Strategy::Sorted, true, None);
+    let overtaken = Arc::new(AtomicBool::new(false));
+    let transports = ChannelTransport::create(ranks.len())
+        .into_iter()
+        .enumerate()
+        .map(|(r, t)| LateRoster::new(t, (r == 2).then(|| overtaken.clone())))
+        .collect();
+    let outcomes = run_cluster_over(transports, &ranks, &config, test_timing(), None);
+    assert!(
+        overtaken.load(Ordering::SeqCst),
+        "no peer message reached rank 2 before its roster: the test did not exercise the race"
+    );
+    let mut calls = Vec::new();
+    let mut frame = None;
+    for (r, (result, c)) in outcomes.into_iter().enumerate() {
+        let f = result.unwrap_or_else(|e| panic!("rank {r}: {e}"));
+        frame = frame.or(f);
+        calls.extend(c);
+    }
+    assert!(bits(&frame.expect("rank 0 has the frame").film) == reference(&config));
+    check_every_sample_once(calls);
+}
+
+#[test]
+fn a_rank_that_cannot_get_ready_gives_every_rank_the_same_error() {
+    let mut broken = RankSpec::new(1, 0);
+    broken.broken = Some("host1: /shared/scene.obj: cannot open: No such file".into());
+    let ranks = vec![RankSpec::new(2, 0), broken, RankSpec::new(1, 0)];
+    let start = Instant::now();
+    let outcomes = run_cluster(
+        &ranks,
+        &config(Strategy::Sorted, true, None),
+        test_timing(),
+        None,
+    );
+    let texts: Vec<String> = outcomes
+        .into_iter()
+        .map(|(r, calls)| {
+            assert!(calls.is_empty(), "a tile was rendered");
+            match r {
+                Err(e @ ClusterError::Setup(_)) => e.to_string(),
+                other => panic!("expected a setup error, got {:?}", other.map(|_| ())),
+            }
+        })
+        .collect();
+    assert!(texts.iter().all(|t| t == &texts[0]), "{texts:#?}");
+    assert!(texts[0].contains("rank 1 of 3"), "{}", texts[0]);
+    assert!(texts[0].contains("No such file"), "{}", texts[0]);
+    // Not a timing assertion: a generous bound that tells a hang from an answer.
+    assert!(start.elapsed() < Duration::from_secs(20));
+}
+
+#[test]
+fn ranks_that_would_render_different_images_refuse_to_start() {
+    let mut odd = RankSpec::new(1, 0);
+    odd.fingerprint = 7;
+    let outcomes = run_cluster(
+        &[RankSpec::new(1, 0), RankSpec::new(1, 0), odd],
+        &config(Strategy::Sorted, true, None),
+        test_timing(),
+        None,
+    );
+    for (r, _) in outcomes {
+        let e = r.err().expect("the job started").to_string();
+        assert!(e.contains("rank 2 (host2)"), "{e}");
+        assert!(e.contains("would not render the same image"), "{e}");
+    }
+}
+
+#[test]
+fn a_silent_rank_is_named_and_the_job_ends() {
+    let timing = Timing {
+        dead_after: Duration::from_secs(2),
+        ..test_timing()
+    };
+    let fault = FaultHook {
+        rank: 1,
+        after_tiles: 2,
+        kind: FaultKind::Silence,
+    };
+    let ranks = vec![
+        RankSpec::new(1, 2000),
+        RankSpec::new(1, 2000),
+        RankSpec::new(1, 2000),
+    ];
+    let outcomes = run_cluster(
+        &ranks,
+        &config(Strategy::Sorted, true, None),
+        timing,
+        Some(fault),
+    );
+    match &outcomes[0].0 {
+        Err(ClusterError::Silent { rank: 1, .. }) => {}
+        other => panic!(
+            "rank 0: expected rank 1 to be named, got {:?}",
+            other.as_ref().map(|_| ())
+        ),
+    }
+    let text = outcomes[0].0.as_ref().err().map(|e| e.to_string());
+    assert!(
+        text.as_deref()
+            .is_some_and(|t| t.contains("rank 1 has sent nothing")),
+        "{text:?}"
+    );
+    // Rank 2 learns of the abort from rank 0.
+    match &outcomes[2].0 {
+        Err(ClusterError::Transport(TransportError::Aborted { rank: 0, message })) => {
+            assert!(message.contains("rank 1"), "{message}")
+        }
+        other => panic!(
+            "rank 2: expected the abort, got {:?}",
+            other.as_ref().map(|_| ())
+        ),
+    }
+}
+
+/// A renderer that fails on one tile.
+struct FailsAt(Tile);
+
+impl TileRenderer for FailsAt {
+    fn name(&self) -> String {
+        "fails-at".into()
+    }
+    fn render_tile(&self, tile: Tile, _: Range<u32>, _: &mut [[f32; 4]]) -> anyhow::Result<()> {
+        if tile == self.0 {
+            anyhow::bail!("device lost");
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn a_failing_worker_ends_the_job_with_its_rank_named() {
+    // Every tile of rank 1's share fails; whichever rank renders one of them fails.
+    let config = config(Strategy::Regular, false, None);
+    let scene = room(MaterialKind::Mirror, MaterialKind::Glass);
+    let settings = room_settings(W, H, SPP, SEED);
+    let (map, ..) = estimate_costmap(
+        &scene,
+        &settings,
+        &config,
+        Tile::whole(settings.width, settings.height),
+    );
+    let scale = gasworks::sched::sat::MapScale::between((W, H), (map.width, map.height));
+    let tiles =
+        gasworks::sched::tiles::layout(config.strategy, W, H, config.tiles, &map.sat(), scale);
+    let mut bad = RankSpec::new(1, 0);
+    bad.renderer = Some(Arc::new(FailsAt(tiles[tiles.len() - 1])));
+    let outcomes = run_cluster(&[RankSpec::new(1, 0), bad], &config, test_timing(), None);
+    match &outcomes[1].0 {
+        Err(e @ ClusterError::RankFailed { rank: 1, .. }) => {
+            let text = e.to_string();
+            assert!(
+                text.contains("device lost") && text.contains("fails-at"),
+                "{text}"
+            );
+        }
+        other => panic!(
+            "rank 1: expected its failure, got {:?}",
+            other.as_ref().map(|_| ())
+        ),
+    }
+    match &outcomes[0].0 {
+        Err(ClusterError::Transport(TransportError::Aborted { rank: 1, message })) => {
+            assert!(message.contains("device lost"), "{message}")
+        }
+        other => panic!(
+            "rank 0: expected the abort, got {:?}",
+            other.as_ref().map(|_| ())
+        ),
+    }
+}
+
+#[test]
+fn fault_hooks_parse() {
+    assert_eq!(
+        FaultHook::parse("rank=1,after=3,kind=exit").unwrap(),
+        FaultHook {
+            rank: 1,
+            after_tiles: 3,
+            kind: FaultKind::Exit
+        }
+    );
+    assert!(FaultHook::parse("after=3").is_err());
+    assert!(FaultHook::parse("rank=1,kind=explode").is_err());
+}
+
+#[test]
+fn schedule_sim_models_ranks_as_one_table() {
+    let scene = room(MaterialKind::Mirror, MaterialKind::Diffuse);
+    let settings = room_settings(W, H, 2, SEED);
+    let mock =
+        MockRenderer::new(W, SEED).with_spin(|x, y| if x < W / 2 && y > H / 2 { 300 } else { 30 });
+    let config = SchedConfig {
+        tiles: Some(64),
+        devices: vec![DeviceSpec::Cpu { workers: Some(2) }],
+        ..SchedConfig::default()
+    };
+    let frame = render_frame(&scene, &settings, &config, &MockFactory::new(mock), true).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let stats = dir.path().join("run.csv");
+    gasworks::sched::report::write_stats(&frame.report, &stats).unwrap();
+    let sim = |extra: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_gasworks"))
+            .args(["schedule-sim", stats.to_str().unwrap(), "--seeds", "3"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let out = sim(&[
+        "--ranks",
+        "1,3",
+        "--workers",
+        "2",
+        "--rank-steal-latency-ms",
+        "0,5",
+        "--tiles-per-worker",
+        "4",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // One row per (ranks, latency): ranks, workers, tiles (4 per worker), latency.
+    for row in [
+        "    1       2      8      0 ms |",
+        "    3       6     24      5 ms |",
+    ] {
+        assert!(stdout.contains(row), "{row:?} missing from:\n{stdout}");
+    }
+    let table: Vec<&str> = stdout.lines().filter(|l| l.contains(" ms |")).collect();
+    assert_eq!(
+        table.len(),
+        4 + 4,
+        "efficiency and moved-tiles rows:\n{stdout}"
+    );
+    // Every efficiency is a percentage in (0, 100].
+    for line in &table[..4] {
+        for cell in line.split('|').nth(1).unwrap().split_whitespace() {
+            let v: f64 = cell.trim_end_matches('%').parse().unwrap();
+            assert!(v > 0.0 && v <= 100.0, "{line}");
+        }
+    }
+    // Bad cluster arguments are refused.
+    assert!(!sim(&["--ranks", "0"]).status.success());
+    assert!(!sim(&["--ranks", "2", "--workers", "1,2"]).status.success());
+    assert!(!sim(&["--ranks", "2", "--rank-steal-latency-ms", "-1"])
+        .status
+        .success());
+}

@@ -1,0 +1,365 @@
+//! `mpirun -np N gasworks render ...` on this machine (feature `mpi`; needs OpenMPI's
+//! `mpirun`, see README "Rendering on a cluster"): run by `.ci/run` as
+//! `cargo test --features mpi --test mpi_cluster`.
+//!
+//! - with 2 and 4 ranks, under every schedule (regular, sorted, adaptive; stealing on and off;
+//!   one pass and two), the image is bit-identical to one process's, and the statistics show
+//!   every tile of every pass rendered exactly once, on a rank of the job;
+//! - one rank under mpirun, and no mpirun at all, render as one process;
+//! - a scene missing on one rank (or unreadable there) gives every rank the same error, a
+//!   non-zero exit and no image, within a timeout;
+//! - a rank that dies (SIGABRT, SIGKILL) or falls silent mid-frame fails the job with a
+//!   message naming it, within a timeout, and leaves no image.
+//!
+//! The timeouts only tell a hang from an answer; nothing here measures speed.
+#![cfg(feature = "mpi")]
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_gasworks");
+/// Generous: a hung job is killed after this and the test fails.
+const DEADLINE: Duration = Duration::from_secs(180);
+
+fn cornell() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/cornell/cornell.obj")
+}
+
+/// The render arguments every run shares (small image, several tiles per worker).
+fn render_args(scene: &Path, out: &Path, extra: &[&str]) -> Vec<String> {
+    render_args_sized(scene, out, "24", "4", extra)
+}
+
+fn render_args_sized(
+    scene: &Path,
+    out: &Path,
+    tiles: &str,
+    spp: &str,
+    extra: &[&str],
+) -> Vec<String> {
+    let mut v: Vec<String> = [
+        "render",
+        scene.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--width",
+        "48",
+        "--height",
+        "40",
+        "--spp",
+        spp,
+        "--tiles",
+        tiles,
+        "--threads",
+        "1",
+        "--backend",
+        "cpu",
+        "-q",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    v.extend(extra.iter().map(|s| s.to_string()));
+    v
+}
+
+struct Run {
+    code: Option<i32>,
+    stderr: String,
+    stdout: String,
+}
+
+/// Runs a command to completion, or kills it at the deadline (and fails the test).
+fn run(mut cmd: Command) -> Run {
+    let what = format!("{cmd:?}");
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {what}: {e} (is OpenMPI's mpirun installed?)"));
+    let start = Instant::now();
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        if start.elapsed() > DEADLINE {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "hung for {DEADLINE:?}: {what}\nstderr:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    Run {
+        code: out.status.code(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+    }
+}
+
+/// `mpirun` with what this machine needs: more ranks than cores, and root allowed (CI runs
+/// as root).
+fn mpirun() -> Command {
+    let mut c = Command::new("mpirun");
+    c.args(["--oversubscribe", "--allow-run-as-root"])
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        // No InfiniBand or other networks on a CI machine: shared memory and loopback only.
+        .env("OMPI_MCA_btl", "self,vader,tcp")
+        .env("OMPI_MCA_btl_tcp_if_include", "lo");
+    c
+}
+
+fn mpi_render(np: usize, args: &[String]) -> Run {
+    let mut c = mpirun();
+    c.arg("-np").arg(np.to_string()).arg(BIN).args(args);
+    run(c)
+}
+
+fn image_bits(path: &Path) -> Vec<u32> {
+    let img = image::open(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .to_rgb32f();
+    img.into_raw().into_iter().map(f32::to_bits).collect()
+}
+
+/// Rows of `OUT.tiles.csv` as (pass, task, rank).
+fn tile_rows(path: &Path) -> Vec<(usize, usize, usize)> {
+    let mut r = csv::Reader::from_path(path).unwrap();
+    let headers = r.headers().unwrap().clone();
+    let col = |name: &str| headers.iter().position(|h| h == name).unwrap();
+    let (p, t, k) = (col("pass"), col("task"), col("rank"));
+    r.records()
+        .map(|rec| {
+            let rec = rec.unwrap();
+            let n = |i: usize| rec[i].parse::<usize>().unwrap();
+            (n(p), n(t), n(k))
+        })
+        .collect()
+}
+
+#[test]
+fn n_ranks_render_the_single_process_image_bit_for_bit() {
+    let dir = tempfile::tempdir().unwrap();
+    let scene = cornell();
+    for passes in [None, Some("2")] {
+        for schedule in ["regular", "sorted", "adaptive"] {
+            for steal in ["on", "off"] {
+                let mut extra = vec!["--schedule", schedule, "--steal", steal];
+                if let Some(p) = passes {
+                    extra.extend(["--pass-spp", p]);
+                }
+                let single = dir.path().join(format!("single-{schedule}-{steal}.exr"));
+                let r = run({
+                    let mut c = Command::new(BIN);
+                    c.args(render_args(&scene, &single, &extra));
+                    c
+                });
+                assert_eq!(r.code, Some(0), "single process: {}", r.stderr);
+                let expected = image_bits(&single);
+                for np in [2usize, 4] {
+                    let what = format!("{np} ranks, {schedule}, steal {steal}, passes {passes:?}");
+                    let out = dir.path().join(format!("n{np}-{schedule}-{steal}.exr"));
+                    let stats = dir.path().join(format!("n{np}-{schedule}-{steal}.csv"));
+                    let mut args = render_args(&scene, &out, &extra);
+                    // Not quiet: --stats then prints the cluster table.
+                    args.retain(|a| a != "-q");
+                    args.extend(["--stats".into(), stats.to_str().unwrap().into()]);
+                    let r = mpi_render(np, &args);
+                    assert_eq!(r.code, Some(0), "{what}: {}", r.stderr);
+                    assert!(
+                        image_bits(&out) == expected,
+                        "{what}: the image differs from one process's"
+                    );
+                    assert!(
+                        r.stderr.contains(&format!("cluster: {np} ranks")),
+                        "{what}: no cluster summary: {}",
+                        r.stderr
+                    );
+                    // Every tile of every pass exactly once, by a rank of this job.
+                    let rows = tile_rows(&gasworks::sched::report::sibling_paths(&stats).0);
+                    let mut seen: HashMap<(usize, usize), usize> = HashMap::new();
+                    for &(pass, task, rank) in &rows {
+                        assert!(rank < np, "{what}: tile {task} on rank {rank}");
+                        *seen.entry((pass, task)).or_default() += 1;
+                    }
+                    let pass_count = if passes.is_some() { 2 } else { 1 };
+                    for pass in 0..pass_count {
+                        let tasks = rows.iter().filter(|r| r.0 == pass).count();
+                        assert!(tasks > 0, "{what}: pass {pass} has no tile");
+                        for task in 0..tasks {
+                            assert_eq!(
+                                seen.get(&(pass, task)),
+                                Some(&1),
+                                "{what}: pass {pass} tile {task}"
+                            );
+                        }
+                    }
+                    // Each rank rendered something: every rank started with its share.
+                    for rank in 0..np {
+                        assert!(
+                            rows.iter().any(|r| r.2 == rank),
+                            "{what}: rank {rank} rendered nothing"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn one_rank_under_mpirun_is_a_single_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a.exr"), dir.path().join("b.exr"));
+    let r = run({
+        let mut c = Command::new(BIN);
+        c.args(render_args(&cornell(), &a, &[]));
+        c
+    });
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let r = mpi_render(1, &render_args(&cornell(), &b, &[]));
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(!r.stderr.contains("cluster:"), "{}", r.stderr);
+    assert!(image_bits(&a) == image_bits(&b));
+}
+
+/// mpirun with two app contexts: `good` ranks working in a folder that has the scene, and
+/// one rank (the last) in a folder whose `cornell.obj` is `bad` (or missing when `None`),
+/// all with the same command line: a node whose copy of the scene is missing or broken.
+fn run_with_one_bad_copy(good: usize, bad: Option<&str>) -> (Run, PathBuf, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let (ok_dir, bad_dir) = (dir.path().join("ok"), dir.path().join("bad"));
+    std::fs::create_dir_all(&ok_dir).unwrap();
+    std::fs::create_dir_all(&bad_dir).unwrap();
+    let assets = cornell().parent().unwrap().to_path_buf();
+    for f in ["cornell.obj", "cornell.mtl"] {
+        std::fs::copy(assets.join(f), ok_dir.join(f)).unwrap();
+    }
+    if let Some(text) = bad {
+        std::fs::write(bad_dir.join("cornell.obj"), text).unwrap();
+    }
+    let out = dir.path().join("out.exr");
+    let args = render_args(Path::new("cornell.obj"), &out, &[]);
+    let mut c = mpirun();
+    c.arg("-np")
+        .arg(good.to_string())
+        .arg("--wdir")
+        .arg(&ok_dir)
+        .arg(BIN)
+        .args(&args)
+        .arg(":")
+        .arg("-np")
+        .arg("1")
+        .arg("--wdir")
+        .arg(&bad_dir)
+        .arg(BIN)
+        .args(&args);
+    (run(c), out, dir)
+}
+
+#[test]
+fn a_scene_missing_on_one_rank_stops_every_rank_with_the_same_error() {
+    for good in [1usize, 3] {
+        let n = good + 1;
+        let (r, out, _dir) = run_with_one_bad_copy(good, None);
+        assert_ne!(r.code, Some(0), "{}", r.stderr);
+        let line = format!("rank {good} of {n}");
+        // Every rank prints the verdict (the reason names the failing rank).
+        let verdicts = r
+            .stderr
+            .matches("error: the job cannot start: 1 rank could not get ready")
+            .count();
+        assert_eq!(verdicts, n, "{}", r.stderr);
+        assert_eq!(r.stderr.matches(&line).count(), n, "{}", r.stderr);
+        assert!(r.stderr.contains("No such file"), "{}", r.stderr);
+        assert!(!out.exists(), "an image was written");
+    }
+}
+
+#[test]
+fn a_scene_that_does_not_parse_on_one_rank_stops_every_rank() {
+    let (r, out, _dir) = run_with_one_bad_copy(1, Some("v 0 0 0\nv 1 0 zero\n"));
+    assert_ne!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(r.stderr.matches("rank 1 of 2").count(), 2, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("\"zero\" is not a number"),
+        "{}",
+        r.stderr
+    );
+    assert!(!out.exists());
+}
+
+fn run_with_fault(kind: &str) -> (Run, PathBuf, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out.exr");
+    // Enough work that the fault lands mid-frame: 96 tiles, rank 1 fails after its first.
+    let args = render_args_sized(&cornell(), &out, "96", "16", &[]);
+    let mut c = mpirun();
+    c.env("GASWORKS_TEST_FAULT", format!("rank=1,after=1,kind={kind}"))
+        .env("GASWORKS_RANK_TIMEOUT_S", "3")
+        .args(["-np", "3"])
+        .arg(BIN)
+        .args(&args);
+    let r = run(c);
+    (r, out, dir)
+}
+
+#[test]
+fn a_rank_that_dies_mid_frame_fails_the_job_naming_it() {
+    for (kind, signal) in [("abort", "signal 6"), ("kill", "signal 9")] {
+        let (r, out, dir) = run_with_fault(kind);
+        assert_ne!(r.code, Some(0), "{kind}: {}", r.stderr);
+        assert!(
+            r.stderr.contains("process rank 1") && r.stderr.contains(signal),
+            "{kind}: {}{}",
+            r.stdout,
+            r.stderr
+        );
+        assert!(!out.exists(), "{kind}: an image was written");
+        // Nothing partial under another name either.
+        let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert!(left.is_empty(), "{kind}: {left:?}");
+    }
+}
+
+#[test]
+fn a_rank_that_falls_silent_is_named_after_the_timeout() {
+    let (r, out, _dir) = run_with_fault("silence");
+    assert_ne!(r.code, Some(0), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("rank 1 has sent nothing for"),
+        "{}",
+        r.stderr
+    );
+    assert!(!out.exists());
+}
+
+#[test]
+fn pixelbounds_under_several_ranks_is_refused_on_every_rank() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("crop.exr");
+    let mut args = render_args(&cornell(), &out, &[]);
+    args.extend(["--pixelbounds".into(), "0,24,0,20".into()]);
+    let r = mpi_render(2, &args);
+    assert_ne!(r.code, Some(0), "{}", r.stderr);
+    // Every rank prints the verdict, which names each rank and why.
+    assert_eq!(
+        r.stderr.matches("error: the job cannot start").count(),
+        2,
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr
+            .contains("--pixelbounds renders one crop per process"),
+        "{}",
+        r.stderr
+    );
+    assert!(!out.exists(), "an image was written");
+}
