@@ -3,10 +3,11 @@
 //!
 //! 1. Per group, in parallel (largest first): the padded triangle boxes, obvhs's PLOC build,
 //!    the collapse of its binary tree into [`Node4`]s with group-local references, and the
-//!    group's packets.
+//!    triangles of each of the group's packets.
 //! 2. Prefix sums place every group's nodes and packets in the global arrays.
 //! 3. In parallel: the global node array (each group's nodes with their references moved)
-//!    and packet array are written straight into their allocations.
+//!    and packet array (gathered from the scene's vertices) are written straight into their
+//!    allocations; each group's part is freed once it is copied, so the peak holds one copy.
 //! 4. The top level: obvhs over the groups' root boxes, collapsed the same way, with each
 //!    top-level leaf replaced by the reference to its group's root. Its nodes go last.
 //!
@@ -192,8 +193,9 @@ struct GroupTree {
     root: ChildRef,
     /// The group's bounds (the padded root box), when it has triangles.
     bounds: Option<([f32; 3], [f32; 3])>,
-    /// The group's packets and the triangle index of each of their lanes.
-    packets: Vec<TriPacket>,
+    /// The triangle index of each lane of each of the group's packets. The packets
+    /// themselves (144 bytes each) are only made in the global array: a per-group copy
+    /// alive beside it would double the peak memory of the build.
     prims: Vec<[u32; 4]>,
 }
 
@@ -204,12 +206,9 @@ fn triangle_box(tri: &[Vec3; 3], pad: f32) -> Aabb {
 }
 
 fn group_tree(group: &Group, pad: f32) -> GroupTree {
-    // The vertices are gathered once (the index indirection is the slow part), for the boxes
-    // and then for the packets.
-    let tris: Vec<[Vec3; 3]> = (0..group.triangle_count())
-        .map(|i| group.triangle(i))
+    let boxes: Vec<Aabb> = (0..group.triangle_count())
+        .map(|i| triangle_box(&group.triangle(i), pad))
         .collect();
-    let boxes: Vec<Aabb> = tris.iter().map(|t| triangle_box(t, pad)).collect();
     let (bin, order) = build_binary(&boxes, blas_params());
     drop(boxes);
     let mut nodes = Vec::new();
@@ -244,15 +243,10 @@ fn group_tree(group: &Group, pad: f32) -> GroupTree {
         .chunks_exact(4)
         .map(|l| [l[0], l[1], l[2], l[3]])
         .collect();
-    let packets = prims
-        .iter()
-        .map(|l| TriPacket::new(&l.map(|p| tris[p as usize])))
-        .collect();
     GroupTree {
         nodes,
         root,
         bounds: bin.first().map(|b| (b.lo, b.hi)),
-        packets,
         prims,
     }
 }
@@ -313,11 +307,11 @@ pub(super) fn build(scene: &Scene) -> SceneBvh {
         .map(|&g| (g, group_tree(&scene.groups[g], pad)))
         .collect();
     built.sort_unstable_by_key(|(g, _)| *g);
-    let trees: Vec<GroupTree> = built.into_iter().map(|(_, t)| t).collect();
+    let mut trees: Vec<GroupTree> = built.into_iter().map(|(_, t)| t).collect();
 
     // Where each group's nodes and packets go.
     let node_counts: Vec<usize> = trees.iter().map(|t| t.nodes.len()).collect();
-    let packet_counts: Vec<usize> = trees.iter().map(|t| t.packets.len()).collect();
+    let packet_counts: Vec<usize> = trees.iter().map(|t| t.prims.len()).collect();
     let prefix = |counts: &[usize]| -> Vec<u32> {
         let mut acc = 0usize;
         counts
@@ -361,6 +355,10 @@ pub(super) fn build(scene: &Scene) -> SceneBvh {
             }
         })
         .collect_into_vec(&mut nodes);
+    // The groups' own nodes are copied: give their memory back before the packets are made.
+    for t in &mut trees {
+        t.nodes = Vec::new();
+    }
     let mut packets: Vec<TriPacket> = Vec::new();
     let mut ids: Vec<PacketIds> = Vec::new();
     (0..total_packets)
@@ -369,13 +367,19 @@ pub(super) fn build(scene: &Scene) -> SceneBvh {
         .map(|k| {
             let gi = owner(&packet_offsets, k);
             let local = k - packet_offsets[gi] as usize;
+            let prim = trees[gi].prims[local];
+            let group = &scene.groups[gi];
+            let packet = TriPacket::new(&prim.map(|p| group.triangle(p as usize)));
             let id = PacketIds {
                 group: [gi as u32; 4],
-                prim: trees[gi].prims[local],
+                prim,
             };
-            (trees[gi].packets[local], id)
+            (packet, id)
         })
         .unzip_into_vecs(&mut packets, &mut ids);
+    for t in &mut trees {
+        t.prims = Vec::new();
+    }
 
     // The top level over the non-empty groups.
     let mut top_groups = Vec::new();
