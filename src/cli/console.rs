@@ -6,6 +6,23 @@
 //!   cost map's error histogram.
 //!
 //! Warnings always go out; errors are printed by `cli::main`.
+//!
+//! Every message leaves in one `write` call ([`write_whole`]): `eprintln!` writes each piece
+//! of its format separately, and under `mpirun` the pieces of several ranks' lines then
+//! interleave ("error: error: the job ..."), which CI saw.
+
+use std::io::Write;
+
+/// Writes `text` plus a newline (unless it ends in one) to stderr in one call, so lines of
+/// concurrent processes sharing the stream never mix mid-line.
+pub fn write_whole(text: impl std::fmt::Display) {
+    let mut text = text.to_string();
+    if !text.ends_with('\n') {
+        text.push('\n');
+    }
+    // Nothing sensible can be done when stderr itself is gone.
+    let _ = std::io::stderr().lock().write_all(text.as_bytes());
+}
 
 /// How much a command prints.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -28,7 +45,7 @@ impl Verbosity {
     /// A status line, shown unless quiet.
     pub fn status(self, line: impl std::fmt::Display) {
         if self >= Verbosity::Normal {
-            eprintln!("{line}");
+            write_whole(line);
         }
     }
 
@@ -36,17 +53,13 @@ impl Verbosity {
     /// is true and the level is not quiet: `-v`, or an option that asked for it.
     pub fn detail(self, shown: bool, text: impl std::fmt::Display) {
         if self > Verbosity::Quiet && (shown || self >= Verbosity::Verbose) {
-            let text = text.to_string();
-            eprint!("{text}");
-            if !text.ends_with('\n') {
-                eprintln!();
-            }
+            write_whole(text);
         }
     }
 
     /// A warning, always shown.
     pub fn warn(self, message: impl std::fmt::Display) {
-        eprintln!("warning: {message}");
+        write_whole(format_args!("warning: {message}"));
     }
 
     pub fn is_quiet(self) -> bool {

@@ -84,10 +84,11 @@ pub fn main() -> i32 {
         // mpirun kills the other ranks once one exits non-zero).
         Err(e) if e.is::<Reported>() => 1,
         Err(e) => {
-            eprintln!("error: {e}");
+            let mut text = format!("error: {e}");
             for cause in e.chain().skip(1) {
-                eprintln!("  caused by: {cause}");
+                text.push_str(&format!("\n  caused by: {cause}"));
             }
+            console::write_whole(text);
             1
         }
     }

@@ -259,7 +259,7 @@ fn placeholder_settings() -> RenderSettings {
 /// every rank has (the handshake's verdict, rank 0's output error) come here; the others end
 /// the job with `MPI_Abort`.
 fn report_everywhere(world: MpiWorld, message: &str) -> anyhow::Error {
-    eprintln!("error: {message}");
+    super::console::write_whole(format_args!("error: {message}"));
     world.barrier();
     drop(world);
     super::Reported.into()

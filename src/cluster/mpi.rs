@@ -181,10 +181,12 @@ impl Transport for MpiWorld {
     }
 
     fn abort(&mut self, message: &str) {
-        eprintln!(
-            "error: rank {} of {} ({}) ends the job: {message}",
+        // One write: under mpirun, `eprintln!`'s separate pieces interleave with other ranks'.
+        let text = format!(
+            "error: rank {} of {} ({}) ends the job: {message}\n",
             self.rank, self.size, self.host
         );
+        let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), text.as_bytes());
         self.comm.abort(1)
     }
 }
