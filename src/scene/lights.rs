@@ -16,6 +16,7 @@
 //! - reach below [`NEAR_FRACTION`] of the scene's diagonal: it faces only surfaces *just
 //!   behind it* (reported, since the light then mostly lights a gap).
 
+use rayon::prelude::*;
 use serde::Serialize;
 
 use super::{Bounds, Scene};
@@ -103,7 +104,7 @@ pub fn light_facing(scene: &Scene) -> Vec<LightFacing> {
     // One box per group over its non-emissive triangles; and their union.
     let boxes: Vec<Bounds> = scene
         .groups
-        .iter()
+        .par_iter()
         .map(|g| {
             let mut b = Bounds::EMPTY;
             for (t, &m) in g.face_materials.iter().enumerate() {
