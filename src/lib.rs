@@ -21,6 +21,7 @@ pub mod optix;
 pub mod render;
 pub mod scene;
 pub mod sched;
+pub mod stderr_line;
 
 /// The git commit this binary was built from (`-dirty` when the tree had local changes), or
 /// "unknown" outside a git checkout.

@@ -7,22 +7,9 @@
 //!
 //! Warnings always go out; errors are printed by `cli::main`.
 //!
-//! Every message leaves in one `write` call ([`write_whole`]): `eprintln!` writes each piece
-//! of its format separately, and under `mpirun` the pieces of several ranks' lines then
-//! interleave ("error: error: the job ..."), which CI saw.
+//! Every message leaves in one `write` call ([`write_whole`], from [`crate::stderr_line`]).
 
-use std::io::Write;
-
-/// Writes `text` plus a newline (unless it ends in one) to stderr in one call, so lines of
-/// concurrent processes sharing the stream never mix mid-line.
-pub fn write_whole(text: impl std::fmt::Display) {
-    let mut text = text.to_string();
-    if !text.ends_with('\n') {
-        text.push('\n');
-    }
-    // Nothing sensible can be done when stderr itself is gone.
-    let _ = std::io::stderr().lock().write_all(text.as_bytes());
-}
+pub use crate::stderr_line::write_whole;
 
 /// How much a command prints.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]

@@ -181,12 +181,10 @@ impl Transport for MpiWorld {
     }
 
     fn abort(&mut self, message: &str) {
-        // One write: under mpirun, `eprintln!`'s separate pieces interleave with other ranks'.
-        let text = format!(
-            "error: rank {} of {} ({}) ends the job: {message}\n",
+        crate::stderr_line::write_whole(format_args!(
+            "error: rank {} of {} ({}) ends the job: {message}",
             self.rank, self.size, self.host
-        );
-        let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), text.as_bytes());
+        ));
         self.comm.abort(1)
     }
 }
