@@ -148,15 +148,16 @@ pub fn scene_info(scene: &Scene) -> SceneInfo {
             *p += std::f64::consts::PI * light.area as f64 * light.emission[c] as f64;
         }
     }
-    let bounds = scene.bounds();
-    let facing_lights = light_facing(scene);
+    // One pass gives the lights' facing and the scene's box.
+    let survey = light_facing(scene);
+    let bounds = survey.scene_bounds;
     let mut facing = [0usize; 6];
-    for l in &facing_lights {
+    for l in &survey.lights {
         for (total, n) in facing.iter_mut().zip(l.facing) {
             *total += n;
         }
     }
-    let light_warnings = facing_warnings_of(&facing_lights, scene);
+    let light_warnings = facing_warnings_of(&survey);
     SceneInfo {
         source: scene.source.clone(),
         groups: scene.groups.len(),
@@ -180,7 +181,7 @@ pub fn scene_info(scene: &Scene) -> SceneInfo {
             area,
             power_per_side: power,
             facing,
-            lights: facing_lights,
+            lights: survey.lights,
             warnings: light_warnings,
         },
         environment: scene.environment.map(|e| e.radiance.to_array()),

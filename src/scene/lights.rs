@@ -98,27 +98,47 @@ fn reach_into(b: &Bounds, p: glam::Vec3, n: glam::Vec3) -> f32 {
     n.dot(center - p) + n.abs().dot(half)
 }
 
+/// What [`light_facing`] measured: every light and which way it faces, and the box of the
+/// whole scene, which the same pass over the triangles yields (callers that also report the
+/// scene's extent, like `info`, take it from here instead of measuring the scene again).
+#[derive(Clone, Debug, PartialEq)]
+pub struct LightSurvey {
+    pub lights: Vec<LightFacing>,
+    /// [`Scene::bounds`], measured in the same pass.
+    pub scene_bounds: Bounds,
+}
+
 /// Every light of the scene (its emissive triangles grouped by group and material, in scene
 /// order) and which way its triangles face.
-pub fn light_facing(scene: &Scene) -> Vec<LightFacing> {
-    // One box per group over its non-emissive triangles; and their union.
-    let boxes: Vec<Bounds> = scene
+pub fn light_facing(scene: &Scene) -> LightSurvey {
+    // One pass over each group's triangles (groups in parallel) gives two boxes: all the
+    // vertices the triangles use (as `Group::bounds`), and the non-emissive triangles only.
+    let (all_boxes, boxes): (Vec<Bounds>, Vec<Bounds>) = scene
         .groups
         .par_iter()
         .map(|g| {
-            let mut b = Bounds::EMPTY;
-            for (t, &m) in g.face_materials.iter().enumerate() {
-                if !scene.materials[m as usize].is_emissive() {
-                    for p in g.triangle(t) {
-                        b.extend(p);
+            let mut all = Bounds::EMPTY;
+            let mut lit = Bounds::EMPTY;
+            for (t, tri) in g.indices.iter().enumerate() {
+                let emissive = g
+                    .face_materials
+                    .get(t)
+                    .and_then(|&m| scene.materials.get(m as usize))
+                    .is_some_and(|m| m.is_emissive());
+                for &i in tri {
+                    if let Some(&p) = g.positions.get(i as usize) {
+                        all.extend(p);
+                        if !emissive {
+                            lit.extend(p);
+                        }
                     }
                 }
             }
-            b
+            (all, lit)
         })
-        .collect();
+        .unzip();
     let whole = boxes.iter().fold(Bounds::EMPTY, |a, b| a.union(b));
-    let all = scene.bounds();
+    let all = all_boxes.iter().fold(Bounds::EMPTY, |a, b| a.union(b));
     let near = if all.is_empty() {
         0.0
     } else {
@@ -167,16 +187,19 @@ pub fn light_facing(scene: &Scene) -> Vec<LightFacing> {
             entry.toward_scene += 1;
         }
     }
-    out
+    LightSurvey {
+        lights: out,
+        scene_bounds: all,
+    }
 }
 
 /// The warnings [`light_facing`] gives reason for: lights (or some of their triangles) whose
 /// front faces no other surface, or only surfaces just behind them. Empty when every light
 /// faces the scene. Meant for one-sided lights; with `--two-sided-lights` both faces emit.
-pub fn facing_warnings_of(lights: &[LightFacing], scene: &Scene) -> Vec<String> {
+pub fn facing_warnings_of(survey: &LightSurvey) -> Vec<String> {
     let mut out = Vec::new();
-    let diagonal = scene.bounds().diagonal().length();
-    for l in lights {
+    let diagonal = survey.scene_bounds.diagonal().length();
+    for l in &survey.lights {
         let name = format!("light '{}' (material '{}')", l.group, l.material);
         let of = |n: usize| {
             if n == l.triangles {
@@ -206,7 +229,7 @@ pub fn facing_warnings_of(lights: &[LightFacing], scene: &Scene) -> Vec<String> 
 
 /// [`facing_warnings_of`] the scene's own lights.
 pub fn facing_warnings(scene: &Scene) -> Vec<String> {
-    facing_warnings_of(&light_facing(scene), scene)
+    facing_warnings_of(&light_facing(scene))
 }
 
 #[cfg(test)]
@@ -254,9 +277,23 @@ mod tests {
     }
 
     #[test]
+    fn the_survey_measures_the_same_box_as_scene_bounds() {
+        for scene in [room(9.0, true), room(9.95, false)] {
+            let survey = light_facing(&scene);
+            assert_eq!(survey.scene_bounds, scene.bounds());
+            assert!(!survey.scene_bounds.is_empty());
+        }
+        // An unused vertex far away counts in neither (only the vertices triangles use).
+        let mut scene = room(9.0, true);
+        scene.groups[0].positions.push(Vec3::splat(1e6));
+        assert_eq!(light_facing(&scene).scene_bounds, scene.bounds());
+        assert!(scene.bounds().max[0] < 1e6);
+    }
+
+    #[test]
     fn a_lamp_facing_the_floor_is_fine() {
         let scene = room(9.0, true);
-        let f = light_facing(&scene);
+        let f = light_facing(&scene).lights;
         assert_eq!(f.len(), 1);
         assert_eq!((f[0].triangles, f[0].area), (2, 1.0));
         assert_eq!(f[0].facing, [0, 0, 0, 2, 0, 0]);
@@ -268,7 +305,7 @@ mod tests {
     #[test]
     fn a_lamp_wound_up_under_the_ceiling_faces_a_gap() {
         let scene = room(9.95, false);
-        let f = light_facing(&scene);
+        let f = light_facing(&scene).lights;
         assert_eq!(f[0].facing, [0, 0, 2, 0, 0, 0]);
         assert_eq!(f[0].toward_gap_only, 2);
         let w = facing_warnings(&scene);
@@ -283,7 +320,7 @@ mod tests {
         let mut scene = room(9.0, false);
         scene.groups.remove(1);
         scene.finalize();
-        let f = light_facing(&scene);
+        let f = light_facing(&scene).lights;
         assert_eq!(f[0].away_from_everything, 2);
         let w = facing_warnings(&scene);
         assert_eq!(w.len(), 1, "{w:?}");
