@@ -565,6 +565,10 @@ pub fn compacted_layout(sizes: &[u64]) -> (Vec<u64>, u64) {
 
 /// The IAS instances: one per GAS, identity transform, instance id from the table, `sbtOffset`
 /// = the GAS's first hit record. Pure.
+///
+/// The identity transform is a contract with the device code: `ptx/pathtrace.cu` shades with
+/// the hit data's object-space positions and normals and never applies an object-to-world
+/// transform. An instance with another transform needs that added there first.
 pub fn make_instances(table: &GasTable, handles: &[OptixTraversableHandle]) -> Vec<OptixInstance> {
     table
         .gases

@@ -11,10 +11,12 @@
 //!
 //! [`OptixBackend::new`] does the per-frame work once: the batched GAS builds and the IAS
 //! (`optix::accel`, with every `--streams/--merge-below/...` option), the scene upload, the
-//! module, the pipeline and the shader binding table. All of that is immutable afterwards and
-//! shared (`Arc`) by every [`OptixWorker`] made with [`OptixBackend::worker`]: a worker owns
-//! only a CUDA stream, its launch-parameter buffer, a tile accumulation buffer and its ray
-//! counters, so N workers on one GPU run N launches at once on N streams. The tile scheduler
+//! module, the program groups and the shader binding table. All of that is immutable
+//! afterwards and shared (`Arc`) by every [`OptixWorker`] made with [`OptixBackend::worker`]:
+//! a worker owns a CUDA stream, its own pipeline (linked from the shared program groups: OptiX
+//! does not support concurrent launches of one pipeline, see [`Pipeline`]), its
+//! launch-parameter buffers, a tile accumulation buffer and its ray counters, so N workers on
+//! one GPU run N launches at once on N streams. The tile scheduler
 //! makes one worker per stream (`--devices gpu0x4`: four workers) and hands each its tiles;
 //! both [`OptixBackend`] and [`OptixWorker`] implement [`TileRenderer`]. Used directly as a
 //! renderer, [`OptixBackend`] keeps a pool of workers and lends one to each concurrent
@@ -135,10 +137,15 @@ pub struct RenderCounters {
 }
 
 /// Everything the workers of one GPU share, built once. Field order is drop order: the SBT and
-/// pipeline go before the buffers and structures they name, the context last.
+/// pipelines go before the buffers and structures they name, the context last.
 struct Shared {
     sbt: ShaderBindingTable,
-    pipeline: Pipeline,
+    /// Pipelines linked but not yet given to a worker: the one [`OptixBackend::new`] links (so
+    /// that a link error shows at setup), then none; [`OptixWorker::new`] links its own.
+    spare_pipelines: Mutex<Vec<Pipeline>>,
+    /// Raygen, miss, closest hit: what every worker's pipeline links.
+    program_groups: Vec<ProgramGroup>,
+    pipeline_options: PipelineCompileOptions,
     _scene_buffer: DeviceBuffer,
     /// The IAS the launches trace (its handle is in `frame`) and the GASes under it.
     _accel: Accel,
@@ -208,13 +215,9 @@ impl OptixBackend {
         let raygen = ProgramGroup::raygen(&ctx, &module, "__raygen__pathtrace")?;
         let miss = ProgramGroup::miss(&ctx, &module, "__miss__pathtrace")?;
         let hit = ProgramGroup::closest_hit(&ctx, &module, "__closesthit__pathtrace")?;
-        // The raygen program traces (radiance and shadow rays); closest hit and miss do not.
-        let pipeline = Pipeline::new(
-            &ctx,
-            &pipeline_options,
-            1,
-            &[raygen.clone(), miss.clone(), hit.clone()],
-        )?;
+        let program_groups = vec![raygen.clone(), miss.clone(), hit.clone()];
+        // Linked here once so that a link error is a setup error; the first worker takes it.
+        let pipeline = link_pipeline(&ctx, &pipeline_options, &program_groups)?;
 
         // One hit record per (GAS, build input): the accel's record order, so that the IAS
         // instances' sbtOffsets find them.
@@ -247,7 +250,9 @@ impl OptixBackend {
         Ok(OptixBackend {
             shared: Arc::new(Shared {
                 sbt,
-                pipeline,
+                spare_pipelines: Mutex::new(vec![pipeline]),
+                program_groups,
+                pipeline_options,
                 _scene_buffer: scene_buffer,
                 _accel: accel,
                 frame,
@@ -351,9 +356,12 @@ impl TileRenderer for OptixBackend {
     }
 }
 
-/// What one worker owns: a stream and the buffers its launches write.
+/// What one worker owns: a stream, its pipeline and the buffers its launches write. Field
+/// order is drop order: the stream is waited for (`Drop`) before anything is freed.
 struct WorkerState {
     stream: Stream,
+    /// This worker's own pipeline: launches of one pipeline must not run concurrently.
+    pipeline: Pipeline,
     /// One launch-parameter buffer per launch of a tile's plan, each exactly
     /// `size_of::<GwLaunchParams>()` bytes as optixLaunch requires; grown to the longest plan,
     /// so a tile's launches are enqueued back to back without waiting in between.
@@ -380,6 +388,19 @@ pub struct OptixWorker {
 impl OptixWorker {
     fn new(shared: Arc<Shared>) -> Result<OptixWorker, PathTracerError> {
         let gpu = shared.ctx.gpu().clone();
+        let spare = shared
+            .spare_pipelines
+            .lock()
+            .map_err(|_| PathTracerError::Poisoned)?
+            .pop();
+        let pipeline = match spare {
+            Some(p) => p,
+            None => link_pipeline(
+                &shared.ctx,
+                &shared.pipeline_options,
+                &shared.program_groups,
+            )?,
+        };
         let stream = gpu.new_stream()?;
         let counters = DeviceBuffer::zeroed(&gpu, &stream, 2 * std::mem::size_of::<u64>())?;
         let accum = gpu.alloc(0)?;
@@ -392,6 +413,7 @@ impl OptixWorker {
             index,
             state: Mutex::new(WorkerState {
                 stream,
+                pipeline,
                 params: Vec::new(),
                 accum,
                 samples,
@@ -483,7 +505,7 @@ impl OptixWorker {
             )
         });
         let st = &*st;
-        let (pipeline, sbt) = (&self.shared.pipeline, &self.shared.sbt);
+        let (pipeline, sbt) = (&st.pipeline, &self.shared.sbt);
         st.stream.scope(|scope| -> Result<(), PathTracerError> {
             scope.upload(&st.accum, 0, &start)?;
             for (buffer, p) in st.params.iter().zip(&params) {
@@ -503,8 +525,8 @@ impl OptixWorker {
                         step.threads
                     )
                 });
-                // SAFETY: the pipeline and the SBT (shared, alive as long as `self`) and
-                // the parameter and accumulation buffers (in the locked worker state)
+                // SAFETY: the SBT (shared, alive as long as `self`), the worker's pipeline
+                // and its parameter and accumulation buffers (in the locked worker state)
                 // outlive this scope, which waits for the stream before returning.
                 unsafe {
                     pipeline::launch_unchecked(
@@ -531,6 +553,16 @@ impl OptixWorker {
         guard.seen = counters;
         Ok(())
     }
+}
+
+/// The path tracer's pipeline: the raygen program traces (radiance and shadow rays); closest
+/// hit and miss do not, so the trace depth is 1.
+fn link_pipeline(
+    ctx: &Arc<DeviceContext>,
+    options: &PipelineCompileOptions,
+    groups: &[ProgramGroup],
+) -> Result<Pipeline, PathTracerError> {
+    Ok(Pipeline::new(ctx, options, 1, groups)?)
 }
 
 fn worker_label(gpu: usize, index: u32) -> String {

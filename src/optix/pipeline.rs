@@ -95,18 +95,20 @@ struct RawPipelineCompileOptions {
 impl PipelineCompileOptions {
     fn to_raw(&self, abi: Abi) -> Result<RawPipelineCompileOptions, OptixError> {
         let name = c_string("launch parameter name", &self.launch_params_variable_name)?;
-        let raw = OptixPipelineCompileOptions {
-            uses_motion_blur: 0,
-            traversable_graph_flags: self.traversable_graph_flags,
-            num_payload_values: self.num_payload_values,
-            num_attribute_values: self.num_attribute_values,
-            exception_flags: self.exception_flags,
-            pipeline_launch_params_variable_name: name.as_ptr(),
-            uses_primitive_type_flags: self.uses_primitive_type_flags,
-            allow_opacity_micromaps: 0,
-            // The ABI-87 struct ends before this field; 0 keeps both ABIs reading the same thing.
-            allow_clustered_geometry: 0,
-        };
+        // Every byte zero first, padding included (a struct literal leaves padding unspecified),
+        // then the fields: the driver sees the same bytes for the same options.
+        // SAFETY: the struct is integers and a nullable pointer, for which all-zero is valid.
+        let mut raw: OptixPipelineCompileOptions = unsafe { std::mem::zeroed() };
+        raw.uses_motion_blur = 0;
+        raw.traversable_graph_flags = self.traversable_graph_flags;
+        raw.num_payload_values = self.num_payload_values;
+        raw.num_attribute_values = self.num_attribute_values;
+        raw.exception_flags = self.exception_flags;
+        raw.pipeline_launch_params_variable_name = name.as_ptr();
+        raw.uses_primitive_type_flags = self.uses_primitive_type_flags;
+        raw.allow_opacity_micromaps = 0;
+        // The ABI-87 struct ends before this field; 0 keeps both ABIs reading the same thing.
+        raw.allow_clustered_geometry = 0;
         debug_assert!(abi == Abi::V105 || raw.allow_clustered_geometry == 0);
         Ok(RawPipelineCompileOptions { raw, _name: name })
     }
@@ -325,24 +327,24 @@ fn raw_desc(kind: &ProgramGroupKind) -> Result<RawProgramGroupDesc, OptixError> 
                 }
             }
         };
-    let desc = match kind {
+    // The union zeroed whole, then one member written: the bytes past a smaller member
+    // (`single` is 16 of the 48) are zero, not left over.
+    // SAFETY: every member is pointers, for which all-zero (null) is valid.
+    let mut desc: OptixProgramGroupDescUnion = unsafe { std::mem::zeroed() };
+    match kind {
         ProgramGroupKind::Raygen(e) | ProgramGroupKind::Exception(e) => {
             let (module, entry_function_name) = single(Some(e))?;
-            OptixProgramGroupDescUnion {
-                single: OptixProgramGroupSingleModule {
-                    module,
-                    entry_function_name,
-                },
-            }
+            desc.single = OptixProgramGroupSingleModule {
+                module,
+                entry_function_name,
+            };
         }
         ProgramGroupKind::Miss(e) => {
             let (module, entry_function_name) = single(e.as_ref())?;
-            OptixProgramGroupDescUnion {
-                single: OptixProgramGroupSingleModule {
-                    module,
-                    entry_function_name,
-                },
-            }
+            desc.single = OptixProgramGroupSingleModule {
+                module,
+                entry_function_name,
+            };
         }
         ProgramGroupKind::Hitgroup {
             closest_hit,
@@ -352,18 +354,16 @@ fn raw_desc(kind: &ProgramGroupKind) -> Result<RawProgramGroupDesc, OptixError> 
             let (module_ch, entry_function_name_ch) = single(closest_hit.as_ref())?;
             let (module_ah, entry_function_name_ah) = single(any_hit.as_ref())?;
             let (module_is, entry_function_name_is) = single(intersection.as_ref())?;
-            OptixProgramGroupDescUnion {
-                hitgroup: OptixProgramGroupHitgroup {
-                    module_ch,
-                    entry_function_name_ch,
-                    module_ah,
-                    entry_function_name_ah,
-                    module_is,
-                    entry_function_name_is,
-                },
-            }
+            desc.hitgroup = OptixProgramGroupHitgroup {
+                module_ch,
+                entry_function_name_ch,
+                module_ah,
+                entry_function_name_ah,
+                module_is,
+                entry_function_name_is,
+            };
         }
-    };
+    }
     Ok(RawProgramGroupDesc {
         desc: OptixProgramGroupDesc {
             kind: kind.raw_kind(),
@@ -581,6 +581,24 @@ pub fn compute_stack_sizes(
 }
 
 /// A linked pipeline; holds its program groups.
+///
+/// `Send` but not `Sync`: OptiX does not support concurrent launches of one pipeline
+/// (`optixLaunch`'s thread-safety note in `optix_host.h`: concurrent launches need separate
+/// pipeline objects). So a `&Pipeline` cannot reach two threads, and code that launches from
+/// several threads or streams at once makes one pipeline each from the same program groups
+/// (cheap: the groups are compiled once), as the path tracer's workers do. The shader binding
+/// table can be shared: its headers are packed from the program groups, not the pipeline.
+///
+/// A pipeline moves to another thread:
+/// ```
+/// fn send<T: Send>() {}
+/// send::<gasworks::optix::Pipeline>();
+/// ```
+/// but is not shared by two:
+/// ```compile_fail,E0277
+/// fn sync<T: Sync>() {}
+/// sync::<gasworks::optix::Pipeline>();
+/// ```
 pub struct Pipeline {
     raw: sys::OptixPipeline,
     groups: Vec<ProgramGroup>,
@@ -588,10 +606,9 @@ pub struct Pipeline {
     ctx: Arc<DeviceContext>,
 }
 
-// SAFETY: a pipeline handle is immutable after creation apart from optixPipelineSetStackSize,
-// which takes `&mut self` here; launches from several threads are allowed by OptiX.
+// SAFETY: the handle may be used from another thread than the one that made it; it is used
+// by one thread at a time (no `Sync`), which is what OptiX's launch contract asks.
 unsafe impl Send for Pipeline {}
-unsafe impl Sync for Pipeline {}
 
 impl std::fmt::Debug for Pipeline {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
