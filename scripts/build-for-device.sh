@@ -34,8 +34,9 @@ cp target/release/gasworks "$stage/gasworks"
 
 echo "build-for-device: test binaries" >&2
 # Every test executable, named after its target ("-lib" for the library's unit tests, "-bin"
-# for the binary's). cargo prints one JSON message per artifact.
-cargo test --no-run --message-format=json 2>/dev/null | python3 -c '
+# for the binary's). cargo prints one JSON message per artifact on stdout, and its progress and
+# any compile error, as usual, on stderr.
+cargo test --no-run --message-format=json-render-diagnostics | python3 -c '
 import json, shutil, sys
 dest = sys.argv[1]
 for line in sys.stdin:
@@ -54,7 +55,7 @@ for line in sys.stdin:
     elif "bin" in t["kind"]:
         name += "-bin"
     shutil.copy(m["executable"], f"{dest}/{name}")
-' "$stage/tests"
+' "$stage/tests" || { echo "build-for-device: building the test binaries failed (cargo test --no-run, above)" >&2; exit 1; }
 ntests="$(find "$stage/tests" -type f | wc -l)"
 [ "$ntests" -gt 0 ] || { echo "build-for-device: cargo test --no-run produced no test binaries" >&2; exit 1; }
 

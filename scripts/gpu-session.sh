@@ -182,8 +182,10 @@ step_tests() {
         local log="$out/test-$(basename "$t").log"
         if ! logged "$log" "$t" --include-ignored --test-threads=1; then
             fail "tests in $(basename "$t") (see $log)"
-            # The failing tests and where they panicked, so the summary alone says what broke.
-            grep -E "^test .* FAILED$|panicked at" "$log" | head -n 12 | sed 's/^/    /' | tee -a "$summary" >&2
+            # The failing tests, where they panicked and the panic message (the line after),
+            # so the summary alone says what broke.
+            awk '/^test .* FAILED$/ {print; next} /panicked at/ {print; if ((getline m) > 0) print "      " m}' "$log" \
+                | head -n 24 | sed 's/^/    /' | tee -a "$summary" >&2
         fi
     done
     [ $n -gt 0 ] || fail "no test binaries in the archive"
