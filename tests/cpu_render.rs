@@ -15,7 +15,7 @@ use cpu_common::*;
 use gasworks::cpu::integrator::{LightSampler, PathTracer};
 use gasworks::cpu::{CpuBackend, SceneBvh};
 use gasworks::render::{RenderSettings, Sampler, Tile};
-use gasworks::scene::{Camera, Environment, Material, MaterialKind, Scene};
+use gasworks::scene::{Environment, Material, Scene};
 use glam::{DVec3, Vec3};
 
 /// Mean and standard error per channel.
@@ -61,6 +61,7 @@ fn all_samples(backend: &CpuBackend, w: u32, h: u32, spp: u32) -> Vec<Vec3> {
     v
 }
 
+/// [`look`] with the seed these tests use.
 fn settings_looking_at(
     eye: Vec3,
     at: Vec3,
@@ -69,21 +70,7 @@ fn settings_looking_at(
     spp: u32,
     max_depth: u32,
 ) -> RenderSettings {
-    RenderSettings {
-        width: w,
-        height: h,
-        spp,
-        max_depth,
-        seed: 11,
-        camera: Camera {
-            eye,
-            look_at: at,
-            up: Vec3::Y,
-            fov_y_deg: 50.0,
-        }
-        .frame(w, h)
-        .unwrap(),
-    }
+    look(eye, at, w, h, spp, max_depth, 11)
 }
 
 /// Sets a uniform environment (the scenes here have no emitter).
@@ -92,7 +79,7 @@ fn with_environment(mut scene: Scene, radiance: Vec3) -> Scene {
     scene
 }
 
-const ENV: Vec3 = Vec3::new(0.5, 0.8, 1.2);
+const ENV: Vec3 = FURNACE_ENV;
 
 /// White furnace: two white (Kd = 1) diffuse spheres and a white floor square, lit by a
 /// uniform environment `L`, converge to `L` in every pixel: a lossless scene in a uniform
@@ -101,25 +88,7 @@ const ENV: Vec3 = Vec3::new(0.5, 0.8, 1.2);
 /// times without escaping, which the open geometry makes negligible (< 1e-6).
 #[test]
 fn white_furnace_diffuse_objects_vanish_in_a_uniform_environment() {
-    let white = Material::diffuse("white", Vec3::ONE);
-    let scene = with_environment(
-        Scene::new(
-            "furnace",
-            vec![
-                sphere("a", Vec3::new(-0.55, 0.5, 0.0), 0.5, 16, 32, 0, false),
-                sphere("b", Vec3::new(0.5, 0.45, 0.1), 0.45, 16, 32, 0, false),
-                quad(
-                    "floor",
-                    Vec3::new(-2.0, 0.0, -2.0),
-                    Vec3::new(0.0, 0.0, 4.0),
-                    Vec3::new(4.0, 0.0, 0.0),
-                    0,
-                ),
-            ],
-            vec![white],
-        ),
-        ENV,
-    );
+    let scene = diffuse_furnace();
     let s = settings_looking_at(
         Vec3::new(0.0, 1.5, -3.0),
         Vec3::new(0.0, 0.4, 0.0),
@@ -136,16 +105,7 @@ fn white_furnace_diffuse_objects_vanish_in_a_uniform_environment() {
 /// The same with a perfect mirror sphere (Ks = 1): every path returns `L`.
 #[test]
 fn white_furnace_mirror_sphere() {
-    let mut mirror = material("mirror", MaterialKind::Mirror);
-    mirror.specular = Vec3::ONE;
-    let scene = with_environment(
-        Scene::new(
-            "mirror",
-            vec![sphere("m", Vec3::ZERO, 1.0, 24, 48, 0, false)],
-            vec![mirror],
-        ),
-        ENV,
-    );
+    let scene = mirror_furnace();
     let s = settings_looking_at(Vec3::new(0.0, 0.5, -3.0), Vec3::ZERO, 16, 16, 32, 64);
     let backend = CpuBackend::new(&scene, &s).unwrap();
     assert_converges("mirror furnace", all_samples(&backend, 16, 16, 32), ENV);
@@ -158,17 +118,7 @@ fn white_furnace_mirror_sphere() {
 /// trapped by 60 internal reflections in a row (probability < 0.2^30) is negligible.
 #[test]
 fn white_furnace_glass_sphere() {
-    let mut glass = material("glass", MaterialKind::Glass);
-    glass.ior = 1.5;
-    glass.transmittance = Vec3::ONE;
-    let scene = with_environment(
-        Scene::new(
-            "glass",
-            vec![sphere("g", Vec3::ZERO, 1.0, 24, 48, 0, false)],
-            vec![glass],
-        ),
-        ENV,
-    );
+    let scene = glass_furnace();
     let s = settings_looking_at(Vec3::new(0.0, 0.5, -3.0), Vec3::ZERO, 16, 16, 64, 64);
     let backend = CpuBackend::new(&scene, &s).unwrap();
     let samples = all_samples(&backend, 16, 16, 64);

@@ -52,7 +52,7 @@ use gasworks::optix::{
 };
 use gasworks::render::compare::{compare, global_mean_test, CompareOptions, PixelStats};
 use gasworks::render::{RenderSettings, Tile, TileRenderer};
-use gasworks::scene::{Camera, Environment, Group, Material, MaterialKind, Scene, Texture};
+use gasworks::scene::{Environment, Group, Material, MaterialKind, Scene, Texture};
 use glam::{DVec3, Vec2, Vec3};
 use rayon::prelude::*;
 
@@ -400,32 +400,6 @@ fn sponza_like() -> Scene {
     scene
 }
 
-fn look(
-    eye: Vec3,
-    at: Vec3,
-    w: u32,
-    h: u32,
-    spp: u32,
-    max_depth: u32,
-    seed: u64,
-) -> RenderSettings {
-    RenderSettings {
-        width: w,
-        height: h,
-        spp,
-        max_depth,
-        seed,
-        camera: Camera {
-            eye,
-            look_at: at,
-            up: Vec3::Y,
-            fov_y_deg: 50.0,
-        }
-        .frame(w, h)
-        .unwrap(),
-    }
-}
-
 fn optix(scene: &Scene, s: &RenderSettings, accel: AccelOptions) -> OptixBackend {
     let options = OptixOptions {
         device: 0,
@@ -655,42 +629,8 @@ fn gpu_sponza_like_scene_agrees_with_the_cpu_under_every_build_option() {
 #[test]
 #[ignore = "needs an NVIDIA GPU"]
 fn gpu_white_furnaces_converge_to_the_environment() {
-    let env = Vec3::new(0.5, 0.8, 1.2);
-    let white = Material::diffuse("white", Vec3::ONE);
-    let mut mirror = material("mirror", MaterialKind::Mirror);
-    mirror.specular = Vec3::ONE;
-    let mut glass = material("glass", MaterialKind::Glass);
-    glass.ior = 1.5;
-    glass.transmittance = Vec3::ONE;
-    let scenes = [
-        Scene::new(
-            "diffuse furnace",
-            vec![
-                sphere("a", Vec3::new(-0.55, 0.5, 0.0), 0.5, 16, 32, 0, false),
-                sphere("b", Vec3::new(0.5, 0.45, 0.1), 0.45, 16, 32, 0, false),
-                quad(
-                    "floor",
-                    Vec3::new(-2.0, 0.0, -2.0),
-                    Vec3::new(0.0, 0.0, 4.0),
-                    Vec3::new(4.0, 0.0, 0.0),
-                    0,
-                ),
-            ],
-            vec![white],
-        ),
-        Scene::new(
-            "mirror furnace",
-            vec![sphere("m", Vec3::ZERO, 1.0, 24, 48, 0, false)],
-            vec![mirror],
-        ),
-        Scene::new(
-            "glass furnace",
-            vec![sphere("g", Vec3::ZERO, 1.0, 24, 48, 0, false)],
-            vec![glass],
-        ),
-    ];
-    for mut scene in scenes {
-        scene.environment = Some(Environment { radiance: env });
+    let env = FURNACE_ENV;
+    for scene in [diffuse_furnace(), mirror_furnace(), glass_furnace()] {
         let s = look(
             Vec3::new(0.0, 1.0, -3.0),
             Vec3::new(0.0, 0.3, 0.0),

@@ -319,3 +319,83 @@ pub fn sky_settings(size: u32, spp: u32, seed: u64) -> RenderSettings {
         .unwrap(),
     }
 }
+
+/// A camera at `eye` looking at `at` (up +Y, 50 degrees vertically), `w` x `h` pixels.
+pub fn look(
+    eye: Vec3,
+    at: Vec3,
+    w: u32,
+    h: u32,
+    spp: u32,
+    max_depth: u32,
+    seed: u64,
+) -> RenderSettings {
+    RenderSettings {
+        width: w,
+        height: h,
+        spp,
+        max_depth,
+        seed,
+        camera: Camera {
+            eye,
+            look_at: at,
+            up: Vec3::Y,
+            fov_y_deg: 50.0,
+        }
+        .frame(w, h)
+        .unwrap(),
+    }
+}
+
+/// The uniform environment radiance `L` of the white furnaces.
+pub const FURNACE_ENV: Vec3 = Vec3::new(0.5, 0.8, 1.2);
+
+fn in_furnace(mut scene: Scene) -> Scene {
+    scene.environment = Some(Environment {
+        radiance: FURNACE_ENV,
+    });
+    scene
+}
+
+/// White furnace: two white (Kd = 1) diffuse spheres and a white floor square, no emitter, in
+/// the uniform environment [`FURNACE_ENV`]. Every pixel converges to `L`.
+pub fn diffuse_furnace() -> Scene {
+    in_furnace(Scene::new(
+        "diffuse furnace",
+        vec![
+            sphere("a", Vec3::new(-0.55, 0.5, 0.0), 0.5, 16, 32, 0, false),
+            sphere("b", Vec3::new(0.5, 0.45, 0.1), 0.45, 16, 32, 0, false),
+            quad(
+                "floor",
+                Vec3::new(-2.0, 0.0, -2.0),
+                Vec3::new(0.0, 0.0, 4.0),
+                Vec3::new(4.0, 0.0, 0.0),
+                0,
+            ),
+        ],
+        vec![Material::diffuse("white", Vec3::ONE)],
+    ))
+}
+
+/// A perfect mirror sphere (Ks = 1) in [`FURNACE_ENV`].
+pub fn mirror_furnace() -> Scene {
+    let mut mirror = material("mirror", MaterialKind::Mirror);
+    mirror.specular = Vec3::ONE;
+    in_furnace(Scene::new(
+        "mirror furnace",
+        vec![sphere("m", Vec3::ZERO, 1.0, 24, 48, 0, false)],
+        vec![mirror],
+    ))
+}
+
+/// A clear glass sphere (ior 1.5, white transmittance) in [`FURNACE_ENV`].
+pub fn glass_furnace() -> Scene {
+    let mut glass = material("glass", MaterialKind::Glass);
+    glass.ior = 1.5;
+    glass.transmittance = Vec3::ONE;
+    in_furnace(Scene::new(
+        "glass furnace",
+        vec![sphere("g", Vec3::ZERO, 1.0, 24, 48, 0, false)],
+        vec![glass],
+    ))
+}
