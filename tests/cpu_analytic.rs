@@ -27,20 +27,6 @@ use gasworks::render::{RenderSettings, Sampler};
 use gasworks::scene::{Camera, Environment, Material, MaterialKind, Scene, Texture};
 use glam::{DVec3, Vec2, Vec3};
 
-/// Mean and standard error per channel.
-fn mean_and_se(values: impl IntoIterator<Item = Vec3>) -> (DVec3, DVec3, usize) {
-    let (mut sum, mut sum2, mut n) = (DVec3::ZERO, DVec3::ZERO, 0usize);
-    for v in values {
-        let v = v.as_dvec3();
-        sum += v;
-        sum2 += v * v;
-        n += 1;
-    }
-    let mean = sum / n as f64;
-    let var = (sum2 / n as f64 - mean * mean).max(DVec3::ZERO) * (n as f64 / (n as f64 - 1.0));
-    (mean, (var / n as f64).sqrt(), n)
-}
-
 /// Asserts `|mean - expected| < 4 se + eps |expected|` per channel.
 fn assert_converges(what: &str, mean: DVec3, se: DVec3, expected: DVec3, eps: f64) {
     eprintln!("{what}: mean {mean:.6} se {se:.6} expected {expected:.6}");

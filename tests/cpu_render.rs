@@ -18,20 +18,6 @@ use gasworks::render::{RenderSettings, Sampler, Tile};
 use gasworks::scene::{Environment, Material, Scene};
 use glam::{DVec3, Vec3};
 
-/// Mean and standard error per channel.
-fn mean_and_se(values: impl IntoIterator<Item = Vec3>) -> (DVec3, DVec3, usize) {
-    let (mut sum, mut sum2, mut n) = (DVec3::ZERO, DVec3::ZERO, 0usize);
-    for v in values {
-        let v = v.as_dvec3();
-        sum += v;
-        sum2 += v * v;
-        n += 1;
-    }
-    let mean = sum / n as f64;
-    let var = (sum2 / n as f64 - mean * mean).max(DVec3::ZERO) * (n as f64 / (n as f64 - 1.0));
-    (mean, (var / n as f64).sqrt(), n)
-}
-
 fn assert_converges(what: &str, values: impl IntoIterator<Item = Vec3>, expected: Vec3) {
     let (mean, se, n) = mean_and_se(values);
     let e = expected.as_dvec3();

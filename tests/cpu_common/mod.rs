@@ -4,7 +4,7 @@
 
 use gasworks::render::{Film, RenderSettings, Sampler, Tile, TileRenderer};
 use gasworks::scene::{Camera, Environment, Group, Material, MaterialKind, Scene};
-use glam::Vec3;
+use glam::{DVec3, Vec3};
 use rayon::prelude::*;
 use std::ops::Range;
 
@@ -398,4 +398,18 @@ pub fn glass_furnace() -> Scene {
         vec![sphere("g", Vec3::ZERO, 1.0, 24, 48, 0, false)],
         vec![glass],
     ))
+}
+
+/// Mean and standard error (of the mean) per channel, and the count.
+pub fn mean_and_se(values: impl IntoIterator<Item = Vec3>) -> (DVec3, DVec3, usize) {
+    let (mut sum, mut sum2, mut n) = (DVec3::ZERO, DVec3::ZERO, 0usize);
+    for v in values {
+        let v = v.as_dvec3();
+        sum += v;
+        sum2 += v * v;
+        n += 1;
+    }
+    let mean = sum / n as f64;
+    let var = (sum2 / n as f64 - mean * mean).max(DVec3::ZERO) * (n as f64 / (n as f64 - 1.0));
+    (mean, (var / n as f64).sqrt(), n)
 }
