@@ -81,3 +81,49 @@ fn a_small_render_within_the_limits_works() {
     );
     assert!(png.exists());
 }
+
+/// A folder given as the scene, or an output in a folder that does not exist: one clear line
+/// each (the cause is not repeated under "caused by"), exit code 1, nothing written.
+#[test]
+fn a_folder_as_scene_and_a_missing_output_folder_are_one_clear_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_gasworks"))
+            .args(args)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+        stderr
+    };
+    let folder = dir.path().to_str().unwrap();
+    let png = dir.path().join("out.png");
+    let e = run(&[
+        "render",
+        folder,
+        "-o",
+        png.to_str().unwrap(),
+        "--backend",
+        "cpu",
+        "-q",
+    ]);
+    assert!(e.contains("it is a directory, not an OBJ file"), "{e}");
+    assert!(e.contains(folder), "{e}");
+
+    let obj = dir.path().join("tri.obj");
+    std::fs::write(&obj, "v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\n").unwrap();
+    let missing = dir.path().join("no-such-folder").join("out.png");
+    let e = run(&[
+        "render",
+        obj.to_str().unwrap(),
+        "-o",
+        missing.to_str().unwrap(),
+        "--backend",
+        "cpu",
+        "-q",
+    ]);
+    assert!(e.contains("cannot write the image"), "{e}");
+    assert!(!png.exists() && !missing.exists());
+}

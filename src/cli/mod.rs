@@ -86,7 +86,12 @@ pub fn main() -> i32 {
         Err(e) => {
             let mut text = format!("error: {e}");
             for cause in e.chain().skip(1) {
-                text.push_str(&format!("\n  caused by: {cause}"));
+                // Most messages already quote their source ("cannot write the image: No such
+                // file or directory"): a cause already said is not said again.
+                let cause = cause.to_string();
+                if !text.contains(&cause) {
+                    text.push_str(&format!("\n  caused by: {cause}"));
+                }
             }
             console::write_whole(text);
             1

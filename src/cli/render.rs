@@ -137,7 +137,9 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
         window,
         render: output::render_key(&a.scene, &scene, &settings),
     };
-    output::write_image(&frame.film, &a.output, &meta)?;
+    // A write that fails after the render (folder gone, disk full) keeps the pixels in the
+    // temporary folder and says where, rather than losing the render.
+    output::write_image_or_rescue(&frame.film, &a.output, &meta, &std::env::temp_dir())?;
     let published = crate::sched::publish(
         &frame,
         a.schedule.stats.as_deref(),

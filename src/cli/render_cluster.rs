@@ -130,7 +130,7 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
             a.height,
             output::render_key(&a.scene, scene, settings),
         );
-        output::write_image(&frame.film, &a.output, &meta)?;
+        output::write_image_or_rescue(&frame.film, &a.output, &meta, &std::env::temp_dir())?;
         crate::sched::publish(
             frame,
             a.schedule.stats.as_deref(),

@@ -125,6 +125,12 @@ pub enum OutputError {
         #[source]
         source: std::io::Error,
     },
+    /// The image could not be written where asked, but the render was kept elsewhere.
+    #[error("{failed}; the render is saved as {} instead (linear EXR: convert it, or rename it if you asked for .exr)", rescued.display())]
+    Rescued {
+        failed: Box<OutputError>,
+        rescued: PathBuf,
+    },
 }
 
 /// The two formats gasworks writes.
@@ -245,6 +251,37 @@ pub fn write_pixels(rgb: &[[f32; 3]], path: &Path, meta: &ImageMeta) -> Result<(
         },
         e => e,
     })
+}
+
+/// [`write_image`], and when that fails (the folder removed or the disk full during a long
+/// render), the same pixels as a linear EXR in `rescue_dir`, so that the render is not lost:
+/// the error is then [`OutputError::Rescued`], naming both files. When the rescue fails too, the
+/// first error is returned.
+pub fn write_image_or_rescue(
+    film: &Film,
+    path: &Path,
+    meta: &ImageMeta,
+    rescue_dir: &Path,
+) -> Result<(), OutputError> {
+    let failed = match write_image(film, path, meta) {
+        Ok(()) => return Ok(()),
+        Err(e) => e,
+    };
+    let stem = path
+        .file_stem()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "image".into());
+    let rescued = rescue_dir.join(format!(
+        "gasworks-rescued-{stem}-{}.exr",
+        std::process::id()
+    ));
+    match write_image(film, &rescued, meta) {
+        Ok(()) => Err(OutputError::Rescued {
+            failed: Box::new(failed),
+            rescued,
+        }),
+        Err(_) => Err(failed),
+    }
 }
 
 /// `DIR/.NAME.partial-PID` for `DIR/NAME`: in the same folder, so the rename is atomic.
@@ -617,6 +654,43 @@ mod tests {
             })
             .collect();
         assert!(files.iter().all(|f| f == &files[0]));
+    }
+
+    /// The folder vanishes between the up-front check and the write (a long render): the
+    /// pixels land in the rescue folder as EXR, bit for bit, and the error names both files.
+    #[test]
+    fn a_failed_write_keeps_the_render_in_the_rescue_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let rescue = tempfile::tempdir().unwrap();
+        let gone = dir.path().join("gone");
+        std::fs::create_dir(&gone).unwrap();
+        let path = gone.join("frame.png");
+        check_writable(&path).unwrap();
+        std::fs::remove_dir(&gone).unwrap();
+        let mut film = Film::new(5, 3);
+        for (i, p) in film.pixels.iter_mut().enumerate() {
+            *p = [i as f32 * 0.25, 1.0, 2.5, 2.0];
+        }
+        let meta = ImageMeta::whole(5, 3, String::new());
+        let err = write_image_or_rescue(&film, &path, &meta, rescue.path()).unwrap_err();
+        let OutputError::Rescued { failed, rescued } = &err else {
+            panic!("not rescued: {err}");
+        };
+        assert!(matches!(**failed, OutputError::Io { .. }), "{failed}");
+        assert_eq!(rescued.parent(), Some(rescue.path()));
+        let text = err.to_string();
+        assert!(text.contains("frame.png: cannot write the image"), "{text}");
+        assert!(text.contains(&rescued.display().to_string()), "{text}");
+        let back = read_image(rescued).unwrap();
+        assert_eq!(back.format, ImageFormat::Exr);
+        assert_eq!(back.pixels, Pixels::Linear(film.mean()));
+        // Where both fail, the first error comes back, not a rescue claim.
+        let err = write_image_or_rescue(&film, &path, &meta, &gone).unwrap_err();
+        assert!(matches!(err, OutputError::Io { .. }), "{err}");
+        // A write that works needs no rescue.
+        let fine = dir.path().join("fine.exr");
+        write_image_or_rescue(&film, &fine, &meta, rescue.path()).unwrap();
+        assert_eq!(std::fs::read_dir(rescue.path()).unwrap().count(), 1);
     }
 
     #[test]

@@ -147,7 +147,18 @@ fn load_with(
         path: path.to_path_buf(),
         source,
     })?;
-    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let metadata = file.metadata().ok();
+    // Opening a directory succeeds on Unix; reading it then fails with EISDIR at "line 1".
+    if metadata.as_ref().is_some_and(|m| m.is_dir()) {
+        return Err(LoadError::Open {
+            path: path.to_path_buf(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::IsADirectory,
+                "it is a directory, not an OBJ file",
+            ),
+        });
+    }
+    let size = metadata.map(|m| m.len()).unwrap_or(0);
     let progress = progress_bar(path, size, opts.quiet);
     let mut reader = read::BlockReader::new(file, block_bytes);
     let mut pools = Pools::default();
