@@ -127,3 +127,18 @@ fn a_folder_as_scene_and_a_missing_output_folder_are_one_clear_line() {
     assert!(e.contains("cannot write the image"), "{e}");
     assert!(!png.exists() && !missing.exists());
 }
+
+/// Zero threads or zero build streams is a usage error (clap's exit code 2) naming the flag,
+/// not a value silently raised to 1.
+#[test]
+fn zero_threads_or_streams_are_refused_by_name() {
+    for flag in ["--threads", "--streams"] {
+        let out = render(&[flag, "0"]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flag}: {stderr}");
+        assert!(
+            stderr.contains(&format!("invalid value '0' for '{flag}")),
+            "{stderr}"
+        );
+    }
+}

@@ -107,8 +107,8 @@ pub enum ScratchArg {
 /// Options of the batched GAS builds (OptiX backend and build-bench).
 #[derive(Args, Debug, Clone)]
 pub struct AccelArgs {
-    /// Number of CUDA streams the GAS builds are spread over
-    #[arg(long, default_value_t = 8)]
+    /// Number of CUDA streams the GAS builds are spread over (at least 1)
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..))]
     pub streams: u32,
     /// Build with PREFER_FAST_BUILD instead of PREFER_FAST_TRACE
     #[arg(long)]
@@ -154,6 +154,7 @@ impl AccelArgs {
 impl From<&AccelArgs> for AccelOptions {
     fn from(a: &AccelArgs) -> AccelOptions {
         AccelOptions {
+            // The parser refuses 0; a struct built in code still gets at least one stream.
             streams: a.streams.max(1),
             fast_build: a.fast_build,
             assign: a.assign.into(),

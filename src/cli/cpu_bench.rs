@@ -51,7 +51,7 @@ pub struct CpuBenchArgs {
     #[arg(long, default_value_t = 3)]
     pub repeat: u32,
     /// The "all threads" count [default: the machine's available parallelism]
-    #[arg(long)]
+    #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub threads: Option<usize>,
     /// Skip the path-tracing figures (BVH build only)
     #[arg(long)]

@@ -46,7 +46,7 @@ pub struct RenderArgs {
     #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
     pub backend: BackendArg,
     /// CPU threads [default: all cores]
-    #[arg(long)]
+    #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub threads: Option<usize>,
     /// Seed of the random numbers (the image is a pure function of scene, settings and seed)
     #[arg(long, default_value_t = 0)]
