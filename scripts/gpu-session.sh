@@ -37,7 +37,7 @@
 set -uo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cd "$root"
+cd "$root" || exit 2
 t_start=$(date +%s)
 budget=${GW_BUDGET_S:-530}
 archive="${GW_ARCHIVE:-$root/.device/gasworks-device.tar.xz}"
@@ -179,7 +179,8 @@ step_tests() {
         [ -x "$t" ] || continue
         n=$((n + 1))
         # One test thread: the GPU tests share one device (out-of-memory and timing tests).
-        local log="$out/test-$(basename "$t").log"
+        local log
+        log="$out/test-$(basename "$t").log"
         if ! logged "$log" "$t" --include-ignored --test-threads=1; then
             fail "tests in $(basename "$t") (see $log)"
             # The failing tests, where they panicked and the panic message (the line after),
@@ -204,7 +205,9 @@ step_sanitizer() {
         fail "compute-sanitizer missing"
         return
     fi
+    # shellcheck disable=SC2034 # read through the nameref `cmd` below
     local build=("$bin" build-bench "$sponza" --streams 8 --scratch shared --repeat 1 --warmup 0)
+    # shellcheck disable=SC2034 # read through the nameref `cmd` below
     local render=("$bin" render "$cornell" -o "$out/sanitizer-render.png" --backend optix --width 128 --height 128
         --spp 4 --quiet)
     local tool what
@@ -314,7 +317,7 @@ step_nsys() {
     header "$log" "nsys profile --trace=cuda,nvtx (best effort)"
     n="$( (command -v nsys; ls -d /opt/nvidia/nsight-systems*/bin/nsys /usr/local/cuda*/bin/nsys \
         /usr/local/cuda*/nsight-systems*/bin/nsys /opt/nvidia/nsight-compute*/host/*/nsys \
-        /usr/local/cuda*/nsight-compute*/host/*/nsys 2>/dev/null; find / -xdev -name nsys -type f -perm -u+x 2>/dev/null) | head -n1)"
+        /usr/local/cuda*/nsight-compute*/host/*/nsys 2>/dev/null; timeout 60 find / -xdev -name nsys -type f -perm -u+x 2>/dev/null) | head -n1)"
     if [ -z "$n" ]; then
         echo "no nsys binary anywhere on this host: NVTX is verified through the injection recorder only" >> "$log"
         note "nsys: none found on this host"
@@ -330,7 +333,7 @@ step_nsys() {
         logged "$out/nsys-stats.log" "$n" stats --report nvtx_sum "$rep.nsys-rep"
         note "nsys: report made; NVTX summary in $out/nsys-stats.log"
     else
-        note "nsys: $n made no .nsys-rep (files: $(ls "$rep"* 2>/dev/null | xargs -n1 basename 2>/dev/null | tr '\n' ' '))"
+        note "nsys: $n made no .nsys-rep (files: $(find "$(dirname "$rep")" -maxdepth 1 -name "$(basename "$rep")*" -printf '%f ' 2>/dev/null))"
     fi
 }
 
