@@ -83,6 +83,11 @@ pub fn main() -> i32 {
         // Already printed where it happened (each MPI rank prints before MPI ends, since
         // mpirun kills the other ranks once one exits non-zero).
         Err(e) if e.is::<Reported>() => 1,
+        // The image is written; 130 is how a process stopped by SIGINT conventionally ends.
+        Err(e) if e.is::<render::Interrupted>() => {
+            console::write_whole(format!("error: {e}"));
+            130
+        }
         Err(e) => {
             let mut text = format!("error: {e}");
             for cause in e.chain().skip(1) {

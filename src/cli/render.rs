@@ -1,6 +1,7 @@
 //! `gasworks render`: load a scene, pick a backend, render the tiles, write the image.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use anyhow::Context;
@@ -125,11 +126,27 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
         }];
     }
     let factory = crate::backend::WorkerFactory::new(&scene, &settings, &optix_options, backend);
+    // From here Ctrl-C stops the frame and keeps what is rendered; before, while loading and
+    // building, it ends the process as usual.
+    catch_ctrl_c(out);
     let t1 = Instant::now();
-    let frame = crate::sched::render_frame(&scene, &settings, &schedule, &factory, out.is_quiet())?;
+    let frame = crate::sched::render_frame_until(
+        &scene,
+        &settings,
+        &schedule,
+        &factory,
+        out.is_quiet(),
+        &STOP,
+    )?;
     let render_s = t1.elapsed().as_secs_f64();
     for late in factory.late_backends() {
         out.status(format_args!("backend: {late}"));
+    }
+    if let Some(stopped) = &frame.stopped {
+        if !stopped.rendered_any() {
+            // Nothing to keep: an image of black pixels would only overwrite a good one.
+            return Err(Interrupted("no tile was rendered, so no image was written".into()).into());
+        }
     }
     let meta = ImageMeta {
         full_width: a.width,
@@ -146,6 +163,17 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
         a.schedule.costmap.as_deref(),
     )?;
 
+    if let Some(stopped) = &frame.stopped {
+        let how_far = stopped.describe(a.spp);
+        out.status(format_args!(
+            "time: load {load_s:.2} s, build {build_seconds:.3} s, render {render_s:.2} s (stopped)"
+        ));
+        out.status(format_args!(
+            "output: {} (stopped: {how_far})",
+            a.output.display()
+        ));
+        return Err(Interrupted(format!("{} holds {how_far}", a.output.display())).into());
+    }
     let samples = window.pixel_count() as f64 * a.spp as f64;
     let mut time = format!(
         "time: load {load_s:.2} s, build {build_seconds:.3} s, render {render_s:.2} s, {:.3} M samples/s",
@@ -189,6 +217,37 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
         a.spp
     ));
     Ok(())
+}
+
+/// Set by the first Ctrl-C: the frame stops taking tiles ([`crate::sched::render_frame_until`]).
+static STOP: AtomicBool = AtomicBool::new(false);
+
+/// The render was stopped by Ctrl-C; its image was written with what was rendered. The
+/// command exits with 130, as a process ended by SIGINT conventionally does.
+#[derive(Debug, thiserror::Error)]
+#[error("stopped by Ctrl-C: {0}")]
+pub struct Interrupted(pub String);
+
+/// The first Ctrl-C asks the frame to stop (the tiles in flight finish, then the image is
+/// written with what was rendered); a second quits at once. Without a handler (one was
+/// already set in this process) Ctrl-C keeps its default: the process ends.
+fn catch_ctrl_c(out: Verbosity) {
+    let handler = move || {
+        if STOP.swap(true, Ordering::SeqCst) {
+            crate::stderr_line::write_whole(
+                "gasworks: second Ctrl-C: quitting without writing the image",
+            );
+            std::process::exit(130);
+        }
+        if !out.is_quiet() {
+            crate::stderr_line::write_whole(
+                "gasworks: Ctrl-C: finishing the tiles in flight, then writing what is rendered (Ctrl-C again to quit at once)",
+            );
+        }
+    };
+    if let Err(e) = ctrlc::set_handler(handler) {
+        log::debug!("no Ctrl-C handler: {e}");
+    }
 }
 
 /// The checks of the numeric arguments: --width, --height (at most 32768 each), --spp and

@@ -685,6 +685,8 @@ impl Master {
         Frame {
             film: self.film,
             report,
+            // A cluster frame runs to the end (mpirun forwards Ctrl-C as a kill).
+            stopped: None,
         }
     }
 }

@@ -34,6 +34,7 @@ pub mod workers;
 
 use std::io::IsTerminal;
 use std::ops::Range;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressStyle};
@@ -128,7 +129,45 @@ impl SchedConfig {
 /// A rendered frame and how it was scheduled.
 pub struct Frame {
     pub film: Film,
+    /// The complete passes (an interrupted pass is left out: see `stopped`).
     pub report: FrameReport,
+    /// Set when a stop request ended the frame early: the film then holds what was rendered.
+    pub stopped: Option<Stopped>,
+}
+
+/// How far a stopped frame got. Every pixel has the samples of the complete passes; the tiles
+/// of the interrupted pass that were rendered have that pass's samples too; a pixel no sample
+/// reached is black.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stopped {
+    /// Samples per pixel of the complete passes (`0..spp_complete`).
+    pub spp_complete: u32,
+    /// The interrupted pass's samples, the tiles it rendered of how many; `None` when the stop
+    /// came between passes.
+    pub partial: Option<(Range<u32>, usize, usize)>,
+}
+
+impl Stopped {
+    /// Whether any sample reached the film.
+    pub fn rendered_any(&self) -> bool {
+        self.spp_complete > 0 || self.partial.as_ref().is_some_and(|p| p.1 > 0)
+    }
+
+    /// "16 of 64 samples per pixel everywhere, and samples 16..32 in 30 of 64 tiles";
+    /// "samples 0..64 in 32 of 64 tiles; the other tiles are black".
+    pub fn describe(&self, spp: u32) -> String {
+        match (&self.partial, self.spp_complete) {
+            (None, done) => format!("{done} of {spp} samples per pixel everywhere"),
+            (Some((samples, tiles, of)), 0) => format!(
+                "samples {}..{} in {tiles} of {of} tiles; the other tiles are black",
+                samples.start, samples.end
+            ),
+            (Some((samples, tiles, of)), done) => format!(
+                "{done} of {spp} samples per pixel everywhere, and samples {}..{} in {tiles} of {of} tiles",
+                samples.start, samples.end
+            ),
+        }
+    }
 }
 
 /// The cost map's resolution for an image.
@@ -160,6 +199,27 @@ pub fn render_frame(
     config: &SchedConfig,
     factory: &dyn RendererFactory,
     quiet: bool,
+) -> anyhow::Result<Frame> {
+    render_frame_until(
+        scene,
+        settings,
+        config,
+        factory,
+        quiet,
+        &AtomicBool::new(false),
+    )
+}
+
+/// [`render_frame`] that ends early once `stop` is set (`gasworks render` sets it on Ctrl-C):
+/// no new tile starts, the tiles in flight finish, and the frame comes back with what was
+/// rendered and [`Frame::stopped`] saying how far it got.
+pub fn render_frame_until(
+    scene: &Scene,
+    settings: &RenderSettings,
+    config: &SchedConfig,
+    factory: &dyn RendererFactory,
+    quiet: bool,
+    stop: &AtomicBool,
 ) -> anyhow::Result<Frame> {
     config.validate()?;
     let window = window::resolve(config.window, settings.width, settings.height)?;
@@ -194,7 +254,15 @@ pub fn render_frame(
     let mut reports = Vec::with_capacity(passes.len());
     let progress = progress_bar(quiet);
     let render_start = Instant::now();
+    let mut stopped = None;
     for (pass, samples) in passes.iter().enumerate() {
+        if stop.load(Ordering::Relaxed) {
+            stopped = Some(Stopped {
+                spp_complete: samples.start,
+                partial: None,
+            });
+            break;
+        }
         let plan_sat = plan_map.sat();
         let count = config.tiles.or_else(|| {
             min_work.map(|work| {
@@ -227,11 +295,22 @@ pub fn render_frame(
             film: &film,
             pass,
             seed: settings.seed,
+            stop,
         };
         progress.set_message(format!("pass {}/{}", pass + 1, passes.len()));
         let run = workers::run_pass(&workers, &queues, &job, &progress)?;
         for (t, buf) in tiles.iter().zip(&run.buffers) {
-            film.write_tile(*t, buf);
+            // Empty: a tile a stop left unrendered keeps the film's sums.
+            if !buf.is_empty() {
+                film.write_tile(*t, buf);
+            }
+        }
+        if !run.complete {
+            stopped = Some(Stopped {
+                spp_complete: samples.start,
+                partial: Some((samples.clone(), run.records.len(), tiles.len())),
+            });
+            break;
         }
         let worker_stats = report::worker_stats(workers.len(), &run.records);
         let pass_report = PassReport {
@@ -266,7 +345,11 @@ pub fn render_frame(
         render_s: render_start.elapsed().as_secs_f64(),
         cluster: None,
     };
-    Ok(Frame { film, report })
+    Ok(Frame {
+        film,
+        report,
+        stopped,
+    })
 }
 
 /// After a pass: each worker's speed (cost-map units per second, shared by the workers of one
@@ -361,6 +444,41 @@ pub fn publish(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stop_is_described_by_what_every_pixel_got() {
+        let between = Stopped {
+            spp_complete: 16,
+            partial: None,
+        };
+        assert_eq!(
+            between.describe(64),
+            "16 of 64 samples per pixel everywhere"
+        );
+        assert!(between.rendered_any());
+        let mid = Stopped {
+            spp_complete: 16,
+            partial: Some((16..32, 30, 64)),
+        };
+        assert_eq!(
+            mid.describe(64),
+            "16 of 64 samples per pixel everywhere, and samples 16..32 in 30 of 64 tiles"
+        );
+        let first = Stopped {
+            spp_complete: 0,
+            partial: Some((0..64, 32, 64)),
+        };
+        assert_eq!(
+            first.describe(64),
+            "samples 0..64 in 32 of 64 tiles; the other tiles are black"
+        );
+        assert!(first.rendered_any());
+        let none = Stopped {
+            spp_complete: 0,
+            partial: Some((0..64, 0, 64)),
+        };
+        assert!(!none.rendered_any());
+    }
 
     #[test]
     fn passes_cover_the_samples_in_order() {

@@ -215,6 +215,9 @@ pub struct PassJob<'a> {
     /// Pass number and seed: together they seed the workers' victim choices.
     pub pass: usize,
     pub seed: u64,
+    /// Set (by a Ctrl-C handler) to stop: the workers take no new tile, the tiles in flight
+    /// finish, and the pass ends incomplete ([`PassRun::complete`] false).
+    pub stop: &'a AtomicBool,
 }
 
 /// When and where one tile was rendered.
@@ -242,10 +245,14 @@ impl TileRecord {
 
 /// What a pass produced: each tile's new accumulation and its record, by task number.
 pub struct PassRun {
+    /// One per rendered tile: every tile, in task order, when the pass is complete.
     pub records: Vec<TileRecord>,
+    /// Per task: the tile's new sums, or empty for a tile a stop left unrendered.
     pub buffers: Vec<Vec<[f32; 4]>>,
     /// From the start of the pass to the end of its last tile.
     pub makespan_s: f64,
+    /// False when [`PassJob::stop`] ended the pass before every tile was rendered.
+    pub complete: bool,
 }
 
 /// Runs one pass: one thread per worker, each taking tasks from `queues` until none is left
@@ -272,7 +279,7 @@ pub fn run_pass(
             let (abort, first_error) = (&abort, &first_error);
             scope.spawn(move || {
                 let mut rng = StealRng::new(job.seed, w, job.pass);
-                while !abort.load(Ordering::Relaxed) {
+                while !abort.load(Ordering::Relaxed) && !job.stop.load(Ordering::Relaxed) {
                     let Some(take) = queues.next(w, &mut rng) else {
                         break;
                     };
@@ -337,6 +344,17 @@ pub fn run_pass(
             job.pass
         );
     }
+    if job.stop.load(Ordering::Relaxed) && records.iter().any(Option::is_none) {
+        // Stopped: what was rendered, without the tiles never taken.
+        let records: Vec<TileRecord> = records.into_iter().flatten().collect();
+        let makespan_s = records.iter().map(|r| r.end_s).fold(0.0, f64::max);
+        return Ok(PassRun {
+            records,
+            buffers,
+            makespan_s,
+            complete: false,
+        });
+    }
     let records: Vec<TileRecord> = records
         .into_iter()
         .enumerate()
@@ -354,6 +372,7 @@ pub fn run_pass(
         records,
         buffers,
         makespan_s,
+        complete: true,
     })
 }
 

@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use std::ops::Range;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use gasworks::render::sampler::mix64;
@@ -28,6 +28,8 @@ pub struct MockRenderer {
     pub min_work: Option<u64>,
     /// Sink for the spin loop so that it is not optimized away.
     sink: AtomicU64,
+    /// Sets the flag during the call that makes this many calls (a Ctrl-C mid-frame).
+    pub stop_after: Option<(usize, Arc<AtomicBool>)>,
 }
 
 impl MockRenderer {
@@ -41,7 +43,14 @@ impl MockRenderer {
             name: "mock".into(),
             min_work: None,
             sink: AtomicU64::new(0),
+            stop_after: None,
         }
+    }
+
+    /// Sets `flag` during the `calls`-th call to `render_tile`.
+    pub fn with_stop_after(mut self, calls: usize, flag: Arc<AtomicBool>) -> Self {
+        self.stop_after = Some((calls, flag));
+        self
     }
 
     pub fn with_spin(mut self, f: impl Fn(u32, u32) -> u32 + Send + Sync + 'static) -> Self {
@@ -97,7 +106,16 @@ impl TileRenderer for MockRenderer {
         accum: &mut [[f32; 4]],
     ) -> anyhow::Result<()> {
         assert_eq!(accum.len(), tile.pixel_count());
-        self.calls.lock().unwrap().push((tile, samples.clone()));
+        let calls = {
+            let mut all = self.calls.lock().unwrap();
+            all.push((tile, samples.clone()));
+            all.len()
+        };
+        if let Some((after, flag)) = &self.stop_after {
+            if calls == *after {
+                flag.store(true, Ordering::SeqCst);
+            }
+        }
         if self.max_sleep_us > 0 {
             let h = mix64(
                 (tile.x as u64) << 40 ^ (tile.y as u64) << 20 ^ samples.start as u64 ^ self.seed,

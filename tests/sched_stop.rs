@@ -1,0 +1,142 @@
+//! A frame stopped part way (Ctrl-C in `gasworks render`) keeps exactly what was rendered:
+//! every pass that ended, plus the tiles of the interrupted pass, each bit for bit what a
+//! complete render of that many samples gives; the report covers the complete passes only.
+
+mod sched_support;
+
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use gasworks::render::Film;
+use gasworks::scene::MaterialKind;
+use gasworks::sched::{render_frame_until, DeviceSpec, SchedConfig, Strategy};
+use sched_support::{room, room_settings, MockFactory, MockRenderer};
+
+const W: u32 = 37;
+const H: u32 = 23;
+const SPP: u32 = 12;
+const PASS: u32 = 4;
+const TILES: u32 = 24;
+
+fn config(workers: usize) -> SchedConfig {
+    SchedConfig {
+        strategy: Strategy::Sorted,
+        tiles: Some(TILES),
+        steal: true,
+        devices: vec![DeviceSpec::Cpu {
+            workers: Some(workers),
+        }],
+        pass_spp: Some(PASS),
+        ..SchedConfig::default()
+    }
+}
+
+/// A complete render of `spp` samples per pixel, in the same passes.
+fn reference(spp: u32) -> Film {
+    let scene = room(MaterialKind::Mirror, MaterialKind::Glass);
+    let factory = MockFactory::new(MockRenderer::new(W, 11));
+    let frame = render_frame_until(
+        &scene,
+        &room_settings(W, H, spp, 11),
+        &config(1),
+        &factory,
+        true,
+        &AtomicBool::new(false),
+    )
+    .unwrap();
+    assert!(frame.stopped.is_none());
+    frame.film
+}
+
+#[test]
+fn a_stopped_frame_keeps_whole_passes_and_the_tiles_of_the_last() {
+    let scene = room(MaterialKind::Mirror, MaterialKind::Glass);
+    let settings = room_settings(W, H, SPP, 11);
+    let mut seen_partial = false;
+    let mut seen_between = false;
+    // Stops in the first pass, at a pass's last tile, and inside later passes.
+    for (workers, stop_after) in [(1, 1), (3, 5), (1, 24), (3, 24), (2, 30), (3, 47), (1, 48)] {
+        let stop = Arc::new(AtomicBool::new(false));
+        let factory =
+            MockFactory::new(MockRenderer::new(W, 11).with_stop_after(stop_after, stop.clone()));
+        let frame =
+            render_frame_until(&scene, &settings, &config(workers), &factory, true, &stop).unwrap();
+        let what = format!("{workers} workers, stop after {stop_after} tiles");
+        let stopped = frame
+            .stopped
+            .clone()
+            .unwrap_or_else(|| panic!("{what}: not stopped"));
+        assert!(stopped.rendered_any(), "{what}");
+        assert_eq!(stopped.spp_complete % PASS, 0, "{what}");
+        assert!(stopped.spp_complete < SPP, "{what}");
+        assert_eq!(
+            frame.report.passes.len() as u32,
+            stopped.spp_complete / PASS,
+            "{what}: the report holds the complete passes"
+        );
+        // Tiles taken after the stop: at most one per other worker (those already in flight).
+        let calls = factory.all_calls().len();
+        assert!(
+            calls >= stop_after && calls < stop_after + workers,
+            "{what}: {calls} calls"
+        );
+
+        let complete = reference(stopped.spp_complete);
+        let (partial_end, partial_tiles) = match &stopped.partial {
+            Some((samples, done, of)) => {
+                seen_partial = true;
+                assert_eq!(samples.start, stopped.spp_complete, "{what}");
+                assert_eq!(*of, TILES as usize, "{what}");
+                assert!(*done > 0 && *done < *of, "{what}: {done} of {of}");
+                (samples.end, *done)
+            }
+            None => {
+                seen_between = true;
+                (stopped.spp_complete, 0)
+            }
+        };
+        let further = reference(partial_end);
+        let mut counted = 0usize;
+        for (i, p) in frame.film.pixels.iter().enumerate() {
+            let n = p[3] as u32;
+            let expected = if n == stopped.spp_complete {
+                complete.pixels[i]
+            } else {
+                assert_eq!(n, partial_end, "{what}: pixel {i} has {n} samples");
+                counted += 1;
+                further.pixels[i]
+            };
+            assert_eq!(
+                p.map(f32::to_bits),
+                expected.map(f32::to_bits),
+                "{what}: pixel {i}"
+            );
+        }
+        // The interrupted pass's tiles cover exactly the pixels that got its samples.
+        assert_eq!(counted > 0, partial_tiles > 0, "{what}");
+    }
+    assert!(
+        seen_partial && seen_between,
+        "both kinds of stop were exercised"
+    );
+}
+
+#[test]
+fn a_stop_before_the_first_tile_renders_nothing() {
+    let scene = room(MaterialKind::Mirror, MaterialKind::Glass);
+    let factory = MockFactory::new(MockRenderer::new(W, 11));
+    let frame = render_frame_until(
+        &scene,
+        &room_settings(W, H, SPP, 11),
+        &config(2),
+        &factory,
+        true,
+        &AtomicBool::new(true),
+    )
+    .unwrap();
+    let stopped = frame.stopped.expect("stopped");
+    assert!(!stopped.rendered_any());
+    assert!(factory.all_calls().is_empty());
+    assert!(frame.film.pixels.iter().all(|p| *p == [0.0; 4]));
+    assert!(frame.report.passes.is_empty());
+}
