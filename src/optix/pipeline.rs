@@ -635,6 +635,10 @@ impl Pipeline {
         }
         let compile = options.to_raw(ctx.abi())?;
         let link = OptixPipelineLinkOptions { max_trace_depth };
+        // Path-tracer workers link their pipelines on whichever thread makes them (a scheduler
+        // thread, a pooled render_tile call): make this GPU's context current there, as the
+        // module compile does.
+        ctx.gpu().bind_to_thread()?;
         let raw_groups: Vec<sys::OptixProgramGroup> =
             groups.iter().map(ProgramGroup::raw).collect();
         let mut raw: sys::OptixPipeline = std::ptr::null_mut();
