@@ -18,6 +18,7 @@ fn interrupt(pid: u32) {
 fn ctrl_c_writes_the_passes_rendered_so_far_and_exits_130() {
     let dir = tempfile::tempdir().unwrap();
     let exr = dir.path().join("stopped.exr");
+    let stats = dir.path().join("stats.csv");
     let scene = concat!(env!("CARGO_MANIFEST_DIR"), "/assets/cornell/cornell.obj");
     // A render no machine finishes: 64x64 pixels, a million samples, in passes of 2.
     let child = Command::new(env!("CARGO_BIN_EXE_gasworks"))
@@ -38,6 +39,8 @@ fn ctrl_c_writes_the_passes_rendered_so_far_and_exits_130() {
             "1000000",
             "--pass-spp",
             "2",
+            "--stats",
+            stats.to_str().unwrap(),
         ])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -64,6 +67,26 @@ fn ctrl_c_writes_the_passes_rendered_so_far_and_exits_130() {
     );
     assert!(!stderr.contains("panicked"), "{stderr}");
     eprintln!("stopped {:.2} s after SIGINT", t0.elapsed().as_secs_f64());
+
+    // The statistics cover the complete passes: rows of passes 0..N, the last ending at the
+    // samples every pixel got.
+    let csv = std::fs::read_to_string(&stats).unwrap();
+    let rows: Vec<(u32, u32)> = csv
+        .lines()
+        .skip(1)
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            (f[0].parse().unwrap(), f[2].parse().unwrap())
+        })
+        .collect();
+    assert_eq!(rows.first().map(|r| r.0), Some(0), "{csv}");
+    assert!(rows.windows(2).all(|w| w[1].0 == w[0].0 + 1), "{csv}");
+    let spp_done = rows.last().unwrap().1;
+    assert_eq!(spp_done, 2 * rows.len() as u32, "{csv}");
+    assert!(
+        stderr.contains(&format!("holds {spp_done} of 1000000 samples")),
+        "{spp_done} samples in the statistics: {stderr}"
+    );
 
     // The image: every pixel has the samples of the complete passes; the box is lit.
     let stats = Command::new(env!("CARGO_BIN_EXE_gasworks"))

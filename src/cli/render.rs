@@ -157,36 +157,40 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
     // A write that fails after the render (folder gone, disk full) keeps the pixels in the
     // temporary folder and says where, rather than losing the render.
     output::write_image_or_rescue(&frame.film, &a.output, &meta, &std::env::temp_dir())?;
-    let published = crate::sched::publish(
-        &frame,
-        a.schedule.stats.as_deref(),
-        a.schedule.costmap.as_deref(),
-    )?;
+    // The statistics of a stopped frame are those of its complete passes; with none, there is
+    // nothing measured to write.
+    let published = if frame.report.passes.is_empty() {
+        crate::sched::Published::default()
+    } else {
+        crate::sched::publish(
+            &frame,
+            a.schedule.stats.as_deref(),
+            a.schedule.costmap.as_deref(),
+        )?
+    };
 
-    if let Some(stopped) = &frame.stopped {
-        let how_far = stopped.describe(a.spp);
+    if frame.stopped.is_some() {
+        // Samples per second would need the samples actually rendered: not claimed.
         out.status(format_args!(
             "time: load {load_s:.2} s, build {build_seconds:.3} s, render {render_s:.2} s (stopped)"
         ));
-        out.status(format_args!(
-            "output: {} (stopped: {how_far})",
-            a.output.display()
-        ));
-        return Err(Interrupted(format!("{} holds {how_far}", a.output.display())).into());
-    }
-    let samples = window.pixel_count() as f64 * a.spp as f64;
-    let mut time = format!(
-        "time: load {load_s:.2} s, build {build_seconds:.3} s, render {render_s:.2} s, {:.3} M samples/s",
-        samples / render_s / 1e6,
-    );
-    if let Some(rays) = factory.rays_traced() {
-        time += &format!(
-            ", {:.1} M rays/s ({rays} rays)",
-            rays as f64 / render_s / 1e6
+    } else {
+        let samples = window.pixel_count() as f64 * a.spp as f64;
+        let mut time = format!(
+            "time: load {load_s:.2} s, build {build_seconds:.3} s, render {render_s:.2} s, {:.3} M samples/s",
+            samples / render_s / 1e6,
         );
+        if let Some(rays) = factory.rays_traced() {
+            time += &format!(
+                ", {:.1} M rays/s ({rays} rays)",
+                rays as f64 / render_s / 1e6
+            );
+        }
+        out.status(time);
     }
-    out.status(time);
-    out.detail(a.schedule.stats.is_some(), frame.report.summary());
+    if !frame.report.passes.is_empty() {
+        out.detail(a.schedule.stats.is_some(), frame.report.summary());
+    }
     if let Some([csv, tiles, map]) = &published.stats {
         out.status(format_args!(
             "statistics: {}, {}, {}",
@@ -211,6 +215,14 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
     } else {
         format!("{}x{}", a.width, a.height)
     };
+    if let Some(stopped) = &frame.stopped {
+        let how_far = stopped.describe(a.spp);
+        out.status(format_args!(
+            "output: {} ({what}, stopped: {how_far})",
+            a.output.display()
+        ));
+        return Err(Interrupted(format!("{} holds {how_far}", a.output.display())).into());
+    }
     out.status(format_args!(
         "output: {} ({what}, {} spp)",
         a.output.display(),
