@@ -105,3 +105,110 @@ fn ctrl_c_writes_the_passes_rendered_so_far_and_exits_130() {
         .unwrap_or_else(|| panic!("{json}"));
     assert!(mean > 0.05 && mean < 0.5, "mean luminance {mean}");
 }
+
+fn gasworks(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_gasworks"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// Stopped by Ctrl-C, then finished with `--resume`: the image is bit for bit the one an
+/// uninterrupted render writes, and the resume file is used up. A resume file of another
+/// render (another seed) is refused, naming the setting that differs.
+#[test]
+fn a_stopped_render_resumed_is_the_uninterrupted_render() {
+    let dir = tempfile::tempdir().unwrap();
+    let scene = concat!(env!("CARGO_MANIFEST_DIR"), "/assets/cornell/cornell.obj");
+    let stopped = dir.path().join("stopped.exr");
+    let direct = dir.path().join("direct.exr");
+    let common = [
+        "--backend",
+        "cpu",
+        "--threads",
+        "1",
+        "--width",
+        "64",
+        "--height",
+        "64",
+        "--spp",
+        "1200",
+        "--pass-spp",
+        "10",
+        "--quiet",
+    ];
+    let with = |out: &std::path::Path, extra: &[&str]| -> Vec<String> {
+        let mut v: Vec<String> = vec!["render".into(), scene.into(), "-o".into()];
+        v.push(out.to_str().unwrap().into());
+        v.extend(common.iter().map(|s| s.to_string()));
+        v.extend(extra.iter().map(|s| s.to_string()));
+        v
+    };
+    let child = Command::new(env!("CARGO_BIN_EXE_gasworks"))
+        .args(with(&stopped, &[]))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(1));
+    interrupt(child.id());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    let resume = dir.path().join("stopped.exr.gasworks-resume");
+    assert!(
+        stderr.contains(&format!(
+            "to finish it, run the same command with --resume {}",
+            resume.display()
+        )),
+        "{stderr}"
+    );
+    assert!(resume.exists());
+
+    // Another seed: refused, the file kept.
+    let resume_arg = resume.to_str().unwrap();
+    let other = gasworks(
+        &with(&stopped, &["--seed", "3", "--resume", resume_arg])
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    );
+    let e = String::from_utf8_lossy(&other.stderr);
+    assert_eq!(other.status.code(), Some(1), "{e}");
+    assert!(
+        e.contains("this resume file is of another render: 'seed 0' (this command: 'seed 3')"),
+        "{e}"
+    );
+    assert!(resume.exists());
+
+    let resumed = gasworks(
+        &with(&stopped, &["--resume", resume_arg])
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    );
+    assert!(
+        resumed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&resumed.stderr)
+    );
+    assert!(!resume.exists(), "the resume file is used up");
+    let full = gasworks(
+        &with(&direct, &[])
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    );
+    assert!(full.status.success());
+
+    // image-stats compares pixel values bit for bit (not file bytes).
+    let stats = gasworks(&[
+        "image-stats",
+        direct.to_str().unwrap(),
+        stopped.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(stats.status.success());
+    let json: serde_json::Value = serde_json::from_slice(&stats.stdout).unwrap();
+    assert_eq!(json[1]["pixels_differing_from_first"], 0, "{json}");
+}

@@ -18,8 +18,8 @@
 //! (`N`, `X,Y,Z`, `DEG`...) get values that suit their flag. An unknown placeholder fails the
 //! test with the line: add it to [`placeholder`].
 //!
-//! Lines that need a GPU (`--backend optix`, `--devices gpu...`, `build-bench`) and wrapped
-//! lines (`nsys`, `mpirun`) are only parsed. Lines that run do so with `--spp 1`, a 32x32
+//! Lines that need a GPU (`--backend optix`, `--devices gpu...`, `build-bench`) or a stopped
+//! render (`--resume`) and wrapped lines (`nsys`, `mpirun`) are only parsed. Lines that run do so with `--spp 1`, a 32x32
 //! image (unless they have `--pixelbounds`), `--repeat 1` and small generated scenes, so
 //! that the whole README runs in seconds; see [`quick`].
 
@@ -324,7 +324,8 @@ fn placeholder(word: &str, flag: &str) -> Option<String> {
     if word == "SCENE.obj" {
         return Some("scene/cornell.obj".into());
     }
-    if let Some((stem, ext)) = word.rsplit_once('.') {
+    // The name before the first dot: `FRAME.exr.gasworks-resume` is `frame.exr.gasworks-resume`.
+    if let Some((stem, ext)) = word.split_once('.') {
         if !stem.is_empty()
             && stem
                 .chars()
@@ -423,6 +424,10 @@ fn needs_what(args: &[String]) -> Option<&'static str> {
     }
     if value_of(args, "--devices").is_some_and(|d| d.contains("gpu")) {
         return Some("a GPU (--devices gpu...)");
+    }
+    if has_flag(args, "--resume") {
+        // Run end to end by tests/cli_interrupt.rs (a render stopped with SIGINT, resumed).
+        return Some("a stopped render's resume file (--resume)");
     }
     None
 }

@@ -1,6 +1,8 @@
 //! A frame stopped part way (Ctrl-C in `gasworks render`) keeps exactly what was rendered:
 //! every pass that ended, plus the tiles of the interrupted pass, each bit for bit what a
 //! complete render of that many samples gives; the report covers the complete passes only.
+//! Resumed from its complete passes, it finishes as the uninterrupted render would, bit for
+//! bit.
 
 mod sched_support;
 
@@ -9,7 +11,7 @@ use std::sync::Arc;
 
 use gasworks::render::Film;
 use gasworks::scene::MaterialKind;
-use gasworks::sched::{render_frame_until, DeviceSpec, SchedConfig, Strategy};
+use gasworks::sched::{render_frame_until, DeviceSpec, Resume, SchedConfig, Strategy};
 use sched_support::{room, room_settings, MockFactory, MockRenderer};
 
 const W: u32 = 37;
@@ -17,6 +19,10 @@ const H: u32 = 23;
 const SPP: u32 = 12;
 const PASS: u32 = 4;
 const TILES: u32 = 24;
+
+fn bits(f: &Film) -> Vec<[u32; 4]> {
+    f.pixels.iter().map(|p| p.map(f32::to_bits)).collect()
+}
 
 fn config(workers: usize) -> SchedConfig {
     SchedConfig {
@@ -42,6 +48,7 @@ fn reference(spp: u32) -> Film {
         &factory,
         true,
         &AtomicBool::new(false),
+        None,
     )
     .unwrap();
     assert!(frame.stopped.is_none());
@@ -54,13 +61,22 @@ fn a_stopped_frame_keeps_whole_passes_and_the_tiles_of_the_last() {
     let settings = room_settings(W, H, SPP, 11);
     let mut seen_partial = false;
     let mut seen_between = false;
+    let mut resumed = 0;
     // Stops in the first pass, at a pass's last tile, and inside later passes.
     for (workers, stop_after) in [(1, 1), (3, 5), (1, 24), (3, 24), (2, 30), (3, 47), (1, 48)] {
         let stop = Arc::new(AtomicBool::new(false));
         let factory =
             MockFactory::new(MockRenderer::new(W, 11).with_stop_after(stop_after, stop.clone()));
-        let frame =
-            render_frame_until(&scene, &settings, &config(workers), &factory, true, &stop).unwrap();
+        let frame = render_frame_until(
+            &scene,
+            &settings,
+            &config(workers),
+            &factory,
+            true,
+            &stop,
+            None,
+        )
+        .unwrap();
         let what = format!("{workers} workers, stop after {stop_after} tiles");
         let stopped = frame
             .stopped
@@ -114,7 +130,44 @@ fn a_stopped_frame_keeps_whole_passes_and_the_tiles_of_the_last() {
         }
         // The interrupted pass's tiles cover exactly the pixels that got its samples.
         assert_eq!(counted > 0, partial_tiles > 0, "{what}");
+
+        // Resumed from the complete passes (other workers, no stop): the finished film is the
+        // uninterrupted one, bit for bit.
+        let point = frame.resume_point();
+        if stopped.spp_complete == 0 {
+            assert!(point.is_none(), "{what}: no pass to resume from");
+            continue;
+        }
+        let point = point.unwrap();
+        assert_eq!(point.spp_done, stopped.spp_complete, "{what}");
+        assert_eq!(
+            bits(&point.film),
+            bits(&complete),
+            "{what}: the resume film"
+        );
+        let factory = MockFactory::new(MockRenderer::new(W, 11));
+        let finished = render_frame_until(
+            &scene,
+            &settings,
+            &config(4 - workers),
+            &factory,
+            true,
+            &AtomicBool::new(false),
+            Some(point),
+        )
+        .unwrap();
+        assert!(finished.stopped.is_none(), "{what}");
+        assert_eq!(
+            bits(&finished.film),
+            bits(&reference(SPP)),
+            "{what}: resumed"
+        );
+        // Only the passes after the resume point were rendered.
+        let first = factory.all_calls().iter().map(|c| c.1.start).min().unwrap();
+        assert_eq!(first, stopped.spp_complete, "{what}");
+        resumed += 1;
     }
+    assert!(resumed >= 4, "{resumed} resumes exercised");
     assert!(
         seen_partial && seen_between,
         "both kinds of stop were exercised"
@@ -132,6 +185,7 @@ fn a_stop_before_the_first_tile_renders_nothing() {
         &factory,
         true,
         &AtomicBool::new(true),
+        None,
     )
     .unwrap();
     let stopped = frame.stopped.expect("stopped");
@@ -139,4 +193,29 @@ fn a_stop_before_the_first_tile_renders_nothing() {
     assert!(factory.all_calls().is_empty());
     assert!(frame.film.pixels.iter().all(|p| *p == [0.0; 4]));
     assert!(frame.report.passes.is_empty());
+}
+
+#[test]
+fn a_resume_point_off_the_pass_plan_is_refused() {
+    let scene = room(MaterialKind::Mirror, MaterialKind::Glass);
+    let factory = MockFactory::new(MockRenderer::new(W, 11));
+    let run = |film: Film, spp_done: u32| {
+        render_frame_until(
+            &scene,
+            &room_settings(W, H, SPP, 11),
+            &config(2),
+            &factory,
+            true,
+            &AtomicBool::new(false),
+            Some(Resume { film, spp_done }),
+        )
+    };
+    let e = run(reference(PASS), 6).err().unwrap().to_string();
+    assert!(e.contains("not where a pass of this render starts"), "{e}");
+    let e = run(Film::new(W + 1, H), PASS).err().unwrap().to_string();
+    assert!(e.contains("38x23 pixels, this one 37x23"), "{e}");
+    // Resuming a finished render renders nothing and gives it back.
+    let done = run(reference(SPP), SPP).unwrap();
+    assert_eq!(bits(&done.film), bits(&reference(SPP)));
+    assert!(factory.all_calls().is_empty());
 }

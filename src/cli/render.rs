@@ -9,6 +9,7 @@ use clap::{Args, ValueEnum};
 
 use super::args::{parse_vec3, AccelArgs, CameraArgs, ScheduleArgs};
 use super::console::Verbosity;
+use crate::render::checkpoint::{self, CheckpointHeader};
 use crate::render::output::{self, ImageMeta};
 use crate::render::{RenderSettings, Tile};
 use crate::scene::{obj, Camera, Environment, Scene};
@@ -70,6 +71,10 @@ pub struct RenderArgs {
     /// into an image of that size that records where it lies; `gasworks merge` joins such crops
     #[arg(long, value_name = "X0,X1,Y0,Y1", value_parser = output::parse_pixelbounds, allow_hyphen_values = true)]
     pub pixelbounds: Option<Tile>,
+    /// Finish a render stopped by Ctrl-C: the same command line plus the resume file it left
+    /// (OUT.gasworks-resume); the image is bit for bit what an uninterrupted render gives
+    #[arg(long, value_name = "FILE")]
+    pub resume: Option<PathBuf>,
     #[command(flatten)]
     pub camera: CameraArgs,
     #[command(flatten)]
@@ -113,6 +118,22 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
         scene.triangle_count(),
     ));
     let settings = render_settings(&a, &scene, out)?;
+    let render_key = output::render_key(&a.scene, &scene, &settings);
+    let pass_spp = schedule.pass_spp.unwrap_or(a.spp);
+    let resume = match &a.resume {
+        Some(path) => {
+            let r = read_resume(path, &render_key, window, pass_spp)?;
+            out.status(format_args!(
+                "resume: {}: {} of {} samples per pixel done",
+                path.display(),
+                r.spp_done,
+                a.spp
+            ));
+            Some(r)
+        }
+        None => None,
+    };
+    let spp_resumed_from = resume.as_ref().map_or(0, |r| r.spp_done);
 
     let backend = crate::backend::select(a.backend.into(), &scene, &settings, &optix_options)?;
     out.status(format_args!("backend: {}", backend.description));
@@ -137,6 +158,7 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
         &factory,
         out.is_quiet(),
         &STOP,
+        resume,
     )?;
     let render_s = t1.elapsed().as_secs_f64();
     for late in factory.late_backends() {
@@ -152,7 +174,7 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
         full_width: a.width,
         full_height: a.height,
         window,
-        render: output::render_key(&a.scene, &scene, &settings),
+        render: render_key.clone(),
     };
     // A write that fails after the render (folder gone, disk full) keeps the pixels in the
     // temporary folder and says where, rather than losing the render.
@@ -175,7 +197,8 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
             "time: load {load_s:.2} s, build {build_seconds:.3} s, render {render_s:.2} s (stopped)"
         ));
     } else {
-        let samples = window.pixel_count() as f64 * a.spp as f64;
+        // The samples this run rendered: after the resume point, if any.
+        let samples = window.pixel_count() as f64 * a.spp.saturating_sub(spp_resumed_from) as f64;
         let mut time = format!(
             "time: load {load_s:.2} s, build {build_seconds:.3} s, render {render_s:.2} s, {:.3} M samples/s",
             samples / render_s / 1e6,
@@ -221,14 +244,87 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
             "output: {} ({what}, stopped: {how_far})",
             a.output.display()
         ));
-        return Err(Interrupted(format!("{} holds {how_far}", a.output.display())).into());
+        let mut message = format!("{} holds {how_far}", a.output.display());
+        if let Some(point) = frame.resume_point() {
+            let file = checkpoint::path_for(&a.output);
+            let header = CheckpointHeader {
+                render: render_key,
+                window: [window.x, window.y, window.w, window.h],
+                pass_spp,
+                spp_done: point.spp_done,
+            };
+            checkpoint::write(&file, &header, &point.film)?;
+            message += &format!(
+                "; to finish it, run the same command with --resume {}",
+                file.display()
+            );
+        }
+        return Err(Interrupted(message).into());
     }
     out.status(format_args!(
         "output: {} ({what}, {} spp)",
         a.output.display(),
         a.spp
     ));
+    if let Some(path) = &a.resume {
+        // Used up: the image is whole.
+        if std::fs::remove_file(path).is_ok() {
+            out.status(format_args!(
+                "resume: {} removed (the render is complete)",
+                path.display()
+            ));
+        }
+    }
     Ok(())
+}
+
+/// Reads `--resume FILE` and checks it belongs to this render: the same settings (the render
+/// key: scene, size, spp, depth, seed, camera, environment, lights), window and pass size.
+fn read_resume(
+    path: &std::path::Path,
+    render_key: &str,
+    window: Tile,
+    pass_spp: u32,
+) -> anyhow::Result<crate::sched::Resume> {
+    let (header, film) = checkpoint::read(path)?;
+    let here = path.display();
+    if header.render != render_key {
+        // Name the settings that differ, not two long lines to compare by eye.
+        let theirs: Vec<&str> = header.render.split("; ").collect();
+        let ours: Vec<&str> = render_key.split("; ").collect();
+        let differ: Vec<String> = theirs
+            .iter()
+            .zip(&ours)
+            .filter(|(t, o)| t != o)
+            .map(|(t, o)| format!("'{t}' (this command: '{o}')"))
+            .collect();
+        anyhow::bail!(
+            "{here}: this resume file is of another render: {}; resume with the command line that was stopped",
+            if differ.is_empty() {
+                header.render.clone()
+            } else {
+                differ.join(", ")
+            }
+        );
+    }
+    if header.window_tile() != window {
+        anyhow::bail!(
+            "{here}: this resume file covers pixels {} and this command {}: give the same --pixelbounds",
+            window::pbrt_bounds(header.window_tile()),
+            window::pbrt_bounds(window)
+        );
+    }
+    if header.pass_spp != pass_spp {
+        anyhow::bail!(
+            "{here}: the stopped render ran passes of {} samples and this command {}: give the same --pass-spp (the sums must be added in the same order)",
+            header.pass_spp,
+            pass_spp
+        );
+    }
+    Ok(crate::sched::Resume {
+        film,
+        spp_done: header.spp_done,
+    })
 }
 
 /// Set by the first Ctrl-C: the frame stops taking tiles ([`crate::sched::render_frame_until`]).

@@ -74,6 +74,11 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
                 "--pixelbounds renders one crop per process: run it without mpirun (or with -np 1), one job per crop, and join them with `gasworks merge`"
             );
         }
+        if a.resume.is_some() {
+            anyhow::bail!(
+                "--resume continues a render stopped by Ctrl-C in one process (under mpirun Ctrl-C ends the job): run it without mpirun"
+            );
+        }
         if rank == 0 {
             output::check_writable(&a.output)?;
         }

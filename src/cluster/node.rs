@@ -687,6 +687,7 @@ impl Master {
             report,
             // A cluster frame runs to the end (mpirun forwards Ctrl-C as a kill).
             stopped: None,
+            complete_passes_film: None,
         }
     }
 }

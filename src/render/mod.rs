@@ -7,6 +7,7 @@
 //! samples are always added in sample order, the image does not depend on who rendered which
 //! tile or when.
 
+pub mod checkpoint;
 pub mod compare;
 pub mod film;
 pub mod merge;

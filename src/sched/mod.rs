@@ -133,6 +133,37 @@ pub struct Frame {
     pub report: FrameReport,
     /// Set when a stop request ended the frame early: the film then holds what was rendered.
     pub stopped: Option<Stopped>,
+    /// When stopped inside a pass: the film as the complete passes left it (without the
+    /// interrupted pass's tiles), from which [`Resume`] continues. `None` otherwise (a stop
+    /// between passes leaves `film` itself at a pass boundary).
+    pub complete_passes_film: Option<Film>,
+}
+
+impl Frame {
+    /// Where a stopped frame can be continued from: the film of its complete passes and
+    /// their samples. `None` for a frame that ran to the end or completed no pass.
+    pub fn resume_point(&self) -> Option<Resume> {
+        let stopped = self.stopped.as_ref()?;
+        if stopped.spp_complete == 0 {
+            return None;
+        }
+        Some(Resume {
+            film: self
+                .complete_passes_film
+                .clone()
+                .unwrap_or_else(|| self.film.clone()),
+            spp_done: stopped.spp_complete,
+        })
+    }
+}
+
+/// A render to continue: the film after its first `spp_done` samples per pixel, at a pass
+/// boundary of the same pass plan. The passes from there add their samples in the order an
+/// uninterrupted render would, so the finished film is bit-identical to one.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Resume {
+    pub film: Film,
+    pub spp_done: u32,
 }
 
 /// How far a stopped frame got. Every pixel has the samples of the complete passes; the tiles
@@ -207,12 +238,14 @@ pub fn render_frame(
         factory,
         quiet,
         &AtomicBool::new(false),
+        None,
     )
 }
 
 /// [`render_frame`] that ends early once `stop` is set (`gasworks render` sets it on Ctrl-C):
 /// no new tile starts, the tiles in flight finish, and the frame comes back with what was
-/// rendered and [`Frame::stopped`] saying how far it got.
+/// rendered and [`Frame::stopped`] saying how far it got. With `resume`, the film starts from
+/// that earlier render's and only the passes after its samples are rendered.
 pub fn render_frame_until(
     scene: &Scene,
     settings: &RenderSettings,
@@ -220,6 +253,7 @@ pub fn render_frame_until(
     factory: &dyn RendererFactory,
     quiet: bool,
     stop: &AtomicBool,
+    resume: Option<Resume>,
 ) -> anyhow::Result<Frame> {
     config.validate()?;
     let window = window::resolve(config.window, settings.width, settings.height)?;
@@ -249,13 +283,36 @@ pub fn render_frame_until(
         .count() as u32;
 
     let mut film = Film::new(window.w, window.h);
+    let mut first_pass = 0;
+    if let Some(r) = resume {
+        if (r.film.width, r.film.height) != (window.w, window.h) {
+            anyhow::bail!(
+                "the render to resume is {}x{} pixels, this one {}x{}",
+                r.film.width,
+                r.film.height,
+                window.w,
+                window.h
+            );
+        }
+        first_pass = match passes.iter().position(|p| p.start == r.spp_done) {
+            Some(i) => i,
+            None if r.spp_done == settings.spp => passes.len(),
+            None => anyhow::bail!(
+                "the render to resume stopped after {} samples per pixel, which is not where a pass of this render starts (passes of {} samples)",
+                r.spp_done,
+                config.pass_spp.unwrap_or(settings.spp)
+            ),
+        };
+        film = r.film;
+    }
+    let mut complete_passes_film = None;
     let mut plan_map = estimate.clone();
     let mut weights = vec![1.0f64; workers.len()];
     let mut reports = Vec::with_capacity(passes.len());
     let progress = progress_bar(quiet);
     let render_start = Instant::now();
     let mut stopped = None;
-    for (pass, samples) in passes.iter().enumerate() {
+    for (pass, samples) in passes.iter().enumerate().skip(first_pass) {
         if stop.load(Ordering::Relaxed) {
             stopped = Some(Stopped {
                 spp_complete: samples.start,
@@ -276,8 +333,8 @@ pub fn render_frame_until(
             })
         });
         let tiles = tiles::layout(config.strategy, window.w, window.h, count, &plan_sat, scale);
-        if pass == 0 {
-            progress.set_length((tiles.len() * passes.len()) as u64);
+        if pass == first_pass {
+            progress.set_length((tiles.len() * (passes.len() - first_pass)) as u64);
         }
         let predicted: Vec<f64> = tiles
             .iter()
@@ -299,6 +356,9 @@ pub fn render_frame_until(
         };
         progress.set_message(format!("pass {}/{}", pass + 1, passes.len()));
         let run = workers::run_pass(&workers, &queues, &job, &progress)?;
+        if !run.complete {
+            complete_passes_film = Some(film.clone());
+        }
         for (t, buf) in tiles.iter().zip(&run.buffers) {
             // Empty: a tile a stop left unrendered keeps the film's sums.
             if !buf.is_empty() {
@@ -349,6 +409,7 @@ pub fn render_frame_until(
         film,
         report,
         stopped,
+        complete_passes_film,
     })
 }
 
