@@ -14,38 +14,56 @@ fn interrupt(pid: u32) {
     assert!(status.success());
 }
 
+const CORNELL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/assets/cornell/cornell.obj");
+
+/// `gasworks render` of the Cornell box into `out`: 64x64 pixels on one CPU thread, `spp`
+/// samples in passes of `pass_spp`, then `extra`.
+fn render_args(out: &std::path::Path, spp: u32, pass_spp: u32, extra: &[&str]) -> Vec<String> {
+    let mut v: Vec<String> = [
+        "render",
+        CORNELL,
+        "-o",
+        out.to_str().unwrap(),
+        "--backend",
+        "cpu",
+        "--threads",
+        "1",
+        "--width",
+        "64",
+        "--height",
+        "64",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    v.extend(["--spp".into(), spp.to_string()]);
+    v.extend(["--pass-spp".into(), pass_spp.to_string()]);
+    v.extend(extra.iter().map(|s| s.to_string()));
+    v
+}
+
+/// Starts `gasworks ARGS` with stderr captured.
+fn start(args: &[String]) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_gasworks"))
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 #[test]
 fn ctrl_c_writes_the_passes_rendered_so_far_and_exits_130() {
     let dir = tempfile::tempdir().unwrap();
     let exr = dir.path().join("stopped.exr");
     let stats = dir.path().join("stats.csv");
-    let scene = concat!(env!("CARGO_MANIFEST_DIR"), "/assets/cornell/cornell.obj");
-    // A render no machine finishes: 64x64 pixels, a million samples, in passes of 2.
-    let child = Command::new(env!("CARGO_BIN_EXE_gasworks"))
-        .args([
-            "render",
-            scene,
-            "-o",
-            exr.to_str().unwrap(),
-            "--backend",
-            "cpu",
-            "--threads",
-            "1",
-            "--width",
-            "64",
-            "--height",
-            "64",
-            "--spp",
-            "1000000",
-            "--pass-spp",
-            "2",
-            "--stats",
-            stats.to_str().unwrap(),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    // A render no machine finishes: a million samples, in passes of 2.
+    let child = start(&render_args(
+        &exr,
+        1_000_000,
+        2,
+        &["--stats", stats.to_str().unwrap()],
+    ));
     // The handler is set once the render starts (the Cornell box loads in milliseconds).
     std::thread::sleep(Duration::from_secs(2));
     interrupt(child.id());
@@ -119,37 +137,14 @@ fn gasworks(args: &[&str]) -> std::process::Output {
 #[test]
 fn a_stopped_render_resumed_is_the_uninterrupted_render() {
     let dir = tempfile::tempdir().unwrap();
-    let scene = concat!(env!("CARGO_MANIFEST_DIR"), "/assets/cornell/cornell.obj");
     let stopped = dir.path().join("stopped.exr");
     let direct = dir.path().join("direct.exr");
-    let common = [
-        "--backend",
-        "cpu",
-        "--threads",
-        "1",
-        "--width",
-        "64",
-        "--height",
-        "64",
-        "--spp",
-        "1200",
-        "--pass-spp",
-        "10",
-        "--quiet",
-    ];
-    let with = |out: &std::path::Path, extra: &[&str]| -> Vec<String> {
-        let mut v: Vec<String> = vec!["render".into(), scene.into(), "-o".into()];
-        v.push(out.to_str().unwrap().into());
-        v.extend(common.iter().map(|s| s.to_string()));
-        v.extend(extra.iter().map(|s| s.to_string()));
-        v
+    let with = |out: &std::path::Path, extra: &[&str]| {
+        let mut extra = extra.to_vec();
+        extra.push("--quiet");
+        render_args(out, 1200, 10, &extra)
     };
-    let child = Command::new(env!("CARGO_BIN_EXE_gasworks"))
-        .args(with(&stopped, &[]))
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = start(&with(&stopped, &[]));
     std::thread::sleep(Duration::from_secs(1));
     interrupt(child.id());
     let out = child.wait_with_output().unwrap();

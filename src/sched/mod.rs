@@ -129,7 +129,8 @@ impl SchedConfig {
 /// A rendered frame and how it was scheduled.
 pub struct Frame {
     pub film: Film,
-    /// The complete passes (an interrupted pass is left out: see `stopped`).
+    /// The passes this run completed (an interrupted pass is left out, see `stopped`; a
+    /// resumed frame's earlier passes were another run's).
     pub report: FrameReport,
     /// Set when a stop request ended the frame early: the film then holds what was rendered.
     pub stopped: Option<Stopped>,
