@@ -99,12 +99,17 @@ fn a_stopped_frame_keeps_whole_passes_and_the_tiles_of_the_last() {
 
         let complete = reference(stopped.spp_complete);
         let (partial_end, partial_tiles) = match &stopped.partial {
-            Some((samples, done, of)) => {
+            Some(p) => {
                 seen_partial = true;
-                assert_eq!(samples.start, stopped.spp_complete, "{what}");
-                assert_eq!(*of, TILES as usize, "{what}");
-                assert!(*done > 0 && *done < *of, "{what}: {done} of {of}");
-                (samples.end, *done)
+                assert_eq!(p.samples.start, stopped.spp_complete, "{what}");
+                assert_eq!(p.tiles, TILES as usize, "{what}");
+                assert!(
+                    p.tiles_done > 0 && p.tiles_done < p.tiles,
+                    "{what}: {} of {}",
+                    p.tiles_done,
+                    p.tiles
+                );
+                (p.samples.end, p.tiles_done)
             }
             None => {
                 seen_between = true;

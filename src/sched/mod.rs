@@ -174,15 +174,22 @@ pub struct Resume {
 pub struct Stopped {
     /// Samples per pixel of the complete passes (`0..spp_complete`).
     pub spp_complete: u32,
-    /// The interrupted pass's samples, the tiles it rendered of how many; `None` when the stop
-    /// came between passes.
-    pub partial: Option<(Range<u32>, usize, usize)>,
+    /// The pass the stop interrupted; `None` when the stop came between passes.
+    pub partial: Option<PartialPass>,
+}
+
+/// The pass a stop interrupted: its samples reached `tiles_done` of its `tiles` tiles.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PartialPass {
+    pub samples: Range<u32>,
+    pub tiles_done: usize,
+    pub tiles: usize,
 }
 
 impl Stopped {
     /// Whether any sample reached the film.
     pub fn rendered_any(&self) -> bool {
-        self.spp_complete > 0 || self.partial.as_ref().is_some_and(|p| p.1 > 0)
+        self.spp_complete > 0 || self.partial.as_ref().is_some_and(|p| p.tiles_done > 0)
     }
 
     /// "16 of 64 samples per pixel everywhere, and samples 16..32 in 30 of 64 tiles";
@@ -190,13 +197,13 @@ impl Stopped {
     pub fn describe(&self, spp: u32) -> String {
         match (&self.partial, self.spp_complete) {
             (None, done) => format!("{done} of {spp} samples per pixel everywhere"),
-            (Some((samples, tiles, of)), 0) => format!(
-                "samples {}..{} in {tiles} of {of} tiles; the other tiles are black",
-                samples.start, samples.end
+            (Some(p), 0) => format!(
+                "samples {}..{} in {} of {} tiles; the other tiles are black",
+                p.samples.start, p.samples.end, p.tiles_done, p.tiles
             ),
-            (Some((samples, tiles, of)), done) => format!(
-                "{done} of {spp} samples per pixel everywhere, and samples {}..{} in {tiles} of {of} tiles",
-                samples.start, samples.end
+            (Some(p), done) => format!(
+                "{done} of {spp} samples per pixel everywhere, and samples {}..{} in {} of {} tiles",
+                p.samples.start, p.samples.end, p.tiles_done, p.tiles
             ),
         }
     }
@@ -369,7 +376,11 @@ pub fn render_frame_until(
         if !run.complete {
             stopped = Some(Stopped {
                 spp_complete: samples.start,
-                partial: Some((samples.clone(), run.records.len(), tiles.len())),
+                partial: Some(PartialPass {
+                    samples: samples.clone(),
+                    tiles_done: run.records.len(),
+                    tiles: tiles.len(),
+                }),
             });
             break;
         }
@@ -520,7 +531,11 @@ mod tests {
         assert!(between.rendered_any());
         let mid = Stopped {
             spp_complete: 16,
-            partial: Some((16..32, 30, 64)),
+            partial: Some(PartialPass {
+                samples: 16..32,
+                tiles_done: 30,
+                tiles: 64,
+            }),
         };
         assert_eq!(
             mid.describe(64),
@@ -528,7 +543,11 @@ mod tests {
         );
         let first = Stopped {
             spp_complete: 0,
-            partial: Some((0..64, 32, 64)),
+            partial: Some(PartialPass {
+                samples: 0..64,
+                tiles_done: 32,
+                tiles: 64,
+            }),
         };
         assert_eq!(
             first.describe(64),
@@ -537,7 +556,11 @@ mod tests {
         assert!(first.rendered_any());
         let none = Stopped {
             spp_complete: 0,
-            partial: Some((0..64, 0, 64)),
+            partial: Some(PartialPass {
+                samples: 0..64,
+                tiles_done: 0,
+                tiles: 64,
+            }),
         };
         assert!(!none.rendered_any());
     }
