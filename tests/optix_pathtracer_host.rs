@@ -39,7 +39,7 @@ use gasworks::optix::pathtracer::launch::{
 };
 use gasworks::optix::pathtracer::pack::{hit_group_data, pack_scene};
 use gasworks::render::{RenderSettings, Tile, TileRenderer};
-use gasworks::scene::{Camera, Material, MaterialKind, Scene, Texture};
+use gasworks::scene::{Material, MaterialKind, Scene, Texture};
 use glam::{Vec2, Vec3};
 
 const PATHTRACE_CU: &str = include_str!("../ptx/pathtrace.cu");
@@ -543,14 +543,7 @@ fn settings(
         spp,
         max_depth,
         seed,
-        camera: Camera {
-            eye,
-            look_at: at,
-            up: Vec3::Y,
-            fov_y_deg: 45.0,
-        }
-        .frame(w, h)
-        .unwrap(),
+        camera: camera_at(eye, at, 45.0, w, h),
     }
 }
 

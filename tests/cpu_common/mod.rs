@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 use gasworks::render::{Film, RenderSettings, Sampler, Tile, TileRenderer};
+use gasworks::scene::camera::CameraFrame;
 use gasworks::scene::{Camera, Environment, Group, Material, MaterialKind, Scene};
 use glam::{DVec3, Vec3};
 use rayon::prelude::*;
@@ -336,15 +337,20 @@ pub fn look(
         spp,
         max_depth,
         seed,
-        camera: Camera {
-            eye,
-            look_at: at,
-            up: Vec3::Y,
-            fov_y_deg: 50.0,
-        }
-        .frame(w, h)
-        .unwrap(),
+        camera: camera_at(eye, at, 50.0, w, h),
     }
+}
+
+/// A camera at `eye` looking at `at`, up +Y, `fov_y_deg` vertically, framed for `w` x `h`.
+pub fn camera_at(eye: Vec3, at: Vec3, fov_y_deg: f32, w: u32, h: u32) -> CameraFrame {
+    Camera {
+        eye,
+        look_at: at,
+        up: Vec3::Y,
+        fov_y_deg,
+    }
+    .frame(w, h)
+    .unwrap()
 }
 
 /// The uniform environment radiance `L` of the white furnaces.
