@@ -1,17 +1,38 @@
-//! Ctrl-C during `gasworks render`: the frame stops, the image is written with what was
-//! rendered and says so, and the exit status is 130 (a process ended by SIGINT).
+//! Signals during `gasworks render`: Ctrl-C (or SIGTERM, SIGHUP) stops the frame, the image
+//! is written with what was rendered and says so, and the exit status is 128 + the signal's
+//! number (130 for SIGINT, 143 for SIGTERM). SIGUSR1 and `--checkpoint-every` write resume
+//! files between passes, from which even a killed render is finished bit for bit.
 #![cfg(unix)]
 
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Sends SIGINT with the system's `kill`, as a terminal's Ctrl-C would.
-fn interrupt(pid: u32) {
+/// Sends `signal` (`INT`, `TERM`, `USR1`, `KILL`) with the system's `kill`.
+fn signal(pid: u32, signal: &str) {
     let status = Command::new("kill")
-        .args(["-INT", &pid.to_string()])
+        .args([&format!("-{signal}"), &pid.to_string()])
         .status()
         .expect("kill");
     assert!(status.success());
+}
+
+/// Sends SIGINT, as a terminal's Ctrl-C would.
+fn interrupt(pid: u32) {
+    signal(pid, "INT");
+}
+
+/// Waits until `path` exists (a checkpoint was written), at most a minute.
+fn wait_for(path: &Path) {
+    let t0 = Instant::now();
+    while !path.exists() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "{} never appeared",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 const CORNELL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/assets/cornell/cornell.obj");
@@ -206,4 +227,145 @@ fn a_stopped_render_resumed_is_the_uninterrupted_render() {
     assert!(stats.status.success());
     let json: serde_json::Value = serde_json::from_slice(&stats.stdout).unwrap();
     assert_eq!(json[1]["pixels_differing_from_first"], 0, "{json}");
+}
+
+/// The pixels of two linear images agree bit for bit (image-stats compares values, not bytes).
+fn assert_same_pixels(a: &Path, b: &Path) {
+    let stats = gasworks(&[
+        "image-stats",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(stats.status.success());
+    let json: serde_json::Value = serde_json::from_slice(&stats.stdout).unwrap();
+    assert_eq!(json[1]["pixels_differing_from_first"], 0, "{json}");
+}
+
+/// SIGUSR1 writes a checkpoint at the next pass boundary and the render goes on; SIGTERM (what
+/// `kill`, Slurm and Kubernetes send) then stops it as Ctrl-C does, with status 143.
+#[test]
+fn sigusr1_writes_a_checkpoint_and_sigterm_stops_with_143() {
+    let dir = tempfile::tempdir().unwrap();
+    let exr = dir.path().join("frame.exr");
+    let resume = dir.path().join("frame.exr.gasworks-resume");
+    let child = start(&render_args(&exr, 1_000_000, 2, &[]));
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(!resume.exists(), "no checkpoint before one is asked for");
+    signal(child.id(), "USR1");
+    wait_for(&resume);
+    signal(child.id(), "TERM");
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(143), "{stderr}");
+    for said in [
+        "SIGUSR1: writing a checkpoint at the end of this pass",
+        "SIGTERM: finishing the tiles in flight",
+        "error: stopped by SIGTERM: ",
+        "of 1000000 samples per pixel everywhere",
+        "to finish it, run the same command with --resume",
+    ] {
+        assert!(stderr.contains(said), "{said:?} not in {stderr}");
+    }
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(exr.exists() && resume.exists());
+}
+
+/// A render killed outright (SIGKILL: no chance to write anything) after `--checkpoint-every`
+/// wrote checkpoints is finished from the latest by `--resume`, into exactly the image of an
+/// uninterrupted render. The checkpoint file is whole at every moment (written aside and
+/// renamed), so a kill during a write still leaves the one before.
+#[test]
+fn a_killed_render_resumes_from_its_latest_checkpoint_bit_for_bit() {
+    let dir = tempfile::tempdir().unwrap();
+    let killed = dir.path().join("killed.exr");
+    let direct = dir.path().join("direct.exr");
+    let resume = dir.path().join("killed.exr.gasworks-resume");
+    let args = |out: &Path, extra: &[&str]| {
+        let mut extra = extra.to_vec();
+        extra.extend(["--checkpoint-every", "0.05s"]);
+        render_args(out, 1200, 10, &extra)
+    };
+    let child = start(&args(&killed, &[]));
+    wait_for(&resume);
+    // A few more checkpoints replace it, then the kill.
+    std::thread::sleep(Duration::from_millis(300));
+    signal(child.id(), "KILL");
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), None, "killed by a signal");
+    assert!(!killed.exists(), "a killed render writes no image");
+
+    // The same command plus --resume.
+    let resume_arg = resume.to_str().unwrap();
+    let resumed = gasworks(
+        &args(&killed, &["--resume", resume_arg])
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    );
+    let stderr = String::from_utf8_lossy(&resumed.stderr);
+    assert!(resumed.status.success(), "{stderr}");
+    assert!(stderr.contains("samples per pixel done"), "{stderr}");
+    assert!(stderr.contains("(the render is complete)"), "{stderr}");
+    assert!(!resume.exists(), "the checkpoint is used up");
+
+    let full = gasworks(
+        &args(&direct, &[])
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    );
+    let stderr = String::from_utf8_lossy(&full.stderr);
+    assert!(full.status.success(), "{stderr}");
+    assert!(stderr.contains("checkpoints: "), "{stderr}");
+    assert!(
+        !dir.path().join("direct.exr.gasworks-resume").exists(),
+        "a finished render removes its checkpoint"
+    );
+    assert_same_pixels(&direct, &killed);
+}
+
+#[test]
+fn checkpoints_need_passes_and_a_leftover_checkpoint_is_pointed_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("a.png");
+    let one_pass = gasworks(&[
+        "render",
+        CORNELL,
+        "-o",
+        out.to_str().unwrap(),
+        "--spp",
+        "4",
+        "--checkpoint-every",
+        "10m",
+    ]);
+    let e = String::from_utf8_lossy(&one_pass.stderr);
+    assert_eq!(one_pass.status.code(), Some(1), "{e}");
+    assert!(
+        e.contains("--checkpoint-every writes the film between passes, and without --pass-spp"),
+        "{e}"
+    );
+    let bad = gasworks(&["render", CORNELL, "-o", "x.png", "--checkpoint-every", "0"]);
+    assert_eq!(bad.status.code(), Some(2));
+
+    // A checkpoint left by an earlier render of this output, and a render without --resume.
+    std::fs::write(dir.path().join("a.png.gasworks-resume"), b"old").unwrap();
+    let fresh = gasworks(
+        &render_args(&out, 2, 1, &["--quiet"])
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    );
+    let e = String::from_utf8_lossy(&fresh.stderr);
+    assert!(fresh.status.success(), "{e}");
+    assert!(
+        e.contains("a.png.gasworks-resume exists: an earlier render to")
+            && e.contains("add --resume"),
+        "{e}"
+    );
+    // Not written over (no checkpoint was due): still the earlier render's.
+    assert_eq!(
+        std::fs::read(dir.path().join("a.png.gasworks-resume")).unwrap(),
+        b"old"
+    );
 }

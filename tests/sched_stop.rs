@@ -11,7 +11,9 @@ use std::sync::Arc;
 
 use gasworks::render::Film;
 use gasworks::scene::MaterialKind;
-use gasworks::sched::{render_frame_until, DeviceSpec, Resume, SchedConfig, Strategy};
+use gasworks::sched::{
+    render_frame_until, DeviceSpec, FrameControl, Resume, SchedConfig, Strategy,
+};
 use sched_support::{room, room_settings, MockFactory, MockRenderer};
 
 const W: u32 = 37;
@@ -47,8 +49,7 @@ fn reference(spp: u32) -> Film {
         &config(1),
         &factory,
         true,
-        &AtomicBool::new(false),
-        None,
+        FrameControl::default(),
     )
     .unwrap();
     assert!(frame.stopped.is_none());
@@ -73,8 +74,10 @@ fn a_stopped_frame_keeps_whole_passes_and_the_tiles_of_the_last() {
             &config(workers),
             &factory,
             true,
-            &stop,
-            None,
+            FrameControl {
+                stop: &stop,
+                ..FrameControl::default()
+            },
         )
         .unwrap();
         let what = format!("{workers} workers, stop after {stop_after} tiles");
@@ -157,8 +160,10 @@ fn a_stopped_frame_keeps_whole_passes_and_the_tiles_of_the_last() {
             &config(4 - workers),
             &factory,
             true,
-            &AtomicBool::new(false),
-            Some(point),
+            FrameControl {
+                resume: Some(point),
+                ..FrameControl::default()
+            },
         )
         .unwrap();
         assert!(finished.stopped.is_none(), "{what}");
@@ -189,8 +194,10 @@ fn a_stop_before_the_first_tile_renders_nothing() {
         &config(2),
         &factory,
         true,
-        &AtomicBool::new(true),
-        None,
+        FrameControl {
+            stop: &AtomicBool::new(true),
+            ..FrameControl::default()
+        },
     )
     .unwrap();
     let stopped = frame.stopped.expect("stopped");
@@ -211,8 +218,10 @@ fn a_resume_point_off_the_pass_plan_is_refused() {
             &config(2),
             &factory,
             true,
-            &AtomicBool::new(false),
-            Some(Resume { film, spp_done }),
+            FrameControl {
+                resume: Some(Resume { film, spp_done }),
+                ..FrameControl::default()
+            },
         )
     };
     let e = run(reference(PASS), 6).err().unwrap().to_string();
@@ -223,4 +232,54 @@ fn a_resume_point_off_the_pass_plan_is_refused() {
     let done = run(reference(SPP), SPP).unwrap();
     assert_eq!(bits(&done.film), bits(&reference(SPP)));
     assert!(factory.all_calls().is_empty());
+}
+
+#[test]
+fn the_film_between_passes_is_a_resume_point_of_the_uninterrupted_render() {
+    let scene = room(MaterialKind::Mirror, MaterialKind::Glass);
+    let settings = room_settings(W, H, SPP, 11);
+    let mut seen: Vec<(u32, Film)> = Vec::new();
+    let mut hook = |film: &Film, spp_done: u32| seen.push((spp_done, film.clone()));
+    let factory = MockFactory::new(MockRenderer::new(W, 11));
+    let frame = render_frame_until(
+        &scene,
+        &settings,
+        &config(3),
+        &factory,
+        true,
+        FrameControl {
+            between_passes: Some(&mut hook),
+            ..FrameControl::default()
+        },
+    )
+    .unwrap();
+    assert!(frame.stopped.is_none());
+    // Every boundary but the end: after 4 and 8 of 12 samples.
+    let points: Vec<u32> = seen.iter().map(|(s, _)| *s).collect();
+    assert_eq!(points, [PASS, 2 * PASS]);
+    for (spp_done, film) in seen {
+        assert_eq!(bits(&film), bits(&reference(spp_done)), "at {spp_done}");
+        // A process killed after this boundary resumes from it into the same image.
+        let mut later = Vec::new();
+        let mut hook = |_: &Film, s: u32| later.push(s);
+        let finished = render_frame_until(
+            &scene,
+            &settings,
+            &config(2),
+            &MockFactory::new(MockRenderer::new(W, 11)),
+            true,
+            FrameControl {
+                resume: Some(Resume { film, spp_done }),
+                between_passes: Some(&mut hook),
+                ..FrameControl::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(bits(&finished.film), bits(&frame.film), "from {spp_done}");
+        // The resumed run sees only the boundaries after its start.
+        let expected: Vec<u32> = (spp_done / PASS + 1..SPP / PASS)
+            .map(|p| p * PASS)
+            .collect();
+        assert_eq!(later, expected, "from {spp_done}");
+    }
 }

@@ -10,6 +10,28 @@ use crate::optix::{ContextOptions, OptixError};
 use crate::scene::{Bounds, Camera};
 
 /// Parses "x,y,z" into a vector.
+/// A duration: seconds (`600`, `90s`), minutes (`10m`) or hours (`2h`), above zero.
+pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let t = s.trim();
+    let (number, unit) = match t.char_indices().last() {
+        Some((i, 's')) => (&t[..i], 1.0),
+        Some((i, 'm')) => (&t[..i], 60.0),
+        Some((i, 'h')) => (&t[..i], 3600.0),
+        _ => (t, 1.0),
+    };
+    let value: f64 = number
+        .trim()
+        .parse()
+        .map_err(|_| format!("expected a duration like 600, 90s, 10m or 2h, got {s:?}"))?;
+    let seconds = value * unit;
+    if !(seconds.is_finite() && seconds > 0.0 && seconds < 1e9) {
+        return Err(format!(
+            "{s:?}: a duration must be above zero (and below 30 years)"
+        ));
+    }
+    Ok(std::time::Duration::from_secs_f64(seconds))
+}
+
 pub fn parse_vec3(s: &str) -> Result<Vec3, String> {
     let parts: Vec<&str> = s.split(',').map(str::trim).collect();
     if parts.len() != 3 {
@@ -265,6 +287,18 @@ mod tests {
         assert!(parse_vec3("1,2").is_err());
         assert!(parse_vec3("1,x,2").is_err());
         assert!(parse_vec3("1,inf,2").is_err());
+    }
+
+    #[test]
+    fn duration_parsing() {
+        let secs = |s: &str| parse_duration(s).map(|d| d.as_secs_f64());
+        assert_eq!(secs("600"), Ok(600.0));
+        assert_eq!(secs("90s"), Ok(90.0));
+        assert_eq!(secs("1.5m"), Ok(90.0));
+        assert_eq!(secs(" 2h "), Ok(7200.0));
+        for bad in ["", "m", "0", "-5m", "10d", "nan", "inf", "1e12h"] {
+            assert!(parse_duration(bad).is_err(), "{bad:?} accepted");
+        }
     }
 
     /// The scene's camera hint wins over the default camera; the command line wins over

@@ -12,6 +12,7 @@ mod render;
 #[cfg(feature = "mpi")]
 mod render_cluster;
 mod schedule_sim;
+mod signals;
 
 use clap::{Parser, Subcommand};
 
@@ -83,10 +84,12 @@ pub fn main() -> i32 {
         // Already printed where it happened (each MPI rank prints before MPI ends, since
         // mpirun kills the other ranks once one exits non-zero).
         Err(e) if e.is::<Reported>() => 1,
-        // The image is written; 130 is how a process stopped by SIGINT conventionally ends.
+        // The image is written; the status is how a process ended by that signal
+        // conventionally exits (130 for SIGINT, 143 for SIGTERM).
         Err(e) if e.is::<render::Interrupted>() => {
             console::write_whole(format!("error: {e}"));
-            130
+            e.downcast_ref::<render::Interrupted>()
+                .map_or(130, |i| i.by.exit_code())
         }
         Err(e) => {
             let mut text = format!("error: {e}");

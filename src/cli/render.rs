@@ -1,15 +1,15 @@
 //! `gasworks render`: load a scene, pick a backend, render the tiles, write the image.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 
-use super::args::{parse_vec3, AccelArgs, CameraArgs, ScheduleArgs};
+use super::args::{parse_duration, parse_vec3, AccelArgs, CameraArgs, ScheduleArgs};
 use super::console::Verbosity;
-use crate::render::checkpoint::{self, CheckpointHeader};
+use super::signals::{self, StopSignal};
+use crate::render::checkpoint::{self, CheckpointHeader, Checkpointer};
 use crate::render::output::{self, ImageMeta};
 use crate::render::{RenderSettings, Tile};
 use crate::scene::{obj, Camera, Environment, Scene};
@@ -71,10 +71,16 @@ pub struct RenderArgs {
     /// into an image of that size that records where it lies; `gasworks merge` joins such crops
     #[arg(long, value_name = "X0,X1,Y0,Y1", value_parser = output::parse_pixelbounds, allow_hyphen_values = true)]
     pub pixelbounds: Option<Tile>,
-    /// Finish a render stopped by Ctrl-C: the same command line plus the resume file it left
-    /// (OUT.gasworks-resume); the image is bit for bit what an uninterrupted render gives
+    /// Finish a render that was stopped (Ctrl-C, SIGTERM) or killed after a checkpoint: the
+    /// same command line plus the resume file it left (OUT.gasworks-resume); the image is bit
+    /// for bit what an uninterrupted render gives
     #[arg(long, value_name = "FILE")]
     pub resume: Option<PathBuf>,
+    /// Write a checkpoint (OUT.gasworks-resume) between passes, at most this often (600, 90s,
+    /// 10m, 2h), so that a render killed, crashed or cut off by a time limit can be finished
+    /// with --resume; needs --pass-spp. SIGUSR1 asks for one at the next pass boundary
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub checkpoint_every: Option<Duration>,
     #[command(flatten)]
     pub camera: CameraArgs,
     #[command(flatten)]
@@ -120,6 +126,23 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
     let settings = render_settings(&a, &scene, out)?;
     let render_key = output::render_key(&a.scene, &scene, &settings);
     let pass_spp = schedule.pass_spp.unwrap_or(a.spp);
+    if let (Some(_), Some(k)) = (a.checkpoint_every, a.schedule.pass_spp) {
+        if k >= a.spp {
+            out.warn(format_args!(
+                "--pass-spp {k} is not fewer than --spp {}: the render is one pass, so --checkpoint-every writes no checkpoint",
+                a.spp
+            ));
+        }
+    }
+    let checkpoint_file = checkpoint::path_for(&a.output);
+    if a.resume.is_none() && checkpoint_file.exists() {
+        out.warn(format_args!(
+            "{} exists: an earlier render to {} was stopped or killed; this one starts from the first sample and replaces it at its first checkpoint (to finish that one instead, add --resume {})",
+            checkpoint_file.display(),
+            a.output.display(),
+            checkpoint_file.display()
+        ));
+    }
     let resume = match &a.resume {
         Some(path) => {
             let r = read_resume(path, &render_key, window, pass_spp)?;
@@ -147,9 +170,27 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
         }];
     }
     let factory = crate::backend::WorkerFactory::new(&scene, &settings, &optix_options, backend);
-    // From here Ctrl-C stops the frame and keeps what is rendered; before, while loading and
-    // building, it ends the process as usual.
-    catch_ctrl_c(out);
+    let header = CheckpointHeader {
+        render: render_key.clone(),
+        window: [window.x, window.y, window.w, window.h],
+        pass_spp,
+        spp_done: 0,
+    };
+    let mut checkpoints =
+        Checkpointer::new(checkpoint_file.clone(), header.clone(), a.checkpoint_every);
+    let mut between_passes = |film: &crate::render::Film, spp_done: u32| {
+        let asked = signals::take_checkpoint_request();
+        if let Some(Err(e)) = checkpoints.at_boundary(film, spp_done, asked) {
+            // A full disk must not end a long render: the next boundary tries again.
+            out.warn(format_args!(
+                "checkpoint not written, the render goes on: {e}"
+            ));
+        }
+    };
+    // From here Ctrl-C, SIGTERM and SIGHUP stop the frame and keep what is rendered, and
+    // SIGUSR1 asks for a checkpoint; before, while loading and building, they end the process
+    // as usual.
+    signals::watch(out);
     let t1 = Instant::now();
     let frame = crate::sched::render_frame_until(
         &scene,
@@ -157,17 +198,38 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
         &schedule,
         &factory,
         out.is_quiet(),
-        &STOP,
-        resume,
-    )?;
+        crate::sched::FrameControl {
+            stop: &signals::STOP,
+            resume,
+            between_passes: Some(&mut between_passes),
+        },
+    );
+    let frame = match frame {
+        Ok(frame) => frame,
+        // A render that fails after a checkpoint (a GPU lost, say) can still be finished.
+        Err(e) if checkpoints.written > 0 => {
+            return Err(e.context(format!(
+                "the render failed; its checkpoint {} holds {} samples per pixel: to finish it, run the same command with --resume {}",
+                checkpoint_file.display(),
+                checkpoints.latest_spp.unwrap_or(0),
+                checkpoint_file.display()
+            )))
+        }
+        Err(e) => return Err(e),
+    };
     let render_s = t1.elapsed().as_secs_f64();
+    let stopped_by = signals::stopped_by().unwrap_or(StopSignal::Interrupt);
     for late in factory.late_backends() {
         out.status(format_args!("backend: {late}"));
     }
     if let Some(stopped) = &frame.stopped {
         if !stopped.rendered_any() {
             // Nothing to keep: an image of black pixels would only overwrite a good one.
-            return Err(Interrupted("no tile was rendered, so no image was written".into()).into());
+            return Err(Interrupted {
+                by: stopped_by,
+                message: "no tile was rendered, so no image was written".into(),
+            }
+            .into());
         }
     }
     let meta = ImageMeta {
@@ -246,28 +308,45 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
         ));
         let mut message = format!("{} holds {how_far}", a.output.display());
         if let Some(point) = frame.resume_point() {
-            let file = checkpoint::path_for(&a.output);
             let header = CheckpointHeader {
-                render: render_key,
-                window: [window.x, window.y, window.w, window.h],
-                pass_spp,
                 spp_done: point.spp_done,
+                ..header
             };
-            checkpoint::write(&file, &header, &point.film)?;
+            checkpoint::write(&checkpoint_file, &header, &point.film)?;
             message += &format!(
                 "; to finish it, run the same command with --resume {}",
-                file.display()
+                checkpoint_file.display()
             );
         }
-        return Err(Interrupted(message).into());
+        return Err(Interrupted {
+            by: stopped_by,
+            message,
+        }
+        .into());
     }
     out.status(format_args!(
         "output: {} ({what}, {} spp)",
         a.output.display(),
         a.spp
     ));
-    if let Some(path) = &a.resume {
-        // Used up: the image is whole.
+    if checkpoints.written > 0 {
+        out.status(format_args!(
+            "checkpoints: {} written (the latest at {} spp, the slowest in {:.2} s)",
+            checkpoints.written,
+            checkpoints.latest_spp.unwrap_or(0),
+            checkpoints.slowest.as_secs_f64()
+        ));
+    }
+    if signals::checkpoint_request_pending() {
+        out.warn("SIGUSR1 asked for a checkpoint, but no pass boundary came before the end (render in passes with --pass-spp)");
+    }
+    // Used up: the image is whole. The file given to --resume, and the checkpoint this run
+    // wrote (the same file when the command is repeated as it was).
+    let mut used: Vec<&std::path::Path> = a.resume.iter().map(PathBuf::as_path).collect();
+    if checkpoints.written > 0 && !used.contains(&checkpoints.path()) {
+        used.push(checkpoints.path());
+    }
+    for path in used {
         if std::fs::remove_file(path).is_ok() {
             out.status(format_args!(
                 "resume: {} removed (the render is complete)",
@@ -327,35 +406,14 @@ fn read_resume(
     })
 }
 
-/// Set by the first Ctrl-C: the frame stops taking tiles ([`crate::sched::render_frame_until`]).
-static STOP: AtomicBool = AtomicBool::new(false);
-
-/// The render was stopped by Ctrl-C; its image was written with what was rendered. The
-/// command exits with 130, as a process ended by SIGINT conventionally does.
+/// The render was stopped by a signal (Ctrl-C, SIGTERM, SIGHUP); its image was written with
+/// what was rendered. The command exits as a process ended by that signal conventionally
+/// does (130, 143, 129).
 #[derive(Debug, thiserror::Error)]
-#[error("stopped by Ctrl-C: {0}")]
-pub struct Interrupted(pub String);
-
-/// The first Ctrl-C asks the frame to stop (the tiles in flight finish, then the image is
-/// written with what was rendered); a second quits at once. Without a handler (one was
-/// already set in this process) Ctrl-C keeps its default: the process ends.
-fn catch_ctrl_c(out: Verbosity) {
-    let handler = move || {
-        if STOP.swap(true, Ordering::SeqCst) {
-            crate::stderr_line::write_whole(
-                "gasworks: second Ctrl-C: quitting without writing the image",
-            );
-            std::process::exit(130);
-        }
-        if !out.is_quiet() {
-            crate::stderr_line::write_whole(
-                "gasworks: Ctrl-C: finishing the tiles in flight, then writing what is rendered (Ctrl-C again to quit at once)",
-            );
-        }
-    };
-    if let Err(e) = ctrlc::set_handler(handler) {
-        log::debug!("no Ctrl-C handler: {e}");
-    }
+#[error("stopped by {by}: {message}")]
+pub struct Interrupted {
+    pub by: StopSignal,
+    pub message: String,
 }
 
 /// The checks of the numeric arguments: --width, --height (at most 32768 each), --spp and
@@ -365,6 +423,12 @@ pub(super) fn check_args(a: &RenderArgs) -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!("--width/--height/--spp: {e}"))?;
     if a.max_depth == 0 {
         anyhow::bail!("--max-depth must be at least 1");
+    }
+    if a.checkpoint_every.is_some() && a.schedule.pass_spp.is_none() {
+        anyhow::bail!(
+            "--checkpoint-every writes the film between passes, and without --pass-spp the render is one pass: give --pass-spp too (e.g. --pass-spp {})",
+            (a.spp / 8).max(1)
+        );
     }
     Ok(())
 }

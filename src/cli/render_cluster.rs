@@ -74,9 +74,9 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
                 "--pixelbounds renders one crop per process: run it without mpirun (or with -np 1), one job per crop, and join them with `gasworks merge`"
             );
         }
-        if a.resume.is_some() {
+        if a.resume.is_some() || a.checkpoint_every.is_some() {
             anyhow::bail!(
-                "--resume continues a render stopped by Ctrl-C in one process (under mpirun Ctrl-C ends the job): run it without mpirun"
+                "--resume and --checkpoint-every are for a render in one process (under mpirun Ctrl-C ends the job): run it without mpirun"
             );
         }
         if rank == 0 {

@@ -104,7 +104,87 @@ pub fn write(path: &Path, header: &CheckpointHeader, film: &Film) -> Result<(), 
     if written.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
-    written.map_err(io("cannot write the resume file"))
+    written.map_err(io("cannot write the resume file"))?;
+    // The rename is durable once its folder is synced: a checkpoint is for a machine that may
+    // lose power or be killed the next moment. Best effort (not every file system can).
+    #[cfg(unix)]
+    if let Some(dir) = path.parent() {
+        let dir = if dir.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            dir
+        };
+        if let Ok(d) = std::fs::File::open(dir) {
+            let _ = d.sync_all();
+        }
+    }
+    Ok(())
+}
+
+/// Writes a render's checkpoints between passes: when `every` has passed since the last one
+/// (or since the render started), or when asked (SIGUSR1), to one file that each replaces.
+pub struct Checkpointer {
+    path: PathBuf,
+    header: CheckpointHeader,
+    every: Option<std::time::Duration>,
+    last: std::time::Instant,
+    /// Checkpoints written.
+    pub written: u32,
+    /// Samples per pixel of the latest one written.
+    pub latest_spp: Option<u32>,
+    /// The longest a write took.
+    pub slowest: std::time::Duration,
+}
+
+impl Checkpointer {
+    /// A checkpointer of `header`'s render (its `spp_done` is set at each write) into `path`,
+    /// every `every` (`None`: only when asked). The clock starts now.
+    pub fn new(
+        path: PathBuf,
+        header: CheckpointHeader,
+        every: Option<std::time::Duration>,
+    ) -> Self {
+        Checkpointer {
+            path,
+            header,
+            every,
+            last: std::time::Instant::now(),
+            written: 0,
+            latest_spp: None,
+            slowest: std::time::Duration::ZERO,
+        }
+    }
+
+    /// The file the checkpoints go to.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// At a pass boundary (`film` after `spp_done` samples per pixel): writes a checkpoint
+    /// when one is due or `asked`. `None` when none was due; else the write's outcome (a
+    /// failed write leaves the previous checkpoint, if any, whole, and the next boundary
+    /// tries again).
+    pub fn at_boundary(
+        &mut self,
+        film: &Film,
+        spp_done: u32,
+        asked: bool,
+    ) -> Option<Result<(), CheckpointError>> {
+        let due = self.every.is_some_and(|every| self.last.elapsed() >= every);
+        if !(due || asked) {
+            return None;
+        }
+        let t0 = std::time::Instant::now();
+        self.header.spp_done = spp_done;
+        let result = write(&self.path, &self.header, film);
+        self.last = std::time::Instant::now();
+        if result.is_ok() {
+            self.written += 1;
+            self.latest_spp = Some(spp_done);
+            self.slowest = self.slowest.max(t0.elapsed());
+        }
+        Some(result)
+    }
 }
 
 /// Reads a resume file: its header and film, checked whole (magic, sizes, hash).
@@ -206,6 +286,40 @@ mod tests {
             |f: &Film| -> Vec<[u32; 4]> { f.pixels.iter().map(|p| p.map(f32::to_bits)).collect() };
         assert_eq!(bits(&f), bits(&film));
         // No temporary file is left beside it.
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn checkpoints_are_written_when_due_or_asked_and_each_replaces_the_last() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.exr.gasworks-resume");
+        let (header, mut film) = sample();
+        let every = std::time::Duration::from_secs(3600);
+        let mut hourly = Checkpointer::new(path.clone(), header.clone(), Some(every));
+        assert!(hourly.at_boundary(&film, 8, false).is_none(), "not due");
+        assert!(!path.exists());
+        assert!(matches!(hourly.at_boundary(&film, 8, true), Some(Ok(()))));
+        let mut always = Checkpointer::new(path.clone(), header.clone(), Some(Default::default()));
+        film.pixels[0][0] = 42.0;
+        assert!(matches!(always.at_boundary(&film, 24, false), Some(Ok(()))));
+        let (h, f) = read(&path).unwrap();
+        assert_eq!(h.spp_done, 24);
+        assert_eq!(h.render, header.render);
+        assert_eq!(f.pixels[0][0], 42.0);
+        assert_eq!((always.written, always.latest_spp), (1, Some(24)));
+        // Only when asked, without an interval.
+        let mut asked_only = Checkpointer::new(path.clone(), header.clone(), None);
+        assert!(asked_only.at_boundary(&film, 32, false).is_none());
+        // A write that fails says so and counts nothing; the file before it stays whole.
+        let mut lost = Checkpointer::new(dir.path().join("gone/x"), header, None);
+        let e = lost.at_boundary(&film, 32, true).unwrap().unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("gone/x: cannot write the resume file"),
+            "{e}"
+        );
+        assert_eq!(lost.written, 0);
+        assert_eq!(read(&path).unwrap().0.spp_done, 24);
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
     }
 

@@ -245,24 +245,57 @@ pub fn render_frame(
         config,
         factory,
         quiet,
-        &AtomicBool::new(false),
-        None,
+        FrameControl::default(),
     )
 }
 
-/// [`render_frame`] that ends early once `stop` is set (`gasworks render` sets it on Ctrl-C):
-/// no new tile starts, the tiles in flight finish, and the frame comes back with what was
-/// rendered and [`Frame::stopped`] saying how far it got. With `resume`, the film starts from
-/// that earlier render's and only the passes after its samples are rendered.
+/// What the caller of [`render_frame_until`] controls while a frame renders: when to stop,
+/// where to start, and what to do at each pass boundary (`gasworks render` sets the stop on
+/// Ctrl-C or SIGTERM, resumes from `--resume`, and writes checkpoints between passes).
+pub struct FrameControl<'a> {
+    /// Once set, no new tile starts, the tiles in flight finish, and the frame comes back with
+    /// what was rendered and [`Frame::stopped`] saying how far it got.
+    pub stop: &'a AtomicBool,
+    /// The film of an earlier render of the same frame: only the passes after its samples
+    /// are rendered.
+    pub resume: Option<Resume>,
+    /// Called after every complete pass but the last, with the film at that boundary and its
+    /// samples per pixel: a point [`Resume`] can continue from (a checkpoint). The workers are
+    /// idle meanwhile (the next pass starts when it returns).
+    pub between_passes: Option<&'a mut PassBoundaryHook<'a>>,
+}
+
+/// What [`FrameControl::between_passes`] is given: the film at a pass boundary and the
+/// samples per pixel every pixel of it has.
+pub type PassBoundaryHook<'a> = dyn FnMut(&Film, u32) + 'a;
+
+/// Never set: a frame that runs to its end.
+static NEVER: AtomicBool = AtomicBool::new(false);
+
+impl Default for FrameControl<'_> {
+    fn default() -> Self {
+        FrameControl {
+            stop: &NEVER,
+            resume: None,
+            between_passes: None,
+        }
+    }
+}
+
+/// [`render_frame`] under `control`: stopped early, resumed, or watched between passes.
 pub fn render_frame_until(
     scene: &Scene,
     settings: &RenderSettings,
     config: &SchedConfig,
     factory: &dyn RendererFactory,
     quiet: bool,
-    stop: &AtomicBool,
-    resume: Option<Resume>,
+    control: FrameControl<'_>,
 ) -> anyhow::Result<Frame> {
+    let FrameControl {
+        stop,
+        resume,
+        mut between_passes,
+    } = control;
     config.validate()?;
     let window = window::resolve(config.window, settings.width, settings.height)?;
     let mut workers = workers::build_workers(&config.devices, factory)?;
@@ -399,6 +432,9 @@ pub fn render_frame_until(
             let (speeds, normalized) = measured_costs(&workers, &pass_report);
             plan_map = plan_map.corrected(image, &pass_report.tiles, &normalized);
             weights = speeds;
+            if let Some(hook) = between_passes.as_mut() {
+                hook(&film, samples.end);
+            }
         }
         reports.push(pass_report);
     }
