@@ -9,25 +9,28 @@
 //! - tiles do move across ranks when one rank is slower (and never with stealing off);
 //! - a rank that cannot get ready gives every rank the same error; ranks that would render
 //!   different images refuse to start;
-//! - a rank that falls silent, or whose worker fails, ends the job with an error naming it.
+//! - a rank that falls silent, or whose worker fails, ends the job with an error naming it;
+//! - rank 0's film at each pass boundary (what a checkpoint holds) is one process's at that
+//!   many samples, and a cluster resumed from it finishes one process's film, bit for bit.
 
 mod sched_support;
 
 use std::collections::VecDeque;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use gasworks::cluster::{
-    run_node, ChannelTransport, ClusterError, ClusterJob, FaultHook, FaultKind, PlanInputs,
-    RankSetup, Timing, Transport, TransportError,
+    run_node, ChannelTransport, ClusterError, ClusterJob, Discard, FaultHook, FaultKind, FrameSink,
+    PlanInputs, RankSetup, Timing, Transport, TransportError,
 };
 use gasworks::render::{Film, RenderSettings, Tile, TileRenderer};
 use gasworks::scene::{MaterialKind, Scene};
 use gasworks::sched::workers::build_workers;
 use gasworks::sched::{
-    estimate_costmap, render_frame, DeviceSpec, Frame, RendererFactory, SchedConfig, Strategy,
+    estimate_costmap, render_frame, DeviceSpec, Frame, RendererFactory, Resume, SchedConfig,
+    Strategy,
 };
 use sched_support::{room, room_settings, MockFactory, MockRenderer};
 
@@ -69,6 +72,24 @@ struct RankSpec {
     broken: Option<String>,
     fingerprint: u64,
     renderer: Option<Arc<dyn TileRenderer>>,
+    /// Rank 0: the film to go on from.
+    resume: Option<Resume>,
+    /// Rank 0: where the films at pass boundaries are kept (samples per pixel, film bits).
+    boundaries: Option<Boundaries>,
+}
+
+type Boundaries = Arc<Mutex<Vec<(u32, Vec<[u32; 4]>)>>>;
+
+/// Rank 0's sink in a test: keeps the film of every pass boundary.
+struct Keep(Boundaries);
+
+impl FrameSink for Keep {
+    fn between_passes(&mut self, film: &Film, spp_done: u32) {
+        self.0.lock().unwrap().push((spp_done, bits(film)));
+    }
+    fn finish(&mut self, _: &Frame) -> anyhow::Result<()> {
+        Ok(())
+    }
 }
 
 impl RankSpec {
@@ -79,6 +100,8 @@ impl RankSpec {
             broken: None,
             fingerprint: 42,
             renderer: None,
+            resume: None,
+            boundaries: None,
         }
     }
 }
@@ -206,6 +229,7 @@ fn run_cluster_over(
                                     estimate,
                                     raster,
                                     estimate_stats,
+                                    resume: spec.resume.clone(),
                                 }
                             });
                             Ok(RankSetup::new(
@@ -224,7 +248,10 @@ fn run_cluster_over(
                         timing,
                         fault,
                     };
-                    let result = run_node(&mut t, setup, &job, &mut |_| Ok(()));
+                    let result = match &spec.boundaries {
+                        Some(b) => run_node(&mut t, setup, &job, &mut Keep(b.clone())),
+                        None => run_node(&mut t, setup, &job, &mut Discard),
+                    };
                     (result, factory.all_calls())
                 })
             })
@@ -249,8 +276,13 @@ impl RendererFactory for Fixed {
 }
 
 fn reference(config: &SchedConfig) -> Vec<[u32; 4]> {
+    reference_at(config, SPP)
+}
+
+/// One process's film after `spp` samples per pixel, in `config`'s passes.
+fn reference_at(config: &SchedConfig, spp: u32) -> Vec<[u32; 4]> {
     let scene = room(MaterialKind::Mirror, MaterialKind::Glass);
-    let settings = room_settings(W, H, SPP, SEED);
+    let settings = room_settings(W, H, spp, SEED);
     let factory = MockFactory::new(MockRenderer::new(W, SEED));
     bits(
         &render_frame(&scene, &settings, config, &factory, true)
@@ -621,4 +653,61 @@ fn schedule_sim_models_ranks_as_one_table() {
     assert!(!sim(&["--ranks", "2", "--rank-steal-latency-ms", "-1"])
         .status
         .success());
+}
+
+/// What a cluster checkpoint holds: rank 0's film at each pass boundary is one process's
+/// film after that many samples. A cluster resumed from it (`--resume` under mpirun) renders
+/// only the passes after it and finishes one process's film, bit for bit.
+#[test]
+fn a_cluster_resumed_from_a_pass_boundary_finishes_one_process_film() {
+    let config = config(Strategy::Adaptive, true, Some(2));
+    let expected = reference(&config);
+    let kept: Boundaries = Default::default();
+    let mut ranks = vec![RankSpec::new(2, 200), RankSpec::new(1, 0)];
+    ranks[0].boundaries = Some(kept.clone());
+    let outcomes = run_cluster(&ranks, &config, test_timing(), None);
+    let frame = outcomes
+        .into_iter()
+        .find_map(|(r, _)| r.unwrap())
+        .expect("rank 0's frame");
+    assert!(bits(&frame.film) == expected);
+    let kept = kept.lock().unwrap().clone();
+    // Every boundary but the end (passes of 2 of 6 samples).
+    assert_eq!(kept.iter().map(|k| k.0).collect::<Vec<_>>(), [2, 4]);
+    for (spp_done, film_bits) in kept {
+        assert!(
+            film_bits == reference_at(&config, spp_done),
+            "the film at {spp_done} spp"
+        );
+        let mut film = Film::new(W, H);
+        for (p, b) in film.pixels.iter_mut().zip(&film_bits) {
+            *p = b.map(f32::from_bits);
+        }
+        let later: Boundaries = Default::default();
+        let mut ranks = vec![RankSpec::new(1, 0), RankSpec::new(2, 300)];
+        ranks[0].resume = Some(Resume { film, spp_done });
+        ranks[0].boundaries = Some(later.clone());
+        let outcomes = run_cluster(&ranks, &config, test_timing(), None);
+        let mut calls = Vec::new();
+        let mut frame = None;
+        for (result, c) in outcomes {
+            frame = frame.or(result.unwrap_or_else(|e| panic!("from {spp_done}: {e}")));
+            calls.extend(c);
+        }
+        let frame = frame.unwrap();
+        assert!(bits(&frame.film) == expected, "resumed from {spp_done}");
+        // Only the passes after the resume point ran, and the report holds only those.
+        assert!(
+            calls.iter().all(|(_, s)| s.start >= spp_done),
+            "from {spp_done}"
+        );
+        assert_eq!(
+            frame.report.passes.len() as u32,
+            (SPP - spp_done) / 2,
+            "from {spp_done}"
+        );
+        let later: Vec<u32> = later.lock().unwrap().iter().map(|k| k.0).collect();
+        let expected_later: Vec<u32> = [4].into_iter().filter(|s| *s > spp_done).collect();
+        assert_eq!(later, expected_later, "from {spp_done}");
+    }
 }

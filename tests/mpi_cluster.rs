@@ -363,3 +363,108 @@ fn pixelbounds_under_several_ranks_is_refused_on_every_rank() {
     );
     assert!(!out.exists(), "an image was written");
 }
+
+/// A cluster render killed by its batch system (SIGTERM to mpirun, as Slurm sends at a time
+/// limit) after `--checkpoint-every` wrote checkpoints on rank 0 is finished by the same
+/// command plus `--resume`, under mpirun again, into one process's image bit for bit. SIGUSR1,
+/// which mpirun passes to every rank, asks for a checkpoint and ends no rank.
+#[test]
+fn a_killed_cluster_render_resumes_from_rank_0s_checkpoint_bit_for_bit() {
+    let dir = tempfile::tempdir().unwrap();
+    let scene = cornell();
+    let args = |out: &Path, extra: &[&str]| -> Vec<String> {
+        let mut v: Vec<String> = [
+            "render",
+            scene.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "--width",
+            "24",
+            "--height",
+            "16",
+            "--spp",
+            "40000",
+            "--pass-spp",
+            "50",
+            "--tiles",
+            "4",
+            "--threads",
+            "1",
+            "--backend",
+            "cpu",
+            "--checkpoint-every",
+            "0.05s",
+            "-q",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        v.extend(extra.iter().map(|s| s.to_string()));
+        v
+    };
+    let killed = dir.path().join("killed.exr");
+    let resume = dir.path().join("killed.exr.gasworks-resume");
+    let mut job = mpirun()
+        .arg("-np")
+        .arg("2")
+        .arg(BIN)
+        .args(args(&killed, &[]))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("mpirun");
+    let t0 = Instant::now();
+    while !resume.exists() {
+        assert!(job.try_wait().unwrap().is_none(), "the job ended early");
+        assert!(t0.elapsed() < DEADLINE, "no checkpoint");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Every rank is rendering (the handshake is behind): SIGUSR1 reaches them all, harmlessly.
+    let pid = job.id().to_string();
+    let signal = |name: &str| {
+        let ok = Command::new("kill")
+            .args([&format!("-{name}"), &pid])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "kill -{name}");
+    };
+    signal("USR1");
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        job.try_wait().unwrap().is_none(),
+        "SIGUSR1 ended the job (a rank without a handler)"
+    );
+    signal("TERM");
+    let out = job.wait_with_output().unwrap();
+    assert_ne!(out.status.code(), Some(0), "the job was killed");
+    assert!(!killed.exists(), "a killed job writes no image");
+    assert!(resume.exists());
+
+    let mut resumed_args = args(&killed, &["--resume", resume.to_str().unwrap()]);
+    resumed_args.retain(|a| a != "-q");
+    let r = mpi_render(2, &resumed_args);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(r.stderr.contains("samples per pixel done"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("(the render is complete)"),
+        "{}",
+        r.stderr
+    );
+    assert!(!resume.exists(), "the checkpoint is used up");
+
+    let single = dir.path().join("single.exr");
+    let mut single_args = args(&single, &[]);
+    let threads = single_args.iter().position(|a| a == "--threads").unwrap();
+    single_args[threads + 1] = "2".into();
+    let r = run({
+        let mut c = Command::new(BIN);
+        c.args(&single_args);
+        c
+    });
+    assert_eq!(r.code, Some(0), "single process: {}", r.stderr);
+    assert!(
+        image_bits(&killed) == image_bits(&single),
+        "the resumed cluster image differs from one process's"
+    );
+}

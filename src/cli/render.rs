@@ -126,23 +126,8 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
     let settings = render_settings(&a, &scene, out)?;
     let render_key = output::render_key(&a.scene, &scene, &settings);
     let pass_spp = schedule.pass_spp.unwrap_or(a.spp);
-    if let (Some(_), Some(k)) = (a.checkpoint_every, a.schedule.pass_spp) {
-        if k >= a.spp {
-            out.warn(format_args!(
-                "--pass-spp {k} is not fewer than --spp {}: the render is one pass, so --checkpoint-every writes no checkpoint",
-                a.spp
-            ));
-        }
-    }
+    warn_about_checkpoints(&a, out);
     let checkpoint_file = checkpoint::path_for(&a.output);
-    if a.resume.is_none() && checkpoint_file.exists() {
-        out.warn(format_args!(
-            "{} exists: an earlier render to {} was stopped or killed; this one starts from the first sample and replaces it at its first checkpoint (to finish that one instead, add --resume {})",
-            checkpoint_file.display(),
-            a.output.display(),
-            checkpoint_file.display()
-        ));
-    }
     let resume = match &a.resume {
         Some(path) => {
             let r = read_resume(path, &render_key, window, pass_spp)?;
@@ -179,18 +164,12 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
     let mut checkpoints =
         Checkpointer::new(checkpoint_file.clone(), header.clone(), a.checkpoint_every);
     let mut between_passes = |film: &crate::render::Film, spp_done: u32| {
-        let asked = signals::take_checkpoint_request();
-        if let Some(Err(e)) = checkpoints.at_boundary(film, spp_done, asked) {
-            // A full disk must not end a long render: the next boundary tries again.
-            out.warn(format_args!(
-                "checkpoint not written, the render goes on: {e}"
-            ));
-        }
+        checkpoint_between_passes(&mut checkpoints, film, spp_done, out)
     };
     // From here Ctrl-C, SIGTERM and SIGHUP stop the frame and keep what is rendered, and
     // SIGUSR1 asks for a checkpoint; before, while loading and building, they end the process
     // as usual.
-    signals::watch(out);
+    signals::watch(out, signals::Watch::StopAndCheckpoint);
     let t1 = Instant::now();
     let frame = crate::sched::render_frame_until(
         &scene,
@@ -206,16 +185,7 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
     );
     let frame = match frame {
         Ok(frame) => frame,
-        // A render that fails after a checkpoint (a GPU lost, say) can still be finished.
-        Err(e) if checkpoints.written > 0 => {
-            return Err(e.context(format!(
-                "the render failed; its checkpoint {} holds {} samples per pixel: to finish it, run the same command with --resume {}",
-                checkpoint_file.display(),
-                checkpoints.latest_spp.unwrap_or(0),
-                checkpoint_file.display()
-            )))
-        }
-        Err(e) => return Err(e),
+        Err(e) => return Err(after_checkpoints(e, &checkpoints)),
     };
     let render_s = t1.elapsed().as_secs_f64();
     let stopped_by = signals::stopped_by().unwrap_or(StopSignal::Interrupt);
@@ -329,6 +299,66 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
         a.output.display(),
         a.spp
     ));
+    finish_checkpoints(&a, &checkpoints, out);
+    Ok(())
+}
+
+/// Before the render: says that an earlier render of this output left a resume file (this
+/// one, without --resume, starts afresh and replaces it at its first checkpoint), or that
+/// --checkpoint-every has no pass boundary to write at.
+pub(super) fn warn_about_checkpoints(a: &RenderArgs, out: Verbosity) {
+    if let (Some(_), Some(k)) = (a.checkpoint_every, a.schedule.pass_spp) {
+        if k >= a.spp {
+            out.warn(format_args!(
+                "--pass-spp {k} is not fewer than --spp {}: the render is one pass, so --checkpoint-every writes no checkpoint",
+                a.spp
+            ));
+        }
+    }
+    let file = checkpoint::path_for(&a.output);
+    if a.resume.is_none() && file.exists() {
+        out.warn(format_args!(
+            "{} exists: an earlier render to {} was stopped or killed; this one starts from the first sample and replaces it at its first checkpoint (to finish that one instead, add --resume {})",
+            file.display(),
+            a.output.display(),
+            file.display()
+        ));
+    }
+}
+
+/// At a pass boundary: a checkpoint when one is due or SIGUSR1 asked. A failed write (a full
+/// disk) warns and the render goes on: the next boundary tries again.
+pub(super) fn checkpoint_between_passes(
+    checkpoints: &mut Checkpointer,
+    film: &crate::render::Film,
+    spp_done: u32,
+    out: Verbosity,
+) {
+    let asked = signals::take_checkpoint_request();
+    if let Some(Err(e)) = checkpoints.at_boundary(film, spp_done, asked) {
+        out.warn(format_args!(
+            "checkpoint not written, the render goes on: {e}"
+        ));
+    }
+}
+
+/// A render that fails after a checkpoint (a GPU lost, a rank dead) can still be finished:
+/// the error says from where.
+pub(super) fn after_checkpoints(e: anyhow::Error, checkpoints: &Checkpointer) -> anyhow::Error {
+    if checkpoints.written == 0 {
+        return e;
+    }
+    let file = checkpoints.path().display();
+    e.context(format!(
+        "the render failed; its checkpoint {file} holds {} samples per pixel: to finish it, run the same command with --resume {file}",
+        checkpoints.latest_spp.unwrap_or(0),
+    ))
+}
+
+/// After a complete render: what the checkpoints were, and the resume files it used up (the
+/// one given to --resume, and the one this run wrote: the same file when the command was
+/// repeated as it was) removed.
+pub(super) fn finish_checkpoints(a: &RenderArgs, checkpoints: &Checkpointer, out: Verbosity) {
     if checkpoints.written > 0 {
         out.status(format_args!(
             "checkpoints: {} written (the latest at {} spp, the slowest in {:.2} s)",
@@ -340,8 +370,6 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
     if signals::checkpoint_request_pending() {
         out.warn("SIGUSR1 asked for a checkpoint, but no pass boundary came before the end (render in passes with --pass-spp)");
     }
-    // Used up: the image is whole. The file given to --resume, and the checkpoint this run
-    // wrote (the same file when the command is repeated as it was).
     let mut used: Vec<&std::path::Path> = a.resume.iter().map(PathBuf::as_path).collect();
     if checkpoints.written > 0 && !used.contains(&checkpoints.path()) {
         used.push(checkpoints.path());
@@ -354,12 +382,11 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
             ));
         }
     }
-    Ok(())
 }
 
 /// Reads `--resume FILE` and checks it belongs to this render: the same settings (the render
 /// key: scene, size, spp, depth, seed, camera, environment, lights), window and pass size.
-fn read_resume(
+pub(super) fn read_resume(
     path: &std::path::Path,
     render_key: &str,
     window: Tile,

@@ -6,6 +6,8 @@
 //! no GPU, an unwritable output on rank 0) becomes that rank's answer in the handshake, so
 //! every rank prints the same error and exits non-zero. Rank 0 writes the image (atomically:
 //! a temporary file renamed on success) and the statistics; only it prints the summary.
+//! Rank 0 also reads `--resume` and writes the checkpoints (`--checkpoint-every`, SIGUSR1,
+//! which mpirun passes on to every rank): it holds the film.
 //!
 //! Environment: `GASWORKS_RANK_TIMEOUT_S` (default 30): a rank silent that long during the
 //! frame is taken for dead or hung and the job is aborted. `GASWORKS_TEST_FAULT`
@@ -17,19 +19,40 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 
 use super::console::Verbosity;
-use super::render::{check_args, load_scene, print_load_warnings, render_settings, RenderArgs};
+use super::render::{
+    after_checkpoints, check_args, checkpoint_between_passes, finish_checkpoints, load_scene,
+    print_load_warnings, read_resume, render_settings, warn_about_checkpoints, RenderArgs,
+};
+use super::signals;
 use crate::backend::WorkerFactory;
 use crate::cluster::mpi::MpiWorld;
 use crate::cluster::{
-    fingerprint::fingerprint, run_node, ClusterJob, FaultHook, FaultKind, PlanInputs, RankSetup,
-    Timing, Transport,
+    fingerprint::fingerprint, run_node, ClusterJob, Discard, FaultHook, FaultKind, FrameSink,
+    PlanInputs, RankSetup, Timing, Transport,
 };
 use crate::optix::pathtracer::OptixOptions;
+use crate::render::checkpoint::{self, CheckpointHeader, Checkpointer};
 use crate::render::output::{self, ImageMeta};
-use crate::render::RenderSettings;
+use crate::render::{Film, RenderSettings, Tile};
 use crate::scene::camera::CameraFrame;
 use crate::scene::Scene;
-use crate::sched::SchedConfig;
+use crate::sched::{Frame, Resume, SchedConfig};
+
+/// Rank 0's outputs: checkpoints between passes, the image and statistics at the end.
+struct RankZeroOutputs<'c, W: FnMut(&Frame) -> anyhow::Result<()>> {
+    write: W,
+    checkpoints: &'c mut Checkpointer,
+    out: Verbosity,
+}
+
+impl<W: FnMut(&Frame) -> anyhow::Result<()>> FrameSink for RankZeroOutputs<'_, W> {
+    fn between_passes(&mut self, film: &Film, spp_done: u32) {
+        checkpoint_between_passes(self.checkpoints, film, spp_done, self.out);
+    }
+    fn finish(&mut self, frame: &Frame) -> anyhow::Result<()> {
+        (self.write)(frame)
+    }
+}
 
 pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
     let (rank, size) = (world.rank(), world.size());
@@ -67,16 +90,19 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         (cores / world.local_size()).max(1)
     });
-    let loaded = (|| -> anyhow::Result<(Scene, RenderSettings, SchedConfig, OptixOptions, f64)> {
+    type Loaded = (
+        Scene,
+        RenderSettings,
+        SchedConfig,
+        OptixOptions,
+        f64,
+        Option<Resume>,
+    );
+    let loaded = (|| -> anyhow::Result<Loaded> {
         check_args(&a)?;
         if a.pixelbounds.is_some() {
             anyhow::bail!(
                 "--pixelbounds renders one crop per process: run it without mpirun (or with -np 1), one job per crop, and join them with `gasworks merge`"
-            );
-        }
-        if a.resume.is_some() || a.checkpoint_every.is_some() {
-            anyhow::bail!(
-                "--resume and --checkpoint-every are for a render in one process (under mpirun Ctrl-C ends the job): run it without mpirun"
             );
         }
         if rank == 0 {
@@ -93,11 +119,45 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
             print_load_warnings(&a, &scene, out);
         }
         let settings = render_settings(&a, &scene, out)?;
-        Ok((scene, settings, schedule, optix_options, load_s))
+        // Rank 0 holds the film: it reads the resume file (the other ranks need not see it).
+        let resume = match (&a.resume, rank) {
+            (Some(path), 0) => {
+                let key = output::render_key(&a.scene, &scene, &settings);
+                let pass_spp = schedule.pass_spp.unwrap_or(a.spp);
+                let r = read_resume(path, &key, Tile::whole(a.width, a.height), pass_spp)?;
+                crate::sched::first_pass_after(&schedule, a.spp, r.spp_done)
+                    .with_context(|| path.display().to_string())?;
+                if r.spp_done >= a.spp {
+                    anyhow::bail!(
+                        "{}: it holds all {} samples per pixel: that render is complete",
+                        path.display(),
+                        a.spp
+                    );
+                }
+                out.status(format_args!(
+                    "resume: {}: {} of {} samples per pixel done",
+                    path.display(),
+                    r.spp_done,
+                    a.spp
+                ));
+                Some(r)
+            }
+            _ => None,
+        };
+        Ok((scene, settings, schedule, optix_options, load_s, resume))
     })();
     let (setup, factory) = match &loaded {
-        Ok((scene, settings, schedule, optix_options, _)) => {
-            match get_ready(&a, rank, &host, scene, settings, schedule, optix_options) {
+        Ok((scene, settings, schedule, optix_options, _, resume)) => {
+            match get_ready(
+                &a,
+                rank,
+                &host,
+                scene,
+                settings,
+                schedule,
+                optix_options,
+                resume,
+            ) {
                 Ok((setup, factory)) => (Ok(setup), Some(factory)),
                 Err(e) => (Err(format!("{host}: {}", error_text(&e))), None),
             }
@@ -105,7 +165,7 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
         Err(e) => (Err(format!("{host}: {}", error_text(e))), None),
     };
 
-    let Ok((scene, settings, schedule, _, load_s)) = &loaded else {
+    let Ok((scene, settings, schedule, _, load_s, resume)) = &loaded else {
         // This rank could not even load the scene: it still takes part in the handshake, so
         // that every rank learns why the job cannot start.
         let job = ClusterJob {
@@ -115,7 +175,7 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
             timing,
             fault,
         };
-        let e = match run_node(&mut world, setup, &job, &mut |_| Ok(())) {
+        let e = match run_node(&mut world, setup, &job, &mut Discard) {
             Err(e) => e.to_string(),
             Ok(_) => format!("the handshake accepted rank {rank}, which was not ready"),
         };
@@ -128,13 +188,26 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
         timing,
         fault,
     };
+    let render_key = output::render_key(&a.scene, scene, settings);
+    if rank == 0 {
+        warn_about_checkpoints(&a, out);
+    }
+    let mut checkpoints = Checkpointer::new(
+        checkpoint::path_for(&a.output),
+        CheckpointHeader {
+            render: render_key.clone(),
+            window: [0, 0, a.width, a.height],
+            pass_spp: schedule.pass_spp.unwrap_or(a.spp),
+            spp_done: 0,
+        },
+        a.checkpoint_every,
+    );
+    let spp_resumed_from = resume.as_ref().map_or(0, |r| r.spp_done);
+    // SIGUSR1 reaches every rank through mpirun; rank 0 writes the checkpoint.
+    signals::watch(out, signals::Watch::CheckpointOnly);
     let render_start = Instant::now();
-    let mut finish = |frame: &crate::sched::Frame| -> anyhow::Result<()> {
-        let meta = ImageMeta::whole(
-            a.width,
-            a.height,
-            output::render_key(&a.scene, scene, settings),
-        );
+    let write = |frame: &Frame| -> anyhow::Result<()> {
+        let meta = ImageMeta::whole(a.width, a.height, render_key.clone());
         output::write_image_or_rescue(&frame.film, &a.output, &meta, &std::env::temp_dir())?;
         crate::sched::publish(
             frame,
@@ -148,7 +221,16 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
         }
         Ok(())
     };
-    let result = run_node(&mut world, setup, &job, &mut finish);
+    let mut outputs = RankZeroOutputs {
+        write,
+        checkpoints: &mut checkpoints,
+        out,
+    };
+    let result = if rank == 0 {
+        run_node(&mut world, setup, &job, &mut outputs)
+    } else {
+        run_node(&mut world, setup, &job, &mut Discard)
+    };
     if let (Some(f), Ok(None)) = (fault, &result) {
         if f.rank == rank && f.kind == FaultKind::Silence {
             // The test hook's hung rank: alive, silent, until the job is aborted.
@@ -159,12 +241,18 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
     }
     let frame = match result {
         Ok(frame) => frame,
-        Err(e) => return Err(report_everywhere(world, &e.to_string())),
+        Err(e) => {
+            // On rank 0, the checkpoint that can finish the frame, if one was written.
+            let e = after_checkpoints(e.into(), &checkpoints);
+            return Err(report_everywhere(world, &error_text(&e)));
+        }
     };
     if let Some(frame) = frame {
         // The four lines of a single process's render, the ranks in the second.
         let render_s = render_start.elapsed().as_secs_f64();
-        let samples = a.width as f64 * a.height as f64 * a.spp as f64;
+        // The samples this run rendered: after the resume point, if any.
+        let samples =
+            a.width as f64 * a.height as f64 * a.spp.saturating_sub(spp_resumed_from) as f64;
         out.status(format_args!(
             "scene: {}: {} groups, {} triangles",
             a.scene.display(),
@@ -190,11 +278,14 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
             a.height,
             a.spp
         ));
+        finish_checkpoints(&a, &checkpoints, out);
     }
     Ok(())
 }
 
-/// The backend, the workers and (on rank 0) the cost map: this rank's part of the handshake.
+/// The backend, the workers and (on rank 0) the cost map and the film to resume from: this
+/// rank's part of the handshake.
+#[allow(clippy::too_many_arguments)]
 fn get_ready<'s>(
     a: &RenderArgs,
     rank: usize,
@@ -203,6 +294,7 @@ fn get_ready<'s>(
     settings: &RenderSettings,
     schedule: &SchedConfig,
     optix_options: &OptixOptions,
+    resume: &Option<Resume>,
 ) -> anyhow::Result<(RankSetup, WorkerFactory<'s>)> {
     let print = fingerprint(scene, settings, schedule);
     let backend = crate::backend::select(a.backend.into(), scene, settings, optix_options)?;
@@ -231,6 +323,7 @@ fn get_ready<'s>(
             estimate,
             raster,
             estimate_stats,
+            resume: resume.clone(),
         }
     });
     Ok((

@@ -109,10 +109,22 @@ fn on_stop(signal: StopSignal, out: Verbosity) {
     }
 }
 
+/// Which signals a render answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Watch {
+    /// A render in one process: the stop signals and SIGUSR1.
+    StopAndCheckpoint,
+    /// A rank under mpirun: SIGUSR1 only (mpirun passes it on to every rank, where its
+    /// default action would end the rank; rank 0 writes the checkpoint). Ctrl-C and SIGTERM
+    /// go to mpirun, which ends the job; its checkpoints are what is kept.
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+    CheckpointOnly,
+}
+
 /// Installs the render's signal handling (see the module's documentation). Without it (the
 /// handlers cannot be installed) the signals keep their default actions, which is said at
 /// debug level only: the render itself is unaffected.
-pub fn watch(out: Verbosity) {
+pub fn watch(out: Verbosity, which: Watch) {
     #[cfg(unix)]
     {
         use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
@@ -123,8 +135,12 @@ pub fn watch(out: Verbosity) {
         let spawned = std::thread::Builder::new()
             .name("gasworks-signals".into())
             .spawn(move || {
-                let signals =
-                    signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP, SIGUSR1]);
+                let signals = match which {
+                    Watch::StopAndCheckpoint => {
+                        signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP, SIGUSR1])
+                    }
+                    Watch::CheckpointOnly => signal_hook::iterator::Signals::new([SIGUSR1]),
+                };
                 let mut signals = match signals {
                     Ok(s) => s,
                     Err(e) => {
@@ -158,7 +174,7 @@ pub fn watch(out: Verbosity) {
         }
     }
     #[cfg(not(unix))]
-    {
+    if which == Watch::StopAndCheckpoint {
         if let Err(e) = ctrlc::set_handler(move || on_stop(StopSignal::Interrupt, out)) {
             log::debug!("no Ctrl-C handler: {e}");
         }

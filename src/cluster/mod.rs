@@ -33,7 +33,8 @@ pub mod sim;
 pub mod transport;
 
 pub use node::{
-    run_node, ClusterError, ClusterJob, FaultHook, FaultKind, PlanInputs, RankSetup, Timing,
+    run_node, ClusterError, ClusterJob, Discard, FaultHook, FaultKind, FrameSink, PlanInputs,
+    RankSetup, Timing,
 };
 pub use report::{ClusterReport, RankInfo};
 pub use transport::{ChannelTransport, Transport, TransportError};

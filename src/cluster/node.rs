@@ -31,7 +31,7 @@ use crate::sched::raster::RasterStats;
 use crate::sched::report::{self, FrameReport, PassReport};
 use crate::sched::sat::MapScale;
 use crate::sched::workers::{TileRecord, Worker};
-use crate::sched::{tiles, Frame, SchedConfig};
+use crate::sched::{tiles, Frame, Resume, SchedConfig};
 
 /// The progress loop's clocks.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -127,12 +127,36 @@ pub struct ClusterJob {
     pub fault: Option<FaultHook>,
 }
 
-/// The cost map rank 0 plans with.
+/// What rank 0 plans with: the cost map, and the film of an earlier render of this frame to
+/// go on from (`--resume`).
 #[derive(Clone, Debug)]
 pub struct PlanInputs {
     pub estimate: CostMap,
     pub raster: RasterStats,
     pub estimate_stats: EstimateStats,
+    /// Checked against the pass plan before the handshake (see
+    /// [`crate::sched::first_pass_after`]).
+    pub resume: Option<Resume>,
+}
+
+/// What rank 0 does with the frame as it forms: checkpoints at pass boundaries, the outputs
+/// at the end.
+pub trait FrameSink {
+    /// After every complete pass but the last, with the film at that boundary and its samples
+    /// per pixel (as [`crate::sched::FrameControl::between_passes`]). The other ranks render
+    /// the next pass meanwhile.
+    fn between_passes(&mut self, _film: &Film, _spp_done: u32) {}
+    /// The frame is complete: write the outputs. An error is every rank's error.
+    fn finish(&mut self, frame: &Frame) -> anyhow::Result<()>;
+}
+
+/// A sink for ranks other than 0, and for tests: nothing is written.
+pub struct Discard;
+
+impl FrameSink for Discard {
+    fn finish(&mut self, _: &Frame) -> anyhow::Result<()> {
+        Ok(())
+    }
 }
 
 /// What a rank brings to the frame once it has loaded the scene and built its renderers.
@@ -213,7 +237,7 @@ impl ClusterError {
 }
 
 /// Runs this rank's part of one frame over `transport`: the setup handshake, the passes, the
-/// end. Rank 0 returns the frame after `finish` (which writes the outputs) has run; the other
+/// end. Rank 0 returns the frame after `sink` has written the outputs; the other
 /// ranks return `None`. `setup` is what this rank managed to prepare, or why it could not;
 /// the first thing the ranks do is agree on whether every rank is ready, so a failure on one
 /// rank gives every rank the same error and nobody waits forever.
@@ -224,10 +248,10 @@ pub fn run_node<T: Transport>(
     transport: &mut T,
     setup: Result<RankSetup, String>,
     job: &ClusterJob,
-    finish: &mut dyn FnMut(&Frame) -> anyhow::Result<()>,
+    sink: &mut dyn FrameSink,
 ) -> Result<Option<Frame>, ClusterError> {
     let mut node = Node::new(transport, job);
-    let result = node.run(setup, finish);
+    let result = node.run(setup, sink);
     match &result {
         Err(e) if e.aborts_job() => node.t.abort(&e.to_string()),
         _ => {
@@ -402,6 +426,8 @@ struct Master {
     plan_map: CostMap,
     scale: MapScale,
     passes: Vec<Range<u32>>,
+    /// The first pass this run renders: 0, or where a resumed render goes on.
+    first_pass: usize,
     weights: Vec<f64>,
     groups: Vec<usize>,
     worker_rank: Vec<usize>,
@@ -418,8 +444,26 @@ struct Master {
 
 type Outbox = Vec<(usize, Msg)>;
 
+/// Where the frame stands after a rank's pass statistics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum PassOutcome {
+    /// Other ranks' statistics of the pass are still to come.
+    Waiting,
+    /// The pass is complete and the next one planned; the film holds `spp_done` samples per
+    /// pixel until the next pass completes.
+    NextPass { spp_done: u32 },
+    /// The last pass is complete.
+    FrameComplete,
+}
+
 impl Master {
-    fn new(job: &ClusterJob, inputs: PlanInputs, hellos: &[RankReady]) -> Master {
+    /// The master of `job`, with the ranks of `hellos`; an error when `inputs.resume` is not
+    /// a point of this job's pass plan (checked before the handshake too).
+    fn new(
+        job: &ClusterJob,
+        mut inputs: PlanInputs,
+        hellos: &[RankReady],
+    ) -> Result<Master, String> {
         let settings = job.settings;
         let mut offsets = vec![0usize];
         let (mut groups, mut worker_rank, mut labels) = (Vec::new(), Vec::new(), Vec::new());
@@ -442,13 +486,31 @@ impl Master {
             (settings.width, settings.height),
             (inputs.estimate.width, inputs.estimate.height),
         );
+        let passes = job.config.passes(settings.spp);
+        let (film, first_pass) = match inputs.resume.take() {
+            None => (Film::new(settings.width, settings.height), 0),
+            Some(r) => {
+                let first = crate::sched::first_pass_after(&job.config, settings.spp, r.spp_done)
+                    .map_err(|e| e.to_string())?;
+                if first >= passes.len()
+                    || (r.film.width, r.film.height) != (settings.width, settings.height)
+                {
+                    return Err(format!(
+                        "the render to resume ({}x{} pixels, {} spp) has nothing left to render in this job",
+                        r.film.width, r.film.height, r.spp_done
+                    ));
+                }
+                (r.film, first)
+            }
+        };
         let progress = crate::sched::progress_bar(job.quiet);
-        Master {
+        Ok(Master {
             ranks: hellos.len(),
-            film: Film::new(settings.width, settings.height),
+            film,
             plan_map: inputs.estimate.clone(),
             scale,
-            passes: job.config.passes(settings.spp),
+            passes,
+            first_pass,
             weights: vec![1.0; worker_rank.len()],
             groups,
             worker_rank,
@@ -470,7 +532,7 @@ impl Master {
             settings,
             config: job.config.clone(),
             inputs,
-        }
+        })
     }
 
     /// Plans pass `index` and gives every rank its share: the tiles are cut and assigned to
@@ -489,9 +551,9 @@ impl Master {
             &plan_sat,
             self.scale,
         );
-        if index == 0 {
+        if index == self.first_pass {
             self.progress
-                .set_length((tiles.len() * self.passes.len()) as u64);
+                .set_length((tiles.len() * (self.passes.len() - self.first_pass)) as u64);
             self.render_start = Instant::now();
         }
         self.progress
@@ -602,13 +664,13 @@ impl Master {
 
     /// A rank's counters after `PassEnd`. When every rank's are in, the pass is complete:
     /// its tiles go into the film and the next pass is planned. Returns the messages to send
-    /// and whether the frame is complete.
+    /// and where the frame stands.
     fn on_stats(
         &mut self,
         from: usize,
         pass_index: u32,
         counters: RankPassCounters,
-    ) -> Result<(Outbox, bool), String> {
+    ) -> Result<(Outbox, PassOutcome), String> {
         let pass = self
             .current
             .as_mut()
@@ -618,10 +680,10 @@ impl Master {
             return Err(format!("statistics of pass {pass_index} sent twice"));
         }
         if pass.stats.iter().any(Option::is_none) {
-            return Ok((Vec::new(), false));
+            return Ok((Vec::new(), PassOutcome::Waiting));
         }
         let Some(pass) = self.current.take() else {
-            return Ok((Vec::new(), false));
+            return Ok((Vec::new(), PassOutcome::Waiting));
         };
         for (t, buf) in pass.tiles.iter().zip(&pass.buffers) {
             self.film.write_tile(*t, buf);
@@ -653,11 +715,12 @@ impl Master {
                 &normalized,
             );
             self.weights = speeds;
+            let spp_done = report.samples.end;
             self.reports.push(report);
-            Ok((self.start_pass(next), false))
+            Ok((self.start_pass(next), PassOutcome::NextPass { spp_done }))
         } else {
             self.reports.push(report);
-            Ok((Vec::new(), true))
+            Ok((Vec::new(), PassOutcome::FrameComplete))
         }
     }
 
@@ -816,7 +879,7 @@ impl<'t, T: Transport> Node<'t, T> {
     fn run(
         &mut self,
         setup: Result<RankSetup, String>,
-        finish: &mut dyn FnMut(&Frame) -> anyhow::Result<()>,
+        sink: &mut dyn FrameSink,
     ) -> Result<Option<Frame>, ClusterError> {
         let hello = match &setup {
             Ok(s) => Ok(s.ready.clone()),
@@ -872,7 +935,9 @@ impl<'t, T: Transport> Node<'t, T> {
             return Err(self.protocol(0, "a roster for a rank that was not ready".into()));
         };
         let mut master = match (master_inputs, setup.plan.clone()) {
-            (Some(hellos), Some(inputs)) => Some(Master::new(self.job, inputs, &hellos)),
+            (Some(hellos), Some(inputs)) => {
+                Some(Master::new(self.job, inputs, &hellos).map_err(|e| self.protocol(0, e))?)
+            }
             (Some(_), None) => {
                 return Err(ClusterError::Setup(
                     "rank 0 has no cost map to plan with".into(),
@@ -885,7 +950,7 @@ impl<'t, T: Transport> Node<'t, T> {
         self.last_sent.fill(now);
         self.live = true;
         if let Some(m) = master.as_mut() {
-            let out = m.start_pass(0);
+            let out = m.start_pass(m.first_pass);
             self.send_all(out)?;
         }
         let workers = &setup.workers;
@@ -900,7 +965,7 @@ impl<'t, T: Transport> Node<'t, T> {
                 &rx,
                 &mut current,
                 &mut master,
-                finish,
+                sink,
             );
             if let Some(c) = &current {
                 c.shared.stop();
@@ -925,7 +990,7 @@ impl<'t, T: Transport> Node<'t, T> {
         rx: &mpsc::Receiver<Event>,
         current: &mut Option<RankPass>,
         master: &mut Option<Master>,
-        finish: &mut dyn FnMut(&Frame) -> anyhow::Result<()>,
+        sink: &mut dyn FrameSink,
     ) -> Result<Option<Frame>, ClusterError> {
         let mut deferred: Vec<(usize, u32, u32)> = Vec::new();
         let mut pending_event: Option<Event> = None;
@@ -1053,16 +1118,21 @@ impl<'t, T: Transport> Node<'t, T> {
                             return Err(self
                                 .protocol(from, "statistics sent to a rank other than 0".into()));
                         };
-                        let (out, complete) = m
+                        let (out, outcome) = m
                             .on_stats(from, pass, counters)
                             .map_err(|e| self.protocol(from, e))?;
                         self.send_all(out)?;
-                        if complete {
+                        if let PassOutcome::NextPass { spp_done } = outcome {
+                            // The plans of the next pass are sent: the ranks render it while
+                            // the film of this boundary is written.
+                            sink.between_passes(&m.film, spp_done);
+                        }
+                        if outcome == PassOutcome::FrameComplete {
                             let Some(m) = master.take() else {
                                 unreachable!()
                             };
                             let frame = m.into_frame();
-                            let written = finish(&frame).map_err(|e| format!("{e:#}"));
+                            let written = sink.finish(&frame).map_err(|e| format!("{e:#}"));
                             for r in 1..self.size {
                                 self.send(r, Msg::Finish(written.clone()))?;
                             }

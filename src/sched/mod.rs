@@ -158,6 +158,21 @@ impl Frame {
     }
 }
 
+/// The index of the first pass of `config`'s plan for `spp` samples per pixel that starts at
+/// `spp_done` (the passes' count when `spp_done` is all of them): where a resumed render goes
+/// on. An error when `spp_done` is not a pass boundary of this plan.
+pub fn first_pass_after(config: &SchedConfig, spp: u32, spp_done: u32) -> anyhow::Result<usize> {
+    let passes = config.passes(spp);
+    match passes.iter().position(|p| p.start == spp_done) {
+        Some(i) => Ok(i),
+        None if spp_done == spp => Ok(passes.len()),
+        None => anyhow::bail!(
+            "the render to resume stopped after {spp_done} samples per pixel, which is not where a pass of this render starts (passes of {} samples)",
+            config.pass_spp.unwrap_or(spp)
+        ),
+    }
+}
+
 /// A render to continue: the film after its first `spp_done` samples per pixel, at a pass
 /// boundary of the same pass plan. The passes from there add their samples in the order an
 /// uninterrupted render would, so the finished film is bit-identical to one.
@@ -335,15 +350,7 @@ pub fn render_frame_until(
                 window.h
             );
         }
-        first_pass = match passes.iter().position(|p| p.start == r.spp_done) {
-            Some(i) => i,
-            None if r.spp_done == settings.spp => passes.len(),
-            None => anyhow::bail!(
-                "the render to resume stopped after {} samples per pixel, which is not where a pass of this render starts (passes of {} samples)",
-                r.spp_done,
-                config.pass_spp.unwrap_or(settings.spp)
-            ),
-        };
+        first_pass = first_pass_after(config, settings.spp, r.spp_done)?;
         film = r.film;
     }
     let mut complete_passes_film = None;
