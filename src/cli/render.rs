@@ -359,10 +359,17 @@ pub(super) fn after_checkpoints(e: anyhow::Error, checkpoints: &Checkpointer) ->
 /// one given to --resume, and the one this run wrote: the same file when the command was
 /// repeated as it was) removed.
 pub(super) fn finish_checkpoints(a: &RenderArgs, checkpoints: &Checkpointer, out: Verbosity) {
+    let ours = checkpoints.path();
     if checkpoints.written > 0 {
+        let removed = if std::fs::remove_file(ours).is_ok() {
+            ", removed: the render is complete"
+        } else {
+            ""
+        };
         out.status(format_args!(
-            "checkpoints: {} written (the latest at {} spp, the slowest in {:.2} s)",
+            "checkpoints: {} written to {} (the latest at {} spp, the slowest in {:.2} s){removed}",
             checkpoints.written,
+            ours.display(),
             checkpoints.latest_spp.unwrap_or(0),
             checkpoints.slowest.as_secs_f64()
         ));
@@ -370,11 +377,7 @@ pub(super) fn finish_checkpoints(a: &RenderArgs, checkpoints: &Checkpointer, out
     if signals::checkpoint_request_pending() {
         out.warn("SIGUSR1 asked for a checkpoint, but no pass boundary came before the end (render in passes with --pass-spp)");
     }
-    let mut used: Vec<&std::path::Path> = a.resume.iter().map(PathBuf::as_path).collect();
-    if checkpoints.written > 0 && !used.contains(&checkpoints.path()) {
-        used.push(checkpoints.path());
-    }
-    for path in used {
+    if let Some(path) = &a.resume {
         if std::fs::remove_file(path).is_ok() {
             out.status(format_args!(
                 "resume: {} removed (the render is complete)",
