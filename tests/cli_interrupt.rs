@@ -369,3 +369,61 @@ fn checkpoints_need_passes_and_a_leftover_checkpoint_is_pointed_out() {
         b"old"
     );
 }
+
+/// `--time-limit`: a pass that would end past the limit is not started; the image is written
+/// whole with the passes done, with a resume file, and the command succeeds. Rerun with
+/// `--resume` (as a batch job is resubmitted), the render ends as an uninterrupted one, bit
+/// for bit.
+#[test]
+fn a_time_limit_writes_a_whole_image_and_a_resume_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let limited = dir.path().join("limited.exr");
+    let direct = dir.path().join("direct.exr");
+    let resume = dir.path().join("limited.exr.gasworks-resume");
+    // A limit passed before the first pass ends: that pass alone is rendered.
+    let first = gasworks(
+        &render_args(&limited, 40, 4, &["--time-limit", "0.001s"])
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    );
+    let stderr = String::from_utf8_lossy(&first.stderr);
+    assert_eq!(first.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("at the time limit: 4 of 40 samples per pixel everywhere"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("to go on, run the same command with --resume"),
+        "{stderr}"
+    );
+    assert!(resume.exists());
+    let resumed = gasworks(
+        &render_args(&limited, 40, 4, &["--resume", resume.to_str().unwrap()])
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    );
+    assert!(
+        resumed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&resumed.stderr)
+    );
+    assert!(!resume.exists());
+    let full = gasworks(
+        &render_args(&direct, 40, 4, &[])
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    );
+    assert!(full.status.success());
+    assert_same_pixels(&direct, &limited);
+
+    let one_pass = gasworks(&["render", CORNELL, "-o", "x.png", "--time-limit", "1h"]);
+    let e = String::from_utf8_lossy(&one_pass.stderr);
+    assert_eq!(one_pass.status.code(), Some(1), "{e}");
+    assert!(
+        e.contains("--time-limit stops between passes, and without --pass-spp"),
+        "{e}"
+    );
+}

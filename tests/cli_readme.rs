@@ -350,6 +350,7 @@ fn placeholder(word: &str, flag: &str) -> Option<String> {
         ("N", _) => "2",
         ("DIR", _) => "dir",
         ("DURATION", "--checkpoint-every") => "10m",
+        ("DURATION", "--time-limit") => "1h",
         ("FILE", "--resume") => "out.png.gasworks-resume",
         ("X0,X1,Y0,Y1", "--pixelbounds") => "0,16,8,32",
         _ => return None,

@@ -11,7 +11,8 @@
 //!   different images refuse to start;
 //! - a rank that falls silent, or whose worker fails, ends the job with an error naming it;
 //! - rank 0's film at each pass boundary (what a checkpoint holds) is one process's at that
-//!   many samples, and a cluster resumed from it finishes one process's film, bit for bit.
+//!   many samples, and a cluster resumed from it finishes one process's film, bit for bit;
+//! - a time limit ends the frame whole at a pass boundary, on every rank.
 
 mod sched_support;
 
@@ -76,6 +77,8 @@ struct RankSpec {
     resume: Option<Resume>,
     /// Rank 0: where the films at pass boundaries are kept (samples per pixel, film bits).
     boundaries: Option<Boundaries>,
+    /// Rank 0: the time limit.
+    deadline: Option<Instant>,
 }
 
 type Boundaries = Arc<Mutex<Vec<(u32, Vec<[u32; 4]>)>>>;
@@ -102,6 +105,7 @@ impl RankSpec {
             renderer: None,
             resume: None,
             boundaries: None,
+            deadline: None,
         }
     }
 }
@@ -247,6 +251,7 @@ fn run_cluster_over(
                         quiet: true,
                         timing,
                         fault,
+                        deadline: spec.deadline,
                     };
                     let result = match &spec.boundaries {
                         Some(b) => run_node(&mut t, setup, &job, &mut Keep(b.clone())),
@@ -710,4 +715,30 @@ fn a_cluster_resumed_from_a_pass_boundary_finishes_one_process_film() {
         let expected_later: Vec<u32> = [4].into_iter().filter(|s| *s > spp_done).collect();
         assert_eq!(later, expected_later, "from {spp_done}");
     }
+}
+
+/// A time limit already past when the first pass ends: rank 0 plans no second pass, every
+/// rank ends cleanly, and the frame is one process's film after the first pass, marked as
+/// stopped at the time limit (the CLI writes it and a resume file).
+#[test]
+fn a_time_limit_ends_the_cluster_frame_whole_at_a_pass_boundary() {
+    let config = config(Strategy::Sorted, true, Some(2));
+    let mut ranks = vec![RankSpec::new(1, 0), RankSpec::new(2, 0)];
+    ranks[0].deadline = Some(Instant::now());
+    let outcomes = run_cluster(&ranks, &config, test_timing(), None);
+    let mut calls = Vec::new();
+    let mut frame = None;
+    for (r, (result, c)) in outcomes.into_iter().enumerate() {
+        let f = result.unwrap_or_else(|e| panic!("rank {r}: {e}"));
+        frame = frame.or(f);
+        calls.extend(c);
+    }
+    let frame = frame.expect("rank 0's frame");
+    let stopped = frame.stopped.clone().expect("stopped");
+    assert!(stopped.at_time_limit);
+    assert_eq!((stopped.spp_complete, stopped.partial.clone()), (2, None));
+    assert!(bits(&frame.film) == reference_at(&config, 2));
+    assert!(calls.iter().all(|(_, s)| s.end <= 2), "no later pass ran");
+    assert_eq!(frame.report.passes.len(), 1);
+    assert_eq!(frame.resume_point().map(|p| p.spp_done), Some(2));
 }

@@ -464,3 +464,42 @@ fn a_killed_cluster_render_resumes_from_rank_0s_checkpoint_bit_for_bit() {
         "the resumed cluster image differs from one process's"
     );
 }
+
+/// `--time-limit` under mpirun: rank 0 plans no pass predicted to end past the limit, the job
+/// succeeds with the image whole at that boundary and a resume file, and the same command
+/// plus `--resume` finishes one process's image bit for bit.
+#[test]
+fn a_cluster_render_at_its_time_limit_is_whole_and_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let scene = cornell();
+    let limited = dir.path().join("limited.exr");
+    let resume = dir.path().join("limited.exr.gasworks-resume");
+    let mut args = render_args(&scene, &limited, &["--pass-spp", "2"]);
+    args.retain(|a| a != "-q");
+    let mut first = args.clone();
+    first.extend(["--time-limit".into(), "0.001s".into()]);
+    let r = mpi_render(2, &first);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("at the time limit: 2 of 4 samples per pixel everywhere"),
+        "{}",
+        r.stderr
+    );
+    assert!(limited.exists() && resume.exists());
+
+    let mut again = args.clone();
+    again.extend(["--resume".into(), resume.to_str().unwrap().into()]);
+    let r = mpi_render(2, &again);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(!resume.exists());
+
+    let single = dir.path().join("single.exr");
+    let r = run({
+        let mut c = Command::new(BIN);
+        c.args(render_args(&scene, &single, &["--pass-spp", "2"]));
+        c
+    });
+    assert_eq!(r.code, Some(0), "single process: {}", r.stderr);
+    assert!(image_bits(&limited) == image_bits(&single));
+}

@@ -283,3 +283,68 @@ fn the_film_between_passes_is_a_resume_point_of_the_uninterrupted_render() {
         assert_eq!(later, expected, "from {spp_done}");
     }
 }
+
+/// A deadline stops the frame between passes: the pass that starts the run always renders,
+/// no later pass starts unless it is predicted to end in time, and the frame stopped there is
+/// whole (every pixel at the same samples) and a resume point of the uninterrupted render.
+#[test]
+fn a_deadline_stops_between_passes_with_a_whole_image() {
+    let scene = room(MaterialKind::Mirror, MaterialKind::Glass);
+    let settings = room_settings(W, H, SPP, 11);
+    let run = |deadline: std::time::Instant, resume: Option<Resume>| {
+        render_frame_until(
+            &scene,
+            &settings,
+            &config(2),
+            &MockFactory::new(MockRenderer::new(W, 11)),
+            true,
+            FrameControl {
+                deadline: Some(deadline),
+                resume,
+                ..FrameControl::default()
+            },
+        )
+        .unwrap()
+    };
+    let past = std::time::Instant::now();
+    let frame = run(past, None);
+    let stopped = frame.stopped.clone().expect("stopped by the deadline");
+    assert!(stopped.at_time_limit);
+    assert_eq!((stopped.spp_complete, stopped.partial), (PASS, None));
+    assert_eq!(frame.report.passes.len(), 1);
+    assert_eq!(bits(&frame.film), bits(&reference(PASS)), "whole at 4 spp");
+    // Each later run under the same past deadline renders one more pass, the last one ends it.
+    let mut point = frame.resume_point().expect("a resume point");
+    for spp in [2 * PASS, SPP] {
+        let next = run(past, Some(point.clone()));
+        assert_eq!(bits(&next.film), bits(&reference(spp)), "at {spp}");
+        if spp == SPP {
+            assert!(next.stopped.is_none());
+        } else {
+            point = next.resume_point().unwrap();
+            assert_eq!(point.spp_done, spp);
+        }
+    }
+    let far = std::time::Instant::now() + std::time::Duration::from_secs(3600);
+    assert!(run(far, None).stopped.is_none());
+}
+
+#[test]
+fn a_pass_fits_when_its_predicted_time_ends_by_the_deadline() {
+    use gasworks::sched::next_pass_fits;
+    use std::time::{Duration, Instant};
+    let now = Instant::now();
+    let deadline = now + Duration::from_secs(10);
+    // 4 s for 8 samples: 16 samples take 8 s (fits), 24 take 12 s (does not).
+    assert!(next_pass_fits(now, deadline, 4.0, 8, 16));
+    assert!(!next_pass_fits(now, deadline, 4.0, 8, 24));
+    // Exactly at the deadline fits; past it nothing does.
+    assert!(next_pass_fits(now, deadline, 5.0, 8, 16));
+    assert!(!next_pass_fits(
+        deadline + Duration::from_millis(1),
+        deadline,
+        0.0,
+        8,
+        8
+    ));
+}

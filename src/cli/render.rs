@@ -81,6 +81,11 @@ pub struct RenderArgs {
     /// with --resume; needs --pass-spp. SIGUSR1 asks for one at the next pass boundary
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub checkpoint_every: Option<Duration>,
+    /// Finish by this long after the command started (600, 90s, 10m, 2h): a pass that would
+    /// end later is not started, and the image is written whole with the passes done, plus a
+    /// resume file to go on from later; needs --pass-spp
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub time_limit: Option<Duration>,
     #[command(flatten)]
     pub camera: CameraArgs,
     #[command(flatten)]
@@ -99,6 +104,8 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
         }
         one => one,
     };
+    // --time-limit counts from here: a batch job's clock includes loading and building.
+    let started = Instant::now();
     let out = Verbosity::from_flags(a.quiet, a.verbose);
     check_args(&a)?;
     // Refuse an unwritable output, a bad window or schedule, or bad GPU options before
@@ -181,6 +188,7 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
             stop: &signals::STOP,
             resume,
             between_passes: Some(&mut between_passes),
+            deadline: a.time_limit.map(|limit| started + limit),
         },
     );
     let frame = match frame {
@@ -223,14 +231,17 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
         )?
     };
 
-    if frame.stopped.is_some() {
+    // A time limit stops between passes: every pixel has the samples of the complete passes.
+    let at_time_limit = frame.stopped.as_ref().filter(|s| s.at_time_limit);
+    if frame.stopped.is_some() && at_time_limit.is_none() {
         // Samples per second would need the samples actually rendered: not claimed.
         out.status(format_args!(
             "time: load {load_s:.2} s, build {build_seconds:.3} s, render {render_s:.2} s (stopped)"
         ));
     } else {
         // The samples this run rendered: after the resume point, if any.
-        let samples = window.pixel_count() as f64 * a.spp.saturating_sub(spp_resumed_from) as f64;
+        let spp_end = at_time_limit.map_or(a.spp, |s| s.spp_complete);
+        let samples = window.pixel_count() as f64 * spp_end.saturating_sub(spp_resumed_from) as f64;
         let mut time = format!(
             "time: load {load_s:.2} s, build {build_seconds:.3} s, render {render_s:.2} s, {:.3} M samples/s",
             samples / render_s / 1e6,
@@ -270,6 +281,9 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
     } else {
         format!("{}x{}", a.width, a.height)
     };
+    if let Some(stopped) = at_time_limit {
+        return finish_at_time_limit(&a, &frame, stopped, header, &what, out);
+    }
     if let Some(stopped) = &frame.stopped {
         let how_far = stopped.describe(a.spp);
         out.status(format_args!(
@@ -303,16 +317,80 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A frame that `--time-limit` ended at a pass boundary: its image is written (whole); this
+/// writes the resume file to go on from and says so. The --resume file this run started from
+/// is used up (the new one holds more), unless it is that same file.
+pub(super) fn finish_at_time_limit(
+    a: &RenderArgs,
+    frame: &crate::sched::Frame,
+    stopped: &crate::sched::Stopped,
+    header: CheckpointHeader,
+    what: &str,
+    out: Verbosity,
+) -> anyhow::Result<()> {
+    let how_far = stopped.describe(a.spp);
+    out.status(format_args!(
+        "output: {} ({what}, at the time limit: {how_far})",
+        a.output.display()
+    ));
+    let file = checkpoint::path_for(&a.output);
+    if let Some(point) = frame.resume_point() {
+        let header = CheckpointHeader {
+            spp_done: point.spp_done,
+            ..header
+        };
+        checkpoint::write(&file, &header, &point.film)?;
+        out.status(format_args!(
+            "time limit {}: the next pass would have ended past it; to go on, run the same command with --resume {}",
+            format_duration(a.time_limit.unwrap_or_default()),
+            file.display()
+        ));
+    }
+    if let Some(path) = &a.resume {
+        if *path != file && std::fs::remove_file(path).is_ok() {
+            out.status(format_args!(
+                "resume: {} removed (the new one holds more)",
+                path.display()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// "2h", "10m", "90s", "1.5s": a duration as it was given.
+fn format_duration(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s >= 3600.0 && s % 3600.0 == 0.0 {
+        format!("{}h", s / 3600.0)
+    } else if s >= 60.0 && s % 60.0 == 0.0 {
+        format!("{}m", s / 60.0)
+    } else {
+        format!("{s}s")
+    }
+}
+
 /// Before the render: says that an earlier render of this output left a resume file (this
 /// one, without --resume, starts afresh and replaces it at its first checkpoint), or that
 /// --checkpoint-every has no pass boundary to write at.
 pub(super) fn warn_about_checkpoints(a: &RenderArgs, out: Verbosity) {
-    if let (Some(_), Some(k)) = (a.checkpoint_every, a.schedule.pass_spp) {
-        if k >= a.spp {
-            out.warn(format_args!(
-                "--pass-spp {k} is not fewer than --spp {}: the render is one pass, so --checkpoint-every writes no checkpoint",
+    for (flag, given, what) in [
+        (
+            "--checkpoint-every",
+            a.checkpoint_every.is_some(),
+            "writes no checkpoint",
+        ),
+        (
+            "--time-limit",
+            a.time_limit.is_some(),
+            "cannot stop between passes",
+        ),
+    ] {
+        match a.schedule.pass_spp {
+            Some(k) if given && k >= a.spp => out.warn(format_args!(
+                "--pass-spp {k} is not fewer than --spp {}: the render is one pass, so {flag} {what}",
                 a.spp
-            ));
+            )),
+            _ => {}
         }
     }
     let file = checkpoint::path_for(&a.output);
@@ -454,11 +532,20 @@ pub(super) fn check_args(a: &RenderArgs) -> anyhow::Result<()> {
     if a.max_depth == 0 {
         anyhow::bail!("--max-depth must be at least 1");
     }
-    if a.checkpoint_every.is_some() && a.schedule.pass_spp.is_none() {
-        anyhow::bail!(
-            "--checkpoint-every writes the film between passes, and without --pass-spp the render is one pass: give --pass-spp too (e.g. --pass-spp {})",
-            (a.spp / 8).max(1)
-        );
+    for (flag, given, does) in [
+        (
+            "--checkpoint-every",
+            a.checkpoint_every.is_some(),
+            "writes the film",
+        ),
+        ("--time-limit", a.time_limit.is_some(), "stops"),
+    ] {
+        if given && a.schedule.pass_spp.is_none() {
+            anyhow::bail!(
+                "{flag} {does} between passes, and without --pass-spp the render is one pass: give --pass-spp too (e.g. --pass-spp {})",
+                (a.spp / 8).max(1)
+            );
+        }
     }
     Ok(())
 }

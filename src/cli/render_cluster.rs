@@ -20,8 +20,9 @@ use anyhow::Context;
 
 use super::console::Verbosity;
 use super::render::{
-    after_checkpoints, check_args, checkpoint_between_passes, finish_checkpoints, load_scene,
-    print_load_warnings, read_resume, render_settings, warn_about_checkpoints, RenderArgs,
+    after_checkpoints, check_args, checkpoint_between_passes, finish_at_time_limit,
+    finish_checkpoints, load_scene, print_load_warnings, read_resume, render_settings,
+    warn_about_checkpoints, RenderArgs,
 };
 use super::signals;
 use crate::backend::WorkerFactory;
@@ -55,6 +56,8 @@ impl<W: FnMut(&Frame) -> anyhow::Result<()>> FrameSink for RankZeroOutputs<'_, W
 }
 
 pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
+    // --time-limit counts from here (rank 0's clock decides).
+    let started = Instant::now();
     let (rank, size) = (world.rank(), world.size());
     // Rank 0 speaks for the job; the others print only warnings of their own and errors.
     let out = if rank == 0 {
@@ -174,6 +177,7 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
             quiet: true,
             timing,
             fault,
+            deadline: None,
         };
         let e = match run_node(&mut world, setup, &job, &mut Discard) {
             Err(e) => e.to_string(),
@@ -187,19 +191,21 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
         quiet: out.is_quiet(),
         timing,
         fault,
+        deadline: a.time_limit.map(|limit| started + limit),
     };
     let render_key = output::render_key(&a.scene, scene, settings);
     if rank == 0 {
         warn_about_checkpoints(&a, out);
     }
+    let header = CheckpointHeader {
+        render: render_key.clone(),
+        window: [0, 0, a.width, a.height],
+        pass_spp: schedule.pass_spp.unwrap_or(a.spp),
+        spp_done: 0,
+    };
     let mut checkpoints = Checkpointer::new(
         checkpoint::path_for(&a.output),
-        CheckpointHeader {
-            render: render_key.clone(),
-            window: [0, 0, a.width, a.height],
-            pass_spp: schedule.pass_spp.unwrap_or(a.spp),
-            spp_done: 0,
-        },
+        header.clone(),
         a.checkpoint_every,
     );
     let spp_resumed_from = resume.as_ref().map_or(0, |r| r.spp_done);
@@ -250,9 +256,12 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
     if let Some(frame) = frame {
         // The four lines of a single process's render, the ranks in the second.
         let render_s = render_start.elapsed().as_secs_f64();
-        // The samples this run rendered: after the resume point, if any.
+        // The samples this run rendered: after the resume point, if any, and up to the time
+        // limit's boundary, if it stopped the frame.
+        let at_time_limit = frame.stopped.as_ref().filter(|s| s.at_time_limit);
+        let spp_end = at_time_limit.map_or(a.spp, |s| s.spp_complete);
         let samples =
-            a.width as f64 * a.height as f64 * a.spp.saturating_sub(spp_resumed_from) as f64;
+            a.width as f64 * a.height as f64 * spp_end.saturating_sub(spp_resumed_from) as f64;
         out.status(format_args!(
             "scene: {}: {} groups, {} triangles",
             a.scene.display(),
@@ -271,6 +280,10 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
             time += &format!(" ({rays} rays traced on rank 0)");
         }
         out.status(time);
+        if let Some(stopped) = at_time_limit {
+            let what = format!("{}x{}", a.width, a.height);
+            return finish_at_time_limit(&a, &frame, stopped, header, &what, out);
+        }
         out.status(format_args!(
             "output: {} ({}x{}, {} spp)",
             a.output.display(),

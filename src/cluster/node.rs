@@ -31,7 +31,7 @@ use crate::sched::raster::RasterStats;
 use crate::sched::report::{self, FrameReport, PassReport};
 use crate::sched::sat::MapScale;
 use crate::sched::workers::{TileRecord, Worker};
-use crate::sched::{tiles, Frame, Resume, SchedConfig};
+use crate::sched::{next_pass_fits, tiles, Frame, Resume, SchedConfig, Stopped};
 
 /// The progress loop's clocks.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -125,6 +125,10 @@ pub struct ClusterJob {
     pub quiet: bool,
     pub timing: Timing,
     pub fault: Option<FaultHook>,
+    /// Rank 0: a time limit (`--time-limit`), as [`crate::sched::FrameControl::deadline`]: a
+    /// pass predicted to end past it is not planned, and the frame ends whole at that
+    /// boundary.
+    pub deadline: Option<Instant>,
 }
 
 /// What rank 0 plans with: the cost map, and the film of an earlier render of this frame to
@@ -437,6 +441,9 @@ struct Master {
     rank_info: Vec<RankInfo>,
     current: Option<MasterPass>,
     reports: Vec<PassReport>,
+    /// Set when the deadline ended the frame before its last pass.
+    stopped: Option<Stopped>,
+    deadline: Option<Instant>,
     counters: Vec<Vec<RankPassCounters>>,
     progress: ProgressBar,
     render_start: Instant,
@@ -526,6 +533,8 @@ impl Master {
                 .collect(),
             current: None,
             reports: Vec::new(),
+            stopped: None,
+            deadline: job.deadline,
             counters: Vec::new(),
             progress,
             render_start: Instant::now(),
@@ -716,7 +725,20 @@ impl Master {
             );
             self.weights = speeds;
             let spp_done = report.samples.end;
+            let (last_s, last_spp) = (report.makespan_s, report.samples.len() as u32);
             self.reports.push(report);
+            let next_spp = self.passes[next].len() as u32;
+            if let Some(deadline) = self.deadline {
+                if !next_pass_fits(Instant::now(), deadline, last_s, last_spp, next_spp) {
+                    // Whole at this boundary: the frame ends here.
+                    self.stopped = Some(Stopped {
+                        spp_complete: spp_done,
+                        partial: None,
+                        at_time_limit: true,
+                    });
+                    return Ok((Vec::new(), PassOutcome::FrameComplete));
+                }
+            }
             Ok((self.start_pass(next), PassOutcome::NextPass { spp_done }))
         } else {
             self.reports.push(report);
@@ -748,8 +770,9 @@ impl Master {
         Frame {
             film: self.film,
             report,
-            // A cluster frame runs to the end (mpirun forwards Ctrl-C as a kill).
-            stopped: None,
+            // A cluster frame runs to the end (mpirun forwards Ctrl-C as a kill), or to the
+            // boundary where the time limit stopped it.
+            stopped: self.stopped,
             complete_passes_film: None,
         }
     }

@@ -191,6 +191,9 @@ pub struct Stopped {
     pub spp_complete: u32,
     /// The pass the stop interrupted; `None` when the stop came between passes.
     pub partial: Option<PartialPass>,
+    /// Stopped by [`FrameControl::deadline`] (between passes: the image is whole), not by a
+    /// stop request.
+    pub at_time_limit: bool,
 }
 
 /// The pass a stop interrupted: its samples reached `tiles_done` of its `tiles` tiles.
@@ -278,6 +281,27 @@ pub struct FrameControl<'a> {
     /// samples per pixel: a point [`Resume`] can continue from (a checkpoint). The workers are
     /// idle meanwhile (the next pass starts when it returns).
     pub between_passes: Option<&'a mut PassBoundaryHook<'a>>,
+    /// A time limit: a pass after this run's first starts only if it is predicted to end by
+    /// then ([`next_pass_fits`]); otherwise the frame stops at that boundary, whole, with
+    /// [`Stopped::at_time_limit`] set.
+    pub deadline: Option<Instant>,
+}
+
+/// Whether a pass of `next_spp` samples per pixel, started `now`, is predicted to end by
+/// `deadline`: the last pass took `last_s` seconds for `last_spp` samples, and a pass's time
+/// is taken to grow with its samples (the tiles and the scene are the same).
+pub fn next_pass_fits(
+    now: Instant,
+    deadline: Instant,
+    last_s: f64,
+    last_spp: u32,
+    next_spp: u32,
+) -> bool {
+    let predicted = last_s * f64::from(next_spp) / f64::from(last_spp.max(1));
+    match deadline.checked_duration_since(now) {
+        Some(left) => predicted <= left.as_secs_f64(),
+        None => false,
+    }
 }
 
 /// What [`FrameControl::between_passes`] is given: the film at a pass boundary and the
@@ -293,6 +317,7 @@ impl Default for FrameControl<'_> {
             stop: &NEVER,
             resume: None,
             between_passes: None,
+            deadline: None,
         }
     }
 }
@@ -310,6 +335,7 @@ pub fn render_frame_until(
         stop,
         resume,
         mut between_passes,
+        deadline,
     } = control;
     config.validate()?;
     let window = window::resolve(config.window, settings.width, settings.height)?;
@@ -360,14 +386,29 @@ pub fn render_frame_until(
     let progress = progress_bar(quiet);
     let render_start = Instant::now();
     let mut stopped = None;
+    // The wall time and samples of the last pass, to predict the next against the deadline.
+    let mut last_pass: Option<(f64, u32)> = None;
     for (pass, samples) in passes.iter().enumerate().skip(first_pass) {
         if stop.load(Ordering::Relaxed) {
             stopped = Some(Stopped {
                 spp_complete: samples.start,
                 partial: None,
+                at_time_limit: false,
             });
             break;
         }
+        if let (Some(deadline), Some((last_s, last_spp))) = (deadline, last_pass) {
+            let next_spp = samples.end - samples.start;
+            if !next_pass_fits(Instant::now(), deadline, last_s, last_spp, next_spp) {
+                stopped = Some(Stopped {
+                    spp_complete: samples.start,
+                    partial: None,
+                    at_time_limit: true,
+                });
+                break;
+            }
+        }
+        let pass_start = Instant::now();
         let plan_sat = plan_map.sat();
         let count = config.tiles.or_else(|| {
             min_work.map(|work| {
@@ -421,9 +462,14 @@ pub fn render_frame_until(
                     tiles_done: run.records.len(),
                     tiles: tiles.len(),
                 }),
+                at_time_limit: false,
             });
             break;
         }
+        last_pass = Some((
+            pass_start.elapsed().as_secs_f64(),
+            samples.end - samples.start,
+        ));
         let worker_stats = report::worker_stats(workers.len(), &run.records);
         let pass_report = PassReport {
             samples: samples.clone(),
@@ -566,6 +612,7 @@ mod tests {
         let between = Stopped {
             spp_complete: 16,
             partial: None,
+            at_time_limit: false,
         };
         assert_eq!(
             between.describe(64),
@@ -579,6 +626,7 @@ mod tests {
                 tiles_done: 30,
                 tiles: 64,
             }),
+            at_time_limit: false,
         };
         assert_eq!(
             mid.describe(64),
@@ -591,6 +639,7 @@ mod tests {
                 tiles_done: 32,
                 tiles: 64,
             }),
+            at_time_limit: false,
         };
         assert_eq!(
             first.describe(64),
@@ -604,6 +653,7 @@ mod tests {
                 tiles_done: 0,
                 tiles: 64,
             }),
+            at_time_limit: false,
         };
         assert!(!none.rendered_any());
     }
