@@ -145,6 +145,11 @@ fn ctrl_c_writes_the_passes_rendered_so_far_and_exits_130() {
     assert!(mean > 0.05 && mean < 0.5, "mean luminance {mean}");
 }
 
+/// `gasworks ARGS` run to its end, for argument lists built as strings.
+fn gasworks_with(args: &[String]) -> std::process::Output {
+    gasworks(&args.iter().map(String::as_str).collect::<Vec<_>>())
+}
+
 fn gasworks(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_gasworks"))
         .args(args)
@@ -183,12 +188,7 @@ fn a_stopped_render_resumed_is_the_uninterrupted_render() {
 
     // Another seed: refused, the file kept.
     let resume_arg = resume.to_str().unwrap();
-    let other = gasworks(
-        &with(&stopped, &["--seed", "3", "--resume", resume_arg])
-            .iter()
-            .map(String::as_str)
-            .collect::<Vec<_>>(),
-    );
+    let other = gasworks_with(&with(&stopped, &["--seed", "3", "--resume", resume_arg]));
     let e = String::from_utf8_lossy(&other.stderr);
     assert_eq!(other.status.code(), Some(1), "{e}");
     assert!(
@@ -197,36 +197,17 @@ fn a_stopped_render_resumed_is_the_uninterrupted_render() {
     );
     assert!(resume.exists());
 
-    let resumed = gasworks(
-        &with(&stopped, &["--resume", resume_arg])
-            .iter()
-            .map(String::as_str)
-            .collect::<Vec<_>>(),
-    );
+    let resumed = gasworks_with(&with(&stopped, &["--resume", resume_arg]));
     assert!(
         resumed.status.success(),
         "{}",
         String::from_utf8_lossy(&resumed.stderr)
     );
     assert!(!resume.exists(), "the resume file is used up");
-    let full = gasworks(
-        &with(&direct, &[])
-            .iter()
-            .map(String::as_str)
-            .collect::<Vec<_>>(),
-    );
+    let full = gasworks_with(&with(&direct, &[]));
     assert!(full.status.success());
 
-    // image-stats compares pixel values bit for bit (not file bytes).
-    let stats = gasworks(&[
-        "image-stats",
-        direct.to_str().unwrap(),
-        stopped.to_str().unwrap(),
-        "--json",
-    ]);
-    assert!(stats.status.success());
-    let json: serde_json::Value = serde_json::from_slice(&stats.stdout).unwrap();
-    assert_eq!(json[1]["pixels_differing_from_first"], 0, "{json}");
+    assert_same_pixels(&direct, &stopped);
 }
 
 /// The pixels of two linear images agree bit for bit (image-stats compares values, not bytes).
@@ -297,24 +278,14 @@ fn a_killed_render_resumes_from_its_latest_checkpoint_bit_for_bit() {
 
     // The same command plus --resume.
     let resume_arg = resume.to_str().unwrap();
-    let resumed = gasworks(
-        &args(&killed, &["--resume", resume_arg])
-            .iter()
-            .map(String::as_str)
-            .collect::<Vec<_>>(),
-    );
+    let resumed = gasworks_with(&args(&killed, &["--resume", resume_arg]));
     let stderr = String::from_utf8_lossy(&resumed.stderr);
     assert!(resumed.status.success(), "{stderr}");
     assert!(stderr.contains("samples per pixel done"), "{stderr}");
     assert!(stderr.contains("the render is complete"), "{stderr}");
     assert!(!resume.exists(), "the checkpoint is used up");
 
-    let full = gasworks(
-        &args(&direct, &[])
-            .iter()
-            .map(String::as_str)
-            .collect::<Vec<_>>(),
-    );
+    let full = gasworks_with(&args(&direct, &[]));
     let stderr = String::from_utf8_lossy(&full.stderr);
     assert!(full.status.success(), "{stderr}");
     assert!(stderr.contains("checkpoints: "), "{stderr}");
@@ -350,12 +321,7 @@ fn checkpoints_need_passes_and_a_leftover_checkpoint_is_pointed_out() {
 
     // A checkpoint left by an earlier render of this output, and a render without --resume.
     std::fs::write(dir.path().join("a.png.gasworks-resume"), b"old").unwrap();
-    let fresh = gasworks(
-        &render_args(&out, 2, 1, &["--quiet"])
-            .iter()
-            .map(String::as_str)
-            .collect::<Vec<_>>(),
-    );
+    let fresh = gasworks_with(&render_args(&out, 2, 1, &["--quiet"]));
     let e = String::from_utf8_lossy(&fresh.stderr);
     assert!(fresh.status.success(), "{e}");
     assert!(
@@ -381,12 +347,7 @@ fn a_time_limit_writes_a_whole_image_and_a_resume_file() {
     let direct = dir.path().join("direct.exr");
     let resume = dir.path().join("limited.exr.gasworks-resume");
     // A limit passed before the first pass ends: that pass alone is rendered.
-    let first = gasworks(
-        &render_args(&limited, 40, 4, &["--time-limit", "0.001s"])
-            .iter()
-            .map(String::as_str)
-            .collect::<Vec<_>>(),
-    );
+    let first = gasworks_with(&render_args(&limited, 40, 4, &["--time-limit", "0.001s"]));
     let stderr = String::from_utf8_lossy(&first.stderr);
     assert_eq!(first.status.code(), Some(0), "{stderr}");
     assert!(
@@ -398,24 +359,19 @@ fn a_time_limit_writes_a_whole_image_and_a_resume_file() {
         "{stderr}"
     );
     assert!(resume.exists());
-    let resumed = gasworks(
-        &render_args(&limited, 40, 4, &["--resume", resume.to_str().unwrap()])
-            .iter()
-            .map(String::as_str)
-            .collect::<Vec<_>>(),
-    );
+    let resumed = gasworks_with(&render_args(
+        &limited,
+        40,
+        4,
+        &["--resume", resume.to_str().unwrap()],
+    ));
     assert!(
         resumed.status.success(),
         "{}",
         String::from_utf8_lossy(&resumed.stderr)
     );
     assert!(!resume.exists());
-    let full = gasworks(
-        &render_args(&direct, 40, 4, &[])
-            .iter()
-            .map(String::as_str)
-            .collect::<Vec<_>>(),
-    );
+    let full = gasworks_with(&render_args(&direct, 40, 4, &[]));
     assert!(full.status.success());
     assert_same_pixels(&direct, &limited);
 

@@ -280,6 +280,20 @@ impl RendererFactory for Fixed {
     }
 }
 
+/// Rank 0's frame of a job in which every rank succeeded (and only rank 0 returned a frame),
+/// and every render call of every rank.
+fn frame_and_calls(outcomes: Vec<RankOutcome>, what: &str) -> (Frame, Vec<(Tile, Range<u32>)>) {
+    let mut calls = Vec::new();
+    let mut frame = None;
+    for (r, (result, c)) in outcomes.into_iter().enumerate() {
+        let f = result.unwrap_or_else(|e| panic!("{what}: rank {r}: {e}"));
+        assert_eq!(f.is_some(), r == 0, "{what}: only rank 0 has the frame");
+        frame = frame.or(f);
+        calls.extend(c);
+    }
+    (frame.expect("rank 0's frame"), calls)
+}
+
 fn reference(config: &SchedConfig) -> Vec<[u32; 4]> {
     reference_at(config, SPP)
 }
@@ -336,15 +350,7 @@ fn films_are_bit_identical_to_one_process_and_every_tile_runs_once() {
                         ranks.len()
                     );
                     let outcomes = run_cluster(ranks, &config, test_timing(), None);
-                    let mut calls = Vec::new();
-                    let mut frame = None;
-                    for (r, (result, c)) in outcomes.into_iter().enumerate() {
-                        let f = result.unwrap_or_else(|e| panic!("{what}: rank {r}: {e}"));
-                        assert_eq!(f.is_some(), r == 0, "{what}: only rank 0 has the frame");
-                        frame = frame.or(f);
-                        calls.extend(c);
-                    }
-                    let frame = frame.unwrap();
+                    let (frame, calls) = frame_and_calls(outcomes, &what);
                     assert!(bits(&frame.film) == expected, "{what}: film differs");
                     check_every_sample_once(calls);
                     let report = &frame.report;
@@ -419,14 +425,8 @@ fn a_peer_message_that_overtakes_the_roster_waits_for_the_frame() {
         overtaken.load(Ordering::SeqCst),
         "no peer message reached rank 2 before its roster: the test did not exercise the race"
     );
-    let mut calls = Vec::new();
-    let mut frame = None;
-    for (r, (result, c)) in outcomes.into_iter().enumerate() {
-        let f = result.unwrap_or_else(|e| panic!("rank {r}: {e}"));
-        frame = frame.or(f);
-        calls.extend(c);
-    }
-    assert!(bits(&frame.expect("rank 0 has the frame").film) == reference(&config));
+    let (frame, calls) = frame_and_calls(outcomes, "overtaken roster");
+    assert!(bits(&frame.film) == reference(&config));
     check_every_sample_once(calls);
 }
 
@@ -671,10 +671,7 @@ fn a_cluster_resumed_from_a_pass_boundary_finishes_one_process_film() {
     let mut ranks = vec![RankSpec::new(2, 200), RankSpec::new(1, 0)];
     ranks[0].boundaries = Some(kept.clone());
     let outcomes = run_cluster(&ranks, &config, test_timing(), None);
-    let frame = outcomes
-        .into_iter()
-        .find_map(|(r, _)| r.unwrap())
-        .expect("rank 0's frame");
+    let (frame, _) = frame_and_calls(outcomes, "checkpointed");
     assert!(bits(&frame.film) == expected);
     let kept = kept.lock().unwrap().clone();
     // Every boundary but the end (passes of 2 of 6 samples).
@@ -693,13 +690,7 @@ fn a_cluster_resumed_from_a_pass_boundary_finishes_one_process_film() {
         ranks[0].resume = Some(Resume { film, spp_done });
         ranks[0].boundaries = Some(later.clone());
         let outcomes = run_cluster(&ranks, &config, test_timing(), None);
-        let mut calls = Vec::new();
-        let mut frame = None;
-        for (result, c) in outcomes {
-            frame = frame.or(result.unwrap_or_else(|e| panic!("from {spp_done}: {e}")));
-            calls.extend(c);
-        }
-        let frame = frame.unwrap();
+        let (frame, calls) = frame_and_calls(outcomes, &format!("from {spp_done}"));
         assert!(bits(&frame.film) == expected, "resumed from {spp_done}");
         // Only the passes after the resume point ran, and the report holds only those.
         assert!(
@@ -726,14 +717,7 @@ fn a_time_limit_ends_the_cluster_frame_whole_at_a_pass_boundary() {
     let mut ranks = vec![RankSpec::new(1, 0), RankSpec::new(2, 0)];
     ranks[0].deadline = Some(Instant::now());
     let outcomes = run_cluster(&ranks, &config, test_timing(), None);
-    let mut calls = Vec::new();
-    let mut frame = None;
-    for (r, (result, c)) in outcomes.into_iter().enumerate() {
-        let f = result.unwrap_or_else(|e| panic!("rank {r}: {e}"));
-        frame = frame.or(f);
-        calls.extend(c);
-    }
-    let frame = frame.expect("rank 0's frame");
+    let (frame, calls) = frame_and_calls(outcomes, "time limit");
     let stopped = frame.stopped.clone().expect("stopped");
     assert!(stopped.at_time_limit);
     assert_eq!((stopped.spp_complete, stopped.partial.clone()), (2, None));

@@ -372,35 +372,12 @@ fn pixelbounds_under_several_ranks_is_refused_on_every_rank() {
 fn a_killed_cluster_render_resumes_from_rank_0s_checkpoint_bit_for_bit() {
     let dir = tempfile::tempdir().unwrap();
     let scene = cornell();
+    // Long enough (48x40 pixels, 10000 samples in passes of 50 on one thread per rank) that
+    // the job is still rendering when it is killed, short enough to finish when resumed.
     let args = |out: &Path, extra: &[&str]| -> Vec<String> {
-        let mut v: Vec<String> = [
-            "render",
-            scene.to_str().unwrap(),
-            "-o",
-            out.to_str().unwrap(),
-            "--width",
-            "24",
-            "--height",
-            "16",
-            "--spp",
-            "40000",
-            "--pass-spp",
-            "50",
-            "--tiles",
-            "4",
-            "--threads",
-            "1",
-            "--backend",
-            "cpu",
-            "--checkpoint-every",
-            "0.05s",
-            "-q",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        v.extend(extra.iter().map(|s| s.to_string()));
-        v
+        let mut extra = extra.to_vec();
+        extra.extend(["--pass-spp", "50", "--checkpoint-every", "0.05s"]);
+        render_args_sized(&scene, out, "4", "10000", &extra)
     };
     let killed = dir.path().join("killed.exr");
     let resume = dir.path().join("killed.exr.gasworks-resume");

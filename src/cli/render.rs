@@ -136,16 +136,14 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
     warn_about_checkpoints(&a, out);
     let checkpoint_file = checkpoint::path_for(&a.output);
     let resume = match &a.resume {
-        Some(path) => {
-            let r = read_resume(path, &render_key, window, pass_spp)?;
-            out.status(format_args!(
-                "resume: {}: {} of {} samples per pixel done",
-                path.display(),
-                r.spp_done,
-                a.spp
-            ));
-            Some(r)
-        }
+        Some(path) => Some(read_resume(
+            path,
+            &render_key,
+            window,
+            pass_spp,
+            a.spp,
+            out,
+        )?),
         None => None,
     };
     let spp_resumed_from = resume.as_ref().map_or(0, |r| r.spp_done);
@@ -465,13 +463,16 @@ pub(super) fn finish_checkpoints(a: &RenderArgs, checkpoints: &Checkpointer, out
     }
 }
 
-/// Reads `--resume FILE` and checks it belongs to this render: the same settings (the render
-/// key: scene, size, spp, depth, seed, camera, environment, lights), window and pass size.
+/// Reads `--resume FILE`, checks it belongs to this render: the same settings (the render
+/// key: scene, size, spp, depth, seed, camera, environment, lights), window and pass size,
+/// and says how far it got (of `spp`).
 pub(super) fn read_resume(
     path: &std::path::Path,
     render_key: &str,
     window: Tile,
     pass_spp: u32,
+    spp: u32,
+    out: Verbosity,
 ) -> anyhow::Result<crate::sched::Resume> {
     let (header, film) = checkpoint::read(path)?;
     let here = path.display();
@@ -508,6 +509,10 @@ pub(super) fn read_resume(
             pass_spp
         );
     }
+    out.status(format_args!(
+        "resume: {here}: {} of {spp} samples per pixel done",
+        header.spp_done
+    ));
     Ok(crate::sched::Resume {
         film,
         spp_done: header.spp_done,

@@ -127,7 +127,14 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
             (Some(path), 0) => {
                 let key = output::render_key(&a.scene, &scene, &settings);
                 let pass_spp = schedule.pass_spp.unwrap_or(a.spp);
-                let r = read_resume(path, &key, Tile::whole(a.width, a.height), pass_spp)?;
+                let r = read_resume(
+                    path,
+                    &key,
+                    Tile::whole(a.width, a.height),
+                    pass_spp,
+                    a.spp,
+                    out,
+                )?;
                 crate::sched::first_pass_after(&schedule, a.spp, r.spp_done)
                     .with_context(|| path.display().to_string())?;
                 if r.spp_done >= a.spp {
@@ -137,12 +144,6 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
                         a.spp
                     );
                 }
-                out.status(format_args!(
-                    "resume: {}: {} of {} samples per pixel done",
-                    path.display(),
-                    r.spp_done,
-                    a.spp
-                ));
                 Some(r)
             }
             _ => None,
