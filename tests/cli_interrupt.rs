@@ -240,7 +240,7 @@ fn sigusr1_writes_a_checkpoint_and_sigterm_stops_with_143() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(143), "{stderr}");
     for said in [
-        "SIGUSR1: writing a checkpoint at the end of this pass",
+        "SIGUSR1: writing a checkpoint at the next pass boundary",
         "SIGTERM: finishing the tiles in flight",
         "error: stopped by SIGTERM: ",
         "of 1000000 samples per pixel everywhere",

@@ -107,6 +107,7 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
     // --time-limit counts from here: a batch job's clock includes loading and building.
     let started = Instant::now();
     let out = Verbosity::from_flags(a.quiet, a.verbose);
+    signals::watch_checkpoint_requests(out);
     check_args(&a)?;
     // Refuse an unwritable output, a bad window or schedule, or bad GPU options before
     // spending minutes on a render.
@@ -171,10 +172,9 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
     let mut between_passes = |film: &crate::render::Film, spp_done: u32| {
         checkpoint_between_passes(&mut checkpoints, film, spp_done, out)
     };
-    // From here Ctrl-C, SIGTERM and SIGHUP stop the frame and keep what is rendered, and
-    // SIGUSR1 asks for a checkpoint; before, while loading and building, they end the process
-    // as usual.
-    signals::watch(out, signals::Watch::StopAndCheckpoint);
+    // From here Ctrl-C, SIGTERM and SIGHUP stop the frame and keep what is rendered; before,
+    // while loading and building, they end the process as usual.
+    signals::watch_stops(out);
     let t1 = Instant::now();
     let frame = crate::sched::render_frame_until(
         &scene,

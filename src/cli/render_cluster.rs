@@ -65,6 +65,9 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
     } else {
         Verbosity::Quiet
     };
+    // SIGUSR1 reaches every rank through mpirun (its default action would end the rank);
+    // rank 0 writes the checkpoint.
+    signals::watch_checkpoint_requests(out);
     let host = world.host().to_string();
     let timing = Timing {
         dead_after: match std::env::var("GASWORKS_RANK_TIMEOUT_S") {
@@ -210,8 +213,6 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
         a.checkpoint_every,
     );
     let spp_resumed_from = resume.as_ref().map_or(0, |r| r.spp_done);
-    // SIGUSR1 reaches every rank through mpirun; rank 0 writes the checkpoint.
-    signals::watch(out, signals::Watch::CheckpointOnly);
     let render_start = Instant::now();
     let write = |frame: &Frame| -> anyhow::Result<()> {
         let meta = ImageMeta::whole(a.width, a.height, render_key.clone());

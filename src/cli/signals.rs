@@ -9,9 +9,9 @@
 //! - SIGUSR1 asks for a checkpoint at the next pass boundary, and the render goes on (Slurm's
 //!   `--signal=USR1@120` sends it two minutes before the time limit).
 //!
-//! The handlers are installed when the render starts; before (loading, building), the signals
-//! keep their default actions and end the process. On platforms without Unix signals only
-//! Ctrl-C is caught.
+//! The stop handlers are installed when the frame starts; before (loading, building), those
+//! signals keep their default actions and end the process. SIGUSR1 is caught from the start.
+//! On platforms without Unix signals only Ctrl-C is caught.
 
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
@@ -109,74 +109,72 @@ fn on_stop(signal: StopSignal, out: Verbosity) {
     }
 }
 
-/// Which signals a render answers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Watch {
-    /// A render in one process: the stop signals and SIGUSR1.
-    StopAndCheckpoint,
-    /// A rank under mpirun: SIGUSR1 only (mpirun passes it on to every rank, where its
-    /// default action would end the rank; rank 0 writes the checkpoint). Ctrl-C and SIGTERM
-    /// go to mpirun, which ends the job; its checkpoints are what is kept.
-    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
-    CheckpointOnly,
+/// From the start of `render`: SIGUSR1 asks for a checkpoint at the next pass boundary.
+/// Caught from the start (its default action ends the process), and on every rank under
+/// mpirun, which passes it on to every rank (rank 0 writes the checkpoint).
+pub fn watch_checkpoint_requests(out: Verbosity) {
+    #[cfg(unix)]
+    serve(&[signal_hook::consts::SIGUSR1], out);
+    #[cfg(not(unix))]
+    let _ = out;
 }
 
-/// Installs the render's signal handling (see the module's documentation). Without it (the
-/// handlers cannot be installed) the signals keep their default actions, which is said at
-/// debug level only: the render itself is unaffected.
-pub fn watch(out: Verbosity, which: Watch) {
+/// From the start of the frame in one process: Ctrl-C, SIGTERM and SIGHUP stop it. Before
+/// (loading, building) they end the process as usual; under mpirun they are mpirun's, which
+/// ends the job.
+pub fn watch_stops(out: Verbosity) {
     #[cfg(unix)]
     {
-        use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
-        // The handlers only queue the signal; this thread does the work, outside signal
-        // context, so it may print and exit. It registers them itself (so that handlers never
-        // exist without a thread to serve them) and says when they are in place.
-        let (ready, registered) = std::sync::mpsc::channel();
-        let spawned = std::thread::Builder::new()
-            .name("gasworks-signals".into())
-            .spawn(move || {
-                let signals = match which {
-                    Watch::StopAndCheckpoint => {
-                        signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP, SIGUSR1])
-                    }
-                    Watch::CheckpointOnly => signal_hook::iterator::Signals::new([SIGUSR1]),
-                };
-                let mut signals = match signals {
-                    Ok(s) => s,
-                    Err(e) => {
-                        let _ = ready.send(Err(e));
-                        return;
-                    }
-                };
-                let _ = ready.send(Ok(()));
-                for signal in signals.forever() {
-                    match signal {
-                        SIGINT => on_stop(StopSignal::Interrupt, out),
-                        SIGTERM => on_stop(StopSignal::Terminate, out),
-                        SIGHUP => on_stop(StopSignal::HangUp, out),
-                        SIGUSR1 => {
-                            CHECKPOINT_ASKED.store(true, Ordering::SeqCst);
-                            if !out.is_quiet() {
-                                crate::stderr_line::write_whole(
-                                    "gasworks: SIGUSR1: writing a checkpoint at the end of this pass",
-                                );
-                            }
-                        }
-                        _ => {}
-                    }
-                }
-            });
-        match spawned.map(|_| registered.recv()) {
-            Ok(Ok(Ok(()))) => {}
-            Ok(Ok(Err(e))) => log::debug!("no signal handlers: {e}"),
-            Ok(Err(e)) => log::debug!("no signal handlers: {e}"),
-            Err(e) => log::debug!("no signal thread: {e}"),
-        }
+        use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+        serve(&[SIGINT, SIGTERM, SIGHUP], out);
     }
     #[cfg(not(unix))]
-    if which == Watch::StopAndCheckpoint {
-        if let Err(e) = ctrlc::set_handler(move || on_stop(StopSignal::Interrupt, out)) {
-            log::debug!("no Ctrl-C handler: {e}");
-        }
+    if let Err(e) = ctrlc::set_handler(move || on_stop(StopSignal::Interrupt, out)) {
+        log::debug!("no Ctrl-C handler: {e}");
+    }
+}
+
+/// Serves `signals` on a thread of ours. The handlers only queue the signal; the thread does
+/// the work, outside signal context, so it may print and exit. It registers them itself (so
+/// that handlers never exist without a thread to serve them) and says when they are in place.
+/// Without handlers (they cannot be installed) the signals keep their default actions, which
+/// is said at debug level only: the render itself is unaffected.
+#[cfg(unix)]
+fn serve(signals: &'static [std::ffi::c_int], out: Verbosity) {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
+    let (ready, registered) = std::sync::mpsc::channel();
+    let spawned = std::thread::Builder::new()
+        .name("gasworks-signals".into())
+        .spawn(move || {
+            let mut signals = match signal_hook::iterator::Signals::new(signals) {
+                Ok(s) => s,
+                Err(e) => {
+                    let _ = ready.send(Err(e));
+                    return;
+                }
+            };
+            let _ = ready.send(Ok(()));
+            for signal in signals.forever() {
+                match signal {
+                    SIGINT => on_stop(StopSignal::Interrupt, out),
+                    SIGTERM => on_stop(StopSignal::Terminate, out),
+                    SIGHUP => on_stop(StopSignal::HangUp, out),
+                    SIGUSR1 => {
+                        CHECKPOINT_ASKED.store(true, Ordering::SeqCst);
+                        if !out.is_quiet() {
+                            crate::stderr_line::write_whole(
+                                "gasworks: SIGUSR1: writing a checkpoint at the next pass boundary",
+                            );
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        });
+    match spawned.map(|_| registered.recv()) {
+        Ok(Ok(Ok(()))) => {}
+        Ok(Ok(Err(e))) => log::debug!("no signal handlers: {e}"),
+        Ok(Err(e)) => log::debug!("no signal handlers: {e}"),
+        Err(e) => log::debug!("no signal thread: {e}"),
     }
 }
