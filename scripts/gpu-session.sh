@@ -14,7 +14,8 @@
 #   render     GPU and CPU renders on this host: Cornell 1024x1024 256 spp, sponza-like and the
 #              10M toystore at 1920x1080 64 spp; samples/s and rays/s side by side, PNGs kept
 #   sched      the tile scheduler with GPU workers (--devices gpu0x2 and gpu0x2,cpu, --stats) on
-#              the toystore; the image must be bit-identical across GPU worker counts and schedules
+#              the toystore; the image must be bit-identical across GPU worker counts and schedules,
+#              and after a --time-limit stop and --resume
 #   nsys       best effort: any Nsight Systems found on the host, on a short render
 # Groups sized for device calls of under 9 minutes each:
 #   call1 = tests sanitizer     call2 = bench     call3 = render sched nsys     all = the three
@@ -310,6 +311,26 @@ step_sched() {
         --devices gpu0x2,cpu --width $w --height $h --spp $spp --stats "$out/sched-gpu0x2-cpu.csv" \
         || fail "scheduler render --devices gpu0x2,cpu"
     grep -hiE "efficiency|makespan" "$out"/sched-*.log 2>/dev/null | head -n 24 | tee -a "$summary" >&2
+    # A GPU render stopped by --time-limit after its first pass, then resumed: the image of an
+    # uninterrupted render in the same passes, bit for bit.
+    local passes=(--backend optix --devices gpu0x2 --width "$w" --height "$h" --spp "$spp" --pass-spp 4)
+    local whole="$scenes/sched-passes.exr" part="$scenes/sched-resumed.exr"
+    rm -f "$part.gasworks-resume"
+    if logged "$out/sched-passes.log" "$bin" render "$toystore" -o "$whole" "${passes[@]}" \
+        && logged "$out/sched-time-limit.log" "$bin" render "$toystore" -o "$part" "${passes[@]}" --time-limit 0.001s \
+        && logged "$out/sched-resumed.log" "$bin" render "$toystore" -o "$part" "${passes[@]}" \
+            --resume "$part.gasworks-resume"; then
+        local a b
+        a="$(sha256sum "$whole" | cut -d' ' -f1)"
+        b="$(sha256sum "$part" | cut -d' ' -f1)"
+        if [ "$a" = "$b" ]; then
+            note "sched: stopped at a time limit and resumed on the GPU: the uninterrupted image (sha256 $a)"
+        else
+            fail "resumed GPU render differs from the uninterrupted one (sha256 $b, expected $a)"
+        fi
+    else
+        fail "time-limit/resume renders on the GPU (see $out/sched-time-limit.log, $out/sched-resumed.log)"
+    fi
 }
 
 step_nsys() {
