@@ -46,7 +46,7 @@ pub struct ImageStatsArgs {
     #[arg(long, default_value_t = 0)]
     pub list: usize,
     /// Write a PNG per image showing where the fireflies are (magenta; masked pixels dimmed):
-    /// DIR/<image name>.fireflies.png
+    /// DIR/NAME.fireflies.png, NAME being the image's file name without its extension
     #[arg(long)]
     pub overlay: Option<PathBuf>,
     /// Print one JSON array (one object per image) instead of text
@@ -252,8 +252,9 @@ pub fn run(a: ImageStatsArgs) -> anyhow::Result<()> {
     }
 }
 
-/// Writes `dir/<image stem>.fireflies.png`: the image tone-mapped as `render` writes PNGs,
-/// masked pixels at a third of their brightness, fireflies magenta.
+/// Writes `dir/STEM.fireflies.png` (`STEM`: the image file's name without its extension): the
+/// image tone-mapped as `render` writes PNGs, masked pixels at a third of their brightness,
+/// fireflies magenta.
 fn write_overlay(
     dir: &Path,
     image: &Path,

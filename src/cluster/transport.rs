@@ -1,7 +1,7 @@
 //! How ranks reach each other: nonblocking point-to-point byte messages.
 //!
 //! The cluster protocol ([`super::node`]) sees only this trait. Two transports implement it:
-//! MPI ([`super::mpi`], behind the `mpi` feature), and [`ChannelTransport`], ranks as threads
+//! MPI (`super::mpi`, behind the `mpi` feature), and [`ChannelTransport`], ranks as threads
 //! of one process joined by channels, which runs the very same protocol in plain
 //! `cargo test` with no MPI installed.
 //!

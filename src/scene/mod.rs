@@ -154,7 +154,7 @@ impl Texture {
             && self.texels.len() as u64 == u64::from(self.width) * u64::from(self.height)
     }
 
-    /// Bilinear lookup with wrapping (OBJ UVs routinely leave [0,1]). An inconsistent texture
+    /// Bilinear lookup with wrapping (OBJ UVs routinely leave `[0, 1]`). An inconsistent texture
     /// (see [`Texture::is_consistent`]) reads as white, the value of "no texture", rather than
     /// indexing out of bounds; backends never see one, since [`Scene::validate`] refuses it.
     pub fn sample(&self, uv: Vec2) -> Vec3 {

@@ -10,7 +10,7 @@
 //!
 //! What the loader accepts, repairs with one warning (naming the file, the first line and
 //! the count), and refuses is listed in `docs/obj-loader.md`. In short:
-//! - exactly one [`Group`] per `o`/`g` section that holds faces; faces keep their own
+//! - exactly one [`Group`](super::Group) per `o`/`g` section that holds faces; faces keep their own
 //!   `usemtl` material; polygons are fans;
 //! - repaired with a warning: normal or texture indices that point nowhere (the attribute is
 //!   dropped for those faces), faces of fewer than 3 vertices (skipped), `usemtl` without a

@@ -1,9 +1,9 @@
 //! Procedural scenes and the OBJ/MTL writer that saves them.
 //!
-//! - [`cornell`]: the classic Cornell box (published dimensions), with [`cornell_camera`];
-//! - [`sponza_like`]: Crytek Sponza's heavy-tailed group sizes in an atrium, the benchmark
+//! - [`cornell()`]: the classic Cornell box (published dimensions), with [`cornell_camera`];
+//! - [`sponza_like()`]: Crytek Sponza's heavy-tailed group sizes in an atrium, the benchmark
 //!   scene of the batched GAS builds;
-//! - [`toystore`] / [`toystore_groups`]: shelves of unique toys, from ten thousand to a
+//! - [`toystore()`] / [`toystore_groups`]: shelves of unique toys, from ten thousand to a
 //!   hundred million triangles, streamable group by group.
 //!
 //! Every generator is a pure function of its parameters and seed, and makes no degenerate
