@@ -12,7 +12,7 @@ use std::sync::Arc;
 use gasworks::render::Film;
 use gasworks::scene::MaterialKind;
 use gasworks::sched::{
-    render_frame_until, DeviceSpec, FrameControl, Resume, SchedConfig, Strategy,
+    render_frame_until, DeviceSpec, Frame, FrameControl, Resume, SchedConfig, Strategy,
 };
 use sched_support::{room, room_settings, MockFactory, MockRenderer};
 
@@ -24,6 +24,25 @@ const TILES: u32 = 24;
 
 fn bits(f: &Film) -> Vec<[u32; 4]> {
     f.pixels.iter().map(|p| p.map(f32::to_bits)).collect()
+}
+
+/// A frame of the test room at `spp` samples per pixel, on `workers` workers of `factory`,
+/// under `control`.
+fn frame_of(
+    factory: &MockFactory,
+    spp: u32,
+    workers: usize,
+    control: FrameControl<'_>,
+) -> anyhow::Result<Frame> {
+    let scene = room(MaterialKind::Mirror, MaterialKind::Glass);
+    render_frame_until(
+        &scene,
+        &room_settings(W, H, spp, 11),
+        &config(workers),
+        factory,
+        true,
+        control,
+    )
 }
 
 fn config(workers: usize) -> SchedConfig {
@@ -41,25 +60,14 @@ fn config(workers: usize) -> SchedConfig {
 
 /// A complete render of `spp` samples per pixel, in the same passes.
 fn reference(spp: u32) -> Film {
-    let scene = room(MaterialKind::Mirror, MaterialKind::Glass);
     let factory = MockFactory::new(MockRenderer::new(W, 11));
-    let frame = render_frame_until(
-        &scene,
-        &room_settings(W, H, spp, 11),
-        &config(1),
-        &factory,
-        true,
-        FrameControl::default(),
-    )
-    .unwrap();
+    let frame = frame_of(&factory, spp, 1, FrameControl::default()).unwrap();
     assert!(frame.stopped.is_none());
     frame.film
 }
 
 #[test]
 fn a_stopped_frame_keeps_whole_passes_and_the_tiles_of_the_last() {
-    let scene = room(MaterialKind::Mirror, MaterialKind::Glass);
-    let settings = room_settings(W, H, SPP, 11);
     let mut seen_partial = false;
     let mut seen_between = false;
     let mut resumed = 0;
@@ -68,12 +76,10 @@ fn a_stopped_frame_keeps_whole_passes_and_the_tiles_of_the_last() {
         let stop = Arc::new(AtomicBool::new(false));
         let factory =
             MockFactory::new(MockRenderer::new(W, 11).with_stop_after(stop_after, stop.clone()));
-        let frame = render_frame_until(
-            &scene,
-            &settings,
-            &config(workers),
+        let frame = frame_of(
             &factory,
-            true,
+            SPP,
+            workers,
             FrameControl {
                 stop: &stop,
                 ..FrameControl::default()
@@ -154,12 +160,10 @@ fn a_stopped_frame_keeps_whole_passes_and_the_tiles_of_the_last() {
             "{what}: the resume film"
         );
         let factory = MockFactory::new(MockRenderer::new(W, 11));
-        let finished = render_frame_until(
-            &scene,
-            &settings,
-            &config(4 - workers),
+        let finished = frame_of(
             &factory,
-            true,
+            SPP,
+            4 - workers,
             FrameControl {
                 resume: Some(point),
                 ..FrameControl::default()
@@ -186,14 +190,11 @@ fn a_stopped_frame_keeps_whole_passes_and_the_tiles_of_the_last() {
 
 #[test]
 fn a_stop_before_the_first_tile_renders_nothing() {
-    let scene = room(MaterialKind::Mirror, MaterialKind::Glass);
     let factory = MockFactory::new(MockRenderer::new(W, 11));
-    let frame = render_frame_until(
-        &scene,
-        &room_settings(W, H, SPP, 11),
-        &config(2),
+    let frame = frame_of(
         &factory,
-        true,
+        SPP,
+        2,
         FrameControl {
             stop: &AtomicBool::new(true),
             ..FrameControl::default()
@@ -209,15 +210,12 @@ fn a_stop_before_the_first_tile_renders_nothing() {
 
 #[test]
 fn a_resume_point_off_the_pass_plan_is_refused() {
-    let scene = room(MaterialKind::Mirror, MaterialKind::Glass);
     let factory = MockFactory::new(MockRenderer::new(W, 11));
     let run = |film: Film, spp_done: u32| {
-        render_frame_until(
-            &scene,
-            &room_settings(W, H, SPP, 11),
-            &config(2),
+        frame_of(
             &factory,
-            true,
+            SPP,
+            2,
             FrameControl {
                 resume: Some(Resume { film, spp_done }),
                 ..FrameControl::default()
@@ -236,17 +234,13 @@ fn a_resume_point_off_the_pass_plan_is_refused() {
 
 #[test]
 fn the_film_between_passes_is_a_resume_point_of_the_uninterrupted_render() {
-    let scene = room(MaterialKind::Mirror, MaterialKind::Glass);
-    let settings = room_settings(W, H, SPP, 11);
     let mut seen: Vec<(u32, Film)> = Vec::new();
     let mut hook = |film: &Film, spp_done: u32| seen.push((spp_done, film.clone()));
     let factory = MockFactory::new(MockRenderer::new(W, 11));
-    let frame = render_frame_until(
-        &scene,
-        &settings,
-        &config(3),
+    let frame = frame_of(
         &factory,
-        true,
+        SPP,
+        3,
         FrameControl {
             between_passes: Some(&mut hook),
             ..FrameControl::default()
@@ -262,12 +256,10 @@ fn the_film_between_passes_is_a_resume_point_of_the_uninterrupted_render() {
         // A process killed after this boundary resumes from it into the same image.
         let mut later = Vec::new();
         let mut hook = |_: &Film, s: u32| later.push(s);
-        let finished = render_frame_until(
-            &scene,
-            &settings,
-            &config(2),
+        let finished = frame_of(
             &MockFactory::new(MockRenderer::new(W, 11)),
-            true,
+            SPP,
+            2,
             FrameControl {
                 resume: Some(Resume { film, spp_done }),
                 between_passes: Some(&mut hook),
@@ -289,15 +281,11 @@ fn the_film_between_passes_is_a_resume_point_of_the_uninterrupted_render() {
 /// whole (every pixel at the same samples) and a resume point of the uninterrupted render.
 #[test]
 fn a_deadline_stops_between_passes_with_a_whole_image() {
-    let scene = room(MaterialKind::Mirror, MaterialKind::Glass);
-    let settings = room_settings(W, H, SPP, 11);
     let run = |deadline: std::time::Instant, resume: Option<Resume>| {
-        render_frame_until(
-            &scene,
-            &settings,
-            &config(2),
+        frame_of(
             &MockFactory::new(MockRenderer::new(W, 11)),
-            true,
+            SPP,
+            2,
             FrameControl {
                 deadline: Some(deadline),
                 resume,
