@@ -153,8 +153,17 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
         };
         Ok((scene, settings, schedule, optix_options, load_s, resume))
     })();
+    // The film to resume from goes to the master as it is (a 4K film is 130 MB: not copied).
+    let (loaded, mut resume) = match loaded {
+        Ok((scene, settings, schedule, optix_options, load_s, resume)) => (
+            Ok((scene, settings, schedule, optix_options, load_s)),
+            resume,
+        ),
+        Err(e) => (Err(e), None),
+    };
+    let spp_resumed_from = resume.as_ref().map_or(0, |r| r.spp_done);
     let (setup, factory) = match &loaded {
-        Ok((scene, settings, schedule, optix_options, _, resume)) => {
+        Ok((scene, settings, schedule, optix_options, _)) => {
             match get_ready(
                 &a,
                 rank,
@@ -163,7 +172,7 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
                 settings,
                 schedule,
                 optix_options,
-                resume,
+                resume.take(),
             ) {
                 Ok((setup, factory)) => (Ok(setup), Some(factory)),
                 Err(e) => (Err(format!("{host}: {}", error_text(&e))), None),
@@ -172,7 +181,7 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
         Err(e) => (Err(format!("{host}: {}", error_text(e))), None),
     };
 
-    let Ok((scene, settings, schedule, _, load_s, resume)) = &loaded else {
+    let Ok((scene, settings, schedule, _, load_s)) = &loaded else {
         // This rank could not even load the scene: it still takes part in the handshake, so
         // that every rank learns why the job cannot start.
         let job = ClusterJob {
@@ -212,7 +221,6 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
         header.clone(),
         a.checkpoint_every,
     );
-    let spp_resumed_from = resume.as_ref().map_or(0, |r| r.spp_done);
     let render_start = Instant::now();
     let write = |frame: &Frame| -> anyhow::Result<()> {
         let meta = ImageMeta::whole(a.width, a.height, render_key.clone());
@@ -309,7 +317,7 @@ fn get_ready<'s>(
     settings: &RenderSettings,
     schedule: &SchedConfig,
     optix_options: &OptixOptions,
-    resume: &Option<Resume>,
+    resume: Option<Resume>,
 ) -> anyhow::Result<(RankSetup, WorkerFactory<'s>)> {
     let print = fingerprint(scene, settings, schedule);
     let backend = crate::backend::select(a.backend.into(), scene, settings, optix_options)?;
@@ -338,7 +346,7 @@ fn get_ready<'s>(
             estimate,
             raster,
             estimate_stats,
-            resume: resume.clone(),
+            resume,
         }
     });
     Ok((

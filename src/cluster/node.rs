@@ -954,10 +954,11 @@ impl<'t, T: Transport> Node<'t, T> {
             }
         };
         self.early = early;
-        let Ok(setup) = setup else {
+        let Ok(mut setup) = setup else {
             return Err(self.protocol(0, "a roster for a rank that was not ready".into()));
         };
-        let mut master = match (master_inputs, setup.plan.clone()) {
+        // Taken, not copied: it may hold the film of a resumed render.
+        let mut master = match (master_inputs, setup.plan.take()) {
             (Some(hellos), Some(inputs)) => {
                 Some(Master::new(self.job, inputs, &hellos).map_err(|e| self.protocol(0, e))?)
             }
