@@ -528,6 +528,7 @@ fn lamps_seen_from_both_sides() -> Scene {
     )
 }
 
+/// [`look_fov`] at the 45 degrees these tests use.
 fn settings(
     eye: Vec3,
     at: Vec3,
@@ -537,14 +538,7 @@ fn settings(
     max_depth: u32,
     seed: u64,
 ) -> RenderSettings {
-    RenderSettings {
-        width: w,
-        height: h,
-        spp,
-        max_depth,
-        seed,
-        camera: camera_at(eye, at, 45.0, w, h),
-    }
+    look_fov(eye, at, 45.0, w, h, spp, max_depth, seed)
 }
 
 #[test]

@@ -331,13 +331,28 @@ pub fn look(
     max_depth: u32,
     seed: u64,
 ) -> RenderSettings {
+    look_fov(eye, at, 50.0, w, h, spp, max_depth, seed)
+}
+
+/// [`look`] with a vertical field of view of `fov_deg` degrees.
+#[allow(clippy::too_many_arguments)]
+pub fn look_fov(
+    eye: Vec3,
+    at: Vec3,
+    fov_deg: f32,
+    w: u32,
+    h: u32,
+    spp: u32,
+    max_depth: u32,
+    seed: u64,
+) -> RenderSettings {
     RenderSettings {
         width: w,
         height: h,
         spp,
         max_depth,
         seed,
-        camera: camera_at(eye, at, 50.0, w, h),
+        camera: camera_at(eye, at, fov_deg, w, h),
     }
 }
 
