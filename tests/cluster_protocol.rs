@@ -12,26 +12,28 @@
 //! - a rank that falls silent, or whose worker fails, ends the job with an error naming it;
 //! - rank 0's film at each pass boundary (what a checkpoint holds) is one process's at that
 //!   many samples, and a cluster resumed from it finishes one process's film, bit for bit;
-//! - a time limit ends the frame whole at a pass boundary, on every rank.
+//! - a time limit ends the frame whole at a pass boundary, on every rank;
+//! - a stop signal on any rank ends the frame on rank 0 with what has arrived, every rank
+//!   ends cleanly, and the film of the complete passes resumes into one process's film.
 
 mod sched_support;
 
 use std::collections::VecDeque;
 use std::ops::Range;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use gasworks::cluster::{
     run_node, ChannelTransport, ClusterError, ClusterJob, Discard, FaultHook, FaultKind, FrameSink,
-    PlanInputs, RankSetup, Timing, Transport, TransportError,
+    PlanInputs, RankSetup, StopRequest, Timing, Transport, TransportError,
 };
 use gasworks::render::{Film, RenderSettings, Tile, TileRenderer};
 use gasworks::scene::{MaterialKind, Scene};
 use gasworks::sched::workers::build_workers;
 use gasworks::sched::{
-    estimate_costmap, render_frame, DeviceSpec, Frame, RendererFactory, Resume, SchedConfig,
-    Strategy,
+    estimate_costmap, render_frame, DeviceSpec, Frame, PartialPass, RendererFactory, Resume,
+    SchedConfig, Stopped, Strategy,
 };
 use sched_support::{room, room_settings, MockFactory, MockRenderer};
 
@@ -79,6 +81,8 @@ struct RankSpec {
     boundaries: Option<Boundaries>,
     /// Rank 0: the time limit.
     deadline: Option<Instant>,
+    /// This rank's stop requests (what a signal sets).
+    stop: Option<&'static AtomicU8>,
 }
 
 type Boundaries = Arc<Mutex<Vec<(u32, Vec<[u32; 4]>)>>>;
@@ -106,6 +110,7 @@ impl RankSpec {
             resume: None,
             boundaries: None,
             deadline: None,
+            stop: None,
         }
     }
 }
@@ -252,6 +257,7 @@ fn run_cluster_over(
                         timing,
                         fault,
                         deadline: spec.deadline,
+                        stop: spec.stop,
                     };
                     let result = match &spec.boundaries {
                         Some(b) => run_node(&mut t, setup, &job, &mut Keep(b.clone())),
@@ -725,4 +731,123 @@ fn a_time_limit_ends_the_cluster_frame_whole_at_a_pass_boundary() {
     assert!(calls.iter().all(|(_, s)| s.end <= 2), "no later pass ran");
     assert_eq!(frame.report.passes.len(), 1);
     assert_eq!(frame.resume_point().map(|p| p.spp_done), Some(2));
+}
+
+/// The mock renderer, which stores `signal` in a rank's stop flag once it has rendered
+/// `tiles` tiles of the pass starting at `pass_start`: a signal arriving mid-pass.
+struct SignalAfter {
+    inner: MockRenderer,
+    pass_start: u32,
+    tiles: usize,
+    seen: AtomicUsize,
+    signal: u8,
+    flag: &'static AtomicU8,
+}
+
+impl TileRenderer for SignalAfter {
+    fn name(&self) -> String {
+        self.inner.name()
+    }
+    fn render_tile(
+        &self,
+        tile: Tile,
+        samples: Range<u32>,
+        accum: &mut [[f32; 4]],
+    ) -> anyhow::Result<()> {
+        let start = samples.start;
+        self.inner.render_tile(tile, samples, accum)?;
+        if start == self.pass_start && self.seen.fetch_add(1, Ordering::SeqCst) + 1 == self.tiles {
+            self.flag.store(self.signal, Ordering::SeqCst);
+        }
+        Ok(())
+    }
+}
+
+/// A stop signal (SIGTERM under mpirun, or any signal sent to one rank) while the second of
+/// three passes renders, on rank 0 or on another rank: rank 0 ends the frame at once with
+/// the tiles that have arrived, every rank ends without an error, and no later pass runs.
+/// Each pixel holds the samples of the first pass or of the first two; the resume point is
+/// the film of the first pass, and a cluster resumed from it finishes one process's film.
+#[test]
+fn a_stop_signal_on_any_rank_ends_the_frame_with_what_arrived_and_it_resumes() {
+    let config = config(Strategy::Sorted, true, Some(2));
+    let (after_one, after_two) = (reference_at(&config, 2), reference_at(&config, 4));
+    for (signalled, signal) in [(0usize, 15u8), (1, 1)] {
+        let what = format!("signal {signal} on rank {signalled}");
+        let flags: Vec<&'static AtomicU8> = (0..2)
+            .map(|_| &*Box::leak(Box::new(AtomicU8::new(0))))
+            .collect();
+        let mut ranks = vec![RankSpec::new(1, 300), RankSpec::new(2, 300)];
+        for (spec, flag) in ranks.iter_mut().zip(&flags) {
+            spec.stop = Some(*flag);
+        }
+        // Rank 0's worker renders three tiles of the second pass, then the signal comes.
+        ranks[0].renderer = Some(Arc::new(SignalAfter {
+            inner: MockRenderer::new(W, SEED).with_sleep(300),
+            pass_start: 2,
+            tiles: 3,
+            seen: AtomicUsize::new(0),
+            signal,
+            flag: flags[signalled],
+        }));
+        let outcomes = run_cluster(&ranks, &config, test_timing(), None);
+        let (frame, calls) = frame_and_calls(outcomes, &what);
+        let stopped = frame.stopped.clone().expect("stopped");
+        let tiles = stopped.partial.as_ref().map_or(0, |p| p.tiles);
+        let done = stopped.partial.as_ref().map_or(0, |p| p.tiles_done);
+        assert_eq!(
+            stopped,
+            Stopped {
+                spp_complete: 2,
+                partial: Some(PartialPass {
+                    samples: 2..4,
+                    tiles_done: done,
+                    tiles,
+                }),
+                at_time_limit: false,
+            },
+            "{what}"
+        );
+        assert!(tiles > 0 && done <= tiles, "{what}");
+        assert_eq!(
+            frame.report.cluster.as_ref().and_then(|c| c.stop),
+            Some(StopRequest {
+                rank: signalled,
+                signal
+            }),
+            "{what}"
+        );
+        assert!(
+            calls.iter().all(|(_, s)| s.end <= 4),
+            "{what}: a later pass ran"
+        );
+        assert_eq!(frame.report.passes.len(), 1, "{what}");
+        // Every pixel has one pass or two, and the film is the first pass's only if no tile of
+        // the second arrived.
+        let film = bits(&frame.film);
+        let mut with_two = 0;
+        for (i, p) in film.iter().enumerate() {
+            if *p == after_two[i] && after_two[i] != after_one[i] {
+                with_two += 1;
+            } else {
+                assert!(*p == after_one[i], "{what}: pixel {i} holds neither");
+            }
+        }
+        // The third tile may still be on its way to rank 0's master when the signal is seen.
+        assert!(done >= 2, "{what}: {done} tiles arrived");
+        assert!(with_two > 0, "{what}");
+
+        let point = frame.resume_point().expect("a resume point");
+        assert_eq!(point.spp_done, 2, "{what}");
+        assert!(bits(&point.film) == after_one, "{what}: the resume film");
+        let mut ranks = vec![RankSpec::new(2, 0), RankSpec::new(1, 0)];
+        ranks[0].resume = Some(point);
+        let outcomes = run_cluster(&ranks, &config, test_timing(), None);
+        let (resumed, _) = frame_and_calls(outcomes, &format!("{what}, resumed"));
+        assert!(resumed.stopped.is_none());
+        assert!(
+            bits(&resumed.film) == reference(&config),
+            "{what}: the resumed film"
+        );
+    }
 }

@@ -9,7 +9,11 @@
 //! - a scene missing on one rank (or unreadable there) gives every rank the same error, a
 //!   non-zero exit and no image, within a timeout;
 //! - a rank that dies (SIGABRT, SIGKILL) or falls silent mid-frame fails the job with a
-//!   message naming it, within a timeout, and leaves no image.
+//!   message naming it, within a timeout; after a death, rank 0 (sent SIGTERM by mpirun)
+//!   writes the tiles that arrived and says so, and nothing else is left;
+//! - SIGTERM to mpirun stops the job with the image of what has arrived and a resume file;
+//!   all ranks killed leave rank 0's checkpoint; either way `--resume` under mpirun finishes
+//!   one process's image bit for bit; a time limit ends the job whole at a pass boundary.
 //!
 //! The timeouts only tell a hang from an answer; nothing here measures speed.
 #![cfg(feature = "mpi")]
@@ -321,9 +325,29 @@ fn a_rank_that_dies_mid_frame_fails_the_job_naming_it() {
             r.stdout,
             r.stderr
         );
-        assert!(!out.exists(), "{kind}: an image was written");
-        // Nothing partial under another name either.
-        let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        // mpirun ends the other ranks with SIGTERM: rank 0 writes the tiles that have arrived
+        // (one pass: no resume file) and says what the image holds, or says none had come.
+        if out.exists() {
+            assert!(
+                r.stderr.contains("error: stopped by SIGTERM:")
+                    && r.stderr.contains("out.exr holds samples 0..16 in"),
+                "{kind}: {}",
+                r.stderr
+            );
+        } else {
+            assert!(
+                r.stderr
+                    .contains("no tile had arrived, so no image was written"),
+                "{kind}: no image and no reason: {}",
+                r.stderr
+            );
+        }
+        // Nothing else, half-written or under another name.
+        let mut left: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        left.retain(|name| name != "out.exr");
         assert!(left.is_empty(), "{kind}: {left:?}");
     }
 }
@@ -364,28 +388,25 @@ fn pixelbounds_under_several_ranks_is_refused_on_every_rank() {
     assert!(!out.exists(), "an image was written");
 }
 
-/// A cluster render killed by its batch system (SIGTERM to mpirun, as Slurm sends at a time
-/// limit) after `--checkpoint-every` wrote checkpoints on rank 0 is finished by the same
-/// command plus `--resume`, under mpirun again, into one process's image bit for bit. SIGUSR1,
-/// which mpirun passes to every rank, asks for a checkpoint and ends no rank.
-#[test]
-fn a_killed_cluster_render_resumes_from_rank_0s_checkpoint_bit_for_bit() {
-    let dir = tempfile::tempdir().unwrap();
-    let scene = cornell();
-    // Long enough (48x40 pixels, 10000 samples in passes of 50 on one thread per rank) that
-    // the job is still rendering when it is killed, short enough to finish when resumed.
-    let args = |out: &Path, extra: &[&str]| -> Vec<String> {
-        let mut extra = extra.to_vec();
-        extra.extend(["--pass-spp", "50", "--checkpoint-every", "0.05s"]);
-        render_args_sized(&scene, out, "4", "10000", &extra)
-    };
-    let killed = dir.path().join("killed.exr");
-    let resume = dir.path().join("killed.exr.gasworks-resume");
+/// The arguments of a cluster render long enough (48x40 pixels, 10000 samples in passes of
+/// 50 on one thread per rank, a checkpoint every 0.05 s) to be still rendering when it is
+/// stopped or killed, and short enough to finish when resumed.
+fn long_render_args(scene: &Path, out: &Path, extra: &[&str]) -> Vec<String> {
+    let mut extra = extra.to_vec();
+    extra.extend(["--pass-spp", "50", "--checkpoint-every", "0.05s"]);
+    render_args_sized(scene, out, "4", "10000", &extra)
+}
+
+/// Starts the long render of `out` under `mpirun -np 2`, and returns once rank 0 has written
+/// a checkpoint (every rank is rendering then: the handshake is behind). SIGUSR1, which
+/// mpirun passes to every rank, asks for a checkpoint and ends no rank.
+fn start_long_cluster_render(scene: &Path, out: &Path) -> std::process::Child {
+    let resume = PathBuf::from(format!("{}.gasworks-resume", out.display()));
     let mut job = mpirun()
         .arg("-np")
         .arg("2")
         .arg(BIN)
-        .args(args(&killed, &[]))
+        .args(long_render_args(scene, out, &[]))
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -396,38 +417,37 @@ fn a_killed_cluster_render_resumes_from_rank_0s_checkpoint_bit_for_bit() {
         assert!(t0.elapsed() < DEADLINE, "no checkpoint");
         std::thread::sleep(Duration::from_millis(20));
     }
-    // Every rank is rendering (the handshake is behind): SIGUSR1 reaches them all, harmlessly.
-    let pid = job.id().to_string();
-    let signal = |name: &str| {
-        let ok = Command::new("kill")
-            .args([&format!("-{name}"), &pid])
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "kill -{name}");
-    };
-    signal("USR1");
+    signal(job.id(), "USR1");
     std::thread::sleep(Duration::from_millis(500));
     assert!(
         job.try_wait().unwrap().is_none(),
         "SIGUSR1 ended the job (a rank without a handler)"
     );
-    signal("TERM");
-    let out = job.wait_with_output().unwrap();
-    assert_ne!(out.status.code(), Some(0), "the job was killed");
-    assert!(!killed.exists(), "a killed job writes no image");
-    assert!(resume.exists());
+    job
+}
 
-    let mut resumed_args = args(&killed, &["--resume", resume.to_str().unwrap()]);
+fn signal(pid: u32, name: &str) {
+    let ok = Command::new("kill")
+        .args([&format!("-{name}"), &pid.to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill -{name} {pid}");
+}
+
+/// Finishes the long render of `out` from `resume` under mpirun, and checks it is one
+/// process's image bit for bit.
+fn resume_into_the_single_process_image(dir: &Path, scene: &Path, out: &Path, resume: &Path) {
+    let mut resumed_args = long_render_args(scene, out, &["--resume", resume.to_str().unwrap()]);
     resumed_args.retain(|a| a != "-q");
     let r = mpi_render(2, &resumed_args);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     assert!(r.stderr.contains("samples per pixel done"), "{}", r.stderr);
     assert!(r.stderr.contains("the render is complete"), "{}", r.stderr);
-    assert!(!resume.exists(), "the checkpoint is used up");
+    assert!(!resume.exists(), "the resume file is used up");
 
-    let single = dir.path().join("single.exr");
-    let mut single_args = args(&single, &[]);
+    let single = dir.join("single.exr");
+    let mut single_args = long_render_args(scene, &single, &[]);
     let threads = single_args.iter().position(|a| a == "--threads").unwrap();
     single_args[threads + 1] = "2".into();
     let r = run({
@@ -437,9 +457,63 @@ fn a_killed_cluster_render_resumes_from_rank_0s_checkpoint_bit_for_bit() {
     });
     assert_eq!(r.code, Some(0), "single process: {}", r.stderr);
     assert!(
-        image_bits(&killed) == image_bits(&single),
+        image_bits(out) == image_bits(&single),
         "the resumed cluster image differs from one process's"
     );
+}
+
+/// A cluster render stopped by its batch system (SIGTERM to mpirun, as Slurm sends at a time
+/// limit; mpirun passes it to every rank): rank 0 writes the image with what has arrived and
+/// a resume file at once, within mpirun's default grace of 1 s, and the job exits non-zero.
+/// The same command plus `--resume`, under mpirun again, finishes one process's image bit
+/// for bit.
+#[test]
+fn a_cluster_render_stopped_by_sigterm_keeps_its_image_and_resumes_bit_for_bit() {
+    let dir = tempfile::tempdir().unwrap();
+    let scene = cornell();
+    let out = dir.path().join("stopped.exr");
+    let resume = dir.path().join("stopped.exr.gasworks-resume");
+    let job = start_long_cluster_render(&scene, &out);
+    signal(job.id(), "TERM");
+    let ended = job.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&ended.stderr);
+    assert_ne!(ended.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("error: stopped by SIGTERM:")
+            && stderr.contains("to finish it, run the same command with --resume"),
+        "{stderr}"
+    );
+    assert!(out.exists(), "no image: {stderr}");
+    assert!(resume.exists(), "no resume file: {stderr}");
+    resume_into_the_single_process_image(dir.path(), &scene, &out, &resume);
+}
+
+/// A cluster render whose every rank is killed outright (SIGKILL: a lost node, the OOM
+/// killer) after `--checkpoint-every` wrote checkpoints on rank 0 leaves no image, and the
+/// same command plus `--resume` finishes one process's image bit for bit.
+#[test]
+fn a_killed_cluster_render_resumes_from_rank_0s_checkpoint_bit_for_bit() {
+    let dir = tempfile::tempdir().unwrap();
+    let scene = cornell();
+    let out = dir.path().join("killed.exr");
+    let resume = dir.path().join("killed.exr.gasworks-resume");
+    let job = start_long_cluster_render(&scene, &out);
+    // The ranks are mpirun's children on this machine.
+    let children = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", job.id()))
+        .expect("mpirun's children");
+    let ranks: Vec<u32> = children
+        .split_whitespace()
+        .map(|p| p.parse().unwrap())
+        .collect();
+    assert_eq!(ranks.len(), 2, "ranks: {children:?}");
+    for pid in ranks {
+        signal(pid, "KILL");
+    }
+    let ended = job.wait_with_output().unwrap();
+    assert_ne!(ended.status.code(), Some(0), "the job was killed");
+    assert!(!out.exists(), "a killed job writes no image");
+    assert!(resume.exists());
+    resume_into_the_single_process_image(dir.path(), &scene, &out, &resume);
 }
 
 /// `--time-limit` under mpirun: rank 0 plans no pass predicted to end past the limit, the job

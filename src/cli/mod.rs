@@ -50,11 +50,13 @@ pub enum Command {
     ImageStats(image_stats::ImageStatsArgs),
 }
 
-/// An error whose message has already been printed: the command exits with status 1
+/// An error whose message has already been printed: the command exits with this status
 /// without printing it again.
 #[derive(Debug, thiserror::Error)]
 #[error("(reported above)")]
-pub struct Reported;
+pub struct Reported {
+    pub exit_code: i32,
+}
 
 /// Runs the command line and returns the process exit code. Errors are printed with their
 /// whole cause chain; nothing here panics on bad input.
@@ -83,7 +85,7 @@ pub fn main() -> i32 {
         Ok(()) => 0,
         // Already printed where it happened (each MPI rank prints before MPI ends, since
         // mpirun kills the other ranks once one exits non-zero).
-        Err(e) if e.is::<Reported>() => 1,
+        Err(e) if e.is::<Reported>() => e.downcast_ref::<Reported>().map_or(1, |r| r.exit_code),
         // The image is written; the status is how a process ended by that signal
         // conventionally exits (130 for SIGINT, 143 for SIGTERM).
         Err(e) if e.is::<render::Interrupted>() => {

@@ -1,6 +1,6 @@
 //! `gasworks render`: load a scene, pick a backend, render the tiles, write the image.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -174,7 +174,7 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
     };
     // From here Ctrl-C, SIGTERM and SIGHUP stop the frame and keep what is rendered; before,
     // while loading and building, they end the process as usual.
-    signals::watch_stops(out);
+    signals::watch_stops(signals::Stopping::Process, out);
     let t1 = Instant::now();
     let frame = crate::sched::render_frame_until(
         &scene,
@@ -283,28 +283,20 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
         return finish_at_time_limit(&a, &frame, stopped, header, &what, out);
     }
     if let Some(stopped) = &frame.stopped {
-        let how_far = stopped.describe(a.spp);
-        out.status(format_args!(
-            "output: {} ({what}, stopped: {how_far})",
-            a.output.display()
+        let resume = match frame.resume_point() {
+            Some(point) => {
+                let header = CheckpointHeader {
+                    spp_done: point.spp_done,
+                    ..header
+                };
+                checkpoint::write(&checkpoint_file, &header, &point.film)?;
+                Some(checkpoint_file.as_path())
+            }
+            None => None,
+        };
+        return Err(stopped_with_image(
+            &a, stopped, &what, resume, stopped_by, out,
         ));
-        let mut message = format!("{} holds {how_far}", a.output.display());
-        if let Some(point) = frame.resume_point() {
-            let header = CheckpointHeader {
-                spp_done: point.spp_done,
-                ..header
-            };
-            checkpoint::write(&checkpoint_file, &header, &point.film)?;
-            message += &format!(
-                "; to finish it, run the same command with --resume {}",
-                checkpoint_file.display()
-            );
-        }
-        return Err(Interrupted {
-            by: stopped_by,
-            message,
-        }
-        .into());
     }
     out.status(format_args!(
         "output: {} ({what}, {} spp)",
@@ -313,6 +305,32 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
     ));
     finish_checkpoints(&a, &checkpoints, out);
     Ok(())
+}
+
+/// A frame a stop signal ended, its image written (and the resume file, when `resume` names
+/// it): says what the image holds, and gives the error that makes the command exit as a
+/// process ended by that signal.
+pub(super) fn stopped_with_image(
+    a: &RenderArgs,
+    stopped: &crate::sched::Stopped,
+    what: &str,
+    resume: Option<&Path>,
+    by: StopSignal,
+    out: Verbosity,
+) -> anyhow::Error {
+    let how_far = stopped.describe(a.spp);
+    out.status(format_args!(
+        "output: {} ({what}, stopped: {how_far})",
+        a.output.display()
+    ));
+    let mut message = format!("{} holds {how_far}", a.output.display());
+    if let Some(file) = resume {
+        message += &format!(
+            "; to finish it, run the same command with --resume {}",
+            file.display()
+        );
+    }
+    Interrupted { by, message }.into()
 }
 
 /// A frame that `--time-limit` ended at a pass boundary: its image is written (whole); this

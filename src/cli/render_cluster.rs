@@ -22,7 +22,7 @@ use super::console::Verbosity;
 use super::render::{
     after_checkpoints, check_args, checkpoint_between_passes, finish_at_time_limit,
     finish_checkpoints, load_scene, print_load_warnings, read_resume, render_settings,
-    warn_about_checkpoints, RenderArgs,
+    stopped_with_image, warn_about_checkpoints, Interrupted, RenderArgs,
 };
 use super::signals;
 use crate::backend::WorkerFactory;
@@ -191,6 +191,7 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
             timing,
             fault,
             deadline: None,
+            stop: None,
         };
         let e = match run_node(&mut world, setup, &job, &mut Discard) {
             Err(e) => e.to_string(),
@@ -205,6 +206,7 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
         timing,
         fault,
         deadline: a.time_limit.map(|limit| started + limit),
+        stop: Some(&signals::STOPPED_BY),
     };
     let render_key = output::render_key(&a.scene, scene, settings);
     if rank == 0 {
@@ -222,9 +224,28 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
         a.checkpoint_every,
     );
     let render_start = Instant::now();
+    let resume_file = checkpoint::path_for(&a.output);
     let write = |frame: &Frame| -> anyhow::Result<()> {
+        let stopped = frame.stopped.as_ref().filter(|s| !s.at_time_limit);
+        if stopped.is_some_and(|s| !s.rendered_any()) {
+            // Nothing to keep: black pixels would only overwrite a good image.
+            return Ok(());
+        }
         let meta = ImageMeta::whole(a.width, a.height, render_key.clone());
         output::write_image_or_rescue(&frame.film, &a.output, &meta, &std::env::temp_dir())?;
+        if stopped.is_some() {
+            // Written here, before rank 0 tells the others the frame is over: mpirun kills
+            // what is left of a job it was asked to end a grace period after its SIGTERM.
+            if let Some(point) = frame.resume_point() {
+                let header = CheckpointHeader {
+                    spp_done: point.spp_done,
+                    ..header.clone()
+                };
+                checkpoint::write(&resume_file, &header, &point.film)?;
+            }
+            // Statistics of an interrupted pass are not measured: none are written.
+            return Ok(());
+        }
         crate::sched::publish(
             frame,
             a.schedule.stats.as_deref(),
@@ -242,6 +263,9 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
         checkpoints: &mut checkpoints,
         out,
     };
+    // From here Ctrl-C, SIGTERM and SIGHUP stop the frame on every rank (mpirun sends its
+    // ranks SIGTERM when it is told to end the job): rank 0 writes what has arrived.
+    signals::watch_stops(signals::Stopping::ClusterRank, out);
     let result = if rank == 0 {
         run_node(&mut world, setup, &job, &mut outputs)
     } else {
@@ -269,9 +293,23 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
         // The samples this run rendered: after the resume point, if any, and up to the time
         // limit's boundary, if it stopped the frame.
         let at_time_limit = frame.stopped.as_ref().filter(|s| s.at_time_limit);
+        let by_signal = frame.stopped.as_ref().filter(|s| !s.at_time_limit);
         let spp_end = at_time_limit.map_or(a.spp, |s| s.spp_complete);
         let samples =
             a.width as f64 * a.height as f64 * spp_end.saturating_sub(spp_resumed_from) as f64;
+        let request = frame.report.cluster.as_ref().and_then(|c| c.stop);
+        let stopped_by = request
+            .and_then(|r| signals::StopSignal::from_number(r.signal))
+            .unwrap_or(signals::StopSignal::Terminate);
+        if let Some(stopped) = by_signal {
+            if !stopped.rendered_any() {
+                let e = Interrupted {
+                    by: stopped_by,
+                    message: "no tile had arrived, so no image was written".into(),
+                };
+                return Err(report_stop(world, &e.into(), stopped_by));
+            }
+        }
         out.status(format_args!(
             "scene: {}: {} groups, {} triangles",
             a.scene.display(),
@@ -282,14 +320,33 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
             "ranks: {size}, {} workers in all",
             frame.report.workers.len()
         ));
-        let mut time = format!(
-            "time: load {load_s:.2} s, render {render_s:.2} s, {:.3} M samples/s",
-            samples / render_s / 1e6
-        );
-        if let Some(rays) = factory.as_ref().and_then(|f| f.rays_traced()) {
-            time += &format!(" ({rays} rays traced on rank 0)");
+        if by_signal.is_some() {
+            // Samples per second would need the samples actually rendered: not claimed.
+            out.status(format_args!(
+                "time: load {load_s:.2} s, render {render_s:.2} s (stopped)"
+            ));
+        } else {
+            let mut time = format!(
+                "time: load {load_s:.2} s, render {render_s:.2} s, {:.3} M samples/s",
+                samples / render_s / 1e6
+            );
+            if let Some(rays) = factory.as_ref().and_then(|f| f.rays_traced()) {
+                time += &format!(" ({rays} rays traced on rank 0)");
+            }
+            out.status(time);
         }
-        out.status(time);
+        if let Some(stopped) = by_signal {
+            if let Some(r) = request.filter(|r| r.rank != 0) {
+                out.status(format_args!(
+                    "stop: rank {} was sent {stopped_by}, and asked rank 0 to end the frame",
+                    r.rank
+                ));
+            }
+            let what = format!("{}x{}", a.width, a.height);
+            let resume = frame.resume_point().map(|_| resume_file.as_path());
+            let e = stopped_with_image(&a, stopped, &what, resume, stopped_by, out);
+            return Err(report_stop(world, &e, stopped_by));
+        }
         if let Some(stopped) = at_time_limit {
             let what = format!("{}x{}", a.width, a.height);
             return finish_at_time_limit(&a, &frame, stopped, header, &what, out);
@@ -383,7 +440,19 @@ fn report_everywhere(world: MpiWorld, message: &str) -> anyhow::Error {
     super::console::write_whole(format_args!("error: {message}"));
     world.barrier();
     drop(world);
-    super::Reported.into()
+    super::Reported { exit_code: 1 }.into()
+}
+
+/// Rank 0's end after a stop signal: the message is printed before MPI ends (which waits for
+/// the other ranks, and mpirun may kill a job it was told to end before that), and the rank
+/// exits as a process ended by that signal (130, 143, 129).
+fn report_stop(world: MpiWorld, e: &anyhow::Error, by: signals::StopSignal) -> anyhow::Error {
+    super::console::write_whole(format_args!("error: {e}"));
+    drop(world);
+    super::Reported {
+        exit_code: by.exit_code(),
+    }
+    .into()
 }
 
 /// An error and its causes on one line, each cause once (a loader error often repeats its

@@ -12,6 +12,11 @@
 //! The stop handlers are installed when the frame starts; before (loading, building), those
 //! signals keep their default actions and end the process. SIGUSR1 is caught from the start.
 //! On platforms without Unix signals only Ctrl-C is caught.
+//!
+//! Under mpirun a stop signal on any rank stops the job: rank 0 writes the image with what
+//! has arrived and the resume file at once, without waiting for the tiles in flight (mpirun
+//! kills its ranks a grace period after it sends them SIGTERM: 1 s unless
+//! `--mca odls_base_sigkill_timeout` says otherwise), and every rank exits.
 
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
@@ -31,26 +36,23 @@ pub enum StopSignal {
 impl StopSignal {
     /// How a process ended by this signal conventionally exits: 128 plus its number.
     pub fn exit_code(self) -> i32 {
+        128 + i32::from(self.number())
+    }
+
+    /// The signal's number, the same on every Unix (and what a cluster rank sends rank 0).
+    pub fn number(self) -> u8 {
         match self {
-            StopSignal::Interrupt => 130,
-            StopSignal::Terminate => 143,
-            StopSignal::HangUp => 129,
+            StopSignal::Interrupt => 2,
+            StopSignal::Terminate => 15,
+            StopSignal::HangUp => 1,
         }
     }
 
-    fn code(self) -> u8 {
-        match self {
-            StopSignal::Interrupt => 1,
-            StopSignal::Terminate => 2,
-            StopSignal::HangUp => 3,
-        }
-    }
-
-    fn from_code(code: u8) -> Option<StopSignal> {
-        match code {
-            1 => Some(StopSignal::Interrupt),
-            2 => Some(StopSignal::Terminate),
-            3 => Some(StopSignal::HangUp),
+    pub fn from_number(number: u8) -> Option<StopSignal> {
+        match number {
+            2 => Some(StopSignal::Interrupt),
+            15 => Some(StopSignal::Terminate),
+            1 => Some(StopSignal::HangUp),
             _ => None,
         }
     }
@@ -69,14 +71,15 @@ impl std::fmt::Display for StopSignal {
 /// Set by the first stop signal: the frame stops taking tiles
 /// ([`crate::sched::FrameControl::stop`]).
 pub static STOP: AtomicBool = AtomicBool::new(false);
-/// Which signal set [`STOP`] (`StopSignal::code`), 0 before any.
-static STOPPED_BY: AtomicU8 = AtomicU8::new(0);
+/// The number of the signal that set [`STOP`] ([`StopSignal::number`]), 0 before any: a
+/// cluster rank's stop request ([`crate::cluster::ClusterJob::stop`]).
+pub static STOPPED_BY: AtomicU8 = AtomicU8::new(0);
 /// Set by SIGUSR1, taken by the next pass boundary.
 static CHECKPOINT_ASKED: AtomicBool = AtomicBool::new(false);
 
 /// The signal that stopped the render, if one did.
 pub fn stopped_by() -> Option<StopSignal> {
-    StopSignal::from_code(STOPPED_BY.load(Ordering::SeqCst))
+    StopSignal::from_number(STOPPED_BY.load(Ordering::SeqCst))
 }
 
 /// Whether SIGUSR1 asked for a checkpoint since the last call (the request is taken).
@@ -89,23 +92,36 @@ pub fn checkpoint_request_pending() -> bool {
     CHECKPOINT_ASKED.load(Ordering::SeqCst)
 }
 
+/// Who answers a stop signal, and so what it does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stopping {
+    /// One process: the tiles in flight finish, then the image is written.
+    Process,
+    /// A rank under mpirun: rank 0 writes what has arrived at once (mpirun kills the job a
+    /// grace period after its SIGTERM), another rank passes the request on to rank 0.
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+    ClusterRank,
+}
+
 /// What a stop signal does: the first sets [`STOP`] and says so; a second quits at once.
-fn on_stop(signal: StopSignal, out: Verbosity) {
+fn on_stop(signal: StopSignal, stopping: Stopping, out: Verbosity) {
     if STOP.swap(true, Ordering::SeqCst) {
         crate::stderr_line::write_whole(format!(
             "gasworks: second stop signal ({signal}): quitting without writing the image"
         ));
         std::process::exit(signal.exit_code());
     }
-    STOPPED_BY.store(signal.code(), Ordering::SeqCst);
+    STOPPED_BY.store(signal.number(), Ordering::SeqCst);
     if !out.is_quiet() {
         let again = match signal {
             StopSignal::Interrupt => "Ctrl-C again to quit at once".to_string(),
             other => format!("another {other} or Ctrl-C quits at once"),
         };
-        crate::stderr_line::write_whole(format!(
-            "gasworks: {signal}: finishing the tiles in flight, then writing what is rendered ({again})"
-        ));
+        let what = match stopping {
+            Stopping::Process => "finishing the tiles in flight, then writing what is rendered",
+            Stopping::ClusterRank => "writing what has arrived from every rank",
+        };
+        crate::stderr_line::write_whole(format!("gasworks: {signal}: {what} ({again})"));
     }
 }
 
@@ -114,22 +130,23 @@ fn on_stop(signal: StopSignal, out: Verbosity) {
 /// mpirun, which passes it on to every rank (rank 0 writes the checkpoint).
 pub fn watch_checkpoint_requests(out: Verbosity) {
     #[cfg(unix)]
-    serve(&[signal_hook::consts::SIGUSR1], out);
+    serve(&[signal_hook::consts::SIGUSR1], Stopping::Process, out);
     #[cfg(not(unix))]
     let _ = out;
 }
 
-/// From the start of the frame in one process: Ctrl-C, SIGTERM and SIGHUP stop it. Before
-/// (loading, building) they end the process as usual; under mpirun they are mpirun's, which
-/// ends the job.
-pub fn watch_stops(out: Verbosity) {
+/// From the start of the frame: Ctrl-C, SIGTERM and SIGHUP stop it, as `stopping` says.
+/// Before (loading, building) they end the process as usual. Under mpirun every rank
+/// watches them: mpirun sends its ranks SIGTERM when it is told to end the job (Ctrl-C,
+/// SIGTERM, a batch system's time limit), and a signal may also reach one rank alone.
+pub fn watch_stops(stopping: Stopping, out: Verbosity) {
     #[cfg(unix)]
     {
         use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-        serve(&[SIGINT, SIGTERM, SIGHUP], out);
+        serve(&[SIGINT, SIGTERM, SIGHUP], stopping, out);
     }
     #[cfg(not(unix))]
-    if let Err(e) = ctrlc::set_handler(move || on_stop(StopSignal::Interrupt, out)) {
+    if let Err(e) = ctrlc::set_handler(move || on_stop(StopSignal::Interrupt, stopping, out)) {
         log::debug!("no Ctrl-C handler: {e}");
     }
 }
@@ -140,7 +157,7 @@ pub fn watch_stops(out: Verbosity) {
 /// Without handlers (they cannot be installed) the signals keep their default actions, which
 /// is said at debug level only: the render itself is unaffected.
 #[cfg(unix)]
-fn serve(signals: &'static [std::ffi::c_int], out: Verbosity) {
+fn serve(signals: &'static [std::ffi::c_int], stopping: Stopping, out: Verbosity) {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
     let (ready, registered) = std::sync::mpsc::channel();
     let spawned = std::thread::Builder::new()
@@ -156,9 +173,9 @@ fn serve(signals: &'static [std::ffi::c_int], out: Verbosity) {
             let _ = ready.send(Ok(()));
             for signal in signals.forever() {
                 match signal {
-                    SIGINT => on_stop(StopSignal::Interrupt, out),
-                    SIGTERM => on_stop(StopSignal::Terminate, out),
-                    SIGHUP => on_stop(StopSignal::HangUp, out),
+                    SIGINT => on_stop(StopSignal::Interrupt, stopping, out),
+                    SIGTERM => on_stop(StopSignal::Terminate, stopping, out),
+                    SIGHUP => on_stop(StopSignal::HangUp, stopping, out),
                     SIGUSR1 => {
                         CHECKPOINT_ASKED.store(true, Ordering::SeqCst);
                         if !out.is_quiet() {

@@ -36,5 +36,5 @@ pub use node::{
     run_node, ClusterError, ClusterJob, Discard, FaultHook, FaultKind, FrameSink, PlanInputs,
     RankSetup, Timing,
 };
-pub use report::{ClusterReport, RankInfo};
+pub use report::{ClusterReport, RankInfo, StopRequest};
 pub use transport::{ChannelTransport, Transport, TransportError};

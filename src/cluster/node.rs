@@ -11,6 +11,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::ops::Range;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -21,7 +22,7 @@ use super::policy::{self as cluster_policy, VictimSearch};
 use super::protocol::{
     Granted, Msg, Plan, RankPassCounters, RankReady, TaskData, TileDone, WorkerInfo,
 };
-use super::report::{ClusterReport, RankInfo};
+use super::report::{ClusterReport, RankInfo, StopRequest};
 use super::transport::{Transport, TransportError};
 use crate::render::{Film, RenderSettings, Tile};
 use crate::sched::costmap::{CostMap, EstimateStats};
@@ -31,7 +32,7 @@ use crate::sched::raster::RasterStats;
 use crate::sched::report::{self, FrameReport, PassReport};
 use crate::sched::sat::MapScale;
 use crate::sched::workers::{TileRecord, Worker};
-use crate::sched::{next_pass_fits, tiles, Frame, Resume, SchedConfig, Stopped};
+use crate::sched::{next_pass_fits, tiles, Frame, PartialPass, Resume, SchedConfig, Stopped};
 
 /// The progress loop's clocks.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -129,6 +130,12 @@ pub struct ClusterJob {
     /// pass predicted to end past it is not planned, and the frame ends whole at that
     /// boundary.
     pub deadline: Option<Instant>,
+    /// This rank's stop requests: the number of the signal that asked it to stop (SIGINT 2,
+    /// SIGTERM 15, SIGHUP 1), 0 before any. On rank 0 the frame ends at once with what has
+    /// arrived (the film and a resume point go to [`FrameSink::finish`]); another rank
+    /// passes the request on to rank 0 ([`Msg::Stop`]) and goes on until rank 0 says the
+    /// frame is over.
+    pub stop: Option<&'static AtomicU8>,
 }
 
 /// What rank 0 plans with: the cost map, and the film of an earlier render of this frame to
@@ -150,7 +157,9 @@ pub trait FrameSink {
     /// per pixel (as [`crate::sched::FrameControl::between_passes`]). The other ranks render
     /// the next pass meanwhile.
     fn between_passes(&mut self, _film: &Film, _spp_done: u32) {}
-    /// The frame is complete: write the outputs. An error is every rank's error.
+    /// The frame is complete, or a stop request ended it early ([`Frame::stopped`]: the film
+    /// holds what arrived, [`Frame::resume_point`] where to go on from): write the outputs.
+    /// An error is every rank's error.
     fn finish(&mut self, frame: &Frame) -> anyhow::Result<()>;
 }
 
@@ -441,8 +450,11 @@ struct Master {
     rank_info: Vec<RankInfo>,
     current: Option<MasterPass>,
     reports: Vec<PassReport>,
-    /// Set when the deadline ended the frame before its last pass.
+    /// Set when the deadline or a stop request ended the frame before its last pass.
     stopped: Option<Stopped>,
+    /// When a stop request interrupted a pass: the film of the complete passes.
+    complete_passes_film: Option<Film>,
+    stop_request: Option<StopRequest>,
     deadline: Option<Instant>,
     counters: Vec<Vec<RankPassCounters>>,
     progress: ProgressBar,
@@ -534,6 +546,8 @@ impl Master {
             current: None,
             reports: Vec::new(),
             stopped: None,
+            complete_passes_film: None,
+            stop_request: None,
             deadline: job.deadline,
             counters: Vec::new(),
             progress,
@@ -746,6 +760,44 @@ impl Master {
         }
     }
 
+    /// Ends the frame at a stop request, without waiting for the tiles in flight (the ranks
+    /// rendering them may be going down too): the tiles of the current pass that arrived go
+    /// into the film, the others keep the samples of the complete passes, and the film of the
+    /// complete passes is kept to resume from. A pass whose tiles have all arrived is still
+    /// taken as interrupted (its statistics are not in); resuming renders it again.
+    fn stop(&mut self, request: StopRequest) {
+        self.stop_request = Some(request);
+        let Some(pass) = self.current.take() else {
+            // Not inside a pass (the frame loop always is): the film is at a boundary.
+            let spp_complete = self.reports.last().map_or_else(
+                || self.passes.get(self.first_pass).map_or(0, |p| p.start),
+                |r| r.samples.end,
+            );
+            self.stopped = Some(Stopped {
+                spp_complete,
+                partial: None,
+                at_time_limit: false,
+            });
+            return;
+        };
+        let samples = self.passes[pass.index].clone();
+        self.complete_passes_film = Some(self.film.clone());
+        for (t, buf) in pass.tiles.iter().zip(&pass.buffers) {
+            if !buf.is_empty() {
+                self.film.write_tile(*t, buf);
+            }
+        }
+        self.stopped = Some(Stopped {
+            spp_complete: samples.start,
+            partial: Some(PartialPass {
+                samples,
+                tiles_done: pass.done,
+                tiles: pass.tiles.len(),
+            }),
+            at_time_limit: false,
+        });
+    }
+
     fn into_frame(self) -> Frame {
         self.progress.finish_and_clear();
         let report = FrameReport {
@@ -765,15 +817,16 @@ impl Master {
                 ranks: self.rank_info,
                 worker_rank: self.worker_rank,
                 counters: self.counters,
+                stop: self.stop_request,
             }),
         };
         Frame {
             film: self.film,
             report,
-            // A cluster frame runs to the end (mpirun forwards Ctrl-C as a kill), or to the
-            // boundary where the time limit stopped it.
+            // A cluster frame runs to the end, to the boundary where the time limit stopped
+            // it, or to a stop request.
             stopped: self.stopped,
-            complete_passes_film: None,
+            complete_passes_film: self.complete_passes_film,
         }
     }
 }
@@ -794,6 +847,10 @@ struct Node<'t, T: Transport> {
     /// Liveness checks are on (during the frame, not while ranks load their scenes).
     live: bool,
     tiles_rendered: usize,
+    /// Rank 0: the stop request that ends the frame (its own signal or a peer's message).
+    stop_request: Option<StopRequest>,
+    /// Another rank: its stop request went to rank 0.
+    stop_passed_on: bool,
 }
 
 impl<'t, T: Transport> Node<'t, T> {
@@ -811,6 +868,8 @@ impl<'t, T: Transport> Node<'t, T> {
             last_sent: vec![now; size],
             live: false,
             tiles_rendered: 0,
+            stop_request: None,
+            stop_passed_on: false,
         }
     }
 
@@ -1019,6 +1078,24 @@ impl<'t, T: Transport> Node<'t, T> {
         let mut deferred: Vec<(usize, u32, u32)> = Vec::new();
         let mut pending_event: Option<Event> = None;
         loop {
+            // A stop signal: rank 0 ends the frame with what has arrived; another rank tells
+            // rank 0 and renders on until rank 0 says the frame is over.
+            let signal = self.job.stop.map_or(0, |s| s.load(Ordering::SeqCst));
+            if signal != 0 {
+                if self.rank == 0 {
+                    self.stop_request
+                        .get_or_insert(StopRequest { rank: 0, signal });
+                } else if !self.stop_passed_on {
+                    self.stop_passed_on = true;
+                    self.send(0, Msg::Stop { signal })?;
+                }
+            }
+            if let Some(request) = self.stop_request {
+                if let Some(mut m) = master.take() {
+                    m.stop(request);
+                    return self.finish_frame(m, sink);
+                }
+            }
             // Worker events.
             let mut events: Vec<Event> = pending_event.take().into_iter().collect();
             events.extend(rx.try_iter());
@@ -1155,16 +1232,16 @@ impl<'t, T: Transport> Node<'t, T> {
                             let Some(m) = master.take() else {
                                 unreachable!()
                             };
-                            let frame = m.into_frame();
-                            let written = sink.finish(&frame).map_err(|e| format!("{e:#}"));
-                            for r in 1..self.size {
-                                self.send(r, Msg::Finish(written.clone()))?;
-                            }
-                            return written.map(|()| Some(frame)).map_err(ClusterError::Output);
+                            return self.finish_frame(m, sink);
                         }
                     }
                     Msg::Finish(result) if from == 0 && self.rank != 0 => {
                         return result.map(|()| None).map_err(ClusterError::Output);
+                    }
+                    Msg::Stop { signal } if self.rank == 0 => {
+                        // Handled at the top of the loop, after the messages already here.
+                        self.stop_request
+                            .get_or_insert(StopRequest { rank: from, signal });
                     }
                     Msg::Heartbeat => {}
                     m => return Err(self.protocol(from, format!("an unexpected {}", m.name()))),
@@ -1217,6 +1294,21 @@ impl<'t, T: Transport> Node<'t, T> {
                 Err(RecvTimeoutError::Timeout) | Err(RecvTimeoutError::Disconnected) => {}
             }
         }
+    }
+
+    /// Rank 0, at the end of the frame (complete or stopped): the outputs are written and
+    /// every rank is told whether they were.
+    fn finish_frame(
+        &mut self,
+        master: Master,
+        sink: &mut dyn FrameSink,
+    ) -> Result<Option<Frame>, ClusterError> {
+        let frame = master.into_frame();
+        let written = sink.finish(&frame).map_err(|e| format!("{e:#}"));
+        for r in 1..self.size {
+            self.send(r, Msg::Finish(written.clone()))?;
+        }
+        written.map(|()| Some(frame)).map_err(ClusterError::Output)
     }
 
     /// Answers a steal request of `thief` for `pass`: tiles from this rank's cheap ends, or

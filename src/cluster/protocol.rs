@@ -126,6 +126,12 @@ pub enum Msg {
     },
     /// Rank 0 to every rank: the frame is over (and whether the image was written).
     Finish(Result<(), String>),
+    /// A rank to rank 0: a signal (its number: SIGINT 2, SIGTERM 15, SIGHUP 1) asked this
+    /// rank to stop. Rank 0 ends the frame with what it has, as if it had been sent the
+    /// signal itself.
+    Stop {
+        signal: u8,
+    },
     /// Sent when a rank has sent nothing else to a peer for a while: it is alive.
     Heartbeat,
 }
@@ -155,6 +161,7 @@ const TAG_PASS_END: u8 = 7;
 const TAG_PASS_STATS: u8 = 8;
 const TAG_FINISH: u8 = 9;
 const TAG_HEARTBEAT: u8 = 10;
+const TAG_STOP: u8 = 11;
 
 struct Writer(Vec<u8>);
 
@@ -398,6 +405,10 @@ impl Msg {
                 w.result(r, |_, ()| {});
             }
             Msg::Heartbeat => w.u8(TAG_HEARTBEAT),
+            Msg::Stop { signal } => {
+                w.u8(TAG_STOP);
+                w.u8(*signal);
+            }
         }
         w.0
     }
@@ -497,6 +508,7 @@ impl Msg {
             },
             TAG_FINISH => Msg::Finish(r.result(|_| Ok(()))?),
             TAG_HEARTBEAT => Msg::Heartbeat,
+            TAG_STOP => Msg::Stop { signal: r.u8()? },
             t => return Err(DecodeError::UnknownTag(t)),
         };
         if r.at != bytes.len() {
@@ -518,6 +530,7 @@ impl Msg {
             Msg::PassStats { .. } => "PassStats",
             Msg::Finish(_) => "Finish",
             Msg::Heartbeat => "Heartbeat",
+            Msg::Stop { .. } => "Stop",
         }
     }
 }
@@ -616,6 +629,7 @@ mod tests {
             Msg::Finish(Ok(())),
             Msg::Finish(Err("out.exr: disk full".into())),
             Msg::Heartbeat,
+            Msg::Stop { signal: 15 },
         ]
     }
 

@@ -22,6 +22,16 @@ pub struct ClusterReport {
     pub worker_rank: Vec<usize>,
     /// Each pass's counters, one per rank.
     pub counters: Vec<Vec<RankPassCounters>>,
+    /// The stop request that ended the frame early, if one did.
+    pub stop: Option<StopRequest>,
+}
+
+/// A signal that asked a rank to stop the job, as rank 0 first heard of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StopRequest {
+    pub rank: usize,
+    /// The signal's number: SIGINT 2, SIGTERM 15, SIGHUP 1.
+    pub signal: u8,
 }
 
 /// A rank's share of a frame.
