@@ -6,7 +6,8 @@
 // declared here; each wrapper says which one it stands for.
 #pragma once
 
-#define GW_DEVICE static __device__ __inline__
+// Forced inline: an outlined wrapper would be a .func around the `_optix_*` call.
+#define GW_DEVICE static __device__ __forceinline__
 
 typedef unsigned long long OptixTraversableHandle;
 

@@ -20,6 +20,8 @@ pub mod error;
 pub mod pathtracer;
 pub mod pipeline;
 pub mod plan;
+#[cfg(test)]
+mod ptx_calls;
 pub mod raycast;
 pub mod sys;
 

@@ -619,8 +619,24 @@ mod tests {
             PATHTRACE_PTX.contains(&params),
             "pathtrace.ptx lacks {params}"
         );
-        // Six payload registers in every trace.
-        assert!(PATHTRACE_PTX.contains("_optix_trace_typed_32"));
+        // Two traces, the path's next hit and the shadow ray, both with the default payload
+        // type and the six values the pipeline is compiled for, every instance visible, no
+        // any-hit (OPTIX_RAY_FLAG_DISABLE_ANYHIT = 1; the shadow ray adds
+        // TERMINATE_ON_FIRST_HIT = 4), and the record of a hit at the instance's SBT offset
+        // plus the build input (offset 0, stride 1), the one miss record at index 0.
+        let trace = |ray_flags| super::super::ptx_calls::TraceCall {
+            payload_type: 0,
+            visibility_mask: 0xff,
+            ray_flags,
+            sbt_offset: 0,
+            sbt_stride: 1,
+            miss_index: 0,
+            payload_count: PAYLOAD_VALUES as u32,
+        };
+        assert_eq!(
+            super::super::ptx_calls::trace_calls(PATHTRACE_PTX),
+            [trace(1), trace(1 | 4)]
+        );
     }
 
     /// Without a GPU, setting the backend up fails with the CUDA layer's "no device" error, not

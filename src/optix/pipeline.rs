@@ -738,13 +738,26 @@ impl<T: Pod> SbtRecord<T> {
     /// A record for `group` carrying `data` (`optixSbtRecordPackHeader`).
     pub fn new(group: &ProgramGroup, data: T) -> Result<SbtRecord<T>, OptixError> {
         Self::check_alignment()?;
-        let mut header = [0u8; OPTIX_SBT_RECORD_HEADER_SIZE];
-        // SAFETY: `header` is a writable 32-byte host buffer, as the call requires.
+        // Aligned as OptiX's own samples align their records (OPTIX_SBT_RECORD_ALIGNMENT): the
+        // header documents no alignment for this host pointer, but nothing says the driver
+        // writes it without vector stores.
+        #[repr(C, align(16))]
+        struct Header([u8; OPTIX_SBT_RECORD_HEADER_SIZE]);
+        const _: () = assert!(std::mem::align_of::<Header>() == OPTIX_SBT_RECORD_ALIGNMENT);
+        let mut header = Header([0u8; OPTIX_SBT_RECORD_HEADER_SIZE]);
+        // SAFETY: `header` is a writable, 16-byte-aligned 32-byte host buffer, as the call
+        // requires.
         let code = unsafe {
-            (group.inner.ctx.api().sbt_record_pack_header)(group.raw(), header.as_mut_ptr().cast())
+            (group.inner.ctx.api().sbt_record_pack_header)(
+                group.raw(),
+                header.0.as_mut_ptr().cast(),
+            )
         };
         check("optixSbtRecordPackHeader", code)?;
-        Ok(SbtRecord { header, data })
+        Ok(SbtRecord {
+            header: header.0,
+            data,
+        })
     }
 
     /// A record with a header obtained elsewhere (tests, or a header packed once and reused).

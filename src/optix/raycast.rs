@@ -221,7 +221,21 @@ mod tests {
         // PTX ISA 8.2 (NVRTC 12.2): what R535 drivers accept.
         assert!(RAYCAST_PTX.contains("\n.version 8.2\n"));
         assert!(RAYCAST_PTX.contains("\n.target sm_75\n"));
-        // Six payload values are set (slots 0-5) and the trace call asks for six.
-        assert!(RAYCAST_PTX.contains("_optix_trace_typed_32"));
+        // One trace: the default payload type with the six values the pipeline is compiled
+        // for (slots 0-5 are set), every instance visible, no any-hit, and the record of a hit
+        // at the instance's SBT offset plus the build input (offset 0, stride 1), the one miss
+        // record at index 0.
+        let traces = super::super::ptx_calls::trace_calls(RAYCAST_PTX);
+        let expected = super::super::ptx_calls::TraceCall {
+            payload_type: 0,
+            visibility_mask: 0xff,
+            // OPTIX_RAY_FLAG_DISABLE_ANYHIT
+            ray_flags: 1,
+            sbt_offset: 0,
+            sbt_stride: 1,
+            miss_index: 0,
+            payload_count: PAYLOAD_VALUES as u32,
+        };
+        assert_eq!(traces, [expected]);
     }
 }
