@@ -89,6 +89,55 @@ fn a_plain_render_prints_scene_backend_timings_and_output() {
     assert!(dir.path().join("out.png").exists());
 }
 
+/// Where stderr is a pipe (as in a batch job's log) `--progress lines` prints a line at the
+/// first tile and each 10% of the tiles of the whole render, over every pass, before the
+/// summary; `--quiet` wins over it.
+#[test]
+fn progress_lines_count_the_tiles_of_every_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    // 16 tiles a pass, 2 passes.
+    let extra = ["--progress", "lines", "--tiles", "16", "--pass-spp", "1"];
+    let (_, lines) = render(dir.path(), &cornell(), &extra);
+    let progress: Vec<&String> = lines
+        .iter()
+        .filter(|l| l.starts_with("progress: "))
+        .collect();
+    let counts: Vec<&str> = progress
+        .iter()
+        .map(|l| l.split(", ").nth(1).unwrap_or(""))
+        .collect();
+    assert_eq!(
+        counts,
+        [
+            "1 of 32 tiles",
+            "4 of 32 tiles",
+            "7 of 32 tiles",
+            "10 of 32 tiles",
+            "13 of 32 tiles",
+            "16 of 32 tiles",
+            "20 of 32 tiles",
+            "23 of 32 tiles",
+            "26 of 32 tiles",
+            "29 of 32 tiles",
+            "32 of 32 tiles"
+        ],
+        "{lines:#?}"
+    );
+    assert!(progress[0].starts_with("progress: 3% (pass 1/2), "));
+    assert!(progress[10].starts_with("progress: 100% (pass 2/2), "));
+    // Then the summary, as without progress lines.
+    let rest: Vec<&String> = lines[..2].iter().chain(&lines[13..]).collect();
+    let starts = ["scene: ", "backend: ", "time: ", "output: "];
+    assert_eq!(rest.len(), 4, "{lines:#?}");
+    for (line, start) in rest.iter().zip(starts) {
+        assert!(line.starts_with(start), "{lines:#?}");
+    }
+    let mut quiet = extra.to_vec();
+    quiet.push("-q");
+    let (_, lines) = render(dir.path(), &cornell(), &quiet);
+    assert!(lines.is_empty(), "{lines:#?}");
+}
+
 #[test]
 fn quiet_prints_nothing_but_warnings() {
     let dir = tempfile::tempdir().unwrap();

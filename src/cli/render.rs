@@ -13,6 +13,7 @@ use crate::render::checkpoint::{self, CheckpointHeader, Checkpointer};
 use crate::render::output::{self, ImageMeta};
 use crate::render::{RenderSettings, Tile};
 use crate::scene::{obj, Camera, Environment, Scene};
+use crate::sched::progress::ProgressMode;
 use crate::sched::window;
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,6 +24,29 @@ pub enum BackendArg {
     Cpu,
     /// The OptiX backend (fails when no GPU can be used)
     Optix,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProgressArg {
+    /// A bar on a terminal; elsewhere, lines once the render has run 30 s
+    Auto,
+    /// A bar, even where stderr is not a terminal
+    Bar,
+    /// Lines: "progress: 40% (pass 13/32), 1640 of 4096 tiles, 2m05s elapsed, about 3m07s left"
+    Lines,
+    /// Nothing
+    None,
+}
+
+impl From<ProgressArg> for ProgressMode {
+    fn from(p: ProgressArg) -> ProgressMode {
+        match p {
+            ProgressArg::Auto => ProgressMode::Auto,
+            ProgressArg::Bar => ProgressMode::Bar,
+            ProgressArg::Lines => ProgressMode::Lines,
+            ProgressArg::None => ProgressMode::None,
+        }
+    }
 }
 
 #[derive(Args, Debug)]
@@ -67,6 +91,11 @@ pub struct RenderArgs {
     /// histogram (also printed with --stats)
     #[arg(long, short)]
     pub verbose: bool,
+    /// How progress is shown: `auto` draws a bar on a terminal and, where stderr is a file or
+    /// a pipe (batch jobs, farm logs), prints a line each 10% of the tiles and at least every
+    /// minute, from 30 s into the render; `lines` prints them from the first tile
+    #[arg(long, value_enum, default_value_t = ProgressArg::Auto)]
+    pub progress: ProgressArg,
     /// Render only the pixels [x0,x1) x [y0,y1) of the image (pbrt's --pixelbounds x0,x1,y0,y1),
     /// into an image of that size that records where it lies; `gasworks merge` joins such crops
     #[arg(long, value_name = "X0,X1,Y0,Y1", value_parser = output::parse_pixelbounds, allow_hyphen_values = true)]
@@ -95,6 +124,7 @@ pub struct RenderArgs {
 }
 
 pub fn run(a: RenderArgs) -> anyhow::Result<()> {
+    crate::sched::progress::set_mode(a.progress.into());
     // Under mpirun with several ranks, the ranks render the frame together. With one rank, MPI
     // stays initialized until this function returns and the render is a single process's.
     #[cfg(feature = "mpi")]

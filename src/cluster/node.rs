@@ -16,8 +16,6 @@ use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use indicatif::ProgressBar;
-
 use super::policy::{self as cluster_policy, VictimSearch};
 use super::protocol::{
     Granted, Msg, Plan, RankPassCounters, RankReady, TaskData, TileDone, WorkerInfo,
@@ -28,6 +26,7 @@ use crate::render::{Film, RenderSettings, Tile};
 use crate::sched::costmap::{CostMap, EstimateStats};
 use crate::sched::cputime::thread_cpu_seconds;
 use crate::sched::policy::{self, StealRng, WorkQueues};
+use crate::sched::progress::Progress;
 use crate::sched::raster::RasterStats;
 use crate::sched::report::{self, FrameReport, PassReport};
 use crate::sched::sat::MapScale;
@@ -457,7 +456,7 @@ struct Master {
     stop_request: Option<StopRequest>,
     deadline: Option<Instant>,
     counters: Vec<Vec<RankPassCounters>>,
-    progress: ProgressBar,
+    progress: Progress,
     render_start: Instant,
 }
 
@@ -522,7 +521,7 @@ impl Master {
                 (r.film, first)
             }
         };
-        let progress = crate::sched::progress_bar(job.quiet);
+        let progress = Progress::new(job.quiet);
         Ok(Master {
             ranks: hellos.len(),
             film,
@@ -674,7 +673,7 @@ impl Master {
         });
         pass.buffers[task] = d.pixels;
         pass.done += 1;
-        self.progress.inc(1);
+        self.progress.inc();
         if pass.done < pass.tiles.len() {
             return Ok(Vec::new());
         }
@@ -799,7 +798,7 @@ impl Master {
     }
 
     fn into_frame(self) -> Frame {
-        self.progress.finish_and_clear();
+        self.progress.finish();
         let report = FrameReport {
             width: self.settings.width,
             height: self.settings.height,

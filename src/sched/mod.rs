@@ -24,6 +24,7 @@ pub mod costmap;
 pub mod cputime;
 pub mod pictures;
 pub mod policy;
+pub mod progress;
 pub mod raster;
 pub mod report;
 pub mod sat;
@@ -32,12 +33,9 @@ pub mod tiles;
 pub mod window;
 pub mod workers;
 
-use std::io::IsTerminal;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
-
-use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::render::{Film, RenderSettings, Tile};
 use crate::scene::Scene;
@@ -383,7 +381,7 @@ pub fn render_frame_until(
     let mut plan_map = estimate.clone();
     let mut weights = vec![1.0f64; workers.len()];
     let mut reports = Vec::with_capacity(passes.len());
-    let progress = progress_bar(quiet);
+    let progress = progress::Progress::new(quiet);
     let render_start = Instant::now();
     let mut stopped = None;
     // The wall time and samples of the last pass, to predict the next against the deadline.
@@ -491,7 +489,7 @@ pub fn render_frame_until(
         }
         reports.push(pass_report);
     }
-    progress.finish_and_clear();
+    progress.finish();
     let report = FrameReport {
         width: window.w,
         height: window.h,
@@ -559,19 +557,6 @@ pub fn measured_costs_by_group(group_of: &[usize], pass: &PassReport) -> (Vec<f6
         .map(|r| r.cost_s * group_speed[group_of[r.worker]])
         .collect();
     (speeds, normalized)
-}
-
-pub(crate) fn progress_bar(quiet: bool) -> ProgressBar {
-    if quiet || !std::io::stderr().is_terminal() {
-        return ProgressBar::hidden();
-    }
-    let bar = ProgressBar::new(0);
-    if let Ok(style) = ProgressStyle::with_template(
-        "{msg} [{elapsed_precise}] {wide_bar} {pos}/{len} tiles (eta {eta})",
-    ) {
-        bar.set_style(style);
-    }
-    bar
 }
 
 /// What [`publish`] wrote.

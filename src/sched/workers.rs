@@ -13,7 +13,6 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::time::Instant;
 
 use anyhow::Context;
-use indicatif::ProgressBar;
 
 use super::cputime::thread_cpu_seconds;
 use super::policy::{StealRng, WorkQueues};
@@ -263,7 +262,7 @@ pub fn run_pass(
     workers: &[Worker],
     queues: &WorkQueues,
     job: &PassJob,
-    progress: &ProgressBar,
+    progress: &super::progress::Progress,
 ) -> anyhow::Result<PassRun> {
     assert_eq!(workers.len(), queues.workers(), "one deque per worker");
     let start = Instant::now();
@@ -332,7 +331,7 @@ pub fn run_pass(
             }
             buffers[record.task] = acc;
             records[record.task] = Some(record);
-            progress.inc(1);
+            progress.inc();
         }
     });
     if let Some(e) = first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
