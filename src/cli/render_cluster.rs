@@ -243,7 +243,9 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
                 };
                 checkpoint::write(&resume_file, &header, &point.film)?;
             }
-            // Statistics of an interrupted pass are not measured: none are written.
+        }
+        if frame.report.passes.is_empty() {
+            // The statistics are those of the complete passes: none, nothing measured.
             return Ok(());
         }
         crate::sched::publish(
