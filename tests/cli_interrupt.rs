@@ -383,3 +383,52 @@ fn a_time_limit_writes_a_whole_image_and_a_resume_file() {
         "{e}"
     );
 }
+
+/// A scene edited between the stop and the resume (a colour changed in its MTL file, the
+/// OBJ untouched): the resume file is refused, naming the scene's content, and kept; the
+/// samples of two scenes are never mixed into one image.
+#[test]
+fn a_resume_after_the_scene_was_edited_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let assets = Path::new(CORNELL).parent().unwrap();
+    for f in ["cornell.obj", "cornell.mtl"] {
+        std::fs::copy(assets.join(f), dir.path().join(f)).unwrap();
+    }
+    let scene = dir.path().join("cornell.obj");
+    let out = dir.path().join("edited.exr");
+    let resume = dir.path().join("edited.exr.gasworks-resume");
+    let args = |extra: &[&str]| {
+        let mut v = render_args(&out, 40, 4, extra);
+        v[1] = scene.to_str().unwrap().into();
+        v
+    };
+    let first = gasworks_with(&args(&["--time-limit", "0.001s"]));
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    assert!(resume.exists());
+
+    let mtl = dir.path().join("cornell.mtl");
+    let text = std::fs::read_to_string(&mtl).unwrap();
+    assert!(text.contains("Kd 0.63 0.065 0.05"));
+    std::fs::write(
+        &mtl,
+        text.replace("Kd 0.63 0.065 0.05", "Kd 0.05 0.065 0.63"),
+    )
+    .unwrap();
+    let resumed = gasworks_with(&args(&["--resume", resume.to_str().unwrap()]));
+    let e = String::from_utf8_lossy(&resumed.stderr);
+    assert_eq!(resumed.status.code(), Some(1), "{e}");
+    assert!(
+        e.contains("this resume file is of another render: 'content "),
+        "{e}"
+    );
+    assert!(!e.contains("'triangles"), "only the content differs: {e}");
+    assert!(
+        e.contains("the scene's geometry, materials, textures or environment changed"),
+        "{e}"
+    );
+    assert!(resume.exists(), "the resume file is kept");
+}

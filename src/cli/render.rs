@@ -524,22 +524,21 @@ pub(super) fn read_resume(
 ) -> anyhow::Result<crate::sched::Resume> {
     let (header, film) = checkpoint::read(path)?;
     let here = path.display();
-    if header.render != render_key {
+    let differ = output::render_key_differences(&header.render, render_key);
+    if !differ.is_empty() {
         // Name the settings that differ, not two long lines to compare by eye.
-        let theirs: Vec<&str> = header.render.split("; ").collect();
-        let ours: Vec<&str> = render_key.split("; ").collect();
-        let differ: Vec<String> = theirs
+        let edited = differ.iter().any(|(t, _)| t.starts_with("content "));
+        let differ: Vec<String> = differ
             .iter()
-            .zip(&ours)
-            .filter(|(t, o)| t != o)
             .map(|(t, o)| format!("'{t}' (this command: '{o}')"))
             .collect();
         anyhow::bail!(
-            "{here}: this resume file is of another render: {}; resume with the command line that was stopped",
-            if differ.is_empty() {
-                header.render.clone()
+            "{here}: this resume file is of another render: {}; {}",
+            differ.join(", "),
+            if edited {
+                "the scene's geometry, materials, textures or environment changed since that render was stopped, and resuming would mix the samples of two scenes into one image: render it afresh, or restore the scene"
             } else {
-                differ.join(", ")
+                "resume with the command line that was stopped"
             }
         );
     }

@@ -95,18 +95,9 @@ fn overlap(a: Tile, b: Tile) -> Option<Tile> {
 /// The first `name value` item on which two render keys differ ("spp 16" against "spp 64"),
 /// or `None` when they are equal.
 fn first_difference(a: &str, b: &str) -> Option<(String, String)> {
-    if a == b {
-        return None;
-    }
-    let (ia, ib): (Vec<&str>, Vec<&str>) = (a.split("; ").collect(), b.split("; ").collect());
-    for k in 0..ia.len().max(ib.len()) {
-        let (x, y) = (ia.get(k).copied(), ib.get(k).copied());
-        if x != y {
-            let show = |s: Option<&str>| s.unwrap_or("(nothing)").to_string();
-            return Some((show(x), show(y)));
-        }
-    }
-    Some((a.to_string(), b.to_string()))
+    super::output::render_key_differences(a, b)
+        .into_iter()
+        .next()
 }
 
 /// A joined frame.

@@ -59,7 +59,8 @@ impl ImageMeta {
 
 /// The settings that decide a render's pixels, as `name value` items joined by `"; "`: crops
 /// of one frame have the same key. The scene is named by its file name (farm machines mount
-/// it at different places) and its triangle count. Backends, threads, schedules and tiles
+/// it at different places), its triangle count and its content hash (so that an edited scene
+/// is another render: [`crate::scene::content_hash`]). Backends, threads, schedules and tiles
 /// are left out: they do not change a pixel. Floats are written shortest-exact, so equal keys
 /// mean equal values.
 pub fn render_key(scene_file: &Path, scene: &Scene, settings: &RenderSettings) -> String {
@@ -71,8 +72,9 @@ pub fn render_key(scene_file: &Path, scene: &Scene, settings: &RenderSettings) -
     let c = &settings.camera;
     let env = scene.environment_radiance();
     ascii(&format!(
-        "scene {name}; triangles {}; size {}x{}; spp {}; max-depth {}; seed {}; camera eye {} u {} v {} w {}; environment {}; lights {}",
+        "scene {name}; triangles {}; content {:016x}; size {}x{}; spp {}; max-depth {}; seed {}; camera eye {} u {} v {} w {}; environment {}; lights {}",
         scene.triangle_count(),
+        crate::scene::content_hash::content_hash(scene),
         settings.width,
         settings.height,
         settings.spp,
@@ -89,6 +91,48 @@ pub fn render_key(scene_file: &Path, scene: &Scene, settings: &RenderSettings) -
             "one-sided"
         },
     ))
+}
+
+/// The `name value` items on which two render keys differ, as (item of `a`, item of `b`):
+/// matched by name, so that a key with an item the other lacks (written by another gasworks
+/// version) names that item, "(nothing)" on the side without it. Empty when the keys are equal.
+pub fn render_key_differences(a: &str, b: &str) -> Vec<(String, String)> {
+    if a == b {
+        return Vec::new();
+    }
+    let items = |key: &str| -> Vec<(String, String)> {
+        key.split("; ")
+            .map(|item| {
+                let name = item.split(' ').next().unwrap_or("").to_string();
+                (name, item.to_string())
+            })
+            .collect()
+    };
+    let (ia, ib) = (items(a), items(b));
+    let find = |items: &[(String, String)], name: &str| -> Option<String> {
+        items
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, i)| i.clone())
+    };
+    let nothing = || "(nothing)".to_string();
+    let mut differ = Vec::new();
+    for (name, item) in &ia {
+        match find(&ib, name) {
+            Some(other) if other == *item => {}
+            other => differ.push((item.clone(), other.unwrap_or_else(nothing))),
+        }
+    }
+    for (name, item) in &ib {
+        if find(&ia, name).is_none() {
+            differ.push((nothing(), item.clone()));
+        }
+    }
+    if differ.is_empty() {
+        // The same items in another order, or repeated: show the keys whole.
+        differ.push((a.to_string(), b.to_string()));
+    }
+    differ
 }
 
 /// EXR text and PNG `tEXt` hold Latin-1: other characters are written as `\u{..}`.
@@ -597,6 +641,29 @@ pub fn parse_pixelbounds(s: &str) -> Result<Tile, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn render_keys_differ_item_by_item_matched_by_name() {
+        let key = "scene a.obj; triangles 32; content 01; spp 16; seed 0";
+        assert!(render_key_differences(key, key).is_empty());
+        let pair = |a: &str, b: &str| (a.to_string(), b.to_string());
+        assert_eq!(
+            render_key_differences(key, "scene a.obj; triangles 32; content 02; spp 64; seed 0"),
+            [pair("content 01", "content 02"), pair("spp 16", "spp 64")]
+        );
+        // A key without an item (an older gasworks): that item is named, not every later one.
+        assert_eq!(
+            render_key_differences("scene a.obj; triangles 32; spp 16; seed 0", key),
+            [pair("(nothing)", "content 01")]
+        );
+        assert_eq!(
+            render_key_differences(key, "scene a.obj; triangles 32; spp 16; seed 0"),
+            [pair("content 01", "(nothing)")]
+        );
+        // The same items in another order: the keys whole.
+        let swapped = "triangles 32; scene a.obj; content 01; spp 16; seed 0";
+        assert_eq!(render_key_differences(key, swapped), [pair(key, swapped)]);
+    }
 
     #[test]
     fn formats_follow_the_extension() {

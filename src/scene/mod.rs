@@ -6,6 +6,7 @@
 //! CPU and one GAS per group on the GPU, so nothing here merges or splits groups.
 
 pub mod camera;
+pub mod content_hash;
 pub mod gen;
 pub mod lights;
 pub mod obj;
