@@ -21,6 +21,7 @@ pub mod bench_report;
 pub mod cli;
 pub mod cluster;
 pub mod cpu;
+pub mod fnv;
 pub mod nvtx;
 pub mod optix;
 pub mod render;

@@ -234,16 +234,13 @@ fn the_camera_sees_only_the_front_of_a_light() {
 
 /// FNV-1a (64-bit) of the accumulation buffer's bits, `[r, g, b, n]` per pixel, row-major.
 fn film_hash(film: &[[f32; 4]]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut h = gasworks::fnv::Fnv::default();
     for p in film {
         for c in p {
-            for b in c.to_bits().to_le_bytes() {
-                h ^= u64::from(b);
-                h = h.wrapping_mul(0x0100_0000_01b3);
-            }
+            h.bytes(&c.to_bits().to_le_bytes());
         }
     }
-    h
+    h.finish()
 }
 
 /// The whole image as one tile, all samples in one call, on this thread.

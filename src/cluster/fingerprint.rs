@@ -2,12 +2,12 @@
 //! that loaded different scene files (a stale copy on one node) or got different settings
 //! would otherwise make one wrong image without a word.
 //!
-//! FNV-1a over the bytes, so the value depends on nothing but the data (not on the Rust
-//! release or the process, as `std`'s hasher may); the scene's part is its
-//! [`content_hash`].
+//! [`crate::fnv`] over the bytes, so the value depends on nothing but the data; the scene's
+//! part is its [`content_hash`].
 
+use crate::fnv::Fnv;
 use crate::render::RenderSettings;
-use crate::scene::content_hash::{content_hash, Fnv};
+use crate::scene::content_hash::content_hash;
 use crate::scene::Scene;
 use crate::sched::SchedConfig;
 

@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::{Film, Tile};
+use crate::fnv::fnv1a;
 
 const MAGIC: &[u8; 16] = b"gasworks-resume\n";
 
@@ -56,16 +57,6 @@ pub enum CheckpointError {
     NotACheckpoint { path: PathBuf },
     #[error("{}: damaged resume file: {why}", path.display())]
     Damaged { path: PathBuf, why: String },
-}
-
-/// 64-bit FNV-1a: enough to catch truncation and damage (not an adversary).
-fn fnv1a(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in bytes {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h
 }
 
 /// Writes `film` (at `header.spp_done` samples per pixel) to `path`, through a temporary

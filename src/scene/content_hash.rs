@@ -7,41 +7,14 @@
 //! vertex moved) is refused instead of mixing samples of two scenes into one silently wrong
 //! image; cluster ranks compare it before a frame ([`crate::cluster::fingerprint`]).
 //!
-//! FNV-1a over the bytes, so the value depends on nothing but the data (not on the Rust
-//! release, the process or the machine, as `std`'s hasher may): it is compared across runs and
-//! machines. Groups and textures are hashed in parallel, then combined in order.
+//! [`crate::fnv`] over the bytes, so the value depends on nothing but the data: it is compared
+//! across runs and machines. Groups and textures are hashed in parallel, then combined in
+//! order.
 
 use rayon::prelude::*;
 
 use super::Scene;
-
-/// FNV-1a, 64 bits.
-pub struct Fnv(u64);
-
-impl Default for Fnv {
-    fn default() -> Self {
-        Fnv(0xcbf2_9ce4_8422_2325)
-    }
-}
-
-impl Fnv {
-    pub fn bytes(&mut self, b: &[u8]) {
-        for &x in b {
-            self.0 ^= x as u64;
-            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
-        }
-    }
-
-    /// A length-prefixed field, so that ("ab", "c") and ("a", "bc") differ.
-    pub fn field(&mut self, b: &[u8]) {
-        self.bytes(&(b.len() as u64).to_le_bytes());
-        self.bytes(b);
-    }
-
-    pub fn finish(&self) -> u64 {
-        self.0
-    }
-}
+use crate::fnv::Fnv;
 
 /// The content hash of `scene` (not of where it was loaded from: the same scene under
 /// another file name hashes the same).
@@ -91,18 +64,6 @@ pub fn content_hash(scene: &Scene) -> u64 {
 mod tests {
     use super::*;
     use crate::scene::gen::cornell;
-
-    #[test]
-    fn fnv_matches_the_published_test_vectors() {
-        // FNV-1a 64 of "" and "a" (the reference values of the FNV authors).
-        let hash = |s: &str| {
-            let mut h = Fnv::default();
-            h.bytes(s.as_bytes());
-            h.finish()
-        };
-        assert_eq!(hash(""), 0xcbf2_9ce4_8422_2325);
-        assert_eq!(hash("a"), 0xaf63_dc4c_8601_ec8c);
-    }
 
     #[test]
     fn any_change_that_decides_pixels_changes_the_hash() {
