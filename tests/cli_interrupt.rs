@@ -432,3 +432,40 @@ fn a_resume_after_the_scene_was_edited_is_refused() {
     );
     assert!(resume.exists(), "the resume file is kept");
 }
+
+/// A resume file rendered by another gasworks build is resumed, with a warning that the image
+/// will not be bit for bit one uninterrupted run's (the samples may differ in their last
+/// bits); one of this build resumes without a warning.
+#[test]
+fn a_resume_by_another_build_warns_that_it_is_not_bit_for_bit() {
+    use gasworks::render::checkpoint;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("built.exr");
+    let resume = dir.path().join("built.exr.gasworks-resume");
+    let resume_arg = resume.to_str().unwrap();
+    let limited = |spp: u32| render_args(&out, spp, 4, &["--time-limit", "0.001s"]);
+    assert!(gasworks_with(&limited(40)).status.success());
+    let (header, film) = checkpoint::read(&resume).unwrap();
+    assert!(header.software.starts_with("gasworks "), "{header:?}");
+
+    let mut same = limited(40);
+    same.extend(["--resume".into(), resume_arg.into()]);
+    let r = gasworks_with(&same);
+    let e = String::from_utf8_lossy(&r.stderr);
+    assert!(r.status.success(), "{e}");
+    assert!(!e.contains("warning"), "{e}");
+
+    let older = checkpoint::CheckpointHeader {
+        software: "gasworks 0.0.9 (0123456789ab)".into(),
+        ..header
+    };
+    checkpoint::write(&resume, &older, &film).unwrap();
+    let r = gasworks_with(&same);
+    let e = String::from_utf8_lossy(&r.stderr);
+    assert!(r.status.success(), "{e}");
+    assert!(
+        e.contains("was rendered by gasworks 0.0.9 (0123456789ab), and this is gasworks ")
+            && e.contains("not bit for bit what one uninterrupted run gives"),
+        "{e}"
+    );
+}

@@ -196,6 +196,7 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
         window: [window.x, window.y, window.w, window.h],
         pass_spp,
         spp_done: 0,
+        software: output::software(),
     };
     let mut checkpoints =
         Checkpointer::new(checkpoint_file.clone(), header.clone(), a.checkpoint_every);
@@ -560,6 +561,17 @@ pub(super) fn read_resume(
         "resume: {here}: {} of {spp} samples per pixel done",
         header.spp_done
     ));
+    let ours = output::software();
+    if header.software != ours {
+        let theirs = if header.software.is_empty() {
+            "an earlier gasworks build"
+        } else {
+            header.software.as_str()
+        };
+        out.warn(format_args!(
+            "{here} was rendered by {theirs}, and this is {ours}: its samples may differ from this build's in their last bits, so the finished image converges to the same picture but is not bit for bit what one uninterrupted run gives"
+        ));
+    }
     Ok(crate::sched::Resume {
         film,
         spp_done: header.spp_done,

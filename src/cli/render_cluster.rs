@@ -217,6 +217,7 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
         window: [0, 0, a.width, a.height],
         pass_spp: schedule.pass_spp.unwrap_or(a.spp),
         spp_done: 0,
+        software: output::software(),
     };
     let mut checkpoints = Checkpointer::new(
         checkpoint::path_for(&a.output),

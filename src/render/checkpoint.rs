@@ -35,6 +35,12 @@ pub struct CheckpointHeader {
     pub pass_spp: u32,
     /// Samples per pixel every pixel of the film has.
     pub spp_done: u32,
+    /// What rendered the film (`output::software()`: version and git commit). Another build
+    /// may compute samples differently in their last bits, so a render resumed by it is not
+    /// bit for bit an uninterrupted one (it converges to the same image). Empty in files
+    /// written before this was recorded.
+    #[serde(default)]
+    pub software: String,
 }
 
 impl CheckpointHeader {
@@ -251,6 +257,7 @@ mod tests {
             window: [2, 1, 5, 3],
             pass_spp: 8,
             spp_done: 16,
+            software: "gasworks 0.1.0 (test)".into(),
         };
         (header, film)
     }
