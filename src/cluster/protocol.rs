@@ -13,7 +13,7 @@ use crate::render::Tile;
 
 /// Bumped whenever a message changes; part of every rank's fingerprint, so that ranks of
 /// different builds refuse to work together instead of misreading each other.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// One worker of a rank, as rank 0 reports it.
 #[derive(Clone, Debug, PartialEq)]
