@@ -314,13 +314,10 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
         return finish_at_time_limit(&a, &frame, stopped, header, &what, out);
     }
     if let Some(stopped) = &frame.stopped {
-        let resume = match frame.resume_point() {
-            Some(point) => {
-                let header = CheckpointHeader {
-                    spp_done: point.spp_done,
-                    ..header
-                };
-                checkpoint::write(&checkpoint_file, &header, &point.film)?;
+        let resume = match frame.resume_film() {
+            Some((film, spp_done)) => {
+                let header = CheckpointHeader { spp_done, ..header };
+                checkpoint::write(&checkpoint_file, &header, film)?;
                 Some(checkpoint_file.as_path())
             }
             None => None,
@@ -381,12 +378,9 @@ pub(super) fn finish_at_time_limit(
         a.output.display()
     ));
     let file = checkpoint::path_for(&a.output);
-    if let Some(point) = frame.resume_point() {
-        let header = CheckpointHeader {
-            spp_done: point.spp_done,
-            ..header
-        };
-        checkpoint::write(&file, &header, &point.film)?;
+    if let Some((film, spp_done)) = frame.resume_film() {
+        let header = CheckpointHeader { spp_done, ..header };
+        checkpoint::write(&file, &header, film)?;
         out.status(format_args!(
             "time limit {}: the next pass would have ended past it; to go on, run the same command with --resume {}",
             format_duration(a.time_limit.unwrap_or_default()),

@@ -237,12 +237,12 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
         if stopped.is_some() {
             // Written here, before rank 0 tells the others the frame is over: mpirun kills
             // what is left of a job it was asked to end a grace period after its SIGTERM.
-            if let Some(point) = frame.resume_point() {
+            if let Some((film, spp_done)) = frame.resume_film() {
                 let header = CheckpointHeader {
-                    spp_done: point.spp_done,
+                    spp_done,
                     ..header.clone()
                 };
-                checkpoint::write(&resume_file, &header, &point.film)?;
+                checkpoint::write(&resume_file, &header, film)?;
             }
         }
         if frame.report.passes.is_empty() {
@@ -346,7 +346,7 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
                 ));
             }
             let what = format!("{}x{}", a.width, a.height);
-            let resume = frame.resume_point().map(|_| resume_file.as_path());
+            let resume = frame.resume_film().map(|_| resume_file.as_path());
             let e = stopped_with_image(&a, stopped, &what, resume, stopped_by, out);
             return Err(report_stop(world, &e, stopped_by));
         }
