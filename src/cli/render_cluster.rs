@@ -232,11 +232,11 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
             // Nothing to keep: black pixels would only overwrite a good image.
             return Ok(());
         }
-        let meta = ImageMeta::whole(a.width, a.height, render_key.clone());
-        output::write_image_or_rescue(&frame.film, &a.output, &meta, &std::env::temp_dir())?;
         if stopped.is_some() {
             // Written here, before rank 0 tells the others the frame is over: mpirun kills
-            // what is left of a job it was asked to end a grace period after its SIGTERM.
+            // what is left of a job it was asked to end a grace period after its SIGTERM. The
+            // resume file first: it keeps every complete pass, and it is written faster than
+            // an encoded image (at 4K, 0.5 s against over 1 s, mpirun's default grace).
             if let Some((film, spp_done)) = frame.resume_film() {
                 let header = CheckpointHeader {
                     spp_done,
@@ -245,6 +245,8 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
                 checkpoint::write(&resume_file, &header, film)?;
             }
         }
+        let meta = ImageMeta::whole(a.width, a.height, render_key.clone());
+        output::write_image_or_rescue(&frame.film, &a.output, &meta, &std::env::temp_dir())?;
         if frame.report.passes.is_empty() {
             // The statistics are those of the complete passes: none, nothing measured.
             return Ok(());
