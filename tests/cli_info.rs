@@ -66,6 +66,48 @@ fn info_json_parses_and_matches_the_cornell_box() {
     assert_eq!(v["bounds"]["max"][1].as_f64().unwrap() as f32, 548.8);
 }
 
+/// The content hash `info` prints for a scene file is the `content` item of the render key in
+/// every image rendered from it, whatever the render's flags (--env, --two-sided-lights).
+#[test]
+fn info_gives_the_content_hash_that_renders_carry() {
+    let dir = tempfile::tempdir().unwrap();
+    let asset = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/cornell/cornell.obj");
+    let out = gasworks(&["info", asset.to_str().unwrap(), "--json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    let content = v["content"].as_str().expect("a content hash").to_string();
+    assert_eq!(content.len(), 16, "{content}");
+    let text_out = gasworks(&["info", asset.to_str().unwrap()]);
+    assert!(text(&text_out.stdout).contains(&format!("content     {content} ")));
+    for flags in [&[][..], &["--env", "0.5,0.5,0.5", "--two-sided-lights"][..]] {
+        let image = dir.path().join("c.exr");
+        let mut args = vec![
+            "render",
+            asset.to_str().unwrap(),
+            "-o",
+            image.to_str().unwrap(),
+            "--width",
+            "8",
+            "--height",
+            "8",
+            "--spp",
+            "1",
+            "--backend",
+            "cpu",
+            "-q",
+        ];
+        args.extend_from_slice(flags);
+        let r = gasworks(&args);
+        assert!(r.status.success(), "{}", text(&r.stderr));
+        let read = gasworks::render::output::read_image(&image).unwrap();
+        assert!(
+            read.meta.render.contains(&format!("; content {content}; ")),
+            "{flags:?}: {}",
+            read.meta.render
+        );
+    }
+}
+
 #[test]
 fn gen_writes_what_it_says_and_info_agrees() {
     let dir = tempfile::tempdir().unwrap();

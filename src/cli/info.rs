@@ -73,6 +73,9 @@ pub struct GroupInfo {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct SceneInfo {
     pub source: String,
+    /// The scene's content hash (`crate::scene::content_hash`), as 16 hex digits: the
+    /// `content` item every image and resume file of a render of it carries.
+    pub content: String,
     pub groups: usize,
     pub triangles: u64,
     pub vertices: u64,
@@ -160,6 +163,7 @@ pub fn scene_info(scene: &Scene) -> SceneInfo {
     let light_warnings = facing_warnings_of(&survey);
     SceneInfo {
         source: scene.source.clone(),
+        content: format!("{:016x}", crate::scene::content_hash::content_hash(scene)),
         groups: scene.groups.len(),
         triangles: scene.triangle_count() as u64,
         vertices: scene.groups.iter().map(|g| g.positions.len() as u64).sum(),
@@ -313,6 +317,11 @@ pub fn render_text(info: &SceneInfo, list_groups: bool) -> String {
         }
     }
     let _ = writeln!(s, "textures    {}", info.textures);
+    let _ = writeln!(
+        s,
+        "content     {} (the hash of the geometry, materials and textures that its renders' images and resume files carry)",
+        info.content
+    );
     let _ = writeln!(
         s,
         "degenerate  {} triangles dropped",

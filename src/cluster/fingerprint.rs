@@ -31,5 +31,6 @@ pub fn fingerprint(scene: &Scene, settings: &RenderSettings, config: &SchedConfi
         .as_bytes(),
     );
     h.field(&content_hash(scene).to_le_bytes());
+    h.field(format!("{:?} {}", scene.environment, scene.two_sided_lights).as_bytes());
     h.finish()
 }

@@ -1,6 +1,8 @@
-//! A hash of what in a scene decides its pixels: every group's name and geometry (positions,
-//! normals, texture coordinates, triangles, per-triangle materials), the materials, the
-//! texels and the environment.
+//! A hash of what a scene's files hold that decides its pixels: every group's name and
+//! geometry (positions, normals, texture coordinates, triangles, per-triangle materials), the
+//! materials and the texels. The environment and the light sidedness, which command-line
+//! flags can change, are render settings with their own items in the render key; so the hash
+//! `gasworks info` prints for a scene file is the one every render of it carries.
 //!
 //! Images and resume files carry it ([`crate::render::output::render_key`]), so that a render
 //! resumed, or crops merged, after the scene was edited (a colour changed in the MTL file, a
@@ -55,8 +57,6 @@ pub fn content_hash(scene: &Scene) -> u64 {
     for t in textures {
         h.field(&t.to_le_bytes());
     }
-    h.field(format!("{:?}", scene.environment).as_bytes());
-    h.field(&[u8::from(scene.two_sided_lights)]);
     h.finish()
 }
 
@@ -73,6 +73,12 @@ mod tests {
         let mut renamed = base.clone();
         renamed.source = "elsewhere.obj".into();
         assert_eq!(content_hash(&renamed), h0, "the file name is not content");
+        let mut flags = base.clone();
+        flags.two_sided_lights = !flags.two_sided_lights;
+        flags.environment = Some(crate::scene::Environment {
+            radiance: glam::Vec3::splat(0.5),
+        });
+        assert_eq!(content_hash(&flags), h0, "render settings are not content");
 
         let mut changes: Vec<(&str, Scene)> = Vec::new();
         let mut s = base.clone();
@@ -87,9 +93,6 @@ mod tests {
         let mut s = base.clone();
         s.groups[0].name.push('x');
         changes.push(("a group's name", s));
-        let mut s = base.clone();
-        s.two_sided_lights = !s.two_sided_lights;
-        changes.push(("two-sided lights", s));
         let mut s = base.clone();
         s.groups.swap(0, 1);
         changes.push(("the group order", s));
