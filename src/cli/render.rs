@@ -531,7 +531,7 @@ pub(super) fn read_resume(
             "{here}: this resume file is of another render: {}; {}",
             differ.join(", "),
             if edited {
-                "the scene's geometry, materials, textures or environment changed since that render was stopped, and resuming would mix the samples of two scenes into one image: render it afresh, or restore the scene"
+                "the scene's geometry, materials or textures changed since that render was stopped, and resuming would mix the samples of two scenes into one image: render it afresh, or restore the scene"
             } else {
                 "resume with the command line that was stopped"
             }

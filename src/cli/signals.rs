@@ -13,8 +13,8 @@
 //! signals keep their default actions and end the process. SIGUSR1 is caught from the start.
 //! On platforms without Unix signals only Ctrl-C is caught.
 //!
-//! Under mpirun a stop signal on any rank stops the job: rank 0 writes the image with what
-//! has arrived and the resume file at once, without waiting for the tiles in flight (mpirun
+//! Under mpirun a stop signal on any rank stops the job: rank 0 writes the resume file and
+//! the image with what has arrived at once, without waiting for the tiles in flight (mpirun
 //! kills its ranks a grace period after it sends them SIGTERM: 1 s unless
 //! `--mca odls_base_sigkill_timeout` says otherwise), and every rank exits.
 
