@@ -290,3 +290,94 @@ fn gpu_crops_merged_are_the_full_gpu_render_bit_for_bit() {
         exr_pixels(&d.join("full.exr"))
     );
 }
+
+/// `--exposure 1` on a PNG: the render of the whole frame and the merge of its EXR crops with
+/// `merge --exposure 1` are the same file, byte for byte, and brighter than without; PNG crops
+/// of another exposure do not merge with it; an EXR output refuses an exposure (it holds
+/// radiance as rendered), and so do PNG crops (tone-mapped already).
+#[test]
+fn exposure_applies_to_pngs_in_render_and_merge_alike() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    render(d, "plain.png", &[]);
+    render(d, "bright.png", &["--exposure", "1"]);
+    render(d, "top.exr", &["--pixelbounds", "0,37,0,10"]);
+    render(d, "bottom.exr", &["--pixelbounds", "0,37,10,29"]);
+    ok(
+        d,
+        &[
+            "merge",
+            "top.exr",
+            "bottom.exr",
+            "-o",
+            "merged.png",
+            "--exposure",
+            "1",
+        ],
+    );
+    let bytes = |name: &str| std::fs::read(d.join(name)).unwrap();
+    assert!(
+        bytes("merged.png") == bytes("bright.png"),
+        "merged != rendered"
+    );
+    let sum = |name: &str| -> u64 {
+        image::open(d.join(name))
+            .unwrap()
+            .to_rgb8()
+            .as_raw()
+            .iter()
+            .map(|&v| u64::from(v))
+            .sum()
+    };
+    assert!(sum("bright.png") > sum("plain.png"));
+
+    render(
+        d,
+        "top.png",
+        &["--pixelbounds", "0,37,0,10", "--exposure", "1"],
+    );
+    render(d, "bottom.png", &["--pixelbounds", "0,37,10,29"]);
+    let e = fails(d, &["merge", "top.png", "bottom.png", "-o", "mixed.png"]);
+    assert!(e.contains("exposure 1"), "{e}");
+
+    let scene = cornell();
+    let e = fails(
+        d,
+        &[
+            "render",
+            scene.to_str().unwrap(),
+            "-o",
+            "x.exr",
+            "--exposure",
+            "1",
+        ],
+    );
+    assert!(e.contains("x.exr holds linear radiance as rendered"), "{e}");
+    assert!(!d.join("x.exr").exists());
+    let e = fails(
+        d,
+        &[
+            "merge",
+            "top.exr",
+            "bottom.exr",
+            "-o",
+            "m.exr",
+            "--exposure",
+            "-1",
+        ],
+    );
+    assert!(e.contains("m.exr holds linear radiance as rendered"), "{e}");
+    let e = fails(
+        d,
+        &[
+            "merge",
+            "top.png",
+            "top.png",
+            "-o",
+            "m.png",
+            "--exposure",
+            "1",
+        ],
+    );
+    assert!(e.contains("tone-mapped already"), "{e}");
+}

@@ -340,6 +340,7 @@ fn placeholder(word: &str, flag: &str) -> Option<String> {
         ("X,Y,Z", "--look-at") => "278,273,0",
         ("X,Y,Z", "--up") => "0,1,0",
         ("DEG", "--fov") => "39.3",
+        ("EV", "--exposure") => "1",
         ("R,G,B", _) => "0.5,0.5,0.5",
         ("T", "--threads") => "2",
         ("S", "--seed") => "7",

@@ -16,6 +16,14 @@ pub struct MergeArgs {
     /// The whole image: .exr (from EXR crops) or .png (from EXR or PNG crops)
     #[arg(short, long)]
     pub output: PathBuf,
+    /// Exposure in stops of a PNG joined from EXR crops, as `render --exposure`
+    #[arg(
+        long,
+        value_name = "EV",
+        default_value_t = 0.0,
+        allow_negative_numbers = true
+    )]
+    pub exposure: f32,
     /// Print only warnings and errors
     #[arg(long, short)]
     pub quiet: bool,
@@ -23,7 +31,7 @@ pub struct MergeArgs {
 
 pub fn run(a: MergeArgs) -> anyhow::Result<()> {
     let out = Verbosity::from_flags(a.quiet, false);
-    let s = merge::merge_files(&a.crops, &a.output)?;
+    let s = merge::merge_files(&a.crops, &a.output, a.exposure)?;
     out.status(format_args!(
         "output: {} ({}x{}, joined from {} crop{})",
         a.output.display(),

@@ -84,6 +84,16 @@ pub struct RenderArgs {
     /// winding's normal points to, as in pbrt and Mitsuba)
     #[arg(long)]
     pub two_sided_lights: bool,
+    /// Exposure of a PNG, in stops: its radiance is multiplied by 2^EV before the clamp to
+    /// [0, 1] and the sRGB encoding (+1 twice as bright, -1 half). An EXR holds linear radiance
+    /// as rendered: apply the exposure in its viewer
+    #[arg(
+        long,
+        value_name = "EV",
+        default_value_t = 0.0,
+        allow_negative_numbers = true
+    )]
+    pub exposure: f32,
     /// Print only warnings and errors (no progress bar, no summary)
     #[arg(long, short, conflicts_with = "verbose")]
     pub quiet: bool,
@@ -244,6 +254,7 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
         full_height: a.height,
         window,
         render: render_key.clone(),
+        exposure: a.exposure,
     };
     // A write that fails after the render (folder gone, disk full) keeps the pixels in the
     // temporary folder and says where, rather than losing the render.
@@ -590,6 +601,7 @@ pub(super) fn check_args(a: &RenderArgs) -> anyhow::Result<()> {
     if a.max_depth == 0 {
         anyhow::bail!("--max-depth must be at least 1");
     }
+    output::check_exposure(a.exposure, &a.output).map_err(anyhow::Error::msg)?;
     for (flag, given, does) in [
         (
             "--checkpoint-every",

@@ -245,7 +245,10 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
                 checkpoint::write(&resume_file, &header, film)?;
             }
         }
-        let meta = ImageMeta::whole(a.width, a.height, render_key.clone());
+        let meta = ImageMeta {
+            exposure: a.exposure,
+            ..ImageMeta::whole(a.width, a.height, render_key.clone())
+        };
         output::write_image_or_rescue(&frame.film, &a.output, &meta, &std::env::temp_dir())?;
         if frame.report.passes.is_empty() {
             // The statistics are those of the complete passes: none, nothing measured.

@@ -51,6 +51,10 @@ pub enum MergeError {
     },
     #[error("{path}: PNG crops are tone-mapped 8-bit sRGB and cannot make an EXR; merge the EXR crops, or write a .png")]
     PngToExr { path: PathBuf },
+    #[error("{0}")]
+    Exposure(String),
+    #[error("{path}: PNG crops are tone-mapped already, so --exposure cannot apply to them; merge the EXR crops into a .png with --exposure")]
+    ExposedPng { path: PathBuf },
     #[error("{a} ({}) and {b} ({}) overlap in pixels {}", describe(*.wa), describe(*.wb), describe(*.overlap))]
     Overlap {
         a: PathBuf,
@@ -223,13 +227,26 @@ pub struct MergeSummary {
 
 /// Reads the crops, joins them and writes the frame to `output` (EXR or PNG by extension).
 /// Nothing is written unless every check passes.
-pub fn merge_files(inputs: &[PathBuf], output: &Path) -> Result<MergeSummary, MergeError> {
+/// Joins the crop files `inputs` into `output`; `exposure` (stops) applies to a PNG made from
+/// EXR crops, as `render --exposure` would have.
+pub fn merge_files(
+    inputs: &[PathBuf],
+    output: &Path,
+    exposure: f32,
+) -> Result<MergeSummary, MergeError> {
+    output::check_exposure(exposure, output).map_err(MergeError::Exposure)?;
     let out_format = output::check_writable(output)?;
     let crops = inputs
         .iter()
         .map(|p| Ok((p.clone(), output::read_image(p)?)))
         .collect::<Result<Vec<_>, MergeError>>()?;
-    let merged = merge(&crops)?;
+    if exposure != 0.0 {
+        if let Some((path, _)) = crops.iter().find(|(_, c)| c.format == ImageFormat::Png) {
+            return Err(MergeError::ExposedPng { path: path.clone() });
+        }
+    }
+    let mut merged = merge(&crops)?;
+    merged.meta.exposure = exposure;
     match (&merged.pixels, out_format) {
         (Pixels::Linear(p), _) => output::write_pixels(p, output, &merged.meta)?,
         (Pixels::Srgb8(p), ImageFormat::Png) => output::write_png(p, output, &merged.meta)?,
@@ -266,6 +283,7 @@ mod tests {
                     full_height: 4,
                     window: Tile { x, y, w, h },
                     render: render.into(),
+                    exposure: 0.0,
                 },
                 pixels: Pixels::Linear(pixels),
             },

@@ -29,7 +29,7 @@ pub const PNG_PIXELBOUNDS_KEY: &str = "gasworks.pixelbounds";
 pub const PNG_FULL_SIZE_KEY: &str = "gasworks.full-size";
 
 /// Where an image's pixels lie in their frame, and which render made them.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct ImageMeta {
     /// The whole frame's size.
     pub full_width: u32,
@@ -38,6 +38,11 @@ pub struct ImageMeta {
     pub window: Tile,
     /// The settings that decide the pixels ([`render_key`]); empty when unknown.
     pub render: String,
+    /// Exposure in stops (`--exposure`), applied when linear radiance is written as a PNG:
+    /// radiance x 2^exposure, then the clamp and sRGB ([`to_srgb8_scaled`]). The PNG's render
+    /// key then has an `exposure` item, so that crops of other exposures do not merge with
+    /// it. An EXR holds radiance as rendered whatever this says.
+    pub exposure: f32,
 }
 
 impl ImageMeta {
@@ -53,6 +58,7 @@ impl ImageMeta {
                 h: height,
             },
             render,
+            exposure: 0.0,
         }
     }
 }
@@ -235,10 +241,33 @@ pub fn linear_to_srgb(x: f32) -> f32 {
     }
 }
 
+/// Checks `--exposure EV` for an output at `path`: a finite number of stops within +-64, and
+/// 0 unless the output is a PNG (an EXR holds linear radiance as rendered).
+pub fn check_exposure(exposure: f32, path: &Path) -> Result<(), String> {
+    if !exposure.is_finite() || exposure.abs() > 64.0 {
+        return Err(format!(
+            "--exposure {exposure}: give a number of stops between -64 and 64"
+        ));
+    }
+    if exposure != 0.0 && ImageFormat::from_path(path).ok() == Some(ImageFormat::Exr) {
+        return Err(format!(
+            "--exposure sets a PNG's tone mapping, and {} holds linear radiance as rendered: apply the exposure in its viewer, or write a .png",
+            path.display()
+        ));
+    }
+    Ok(())
+}
+
 /// Tone mapping for PNG: exposure 1, then a clamp to [0, 1] (radiance above 1 saturates, so a
 /// furnace-white object is exactly white), then sRGB encoding.
 pub fn to_srgb8(rgb: [f32; 3]) -> [u8; 3] {
+    to_srgb8_scaled(rgb, 1.0)
+}
+
+/// [`to_srgb8`] of radiance times `scale` (`2^exposure`; 1 leaves every value as it is).
+pub fn to_srgb8_scaled(rgb: [f32; 3], scale: f32) -> [u8; 3] {
     rgb.map(|c| {
+        let c = c * scale;
         let c = if c.is_finite() {
             c.clamp(0.0, 1.0)
         } else {
@@ -268,6 +297,18 @@ pub fn write_pixels(rgb: &[[f32; 3]], path: &Path, meta: &ImageMeta) -> Result<(
     let format = ImageFormat::from_path(path)?;
     let tmp = partial_path(path);
     let written = match format {
+        ImageFormat::Png if meta.exposure != 0.0 => {
+            let scale = meta.exposure.exp2();
+            let bytes: Vec<[u8; 3]> = rgb.iter().map(|&p| to_srgb8_scaled(p, scale)).collect();
+            let mut exposed = meta.clone();
+            let item = format!("exposure {}", meta.exposure);
+            exposed.render = if meta.render.is_empty() {
+                item
+            } else {
+                format!("{}; {item}", meta.render)
+            };
+            write_png(&bytes, &tmp, &exposed)
+        }
         ImageFormat::Png => {
             let bytes: Vec<[u8; 3]> = rgb.iter().map(|&p| to_srgb8(p)).collect();
             write_png(&bytes, &tmp, meta)
@@ -530,6 +571,7 @@ fn read_exr(path: &Path) -> Result<ReadImage, ReadError> {
                 h: u(h)?,
             },
             render,
+            exposure: 0.0,
         },
         pixels: Pixels::Linear(layer.channel_data.pixels.1.clone()),
     })
@@ -607,6 +649,7 @@ fn read_png(path: &Path) -> Result<ReadImage, ReadError> {
             full_height,
             window,
             render,
+            exposure: 0.0,
         },
         pixels: Pixels::Srgb8(pixels),
     })
@@ -782,6 +825,7 @@ mod tests {
             full_height: 5,
             window,
             render: "scene caf\u{e9}.obj; spp 4".into(),
+            exposure: 0.0,
         };
         let rgb: Vec<[f32; 3]> = (0..8).map(|i| [i as f32 * 0.1, 0.5, 7.25]).collect();
         for name in ["c.exr", "c.png"] {
@@ -803,6 +847,48 @@ mod tests {
         assert_eq!(full.dimensions(), (10, 5));
         assert_eq!(full.get_pixel(3, 1).0, rgb[0]);
         assert_eq!(full.get_pixel(0, 0).0, [0.0; 3]);
+    }
+
+    /// A PNG with an exposure holds 2^EV times the radiance, tone-mapped, and says so in its
+    /// render key; an EXR ignores it; exposure 0 is the plain tone mapping exactly.
+    #[test]
+    fn exposure_scales_a_png_and_is_recorded_in_its_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let rgb: Vec<[f32; 3]> = vec![[0.05, 0.2, 0.45], [0.3, 0.6, 2.0]];
+        let meta = |exposure| ImageMeta {
+            exposure,
+            ..ImageMeta::whole(2, 1, "spp 4".into())
+        };
+        let png = dir.path().join("e.png");
+        write_pixels(&rgb, &png, &meta(1.0)).unwrap();
+        let back = read_image(&png).unwrap();
+        assert_eq!(back.meta.render, "spp 4; exposure 1");
+        let doubled: Vec<[u8; 3]> = rgb.iter().map(|c| to_srgb8(c.map(|v| v * 2.0))).collect();
+        assert_eq!(back.pixels, Pixels::Srgb8(doubled));
+        write_pixels(&rgb, &png, &meta(-0.5)).unwrap();
+        assert_eq!(
+            read_image(&png).unwrap().meta.render,
+            "spp 4; exposure -0.5"
+        );
+        write_pixels(&rgb, &png, &meta(0.0)).unwrap();
+        let plain = read_image(&png).unwrap();
+        assert_eq!(plain.meta.render, "spp 4");
+        assert_eq!(
+            plain.pixels,
+            Pixels::Srgb8(rgb.iter().map(|&c| to_srgb8(c)).collect())
+        );
+        let exr = dir.path().join("e.exr");
+        write_pixels(&rgb, &exr, &meta(1.0)).unwrap();
+        let back = read_image(&exr).unwrap();
+        assert_eq!(back.meta.render, "spp 4");
+        assert_eq!(back.pixels, Pixels::Linear(rgb.clone()));
+
+        assert!(check_exposure(1.5, &png).is_ok());
+        assert!(check_exposure(0.0, &exr).is_ok());
+        let e = check_exposure(1.0, &exr).unwrap_err();
+        assert!(e.contains("e.exr holds linear radiance as rendered"), "{e}");
+        assert!(check_exposure(f32::NAN, &png).is_err());
+        assert!(check_exposure(65.0, &png).is_err());
     }
 
     #[test]
