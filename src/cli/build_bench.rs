@@ -343,8 +343,13 @@ fn run_on(a: &BuildBenchArgs, ctx: &Arc<DeviceContext>, scene: &Scene) -> anyhow
     drop(geometry);
 
     // The reference: the whole scene as one build input of one GAS, per flag setting.
-    if triangles > MAX_PRIMITIVES_PER_GAS {
-        eprintln!("note: {triangles} triangles exceed one GAS's limit; no single-GAS reference");
+    let max_primitives = ctx
+        .property_u32(crate::optix::sys::OPTIX_DEVICE_PROPERTY_LIMIT_MAX_PRIMITIVES_PER_GAS)
+        .map_or(MAX_PRIMITIVES_PER_GAS, u64::from);
+    if triangles > max_primitives {
+        eprintln!(
+            "note: {triangles} triangles exceed one GAS's limit on this device ({max_primitives}); no single-GAS reference"
+        );
     } else {
         let (positions, indices) = concat_mesh(scene);
         let single = DeviceGeometry::upload_meshes(gpu, &upload_stream, &[(&positions, &indices)])?;

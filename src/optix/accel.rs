@@ -59,6 +59,16 @@ pub enum AccelError {
     },
     #[error("the scene has {gases} GASes, more than the {limit} instances or instance ids this device allows")]
     TooManyInstances { gases: usize, limit: u64 },
+    #[error("{gas} has {count} {what}, more than one GAS may hold on this device ({limit}){hint}")]
+    GasTooLarge {
+        /// "the GAS of group 3", or "the GAS merging 6 groups (4, 5, 7, 9, ...)".
+        gas: String,
+        what: &'static str,
+        count: u64,
+        limit: u64,
+        /// How to avoid it, when the merge made it large.
+        hint: &'static str,
+    },
     #[error("the build plan does not match the builds: {0}")]
     PlanMismatch(String),
 }
@@ -168,6 +178,54 @@ pub fn geometry_layout(counts: &[(u64, u64)]) -> Result<(Vec<GroupBlock>, u64), 
         });
     }
     Ok((blocks, cursor))
+}
+
+/// What one GAS may hold on a device (`OPTIX_DEVICE_PROPERTY_LIMIT_MAX_*_PER_GAS`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GasLimits {
+    pub primitives: u64,
+    /// Each group of a GAS is one build input with one SBT record.
+    pub sbt_records: u64,
+}
+
+/// Refuses a GAS table that a device with `limits` cannot build, naming the GAS and its
+/// groups. Pure.
+pub fn check_gas_limits(table: &GasTable, limits: &GasLimits) -> Result<(), AccelError> {
+    for gas in &table.gases {
+        let records = gas.groups.len() as u64;
+        let (what, count, limit) = if gas.triangles > limits.primitives {
+            ("triangles", gas.triangles, limits.primitives)
+        } else if records > limits.sbt_records {
+            ("groups (SBT records)", records, limits.sbt_records)
+        } else {
+            continue;
+        };
+        let (name, hint) = match gas.groups.as_slice() {
+            [g] => (format!("the GAS of group {g}"), ""),
+            groups => {
+                let mut listed: Vec<String> = groups.iter().take(4).map(u32::to_string).collect();
+                if groups.len() > 4 {
+                    listed.push("...".into());
+                }
+                (
+                    format!(
+                        "the GAS merging {} groups ({})",
+                        groups.len(),
+                        listed.join(", ")
+                    ),
+                    "; a lower --merge-below merges fewer groups",
+                )
+            }
+        };
+        return Err(AccelError::GasTooLarge {
+            gas: name,
+            what,
+            count,
+            limit,
+            hint,
+        });
+    }
+    Ok(())
 }
 
 /// All groups' vertices and indices on the device, in one allocation.
@@ -649,6 +707,18 @@ impl Accel {
                 limit,
             });
         }
+        // The device's own limits, where the driver reports them (OptiX's documented values
+        // otherwise): a merged GAS (`--merge-below`) can grow past them even when every group
+        // fits.
+        let limits = GasLimits {
+            primitives: ctx
+                .property_u32(sys::OPTIX_DEVICE_PROPERTY_LIMIT_MAX_PRIMITIVES_PER_GAS)
+                .map_or(MAX_PRIMITIVES_PER_GAS, u64::from),
+            sbt_records: ctx
+                .property_u32(sys::OPTIX_DEVICE_PROPERTY_LIMIT_MAX_SBT_RECORDS_PER_GAS)
+                .map_or(u64::from(u32::MAX), u64::from),
+        };
+        check_gas_limits(&table, &limits)?;
         let mut batch = GasBatch::prepare(ctx, &geometry, table.clone(), options)?;
         let mut handles = batch.enqueue(&streams)?;
         let mut stats = AccelStats {
@@ -794,6 +864,52 @@ mod tests {
         assert!(end <= total);
         assert_eq!(blocks[0].index_offset, 48); // 36 bytes of vertices, aligned up
         assert_eq!(blocks[1].vertex_offset, 64);
+    }
+
+    #[test]
+    fn gases_past_the_device_limits_are_refused_by_name() {
+        let limits = GasLimits {
+            primitives: 100,
+            sbt_records: 3,
+        };
+        // Group 0 alone fits exactly; groups 1..=5 (10 triangles each) merge into GASes of at
+        // most 4 inputs and 100 triangles.
+        let merge = |max_triangles, max_inputs| MergeOptions {
+            merge_below: 50,
+            max_triangles,
+            max_inputs,
+        };
+        let tris = [100, 10, 10, 10, 10, 10];
+        let fits = group_gases(&tris, &merge(30, 3));
+        assert!(check_gas_limits(&fits, &limits).is_ok());
+
+        let too_many_inputs = group_gases(&tris, &merge(1000, 4));
+        let err = check_gas_limits(&too_many_inputs, &limits).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "the GAS merging 4 groups (1, 2, 3, 4) has 4 groups (SBT records), more than one GAS \
+             may hold on this device (3); a lower --merge-below merges fewer groups"
+        );
+
+        let tris = [101, 10];
+        let err = check_gas_limits(&group_gases(&tris, &merge(30, 3)), &limits).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "the GAS of group 0 has 101 triangles, more than one GAS may hold on this device (100)"
+        );
+
+        let tris = [60, 60, 60, 60, 60, 60];
+        let big_merge = MergeOptions {
+            merge_below: 1000,
+            max_triangles: 1000,
+            max_inputs: 3,
+        };
+        let err = check_gas_limits(&group_gases(&tris, &big_merge), &limits).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("the GAS merging 3 groups (0, 1, 2) has 180 triangles"),
+            "{err}"
+        );
     }
 
     #[test]
