@@ -319,20 +319,31 @@ fn a_deadline_stops_between_passes_with_a_whole_image() {
 
 #[test]
 fn a_pass_fits_when_its_predicted_time_ends_by_the_deadline() {
-    use gasworks::sched::next_pass_fits;
+    use gasworks::sched::{next_pass_fits, PassTimes};
     use std::time::{Duration, Instant};
     let now = Instant::now();
     let deadline = now + Duration::from_secs(10);
+    // Nothing predicts the first pass: it always starts.
+    let mut times = PassTimes::default();
+    assert_eq!(times.predict(8), None);
+    assert!(times.next_fits(deadline + Duration::from_secs(1), deadline, 8));
     // 4 s for 8 samples: 16 samples take 8 s (fits), 24 take 12 s (does not).
-    assert!(next_pass_fits(now, deadline, 4.0, 8, 16));
-    assert!(!next_pass_fits(now, deadline, 4.0, 8, 24));
-    // Exactly at the deadline fits; past it nothing does.
-    assert!(next_pass_fits(now, deadline, 5.0, 8, 16));
+    times.record(4.0, 8);
+    assert_eq!(times.predict(16), Some(8.0));
+    assert!(times.next_fits(now, deadline, 16));
+    assert!(!times.next_fits(now, deadline, 24));
+    // A faster pass later does not shorten the prediction: the slowest rate counts.
+    times.record(1.0, 8);
+    assert_eq!(times.predict(16), Some(8.0));
+    // A slower one lengthens it: 5 s for 8 samples, 16 take exactly the 10 s left (fits).
+    times.record(5.0, 8);
+    assert_eq!(times.predict(16), Some(10.0));
+    assert!(times.next_fits(now, deadline, 16));
+    assert!(!times.next_fits(now + Duration::from_millis(1), deadline, 16));
+    // Past the deadline nothing fits.
     assert!(!next_pass_fits(
         deadline + Duration::from_millis(1),
         deadline,
-        0.0,
-        8,
-        8
+        0.0
     ));
 }

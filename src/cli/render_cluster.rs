@@ -21,8 +21,8 @@ use anyhow::Context;
 use super::console::Verbosity;
 use super::render::{
     after_checkpoints, check_args, checkpoint_between_passes, finish_at_time_limit,
-    finish_checkpoints, load_scene, print_load_warnings, read_resume, render_settings,
-    stopped_with_image, warn_about_checkpoints, Interrupted, RenderArgs,
+    finish_checkpoints, load_scene, pass_deadline, print_load_warnings, read_resume,
+    render_settings, stopped_with_image, warn_about_checkpoints, Interrupted, RenderArgs,
 };
 use super::signals;
 use crate::backend::WorkerFactory;
@@ -205,7 +205,7 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
         quiet: out.is_quiet(),
         timing,
         fault,
-        deadline: a.time_limit.map(|limit| started + limit),
+        deadline: pass_deadline(&a, started, u64::from(a.width) * u64::from(a.height)),
         stop: Some(&signals::STOPPED_BY),
     };
     let render_key = output::render_key(&a.scene, scene, settings);

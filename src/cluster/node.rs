@@ -31,7 +31,7 @@ use crate::sched::raster::RasterStats;
 use crate::sched::report::{self, FrameReport, PassReport};
 use crate::sched::sat::MapScale;
 use crate::sched::workers::{TileRecord, Worker};
-use crate::sched::{next_pass_fits, tiles, Frame, PartialPass, Resume, SchedConfig, Stopped};
+use crate::sched::{tiles, Frame, PartialPass, PassTimes, Resume, SchedConfig, Stopped};
 
 /// The progress loop's clocks.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -455,6 +455,8 @@ struct Master {
     complete_passes_film: Option<Film>,
     stop_request: Option<StopRequest>,
     deadline: Option<Instant>,
+    /// This run's passes, timed, to predict the next against the deadline.
+    pass_times: PassTimes,
     counters: Vec<Vec<RankPassCounters>>,
     progress: Progress,
     render_start: Instant,
@@ -548,6 +550,7 @@ impl Master {
             complete_passes_film: None,
             stop_request: None,
             deadline: job.deadline,
+            pass_times: PassTimes::default(),
             counters: Vec::new(),
             progress,
             render_start: Instant::now(),
@@ -738,11 +741,15 @@ impl Master {
             );
             self.weights = speeds;
             let spp_done = report.samples.end;
-            let (last_s, last_spp) = (report.makespan_s, report.samples.len() as u32);
+            self.pass_times
+                .record(report.makespan_s, report.samples.len() as u32);
             self.reports.push(report);
             let next_spp = self.passes[next].len() as u32;
             if let Some(deadline) = self.deadline {
-                if !next_pass_fits(Instant::now(), deadline, last_s, last_spp, next_spp) {
+                if !self
+                    .pass_times
+                    .next_fits(Instant::now(), deadline, next_spp)
+                {
                     // Whole at this boundary: the frame ends here.
                     self.stopped = Some(Stopped {
                         spp_complete: spp_done,

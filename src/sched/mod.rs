@@ -284,24 +284,48 @@ pub struct FrameControl<'a> {
     /// idle meanwhile (the next pass starts when it returns).
     pub between_passes: Option<&'a mut PassBoundaryHook<'a>>,
     /// A time limit: a pass after this run's first starts only if it is predicted to end by
-    /// then ([`next_pass_fits`]); otherwise the frame stops at that boundary, whole, with
+    /// then ([`PassTimes`]); otherwise the frame stops at that boundary, whole, with
     /// [`Stopped::at_time_limit`] set.
     pub deadline: Option<Instant>,
 }
 
-/// Whether a pass of `next_spp` samples per pixel, started `now`, is predicted to end by
-/// `deadline`: the last pass took `last_s` seconds for `last_spp` samples, and a pass's time
-/// is taken to grow with its samples (the tiles and the scene are the same).
-pub fn next_pass_fits(
-    now: Instant,
-    deadline: Instant,
-    last_s: f64,
-    last_spp: u32,
-    next_spp: u32,
-) -> bool {
-    let predicted = last_s * f64::from(next_spp) / f64::from(last_spp.max(1));
+/// The passes of this run, timed, to predict the next one against a deadline.
+///
+/// A pass's time is taken to grow with its samples (the tiles and the scene are the same), at
+/// the slowest rate any pass of this run had, not the last one's: passes vary (the first runs
+/// with cold caches and tiles cut from the estimate, and a shared machine's speed drifts), and
+/// a prediction too long costs one pass while one too short runs past the job's allocation.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct PassTimes {
+    slowest_s_per_spp: Option<f64>,
+}
+
+impl PassTimes {
+    /// A complete pass of `spp` samples per pixel took `seconds`.
+    pub fn record(&mut self, seconds: f64, spp: u32) {
+        let rate = seconds / f64::from(spp.max(1));
+        self.slowest_s_per_spp = Some(self.slowest_s_per_spp.map_or(rate, |s| s.max(rate)));
+    }
+
+    /// The predicted seconds of a pass of `spp` samples per pixel; `None` before any pass.
+    pub fn predict(&self, spp: u32) -> Option<f64> {
+        self.slowest_s_per_spp.map(|rate| rate * f64::from(spp))
+    }
+
+    /// Whether a pass of `spp` samples per pixel started `now` is predicted to end by
+    /// `deadline`. With no pass timed yet it fits: nothing predicts the first pass of a run.
+    pub fn next_fits(&self, now: Instant, deadline: Instant, spp: u32) -> bool {
+        match self.predict(spp) {
+            Some(predicted) => next_pass_fits(now, deadline, predicted),
+            None => true,
+        }
+    }
+}
+
+/// Whether a pass predicted to take `predicted_s` seconds, started `now`, ends by `deadline`.
+pub fn next_pass_fits(now: Instant, deadline: Instant, predicted_s: f64) -> bool {
     match deadline.checked_duration_since(now) {
-        Some(left) => predicted <= left.as_secs_f64(),
+        Some(left) => predicted_s <= left.as_secs_f64(),
         None => false,
     }
 }
@@ -388,8 +412,8 @@ pub fn render_frame_until(
     let progress = progress::Progress::new(quiet);
     let render_start = Instant::now();
     let mut stopped = None;
-    // The wall time and samples of the last pass, to predict the next against the deadline.
-    let mut last_pass: Option<(f64, u32)> = None;
+    // This run's passes, timed, to predict the next against the deadline.
+    let mut pass_times = PassTimes::default();
     for (pass, samples) in passes.iter().enumerate().skip(first_pass) {
         if stop.load(Ordering::Relaxed) {
             stopped = Some(Stopped {
@@ -399,9 +423,8 @@ pub fn render_frame_until(
             });
             break;
         }
-        if let (Some(deadline), Some((last_s, last_spp))) = (deadline, last_pass) {
-            let next_spp = samples.end - samples.start;
-            if !next_pass_fits(Instant::now(), deadline, last_s, last_spp, next_spp) {
+        if let Some(deadline) = deadline {
+            if !pass_times.next_fits(Instant::now(), deadline, samples.end - samples.start) {
                 stopped = Some(Stopped {
                     spp_complete: samples.start,
                     partial: None,
@@ -468,10 +491,10 @@ pub fn render_frame_until(
             });
             break;
         }
-        last_pass = Some((
+        pass_times.record(
             pass_start.elapsed().as_secs_f64(),
             samples.end - samples.start,
-        ));
+        );
         let worker_stats = report::worker_stats(workers.len(), &run.records);
         let pass_report = PassReport {
             samples: samples.clone(),
