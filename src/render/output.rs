@@ -501,10 +501,38 @@ pub enum ReadError {
 /// Reads an image gasworks wrote (or any RGB OpenEXR: its data and display windows say where
 /// it lies; any 8-bit RGB PNG with gasworks' text chunks).
 pub fn read_image(path: &Path) -> Result<ReadImage, ReadError> {
-    match ImageFormat::from_path(path)? {
-        ImageFormat::Exr => read_exr(path),
-        ImageFormat::Png => read_png(path),
+    let image = match ImageFormat::from_path(path)? {
+        ImageFormat::Exr => read_exr(path)?,
+        ImageFormat::Png => read_png(path)?,
+    };
+    check_frame(path, &image.meta)?;
+    Ok(image)
+}
+
+/// The frame a file says it belongs to must be one gasworks can render (at most
+/// [`crate::render::MAX_IMAGE_SIDE`] a side), and the file's window must lie inside it:
+/// `merge` places pixels by these numbers, which come from the file.
+fn check_frame(path: &Path, meta: &ImageMeta) -> Result<(), ReadError> {
+    let max = crate::render::MAX_IMAGE_SIDE;
+    let (fw, fh) = (meta.full_width, meta.full_height);
+    if fw == 0 || fh == 0 || fw > max || fh > max {
+        return Err(bad_meta(
+            path,
+            format!("the frame is {fw}x{fh} pixels; gasworks renders 1 to {max} a side"),
+        ));
     }
+    let t = meta.window;
+    let inside = |o: u32, len: u32, full: u32| u64::from(o) + u64::from(len) <= u64::from(full);
+    if !inside(t.x, t.w, fw) || !inside(t.y, t.h, fh) {
+        return Err(bad_meta(
+            path,
+            format!(
+                "the crop ({}x{} at {},{}) is not inside its frame ({fw}x{fh})",
+                t.w, t.h, t.x, t.y
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn read_failed(path: &Path) -> impl Fn(&dyn std::fmt::Display) -> ReadError + '_ {
@@ -906,6 +934,62 @@ mod tests {
         assert!(parse_pixelbounds("5,5,0,1").unwrap_err().contains("empty"));
         assert!(parse_pixelbounds("-1,5,0,1").is_err());
         assert!(parse_pixelbounds("0,5,0,x").is_err());
+    }
+
+    #[test]
+    fn a_crop_outside_its_frame_or_of_a_frame_too_large_is_refused_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |name: &str, (fw, fh): (u32, u32), window: Tile| {
+            let path = dir.path().join(name);
+            let meta = ImageMeta {
+                full_width: fw,
+                full_height: fh,
+                window,
+                render: String::new(),
+                exposure: 0.0,
+            };
+            let pixels = vec![[9u8; 3]; window.pixel_count()];
+            write_png(&pixels, &path, &meta).unwrap();
+            let exr = path.with_extension("exr");
+            let linear = vec![[0.5f32; 3]; window.pixel_count()];
+            (path, write_exr(&linear, &exr, &meta).map(|()| exr))
+        };
+        // A 4x1 crop at (2, 1) of a 4x2 frame: its row would run into the next one.
+        let (png, exr) = write(
+            "spills.png",
+            (4, 2),
+            Tile {
+                x: 2,
+                y: 1,
+                w: 4,
+                h: 1,
+            },
+        );
+        let e = read_image(&png).unwrap_err().to_string();
+        assert!(
+            e.contains("spills.png")
+                && e.contains("the crop (4x1 at 2,1) is not inside its frame (4x2)"),
+            "{e}"
+        );
+        // The EXR writer cannot express it, or the reader refuses it.
+        if let Ok(exr) = exr {
+            assert!(read_image(&exr).is_err());
+        }
+        let (png, _) = write(
+            "huge.png",
+            (100_000, 2),
+            Tile {
+                x: 0,
+                y: 0,
+                w: 2,
+                h: 1,
+            },
+        );
+        let e = read_image(&png).unwrap_err().to_string();
+        assert!(
+            e.contains("huge.png") && e.contains("the frame is 100000x2 pixels"),
+            "{e}"
+        );
     }
 
     #[test]
