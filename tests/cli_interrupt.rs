@@ -223,6 +223,53 @@ fn assert_same_pixels(a: &Path, b: &Path) {
     assert_eq!(json[1]["pixels_differing_from_first"], 0, "{json}");
 }
 
+/// A crop the time limit ended early says in its key the samples it holds, so `merge` joins it
+/// with crops of those samples (the frame is then the render of that many samples, bit for
+/// bit) and refuses it beside crops of the samples asked for.
+#[test]
+fn a_crop_at_its_time_limit_merges_as_the_samples_it_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name);
+    let crop = |out: &Path, spp: u32, bounds: &str, extra: &[&str]| {
+        let mut args = vec!["--pixelbounds", bounds];
+        args.extend_from_slice(extra);
+        let o = gasworks_with(&render_args(out, spp, 4, &args));
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    };
+    crop(
+        &path("top.exr"),
+        40,
+        "0,64,0,32",
+        &["--time-limit", "0.001s"],
+    );
+    crop(&path("bottom4.exr"), 4, "0,64,32,64", &[]);
+    crop(&path("bottom40.exr"), 40, "0,64,32,64", &[]);
+    let whole = gasworks_with(&render_args(&path("whole4.exr"), 4, 4, &[]));
+    assert!(whole.status.success());
+
+    let merge = |bottom: &str, out: &str| {
+        gasworks(&[
+            "merge",
+            path("top.exr").to_str().unwrap(),
+            path(bottom).to_str().unwrap(),
+            "-o",
+            path(out).to_str().unwrap(),
+        ])
+    };
+    let joined = merge("bottom4.exr", "joined.exr");
+    assert!(
+        joined.status.success(),
+        "{}",
+        String::from_utf8_lossy(&joined.stderr)
+    );
+    assert_same_pixels(&path("whole4.exr"), &path("joined.exr"));
+    let refused = merge("bottom40.exr", "refused.exr");
+    let e = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(1), "{e}");
+    assert!(e.contains("spp 40") && e.contains("spp 4"), "{e}");
+    assert!(!path("refused.exr").exists());
+}
+
 /// SIGUSR1 writes a checkpoint at the next pass boundary and the render goes on; SIGTERM (what
 /// `kill`, Slurm and Kubernetes send) then stops it as Ctrl-C does, with status 143.
 #[test]

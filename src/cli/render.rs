@@ -253,7 +253,7 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
         full_width: a.width,
         full_height: a.height,
         window,
-        render: render_key.clone(),
+        render: image_key(&render_key, frame.stopped.as_ref()),
         exposure: a.exposure,
     };
     // A write that fails after the render (folder gone, disk full) keeps the pixels in the
@@ -370,6 +370,30 @@ pub(super) fn stopped_with_image(
         );
     }
     Interrupted { by, message }.into()
+}
+
+/// The render key an image carries: the render's, with the samples it holds when a stop or
+/// the time limit ended it early, so that `merge` joins it only with crops of the same samples
+/// and refuses it when a pass was cut ([`output::key_with_spp`]).
+pub(super) fn image_key(render_key: &str, stopped: Option<&crate::sched::Stopped>) -> String {
+    let Some(s) = stopped else {
+        return render_key.to_string();
+    };
+    match &s.partial {
+        None => output::key_with_spp(render_key, &s.spp_complete.to_string()),
+        Some(p) => output::key_with_spp(
+            render_key,
+            &format!(
+                "{} {} everywhere, {}..{} in {} of {} tiles",
+                output::SPP_STOPPED,
+                s.spp_complete,
+                p.samples.start,
+                p.samples.end,
+                p.tiles_done,
+                p.tiles
+            ),
+        ),
+    }
 }
 
 /// A frame that `--time-limit` ended at a pass boundary: its image is written (whole); this
@@ -717,6 +741,35 @@ impl From<BackendArg> for crate::backend::BackendChoice {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_image_cut_short_carries_the_samples_it_holds() {
+        use crate::sched::{PartialPass, Stopped};
+        let key = "scene a.obj; spp 64; max-depth 8";
+        assert_eq!(image_key(key, None), key);
+        let whole = Stopped {
+            spp_complete: 16,
+            partial: None,
+            at_time_limit: true,
+        };
+        assert_eq!(
+            image_key(key, Some(&whole)),
+            "scene a.obj; spp 16; max-depth 8"
+        );
+        let cut = Stopped {
+            spp_complete: 16,
+            partial: Some(PartialPass {
+                samples: 16..32,
+                tiles_done: 3,
+                tiles: 8,
+            }),
+            at_time_limit: false,
+        };
+        assert_eq!(
+            image_key(key, Some(&cut)),
+            "scene a.obj; spp stopped: 16 everywhere, 16..32 in 3 of 8 tiles; max-depth 8"
+        );
+    }
 
     #[test]
     fn the_time_limit_keeps_time_to_write_the_outputs() {

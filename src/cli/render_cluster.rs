@@ -21,7 +21,7 @@ use anyhow::Context;
 use super::console::Verbosity;
 use super::render::{
     after_checkpoints, check_args, checkpoint_between_passes, finish_at_time_limit,
-    finish_checkpoints, load_scene, pass_deadline, print_load_warnings, read_resume,
+    finish_checkpoints, image_key, load_scene, pass_deadline, print_load_warnings, read_resume,
     render_settings, stopped_with_image, warn_about_checkpoints, Interrupted, RenderArgs,
 };
 use super::signals;
@@ -247,7 +247,11 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
         }
         let meta = ImageMeta {
             exposure: a.exposure,
-            ..ImageMeta::whole(a.width, a.height, render_key.clone())
+            ..ImageMeta::whole(
+                a.width,
+                a.height,
+                image_key(&render_key, frame.stopped.as_ref()),
+            )
         };
         output::write_image_or_rescue(&frame.film, &a.output, &meta, &std::env::temp_dir())?;
         if frame.report.passes.is_empty() {

@@ -42,6 +42,8 @@ pub enum MergeError {
         first: PathBuf,
         that: String,
     },
+    #[error("{path} was stopped in the middle of a pass ({spp}): its tiles hold different samples, so it is no crop of a render; finish it with render --resume")]
+    StoppedCrop { path: PathBuf, spp: String },
     #[error("{path} is a {this:?} crop and {first} a {that:?} one: merge EXR crops or PNG crops, not both")]
     MixedFormats {
         path: PathBuf,
@@ -117,6 +119,13 @@ pub fn merge(crops: &[(PathBuf, ReadImage)]) -> Result<Merged, MergeError> {
     let (first_path, first) = crops.first().ok_or(MergeError::NoInputs)?;
     let (fw, fh) = (first.meta.full_width, first.meta.full_height);
     for (path, c) in crops {
+        if output::stopped_mid_pass(&c.meta.render) {
+            let spp = c.meta.render.split("; ").find(|i| i.starts_with("spp "));
+            return Err(MergeError::StoppedCrop {
+                path: path.clone(),
+                spp: spp.unwrap_or_default().to_string(),
+            });
+        }
         if (c.meta.full_width, c.meta.full_height) != (fw, fh) {
             return Err(MergeError::FrameSize {
                 path: path.clone(),
@@ -305,6 +314,36 @@ mod tests {
             assert_eq!(*px, [(i % 6) as f32, (i / 6) as f32, 0.5]);
         }
         assert_eq!(m.meta, ImageMeta::whole(6, 4, "spp 4".into()));
+    }
+
+    #[test]
+    fn a_crop_cut_short_merges_by_the_samples_it_holds_and_a_pass_cut_by_a_stop_never() {
+        let key = "scene a.obj; size 6x4; spp 64; seed 0";
+        // At the time limit (whole at 16 spp): joins crops rendered with --spp 16, not 64.
+        let limited = output::key_with_spp(key, "16");
+        assert_eq!(limited, "scene a.obj; size 6x4; spp 16; seed 0");
+        let sixteen = "scene a.obj; size 6x4; spp 16; seed 0";
+        assert!(merge(&[crop(0, 0, 6, 2, &limited), crop(0, 2, 6, 2, sixteen)]).is_ok());
+        let e = merge(&[crop(0, 0, 6, 2, &limited), crop(0, 2, 6, 2, key)])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("spp 64") && e.contains("spp 16"), "{e}");
+        // Stopped in a pass: refused even beside a crop stopped the same way.
+        let cut = output::key_with_spp(
+            key,
+            &format!(
+                "{} 16 everywhere, 16..32 in 3 of 8 tiles",
+                output::SPP_STOPPED
+            ),
+        );
+        assert!(output::stopped_mid_pass(&cut) && !output::stopped_mid_pass(&limited));
+        let e = merge(&[crop(0, 0, 6, 2, sixteen), crop(0, 2, 6, 2, &cut)])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("crop_0_2.exr was stopped in the middle of a pass (spp stopped: 16 everywhere, 16..32 in 3 of 8 tiles)"),
+            "{e}"
+        );
     }
 
     #[test]

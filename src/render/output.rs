@@ -99,6 +99,32 @@ pub fn render_key(scene_file: &Path, scene: &Scene, settings: &RenderSettings) -
     ))
 }
 
+/// The value an image's `spp` item starts with when a stop cut a pass: its tiles hold
+/// different samples, so it is no crop of any render ([`crate::render::merge`] refuses it).
+pub const SPP_STOPPED: &str = "stopped:";
+
+/// The key of an image that holds fewer samples than its render asked for (a stop or a time
+/// limit): `render_key` with its `spp` item's value replaced by `spp` ("16", or
+/// "stopped: 16 everywhere, 16..32 in 30 of 64 tiles"). The image then merges only with
+/// crops of the same samples; the resume file keeps the render's own key.
+pub fn key_with_spp(render_key: &str, spp: &str) -> String {
+    render_key
+        .split("; ")
+        .map(|item| match item.split_once(' ') {
+            Some(("spp", _)) => format!("spp {spp}"),
+            _ => item.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Whether a key is that of an image a stop cut in the middle of a pass ([`SPP_STOPPED`]).
+pub fn stopped_mid_pass(render_key: &str) -> bool {
+    render_key
+        .split("; ")
+        .any(|item| item.starts_with(&format!("spp {SPP_STOPPED}")))
+}
+
 /// The `name value` items on which two render keys differ, as (item of `a`, item of `b`):
 /// matched by name, so that a key with an item the other lacks (written by another gasworks
 /// version) names that item, "(nothing)" on the side without it. Empty when the keys are equal.
