@@ -474,6 +474,30 @@ pub fn read_tiles(path: &Path) -> Result<Vec<TileRow>, StatsError> {
             ),
         });
     }
+    // The replay allocates by these numbers: a tile must lie in an image gasworks renders,
+    // and passes count from 0, each with at least one tile.
+    let max = u64::from(crate::render::MAX_IMAGE_SIDE);
+    let outside = |o: u32, len: u32| u64::from(o) + u64::from(len) > max;
+    if let Some(r) = rows.iter().find(|r| outside(r.x, r.w) || outside(r.y, r.h)) {
+        return Err(StatsError::Invalid {
+            path: path.to_path_buf(),
+            reason: format!(
+                "tile {} of pass {} ({}x{} at {},{}) lies past {max} pixels, the largest image",
+                r.task, r.pass, r.w, r.h, r.x, r.y
+            ),
+        });
+    }
+    if let Some(r) = rows.iter().find(|r| r.pass >= rows.len()) {
+        return Err(StatsError::Invalid {
+            path: path.to_path_buf(),
+            reason: format!(
+                "tile {} has pass number {}, but {} tiles cannot make that many passes (passes count from 0)",
+                r.task,
+                r.pass,
+                rows.len()
+            ),
+        });
+    }
     Ok(rows)
 }
 
@@ -513,6 +537,36 @@ pub fn read_costmap(path: &Path) -> Result<CostMap, StatsError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tile_rows_that_would_overflow_or_exhaust_the_replay_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run.tiles.csv");
+        let header = "pass,task,x,y,w,h,spp_from,spp_to,worker,stolen_from,start_s,end_s,measured_s,predicted,estimated";
+        let read = |rows: &[&str]| {
+            std::fs::write(&path, format!("{header}\n{}\n", rows.join("\n"))).unwrap();
+            read_tiles(&path).map_err(|e| e.to_string())
+        };
+        let good = "0,0,0,0,8,8,0,1,0,-1,0,1,1,1,1";
+        assert_eq!(
+            read(&[good, "1,0,0,0,8,8,1,2,0,-1,1,2,1,1,1"])
+                .unwrap()
+                .len(),
+            2
+        );
+        let e = read(&[good, "0,1,4294967295,0,8,8,0,1,0,-1,0,1,1,1,1"]).unwrap_err();
+        assert!(
+            e.contains("run.tiles.csv") && e.contains("lies past 32768 pixels"),
+            "{e}"
+        );
+        let e = read(&[good, "18446744073709551615,1,0,0,8,8,0,1,0,-1,0,1,1,1,1"]).unwrap_err();
+        assert!(e.contains("pass number 18446744073709551615"), "{e}");
+        let e = read(&["2,0,0,0,8,8,0,1,0,-1,0,1,1,1,1", good]).unwrap_err();
+        assert!(
+            e.contains("but 2 tiles cannot make that many passes"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn sibling_names() {
