@@ -70,17 +70,7 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
     signals::watch_checkpoint_requests(out);
     let host = world.host().to_string();
     let timing = Timing {
-        dead_after: match std::env::var("GASWORKS_RANK_TIMEOUT_S") {
-            Ok(v) => v
-                .parse::<f64>()
-                .ok()
-                .filter(|s| *s > 0.0 && s.is_finite())
-                .map(Duration::from_secs_f64)
-                .with_context(|| {
-                    format!("GASWORKS_RANK_TIMEOUT_S={v:?}: expected a positive number of seconds")
-                })?,
-            Err(_) => Timing::default().dead_after,
-        },
+        dead_after: rank_timeout(std::env::var("GASWORKS_RANK_TIMEOUT_S").ok())?,
         ..Timing::default()
     };
     let fault = match std::env::var("GASWORKS_TEST_FAULT") {
@@ -481,4 +471,38 @@ fn error_text(e: &anyhow::Error) -> String {
         }
     }
     text
+}
+
+/// `GASWORKS_RANK_TIMEOUT_S`: how long a rank may stay silent before it is taken for dead;
+/// the default when unset.
+fn rank_timeout(value: Option<String>) -> anyhow::Result<Duration> {
+    let Some(v) = value else {
+        return Ok(Timing::default().dead_after);
+    };
+    v.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|s| *s > 0.0)
+        .and_then(|s| Duration::try_from_secs_f64(s).ok())
+        .with_context(|| {
+            format!("GASWORKS_RANK_TIMEOUT_S={v:?}: expected a positive number of seconds")
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_rank_timeout_is_a_positive_representable_number_of_seconds() {
+        assert_eq!(rank_timeout(None).unwrap(), Timing::default().dead_after);
+        assert_eq!(
+            rank_timeout(Some("2.5".into())).unwrap(),
+            Duration::from_millis(2500)
+        );
+        for bad in ["0", "-1", "nan", "inf", "1e20", "soon", ""] {
+            let e = rank_timeout(Some(bad.into())).unwrap_err().to_string();
+            assert!(e.contains("GASWORKS_RANK_TIMEOUT_S"), "{bad}: {e}");
+        }
+    }
 }

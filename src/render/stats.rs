@@ -106,7 +106,9 @@ pub fn fireflies(
         .iter()
         .map(|p| luminance(glam::Vec3::from(*p)))
         .collect();
-    let r = (criterion.window / 2) as usize;
+    // A window wider than the image covers the same pixels as one as wide: capped, so that
+    // `--window 4294967295` sizes no impossible buffer.
+    let r = ((criterion.window / 2) as usize).min(w.max(h));
     let mut window = Vec::with_capacity((2 * r + 1) * (2 * r + 1));
     let mut out = Vec::new();
     for y in 0..h {
@@ -166,6 +168,17 @@ mod tests {
             fireflies(&img, w, h, None, FireflyCriterion::default()).len(),
             1
         );
+    }
+
+    #[test]
+    fn a_window_wider_than_the_image_is_the_whole_image() {
+        let (w, h) = (5, 3);
+        let mut img = flat(w, h, 0.1);
+        img[7] = [1.0; 3];
+        let wide = |window| FireflyCriterion { ratio: 4.0, window };
+        let whole = fireflies(&img, w, h, None, wide(11));
+        assert_eq!(whole.len(), 1);
+        assert_eq!(fireflies(&img, w, h, None, wide(u32::MAX)), whole);
     }
 
     #[test]
