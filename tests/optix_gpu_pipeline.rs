@@ -5,7 +5,7 @@ use bytemuck::{Pod, Zeroable};
 use gasworks::optix::cuda::Gpu;
 use gasworks::optix::error::OptixError;
 use gasworks::optix::pipeline::{
-    launch, Module, ModuleCompileOptions, Pipeline, PipelineCompileOptions, ProgramGroup,
+    launch_and_wait, Module, ModuleCompileOptions, Pipeline, PipelineCompileOptions, ProgramGroup,
     ProgramGroupKind, SbtRecord, ShaderBindingTable,
 };
 use gasworks::optix::sys::{Abi, AbiRequest, OPTIX_TRAVERSABLE_GRAPH_FLAG_ALLOW_ANY};
@@ -84,10 +84,8 @@ fn run_write_index(abi: Abi) {
             }],
         )
         .expect("params");
-    launch(&pipeline, &stream, &params, &sbt, n as u32, 1, 1)
-        .expect("launch")
-        .wait()
-        .expect("wait");
+    // SAFETY: `out` holds `n` u32s, one per launch index; the records hold plain integers.
+    unsafe { launch_and_wait(&pipeline, &stream, &params, &sbt, n as u32, 1, 1) }.expect("launch");
     let got: Vec<u32> = out.download(&stream, 0, n).expect("download");
     assert_eq!(got, (0..n as u32).collect::<Vec<_>>());
 }

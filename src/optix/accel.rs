@@ -408,15 +408,16 @@ pub struct GasBatch {
     output: DeviceBuffer,
     /// One u64 per build: the compacted sizes OptiX emits (when compacting).
     compacted_sizes: Option<DeviceBuffer>,
-    /// The main stream of the last enqueue, which every build joined: dropping the batch waits
-    /// for it, so that no build still running loses its memory (error paths included).
-    joined_into: Option<Stream>,
+    /// Every stream of the last enqueue: dropping the batch waits for each, so that no build
+    /// still running loses its memory. Each, not only the main stream: an enqueue that fails
+    /// half-way has not joined the others into it.
+    in_flight: Vec<Stream>,
 }
 
 impl Drop for GasBatch {
     fn drop(&mut self) {
-        if let Some(main) = &self.joined_into {
-            if let Err(e) = main.synchronize() {
+        for stream in &self.in_flight {
+            if let Err(e) = stream.synchronize() {
                 log::warn!("waiting for the GAS builds before freeing their memory: {e}");
             }
         }
@@ -475,7 +476,7 @@ impl GasBatch {
             scratch,
             output,
             compacted_sizes,
-            joined_into: None,
+            in_flight: Vec::new(),
         })
     }
 
@@ -534,7 +535,7 @@ impl GasBatch {
             )
         });
         // From here on, builds may be in flight: the batch must outlive them.
-        self.joined_into = Some(streams.main().clone());
+        self.in_flight = streams.streams.clone();
         streams.fork()?;
         let mut handles = vec![0; self.inputs.len()];
         for &i in &self.plan.issue_order {
@@ -735,16 +736,23 @@ impl Accel {
                 let _range = nvtx::range_with(|| format!("compact: {} GASes", sizes.len()));
                 let (offsets, total) = compacted_layout(&sizes);
                 let compacted = gpu.alloc(total as usize)?;
-                for (i, h) in handles.iter_mut().enumerate() {
-                    let slot = compacted.slice(offsets[i] as usize, sizes[i] as usize)?;
-                    // SAFETY: the GAS was built before this on the main stream (it waited for
-                    // every build's event, and read_compacted_sizes synchronised it); `slot`
-                    // is an aligned slice of a live allocation that nothing else uses.
-                    *h = unsafe { ctx.accel_compact(streams.main(), *h, slot) }?;
-                }
+                let compacting = (|| -> Result<(), AccelError> {
+                    for (i, h) in handles.iter_mut().enumerate() {
+                        let slot = compacted.slice(offsets[i] as usize, sizes[i] as usize)?;
+                        // SAFETY: the GAS was built before this on the main stream (it waited
+                        // for every build's event, and read_compacted_sizes synchronised it);
+                        // `slot` is an aligned slice of a live allocation that nothing else
+                        // uses.
+                        *h = unsafe { ctx.accel_compact(streams.main(), *h, slot) }?;
+                    }
+                    Ok(())
+                })();
+                // The uncompacted GASes may only be freed once compaction has read them, and
+                // `compacted` (on an error) once no compaction still writes into it.
+                let synced = streams.main().synchronize();
+                compacting?;
+                synced?;
                 stats.compacted_bytes = Some(total);
-                // The uncompacted GASes may only be freed once compaction has read them.
-                streams.main().synchronize()?;
                 drop(batch);
                 compacted
             }

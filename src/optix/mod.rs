@@ -29,7 +29,7 @@ pub use context::{ContextOptions, DeviceContext};
 pub use cuda::{probe, DeviceBuffer, DeviceSlice, Event, Gpu, GpuInfo, Stream};
 pub use error::{CudaError, OptixError};
 pub use pipeline::{
-    launch, Module, ModuleCompileOptions, Pipeline, PipelineCompileOptions, ProgramGroup,
+    launch_and_wait, Module, ModuleCompileOptions, Pipeline, PipelineCompileOptions, ProgramGroup,
     SbtRecord, ShaderBindingTable,
 };
 pub use sys::{Abi, AbiRequest};

@@ -1,12 +1,11 @@
 //! Safe wrappers for what a launch needs: modules compiled from PTX text, program groups,
-//! pipelines with their stack sizes, a typed shader binding table, and [`launch`].
+//! pipelines with their stack sizes, a typed shader binding table, and [`launch_and_wait`].
 //!
 //! Ownership follows OptiX's rules structurally: a [`ProgramGroup`] holds its [`Module`]s, a
 //! [`Pipeline`] its program groups, and all hold the [`DeviceContext`]; the SBT owns the device
 //! buffers its raw table points into, and hands that table out only by reference.
 
 use std::ffi::{c_char, CString};
-use std::marker::PhantomData;
 use std::sync::Arc;
 
 use bytemuck::Pod;
@@ -975,55 +974,32 @@ impl ShaderBindingTable {
 // Launch
 // ---------------------------------------------------------------------------------------------
 
-/// A launch in flight. It borrows everything the launch reads, so none of it can be dropped or
-/// changed while the GPU may still use it; dropping (or [`Launch::wait`]) waits for the stream.
-#[must_use = "dropping a Launch waits for it; keep it to overlap host work with the launch"]
-pub struct Launch<'a> {
-    stream: &'a Stream,
-    waited: bool,
-    _borrows: PhantomData<(&'a Pipeline, &'a DeviceBuffer, &'a ShaderBindingTable)>,
-}
-
-impl Launch<'_> {
-    /// Waits until the launch (and everything before it on its stream) is done.
-    pub fn wait(mut self) -> Result<(), OptixError> {
-        self.waited = true;
-        Ok(self.stream.synchronize()?)
-    }
-}
-
-impl Drop for Launch<'_> {
-    fn drop(&mut self) {
-        if !self.waited {
-            if let Err(e) = self.stream.synchronize() {
-                log::error!("waiting for an OptiX launch failed: {e}");
-            }
-        }
-    }
-}
-
 /// `optixLaunch` of `width` x `height` x `depth` threads on `stream`, reading the launch
 /// parameters from `params` (the device copy of the struct the device code declares under
-/// `launch_params_variable_name`).
-pub fn launch<'a>(
-    pipeline: &'a Pipeline,
-    stream: &'a Stream,
-    params: &'a DeviceBuffer,
-    sbt: &'a ShaderBindingTable,
+/// `launch_params_variable_name`), then waits for the stream: when it returns, the GPU uses
+/// none of the inputs any more, so nothing can be freed under a running launch.
+///
+/// (A guard that waits when dropped cannot promise that: `mem::forget` skips its drop.)
+///
+/// # Safety
+/// Every device address the launch follows (inside `params`, and inside the SBT's records)
+/// must point into a live allocation, sized for what the device code reads and writes there.
+pub unsafe fn launch_and_wait(
+    pipeline: &Pipeline,
+    stream: &Stream,
+    params: &DeviceBuffer,
+    sbt: &ShaderBindingTable,
     width: u32,
     height: u32,
     depth: u32,
-) -> Result<Launch<'a>, OptixError> {
-    // SAFETY: the returned Launch borrows every input until the stream has been waited for.
+) -> Result<(), OptixError> {
+    // SAFETY: the caller vouches for the addresses; the wait below ends every use of the
+    // inputs, which are borrowed until then.
     unsafe { launch_unchecked(pipeline, stream, params, sbt, width, height, depth)? };
-    Ok(Launch {
-        stream,
-        waited: false,
-        _borrows: PhantomData,
-    })
+    Ok(stream.synchronize()?)
 }
 
-/// [`launch`] without the guard, for back-to-back launches on one stream.
+/// [`launch_and_wait`] without the wait, for back-to-back launches on one stream.
 ///
 /// # Safety
 /// `pipeline`, `params` and the buffers of `sbt` must stay alive and unchanged until the launch

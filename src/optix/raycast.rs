@@ -17,7 +17,7 @@ use super::context::DeviceContext;
 use super::cuda::DeviceBuffer;
 use super::error::{CudaError, OptixError};
 use super::pipeline::{
-    launch, Module, ModuleCompileOptions, Pipeline, PipelineCompileOptions, ProgramGroup,
+    launch_and_wait, Module, ModuleCompileOptions, Pipeline, PipelineCompileOptions, ProgramGroup,
     SbtRecord, ShaderBindingTable,
 };
 use super::sys::OptixTraversableHandle;
@@ -171,16 +171,20 @@ impl RaycastPipeline {
             pad: 0,
         };
         let params_buffer = gpu.upload(stream, &[params])?;
-        launch(
-            &self.pipeline,
-            stream,
-            &params_buffer,
-            &sbt,
-            rays.len() as u32,
-            1,
-            1,
-        )?
-        .wait()?;
+        // SAFETY: the parameters name the live IAS of `accel` (borrowed), and `ray_buffer` and
+        // `hit_buffer`, alive until after the wait and sized for `ray_count` rays, the launch's
+        // width; the SBT's records hold no addresses.
+        unsafe {
+            launch_and_wait(
+                &self.pipeline,
+                stream,
+                &params_buffer,
+                &sbt,
+                rays.len() as u32,
+                1,
+                1,
+            )
+        }?;
         Ok(hit_buffer.download::<RayHit>(stream, 0, rays.len())?)
     }
 }
