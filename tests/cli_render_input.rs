@@ -142,3 +142,39 @@ fn zero_threads_or_streams_are_refused_by_name() {
         );
     }
 }
+
+/// A malformed `# gasworks camera:` comment is an error naming the file, the line and the
+/// fault: a typo there must not quietly render from the automatic camera instead.
+#[test]
+fn a_malformed_camera_comment_is_refused_by_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let obj = dir.path().join("typo.obj");
+    std::fs::write(
+        &obj,
+        "# a scene\n# gasworks camera: eye 0 0 3 look_at 0 0 0 up 0 1 0 fov 39.3deg\nv 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\n",
+    )
+    .unwrap();
+    let png = dir.path().join("out.png");
+    let out = Command::new(env!("CARGO_BIN_EXE_gasworks"))
+        .args(["render", obj.to_str().unwrap(), "-o", png.to_str().unwrap()])
+        .args([
+            "--backend",
+            "cpu",
+            "--width",
+            "8",
+            "--height",
+            "8",
+            "--spp",
+            "1",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("typo.obj:2: bad camera comment")
+            && stderr.contains("`fov`: \"39.3deg\" is not a finite number"),
+        "{stderr}"
+    );
+    assert!(!png.exists());
+}

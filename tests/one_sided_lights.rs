@@ -260,7 +260,7 @@ fn render(scene: &Scene, s: &RenderSettings) -> Vec<[f32; 4]> {
 fn bundled_cornell() -> (Scene, Camera) {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/cornell/cornell.obj");
     let scene = obj::load_obj(&path, &obj::LoadOptions { quiet: true }).unwrap();
-    (scene, Camera::hint_from_obj(&path).unwrap())
+    (scene, Camera::hint_from_obj(&path).unwrap().unwrap())
 }
 
 /// A lamp over a floor, seen from above: the camera sees its back, the floor its front.

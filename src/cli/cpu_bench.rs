@@ -212,7 +212,10 @@ fn bench_scene(
             .camera
             .camera(
                 &scene.bounds(),
-                path.and_then(Camera::hint_from_obj),
+                match path {
+                    Some(p) => Camera::hint_from_obj(p)?,
+                    None => None,
+                },
                 a.width,
                 a.height,
             )

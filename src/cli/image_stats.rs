@@ -137,7 +137,7 @@ impl Masker {
             bvh: SceneBvh::build(&scene),
             scene,
             camera_args: camera.clone(),
-            scene_camera: Camera::hint_from_obj(path),
+            scene_camera: Camera::hint_from_obj(path)?,
             margin,
             masks: HashMap::new(),
         })

@@ -701,7 +701,7 @@ pub(super) fn render_settings(
     scene: &Scene,
     out: Verbosity,
 ) -> anyhow::Result<RenderSettings> {
-    let hint = Camera::hint_from_obj(&a.scene);
+    let hint = Camera::hint_from_obj(&a.scene)?;
     let camera = a.camera.camera(&scene.bounds(), hint, a.width, a.height);
     let v = |v: glam::Vec3| format!("{},{},{}", v.x, v.y, v.z);
     out.detail(

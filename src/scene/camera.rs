@@ -161,9 +161,14 @@ impl Camera {
         )
     }
 
-    /// Parses a camera hint comment; `None` when the line is not one or is malformed.
-    pub fn from_hint(line: &str) -> Option<Camera> {
+    /// Parses a camera hint comment: `None` when the line is not one, an error saying what is
+    /// wrong when it is one but malformed (a typo there must not quietly give another camera).
+    pub fn from_hint(line: &str) -> Option<Result<Camera, String>> {
         let rest = line.trim().strip_prefix(CAMERA_HINT_PREFIX)?;
+        Some(Camera::parse_hint(rest))
+    }
+
+    fn parse_hint(rest: &str) -> Result<Camera, String> {
         let words: Vec<&str> = rest.split_whitespace().collect();
         let mut cam = Camera {
             eye: Vec3::ZERO,
@@ -173,49 +178,88 @@ impl Camera {
         };
         let mut seen_eye = false;
         let mut i = 0;
-        let num = |s: &str| s.parse::<f32>().ok().filter(|x| x.is_finite());
+        let num = |key: &str, j: usize| -> Result<f32, String> {
+            let word = words
+                .get(j)
+                .ok_or_else(|| format!("`{key}` lacks a number"))?;
+            word.parse::<f32>()
+                .ok()
+                .filter(|x| x.is_finite())
+                .ok_or_else(|| format!("`{key}`: {word:?} is not a finite number"))
+        };
+        let vec_at = |key: &str, j: usize| -> Result<Vec3, String> {
+            Ok(Vec3::new(num(key, j)?, num(key, j + 1)?, num(key, j + 2)?))
+        };
         while i < words.len() {
-            let vec_at = |j: usize| -> Option<Vec3> {
-                Some(Vec3::new(
-                    num(words.get(j)?)?,
-                    num(words.get(j + 1)?)?,
-                    num(words.get(j + 2)?)?,
-                ))
-            };
             match words[i] {
                 "eye" => {
-                    cam.eye = vec_at(i + 1)?;
+                    cam.eye = vec_at("eye", i + 1)?;
                     seen_eye = true;
                     i += 4;
                 }
                 "look_at" => {
-                    cam.look_at = vec_at(i + 1)?;
+                    cam.look_at = vec_at("look_at", i + 1)?;
                     i += 4;
                 }
                 "up" => {
-                    cam.up = vec_at(i + 1)?;
+                    cam.up = vec_at("up", i + 1)?;
                     i += 4;
                 }
                 "fov" => {
-                    cam.fov_y_deg = num(words.get(i + 1)?)?;
+                    cam.fov_y_deg = num("fov", i + 1)?;
                     i += 2;
                 }
-                _ => return None,
+                other => {
+                    return Err(format!(
+                    "unknown word {other:?} (expected eye X Y Z, look_at X Y Z, up X Y Z, fov DEG)"
+                ))
+                }
             }
         }
-        seen_eye.then_some(cam)
+        if seen_eye {
+            Ok(cam)
+        } else {
+            Err("no `eye X Y Z`".into())
+        }
     }
 
-    /// The camera hint of an OBJ file, looked for among its leading comment lines.
-    pub fn hint_from_obj(path: &std::path::Path) -> Option<Camera> {
+    /// The camera hint of an OBJ file, looked for among its leading comment lines: `None`
+    /// when it has none (or cannot be read: the loader reports that), an error naming the
+    /// file and line when its hint is malformed.
+    pub fn hint_from_obj(path: &std::path::Path) -> Result<Option<Camera>, CameraHintError> {
         use std::io::BufRead;
-        let file = std::fs::File::open(path).ok()?;
-        std::io::BufReader::new(file)
+        let Ok(file) = std::fs::File::open(path) else {
+            return Ok(None);
+        };
+        for (n, line) in std::io::BufReader::new(file)
             .lines()
             .take(64)
             .map_while(Result::ok)
-            .find_map(|l| Camera::from_hint(&l))
+            .enumerate()
+        {
+            match Camera::from_hint(&line) {
+                None => continue,
+                Some(Ok(cam)) => return Ok(Some(cam)),
+                Some(Err(why)) => {
+                    return Err(CameraHintError {
+                        path: path.to_path_buf(),
+                        line: n + 1,
+                        why,
+                    })
+                }
+            }
+        }
+        Ok(None)
     }
+}
+
+/// A malformed `# gasworks camera:` comment.
+#[derive(Debug, thiserror::Error)]
+#[error("{}:{line}: bad camera comment ({CAMERA_HINT_PREFIX} ...): {why}; fix it, or delete the line to frame the scene automatically", path.display())]
+pub struct CameraHintError {
+    pub path: std::path::PathBuf,
+    pub line: usize,
+    pub why: String,
 }
 
 #[cfg(test)]
@@ -230,10 +274,22 @@ mod tests {
             up: Vec3::Y,
             fov_y_deg: 39.3,
         };
-        assert_eq!(Camera::from_hint(&cam.to_hint()), Some(cam));
+        assert_eq!(Camera::from_hint(&cam.to_hint()), Some(Ok(cam)));
         assert_eq!(Camera::from_hint("# a comment"), None);
-        assert_eq!(Camera::from_hint("# gasworks camera: eye 1 2"), None);
-        assert_eq!(Camera::from_hint("# gasworks camera: eye 1 2 nan"), None);
+        let err = |line: &str| Camera::from_hint(line).unwrap().unwrap_err();
+        assert_eq!(err("# gasworks camera: eye 1 2"), "`eye` lacks a number");
+        assert_eq!(
+            err("# gasworks camera: eye 1 2 nan"),
+            "`eye`: \"nan\" is not a finite number"
+        );
+        assert_eq!(
+            err("# gasworks camera: eye 1 2 3 fov 39.3deg"),
+            "`fov`: \"39.3deg\" is not a finite number"
+        );
+        assert!(
+            err("# gasworks camera: eye 1 2 3 lookat 0 0 0").starts_with("unknown word \"lookat\"")
+        );
+        assert_eq!(err("# gasworks camera: fov 40"), "no `eye X Y Z`");
     }
 
     #[test]
