@@ -136,6 +136,46 @@ fn textures_load_relative_to_the_mtl_folder_as_linear_rgb() {
     );
 }
 
+/// Float textures (EXR, HDR) hold values as stored: above 1, negative or NaN. As a diffuse
+/// colour those would create energy or poison samples, so they are clamped into [0, 1] (NaN
+/// to 0) with a warning naming both files and how many texels.
+#[test]
+fn float_texels_outside_the_unit_range_are_clamped_with_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let mtl = write(
+        dir.path(),
+        "m.mtl",
+        "newmtl hot\nKd 1 1 1\nmap_Kd hot.exr\n",
+    );
+    let mut img = image::Rgb32FImage::new(4, 1);
+    img.put_pixel(0, 0, image::Rgb([5.0, 0.25, 0.5]));
+    img.put_pixel(1, 0, image::Rgb([-1.0, 0.5, 0.5]));
+    img.put_pixel(2, 0, image::Rgb([f32::NAN, 0.5, 0.5]));
+    img.put_pixel(3, 0, image::Rgb([0.5, 1.0, 0.0]));
+    img.save(dir.path().join("hot.exr")).unwrap();
+    let obj = write(dir.path(), "s.obj", obj_using("m.mtl", &["hot"]));
+    let s = load(&obj);
+    assert_eq!(
+        s.textures[0].texels,
+        [
+            [1.0, 0.25, 0.5],
+            [0.0, 0.5, 0.5],
+            [0.0, 0.5, 0.5],
+            [0.5, 1.0, 0.0]
+        ]
+    );
+    assert!(
+        s.report
+            .warnings
+            .iter()
+            .any(|w| w.contains(&mtl.display().to_string())
+                && w.contains("hot.exr")
+                && w.contains("3 of 4 texels outside [0, 1]")),
+        "{:?}",
+        s.report.warnings
+    );
+}
+
 #[test]
 fn a_missing_or_undecodable_texture_is_a_warning_naming_both_files() {
     let dir = tempfile::tempdir().unwrap();

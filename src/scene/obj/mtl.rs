@@ -334,7 +334,15 @@ impl TextureCache {
             return known;
         }
         let result = match decode_linear(&path) {
-            Ok(texture) => {
+            Ok((texture, clamped)) => {
+                if clamped > 0 {
+                    warnings.push(format!(
+                        "{}: material {material}: texture {}: {clamped} of {} texels outside [0, 1] (or not a number) clamped: a diffuse colour above 1 would create energy",
+                        mtl_path.display(),
+                        path.display(),
+                        texture.texels.len()
+                    ));
+                }
                 self.textures.push(texture);
                 Some(self.textures.len() as u32 - 1)
             }
@@ -361,7 +369,9 @@ fn srgb_to_linear(c: f32) -> f32 {
     }
 }
 
-fn decode_linear(path: &Path) -> Result<Texture, String> {
+/// Decodes an image into linear RGB texels in [0, 1], and says how many texels of a float
+/// image (HDR, EXR: values as stored, possibly above 1, negative or NaN) had to be clamped.
+fn decode_linear(path: &Path) -> Result<(Texture, usize), String> {
     let image = image::ImageReader::open(path)
         .map_err(|e| e.to_string())?
         .with_guessed_format()
@@ -378,22 +388,33 @@ fn decode_linear(path: &Path) -> Result<Texture, String> {
     if width == 0 || height == 0 {
         return Err("the image is empty".into());
     }
+    let mut clamped = 0;
     let texels = rgb
         .pixels()
         .map(|p| {
             if is_float {
-                p.0
+                let inside = p.0.iter().all(|c| (0.0..=1.0).contains(c));
+                if inside {
+                    p.0
+                } else {
+                    clamped += 1;
+                    // NaN becomes 0 (f32::clamp would keep it).
+                    p.0.map(|c| if c.is_nan() { 0.0 } else { c.clamp(0.0, 1.0) })
+                }
             } else {
                 p.0.map(srgb_to_linear)
             }
         })
         .collect();
-    Ok(Texture {
-        path: path.display().to_string(),
-        width,
-        height,
-        texels,
-    })
+    Ok((
+        Texture {
+            path: path.display().to_string(),
+            width,
+            height,
+            texels,
+        },
+        clamped,
+    ))
 }
 
 #[cfg(test)]
