@@ -9,7 +9,6 @@ use crate::optix::plan::{Assign, MergeOptions, ScratchMode};
 use crate::optix::{ContextOptions, OptixError};
 use crate::scene::{Bounds, Camera};
 
-/// Parses "x,y,z" into a vector.
 /// A duration: seconds (`600`, `90s`), minutes (`10m`) or hours (`2h`), above zero.
 pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     let t = s.trim();
@@ -32,6 +31,7 @@ pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     Ok(std::time::Duration::from_secs_f64(seconds))
 }
 
+/// Parses "x,y,z" into a vector.
 pub fn parse_vec3(s: &str) -> Result<Vec3, String> {
     let parts: Vec<&str> = s.split(',').map(str::trim).collect();
     if parts.len() != 3 {

@@ -14,7 +14,7 @@ use crate::bench_report::{plot_svg, write_csv, BenchRow, BuildKind, Stats};
 use crate::optix::accel::{
     compacted_layout, concat_mesh, AccelOptions, DeviceGeometry, GasBatch, StreamSet,
 };
-use crate::optix::plan::{group_gases, Assign, MergeOptions, ScratchMode, MAX_PRIMITIVES_PER_GAS};
+use crate::optix::plan::{group_gases, Assign, MergeOptions, ScratchMode};
 use crate::optix::{ContextOptions, CudaError, DeviceContext, Gpu};
 use crate::scene::{obj, Scene};
 
@@ -343,9 +343,9 @@ fn run_on(a: &BuildBenchArgs, ctx: &Arc<DeviceContext>, scene: &Scene) -> anyhow
     drop(geometry);
 
     // The reference: the whole scene as one build input of one GAS, per flag setting.
-    let max_primitives = ctx
-        .property_u32(crate::optix::sys::OPTIX_DEVICE_PROPERTY_LIMIT_MAX_PRIMITIVES_PER_GAS)
-        .map_or(MAX_PRIMITIVES_PER_GAS, u64::from);
+    let max_primitives = u64::from(
+        ctx.property_u32(crate::optix::sys::OPTIX_DEVICE_PROPERTY_LIMIT_MAX_PRIMITIVES_PER_GAS)?,
+    );
     if triangles > max_primitives {
         eprintln!(
             "note: {triangles} triangles exceed one GAS's limit on this device ({max_primitives}); no single-GAS reference"

@@ -695,12 +695,10 @@ impl Accel {
             .map(|g| g.indices.len() as u64)
             .collect();
         let table = group_gases(&tris, &options.merge);
-        let max_id = ctx
-            .property_u32(sys::OPTIX_DEVICE_PROPERTY_LIMIT_MAX_INSTANCE_ID)
-            .unwrap_or(u32::MAX);
-        let max_instances = ctx
-            .property_u32(sys::OPTIX_DEVICE_PROPERTY_LIMIT_MAX_INSTANCES_PER_IAS)
-            .unwrap_or(u32::MAX);
+        // A failed query is the driver's error to report, not "no limit".
+        let max_id = ctx.property_u32(sys::OPTIX_DEVICE_PROPERTY_LIMIT_MAX_INSTANCE_ID)?;
+        let max_instances =
+            ctx.property_u32(sys::OPTIX_DEVICE_PROPERTY_LIMIT_MAX_INSTANCES_PER_IAS)?;
         let limit = u64::from(max_id.min(max_instances));
         if table.gases.len() as u64 > limit || scene.groups.len() as u64 > u64::from(max_id) + 1 {
             return Err(AccelError::TooManyInstances {
@@ -708,16 +706,15 @@ impl Accel {
                 limit,
             });
         }
-        // The device's own limits, where the driver reports them (OptiX's documented values
-        // otherwise): a merged GAS (`--merge-below`) can grow past them even when every group
-        // fits.
+        // The device's own limits: a merged GAS (`--merge-below`) can grow past them even
+        // when every group fits.
         let limits = GasLimits {
             primitives: ctx
-                .property_u32(sys::OPTIX_DEVICE_PROPERTY_LIMIT_MAX_PRIMITIVES_PER_GAS)
-                .map_or(MAX_PRIMITIVES_PER_GAS, u64::from),
+                .property_u32(sys::OPTIX_DEVICE_PROPERTY_LIMIT_MAX_PRIMITIVES_PER_GAS)?
+                .into(),
             sbt_records: ctx
-                .property_u32(sys::OPTIX_DEVICE_PROPERTY_LIMIT_MAX_SBT_RECORDS_PER_GAS)
-                .map_or(u64::from(u32::MAX), u64::from),
+                .property_u32(sys::OPTIX_DEVICE_PROPERTY_LIMIT_MAX_SBT_RECORDS_PER_GAS)?
+                .into(),
         };
         check_gas_limits(&table, &limits)?;
         let mut batch = GasBatch::prepare(ctx, &geometry, table.clone(), options)?;

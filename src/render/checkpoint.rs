@@ -218,13 +218,19 @@ pub fn read(path: &Path) -> Result<(CheckpointHeader, Film), CheckpointError> {
     let header: CheckpointHeader =
         serde_json::from_slice(json).map_err(|e| damaged(format!("unreadable header: {e}")))?;
     let [_, _, w, h] = header.window;
-    let pixels = w as usize * h as usize;
-    let data = &body[at + 4 + json_len..];
-    if data.len() != pixels * 16 {
+    let max = crate::render::MAX_IMAGE_SIDE;
+    if w == 0 || h == 0 || w > max || h > max {
         return Err(damaged(format!(
-            "{} bytes of pixels for a {w}x{h} window (expected {})",
+            "a {w}x{h} window (gasworks renders 1 to {max} pixels a side)"
+        )));
+    }
+    // At most 2^30 pixels: no overflow below.
+    let expected = w as usize * h as usize * 16;
+    let data = &body[at + 4 + json_len..];
+    if data.len() != expected {
+        return Err(damaged(format!(
+            "{} bytes of pixels for a {w}x{h} window (expected {expected})",
             data.len(),
-            pixels * 16
         )));
     }
     let mut film = Film::new(w, h);
@@ -348,5 +354,17 @@ mod tests {
 
         let e = read(&dir.path().join("missing")).unwrap_err().to_string();
         assert!(e.contains("missing: cannot read the resume file"), "{e}");
+
+        // A whole file (its checksum recomputed) whose header names an impossible window.
+        let huge = CheckpointHeader {
+            window: [0, 0, u32::MAX, u32::MAX],
+            ..header
+        };
+        write(&path, &huge, &film).unwrap();
+        let e = read(&path).unwrap_err().to_string();
+        assert!(
+            e.contains("r.gasworks-resume") && e.contains("a 4294967295x4294967295 window"),
+            "{e}"
+        );
     }
 }
