@@ -602,10 +602,20 @@ impl Drop for DeviceBuffer {
         if self.ptr == 0 {
             return;
         }
-        // Errors cannot be returned from drop; cudarc keeps them for `CudaContext::check_err`.
-        self.ctx.record_err(self.ctx.bind_to_thread());
+        // Errors cannot be returned from drop. They are logged here, by name, rather than
+        // recorded in the shared context (`record_err`), where the next `bind_to_thread` of
+        // any worker would return them as its own `cuCtxSetCurrent` failure.
+        if let Err(e) = self.ctx.bind_to_thread() {
+            log::warn!(
+                "cuCtxSetCurrent before freeing {} device bytes: {e}",
+                self.bytes
+            );
+            return;
+        }
         // SAFETY: `ptr` came from cuMemAlloc and is freed exactly once, here.
-        self.ctx.record_err(unsafe { result::free_sync(self.ptr) });
+        if let Err(e) = unsafe { result::free_sync(self.ptr) } {
+            log::warn!("cuMemFree of {} device bytes: {e}", self.bytes);
+        }
     }
 }
 
