@@ -5,7 +5,7 @@ use gasworks::optix::cuda::{DeviceBuffer, Gpu};
 use gasworks::optix::error::{CudaError, OptixError};
 use gasworks::optix::sys::{
     Abi, AbiRequest, OPTIX_DEVICE_PROPERTY_LIMIT_MAX_PRIMITIVES_PER_GAS,
-    OPTIX_DEVICE_PROPERTY_RTCORE_VERSION,
+    OPTIX_DEVICE_PROPERTY_LIMIT_MAX_SBT_RECORDS_PER_GAS, OPTIX_DEVICE_PROPERTY_RTCORE_VERSION,
 };
 use gasworks::optix::{ContextOptions, DeviceContext};
 
@@ -29,10 +29,23 @@ fn context_with(abi: Abi, validation: bool) {
         .property_u32(OPTIX_DEVICE_PROPERTY_LIMIT_MAX_PRIMITIVES_PER_GAS)
         .expect("property");
     assert!(max_prims >= 1 << 20, "max primitives per GAS {max_prims}");
+    // A merged GAS has up to DEFAULT_MERGED_GAS_INPUTS build inputs, one SBT record each: the
+    // default must be one every device takes.
+    let max_records = ctx
+        .property_u32(OPTIX_DEVICE_PROPERTY_LIMIT_MAX_SBT_RECORDS_PER_GAS)
+        .expect("property");
+    assert!(
+        u64::from(max_records) >= gasworks::optix::plan::DEFAULT_MERGED_GAS_INPUTS as u64,
+        "max SBT records per GAS {max_records}"
+    );
     let rtcore = ctx
         .property_u32(OPTIX_DEVICE_PROPERTY_RTCORE_VERSION)
         .expect("property");
-    eprintln!("{}: {} (RT core version {rtcore})", gpu.info(), ctx.abi());
+    eprintln!(
+        "{}: {} (RT core version {rtcore}, {max_prims} primitives and {max_records} SBT records per GAS)",
+        gpu.info(),
+        ctx.abi()
+    );
 }
 
 #[test]
