@@ -89,6 +89,8 @@ pub struct SceneInfo {
     /// None for a scene without triangles.
     pub bounds: Option<Bounds>,
     pub degenerate_dropped: usize,
+    /// Of those, the triangles too large or too small for single precision.
+    pub out_of_scale_dropped: usize,
     pub textures: usize,
     pub warnings: Vec<String>,
     pub group_list: Vec<GroupInfo>,
@@ -191,6 +193,7 @@ pub fn scene_info(scene: &Scene) -> SceneInfo {
         environment: scene.environment.map(|e| e.radiance.to_array()),
         bounds: (!bounds.is_empty()).then_some(bounds),
         degenerate_dropped: scene.report.degenerate_dropped,
+        out_of_scale_dropped: scene.report.out_of_scale_dropped,
         textures: scene.textures.len(),
         warnings: scene.report.warnings.clone(),
         group_list: scene
@@ -324,8 +327,9 @@ pub fn render_text(info: &SceneInfo, list_groups: bool) -> String {
     );
     let _ = writeln!(
         s,
-        "degenerate  {} triangles dropped",
-        info.degenerate_dropped
+        "degenerate  {} triangles dropped{}",
+        info.degenerate_dropped,
+        crate::scene::obj::out_of_scale_note(info.out_of_scale_dropped)
     );
     let _ = writeln!(s, "warnings    {}", info.warnings.len());
     for w in &info.warnings {

@@ -687,9 +687,10 @@ pub(super) fn print_load_warnings(a: &RenderArgs, scene: &Scene, out: Verbosity)
     }
     if scene.report.degenerate_dropped > 0 {
         out.warn(format_args!(
-            "{}: dropped {} degenerate triangles",
+            "{}: dropped {} degenerate triangles{}",
             a.scene.display(),
-            scene.report.degenerate_dropped
+            scene.report.degenerate_dropped,
+            crate::scene::obj::out_of_scale_note(scene.report.out_of_scale_dropped)
         ));
     }
 }

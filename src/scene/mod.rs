@@ -261,6 +261,10 @@ pub struct Environment {
 pub struct LoadReport {
     /// Triangles of zero area (or non-finite normal) that were dropped.
     pub degenerate_dropped: usize,
+    /// Of those, the triangles whose area is not zero but whose size single precision cannot
+    /// carry: the squared cross product of two edges overflows or underflows `f32` (an edge
+    /// beyond about 4e9 or below about 1e-11 units), so no normal can be computed.
+    pub out_of_scale_dropped: usize,
     /// Human-readable warnings (missing MTL, missing texture, unknown material...).
     pub warnings: Vec<String>,
 }
@@ -312,11 +316,11 @@ impl Scene {
     /// wrong length) is left as it is for [`Scene::validate`] to report, and its triangles are
     /// neither dropped nor made lights.
     pub fn finalize(&mut self) {
-        let mut dropped = 0;
         for g in &mut self.groups {
-            dropped += drop_degenerate(g);
+            let (dropped, out_of_scale) = drop_degenerate(g);
+            self.report.degenerate_dropped += dropped;
+            self.report.out_of_scale_dropped += out_of_scale;
         }
-        self.report.degenerate_dropped += dropped;
         self.lights.clear();
         for (gi, g) in self.groups.iter().enumerate() {
             for (pi, &m) in g.face_materials.iter().enumerate() {
@@ -565,22 +569,33 @@ pub enum SceneProblem {
     },
 }
 
-/// Removes zero-area triangles (and their material entries) from a group; returns how many.
+/// Removes the triangles no normal can be computed for (and their material entries) from a
+/// group: zero area, or a squared area single precision cannot hold. Returns how many, and
+/// how many of them had a non-zero area (in double precision): out of scale, not degenerate.
 /// Compacts in place: a scene of millions of triangles is not copied to drop a few. A group
 /// whose arrays disagree (see [`Scene::validate`]) is left untouched, and a triangle with a
 /// vertex index out of range is kept, so that validation reports them.
-fn drop_degenerate(g: &mut Group) -> usize {
+fn drop_degenerate(g: &mut Group) -> (usize, usize) {
     let before = g.indices.len();
     if g.face_materials.len() != before {
-        return 0;
+        return (0, 0);
     }
     let mut kept = 0;
+    let mut out_of_scale = 0;
     for prim in 0..before {
         let keep = match g.try_triangle(prim) {
             None => true,
             Some([a, b, c]) => {
                 let area2 = (b - a).cross(c - a).length_squared();
-                area2 > 0.0 && area2.is_finite()
+                let ok = area2 > 0.0 && area2.is_finite();
+                if !ok {
+                    let (a, b, c) = (a.as_dvec3(), b.as_dvec3(), c.as_dvec3());
+                    let exact = (b - a).cross(c - a).length_squared();
+                    if exact > 0.0 && exact.is_finite() {
+                        out_of_scale += 1;
+                    }
+                }
+                ok
             }
         };
         if keep {
@@ -591,7 +606,7 @@ fn drop_degenerate(g: &mut Group) -> usize {
     }
     g.indices.truncate(kept);
     g.face_materials.truncate(kept);
-    before - kept
+    (before - kept, out_of_scale)
 }
 
 #[cfg(test)]
@@ -620,6 +635,37 @@ mod tests {
         let s = Scene::new("t", vec![quad_group()], vec![Material::default_diffuse()]);
         assert_eq!(s.groups[0].triangle_count(), 1);
         assert_eq!(s.report.degenerate_dropped, 1);
+        assert_eq!(s.report.out_of_scale_dropped, 0);
+    }
+
+    #[test]
+    fn triangles_too_large_or_small_for_single_precision_are_told_apart() {
+        let tri = |scale: f32| {
+            vec![
+                Vec3::ZERO,
+                Vec3::new(scale, 0.0, 0.0),
+                Vec3::new(0.0, scale, 0.0),
+            ]
+        };
+        let mut positions = tri(1e10);
+        positions.extend(tri(1e-12));
+        positions.extend(tri(1e9));
+        let g = Group {
+            name: "scales".into(),
+            positions,
+            normals: vec![],
+            uvs: vec![],
+            indices: vec![[0, 1, 2], [3, 4, 5], [6, 7, 8]],
+            face_materials: vec![0, 0, 0],
+        };
+        let s = Scene::new(
+            "t",
+            vec![g, quad_group()],
+            vec![Material::default_diffuse()],
+        );
+        assert_eq!(s.groups[0].triangle_count(), 1, "1e9 fits");
+        assert_eq!(s.report.degenerate_dropped, 3);
+        assert_eq!(s.report.out_of_scale_dropped, 2);
     }
 
     #[test]

@@ -333,10 +333,22 @@ fn into_scene(path: &Path, assembled: Assembled, vertices: u64) -> Result<Scene,
                 triangles_parsed,
                 non_finite_dropped,
                 scene.report.degenerate_dropped,
-            ),
+            ) + &out_of_scale_note(scene.report.out_of_scale_dropped),
         });
     }
     Ok(scene)
+}
+
+/// Said after a count of degenerate triangles when some of them had an area, but one single
+/// precision cannot carry ([`crate::scene::LoadReport::out_of_scale_dropped`]); empty when
+/// none.
+pub fn out_of_scale_note(out_of_scale: usize) -> String {
+    match out_of_scale {
+        0 => String::new(),
+        n => format!(
+            " ({n} of them not flat but too large or too small for single precision: an edge beyond about 4e9 or below about 1e-11 units; rescale the scene)"
+        ),
+    }
 }
 
 /// What a file without triangles holds instead, for the error.
