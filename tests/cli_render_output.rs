@@ -281,3 +281,84 @@ fn the_camera_comes_from_the_hint_the_command_line_or_the_default() {
     );
     assert!(camera.ends_with("(the command line over the scene's camera hint)"));
 }
+
+/// `--stats` files are checked before the render, as the image is: one naming the scene, the
+/// image or a texture is refused (it replaced the scene with a CSV before), and so is one in a
+/// missing folder (it failed after the render). Nothing is written either way.
+#[test]
+fn stats_files_that_would_overwrite_inputs_or_cannot_be_written_are_refused_first() {
+    let refused = |dir: &Path, scene: &Path, stats: &str| {
+        let out = gasworks(
+            dir,
+            &[
+                "render",
+                scene.to_str().unwrap(),
+                "-o",
+                "out.png",
+                "--width",
+                "24",
+                "--height",
+                "16",
+                "--spp",
+                "2",
+                "--backend",
+                "cpu",
+                "--stats",
+                stats,
+            ],
+        );
+        let lines = stderr_lines(&out);
+        assert_eq!(out.status.code(), Some(1), "{lines:?}");
+        lines
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let scene = dir.path().join("s.obj");
+    std::fs::copy(cornell(), &scene).unwrap();
+    std::fs::copy(
+        cornell().with_extension("mtl"),
+        dir.path().join("cornell.mtl"),
+    )
+    .unwrap();
+    let before = std::fs::read(&scene).unwrap();
+    for (stats, expected) in [
+        ("s.obj", "--stats s.obj is the scene"),
+        ("out.png", "--stats out.png is the output image"),
+        (
+            "gone/s.csv",
+            "--stats gone/s.csv: the folder gone does not exist",
+        ),
+    ] {
+        let lines = refused(dir.path(), &scene, stats);
+        assert!(
+            lines.iter().any(|l| l.contains(expected)),
+            "{stats}: {lines:?}"
+        );
+        assert!(!dir.path().join("out.png").exists(), "{stats}");
+    }
+    assert_eq!(std::fs::read(&scene).unwrap(), before);
+
+    // A texture of the scene, known once it is loaded.
+    let textured = dir.path().join("t.obj");
+    std::fs::write(
+        &textured,
+        "mtllib t.mtl\nv 0 0 0\nv 1 0 0\nv 0 1 0\nvt 0 0\nvt 1 0\nvt 0 1\nusemtl t\nf 1/1 2/2 3/3\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("t.mtl"),
+        "newmtl t\nKd 1 1 1\nmap_Kd wood.png\n",
+    )
+    .unwrap();
+    image::RgbImage::new(2, 2)
+        .save(dir.path().join("wood.png"))
+        .unwrap();
+    let wood = std::fs::read(dir.path().join("wood.png")).unwrap();
+    let lines = refused(dir.path(), &textured, "wood.png");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("--stats wood.png is a texture of the scene")),
+        "{lines:?}"
+    );
+    assert_eq!(std::fs::read(dir.path().join("wood.png")).unwrap(), wood);
+}

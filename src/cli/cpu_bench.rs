@@ -83,13 +83,9 @@ pub fn run(a: CpuBenchArgs) -> anyhow::Result<()> {
         _ => anyhow::bail!("give scene files, or --spheres N (N >= 1) for a built-in scene"),
     };
     if let Some(p) = &a.csv {
-        let dir = match p.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        };
-        if !dir.is_dir() || p.is_dir() {
-            anyhow::bail!("--csv {}: not a file in an existing folder", p.display());
-        }
+        let scenes: Vec<(&str, &Path)> =
+            a.scenes.iter().map(|s| ("a scene", s.as_path())).collect();
+        super::paths::check_side_file("--csv", p, &scenes)?;
     }
     let all = a
         .threads

@@ -31,6 +31,17 @@ pub struct MergeArgs {
 
 pub fn run(a: MergeArgs) -> anyhow::Result<()> {
     let out = Verbosity::from_flags(a.quiet, false);
+    if let Some(crop) = a
+        .crops
+        .iter()
+        .find(|c| super::paths::same_file(c, &a.output))
+    {
+        anyhow::bail!(
+            "-o {} is one of the crops ({}): writing there would overwrite it; name another file",
+            a.output.display(),
+            crop.display()
+        );
+    }
     let s = merge::merge_files(&a.crops, &a.output, a.exposure)?;
     out.status(format_args!(
         "output: {} ({}x{}, joined from {} crop{})",

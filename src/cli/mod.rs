@@ -8,6 +8,7 @@ mod gen;
 mod image_stats;
 mod info;
 mod merge;
+mod paths;
 mod render;
 #[cfg(feature = "mpi")]
 mod render_cluster;

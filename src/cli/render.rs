@@ -153,6 +153,7 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
     // spending minutes on a render.
     let window = window::resolve(a.pixelbounds, a.width, a.height)?;
     output::check_writable(&a.output)?;
+    check_report_paths(&a)?;
     let mut schedule = a.schedule.config()?;
     schedule.window = a.pixelbounds;
     let optix_options = a.accel.optix_options()?;
@@ -164,6 +165,7 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
     }
 
     let (scene, load_s) = load_scene(&a)?;
+    check_outputs_against_textures(&a, &scene)?;
     print_load_warnings(&a, &scene, out);
     out.status(format_args!(
         "scene: {}: {} groups, {} triangles",
@@ -658,6 +660,58 @@ pub(super) fn check_args(a: &RenderArgs) -> anyhow::Result<()> {
             anyhow::bail!(
                 "{flag} {does} between passes, and without --pass-spp the render is one pass: give --pass-spp too (e.g. --pass-spp {})",
                 (a.spp / 8).max(1)
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Checks the `--stats` files and the `--costmap` folder before the render, as the image is
+/// checked: writable, and none of them the scene, the image or a resume file.
+pub(super) fn check_report_paths(a: &RenderArgs) -> anyhow::Result<()> {
+    let resume_file = checkpoint::path_for(&a.output);
+    let mut taken: Vec<(&str, &Path)> = vec![
+        ("the scene", &a.scene),
+        ("the output image", &a.output),
+        ("the output's resume file", &resume_file),
+    ];
+    if let Some(r) = &a.resume {
+        taken.push(("the --resume file", r));
+    }
+    if let Some(stats) = &a.schedule.stats {
+        let (tiles, map) = crate::sched::report::sibling_paths(stats);
+        for p in [stats.as_path(), &tiles, &map] {
+            super::paths::check_side_file("--stats", p, &taken)?;
+        }
+    }
+    if let Some(dir) = &a.schedule.costmap {
+        super::paths::check_side_folder("--costmap", dir)?;
+    }
+    Ok(())
+}
+
+/// Refuses an output or `--stats` file that is one of the scene's textures (known once it is
+/// loaded): the render would overwrite what it read.
+pub(super) fn check_outputs_against_textures(a: &RenderArgs, scene: &Scene) -> anyhow::Result<()> {
+    let mut written = vec![("-o", a.output.clone())];
+    if let Some(stats) = &a.schedule.stats {
+        let (tiles, map) = crate::sched::report::sibling_paths(stats);
+        written.extend([
+            ("--stats", stats.clone()),
+            ("--stats", tiles),
+            ("--stats", map),
+        ]);
+    }
+    for (flag, path) in &written {
+        if let Some(t) = scene
+            .textures
+            .iter()
+            .find(|t| super::paths::same_file(path, Path::new(&t.path)))
+        {
+            anyhow::bail!(
+                "{flag} {} is a texture of the scene ({}): writing there would overwrite it",
+                path.display(),
+                t.path
             );
         }
     }

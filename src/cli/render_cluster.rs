@@ -20,9 +20,10 @@ use anyhow::Context;
 
 use super::console::Verbosity;
 use super::render::{
-    after_checkpoints, check_args, checkpoint_between_passes, finish_at_time_limit,
-    finish_checkpoints, image_key, load_scene, pass_deadline, print_load_warnings, read_resume,
-    render_settings, stopped_with_image, warn_about_checkpoints, Interrupted, RenderArgs,
+    after_checkpoints, check_args, check_outputs_against_textures, check_report_paths,
+    checkpoint_between_passes, finish_at_time_limit, finish_checkpoints, image_key, load_scene,
+    pass_deadline, print_load_warnings, read_resume, render_settings, stopped_with_image,
+    warn_about_checkpoints, Interrupted, RenderArgs,
 };
 use super::signals;
 use crate::backend::WorkerFactory;
@@ -103,6 +104,7 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
         }
         if rank == 0 {
             output::check_writable(&a.output)?;
+            check_report_paths(&a)?;
         }
         let schedule = a.schedule.config()?;
         let optix_options = a.accel.optix_options()?;
@@ -112,6 +114,7 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
             .context("cannot set the number of threads")?;
         let (scene, load_s) = load_scene(&a)?;
         if rank == 0 {
+            check_outputs_against_textures(&a, &scene)?;
             print_load_warnings(&a, &scene, out);
         }
         let settings = render_settings(&a, &scene, out)?;
