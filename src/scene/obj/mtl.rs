@@ -45,6 +45,9 @@ pub fn parse_library(
     text: &str,
     warnings: &mut Vec<String>,
 ) -> Result<Vec<MtlMaterial>, LoadError> {
+    // Skipped as in OBJ files: otherwise it glues onto the first keyword ("\u{feff}newmtl")
+    // and that material is lost.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let canonical = check_library(path, text)?;
     let unnamed: Vec<usize> = canonical
         .lines()
@@ -555,5 +558,17 @@ mod tests {
         assert_eq!(srgb_to_linear(0.0), 0.0);
         assert!((srgb_to_linear(1.0) - 1.0).abs() < 1e-6);
         assert!((srgb_to_linear(0.5) - 0.21404).abs() < 1e-4);
+    }
+
+    #[test]
+    fn a_utf8_byte_order_mark_is_skipped() {
+        let mats = parse_library(
+            Path::new("t.mtl"),
+            "\u{feff}newmtl m\nKd 1 0 0\n",
+            &mut Vec::new(),
+        )
+        .unwrap();
+        assert_eq!(mats.len(), 1);
+        assert_eq!(mats[0].name, "m");
     }
 }
