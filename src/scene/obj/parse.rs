@@ -333,6 +333,21 @@ fn corner_fast(word: &[u8]) -> Option<(i64, Option<i64>, Option<i64>)> {
     (end == word.len()).then_some((v, vt, Some(vn)))
 }
 
+/// `line` up to a `#` that starts a word: a comment after a statement (`f 1 2 3 # quad`),
+/// which several exporters write. A `#` inside a word is kept: material and group names can
+/// hold one (`usemtl Material#1`), and so do the MSVC spellings of NaN (`1.#IND`).
+#[inline]
+fn without_trailing_comment(line: &[u8]) -> &[u8] {
+    let mut from = 0;
+    while let Some(i) = memchr::memchr(b'#', &line[from..]).map(|i| i + from) {
+        if i == 0 || line[i - 1].is_ascii_whitespace() {
+            return &line[..i];
+        }
+        from = i + 1;
+    }
+    line
+}
+
 /// The NaN and infinity spellings of Microsoft's C runtime (`1.#IND`, `-1.#INF00`,
 /// `1.#QNAN0`), which exporters built with it write and other OBJ readers accept.
 #[cold]
@@ -509,6 +524,7 @@ impl ChunkParser<'_> {
     }
 
     fn statement(&mut self, line: &[u8]) -> Result<(), LoadError> {
+        let line = without_trailing_comment(line);
         // Element lines are most of a file: recognised the way the counting pass does, and
         // read by a fast path when they are plain numbers.
         if let Some((element, rest)) = element_of(line) {
