@@ -78,7 +78,7 @@ pub struct RenderArgs {
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Uniform environment radiance, r,g,b (replaces the default sky of emitter-less scenes)
-    #[arg(long, value_parser = parse_vec3)]
+    #[arg(long, value_parser = parse_radiance)]
     pub env: Option<glam::Vec3>,
     /// Area lights emit from both faces (default: the front face only, the side the
     /// winding's normal points to, as in pbrt and Mitsuba)
@@ -718,6 +718,16 @@ pub(super) fn check_outputs_against_textures(a: &RenderArgs, scene: &Scene) -> a
     Ok(())
 }
 
+/// `--env R,G,B`: three numbers, none negative (a negative radiance is no light; it made
+/// negative pixels).
+fn parse_radiance(s: &str) -> Result<glam::Vec3, String> {
+    let v = parse_vec3(s)?;
+    if v.min_element() < 0.0 {
+        return Err(format!("{s:?}: a radiance cannot be negative"));
+    }
+    Ok(v)
+}
+
 /// Loads the scene (with `--env` and `--two-sided-lights` applied) and says how long it took.
 pub(super) fn load_scene(a: &RenderArgs) -> anyhow::Result<(Scene, f64)> {
     let t0 = Instant::now();
@@ -824,6 +834,18 @@ mod tests {
             image_key(key, Some(&cut)),
             "scene a.obj; spp stopped: 16 everywhere, 16..32 in 3 of 8 tiles; max-depth 8"
         );
+    }
+
+    #[test]
+    fn an_environment_radiance_is_three_numbers_none_negative() {
+        assert_eq!(
+            parse_radiance("0.5,1,0"),
+            Ok(glam::Vec3::new(0.5, 1.0, 0.0))
+        );
+        assert!(parse_radiance("-1,0,0")
+            .unwrap_err()
+            .contains("cannot be negative"));
+        assert!(parse_radiance("nan,0,0").is_err());
     }
 
     #[test]
