@@ -258,20 +258,51 @@ fn vec3(v: Option<[f32; 3]>, default: Vec3) -> Vec3 {
 /// - `Ks` not black with `Ns` > 0, under illum 2 or none: glossy;
 /// - anything else: diffuse `Kd`.
 ///
-/// `Ke` is the emission of any kind. Colours are clamped to [0, 1] (emission to >= 0), and a
+/// `Ke` is the emission of any kind. Colours are clamped to [0, 1] (emission and `Ns` to at
+/// least 0, an `Ni` of 0 or less replaced by 1.5), each change named in a warning, and a
 /// glossy material whose `Kd + Ks` exceeds 1 in a channel is scaled down to conserve energy.
 pub fn convert(m: &MtlMaterial, warnings: &mut Vec<String>, mtl_path: &Path) -> Material {
-    let clamp01 = |v: Vec3| v.clamp(Vec3::ZERO, Vec3::ONE);
-    let diffuse = clamp01(vec3(m.diffuse, Vec3::splat(0.8)));
-    let specular = clamp01(vec3(m.specular, Vec3::ZERO));
-    let emission = vec3(m.emissive, Vec3::ZERO).max(Vec3::ZERO);
+    // Every value changed here is named in one warning per material: a repair is never silent.
+    let mut repairs: Vec<String> = Vec::new();
+    let show = |v: Vec3| format!("{} {} {}", v.x, v.y, v.z);
+    let mut clamp01 = |key: &str, v: Vec3| {
+        let c = v.clamp(Vec3::ZERO, Vec3::ONE);
+        if c != v {
+            repairs.push(format!("{key} {} clamped to [0, 1]", show(v)));
+        }
+        c
+    };
+    let diffuse = clamp01("Kd", vec3(m.diffuse, Vec3::splat(0.8)));
+    let specular = clamp01("Ks", vec3(m.specular, Vec3::ZERO));
+    let transmittance = clamp01("Tf", vec3(m.transmission_filter, Vec3::ONE));
+    let ke = vec3(m.emissive, Vec3::ZERO);
+    let emission = ke.max(Vec3::ZERO);
+    if emission != ke {
+        repairs.push(format!("Ke {}: negative emission is none", show(ke)));
+    }
     let shininess = m.shininess.unwrap_or(0.0).max(0.0);
+    if m.shininess.is_some_and(|n| n < 0.0) {
+        repairs.push(format!(
+            "Ns {}: a negative exponent is 0",
+            m.shininess.unwrap_or_default()
+        ));
+    }
     let ior = m.optical_density;
+    if let Some(n) = ior.filter(|&n| n <= 0.0) {
+        repairs.push(format!("Ni {n} is no index of refraction: 1.5 used"));
+    }
+    if !repairs.is_empty() {
+        warnings.push(format!(
+            "{}: material {}: {}",
+            mtl_path.display(),
+            m.name,
+            repairs.join("; ")
+        ));
+    }
     let dissolve = m
         .dissolve
         .or_else(|| m.transparency.map(|tr| 1.0 - tr))
         .unwrap_or(1.0);
-    let transmittance = clamp01(vec3(m.transmission_filter, Vec3::ONE));
     let illum = m.illumination_model;
 
     let refractive_illum = matches!(illum, Some(4 | 6 | 7 | 9));
@@ -570,5 +601,22 @@ mod tests {
         .unwrap();
         assert_eq!(mats.len(), 1);
         assert_eq!(mats[0].name, "m");
+    }
+
+    #[test]
+    fn values_out_of_range_are_repaired_with_one_warning_naming_each() {
+        let text = "newmtl hot\nKd 5 0.5 -1\nKe -5 1 0\nNs -3\nillum 7\nNi 0\nnewmtl fine\nKd 0.5 0.5 0.5\n";
+        let mut warnings = Vec::new();
+        let mats = parse_library(Path::new("t.mtl"), text, &mut warnings).unwrap();
+        let hot = convert(&mats[0], &mut warnings, Path::new("t.mtl"));
+        assert_eq!(hot.diffuse, Vec3::new(1.0, 0.5, 0.0));
+        assert_eq!(hot.emission, Vec3::new(0.0, 1.0, 0.0));
+        assert_eq!((hot.shininess, hot.ior), (0.0, 1.5));
+        assert_eq!(
+            warnings,
+            ["t.mtl: material hot: Kd 5 0.5 -1 clamped to [0, 1]; Ke -5 1 0: negative emission is none; Ns -3: a negative exponent is 0; Ni 0 is no index of refraction: 1.5 used"]
+        );
+        convert(&mats[1], &mut warnings, Path::new("t.mtl"));
+        assert_eq!(warnings.len(), 1, "a material in range warns nothing");
     }
 }
