@@ -154,3 +154,35 @@ fn gen_refuses_options_of_other_presets_and_bad_values() {
         assert!(!text(&out.stderr).contains("panicked"));
     }
 }
+
+/// `gasworks info ... | head`: a reader that closes the pipe ends the command quietly (killed
+/// by SIGPIPE, as `ls` is), never with a panic about a broken pipe.
+#[cfg(unix)]
+#[test]
+fn a_closed_stdout_ends_info_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::Stdio;
+    let cornell = concat!(env!("CARGO_MANIFEST_DIR"), "/assets/cornell/cornell.obj");
+    for json in [false, true] {
+        let mut args = vec!["info", cornell];
+        if json {
+            args.push("--json");
+        }
+        let mut child = Command::new(env!("CARGO_BIN_EXE_gasworks"))
+            .args(&args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The reader is gone before the scene is loaded and anything is printed.
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let stderr = text(&out.stderr);
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        assert!(
+            out.status.success() || out.status.signal() == Some(libc::SIGPIPE),
+            "{:?}: {stderr}",
+            out.status
+        );
+    }
+}

@@ -69,6 +69,9 @@ pub fn main() -> i32 {
             return if e.use_stderr() { 2 } else { 0 };
         }
     };
+    if !matches!(cli.command, Command::Render(_) | Command::Merge(_)) {
+        signals::end_quietly_when_stdout_closes();
+    }
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"))
         .format_timestamp(None)
         .init();

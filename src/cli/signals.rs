@@ -22,6 +22,20 @@ use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
 use super::console::Verbosity;
 
+/// Lets a closed stdout end the process quietly, as `gasworks info ... | head` expects: the
+/// default action of SIGPIPE, which Rust's runtime replaces by "ignore" (every `println!`
+/// then panics on the broken pipe). Only for the commands whose output is meant for pipes
+/// (`info`, `gen`, `schedule-sim`, `cpu-bench`, `build-bench`, `image-stats`): a render prints
+/// on stderr only, and must keep rendering (and write its image) when that is closed.
+pub fn end_quietly_when_stdout_closes() {
+    #[cfg(unix)]
+    // SAFETY: restores SIGPIPE's default disposition; no handler code runs, and it is called
+    // first thing, before any other thread exists.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 /// A signal that stopped the render.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StopSignal {
