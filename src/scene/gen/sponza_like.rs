@@ -138,6 +138,14 @@ pub fn sponza_like(groups: usize, triangles: u64, seed: u64) -> Result<Scene, Ge
             "sponza-like needs at least 6 groups (floor, 3 walls, skylight and more), got {groups}"
         )));
     }
+    // Every group has at least 8 triangles, within the triangle cap: this bounds the groups
+    // before anything is sized by them.
+    let max_groups = SPONZA_LIKE_MAX_TRIANGLES / 8;
+    if groups as u64 > max_groups {
+        return Err(GenError::BadParameter(format!(
+            "sponza-like makes at most {max_groups} groups (8 triangles each, {SPONZA_LIKE_MAX_TRIANGLES} in all), got {groups}"
+        )));
+    }
     if triangles < 8 * groups as u64 {
         return Err(GenError::BadParameter(format!(
             "sponza-like needs at least 8 triangles per group ({} for {groups} groups), got {triangles}",
