@@ -149,8 +149,22 @@ fn gen_refuses_options_of_other_presets_and_bad_values() {
         vec!["gen", "toystore", "-o", d, "--shelves", "0"],
         vec!["gen", "sponza-like", "-o", d, "--groups", "2"],
         // Sized by the group count before anything checked it: an overflow, then a panic.
-        vec!["gen", "sponza-like", "-o", d, "--groups", "2305843009213693952"],
-        vec!["gen", "sponza-like", "-o", d, "--groups", "18446744073709551615"],
+        vec![
+            "gen",
+            "sponza-like",
+            "-o",
+            d,
+            "--groups",
+            "2305843009213693952",
+        ],
+        vec![
+            "gen",
+            "sponza-like",
+            "-o",
+            d,
+            "--groups",
+            "18446744073709551615",
+        ],
     ] {
         let out = gasworks(&args);
         assert_eq!(out.status.code(), Some(1), "{args:?}");

@@ -178,3 +178,20 @@ fn a_malformed_camera_comment_is_refused_by_file_and_line() {
     );
     assert!(!png.exists());
 }
+
+/// A frame whose film and outputs do not fit in memory is refused before anything is loaded,
+/// saying what it needs and what is available (the allocation aborted the process before).
+/// Checked where the machine has less than the 64 GiB that the largest frame needs.
+#[test]
+fn a_frame_larger_than_memory_is_refused_up_front() {
+    let available = gasworks::render::memory::available_bytes();
+    let needed = gasworks::render::memory::frame_bytes(32768, 32768);
+    if !available.is_some_and(|a| a < needed) {
+        eprintln!("skipped: {available:?} bytes available, the largest frame needs {needed}");
+        return;
+    }
+    refused(
+        &["--width", "32768", "--height", "32768", "--spp", "1"],
+        "a 32768x32768 image needs about 64.0 GiB of memory, and this machine has",
+    );
+}

@@ -154,6 +154,7 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
     let window = window::resolve(a.pixelbounds, a.width, a.height)?;
     output::check_writable(&a.output)?;
     check_report_paths(&a)?;
+    check_frame_memory(window.w, window.h)?;
     let mut schedule = a.schedule.config()?;
     schedule.window = a.pixelbounds;
     let optix_options = a.accel.optix_options()?;
@@ -664,6 +665,22 @@ pub(super) fn check_args(a: &RenderArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Refuses a frame whose film and outputs cannot fit in memory, before anything is loaded
+/// (a failed allocation would abort the process and lose the render).
+pub(super) fn check_frame_memory(width: u32, height: u32) -> anyhow::Result<()> {
+    use crate::render::memory;
+    memory::check_fits(
+        &format!("a {width}x{height} image"),
+        memory::frame_bytes(width, height),
+        memory::available_bytes(),
+    )
+    .map_err(|e| {
+        anyhow::anyhow!(
+            "{e}: render it in crops (--pixelbounds, one process each) and join them with gasworks merge"
+        )
+    })
 }
 
 /// Checks the `--stats` files and the `--costmap` folder before the render, as the image is

@@ -20,10 +20,10 @@ use anyhow::Context;
 
 use super::console::Verbosity;
 use super::render::{
-    after_checkpoints, check_args, check_outputs_against_textures, check_report_paths,
-    checkpoint_between_passes, finish_at_time_limit, finish_checkpoints, image_key, load_scene,
-    pass_deadline, print_load_warnings, read_resume, render_settings, stopped_with_image,
-    warn_about_checkpoints, Interrupted, RenderArgs,
+    after_checkpoints, check_args, check_frame_memory, check_outputs_against_textures,
+    check_report_paths, checkpoint_between_passes, finish_at_time_limit, finish_checkpoints,
+    image_key, load_scene, pass_deadline, print_load_warnings, read_resume, render_settings,
+    stopped_with_image, warn_about_checkpoints, Interrupted, RenderArgs,
 };
 use super::signals;
 use crate::backend::WorkerFactory;
@@ -105,6 +105,7 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
         if rank == 0 {
             output::check_writable(&a.output)?;
             check_report_paths(&a)?;
+            check_frame_memory(a.width, a.height)?;
         }
         let schedule = a.schedule.config()?;
         let optix_options = a.accel.optix_options()?;

@@ -55,6 +55,8 @@ pub enum MergeError {
     PngToExr { path: PathBuf },
     #[error("{0}")]
     Exposure(String),
+    #[error("{0}")]
+    Memory(String),
     #[error("{path}: PNG crops are tone-mapped already, so --exposure cannot apply to them; merge the EXR crops into a .png with --exposure")]
     ExposedPng { path: PathBuf },
     #[error("{a} ({}) and {b} ({}) overlap in pixels {}", describe(*.wa), describe(*.wb), describe(*.overlap))]
@@ -167,8 +169,39 @@ pub fn merge(crops: &[(PathBuf, ReadImage)]) -> Result<Merged, MergeError> {
             }
         }
     }
+    // Coverage first (a byte a pixel): a frame with pixels missing is refused before its
+    // pixels (12 bytes each) are allocated.
     let (w, h) = (fw as usize, fh as usize);
     let mut covered = vec![false; w * h];
+    for (_, c) in crops {
+        let t = c.meta.window;
+        for row in 0..t.h as usize {
+            let dst = (t.y as usize + row) * w + t.x as usize;
+            covered[dst..dst + t.w as usize]
+                .iter_mut()
+                .for_each(|c| *c = true);
+        }
+    }
+    let missing = covered.iter().filter(|&&c| !c).count();
+    if missing > 0 {
+        let (mut x0, mut y0, mut x1, mut y1) = (w, h, 0, 0);
+        for (i, _) in covered.iter().enumerate().filter(|(_, &c)| !c) {
+            let (x, y) = (i % w, i / w);
+            (x0, y0, x1, y1) = (x0.min(x), y0.min(y), x1.max(x + 1), y1.max(y + 1));
+        }
+        return Err(MergeError::Missing {
+            missing: missing as u64,
+            w: fw,
+            h: fh,
+            within: Tile {
+                x: x0 as u32,
+                y: y0 as u32,
+                w: (x1 - x0) as u32,
+                h: (y1 - y0) as u32,
+            },
+        });
+    }
+    drop(covered);
     let mut linear = vec![
         [0f32; 3];
         if first.format == ImageFormat::Exr {
@@ -191,31 +224,11 @@ pub fn merge(crops: &[(PathBuf, ReadImage)]) -> Result<Merged, MergeError> {
             let dst = (t.y as usize + row) * w + t.x as usize;
             let src = row * t.w as usize;
             let n = t.w as usize;
-            covered[dst..dst + n].iter_mut().for_each(|c| *c = true);
             match &c.pixels {
                 Pixels::Linear(p) => linear[dst..dst + n].copy_from_slice(&p[src..src + n]),
                 Pixels::Srgb8(p) => srgb[dst..dst + n].copy_from_slice(&p[src..src + n]),
             }
         }
-    }
-    let missing = covered.iter().filter(|&&c| !c).count();
-    if missing > 0 {
-        let (mut x0, mut y0, mut x1, mut y1) = (w, h, 0, 0);
-        for (i, _) in covered.iter().enumerate().filter(|(_, &c)| !c) {
-            let (x, y) = (i % w, i / w);
-            (x0, y0, x1, y1) = (x0.min(x), y0.min(y), x1.max(x + 1), y1.max(y + 1));
-        }
-        return Err(MergeError::Missing {
-            missing: missing as u64,
-            w: fw,
-            h: fh,
-            within: Tile {
-                x: x0 as u32,
-                y: y0 as u32,
-                w: (x1 - x0) as u32,
-                h: (y1 - y0) as u32,
-            },
-        });
     }
     Ok(Merged {
         meta: ImageMeta::whole(fw, fh, first.meta.render.clone()),
@@ -253,6 +266,15 @@ pub fn merge_files(
         if let Some((path, _)) = crops.iter().find(|(_, c)| c.format == ImageFormat::Png) {
             return Err(MergeError::ExposedPng { path: path.clone() });
         }
+    }
+    if let Some((_, first)) = crops.first() {
+        let (fw, fh) = (first.meta.full_width, first.meta.full_height);
+        super::memory::check_fits(
+            &format!("joining a {fw}x{fh} frame"),
+            super::memory::frame_bytes(fw, fh),
+            super::memory::available_bytes(),
+        )
+        .map_err(MergeError::Memory)?;
     }
     let mut merged = merge(&crops)?;
     merged.meta.exposure = exposure;

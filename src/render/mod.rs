@@ -10,6 +10,7 @@
 pub mod checkpoint;
 pub mod compare;
 pub mod film;
+pub mod memory;
 pub mod merge;
 pub mod output;
 pub mod sampler;

@@ -1,0 +1,74 @@
+//! Whether a frame's film and outputs fit in this machine's memory, asked before the render.
+//!
+//! A 32768x32768 frame (the largest gasworks renders) needs about 64 GiB. Without this check,
+//! an allocation that fails aborts the process ("memory allocation of N bytes failed", no
+//! image, no resume file), and on Linux, where allocations are promised lazily, the kernel's
+//! out-of-memory killer may end it hours later instead.
+
+/// Bytes a frame needs per pixel at its peak, on the process that holds the film: the film's
+/// sums (16), the copy of the complete passes kept at a stop (16), the resume file's bytes
+/// (16) and the image's own pixels (12 for EXR), rounded up.
+pub const FRAME_BYTES_PER_PIXEL: u64 = 64;
+
+/// The memory a frame of `width` x `height` pixels needs where its film is held.
+pub fn frame_bytes(width: u32, height: u32) -> u64 {
+    u64::from(width) * u64::from(height) * FRAME_BYTES_PER_PIXEL
+}
+
+/// The memory the system can give without swapping (Linux's `MemAvailable`); `None` where it
+/// is not known (another system, or /proc not mounted).
+pub fn available_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    parse_mem_available(&text)
+}
+
+fn parse_mem_available(meminfo: &str) -> Option<u64> {
+    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let mut words = line.split_whitespace().skip(1);
+    let kib: u64 = words.next()?.parse().ok()?;
+    (words.next() == Some("kB")).then_some(kib * 1024)
+}
+
+/// `Err` with a message saying what `what` needs and what is available, when it does not fit.
+pub fn check_fits(what: &str, needed: u64, available: Option<u64>) -> Result<(), String> {
+    match available {
+        Some(free) if needed > free => Err(format!(
+            "{what} needs about {} of memory, and this machine has {} available",
+            gib(needed),
+            gib(free)
+        )),
+        _ => Ok(()),
+    }
+}
+
+fn gib(bytes: u64) -> String {
+    format!("{:.1} GiB", bytes as f64 / f64::from(1u32 << 30))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mem_available_is_read_in_kib() {
+        let text = "MemTotal:       16000000 kB\nMemFree:  100 kB\nMemAvailable:    8388608 kB\n";
+        assert_eq!(parse_mem_available(text), Some(8 << 30));
+        assert_eq!(parse_mem_available("MemTotal: 1 kB\n"), None);
+    }
+
+    #[test]
+    fn a_frame_that_does_not_fit_says_what_it_needs() {
+        let largest = frame_bytes(32768, 32768);
+        assert_eq!(largest, 64 << 30);
+        let e = check_fits("a 32768x32768 image", largest, Some(8 << 30)).unwrap_err();
+        assert_eq!(
+            e,
+            "a 32768x32768 image needs about 64.0 GiB of memory, and this machine has 8.0 GiB available"
+        );
+        assert!(check_fits("x", 1 << 20, Some(8 << 30)).is_ok());
+        assert!(
+            check_fits("x", u64::MAX, None).is_ok(),
+            "unknown: not refused"
+        );
+    }
+}
