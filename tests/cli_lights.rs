@@ -270,6 +270,68 @@ fn image_stats_says_when_two_renders_are_bit_identical() {
     );
 }
 
+/// A crop (`render --pixelbounds`) is measured over its own pixels: the rows it did not
+/// render are not counted as black, and its mask is the frame's, cut to its window (so a crop
+/// and the whole frame mask the same pixels).
+#[test]
+fn image_stats_measures_a_crop_over_its_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let scene = cornell();
+    let render = |name: &str, extra: &[&str]| {
+        let path = dir.path().join(name);
+        let mut args = vec![
+            "render",
+            scene.to_str().unwrap(),
+            "-o",
+            path.to_str().unwrap(),
+            "--width",
+            "32",
+            "--height",
+            "24",
+            "--spp",
+            "4",
+            "--backend",
+            "cpu",
+            "--quiet",
+        ];
+        args.extend_from_slice(extra);
+        let out = gasworks(&args);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        path
+    };
+    let whole = render("whole.exr", &[]);
+    let top = render("top.exr", &["--pixelbounds", "0,32,0,12"]);
+    let bottom = render("bottom.exr", &["--pixelbounds", "0,32,12,24"]);
+    let stats = |path: &Path| -> serde_json::Value {
+        let out = gasworks(&[
+            "image-stats",
+            path.to_str().unwrap(),
+            "--json",
+            "--mask-scene",
+            scene.to_str().unwrap(),
+        ]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let (w, t, b) = (stats(&whole), stats(&top), stats(&bottom));
+    assert_eq!((&t[0]["width"], &t[0]["height"]), (&32.into(), &12.into()));
+    assert_eq!(b[0]["crop"], serde_json::json!([0, 12, 32, 24]));
+    assert_eq!(w[0]["crop"], serde_json::Value::Null);
+    let count = |v: &serde_json::Value, key: &str| v[0][key].as_u64().unwrap();
+    for key in ["tested", "masked"] {
+        assert_eq!(count(&t, key) + count(&b, key), count(&w, key), "{key}");
+    }
+    // The halves' means average to the whole's (equal halves, the same pixels bit for bit).
+    let mean = |v: &serde_json::Value| v[0]["mean_luminance"].as_f64().unwrap();
+    assert!(
+        ((mean(&t) + mean(&b)) / 2.0 - mean(&w)).abs() < 1e-6 * mean(&w),
+        "{} {} {}",
+        mean(&t),
+        mean(&b),
+        mean(&w)
+    );
+}
+
 #[test]
 fn image_stats_refuses_what_it_cannot_measure() {
     let dir = tempfile::tempdir().unwrap();

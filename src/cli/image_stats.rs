@@ -22,6 +22,7 @@ use crate::cpu::first_hit::light_or_background;
 use crate::cpu::SceneBvh;
 use crate::render::output::to_srgb8;
 use crate::render::stats::{dilate, fireflies, mean_radiance, FireflyCriterion};
+use crate::render::{output, Tile};
 use crate::scene::{obj, Camera, Scene};
 
 #[derive(Args, Debug)]
@@ -72,8 +73,11 @@ pub struct FireflyEntry {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ImageReport {
     pub path: String,
+    /// The pixels measured: the whole image, or a crop's window alone.
     pub width: u32,
     pub height: u32,
+    /// For a crop: `[x, y, frame width, frame height]`, where its window lies in its frame.
+    pub crop: Option<[u32; 4]>,
     /// Mean radiance over every pixel, per channel.
     pub mean_rgb: [f64; 3],
     /// Mean luminance (Rec. 709) over every pixel.
@@ -98,24 +102,54 @@ pub struct ImageReport {
     pub firefly_list: Vec<FireflyEntry>,
 }
 
-/// Reads a linear-radiance image as RGB; refuses tone-mapped formats.
-pub fn read_radiance(path: &Path) -> anyhow::Result<(u32, u32, Vec<[f32; 3]>)> {
+/// A linear-radiance image as read: its pixels, and where it lies when it is a crop.
+pub struct Radiance {
+    pub width: u32,
+    pub height: u32,
+    pub pixels: Vec<[f32; 3]>,
+    /// For a crop (`render --pixelbounds`): the whole frame's size and the crop's window in it.
+    pub crop: Option<(u32, u32, Tile)>,
+}
+
+/// Reads a linear-radiance image as RGB; refuses tone-mapped formats. An EXR crop is read as
+/// its data window alone (the frame around it was not rendered).
+pub fn read_radiance(path: &Path) -> anyhow::Result<Radiance> {
     let ext = path
         .extension()
         .and_then(|e| e.to_str())
         .map(str::to_ascii_lowercase);
-    if !matches!(ext.as_deref(), Some("exr") | Some("hdr")) {
-        anyhow::bail!(
+    match ext.as_deref() {
+        Some("exr") => {
+            let image = output::read_image(path)?;
+            let meta = image.meta;
+            let output::Pixels::Linear(pixels) = image.pixels else {
+                anyhow::bail!("{}: not linear radiance", path.display());
+            };
+            let whole = (meta.full_width, meta.full_height) == (meta.window.w, meta.window.h);
+            Ok(Radiance {
+                width: meta.window.w,
+                height: meta.window.h,
+                pixels,
+                crop: (!whole).then_some((meta.full_width, meta.full_height, meta.window)),
+            })
+        }
+        Some("hdr") => {
+            let img = image::open(path)
+                .with_context(|| format!("{}: cannot read the image", path.display()))?
+                .into_rgb32f();
+            let (width, height) = img.dimensions();
+            Ok(Radiance {
+                width,
+                height,
+                pixels: img.pixels().map(|p| p.0).collect(),
+                crop: None,
+            })
+        }
+        _ => anyhow::bail!(
             "{}: image-stats measures linear radiance; give it an .exr (or .hdr) image, e.g. `gasworks render SCENE.obj -o OUT.exr` (a PNG is tone-mapped 8-bit sRGB)",
             path.display()
-        );
+        ),
     }
-    let img = image::open(path)
-        .with_context(|| format!("{}: cannot read the image", path.display()))?
-        .into_rgb32f();
-    let (w, h) = img.dimensions();
-    let pixels = img.pixels().map(|p| p.0).collect();
-    Ok((w, h, pixels))
 }
 
 /// The mask scene, loaded once, and its masks by resolution.
@@ -176,7 +210,12 @@ pub fn run(a: ImageStatsArgs) -> anyhow::Result<()> {
     let mut reports: Vec<ImageReport> = Vec::new();
     let mut first_pixels: Option<(u32, u32, Vec<[f32; 3]>)> = None;
     for path in &a.images {
-        let (width, height, pixels) = read_radiance(path)?;
+        let Radiance {
+            width,
+            height,
+            pixels,
+            crop,
+        } = read_radiance(path)?;
         // Bit-level comparison with the first image (EXR files of equal pixels need not be
         // equal bytes: the encoder may order compressed blocks differently).
         let (differing, max_diff) = match &first_pixels {
@@ -195,10 +234,20 @@ pub fn run(a: ImageStatsArgs) -> anyhow::Result<()> {
             }
             _ => (None, None),
         };
-        let mask = match masker.as_mut() {
-            Some(m) => Some(m.mask(width, height)?),
-            None => None,
+        // A crop's mask is the whole frame's (the camera frames the whole), cut to its window.
+        let mask: Option<std::borrow::Cow<[bool]>> = match (masker.as_mut(), crop) {
+            (Some(m), None) => Some(m.mask(width, height)?.into()),
+            (Some(m), Some((fw, fh, t))) => {
+                let full = m.mask(fw, fh)?;
+                let rows = (t.y..t.y + t.h).flat_map(|y| {
+                    let at = (y * fw + t.x) as usize;
+                    full[at..at + t.w as usize].iter().copied()
+                });
+                Some(rows.collect::<Vec<bool>>().into())
+            }
+            (None, _) => None,
         };
+        let mask = mask.as_deref();
         let masked = mask.map_or(0, |m| m.iter().filter(|&&b| b).count());
         let found = fireflies(&pixels, width, height, mask, criterion);
         if let Some(dir) = &a.overlay {
@@ -212,6 +261,7 @@ pub fn run(a: ImageStatsArgs) -> anyhow::Result<()> {
             path: path.display().to_string(),
             width,
             height,
+            crop: crop.map(|(fw, fh, t)| [t.x, t.y, fw, fh]),
             mean_rgb: mean.rgb,
             mean_luminance: mean.luminance,
             fireflies: found.len(),
@@ -301,7 +351,11 @@ pub fn render_text(reports: &[ImageReport]) -> String {
         if i > 0 {
             s.push('\n');
         }
-        let _ = writeln!(s, "image       {} ({}x{})", r.path, r.width, r.height);
+        let crop = match r.crop {
+            Some([x, y, fw, fh]) => format!(", a crop at {x},{y} of a {fw}x{fh} frame"),
+            None => String::new(),
+        };
+        let _ = writeln!(s, "image       {} ({}x{}{crop})", r.path, r.width, r.height);
         let _ = writeln!(
             s,
             "mean        luminance {:.6}, rgb ({:.6}, {:.6}, {:.6})",
