@@ -516,3 +516,57 @@ fn a_resume_by_another_build_warns_that_it_is_not_bit_for_bit() {
         "{e}"
     );
 }
+
+/// A stop after the output's folder was removed (as a full disk also fails a write): the
+/// resume file and the image are both rescued to the temporary folder, each named in a
+/// message, so the complete passes are not lost.
+#[test]
+fn a_stop_that_cannot_write_beside_the_image_rescues_the_resume_file_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("out");
+    let rescue = dir.path().join("tmp");
+    std::fs::create_dir_all(&out_dir).unwrap();
+    std::fs::create_dir_all(&rescue).unwrap();
+    let exr = out_dir.join("x.exr");
+    let args = render_args(&exr, 1_000_000, 2, &[]);
+    let child = Command::new(env!("CARGO_BIN_EXE_gasworks"))
+        .args(&args)
+        .env("TMPDIR", &rescue)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    std::fs::remove_dir_all(&out_dir).unwrap();
+    interrupt(child.id());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    let rescued: Vec<std::path::PathBuf> = std::fs::read_dir(&rescue)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    let resume = rescued
+        .iter()
+        .find(|p| p.to_string_lossy().ends_with("-x.exr.gasworks-resume"))
+        .unwrap_or_else(|| panic!("no rescued resume file in {rescued:?}: {stderr}"));
+    assert!(
+        stderr.contains(&format!("the resume file is saved as {}", resume.display())),
+        "{stderr}"
+    );
+    assert!(
+        rescued
+            .iter()
+            .any(|p| p.extension().is_some_and(|e| e == "exr")),
+        "{rescued:?}"
+    );
+    // A whole resume file of this render: another --spp is refused by name, not as damaged.
+    let again = dir.path().join("again.exr");
+    let mut other = render_args(&again, 64, 2, &[]);
+    other.extend(["--resume".into(), resume.to_str().unwrap().into()]);
+    let o = gasworks_with(&other);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(e.contains("spp 1000000") && !e.contains("damaged"), "{e}");
+}

@@ -259,6 +259,23 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
         render: image_key(&render_key, frame.stopped.as_ref()),
         exposure: a.exposure,
     };
+    // A frame a stop or the time limit ended keeps its complete passes in a resume file,
+    // written first (as under mpirun): a failure to write the image below must not lose it.
+    let resume_file = match (&frame.stopped, frame.resume_film()) {
+        (Some(_), Some((film, spp_done))) => {
+            let header = CheckpointHeader {
+                spp_done,
+                ..header.clone()
+            };
+            Some(write_resume_or_rescue(
+                &checkpoint_file,
+                &header,
+                film,
+                out,
+            )?)
+        }
+        _ => None,
+    };
     // A write that fails after the render (folder gone, disk full) keeps the pixels in the
     // temporary folder and says where, rather than losing the render.
     output::write_image_or_rescue(&frame.film, &a.output, &meta, &std::env::temp_dir())?;
@@ -325,19 +342,16 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
         format!("{}x{}", a.width, a.height)
     };
     if let Some(stopped) = at_time_limit {
-        return finish_at_time_limit(&a, &frame, stopped, header, &what, out);
+        return finish_at_time_limit(&a, &frame, stopped, resume_file.as_deref(), &what, out);
     }
     if let Some(stopped) = &frame.stopped {
-        let resume = match frame.resume_film() {
-            Some((film, spp_done)) => {
-                let header = CheckpointHeader { spp_done, ..header };
-                checkpoint::write(&checkpoint_file, &header, film)?;
-                Some(checkpoint_file.as_path())
-            }
-            None => None,
-        };
         return Err(stopped_with_image(
-            &a, stopped, &what, resume, stopped_by, out,
+            &a,
+            stopped,
+            &what,
+            resume_file.as_deref(),
+            stopped_by,
+            out,
         ));
     }
     out.status(format_args!(
@@ -399,14 +413,33 @@ pub(super) fn image_key(render_key: &str, stopped: Option<&crate::sched::Stopped
     }
 }
 
-/// A frame that `--time-limit` ended at a pass boundary: its image is written (whole); this
-/// writes the resume file to go on from and says so. The --resume file this run started from
-/// is used up (the new one holds more), unless it is that same file.
+/// Writes the resume file of a frame a stop or the time limit ended, or, when that fails (a
+/// full disk), the same file in the system's temporary folder with a warning: returns where it
+/// is.
+pub(super) fn write_resume_or_rescue(
+    file: &Path,
+    header: &CheckpointHeader,
+    film: &crate::render::Film,
+    out: Verbosity,
+) -> anyhow::Result<PathBuf> {
+    let (at, failed) = checkpoint::write_or_rescue(file, header, film, &std::env::temp_dir())?;
+    if let Some(e) = failed {
+        out.warn(format_args!(
+            "{e}; the resume file is saved as {} instead",
+            at.display()
+        ));
+    }
+    Ok(at)
+}
+
+/// A frame that `--time-limit` ended at a pass boundary: its image and its resume file (at
+/// `resume_file`, when a pass was complete) are written; this says so. The --resume file this
+/// run started from is used up (the new one holds more), unless it is that same file.
 pub(super) fn finish_at_time_limit(
     a: &RenderArgs,
     frame: &crate::sched::Frame,
     stopped: &crate::sched::Stopped,
-    header: CheckpointHeader,
+    resume_file: Option<&Path>,
     what: &str,
     out: Verbosity,
 ) -> anyhow::Result<()> {
@@ -415,11 +448,8 @@ pub(super) fn finish_at_time_limit(
         "output: {} ({what}, at the time limit: {how_far})",
         a.output.display()
     ));
-    let file = checkpoint::path_for(&a.output);
-    if let Some((film, spp_done)) = frame.resume_film() {
-        let header = CheckpointHeader { spp_done, ..header };
-        checkpoint::write(&file, &header, film)?;
-        let pixels = u64::from(film.width) * u64::from(film.height);
+    if let Some(file) = resume_file {
+        let pixels = u64::from(frame.film.width) * u64::from(frame.film.height);
         out.status(format_args!(
             "time limit {}: the next pass would have ended past it ({:.1} s of it kept for writing the outputs); to go on, run the same command with --resume {}",
             format_duration(a.time_limit.unwrap_or_default()),
@@ -427,8 +457,8 @@ pub(super) fn finish_at_time_limit(
             file.display()
         ));
     }
-    if let Some(path) = &a.resume {
-        if *path != file && std::fs::remove_file(path).is_ok() {
+    if let (Some(path), Some(file)) = (&a.resume, resume_file) {
+        if path != file && std::fs::remove_file(path).is_ok() {
             out.status(format_args!(
                 "resume: {} removed (the new one holds more)",
                 path.display()

@@ -23,7 +23,7 @@ use super::render::{
     after_checkpoints, check_args, check_frame_memory, check_outputs_against_textures,
     check_report_paths, checkpoint_between_passes, finish_at_time_limit, finish_checkpoints,
     image_key, load_scene, pass_deadline, print_load_warnings, read_resume, render_settings,
-    stopped_with_image, warn_about_checkpoints, Interrupted, RenderArgs,
+    stopped_with_image, warn_about_checkpoints, write_resume_or_rescue, Interrupted, RenderArgs,
 };
 use super::signals;
 use crate::backend::WorkerFactory;
@@ -220,13 +220,15 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
     );
     let render_start = Instant::now();
     let resume_file = checkpoint::path_for(&a.output);
+    // Where the resume file of a frame cut short went (beside the image, or rescued).
+    let resume_written: std::cell::RefCell<Option<std::path::PathBuf>> = Default::default();
     let write = |frame: &Frame| -> anyhow::Result<()> {
         let stopped = frame.stopped.as_ref().filter(|s| !s.at_time_limit);
         if stopped.is_some_and(|s| !s.rendered_any()) {
             // Nothing to keep: black pixels would only overwrite a good image.
             return Ok(());
         }
-        if stopped.is_some() {
+        if frame.stopped.is_some() {
             // Written here, before rank 0 tells the others the frame is over: mpirun kills
             // what is left of a job it was asked to end a grace period after its SIGTERM. The
             // resume file first: it keeps every complete pass, and it is written faster than
@@ -236,7 +238,8 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
                     spp_done,
                     ..header.clone()
                 };
-                checkpoint::write(&resume_file, &header, film)?;
+                let at = write_resume_or_rescue(&resume_file, &header, film, out)?;
+                *resume_written.borrow_mut() = Some(at);
             }
         }
         let meta = ImageMeta {
@@ -349,13 +352,14 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
                 ));
             }
             let what = format!("{}x{}", a.width, a.height);
-            let resume = frame.resume_film().map(|_| resume_file.as_path());
-            let e = stopped_with_image(&a, stopped, &what, resume, stopped_by, out);
+            let resume = resume_written.borrow().clone();
+            let e = stopped_with_image(&a, stopped, &what, resume.as_deref(), stopped_by, out);
             return Err(report_stop(world, &e, stopped_by));
         }
         if let Some(stopped) = at_time_limit {
             let what = format!("{}x{}", a.width, a.height);
-            return finish_at_time_limit(&a, &frame, stopped, header, &what, out);
+            let resume = resume_written.borrow().clone();
+            return finish_at_time_limit(&a, &frame, stopped, resume.as_deref(), &what, out);
         }
         out.status(format_args!(
             "output: {} ({}x{}, {} spp)",

@@ -118,6 +118,31 @@ pub fn write(path: &Path, header: &CheckpointHeader, film: &Film) -> Result<(), 
     Ok(())
 }
 
+/// [`write`], and when that fails (a full disk, the folder gone), the same file in
+/// `rescue_dir` (the system's temporary folder), so that a stopped render keeps what it can
+/// resume from. Returns where the file is and, when it was rescued, why the first place
+/// failed; the error when both failed.
+pub fn write_or_rescue(
+    path: &Path,
+    header: &CheckpointHeader,
+    film: &Film,
+    rescue_dir: &Path,
+) -> Result<(PathBuf, Option<CheckpointError>), CheckpointError> {
+    let failed = match write(path, header, film) {
+        Ok(()) => return Ok((path.to_path_buf(), None)),
+        Err(e) => e,
+    };
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "render.gasworks-resume".into());
+    let rescued = rescue_dir.join(format!("gasworks-rescued-{}-{name}", std::process::id()));
+    match write(&rescued, header, film) {
+        Ok(()) => Ok((rescued, Some(failed))),
+        Err(_) => Err(failed),
+    }
+}
+
 /// Writes a render's checkpoints between passes: when `every` has passed since the last one
 /// (or since the render started), or when asked (SIGUSR1), to one file that each replaces.
 pub struct Checkpointer {
@@ -325,6 +350,26 @@ mod tests {
         assert_eq!(lost.written, 0);
         assert_eq!(read(&path).unwrap().0.spp_done, 24);
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn a_resume_file_that_cannot_be_written_is_rescued_elsewhere() {
+        let dir = tempfile::tempdir().unwrap();
+        let rescue = tempfile::tempdir().unwrap();
+        let (header, film) = sample();
+        let here = dir.path().join("r.gasworks-resume");
+        let (at, failed) = write_or_rescue(&here, &header, &film, rescue.path()).unwrap();
+        assert_eq!((at.as_path(), failed.is_none()), (here.as_path(), true));
+        let gone = dir.path().join("gone/r.gasworks-resume");
+        let (at, failed) = write_or_rescue(&gone, &header, &film, rescue.path()).unwrap();
+        assert!(at.starts_with(rescue.path()), "{}", at.display());
+        assert!(failed
+            .unwrap()
+            .to_string()
+            .contains("gone/r.gasworks-resume"));
+        assert_eq!(read(&at).unwrap(), (header.clone(), film.clone()));
+        let nowhere = dir.path().join("nowhere");
+        assert!(write_or_rescue(&gone, &header, &film, &nowhere).is_err());
     }
 
     #[test]
