@@ -125,7 +125,29 @@ fn a_folder_as_scene_and_a_missing_output_folder_are_one_clear_line() {
         "-q",
     ]);
     assert!(e.contains("cannot write the image"), "{e}");
+    assert!(
+        e.contains("the folder") && e.contains("no-such-folder does not exist"),
+        "{e}"
+    );
     assert!(!png.exists() && !missing.exists());
+
+    // An existing folder, or a name ending in a separator, is no image file.
+    let trailing = format!("{}/", png.display());
+    for (output, says) in [
+        (folder, "is a folder; give a file name"),
+        (trailing.as_str(), "names a folder"),
+    ] {
+        let e = run(&[
+            "render",
+            obj.to_str().unwrap(),
+            "-o",
+            output,
+            "--backend",
+            "cpu",
+            "-q",
+        ]);
+        assert!(e.contains(says), "{output}: {e}");
+    }
 }
 
 /// Zero threads or zero build streams is a usage error (clap's exit code 2) naming the flag,

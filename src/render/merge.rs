@@ -44,7 +44,7 @@ pub enum MergeError {
     },
     #[error("{path} was stopped in the middle of a pass ({spp}): its tiles hold different samples, so it is no crop of a render; finish it with render --resume")]
     StoppedCrop { path: PathBuf, spp: String },
-    #[error("{path} is a {this:?} crop and {first} a {that:?} one: merge EXR crops or PNG crops, not both")]
+    #[error("{path} is a crop in {this} and {first} one in {that}: merge EXR crops or PNG crops, not both")]
     MixedFormats {
         path: PathBuf,
         this: ImageFormat,

@@ -127,13 +127,14 @@ pub fn stopped_mid_pass(render_key: &str) -> bool {
 
 /// The `name value` items on which two render keys differ, as (item of `a`, item of `b`):
 /// matched by name, so that a key with an item the other lacks (written by another gasworks
-/// version) names that item, "(nothing)" on the side without it. Empty when the keys are equal.
+/// version) names that item, "(not set)" on the side without it. Empty when the keys are equal.
 pub fn render_key_differences(a: &str, b: &str) -> Vec<(String, String)> {
     if a == b {
         return Vec::new();
     }
     let items = |key: &str| -> Vec<(String, String)> {
         key.split("; ")
+            .filter(|item| !item.is_empty())
             .map(|item| {
                 let name = item.split(' ').next().unwrap_or("").to_string();
                 (name, item.to_string())
@@ -147,7 +148,7 @@ pub fn render_key_differences(a: &str, b: &str) -> Vec<(String, String)> {
             .find(|(n, _)| n == name)
             .map(|(_, i)| i.clone())
     };
-    let nothing = || "(nothing)".to_string();
+    let nothing = || "(not set)".to_string();
     let mut differ = Vec::new();
     for (name, item) in &ia {
         match find(&ib, name) {
@@ -216,6 +217,15 @@ pub enum ImageFormat {
     Exr,
 }
 
+impl std::fmt::Display for ImageFormat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ImageFormat::Png => "PNG",
+            ImageFormat::Exr => "EXR",
+        })
+    }
+}
+
 impl ImageFormat {
     pub fn from_path(path: &Path) -> Result<ImageFormat, OutputError> {
         match path
@@ -236,11 +246,37 @@ impl ImageFormat {
 /// Checks, before a long render, that the output path has a known format and that its folder
 /// exists and can be written, so that a render is never lost at the very end.
 pub fn check_writable(path: &Path) -> Result<ImageFormat, OutputError> {
+    let is_dir = |why: &str| OutputError::Io {
+        path: path.to_path_buf(),
+        source: std::io::Error::new(std::io::ErrorKind::IsADirectory, why.to_string()),
+    };
+    // Before the extension: "x.png/" has one, and a folder named "renders" has none.
+    if path.is_dir() {
+        return Err(is_dir("is a folder; give a file name"));
+    }
+    if path
+        .as_os_str()
+        .to_string_lossy()
+        .ends_with(std::path::MAIN_SEPARATOR)
+    {
+        return Err(is_dir(
+            "names a folder (it ends in a separator); give a file name",
+        ));
+    }
     let format = ImageFormat::from_path(path)?;
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
     };
+    if !dir.is_dir() {
+        return Err(OutputError::Io {
+            path: path.to_path_buf(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!("the folder {} does not exist", dir.display()),
+            ),
+        });
+    }
     let probe = dir.join(format!(".gasworks-write-probe-{}", std::process::id()));
     std::fs::write(&probe, b"")
         .and_then(|_| std::fs::remove_file(&probe))
@@ -248,12 +284,6 @@ pub fn check_writable(path: &Path) -> Result<ImageFormat, OutputError> {
             path: path.to_path_buf(),
             source,
         })?;
-    if path.is_dir() {
-        return Err(OutputError::Io {
-            path: path.to_path_buf(),
-            source: std::io::Error::new(std::io::ErrorKind::IsADirectory, "is a directory"),
-        });
-    }
     Ok(format)
 }
 
@@ -751,11 +781,11 @@ mod tests {
         // A key without an item (an older gasworks): that item is named, not every later one.
         assert_eq!(
             render_key_differences("scene a.obj; triangles 32; spp 16; seed 0", key),
-            [pair("(nothing)", "content 01")]
+            [pair("(not set)", "content 01")]
         );
         assert_eq!(
             render_key_differences(key, "scene a.obj; triangles 32; spp 16; seed 0"),
-            [pair("content 01", "(nothing)")]
+            [pair("content 01", "(not set)")]
         );
         // The same items in another order: the keys whole.
         let swapped = "triangles 32; scene a.obj; content 01; spp 16; seed 0";
