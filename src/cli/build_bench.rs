@@ -3,7 +3,6 @@
 //! the single GAS of the whole scene as reference in the same run.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Arc;
 
 use anyhow::Context;
@@ -100,23 +99,14 @@ fn flags_name(fast_build: bool) -> &'static str {
 }
 
 /// The git commit gasworks was built from: `$GASWORKS_GIT_COMMIT` (scripts/gpu-session.sh sets
-/// it from the commit the binaries were built at), else `git describe` in the current
-/// directory, else "unknown".
+/// it from the commit the binaries were built at), else the commit stamped into this binary
+/// at build time (the one images carry; not `git describe` of the current folder, which may
+/// be another checkout or none).
 pub fn git_commit() -> String {
-    if let Ok(c) = std::env::var("GASWORKS_GIT_COMMIT") {
-        if !c.trim().is_empty() {
-            return c.trim().to_string();
-        }
+    match std::env::var("GASWORKS_GIT_COMMIT") {
+        Ok(c) if !c.trim().is_empty() => c.trim().to_string(),
+        _ => crate::GIT_COMMIT.to_string(),
     }
-    Command::new("git")
-        .args(["describe", "--always", "--dirty", "--abbrev=12"])
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "unknown".to_string())
 }
 
 /// The configurations to time, in output order: flags, merge threshold, assignment, scratch
