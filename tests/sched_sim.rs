@@ -150,4 +150,27 @@ fn schedule_sim_replays_a_mock_render() {
         .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("missing.tiles.csv"));
+
+    // Options a replay cannot take are refused by name, before any work.
+    for (args, says) in [
+        (&["--tiles", "0"][..], "--tiles must be at least 1"),
+        (
+            &["--workers", "1000000"][..],
+            "at most 65536 simulated workers",
+        ),
+        (
+            &["--workers", "2", "--ranks", "18446744073709551615"][..],
+            "at most 65536 simulated workers",
+        ),
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_gasworks"))
+            .arg("schedule-sim")
+            .arg(&stats)
+            .args(args)
+            .output()
+            .unwrap();
+        let e = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {e}");
+        assert!(e.contains(says), "{args:?}: {e}");
+    }
 }

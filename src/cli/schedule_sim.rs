@@ -75,6 +75,9 @@ fn min_med_max(mut v: Vec<f64>) -> (f64, f64, f64) {
     (v[0], v[v.len() / 2], v[v.len() - 1])
 }
 
+/// The most workers one simulation models (all ranks together): 64 ranks of 1024 workers.
+const MAX_SIMULATED_WORKERS: usize = 1 << 16;
+
 pub fn run(a: ScheduleSimArgs) -> anyhow::Result<()> {
     if a.workers.is_empty() || a.workers.contains(&0) {
         anyhow::bail!("--workers: every worker count must be at least 1");
@@ -103,6 +106,17 @@ pub fn run(a: ScheduleSimArgs) -> anyhow::Result<()> {
     }
     if a.tiles_per_worker == Some(0) {
         anyhow::bail!("--tiles-per-worker must be at least 1");
+    }
+    if a.tiles == Some(0) {
+        anyhow::bail!("--tiles must be at least 1");
+    }
+    // The simulation keeps a deque and an event per simulated worker: bounded like a machine.
+    let most = (a.workers.iter().max().copied().unwrap_or(1))
+        .saturating_mul(a.ranks.iter().max().copied().unwrap_or(1));
+    if most > MAX_SIMULATED_WORKERS {
+        anyhow::bail!(
+            "--workers x --ranks: at most {MAX_SIMULATED_WORKERS} simulated workers in all, got {most}"
+        );
     }
     let name = a.stats.to_string_lossy();
     let (tiles_path, map_path) = if let Some(stem) = name.strip_suffix(".tiles.csv") {
