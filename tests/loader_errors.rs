@@ -256,3 +256,27 @@ fn malformed_mtl_names_the_mtl_file_and_line() {
         assert!(message.contains(what), "{mtl:?}: {message}");
     }
 }
+
+/// Lines ended by a carriage return alone (classic Mac OS) read as one line: refused naming
+/// the line ends, not as "vertex position (v) has 15 values".
+#[test]
+fn carriage_return_line_ends_are_refused_naming_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!("{TRIANGLE}f 1 2 3\n").replace('\n', "\r");
+    let path = write(dir.path(), "mac.obj", text);
+    let e = load_err(&path);
+    assert!(matches!(e, LoadError::CarriageReturnLines { .. }), "{e}");
+    let message = e.to_string();
+    assert!(
+        message.starts_with(&path.display().to_string())
+            && message.contains("carriage return alone"),
+        "{message}"
+    );
+    // CRLF is fine.
+    let crlf = write(
+        dir.path(),
+        "dos.obj",
+        format!("{TRIANGLE}f 1 2 3\n").replace('\n', "\r\n"),
+    );
+    assert!(load_obj(&crlf, &LoadOptions { quiet: true }).is_ok());
+}

@@ -88,6 +88,9 @@ pub enum LoadError {
         path: PathBuf,
         encoding: &'static str,
     },
+    /// Lines that end in a carriage return alone (classic Mac OS): the file reads as one line.
+    #[error("{}: its lines end in a carriage return alone (classic Mac OS), so it reads as one line; OBJ lines end in LF or CRLF: convert it (e.g. tr '\\r' '\\n' < old.obj > new.obj)", path.display())]
+    CarriageReturnLines { path: PathBuf },
     /// More elements than 32-bit indices can address.
     #[error("{}: {message}", path.display())]
     TooLarge { path: PathBuf, message: String },
@@ -104,6 +107,7 @@ impl LoadError {
             | LoadError::NotFinite { path, .. }
             | LoadError::Empty { path, .. }
             | LoadError::Encoding { path, .. }
+            | LoadError::CarriageReturnLines { path }
             | LoadError::TooLarge { path, .. } => path,
         }
     }
@@ -177,6 +181,12 @@ fn load_with(
             return Err(LoadError::Encoding {
                 path: path.to_path_buf(),
                 encoding,
+            });
+        }
+        // A first block (megabytes, or the whole file) with carriage returns and no line feed.
+        if memchr::memchr(b'\n', first).is_none() && memchr::memchr(b'\r', first).is_some() {
+            return Err(LoadError::CarriageReturnLines {
+                path: path.to_path_buf(),
             });
         }
     }
