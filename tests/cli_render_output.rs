@@ -198,29 +198,6 @@ fn quiet_and_verbose_together_are_refused() {
     let out = gasworks(dir.path(), &["render", "x.obj", "-o", "x.png", "-q", "-v"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot be used with"));
-    // Quiet and a progress display asked for by name contradict each other too.
-    let scene = cornell();
-    for progress in ["lines", "bar"] {
-        let out = gasworks(
-            dir.path(),
-            &[
-                "render",
-                scene.to_str().unwrap(),
-                "-o",
-                "x.png",
-                "-q",
-                "--progress",
-                progress,
-            ],
-        );
-        let e = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{e}");
-        assert!(
-            e.contains(&format!("--progress {progress} asks for it")),
-            "{e}"
-        );
-        assert!(!dir.path().join("x.png").exists());
-    }
 }
 
 /// `-v` adds the camera, the schedule, the per-worker table and the 20-row error histogram;

@@ -679,16 +679,6 @@ pub(super) fn check_args(a: &RenderArgs) -> anyhow::Result<()> {
         anyhow::bail!("--max-depth must be at least 1");
     }
     output::check_exposure(a.exposure, &a.output).map_err(anyhow::Error::msg)?;
-    if a.quiet && matches!(a.progress, ProgressArg::Bar | ProgressArg::Lines) {
-        anyhow::bail!(
-            "--quiet prints no progress, and --progress {} asks for it: give one of them",
-            if a.progress == ProgressArg::Bar {
-                "bar"
-            } else {
-                "lines"
-            }
-        );
-    }
     for (flag, given, does) in [
         (
             "--checkpoint-every",
