@@ -713,6 +713,18 @@ pub(super) fn check_frame_memory(width: u32, height: u32) -> anyhow::Result<()> 
     })
 }
 
+/// A camera as the flags that give it, for messages.
+fn camera_flags(camera: &Camera) -> String {
+    let v = |v: glam::Vec3| format!("{},{},{}", v.x, v.y, v.z);
+    format!(
+        "--eye {} --look-at {} --up {} --fov {}",
+        v(camera.eye),
+        v(camera.look_at),
+        v(camera.up),
+        camera.fov_y_deg
+    )
+}
+
 /// Checks the `--stats` files and the `--costmap` folder before the render, as the image is
 /// checked: writable, and none of them the scene, the image or a resume file.
 pub(super) fn check_report_paths(a: &RenderArgs) -> anyhow::Result<()> {
@@ -815,21 +827,22 @@ pub(super) fn render_settings(
 ) -> anyhow::Result<RenderSettings> {
     let hint = Camera::hint_from_obj(&a.scene)?;
     let camera = a.camera.camera(&scene.bounds(), hint, a.width, a.height);
-    let v = |v: glam::Vec3| format!("{},{},{}", v.x, v.y, v.z);
     out.detail(
         false,
         format_args!(
-            "camera: --eye {} --look-at {} --up {} --fov {} ({})",
-            v(camera.eye),
-            v(camera.look_at),
-            v(camera.up),
-            camera.fov_y_deg,
+            "camera: {} ({})",
+            camera_flags(&camera),
             a.camera.origin(hint.is_some())
         ),
     );
-    let camera = camera
-        .frame(a.width, a.height)
-        .with_context(|| format!("{}: bad camera", a.scene.display()))?;
+    let camera = camera.frame(a.width, a.height).with_context(|| {
+        format!(
+            "{}: bad camera (from {}; {})",
+            a.scene.display(),
+            a.camera.origin(hint.is_some()),
+            camera_flags(&camera)
+        )
+    })?;
     Ok(RenderSettings {
         width: a.width,
         height: a.height,
