@@ -778,11 +778,17 @@ pub(super) fn check_outputs_against_textures(a: &RenderArgs, scene: &Scene) -> a
 }
 
 /// `--env R,G,B`: three numbers, none negative (a negative radiance is no light; it made
-/// negative pixels).
+/// negative pixels) nor past [`crate::scene::MAX_RADIANCE`].
 fn parse_radiance(s: &str) -> Result<glam::Vec3, String> {
     let v = parse_vec3(s)?;
     if v.min_element() < 0.0 {
         return Err(format!("{s:?}: a radiance cannot be negative"));
+    }
+    if v.max_element() > crate::scene::MAX_RADIANCE {
+        return Err(format!(
+            "{s:?}: at most {:e} per channel (beyond, the film's single-precision sums overflow)",
+            crate::scene::MAX_RADIANCE
+        ));
     }
     Ok(v)
 }
@@ -906,6 +912,9 @@ mod tests {
             .unwrap_err()
             .contains("cannot be negative"));
         assert!(parse_radiance("nan,0,0").is_err());
+        assert!(parse_radiance("1e38,1,1")
+            .unwrap_err()
+            .contains("at most 1e20"));
     }
 
     #[test]

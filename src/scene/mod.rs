@@ -289,6 +289,10 @@ pub struct Scene {
     pub report: LoadReport,
 }
 
+/// The largest emitted radiance per channel (`Ke`, `--env`): sums of samples of more overflow
+/// the film's single precision to infinity (a pixel of `inf`).
+pub const MAX_RADIANCE: f32 = 1e20;
+
 /// The radiance of the sky given to scenes that have no emitter.
 pub const DEFAULT_ENVIRONMENT: Vec3 = Vec3::splat(1.0);
 

@@ -264,7 +264,15 @@ fn vec3(v: Option<[f32; 3]>, default: Vec3) -> Vec3 {
 pub fn convert(m: &MtlMaterial, warnings: &mut Vec<String>, mtl_path: &Path) -> Material {
     // Every value changed here is named in one warning per material: a repair is never silent.
     let mut repairs: Vec<String> = Vec::new();
-    let show = |v: Vec3| format!("{} {} {}", v.x, v.y, v.z);
+    // As written in a file: "5", "0.5", and "1e38" rather than its 39 digits.
+    let num = |x: f32| {
+        if x != 0.0 && !(1e-4..1e7).contains(&x.abs()) {
+            format!("{x:e}")
+        } else {
+            format!("{x}")
+        }
+    };
+    let show = |v: Vec3| format!("{} {} {}", num(v.x), num(v.y), num(v.z));
     let mut clamp01 = |key: &str, v: Vec3| {
         let c = v.clamp(Vec3::ZERO, Vec3::ONE);
         if c != v {
@@ -276,9 +284,16 @@ pub fn convert(m: &MtlMaterial, warnings: &mut Vec<String>, mtl_path: &Path) -> 
     let specular = clamp01("Ks", vec3(m.specular, Vec3::ZERO));
     let transmittance = clamp01("Tf", vec3(m.transmission_filter, Vec3::ONE));
     let ke = vec3(m.emissive, Vec3::ZERO);
-    let emission = ke.max(Vec3::ZERO);
-    if emission != ke {
+    let emission = ke.clamp(Vec3::ZERO, Vec3::splat(crate::scene::MAX_RADIANCE));
+    if ke.min_element() < 0.0 {
         repairs.push(format!("Ke {}: negative emission is none", show(ke)));
+    }
+    if ke.max_element() > crate::scene::MAX_RADIANCE {
+        repairs.push(format!(
+            "Ke {}: clamped to {:e} (more overflows the film's sums)",
+            show(ke),
+            crate::scene::MAX_RADIANCE
+        ));
     }
     let shininess = m.shininess.unwrap_or(0.0).max(0.0);
     if m.shininess.is_some_and(|n| n < 0.0) {
@@ -618,5 +633,13 @@ mod tests {
         );
         convert(&mats[1], &mut warnings, Path::new("t.mtl"));
         assert_eq!(warnings.len(), 1, "a material in range warns nothing");
+        let text = "newmtl blazing\nKe 1e38 1 1\n";
+        let mats = parse_library(Path::new("t.mtl"), text, &mut warnings).unwrap();
+        let blazing = convert(&mats[0], &mut warnings, Path::new("t.mtl"));
+        assert_eq!(blazing.emission, Vec3::new(1e20, 1.0, 1.0));
+        assert!(
+            warnings[1].contains("Ke 1e38 1 1: clamped to 1e20"),
+            "{warnings:?}"
+        );
     }
 }
