@@ -24,7 +24,8 @@ fn stderr_lines(out: &Output) -> Vec<String> {
         .collect()
 }
 
-fn render(dir: &Path, scene: &Path, extra: &[&str]) -> (Output, Vec<String>) {
+/// A small render of `scene` into `dir/out.png` plus `extra`, whatever its outcome.
+fn try_render(dir: &Path, scene: &Path, extra: &[&str]) -> (Output, Vec<String>) {
     let mut args = vec![
         "render",
         scene.to_str().unwrap(),
@@ -42,7 +43,13 @@ fn render(dir: &Path, scene: &Path, extra: &[&str]) -> (Output, Vec<String>) {
     args.extend_from_slice(extra);
     let out = gasworks(dir, &args);
     let lines = stderr_lines(&out);
-    assert!(out.status.success(), "{args:?}: {lines:#?}");
+    (out, lines)
+}
+
+/// [`try_render`] that must succeed.
+fn render(dir: &Path, scene: &Path, extra: &[&str]) -> (Output, Vec<String>) {
+    let (out, lines) = try_render(dir, scene, extra);
+    assert!(out.status.success(), "{extra:?}: {lines:#?}");
     (out, lines)
 }
 
@@ -288,26 +295,7 @@ fn the_camera_comes_from_the_hint_the_command_line_or_the_default() {
 #[test]
 fn stats_files_that_would_overwrite_inputs_or_cannot_be_written_are_refused_first() {
     let refused = |dir: &Path, scene: &Path, stats: &str| {
-        let out = gasworks(
-            dir,
-            &[
-                "render",
-                scene.to_str().unwrap(),
-                "-o",
-                "out.png",
-                "--width",
-                "24",
-                "--height",
-                "16",
-                "--spp",
-                "2",
-                "--backend",
-                "cpu",
-                "--stats",
-                stats,
-            ],
-        );
-        let lines = stderr_lines(&out);
+        let (out, lines) = try_render(dir, scene, &["--stats", stats]);
         assert_eq!(out.status.code(), Some(1), "{lines:?}");
         lines
     };
