@@ -570,3 +570,28 @@ fn a_stop_that_cannot_write_beside_the_image_rescues_the_resume_file_too() {
     assert_eq!(o.status.code(), Some(1), "{e}");
     assert!(e.contains("spp 1000000") && !e.contains("damaged"), "{e}");
 }
+
+/// A run at its time limit that resumed from the file it then replaces keeps the new file,
+/// however the --resume path is spelled (it removed it when the spelling differed from the
+/// one derived from -o, and every complete pass was lost).
+#[test]
+fn a_time_limited_resume_keeps_the_file_it_replaced_whatever_its_spelling() {
+    let dir = tempfile::tempdir().unwrap();
+    let exr = dir.path().join("x.exr");
+    let resume = dir.path().join("x.exr.gasworks-resume");
+    let spelled = dir.path().join(".").join("x.exr.gasworks-resume");
+    let limited = |extra: &[&str]| {
+        let mut args = vec!["--time-limit", "0.001s"];
+        args.extend_from_slice(extra);
+        let o = gasworks_with(&render_args(&exr, 40, 4, &args));
+        let e = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert_eq!(o.status.code(), Some(0), "{e}");
+        e
+    };
+    limited(&[]);
+    assert!(resume.exists());
+    let e = limited(&["--resume", spelled.to_str().unwrap()]);
+    assert!(!e.contains("removed"), "{e}");
+    assert!(resume.exists(), "{e}");
+    assert!(e.contains("at the time limit: 8 of 40 samples"), "{e}");
+}

@@ -260,25 +260,28 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
         exposure: a.exposure,
     };
     // A frame a stop or the time limit ended keeps its complete passes in a resume file,
-    // written first (as under mpirun): a failure to write the image below must not lose it.
-    let resume_file = match (&frame.stopped, frame.resume_film()) {
+    // written first (as under mpirun), so that a failure to write the image cannot lose it;
+    // and a failure to write it (nowhere, not even rescued) does not keep the image from
+    // being written: that error comes after.
+    let resume_written = match (&frame.stopped, frame.resume_film()) {
         (Some(_), Some((film, spp_done))) => {
             let header = CheckpointHeader {
                 spp_done,
                 ..header.clone()
             };
-            Some(write_resume_or_rescue(
-                &checkpoint_file,
-                &header,
-                film,
-                out,
-            )?)
+            Some(write_resume_or_rescue(&checkpoint_file, &header, film, out))
         }
         _ => None,
     };
     // A write that fails after the render (folder gone, disk full) keeps the pixels in the
     // temporary folder and says where, rather than losing the render.
     output::write_image_or_rescue(&frame.film, &a.output, &meta, &std::env::temp_dir())?;
+    let resume_file = resume_written.transpose().map_err(|e| {
+        e.context(format!(
+            "{} is written, but not its resume file",
+            a.output.display()
+        ))
+    })?;
     // The statistics of a stopped frame are those of its complete passes; with none, there is
     // nothing measured to write.
     let published = if frame.report.passes.is_empty() {
@@ -457,8 +460,12 @@ pub(super) fn finish_at_time_limit(
             file.display()
         ));
     }
-    if let (Some(path), Some(file)) = (&a.resume, resume_file) {
-        if path != file && std::fs::remove_file(path).is_ok() {
+    // Only when the new file is where the render keeps it: one rescued to the temporary
+    // folder (which a cluster node may wipe when the job ends) leaves the old one in place.
+    let kept_in_place = resume_file.is_some_and(|f| f == checkpoint::path_for(&a.output).as_path());
+    if let (Some(path), Some(file), true) = (&a.resume, resume_file, kept_in_place) {
+        // By file, not by spelling: `--resume ./x.exr.gasworks-resume` is the new file.
+        if !super::paths::same_file(path, file) && std::fs::remove_file(path).is_ok() {
             out.status(format_args!(
                 "resume: {} removed (the new one holds more)",
                 path.display()

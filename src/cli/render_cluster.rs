@@ -222,6 +222,7 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
     let resume_file = checkpoint::path_for(&a.output);
     // Where the resume file of a frame cut short went (beside the image, or rescued).
     let resume_written: std::cell::RefCell<Option<std::path::PathBuf>> = Default::default();
+    let resume_failed: std::cell::RefCell<Option<anyhow::Error>> = Default::default();
     let write = |frame: &Frame| -> anyhow::Result<()> {
         let stopped = frame.stopped.as_ref().filter(|s| !s.at_time_limit);
         if stopped.is_some_and(|s| !s.rendered_any()) {
@@ -238,8 +239,12 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
                     spp_done,
                     ..header.clone()
                 };
-                let at = write_resume_or_rescue(&resume_file, &header, film, out)?;
-                *resume_written.borrow_mut() = Some(at);
+                // Not `?`: the image below is written whatever happens here, and this error
+                // reported after it.
+                match write_resume_or_rescue(&resume_file, &header, film, out) {
+                    Ok(at) => *resume_written.borrow_mut() = Some(at),
+                    Err(e) => *resume_failed.borrow_mut() = Some(e),
+                }
             }
         }
         let meta = ImageMeta {
@@ -251,6 +256,12 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
             )
         };
         output::write_image_or_rescue(&frame.film, &a.output, &meta, &std::env::temp_dir())?;
+        if let Some(e) = resume_failed.borrow_mut().take() {
+            return Err(e.context(format!(
+                "{} is written, but not its resume file",
+                a.output.display()
+            )));
+        }
         if frame.report.passes.is_empty() {
             // The statistics are those of the complete passes: none, nothing measured.
             return Ok(());
