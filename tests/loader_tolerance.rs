@@ -370,19 +370,19 @@ proptest! {
     }
 }
 
-/// A comment after a statement (`f 1 2 3 # quad`) is ignored, as tinyobjloader does; a `#`
-/// inside a word is part of it (material names, MSVC's `1.#IND`).
+/// A comment after a statement of numbers (`f 1 2 3 # quad`) is ignored, as tinyobjloader
+/// does; names keep every character, `#` included (3ds Max names materials "Material #25").
 #[test]
-fn comments_after_statements_are_ignored_but_hashes_inside_words_are_kept() {
+fn comments_after_numbers_are_ignored_but_names_keep_their_hashes() {
     let dir = tempfile::tempdir().unwrap();
-    write(dir.path(), "m.mtl", "newmtl Material#1\nKd 1 0 0\n");
+    write(dir.path(), "m.mtl", "newmtl Material #25\nKd 1 0 0\n");
     let path = write(
         dir.path(),
         "scene.obj",
-        "mtllib m.mtl # the library\n\
-         v 0 0 0 # origin\nv 1 0 0\t# x\nv 0 1 0 #y\nv 0 0 1\n\
-         g left # a group\nusemtl Material#1 # red\nf 1 2 3 # first\n\
-         g right\nf 1 2 4 #\n",
+        "mtllib m.mtl\n\
+         v 0 0 0 # origin\nv 1 0 0\t# x\nv 0 1 0 #y\nv 0 0 1\nvt 0 0 # uv\nvn 0 0 1 #n\n\
+         g left\nusemtl Material #25\nf 1 2 3 # first\n\
+         g right #2\nf 1 2 4 #\n",
     );
     let s = load(&path);
     assert!(
@@ -391,9 +391,9 @@ fn comments_after_statements_are_ignored_but_hashes_inside_words_are_kept() {
         s.report.warnings
     );
     let names: Vec<&str> = s.groups.iter().map(|g| g.name.as_str()).collect();
-    assert_eq!(names, ["left", "right"]);
+    assert_eq!(names, ["left", "right #2"]);
     assert_eq!(s.triangle_count(), 2);
     let red = s.groups[0].face_materials[0] as usize;
-    assert_eq!(s.materials[red].name, "Material#1");
+    assert_eq!(s.materials[red].name, "Material #25");
     assert_eq!(s.materials[red].diffuse, Vec3::new(1.0, 0.0, 0.0));
 }

@@ -333,9 +333,9 @@ fn corner_fast(word: &[u8]) -> Option<(i64, Option<i64>, Option<i64>)> {
     (end == word.len()).then_some((v, vt, Some(vn)))
 }
 
-/// `line` up to a `#` that starts a word: a comment after a statement (`f 1 2 3 # quad`),
-/// which several exporters write. A `#` inside a word is kept: material and group names can
-/// hold one (`usemtl Material#1`), and so do the MSVC spellings of NaN (`1.#IND`).
+/// `line` up to a `#` that starts a word: a comment after a statement of numbers
+/// (`f 1 2 3 # quad`), which several exporters write. A `#` inside a word is kept, as in the
+/// MSVC spellings of NaN (`1.#IND`).
 #[inline]
 fn without_trailing_comment(line: &[u8]) -> &[u8] {
     let mut from = 0;
@@ -524,10 +524,12 @@ impl ChunkParser<'_> {
     }
 
     fn statement(&mut self, line: &[u8]) -> Result<(), LoadError> {
-        let line = without_trailing_comment(line);
+        // A comment after a statement is cut from the statements of numbers (v, vt, vn, f);
+        // names (g, o, usemtl, mtllib) keep every character: 3ds Max names its materials
+        // "Material #25".
         // Element lines are most of a file: recognised the way the counting pass does, and
         // read by a fast path when they are plain numbers.
-        if let Some((element, rest)) = element_of(line) {
+        if let Some((element, rest)) = element_of(without_trailing_comment(line)) {
             return match element {
                 Element::Position => match numbers_fast::<3>(rest) {
                     Some((xyz, 3, true)) => {
@@ -558,7 +560,7 @@ impl ChunkParser<'_> {
             return Ok(());
         };
         match keyword {
-            b"f" => self.face(rest),
+            b"f" => self.face(without_trailing_comment(rest)),
             b"o" | b"g" => {
                 let name = trim(rest);
                 let name = if name.is_empty() {
