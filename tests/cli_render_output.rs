@@ -341,11 +341,40 @@ fn stats_files_that_would_overwrite_inputs_or_cannot_be_written_are_refused_firs
         .save(dir.path().join("wood.png"))
         .unwrap();
     let wood = std::fs::read(dir.path().join("wood.png")).unwrap();
-    let lines = refused(dir.path(), &textured, "wood.png");
+    // Any existing file that is not one --stats writes: the texture, the MTL library.
+    for other in ["wood.png", "t.mtl"] {
+        let lines = refused(dir.path(), &textured, other);
+        assert!(
+            lines.iter().any(|l| l.contains(&format!(
+                "--stats {other} exists and is not a file --stats writes"
+            ))),
+            "{lines:?}"
+        );
+    }
+    // The image over a texture: known once the scene is loaded.
+    let out = gasworks(
+        dir.path(),
+        &[
+            "render",
+            textured.to_str().unwrap(),
+            "-o",
+            "wood.png",
+            "--width",
+            "8",
+            "--height",
+            "8",
+            "--spp",
+            "1",
+            "--backend",
+            "cpu",
+        ],
+    );
+    let lines = stderr_lines(&out);
+    assert_eq!(out.status.code(), Some(1), "{lines:?}");
     assert!(
         lines
             .iter()
-            .any(|l| l.contains("--stats wood.png is a texture of the scene")),
+            .any(|l| l.contains("-o wood.png is a texture of the scene")),
         "{lines:?}"
     );
     assert_eq!(std::fs::read(dir.path().join("wood.png")).unwrap(), wood);

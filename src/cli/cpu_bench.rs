@@ -85,7 +85,8 @@ pub fn run(a: CpuBenchArgs) -> anyhow::Result<()> {
     if let Some(p) = &a.csv {
         let scenes: Vec<(&str, &Path)> =
             a.scenes.iter().map(|s| ("a scene", s.as_path())).collect();
-        super::paths::check_side_file("--csv", p, &scenes)?;
+        // The header of the CSV written below (CpuBenchRow): an earlier run's is replaced.
+        super::paths::check_side_file("--csv", p, &scenes, &["scene,"])?;
     }
     let all = a
         .threads

@@ -48,12 +48,24 @@ fn probe(flag: &str, path: &Path, folder: &Path) -> anyhow::Result<()> {
         })
 }
 
+/// Whether the file at `path` (which exists) starts as a file gasworks writes there does:
+/// one of the CSV headers in `ours`, or nothing at all.
+fn written_by_us(path: &Path, ours: &[&str]) -> bool {
+    use std::io::Read;
+    let mut head = Vec::new();
+    let read = std::fs::File::open(path).and_then(|f| f.take(4096).read_to_end(&mut head));
+    read.is_ok() && (head.is_empty() || ours.iter().any(|h| head.starts_with(h.as_bytes())))
+}
+
 /// Checks a file that `flag` will write: not a folder, not one of `taken` (what each is, and
-/// its path), in an existing folder that takes files.
+/// its path), in an existing folder that takes files; and, when it exists, a file of the kind
+/// `flag` writes (its first line one of the CSV headers in `ours`, or empty), so that no
+/// other file (a scene's MTL library, a texture, a document) is replaced.
 pub(super) fn check_side_file(
     flag: &str,
     path: &Path,
     taken: &[(&str, &Path)],
+    ours: &[&str],
 ) -> anyhow::Result<()> {
     if path.is_dir() {
         anyhow::bail!("{flag} {}: is a folder; give a file name", path.display());
@@ -61,6 +73,12 @@ pub(super) fn check_side_file(
     if let Some((what, _)) = taken.iter().find(|(_, other)| same_file(path, other)) {
         anyhow::bail!(
             "{flag} {} is {what}: writing there would overwrite it",
+            path.display()
+        );
+    }
+    if path.exists() && !written_by_us(path, ours) {
+        anyhow::bail!(
+            "{flag} {} exists and is not a file {flag} writes: writing there would overwrite it; name another file, or delete it first",
             path.display()
         );
     }
@@ -96,25 +114,43 @@ mod tests {
         std::fs::write(&scene, "v 0 0 0\n").unwrap();
         // The same file through another spelling of its folder.
         let again = dir.path().join(".").join("s.obj");
-        let e = check_side_file("--stats", &again, &[("the scene", &scene)]).unwrap_err();
+        let e = check_side_file("--stats", &again, &[("the scene", &scene)], &[]).unwrap_err();
         assert!(
             e.to_string()
                 .ends_with("is the scene: writing there would overwrite it"),
             "{e}"
         );
-        let e = check_side_file("--stats", dir.path(), &[]).unwrap_err();
+        let e = check_side_file("--stats", dir.path(), &[], &[]).unwrap_err();
         assert!(e.to_string().contains("is a folder"), "{e}");
         let gone = dir.path().join("gone/x.csv");
-        let e = check_side_file("--stats", &gone, &[]).unwrap_err();
+        let e = check_side_file("--stats", &gone, &[], &[]).unwrap_err();
         assert!(e.to_string().contains("does not exist"), "{e}");
         // A new file beside the scene is fine, and nothing is left behind by the check.
         check_side_file(
             "--stats",
             &dir.path().join("x.csv"),
             &[("the scene", &scene)],
+            &[],
         )
         .unwrap();
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+
+        // An existing file is replaced only when it is one this flag writes (or empty).
+        let mtl = dir.path().join("s.mtl");
+        std::fs::write(&mtl, "newmtl a\nKd 1 1 1\n").unwrap();
+        let e = check_side_file("--stats", &mtl, &[], &["pass,"]).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("exists and is not a file --stats writes"),
+            "{e}"
+        );
+        let old = dir.path().join("old.csv");
+        std::fs::write(&old, "pass,spp_from\n0,0\n").unwrap();
+        check_side_file("--stats", &old, &[], &["pass,"]).unwrap();
+        std::fs::write(&old, "").unwrap();
+        check_side_file("--stats", &old, &[], &["pass,"]).unwrap();
+        std::fs::remove_file(&mtl).unwrap();
+        std::fs::remove_file(&old).unwrap();
 
         let e = check_side_folder("--costmap", &scene).unwrap_err();
         assert!(e.to_string().contains("is a file, not a folder"), "{e}");

@@ -746,8 +746,11 @@ pub(super) fn check_report_paths(a: &RenderArgs) -> anyhow::Result<()> {
     }
     if let Some(stats) = &a.schedule.stats {
         let (tiles, map) = crate::sched::report::sibling_paths(stats);
+        // The headers of the three files --stats writes (sched::report): an earlier run's
+        // files are replaced, nothing else.
+        let ours = ["pass,spp_from,", "pass,task,", "x,y,cost"];
         for p in [stats.as_path(), &tiles, &map] {
-            super::paths::check_side_file("--stats", p, &taken)?;
+            super::paths::check_side_file("--stats", p, &taken, &ours)?;
         }
     }
     if let Some(dir) = &a.schedule.costmap {
