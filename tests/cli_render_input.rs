@@ -199,6 +199,49 @@ fn a_malformed_camera_comment_is_refused_by_file_and_line() {
         "{stderr}"
     );
     assert!(!png.exists());
+
+    // Flags that give the whole camera do not need the comment: a warning, and the render.
+    let out = Command::new(env!("CARGO_BIN_EXE_gasworks"))
+        .args(["render", obj.to_str().unwrap(), "-o", png.to_str().unwrap()])
+        .args([
+            "--backend",
+            "cpu",
+            "--width",
+            "8",
+            "--height",
+            "8",
+            "--spp",
+            "1",
+        ])
+        .args([
+            "--eye",
+            "0,0,3",
+            "--look-at",
+            "0,0,0",
+            "--up",
+            "0,1,0",
+            "--fov",
+            "40",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("warning: ") && stderr.contains("typo.obj:2: bad camera comment"),
+        "{stderr}"
+    );
+    assert!(png.exists());
+    // info says it too.
+    let out = Command::new(env!("CARGO_BIN_EXE_gasworks"))
+        .args(["info", obj.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("typo.obj:2: bad camera comment"),
+        "{stdout}"
+    );
 }
 
 /// A frame whose film and outputs do not fit in memory is refused before anything is loaded,

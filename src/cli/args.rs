@@ -95,6 +95,11 @@ impl CameraArgs {
         }
     }
 
+    /// Whether the flags give every value of the camera (a scene's own is then not used).
+    pub fn overrides_all(&self) -> bool {
+        self.eye.is_some() && self.look_at.is_some() && self.up.is_some() && self.fov.is_some()
+    }
+
     /// Where [`CameraArgs::camera`]'s values come from, for the user.
     pub fn origin(&self, has_scene_camera: bool) -> &'static str {
         let from_cli =

@@ -346,7 +346,11 @@ pub fn render_text(info: &SceneInfo, list_groups: bool) -> String {
 
 pub fn run(a: InfoArgs) -> anyhow::Result<()> {
     let scene = obj::load_obj(&a.scene, &obj::LoadOptions { quiet: a.quiet })?;
-    let info = scene_info(&scene);
+    let mut info = scene_info(&scene);
+    // A malformed camera comment, which render refuses: said here too.
+    if let Err(e) = crate::scene::Camera::hint_from_obj(&a.scene) {
+        info.warnings.push(e.to_string());
+    }
     if a.json {
         println!("{}", serde_json::to_string_pretty(&info)?);
     } else {

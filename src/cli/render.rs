@@ -155,6 +155,11 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
     output::check_writable(&a.output)?;
     check_report_paths(&a)?;
     check_frame_memory(window.w, window.h)?;
+    // A malformed camera comment fails now, not after minutes of loading (checked again,
+    // and used, once the scene is loaded).
+    if !a.camera.overrides_all() {
+        Camera::hint_from_obj(&a.scene)?;
+    }
     let mut schedule = a.schedule.config()?;
     schedule.window = a.pixelbounds;
     let optix_options = a.accel.optix_options()?;
@@ -834,6 +839,21 @@ pub(super) fn print_load_warnings(a: &RenderArgs, scene: &Scene, out: Verbosity)
     }
 }
 
+/// The scene's own camera (its `# gasworks camera:` comment), if any. A malformed one is an
+/// error, unless the flags give every camera value: it would not be used, so it is a warning.
+pub(super) fn scene_camera(a: &RenderArgs, out: Verbosity) -> anyhow::Result<Option<Camera>> {
+    match Camera::hint_from_obj(&a.scene) {
+        Ok(hint) => Ok(hint),
+        Err(e) if a.camera.overrides_all() => {
+            out.warn(format_args!(
+                "{e} (not used: --eye, --look-at, --up and --fov give the whole camera)"
+            ));
+            Ok(None)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// The settings of the render: the image, the samples and the camera (printed with -v, as the
 /// flags that reproduce it).
 pub(super) fn render_settings(
@@ -841,7 +861,7 @@ pub(super) fn render_settings(
     scene: &Scene,
     out: Verbosity,
 ) -> anyhow::Result<RenderSettings> {
-    let hint = Camera::hint_from_obj(&a.scene)?;
+    let hint = scene_camera(a, out)?;
     let camera = a.camera.camera(&scene.bounds(), hint, a.width, a.height);
     out.detail(
         false,
