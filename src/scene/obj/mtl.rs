@@ -303,7 +303,14 @@ pub fn convert(m: &MtlMaterial, warnings: &mut Vec<String>, mtl_path: &Path) -> 
         ));
     }
     let ior = m.optical_density;
-    if let Some(n) = ior.filter(|&n| n <= 0.0) {
+    let dissolve = m
+        .dissolve
+        .or_else(|| m.transparency.map(|tr| 1.0 - tr))
+        .unwrap_or(1.0);
+    let refractive_illum = matches!(m.illumination_model, Some(4 | 6 | 7 | 9));
+    let is_glass = refractive_illum || (dissolve < 1.0 && ior.is_some_and(|n| n > 1.0));
+    // Only glass uses the index: exporters write `Ni 0.000000` on every material.
+    if let Some(n) = ior.filter(|&n| n <= 0.0 && is_glass) {
         repairs.push(format!("Ni {n} is no index of refraction: 1.5 used"));
     }
     if !repairs.is_empty() {
@@ -314,14 +321,7 @@ pub fn convert(m: &MtlMaterial, warnings: &mut Vec<String>, mtl_path: &Path) -> 
             repairs.join("; ")
         ));
     }
-    let dissolve = m
-        .dissolve
-        .or_else(|| m.transparency.map(|tr| 1.0 - tr))
-        .unwrap_or(1.0);
     let illum = m.illumination_model;
-
-    let refractive_illum = matches!(illum, Some(4 | 6 | 7 | 9));
-    let is_glass = refractive_illum || (dissolve < 1.0 && ior.is_some_and(|n| n > 1.0));
     let mut material = Material {
         name: m.name.clone(),
         kind: MaterialKind::Diffuse,
@@ -633,6 +633,15 @@ mod tests {
         );
         convert(&mats[1], &mut warnings, Path::new("t.mtl"));
         assert_eq!(warnings.len(), 1, "a material in range warns nothing");
+        // Ni 0 on a material that is not glass: the index is not used, so no warning.
+        let mats = parse_library(
+            Path::new("t.mtl"),
+            "newmtl wall\nKd 0.5 0.5 0.5\nillum 2\nNi 0.000000\n",
+            &mut warnings,
+        )
+        .unwrap();
+        convert(&mats[0], &mut warnings, Path::new("t.mtl"));
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
         let text = "newmtl blazing\nKe 1e38 1 1\n";
         let mats = parse_library(Path::new("t.mtl"), text, &mut warnings).unwrap();
         let blazing = convert(&mats[0], &mut warnings, Path::new("t.mtl"));
