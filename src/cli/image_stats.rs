@@ -118,9 +118,14 @@ pub fn read_radiance(path: &Path) -> anyhow::Result<Radiance> {
         .extension()
         .and_then(|e| e.to_str())
         .map(str::to_ascii_lowercase);
-    match ext.as_deref() {
-        Some("exr") => {
-            let image = output::read_image(path)?;
+    // An EXR gasworks can place (a frame, or a crop inside its frame) is read by its windows;
+    // any other (overscan, a frame past gasworks' size limit) as the whole image the file holds.
+    let placed = match ext.as_deref() {
+        Some("exr") => output::read_image(path).ok(),
+        _ => None,
+    };
+    match (ext.as_deref(), placed) {
+        (Some("exr"), Some(image)) => {
             let meta = image.meta;
             let output::Pixels::Linear(pixels) = image.pixels else {
                 anyhow::bail!("{}: not linear radiance", path.display());
@@ -133,7 +138,7 @@ pub fn read_radiance(path: &Path) -> anyhow::Result<Radiance> {
                 crop: (!whole).then_some((meta.full_width, meta.full_height, meta.window)),
             })
         }
-        Some("hdr") => {
+        (Some("exr" | "hdr"), _) => {
             let img = image::open(path)
                 .with_context(|| format!("{}: cannot read the image", path.display()))?
                 .into_rgb32f();

@@ -405,8 +405,8 @@ pub(super) fn image_key(render_key: &str, stopped: Option<&crate::sched::Stopped
         return render_key.to_string();
     };
     match &s.partial {
-        None => output::key_with_spp(render_key, &s.spp_complete.to_string()),
-        Some(p) => output::key_with_spp(
+        // No tile of the cut pass was rendered: whole at the complete passes.
+        Some(p) if p.tiles_done > 0 => output::key_with_spp(
             render_key,
             &format!(
                 "{} {} everywhere, {}..{} in {} of {} tiles",
@@ -418,6 +418,7 @@ pub(super) fn image_key(render_key: &str, stopped: Option<&crate::sched::Stopped
                 p.tiles
             ),
         ),
+        _ => output::key_with_spp(render_key, &s.spp_complete.to_string()),
     }
 }
 
@@ -929,6 +930,19 @@ mod tests {
         assert_eq!(
             image_key(key, Some(&cut)),
             "scene a.obj; spp stopped: 16 everywhere, 16..32 in 3 of 8 tiles; max-depth 8"
+        );
+        // Cut before any tile of the pass: whole at the complete passes.
+        let untouched = Stopped {
+            partial: Some(PartialPass {
+                samples: 16..32,
+                tiles_done: 0,
+                tiles: 8,
+            }),
+            ..cut
+        };
+        assert_eq!(
+            image_key(key, Some(&untouched)),
+            "scene a.obj; spp 16; max-depth 8"
         );
     }
 

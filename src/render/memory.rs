@@ -15,6 +15,13 @@ pub fn frame_bytes(width: u32, height: u32) -> u64 {
     u64::from(width) * u64::from(height) * FRAME_BYTES_PER_PIXEL
 }
 
+/// The memory joining crops into a frame of `width` x `height` pixels needs on top of the
+/// crops already read: the frame's pixels (12 bytes for EXR, 3 for PNG) and a coverage byte
+/// each, rounded up to 16.
+pub fn merge_bytes(width: u32, height: u32) -> u64 {
+    u64::from(width) * u64::from(height) * 16
+}
+
 /// The memory the system can give without swapping (Linux's `MemAvailable`); `None` where it
 /// is not known (another system, or /proc not mounted).
 pub fn available_bytes() -> Option<u64> {

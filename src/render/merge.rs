@@ -42,7 +42,7 @@ pub enum MergeError {
         first: PathBuf,
         that: String,
     },
-    #[error("{path} was stopped in the middle of a pass ({spp}): its tiles hold different samples, so it is no crop of a render; finish it with render --resume")]
+    #[error("{path} was stopped in the middle of a pass ({spp}): its tiles hold different samples, so it is no crop of a render; finish it with render --resume (from the resume file the stop left beside it, if a pass was complete), or render it again")]
     StoppedCrop { path: PathBuf, spp: String },
     #[error("{path} is a crop in {this} and {first} one in {that}: merge EXR crops or PNG crops, not both")]
     MixedFormats {
@@ -271,7 +271,7 @@ pub fn merge_files(
         let (fw, fh) = (first.meta.full_width, first.meta.full_height);
         super::memory::check_fits(
             &format!("joining a {fw}x{fh} frame"),
-            super::memory::frame_bytes(fw, fh),
+            super::memory::merge_bytes(fw, fh),
             super::memory::available_bytes(),
         )
         .map_err(MergeError::Memory)?;
