@@ -22,11 +22,41 @@ pub fn merge_bytes(width: u32, height: u32) -> u64 {
     u64::from(width) * u64::from(height) * 16
 }
 
-/// The memory the system can give without swapping (Linux's `MemAvailable`); `None` where it
-/// is not known (another system, or /proc not mounted).
+/// The memory this process can be given without swapping: Linux's `MemAvailable`, or less
+/// where a control group caps the process (a container, a Slurm job: `memory.max` less
+/// `memory.current`); `None` where neither is known (another system, or /proc not mounted).
 pub fn available_bytes() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    parse_mem_available(&text)
+    let system = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|t| parse_mem_available(&t));
+    // The process's own group (cgroup v2: the `0::/path` line of /proc/self/cgroup), which
+    // is "/" inside a container's namespace.
+    let own = std::fs::read_to_string("/proc/self/cgroup")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("0::").map(|p| p.trim().to_string()))
+        })
+        .unwrap_or_default();
+    let read = |name: &str| {
+        let dir = own.trim_end_matches('/');
+        std::fs::read_to_string(format!("/sys/fs/cgroup{dir}/{name}")).ok()
+    };
+    let group = cgroup_room(
+        read("memory.max").as_deref(),
+        read("memory.current").as_deref(),
+    );
+    match (system, group) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// The room under a cgroup v2 memory cap: `max` less `current`; `None` without a cap ("max").
+fn cgroup_room(max: Option<&str>, current: Option<&str>) -> Option<u64> {
+    let max: u64 = max?.trim().parse().ok()?;
+    let current: u64 = current.and_then(|c| c.trim().parse().ok()).unwrap_or(0);
+    Some(max.saturating_sub(current))
 }
 
 fn parse_mem_available(meminfo: &str) -> Option<u64> {
@@ -61,6 +91,14 @@ mod tests {
         let text = "MemTotal:       16000000 kB\nMemFree:  100 kB\nMemAvailable:    8388608 kB\n";
         assert_eq!(parse_mem_available(text), Some(8 << 30));
         assert_eq!(parse_mem_available("MemTotal: 1 kB\n"), None);
+    }
+
+    #[test]
+    fn a_control_group_cap_counts_only_when_there_is_one() {
+        assert_eq!(cgroup_room(Some("max\n"), Some("100\n")), None);
+        assert_eq!(cgroup_room(Some("1000\n"), Some("100\n")), Some(900));
+        assert_eq!(cgroup_room(Some("1000"), None), Some(1000));
+        assert_eq!(cgroup_room(None, Some("1")), None);
     }
 
     #[test]
