@@ -70,7 +70,7 @@ fn parse_mem_available(meminfo: &str) -> Option<u64> {
 pub fn check_fits(what: &str, needed: u64, available: Option<u64>) -> Result<(), String> {
     match available {
         Some(free) if needed > free => Err(format!(
-            "{what} needs about {} of memory, and this machine has {} available",
+            "{what} needs about {} of memory, and {} is available to this process",
             gib(needed),
             gib(free)
         )),
@@ -108,7 +108,7 @@ mod tests {
         let e = check_fits("a 32768x32768 image", largest, Some(8 << 30)).unwrap_err();
         assert_eq!(
             e,
-            "a 32768x32768 image needs about 64.0 GiB of memory, and this machine has 8.0 GiB available"
+            "a 32768x32768 image needs about 64.0 GiB of memory, and 8.0 GiB is available to this process"
         );
         assert!(check_fits("x", 1 << 20, Some(8 << 30)).is_ok());
         assert!(
