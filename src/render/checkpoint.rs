@@ -118,7 +118,7 @@ pub fn write(path: &Path, header: &CheckpointHeader, film: &Film) -> Result<(), 
     Ok(())
 }
 
-/// [`write`], and when that fails (a full disk, the folder gone), the same file in
+/// [`write()`], and when that fails (a full disk, the folder gone), the same file in
 /// `rescue_dir` (the system's temporary folder), so that a stopped render keeps what it can
 /// resume from. Returns where the file is and, when it was rescued, why the first place
 /// failed; the error when both failed.
