@@ -231,3 +231,29 @@ fn materials_of_several_libraries_are_merged() {
         .collect();
     assert_eq!(names, ["b", "a"]);
 }
+
+/// A material defined twice (in one library or two) is named in a warning: which definition a
+/// face gets depends on where its `usemtl` stands, and that was silent.
+#[test]
+fn a_material_defined_twice_is_a_warning_naming_both_places() {
+    let dir = tempfile::tempdir().unwrap();
+    let mtl = write(
+        dir.path(),
+        "m.mtl",
+        "newmtl paint\nKd 1 0 0\nnewmtl paint\nKd 0 1 0\n",
+    );
+    let obj = write(dir.path(), "s.obj", obj_using("m.mtl", &["paint"]));
+    let s = load(&obj);
+    let m = mtl.display().to_string();
+    let twice: Vec<&String> = s
+        .report
+        .warnings
+        .iter()
+        .filter(|w| w.contains("material paint is defined again"))
+        .collect();
+    assert_eq!(twice.len(), 1, "{:?}", s.report.warnings);
+    assert!(twice[0].starts_with(&m) && twice[0].contains(&format!("(first in {m})")));
+    // The faces after the library get the last definition, as before.
+    let used = s.groups[0].face_materials[0] as usize;
+    assert_eq!(s.materials[used].diffuse, Vec3::new(0.0, 1.0, 0.0));
+}

@@ -228,7 +228,15 @@ impl<'a> Assembler<'a> {
             let text = String::from_utf8_lossy(&bytes);
             for material in mtl::parse_library(&path, &text, &mut self.libraries.warnings)? {
                 let index = self.libraries.materials.len() as u32;
-                self.libraries.by_name.insert(material.name.clone(), index);
+                if let Some(earlier) = self.libraries.by_name.insert(material.name.clone(), index) {
+                    // As before: `usemtl` statements after this library name the new one.
+                    self.libraries.warnings.push(format!(
+                        "{}: material {} is defined again (first in {}); usemtl statements after this library use this definition",
+                        path.display(),
+                        material.name,
+                        self.libraries.sources[earlier as usize].display()
+                    ));
+                }
                 self.libraries.materials.push(material);
                 self.libraries.sources.push(path.clone());
             }
