@@ -231,25 +231,31 @@ impl Camera {
         let Ok(file) = std::fs::File::open(path) else {
             return Ok(None);
         };
+        let mut found: Option<(usize, Camera)> = None;
         for (n, line) in std::io::BufReader::new(file)
             .lines()
             .take(64)
             .map_while(Result::ok)
             .enumerate()
         {
-            match Camera::from_hint(&line) {
-                None => continue,
-                Some(Ok(cam)) => return Ok(Some(cam)),
-                Some(Err(why)) => {
-                    return Err(CameraHintError {
-                        path: path.to_path_buf(),
-                        line: n + 1,
-                        why,
-                    })
+            let fail = |why: String| CameraHintError {
+                path: path.to_path_buf(),
+                line: n + 1,
+                why,
+            };
+            match (Camera::from_hint(&line), found) {
+                (None, _) => continue,
+                (Some(Err(why)), _) => return Err(fail(why)),
+                // Which one was meant cannot be known: neither is used silently.
+                (Some(Ok(_)), Some((first, _))) => {
+                    return Err(fail(format!(
+                        "a second camera comment (the first is on line {first}); keep one"
+                    )))
                 }
+                (Some(Ok(cam)), None) => found = Some((n + 1, cam)),
             }
         }
-        Ok(None)
+        Ok(found.map(|(_, cam)| cam))
     }
 }
 
@@ -290,6 +296,23 @@ mod tests {
             err("# gasworks camera: eye 1 2 3 lookat 0 0 0").starts_with("unknown word \"lookat\"")
         );
         assert_eq!(err("# gasworks camera: fov 40"), "no `eye X Y Z`");
+    }
+
+    #[test]
+    fn a_file_with_two_camera_comments_is_refused_naming_both_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("two.obj");
+        let hint = "# gasworks camera: eye 0 0 3 look_at 0 0 0 up 0 1 0 fov 40";
+        std::fs::write(&path, format!("{hint}\nv 0 0 0\n{hint}\n")).unwrap();
+        let e = Camera::hint_from_obj(&path).unwrap_err().to_string();
+        assert!(
+            e.contains("two.obj:3: bad camera comment")
+                && e.contains("a second camera comment (the first is on line 1)"),
+            "{e}"
+        );
+        std::fs::write(&path, format!("# a scene\n{hint}\nv 0 0 0\n")).unwrap();
+        let cam = Camera::hint_from_obj(&path).unwrap().unwrap();
+        assert_eq!(cam.fov_y_deg, 40.0);
     }
 
     #[test]
