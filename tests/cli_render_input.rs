@@ -177,20 +177,24 @@ fn a_malformed_camera_comment_is_refused_by_file_and_line() {
     )
     .unwrap();
     let png = dir.path().join("out.png");
-    let out = Command::new(env!("CARGO_BIN_EXE_gasworks"))
-        .args(["render", obj.to_str().unwrap(), "-o", png.to_str().unwrap()])
-        .args([
-            "--backend",
-            "cpu",
-            "--width",
-            "8",
-            "--height",
-            "8",
-            "--spp",
-            "1",
-        ])
-        .output()
-        .unwrap();
+    let render_typo = |camera: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_gasworks"))
+            .args(["render", obj.to_str().unwrap(), "-o", png.to_str().unwrap()])
+            .args([
+                "--backend",
+                "cpu",
+                "--width",
+                "8",
+                "--height",
+                "8",
+                "--spp",
+                "1",
+            ])
+            .args(camera)
+            .output()
+            .unwrap()
+    };
+    let out = render_typo(&[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
@@ -201,30 +205,16 @@ fn a_malformed_camera_comment_is_refused_by_file_and_line() {
     assert!(!png.exists());
 
     // Flags that give the whole camera do not need the comment: a warning, and the render.
-    let out = Command::new(env!("CARGO_BIN_EXE_gasworks"))
-        .args(["render", obj.to_str().unwrap(), "-o", png.to_str().unwrap()])
-        .args([
-            "--backend",
-            "cpu",
-            "--width",
-            "8",
-            "--height",
-            "8",
-            "--spp",
-            "1",
-        ])
-        .args([
-            "--eye",
-            "0,0,3",
-            "--look-at",
-            "0,0,0",
-            "--up",
-            "0,1,0",
-            "--fov",
-            "40",
-        ])
-        .output()
-        .unwrap();
+    let out = render_typo(&[
+        "--eye",
+        "0,0,3",
+        "--look-at",
+        "0,0,0",
+        "--up",
+        "0,1,0",
+        "--fov",
+        "40",
+    ]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(
