@@ -11,9 +11,11 @@
 //! What the loader accepts, repairs with one warning (naming the file, the first line and
 //! the count), and refuses is listed in `docs/obj-loader.md`. In short:
 //! - exactly one [`Group`](super::Group) per `o`/`g` section that holds faces; faces keep their own
-//!   `usemtl` material; polygons are fans;
+//!   `usemtl` material; convex polygons are fans, concave ones are split by ear clipping
+//!   ([`polygon`]);
 //! - repaired with a warning: normal or texture indices that point nowhere (the attribute is
-//!   dropped for those faces), faces of fewer than 3 vertices (skipped), `usemtl` without a
+//!   dropped for those faces), faces of fewer than 3 vertices (skipped), faces that cross
+//!   themselves or concave faces of more than 4096 corners (kept as fans), `usemtl` without a
 //!   name (default material), vertices with a non-finite coordinate (the triangles that use
 //!   them are dropped), a missing MTL file or texture, an unknown material, `l`/`p`
 //!   statements and vertex colours (ignored);
@@ -23,6 +25,7 @@
 mod assemble;
 mod mtl;
 mod parse;
+mod polygon;
 mod read;
 
 use std::collections::HashMap;
@@ -274,7 +277,11 @@ fn parse_block(
         });
         at.add(c);
     }
-    let outs: Vec<ChunkOut> = inputs.into_par_iter().map(parse::parse_chunk).collect();
+    let mut outs: Vec<ChunkOut> = inputs.into_par_iter().map(parse::parse_chunk).collect();
+    // Every vertex a face of this block can use is in place now.
+    let positions = &pools.positions;
+    outs.par_iter_mut()
+        .for_each(|out| polygon::split_concave(out, positions));
     for out in outs {
         assembler.absorb(out)?;
     }
@@ -547,6 +554,25 @@ fn tally_warnings(path: &Path, tally: &Tally, non_finite_dropped: usize) -> Vec<
             )
         ),
     );
+    warn(
+        &t.self_intersecting_polygons,
+        format!(
+            "{} or {} over {}: no split into triangles is right, so {} split as fans from the first corner and may cover the wrong area",
+            counted(t.self_intersecting_polygons.count, "face crosses", "faces cross"),
+            if t.self_intersecting_polygons.count == 1 { "folds" } else { "fold" },
+            if t.self_intersecting_polygons.count == 1 { "itself" } else { "themselves" },
+            if t.self_intersecting_polygons.count == 1 { "it is" } else { "they are" },
+        ),
+    );
+    warn(
+        &t.huge_concave_polygons,
+        format!(
+            "{} more than {} corners, too many to split by ear clipping: {} split as fans from the first corner and may cover the wrong area",
+            counted(t.huge_concave_polygons.count, "concave face has", "concave faces have"),
+            polygon::MAX_EAR_CLIPPED_CORNERS,
+            if t.huge_concave_polygons.count == 1 { "it is" } else { "they are" },
+        ),
+    );
     warnings
 }
 
@@ -626,7 +652,10 @@ mod tests {
             "newmtl red\nKd 1 0 0\nnewmtl lamp\nKe 1 1 1\n",
         )
         .unwrap();
-        let mut text = String::from("mtllib m.mtl\n");
+        // An L-shaped face's corners first, used by the last group: a concave face split in
+        // a later chunk than its vertices.
+        let mut text =
+            String::from("mtllib m.mtl\nv 0 0 5\nv 2 0 5\nv 2 1 5\nv 1 1 5\nv 1 2 5\nv 0 2 5\n");
         for g in 0..12 {
             text += &format!("g part{g}\n");
             for i in 0..20 {
@@ -655,6 +684,7 @@ mod tests {
                 }
             }
         }
+        text += "g wall\nf 2 3 4 5 6 1\n";
         let path = dir.path().join("s.obj");
         std::fs::write(&path, &text).unwrap();
         let opts = LoadOptions { quiet: true };
@@ -672,10 +702,24 @@ mod tests {
             }
             assert_eq!(s.report.warnings, reference.report.warnings);
         }
-        assert_eq!(reference.groups.len(), 12);
-        assert_eq!(reference.triangle_count(), 12 * 38);
-        assert!(reference
-            .groups
+        assert_eq!(reference.groups.len(), 13);
+        assert_eq!(reference.triangle_count(), 12 * 38 + 4);
+        // The L split inside its outline: the fan from (2, 0) would hold (1.2, 1.2).
+        let wall = &reference.groups[12];
+        let area: f32 = wall
+            .indices
+            .iter()
+            .map(|t| {
+                let [a, b, c] = t.map(|i| wall.positions[i as usize]);
+                (b - a).cross(c - a).z / 2.0
+            })
+            .sum();
+        assert_eq!(area, 3.0);
+        assert!(wall.indices.iter().all(|t| {
+            let [a, b, c] = t.map(|i| wall.positions[i as usize]);
+            (b - a).cross(c - a).z >= 0.0
+        }));
+        assert!(reference.groups[..12]
             .iter()
             .all(|g| g.normals.len() == g.positions.len()));
     }

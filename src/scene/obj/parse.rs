@@ -65,7 +65,7 @@ pub struct Occurrences {
 }
 
 impl Occurrences {
-    fn note(&mut self, line: usize) {
+    pub(super) fn note(&mut self, line: usize) {
         if self.count == 0 {
             self.first_line = line;
         }
@@ -106,6 +106,12 @@ pub struct Tally {
     pub non_finite_normals: Occurrences,
     /// `vt` lines with a component that is not finite (read as 0).
     pub non_finite_uvs: Occurrences,
+    /// Faces that cross or overlap themselves, so no split into triangles is right (kept as
+    /// fans; see [`super::polygon`]).
+    pub self_intersecting_polygons: Occurrences,
+    /// Concave faces with more corners than [`super::polygon::MAX_EAR_CLIPPED_CORNERS`]
+    /// (kept as fans).
+    pub huge_concave_polygons: Occurrences,
 }
 
 impl Tally {
@@ -120,6 +126,10 @@ impl Tally {
         self.non_finite_positions.merge(&later.non_finite_positions);
         self.non_finite_normals.merge(&later.non_finite_normals);
         self.non_finite_uvs.merge(&later.non_finite_uvs);
+        self.self_intersecting_polygons
+            .merge(&later.self_intersecting_polygons);
+        self.huge_concave_polygons
+            .merge(&later.huge_concave_polygons);
     }
 }
 
@@ -140,12 +150,25 @@ pub enum Event {
 #[derive(Debug, Default)]
 pub struct ChunkOut {
     pub events: Vec<Event>,
-    /// Three corners per triangle (faces are fans: corners 0, i, i + 1), in file order.
+    /// Three corners per triangle (faces are fans: corners 0, i, i + 1), in file order, until
+    /// [`super::polygon::split_concave`] re-splits the concave faces among [`Self::polygons`].
     pub corners: Vec<Corner>,
+    /// Where each face of 4 or more corners went in [`Self::corners`], in file order.
+    pub polygons: Vec<Polygon>,
     pub tally: Tally,
     /// The first error of the chunk; parsing stopped there, and every event above comes
     /// from lines before it.
     pub error: Option<LoadError>,
+}
+
+/// A face of 4 or more corners, split as a fan into `corners - 2` triangles that start at
+/// `first` in [`ChunkOut::corners`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Polygon {
+    pub first: usize,
+    pub corners: usize,
+    /// The face's line, for warnings.
+    pub line: usize,
 }
 
 /// Whitespace between words. `\n` never occurs inside a line.
@@ -827,6 +850,13 @@ impl ChunkParser<'_> {
             face.iter_mut().for_each(|c| c.vn = DROPPED);
         }
         let triangles = face.len() - 2;
+        if face.len() > 3 {
+            self.out.polygons.push(Polygon {
+                first: self.out.corners.len(),
+                corners: face.len(),
+                line: self.line,
+            });
+        }
         self.out.corners.reserve(3 * triangles);
         for i in 1..face.len() - 1 {
             self.out
