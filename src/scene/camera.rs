@@ -1,7 +1,7 @@
 //! A pinhole camera. Both backends generate primary rays from the same [`CameraFrame`], so
 //! one pixel and one jitter give the same ray on the CPU and on the GPU.
 
-use glam::Vec3;
+use glam::{DVec3, Vec3};
 
 use super::Bounds;
 
@@ -91,16 +91,33 @@ impl Camera {
         if !(self.fov_y_deg > 0.0 && self.fov_y_deg < 180.0) {
             return Err(CameraError::BadFov(self.fov_y_deg));
         }
-        let dir = self.look_at - self.eye;
-        if dir.length_squared() == 0.0 {
+        // The checks in f64: the squared lengths of f32 vectors overflow past about 1.8e19 (an
+        // eye 1e30 away, an up vector of 1e30) and underflow below about 1e-19 (an up vector
+        // of 1e-30), where the directions are still well defined.
+        let dir64 = self.look_at.as_dvec3() - self.eye.as_dvec3();
+        if dir64 == DVec3::ZERO {
             return Err(CameraError::ZeroViewDirection);
         }
-        let w = dir.normalize();
-        let right = w.cross(self.up);
-        if right.length_squared() < 1e-12 {
+        let up64 = self.up.as_dvec3();
+        if up64 == DVec3::ZERO {
             return Err(CameraError::UpParallelToView);
         }
-        let right = right.normalize();
+        let w64 = dir64.normalize();
+        // The sine of the angle between up and the view direction.
+        let right64 = w64.cross(up64.normalize());
+        if right64.length_squared() < 1e-12 {
+            return Err(CameraError::UpParallelToView);
+        }
+        // The vectors themselves in f32 as before wherever f32 holds them, so that a camera
+        // renders the same image bit for bit as in earlier versions; from the f64 ones where
+        // f32 squares overflow or underflow.
+        let dir = self.look_at - self.eye;
+        let right = dir.normalize().cross(self.up);
+        let (w, right) = if dir.length_squared().is_normal() && right.length_squared().is_normal() {
+            (dir.normalize(), right.normalize())
+        } else {
+            (w64.as_vec3(), right64.normalize().as_vec3())
+        };
         let up = right.cross(w);
         let half = (self.fov_y_deg.to_radians() * 0.5).tan();
         let aspect = width as f32 / height.max(1) as f32;
@@ -346,6 +363,62 @@ mod tests {
         cam.look_at = Vec3::Z;
         cam.fov_y_deg = 180.0;
         assert_eq!(cam.frame(8, 8), Err(CameraError::BadFov(180.0)));
+        cam.fov_y_deg = 40.0;
+        cam.up = Vec3::ZERO;
+        assert_eq!(cam.frame(8, 8), Err(CameraError::UpParallelToView));
+    }
+
+    /// Directions are directions at any scale: vectors whose f32 squared length overflows or
+    /// underflows give the frame they point to (they gave a zero or "parallel" frame).
+    #[test]
+    fn huge_and_tiny_vectors_give_the_frame_they_point_to() {
+        let reference = Camera {
+            eye: Vec3::ZERO,
+            look_at: Vec3::Z,
+            up: Vec3::Y,
+            fov_y_deg: 40.0,
+        }
+        .frame(16, 8)
+        .unwrap();
+        let close = |a: &CameraFrame, b: &CameraFrame| {
+            (a.u - b.u).length() < 1e-6
+                && (a.v - b.v).length() < 1e-6
+                && (a.w - b.w).length() < 1e-6
+        };
+        for (eye, look_at, up) in [
+            (Vec3::ZERO, Vec3::Z, Vec3::new(0.0, 1e30, 0.0)),
+            (Vec3::ZERO, Vec3::Z, Vec3::new(0.0, 1e-30, 0.0)),
+            (Vec3::ZERO, Vec3::new(0.0, 0.0, 1e30), Vec3::Y),
+            (Vec3::new(0.0, 0.0, -1e30), Vec3::ZERO, Vec3::Y),
+            (
+                Vec3::ZERO,
+                Vec3::new(0.0, 0.0, 1e-30),
+                Vec3::new(1e-3, 1e25, 0.0),
+            ),
+        ] {
+            let f = Camera {
+                eye,
+                look_at,
+                up,
+                fov_y_deg: 40.0,
+            }
+            .frame(16, 8)
+            .unwrap();
+            assert!(close(&f, &reference), "{eye} {look_at} {up}: {f:?}");
+        }
+        // Rolled a quarter turn: an up vector mostly along x.
+        let rolled = Camera {
+            eye: Vec3::ZERO,
+            look_at: Vec3::Z,
+            up: Vec3::new(1e30, 1.0, 0.0),
+            fov_y_deg: 40.0,
+        }
+        .frame(8, 8)
+        .unwrap();
+        assert!(
+            (rolled.v.normalize() - Vec3::X).length() < 1e-6,
+            "{rolled:?}"
+        );
     }
 
     fn corners(b: &Bounds) -> impl Iterator<Item = Vec3> + '_ {
