@@ -280,3 +280,96 @@ fn carriage_return_line_ends_are_refused_naming_them() {
     );
     assert!(load_obj(&crlf, &LoadOptions { quiet: true }).is_ok());
 }
+
+/// Files that are not OBJ text (an image, a compressed OBJ, another model format, binary
+/// data) are refused by what they are, not at whichever line the parser first choked on.
+#[test]
+fn files_that_are_not_obj_text_are_refused_by_what_they_are() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, bytes, what) in [
+        (
+            "render.png",
+            b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR".to_vec(),
+            "the file is a PNG image, not Wavefront OBJ text",
+        ),
+        (
+            "scene.obj.gz",
+            b"\x1f\x8b\x08\x08\0\0\0\0".to_vec(),
+            "the file is gzip-compressed, not Wavefront OBJ text: decompress it first (gunzip)",
+        ),
+        (
+            "model.glb",
+            b"glTF\x02\0\0\0".to_vec(),
+            "the file is a binary glTF (.glb) model, not Wavefront OBJ text: export it as OBJ",
+        ),
+        (
+            "cube.ply",
+            b"ply\nformat ascii 1.0\nelement vertex 8\n".to_vec(),
+            "the file is a PLY model",
+        ),
+        (
+            "blob.bin",
+            [b"v 0 0 0\n".as_slice(), &[0, 1, 2, 3]].concat(),
+            "the file is binary data (a NUL byte at byte 8), not Wavefront OBJ text",
+        ),
+    ] {
+        let path = write(dir.path(), name, &bytes);
+        let e = load_err(&path);
+        assert!(matches!(e, LoadError::NotText { .. }), "{name}: {e}");
+        assert!(
+            e.to_string()
+                .starts_with(&format!("{}: {what}", path.display())),
+            "{e}"
+        );
+    }
+    // A device that never ends and never has a line end: refused at once, not read on.
+    let e = load_err(Path::new("/dev/zero"));
+    assert_eq!(
+        e.to_string(),
+        "/dev/zero: the file is binary data (a NUL byte at byte 0), not Wavefront OBJ text"
+    );
+}
+
+/// Binary data past the first block (a file damaged by a crash, padded with zeros) is an
+/// error at its line, not lines silently skipped.
+#[test]
+fn nul_bytes_after_the_start_are_an_error_at_their_line() {
+    let mut text = String::new();
+    for i in 0..300_000 {
+        text += &format!("v {i} 0 0\n");
+    }
+    text += "f 1 2 3\n";
+    let line = 300_002;
+    let mut bytes = text.into_bytes();
+    bytes.extend_from_slice(b"f 1 2\0\0\0 3\nf 1 2 3\n");
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), "damaged.obj", &bytes);
+    let e = load_err(&path);
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "{}:{line}: a NUL byte: the file holds binary data here (is it damaged?)",
+            path.display()
+        )
+    );
+}
+
+/// A material library that is not MTL text is refused naming it.
+#[test]
+fn a_material_library_that_is_not_mtl_text_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mtl = write(dir.path(), "m.mtl", b"\x89PNG\r\n\x1a\n\0\0");
+    let obj = write(
+        dir.path(),
+        "s.obj",
+        format!("mtllib m.mtl\n{TRIANGLE}f 1 2 3\n"),
+    );
+    let e = load_err(&obj);
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "{}: the file is a PNG image, not Wavefront MTL text",
+            mtl.display()
+        )
+    );
+}

@@ -211,11 +211,46 @@ impl Checkpointer {
 
 /// Reads a resume file: its header and film, checked whole (magic, sizes, hash).
 pub fn read(path: &Path) -> Result<(CheckpointHeader, Film), CheckpointError> {
-    let bytes = std::fs::read(path).map_err(|source| CheckpointError::Io {
+    let bytes = read_bytes(path).map_err(|source| CheckpointError::Io {
         path: path.to_path_buf(),
         what: "cannot read the resume file",
         source,
     })?;
+    parse(path, &bytes)
+}
+
+/// The longest header read; a real one is a few hundred bytes.
+const MAX_HEADER_BYTES: u64 = 1 << 20;
+
+/// A resume file's bytes, read no further than its header says the file reaches (and one
+/// byte more, to see a longer file): a wrong `--resume` path (`/dev/zero`, a video) must not
+/// fill the memory. What is read is [`parse`]d as if it were the whole file.
+fn read_bytes(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut file = std::io::BufReader::new(std::fs::File::open(path)?);
+    let mut bytes = Vec::new();
+    let head = MAGIC.len() + 4;
+    (&mut file).take(head as u64).read_to_end(&mut bytes)?;
+    if bytes.len() < head || &bytes[..MAGIC.len()] != MAGIC {
+        return Ok(bytes);
+    }
+    let json_len = u32::from_le_bytes(bytes[MAGIC.len()..head].try_into().expect("4 bytes"));
+    (&mut file)
+        .take(u64::from(json_len).min(MAX_HEADER_BYTES))
+        .read_to_end(&mut bytes)?;
+    // After an unreadable header, or one with a window out of bounds, at most as much again:
+    // `parse` refuses the header, or the checksum of a file cut short.
+    let pixels = serde_json::from_slice::<CheckpointHeader>(&bytes[head..])
+        .ok()
+        .map(|h| [h.window[2], h.window[3]])
+        .filter(|wh| wh.iter().all(|&s| s <= crate::render::MAX_IMAGE_SIDE))
+        .map_or(MAX_HEADER_BYTES, |[w, h]| u64::from(w) * u64::from(h) * 16);
+    (&mut file).take(pixels + 8 + 1).read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+/// Checks and decodes the bytes of a resume file.
+fn parse(path: &Path, bytes: &[u8]) -> Result<(CheckpointHeader, Film), CheckpointError> {
     let damaged = |why: String| CheckpointError::Damaged {
         path: path.to_path_buf(),
         why,
@@ -411,5 +446,20 @@ mod tests {
             e.contains("r.gasworks-resume") && e.contains("a 4294967295x4294967295 window"),
             "{e}"
         );
+
+        // A good file with more after it: read one byte past its end, and refused.
+        let mut longer = good.clone();
+        longer.extend_from_slice(&[7; 4096]);
+        std::fs::write(&path, &longer).unwrap();
+        assert_eq!(read_bytes(&path).unwrap().len(), good.len() + 1);
+        let e = read(&path).unwrap_err().to_string();
+        assert!(e.contains("damaged resume file"), "{e}");
+    }
+
+    /// A wrong `--resume` path that never ends is read only as far as its start.
+    #[test]
+    fn an_endless_file_is_not_read_whole() {
+        let e = read(Path::new("/dev/zero")).unwrap_err().to_string();
+        assert!(e.contains("/dev/zero: not a gasworks resume file"), "{e}");
     }
 }

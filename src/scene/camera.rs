@@ -249,7 +249,9 @@ impl Camera {
             return Ok(None);
         };
         let mut found: Option<(usize, Camera)> = None;
-        for (n, line) in std::io::BufReader::new(file)
+        // The hint is among the first lines: a bounded read, so that a file without line
+        // ends (`/dev/zero`) is left for the loader to refuse.
+        for (n, line) in std::io::BufReader::new(std::io::Read::take(file, 1 << 20))
             .lines()
             .take(64)
             .map_while(Result::ok)

@@ -91,6 +91,9 @@ pub enum LoadError {
         path: PathBuf,
         encoding: &'static str,
     },
+    /// Not OBJ or MTL text: another format (by its first bytes) or binary data (NUL bytes).
+    #[error("{}: the file is {what}", path.display())]
+    NotText { path: PathBuf, what: String },
     /// Lines that end in a carriage return alone (classic Mac OS): the file reads as one line.
     #[error("{}: its lines end in a carriage return alone (classic Mac OS), so it reads as one line; OBJ lines end in LF or CRLF: convert it (e.g. tr '\\r' '\\n' < old.obj > new.obj)", path.display())]
     CarriageReturnLines { path: PathBuf },
@@ -110,6 +113,7 @@ impl LoadError {
             | LoadError::NotFinite { path, .. }
             | LoadError::Empty { path, .. }
             | LoadError::Encoding { path, .. }
+            | LoadError::NotText { path, .. }
             | LoadError::CarriageReturnLines { path }
             | LoadError::TooLarge { path, .. } => path,
         }
@@ -184,6 +188,13 @@ fn load_with(
             return Err(LoadError::Encoding {
                 path: path.to_path_buf(),
                 encoding,
+            });
+        }
+        // Its start only: binary data further on is an error at its line (a damaged file).
+        if let Some(what) = read::not_text(&first[..first.len().min(4096)], "OBJ") {
+            return Err(LoadError::NotText {
+                path: path.to_path_buf(),
+                what,
             });
         }
         // A first block (megabytes, or the whole file) with carriage returns and no line feed.

@@ -208,7 +208,7 @@ impl<'a> Assembler<'a> {
             if !self.libraries.loaded.insert(path.clone()) {
                 continue;
             }
-            let bytes = match std::fs::read(&path) {
+            let bytes = match read_library(&path) {
                 Ok(bytes) => bytes,
                 Err(e) => {
                     self.libraries.warnings.push(format!(
@@ -223,6 +223,12 @@ impl<'a> Assembler<'a> {
                 return Err(LoadError::Encoding {
                     path: path.clone(),
                     encoding,
+                });
+            }
+            if let Some(what) = super::read::not_text(&bytes, "MTL") {
+                return Err(LoadError::NotText {
+                    path: path.clone(),
+                    what,
                 });
             }
             let text = String::from_utf8_lossy(&bytes);
@@ -282,6 +288,30 @@ impl<'a> Assembler<'a> {
             triangles_parsed: self.triangles_parsed,
         }
     }
+}
+
+/// The largest material library read (a big one is megabytes).
+const MAX_LIBRARY_BYTES: usize = 256 << 20;
+
+/// A material library's bytes, refused past [`MAX_LIBRARY_BYTES`]: an MTL file is
+/// kilobytes, and one named by mistake (`mtllib /dev/zero`) must not fill the memory.
+fn read_library(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let limit = MAX_LIBRARY_BYTES;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?
+        .take(limit as u64 + 1)
+        .read_to_end(&mut bytes)?;
+    if bytes.len() > limit {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "it is larger than {} MiB, which no material library is",
+                limit >> 20
+            ),
+        ));
+    }
+    Ok(bytes)
 }
 
 /// The file names of an `mtllib` statement: separated by whitespace, where a backslash

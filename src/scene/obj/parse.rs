@@ -517,8 +517,19 @@ pub fn parse_chunk(input: ChunkInput<'_>) -> ChunkOut {
         out: ChunkOut::default(),
         face: Vec::with_capacity(8),
     };
+    // No text holds a NUL byte: past one, the file is damaged or binary (a first block that
+    // holds one is refused whole before parsing).
+    let nul = memchr::memchr(0, input.text);
+    let mut offset = 0;
     for line in lines(input.text) {
         p.line += 1;
+        offset += line.len() + 1;
+        if nul.is_some_and(|at| at < offset) {
+            p.out.error = Some(p.syntax(
+                "a NUL byte: the file holds binary data here (is it damaged?)".to_string(),
+            ));
+            break;
+        }
         if let Err(error) = p.statement(line) {
             p.out.error = Some(error);
             break;

@@ -36,6 +36,66 @@ pub fn wide_encoding(bytes: &[u8]) -> Option<&'static str> {
 /// The UTF-8 byte-order mark, which some Windows tools write: skipped.
 pub const UTF8_BOM: &[u8] = &[0xEF, 0xBB, 0xBF];
 
+/// The longest line read: a face of millions of corners is shorter. Past this, the file is
+/// not OBJ text (`/dev/zero`, one huge blob without line ends), and reading on for a line end
+/// would only fill the memory.
+pub const MAX_LINE_BYTES: usize = 256 << 20;
+
+/// Formats that get mistaken for OBJ or MTL text, by their first bytes: what the file is, and
+/// what to do about it.
+const OTHER_FORMATS: &[(&[u8], &str, &str)] = &[
+    (b"\x89PNG\r\n\x1a\n", "a PNG image", ""),
+    (b"\xff\xd8\xff", "a JPEG image", ""),
+    (b"\x76\x2f\x31\x01", "an OpenEXR image", ""),
+    (b"#?RADIANCE", "a Radiance HDR image", ""),
+    (b"glTF", "a binary glTF (.glb) model", ": export it as OBJ"),
+    (b"Kaydara FBX Binary", "an FBX model", ": export it as OBJ"),
+    (b"ply\n", "a PLY model", ": export it as OBJ"),
+    (b"ply\r\n", "a PLY model", ": export it as OBJ"),
+    (b"solid ", "an STL model", ": export it as OBJ"),
+    (
+        b"\x1f\x8b",
+        "gzip-compressed",
+        ": decompress it first (gunzip)",
+    ),
+    (
+        b"\xfd7zXZ\x00",
+        "xz-compressed",
+        ": decompress it first (unxz)",
+    ),
+    (
+        b"\x28\xb5\x2f\xfd",
+        "zstd-compressed",
+        ": decompress it first (unzstd)",
+    ),
+    (
+        b"BZh",
+        "bzip2-compressed",
+        ": decompress it first (bunzip2)",
+    ),
+    (b"PK\x03\x04", "a zip archive", ": extract it first (unzip)"),
+    (
+        b"7z\xbc\xaf\x27\x1c",
+        "a 7-Zip archive",
+        ": extract it first",
+    ),
+    (b"\x7fELF", "a program (ELF)", ""),
+];
+
+/// Why the start of a file shows it is not OBJ or MTL text (`expected`: "OBJ" or "MTL"), as
+/// the end of a sentence that begins "the file is": a known format by its first bytes, or
+/// binary data by a NUL byte (which no text file holds; UTF-16 is told apart before).
+pub fn not_text(bytes: &[u8], expected: &str) -> Option<String> {
+    if let Some((_, what, advice)) = OTHER_FORMATS
+        .iter()
+        .find(|(magic, ..)| bytes.starts_with(magic))
+    {
+        return Some(format!("{what}, not Wavefront {expected} text{advice}"));
+    }
+    memchr::memchr(0, bytes)
+        .map(|at| format!("binary data (a NUL byte at byte {at}), not Wavefront {expected} text"))
+}
+
 /// Hands out the file in blocks of about `block` bytes that end at a line end (the last block
 /// ends where the file does). Blocks are owned buffers, so that the next one can be read while
 /// the last one is parsed; spent buffers are handed back for reuse.
@@ -45,6 +105,8 @@ pub struct BlockReader<R: Read> {
     carry: Vec<u8>,
     block: usize,
     eof: bool,
+    /// [`MAX_LINE_BYTES`] (smaller in tests).
+    max_line: usize,
 }
 
 impl<R: Read> BlockReader<R> {
@@ -54,6 +116,7 @@ impl<R: Read> BlockReader<R> {
             carry: Vec::new(),
             block: block.max(1),
             eof: false,
+            max_line: MAX_LINE_BYTES,
         }
     }
 
@@ -79,6 +142,20 @@ impl<R: Read> BlockReader<R> {
                 self.carry.extend_from_slice(&buf[last + 1..]);
                 buf.truncate(last + 1);
                 return Ok(Some(buf));
+            }
+            // No line end: binary data, which the caller refuses by its NUL bytes, so there is
+            // no point reading on for a line end that may never come.
+            if memchr::memchr(0, &buf).is_some() {
+                return Ok(Some(buf));
+            }
+            if buf.len() >= self.max_line {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!(
+                        "a line longer than {} MiB; OBJ lines are short: is it an OBJ file?",
+                        self.max_line >> 20
+                    ),
+                ));
             }
             // A single line longer than a block: read on.
             self.block *= 2;
@@ -142,6 +219,47 @@ mod tests {
             }
         }
         assert!(blocks(b"", 8).is_empty());
+    }
+
+    #[test]
+    fn endless_lines_stop_at_a_nul_byte_or_the_line_limit() {
+        // Binary data without a line end comes back as a block, to be refused by its NUL.
+        let zeros = std::io::repeat(0).take(1 << 30);
+        let mut r = BlockReader::new(zeros, 1 << 10);
+        assert_eq!(r.next_block(Vec::new()).unwrap().unwrap().len(), 1 << 10);
+        // Text without a line end stops at the limit, not at the end of the memory.
+        let letters = std::io::repeat(b'a').take(1 << 30);
+        let mut r = BlockReader::new(letters, 1 << 10);
+        r.max_line = 4 << 20;
+        let e = r.next_block(Vec::new()).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+        assert!(e.to_string().contains("a line longer than 4 MiB"), "{e}");
+        // A long line under the limit is read whole.
+        let mut text = vec![b'#'; 3 << 20];
+        text.push(b'\n');
+        let mut r = BlockReader::new(text.as_slice(), 1 << 10);
+        r.max_line = 4 << 20;
+        assert_eq!(r.next_block(Vec::new()).unwrap().unwrap(), text);
+    }
+
+    #[test]
+    fn files_that_are_not_text_are_named() {
+        let png = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR";
+        assert_eq!(
+            not_text(png, "OBJ").as_deref(),
+            Some("a PNG image, not Wavefront OBJ text")
+        );
+        assert_eq!(
+            not_text(b"\x1f\x8b\x08\0", "MTL").as_deref(),
+            Some("gzip-compressed, not Wavefront MTL text: decompress it first (gunzip)")
+        );
+        assert_eq!(
+            not_text(b"v 0 0 0\n\0\0", "OBJ").as_deref(),
+            Some("binary data (a NUL byte at byte 8), not Wavefront OBJ text")
+        );
+        assert_eq!(not_text(b"v 0 0 0\nf 1 1 1\n", "OBJ"), None);
+        assert_eq!(not_text(b"# solid wall\nv 0 0 0\n", "OBJ"), None);
+        assert_eq!(not_text(b"", "OBJ"), None);
     }
 
     #[test]
