@@ -222,6 +222,72 @@ fn a_malformed_camera_comment_is_refused_by_file_and_line() {
         "{stderr}"
     );
     assert!(png.exists());
+    // So do the other commands that take a camera: image-stats (its scene mask) and cpu-bench.
+    let whole_camera = [
+        "--eye",
+        "0,0,3",
+        "--look-at",
+        "0,0,0",
+        "--up",
+        "0,1,0",
+        "--fov",
+        "40",
+    ];
+    let exr = dir.path().join("out.exr");
+    let out = Command::new(env!("CARGO_BIN_EXE_gasworks"))
+        .args([
+            "render",
+            obj.to_str().unwrap(),
+            "-o",
+            exr.to_str().unwrap(),
+            "-q",
+        ])
+        .args(["--width", "8", "--height", "8", "--spp", "1"])
+        .args(whole_camera)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for command in [
+        vec![
+            "image-stats",
+            exr.to_str().unwrap(),
+            "--mask-scene",
+            obj.to_str().unwrap(),
+        ],
+        vec![
+            "cpu-bench",
+            obj.to_str().unwrap(),
+            "--width",
+            "8",
+            "--height",
+            "8",
+            "--spp",
+            "1",
+            "--repeat",
+            "1",
+            "--threads",
+            "1",
+        ],
+    ] {
+        for (camera, ok) in [(&[][..], false), (&whole_camera[..], true)] {
+            let out = Command::new(env!("CARGO_BIN_EXE_gasworks"))
+                .args(&command)
+                .args(camera)
+                .output()
+                .unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.success(), ok, "{command:?} {camera:?}: {stderr}");
+            assert!(
+                stderr.contains("typo.obj:2: bad camera comment"),
+                "{command:?}: {stderr}"
+            );
+            assert_eq!(stderr.contains("warning: "), ok, "{command:?}: {stderr}");
+        }
+    }
     // info says it too.
     let out = Command::new(env!("CARGO_BIN_EXE_gasworks"))
         .args(["info", obj.to_str().unwrap()])

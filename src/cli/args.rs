@@ -7,6 +7,7 @@ use crate::optix::accel::AccelOptions;
 use crate::optix::pathtracer::OptixOptions;
 use crate::optix::plan::{Assign, MergeOptions, ScratchMode};
 use crate::optix::{ContextOptions, OptixError};
+use crate::scene::camera::CameraHintError;
 use crate::scene::{Bounds, Camera};
 
 /// A duration: seconds (`600`, `90s`), minutes (`10m`) or hours (`2h`), above zero.
@@ -98,6 +99,26 @@ impl CameraArgs {
     /// Whether the flags give every value of the camera (a scene's own is then not used).
     pub fn overrides_all(&self) -> bool {
         self.eye.is_some() && self.look_at.is_some() && self.up.is_some() && self.fov.is_some()
+    }
+
+    /// The scene's own camera (its `# gasworks camera:` comment), if any. A malformed one is
+    /// an error, unless the flags give every camera value: it would not be used, so it goes
+    /// to `warn` instead.
+    pub fn scene_hint(
+        &self,
+        scene: &std::path::Path,
+        warn: impl FnOnce(String),
+    ) -> Result<Option<Camera>, CameraHintError> {
+        match Camera::hint_from_obj(scene) {
+            Ok(hint) => Ok(hint),
+            Err(e) if self.overrides_all() => {
+                warn(format!(
+                    "{e} (not used: --eye, --look-at, --up and --fov give the whole camera)"
+                ));
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Where [`CameraArgs::camera`]'s values come from, for the user.

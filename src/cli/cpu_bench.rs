@@ -21,10 +21,11 @@ use rayon::prelude::*;
 
 use super::args::CameraArgs;
 use super::build_bench::git_commit;
+use super::console::Verbosity;
 use crate::bench_report::{write_csv, CpuBenchRow, Statistic, Stats};
 use crate::cpu::{CpuBackend, SceneBvh};
 use crate::render::{Film, RenderSettings, Tile, TileRenderer};
-use crate::scene::{obj, Camera, Group, Material, MaterialKind, Scene};
+use crate::scene::{obj, Group, Material, MaterialKind, Scene};
 use crate::sched::cputime::process_cpu_seconds;
 
 #[derive(Args, Debug)]
@@ -210,7 +211,7 @@ fn bench_scene(
             .camera(
                 &scene.bounds(),
                 match path {
-                    Some(p) => Camera::hint_from_obj(p)?,
+                    Some(p) => a.camera.scene_hint(p, |w| Verbosity::Normal.warn(w))?,
                     None => None,
                 },
                 a.width,

@@ -18,6 +18,7 @@ use clap::Args;
 use serde::Serialize;
 
 use super::args::CameraArgs;
+use super::console::Verbosity;
 use crate::cpu::first_hit::light_or_background;
 use crate::cpu::SceneBvh;
 use crate::render::output::to_srgb8;
@@ -176,7 +177,7 @@ impl Masker {
             bvh: SceneBvh::build(&scene),
             scene,
             camera_args: camera.clone(),
-            scene_camera: Camera::hint_from_obj(path)?,
+            scene_camera: camera.scene_hint(path, |w| Verbosity::Normal.warn(w))?,
             margin,
             masks: HashMap::new(),
         })

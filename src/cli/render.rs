@@ -840,19 +840,10 @@ pub(super) fn print_load_warnings(a: &RenderArgs, scene: &Scene, out: Verbosity)
     }
 }
 
-/// The scene's own camera (its `# gasworks camera:` comment), if any. A malformed one is an
-/// error, unless the flags give every camera value: it would not be used, so it is a warning.
+/// The scene's own camera (its `# gasworks camera:` comment), if any: see
+/// [`super::args::CameraArgs::scene_hint`].
 pub(super) fn scene_camera(a: &RenderArgs, out: Verbosity) -> anyhow::Result<Option<Camera>> {
-    match Camera::hint_from_obj(&a.scene) {
-        Ok(hint) => Ok(hint),
-        Err(e) if a.camera.overrides_all() => {
-            out.warn(format_args!(
-                "{e} (not used: --eye, --look-at, --up and --fov give the whole camera)"
-            ));
-            Ok(None)
-        }
-        Err(e) => Err(e.into()),
-    }
+    Ok(a.camera.scene_hint(&a.scene, |w| out.warn(w))?)
 }
 
 /// The settings of the render: the image, the samples and the camera (printed with -v, as the
