@@ -397,3 +397,28 @@ fn comments_after_numbers_are_ignored_but_names_keep_their_hashes() {
     assert_eq!(s.materials[red].name, "Material #25");
     assert_eq!(s.materials[red].diffuse, Vec3::new(1.0, 0.0, 0.0));
 }
+
+/// A backslash at the end of a statement line continues it on the next (the OBJ format's line
+/// continuation, which Blender reads); a comment ending in one does not swallow the next line;
+/// errors after it still name the file's own line numbers.
+#[test]
+fn backslash_continues_a_statement_on_the_next_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = "# exported from C:\\models\\\nv 0 0 0\nv 1 0 0\nv 1 1 0\nv 0 1 \\\n  0\nf 1 2 \\\r\n 3 4\n";
+    let s = load(&write(dir.path(), "continued.obj", text));
+    assert_eq!(s.triangle_count(), 2);
+    assert!(other_warnings(&s).is_empty(), "{:?}", s.report.warnings);
+    let bad = write(
+        dir.path(),
+        "bad.obj",
+        format!("{text}f 1 2 \\\n  3 \\\n  9\nf 1 2 3\n"),
+    );
+    let e = load_obj(&bad, &LoadOptions { quiet: true }).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "{}:9: face (f): vertex index 9 is out of range (only 4 defined before this line)",
+            bad.display()
+        )
+    );
+}

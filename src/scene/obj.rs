@@ -695,7 +695,8 @@ mod tests {
                 }
             }
         }
-        text += "g wall\nf 2 3 4 5 6 1\n";
+        // Continued over three lines, so the tiny blocks and chunks must not cut it.
+        text += "g wall\nf 2 3 4 \\\n5 6 \\\r\n1\n";
         let path = dir.path().join("s.obj");
         std::fs::write(&path, &text).unwrap();
         let opts = LoadOptions { quiet: true };

@@ -177,23 +177,79 @@ fn is_space(b: u8) -> bool {
     matches!(b, b' ' | b'\t' | b'\r' | b'\x0b' | b'\x0c')
 }
 
-/// The lines of a chunk, without their `\n`. A chunk that does not end in `\n` (the file's
-/// last line) yields its tail as a last line.
-pub fn lines(text: &[u8]) -> impl Iterator<Item = &[u8]> {
+/// Whether a line of the file (without its `\n`) ends in a backslash (before an optional `\r`):
+/// then the line after it goes on with it, unless it is a comment. Blocks and chunks are never
+/// cut after such a line ([`super::read`]).
+#[inline]
+pub fn ends_in_backslash(line: &[u8]) -> bool {
+    matches!(line, [.., b'\\'] | [.., b'\\', b'\r'])
+}
+
+/// The next line of the file in `rest` (without its `\n`), and the bytes it takes.
+#[inline]
+fn next_physical(rest: &[u8]) -> (&[u8], usize) {
+    match memchr::memchr(b'\n', rest) {
+        Some(end) => (&rest[..end], end + 1),
+        None => (rest, rest.len()),
+    }
+}
+
+/// Calls `each(line, lines, bytes)` for the lines of a chunk in order, until it returns false:
+/// `line` without line ends, `lines` and `bytes` what it spans of the file (line ends
+/// included). A chunk that does not end in `\n` (the file's last line) yields its tail as a
+/// last line.
+///
+/// A statement line that ends in a backslash goes on in the next line, as the OBJ format says
+/// (Blender reads it so): they are joined, the backslash and line end read as one space. A
+/// comment line that ends in a backslash does not continue: a Windows path at the end of a
+/// comment must not swallow the vertex on the next line. Chunks without a backslash (nearly
+/// all) take a plain loop.
+#[inline]
+pub fn for_each_line(text: &[u8], mut each: impl FnMut(&[u8], usize, usize) -> bool) {
     let mut rest = text;
-    std::iter::from_fn(move || {
-        if rest.is_empty() {
-            return None;
-        }
-        match memchr::memchr(b'\n', rest) {
-            Some(end) => {
-                let line = &rest[..end];
-                rest = &rest[end + 1..];
-                Some(line)
+    if memchr::memchr(b'\\', text).is_none() {
+        while !rest.is_empty() {
+            let (line, used) = next_physical(rest);
+            rest = &rest[used..];
+            if !each(line, 1, used) {
+                return;
             }
-            None => Some(std::mem::take(&mut rest)),
         }
-    })
+        return;
+    }
+    let mut joined = Vec::new();
+    while !rest.is_empty() {
+        let (first, used) = next_physical(rest);
+        rest = &rest[used..];
+        if !ends_in_backslash(first) || trim(first).first() == Some(&b'#') {
+            if !each(first, 1, used) {
+                return;
+            }
+            continue;
+        }
+        let (mut lines, mut bytes) = (1, used);
+        joined.clear();
+        let mut part = first;
+        while ends_in_backslash(part) {
+            let cut = part.len() - if part.ends_with(b"\r") { 2 } else { 1 };
+            joined.extend_from_slice(&part[..cut]);
+            joined.push(b' ');
+            if rest.is_empty() {
+                // The end of the file: the line goes on to nothing.
+                part = b"";
+                break;
+            }
+            let (next, used) = next_physical(rest);
+            rest = &rest[used..];
+            part = next;
+            lines += 1;
+            bytes += used;
+        }
+        joined.extend_from_slice(part);
+        if !each(&joined, lines, bytes) {
+            return;
+        }
+    }
 }
 
 /// The kinds of element lines, as the counting pass and the parser both see them.
@@ -230,15 +286,16 @@ fn element_of(line: &[u8]) -> Option<(Element, &[u8])> {
 /// Counts a chunk's lines and its `v`, `vt` and `vn` statements.
 pub fn count(text: &[u8]) -> Counts {
     let mut c = Counts::default();
-    for line in lines(text) {
-        c.lines += 1;
+    for_each_line(text, |line, lines, _| {
+        c.lines += lines;
         match element_of(line) {
             Some((Element::Position, _)) => c.v += 1,
             Some((Element::TexCoord, _)) => c.vt += 1,
             Some((Element::Normal, _)) => c.vn += 1,
             None => {}
         }
-    }
+        true
+    });
     c
 }
 
@@ -521,20 +578,23 @@ pub fn parse_chunk(input: ChunkInput<'_>) -> ChunkOut {
     // holds one is refused whole before parsing).
     let nul = memchr::memchr(0, input.text);
     let mut offset = 0;
-    for line in lines(input.text) {
+    for_each_line(input.text, |line, lines, bytes| {
+        // Errors name the first line of a continued statement.
         p.line += 1;
-        offset += line.len() + 1;
+        offset += bytes;
         if nul.is_some_and(|at| at < offset) {
             p.out.error = Some(p.syntax(
                 "a NUL byte: the file holds binary data here (is it damaged?)".to_string(),
             ));
-            break;
+            return false;
         }
         if let Err(error) = p.statement(line) {
             p.out.error = Some(error);
-            break;
+            return false;
         }
-    }
+        p.line += lines - 1;
+        true
+    });
     p.out
 }
 
@@ -946,6 +1006,43 @@ mod tests {
         assert!(p.out.error.is_none(), "{:?}", p.out.error);
         assert_eq!(p.positions[2], Vec3::ZERO);
         assert_eq!(p.normals[0], Vec3::Z);
+    }
+
+    /// A backslash at the end of a statement line continues it on the next line, as the OBJ
+    /// format says (Blender reads it so); comments do not continue; line numbers stay those of
+    /// the file.
+    #[test]
+    fn backslashes_continue_statements_but_not_comments() {
+        let text = "v 0 0 0\nv 1 \\\n 0 0\r\nv 1 1 \\\r\n0\r\nv 0 1 0\nf 1 2\\\n3 \\\n \\\n4\n# C:\\models\\\nv 5 5 5\nf 1 2 x\n";
+        let c = count(text.as_bytes());
+        assert_eq!(c.lines, 13);
+        assert_eq!(c.v, 5);
+        let p = parse(text);
+        assert_eq!(
+            p.positions,
+            [Vec3::ZERO, Vec3::X, Vec3::ONE, Vec3::Y]
+                .map(|p| p.with_z(0.0))
+                .into_iter()
+                .chain([Vec3::splat(5.0)])
+                .collect::<Vec<_>>()
+        );
+        let c = |v| Corner {
+            v,
+            vt: NONE,
+            vn: NONE,
+        };
+        assert_eq!(p.out.corners, [c(0), c(1), c(2), c(0), c(2), c(3)]);
+        assert_eq!(
+            p.out.events,
+            [Event::Triangles { count: 2, line: 7 }],
+            "the face's first line"
+        );
+        let e = p.out.error.expect("the bad face");
+        assert_eq!(e.line(), Some(13), "{e}");
+        // At the end of the text, a continuation continues onto nothing.
+        let p = parse("v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3 \\");
+        assert!(p.out.error.is_none());
+        assert_eq!(p.out.corners.len(), 3);
     }
 
     #[test]

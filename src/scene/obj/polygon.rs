@@ -42,6 +42,15 @@ pub fn split_concave(out: &mut ChunkOut, positions: &[Vec3]) {
         let Some(fan) = out.corners.get_mut(first..first + 3 * (corners - 2)) else {
             continue;
         };
+        // Most faces of 4 or more corners are convex quadrilaterals: checked in place.
+        if corners == 4 {
+            let quad = [fan[0], fan[1], fan[2], fan[5]].map(|c| positions.get(c.v as usize));
+            if let [Some(a), Some(b), Some(c), Some(d)] = quad {
+                if quad_fan_is_right([*a, *b, *c, *d]) {
+                    continue;
+                }
+            }
+        }
         // The fan (0 1 2) (0 2 3) (0 3 4) ... gives back the corners in order.
         ring.clear();
         ring.extend_from_slice(&fan[..2]);
@@ -117,13 +126,8 @@ impl Splitter {
         if n < 4 || !face.iter().all(|p| p.is_finite()) {
             return Split::Fan;
         }
-        if n == 4 {
-            // The common case, quickly: a quadrilateral's fan is right when its two triangles
-            // turn the same way (a reflex corner 1 or 3 folds one over the other).
-            let [a, b, c, d] = [face[0], face[1], face[2], face[3]].map(|p| p.as_dvec3());
-            if (b - a).cross(c - a).dot((c - a).cross(d - a)) > 0.0 {
-                return Split::Fan;
-            }
+        if n == 4 && quad_fan_is_right([face[0], face[1], face[2], face[3]]) {
+            return Split::Fan;
         }
         if !self.project(face) {
             return Split::Fan;
@@ -323,6 +327,15 @@ impl Splitter {
                 && inside_or_on(p, a, b, c)
         })
     }
+}
+
+/// The common case, quickly: a quadrilateral's fan (0 1 2) (0 2 3) is right when its two
+/// triangles turn the same way (a reflex corner 1 or 3 folds one over the other; at 0 or 2 the
+/// fan's diagonal is the right one). False for non-finite corners.
+#[inline]
+fn quad_fan_is_right(quad: [Vec3; 4]) -> bool {
+    let [a, b, c, d] = quad.map(|p| p.as_dvec3());
+    (b - a).cross(c - a).dot((c - a).cross(d - a)) > 0.0
 }
 
 /// Whether `p` lies inside the counter-clockwise triangle (a, b, c) or on its edges.

@@ -6,6 +6,8 @@
 
 use std::io::{self, Read};
 
+use super::parse::ends_in_backslash;
+
 /// The text encodings recognised (and refused) by their byte-order mark or their NUL bytes:
 /// OBJ is ASCII/UTF-8, and without this check a UTF-16 file parses as "no triangles".
 pub fn wide_encoding(bytes: &[u8]) -> Option<&'static str> {
@@ -138,7 +140,7 @@ impl<R: Read> BlockReader<R> {
             if self.eof {
                 return Ok(Some(buf));
             }
-            if let Some(last) = memchr::memrchr(b'\n', &buf) {
+            if let Some(last) = last_cut(&buf) {
                 self.carry.extend_from_slice(&buf[last + 1..]);
                 buf.truncate(last + 1);
                 return Ok(Some(buf));
@@ -163,14 +165,39 @@ impl<R: Read> BlockReader<R> {
     }
 }
 
+/// The last line end in `bytes` where a block may end: one whose line does not end in a
+/// backslash, since a continued line is parsed with the next ([`super::parse::for_each_line`]).
+fn last_cut(bytes: &[u8]) -> Option<usize> {
+    let mut end = bytes.len();
+    while let Some(at) = memchr::memrchr(b'\n', &bytes[..end]) {
+        if !ends_in_backslash(&bytes[..at]) {
+            return Some(at);
+        }
+        end = at;
+    }
+    None
+}
+
+/// The first line end in `bytes` at or after `from` where a chunk may end (as [`last_cut`]).
+fn first_cut(bytes: &[u8], mut from: usize) -> Option<usize> {
+    while let Some(i) = memchr::memchr(b'\n', &bytes[from..]) {
+        let at = from + i;
+        if !ends_in_backslash(&bytes[..at]) {
+            return Some(at);
+        }
+        from = at + 1;
+    }
+    None
+}
+
 /// Cuts a block into chunks of about `target` bytes, each ending at a line end.
 pub fn split_chunks(block: &[u8], target: usize) -> Vec<&[u8]> {
     let mut chunks = Vec::with_capacity(block.len() / target.max(1) + 1);
     let mut rest = block;
     while rest.len() > target {
-        match memchr::memchr(b'\n', &rest[target..]) {
-            Some(i) => {
-                let (chunk, after) = rest.split_at(target + i + 1);
+        match first_cut(rest, target) {
+            Some(at) => {
+                let (chunk, after) = rest.split_at(at + 1);
                 chunks.push(chunk);
                 rest = after;
             }
@@ -260,6 +287,34 @@ mod tests {
         assert_eq!(not_text(b"v 0 0 0\nf 1 1 1\n", "OBJ"), None);
         assert_eq!(not_text(b"# solid wall\nv 0 0 0\n", "OBJ"), None);
         assert_eq!(not_text(b"", "OBJ"), None);
+    }
+
+    /// A line that ends in a backslash goes on in the next, so no block or chunk ends there.
+    #[test]
+    fn blocks_and_chunks_never_end_inside_a_continued_line() {
+        let text = b"v 1 \\\n2 3\nf 1 \\\r\n 1 \\\n1\n# c:\\\nv 0 0 0\n\\\n\\\nx\nlast \\";
+        let continued = |piece: &[u8]| ends_in_backslash(&piece[..piece.len() - 1]);
+        for size in 1..text.len() + 2 {
+            let b = blocks(text, size);
+            assert_eq!(b.concat(), text, "block {size}");
+            for block in &b[..b.len() - 1] {
+                assert!(
+                    !continued(block),
+                    "block {size}: {:?}",
+                    String::from_utf8_lossy(block)
+                );
+            }
+            let chunks = split_chunks(text, size);
+            assert_eq!(chunks.concat(), text, "chunk {size}");
+            for chunk in &chunks[..chunks.len() - 1] {
+                assert_eq!(chunk.last(), Some(&b'\n'));
+                assert!(
+                    !continued(chunk),
+                    "chunk {size}: {:?}",
+                    String::from_utf8_lossy(chunk)
+                );
+            }
+        }
     }
 
     #[test]
