@@ -49,6 +49,7 @@ pub fn parse_library(
     // and that material is lost.
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let canonical = check_library(path, text)?;
+    warn_about_texture_options(path, text, warnings);
     let unnamed: Vec<usize> = canonical
         .lines()
         .enumerate()
@@ -219,10 +220,17 @@ pub fn check_library(path: &Path, text: &str) -> Result<String, LoadError> {
 /// The file name of a texture statement, without the MTL options (`-s 1 1 1`, `-clamp on`...)
 /// that may precede it.
 fn strip_texture_options(rest: &str) -> String {
+    split_texture_options(rest).1
+}
+
+/// A texture statement's options, each with its arguments, and its file name.
+fn split_texture_options(rest: &str) -> (Vec<(&str, Vec<&str>)>, String) {
     let words: Vec<&str> = rest.split_whitespace().collect();
+    let mut options = Vec::new();
     let mut i = 0;
     while i < words.len() && words[i].starts_with('-') && words[i].len() > 1 {
         let option = words[i];
+        let first_arg = i + 1;
         i += 1;
         // Options take one word (on/off, a channel, a number) or up to three numbers.
         let max_args = match option {
@@ -241,8 +249,71 @@ fn strip_texture_options(rest: &str) -> String {
             i += 1;
             taken += 1;
         }
+        options.push((option, words[first_arg..i].to_vec()));
     }
-    words[i.min(words.len())..].join(" ")
+    (options, words[i.min(words.len())..].join(" "))
+}
+
+/// Whether a `map_Kd` option changes how the texture looks, which gasworks does not apply
+/// (it maps a texture once per unit of texture coordinates, wrapping, values as they are):
+/// an offset or scale other than the identity, turbulence, a value range other than 0 1,
+/// clamping, colour correction. Blending, bump and resolution options change nothing here.
+fn changes_the_look(option: &str, args: &[&str]) -> bool {
+    let values: Vec<f32> = args.iter().filter_map(|a| a.parse().ok()).collect();
+    // u and v only: w addresses 3D textures.
+    let uv = |identity: f32| values.iter().take(2).any(|&v| v != identity);
+    match option {
+        "-o" | "-t" => uv(0.0),
+        "-s" => uv(1.0),
+        "-mm" => {
+            values.first().is_some_and(|&b| b != 0.0) || values.get(1).is_some_and(|&g| g != 1.0)
+        }
+        "-clamp" | "-cc" => args.first() == Some(&"on"),
+        _ => false,
+    }
+}
+
+/// One warning for a library's `map_Kd` statements with options that gasworks does not apply
+/// (see [`changes_the_look`]), naming the first, its material and the count.
+fn warn_about_texture_options(path: &Path, text: &str, warnings: &mut Vec<String>) {
+    let mut material = "";
+    let mut first: Option<(usize, String, String)> = None;
+    let mut count = 0;
+    for (index, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if let Some(name) = line.strip_prefix("newmtl") {
+            material = name.trim();
+            continue;
+        }
+        let Some(rest) = line.strip_prefix("map_Kd") else {
+            continue;
+        };
+        let (options, _) = split_texture_options(rest);
+        let ignored: Vec<String> = options
+            .iter()
+            .filter(|(o, args)| changes_the_look(o, args))
+            .map(|(o, args)| {
+                std::iter::once(*o)
+                    .chain(args.iter().copied())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .collect();
+        if ignored.is_empty() {
+            continue;
+        }
+        count += 1;
+        first.get_or_insert((index + 1, material.to_string(), ignored.join(" ")));
+    }
+    if let Some((line, material, options)) = first {
+        warnings.push(format!(
+            "{}:{line}: {} options that gasworks does not apply ({options}, in material {material}{}): {} mapped once per unit of texture coordinates, wrapping, without offset, scale, turbulence, clamping or value changes",
+            path.display(),
+            if count == 1 { "1 map_Kd statement has".to_string() } else { format!("{count} map_Kd statements have") },
+            if count == 1 { "" } else { ", the first" },
+            if count == 1 { "its texture is" } else { "their textures are" },
+        ));
+    }
 }
 
 fn vec3(v: Option<[f32; 3]>, default: Vec3) -> Vec3 {
@@ -562,6 +633,37 @@ mod tests {
         )
         .unwrap();
         assert_eq!(c, "newmtl a\nKd 0.5 0.5 0.5\nmap_Kd tex ture.png\nd 0.5\n");
+    }
+
+    /// Options that change a texture's look and are not applied are one warning for the
+    /// library, naming the first and its material; identity values and harmless options none.
+    #[test]
+    fn texture_options_that_are_not_applied_are_one_warning() {
+        let mut warnings = Vec::new();
+        let text = "newmtl plain\nmap_Kd -s 1 1 1 -o 0 0 -blendu off -bm 0.5 -clamp off a.png\nnewmtl wood\nKd 1 1 1\nmap_Kd -s 4 4 1 wood.png\nnewmtl tiles\nmap_Kd -clamp on -mm 0.1 0.9 tiles.png\n";
+        let materials = parse_library(Path::new("t.mtl"), text, &mut warnings).unwrap();
+        assert_eq!(materials[1].diffuse_texture.as_deref(), Some("wood.png"));
+        assert_eq!(
+            warnings,
+            ["t.mtl:5: 2 map_Kd statements have options that gasworks does not apply (-s 4 4 1, in material wood, the first): their textures are mapped once per unit of texture coordinates, wrapping, without offset, scale, turbulence, clamping or value changes"]
+        );
+        let mut warnings = Vec::new();
+        parse_library(
+            Path::new("t.mtl"),
+            &text[..text.find("newmtl tiles").unwrap()],
+            &mut warnings,
+        )
+        .unwrap();
+        assert_eq!(warnings.len(), 1);
+        assert!(warnings[0].starts_with("t.mtl:5: 1 map_Kd statement has options that gasworks does not apply (-s 4 4 1, in material wood): its texture is"), "{}", warnings[0]);
+        let mut warnings = Vec::new();
+        parse_library(
+            Path::new("t.mtl"),
+            &text[..text.find("newmtl wood").unwrap()],
+            &mut warnings,
+        )
+        .unwrap();
+        assert!(warnings.is_empty(), "{warnings:?}");
     }
 
     #[test]
