@@ -49,7 +49,7 @@ pub fn parse_library(
     // and that material is lost.
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let canonical = check_library(path, text)?;
-    warn_about_texture_options(path, text, warnings);
+    warn_about_what_is_not_applied(path, text, warnings);
     let unnamed: Vec<usize> = canonical
         .lines()
         .enumerate()
@@ -273,47 +273,108 @@ fn changes_the_look(option: &str, args: &[&str]) -> bool {
     }
 }
 
-/// One warning for a library's `map_Kd` statements with options that gasworks does not apply
-/// (see [`changes_the_look`]), naming the first, its material and the count.
-fn warn_about_texture_options(path: &Path, text: &str, warnings: &mut Vec<String>) {
+/// MTL statements that gasworks reads past without applying, grouped by what is lost, with
+/// what the image shows instead.
+const NOT_APPLIED: &[(&[&str], &str)] = &[
+    (
+        &["map_d", "map_D", "map_opacity"],
+        "opacity maps: cut-outs (leaves, fences, chains) render as solid faces",
+    ),
+    (
+        &[
+            "map_bump", "map_Bump", "bump", "norm", "map_norm", "map_Norm",
+        ],
+        "bump and normal maps: surfaces render smooth",
+    ),
+    (
+        &["disp", "map_disp"],
+        "displacement maps: surfaces render flat",
+    ),
+    (
+        &[
+            "map_Ks", "map_Ns", "map_ns", "map_NS", "map_Pr", "map_Pm", "map_RMA", "map_ORM",
+        ],
+        "specular, roughness and metallic maps: the material's constant values are used",
+    ),
+    (
+        &["map_Ke"],
+        "emission maps: the material's constant Ke is used",
+    ),
+    (&["refl"], "reflection maps"),
+];
+
+/// One warning per kind of statement in a library that gasworks does not apply, naming the
+/// first and its material and the count: `map_Kd` options that change the texture's look
+/// ([`changes_the_look`]) and the maps in [`NOT_APPLIED`].
+fn warn_about_what_is_not_applied(path: &Path, text: &str, warnings: &mut Vec<String>) {
+    /// The first occurrence (line, material, detail) and the count of one kind.
+    #[derive(Default)]
+    struct Seen {
+        first: Option<(usize, String, String)>,
+        count: usize,
+    }
+    impl Seen {
+        fn note(&mut self, line: usize, material: &str, detail: String) {
+            self.count += 1;
+            self.first
+                .get_or_insert_with(|| (line, material.to_string(), detail));
+        }
+    }
     let mut material = "";
-    let mut first: Option<(usize, String, String)> = None;
-    let mut count = 0;
+    let mut options = Seen::default();
+    let mut maps: Vec<Seen> = NOT_APPLIED.iter().map(|_| Seen::default()).collect();
     for (index, line) in text.lines().enumerate() {
         let line = line.trim();
-        if let Some(name) = line.strip_prefix("newmtl") {
-            material = name.trim();
-            continue;
-        }
-        let Some(rest) = line.strip_prefix("map_Kd") else {
+        let Some(keyword) = line.split_whitespace().next() else {
             continue;
         };
-        let (options, _) = split_texture_options(rest);
-        let ignored: Vec<String> = options
-            .iter()
-            .filter(|(o, args)| changes_the_look(o, args))
-            .map(|(o, args)| {
-                std::iter::once(*o)
-                    .chain(args.iter().copied())
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            })
-            .collect();
-        if ignored.is_empty() {
-            continue;
+        let rest = &line[keyword.len()..];
+        if keyword == "newmtl" {
+            material = rest.trim();
+        } else if keyword == "map_Kd" {
+            let ignored: Vec<String> = split_texture_options(rest)
+                .0
+                .iter()
+                .filter(|(o, args)| changes_the_look(o, args))
+                .map(|(o, args)| [&[*o][..], args].concat().join(" "))
+                .collect();
+            if !ignored.is_empty() {
+                options.note(index + 1, material, ignored.join(" "));
+            }
+        } else if let Some(kind) = NOT_APPLIED.iter().position(|(k, _)| k.contains(&keyword)) {
+            maps[kind].note(index + 1, material, keyword.to_string());
         }
-        count += 1;
-        first.get_or_insert((index + 1, material.to_string(), ignored.join(" ")));
     }
-    if let Some((line, material, options)) = first {
-        warnings.push(format!(
-            "{}:{line}: {} options that gasworks does not apply ({options}, in material {material}{}): {} mapped once per unit of texture coordinates, wrapping, without offset, scale, turbulence, clamping or value changes",
-            path.display(),
-            if count == 1 { "1 map_Kd statement has".to_string() } else { format!("{count} map_Kd statements have") },
-            if count == 1 { "" } else { ", the first" },
-            if count == 1 { "its texture is" } else { "their textures are" },
+    let mut found: Vec<(usize, String)> = Vec::new();
+    if let (Some((line, material, detail)), count) = (options.first, options.count) {
+        found.push((
+            line,
+            format!(
+                "{} options that gasworks does not apply ({detail}, in material {material}{}): {} mapped once per unit of texture coordinates, wrapping, without offset, scale, turbulence, clamping or value changes",
+                if count == 1 { "1 map_Kd statement has".to_string() } else { format!("{count} map_Kd statements have") },
+                if count == 1 { "" } else { ", the first" },
+                if count == 1 { "its texture is" } else { "their textures are" },
+            ),
         ));
     }
+    for (seen, (_, what)) in maps.into_iter().zip(NOT_APPLIED) {
+        if let Some((line, material, keyword)) = seen.first {
+            found.push((
+                line,
+                format!(
+                    "{} not applied ({keyword} in material {material}{}): gasworks does not read {what}",
+                    if seen.count == 1 { "1 statement is".to_string() } else { format!("{} statements are", seen.count) },
+                    if seen.count == 1 { "" } else { ", the first" },
+                ),
+            ));
+        }
+    }
+    found.sort_by_key(|(line, _)| *line);
+    warnings.extend(
+        found
+            .into_iter()
+            .map(|(line, what)| format!("{}:{line}: {what}", path.display())),
+    );
 }
 
 fn vec3(v: Option<[f32; 3]>, default: Vec3) -> Vec3 {
@@ -664,6 +725,23 @@ mod tests {
         )
         .unwrap();
         assert!(warnings.is_empty(), "{warnings:?}");
+    }
+
+    /// Maps gasworks does not read are one warning per kind, in file order, naming the first
+    /// and its material; two statements of one kind in one material count twice.
+    #[test]
+    fn maps_that_are_not_applied_are_one_warning_per_kind() {
+        let mut warnings = Vec::new();
+        let text = "newmtl leaf\nKd 0.2 0.8 0.2\nmap_Kd leaf.png\nmap_d leaf_alpha.png\nmap_bump -bm 0.3 leaf_n.png\nnewmtl chain\nmap_d chain_a.png\nbump chain_h.png\nmap_Ka amb.png\nnewmtl lamp\nKe 1 1 1\nmap_Ke glow.png\n";
+        parse_library(Path::new("t.mtl"), text, &mut warnings).unwrap();
+        assert_eq!(
+            warnings,
+            [
+                "t.mtl:4: 2 statements are not applied (map_d in material leaf, the first): gasworks does not read opacity maps: cut-outs (leaves, fences, chains) render as solid faces",
+                "t.mtl:5: 2 statements are not applied (map_bump in material leaf, the first): gasworks does not read bump and normal maps: surfaces render smooth",
+                "t.mtl:12: 1 statement is not applied (map_Ke in material lamp): gasworks does not read emission maps: the material's constant Ke is used",
+            ]
+        );
     }
 
     #[test]
