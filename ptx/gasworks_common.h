@@ -203,11 +203,13 @@ struct GwMaterial {
     int texture; // index into the texture table, or -1 (no map_Kd)
 };
 
-// One scene::Texture's place in the texel array (16 bytes).
+// One scene::Texture's place in the texel array, and its UvMapping (32 bytes).
 struct GwTexture {
     unsigned long long first_texel; // index of its first texel (3 floats each)
     unsigned int width;
     unsigned int height;
+    float uv_scale[2];
+    float uv_offset[2];
 };
 
 static_assert(sizeof(GwMaterial) == 64, "GwMaterial layout");
@@ -216,8 +218,10 @@ static_assert(GW_OFFSETOF(GwMaterial, shininess) == 28, "GwMaterial.shininess");
 static_assert(GW_OFFSETOF(GwMaterial, ior) == 44, "GwMaterial.ior");
 static_assert(GW_OFFSETOF(GwMaterial, emission) == 48, "GwMaterial.emission");
 static_assert(GW_OFFSETOF(GwMaterial, texture) == 60, "GwMaterial.texture");
-static_assert(sizeof(GwTexture) == 16, "GwTexture layout");
+static_assert(sizeof(GwTexture) == 32, "GwTexture layout");
 static_assert(GW_OFFSETOF(GwTexture, width) == 8, "GwTexture.width");
+static_assert(GW_OFFSETOF(GwTexture, uv_scale) == 16, "GwTexture.uv_scale");
+static_assert(GW_OFFSETOF(GwTexture, uv_offset) == 24, "GwTexture.uv_offset");
 
 GW_INLINE bool is_emissive(const GwMaterial& m) { return max_element(v3_load(m.emission)) > 0.0f; }
 
@@ -234,9 +238,12 @@ GW_INLINE long long rem_euclid_i(long long a, long long m)
     return r < 0 ? r + m : r;
 }
 
-// Texture::sample: bilinear with wrapping; texel rows top (v = 1) first.
-GW_INLINE V3 texture_sample(const GwTexture& t, const float* texels, float u, float v)
+// Texture::sample: bilinear with wrapping; texel rows top (v = 1) first; at the coordinates
+// UvMapping::apply gives (uv * scale + offset).
+GW_INLINE V3 texture_sample(const GwTexture& t, const float* texels, float u_in, float v_in)
 {
+    const float u = u_in * t.uv_scale[0] + t.uv_offset[0];
+    const float v = v_in * t.uv_scale[1] + t.uv_offset[1];
     const long long w = (long long)t.width;
     const long long h = (long long)t.height;
     const float x = rem_euclid1(u) * (float)t.width - 0.5f;

@@ -366,6 +366,7 @@ fn quadrant_texture() -> Texture {
             [0.4, 0.4, 0.9],
             [0.7, 0.1, 0.6],
         ],
+        mapping: gasworks::scene::UvMapping::IDENTITY,
     }
 }
 

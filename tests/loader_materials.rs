@@ -3,9 +3,10 @@
 
 use std::path::{Path, PathBuf};
 
+use gasworks::scene::gen::write_obj;
 use gasworks::scene::obj::{load_obj, LoadOptions};
-use gasworks::scene::{MaterialKind, Scene};
-use glam::Vec3;
+use gasworks::scene::{MaterialKind, Scene, UvMapping};
+use glam::{Vec2, Vec3};
 
 fn write(dir: &Path, name: &str, bytes: impl AsRef<[u8]>) -> PathBuf {
     let path = dir.join(name);
@@ -134,6 +135,56 @@ fn textures_load_relative_to_the_mtl_folder_as_linear_rgb() {
         "{:?}",
         s.report.warnings
     );
+}
+
+/// `map_Kd -s` and `-o` place the texture: a file mapped two ways is two textures (one
+/// decode, texels copied), a mapping used twice one; the mapping survives `gen`'s writer; and
+/// the CPU looks up `uv * scale + offset`.
+#[test]
+fn texture_scale_and_offset_place_the_texture() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "m.mtl",
+        "newmtl plain\nmap_Kd t.png\nnewmtl tiled\nmap_Kd -s 4 2 -o 0.5 0 t.png\nnewmtl tiled_too\nmap_Kd -o 0.5 0 0 -s 4 2 1 t.png\n",
+    );
+    write_png(&dir.path().join("t.png"));
+    let obj = write(
+        dir.path(),
+        "s.obj",
+        obj_using("m.mtl", &["plain", "tiled", "tiled_too"]),
+    );
+    let s = load(&obj);
+    assert!(
+        s.report.warnings.iter().all(|w| !w.contains("map_Kd")),
+        "{:?}",
+        s.report.warnings
+    );
+    assert_eq!(s.textures.len(), 2);
+    assert_eq!(material(&s, "plain").diffuse_texture, Some(0));
+    assert_eq!(material(&s, "tiled").diffuse_texture, Some(1));
+    assert_eq!(material(&s, "tiled_too").diffuse_texture, Some(1));
+    let (plain, tiled) = (&s.textures[0], &s.textures[1]);
+    assert_eq!(plain.mapping, UvMapping::IDENTITY);
+    assert_eq!(tiled.mapping.scale, Vec2::new(4.0, 2.0));
+    assert_eq!(tiled.mapping.offset, Vec2::new(0.5, 0.0));
+    assert_eq!(plain.texels, tiled.texels);
+    for uv in [
+        Vec2::new(0.1, 0.3),
+        Vec2::new(0.7, 0.9),
+        Vec2::new(-0.2, 0.55),
+    ] {
+        assert_eq!(
+            tiled.sample(uv),
+            plain.sample(uv * Vec2::new(4.0, 2.0) + Vec2::new(0.5, 0.0))
+        );
+    }
+    // What the generator writes reads back with the same mappings.
+    let out = tempfile::tempdir().unwrap();
+    let written = write_obj(&s, out.path(), "again").unwrap();
+    let again = load(&written.obj);
+    let mappings = |s: &Scene| s.textures.iter().map(|t| t.mapping).collect::<Vec<_>>();
+    assert_eq!(mappings(&again), mappings(&s));
 }
 
 /// Float textures (EXR, HDR) hold values as stored: above 1, negative or NaN. As a diffuse

@@ -393,6 +393,7 @@ fn sponza_like() -> Scene {
         width: 8,
         height: 8,
         texels,
+        mapping: gasworks::scene::UvMapping::IDENTITY,
     }];
     scene.environment = Some(Environment {
         radiance: Vec3::new(0.6, 0.75, 1.0),

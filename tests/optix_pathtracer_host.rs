@@ -431,7 +431,8 @@ fn assert_device_code_matches_cpu(scene: &Scene, settings: &RenderSettings, tile
     }
 }
 
-/// A 4x4 checker texture with colours, so a wrong texel, wrap or filter shows.
+/// A 4x4 checker texture with colours, so a wrong texel, wrap or filter shows; placed with
+/// a scale and offset (MTL `-s 2 3 -o 0.25 -0.5`), so a wrong mapping shows too.
 fn checker() -> Texture {
     let mut texels = Vec::new();
     for y in 0..4 {
@@ -448,6 +449,10 @@ fn checker() -> Texture {
         width: 4,
         height: 4,
         texels,
+        mapping: gasworks::scene::UvMapping {
+            scale: glam::Vec2::new(2.0, 3.0),
+            offset: glam::Vec2::new(0.25, -0.5),
+        },
     }
 }
 

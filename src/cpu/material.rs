@@ -480,6 +480,7 @@ mod tests {
             width: 1,
             height: 1,
             texels: vec![[0.5, 0.25, 1.0]],
+            mapping: crate::scene::UvMapping::IDENTITY,
         };
         let b = Bsdf::new(&m, &[tex], Some(Vec2::new(0.3, 0.3)), up_frame(Vec3::Z));
         assert!((b.kd - Vec3::new(0.25, 0.25, 1.0)).length() < 1e-6);

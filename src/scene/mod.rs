@@ -137,13 +137,42 @@ impl Material {
     }
 }
 
-/// A decoded texture: linear RGB, row-major, first row at the top of the image (v = 1).
+/// Where a texture lies in texture-coordinate space: `uv * scale + offset` is looked up (the
+/// MTL `map_Kd` options `-s` and `-o`; the identity when absent).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct UvMapping {
+    pub scale: Vec2,
+    pub offset: Vec2,
+}
+
+impl Default for UvMapping {
+    fn default() -> UvMapping {
+        UvMapping::IDENTITY
+    }
+}
+
+impl UvMapping {
+    pub const IDENTITY: UvMapping = UvMapping {
+        scale: Vec2::ONE,
+        offset: Vec2::ZERO,
+    };
+
+    /// The texture coordinates looked up for `uv`. Exact for the identity: `x * 1 + 0` is `x`.
+    #[inline]
+    pub fn apply(&self, uv: Vec2) -> Vec2 {
+        uv * self.scale + self.offset
+    }
+}
+
+/// A decoded texture: linear RGB, row-major, first row at the top of the image (v = 1), and
+/// where it lies in texture-coordinate space.
 #[derive(Clone, Debug)]
 pub struct Texture {
     pub path: String,
     pub width: u32,
     pub height: u32,
     pub texels: Vec<[f32; 3]>,
+    pub mapping: UvMapping,
 }
 
 impl Texture {
@@ -162,6 +191,7 @@ impl Texture {
         if !self.is_consistent() {
             return Vec3::ONE;
         }
+        let uv = self.mapping.apply(uv);
         let w = self.width as i64;
         let h = self.height as i64;
         let x = uv.x.rem_euclid(1.0) * self.width as f32 - 0.5;
@@ -772,6 +802,7 @@ mod tests {
             width: 0,
             height: 4,
             texels: vec![],
+            mapping: crate::scene::UvMapping::IDENTITY,
         });
         assert!(matches!(
             problem(&s),
@@ -783,6 +814,7 @@ mod tests {
             width: 2,
             height: 2,
             texels: vec![[1.0; 3]; 3],
+            mapping: crate::scene::UvMapping::IDENTITY,
         });
         assert!(problem(&s).to_string().contains("short.png"));
 
@@ -815,6 +847,7 @@ mod tests {
                 width,
                 height,
                 texels: vec![[0.5; 3]; n],
+                mapping: crate::scene::UvMapping::IDENTITY,
             };
             assert!(!t.is_consistent());
             assert_eq!(t.sample(Vec2::new(0.3, 0.7)), Vec3::ONE);
@@ -848,6 +881,7 @@ mod tests {
             width: 2,
             height: 1,
             texels: vec![[0.0; 3], [1.0; 3]],
+            mapping: crate::scene::UvMapping::IDENTITY,
         };
         // Texel centres: u = 0.25 -> 0, u = 0.75 -> 1, halfway between -> 0.5.
         assert!((t.sample(Vec2::new(0.25, 0.5)).x - 0.0).abs() < 1e-6);

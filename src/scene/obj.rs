@@ -317,7 +317,13 @@ fn into_scene(path: &Path, assembled: Assembled, vertices: u64) -> Result<Scene,
     for (m, source) in libraries.materials.iter().zip(&libraries.sources) {
         let mut material = mtl::convert(m, &mut warnings, source);
         if let Some(name) = &m.diffuse_texture {
-            material.diffuse_texture = textures.load(source, &m.name, name, &mut warnings);
+            material.diffuse_texture = textures.load(
+                source,
+                &m.name,
+                name,
+                m.diffuse_texture_mapping,
+                &mut warnings,
+            );
         }
         materials.push(material);
     }

@@ -25,14 +25,17 @@ pub struct GwMaterial {
     pub texture: i32,
 }
 
-/// `GwTexture`: where one texture's texels start in the texel array, and its size (16 bytes).
+/// `GwTexture`: where one texture's texels start in the texel array, its size, and its
+/// [`crate::scene::UvMapping`] (32 bytes).
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
 pub struct GwTexture {
     /// Index of its first texel (3 floats each) in the texel array.
     pub first_texel: u64,
     pub width: u32,
     pub height: u32,
+    pub uv_scale: [f32; 2],
+    pub uv_offset: [f32; 2],
 }
 
 /// `GwLight`: one emissive triangle, its vertices in world space (64 bytes).
@@ -174,11 +177,13 @@ mod tests {
 
     #[test]
     fn texture_and_light_layouts_match_the_device() {
-        assert_eq!(size_of::<GwTexture>(), 16);
+        assert_eq!(size_of::<GwTexture>(), 32);
         assert_eq!(align_of::<GwTexture>(), 8);
         assert_eq!(offset_of!(GwTexture, first_texel), 0);
         assert_eq!(offset_of!(GwTexture, width), 8);
         assert_eq!(offset_of!(GwTexture, height), 12);
+        assert_eq!(offset_of!(GwTexture, uv_scale), 16);
+        assert_eq!(offset_of!(GwTexture, uv_offset), 24);
 
         assert_eq!(size_of::<GwLight>(), 64);
         assert_eq!(offset_of!(GwLight, p0), 0);

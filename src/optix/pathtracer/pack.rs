@@ -123,6 +123,8 @@ pub fn pack_textures(textures: &[Texture]) -> (Vec<GwTexture>, Vec<[f32; 3]>) {
             first_texel: texels.len() as u64,
             width: t.width,
             height: t.height,
+            uv_scale: t.mapping.scale.to_array(),
+            uv_offset: t.mapping.offset.to_array(),
         });
         texels.extend_from_slice(&t.texels);
     }
@@ -300,12 +302,14 @@ mod tests {
                 width: 2,
                 height: 1,
                 texels: vec![[0.1, 0.2, 0.3], [0.4, 0.5, 0.6]],
+                mapping: crate::scene::UvMapping::IDENTITY,
             },
             Texture {
                 path: "b.png".into(),
                 width: 1,
                 height: 2,
                 texels: vec![[0.7, 0.8, 0.9], [1.0, 0.0, 0.5]],
+                mapping: crate::scene::UvMapping::IDENTITY,
             },
         ];
         scene

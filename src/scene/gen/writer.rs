@@ -333,7 +333,15 @@ fn write_mtl(
             // Absolute, since the texture was found relative to another library's folder.
             let absolute = std::fs::canonicalize(&texture.path)
                 .unwrap_or_else(|_| PathBuf::from(&texture.path));
-            writeln!(out, "map_Kd {}", absolute.display())?;
+            let m = texture.mapping;
+            let mut options = String::new();
+            if m.scale != glam::Vec2::ONE {
+                options += &format!("-s {:?} {:?} 1 ", m.scale.x, m.scale.y);
+            }
+            if m.offset != glam::Vec2::ZERO {
+                options += &format!("-o {:?} {:?} 0 ", m.offset.x, m.offset.y);
+            }
+            writeln!(out, "map_Kd {options}{}", absolute.display())?;
         }
     }
     out.flush()

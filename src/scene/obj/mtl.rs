@@ -5,10 +5,10 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use glam::Vec3;
+use glam::{Vec2, Vec3};
 
 use super::LoadError;
-use crate::scene::{Material, MaterialKind, Texture};
+use crate::scene::{Material, MaterialKind, Texture, UvMapping};
 
 /// The statements of one `newmtl` block that gasworks uses (later statements override
 /// earlier ones, as in every MTL reader).
@@ -34,6 +34,8 @@ pub struct MtlMaterial {
     pub illumination_model: Option<u8>,
     /// map_Kd, without its options.
     pub diffuse_texture: Option<String>,
+    /// map_Kd's `-s` and `-o` options.
+    pub diffuse_texture_mapping: UvMapping,
 }
 
 /// Checks an MTL library and reads its materials; the first malformed line is an error
@@ -108,7 +110,15 @@ fn read_canonical(canonical: &str) -> Vec<MtlMaterial> {
             "d" => m.dissolve = Some(numbers::<1>(args)[0]),
             "Tr" => m.transparency = Some(numbers::<1>(args)[0]),
             "illum" => m.illumination_model = args.first().and_then(|w| w.parse().ok()),
-            "map_Kd" => m.diffuse_texture = Some(line["map_Kd".len()..].trim().to_string()),
+            "map_Kd" => {
+                // Canonical: scale u v, offset u v, then the file.
+                let [su, sv, ou, ov] = numbers::<4>(args);
+                m.diffuse_texture_mapping = UvMapping {
+                    scale: Vec2::new(su, sv),
+                    offset: Vec2::new(ou, ov),
+                };
+                m.diffuse_texture = Some(args[4.min(args.len())..].join(" "));
+            }
             _ => {}
         }
     }
@@ -201,8 +211,19 @@ pub fn check_library(path: &Path, text: &str) -> Result<String, LoadError> {
                     }
                 }
             }
-            "map_Ka" | "map_Kd" | "map_Ks" | "map_Bump" | "map_bump" | "map_Ns" | "map_ns"
-            | "map_NS" | "bump" | "map_d" => {
+            "map_Kd" => {
+                let (options, file) = split_texture_options(rest);
+                if file.is_empty() {
+                    return Err(syntax(format!("{keyword} without a file name")));
+                }
+                let m = texture_mapping(&options).map_err(syntax)?;
+                format!(
+                    "map_Kd {} {} {} {} {file}",
+                    m.scale.x, m.scale.y, m.offset.x, m.offset.y
+                )
+            }
+            "map_Ka" | "map_Ks" | "map_Bump" | "map_bump" | "map_Ns" | "map_ns" | "map_NS"
+            | "bump" | "map_d" => {
                 let file = strip_texture_options(rest);
                 if file.is_empty() {
                     return Err(syntax(format!("{keyword} without a file name")));
@@ -254,17 +275,38 @@ fn split_texture_options(rest: &str) -> (Vec<(&str, Vec<&str>)>, String) {
     (options, words[i.min(words.len())..].join(" "))
 }
 
-/// Whether a `map_Kd` option changes how the texture looks, which gasworks does not apply
-/// (it maps a texture once per unit of texture coordinates, wrapping, values as they are):
-/// an offset or scale other than the identity, turbulence, a value range other than 0 1,
-/// clamping, colour correction. Blending, bump and resolution options change nothing here.
+/// The [`UvMapping`] of a `map_Kd` statement's options: `-s u [v [w]]` scales and
+/// `-o u [v [w]]` offsets the texture coordinates (a missing v as 1 and 0; w addresses 3D
+/// textures and is ignored). Values that are not finite are an error.
+fn texture_mapping(options: &[(&str, Vec<&str>)]) -> Result<UvMapping, String> {
+    let mut mapping = UvMapping::IDENTITY;
+    for (option, args) in options {
+        let (target, missing) = match *option {
+            "-s" => (&mut mapping.scale, 1.0),
+            "-o" => (&mut mapping.offset, 0.0),
+            _ => continue,
+        };
+        let mut uv = [missing; 2];
+        for (value, arg) in uv.iter_mut().zip(args) {
+            *value = arg
+                .parse::<f32>()
+                .ok()
+                .filter(|v| v.is_finite())
+                .ok_or_else(|| format!("map_Kd {option}: {arg:?} is not a finite number"))?;
+        }
+        *target = Vec2::from(uv);
+    }
+    Ok(mapping)
+}
+
+/// Whether a `map_Kd` option changes how the texture looks in a way gasworks does not apply
+/// (it applies `-s` and `-o`, and maps textures wrapping, values as they are): turbulence, a
+/// value range other than 0 1, clamping, colour correction. Blending, bump and resolution
+/// options change nothing here.
 fn changes_the_look(option: &str, args: &[&str]) -> bool {
     let values: Vec<f32> = args.iter().filter_map(|a| a.parse().ok()).collect();
-    // u and v only: w addresses 3D textures.
-    let uv = |identity: f32| values.iter().take(2).any(|&v| v != identity);
     match option {
-        "-o" | "-t" => uv(0.0),
-        "-s" => uv(1.0),
+        "-t" => values.iter().take(2).any(|&v| v != 0.0),
         "-mm" => {
             values.first().is_some_and(|&b| b != 0.0) || values.get(1).is_some_and(|&g| g != 1.0)
         }
@@ -350,7 +392,7 @@ fn warn_about_what_is_not_applied(path: &Path, text: &str, warnings: &mut Vec<St
         found.push((
             line,
             format!(
-                "{} options that gasworks does not apply ({detail}, in material {material}{}): {} mapped once per unit of texture coordinates, wrapping, without offset, scale, turbulence, clamping or value changes",
+                "{} options that gasworks does not apply ({detail}, in material {material}{}): {} mapped wrapping, without turbulence, clamping or value changes",
                 if count == 1 { "1 map_Kd statement has".to_string() } else { format!("{count} map_Kd statements have") },
                 if count == 1 { "" } else { ", the first" },
                 if count == 1 { "its texture is" } else { "their textures are" },
@@ -488,11 +530,13 @@ pub fn convert(m: &MtlMaterial, warnings: &mut Vec<String>, mtl_path: &Path) -> 
     material
 }
 
-/// Decodes `map_Kd` textures once per file and hands out their indices.
+/// Decodes `map_Kd` textures once per file and hands out their indices: one texture per
+/// file and [`UvMapping`] (a file mapped two ways is decoded once and its texels copied).
 #[derive(Default)]
 pub struct TextureCache {
     pub textures: Vec<Texture>,
     by_path: HashMap<PathBuf, Option<u32>>,
+    by_mapping: HashMap<(PathBuf, [u32; 4]), u32>,
 }
 
 impl TextureCache {
@@ -503,6 +547,41 @@ impl TextureCache {
         mtl_path: &Path,
         material: &str,
         name: &str,
+        mapping: UvMapping,
+        warnings: &mut Vec<String>,
+    ) -> Option<u32> {
+        let decoded = self.decode(mtl_path, material, name, mapping, warnings)?;
+        if self.textures[decoded as usize].mapping == mapping {
+            return Some(decoded);
+        }
+        let path = PathBuf::from(&self.textures[decoded as usize].path);
+        let bits = [
+            mapping.scale.x,
+            mapping.scale.y,
+            mapping.offset.x,
+            mapping.offset.y,
+        ]
+        .map(f32::to_bits);
+        if let Some(&known) = self.by_mapping.get(&(path.clone(), bits)) {
+            return Some(known);
+        }
+        let texture = Texture {
+            mapping,
+            ..self.textures[decoded as usize].clone()
+        };
+        self.textures.push(texture);
+        let index = self.textures.len() as u32 - 1;
+        self.by_mapping.insert((path, bits), index);
+        Some(index)
+    }
+
+    /// The texture decoded from the file `name` on its first use, mapped as that use asked.
+    fn decode(
+        &mut self,
+        mtl_path: &Path,
+        material: &str,
+        name: &str,
+        mapping: UvMapping,
         warnings: &mut Vec<String>,
     ) -> Option<u32> {
         let dir = mtl_path.parent().unwrap_or(Path::new(""));
@@ -515,7 +594,8 @@ impl TextureCache {
             return known;
         }
         let result = match decode_linear(&path) {
-            Ok((texture, clamped)) => {
+            Ok((mut texture, clamped)) => {
+                texture.mapping = mapping;
                 if clamped > 0 {
                     warnings.push(format!(
                         "{}: material {material}: texture {}: {clamped} of {} texels outside [0, 1] (or not a number) clamped: a diffuse colour above 1 would create energy",
@@ -593,6 +673,7 @@ fn decode_linear(path: &Path) -> Result<(Texture, usize), String> {
             width,
             height,
             texels,
+            mapping: crate::scene::UvMapping::IDENTITY,
         },
         clamped,
     ))
@@ -693,20 +774,31 @@ mod tests {
             "newmtl a\nKd 0.5\nmap_Kd -s 2 2 1 -clamp on tex ture.png\nd -halo 0.5\n",
         )
         .unwrap();
-        assert_eq!(c, "newmtl a\nKd 0.5 0.5 0.5\nmap_Kd tex ture.png\nd 0.5\n");
+        // map_Kd canonically: scale u v, offset u v, the file.
+        assert_eq!(
+            c,
+            "newmtl a\nKd 0.5 0.5 0.5\nmap_Kd 2 2 0 0 tex ture.png\nd 0.5\n"
+        );
     }
 
-    /// Options that change a texture's look and are not applied are one warning for the
-    /// library, naming the first and its material; identity values and harmless options none.
+    /// `-s` and `-o` place the texture (a missing v as 1 and 0, w ignored); options that
+    /// change its look and are not applied are one warning for the library, naming the first
+    /// and its material; identity values and harmless options none.
     #[test]
-    fn texture_options_that_are_not_applied_are_one_warning() {
+    fn texture_mapping_is_read_and_other_options_are_one_warning() {
         let mut warnings = Vec::new();
-        let text = "newmtl plain\nmap_Kd -s 1 1 1 -o 0 0 -blendu off -bm 0.5 -clamp off a.png\nnewmtl wood\nKd 1 1 1\nmap_Kd -s 4 4 1 wood.png\nnewmtl tiles\nmap_Kd -clamp on -mm 0.1 0.9 tiles.png\n";
+        let text = "newmtl plain\nmap_Kd -s 1 1 1 -o 0 0 -blendu off -bm 0.5 -clamp off a.png\nnewmtl wood\nKd 1 1 1\nmap_Kd -s 4 2 1 -o 0.5 wood.png\nnewmtl tiles\nmap_Kd -clamp on -mm 0.1 0.9 -s 3 tiles.png\nnewmtl rough\nmap_Kd -t 0.1 0.1 0 r.png\n";
         let materials = parse_library(Path::new("t.mtl"), text, &mut warnings).unwrap();
+        let mapping = |i: usize| materials[i].diffuse_texture_mapping;
+        assert_eq!(materials[0].diffuse_texture.as_deref(), Some("a.png"));
+        assert_eq!(mapping(0), UvMapping::IDENTITY);
         assert_eq!(materials[1].diffuse_texture.as_deref(), Some("wood.png"));
+        assert_eq!(mapping(1).scale, Vec2::new(4.0, 2.0));
+        assert_eq!(mapping(1).offset, Vec2::new(0.5, 0.0));
+        assert_eq!(mapping(2).scale, Vec2::new(3.0, 1.0));
         assert_eq!(
             warnings,
-            ["t.mtl:5: 2 map_Kd statements have options that gasworks does not apply (-s 4 4 1, in material wood, the first): their textures are mapped once per unit of texture coordinates, wrapping, without offset, scale, turbulence, clamping or value changes"]
+            ["t.mtl:7: 2 map_Kd statements have options that gasworks does not apply (-clamp on -mm 0.1 0.9, in material tiles, the first): their textures are mapped wrapping, without turbulence, clamping or value changes"]
         );
         let mut warnings = Vec::new();
         parse_library(
@@ -715,16 +807,18 @@ mod tests {
             &mut warnings,
         )
         .unwrap();
-        assert_eq!(warnings.len(), 1);
-        assert!(warnings[0].starts_with("t.mtl:5: 1 map_Kd statement has options that gasworks does not apply (-s 4 4 1, in material wood): its texture is"), "{}", warnings[0]);
-        let mut warnings = Vec::new();
-        parse_library(
-            Path::new("t.mtl"),
-            &text[..text.find("newmtl wood").unwrap()],
-            &mut warnings,
-        )
-        .unwrap();
         assert!(warnings.is_empty(), "{warnings:?}");
+        // A scale or offset that is not a finite number is an error at its line.
+        let e = parse_library(
+            Path::new("t.mtl"),
+            "newmtl a\nmap_Kd -s 1 inf t.png\n",
+            &mut Vec::new(),
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "t.mtl:2: map_Kd -s: \"inf\" is not a finite number"
+        );
     }
 
     /// Maps gasworks does not read are one warning per kind, in file order, naming the first
