@@ -422,3 +422,31 @@ fn backslash_continues_a_statement_on_the_next_line() {
         )
     );
 }
+
+/// Smoothing groups (`s 1`) ask for smooth shading, which gasworks has only through vertex
+/// normals: groups without `vn` render faceted, and one warning says so, naming them.
+/// `s off`, `s 0`, or groups with normals, say nothing.
+#[test]
+fn smoothing_groups_without_normals_are_one_warning() {
+    let text = format!(
+        "{SQUARE}vn 0 0 1\ng flat\ns off\nf 1 2 3\ng smooth\ns 1\nf 1//1 2//1 3//1\ng faceted\ns 2 # again\nf 1 3 4\ng also\nf 2 3 4\n"
+    );
+    let s = load_with_one_warning(
+        &text,
+        10,
+        "smoothing groups (s) are on for faces of 2 groups without vertex normals (vn): faceted, also; they render faceted",
+    );
+    assert_eq!(s.groups.len(), 4);
+    for quiet in [
+        format!("{SQUARE}g a\ns off\nf 1 2 3\ns 0\nf 1 3 4\n"),
+        format!("{SQUARE}vn 0 0 1\ng a\ns 1\nf 1//1 2//1 3//1\n"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let s = load(&write(dir.path(), "quiet.obj", &quiet));
+        assert!(
+            other_warnings(&s).is_empty(),
+            "{quiet:?}: {:?}",
+            s.report.warnings
+        );
+    }
+}

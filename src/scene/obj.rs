@@ -310,6 +310,7 @@ fn into_scene(path: &Path, assembled: Assembled, vertices: u64) -> Result<Scene,
         group_warnings,
         non_finite_dropped,
         triangles_parsed,
+        faceted_groups,
     } = assembled;
     let mut warnings = libraries.warnings;
     let mut textures = mtl::TextureCache::default();
@@ -335,6 +336,7 @@ fn into_scene(path: &Path, assembled: Assembled, vertices: u64) -> Result<Scene,
     warn_about_material_uses(path, &material_uses, &known, &mut warnings);
     warnings.extend(tally_warnings(path, &tally, non_finite_dropped));
     warnings.extend(group_warnings);
+    warnings.extend(smoothing_warning(path, &tally, &faceted_groups));
 
     // The default material goes last, and only when a face uses it.
     let default_index = materials.len() as u32;
@@ -591,6 +593,26 @@ fn tally_warnings(path: &Path, tally: &Tally, non_finite_dropped: usize) -> Vec<
         ),
     );
     warnings
+}
+
+/// The warning for groups with faces in a smoothing group (`s 1`) and no vertex normals:
+/// gasworks does not compute normals from smoothing groups, so those render faceted.
+fn smoothing_warning(path: &Path, tally: &Tally, faceted: &[String]) -> Option<String> {
+    const SHOWN: usize = 3;
+    if faceted.is_empty() {
+        return None;
+    }
+    let mut names = faceted[..faceted.len().min(SHOWN)].join(", ");
+    if faceted.len() > SHOWN {
+        names += &format!(" and {} more", faceted.len() - SHOWN);
+    }
+    Some(format!(
+        "{}:{}: smoothing groups (s) are on for faces of {} without vertex normals (vn): {names}; {} faceted, since gasworks shades smoothly only through vertex normals (export the model with normals)",
+        path.display(),
+        tally.smoothing_groups.first_line,
+        counted(faceted.len(), "group", "groups"),
+        if faceted.len() == 1 { "it renders" } else { "they render" },
+    ))
 }
 
 /// The byte-count bar of a big file's load, hidden for small files, with `quiet`, and when

@@ -61,6 +61,8 @@ struct Section {
     pieces: Vec<(Arc<Vec<Corner>>, Range<usize>)>,
     /// One per triangle: an index into the libraries' materials, or [`DEFAULT_MATERIAL`].
     materials: Vec<u32>,
+    /// Whether some of its faces come after an `s` that turned smoothing on.
+    smoothed: bool,
 }
 
 /// One group as built, with what its build had to repair.
@@ -68,6 +70,8 @@ struct Built {
     group: Group,
     non_finite_dropped: usize,
     warning: Option<String>,
+    /// Smoothing was asked for some of its faces, and it has no vertex normals.
+    faceted: bool,
 }
 
 /// What the whole file came to.
@@ -82,6 +86,8 @@ pub struct Assembled {
     pub non_finite_dropped: usize,
     /// Triangles the faces made, before any was dropped.
     pub triangles_parsed: usize,
+    /// Groups with faces in a smoothing group (`s 1`) and no vertex normals, in file order.
+    pub faceted_groups: Vec<String>,
 }
 
 pub struct Assembler<'a> {
@@ -91,6 +97,8 @@ pub struct Assembler<'a> {
     mtllib_seen: bool,
     material_uses: HashMap<String, MaterialUse>,
     current_material: u32,
+    /// Whether the last `s` turned smoothing on.
+    smoothing: bool,
     current_name: String,
     /// Line of the `o`/`g` in effect, 0 before the first.
     current_line: usize,
@@ -113,6 +121,7 @@ impl<'a> Assembler<'a> {
             mtllib_seen: false,
             material_uses: HashMap::new(),
             current_material: DEFAULT_MATERIAL,
+            smoothing: false,
             current_name: super::parse::UNNAMED_GROUP.to_string(),
             current_line: 0,
             open: None,
@@ -158,6 +167,7 @@ impl<'a> Assembler<'a> {
                     self.mtllib_seen = true;
                     self.load_libraries(&name)?;
                 }
+                Event::Smoothing { on } => self.smoothing = on,
                 Event::Triangles { count, line } => {
                     let section = self.open.get_or_insert_with(|| Section {
                         name: self.current_name.clone(),
@@ -168,7 +178,9 @@ impl<'a> Assembler<'a> {
                         },
                         pieces: Vec::new(),
                         materials: Vec::new(),
+                        smoothed: false,
                     });
+                    section.smoothed |= self.smoothing;
                     let end = (cursor + 3 * count).min(corners.len());
                     match section.pieces.last_mut() {
                         // The same chunk, after a `usemtl`: one piece.
@@ -273,7 +285,11 @@ impl<'a> Assembler<'a> {
         let mut groups = Vec::with_capacity(self.built.len());
         let mut group_warnings = Vec::new();
         let mut non_finite_dropped = 0;
+        let mut faceted_groups = Vec::new();
         for b in self.built {
+            if b.faceted {
+                faceted_groups.push(b.group.name.clone());
+            }
             groups.push(b.group);
             group_warnings.extend(b.warning);
             non_finite_dropped += b.non_finite_dropped;
@@ -286,6 +302,7 @@ impl<'a> Assembler<'a> {
             group_warnings,
             non_finite_dropped,
             triangles_parsed: self.triangles_parsed,
+            faceted_groups,
         }
     }
 }
@@ -492,6 +509,7 @@ fn build_group(section: Section, pools: &Pools, check_finite: bool, path: &Path)
         ));
     }
     Built {
+        faceted: section.smoothed && group.normals.is_empty(),
         group,
         non_finite_dropped,
         warning,
@@ -539,6 +557,7 @@ mod tests {
             line: 1,
             pieces: vec![(Arc::clone(&list), 0..half), (list, half..n)],
             materials: (0..triangles as u32).collect(),
+            smoothed: false,
         }
     }
 

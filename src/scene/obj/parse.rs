@@ -112,6 +112,8 @@ pub struct Tally {
     /// Concave faces with more corners than [`super::polygon::MAX_EAR_CLIPPED_CORNERS`]
     /// (kept as fans).
     pub huge_concave_polygons: Occurrences,
+    /// `s` statements that turn smoothing on (a group other than 0 or off).
+    pub smoothing_groups: Occurrences,
 }
 
 impl Tally {
@@ -130,6 +132,7 @@ impl Tally {
             .merge(&later.self_intersecting_polygons);
         self.huge_concave_polygons
             .merge(&later.huge_concave_polygons);
+        self.smoothing_groups.merge(&later.smoothing_groups);
     }
 }
 
@@ -144,6 +147,9 @@ pub enum Event {
     Library { name: String, line: usize },
     /// The next `count` triangles of [`ChunkOut::corners`], from faces starting at `line`.
     Triangles { count: usize, line: usize },
+    /// `s`: smoothing turned on (a group other than 0 or off) or off, for the faces that
+    /// follow (pushed when it changes within the chunk).
+    Smoothing { on: bool },
 }
 
 /// The result of parsing one chunk.
@@ -555,6 +561,8 @@ struct ChunkParser<'a> {
     out: ChunkOut,
     /// The corners of the face being parsed (kept to reuse its allocation).
     face: Vec<Corner>,
+    /// The last `s` of this chunk: on or off, or none yet.
+    smoothing: Option<bool>,
 }
 
 /// Parses one chunk. Never panics on any input: every problem is an error or a tally.
@@ -573,6 +581,7 @@ pub fn parse_chunk(input: ChunkInput<'_>) -> ChunkOut {
         written_vn: 0,
         out: ChunkOut::default(),
         face: Vec::with_capacity(8),
+        smoothing: None,
     };
     // No text holds a NUL byte: past one, the file is damaged or binary (a first block that
     // holds one is refused whole before parsing).
@@ -698,7 +707,21 @@ impl ChunkParser<'_> {
                 self.out.tally.points.note(self.line);
                 Ok(())
             }
-            // Comments, smoothing groups, free-form geometry...: nothing gasworks uses.
+            b"s" => {
+                // `s 1` (any group but 0 or off) asks for smooth shading across the group's
+                // faces, which gasworks has only through vertex normals (`vn`).
+                let group = trim(without_trailing_comment(rest));
+                let on = !matches!(group, b"0" | b"off" | b"");
+                if on {
+                    self.out.tally.smoothing_groups.note(self.line);
+                }
+                if self.smoothing != Some(on) {
+                    self.smoothing = Some(on);
+                    self.out.events.push(Event::Smoothing { on });
+                }
+                Ok(())
+            }
+            // Comments, free-form geometry...: nothing gasworks uses.
             _ => Ok(()),
         }
     }
@@ -1269,6 +1292,7 @@ mod tests {
                 written_vn: 0,
                 out: ChunkOut::default(),
                 face: Vec::new(),
+                smoothing: None,
             };
             let careful = p.corner_careful(word.as_bytes());
             match corner_fast(word.as_bytes()) {
