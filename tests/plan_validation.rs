@@ -11,9 +11,11 @@ fn align(x: u64, a: u64) -> u64 {
     x.div_ceil(a) * a
 }
 
-/// The O(n^2) oracle: does any pair of builds that can run at once share a byte?
+/// The O(n^2) oracle: does any pair of builds that can run at once share a byte? (An empty
+/// range holds no byte, wherever it points.)
 fn brute_force_conflict(p: &BuildPlan) -> bool {
-    let shares = |a: (u64, u64), b: (u64, u64)| a.0 < b.0 + b.1 && b.0 < a.0 + a.1;
+    let shares =
+        |a: (u64, u64), b: (u64, u64)| a.1 > 0 && b.1 > 0 && a.0 < b.0 + b.1 && b.0 < a.0 + a.1;
     for i in 0..p.builds.len() {
         for j in i + 1..p.builds.len() {
             let (a, b) = (&p.builds[i], &p.builds[j]);
