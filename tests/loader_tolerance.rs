@@ -423,30 +423,61 @@ fn backslash_continues_a_statement_on_the_next_line() {
     );
 }
 
-/// Smoothing groups (`s 1`) ask for smooth shading, which gasworks has only through vertex
-/// normals: groups without `vn` render faceted, and one warning says so, naming them.
-/// `s off`, `s 0`, or groups with normals, say nothing.
+/// Smoothing groups (`s 1`) in a file without vertex normals: normals are computed, the
+/// angle-weighted mean over the faces of one group at each shared position; faces in different
+/// groups, or in none (`s off`), keep hard edges. Files with normals keep theirs.
 #[test]
-fn smoothing_groups_without_normals_are_one_warning() {
-    let text = format!(
-        "{SQUARE}vn 0 0 1\ng flat\ns off\nf 1 2 3\ng smooth\ns 1\nf 1//1 2//1 3//1\ng faceted\ns 2 # again\nf 1 3 4\ng also\nf 2 3 4\n"
-    );
-    let s = load_with_one_warning(
-        &text,
-        10,
-        "smoothing groups (s) are on for faces of 2 groups without vertex normals (vn): faceted, also; they render faceted",
-    );
-    assert_eq!(s.groups.len(), 4);
-    for quiet in [
-        format!("{SQUARE}g a\ns off\nf 1 2 3\ns 0\nf 1 3 4\n"),
-        format!("{SQUARE}vn 0 0 1\ng a\ns 1\nf 1//1 2//1 3//1\n"),
-    ] {
+fn smoothing_groups_without_normals_get_computed_normals() {
+    // A tent: two faces meeting along the ridge from (0, 1, 0) to (1, 1, 0) at a right angle.
+    let tent = "v 0 0 1\nv 1 0 1\nv 1 1 0\nv 0 1 0\nv 0 0 -1\nv 1 0 -1\n";
+    let faces = |first: &str, second: &str| {
+        format!("{tent}g tent\n{first}\nf 1 2 3 4\n{second}\nf 4 3 6 5\n")
+    };
+    let load_text = |text: &str| {
         let dir = tempfile::tempdir().unwrap();
-        let s = load(&write(dir.path(), "quiet.obj", &quiet));
-        assert!(
-            other_warnings(&s).is_empty(),
-            "{quiet:?}: {:?}",
-            s.report.warnings
-        );
+        let s = load(&write(dir.path(), "tent.obj", text));
+        assert!(other_warnings(&s).is_empty(), "{:?}", s.report.warnings);
+        s.groups.into_iter().next().unwrap()
+    };
+    let front = Vec3::new(0.0, 1.0, 1.0).normalize();
+    let back = Vec3::new(0.0, 1.0, -1.0).normalize();
+    let normal_at = |g: &gasworks::scene::Group, p: Vec3, face_normal: Vec3| -> Vec3 {
+        // The normal of the vertex at p used by the face whose own normal is face_normal.
+        g.indices
+            .iter()
+            .filter(|t| {
+                let [a, b, c] = t.map(|i| g.positions[i as usize]);
+                (b - a).cross(c - a).normalize().dot(face_normal) > 0.999
+            })
+            .flat_map(|t| t.iter())
+            .find(|&&i| g.positions[i as usize] == p)
+            .map(|&i| g.normals[i as usize])
+            .unwrap()
+    };
+    let ridge = Vec3::new(0.0, 1.0, 0.0);
+    // One smoothing group: the ridge is shared and its normal points straight up.
+    let g = load_text(&faces("s 1", ""));
+    assert_eq!(g.positions.len(), 6);
+    assert!((normal_at(&g, ridge, front) - Vec3::Y).length() < 1e-6);
+    assert!((normal_at(&g, ridge, back) - Vec3::Y).length() < 1e-6);
+    assert!((normal_at(&g, Vec3::new(0.0, 0.0, 1.0), front) - front).length() < 1e-6);
+    // Two groups, or one face in none: a hard edge, each face its own normal along it.
+    for (first, second) in [("s 1", "s 2"), ("s 1", "s off"), ("s off", "s 3")] {
+        let g = load_text(&faces(first, second));
+        // Faces in no group keep a vertex per triangle corner.
+        let split = if first == "s 1" && second == "s 2" {
+            8
+        } else {
+            10
+        };
+        assert_eq!(g.positions.len(), split, "{first} / {second}");
+        assert!((normal_at(&g, ridge, front) - front).length() < 1e-6);
+        assert!((normal_at(&g, ridge, back) - back).length() < 1e-6);
     }
+    // No smoothing group, or normals in the file: nothing computed.
+    assert!(load_text(&faces("s off", "")).normals.is_empty());
+    let given = load_text(&format!(
+        "{tent}vn 1 0 0\ng tent\ns 1\nf 1//1 2//1 3//1 4//1\nf 4//1 3//1 6//1 5//1\n"
+    ));
+    assert!(given.normals.iter().all(|&n| n == Vec3::X));
 }

@@ -12,7 +12,7 @@
 //! the count), and refuses is listed in `docs/obj-loader.md`. In short:
 //! - exactly one [`Group`](super::Group) per `o`/`g` section that holds faces; faces keep their own
 //!   `usemtl` material; convex polygons are fans, concave ones are split by ear clipping
-//!   ([`polygon`]);
+//!   ([`polygon`]); groups without normals in smoothing groups (`s 1`) get computed ones;
 //! - repaired with a warning: normal or texture indices that point nowhere (the attribute is
 //!   dropped for those faces), faces of fewer than 3 vertices (skipped), faces that cross
 //!   themselves or concave faces of more than 4096 corners (kept as fans), `usemtl` without a
@@ -310,7 +310,6 @@ fn into_scene(path: &Path, assembled: Assembled, vertices: u64) -> Result<Scene,
         group_warnings,
         non_finite_dropped,
         triangles_parsed,
-        faceted_groups,
     } = assembled;
     let mut warnings = libraries.warnings;
     let mut textures = mtl::TextureCache::default();
@@ -336,7 +335,6 @@ fn into_scene(path: &Path, assembled: Assembled, vertices: u64) -> Result<Scene,
     warn_about_material_uses(path, &material_uses, &known, &mut warnings);
     warnings.extend(tally_warnings(path, &tally, non_finite_dropped));
     warnings.extend(group_warnings);
-    warnings.extend(smoothing_warning(path, &tally, &faceted_groups));
 
     // The default material goes last, and only when a face uses it.
     let default_index = materials.len() as u32;
@@ -595,26 +593,6 @@ fn tally_warnings(path: &Path, tally: &Tally, non_finite_dropped: usize) -> Vec<
     warnings
 }
 
-/// The warning for groups with faces in a smoothing group (`s 1`) and no vertex normals:
-/// gasworks does not compute normals from smoothing groups, so those render faceted.
-fn smoothing_warning(path: &Path, tally: &Tally, faceted: &[String]) -> Option<String> {
-    const SHOWN: usize = 3;
-    if faceted.is_empty() {
-        return None;
-    }
-    let mut names = faceted[..faceted.len().min(SHOWN)].join(", ");
-    if faceted.len() > SHOWN {
-        names += &format!(" and {} more", faceted.len() - SHOWN);
-    }
-    Some(format!(
-        "{}:{}: smoothing groups (s) are on for faces of {} without vertex normals (vn): {names}; {} faceted, since gasworks shades smoothly only through vertex normals (export the model with normals)",
-        path.display(),
-        tally.smoothing_groups.first_line,
-        counted(faceted.len(), "group", "groups"),
-        if faceted.len() == 1 { "it renders" } else { "they render" },
-    ))
-}
-
 /// The byte-count bar of a big file's load, hidden for small files, with `quiet`, and when
 /// stderr is not a terminal.
 fn progress_bar(path: &Path, size: u64, quiet: bool) -> ProgressBar {
@@ -724,7 +702,7 @@ mod tests {
             }
         }
         // Continued over three lines, so the tiny blocks and chunks must not cut it.
-        text += "g wall\nf 2 3 4 \\\n5 6 \\\r\n1\n";
+        text += "g wall\ns 1\nf 2 3 4 \\\n5 6 \\\r\n1\n";
         let path = dir.path().join("s.obj");
         std::fs::write(&path, &text).unwrap();
         let opts = LoadOptions { quiet: true };
@@ -755,6 +733,12 @@ mod tests {
             })
             .sum();
         assert_eq!(area, 3.0);
+        // In smoothing group 1 without normals: computed, all facing the L's side.
+        assert!(
+            wall.normals.iter().all(|&n| (n - Vec3::Z).length() < 1e-6),
+            "{:?}",
+            wall.normals
+        );
         assert!(wall.indices.iter().all(|t| {
             let [a, b, c] = t.map(|i| wall.positions[i as usize]);
             (b - a).cross(c - a).z >= 0.0

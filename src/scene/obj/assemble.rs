@@ -61,8 +61,10 @@ struct Section {
     pieces: Vec<(Arc<Vec<Corner>>, Range<usize>)>,
     /// One per triangle: an index into the libraries' materials, or [`DEFAULT_MATERIAL`].
     materials: Vec<u32>,
-    /// Whether some of its faces come after an `s` that turned smoothing on.
-    smoothed: bool,
+    /// The smoothing group of its triangles, as runs: (first triangle, group), the group
+    /// holding until the next run; triangles before the first run are in none (0). Empty
+    /// when no face of the section is in a smoothing group.
+    smoothing: Vec<(usize, u32)>,
 }
 
 /// One group as built, with what its build had to repair.
@@ -70,8 +72,6 @@ struct Built {
     group: Group,
     non_finite_dropped: usize,
     warning: Option<String>,
-    /// Smoothing was asked for some of its faces, and it has no vertex normals.
-    faceted: bool,
 }
 
 /// What the whole file came to.
@@ -86,8 +86,6 @@ pub struct Assembled {
     pub non_finite_dropped: usize,
     /// Triangles the faces made, before any was dropped.
     pub triangles_parsed: usize,
-    /// Groups with faces in a smoothing group (`s 1`) and no vertex normals, in file order.
-    pub faceted_groups: Vec<String>,
 }
 
 pub struct Assembler<'a> {
@@ -97,8 +95,8 @@ pub struct Assembler<'a> {
     mtllib_seen: bool,
     material_uses: HashMap<String, MaterialUse>,
     current_material: u32,
-    /// Whether the last `s` turned smoothing on.
-    smoothing: bool,
+    /// The smoothing group of the last `s` (0: none).
+    smoothing: u32,
     current_name: String,
     /// Line of the `o`/`g` in effect, 0 before the first.
     current_line: usize,
@@ -121,7 +119,7 @@ impl<'a> Assembler<'a> {
             mtllib_seen: false,
             material_uses: HashMap::new(),
             current_material: DEFAULT_MATERIAL,
-            smoothing: false,
+            smoothing: 0,
             current_name: super::parse::UNNAMED_GROUP.to_string(),
             current_line: 0,
             open: None,
@@ -167,7 +165,7 @@ impl<'a> Assembler<'a> {
                     self.mtllib_seen = true;
                     self.load_libraries(&name)?;
                 }
-                Event::Smoothing { on } => self.smoothing = on,
+                Event::Smoothing { group } => self.smoothing = group,
                 Event::Triangles { count, line } => {
                     let section = self.open.get_or_insert_with(|| Section {
                         name: self.current_name.clone(),
@@ -178,9 +176,13 @@ impl<'a> Assembler<'a> {
                         },
                         pieces: Vec::new(),
                         materials: Vec::new(),
-                        smoothed: false,
+                        smoothing: Vec::new(),
                     });
-                    section.smoothed |= self.smoothing;
+                    let runs = &mut section.smoothing;
+                    let in_effect = runs.last().map_or(0, |&(_, group)| group);
+                    if in_effect != self.smoothing {
+                        runs.push((section.materials.len(), self.smoothing));
+                    }
                     let end = (cursor + 3 * count).min(corners.len());
                     match section.pieces.last_mut() {
                         // The same chunk, after a `usemtl`: one piece.
@@ -285,11 +287,7 @@ impl<'a> Assembler<'a> {
         let mut groups = Vec::with_capacity(self.built.len());
         let mut group_warnings = Vec::new();
         let mut non_finite_dropped = 0;
-        let mut faceted_groups = Vec::new();
         for b in self.built {
-            if b.faceted {
-                faceted_groups.push(b.group.name.clone());
-            }
             groups.push(b.group);
             group_warnings.extend(b.warning);
             non_finite_dropped += b.non_finite_dropped;
@@ -302,9 +300,29 @@ impl<'a> Assembler<'a> {
             group_warnings,
             non_finite_dropped,
             triangles_parsed: self.triangles_parsed,
-            faceted_groups,
         }
     }
+}
+
+/// Vertex normals for smoothing groups: at each vertex, the mean of the normals of the
+/// triangles around it weighted by their angle there (so that how a face was split into
+/// triangles does not tilt it, as area weights would). A vertex whose triangles have no area
+/// (dropped later as degenerate) gets +Z: no triangle shows it.
+fn smooth_normals(positions: &[Vec3], indices: &[[u32; 3]]) -> Vec<Vec3> {
+    let mut sums = vec![Vec3::ZERO; positions.len()];
+    for t in indices {
+        let p = t.map(|i| positions[i as usize]);
+        let Some(n) = (p[1] - p[0]).cross(p[2] - p[0]).try_normalize() else {
+            continue;
+        };
+        for k in 0..3 {
+            let (to_next, to_prev) = (p[(k + 1) % 3] - p[k], p[(k + 2) % 3] - p[k]);
+            sums[t[k] as usize] += n * to_next.angle_between(to_prev);
+        }
+    }
+    sums.into_iter()
+        .map(|n| n.try_normalize().unwrap_or(Vec3::Z))
+        .collect()
 }
 
 /// The largest material library read (a big one is megabytes).
@@ -399,6 +417,12 @@ impl FirstSeen {
 /// Turns a section into a group: one vertex per distinct (position, UV, normal) corner, in
 /// order of first use, so the result depends only on the file. Normals (UVs) are kept only
 /// when every corner has one; triangles with a non-finite corner position are dropped.
+///
+/// A section whose faces give no normals at all but lie (some of them) in smoothing groups
+/// (`s 1`) gets normals computed as an OBJ viewer would: where faces of one smoothing group
+/// share a position, the vertex normal is the angle-weighted mean of their normals; faces in
+/// no group (`s off`) keep their own normal at each corner (their vertices are not shared).
+/// Without this, a model exported with smoothing groups and no `vn` renders faceted.
 fn build_group(section: Section, pools: &Pools, check_finite: bool, path: &Path) -> Built {
     let corners = || {
         section
@@ -421,6 +445,9 @@ fn build_group(section: Section, pools: &Pools, check_finite: bool, path: &Path)
         hi = hi.max(c.v);
         count += 1;
     }
+    let smooth = !some_normals && section.smoothing.iter().any(|&(_, group)| group != 0);
+    let mut runs = section.smoothing.iter().peekable();
+    let mut smoothing_group = 0;
     let mut first_seen = FirstSeen::new(lo, hi, count);
     let mut extra: HashMap<Corner, u32> = HashMap::new();
     let mut keys: Vec<Corner> = Vec::new();
@@ -435,7 +462,20 @@ fn build_group(section: Section, pools: &Pools, check_finite: bool, path: &Path)
         .pieces
         .iter()
         .flat_map(|(list, range)| list[range.clone()].chunks_exact(3));
-    for (tri, &material) in triangles.zip(&section.materials) {
+    for (index, (tri, &material)) in triangles.zip(&section.materials).enumerate() {
+        while let Some(&(_, group)) = runs.next_if(|&&(first, _)| first <= index) {
+            smoothing_group = group;
+        }
+        // With computed normals, the normal slot of a vertex's key says which normal it
+        // takes: its smoothing group's, or (outside any) its own triangle's.
+        let normal_key = match (smooth, smoothing_group) {
+            (false, _) => NONE,
+            (true, 0) => {
+                super::parse::SMOOTHING_GROUPS
+                    + (index as u32 % (DROPPED - super::parse::SMOOTHING_GROUPS))
+            }
+            (true, group) => group,
+        };
         if check_finite
             && tri
                 .iter()
@@ -449,7 +489,7 @@ fn build_group(section: Section, pools: &Pools, check_finite: bool, path: &Path)
             let key = Corner {
                 v: c.v,
                 vt: if all_uvs { c.vt } else { NONE },
-                vn: if all_normals { c.vn } else { NONE },
+                vn: if all_normals { c.vn } else { normal_key },
             };
             let first = first_seen.get(key.v);
             let found = if first == NONE {
@@ -485,6 +525,8 @@ fn build_group(section: Section, pools: &Pools, check_finite: bool, path: &Path)
     }
     if all_normals {
         group.normals = keys.iter().map(|k| pools.normals[k.vn as usize]).collect();
+    } else if smooth {
+        group.normals = smooth_normals(&group.positions, &group.indices);
     }
     drop(keys);
     group.indices.shrink_to_fit();
@@ -509,7 +551,6 @@ fn build_group(section: Section, pools: &Pools, check_finite: bool, path: &Path)
         ));
     }
     Built {
-        faceted: section.smoothed && group.normals.is_empty(),
         group,
         non_finite_dropped,
         warning,
@@ -557,7 +598,7 @@ mod tests {
             line: 1,
             pieces: vec![(Arc::clone(&list), 0..half), (list, half..n)],
             materials: (0..triangles as u32).collect(),
-            smoothed: false,
+            smoothing: Vec::new(),
         }
     }
 

@@ -112,8 +112,6 @@ pub struct Tally {
     /// Concave faces with more corners than [`super::polygon::MAX_EAR_CLIPPED_CORNERS`]
     /// (kept as fans).
     pub huge_concave_polygons: Occurrences,
-    /// `s` statements that turn smoothing on (a group other than 0 or off).
-    pub smoothing_groups: Occurrences,
 }
 
 impl Tally {
@@ -132,7 +130,6 @@ impl Tally {
             .merge(&later.self_intersecting_polygons);
         self.huge_concave_polygons
             .merge(&later.huge_concave_polygons);
-        self.smoothing_groups.merge(&later.smoothing_groups);
     }
 }
 
@@ -147,9 +144,9 @@ pub enum Event {
     Library { name: String, line: usize },
     /// The next `count` triangles of [`ChunkOut::corners`], from faces starting at `line`.
     Triangles { count: usize, line: usize },
-    /// `s`: smoothing turned on (a group other than 0 or off) or off, for the faces that
-    /// follow (pushed when it changes within the chunk).
-    Smoothing { on: bool },
+    /// `s`: the smoothing group of the faces that follow, 0 for none (`s off`); pushed when it
+    /// changes within the chunk.
+    Smoothing { group: u32 },
 }
 
 /// The result of parsing one chunk.
@@ -175,6 +172,27 @@ pub struct Polygon {
     pub corners: usize,
     /// The face's line, for warnings.
     pub line: usize,
+}
+
+/// Smoothing groups at or above this are folded below it: the values above are the vertex
+/// keys of faces outside any smoothing group ([`super::assemble`]).
+pub const SMOOTHING_GROUPS: u32 = 1 << 31;
+
+/// The smoothing group an `s` statement names: 0 for none (`s off`, `s 0`, a bare `s`), the
+/// number otherwise (folded below [`SMOOTHING_GROUPS`]), and 1 for a word that is not a
+/// number (`s on`).
+fn smoothing_group(word: &[u8]) -> u32 {
+    if matches!(word, b"off" | b"") {
+        return 0;
+    }
+    match std::str::from_utf8(word)
+        .ok()
+        .and_then(|w| w.parse::<u64>().ok())
+    {
+        Some(n) if n < u64::from(SMOOTHING_GROUPS) => n as u32,
+        Some(n) => (n % u64::from(SMOOTHING_GROUPS - 1)) as u32 + 1,
+        None => 1,
+    }
 }
 
 /// Whitespace between words. `\n` never occurs inside a line.
@@ -561,8 +579,8 @@ struct ChunkParser<'a> {
     out: ChunkOut,
     /// The corners of the face being parsed (kept to reuse its allocation).
     face: Vec<Corner>,
-    /// The last `s` of this chunk: on or off, or none yet.
-    smoothing: Option<bool>,
+    /// The last `s` of this chunk, or none yet.
+    smoothing: Option<u32>,
 }
 
 /// Parses one chunk. Never panics on any input: every problem is an error or a tally.
@@ -708,16 +726,10 @@ impl ChunkParser<'_> {
                 Ok(())
             }
             b"s" => {
-                // `s 1` (any group but 0 or off) asks for smooth shading across the group's
-                // faces, which gasworks has only through vertex normals (`vn`).
-                let group = trim(without_trailing_comment(rest));
-                let on = !matches!(group, b"0" | b"off" | b"");
-                if on {
-                    self.out.tally.smoothing_groups.note(self.line);
-                }
-                if self.smoothing != Some(on) {
-                    self.smoothing = Some(on);
-                    self.out.events.push(Event::Smoothing { on });
+                let group = smoothing_group(trim(without_trailing_comment(rest)));
+                if self.smoothing != Some(group) {
+                    self.smoothing = Some(group);
+                    self.out.events.push(Event::Smoothing { group });
                 }
                 Ok(())
             }
@@ -1066,6 +1078,23 @@ mod tests {
         let p = parse("v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3 \\");
         assert!(p.out.error.is_none());
         assert_eq!(p.out.corners.len(), 3);
+    }
+
+    #[test]
+    fn smoothing_groups_are_numbers_with_off_as_none() {
+        for (word, group) in [
+            ("off", 0),
+            ("0", 0),
+            ("", 0),
+            ("1", 1),
+            ("32", 32),
+            ("on", 1),
+            // Folded below SMOOTHING_GROUPS, never to 0.
+            ("4294967296", 3),
+        ] {
+            assert_eq!(smoothing_group(word.as_bytes()), group, "{word}");
+        }
+        assert!(smoothing_group(b"99999999999999") < SMOOTHING_GROUPS);
     }
 
     #[test]
