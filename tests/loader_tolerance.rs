@@ -333,7 +333,9 @@ fn info_prints_each_warning_once() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(48))]
+    #![proptest_config(ProptestConfig::with_cases(
+        std::env::var("PROPTEST_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(48)
+    ))]
 
     /// Garbage lines among good ones never panic the loader: it loads, or fails with an
     /// error that names the file.
@@ -343,6 +345,12 @@ proptest! {
             3 => "(v|vt|vn|f|o|g|l|p|usemtl|mtllib|s|#)[ \t]{1,2}[-+0-9./ a-z\t]{0,20}",
             3 => Just("f 1 2 3".to_string()),
             2 => Just("v 1 2 3".to_string()),
+            // Polygons (convex, concave, crossing, repeated corners) for the ear clipping,
+            // smoothing groups for the computed normals, and line continuations.
+            2 => "f( -?[1-6]){4,9}",
+            2 => "v -?[0-9]\\.[0-9] -?[0-9] -?[0-9]",
+            1 => "s (off|0|1|2|on|[0-9]{1,12})",
+            1 => "(v|f|#)( [0-9]){0,3} \\\\",
             1 => proptest::collection::vec(any::<u8>(), 0..16)
                 .prop_map(|b| String::from_utf8_lossy(&b).into_owned()),
         ],
@@ -358,6 +366,7 @@ proptest! {
                         prop_assert!(tri.iter().all(|&i| (i as usize) < g.positions.len()));
                     }
                     prop_assert!(g.normals.is_empty() || g.normals.len() == g.positions.len());
+                    prop_assert!(g.normals.iter().all(|n| n.is_finite()));
                     prop_assert!(g.uvs.is_empty() || g.uvs.len() == g.positions.len());
                     prop_assert_eq!(g.face_materials.len(), g.indices.len());
                 }
