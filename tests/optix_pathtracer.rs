@@ -393,7 +393,12 @@ fn sponza_like() -> Scene {
         width: 8,
         height: 8,
         texels,
-        mapping: gasworks::scene::UvMapping::IDENTITY,
+        // Tiled and shifted (MTL `-s 3 2 -o 0.1 0.4`), so that the device's UV mapping is
+        // compared with the CPU's too.
+        mapping: gasworks::scene::UvMapping {
+            scale: Vec2::new(3.0, 2.0),
+            offset: Vec2::new(0.1, 0.4),
+        },
     }];
     scene.environment = Some(Environment {
         radiance: Vec3::new(0.6, 0.75, 1.0),
