@@ -41,10 +41,7 @@ pub fn content_hash(scene: &Scene) -> u64 {
         .map(|t| {
             let mut h = Fnv::default();
             h.field(&[t.width.to_le_bytes(), t.height.to_le_bytes()].concat());
-            let m = t.mapping;
-            h.field(bytemuck::cast_slice(&[
-                m.scale.x, m.scale.y, m.offset.x, m.offset.y,
-            ]));
+            h.field(bytemuck::cast_slice(&t.mapping.to_array()));
             h.field(bytemuck::cast_slice(&t.texels));
             h.finish()
         })

@@ -157,6 +157,11 @@ impl UvMapping {
         offset: Vec2::ZERO,
     };
 
+    /// Scale u, scale v, offset u, offset v.
+    pub fn to_array(&self) -> [f32; 4] {
+        [self.scale.x, self.scale.y, self.offset.x, self.offset.y]
+    }
+
     /// The texture coordinates looked up for `uv`. Exact for the identity: `x * 1 + 0` is `x`.
     #[inline]
     pub fn apply(&self, uv: Vec2) -> Vec2 {

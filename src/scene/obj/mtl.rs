@@ -393,7 +393,7 @@ fn warn_about_what_is_not_applied(path: &Path, text: &str, warnings: &mut Vec<St
             line,
             format!(
                 "{} options that gasworks does not apply ({detail}, in material {material}{}): {} mapped wrapping, without turbulence, clamping or value changes",
-                if count == 1 { "1 map_Kd statement has".to_string() } else { format!("{count} map_Kd statements have") },
+                super::counted(count, "map_Kd statement has", "map_Kd statements have"),
                 if count == 1 { "" } else { ", the first" },
                 if count == 1 { "its texture is" } else { "their textures are" },
             ),
@@ -405,7 +405,7 @@ fn warn_about_what_is_not_applied(path: &Path, text: &str, warnings: &mut Vec<St
                 line,
                 format!(
                     "{} not applied ({keyword} in material {material}{}): gasworks does not read {what}",
-                    if seen.count == 1 { "1 statement is".to_string() } else { format!("{} statements are", seen.count) },
+                    super::counted(seen.count, "statement is", "statements are"),
                     if seen.count == 1 { "" } else { ", the first" },
                 ),
             ));
@@ -555,13 +555,7 @@ impl TextureCache {
             return Some(decoded);
         }
         let path = PathBuf::from(&self.textures[decoded as usize].path);
-        let bits = [
-            mapping.scale.x,
-            mapping.scale.y,
-            mapping.offset.x,
-            mapping.offset.y,
-        ]
-        .map(f32::to_bits);
+        let bits = mapping.to_array().map(f32::to_bits);
         if let Some(&known) = self.by_mapping.get(&(path.clone(), bits)) {
             return Some(known);
         }

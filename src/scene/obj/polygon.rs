@@ -622,6 +622,22 @@ mod tests {
         check_split(&face[..n - 1], &s.triangles);
     }
 
+    /// A face in the z = 0 plane with a corner at each distance of `radii` from the origin,
+    /// at increasing angles (evenly spaced, each moved on by its `jitter` of a step): simple,
+    /// convex or not.
+    fn star_shaped(radii: &[f32], jitter: &[f32]) -> Vec<Vec3> {
+        let n = radii.len();
+        radii
+            .iter()
+            .zip(jitter)
+            .enumerate()
+            .map(|(i, (r, j))| {
+                let a = (i as f32 + j) * std::f32::consts::TAU / n as f32;
+                Vec3::new(r * a.cos(), r * a.sin(), 0.0)
+            })
+            .collect()
+    }
+
     proptest! {
         /// Star-shaped faces (corners at increasing angles round a centre, at any distance)
         /// are simple, convex or not: every split is checked against brute force.
@@ -633,14 +649,7 @@ mod tests {
             shift in 0usize..40,
         ) {
             let n = radii.len();
-            let mut face: Vec<Vec3> = radii
-                .iter()
-                .enumerate()
-                .map(|(i, r)| {
-                    let a = (i as f32 + jitter[i]) * std::f32::consts::TAU / n as f32;
-                    Vec3::new(r * a.cos(), r * a.sin(), 0.0)
-                })
-                .collect();
+            let mut face = star_shaped(&radii, &jitter);
             if reverse {
                 face.reverse();
             }
@@ -660,15 +669,7 @@ mod tests {
             angle in 0.0f32..std::f32::consts::TAU,
             offset in (-100.0f32..100.0, -100.0f32..100.0, -100.0f32..100.0),
         ) {
-            let n = radii.len();
-            let face: Vec<Vec3> = radii
-                .iter()
-                .enumerate()
-                .map(|(i, r)| {
-                    let a = (i as f32 + jitter[i]) * std::f32::consts::TAU / n as f32;
-                    Vec3::new(r * a.cos(), r * a.sin(), 0.0)
-                })
-                .collect();
+            let face = star_shaped(&radii, &jitter);
             let axis = Vec3::new(axis.0, axis.1, axis.2).try_normalize().unwrap_or(Vec3::X);
             let turn = glam::Quat::from_axis_angle(axis, angle);
             let offset = Vec3::new(offset.0, offset.1, offset.2);
