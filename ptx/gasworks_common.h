@@ -191,7 +191,7 @@ enum : unsigned int {
     GW_GLASS = 3u,
 };
 
-// One scene::Material (64 bytes).
+// One scene::Material (80 bytes).
 struct GwMaterial {
     float diffuse[3];
     unsigned int kind;
@@ -200,7 +200,9 @@ struct GwMaterial {
     float transmittance[3];
     float ior;
     float emission[3];
-    int texture; // index into the texture table, or -1 (no map_Kd)
+    int texture;         // index into the texture table, or -1 (no map_Kd)
+    int opacity_texture; // index into the texture table of the map_d mask, or -1 (no cut-out)
+    unsigned int pad[3];
 };
 
 // One scene::Texture's place in the texel array, and its UvMapping (32 bytes).
@@ -212,12 +214,13 @@ struct GwTexture {
     float uv_offset[2];
 };
 
-static_assert(sizeof(GwMaterial) == 64, "GwMaterial layout");
+static_assert(sizeof(GwMaterial) == 80, "GwMaterial layout");
 static_assert(GW_OFFSETOF(GwMaterial, kind) == 12, "GwMaterial.kind");
 static_assert(GW_OFFSETOF(GwMaterial, shininess) == 28, "GwMaterial.shininess");
 static_assert(GW_OFFSETOF(GwMaterial, ior) == 44, "GwMaterial.ior");
 static_assert(GW_OFFSETOF(GwMaterial, emission) == 48, "GwMaterial.emission");
 static_assert(GW_OFFSETOF(GwMaterial, texture) == 60, "GwMaterial.texture");
+static_assert(GW_OFFSETOF(GwMaterial, opacity_texture) == 64, "GwMaterial.opacity_texture");
 static_assert(sizeof(GwTexture) == 32, "GwTexture layout");
 static_assert(GW_OFFSETOF(GwTexture, width) == 8, "GwTexture.width");
 static_assert(GW_OFFSETOF(GwTexture, uv_scale) == 16, "GwTexture.uv_scale");

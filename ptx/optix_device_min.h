@@ -71,6 +71,13 @@ GW_DEVICE void triangle_barycentrics(float& u, float& v)
     asm("call (%0, %1), _optix_get_triangle_barycentrics, ();" : "=f"(u), "=f"(v) :);
 }
 
+// optixIgnoreIntersection(): in any hit, the candidate hit is no hit and traversal goes on.
+// It does not return.
+GW_DEVICE void ignore_intersection()
+{
+    asm volatile("call _optix_ignore_intersection, ();");
+}
+
 // optixGetSbtDataPointer(): the data following the 32-byte header of the current SBT record.
 GW_DEVICE const void* sbt_data()
 {

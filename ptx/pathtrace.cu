@@ -8,6 +8,11 @@
 // program and a ray-type stride of 1 serve both ray types, which keeps the SBT exactly one
 // record per (GAS, build input), as the IAS of src/optix/accel.rs expects.
 //
+// Cut-outs (materials with a map_d opacity mask): the hit group's any-hit program ignores
+// candidate hits in the mask's holes (Scene::is_cut_out), for both ray types. It runs only on
+// the build inputs of groups that have cut-outs: the others are built with
+// OPTIX_GEOMETRY_FLAG_DISABLE_ANYHIT (src/optix/accel.rs), so they trace as before.
+//
 // A launch covers one tile, in one of three modes (GwLaunchParams::mode; the host plans them in
 // src/optix/pathtracer/launch.rs, plan_launches):
 // - ACCUMULATE: one thread per pixel (launch width = tile pixels, 1D, row-major within the
@@ -159,7 +164,7 @@ GW_INLINE Hit trace_closest(V3 o, V3 d, unsigned long long& rays)
     unsigned int p0 = 0u, p1 = 0u, prim = 0u, t = 0u, u = 0u, v = 0u;
     // tmin 0 and tmax infinity, as the CPU's intersect_ray(ray, 0, INFINITY).
     trace6(pathtrace_params.handle, o.x, o.y, o.z, d.x, d.y, d.z, 0.0f, __int_as_float(0x7f800000),
-           0xffu, RAY_FLAG_DISABLE_ANYHIT, 0u, 1u, 0u, p0, p1, prim, t, u, v);
+           0xffu, RAY_FLAG_NONE, 0u, 1u, 0u, p0, p1, prim, t, u, v);
     rays += 1;
     Hit h;
     h.data = reinterpret_cast<const GwHitGroupData*>(((unsigned long long)p1 << 32) | p0);
@@ -175,8 +180,7 @@ GW_INLINE bool occluded(V3 o, V3 d, unsigned long long& rays)
 {
     unsigned int p0 = 0u, p1 = 0u, prim = 0u, t = 0u, u = 0u, v = 0u;
     trace6(pathtrace_params.handle, o.x, o.y, o.z, d.x, d.y, d.z, 0.0f, 1.0f, 0xffu,
-           RAY_FLAG_DISABLE_ANYHIT | GW_RAY_FLAG_TERMINATE_ON_FIRST_HIT, 0u, 1u, 0u, p0, p1, prim,
-           t, u, v);
+           GW_RAY_FLAG_TERMINATE_ON_FIRST_HIT, 0u, 1u, 0u, p0, p1, prim, t, u, v);
     rays += 1;
     return (p0 | p1) != 0u;
 }
@@ -193,6 +197,40 @@ struct SurfacePoint {
     float uv_u, uv_v;
     unsigned int material;
 };
+
+// Group::uv_at: w uv0 + u uv1 + v uv2 with w = 1 - u - v (the group has UVs).
+GW_INLINE void uv_at(const GwHitGroupData& g, unsigned int prim, float u, float v, float& uv_u,
+                     float& uv_v)
+{
+    const float w = 1.0f - u - v;
+    const float* a = g.uvs + 2ull * g.indices[3u * prim];
+    const float* b = g.uvs + 2ull * g.indices[3u * prim + 1u];
+    const float* c = g.uvs + 2ull * g.indices[3u * prim + 2u];
+    uv_u = w * a[0] + u * b[0] + v * c[0];
+    uv_v = w * a[1] + u * b[1] + v * c[1];
+}
+
+// Scene::is_cut_out: the triangle's material has an opacity mask, the group has UVs, and the
+// mask there is below ALPHA_CUTOFF (scene::ALPHA_CUTOFF, 0.5). Indices out of range mean no
+// mask, as pack_material packs them.
+GW_INLINE bool is_cut_out(const GwHitGroupData& g, unsigned int prim, float u, float v)
+{
+    const GwLaunchParams& P = pathtrace_params;
+    if (g.uvs == nullptr || g.face_materials == nullptr) {
+        return false;
+    }
+    const unsigned int m = g.face_materials[prim];
+    if (m >= P.material_count) {
+        return false;
+    }
+    const int t = P.materials[m].opacity_texture;
+    if (t < 0 || (unsigned int)t >= P.texture_count) {
+        return false;
+    }
+    float uv_u, uv_v;
+    uv_at(g, prim, u, v, uv_u, uv_v);
+    return texture_sample(P.textures[t], P.texels, uv_u, uv_v).x < 0.5f;
+}
 
 // SurfacePoint::new.
 GW_INLINE SurfacePoint surface_point(const Hit& h)
@@ -221,11 +259,7 @@ GW_INLINE SurfacePoint surface_point(const Hit& h)
     sp.uv_u = 0.0f;
     sp.uv_v = 0.0f;
     if (sp.has_uv) {
-        const float* a = g.uvs + 2ull * i0;
-        const float* b = g.uvs + 2ull * i1;
-        const float* c = g.uvs + 2ull * i2;
-        sp.uv_u = w * a[0] + u * b[0] + v * c[0];
-        sp.uv_v = w * a[1] + u * b[1] + v * c[1];
+        uv_at(g, h.prim, u, v, sp.uv_u, sp.uv_v);
     }
     sp.material = g.face_materials[h.prim];
     return sp;
@@ -512,6 +546,18 @@ extern "C" __global__ void __closesthit__pathtrace()
     set_payload<3>(__float_as_uint(ray_tmax()));
     set_payload<4>(__float_as_uint(u));
     set_payload<5>(__float_as_uint(v));
+}
+
+// Cut-outs: a candidate hit in a hole of its material's opacity mask is no hit (see the top of
+// this file; only groups with cut-outs run this).
+extern "C" __global__ void __anyhit__pathtrace()
+{
+    const GwHitGroupData& g = *reinterpret_cast<const GwHitGroupData*>(sbt_data());
+    float u, v;
+    triangle_barycentrics(u, v);
+    if (is_cut_out(g, primitive_index(), u, v)) {
+        ignore_intersection();
+    }
 }
 
 // Reports "no hit": a null data pointer.

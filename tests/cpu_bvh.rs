@@ -395,3 +395,103 @@ fn nested_shells_and_single_leaf_roots_match_brute_force() {
         }
     }
 }
+
+/// A cut-out mask: an 8x8 checker of 0 and 1, with a ramp through 0.5 along its first row (so
+/// that lookups land on both sides of the cutoff and exactly on it).
+fn checker_mask() -> gasworks::scene::Texture {
+    let mut texels = Vec::new();
+    for y in 0..8 {
+        for x in 0..8 {
+            let value = if y == 0 {
+                x as f32 / 7.0 * 0.25 + 0.375
+            } else if (x + y) % 2 == 0 {
+                1.0
+            } else {
+                0.0
+            };
+            texels.push([value; 3]);
+        }
+    }
+    gasworks::scene::Texture {
+        path: "checker-mask".into(),
+        width: 8,
+        height: 8,
+        texels,
+        mapping: gasworks::scene::UvMapping {
+            scale: glam::Vec2::new(3.0, 2.0),
+            offset: glam::Vec2::new(0.1, -0.2),
+        },
+    }
+}
+
+/// The heavy-tailed scene with random UVs on every group and, on every other group, the odd
+/// triangles in a cut-out material (the checker mask): the scene to check the cut-out test on.
+fn heavy_tailed_with_cutouts(seed: u64) -> (Scene, Scene) {
+    let mut rng = Rng::new(seed);
+    let solid = heavy_tailed_scene(&mut rng);
+    let mut groups = solid.groups.clone();
+    for (gi, g) in groups.iter_mut().enumerate() {
+        g.uvs = (0..g.positions.len())
+            .map(|_| glam::Vec2::new(rng.range(-1.0, 2.0), rng.range(-1.0, 2.0)))
+            .collect();
+        if gi % 2 == 0 {
+            for (t, m) in g.face_materials.iter_mut().enumerate() {
+                *m = (t % 2) as u32;
+            }
+        }
+    }
+    let leaf = Material {
+        opacity_texture: Some(0),
+        ..Material::diffuse("leaf", Vec3::new(0.2, 0.6, 0.2))
+    };
+    let uncut = Scene::new(
+        "heavy-tailed with UVs",
+        groups.clone(),
+        vec![
+            Material::default_diffuse(),
+            Material::diffuse("leaf", Vec3::new(0.2, 0.6, 0.2)),
+        ],
+    );
+    let mut cut = Scene::new(
+        "heavy-tailed with cut-outs",
+        groups,
+        vec![Material::default_diffuse(), leaf],
+    );
+    cut.textures.push(checker_mask());
+    cut.validate().unwrap();
+    (cut, uncut)
+}
+
+/// With cut-outs, the BVH still agrees with brute force bit for bit (both skip the hits in
+/// the mask's holes), and the holes change what many rays hit: the test is not vacuous.
+#[test]
+fn cut_outs_match_brute_force_and_let_rays_through() {
+    let (cut, uncut) = heavy_tailed_with_cutouts(5);
+    assert_eq!(
+        cut.cutout_groups().iter().filter(|&&c| c).count(),
+        cut.groups.len().div_ceil(2)
+    );
+    check_agreement(&cut, 2500, 6);
+    // The same rays with and without the masks: a good share must see different surfaces.
+    let b = cut.bounds();
+    let mut rng = Rng::new(7);
+    let (mut differ, mut holes_seen, n) = (0, 0, 2000);
+    for _ in 0..n {
+        let origin = rng.point_in(b.min_v(), b.max_v());
+        let dir = rng.unit();
+        let with = brute_force_intersect(&cut, origin, dir, 0.0, f32::INFINITY);
+        let without = brute_force_intersect(&uncut, origin, dir, 0.0, f32::INFINITY);
+        if let Some(h) = without {
+            holes_seen += cut.is_cut_out(h.group, h.prim, h.u, h.v) as usize;
+        }
+        differ += (with.map(|h| (h.group, h.prim)) != without.map(|h| (h.group, h.prim))) as usize;
+    }
+    assert!(
+        holes_seen > n / 50,
+        "{holes_seen} of {n} rays hit a hole first"
+    );
+    assert_eq!(
+        differ, holes_seen,
+        "a ray sees another surface exactly when it met a hole"
+    );
+}

@@ -308,3 +308,87 @@ fn a_material_defined_twice_is_a_warning_naming_both_places() {
     let used = s.groups[0].face_materials[0] as usize;
     assert_eq!(s.materials[used].diffuse, Vec3::new(0.0, 1.0, 0.0));
 }
+
+/// `map_d` makes a cut-out: the mask is the image's alpha where it has one, its luminance
+/// otherwise, or the channel `-imfchan` names, values as stored (no sRGB decoding); hits in
+/// its holes are no hits; a group without UVs that uses it is warned about; and `gen`'s writer
+/// keeps the masks bit for bit.
+#[test]
+fn opacity_maps_make_cut_outs() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut leaf = image::RgbaImage::new(2, 1);
+    leaf.put_pixel(0, 0, image::Rgba([10, 200, 10, 255]));
+    leaf.put_pixel(1, 0, image::Rgba([10, 200, 10, 0]));
+    leaf.save(dir.path().join("leaf.png")).unwrap();
+    let mut grey = image::GrayImage::new(2, 1);
+    grey.put_pixel(0, 0, image::Luma([255]));
+    grey.put_pixel(1, 0, image::Luma([64]));
+    grey.save(dir.path().join("grey.png")).unwrap();
+    let mut rgb = image::RgbImage::new(2, 1);
+    rgb.put_pixel(0, 0, image::Rgb([0, 255, 0]));
+    rgb.put_pixel(1, 0, image::Rgb([255, 0, 0]));
+    rgb.save(dir.path().join("rgb.png")).unwrap();
+    write(
+        dir.path(),
+        "m.mtl",
+        "newmtl leaf\nmap_Kd leaf.png\nmap_d leaf.png\n\
+         newmtl grey\nmap_d grey.png\n\
+         newmtl red\nmap_d -imfchan r rgb.png\n",
+    );
+    let mut obj = obj_using("m.mtl", &["leaf", "grey", "red"]);
+    obj += "g bare\nusemtl leaf\nv 0 0 1\nv 1 0 1\nv 0 1 1\nf 4 5 6\n";
+    let obj = write(dir.path(), "s.obj", obj);
+    let s = load(&obj);
+    let mask = |name: &str| {
+        let t = material(&s, name).opacity_texture.unwrap();
+        s.textures[t as usize].texels.clone()
+    };
+    assert_eq!(mask("leaf"), [[1.0; 3], [0.0; 3]]);
+    assert_eq!(mask("grey"), [[1.0; 3], [64.0 / 255.0; 3]]);
+    assert_eq!(mask("red"), [[0.0; 3], [1.0; 3]]);
+    // The colour texture of the same file is another texture (sRGB-decoded RGB).
+    let colour = material(&s, "leaf").diffuse_texture.unwrap();
+    assert_ne!(Some(colour), material(&s, "leaf").opacity_texture);
+
+    // Group g0 (leaf): u = 0.9 looks up mostly the transparent texel, u = 0.05 the opaque one.
+    let leaf_group = s.groups.iter().position(|g| g.name == "g0").unwrap() as u32;
+    assert!(s.is_cut_out(leaf_group, 0, 0.9, 0.05));
+    assert!(!s.is_cut_out(leaf_group, 0, 0.05, 0.05));
+    let red_group = s.groups.iter().position(|g| g.name == "g2").unwrap() as u32;
+    assert!(s.is_cut_out(red_group, 0, 0.05, 0.05));
+    assert!(!s.is_cut_out(red_group, 0, 0.9, 0.05));
+    // A ray through the hole passes, one through the solid part stops.
+    let bvh = gasworks::cpu::SceneBvh::build(&s);
+    let down = -Vec3::Z;
+    let through = |x: f32| {
+        bvh.intersect(&s, Vec3::new(x, 0.05, 5.0), down, 0.0, f32::INFINITY)
+            .map(|h| s.groups[h.group as usize].name.clone())
+    };
+    // At z = 1 the bare group (solid: no UVs), at z = 0 the three masked triangles.
+    assert_eq!(through(0.9).as_deref(), Some("bare"));
+    let bare = s.groups.iter().position(|g| g.name == "bare").unwrap();
+    assert!(s.groups[bare].uvs.is_empty());
+    assert!(
+        s.report.warnings.iter().any(|w| w.contains(
+            "1 group uses cut-out materials (map_d) without texture coordinates (vt), so their faces render solid (group bare, material leaf)"
+        )),
+        "{:?}",
+        s.report.warnings
+    );
+    assert!(
+        !s.report.warnings.iter().any(|w| w.contains("opacity")),
+        "{:?}",
+        s.report.warnings
+    );
+
+    // Written by gen's writer and read back: the same masks, bit for bit.
+    let out = tempfile::tempdir().unwrap();
+    let written = write_obj(&s, out.path(), "copy").unwrap();
+    let back = load(&written.obj);
+    for name in ["leaf", "grey", "red"] {
+        let t = material(&back, name).opacity_texture.unwrap();
+        let texels = &back.textures[t as usize].texels;
+        let bits = |v: &[[f32; 3]]| v.iter().map(|t| t.map(f32::to_bits)).collect::<Vec<_>>();
+        assert_eq!(bits(texels), bits(&mask(name)), "{name}");
+    }
+}

@@ -308,7 +308,10 @@ fn sponza_like() -> Scene {
     banner.diffuse = Vec3::new(0.5, 0.08, 0.06);
     banner.specular = Vec3::splat(0.3);
     banner.shininess = 20.0;
-    let cloth = Material::diffuse("cloth", Vec3::new(0.1, 0.4, 0.15));
+    // The cloth banners are cut-outs (slits), like Sponza's foliage and chains: the GPU's
+    // any-hit alpha test against the CPU's, in GASes of one group and merged ones.
+    let mut cloth = Material::diffuse("cloth", Vec3::new(0.1, 0.4, 0.15));
+    cloth.opacity_texture = Some(1);
     let mut lamp = Material::diffuse("lamp", Vec3::ZERO);
     lamp.emission = Vec3::new(30.0, 26.0, 20.0);
     let mut groups = Vec::new();
@@ -362,6 +365,12 @@ fn sponza_like() -> Scene {
             m,
         );
         b.normals = vec![Vec3::new(-x0.signum(), 0.0, 0.0).normalize(); 4];
+        b.uvs = vec![
+            Vec2::new(0.0, 0.0),
+            Vec2::new(1.0, 0.0),
+            Vec2::new(1.0, 1.0),
+            Vec2::new(0.0, 1.0),
+        ];
         groups.push(b);
     }
     groups.push(sphere(
@@ -400,6 +409,15 @@ fn sponza_like() -> Scene {
             offset: Vec2::new(0.1, 0.4),
         },
     }];
+    // The banners' mask: vertical slits, every other column of 8 open.
+    scene.textures.push(Texture {
+        path: "slits".into(),
+        width: 8,
+        height: 2,
+        texels: (0..16).map(|i| [(i % 2) as f32; 3]).collect(),
+        mapping: gasworks::scene::UvMapping::IDENTITY,
+    });
+    assert_eq!(scene.cutout_groups().iter().filter(|&&c| c).count(), 4);
     scene.environment = Some(Environment {
         radiance: Vec3::new(0.6, 0.75, 1.0),
     });

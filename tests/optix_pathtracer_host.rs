@@ -83,12 +83,17 @@ void trace6(OptixTraversableHandle handle, float ox, float oy, float oz, float d
             unsigned int sbt_offset, unsigned int sbt_stride, unsigned int miss_index,
             unsigned int& p0, unsigned int& p1, unsigned int& p2, unsigned int& p3,
             unsigned int& p4, unsigned int& p5);
-// Only the closest-hit and miss programs use these; the harness never runs them.
-inline unsigned int primitive_index() { return 0u; }
+// The candidate hit the harness's trace hands the any-hit program, and what it decided. (The
+// closest-hit and miss programs also read these, but the harness never runs them: its trace
+// writes their payload itself.)
+struct CandidateHit { const void* record; unsigned int prim; float t, u, v; bool ignored; };
+extern CandidateHit g_candidate;
+inline unsigned int primitive_index() { return g_candidate.prim; }
 inline unsigned int instance_id() { return 0u; }
-inline float ray_tmax() { return 0.0f; }
-inline void triangle_barycentrics(float& u, float& v) { u = 0.0f; v = 0.0f; }
-inline const void* sbt_data() { return nullptr; }
+inline float ray_tmax() { return g_candidate.t; }
+inline void triangle_barycentrics(float& u, float& v) { u = g_candidate.u; v = g_candidate.v; }
+inline const void* sbt_data() { return g_candidate.record; }
+inline void ignore_intersection() { g_candidate.ignored = true; }
 template <unsigned int Slot> inline void set_payload(unsigned int) {}
 }
 "#;
@@ -100,6 +105,7 @@ const HARNESS: &str = r#"
 #include <vector>
 
 unsigned int optix_min::g_launch_index = 0;
+optix_min::CandidateHit optix_min::g_candidate = {nullptr, 0u, 0.0f, 0.0f, 0.0f, false};
 static std::vector<GwHitGroupData> g_records;
 
 // The CPU's RayData and intersect_triangle (src/cpu/bvh.rs): Woop, Benthin, Wald's watertight
@@ -143,7 +149,11 @@ static bool intersect(const HostRay& r, const float* p0, const float* p1, const 
 }
 
 // optixTrace by brute force over every record's triangles, in (group, prim) order, keeping the
-// first of equally close hits: the CPU BVH's (t, group, prim) order.
+// first of equally close hits: the CPU BVH's (t, group, prim) order. Unless the ray disables
+// any-hit programs, a candidate that would be kept is first offered to __anyhit__pathtrace,
+// which may ignore it (a cut-out's hole), as OptiX does for a build input whose any-hit is
+// enabled; the program decides nothing for the other groups, so offering it every candidate is
+// the same as OptiX running it only on groups with cut-outs.
 void optix_min::trace6(OptixTraversableHandle, float ox, float oy, float oz, float dx, float dy,
                        float dz, float tmin, float tmax, unsigned int, unsigned int ray_flags,
                        unsigned int, unsigned int, unsigned int, unsigned int& p0,
@@ -162,6 +172,11 @@ void optix_min::trace6(OptixTraversableHandle, float ox, float oy, float oz, flo
             if (intersect(r, g.positions + 3u * tri[0], g.positions + 3u * tri[1],
                           g.positions + 3u * tri[2], tmin, tmax, t, u, v)
                 && (best == nullptr || t < bt)) {
+                if ((ray_flags & optix_min::RAY_FLAG_DISABLE_ANYHIT) == 0u) {
+                    optix_min::g_candidate = {&g, prim, t, u, v, false};
+                    __anyhit__pathtrace();
+                    if (optix_min::g_candidate.ignored) continue;
+                }
                 best = &g; bt = t; bu = u; bv = v; bprim = prim;
                 if (any) break;
             }
@@ -478,6 +493,75 @@ fn textured_cornell() -> Scene {
     scene
 }
 
+/// An opacity mask: a 6x6 checker of 0 and 1 with a row of greys around the cutoff 0.5,
+/// placed with a scale and offset.
+fn checker_mask() -> Texture {
+    let mut texels = Vec::new();
+    for y in 0..6 {
+        for x in 0..6 {
+            let value = if y == 2 {
+                0.4 + 0.04 * x as f32
+            } else if (x + y) % 2 == 0 {
+                1.0
+            } else {
+                0.0
+            };
+            texels.push([value; 3]);
+        }
+    }
+    Texture {
+        path: "checker-mask".into(),
+        width: 6,
+        height: 6,
+        texels,
+        mapping: gasworks::scene::UvMapping {
+            scale: glam::Vec2::new(1.5, 1.0),
+            offset: glam::Vec2::new(0.1, 0.3),
+        },
+    }
+}
+
+/// The textured Cornell-like box behind a cut-out fence (the camera's rays and every bounce
+/// pass its holes), with a cut-out screen under the light (shadow rays pass its holes, so the
+/// shadows are patterned), both using one mask. `masked: false` gives the same scene with the
+/// masks left off, to show that they change the image.
+fn cut_out_cornell(masked: bool) -> Scene {
+    let mut scene = textured_cornell();
+    let mut fence = Material::diffuse("fence", Vec3::new(0.6, 0.4, 0.2));
+    fence.opacity_texture = masked.then_some(1);
+    scene.materials.push(fence);
+    let m = scene.materials.len() as u32 - 1;
+    let uvs = vec![
+        Vec2::new(0.0, 0.0),
+        Vec2::new(1.0, 0.0),
+        Vec2::new(1.0, 1.0),
+        Vec2::new(0.0, 1.0),
+    ];
+    let mut front = quad(
+        "fence",
+        Vec3::new(0.1, 0.05, 0.05),
+        Vec3::new(0.0, 0.85, 0.0),
+        Vec3::new(0.8, 0.0, 0.0),
+        m,
+    );
+    front.uvs = uvs.clone();
+    let mut screen = quad(
+        "screen",
+        Vec3::new(0.3, 0.95, 0.3),
+        Vec3::new(0.4, 0.0, 0.0),
+        Vec3::new(0.0, 0.0, 0.4),
+        m,
+    );
+    screen.uvs = uvs;
+    scene.groups.push(front);
+    scene.groups.push(screen);
+    scene.textures.push(checker_mask());
+    scene.source = format!("cut-out-cornell (masked: {masked})");
+    scene.finalize();
+    scene.validate().unwrap();
+    scene
+}
+
 /// A floor and a ceiling with two lamps between them, one wound down and one tilted and wound
 /// up, seen from a camera that looks at both faces of both: with one-sided lights the backs are
 /// dark and light only the side they face; with two-sided lights both faces emit.
@@ -560,6 +644,42 @@ fn device_code_matches_the_cpu_on_a_textured_cornell_box() {
         h: 28,
     };
     assert_device_code_matches_cpu(&textured_cornell(), &s, tile);
+}
+
+/// Cut-outs: the any-hit program's alpha test, run by the harness's trace as OptiX runs it,
+/// must skip exactly the hits the CPU skips, for camera, bounce and shadow rays. The masks
+/// change most of the tile (else the test would prove nothing).
+#[test]
+#[cfg_attr(
+    gasworks_no_cxx,
+    ignore = "no C++ compiler when the tests were built (see build.rs)"
+)]
+fn device_code_matches_the_cpu_on_cut_outs() {
+    let s = cornell_settings(40, 32, 6, 8, 11);
+    let tile = Tile {
+        x: 2,
+        y: 3,
+        w: 34,
+        h: 27,
+    };
+    let (cut, solid) = (cut_out_cornell(true), cut_out_cornell(false));
+    assert_eq!(cut.cutout_groups().iter().filter(|&&c| c).count(), 2);
+    let render = |scene: &Scene| {
+        let mut film = vec![[0.0f32; 4]; tile.pixel_count()];
+        CpuBackend::new(scene, &s)
+            .unwrap()
+            .render_tile(tile, 0..s.spp, &mut film)
+            .unwrap();
+        film
+    };
+    let (a, b) = (render(&cut), render(&solid));
+    let differ = a.iter().zip(&b).filter(|(x, y)| x != y).count();
+    assert!(
+        differ > a.len() / 2,
+        "the masks change {differ} of {} pixels",
+        a.len()
+    );
+    assert_device_code_matches_cpu(&cut, &s, tile);
 }
 
 #[test]
@@ -831,13 +951,15 @@ fn path_tracer_structs_have_the_rust_layout_on_the_device_side() {
             transmittance,
             ior,
             emission,
-            texture
+            texture,
+            opacity_texture,
+            pad
         ]
     );
     asserts.extend(layout_asserts!(
         GwTexture,
         "GwTexture",
-        [first_texel, width, height]
+        [first_texel, width, height, uv_scale, uv_offset]
     ));
     asserts.extend(layout_asserts!(
         GwLight,

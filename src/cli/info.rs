@@ -42,6 +42,8 @@ pub struct MaterialInfo {
     pub triangles: u64,
     pub emissive: bool,
     pub textured: bool,
+    /// Whether it has a `map_d` opacity mask (a cut-out).
+    pub cut_out: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -180,6 +182,7 @@ pub fn scene_info(scene: &Scene) -> SceneInfo {
                 triangles,
                 emissive: m.is_emissive(),
                 textured: m.diffuse_texture.is_some(),
+                cut_out: m.opacity_texture.is_some(),
             })
             .collect(),
         lights: LightInfo {
@@ -267,6 +270,9 @@ pub fn render_text(info: &SceneInfo, list_groups: bool) -> String {
         }
         if m.textured {
             notes.push_str(" textured");
+        }
+        if m.cut_out {
+            notes.push_str(" cut-out");
         }
         let _ = writeln!(
             s,

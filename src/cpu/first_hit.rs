@@ -23,7 +23,7 @@ pub fn first_hit_materials(
             for (x, m) in row.iter_mut().enumerate() {
                 let dir = camera.direction(x as f32 + 0.5, y as f32 + 0.5);
                 *m = RayData::new(camera.eye, dir)
-                    .and_then(|ray| bvh.intersect_ray(&ray, 0.0, f32::INFINITY))
+                    .and_then(|ray| bvh.intersect_ray(scene, &ray, 0.0, f32::INFINITY))
                     .map(|hit| scene.groups[hit.group as usize].face_materials[hit.prim as usize]);
             }
         });

@@ -220,7 +220,7 @@ impl SurfacePoint {
                 n_geo
             }
         };
-        let uv = (!g.uvs.is_empty()).then(|| w * g.uvs[i0] + u * g.uvs[i1] + v * g.uvs[i2]);
+        let uv = g.uv_at(prim, u, v);
         SurfacePoint {
             p,
             n_geo,
@@ -266,7 +266,7 @@ impl PathTracer<'_> {
             let Some(ray) = RayData::new(ray_o, ray_d) else {
                 break;
             };
-            let Some(hit) = self.bvh.intersect_ray(&ray, 0.0, f32::INFINITY) else {
+            let Some(hit) = self.bvh.intersect_ray(self.scene, &ray, 0.0, f32::INFINITY) else {
                 radiance += throughput * env;
                 break;
             };
@@ -391,6 +391,7 @@ impl PathTracer<'_> {
         let light_side = if n_light.dot(wi) < 0.0 { 1.0 } else { -1.0 };
         let target = offset_ray_origin(q, light_side * n_light);
         if self.bvh.occluded_ray(
+            self.scene,
             &match RayData::new(origin, target - origin) {
                 Some(r) => r,
                 None => return Vec3::ZERO,

@@ -232,6 +232,9 @@ pub fn check_gas_limits(table: &GasTable, limits: &GasLimits) -> Result<(), Acce
 pub struct DeviceGeometry {
     buffer: DeviceBuffer,
     blocks: Vec<GroupBlock>,
+    /// Per group, whether its build input lets any-hit programs run (groups with cut-outs,
+    /// [`Scene::cutout_groups`]); all false for bare meshes.
+    any_hit: Vec<bool>,
 }
 
 impl DeviceGeometry {
@@ -242,7 +245,9 @@ impl DeviceGeometry {
             .iter()
             .map(|g| (g.positions.as_slice(), g.indices.as_slice()))
             .collect();
-        Self::upload_meshes(gpu, stream, &meshes)
+        let mut geometry = Self::upload_meshes(gpu, stream, &meshes)?;
+        geometry.any_hit = scene.cutout_groups();
+        Ok(geometry)
     }
 
     /// Uploads meshes (vertices, indices), mesh i becoming "group" i of the geometry.
@@ -267,7 +272,12 @@ impl DeviceGeometry {
         }
         let mut buffer = gpu.alloc(staging.len())?;
         buffer.upload(stream, 0, &staging)?;
-        Ok(DeviceGeometry { buffer, blocks })
+        let any_hit = vec![false; blocks.len()];
+        Ok(DeviceGeometry {
+            buffer,
+            blocks,
+            any_hit,
+        })
     }
 
     pub fn blocks(&self) -> &[GroupBlock] {
@@ -287,8 +297,27 @@ impl DeviceGeometry {
     }
 }
 
-/// One geometry flag per build input (each input has one SBT record): no any-hit programs.
-static GEOMETRY_FLAGS: [u32; 1] = [sys::OPTIX_GEOMETRY_FLAG_DISABLE_ANYHIT];
+/// The geometry flags of a build input (one per SBT record; each input has one) of a group
+/// without cut-outs: no any-hit programs, so its hits are final at once.
+static OPAQUE_FLAGS: [u32; 1] = [sys::OPTIX_GEOMETRY_FLAG_DISABLE_ANYHIT];
+/// The same for a group with cut-outs: the hit group's any-hit program (the path tracer's
+/// alpha test) runs on its candidate hits. The test gives the same answer however often it
+/// runs, so OptiX may call it more than once per hit (no REQUIRE_SINGLE_ANYHIT_CALL).
+static ANY_HIT_FLAGS: [u32; 1] = [sys::OPTIX_GEOMETRY_FLAG_NONE];
+
+/// The geometry flags of group `group`'s build input.
+fn geometry_flags(geometry: &DeviceGeometry, group: u32) -> *const u32 {
+    if geometry
+        .any_hit
+        .get(group as usize)
+        .copied()
+        .unwrap_or(false)
+    {
+        ANY_HIT_FLAGS.as_ptr()
+    } else {
+        OPAQUE_FLAGS.as_ptr()
+    }
+}
 
 /// The build inputs of one GAS, with the host arrays their pointers refer to.
 struct GasInputs {
@@ -299,7 +328,7 @@ struct GasInputs {
 }
 
 // SAFETY: the raw pointers inside `inputs` point into `_vertex_ptrs` (owned, never mutated) and
-// the static GEOMETRY_FLAGS; nothing is shared mutably.
+// the statics OPAQUE_FLAGS and ANY_HIT_FLAGS; nothing is shared mutably.
 unsafe impl Send for GasInputs {}
 unsafe impl Sync for GasInputs {}
 
@@ -321,7 +350,7 @@ impl GasInputs {
                     num_index_triplets: b.triangle_count,
                     index_format: sys::OPTIX_INDICES_FORMAT_UNSIGNED_INT3,
                     index_stride_in_bytes: 12,
-                    flags: GEOMETRY_FLAGS.as_ptr(),
+                    flags: geometry_flags(geometry, g),
                     num_sbt_records: 1,
                     ..Default::default()
                 })

@@ -214,7 +214,12 @@ impl OptixBackend {
         )?;
         let raygen = ProgramGroup::raygen(&ctx, &module, "__raygen__pathtrace")?;
         let miss = ProgramGroup::miss(&ctx, &module, "__miss__pathtrace")?;
-        let hit = ProgramGroup::closest_hit(&ctx, &module, "__closesthit__pathtrace")?;
+        let hit = ProgramGroup::hit_group(
+            &ctx,
+            &module,
+            "__closesthit__pathtrace",
+            "__anyhit__pathtrace",
+        )?;
         let program_groups = vec![raygen.clone(), miss.clone(), hit.clone()];
         // Linked here once so that a link error is a setup error; the first worker takes it.
         let pipeline = link_pipeline(&ctx, &pipeline_options, &program_groups)?;
@@ -607,6 +612,7 @@ mod tests {
         for entry in [
             ".entry __raygen__pathtrace",
             ".entry __closesthit__pathtrace",
+            ".entry __anyhit__pathtrace",
             ".entry __miss__pathtrace",
         ] {
             assert!(PATHTRACE_PTX.contains(entry), "pathtrace.ptx lacks {entry}");
@@ -620,10 +626,11 @@ mod tests {
             "pathtrace.ptx lacks {params}"
         );
         // Two traces, the path's next hit and the shadow ray, both with the default payload
-        // type and the six values the pipeline is compiled for, every instance visible, no
-        // any-hit (OPTIX_RAY_FLAG_DISABLE_ANYHIT = 1; the shadow ray adds
-        // TERMINATE_ON_FIRST_HIT = 4), and the record of a hit at the instance's SBT offset
-        // plus the build input (offset 0, stride 1), the one miss record at index 0.
+        // type and the six values the pipeline is compiled for, every instance visible, any-hit
+        // left to the geometry flags (no OPTIX_RAY_FLAG_DISABLE_ANYHIT = 1: the cut-out test
+        // runs on groups with cut-outs; the shadow ray adds TERMINATE_ON_FIRST_HIT = 4), and
+        // the record of a hit at the instance's SBT offset plus the build input (offset 0,
+        // stride 1), the one miss record at index 0.
         let trace = |ray_flags| super::super::ptx_calls::TraceCall {
             payload_type: 0,
             visibility_mask: 0xff,
@@ -635,7 +642,7 @@ mod tests {
         };
         assert_eq!(
             super::super::ptx_calls::trace_calls(PATHTRACE_PTX),
-            [trace(1), trace(1 | 4)]
+            [trace(0), trace(4)]
         );
     }
 

@@ -490,6 +490,23 @@ impl ProgramGroup {
         )
     }
 
+    /// A hit group with a closest-hit and an any-hit program (built-in triangles).
+    pub fn hit_group(
+        ctx: &Arc<DeviceContext>,
+        module: &Module,
+        closest_hit: &str,
+        any_hit: &str,
+    ) -> Result<ProgramGroup, OptixError> {
+        Self::new(
+            ctx,
+            ProgramGroupKind::Hitgroup {
+                closest_hit: Some(Entry::new(module, closest_hit)),
+                any_hit: Some(Entry::new(module, any_hit)),
+                intersection: None,
+            },
+        )
+    }
+
     pub fn raw(&self) -> sys::OptixProgramGroup {
         self.inner.raw
     }

@@ -106,7 +106,18 @@ pub struct Material {
     pub emission: Vec3,
     /// Index into [`Scene::textures`] of the `map_Kd` texture, when it was found and decoded.
     pub diffuse_texture: Option<u32>,
+    /// Index into [`Scene::textures`] of the `map_d` opacity mask (its value in every channel),
+    /// when it was found and decoded: a cut-out. Where the mask is below [`ALPHA_CUTOFF`] the
+    /// surface is not there at all, for every ray (camera, bounce and shadow rays) on both
+    /// backends; see [`Scene::is_cut_out`].
+    pub opacity_texture: Option<u32>,
 }
+
+/// The opacity below which a cut-out surface is a hole. An alpha *test*, as in rasterizers and
+/// OptiX's any-hit samples, rather than pbrt's stochastic alpha: masks of leaves, fences and
+/// chains are meant to be binary, and a threshold gives the same hole to every ray, sample and
+/// backend (deterministic images, exact CPU/GPU agreement).
+pub const ALPHA_CUTOFF: f32 = 0.5;
 
 impl Material {
     /// The material given to faces that name none, or whose MTL file is missing.
@@ -121,6 +132,7 @@ impl Material {
             transmittance: Vec3::ONE,
             emission: Vec3::ZERO,
             diffuse_texture: None,
+            opacity_texture: None,
         }
     }
 
@@ -247,6 +259,19 @@ impl Group {
             *self.positions.get(b as usize)?,
             *self.positions.get(c as usize)?,
         ])
+    }
+
+    /// The texture coordinates at barycentrics `(u, v)` of triangle `prim`,
+    /// `w uv0 + u uv1 + v uv2` with `w = 1 - u - v` (the device code computes the same, in the
+    /// same order), or `None` when the group has no UVs.
+    #[inline]
+    pub fn uv_at(&self, prim: usize, u: f32, v: f32) -> Option<Vec2> {
+        if self.uvs.is_empty() {
+            return None;
+        }
+        let [i0, i1, i2] = self.indices[prim].map(|i| i as usize);
+        let w = 1.0 - u - v;
+        Some(w * self.uvs[i0] + u * self.uvs[i1] + v * self.uvs[i2])
     }
 
     pub fn triangle(&self, prim: usize) -> [Vec3; 3] {
@@ -402,6 +427,47 @@ impl Scene {
             .par_iter()
             .map(Group::bounds)
             .reduce(|| Bounds::EMPTY, |a, b| a.union(&b))
+    }
+
+    /// Whether a hit at barycentrics `(u, v)` of triangle `prim` of group `group` falls in a
+    /// hole of a cut-out: its material has an opacity mask ([`Material::opacity_texture`]),
+    /// the group has UVs, and the mask there is below [`ALPHA_CUTOFF`]. Such a hit is no hit
+    /// for any ray. A mask index outside the texture table, like a missing `map_Kd`, means
+    /// "no mask" (what the device code does with it too).
+    pub fn is_cut_out(&self, group: u32, prim: u32, u: f32, v: f32) -> bool {
+        let g = &self.groups[group as usize];
+        let material = &self.materials[g.face_materials[prim as usize] as usize];
+        let Some(mask) = material
+            .opacity_texture
+            .and_then(|t| self.textures.get(t as usize))
+        else {
+            return false;
+        };
+        g.uv_at(prim as usize, u, v)
+            .is_some_and(|uv| mask.sample(uv).x < ALPHA_CUTOFF)
+    }
+
+    /// Per group, whether any of its triangles uses a material with an opacity mask and the
+    /// group has UVs: the groups whose hits must pass [`Scene::is_cut_out`] (the others need
+    /// no test; on the GPU, only these GASes let any-hit programs run).
+    pub fn cutout_groups(&self) -> Vec<bool> {
+        let masked: Vec<bool> = self
+            .materials
+            .iter()
+            .map(|m| {
+                m.opacity_texture
+                    .is_some_and(|t| (t as usize) < self.textures.len())
+            })
+            .collect();
+        self.groups
+            .iter()
+            .map(|g| {
+                !g.uvs.is_empty()
+                    && g.face_materials
+                        .iter()
+                        .any(|&m| masked.get(m as usize).copied().unwrap_or(false))
+            })
+            .collect()
     }
 
     /// The environment radiance, black when the scene has none.

@@ -10,7 +10,7 @@
 //!
 //! What the loader accepts, repairs with one warning (naming the file, the first line and
 //! the count), and refuses is listed in `docs/obj-loader.md`. In short:
-//! - exactly one [`Group`](super::Group) per `o`/`g` section that holds faces; faces keep their own
+//! - exactly one [`Group`] per `o`/`g` section that holds faces; faces keep their own
 //!   `usemtl` material; convex polygons are fans, concave ones are split by ear clipping
 //!   ([`polygon`]); groups without normals in smoothing groups (`s 1`) get computed ones;
 //! - repaired with a warning: normal or texture indices that point nowhere (the attribute is
@@ -37,7 +37,7 @@ use glam::{Vec2, Vec3};
 use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
 
-use super::{Material, Scene};
+use super::{Group, Material, Scene};
 use assemble::{Assembled, Assembler, MaterialUse, Pools, DEFAULT_MATERIAL};
 use parse::{ChunkInput, ChunkOut, Counts, Occurrences, Tally};
 
@@ -321,7 +321,18 @@ fn into_scene(path: &Path, assembled: Assembled, vertices: u64) -> Result<Scene,
                 source,
                 &m.name,
                 name,
+                mtl::TexelUse::Colour,
                 m.diffuse_texture_mapping,
+                &mut warnings,
+            );
+        }
+        if let Some(name) = &m.opacity_texture {
+            material.opacity_texture = textures.load(
+                source,
+                &m.name,
+                name,
+                mtl::TexelUse::Mask(m.opacity_channel),
+                m.opacity_texture_mapping,
                 &mut warnings,
             );
         }
@@ -355,6 +366,8 @@ fn into_scene(path: &Path, assembled: Assembled, vertices: u64) -> Result<Scene,
         materials.push(Material::default_diffuse());
     }
 
+    warnings.extend(cutouts_without_uvs(path, &groups, &materials));
+
     let mut scene = Scene::new(&path.display().to_string(), groups, materials);
     scene.textures = textures.textures;
     scene.report.warnings.extend(warnings);
@@ -371,6 +384,31 @@ fn into_scene(path: &Path, assembled: Assembled, vertices: u64) -> Result<Scene,
         });
     }
     Ok(scene)
+}
+
+/// One warning when groups without texture coordinates use a cut-out material (`map_d`): a
+/// mask cannot be looked up there, so those faces render solid.
+fn cutouts_without_uvs(path: &Path, groups: &[Group], materials: &[Material]) -> Option<String> {
+    let mut first: Option<(&str, &str)> = None;
+    let mut count = 0;
+    for g in groups.iter().filter(|g| g.uvs.is_empty()) {
+        let masked = g.face_materials.iter().find_map(|&m| {
+            materials
+                .get(m as usize)
+                .filter(|m| m.opacity_texture.is_some())
+        });
+        if let Some(m) = masked {
+            count += 1;
+            first.get_or_insert((g.name.as_str(), m.name.as_str()));
+        }
+    }
+    let (group, material) = first?;
+    Some(format!(
+        "{}: {} cut-out materials (map_d) without texture coordinates (vt), so their faces render solid (group {group}, material {material}{})",
+        path.display(),
+        counted(count, "group uses", "groups use"),
+        if count == 1 { "" } else { ", the first" },
+    ))
 }
 
 /// Said after a count of degenerate triangles when some of them had an area, but one single

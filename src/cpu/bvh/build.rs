@@ -421,11 +421,18 @@ pub(super) fn build(scene: &Scene) -> SceneBvh {
         groups: scene.groups.len(),
         seconds: start.elapsed().as_secs_f64(),
     };
+    let cutout_groups = scene.cutout_groups();
+    let cutout_groups = if cutout_groups.contains(&true) {
+        cutout_groups
+    } else {
+        Vec::new()
+    };
     SceneBvh {
         nodes,
         packets,
         ids,
         root,
+        cutout_groups,
         stats,
     }
 }

@@ -31,6 +31,12 @@
 //! best hit is already in front of it. At a leaf, one packet test per four triangles. Shadow
 //! rays (any hit) skip the sorting and stop at the first hit.
 //!
+//! Cut-outs (materials with a `map_d` opacity mask): a triangle test's hit on a triangle of a
+//! group that has any is kept only where [`Scene::is_cut_out`] says the surface is there; the
+//! query takes the scene for that lookup. Groups without cut-outs pay one bounds-checked
+//! `Vec<bool>` read per candidate hit, and scenes without any not even that. This is the
+//! CPU's any-hit program: the GPU runs the same test in `__anyhit__pathtrace`.
+//!
 //! obvhs's own traversals are not used because the reference must agree *exactly* with brute
 //! force, and they cannot promise it: its `Bvh2` traversal culls children with a strict
 //! `t_near < t_max` (so a tie at the current closest distance can be skipped, and ties must
@@ -263,6 +269,9 @@ pub struct SceneBvh {
     ids: Vec<PacketIds>,
     /// The root: a node, a leaf (a scene of one small group) or empty.
     root: ChildRef,
+    /// Per group, whether its hits must pass the cut-out test ([`Scene::cutout_groups`]);
+    /// empty when no group has cut-outs.
+    cutout_groups: Vec<bool>,
     stats: BuildStats,
 }
 
@@ -293,9 +302,21 @@ impl SceneBvh {
         (self.nodes.len(), self.packets.len())
     }
 
-    /// The closest hit with `tmin < t < tmax`, ties broken by [`Hit::precedes`]. `scene` must
-    /// be the scene the BVH was built from (its triangles are copied inside; the argument is
-    /// checked in debug builds).
+    /// Whether hits on group `group` must pass the cut-out test.
+    #[inline(always)]
+    fn has_cutouts(&self, group: u32) -> bool {
+        !self.cutout_groups.is_empty() && self.cutout_groups[group as usize]
+    }
+
+    /// Whether the hit is real: not in a hole of a cut-out.
+    #[inline(always)]
+    fn is_solid(&self, scene: &Scene, group: u32, prim: u32, u: f32, v: f32) -> bool {
+        !self.has_cutouts(group) || !scene.is_cut_out(group, prim, u, v)
+    }
+
+    /// The closest hit with `tmin < t < tmax`, ties broken by [`Hit::precedes`]; holes of
+    /// cut-outs are no hits. `scene` must be the scene the BVH was built from (its triangles
+    /// are copied inside; the argument is checked in debug builds, and read for cut-outs).
     pub fn intersect(
         &self,
         scene: &Scene,
@@ -310,13 +331,15 @@ impl SceneBvh {
             "BVH of another scene"
         );
         let ray = RayData::new(origin, dir)?;
-        self.intersect_ray(&ray, tmin, tmax)
+        self.intersect_ray(scene, &ray, tmin, tmax)
     }
 
     /// Tests a leaf's packets and keeps the best hit by the total order.
     #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
     fn closest_in_leaf(
         &self,
+        scene: &Scene,
         leaf: ChildRef,
         ray: &RayData,
         ray4: &Ray4,
@@ -334,7 +357,7 @@ impl SceneBvh {
                 // Lanes beyond the best hit so far cannot win (a tie can: hence `<=`).
                 if best.is_none_or(|b| h.t[lane] <= b.t) {
                     let (t, u, v) = h.lane(lane);
-                    self.offer(k, lane, t, u, v, best);
+                    self.offer(scene, k, lane, t, u, v, best);
                 }
             }
             let mut lanes = h.scalar;
@@ -343,14 +366,26 @@ impl SceneBvh {
                 lanes &= lanes - 1;
                 if let Some((t, u, v)) = intersect_triangle(ray, &packet.triangle(lane), tmin, tmax)
                 {
-                    self.offer(k, lane, t, u, v, best);
+                    self.offer(scene, k, lane, t, u, v, best);
                 }
             }
         }
     }
 
+    /// Keeps the hit when it precedes the best so far and is solid (the cut-out test last:
+    /// it reads a texture).
+    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    fn offer(&self, k: usize, lane: usize, t: f32, u: f32, v: f32, best: &mut Option<Hit>) {
+    fn offer(
+        &self,
+        scene: &Scene,
+        k: usize,
+        lane: usize,
+        t: f32,
+        u: f32,
+        v: f32,
+        best: &mut Option<Hit>,
+    ) {
         let id = &self.ids[k];
         let hit = Hit {
             group: id.group[lane],
@@ -359,7 +394,8 @@ impl SceneBvh {
             u,
             v,
         };
-        if best.is_none_or(|b| hit.precedes(&b)) {
+        if best.is_none_or(|b| hit.precedes(&b)) && self.is_solid(scene, hit.group, hit.prim, u, v)
+        {
             *best = Some(hit);
         }
     }
@@ -371,7 +407,7 @@ impl SceneBvh {
     /// entry is skipped when the best hit has moved in front of it by more than the slab
     /// test's own tolerance (the same `1 + 2 gamma(3)` factor, so a pop never culls what the
     /// node test would have let through).
-    pub fn intersect_ray(&self, ray: &RayData, tmin: f32, tmax: f32) -> Option<Hit> {
+    pub fn intersect_ray(&self, scene: &Scene, ray: &RayData, tmin: f32, tmax: f32) -> Option<Hit> {
         let mut best: Option<Hit> = None;
         let mut current = self.root;
         if current == ChildRef::EMPTY {
@@ -383,7 +419,7 @@ impl SceneBvh {
         let mut limit = tmax;
         loop {
             if current.is_leaf() {
-                self.closest_in_leaf(current, ray, &ray4, tmin, tmax, &mut best);
+                self.closest_in_leaf(scene, current, ray, &ray4, tmin, tmax, &mut best);
                 if let Some(b) = best {
                     limit = b.t;
                 }
@@ -446,14 +482,52 @@ impl SceneBvh {
             "BVH of another scene"
         );
         match RayData::new(origin, dir) {
-            Some(ray) => self.occluded_ray(&ray, tmin, tmax),
+            Some(ray) => self.occluded_ray(scene, &ray, tmin, tmax),
             None => false,
         }
     }
 
+    /// Whether a leaf holds a solid hit: any lane at all, or with cut-outs in the leaf's group
+    /// (a leaf lies in one group), any lane that passes the cut-out test.
+    #[inline(always)]
+    fn any_solid_in_leaf(
+        &self,
+        scene: &Scene,
+        leaf: ChildRef,
+        ray: &RayData,
+        ray4: &Ray4,
+        tmin: f32,
+        tmax: f32,
+    ) -> bool {
+        let mut packets = leaf.packets();
+        let Some(first) = packets.clone().next() else {
+            return false;
+        };
+        if !self.has_cutouts(self.ids[first].group[0]) {
+            return packets.any(|k| self.packets[k].any_hit(ray, ray4, tmin, tmax));
+        }
+        packets.any(|k| {
+            let packet = &self.packets[k];
+            let ids = &self.ids[k];
+            let h = packet.intersect(ray4, tmin, tmax);
+            (0..4).any(|lane| {
+                let hit = if h.mask & (1 << lane) != 0 {
+                    Some(h.lane(lane))
+                } else if h.scalar & (1 << lane) != 0 {
+                    intersect_triangle(ray, &packet.triangle(lane), tmin, tmax)
+                } else {
+                    None
+                };
+                hit.is_some_and(|(_, u, v)| {
+                    !scene.is_cut_out(ids.group[lane], ids.prim[lane], u, v)
+                })
+            })
+        })
+    }
+
     /// [`SceneBvh::occluded`] for a prepared ray: depth first in child order, stopping at the
-    /// first hit found.
-    pub fn occluded_ray(&self, ray: &RayData, tmin: f32, tmax: f32) -> bool {
+    /// first solid hit found.
+    pub fn occluded_ray(&self, scene: &Scene, ray: &RayData, tmin: f32, tmax: f32) -> bool {
         let mut current = self.root;
         if current == ChildRef::EMPTY {
             return false;
@@ -462,10 +536,7 @@ impl SceneBvh {
         let mut stack = Stack::new();
         loop {
             if current.is_leaf() {
-                if current
-                    .packets()
-                    .any(|k| self.packets[k].any_hit(ray, &ray4, tmin, tmax))
-                {
+                if self.any_solid_in_leaf(scene, current, ray, &ray4, tmin, tmax) {
                     return true;
                 }
             } else {
@@ -503,7 +574,9 @@ pub fn brute_force_intersect(
     let mut best: Option<Hit> = None;
     for (gi, g) in scene.groups.iter().enumerate() {
         for pi in 0..g.triangle_count() {
-            if let Some((t, u, v)) = intersect_triangle(&ray, &g.triangle(pi), tmin, tmax) {
+            if let Some((t, u, v)) = intersect_triangle(&ray, &g.triangle(pi), tmin, tmax)
+                .filter(|&(_, u, v)| !scene.is_cut_out(gi as u32, pi as u32, u, v))
+            {
                 let hit = Hit {
                     group: gi as u32,
                     prim: pi as u32,
@@ -525,9 +598,11 @@ pub fn brute_force_occluded(scene: &Scene, origin: Vec3, dir: Vec3, tmin: f32, t
     let Some(ray) = RayData::new(origin, dir) else {
         return false;
     };
-    scene.groups.iter().any(|g| {
-        (0..g.triangle_count())
-            .any(|pi| intersect_triangle(&ray, &g.triangle(pi), tmin, tmax).is_some())
+    scene.groups.iter().enumerate().any(|(gi, g)| {
+        (0..g.triangle_count()).any(|pi| {
+            intersect_triangle(&ray, &g.triangle(pi), tmin, tmax)
+                .is_some_and(|(_, u, v)| !scene.is_cut_out(gi as u32, pi as u32, u, v))
+        })
     })
 }
 

@@ -9,7 +9,7 @@ use bytemuck::{Pod, Zeroable};
 
 use crate::scene::MaterialKind;
 
-/// `GwMaterial`: one [`crate::scene::Material`] (64 bytes).
+/// `GwMaterial`: one [`crate::scene::Material`] (80 bytes).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
 pub struct GwMaterial {
@@ -23,6 +23,9 @@ pub struct GwMaterial {
     pub emission: [f32; 3],
     /// Index into the texture table, or -1 (no `map_Kd`).
     pub texture: i32,
+    /// Index into the texture table of the opacity mask, or -1 (no `map_d`: not a cut-out).
+    pub opacity_texture: i32,
+    pub pad: [u32; 3],
 }
 
 /// `GwTexture`: where one texture's texels start in the texel array, its size, and its
@@ -163,7 +166,7 @@ mod tests {
 
     #[test]
     fn material_layout_matches_the_device() {
-        assert_eq!(size_of::<GwMaterial>(), 64);
+        assert_eq!(size_of::<GwMaterial>(), 80);
         assert_eq!(align_of::<GwMaterial>(), 4);
         assert_eq!(offset_of!(GwMaterial, diffuse), 0);
         assert_eq!(offset_of!(GwMaterial, kind), 12);
@@ -173,6 +176,7 @@ mod tests {
         assert_eq!(offset_of!(GwMaterial, ior), 44);
         assert_eq!(offset_of!(GwMaterial, emission), 48);
         assert_eq!(offset_of!(GwMaterial, texture), 60);
+        assert_eq!(offset_of!(GwMaterial, opacity_texture), 64);
     }
 
     #[test]

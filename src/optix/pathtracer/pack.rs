@@ -94,10 +94,11 @@ impl Blob {
     }
 }
 
-/// One material as the device reads it. A `map_Kd` index outside the texture table packs as
-/// "no texture", which is what the CPU does with it (`Bsdf::new` uses a texel of 1).
+/// One material as the device reads it. A `map_Kd` or `map_d` index outside the texture
+/// table packs as "no texture", which is what the CPU does with it (`Bsdf::new` uses a texel
+/// of 1, `Scene::is_cut_out` no mask).
 pub fn pack_material(m: &Material, texture_count: usize) -> GwMaterial {
-    let texture = match m.diffuse_texture {
+    let index = |t: Option<u32>| match t {
         Some(i) if (i as usize) < texture_count && i <= i32::MAX as u32 => i as i32,
         _ => -1,
     };
@@ -109,7 +110,9 @@ pub fn pack_material(m: &Material, texture_count: usize) -> GwMaterial {
         transmittance: m.transmittance.to_array(),
         ior: m.ior,
         emission: m.emission.to_array(),
-        texture,
+        texture: index(m.diffuse_texture),
+        opacity_texture: index(m.opacity_texture),
+        pad: [0; 3],
     }
 }
 

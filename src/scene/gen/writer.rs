@@ -333,18 +333,74 @@ fn write_mtl(
             // Absolute, since the texture was found relative to another library's folder.
             let absolute = std::fs::canonicalize(&texture.path)
                 .unwrap_or_else(|_| PathBuf::from(&texture.path));
-            let m = texture.mapping;
-            let mut options = String::new();
-            if m.scale != glam::Vec2::ONE {
-                options += &format!("-s {:?} {:?} 1 ", m.scale.x, m.scale.y);
-            }
-            if m.offset != glam::Vec2::ZERO {
-                options += &format!("-o {:?} {:?} 0 ", m.offset.x, m.offset.y);
-            }
+            let options = mapping_options(texture.mapping);
             writeln!(out, "map_Kd {options}{}", absolute.display())?;
+        }
+        if let Some((index, mask)) = m
+            .opacity_texture
+            .and_then(|t| Some((t, textures.get(t as usize)?)))
+        {
+            // The mask as decoded (the channel the source's -imfchan named, or its alpha),
+            // beside the library: the source file alone does not say which channel it was.
+            let file = write_mask_png(path, index, mask)?;
+            let options = mapping_options(mask.mapping);
+            writeln!(out, "map_d -imfchan r {options}{file}")?;
         }
     }
     out.flush()
+}
+
+/// The `-s` and `-o` options of a texture statement placed by `mapping` (none for the
+/// identity), each followed by a space.
+fn mapping_options(mapping: crate::scene::UvMapping) -> String {
+    let mut options = String::new();
+    if mapping.scale != glam::Vec2::ONE {
+        options += &format!("-s {:?} {:?} 1 ", mapping.scale.x, mapping.scale.y);
+    }
+    if mapping.offset != glam::Vec2::ZERO {
+        options += &format!("-o {:?} {:?} 0 ", mapping.offset.x, mapping.offset.y);
+    }
+    options
+}
+
+/// Writes opacity mask `index` as a grey PNG beside the library `mtl` (`STEM.maskINDEX.png`)
+/// and returns its file name. A mask decoded from an 8-bit image is written in 8 bits, so
+/// that it reads back with the same bits (checked against the decoder's own conversion of
+/// every byte); any other mask in 16 bits (rounded there).
+fn write_mask_png(mtl: &Path, index: u32, mask: &Texture) -> std::io::Result<String> {
+    let stem = mtl.file_stem().unwrap_or_default().to_string_lossy();
+    let name = format!("{stem}.mask{index}.png");
+    let target = mtl.with_file_name(&name);
+    let unfilled = || std::io::Error::other("an opacity mask whose texels do not fill its size");
+    // What the decoder makes of each byte value.
+    let bytes = image::GrayImage::from_fn(256, 1, |x, _| image::Luma([x as u8]));
+    let decoded = image::DynamicImage::ImageLuma8(bytes).to_rgba32f();
+    let byte_of = |v: f32| {
+        let k = (v.clamp(0.0, 1.0) * 255.0).round() as u32;
+        (decoded.get_pixel(k, 0).0[0].to_bits() == v.to_bits()).then_some(k as u8)
+    };
+    let as_bytes: Option<Vec<u8>> = mask.texels.iter().map(|t| byte_of(t[0])).collect();
+    let saved = match as_bytes {
+        Some(values) => image::GrayImage::from_raw(mask.width, mask.height, values)
+            .ok_or_else(unfilled)?
+            .save(&target),
+        None => {
+            let values: Vec<u16> = mask
+                .texels
+                .iter()
+                .map(|t| (t[0].clamp(0.0, 1.0) * 65535.0).round() as u16)
+                .collect();
+            image::ImageBuffer::<image::Luma<u16>, Vec<u16>>::from_raw(
+                mask.width,
+                mask.height,
+                values,
+            )
+            .ok_or_else(unfilled)?
+            .save(&target)
+        }
+    };
+    saved.map_err(std::io::Error::other)?;
+    Ok(name)
 }
 
 #[cfg(test)]

@@ -36,6 +36,54 @@ pub struct MtlMaterial {
     pub diffuse_texture: Option<String>,
     /// map_Kd's `-s` and `-o` options.
     pub diffuse_texture_mapping: UvMapping,
+    /// map_d (the opacity mask of a cut-out), without its options.
+    pub opacity_texture: Option<String>,
+    /// map_d's `-s` and `-o` options.
+    pub opacity_texture_mapping: UvMapping,
+    /// map_d's `-imfchan`: which channel of the image is the opacity.
+    pub opacity_channel: MaskChannel,
+}
+
+/// The channel of an image that holds an opacity mask (`map_d -imfchan`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum MaskChannel {
+    /// No `-imfchan`: the alpha channel of an image that has one (how exporters write leaves
+    /// and fences: one RGBA image for `map_Kd` and `map_d`), else the luminance (a grey mask).
+    #[default]
+    Auto,
+    Red,
+    Green,
+    Blue,
+    /// `m` (matte): the alpha channel (opaque where the image has none).
+    Alpha,
+    /// `l`, and `z` (depth, which no image format here carries): Rec. 709 luminance of the
+    /// stored values.
+    Luminance,
+}
+
+impl MaskChannel {
+    fn from_option(word: &str) -> Option<MaskChannel> {
+        Some(match word {
+            "r" => MaskChannel::Red,
+            "g" => MaskChannel::Green,
+            "b" => MaskChannel::Blue,
+            "m" => MaskChannel::Alpha,
+            "l" | "z" => MaskChannel::Luminance,
+            _ => return None,
+        })
+    }
+
+    /// The letter of the canonical text.
+    fn letter(self) -> &'static str {
+        match self {
+            MaskChannel::Auto => "auto",
+            MaskChannel::Red => "r",
+            MaskChannel::Green => "g",
+            MaskChannel::Blue => "b",
+            MaskChannel::Alpha => "m",
+            MaskChannel::Luminance => "l",
+        }
+    }
 }
 
 /// Checks an MTL library and reads its materials; the first malformed line is an error
@@ -118,6 +166,19 @@ fn read_canonical(canonical: &str) -> Vec<MtlMaterial> {
                     offset: Vec2::new(ou, ov),
                 };
                 m.diffuse_texture = Some(args[4.min(args.len())..].join(" "));
+            }
+            "map_d" => {
+                // Canonical: scale u v, offset u v, channel, then the file.
+                let [su, sv, ou, ov] = numbers::<4>(args);
+                m.opacity_texture_mapping = UvMapping {
+                    scale: Vec2::new(su, sv),
+                    offset: Vec2::new(ou, ov),
+                };
+                m.opacity_channel = args
+                    .get(4)
+                    .and_then(|w| MaskChannel::from_option(w))
+                    .unwrap_or_default();
+                m.opacity_texture = Some(args[5.min(args.len())..].join(" "));
             }
             _ => {}
         }
@@ -216,14 +277,43 @@ pub fn check_library(path: &Path, text: &str) -> Result<String, LoadError> {
                 if file.is_empty() {
                     return Err(syntax(format!("{keyword} without a file name")));
                 }
-                let m = texture_mapping(&options).map_err(syntax)?;
+                let m = texture_mapping(keyword, &options).map_err(syntax)?;
                 format!(
                     "map_Kd {} {} {} {} {file}",
                     m.scale.x, m.scale.y, m.offset.x, m.offset.y
                 )
             }
+            "map_d" | "map_D" => {
+                let (options, file) = split_texture_options(rest);
+                if file.is_empty() {
+                    return Err(syntax(format!("{keyword} without a file name")));
+                }
+                let m = texture_mapping(keyword, &options).map_err(syntax)?;
+                let mut channel = MaskChannel::Auto;
+                for (option, args) in &options {
+                    if *option == "-imfchan" {
+                        channel = args
+                            .first()
+                            .and_then(|w| MaskChannel::from_option(w))
+                            .ok_or_else(|| {
+                                syntax(format!(
+                                    "{keyword} -imfchan: expected r, g, b, m, l or z, got {:?}",
+                                    args.first().copied().unwrap_or("")
+                                ))
+                            })?;
+                    }
+                }
+                format!(
+                    "map_d {} {} {} {} {} {file}",
+                    m.scale.x,
+                    m.scale.y,
+                    m.offset.x,
+                    m.offset.y,
+                    channel.letter()
+                )
+            }
             "map_Ka" | "map_Ks" | "map_Bump" | "map_bump" | "map_Ns" | "map_ns" | "map_NS"
-            | "bump" | "map_d" => {
+            | "bump" => {
                 let file = strip_texture_options(rest);
                 if file.is_empty() {
                     return Err(syntax(format!("{keyword} without a file name")));
@@ -262,8 +352,12 @@ fn split_texture_options(rest: &str) -> (Vec<(&str, Vec<&str>)>, String) {
         let mut taken = 0;
         while taken < max_args && i < words.len() - 1 {
             let w = words[i];
+            // `-imfchan`'s one word is taken whatever it is, so that a wrong channel is
+            // reported as such rather than read as part of the file name.
             let is_arg = w.parse::<f32>().is_ok()
-                || (taken == 0 && matches!(w, "on" | "off" | "r" | "g" | "b" | "m" | "l" | "z"));
+                || (taken == 0
+                    && (option == "-imfchan"
+                        || matches!(w, "on" | "off" | "r" | "g" | "b" | "m" | "l" | "z")));
             if !is_arg {
                 break;
             }
@@ -275,10 +369,10 @@ fn split_texture_options(rest: &str) -> (Vec<(&str, Vec<&str>)>, String) {
     (options, words[i.min(words.len())..].join(" "))
 }
 
-/// The [`UvMapping`] of a `map_Kd` statement's options: `-s u [v [w]]` scales and
+/// The [`UvMapping`] of a `map_Kd` or `map_d` statement's options: `-s u [v [w]]` scales and
 /// `-o u [v [w]]` offsets the texture coordinates (a missing v as 1 and 0; w addresses 3D
 /// textures and is ignored). Values that are not finite are an error.
-fn texture_mapping(options: &[(&str, Vec<&str>)]) -> Result<UvMapping, String> {
+fn texture_mapping(keyword: &str, options: &[(&str, Vec<&str>)]) -> Result<UvMapping, String> {
     let mut mapping = UvMapping::IDENTITY;
     for (option, args) in options {
         let (target, missing) = match *option {
@@ -292,7 +386,7 @@ fn texture_mapping(options: &[(&str, Vec<&str>)]) -> Result<UvMapping, String> {
                 .parse::<f32>()
                 .ok()
                 .filter(|v| v.is_finite())
-                .ok_or_else(|| format!("map_Kd {option}: {arg:?} is not a finite number"))?;
+                .ok_or_else(|| format!("{keyword} {option}: {arg:?} is not a finite number"))?;
         }
         *target = Vec2::from(uv);
     }
@@ -319,8 +413,8 @@ fn changes_the_look(option: &str, args: &[&str]) -> bool {
 /// what the image shows instead.
 const NOT_APPLIED: &[(&[&str], &str)] = &[
     (
-        &["map_d", "map_D", "map_opacity"],
-        "opacity maps: cut-outs (leaves, fences, chains) render as solid faces",
+        &["map_opacity"],
+        "opacity maps other than map_d: cut-outs (leaves, fences, chains) render as solid faces",
     ),
     (
         &[
@@ -506,6 +600,7 @@ pub fn convert(m: &MtlMaterial, warnings: &mut Vec<String>, mtl_path: &Path) -> 
         transmittance,
         emission,
         diffuse_texture: None,
+        opacity_texture: None,
     };
     if is_glass {
         material.kind = MaterialKind::Glass;
@@ -530,33 +625,45 @@ pub fn convert(m: &MtlMaterial, warnings: &mut Vec<String>, mtl_path: &Path) -> 
     material
 }
 
-/// Decodes `map_Kd` textures once per file and hands out their indices: one texture per
-/// file and [`UvMapping`] (a file mapped two ways is decoded once and its texels copied).
+/// What a texture's texels are read as: colours (`map_Kd`) or an opacity mask (`map_d`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TexelUse {
+    /// Linear RGB (8- and 16-bit images sRGB-decoded).
+    Colour,
+    /// One channel of opacity in [0, 1], as stored (no sRGB decoding: a mask is data, not a
+    /// colour), in all three channels of the texture.
+    Mask(MaskChannel),
+}
+
+/// Decodes textures once per file and use, and hands out their indices: one texture per
+/// file, [`TexelUse`] and [`UvMapping`] (a file mapped two ways is decoded once and its
+/// texels copied).
 #[derive(Default)]
 pub struct TextureCache {
     pub textures: Vec<Texture>,
-    by_path: HashMap<PathBuf, Option<u32>>,
-    by_mapping: HashMap<(PathBuf, [u32; 4]), u32>,
+    by_path: HashMap<(PathBuf, TexelUse), Option<u32>>,
+    by_mapping: HashMap<(PathBuf, TexelUse, [u32; 4]), u32>,
 }
 
 impl TextureCache {
-    /// The texture `name` of material `material` in library `mtl_path`, decoded to linear RGB;
-    /// `None` (with a warning naming both files) when it cannot be read or decoded.
+    /// The texture `name` of material `material` in library `mtl_path`, decoded as `usage`
+    /// says; `None` (with a warning naming both files) when it cannot be read or decoded.
     pub fn load(
         &mut self,
         mtl_path: &Path,
         material: &str,
         name: &str,
+        usage: TexelUse,
         mapping: UvMapping,
         warnings: &mut Vec<String>,
     ) -> Option<u32> {
-        let decoded = self.decode(mtl_path, material, name, mapping, warnings)?;
+        let decoded = self.decode(mtl_path, material, name, usage, mapping, warnings)?;
         if self.textures[decoded as usize].mapping == mapping {
             return Some(decoded);
         }
         let path = PathBuf::from(&self.textures[decoded as usize].path);
         let bits = mapping.to_array().map(f32::to_bits);
-        if let Some(&known) = self.by_mapping.get(&(path.clone(), bits)) {
+        if let Some(&known) = self.by_mapping.get(&(path.clone(), usage, bits)) {
             return Some(known);
         }
         let texture = Texture {
@@ -565,16 +672,18 @@ impl TextureCache {
         };
         self.textures.push(texture);
         let index = self.textures.len() as u32 - 1;
-        self.by_mapping.insert((path, bits), index);
+        self.by_mapping.insert((path, usage, bits), index);
         Some(index)
     }
 
-    /// The texture decoded from the file `name` on its first use, mapped as that use asked.
+    /// The texture decoded from the file `name` on its first use as `usage`, mapped as that
+    /// use asked.
     fn decode(
         &mut self,
         mtl_path: &Path,
         material: &str,
         name: &str,
+        usage: TexelUse,
         mapping: UvMapping,
         warnings: &mut Vec<String>,
     ) -> Option<u32> {
@@ -584,10 +693,14 @@ impl TextureCache {
         if !path.exists() && name.contains('\\') {
             path = dir.join(name.replace('\\', "/"));
         }
-        if let Some(&known) = self.by_path.get(&path) {
+        if let Some(&known) = self.by_path.get(&(path.clone(), usage)) {
             return known;
         }
-        let result = match decode_linear(&path) {
+        let decoded = match usage {
+            TexelUse::Colour => decode_linear(&path),
+            TexelUse::Mask(channel) => decode_mask(&path, channel).map(|t| (t, 0)),
+        };
+        let result = match decoded {
             Ok((mut texture, clamped)) => {
                 texture.mapping = mapping;
                 if clamped > 0 {
@@ -603,16 +716,76 @@ impl TextureCache {
             }
             Err(why) => {
                 warnings.push(format!(
-                    "{}: material {material}: texture {} cannot be used ({why}); using its Kd colour",
+                    "{}: material {material}: texture {} cannot be used ({why}); {}",
                     mtl_path.display(),
-                    path.display()
+                    path.display(),
+                    match usage {
+                        TexelUse::Colour => "using its Kd colour",
+                        TexelUse::Mask(_) => "the material renders without cut-outs",
+                    }
                 ));
                 None
             }
         };
-        self.by_path.insert(path, result);
+        self.by_path.insert((path, usage), result);
         result
     }
+}
+
+/// Decodes an image into an opacity mask: the channel `channel` names, values as stored in
+/// [0, 1] (NaN as 0), copied into all three channels of the texture.
+fn decode_mask(path: &Path, channel: MaskChannel) -> Result<Texture, String> {
+    let image = open_image(path)?;
+    let has_alpha = image.color().has_alpha();
+    // A grey image's luminance is its value: read it as such, not through the weighted sum
+    // (which rounds).
+    let is_grey = !image.color().has_color();
+    let rgba = image.to_rgba32f();
+    let (width, height) = rgba.dimensions();
+    if width == 0 || height == 0 {
+        return Err("the image is empty".into());
+    }
+    let channel = match channel {
+        MaskChannel::Auto if has_alpha => MaskChannel::Alpha,
+        MaskChannel::Auto | MaskChannel::Luminance if is_grey => MaskChannel::Red,
+        MaskChannel::Auto => MaskChannel::Luminance,
+        c => c,
+    };
+    let texels = rgba
+        .pixels()
+        .map(|p| {
+            let [r, g, b, a] = p.0;
+            let value = match channel {
+                MaskChannel::Red => r,
+                MaskChannel::Green => g,
+                MaskChannel::Blue => b,
+                MaskChannel::Alpha => a,
+                MaskChannel::Luminance | MaskChannel::Auto => 0.2126 * r + 0.7152 * g + 0.0722 * b,
+            };
+            let value = if value.is_nan() {
+                0.0
+            } else {
+                value.clamp(0.0, 1.0)
+            };
+            [value; 3]
+        })
+        .collect();
+    Ok(Texture {
+        path: path.display().to_string(),
+        width,
+        height,
+        texels,
+        mapping: crate::scene::UvMapping::IDENTITY,
+    })
+}
+
+fn open_image(path: &Path) -> Result<image::DynamicImage, String> {
+    image::ImageReader::open(path)
+        .map_err(|e| e.to_string())?
+        .with_guessed_format()
+        .map_err(|e| e.to_string())?
+        .decode()
+        .map_err(|e| e.to_string())
 }
 
 /// The sRGB transfer function undone: texel values of 8- and 16-bit images are sRGB encoded.
@@ -627,12 +800,7 @@ fn srgb_to_linear(c: f32) -> f32 {
 /// Decodes an image into linear RGB texels in [0, 1], and says how many texels of a float
 /// image (HDR, EXR: values as stored, possibly above 1, negative or NaN) had to be clamped.
 fn decode_linear(path: &Path) -> Result<(Texture, usize), String> {
-    let image = image::ImageReader::open(path)
-        .map_err(|e| e.to_string())?
-        .with_guessed_format()
-        .map_err(|e| e.to_string())?
-        .decode()
-        .map_err(|e| e.to_string())?;
+    let image = open_image(path)?;
     // Float images (HDR, EXR) hold linear values already.
     let is_float = matches!(
         image,
@@ -825,10 +993,37 @@ mod tests {
         assert_eq!(
             warnings,
             [
-                "t.mtl:4: 2 statements are not applied (map_d in material leaf, the first): gasworks does not read opacity maps: cut-outs (leaves, fences, chains) render as solid faces",
                 "t.mtl:5: 2 statements are not applied (map_bump in material leaf, the first): gasworks does not read bump and normal maps: surfaces render smooth",
                 "t.mtl:12: 1 statement is not applied (map_Ke in material lamp): gasworks does not read emission maps: the material's constant Ke is used",
             ]
+        );
+    }
+
+    /// `map_d` (and `map_D`) keep their file, mapping and `-imfchan` channel; a channel that is
+    /// none of r g b m l z is an error at its line.
+    #[test]
+    fn opacity_maps_are_read_with_their_mapping_and_channel() {
+        let text = "newmtl leaf\nmap_d -s 2 2 -imfchan m leaf mask.png\nnewmtl fence\nmap_D -o 0.5 fence.png\nnewmtl grey\nmap_d -imfchan l -clamp on grey.png\n";
+        let mut warnings = Vec::new();
+        let m = parse_library(Path::new("t.mtl"), text, &mut warnings).unwrap();
+        assert!(warnings.is_empty(), "{warnings:?}");
+        assert_eq!(m[0].opacity_texture.as_deref(), Some("leaf mask.png"));
+        assert_eq!(m[0].opacity_texture_mapping.scale, Vec2::new(2.0, 2.0));
+        assert_eq!(m[0].opacity_channel, MaskChannel::Alpha);
+        assert_eq!(m[1].opacity_texture.as_deref(), Some("fence.png"));
+        assert_eq!(m[1].opacity_texture_mapping.offset, Vec2::new(0.5, 0.0));
+        assert_eq!(m[1].opacity_channel, MaskChannel::Auto);
+        assert_eq!(m[2].opacity_channel, MaskChannel::Luminance);
+        assert_eq!(m[2].opacity_texture.as_deref(), Some("grey.png"));
+        let e = parse_library(
+            Path::new("t.mtl"),
+            "newmtl a\nKd 1 1 1\nmap_d -imfchan q a.png\n",
+            &mut Vec::new(),
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "t.mtl:3: map_d -imfchan: expected r, g, b, m, l or z, got \"q\""
         );
     }
 
