@@ -440,8 +440,8 @@ const NOT_APPLIED: &[(&[&str], &str)] = &[
 ];
 
 /// One warning per kind of statement in a library that gasworks does not apply, naming the
-/// first and its material and the count: `map_Kd` options that change the texture's look
-/// ([`changes_the_look`]) and the maps in [`NOT_APPLIED`].
+/// first and its material and the count: `map_Kd` and `map_d` options that change the
+/// texture's look ([`changes_the_look`]) and the maps in [`NOT_APPLIED`].
 fn warn_about_what_is_not_applied(path: &Path, text: &str, warnings: &mut Vec<String>) {
     /// The first occurrence (line, material, detail) and the count of one kind.
     #[derive(Default)]
@@ -457,7 +457,8 @@ fn warn_about_what_is_not_applied(path: &Path, text: &str, warnings: &mut Vec<St
         }
     }
     let mut material = "";
-    let mut options = Seen::default();
+    // map_Kd's options, then map_d's.
+    let mut options = [Seen::default(), Seen::default()];
     let mut maps: Vec<Seen> = NOT_APPLIED.iter().map(|_| Seen::default()).collect();
     for (index, line) in text.lines().enumerate() {
         let line = line.trim();
@@ -467,7 +468,10 @@ fn warn_about_what_is_not_applied(path: &Path, text: &str, warnings: &mut Vec<St
         let rest = &line[keyword.len()..];
         if keyword == "newmtl" {
             material = rest.trim();
-        } else if keyword == "map_Kd" {
+        } else if let Some(slot) = ["map_Kd", "map_d"]
+            .iter()
+            .position(|k| *k == keyword || (keyword == "map_D" && *k == "map_d"))
+        {
             let ignored: Vec<String> = split_texture_options(rest)
                 .0
                 .iter()
@@ -475,23 +479,32 @@ fn warn_about_what_is_not_applied(path: &Path, text: &str, warnings: &mut Vec<St
                 .map(|(o, args)| [&[*o][..], args].concat().join(" "))
                 .collect();
             if !ignored.is_empty() {
-                options.note(index + 1, material, ignored.join(" "));
+                options[slot].note(index + 1, material, ignored.join(" "));
             }
         } else if let Some(kind) = NOT_APPLIED.iter().position(|(k, _)| k.contains(&keyword)) {
             maps[kind].note(index + 1, material, keyword.to_string());
         }
     }
     let mut found: Vec<(usize, String)> = Vec::new();
-    if let (Some((line, material, detail)), count) = (options.first, options.count) {
-        found.push((
-            line,
-            format!(
-                "{} options that gasworks does not apply ({detail}, in material {material}{}): {} mapped wrapping, without turbulence, clamping or value changes",
-                super::counted(count, "map_Kd statement has", "map_Kd statements have"),
-                if count == 1 { "" } else { ", the first" },
-                if count == 1 { "its texture is" } else { "their textures are" },
-            ),
-        ));
+    for (seen, (keyword, what)) in options.into_iter().zip([
+        ("map_Kd", ("its texture is", "their textures are")),
+        ("map_d", ("its mask is", "their masks are")),
+    ]) {
+        if let (Some((line, material, detail)), count) = (seen.first, seen.count) {
+            found.push((
+                line,
+                format!(
+                    "{} options that gasworks does not apply ({detail}, in material {material}{}): {} mapped wrapping, without turbulence, clamping or value changes",
+                    super::counted(
+                        count,
+                        &format!("{keyword} statement has"),
+                        &format!("{keyword} statements have")
+                    ),
+                    if count == 1 { "" } else { ", the first" },
+                    if count == 1 { what.0 } else { what.1 },
+                ),
+            ));
+        }
     }
     for (seen, (_, what)) in maps.into_iter().zip(NOT_APPLIED) {
         if let Some((line, material, keyword)) = seen.first {
@@ -1006,7 +1019,10 @@ mod tests {
         let text = "newmtl leaf\nmap_d -s 2 2 -imfchan m leaf mask.png\nnewmtl fence\nmap_D -o 0.5 fence.png\nnewmtl grey\nmap_d -imfchan l -clamp on grey.png\n";
         let mut warnings = Vec::new();
         let m = parse_library(Path::new("t.mtl"), text, &mut warnings).unwrap();
-        assert!(warnings.is_empty(), "{warnings:?}");
+        assert_eq!(
+            warnings,
+            ["t.mtl:6: 1 map_d statement has options that gasworks does not apply (-clamp on, in material grey): its mask is mapped wrapping, without turbulence, clamping or value changes"]
+        );
         assert_eq!(m[0].opacity_texture.as_deref(), Some("leaf mask.png"));
         assert_eq!(m[0].opacity_texture_mapping.scale, Vec2::new(2.0, 2.0));
         assert_eq!(m[0].opacity_channel, MaskChannel::Alpha);
