@@ -129,6 +129,13 @@ fn read_canonical(canonical: &str) -> Vec<MtlMaterial> {
         }
         v
     }
+    fn mapping(args: &[&str]) -> UvMapping {
+        let [su, sv, ou, ov] = numbers::<4>(args);
+        UvMapping {
+            scale: Vec2::new(su, sv),
+            offset: Vec2::new(ou, ov),
+        }
+    }
     let mut materials: Vec<MtlMaterial> = Vec::new();
     let mut current: Option<MtlMaterial> = None;
     for line in canonical.lines() {
@@ -158,22 +165,13 @@ fn read_canonical(canonical: &str) -> Vec<MtlMaterial> {
             "d" => m.dissolve = Some(numbers::<1>(args)[0]),
             "Tr" => m.transparency = Some(numbers::<1>(args)[0]),
             "illum" => m.illumination_model = args.first().and_then(|w| w.parse().ok()),
+            // Canonical: scale u v, offset u v, (map_d: the channel,) then the file.
             "map_Kd" => {
-                // Canonical: scale u v, offset u v, then the file.
-                let [su, sv, ou, ov] = numbers::<4>(args);
-                m.diffuse_texture_mapping = UvMapping {
-                    scale: Vec2::new(su, sv),
-                    offset: Vec2::new(ou, ov),
-                };
+                m.diffuse_texture_mapping = mapping(args);
                 m.diffuse_texture = Some(args[4.min(args.len())..].join(" "));
             }
             "map_d" => {
-                // Canonical: scale u v, offset u v, channel, then the file.
-                let [su, sv, ou, ov] = numbers::<4>(args);
-                m.opacity_texture_mapping = UvMapping {
-                    scale: Vec2::new(su, sv),
-                    offset: Vec2::new(ou, ov),
-                };
+                m.opacity_texture_mapping = mapping(args);
                 m.opacity_channel = args
                     .get(4)
                     .and_then(|w| MaskChannel::from_option(w))
@@ -272,45 +270,19 @@ pub fn check_library(path: &Path, text: &str) -> Result<String, LoadError> {
                     }
                 }
             }
-            "map_Kd" => {
+            "map_Kd" | "map_d" | "map_D" => {
                 let (options, file) = split_texture_options(rest);
                 if file.is_empty() {
                     return Err(syntax(format!("{keyword} without a file name")));
                 }
                 let m = texture_mapping(keyword, &options).map_err(syntax)?;
-                format!(
-                    "map_Kd {} {} {} {} {file}",
-                    m.scale.x, m.scale.y, m.offset.x, m.offset.y
-                )
-            }
-            "map_d" | "map_D" => {
-                let (options, file) = split_texture_options(rest);
-                if file.is_empty() {
-                    return Err(syntax(format!("{keyword} without a file name")));
+                let mapped = format!("{} {} {} {}", m.scale.x, m.scale.y, m.offset.x, m.offset.y);
+                if keyword == "map_Kd" {
+                    format!("map_Kd {mapped} {file}")
+                } else {
+                    let channel = mask_channel(keyword, &options).map_err(syntax)?;
+                    format!("map_d {mapped} {} {file}", channel.letter())
                 }
-                let m = texture_mapping(keyword, &options).map_err(syntax)?;
-                let mut channel = MaskChannel::Auto;
-                for (option, args) in &options {
-                    if *option == "-imfchan" {
-                        channel = args
-                            .first()
-                            .and_then(|w| MaskChannel::from_option(w))
-                            .ok_or_else(|| {
-                                syntax(format!(
-                                    "{keyword} -imfchan: expected r, g, b, m, l or z, got {:?}",
-                                    args.first().copied().unwrap_or("")
-                                ))
-                            })?;
-                    }
-                }
-                format!(
-                    "map_d {} {} {} {} {} {file}",
-                    m.scale.x,
-                    m.scale.y,
-                    m.offset.x,
-                    m.offset.y,
-                    channel.letter()
-                )
             }
             "map_Ka" | "map_Ks" | "map_Bump" | "map_bump" | "map_Ns" | "map_ns" | "map_NS"
             | "bump" => {
@@ -367,6 +339,20 @@ fn split_texture_options(rest: &str) -> (Vec<(&str, Vec<&str>)>, String) {
         options.push((option, words[first_arg..i].to_vec()));
     }
     (options, words[i.min(words.len())..].join(" "))
+}
+
+/// The channel a `map_d` statement's `-imfchan` names ([`MaskChannel::Auto`] without one).
+fn mask_channel(keyword: &str, options: &[(&str, Vec<&str>)]) -> Result<MaskChannel, String> {
+    let mut channel = MaskChannel::Auto;
+    for (option, args) in options {
+        if *option == "-imfchan" {
+            let word = args.first().copied().unwrap_or("");
+            channel = MaskChannel::from_option(word).ok_or_else(|| {
+                format!("{keyword} -imfchan: expected r, g, b, m, l or z, got {word:?}")
+            })?;
+        }
+    }
+    Ok(channel)
 }
 
 /// The [`UvMapping`] of a `map_Kd` or `map_d` statement's options: `-s u [v [w]]` scales and
@@ -755,9 +741,6 @@ fn decode_mask(path: &Path, channel: MaskChannel) -> Result<Texture, String> {
     let is_grey = !image.color().has_color();
     let rgba = image.to_rgba32f();
     let (width, height) = rgba.dimensions();
-    if width == 0 || height == 0 {
-        return Err("the image is empty".into());
-    }
     let channel = match channel {
         MaskChannel::Auto if has_alpha => MaskChannel::Alpha,
         MaskChannel::Auto | MaskChannel::Luminance if is_grey => MaskChannel::Red,
@@ -792,13 +775,18 @@ fn decode_mask(path: &Path, channel: MaskChannel) -> Result<Texture, String> {
     })
 }
 
+/// Opens and decodes an image of at least one pixel.
 fn open_image(path: &Path) -> Result<image::DynamicImage, String> {
-    image::ImageReader::open(path)
+    let image = image::ImageReader::open(path)
         .map_err(|e| e.to_string())?
         .with_guessed_format()
         .map_err(|e| e.to_string())?
         .decode()
-        .map_err(|e| e.to_string())
+        .map_err(|e| e.to_string())?;
+    if image.width() == 0 || image.height() == 0 {
+        return Err("the image is empty".into());
+    }
+    Ok(image)
 }
 
 /// The sRGB transfer function undone: texel values of 8- and 16-bit images are sRGB encoded.
@@ -821,9 +809,6 @@ fn decode_linear(path: &Path) -> Result<(Texture, usize), String> {
     );
     let rgb = image.to_rgb32f();
     let (width, height) = rgb.dimensions();
-    if width == 0 || height == 0 {
-        return Err("the image is empty".into());
-    }
     let mut clamped = 0;
     let texels = rgb
         .pixels()
