@@ -44,7 +44,8 @@ enum : unsigned int {
     GW_RAY_FLAG_TERMINATE_ON_FIRST_HIT = 1u << 2,
 };
 
-// One emissive triangle: its vertices (world space), area, emission (64 bytes).
+// One emissive triangle: its vertices (world space), area, emission, and for a cut-out
+// emitter its material's opacity mask (or -1) and the UVs of its corners (96 bytes).
 struct GwLight {
     float p0[3];
     float area;
@@ -53,7 +54,11 @@ struct GwLight {
     float p2[3];
     unsigned int prim;
     float emission[3];
-    float pad;
+    int opacity_texture;
+    float uv0[2];
+    float uv1[2];
+    float uv2[2];
+    unsigned int pad[2];
 };
 
 // The data of a hit-group SBT record: one per (GAS, build input), i.e. per scene group
@@ -118,10 +123,12 @@ struct GwLaunchParams {
     GwSample* samples;  // SAMPLES / REDUCE: (sample_end - sample_begin) x tile pixels, sample-major
 };
 
-static_assert(sizeof(GwLight) == 64, "GwLight layout");
+static_assert(sizeof(GwLight) == 96, "GwLight layout");
 static_assert(GW_OFFSETOF(GwLight, group) == 28, "GwLight.group");
 static_assert(GW_OFFSETOF(GwLight, prim) == 44, "GwLight.prim");
 static_assert(GW_OFFSETOF(GwLight, emission) == 48, "GwLight.emission");
+static_assert(GW_OFFSETOF(GwLight, opacity_texture) == 60, "GwLight.opacity_texture");
+static_assert(GW_OFFSETOF(GwLight, uv0) == 64, "GwLight.uv0");
 static_assert(sizeof(GwHitGroupData) == 64, "GwHitGroupData layout");
 static_assert(GW_OFFSETOF(GwHitGroupData, light_index) == 40, "GwHitGroupData.light_index");
 static_assert(GW_OFFSETOF(GwHitGroupData, group) == 48, "GwHitGroupData.group");
@@ -328,6 +335,18 @@ GW_INLINE V3 next_event(const SurfacePoint& sp, const Bsdf& bsdf, V3 wo, float u
     const V3 q0 = v3_load(light.p0), q1 = v3_load(light.p1), q2 = v3_load(light.p2);
     float b1, b2;
     uniform_triangle(u1, u2, b1, b2);
+    // A point in a hole of a cut-out emitter emits nothing (Scene::is_cut_out at the light
+    // point, with Group::uv_at's arithmetic).
+    if (light.opacity_texture >= 0 &&
+        (unsigned int)light.opacity_texture < pathtrace_params.texture_count) {
+        const float w = 1.0f - b1 - b2;
+        const float uv_u = w * light.uv0[0] + b1 * light.uv1[0] + b2 * light.uv2[0];
+        const float uv_v = w * light.uv0[1] + b1 * light.uv1[1] + b2 * light.uv2[1];
+        const GwTexture& mask = pathtrace_params.textures[light.opacity_texture];
+        if (texture_sample(mask, pathtrace_params.texels, uv_u, uv_v).x < 0.5f) {
+            return zero;
+        }
+    }
     const V3 q = (1.0f - b1 - b2) * q0 + b1 * q1 + b2 * q2;
     const V3 n_light = normalize(cross(q1 - q0, q2 - q0));
     const V3 to_light = q - sp.p;

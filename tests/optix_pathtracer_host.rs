@@ -562,6 +562,28 @@ fn cut_out_cornell(masked: bool) -> Scene {
     scene
 }
 
+/// The textured Cornell-like box whose lamp is a cut-out (the checker mask over its UVs): the
+/// camera sees the ceiling through its holes, and next-event estimation must find no light at
+/// the light points it picks in them. `masked: false` leaves the mask off.
+fn cut_out_lamp_cornell(masked: bool) -> Scene {
+    let mut scene = textured_cornell();
+    let lamp = scene.groups.iter().position(|g| g.name == "light").unwrap();
+    scene.groups[lamp].uvs = vec![
+        Vec2::new(0.0, 0.0),
+        Vec2::new(1.0, 0.0),
+        Vec2::new(1.0, 1.0),
+        Vec2::new(0.0, 1.0),
+    ];
+    let m = scene.groups[lamp].face_materials[0] as usize;
+    assert!(scene.materials[m].is_emissive());
+    scene.materials[m].opacity_texture = masked.then_some(1);
+    scene.textures.push(checker_mask());
+    scene.source = format!("cut-out-lamp-cornell (masked: {masked})");
+    scene.finalize();
+    scene.validate().unwrap();
+    scene
+}
+
 /// A floor and a ceiling with two lamps between them, one wound down and one tilted and wound
 /// up, seen from a camera that looks at both faces of both: with one-sided lights the backs are
 /// dark and light only the side they face; with two-sided lights both faces emit.
@@ -679,6 +701,43 @@ fn device_code_matches_the_cpu_on_cut_outs() {
         "the masks change {differ} of {} pixels",
         a.len()
     );
+    assert_device_code_matches_cpu(&cut, &s, tile);
+}
+
+/// A cut-out lamp: the device's light-point test (the mask and corner UVs packed into
+/// `GwLight`) must drop exactly the light points the CPU drops, and the any-hit test the same
+/// camera and bounce hits. The mask changes most of the tile.
+#[test]
+#[cfg_attr(
+    gasworks_no_cxx,
+    ignore = "no C++ compiler when the tests were built (see build.rs)"
+)]
+fn device_code_matches_the_cpu_on_a_cut_out_lamp() {
+    let s = cornell_settings(40, 32, 6, 8, 23);
+    let tile = Tile {
+        x: 4,
+        y: 0,
+        w: 31,
+        h: 30,
+    };
+    let (cut, solid) = (cut_out_lamp_cornell(true), cut_out_lamp_cornell(false));
+    let render = |scene: &Scene| {
+        let mut film = vec![[0.0f32; 4]; tile.pixel_count()];
+        CpuBackend::new(scene, &s)
+            .unwrap()
+            .render_tile(tile, 0..s.spp, &mut film)
+            .unwrap();
+        film
+    };
+    let (a, b) = (render(&cut), render(&solid));
+    let differ = a.iter().zip(&b).filter(|(x, y)| x != y).count();
+    assert!(
+        differ > a.len() / 2,
+        "the lamp's mask changes {differ} of {} pixels",
+        a.len()
+    );
+    let packed = gasworks::optix::pathtracer::pack::pack_lights(&cut);
+    assert!(packed.iter().all(|l| l.opacity_texture == 1));
     assert_device_code_matches_cpu(&cut, &s, tile);
 }
 
@@ -964,7 +1023,20 @@ fn path_tracer_structs_have_the_rust_layout_on_the_device_side() {
     asserts.extend(layout_asserts!(
         GwLight,
         "GwLight",
-        [p0, area, p1, group, p2, prim, emission, pad]
+        [
+            p0,
+            area,
+            p1,
+            group,
+            p2,
+            prim,
+            emission,
+            opacity_texture,
+            uv0,
+            uv1,
+            uv2,
+            pad
+        ]
     ));
     asserts.extend(layout_asserts!(
         GwHitGroupData,

@@ -41,6 +41,15 @@
 //! weights of the paths that do carry light still sum to one. With two-sided lights the code
 //! path is bit for bit the one gasworks had before one-sided lights.
 //!
+//! # Cut-out emitters
+//!
+//! An emissive triangle with a `map_d` mask emits only where the mask keeps the surface
+//! ([`Scene::is_cut_out`]): `Le(q) = Le * [q not in a hole]`. BSDF sampling never hits a hole
+//! (the BVH skips it), and a light point sampled in a hole contributes zero, with no shadow
+//! ray. The light is still picked by the power and sampled uniformly over the area of its whole
+//! triangle, so `p_light` is the same density for both strategies and the MIS weights of the
+//! paths that carry light sum to one: unbiased, with some variance spent on the holes.
+//!
 //! # Random numbers
 //!
 //! Only [`Sampler::new`]`(y * width + x, sample, seed)`, drawn in this order:
@@ -364,6 +373,12 @@ impl PathTracer<'_> {
         let g = &self.scene.groups[light.group as usize];
         let [q0, q1, q2] = g.triangle(light.prim as usize);
         let (b1, b2) = uniform_triangle(u1, u2);
+        // A point in a hole of a cut-out emitter is not on the light: it emits nothing (its
+        // triangle is still picked with the density of its whole area, so both strategies
+        // estimate the emission of the opaque part; see the module comment).
+        if self.scene.is_cut_out(light.group, light.prim, b1, b2) {
+            return Vec3::ZERO;
+        }
         let q = (1.0 - b1 - b2) * q0 + b1 * q1 + b2 * q2;
         let n_light = (q1 - q0).cross(q2 - q0).normalize();
         let to_light = q - sp.p;

@@ -41,7 +41,9 @@ pub struct GwTexture {
     pub uv_offset: [f32; 2],
 }
 
-/// `GwLight`: one emissive triangle, its vertices in world space (64 bytes).
+/// `GwLight`: one emissive triangle, its vertices in world space, and what next-event
+/// estimation needs to skip the holes of a cut-out emitter: its material's opacity mask and
+/// the UVs of its corners (96 bytes).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
 pub struct GwLight {
@@ -52,7 +54,14 @@ pub struct GwLight {
     pub p2: [f32; 3],
     pub prim: u32,
     pub emission: [f32; 3],
-    pub pad: f32,
+    /// Index of the opacity mask in the texture table, or -1: none, or the group has no UVs
+    /// (then [`crate::scene::Scene::is_cut_out`] is false everywhere on the triangle).
+    pub opacity_texture: i32,
+    /// The UVs of the three corners (zero without a mask).
+    pub uv0: [f32; 2],
+    pub uv1: [f32; 2],
+    pub uv2: [f32; 2],
+    pub pad: [u32; 2],
 }
 
 /// `GwHitGroupData`: the data of one hit-group SBT record, i.e. of one scene group (one build
@@ -189,7 +198,7 @@ mod tests {
         assert_eq!(offset_of!(GwTexture, uv_scale), 16);
         assert_eq!(offset_of!(GwTexture, uv_offset), 24);
 
-        assert_eq!(size_of::<GwLight>(), 64);
+        assert_eq!(size_of::<GwLight>(), 96);
         assert_eq!(offset_of!(GwLight, p0), 0);
         assert_eq!(offset_of!(GwLight, area), 12);
         assert_eq!(offset_of!(GwLight, p1), 16);
@@ -197,6 +206,11 @@ mod tests {
         assert_eq!(offset_of!(GwLight, p2), 32);
         assert_eq!(offset_of!(GwLight, prim), 44);
         assert_eq!(offset_of!(GwLight, emission), 48);
+        assert_eq!(offset_of!(GwLight, opacity_texture), 60);
+        assert_eq!(offset_of!(GwLight, uv0), 64);
+        assert_eq!(offset_of!(GwLight, uv1), 72);
+        assert_eq!(offset_of!(GwLight, uv2), 80);
+        assert_eq!(offset_of!(GwLight, pad), 88);
     }
 
     #[test]

@@ -98,10 +98,7 @@ impl Blob {
 /// table packs as "no texture", which is what the CPU does with it (`Bsdf::new` uses a texel
 /// of 1, `Scene::is_cut_out` no mask).
 pub fn pack_material(m: &Material, texture_count: usize) -> GwMaterial {
-    let index = |t: Option<u32>| match t {
-        Some(i) if (i as usize) < texture_count && i <= i32::MAX as u32 => i as i32,
-        _ => -1,
-    };
+    let index = |t| texture_index(t, texture_count);
     GwMaterial {
         diffuse: m.diffuse.to_array(),
         kind: material_kind_code(m.kind),
@@ -140,7 +137,22 @@ pub fn pack_lights(scene: &Scene) -> Vec<GwLight> {
         .lights
         .iter()
         .map(|l| {
-            let [p0, p1, p2] = scene.groups[l.group as usize].triangle(l.prim as usize);
+            let g = &scene.groups[l.group as usize];
+            let prim = l.prim as usize;
+            let [p0, p1, p2] = g.triangle(prim);
+            // The mask of the triangle's own material, as `Scene::is_cut_out` finds it; none
+            // without UVs (is_cut_out is then false), so the device skips the test.
+            let mask = match g.face_materials.get(prim) {
+                Some(&m) if !g.uvs.is_empty() => scene.materials.get(m as usize).map_or(-1, |m| {
+                    texture_index(m.opacity_texture, scene.textures.len())
+                }),
+                _ => -1,
+            };
+            let [uv0, uv1, uv2] = if mask >= 0 {
+                g.indices[prim].map(|i| g.uvs[i as usize].to_array())
+            } else {
+                [[0.0; 2]; 3]
+            };
             GwLight {
                 p0: p0.to_array(),
                 area: l.area,
@@ -149,10 +161,23 @@ pub fn pack_lights(scene: &Scene) -> Vec<GwLight> {
                 p2: p2.to_array(),
                 prim: l.prim,
                 emission: l.emission.to_array(),
-                pad: 0.0,
+                opacity_texture: mask,
+                uv0,
+                uv1,
+                uv2,
+                pad: [0; 2],
             }
         })
         .collect()
+}
+
+/// A texture index as the device reads it: the index, or -1 for none and for one outside the
+/// table of `texture_count` textures (which both backends read as "no texture").
+fn texture_index(t: Option<u32>, texture_count: usize) -> i32 {
+    match t {
+        Some(i) if (i as usize) < texture_count && i <= i32::MAX as u32 => i as i32,
+        _ => -1,
+    }
 }
 
 /// Packs the whole scene (see the module comment). Fails, naming the group or texture, on
@@ -585,6 +610,41 @@ mod tests {
             problem(&s),
             SceneProblem::TextureSize { index: 0, .. }
         ));
+    }
+
+    /// A light carries its material's mask only where `Scene::is_cut_out` would test it: the
+    /// group has UVs and the mask index is in the table. Then its corners' UVs come along, in
+    /// the triangle's corner order.
+    #[test]
+    fn lights_carry_their_mask_and_corner_uvs_only_where_the_cpu_tests_them() {
+        let mut masked = Material::diffuse("masked", Vec3::ZERO);
+        masked.emission = Vec3::ONE;
+        masked.opacity_texture = Some(1);
+        let mut dangling = masked.clone();
+        dangling.opacity_texture = Some(9);
+        let mut uvs = tri_group("with-uvs", Vec3::ZERO, 0, true);
+        uvs.face_materials = vec![0, 1];
+        let mut scene = Scene::new(
+            "masked-lights",
+            vec![uvs, tri_group("no-uvs", Vec3::Z, 0, false)],
+            vec![masked, dangling],
+        );
+        scene.textures = test_scene().textures;
+        scene.finalize();
+        let lights = pack_lights(&scene);
+        let masks: Vec<(u32, u32, i32)> = lights
+            .iter()
+            .map(|l| (l.group, l.prim, l.opacity_texture))
+            .collect();
+        assert_eq!(masks, [(0, 0, 1), (0, 1, -1), (1, 0, -1), (1, 1, -1)]);
+        // Triangle [0, 1, 2] of UVs [0, X, Y, ONE].
+        assert_eq!(
+            (lights[0].uv0, lights[0].uv1, lights[0].uv2),
+            ([0.0, 0.0], [1.0, 0.0], [0.0, 1.0])
+        );
+        assert!(lights[1..]
+            .iter()
+            .all(|l| (l.uv0, l.uv1, l.uv2) == ([0.0; 2], [0.0; 2], [0.0; 2])));
     }
 
     #[test]
