@@ -4,7 +4,9 @@
 // depth 1), like the CPU's `PathTracer::radiance`. The closest-hit program only reports the
 // hit (its SBT record's data pointer, triangle, distance, barycentrics) through the payload;
 // the miss program reports "no hit". Shadow rays are the same trace with
-// TERMINATE_ON_FIRST_HIT: any reported hit means "occluded". So one hit group, one miss
+// TERMINATE_ON_FIRST_HIT and DISABLE_CLOSESTHIT: the payload starts as "hit" and only the miss
+// program clears it, so the first hit found ends the ray with no closest-hit call (no SBT data
+// read, no payload writes). So one hit group, one miss
 // program and a ray-type stride of 1 serve both ray types, which keeps the SBT exactly one
 // record per (GAS, build input), as the IAS of src/optix/accel.rs expects.
 //
@@ -42,6 +44,7 @@ using namespace optix_min;
 // Ray flags (OptixRayFlags) that optix_device_min.h does not name.
 enum : unsigned int {
     GW_RAY_FLAG_TERMINATE_ON_FIRST_HIT = 1u << 2,
+    GW_RAY_FLAG_DISABLE_CLOSESTHIT = 1u << 3,
 };
 
 // One emissive triangle: its vertices (world space), area, emission, and for a cut-out
@@ -185,9 +188,11 @@ GW_INLINE Hit trace_closest(V3 o, V3 d, unsigned long long& rays)
 // Whether anything lies on the segment o + s d, 0 < s < 1 (the CPU's occluded_ray(ray, 0, 1)).
 GW_INLINE bool occluded(V3 o, V3 d, unsigned long long& rays)
 {
-    unsigned int p0 = 0u, p1 = 0u, prim = 0u, t = 0u, u = 0u, v = 0u;
+    // "Occluded" unless the miss program runs: no closest-hit program runs for this ray.
+    unsigned int p0 = 1u, p1 = 0u, prim = 0u, t = 0u, u = 0u, v = 0u;
     trace6(pathtrace_params.handle, o.x, o.y, o.z, d.x, d.y, d.z, 0.0f, 1.0f, 0xffu,
-           GW_RAY_FLAG_TERMINATE_ON_FIRST_HIT, 0u, 1u, 0u, p0, p1, prim, t, u, v);
+           GW_RAY_FLAG_TERMINATE_ON_FIRST_HIT | GW_RAY_FLAG_DISABLE_CLOSESTHIT, 0u, 1u, 0u, p0,
+           p1, prim, t, u, v);
     rays += 1;
     return (p0 | p1) != 0u;
 }

@@ -153,7 +153,8 @@ static bool intersect(const HostRay& r, const float* p0, const float* p1, const 
 // any-hit programs, a candidate that would be kept is first offered to __anyhit__pathtrace,
 // which may ignore it (a cut-out's hole), as OptiX does for a build input whose any-hit is
 // enabled; the program decides nothing for the other groups, so offering it every candidate is
-// the same as OptiX running it only on groups with cut-outs.
+// the same as OptiX running it only on groups with cut-outs. A miss runs the miss program's
+// writes; a hit runs the closest-hit program's, unless the ray disables it.
 void optix_min::trace6(OptixTraversableHandle, float ox, float oy, float oz, float dx, float dy,
                        float dz, float tmin, float tmax, unsigned int, unsigned int ray_flags,
                        unsigned int, unsigned int, unsigned int, unsigned int& p0,
@@ -184,6 +185,8 @@ void optix_min::trace6(OptixTraversableHandle, float ox, float oy, float oz, flo
         if (any && best != nullptr) break;
     }
     if (best == nullptr) { p0 = 0u; p1 = 0u; return; }
+    // No closest-hit program for this ray: the payload stays as the caller set it.
+    if ((ray_flags & GW_RAY_FLAG_DISABLE_CLOSESTHIT) != 0u) return;
     const unsigned long long ptr = reinterpret_cast<unsigned long long>(best);
     p0 = (unsigned int)ptr; p1 = (unsigned int)(ptr >> 32);
     p2 = bprim; p3 = __float_as_uint(bt); p4 = __float_as_uint(bu); p5 = __float_as_uint(bv);

@@ -628,7 +628,8 @@ mod tests {
         // Two traces, the path's next hit and the shadow ray, both with the default payload
         // type and the six values the pipeline is compiled for, every instance visible, any-hit
         // left to the geometry flags (no OPTIX_RAY_FLAG_DISABLE_ANYHIT = 1: the cut-out test
-        // runs on groups with cut-outs; the shadow ray adds TERMINATE_ON_FIRST_HIT = 4), and
+        // runs on groups with cut-outs; the shadow ray adds TERMINATE_ON_FIRST_HIT = 4 and
+        // DISABLE_CLOSESTHIT = 8), and
         // the record of a hit at the instance's SBT offset plus the build input (offset 0,
         // stride 1), the one miss record at index 0.
         let trace = |ray_flags| super::super::ptx_calls::TraceCall {
@@ -642,7 +643,7 @@ mod tests {
         };
         assert_eq!(
             super::super::ptx_calls::trace_calls(PATHTRACE_PTX),
-            [trace(0), trace(4)]
+            [trace(0), trace(4 | 8)]
         );
     }
 
