@@ -642,6 +642,12 @@ pub struct TextureCache {
     pub textures: Vec<Texture>,
     by_path: HashMap<(PathBuf, TexelUse), Option<u32>>,
     by_mapping: HashMap<(PathBuf, TexelUse, [u32; 4]), u32>,
+    /// The last image file opened and what came of it. Exporters write one RGBA image for a
+    /// material's `map_Kd` and `map_d`, named on neighbouring lines, so this one entry lets
+    /// the mask reuse the colour's decode (or its error) without holding every image.
+    last_image: Option<(PathBuf, Result<image::DynamicImage, String>)>,
+    /// How many image files were opened and decoded (successfully or not).
+    pub files_decoded: usize,
 }
 
 impl TextureCache {
@@ -695,10 +701,10 @@ impl TextureCache {
         if let Some(&known) = self.by_path.get(&(path.clone(), usage)) {
             return known;
         }
-        let decoded = match usage {
-            TexelUse::Colour => decode_linear(&path),
-            TexelUse::Mask(channel) => decode_mask(&path, channel).map(|t| (t, 0)),
-        };
+        let decoded = self.image(&path).map(|image| match usage {
+            TexelUse::Colour => decode_linear(&path, image),
+            TexelUse::Mask(channel) => (decode_mask(&path, image, channel), 0),
+        });
         let result = match decoded {
             Ok((mut texture, clamped)) => {
                 texture.mapping = mapping;
@@ -729,12 +735,27 @@ impl TextureCache {
         self.by_path.insert((path, usage), result);
         result
     }
+
+    /// The decoded image of `path`, opened now unless it is the last one opened.
+    fn image(&mut self, path: &Path) -> Result<&image::DynamicImage, String> {
+        if self
+            .last_image
+            .as_ref()
+            .is_none_or(|(last, _)| last != path)
+        {
+            self.files_decoded += 1;
+            self.last_image = Some((path.to_path_buf(), open_image(path)));
+        }
+        match &self.last_image {
+            Some((_, image)) => image.as_ref().map_err(Clone::clone),
+            None => unreachable!("set just above"),
+        }
+    }
 }
 
-/// Decodes an image into an opacity mask: the channel `channel` names, values as stored in
-/// [0, 1] (NaN as 0), copied into all three channels of the texture.
-fn decode_mask(path: &Path, channel: MaskChannel) -> Result<Texture, String> {
-    let image = open_image(path)?;
+/// The texels of `image` (decoded from `path`) as an opacity mask: the channel `channel`
+/// names, values as stored in [0, 1] (NaN as 0), copied into all three channels.
+fn decode_mask(path: &Path, image: &image::DynamicImage, channel: MaskChannel) -> Texture {
     let has_alpha = image.color().has_alpha();
     // A grey image's luminance is its value: read it as such, not through the weighted sum
     // (which rounds).
@@ -766,13 +787,13 @@ fn decode_mask(path: &Path, channel: MaskChannel) -> Result<Texture, String> {
             [value; 3]
         })
         .collect();
-    Ok(Texture {
+    Texture {
         path: path.display().to_string(),
         width,
         height,
         texels,
         mapping: crate::scene::UvMapping::IDENTITY,
-    })
+    }
 }
 
 /// Opens and decodes an image of at least one pixel.
@@ -798,19 +819,69 @@ fn srgb_to_linear(c: f32) -> f32 {
     }
 }
 
-/// Decodes an image into linear RGB texels in [0, 1], and says how many texels of a float
-/// image (HDR, EXR: values as stored, possibly above 1, negative or NaN) had to be clamped.
-fn decode_linear(path: &Path) -> Result<(Texture, usize), String> {
-    let image = open_image(path)?;
+/// [`srgb_to_linear`] of every 8-bit value, each converted to `f32` by the image crate's own
+/// conversion (the one `to_rgb32f` applies: grey images take another route there, which
+/// rounds some values differently), so the table gives the bits the per-texel conversion
+/// gave.
+fn srgb8_to_linear_table(grey: bool) -> &'static [f32; 256] {
+    static TABLES: [std::sync::OnceLock<[f32; 256]>; 2] =
+        [std::sync::OnceLock::new(), std::sync::OnceLock::new()];
+    TABLES[usize::from(grey)].get_or_init(|| {
+        let ramp = if grey {
+            image::DynamicImage::ImageLuma8(image::GrayImage::from_fn(256, 1, |x, _| {
+                image::Luma([x as u8])
+            }))
+        } else {
+            image::DynamicImage::ImageRgb8(image::RgbImage::from_fn(256, 1, |x, _| {
+                image::Rgb([x as u8; 3])
+            }))
+        };
+        let ramp = ramp.to_rgb32f();
+        std::array::from_fn(|i| srgb_to_linear(ramp.get_pixel(i as u32, 0).0[0]))
+    })
+}
+
+/// The texels of `image` (decoded from `path`) as linear RGB in [0, 1], and how many texels
+/// of a float image (HDR, EXR: values as stored, possibly above 1, negative or NaN) had to be
+/// clamped.
+fn decode_linear(path: &Path, image: &image::DynamicImage) -> (Texture, usize) {
     // Float images (HDR, EXR) hold linear values already.
     let is_float = matches!(
         image,
         image::DynamicImage::ImageRgb32F(_) | image::DynamicImage::ImageRgba32F(_)
     );
-    let rgb = image.to_rgb32f();
-    let (width, height) = rgb.dimensions();
+    let (width, height) = (image.width(), image.height());
     let mut clamped = 0;
-    let texels = rgb
+    let table = match image {
+        image::DynamicImage::ImageRgb8(_) | image::DynamicImage::ImageRgba8(_) => {
+            Some(srgb8_to_linear_table(false))
+        }
+        image::DynamicImage::ImageLuma8(_) | image::DynamicImage::ImageLumaA8(_) => {
+            Some(srgb8_to_linear_table(true))
+        }
+        _ => None,
+    };
+    if let Some(table) = table {
+        // 256 values a channel: one table lookup instead of a `powf` per channel (which
+        // was a fifth of loading a textured scene), the same bits.
+        let texels = image
+            .to_rgb8()
+            .pixels()
+            .map(|p| p.0.map(|c| table[usize::from(c)]))
+            .collect();
+        return (
+            Texture {
+                path: path.display().to_string(),
+                width,
+                height,
+                texels,
+                mapping: crate::scene::UvMapping::IDENTITY,
+            },
+            0,
+        );
+    }
+    let texels = image
+        .to_rgb32f()
         .pixels()
         .map(|p| {
             if is_float {
@@ -827,7 +898,7 @@ fn decode_linear(path: &Path) -> Result<(Texture, usize), String> {
             }
         })
         .collect();
-    Ok((
+    (
         Texture {
             path: path.display().to_string(),
             width,
@@ -836,7 +907,7 @@ fn decode_linear(path: &Path) -> Result<(Texture, usize), String> {
             mapping: crate::scene::UvMapping::IDENTITY,
         },
         clamped,
-    ))
+    )
 }
 
 #[cfg(test)]
@@ -1114,5 +1185,86 @@ mod tests {
             warnings[1].contains("Ke 1e38 1 1: clamped to 1e20"),
             "{warnings:?}"
         );
+    }
+
+    /// One RGBA file as a material's `map_Kd` and `map_d` is opened and decoded once: the
+    /// colour texture gets sRGB-decoded RGB, the mask the alpha as stored. An unreadable file
+    /// named twice in a row is tried once and warned about for each use. The cache holds one
+    /// image, so a file named again after another is decoded again.
+    #[test]
+    fn a_file_used_as_colour_and_mask_is_decoded_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut leaf = image::RgbaImage::new(2, 1);
+        leaf.put_pixel(0, 0, image::Rgba([255, 128, 0, 255]));
+        leaf.put_pixel(1, 0, image::Rgba([0, 0, 0, 0]));
+        leaf.save(dir.path().join("leaf.png")).unwrap();
+        image::GrayImage::new(1, 1)
+            .save(dir.path().join("grey.png"))
+            .unwrap();
+        let mtl = dir.path().join("m.mtl");
+        let (id, mut warnings) = (UvMapping::IDENTITY, Vec::new());
+        let mut cache = TextureCache::default();
+        let mask = TexelUse::Mask(MaskChannel::Auto);
+        let mut load = |c: &mut TextureCache, name: &str, usage| {
+            c.load(&mtl, "m", name, usage, id, &mut warnings)
+        };
+        let colour = load(&mut cache, "leaf.png", TexelUse::Colour).unwrap();
+        let alpha = load(&mut cache, "leaf.png", mask).unwrap();
+        assert_eq!(cache.files_decoded, 1);
+        assert_ne!(colour, alpha);
+        let c = &cache.textures[colour as usize].texels;
+        assert_eq!(c[0], [1.0, srgb_to_linear(128.0 / 255.0), 0.0]);
+        assert_eq!(cache.textures[alpha as usize].texels, [[1.0; 3], [0.0; 3]]);
+
+        assert_eq!(load(&mut cache, "gone.png", TexelUse::Colour), None);
+        assert_eq!(load(&mut cache, "gone.png", mask), None);
+        assert_eq!(cache.files_decoded, 2);
+
+        load(&mut cache, "grey.png", mask).unwrap();
+        load(&mut cache, "leaf.png", TexelUse::Mask(MaskChannel::Red)).unwrap();
+        assert_eq!(cache.files_decoded, 4);
+        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        assert!(warnings.iter().all(|w| w.contains("gone.png")));
+        assert!(warnings[0].contains("using its Kd colour"));
+        assert!(warnings[1].contains("without cut-outs"));
+    }
+
+    /// The table path for 8-bit images gives the bits of the conversion it replaced
+    /// (`to_rgb32f`, then [`srgb_to_linear`] per channel) for every value in every 8-bit layout.
+    #[test]
+    fn eight_bit_textures_decode_as_the_per_channel_conversion_did() {
+        let pixel = |x: u32| {
+            let v = (x % 256) as u8;
+            [v, 255 - v, v.wrapping_mul(7), v / 2]
+        };
+        let rgba = image::RgbaImage::from_fn(256, 2, |x, y| image::Rgba(pixel(x + y)));
+        let layouts = [
+            image::DynamicImage::ImageRgba8(rgba.clone()),
+            image::DynamicImage::ImageRgb8(image::DynamicImage::ImageRgba8(rgba.clone()).to_rgb8()),
+            image::DynamicImage::ImageLumaA8(image::ImageBuffer::from_fn(256, 2, |x, y| {
+                image::LumaA([pixel(x + y)[0], 9])
+            })),
+            image::DynamicImage::ImageLuma8(image::ImageBuffer::from_fn(256, 2, |x, y| {
+                image::Luma([pixel(x + y)[1]])
+            })),
+        ];
+        for image in layouts {
+            let reference: Vec<[f32; 3]> = image
+                .to_rgb32f()
+                .pixels()
+                .map(|p| p.0.map(srgb_to_linear))
+                .collect();
+            let (texture, clamped) = decode_linear(Path::new("t.png"), &image);
+            assert_eq!((texture.width, texture.height, clamped), (256, 2, 0));
+            let bits = |t: &[[f32; 3]]| -> Vec<[u32; 3]> {
+                t.iter().map(|p| p.map(f32::to_bits)).collect()
+            };
+            assert_eq!(
+                bits(&texture.texels),
+                bits(&reference),
+                "{:?}",
+                image.color()
+            );
+        }
     }
 }
