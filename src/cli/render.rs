@@ -180,7 +180,8 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
         scene.triangle_count(),
     ));
     let settings = render_settings(&a, &scene, out)?;
-    let render_key = output::render_key(&a.scene, &scene, &settings);
+    let content = crate::scene::content_hash::content_hash(&scene);
+    let render_key = output::render_key(&a.scene, &scene, content, &settings);
     let pass_spp = schedule.pass_spp.unwrap_or(a.spp);
     warn_about_checkpoints(&a, out);
     let checkpoint_file = checkpoint::path_for(&a.output);

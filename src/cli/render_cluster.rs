@@ -87,8 +87,11 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         (cores / world.local_size()).max(1)
     });
+    // The scene's content hash is computed once: it reads every byte of the scene, and both
+    // the render key and the fingerprint name it.
     type Loaded = (
         Scene,
+        u64,
         RenderSettings,
         SchedConfig,
         OptixOptions,
@@ -119,10 +122,11 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
             print_load_warnings(&a, &scene, out);
         }
         let settings = render_settings(&a, &scene, out)?;
+        let content = crate::scene::content_hash::content_hash(&scene);
         // Rank 0 holds the film: it reads the resume file (the other ranks need not see it).
         let resume = match (&a.resume, rank) {
             (Some(path), 0) => {
-                let key = output::render_key(&a.scene, &scene, &settings);
+                let key = output::render_key(&a.scene, &scene, content, &settings);
                 let pass_spp = schedule.pass_spp.unwrap_or(a.spp);
                 let r = read_resume(
                     path,
@@ -145,24 +149,33 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
             }
             _ => None,
         };
-        Ok((scene, settings, schedule, optix_options, load_s, resume))
+        Ok((
+            scene,
+            content,
+            settings,
+            schedule,
+            optix_options,
+            load_s,
+            resume,
+        ))
     })();
     // The film to resume from goes to the master as it is (a 4K film is 130 MB: not copied).
     let (loaded, mut resume) = match loaded {
-        Ok((scene, settings, schedule, optix_options, load_s, resume)) => (
-            Ok((scene, settings, schedule, optix_options, load_s)),
+        Ok((scene, content, settings, schedule, optix_options, load_s, resume)) => (
+            Ok((scene, content, settings, schedule, optix_options, load_s)),
             resume,
         ),
         Err(e) => (Err(e), None),
     };
     let spp_resumed_from = resume.as_ref().map_or(0, |r| r.spp_done);
     let (setup, factory) = match &loaded {
-        Ok((scene, settings, schedule, optix_options, _)) => {
+        Ok((scene, content, settings, schedule, optix_options, _)) => {
             match get_ready(
                 &a,
                 rank,
                 &host,
                 scene,
+                *content,
                 settings,
                 schedule,
                 optix_options,
@@ -175,7 +188,7 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
         Err(e) => (Err(format!("{host}: {}", error_text(e))), None),
     };
 
-    let Ok((scene, settings, schedule, _, load_s)) = &loaded else {
+    let Ok((scene, content, settings, schedule, _, load_s)) = &loaded else {
         // This rank could not even load the scene: it still takes part in the handshake, so
         // that every rank learns why the job cannot start.
         let job = ClusterJob {
@@ -202,7 +215,7 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
         deadline: pass_deadline(&a, started, u64::from(a.width) * u64::from(a.height)),
         stop: Some(&signals::STOPPED_BY),
     };
-    let render_key = output::render_key(&a.scene, scene, settings);
+    let render_key = output::render_key(&a.scene, scene, *content, settings);
     if rank == 0 {
         warn_about_checkpoints(&a, out);
     }
@@ -392,12 +405,13 @@ fn get_ready<'s>(
     rank: usize,
     host: &str,
     scene: &'s Scene,
+    content: u64,
     settings: &RenderSettings,
     schedule: &SchedConfig,
     optix_options: &OptixOptions,
     resume: Option<Resume>,
 ) -> anyhow::Result<(RankSetup, WorkerFactory<'s>)> {
-    let print = fingerprint(scene, settings, schedule);
+    let print = fingerprint(scene, content, settings, schedule);
     let backend = crate::backend::select(a.backend.into(), scene, settings, optix_options)?;
     let description = backend.description.clone();
     let mut devices = schedule.devices.clone();

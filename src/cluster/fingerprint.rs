@@ -7,14 +7,21 @@
 
 use crate::fnv::Fnv;
 use crate::render::RenderSettings;
+#[cfg(doc)]
 use crate::scene::content_hash::content_hash;
 use crate::scene::Scene;
 use crate::sched::SchedConfig;
 
-/// The fingerprint of a frame: the scene's geometry, materials, textures and environment,
-/// the render settings, and the schedule's options that shape the tiles and passes (not
-/// `--devices`, which may differ from rank to rank), plus the protocol version.
-pub fn fingerprint(scene: &Scene, settings: &RenderSettings, config: &SchedConfig) -> u64 {
+/// The fingerprint of a frame: the scene's geometry, materials and textures (`content`, its
+/// [`content_hash`], which the caller computes once), its environment, the render settings,
+/// and the schedule's options that shape the tiles and passes (not `--devices`, which may
+/// differ from rank to rank), plus the protocol version.
+pub fn fingerprint(
+    scene: &Scene,
+    content: u64,
+    settings: &RenderSettings,
+    config: &SchedConfig,
+) -> u64 {
     let mut h = Fnv::default();
     h.field(&super::protocol::PROTOCOL_VERSION.to_le_bytes());
     h.field(format!("{settings:?}").as_bytes());
@@ -30,7 +37,7 @@ pub fn fingerprint(scene: &Scene, settings: &RenderSettings, config: &SchedConfi
         )
         .as_bytes(),
     );
-    h.field(&content_hash(scene).to_le_bytes());
+    h.field(&content.to_le_bytes());
     h.field(format!("{:?} {}", scene.environment, scene.two_sided_lights).as_bytes());
     h.finish()
 }

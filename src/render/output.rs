@@ -65,11 +65,17 @@ impl ImageMeta {
 
 /// The settings that decide a render's pixels, as `name value` items joined by `"; "`: crops
 /// of one frame have the same key. The scene is named by its file name (farm machines mount
-/// it at different places), its triangle count and its content hash (so that an edited scene
-/// is another render: [`crate::scene::content_hash`]). Backends, threads, schedules and tiles
+/// it at different places), its triangle count and its content hash `content` (so that an
+/// edited scene is another render: [`crate::scene::content_hash`], computed once by the
+/// caller, since it reads every byte of the scene). Backends, threads, schedules and tiles
 /// are left out: they do not change a pixel. Floats are written shortest-exact, so equal keys
 /// mean equal values.
-pub fn render_key(scene_file: &Path, scene: &Scene, settings: &RenderSettings) -> String {
+pub fn render_key(
+    scene_file: &Path,
+    scene: &Scene,
+    content: u64,
+    settings: &RenderSettings,
+) -> String {
     let name = scene_file
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -80,7 +86,7 @@ pub fn render_key(scene_file: &Path, scene: &Scene, settings: &RenderSettings) -
     ascii(&format!(
         "scene {name}; triangles {}; content {:016x}; size {}x{}; spp {}; max-depth {}; seed {}; camera eye {} u {} v {} w {}; environment {}; lights {}",
         scene.triangle_count(),
-        crate::scene::content_hash::content_hash(scene),
+        content,
         settings.width,
         settings.height,
         settings.spp,
