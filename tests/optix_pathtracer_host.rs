@@ -671,6 +671,28 @@ fn device_code_matches_the_cpu_on_a_textured_cornell_box() {
     assert_device_code_matches_cpu(&textured_cornell(), &s, tile);
 }
 
+/// The CPU renders of `tile` differ between `a` and `b` in more than half its pixels: what a
+/// test of a feature checks first, so that agreement on it proves something.
+fn assert_most_of_the_tile_differs(a: &Scene, b: &Scene, s: &RenderSettings, tile: Tile) {
+    let render = |scene: &Scene| {
+        let mut film = vec![[0.0f32; 4]; tile.pixel_count()];
+        CpuBackend::new(scene, s)
+            .unwrap()
+            .render_tile(tile, 0..s.spp, &mut film)
+            .unwrap();
+        film
+    };
+    let (fa, fb) = (render(a), render(b));
+    let differ = fa.iter().zip(&fb).filter(|(x, y)| x != y).count();
+    assert!(
+        differ > fa.len() / 2,
+        "{} and {} differ in {differ} of {} pixels",
+        a.source,
+        b.source,
+        fa.len()
+    );
+}
+
 /// Cut-outs: the any-hit program's alpha test, run by the harness's trace as OptiX runs it,
 /// must skip exactly the hits the CPU skips, for camera, bounce and shadow rays. The masks
 /// change most of the tile (else the test would prove nothing).
@@ -689,21 +711,7 @@ fn device_code_matches_the_cpu_on_cut_outs() {
     };
     let (cut, solid) = (cut_out_cornell(true), cut_out_cornell(false));
     assert_eq!(cut.cutout_groups().iter().filter(|&&c| c).count(), 2);
-    let render = |scene: &Scene| {
-        let mut film = vec![[0.0f32; 4]; tile.pixel_count()];
-        CpuBackend::new(scene, &s)
-            .unwrap()
-            .render_tile(tile, 0..s.spp, &mut film)
-            .unwrap();
-        film
-    };
-    let (a, b) = (render(&cut), render(&solid));
-    let differ = a.iter().zip(&b).filter(|(x, y)| x != y).count();
-    assert!(
-        differ > a.len() / 2,
-        "the masks change {differ} of {} pixels",
-        a.len()
-    );
+    assert_most_of_the_tile_differs(&cut, &solid, &s, tile);
     assert_device_code_matches_cpu(&cut, &s, tile);
 }
 
@@ -724,21 +732,7 @@ fn device_code_matches_the_cpu_on_a_cut_out_lamp() {
         h: 30,
     };
     let (cut, solid) = (cut_out_lamp_cornell(true), cut_out_lamp_cornell(false));
-    let render = |scene: &Scene| {
-        let mut film = vec![[0.0f32; 4]; tile.pixel_count()];
-        CpuBackend::new(scene, &s)
-            .unwrap()
-            .render_tile(tile, 0..s.spp, &mut film)
-            .unwrap();
-        film
-    };
-    let (a, b) = (render(&cut), render(&solid));
-    let differ = a.iter().zip(&b).filter(|(x, y)| x != y).count();
-    assert!(
-        differ > a.len() / 2,
-        "the lamp's mask changes {differ} of {} pixels",
-        a.len()
-    );
+    assert_most_of_the_tile_differs(&cut, &solid, &s, tile);
     let packed = gasworks::optix::pathtracer::pack::pack_lights(&cut);
     assert!(packed.iter().all(|l| l.opacity_texture == 1));
     assert_device_code_matches_cpu(&cut, &s, tile);

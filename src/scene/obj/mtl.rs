@@ -741,15 +741,16 @@ impl TextureCache {
         if self
             .last_image
             .as_ref()
-            .is_none_or(|(last, _)| last != path)
+            .is_some_and(|(last, _)| last != path)
         {
-            self.files_decoded += 1;
-            self.last_image = Some((path.to_path_buf(), open_image(path)));
+            self.last_image = None;
         }
-        match &self.last_image {
-            Some((_, image)) => image.as_ref().map_err(Clone::clone),
-            None => unreachable!("set just above"),
-        }
+        let files_decoded = &mut self.files_decoded;
+        let (_, image) = self.last_image.get_or_insert_with(|| {
+            *files_decoded += 1;
+            (path.to_path_buf(), open_image(path))
+        });
+        image.as_ref().map_err(Clone::clone)
     }
 }
 
@@ -787,13 +788,7 @@ fn decode_mask(path: &Path, image: &image::DynamicImage, channel: MaskChannel) -
             [value; 3]
         })
         .collect();
-    Texture {
-        path: path.display().to_string(),
-        width,
-        height,
-        texels,
-        mapping: crate::scene::UvMapping::IDENTITY,
-    }
+    decoded_texture(path, width, height, texels)
 }
 
 /// Opens and decodes an image of at least one pixel.
@@ -861,53 +856,46 @@ fn decode_linear(path: &Path, image: &image::DynamicImage) -> (Texture, usize) {
         }
         _ => None,
     };
-    if let Some(table) = table {
+    let texels = match table {
         // 256 values a channel: one table lookup instead of a `powf` per channel (which
         // was a fifth of loading a textured scene), the same bits.
-        let texels = image
+        Some(table) => image
             .to_rgb8()
             .pixels()
             .map(|p| p.0.map(|c| table[usize::from(c)]))
-            .collect();
-        return (
-            Texture {
-                path: path.display().to_string(),
-                width,
-                height,
-                texels,
-                mapping: crate::scene::UvMapping::IDENTITY,
-            },
-            0,
-        );
-    }
-    let texels = image
-        .to_rgb32f()
-        .pixels()
-        .map(|p| {
-            if is_float {
-                let inside = p.0.iter().all(|c| (0.0..=1.0).contains(c));
-                if inside {
-                    p.0
+            .collect(),
+        None => image
+            .to_rgb32f()
+            .pixels()
+            .map(|p| {
+                if is_float {
+                    let inside = p.0.iter().all(|c| (0.0..=1.0).contains(c));
+                    if inside {
+                        p.0
+                    } else {
+                        clamped += 1;
+                        // NaN becomes 0 (f32::clamp would keep it).
+                        p.0.map(|c| if c.is_nan() { 0.0 } else { c.clamp(0.0, 1.0) })
+                    }
                 } else {
-                    clamped += 1;
-                    // NaN becomes 0 (f32::clamp would keep it).
-                    p.0.map(|c| if c.is_nan() { 0.0 } else { c.clamp(0.0, 1.0) })
+                    p.0.map(srgb_to_linear)
                 }
-            } else {
-                p.0.map(srgb_to_linear)
-            }
-        })
-        .collect();
-    (
-        Texture {
-            path: path.display().to_string(),
-            width,
-            height,
-            texels,
-            mapping: crate::scene::UvMapping::IDENTITY,
-        },
-        clamped,
-    )
+            })
+            .collect(),
+    };
+    (decoded_texture(path, width, height, texels), clamped)
+}
+
+/// A texture decoded from the file `path`, mapped as the identity (its statement's mapping is
+/// set by the cache).
+fn decoded_texture(path: &Path, width: u32, height: u32, texels: Vec<[f32; 3]>) -> Texture {
+    Texture {
+        path: path.display().to_string(),
+        width,
+        height,
+        texels,
+        mapping: crate::scene::UvMapping::IDENTITY,
+    }
 }
 
 #[cfg(test)]
