@@ -202,7 +202,8 @@ struct GwMaterial {
     float emission[3];
     int texture;         // index into the texture table, or -1 (no map_Kd)
     int opacity_texture; // index into the texture table of the map_d mask, or -1 (no cut-out)
-    unsigned int pad[3];
+    int emission_texture; // index into the texture table of the map_Ke map, or -1 (none)
+    unsigned int pad[2];
 };
 
 // One scene::Texture's place in the texel array, and its UvMapping (32 bytes).
@@ -221,6 +222,7 @@ static_assert(GW_OFFSETOF(GwMaterial, ior) == 44, "GwMaterial.ior");
 static_assert(GW_OFFSETOF(GwMaterial, emission) == 48, "GwMaterial.emission");
 static_assert(GW_OFFSETOF(GwMaterial, texture) == 60, "GwMaterial.texture");
 static_assert(GW_OFFSETOF(GwMaterial, opacity_texture) == 64, "GwMaterial.opacity_texture");
+static_assert(GW_OFFSETOF(GwMaterial, emission_texture) == 68, "GwMaterial.emission_texture");
 static_assert(sizeof(GwTexture) == 32, "GwTexture layout");
 static_assert(GW_OFFSETOF(GwTexture, width) == 8, "GwTexture.width");
 static_assert(GW_OFFSETOF(GwTexture, uv_scale) == 16, "GwTexture.uv_scale");

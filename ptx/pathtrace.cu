@@ -28,7 +28,9 @@
 //   same however the samples were split into launches.
 //
 // Area lights emit from the front face only (the winding's normal side) unless the launch
-// parameters say two_sided_lights, as the CPU does for Scene::two_sided_lights.
+// parameters say two_sided_lights, as the CPU does for Scene::two_sided_lights. An emitter
+// with an emission map (map_Ke) emits Ke times the map at the point, hit or sampled
+// (Material::emission_at, Scene::light_emission_at).
 //
 // Random numbers: Sampler(pixel = y * width + x, sample, seed), drawn in the CPU's order:
 // jitter (2), then at every vertex where the path may continue exactly 7 numbers: light
@@ -47,8 +49,8 @@ enum : unsigned int {
     GW_RAY_FLAG_DISABLE_CLOSESTHIT = 1u << 3,
 };
 
-// One emissive triangle: its vertices (world space), area, emission, and for a cut-out
-// emitter its material's opacity mask (or -1) and the UVs of its corners (96 bytes).
+// One emissive triangle: its vertices (world space), area, emission, its material's opacity
+// mask and emission map (or -1), and, when it has either, the UVs of its corners (96 bytes).
 struct GwLight {
     float p0[3];
     float area;
@@ -61,7 +63,8 @@ struct GwLight {
     float uv0[2];
     float uv1[2];
     float uv2[2];
-    unsigned int pad[2];
+    int emission_texture;
+    unsigned int pad;
 };
 
 // The data of a hit-group SBT record: one per (GAS, build input), i.e. per scene group
@@ -132,6 +135,7 @@ static_assert(GW_OFFSETOF(GwLight, prim) == 44, "GwLight.prim");
 static_assert(GW_OFFSETOF(GwLight, emission) == 48, "GwLight.emission");
 static_assert(GW_OFFSETOF(GwLight, opacity_texture) == 60, "GwLight.opacity_texture");
 static_assert(GW_OFFSETOF(GwLight, uv0) == 64, "GwLight.uv0");
+static_assert(GW_OFFSETOF(GwLight, emission_texture) == 88, "GwLight.emission_texture");
 static_assert(sizeof(GwHitGroupData) == 64, "GwHitGroupData layout");
 static_assert(GW_OFFSETOF(GwHitGroupData, light_index) == 40, "GwHitGroupData.light_index");
 static_assert(GW_OFFSETOF(GwHitGroupData, group) == 48, "GwHitGroupData.group");
@@ -222,6 +226,10 @@ GW_INLINE void uv_at(const GwHitGroupData& g, unsigned int prim, float u, float 
     uv_v = w * a[1] + u * b[1] + v * c[1];
 }
 
+// Whether texture index t names a texture of the table (pack.rs packs an index outside it as
+// -1; this guards the table all the same).
+GW_INLINE bool is_texture(int t) { return t >= 0 && (unsigned int)t < pathtrace_params.texture_count; }
+
 // Scene::is_cut_out: the triangle's material has an opacity mask, the group has UVs, and the
 // mask there is below ALPHA_CUTOFF (scene::ALPHA_CUTOFF, 0.5). Indices out of range mean no
 // mask, as pack_material packs them.
@@ -236,7 +244,7 @@ GW_INLINE bool is_cut_out(const GwHitGroupData& g, unsigned int prim, float u, f
         return false;
     }
     const int t = P.materials[m].opacity_texture;
-    if (t < 0 || (unsigned int)t >= P.texture_count) {
+    if (!is_texture(t)) {
         return false;
     }
     float uv_u, uv_v;
@@ -275,6 +283,18 @@ GW_INLINE SurfacePoint surface_point(const Hit& h)
     }
     sp.material = g.face_materials[h.prim];
     return sp;
+}
+
+// Material::emission_at: Ke, times the emission map at the point when there is one and the
+// mesh has UVs.
+GW_INLINE V3 emission_at(const GwMaterial& m, const SurfacePoint& sp)
+{
+    const V3 ke = v3_load(m.emission);
+    if (!is_texture(m.emission_texture) || !sp.has_uv) {
+        return ke;
+    }
+    return ke * texture_sample(pathtrace_params.textures[m.emission_texture], pathtrace_params.texels,
+                               sp.uv_u, sp.uv_v);
 }
 
 // LightSampler::pick: the first i with u < cdf[i] (clamped to the last light).
@@ -340,17 +360,28 @@ GW_INLINE V3 next_event(const SurfacePoint& sp, const Bsdf& bsdf, V3 wo, float u
     const V3 q0 = v3_load(light.p0), q1 = v3_load(light.p1), q2 = v3_load(light.p2);
     float b1, b2;
     uniform_triangle(u1, u2, b1, b2);
-    // A point in a hole of a cut-out emitter emits nothing (Scene::is_cut_out at the light
-    // point, with Group::uv_at's arithmetic).
-    if (light.opacity_texture >= 0 &&
-        (unsigned int)light.opacity_texture < pathtrace_params.texture_count) {
+    // The light point's UVs (Group::uv_at's arithmetic), when a map needs them.
+    const bool masked = is_texture(light.opacity_texture);
+    const bool mapped = is_texture(light.emission_texture);
+    float uv_u = 0.0f, uv_v = 0.0f;
+    if (masked || mapped) {
         const float w = 1.0f - b1 - b2;
-        const float uv_u = w * light.uv0[0] + b1 * light.uv1[0] + b2 * light.uv2[0];
-        const float uv_v = w * light.uv0[1] + b1 * light.uv1[1] + b2 * light.uv2[1];
+        uv_u = w * light.uv0[0] + b1 * light.uv1[0] + b2 * light.uv2[0];
+        uv_v = w * light.uv0[1] + b1 * light.uv1[1] + b2 * light.uv2[1];
+    }
+    // A point in a hole of a cut-out emitter emits nothing (Scene::is_cut_out at the light
+    // point).
+    if (masked) {
         const GwTexture& mask = pathtrace_params.textures[light.opacity_texture];
         if (texture_sample(mask, pathtrace_params.texels, uv_u, uv_v).x < 0.5f) {
             return zero;
         }
+    }
+    // Scene::light_emission_at.
+    V3 le = v3_load(light.emission);
+    if (mapped) {
+        le = le * texture_sample(pathtrace_params.textures[light.emission_texture],
+                                 pathtrace_params.texels, uv_u, uv_v);
     }
     const V3 q = (1.0f - b1 - b2) * q0 + b1 * q1 + b2 * q2;
     const V3 n_light = normalize(cross(q1 - q0, q2 - q0));
@@ -384,7 +415,7 @@ GW_INLINE V3 next_event(const SurfacePoint& sp, const Bsdf& bsdf, V3 wo, float u
     if (occluded(origin, d, rays)) {
         return zero;
     }
-    return e.f_cos * v3_load(light.emission) * (power_heuristic(p_light, e.pdf) / p_light);
+    return e.f_cos * le * (power_heuristic(p_light, e.pdf) / p_light);
 }
 
 // PathTracer::radiance.
@@ -416,7 +447,7 @@ GW_INLINE V3 radiance(V3 origin, V3 dir, Sampler& rng, unsigned long long& rays)
             if (!prev_delta && light_pdf(hit, sp, ray_d, p_light)) {
                 w = power_heuristic(prev_pdf, p_light);
             }
-            result += throughput * v3_load(material.emission) * w;
+            result += throughput * emission_at(material, sp) * w;
         }
         if (depth == P.max_depth) {
             break;

@@ -392,3 +392,89 @@ fn opacity_maps_make_cut_outs() {
         assert_eq!(bits(texels), bits(&mask(name)), "{name}");
     }
 }
+
+/// `map_Ke` makes an emission map: read as linear RGB like `map_Kd`, except that a float image
+/// keeps its values above 1 (an emitter may be brighter than white; negative and NaN texels
+/// still become 0, with a warning). A file that is a material's `map_Kd` and `map_Ke` is one
+/// texture; a float file clamped as a colour is another. A `map_Ke` with no `Ke` emits the map
+/// as it is; a group without UVs is told that it emits the constant Ke. Written by gen's
+/// writer and read back, the maps are the same, bit for bit.
+#[test]
+fn emission_maps_are_read_as_radiance() {
+    let dir = tempfile::tempdir().unwrap();
+    write_png(&dir.path().join("screen.png"));
+    let mut hot = image::Rgb32FImage::new(3, 1);
+    hot.put_pixel(0, 0, image::Rgb([5.0, 0.25, 40.0]));
+    hot.put_pixel(1, 0, image::Rgb([-1.0, 0.5, 0.5]));
+    hot.put_pixel(2, 0, image::Rgb([f32::NAN, 0.5, 2.0]));
+    hot.save(dir.path().join("hot.exr")).unwrap();
+    let mtl = write(
+        dir.path(),
+        "m.mtl",
+        "newmtl screen\nKd 1 1 1\nKe 2 2 2\nmap_Kd screen.png\nmap_Ke screen.png\n\
+         newmtl hot\nmap_Ke -s 2 1 hot.exr\n\
+         newmtl hot_colour\nmap_Kd hot.exr\n",
+    );
+    let mut obj = obj_using("m.mtl", &["screen", "hot", "hot_colour"]);
+    obj += "g bare\nusemtl hot\nv 0 0 1\nv 1 0 1\nv 0 1 1\nf 4 5 6\n";
+    let obj = write(dir.path(), "s.obj", obj);
+    let s = load(&obj);
+
+    let screen = material(&s, "screen");
+    assert_eq!(screen.emission, Vec3::splat(2.0));
+    assert_eq!(
+        screen.emission_texture, screen.diffuse_texture,
+        "one texture for the file as colour and as emission"
+    );
+    assert!(screen.emission_texture.is_some());
+
+    let hot = material(&s, "hot");
+    assert_eq!(hot.emission, Vec3::ONE, "no Ke: the map is the emission");
+    let t = &s.textures[hot.emission_texture.unwrap() as usize];
+    assert_eq!(
+        t.texels,
+        [[5.0, 0.25, 40.0], [0.0, 0.5, 0.5], [0.0, 0.5, 2.0]]
+    );
+    assert_eq!(t.mapping.scale, Vec2::new(2.0, 1.0));
+    let colour = material(&s, "hot_colour").diffuse_texture.unwrap();
+    assert_eq!(
+        s.textures[colour as usize].texels,
+        [[1.0, 0.25, 1.0], [0.0, 0.5, 0.5], [0.0, 0.5, 1.0]]
+    );
+    let warned = |needle: &str| s.report.warnings.iter().any(|w| w.contains(needle));
+    assert!(
+        warned(&format!(
+            "{}: material hot: texture {}: 2 of 3 texels negative, above 1e20 or not a number clamped",
+            mtl.display(),
+            dir.path().join("hot.exr").display()
+        )),
+        "{:?}",
+        s.report.warnings
+    );
+    assert!(
+        warned("1 group uses emission maps (map_Ke) without texture coordinates (vt), so their faces emit their material's constant Ke (group bare, material hot)"),
+        "{:?}",
+        s.report.warnings
+    );
+    // The emitters are lights: the screen, the hot triangle and the bare one.
+    assert_eq!(s.lights.len(), 3);
+
+    let out = tempfile::tempdir().unwrap();
+    let written = write_obj(&s, out.path(), "copy").unwrap();
+    let back = load(&written.obj);
+    for name in ["screen", "hot"] {
+        let texels = |s: &Scene| {
+            let m = material(s, name);
+            let t = &s.textures[m.emission_texture.unwrap() as usize];
+            (
+                m.emission,
+                t.mapping,
+                t.texels
+                    .iter()
+                    .map(|t| t.map(f32::to_bits))
+                    .collect::<Vec<_>>(),
+            )
+        };
+        assert_eq!(texels(&back), texels(&s), "{name}");
+    }
+}

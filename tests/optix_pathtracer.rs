@@ -299,7 +299,7 @@ fn cornell_box() -> Scene {
 
 /// A sponza-like courtyard: a textured floor (UVs beyond [0, 1]), two long walls, 2 x 10
 /// columns and 8 glossy banners, each its own group (so `--merge-below` merges the small ones
-/// into shared GASes), a small lamp and a sky.
+/// into shared GASes), a small lamp, a glowing sign with an emission map, and a sky.
 fn sponza_like() -> Scene {
     let stone = Material::diffuse("stone", Vec3::new(0.62, 0.58, 0.5));
     let mut floor_m = Material::diffuse("floor", Vec3::splat(0.9));
@@ -314,6 +314,10 @@ fn sponza_like() -> Scene {
     cloth.opacity_texture = Some(1);
     let mut lamp = Material::diffuse("lamp", Vec3::ZERO);
     lamp.emission = Vec3::new(30.0, 26.0, 20.0);
+    // The sign's emission map: the device reads it at hits and light points as the CPU does.
+    let mut sign = Material::diffuse("sign", Vec3::splat(0.2));
+    sign.emission = Vec3::new(6.0, 5.0, 4.0);
+    sign.emission_texture = Some(2);
     let mut groups = Vec::new();
     let mut floor = quad(
         "floor",
@@ -382,10 +386,26 @@ fn sponza_like() -> Scene {
         4,
         false,
     ));
+    // On the far end of the left wall, facing into the courtyard (+X).
+    // Normal (0, 0.8, 0) x (0, 0, 2) = +X; u runs along z, v up.
+    let mut sign_group = quad(
+        "sign",
+        Vec3::new(-3.98, 2.0, 7.0),
+        Vec3::new(0.0, 0.8, 0.0),
+        Vec3::new(0.0, 0.0, 2.0),
+        5,
+    );
+    sign_group.uvs = vec![
+        Vec2::new(0.0, 0.0),
+        Vec2::new(0.0, 1.0),
+        Vec2::new(1.0, 1.0),
+        Vec2::new(1.0, 0.0),
+    ];
+    groups.push(sign_group);
     let mut scene = Scene::new(
         "sponza-like",
         groups,
-        vec![stone, floor_m, banner, cloth, lamp],
+        vec![stone, floor_m, banner, cloth, lamp, sign],
     );
     let mut texels = Vec::new();
     for y in 0..8 {
@@ -415,6 +435,22 @@ fn sponza_like() -> Scene {
         width: 8,
         height: 2,
         texels: (0..16).map(|i| [(i % 2) as f32; 3]).collect(),
+        mapping: gasworks::scene::UvMapping::IDENTITY,
+    });
+    // The sign's letters: bright strokes on a dark ground.
+    scene.textures.push(Texture {
+        path: "sign".into(),
+        width: 8,
+        height: 2,
+        texels: (0..16)
+            .map(|i| {
+                if i % 3 == 0 {
+                    [0.05, 0.05, 0.1]
+                } else {
+                    [1.0, 0.6, 0.2]
+                }
+            })
+            .collect(),
         mapping: gasworks::scene::UvMapping::IDENTITY,
     });
     assert_eq!(scene.cutout_groups().iter().filter(|&&c| c).count(), 4);

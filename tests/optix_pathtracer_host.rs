@@ -565,10 +565,11 @@ fn cut_out_cornell(masked: bool) -> Scene {
     scene
 }
 
-/// The textured Cornell-like box whose lamp is a cut-out (the checker mask over its UVs): the
-/// camera sees the ceiling through its holes, and next-event estimation must find no light at
-/// the light points it picks in them. `masked: false` leaves the mask off.
-fn cut_out_lamp_cornell(masked: bool) -> Scene {
+/// The textured Cornell-like box whose lamp has UVs and, as asked, the checker mask as its
+/// opacity mask (a cut-out: the camera sees the ceiling through its holes, and next-event
+/// estimation must find no light at the light points it picks in them) and the colour checker
+/// as its emission map (a lamp of coloured squares).
+fn mapped_lamp_cornell(masked: bool, emission_mapped: bool) -> Scene {
     let mut scene = textured_cornell();
     let lamp = scene.groups.iter().position(|g| g.name == "light").unwrap();
     scene.groups[lamp].uvs = vec![
@@ -580,8 +581,9 @@ fn cut_out_lamp_cornell(masked: bool) -> Scene {
     let m = scene.groups[lamp].face_materials[0] as usize;
     assert!(scene.materials[m].is_emissive());
     scene.materials[m].opacity_texture = masked.then_some(1);
+    scene.materials[m].emission_texture = emission_mapped.then_some(0);
     scene.textures.push(checker_mask());
-    scene.source = format!("cut-out-lamp-cornell (masked: {masked})");
+    scene.source = format!("mapped-lamp-cornell (mask: {masked}, emission map: {emission_mapped})");
     scene.finalize();
     scene.validate().unwrap();
     scene
@@ -731,11 +733,40 @@ fn device_code_matches_the_cpu_on_a_cut_out_lamp() {
         w: 31,
         h: 30,
     };
-    let (cut, solid) = (cut_out_lamp_cornell(true), cut_out_lamp_cornell(false));
+    let (cut, solid) = (
+        mapped_lamp_cornell(true, false),
+        mapped_lamp_cornell(false, false),
+    );
     assert_most_of_the_tile_differs(&cut, &solid, &s, tile);
     let packed = gasworks::optix::pathtracer::pack::pack_lights(&cut);
     assert!(packed.iter().all(|l| l.opacity_texture == 1));
     assert_device_code_matches_cpu(&cut, &s, tile);
+}
+
+/// A lamp with an emission map, alone and on a cut-out: the device reads the map where the
+/// camera and bounce rays hit the lamp (the material's map) and at the light points (the map
+/// and corner UVs packed into `GwLight`), and picks lights by the same weights (the uploaded
+/// CDF); the map changes most of the tile.
+#[test]
+#[cfg_attr(
+    gasworks_no_cxx,
+    ignore = "no C++ compiler when the tests were built (see build.rs)"
+)]
+fn device_code_matches_the_cpu_on_an_emission_mapped_lamp() {
+    let s = cornell_settings(40, 32, 6, 8, 29);
+    let tile = Tile {
+        x: 0,
+        y: 1,
+        w: 36,
+        h: 30,
+    };
+    for masked in [false, true] {
+        let mapped = mapped_lamp_cornell(masked, true);
+        assert_most_of_the_tile_differs(&mapped, &mapped_lamp_cornell(masked, false), &s, tile);
+        let packed = gasworks::optix::pathtracer::pack::pack_lights(&mapped);
+        assert!(packed.iter().all(|l| l.emission_texture == 0));
+        assert_device_code_matches_cpu(&mapped, &s, tile);
+    }
 }
 
 #[test]
@@ -1009,6 +1040,7 @@ fn path_tracer_structs_have_the_rust_layout_on_the_device_side() {
             emission,
             texture,
             opacity_texture,
+            emission_texture,
             pad
         ]
     );
@@ -1032,6 +1064,7 @@ fn path_tracer_structs_have_the_rust_layout_on_the_device_side() {
             uv0,
             uv1,
             uv2,
+            emission_texture,
             pad
         ]
     ));

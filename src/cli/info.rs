@@ -44,6 +44,8 @@ pub struct MaterialInfo {
     pub textured: bool,
     /// Whether it has a `map_d` opacity mask (a cut-out).
     pub cut_out: bool,
+    /// Whether it has a `map_Ke` emission map.
+    pub emission_mapped: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -52,8 +54,10 @@ pub struct LightInfo {
     pub triangles: usize,
     /// Their total area, in scene units squared.
     pub area: f64,
-    /// Emitted power of one face: pi * area * radiance, summed. Lights emit from their front
-    /// face only, so this is their power (twice it with `render --two-sided-lights`).
+    /// Emitted power of one face: pi * area * radiance, summed (the radiance averaged over the
+    /// triangle where an emission map or a mask varies it: [`crate::scene::light_power`]).
+    /// Lights emit from their front face only, so this is their power (twice it with `render
+    /// --two-sided-lights`).
     pub power_per_side: [f64; 3],
     /// Emissive triangles whose front face (the side of the winding's normal, the only one
     /// that emits) faces each way, by dominant axis: `+X, -X, +Y, -Y, +Z, -Z`.
@@ -151,8 +155,10 @@ pub fn scene_info(scene: &Scene) -> SceneInfo {
     let mut area = 0f64;
     for light in &scene.lights {
         area += light.area as f64;
+        // What maps leave of Ke (exactly Ke without them).
+        let radiance = crate::scene::light_power::mean_emission(scene, light);
         for (c, p) in power.iter_mut().enumerate() {
-            *p += std::f64::consts::PI * light.area as f64 * light.emission[c] as f64;
+            *p += std::f64::consts::PI * light.area as f64 * radiance[c];
         }
     }
     // One pass gives the lights' facing and the scene's box.
@@ -183,6 +189,7 @@ pub fn scene_info(scene: &Scene) -> SceneInfo {
                 emissive: m.is_emissive(),
                 textured: m.diffuse_texture.is_some(),
                 cut_out: m.opacity_texture.is_some(),
+                emission_mapped: m.emission_texture.is_some(),
             })
             .collect(),
         lights: LightInfo {
@@ -273,6 +280,9 @@ pub fn render_text(info: &SceneInfo, list_groups: bool) -> String {
         }
         if m.cut_out {
             notes.push_str(" cut-out");
+        }
+        if m.emission_mapped {
+            notes.push_str(" emission-mapped");
         }
         let _ = writeln!(
             s,
@@ -417,5 +427,41 @@ mod tests {
         assert!(info.lights.warnings.is_empty());
         assert!(text.contains("front faces (the emitting side, by dominant axis): +X 0, -X 0, +Y 0, -Y 2, +Z 0, -Z 0"), "{text}");
         assert_eq!(json["lights"]["facing"][3], 2);
+    }
+
+    /// An emission map scales the lights' power by its mean over them, and the material says
+    /// it has one.
+    #[test]
+    fn an_emission_mapped_light_reports_the_power_the_map_leaves() {
+        let mut scene = crate::scene::gen::cornell();
+        let plain = scene_info(&scene).lights.power_per_side;
+        let light = scene.lights[0];
+        let lamp = scene.groups[light.group as usize].face_materials[light.prim as usize];
+        for g in &mut scene.groups {
+            g.uvs = vec![glam::Vec2::new(0.5, 0.5); g.positions.len()];
+        }
+        scene.textures.push(crate::scene::Texture {
+            path: "quarter".into(),
+            width: 1,
+            height: 1,
+            texels: vec![[0.25, 0.5, 1.0]],
+            mapping: crate::scene::UvMapping::IDENTITY,
+        });
+        scene.materials[lamp as usize].emission_texture = Some(0);
+        let info = scene_info(&scene);
+        for (c, scale) in [0.25, 0.5, 1.0].into_iter().enumerate() {
+            let expected = plain[c] * scale;
+            let got = info.lights.power_per_side[c];
+            assert!(
+                (got - expected).abs() <= 1e-9 * expected,
+                "{c}: {got} vs {expected}"
+            );
+        }
+        let text = render_text(&info, true);
+        let line = text.lines().find(|l| l.contains("emission-mapped"));
+        assert!(
+            line.is_some_and(|l| l.contains(&scene.materials[lamp as usize].name)),
+            "{text}"
+        );
     }
 }

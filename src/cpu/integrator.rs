@@ -19,8 +19,8 @@
 //!   vertex: `p_light = P(light) / area * t^2 / |cos_light|`. A hit on a back face adds
 //!   nothing (the surface still scatters with its material).
 //! - if `d == max_depth` the path ends. Otherwise, at a non-Dirac material, *next-event
-//!   estimation*: pick a light with probability proportional to `luminance(Le) * area`, a
-//!   uniform point `q` on it, and if the shading point lies on the light's emitting side and
+//!   estimation*: pick a light with probability proportional to its power (`luminance(Le) *
+//!   area`, or what maps leave of it: [`crate::scene::light_power`]), a uniform point `q` on it, and if the shading point lies on the light's emitting side and
 //!   the shadow ray reaches `q`, add `throughput * f cos * Le * w_light / p_light` with
 //!   `w_light = p_light^2 / (p_light^2 + p_bsdf^2)`. (A path of `d + 1` segments is then
 //!   counted by both strategies, and only paths of at most `max_depth` segments are.)
@@ -46,9 +46,17 @@
 //! An emissive triangle with a `map_d` mask emits only where the mask keeps the surface
 //! ([`Scene::is_cut_out`]): `Le(q) = Le * [q not in a hole]`. BSDF sampling never hits a hole
 //! (the BVH skips it), and a light point sampled in a hole contributes zero, with no shadow
-//! ray. The light is still picked by the power and sampled uniformly over the area of its whole
-//! triangle, so `p_light` is the same density for both strategies and the MIS weights of the
-//! paths that carry light sum to one: unbiased, with some variance spent on the holes.
+//! ray. The light is picked by the power of its opaque part ([`crate::scene::light_power`])
+//! but sampled uniformly over the area of its whole triangle, so `p_light` is the same density
+//! for both strategies and the MIS weights of the paths that carry light sum to one: unbiased,
+//! with some variance spent on the holes.
+//!
+//! # Emission maps
+//!
+//! An emitter whose material has a `map_Ke` emits `Le(q) = Ke * map(uv(q))`
+//! ([`crate::scene::Material::emission_at`]; Ke alone where the mesh has no UVs), at a hit and
+//! at a light point alike. Its light is picked by the power the map leaves and sampled
+//! uniformly over its triangle, as a cut-out is.
 //!
 //! # Random numbers
 //!
@@ -72,19 +80,17 @@ use glam::{Vec2, Vec3};
 use super::bvh::{Hit, RayData, SceneBvh};
 use super::material::{Bsdf, ShadingFrame};
 use super::sampling::{power_heuristic, uniform_triangle};
-use crate::render::{luminance, Sampler};
+use crate::render::Sampler;
 use crate::scene::camera::CameraFrame;
+use crate::scene::light_power::light_weights;
 use crate::scene::Scene;
 
-/// The light-selection CDF: weights `luminance(emission) * area` (plain area when they all
-/// vanish), summed in f64, each entry rounded to f32, the last set to 1. The GPU backend
-/// uploads exactly this array, so both backends pick the same light for the same number.
+/// The light-selection CDF: the weights of [`light_weights`] (`luminance(emission) * area`,
+/// scaled by what an emission map or opacity mask leaves; plain area when they all vanish),
+/// summed in f64, each entry rounded to f32, the last set to 1. The GPU backend uploads
+/// exactly this array, so both backends pick the same light for the same number.
 pub fn light_cdf(scene: &Scene) -> Vec<f32> {
-    let weights: Vec<f64> = scene
-        .lights
-        .iter()
-        .map(|l| (luminance(l.emission).max(0.0) as f64) * l.area as f64)
-        .collect();
+    let weights = light_weights(scene);
     let weights = if weights.iter().sum::<f64>() > 0.0 {
         weights
     } else {
@@ -109,7 +115,7 @@ pub fn light_cdf(scene: &Scene) -> Vec<f32> {
     cdf
 }
 
-/// Picks an area light with probability proportional to `luminance(emission) * area` (its
+/// Picks an area light with probability proportional to its weight in [`light_cdf`] (its
 /// power up to a constant; plain area when every light has zero luminance).
 #[derive(Clone, Debug, Default)]
 pub struct LightSampler {
@@ -289,7 +295,7 @@ impl PathTracer<'_> {
                     self.light_pdf(&hit, &sp, ray_d)
                         .map_or(1.0, |p_light| power_heuristic(prev_pdf, p_light))
                 };
-                radiance += throughput * material.emission * w;
+                radiance += throughput * material.emission_at(&scene.textures, sp.uv) * w;
             }
             if depth == self.max_depth {
                 break;
@@ -373,12 +379,13 @@ impl PathTracer<'_> {
         let g = &self.scene.groups[light.group as usize];
         let [q0, q1, q2] = g.triangle(light.prim as usize);
         let (b1, b2) = uniform_triangle(u1, u2);
-        // A point in a hole of a cut-out emitter is not on the light: it emits nothing (its
-        // triangle is still picked with the density of its whole area, so both strategies
-        // estimate the emission of the opaque part; see the module comment).
+        // A point in a hole of a cut-out emitter is not on the light: it emits nothing (it is
+        // still sampled uniformly over its whole triangle, so both strategies estimate the
+        // emission of the opaque part; see the module comment).
         if self.scene.is_cut_out(light.group, light.prim, b1, b2) {
             return Vec3::ZERO;
         }
+        let le = self.scene.light_emission_at(light, b1, b2);
         let q = (1.0 - b1 - b2) * q0 + b1 * q1 + b2 * q2;
         let n_light = (q1 - q0).cross(q2 - q0).normalize();
         let to_light = q - sp.p;
@@ -416,7 +423,7 @@ impl PathTracer<'_> {
         ) {
             return Vec3::ZERO;
         }
-        e.f_cos * light.emission * (power_heuristic(p_light, e.pdf) / p_light)
+        e.f_cos * le * (power_heuristic(p_light, e.pdf) / p_light)
     }
 }
 

@@ -8,6 +8,7 @@
 pub mod camera;
 pub mod content_hash;
 pub mod gen;
+pub mod light_power;
 pub mod lights;
 pub mod obj;
 
@@ -104,6 +105,10 @@ pub struct Material {
     pub transmittance: Vec3,
     /// Ke: emitted radiance. Any non-black value makes the faces area lights.
     pub emission: Vec3,
+    /// Index into [`Scene::textures`] of the `map_Ke` emission map, when it was found and
+    /// decoded: the radiance emitted at a point is Ke times the map there
+    /// ([`Material::emission_at`]). Only read on emissive materials: a black Ke stays black.
+    pub emission_texture: Option<u32>,
     /// Index into [`Scene::textures`] of the `map_Kd` texture, when it was found and decoded.
     pub diffuse_texture: Option<u32>,
     /// Index into [`Scene::textures`] of the `map_d` opacity mask (its value in every channel),
@@ -131,6 +136,7 @@ impl Material {
             ior: 1.5,
             transmittance: Vec3::ONE,
             emission: Vec3::ZERO,
+            emission_texture: None,
             diffuse_texture: None,
             opacity_texture: None,
         }
@@ -146,6 +152,19 @@ impl Material {
 
     pub fn is_emissive(&self) -> bool {
         self.emission.max_element() > 0.0
+    }
+
+    /// The radiance emitted at texture coordinates `uv`: Ke, times the emission map there when
+    /// the material has one and the mesh has UVs. An index outside `textures`, like a missing
+    /// map, means "no map" (what the device code does with it too).
+    pub fn emission_at(&self, textures: &[Texture], uv: Option<Vec2>) -> Vec3 {
+        match (
+            self.emission_texture.and_then(|t| textures.get(t as usize)),
+            uv,
+        ) {
+            (Some(map), Some(uv)) => self.emission * map.sample(uv),
+            _ => self.emission,
+        }
     }
 }
 
@@ -445,6 +464,23 @@ impl Scene {
         };
         g.uv_at(prim as usize, u, v)
             .is_some_and(|uv| mask.sample(uv).x < ALPHA_CUTOFF)
+    }
+
+    /// The radiance the area light `light` emits at barycentrics `(b1, b2)` of its triangle:
+    /// its emission, times its material's emission map there ([`Material::emission_at`]) when
+    /// the group has UVs. Holes are the caller's test ([`Scene::is_cut_out`]).
+    pub fn light_emission_at(&self, light: &AreaLight, b1: f32, b2: f32) -> Vec3 {
+        let g = &self.groups[light.group as usize];
+        let prim = light.prim as usize;
+        let map = self
+            .materials
+            .get(g.face_materials[prim] as usize)
+            .and_then(|m| m.emission_texture)
+            .and_then(|t| self.textures.get(t as usize));
+        match map.zip(g.uv_at(prim, b1, b2)) {
+            Some((map, uv)) => light.emission * map.sample(uv),
+            None => light.emission,
+        }
     }
 
     /// Per group, whether any of its triangles uses a material with an opacity mask and the

@@ -326,6 +326,21 @@ fn into_scene(path: &Path, assembled: Assembled, vertices: u64) -> Result<Scene,
                 &mut warnings,
             );
         }
+        // Under a black Ke the map would multiply nothing (convert has warned): not decoded.
+        if let Some(name) = m
+            .emission_texture
+            .as_ref()
+            .filter(|_| material.is_emissive())
+        {
+            material.emission_texture = textures.load(
+                source,
+                &m.name,
+                name,
+                mtl::TexelUse::Emission,
+                m.emission_texture_mapping,
+                &mut warnings,
+            );
+        }
         if let Some(name) = &m.opacity_texture {
             material.opacity_texture = textures.load(
                 source,
@@ -366,7 +381,7 @@ fn into_scene(path: &Path, assembled: Assembled, vertices: u64) -> Result<Scene,
         materials.push(Material::default_diffuse());
     }
 
-    warnings.extend(cutouts_without_uvs(path, &groups, &materials));
+    warnings.extend(maps_without_uvs(path, &groups, &materials));
 
     let mut scene = Scene::new(&path.display().to_string(), groups, materials);
     scene.textures = textures.textures;
@@ -386,29 +401,47 @@ fn into_scene(path: &Path, assembled: Assembled, vertices: u64) -> Result<Scene,
     Ok(scene)
 }
 
-/// One warning when groups without texture coordinates use a cut-out material (`map_d`): a
-/// mask cannot be looked up there, so those faces render solid.
-fn cutouts_without_uvs(path: &Path, groups: &[Group], materials: &[Material]) -> Option<String> {
-    let mut first: Option<(&str, &str)> = None;
-    let mut count = 0;
-    for g in groups.iter().filter(|g| g.uvs.is_empty()) {
-        let masked = g.face_materials.iter().find_map(|&m| {
-            materials
-                .get(m as usize)
-                .filter(|m| m.opacity_texture.is_some())
-        });
-        if let Some(m) = masked {
-            count += 1;
-            first.get_or_insert((g.name.as_str(), m.name.as_str()));
+/// One warning per kind of map that groups without texture coordinates use: a map cannot be
+/// looked up there, so a cut-out material's faces (`map_d`) render solid and an emission
+/// map's (`map_Ke`) emit the constant Ke.
+fn maps_without_uvs(path: &Path, groups: &[Group], materials: &[Material]) -> Vec<String> {
+    type Uses = fn(&Material) -> bool;
+    let kinds: [(Uses, &str, &str); 2] = [
+        (
+            |m| m.opacity_texture.is_some(),
+            "cut-out materials (map_d)",
+            "render solid",
+        ),
+        (
+            |m| m.emission_texture.is_some(),
+            "emission maps (map_Ke)",
+            "emit their material's constant Ke",
+        ),
+    ];
+    let mut warnings = Vec::new();
+    for (uses, what, outcome) in kinds {
+        let mut first: Option<(&str, &str)> = None;
+        let mut count = 0;
+        for g in groups.iter().filter(|g| g.uvs.is_empty()) {
+            let mapped = g
+                .face_materials
+                .iter()
+                .find_map(|&m| materials.get(m as usize).filter(|m| uses(m)));
+            if let Some(m) = mapped {
+                count += 1;
+                first.get_or_insert((g.name.as_str(), m.name.as_str()));
+            }
+        }
+        if let Some((group, material)) = first {
+            warnings.push(format!(
+                "{}: {} {what} without texture coordinates (vt), so their faces {outcome} (group {group}, material {material}{})",
+                path.display(),
+                counted(count, "group uses", "groups use"),
+                if count == 1 { "" } else { ", the first" },
+            ));
         }
     }
-    let (group, material) = first?;
-    Some(format!(
-        "{}: {} cut-out materials (map_d) without texture coordinates (vt), so their faces render solid (group {group}, material {material}{})",
-        path.display(),
-        counted(count, "group uses", "groups use"),
-        if count == 1 { "" } else { ", the first" },
-    ))
+    warnings
 }
 
 /// Said after a count of degenerate triangles when some of them had an area, but one single

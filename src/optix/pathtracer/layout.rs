@@ -25,7 +25,9 @@ pub struct GwMaterial {
     pub texture: i32,
     /// Index into the texture table of the opacity mask, or -1 (no `map_d`: not a cut-out).
     pub opacity_texture: i32,
-    pub pad: [u32; 3],
+    /// Index into the texture table of the emission map, or -1 (no `map_Ke`).
+    pub emission_texture: i32,
+    pub pad: [u32; 2],
 }
 
 /// `GwTexture`: where one texture's texels start in the texel array, its size, and its
@@ -42,8 +44,8 @@ pub struct GwTexture {
 }
 
 /// `GwLight`: one emissive triangle, its vertices in world space, and what next-event
-/// estimation needs to skip the holes of a cut-out emitter: its material's opacity mask and
-/// the UVs of its corners (96 bytes).
+/// estimation needs to skip the holes of a cut-out emitter and to read an emission map: its
+/// material's opacity mask and emission map and the UVs of its corners (96 bytes).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
 pub struct GwLight {
@@ -57,11 +59,14 @@ pub struct GwLight {
     /// Index of the opacity mask in the texture table, or -1: none, or the group has no UVs
     /// (then [`crate::scene::Scene::is_cut_out`] is false everywhere on the triangle).
     pub opacity_texture: i32,
-    /// The UVs of the three corners (zero without a mask).
+    /// The UVs of the three corners (zero without a mask or an emission map).
     pub uv0: [f32; 2],
     pub uv1: [f32; 2],
     pub uv2: [f32; 2],
-    pub pad: [u32; 2],
+    /// Index of the emission map in the texture table, or -1: none, or the group has no UVs
+    /// (then [`crate::scene::Scene::light_emission_at`] is the constant emission).
+    pub emission_texture: i32,
+    pub pad: u32,
 }
 
 /// `GwHitGroupData`: the data of one hit-group SBT record, i.e. of one scene group (one build
@@ -186,6 +191,8 @@ mod tests {
         assert_eq!(offset_of!(GwMaterial, emission), 48);
         assert_eq!(offset_of!(GwMaterial, texture), 60);
         assert_eq!(offset_of!(GwMaterial, opacity_texture), 64);
+        assert_eq!(offset_of!(GwMaterial, emission_texture), 68);
+        assert_eq!(offset_of!(GwMaterial, pad), 72);
     }
 
     #[test]
@@ -210,7 +217,8 @@ mod tests {
         assert_eq!(offset_of!(GwLight, uv0), 64);
         assert_eq!(offset_of!(GwLight, uv1), 72);
         assert_eq!(offset_of!(GwLight, uv2), 80);
-        assert_eq!(offset_of!(GwLight, pad), 88);
+        assert_eq!(offset_of!(GwLight, emission_texture), 88);
+        assert_eq!(offset_of!(GwLight, pad), 92);
     }
 
     #[test]

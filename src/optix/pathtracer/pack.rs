@@ -94,9 +94,9 @@ impl Blob {
     }
 }
 
-/// One material as the device reads it. A `map_Kd` or `map_d` index outside the texture
-/// table packs as "no texture", which is what the CPU does with it (`Bsdf::new` uses a texel
-/// of 1, `Scene::is_cut_out` no mask).
+/// One material as the device reads it. A `map_Kd`, `map_d` or `map_Ke` index outside the
+/// texture table packs as "no texture", which is what the CPU does with it (`Bsdf::new` uses a
+/// texel of 1, `Scene::is_cut_out` no mask, `Material::emission_at` the constant Ke).
 pub fn pack_material(m: &Material, texture_count: usize) -> GwMaterial {
     let index = |t| texture_index(t, texture_count);
     GwMaterial {
@@ -109,7 +109,8 @@ pub fn pack_material(m: &Material, texture_count: usize) -> GwMaterial {
         emission: m.emission.to_array(),
         texture: index(m.diffuse_texture),
         opacity_texture: index(m.opacity_texture),
-        pad: [0; 3],
+        emission_texture: index(m.emission_texture),
+        pad: [0; 2],
     }
 }
 
@@ -140,15 +141,19 @@ pub fn pack_lights(scene: &Scene) -> Vec<GwLight> {
             let g = &scene.groups[l.group as usize];
             let prim = l.prim as usize;
             let [p0, p1, p2] = g.triangle(prim);
-            // The mask of the triangle's own material, as `Scene::is_cut_out` finds it; none
-            // without UVs (is_cut_out is then false), so the device skips the test.
-            let mask = match g.face_materials.get(prim) {
-                Some(&m) if !g.uvs.is_empty() => scene.materials.get(m as usize).map_or(-1, |m| {
-                    texture_index(m.opacity_texture, scene.textures.len())
-                }),
-                _ => -1,
+            // The mask and emission map of the triangle's own material, as `Scene::is_cut_out`
+            // and `Scene::light_emission_at` find them; none without UVs (neither is read
+            // then), so the device skips them.
+            let material = match g.face_materials.get(prim) {
+                Some(&m) if !g.uvs.is_empty() => scene.materials.get(m as usize),
+                _ => None,
             };
-            let [uv0, uv1, uv2] = if mask >= 0 {
+            let map = |t: fn(&Material) -> Option<u32>| {
+                material.map_or(-1, |m| texture_index(t(m), scene.textures.len()))
+            };
+            let mask = map(|m| m.opacity_texture);
+            let emission_map = map(|m| m.emission_texture);
+            let [uv0, uv1, uv2] = if mask >= 0 || emission_map >= 0 {
                 g.indices[prim].map(|i| g.uvs[i as usize].to_array())
             } else {
                 [[0.0; 2]; 3]
@@ -165,7 +170,8 @@ pub fn pack_lights(scene: &Scene) -> Vec<GwLight> {
                 uv0,
                 uv1,
                 uv2,
-                pad: [0; 2],
+                emission_texture: emission_map,
+                pad: 0,
             }
         })
         .collect()
@@ -307,6 +313,7 @@ mod tests {
         glass.transmittance = Vec3::new(0.9, 0.8, 0.7);
         let mut bright = Material::diffuse("bright", Vec3::ZERO);
         bright.emission = Vec3::new(10.0, 8.0, 6.0);
+        bright.emission_texture = Some(0);
         let mut dim = Material::diffuse("dim", Vec3::ZERO);
         dim.emission = Vec3::splat(1.0);
         let mut broken_texture = Material::diffuse("missing", Vec3::ONE);
@@ -381,6 +388,8 @@ mod tests {
             materials[4].texture, -1,
             "out-of-range map_Kd packs as none"
         );
+        let emission_maps: Vec<i32> = materials.iter().map(|m| m.emission_texture).collect();
+        assert_eq!(emission_maps, [-1, -1, 0, -1, -1]);
 
         // Textures: every texel is found again through the table.
         let table: Vec<GwTexture> = read(&packed, packed.textures);
@@ -612,39 +621,64 @@ mod tests {
         ));
     }
 
-    /// A light carries its material's mask only where `Scene::is_cut_out` would test it: the
-    /// group has UVs and the mask index is in the table. Then its corners' UVs come along, in
-    /// the triangle's corner order.
+    /// A light carries its material's mask and emission map only where `Scene::is_cut_out`
+    /// and `Scene::light_emission_at` would read them: the group has UVs and the index is in
+    /// the table. Then its corners' UVs come along, in the triangle's corner order.
     #[test]
-    fn lights_carry_their_mask_and_corner_uvs_only_where_the_cpu_tests_them() {
-        let mut masked = Material::diffuse("masked", Vec3::ZERO);
-        masked.emission = Vec3::ONE;
-        masked.opacity_texture = Some(1);
-        let mut dangling = masked.clone();
-        dangling.opacity_texture = Some(9);
-        let mut uvs = tri_group("with-uvs", Vec3::ZERO, 0, true);
-        uvs.face_materials = vec![0, 1];
-        let mut scene = Scene::new(
-            "masked-lights",
-            vec![uvs, tri_group("no-uvs", Vec3::Z, 0, false)],
-            vec![masked, dangling],
-        );
-        scene.textures = test_scene().textures;
-        scene.finalize();
-        let lights = pack_lights(&scene);
-        let masks: Vec<(u32, u32, i32)> = lights
-            .iter()
-            .map(|l| (l.group, l.prim, l.opacity_texture))
-            .collect();
-        assert_eq!(masks, [(0, 0, 1), (0, 1, -1), (1, 0, -1), (1, 1, -1)]);
-        // Triangle [0, 1, 2] of UVs [0, X, Y, ONE].
-        assert_eq!(
-            (lights[0].uv0, lights[0].uv1, lights[0].uv2),
-            ([0.0, 0.0], [1.0, 0.0], [0.0, 1.0])
-        );
-        assert!(lights[1..]
-            .iter()
-            .all(|l| (l.uv0, l.uv1, l.uv2) == ([0.0; 2], [0.0; 2], [0.0; 2])));
+    fn lights_carry_their_maps_and_corner_uvs_only_where_the_cpu_reads_them() {
+        type SetMap = fn(&mut Material, Option<u32>);
+        type GetMap = fn(&GwLight) -> i32;
+        let cases: [(&str, SetMap, GetMap); 2] = [
+            ("mask", |m, t| m.opacity_texture = t, |l| l.opacity_texture),
+            (
+                "emission map",
+                |m, t| m.emission_texture = t,
+                |l| l.emission_texture,
+            ),
+        ];
+        for (what, set, get) in cases {
+            let mut mapped = Material::diffuse("mapped", Vec3::ZERO);
+            mapped.emission = Vec3::ONE;
+            set(&mut mapped, Some(1));
+            let mut dangling = mapped.clone();
+            set(&mut dangling, Some(9));
+            let mut uvs = tri_group("with-uvs", Vec3::ZERO, 0, true);
+            uvs.face_materials = vec![0, 1];
+            let mut scene = Scene::new(
+                "mapped-lights",
+                vec![uvs, tri_group("no-uvs", Vec3::Z, 0, false)],
+                vec![mapped, dangling],
+            );
+            scene.textures = test_scene().textures;
+            scene.finalize();
+            let lights = pack_lights(&scene);
+            let maps: Vec<(u32, u32, i32)> =
+                lights.iter().map(|l| (l.group, l.prim, get(l))).collect();
+            assert_eq!(
+                maps,
+                [(0, 0, 1), (0, 1, -1), (1, 0, -1), (1, 1, -1)],
+                "{what}"
+            );
+            // Only the one map is set.
+            assert!(
+                lights
+                    .iter()
+                    .all(|l| l.opacity_texture.min(l.emission_texture) == -1),
+                "{what}"
+            );
+            // Triangle [0, 1, 2] of UVs [0, X, Y, ONE].
+            assert_eq!(
+                (lights[0].uv0, lights[0].uv1, lights[0].uv2),
+                ([0.0, 0.0], [1.0, 0.0], [0.0, 1.0]),
+                "{what}"
+            );
+            assert!(
+                lights[1..]
+                    .iter()
+                    .all(|l| (l.uv0, l.uv1, l.uv2) == ([0.0; 2], [0.0; 2], [0.0; 2])),
+                "{what}"
+            );
+        }
     }
 
     #[test]

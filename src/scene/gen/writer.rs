@@ -329,12 +329,18 @@ fn write_mtl(
             writeln!(out, "Tf {}", rgb(m.transmittance))?;
         }
         writeln!(out, "illum {}", illum(m.kind))?;
-        if let Some(texture) = m.diffuse_texture.and_then(|t| textures.get(t as usize)) {
-            // Absolute, since the texture was found relative to another library's folder.
-            let absolute = std::fs::canonicalize(&texture.path)
-                .unwrap_or_else(|_| PathBuf::from(&texture.path));
-            let options = mapping_options(texture.mapping);
-            writeln!(out, "map_Kd {options}{}", absolute.display())?;
+        // Colour and emission maps name their source image: read again, it decodes to the
+        // same texels. Absolute, since it was found relative to another library's folder.
+        for (keyword, map) in [
+            ("map_Kd", m.diffuse_texture),
+            ("map_Ke", m.emission_texture),
+        ] {
+            if let Some(texture) = map.and_then(|t| textures.get(t as usize)) {
+                let absolute = std::fs::canonicalize(&texture.path)
+                    .unwrap_or_else(|_| PathBuf::from(&texture.path));
+                let options = mapping_options(texture.mapping);
+                writeln!(out, "{keyword} {options}{}", absolute.display())?;
+            }
         }
         if let Some((index, mask)) = m
             .opacity_texture

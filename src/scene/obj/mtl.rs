@@ -1,6 +1,6 @@
 //! MTL material libraries: checking them line by line (every error names the MTL file and
 //! line), reading the checked text into [`MtlMaterial`]s, turning those into gasworks
-//! [`Material`]s, and decoding `map_Kd` textures.
+//! [`Material`]s, and decoding their textures (`map_Kd`, `map_d`, `map_Ke`).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -42,6 +42,10 @@ pub struct MtlMaterial {
     pub opacity_texture_mapping: UvMapping,
     /// map_d's `-imfchan`: which channel of the image is the opacity.
     pub opacity_channel: MaskChannel,
+    /// map_Ke (the emission map), without its options.
+    pub emission_texture: Option<String>,
+    /// map_Ke's `-s` and `-o` options.
+    pub emission_texture_mapping: UvMapping,
 }
 
 /// The channel of an image that holds an opacity mask (`map_d -imfchan`).
@@ -170,6 +174,10 @@ fn read_canonical(canonical: &str) -> Vec<MtlMaterial> {
                 m.diffuse_texture_mapping = mapping(args);
                 m.diffuse_texture = Some(args[4.min(args.len())..].join(" "));
             }
+            "map_Ke" => {
+                m.emission_texture_mapping = mapping(args);
+                m.emission_texture = Some(args[4.min(args.len())..].join(" "));
+            }
             "map_d" => {
                 m.opacity_texture_mapping = mapping(args);
                 m.opacity_channel = args
@@ -270,15 +278,15 @@ pub fn check_library(path: &Path, text: &str) -> Result<String, LoadError> {
                     }
                 }
             }
-            "map_Kd" | "map_d" | "map_D" => {
+            "map_Kd" | "map_Ke" | "map_d" | "map_D" => {
                 let (options, file) = split_texture_options(rest);
                 if file.is_empty() {
                     return Err(syntax(format!("{keyword} without a file name")));
                 }
                 let m = texture_mapping(keyword, &options).map_err(syntax)?;
                 let mapped = format!("{} {} {} {}", m.scale.x, m.scale.y, m.offset.x, m.offset.y);
-                if keyword == "map_Kd" {
-                    format!("map_Kd {mapped} {file}")
+                if keyword == "map_Kd" || keyword == "map_Ke" {
+                    format!("{keyword} {mapped} {file}")
                 } else {
                     let channel = mask_channel(keyword, &options).map_err(syntax)?;
                     format!("map_d {mapped} {} {file}", channel.letter())
@@ -355,9 +363,9 @@ fn mask_channel(keyword: &str, options: &[(&str, Vec<&str>)]) -> Result<MaskChan
     Ok(channel)
 }
 
-/// The [`UvMapping`] of a `map_Kd` or `map_d` statement's options: `-s u [v [w]]` scales and
-/// `-o u [v [w]]` offsets the texture coordinates (a missing v as 1 and 0; w addresses 3D
-/// textures and is ignored). Values that are not finite are an error.
+/// The [`UvMapping`] of a `map_Kd`, `map_Ke` or `map_d` statement's options: `-s u [v [w]]`
+/// scales and `-o u [v [w]]` offsets the texture coordinates (a missing v as 1 and 0; w
+/// addresses 3D textures and is ignored). Values that are not finite are an error.
 fn texture_mapping(keyword: &str, options: &[(&str, Vec<&str>)]) -> Result<UvMapping, String> {
     let mut mapping = UvMapping::IDENTITY;
     for (option, args) in options {
@@ -379,9 +387,9 @@ fn texture_mapping(keyword: &str, options: &[(&str, Vec<&str>)]) -> Result<UvMap
     Ok(mapping)
 }
 
-/// Whether a `map_Kd` option changes how the texture looks in a way gasworks does not apply
-/// (it applies `-s` and `-o`, and maps textures wrapping, values as they are): turbulence, a
-/// value range other than 0 1, clamping, colour correction. Blending, bump and resolution
+/// Whether a texture statement's option changes how the texture looks in a way gasworks does
+/// not apply (it applies `-s` and `-o`, and maps textures wrapping, values as they are):
+/// turbulence, a value range other than 0 1, clamping, colour correction. Blending, bump and resolution
 /// options change nothing here.
 fn changes_the_look(option: &str, args: &[&str]) -> bool {
     let values: Vec<f32> = args.iter().filter_map(|a| a.parse().ok()).collect();
@@ -418,16 +426,12 @@ const NOT_APPLIED: &[(&[&str], &str)] = &[
         ],
         "specular, roughness and metallic maps: the material's constant values are used",
     ),
-    (
-        &["map_Ke"],
-        "emission maps: the material's constant Ke is used",
-    ),
     (&["refl"], "reflection maps"),
 ];
 
 /// One warning per kind of statement in a library that gasworks does not apply, naming the
-/// first and its material and the count: `map_Kd` and `map_d` options that change the
-/// texture's look ([`changes_the_look`]) and the maps in [`NOT_APPLIED`].
+/// first and its material and the count: `map_Kd`, `map_d` and `map_Ke` options that change
+/// the texture's look ([`changes_the_look`]) and the maps in [`NOT_APPLIED`].
 fn warn_about_what_is_not_applied(path: &Path, text: &str, warnings: &mut Vec<String>) {
     /// The first occurrence (line, material, detail) and the count of one kind.
     #[derive(Default)]
@@ -443,8 +447,8 @@ fn warn_about_what_is_not_applied(path: &Path, text: &str, warnings: &mut Vec<St
         }
     }
     let mut material = "";
-    // map_Kd's options, then map_d's.
-    let mut options = [Seen::default(), Seen::default()];
+    // map_Kd's options, then map_d's, then map_Ke's.
+    let mut options = [Seen::default(), Seen::default(), Seen::default()];
     let mut maps: Vec<Seen> = NOT_APPLIED.iter().map(|_| Seen::default()).collect();
     for (index, line) in text.lines().enumerate() {
         let line = line.trim();
@@ -454,7 +458,7 @@ fn warn_about_what_is_not_applied(path: &Path, text: &str, warnings: &mut Vec<St
         let rest = &line[keyword.len()..];
         if keyword == "newmtl" {
             material = rest.trim();
-        } else if let Some(slot) = ["map_Kd", "map_d"]
+        } else if let Some(slot) = ["map_Kd", "map_d", "map_Ke"]
             .iter()
             .position(|k| *k == keyword || (keyword == "map_D" && *k == "map_d"))
         {
@@ -475,6 +479,7 @@ fn warn_about_what_is_not_applied(path: &Path, text: &str, warnings: &mut Vec<St
     for (seen, (keyword, what)) in options.into_iter().zip([
         ("map_Kd", ("its texture is", "their textures are")),
         ("map_d", ("its mask is", "their masks are")),
+        ("map_Ke", ("its emission map is", "their emission maps are")),
     ]) {
         if let (Some((line, material, detail)), count) = (seen.first, seen.count) {
             found.push((
@@ -525,7 +530,9 @@ fn vec3(v: Option<[f32; 3]>, default: Vec3) -> Vec3 {
 /// - `Ks` not black with `Ns` > 0, under illum 2 or none: glossy;
 /// - anything else: diffuse `Kd`.
 ///
-/// `Ke` is the emission of any kind. Colours are clamped to [0, 1] (emission and `Ns` to at
+/// `Ke` is the emission of any kind; a `map_Ke` multiplies it, and stands for `Ke 1 1 1` in a
+/// material that states no `Ke` (the map is then the emission), while under a black `Ke` it
+/// is not applied (a warning says so). Colours are clamped to [0, 1] (emission and `Ns` to at
 /// least 0, an `Ni` of 0 or less replaced by 1.5), each change named in a warning, and a
 /// glossy material whose `Kd + Ks` exceeds 1 in a channel is scaled down to conserve energy.
 pub fn convert(m: &MtlMaterial, warnings: &mut Vec<String>, mtl_path: &Path) -> Material {
@@ -550,7 +557,15 @@ pub fn convert(m: &MtlMaterial, warnings: &mut Vec<String>, mtl_path: &Path) -> 
     let diffuse = clamp01("Kd", vec3(m.diffuse, Vec3::splat(0.8)));
     let specular = clamp01("Ks", vec3(m.specular, Vec3::ZERO));
     let transmittance = clamp01("Tf", vec3(m.transmission_filter, Vec3::ONE));
-    let ke = vec3(m.emissive, Vec3::ZERO);
+    let has_emission_map = m.emission_texture.is_some();
+    let ke = vec3(
+        m.emissive,
+        if has_emission_map {
+            Vec3::ONE
+        } else {
+            Vec3::ZERO
+        },
+    );
     let emission = ke.clamp(Vec3::ZERO, Vec3::splat(crate::scene::MAX_RADIANCE));
     if ke.min_element() < 0.0 {
         repairs.push(format!("Ke {}: negative emission is none", show(ke)));
@@ -588,6 +603,14 @@ pub fn convert(m: &MtlMaterial, warnings: &mut Vec<String>, mtl_path: &Path) -> 
             repairs.join("; ")
         ));
     }
+    if has_emission_map && emission.max_element() <= 0.0 {
+        warnings.push(format!(
+            "{}: material {}: map_Ke is not applied: Ke is {}, and the map multiplies Ke (the material emits nothing)",
+            mtl_path.display(),
+            m.name,
+            show(ke)
+        ));
+    }
     let illum = m.illumination_model;
     let mut material = Material {
         name: m.name.clone(),
@@ -598,6 +621,7 @@ pub fn convert(m: &MtlMaterial, warnings: &mut Vec<String>, mtl_path: &Path) -> 
         ior: ior.filter(|&n| n > 0.0).unwrap_or(1.5),
         transmittance,
         emission,
+        emission_texture: None,
         diffuse_texture: None,
         opacity_texture: None,
     };
@@ -624,11 +648,17 @@ pub fn convert(m: &MtlMaterial, warnings: &mut Vec<String>, mtl_path: &Path) -> 
     material
 }
 
-/// What a texture's texels are read as: colours (`map_Kd`) or an opacity mask (`map_d`).
+/// What a texture's texels are read as: colours (`map_Kd`), emitted radiance (`map_Ke`) or an
+/// opacity mask (`map_d`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum TexelUse {
-    /// Linear RGB (8- and 16-bit images sRGB-decoded).
+    /// Linear RGB in [0, 1] (8- and 16-bit images sRGB-decoded; a float image's values
+    /// clamped, since a reflectance above 1 would create energy).
     Colour,
+    /// Linear RGB as [`TexelUse::Colour`], except that a float image (HDR, EXR) keeps its
+    /// values above 1, up to [`crate::scene::MAX_RADIANCE`]: an emitter may be brighter than
+    /// white.
+    Emission,
     /// One channel of opacity in [0, 1], as stored (no sRGB decoding: a mask is data, not a
     /// colour), in all three channels of the texture.
     Mask(MaskChannel),
@@ -648,6 +678,10 @@ pub struct TextureCache {
     last_image: Option<(PathBuf, Result<image::DynamicImage, String>)>,
     /// How many image files were opened and decoded (successfully or not).
     pub files_decoded: usize,
+    /// The [`TexelUse::Colour`] textures that had texels clamped (their float image has
+    /// values outside [0, 1]): the others have the texels the same file gives as an emission
+    /// map.
+    clamped_colours: std::collections::HashSet<u32>,
 }
 
 impl TextureCache {
@@ -701,8 +735,19 @@ impl TextureCache {
         if let Some(&known) = self.by_path.get(&(path.clone(), usage)) {
             return known;
         }
+        // A file that is a material's map_Kd and its map_Ke (a screen, a sign) has the same
+        // texels both ways unless the colour's were clamped: one copy serves both.
+        if usage == TexelUse::Emission {
+            if let Some(&Some(colour)) = self.by_path.get(&(path.clone(), TexelUse::Colour)) {
+                if !self.clamped_colours.contains(&colour) {
+                    self.by_path.insert((path, usage), Some(colour));
+                    return Some(colour);
+                }
+            }
+        }
         let decoded = self.image(&path).map(|image| match usage {
-            TexelUse::Colour => decode_linear(&path, image),
+            TexelUse::Colour => decode_linear(&path, image, 1.0),
+            TexelUse::Emission => decode_linear(&path, image, crate::scene::MAX_RADIANCE),
             TexelUse::Mask(channel) => (decode_mask(&path, image, channel), 0),
         });
         let result = match decoded {
@@ -710,14 +755,23 @@ impl TextureCache {
                 texture.mapping = mapping;
                 if clamped > 0 {
                     warnings.push(format!(
-                        "{}: material {material}: texture {}: {clamped} of {} texels outside [0, 1] (or not a number) clamped: a diffuse colour above 1 would create energy",
+                        "{}: material {material}: texture {}: {clamped} of {} texels {}",
                         mtl_path.display(),
                         path.display(),
-                        texture.texels.len()
+                        texture.texels.len(),
+                        if usage == TexelUse::Emission {
+                            format!("negative, above {:e} or not a number clamped (an emission map is radiance, at least 0)", crate::scene::MAX_RADIANCE)
+                        } else {
+                            "outside [0, 1] (or not a number) clamped: a diffuse colour above 1 would create energy".to_string()
+                        }
                     ));
                 }
                 self.textures.push(texture);
-                Some(self.textures.len() as u32 - 1)
+                let index = self.textures.len() as u32 - 1;
+                if clamped > 0 && usage == TexelUse::Colour {
+                    self.clamped_colours.insert(index);
+                }
+                Some(index)
             }
             Err(why) => {
                 warnings.push(format!(
@@ -726,6 +780,7 @@ impl TextureCache {
                     path.display(),
                     match usage {
                         TexelUse::Colour => "using its Kd colour",
+                        TexelUse::Emission => "using its Ke emission",
                         TexelUse::Mask(_) => "the material renders without cut-outs",
                     }
                 ));
@@ -836,10 +891,10 @@ fn srgb8_to_linear_table(grey: bool) -> &'static [f32; 256] {
     })
 }
 
-/// The texels of `image` (decoded from `path`) as linear RGB in [0, 1], and how many texels
-/// of a float image (HDR, EXR: values as stored, possibly above 1, negative or NaN) had to be
-/// clamped.
-fn decode_linear(path: &Path, image: &image::DynamicImage) -> (Texture, usize) {
+/// The texels of `image` (decoded from `path`) as linear RGB in [0, `max`], and how many
+/// texels of a float image (HDR, EXR: values as stored, possibly above `max`, negative or NaN)
+/// had to be clamped. 8- and 16-bit images give values in [0, 1] whatever `max`.
+fn decode_linear(path: &Path, image: &image::DynamicImage, max: f32) -> (Texture, usize) {
     // Float images (HDR, EXR) hold linear values already.
     let is_float = matches!(
         image,
@@ -869,13 +924,13 @@ fn decode_linear(path: &Path, image: &image::DynamicImage) -> (Texture, usize) {
             .pixels()
             .map(|p| {
                 if is_float {
-                    let inside = p.0.iter().all(|c| (0.0..=1.0).contains(c));
+                    let inside = p.0.iter().all(|c| (0.0..=max).contains(c));
                     if inside {
                         p.0
                     } else {
                         clamped += 1;
                         // NaN becomes 0 (f32::clamp would keep it).
-                        p.0.map(|c| if c.is_nan() { 0.0 } else { c.clamp(0.0, 1.0) })
+                        p.0.map(|c| if c.is_nan() { 0.0 } else { c.clamp(0.0, max) })
                     }
                 } else {
                     p.0.map(srgb_to_linear)
@@ -1045,14 +1100,53 @@ mod tests {
     #[test]
     fn maps_that_are_not_applied_are_one_warning_per_kind() {
         let mut warnings = Vec::new();
-        let text = "newmtl leaf\nKd 0.2 0.8 0.2\nmap_Kd leaf.png\nmap_d leaf_alpha.png\nmap_bump -bm 0.3 leaf_n.png\nnewmtl chain\nmap_d chain_a.png\nbump chain_h.png\nmap_Ka amb.png\nnewmtl lamp\nKe 1 1 1\nmap_Ke glow.png\n";
+        let text = "newmtl leaf\nKd 0.2 0.8 0.2\nmap_Kd leaf.png\nmap_d leaf_alpha.png\nmap_bump -bm 0.3 leaf_n.png\nnewmtl chain\nmap_d chain_a.png\nbump chain_h.png\nmap_Ka amb.png\nnewmtl lamp\nKe 1 1 1\nmap_Ke glow.png\nmap_Ns lamp_ns.png\n";
         parse_library(Path::new("t.mtl"), text, &mut warnings).unwrap();
         assert_eq!(
             warnings,
             [
                 "t.mtl:5: 2 statements are not applied (map_bump in material leaf, the first): gasworks does not read bump and normal maps: surfaces render smooth",
-                "t.mtl:12: 1 statement is not applied (map_Ke in material lamp): gasworks does not read emission maps: the material's constant Ke is used",
+                "t.mtl:13: 1 statement is not applied (map_Ns in material lamp): gasworks does not read specular, roughness and metallic maps: the material's constant values are used",
             ]
+        );
+    }
+
+    /// `map_Ke` keeps its file and mapping; it multiplies Ke, stands for `Ke 1 1 1` where the
+    /// material states no Ke, and is not applied (with a warning) under a black Ke. Its
+    /// options that change the look are warned about as map_Kd's are.
+    #[test]
+    fn emission_maps_are_read_with_their_mapping() {
+        let text = "newmtl sign\nKe 2 2 2\nmap_Ke -s 2 1 -o 0.5 0 sign glow.png\nnewmtl screen\nmap_Ke -clamp on screen.png\nnewmtl dark\nKe 0 0 0\nmap_Ke dark.png\n";
+        let mut warnings = Vec::new();
+        let m = parse_library(Path::new("t.mtl"), text, &mut warnings).unwrap();
+        assert_eq!(
+            warnings,
+            ["t.mtl:5: 1 map_Ke statement has options that gasworks does not apply (-clamp on, in material screen): its emission map is mapped wrapping, without turbulence, clamping or value changes"]
+        );
+        assert_eq!(m[0].emission_texture.as_deref(), Some("sign glow.png"));
+        assert_eq!(
+            m[0].emission_texture_mapping,
+            UvMapping {
+                scale: Vec2::new(2.0, 1.0),
+                offset: Vec2::new(0.5, 0.0),
+            }
+        );
+        assert_eq!(m[1].emission_texture.as_deref(), Some("screen.png"));
+        assert_eq!(m[1].emission_texture_mapping, UvMapping::IDENTITY);
+
+        let mut warnings = Vec::new();
+        let path = Path::new("t.mtl");
+        let [sign, screen, dark] = [0, 1, 2].map(|i| convert(&m[i], &mut warnings, path));
+        assert_eq!(
+            sign.emission,
+            Vec3::splat(2.0),
+            "the map multiplies the stated Ke"
+        );
+        assert_eq!(screen.emission, Vec3::ONE, "no Ke: the map is the emission");
+        assert_eq!(dark.emission, Vec3::ZERO);
+        assert_eq!(
+            warnings,
+            ["t.mtl: material dark: map_Ke is not applied: Ke is 0 0 0, and the map multiplies Ke (the material emits nothing)"]
         );
     }
 
@@ -1242,7 +1336,7 @@ mod tests {
                 .pixels()
                 .map(|p| p.0.map(srgb_to_linear))
                 .collect();
-            let (texture, clamped) = decode_linear(Path::new("t.png"), &image);
+            let (texture, clamped) = decode_linear(Path::new("t.png"), &image, 1.0);
             assert_eq!((texture.width, texture.height, clamped), (256, 2, 0));
             let bits = |t: &[[f32; 3]]| -> Vec<[u32; 3]> {
                 t.iter().map(|p| p.map(f32::to_bits)).collect()
