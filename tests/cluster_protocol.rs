@@ -733,10 +733,37 @@ fn a_time_limit_ends_the_cluster_frame_whole_at_a_pass_boundary() {
     assert_eq!(frame.resume_point().map(|p| p.spp_done), Some(2));
 }
 
+/// A mock renderer that takes `delay` more per tile once any of `flags` is set. After a stop
+/// signal the rest of the frame then takes far longer than rank 0 needs to see the stop, however
+/// busy the machine: with the mock's sub-millisecond tiles alone, the other ranks could finish
+/// the frame first on a loaded machine (seen once, with a build running beside the tests).
+struct SlowOnceSignalled {
+    inner: MockRenderer,
+    flags: Vec<&'static AtomicU8>,
+    delay: Duration,
+}
+
+impl TileRenderer for SlowOnceSignalled {
+    fn name(&self) -> String {
+        self.inner.name()
+    }
+    fn render_tile(
+        &self,
+        tile: Tile,
+        samples: Range<u32>,
+        accum: &mut [[f32; 4]],
+    ) -> anyhow::Result<()> {
+        if self.flags.iter().any(|f| f.load(Ordering::SeqCst) != 0) {
+            std::thread::sleep(self.delay);
+        }
+        self.inner.render_tile(tile, samples, accum)
+    }
+}
+
 /// The mock renderer, which stores `signal` in a rank's stop flag once it has rendered
 /// `tiles` tiles of the pass starting at `pass_start`: a signal arriving mid-pass.
 struct SignalAfter {
-    inner: MockRenderer,
+    inner: SlowOnceSignalled,
     pass_start: u32,
     tiles: usize,
     seen: AtomicUsize,
@@ -781,9 +808,15 @@ fn a_stop_signal_on_any_rank_ends_the_frame_with_what_arrived_and_it_resumes() {
         for (spec, flag) in ranks.iter_mut().zip(&flags) {
             spec.stop = Some(*flag);
         }
+        let slow_once_signalled = || SlowOnceSignalled {
+            inner: MockRenderer::new(W, SEED).with_sleep(300),
+            flags: flags.clone(),
+            delay: Duration::from_millis(20),
+        };
+        ranks[1].renderer = Some(Arc::new(slow_once_signalled()));
         // Rank 0's worker renders three tiles of the second pass, then the signal comes.
         ranks[0].renderer = Some(Arc::new(SignalAfter {
-            inner: MockRenderer::new(W, SEED).with_sleep(300),
+            inner: slow_once_signalled(),
             pass_start: 2,
             tiles: 3,
             seen: AtomicUsize::new(0),
