@@ -112,24 +112,30 @@ const LAMP: [f64; 4] = [-1.0, 1.0, -1.0, 1.0];
 /// more of the MIS weight).
 const POINTS: [(f32, f32); 3] = [(0.0, 0.0), (0.6, -0.3), (2.5, 1.5)];
 
-/// `n` radiance samples leaving the floor at `(x, z)` upwards (the camera ray comes straight
-/// down onto it), with `max_depth` segments.
-fn floor_samples(scene: &Scene, max_depth: u32, (x, z): (f32, f32), n: u32) -> Vec<Vec3> {
+/// What `f` makes of a path tracer of `max_depth` segments over `scene`.
+fn with_tracer<R>(scene: &Scene, max_depth: u32, f: impl FnOnce(&PathTracer) -> R) -> R {
     let bvh = SceneBvh::build(scene);
     let lights = LightSampler::new(scene);
-    let tracer = PathTracer {
+    f(&PathTracer {
         scene,
         bvh: &bvh,
         lights: &lights,
         max_depth,
-    };
+    })
+}
+
+/// `n` radiance samples leaving the floor at `(x, z)` upwards (the camera ray comes straight
+/// down onto it), with `max_depth` segments.
+fn floor_samples(scene: &Scene, max_depth: u32, (x, z): (f32, f32), n: u32) -> Vec<Vec3> {
     let origin = Vec3::new(x, 0.05, z);
-    (0..n)
-        .map(|s| {
-            let mut rng = Sampler::new((x * 1000.0 + z) as u32, s, 17);
-            tracer.radiance(origin, -Vec3::Y, &mut rng)
-        })
-        .collect()
+    with_tracer(scene, max_depth, |tracer| {
+        (0..n)
+            .map(|s| {
+                let mut rng = Sampler::new((x * 1000.0 + z) as u32, s, 17);
+                tracer.radiance(origin, -Vec3::Y, &mut rng)
+            })
+            .collect()
+    })
 }
 
 #[test]
@@ -210,17 +216,13 @@ fn the_camera_sees_only_the_front_of_a_light() {
     for two_sided in [false, true] {
         let mut scene = floor_and_lamp(true, 0.0);
         scene.two_sided_lights = two_sided;
-        let bvh = SceneBvh::build(&scene);
-        let lights = LightSampler::new(&scene);
-        let tracer = PathTracer {
-            scene: &scene,
-            bvh: &bvh,
-            lights: &lights,
-            max_depth: 1,
-        };
-        let mut rng = Sampler::new(0, 0, 0);
-        let from_below = tracer.radiance(Vec3::new(0.1, 0.5, 0.2), Vec3::Y, &mut rng);
-        let from_above = tracer.radiance(Vec3::new(0.1, 3.0, 0.2), -Vec3::Y, &mut rng);
+        let (from_below, from_above) = with_tracer(&scene, 1, |tracer| {
+            let mut rng = Sampler::new(0, 0, 0);
+            (
+                tracer.radiance(Vec3::new(0.1, 0.5, 0.2), Vec3::Y, &mut rng),
+                tracer.radiance(Vec3::new(0.1, 3.0, 0.2), -Vec3::Y, &mut rng),
+            )
+        });
         assert_eq!(from_below, Vec3::splat(LE));
         let back = if two_sided {
             Vec3::splat(LE)
@@ -384,16 +386,10 @@ fn a_lamp_with_an_emission_map_lights_the_floor_with_the_integral_of_the_map() {
 #[test]
 fn the_camera_sees_the_emission_map_on_the_lamp() {
     let scene = floor_and_mapped_lamp(vec![[0.1, 0.5, 1.0], [1.0, 0.2, 0.0]], LampMap::Emission);
-    let bvh = SceneBvh::build(&scene);
-    let lights = LightSampler::new(&scene);
-    let tracer = PathTracer {
-        scene: &scene,
-        bvh: &bvh,
-        lights: &lights,
-        max_depth: 1,
-    };
     for x in [-0.9f32, -0.5, 0.0, 0.3, 0.8] {
-        let seen = tracer.radiance(Vec3::new(x, 0.05, 0.2), Vec3::Y, &mut Sampler::new(0, 0, 1));
+        let seen = with_tracer(&scene, 1, |tracer| {
+            tracer.radiance(Vec3::new(x, 0.05, 0.2), Vec3::Y, &mut Sampler::new(0, 0, 1))
+        });
         let expected = LE * scene.textures[0].sample(Vec2::new((x + 1.0) / 2.0, 0.6));
         assert!(
             (seen - expected).abs().max_element() < 1e-5 * LE,

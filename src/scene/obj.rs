@@ -316,40 +316,37 @@ fn into_scene(path: &Path, assembled: Assembled, vertices: u64) -> Result<Scene,
     let mut materials: Vec<Material> = Vec::with_capacity(libraries.materials.len() + 1);
     for (m, source) in libraries.materials.iter().zip(&libraries.sources) {
         let mut material = mtl::convert(m, &mut warnings, source);
-        if let Some(name) = &m.diffuse_texture {
-            material.diffuse_texture = textures.load(
-                source,
-                &m.name,
-                name,
-                mtl::TexelUse::Colour,
-                m.diffuse_texture_mapping,
-                &mut warnings,
-            );
-        }
-        // Under a black Ke the map would multiply nothing (convert has warned): not decoded.
-        if let Some(name) = m
+        // Under a black Ke an emission map would multiply nothing (convert has warned): it is
+        // not decoded. The colour map goes first and the mask right after it: exporters name
+        // one RGBA file for both, which the cache then decodes once.
+        let emission_map = m
             .emission_texture
             .as_ref()
-            .filter(|_| material.is_emissive())
-        {
-            material.emission_texture = textures.load(
-                source,
-                &m.name,
-                name,
-                mtl::TexelUse::Emission,
-                m.emission_texture_mapping,
-                &mut warnings,
-            );
-        }
-        if let Some(name) = &m.opacity_texture {
-            material.opacity_texture = textures.load(
-                source,
-                &m.name,
-                name,
+            .filter(|_| material.is_emissive());
+        let maps = [
+            (
+                m.diffuse_texture.as_ref(),
+                mtl::TexelUse::Colour,
+                m.diffuse_texture_mapping,
+                &mut material.diffuse_texture,
+            ),
+            (
+                m.opacity_texture.as_ref(),
                 mtl::TexelUse::Mask(m.opacity_channel),
                 m.opacity_texture_mapping,
-                &mut warnings,
-            );
+                &mut material.opacity_texture,
+            ),
+            (
+                emission_map,
+                mtl::TexelUse::Emission,
+                m.emission_texture_mapping,
+                &mut material.emission_texture,
+            ),
+        ];
+        for (name, usage, mapping, slot) in maps {
+            if let Some(name) = name {
+                *slot = textures.load(source, &m.name, name, usage, mapping, &mut warnings);
+            }
         }
         materials.push(material);
     }
