@@ -20,8 +20,9 @@
 //!   nothing (the surface still scatters with its material).
 //! - if `d == max_depth` the path ends. Otherwise, at a non-Dirac material, *next-event
 //!   estimation*: pick a light with probability proportional to its power (`luminance(Le) *
-//!   area`, or what maps leave of it: [`crate::scene::light_power`]), a uniform point `q` on it, and if the shading point lies on the light's emitting side and
-//!   the shadow ray reaches `q`, add `throughput * f cos * Le * w_light / p_light` with
+//!   area`, or what maps leave of it: [`crate::scene::light_power`]), a uniform point `q` on
+//!   it, and if the shading point lies on the light's emitting side and the shadow ray
+//!   reaches `q`, add `throughput * f cos * Le * w_light / p_light` with
 //!   `w_light = p_light^2 / (p_light^2 + p_bsdf^2)`. (A path of `d + 1` segments is then
 //!   counted by both strategies, and only paths of at most `max_depth` segments are.)
 //! - *BSDF sampling* of the next direction: `throughput *= f cos / pdf` (the sample's weight).

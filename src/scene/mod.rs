@@ -477,7 +477,8 @@ impl Scene {
             .get(g.face_materials[prim] as usize)
             .and_then(|m| m.emission_texture)
             .and_then(|t| self.textures.get(t as usize));
-        match map.zip(g.uv_at(prim, b1, b2)) {
+        // The UVs only when there is a map: this runs for every light sample.
+        match map.and_then(|map| Some((map, g.uv_at(prim, b1, b2)?))) {
             Some((map, uv)) => light.emission * map.sample(uv),
             None => light.emission,
         }
