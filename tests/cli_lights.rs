@@ -218,7 +218,11 @@ fn image_stats_compares_one_and_two_sided_renders_of_the_cornell_box() {
     assert!((-5.0..-0.5).contains(&change), "{change}");
     assert_eq!(v[0]["pixels_differing_from_first"], serde_json::Value::Null);
     assert!(v[1]["pixels_differing_from_first"].as_u64().unwrap() > 0);
-    assert!(v[1]["max_abs_difference_from_first"].as_f64().unwrap() > 0.0);
+    let max = v[1]["max_abs_difference_from_first"].as_f64().unwrap();
+    let rms = v[1]["rms_difference_from_first"].as_f64().unwrap();
+    // The RMS of the differences is positive and at most the largest of them.
+    assert!(max > 0.0 && rms > 0.0 && rms <= max, "{rms} {max}");
+    assert_eq!(v[0]["rms_difference_from_first"], serde_json::Value::Null);
     let masked = v[0]["masked"].as_u64().unwrap();
     assert!(masked > 0 && masked < 48 * 48 / 2, "{masked}");
     assert_eq!(
@@ -358,4 +362,39 @@ fn image_stats_refuses_what_it_cannot_measure() {
         assert!(stderr.contains(needle), "{args:?}: {stderr}");
         assert!(!stderr.contains("panicked"), "{stderr}");
     }
+}
+
+/// The RMS difference from the first image is the root mean square of the channel
+/// differences, exactly: two 2 x 1 images whose channels differ by 0, 1, 0, 0, 2, 0.
+#[test]
+fn image_stats_gives_the_rms_difference_from_the_first_image() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, pixels: [[f32; 3]; 2]| {
+        let mut img = image::Rgb32FImage::new(2, 1);
+        for (x, p) in pixels.into_iter().enumerate() {
+            img.put_pixel(x as u32, 0, image::Rgb(p));
+        }
+        let path = dir.path().join(name);
+        img.save(&path).unwrap();
+        path
+    };
+    let a = write("a.exr", [[0.5, 1.0, 2.0], [1.0, 1.0, 1.0]]);
+    let b = write("b.exr", [[0.5, 2.0, 2.0], [1.0, 3.0, 1.0]]);
+    let out = gasworks(&[
+        "image-stats",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON array");
+    let rms = v[1]["rms_difference_from_first"].as_f64().unwrap();
+    let expected = (5.0f64 / 6.0).sqrt();
+    assert!((rms - expected).abs() < 1e-12, "{rms} vs {expected}");
+    let out = gasworks(&["image-stats", a.to_str().unwrap(), b.to_str().unwrap()]);
+    assert!(
+        text(&out.stdout).contains(&format!("RMS difference {expected:.6}")),
+        "{}",
+        text(&out.stdout)
+    );
 }

@@ -99,6 +99,10 @@ pub struct ImageReport {
     pub pixels_differing_from_first: Option<usize>,
     /// The largest absolute difference of a channel from the first image.
     pub max_abs_difference_from_first: Option<f32>,
+    /// The root mean square of the channel differences from the first image, over every
+    /// channel of every pixel: with the first image a converged reference, the error of this
+    /// one (its noise, for an unbiased renderer), to compare renderers or settings by.
+    pub rms_difference_from_first: Option<f64>,
     /// The first `--list` fireflies, row-major.
     pub firefly_list: Vec<FireflyEntry>,
 }
@@ -224,7 +228,7 @@ pub fn run(a: ImageStatsArgs) -> anyhow::Result<()> {
         } = read_radiance(path)?;
         // Bit-level comparison with the first image (EXR files of equal pixels need not be
         // equal bytes: the encoder may order compressed blocks differently).
-        let (differing, max_diff) = match &first_pixels {
+        let (differing, max_diff, rms) = match &first_pixels {
             Some((w, h, first)) if (*w, *h) == (width, height) => {
                 let differing = first
                     .iter()
@@ -236,9 +240,16 @@ pub fn run(a: ImageStatsArgs) -> anyhow::Result<()> {
                     .zip(&pixels)
                     .flat_map(|(a, b)| (0..3).map(move |c| (a[c] - b[c]).abs()))
                     .fold(0.0f32, f32::max);
-                (Some(differing), Some(max_diff))
+                let squares: f64 = first
+                    .iter()
+                    .zip(&pixels)
+                    .flat_map(|(a, b)| (0..3).map(move |c| f64::from(a[c]) - f64::from(b[c])))
+                    .map(|d| d * d)
+                    .sum();
+                let rms = (squares / (3 * pixels.len()) as f64).sqrt();
+                (Some(differing), Some(max_diff), Some(rms))
             }
-            _ => (None, None),
+            _ => (None, None, None),
         };
         // A crop's mask is the whole frame's (the camera frames the whole), cut to its window.
         let mask: Option<std::borrow::Cow<[bool]>> = match (masker.as_mut(), crop) {
@@ -279,6 +290,7 @@ pub fn run(a: ImageStatsArgs) -> anyhow::Result<()> {
             mean_luminance_change_percent: change,
             pixels_differing_from_first: differing,
             max_abs_difference_from_first: max_diff,
+            rms_difference_from_first: rms,
             firefly_list: found
                 .iter()
                 .take(a.list)
@@ -395,14 +407,16 @@ pub fn render_text(reports: &[ImageReport]) -> String {
             match (
                 r.pixels_differing_from_first,
                 r.max_abs_difference_from_first,
+                r.rms_difference_from_first,
             ) {
-                (Some(0), _) => {
+                (Some(0), _, _) => {
                     let _ = writeln!(s, "            pixels bit-identical to the first image");
                 }
-                (Some(n), Some(d)) => {
+                (Some(n), Some(d), Some(rms)) => {
                     let _ = writeln!(
                         s,
-                        "            {n} pixels differ from the first image (largest channel difference {d:.6})"
+                        "            {n} pixels differ from the first image (largest channel difference {d:.6}, RMS difference {rms:.6}, {:.3}% of its mean luminance)",
+                        100.0 * rms / first.mean_luminance
                     );
                 }
                 _ => {

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Compare the noise of two gasworks binaries (two versions, or one with different options) on
+# one scene: both render the same frames with the same seeds, and each frame's RMS difference
+# from a converged reference (rendered once by NEW) is its error. Two unbiased renderers differ
+# only in noise, so the ratio OLD / NEW of their errors, seed by seed, says which converges
+# faster per sample (min, median and max over the seeds).
+#
+#   scripts/compare-noise.sh OLD_BIN NEW_BIN SCENE [SPP [SEEDS [REF_SPP [SIZE]]]]
+#
+# Defaults: 16 spp, 7 seeds, a 4096-spp reference, 128x128. Extra render options go in
+# $RENDER_OPTS (the same for every render, e.g. "--max-depth 4"). Prints one line per seed and
+# the summary; the images stay in $WORK (a temporary folder unless set).
+set -euo pipefail
+
+if [ $# -lt 3 ]; then
+    sed -n '2,13p' "$0" >&2
+    exit 2
+fi
+old="$1"
+new="$2"
+scene="$3"
+spp="${4:-16}"
+seeds="${5:-7}"
+ref_spp="${6:-4096}"
+size="${7:-128}"
+work="${WORK:-$(mktemp -d)}"
+read -r -a opts <<< "${RENDER_OPTS:-}"
+
+render() { # BIN SPP SEED OUT
+    "$1" render "$scene" -o "$4" --width "$size" --height "$size" --spp "$2" --seed "$3" \
+        "${opts[@]}" > /dev/null 2>&1 || { echo "compare-noise: $1 failed to render $4" >&2; exit 1; }
+}
+rms() { # REFERENCE IMAGE: the RMS difference, from image-stats' JSON
+    "$new" image-stats "$1" "$2" --json | python3 -c \
+        'import json, sys; print(json.load(sys.stdin)[1]["rms_difference_from_first"])'
+}
+
+echo "scene $scene, ${size}x${size}, $spp spp, seeds 1..$seeds, reference $ref_spp spp (seed 1000) by $new"
+render "$new" "$ref_spp" 1000 "$work/reference.exr"
+ratios=()
+for seed in $(seq 1 "$seeds"); do
+    render "$old" "$spp" "$seed" "$work/old-$seed.exr"
+    render "$new" "$spp" "$seed" "$work/new-$seed.exr"
+    e_old=$(rms "$work/reference.exr" "$work/old-$seed.exr")
+    e_new=$(rms "$work/reference.exr" "$work/new-$seed.exr")
+    ratio=$(python3 -c "print(f'{$e_old / $e_new:.3f}')")
+    ratios+=("$ratio")
+    echo "seed $seed: RMS error old $e_old, new $e_new, old/new $ratio"
+done
+printf '%s\n' "${ratios[@]}" | sort -g | python3 -c '
+import sys
+r = [float(x) for x in sys.stdin]
+print(f"old/new RMS error over {len(r)} seeds: min {r[0]:.3f}, median {r[len(r) // 2]:.3f}, max {r[-1]:.3f}")'
+echo "images in $work"
