@@ -478,3 +478,27 @@ fn emission_maps_are_read_as_radiance() {
         assert_eq!(texels(&back), texels(&s), "{name}");
     }
 }
+
+/// A loaded emitter's lights carry its emission map: a light sample reads the map.
+#[test]
+fn a_loaded_emission_map_reaches_the_lights() {
+    let dir = tempfile::tempdir().unwrap();
+    write_png(&dir.path().join("screen.png"));
+    write(
+        dir.path(),
+        "m.mtl",
+        "newmtl screen\nKe 2 2 2\nmap_Ke screen.png\n",
+    );
+    let obj = write(dir.path(), "s.obj", obj_using("m.mtl", &["screen"]));
+    let s = load(&obj);
+    let light = &s.lights[0];
+    assert_eq!(
+        light.emission_texture,
+        material(&s, "screen").emission_texture
+    );
+    // Barycentrics (0.9, 0.05): u about 0.9, the red texel (linear about 0.5, 0, 0).
+    let le = s.light_emission_at(light, 0.9, 0.05);
+    let texel = s.textures[0].sample(Vec2::new(0.9, 0.05));
+    assert_eq!(le, 2.0 * texel);
+    assert!(le.x > 0.5 && le.y == 0.0, "{le}");
+}

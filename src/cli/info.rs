@@ -448,6 +448,7 @@ mod tests {
             mapping: crate::scene::UvMapping::IDENTITY,
         });
         scene.materials[lamp as usize].emission_texture = Some(0);
+        scene.finalize();
         let info = scene_info(&scene);
         for (c, scale) in [0.25, 0.5, 1.0].into_iter().enumerate() {
             let expected = plain[c] * scale;

@@ -80,14 +80,12 @@ fn maps_of<'a>(scene: &'a Scene, light: &AreaLight) -> Vec<&'a Texture> {
     if g.uvs.is_empty() {
         return Vec::new();
     }
-    let Some(material) = g
+    let mask = g
         .face_materials
         .get(light.prim as usize)
         .and_then(|&m| scene.materials.get(m as usize))
-    else {
-        return Vec::new();
-    };
-    [material.emission_texture, material.opacity_texture]
+        .and_then(|m| m.opacity_texture);
+    [light.emission_texture, mask]
         .into_iter()
         .flatten()
         .filter_map(|t| scene.textures.get(t as usize))

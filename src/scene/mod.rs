@@ -327,6 +327,9 @@ pub struct AreaLight {
     /// `(p1 - p0) x (p2 - p0)` points to. The back face emits nothing, unless the scene's
     /// [`Scene::two_sided_lights`] is set.
     pub emission: Vec3,
+    /// Its material's emission map ([`Material::emission_texture`]), copied here as the
+    /// emission is: next-event estimation reads both for every light sample.
+    pub emission_texture: Option<u32>,
 }
 
 /// Light arriving from infinitely far away in every direction the scene does not block.
@@ -419,6 +422,7 @@ impl Scene {
                         prim: pi as u32,
                         area: 0.5 * (b - a).cross(c - a).length(),
                         emission: mat.emission,
+                        emission_texture: mat.emission_texture,
                     });
                 }
             }
@@ -470,16 +474,16 @@ impl Scene {
     /// its emission, times its material's emission map there ([`Material::emission_at`]) when
     /// the group has UVs. Holes are the caller's test ([`Scene::is_cut_out`]).
     pub fn light_emission_at(&self, light: &AreaLight, b1: f32, b2: f32) -> Vec3 {
+        // This runs for every light sample: a light without a map costs no further lookup.
+        let Some(map) = light
+            .emission_texture
+            .and_then(|t| self.textures.get(t as usize))
+        else {
+            return light.emission;
+        };
         let g = &self.groups[light.group as usize];
-        let prim = light.prim as usize;
-        let map = self
-            .materials
-            .get(g.face_materials[prim] as usize)
-            .and_then(|m| m.emission_texture)
-            .and_then(|t| self.textures.get(t as usize));
-        // The UVs only when there is a map: this runs for every light sample.
-        match map.and_then(|map| Some((map, g.uv_at(prim, b1, b2)?))) {
-            Some((map, uv)) => light.emission * map.sample(uv),
+        match g.uv_at(light.prim as usize, b1, b2) {
+            Some(uv) => light.emission * map.sample(uv),
             None => light.emission,
         }
     }

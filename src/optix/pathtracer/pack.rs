@@ -141,18 +141,20 @@ pub fn pack_lights(scene: &Scene) -> Vec<GwLight> {
             let g = &scene.groups[l.group as usize];
             let prim = l.prim as usize;
             let [p0, p1, p2] = g.triangle(prim);
-            // The mask and emission map of the triangle's own material, as `Scene::is_cut_out`
-            // and `Scene::light_emission_at` find them; none without UVs (neither is read
-            // then), so the device skips them.
-            let material = match g.face_materials.get(prim) {
-                Some(&m) if !g.uvs.is_empty() => scene.materials.get(m as usize),
-                _ => None,
+            // The mask of the triangle's own material and the light's emission map, as
+            // `Scene::is_cut_out` and `Scene::light_emission_at` find them; none without UVs
+            // (neither is read then), so the device skips them.
+            let has_uvs = !g.uvs.is_empty();
+            let mask = match g.face_materials.get(prim) {
+                Some(&m) if has_uvs => scene.materials.get(m as usize).map_or(-1, |m| {
+                    texture_index(m.opacity_texture, scene.textures.len())
+                }),
+                _ => -1,
             };
-            let map = |t: fn(&Material) -> Option<u32>| {
-                material.map_or(-1, |m| texture_index(t(m), scene.textures.len()))
+            let emission_map = match l.emission_texture {
+                t @ Some(_) if has_uvs => texture_index(t, scene.textures.len()),
+                _ => -1,
             };
-            let mask = map(|m| m.opacity_texture);
-            let emission_map = map(|m| m.emission_texture);
             let [uv0, uv1, uv2] = if mask >= 0 || emission_map >= 0 {
                 g.indices[prim].map(|i| g.uvs[i as usize].to_array())
             } else {
