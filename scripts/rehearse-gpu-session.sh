@@ -1,0 +1,167 @@
+#!/usr/bin/env bash
+# Rehearses scripts/gpu-session.sh on a machine WITHOUT a GPU, so that a bug in its plumbing
+# (unpacking, logging, parsing a render's figures, comparing images, packing the results) shows
+# here and in CI, not in the 30 minutes a lent GPU host gives.
+#
+#   scripts/rehearse-gpu-session.sh            # exit 0: every check below held
+#
+# What stands in for the GPU host (all under one temporary folder, removed at the end):
+#   nvidia-smi          answers the name and driver queries ("rehearsal (no GPU)", "0.0")
+#   compute-sanitizer   runs the command it is given and prints a clean ERROR SUMMARY
+#   gasworks            the debug binary (GW_REHEARSE_BIN to choose another) behind a wrapper:
+#                       --backend optix becomes cpu, --devices gpuDxS becomes cpu:S (gpuD, cpu:1),
+#                       and --width/--height are divided by 8, so a render takes seconds
+#   tests/              one test binary (optix_gpu_context): its GPU tests fail here, which
+#                       exercises the failure report of the tests step
+# build-bench needs a GPU and has no CPU stand-in: the bench step must fail, naming the missing
+# GPU, once per configuration, and still leave its logs.
+#
+# Checked: each step ran and printed its time; the tests step counted passes and failures and
+# quoted the failing tests; a render's `time:` line was parsed into render-figures.csv; the
+# scheduler step found one image across worker counts and schedules and across a time-limit stop
+# and --resume; the sanitizer summaries were quoted; one tar.gz and one summary log came out
+# where $OUT points; and the expected failures, and only those, were counted.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+work="$(mktemp -d "${TMPDIR:-/tmp}/gasworks-rehearsal.XXXXXX")"
+trap 'rm -rf "$work"' EXIT
+say() { echo "rehearse-gpu-session: $*" >&2; }
+
+real="${GW_REHEARSE_BIN:-$root/target/debug/gasworks}"
+if [ -z "${GW_REHEARSE_BIN:-}" ]; then
+    cargo build --quiet --bin gasworks
+fi
+[ -x "$real" ] || { say "$real is not an executable"; exit 2; }
+
+# ---- the stand-ins --------------------------------------------------------------------------
+mkdir -p "$work/bin" "$work/stage/tests" "$work/out"
+cat > "$work/bin/nvidia-smi" <<'EOF'
+#!/usr/bin/env bash
+case "$*" in
+    *--query-gpu=name,*) echo "name, driver_version"; echo "rehearsal (no GPU), 0.0" ;;
+    *--query-gpu=name*) echo "rehearsal (no GPU)" ;;
+    *--query-gpu=driver_version*) echo "0.0" ;;
+    *) echo "nvidia-smi stand-in of scripts/rehearse-gpu-session.sh" ;;
+esac
+EOF
+cat > "$work/bin/compute-sanitizer" <<'EOF'
+#!/usr/bin/env bash
+# Options come before the command, as gpu-session.sh passes them: --tool T --error-exitcode N.
+tool=memcheck
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --tool) tool="$2"; shift 2 ;;
+        --*) shift 2 ;;
+        *) break ;;
+    esac
+done
+echo "========= COMPUTE-SANITIZER stand-in ($tool)"
+"$@"
+rc=$?
+if [ "$tool" = racecheck ]; then
+    echo "========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)"
+else
+    echo "========= ERROR SUMMARY: 0 errors"
+fi
+exit $rc
+EOF
+cat > "$work/stage/gasworks" <<EOF
+#!/usr/bin/env bash
+# gasworks behind the rehearsal's rewrites (scripts/rehearse-gpu-session.sh).
+real="$real"
+EOF
+cat >> "$work/stage/gasworks" <<'EOF'
+args=()
+while [ $# -gt 0 ]; do
+    a="$1"; shift
+    case "$a" in
+        --backend)
+            if [ "${1:-}" = optix ]; then args+=(--backend cpu); shift; continue; fi ;;
+        --devices)
+            args+=(--devices "$(echo "$1" | sed -E 's/gpu[0-9]+x([0-9]+)/cpu:\1/g; s/gpu[0-9]+/cpu:1/g')")
+            shift; continue ;;
+        --width|--height)
+            args+=("$a" $(( ($1 + 7) / 8 ))); shift; continue ;;
+    esac
+    args+=("$a")
+done
+exec "$real" "${args[@]}"
+EOF
+chmod +x "$work/bin/"* "$work/stage/gasworks"
+
+# One test binary with GPU tests (they fail without a GPU) and CPU tests (they pass).
+test_bin="$(cargo test --no-run --test optix_gpu_context --message-format=json 2>/dev/null \
+    | python3 -c 'import json, sys
+for line in sys.stdin:
+    try: m = json.loads(line)
+    except ValueError: continue
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "optix_gpu_context":
+        print(m["executable"])' | tail -n1)"
+[ -x "$test_bin" ] || { say "could not build the optix_gpu_context test binary"; exit 2; }
+cp "$test_bin" "$work/stage/tests/optix_gpu_context"
+echo "rehearsal-$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)" > "$work/stage/git-commit"
+echo "$root" > "$work/stage/build-root"
+echo "rehearsal archive: a wrapper around $real" > "$work/stage/MANIFEST"
+tar -C "$work/stage" -cJf "$work/archive.tar.xz" .
+
+# ---- the session ----------------------------------------------------------------------------
+say "running scripts/gpu-session.sh all with the stand-ins (a few minutes with a debug build)"
+set +e
+PATH="$work/bin:$PATH" OUT="$work/out" GW_ARCHIVE="$work/archive.tar.xz" GW_UNPACK_DIR="$work/dev" \
+    GW_RESULTS_DIR="$work/results" GW_SCENES_DIR="$work/scenes" GW_SHELVES=2 GW_REPEAT=2 \
+    GW_REPEAT_BIG=1 GW_BUDGET_S=1500 bash scripts/gpu-session.sh all > "$work/session.log" 2>&1
+rc=$?
+set -e
+
+# ---- the checks -----------------------------------------------------------------------------
+problems=0
+check() { # check DESCRIPTION COMMAND...: one line, ok or FAILED
+    local what="$1"; shift
+    if "$@" >/dev/null 2>&1; then echo "  ok      $what"; else echo "  FAILED  $what"; problems=$((problems + 1)); fi
+}
+has() { grep -qE "$1" "$work/session.log"; }
+count() { grep -cE "$1" "$work/session.log" || true; }
+
+summaries=("$work"/out/gpu-session-*.log)
+packs=("$work"/out/results-*.tar.gz)
+echo "rehearse-gpu-session: the session exited with $rc; its output:"
+sed 's/^/    | /' "$work/session.log"
+echo "rehearse-gpu-session: checks"
+check "the session exits non-zero (the GPU-only commands failed)" test "$rc" -ne 0
+for s in tests sanitizer bench render sched nsys; do
+    check "step $s ran and printed its time" has "^step $s: [0-9]+ s, [0-9]+ failure"
+done
+check "tests: passes and failures counted" has "^tests: [0-9]+ passed, [1-9][0-9]* failed"
+check "tests: the failing GPU tests quoted in the summary" has "^    test .* FAILED$"
+check "sanitizer: memcheck and racecheck summaries quoted for the render" \
+    has "^racecheck render: .*RACECHECK SUMMARY"
+check "bench: six build-bench runs failed, one per configuration" test "$(count '^FAILED: build-bench ')" -eq 6
+check "bench: the logs name the missing GPU" grep -q "no NVIDIA GPU" "$work/results/bench-sponza-flags.log"
+for scene in cornell sponza-like toystore; do
+    for b in optix cpu; do
+        check "render: figures of $scene on $b parsed" \
+            grep -qE "^$scene,$b,[0-9]+,[0-9]+,[0-9]+,8,[0-9.]+,[0-9.]+,[0-9.]+,[0-9.]+," "$work/results/render-figures.csv"
+    done
+done
+check "render: PNGs kept" test -s "$work/results/cornell-optix.png"
+check "sched: one image across worker counts and schedules" has "^sched: every GPU worker count and schedule gave one image"
+check "sched: a time-limit stop and --resume gave the uninterrupted image" has "^sched: stopped at a time limit and resumed"
+check "sched: per-worker efficiency quoted" has "[Ee]fficiency"
+check "nsys: a line for the best effort" has "^nsys: "
+# The failures the rehearsal expects: 2 sanitizer runs of build-bench, 6 build-bench runs, and
+# the test binary. Anything more is a plumbing bug.
+check "exactly the expected 9 failures" has "^gpu-session: 9 failure\(s\)"
+check "one summary log in \$OUT" test "${#summaries[@]}" -eq 1 -a -s "${summaries[0]}"
+check "one results tar.gz in \$OUT" test "${#packs[@]}" -eq 1 -a -s "${packs[0]}"
+check "the tar.gz holds the summary, the CSVs and the logs" bash -c \
+    "tar -tzf '${packs[0]}' | grep -q 'gpu-session-.*\.log' && tar -tzf '${packs[0]}' | grep -q 'render-figures.csv' && tar -tzf '${packs[0]}' | grep -q 'bench-sponza-flags.log'"
+check "every result file starts with its provenance" bash -c \
+    "for f in '$work'/results/*.log '$work'/results/*.meta; do head -n1 \"\$f\" | grep -q '^# command: ' || exit 1; done"
+
+if [ "$problems" -gt 0 ]; then
+    say "$problems check(s) failed: fix scripts/gpu-session.sh before a GPU session spends its time on it"
+    exit 1
+fi
+say "every check held"
