@@ -87,11 +87,7 @@ pub fn write(path: &Path, header: &CheckpointHeader, film: &Film) -> Result<(), 
     }
     let hash = fnv1a(&bytes);
     bytes.extend_from_slice(&hash.to_le_bytes());
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "resume".into());
-    let tmp = path.with_file_name(format!(".{name}.partial-{}", std::process::id()));
+    let tmp = super::output::partial_path(path);
     let written = std::fs::File::create(&tmp)
         .and_then(|mut f| {
             f.write_all(&bytes)?;

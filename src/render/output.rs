@@ -431,8 +431,9 @@ pub fn write_image_or_rescue(
     }
 }
 
-/// `DIR/.NAME.partial-PID` for `DIR/NAME`: in the same folder, so the rename is atomic.
-fn partial_path(path: &Path) -> PathBuf {
+/// `DIR/.NAME.partial-PID` for `DIR/NAME`: in the same folder, so the rename is atomic. Images
+/// and resume files are both written there first, then renamed over their real names.
+pub(crate) fn partial_path(path: &Path) -> PathBuf {
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
