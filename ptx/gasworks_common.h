@@ -8,7 +8,8 @@
 //   src/render/sampler.rs   -> Sampler (SplitMix64 keyed on (pixel, sample, seed))
 //   src/cpu/sampling.rs     -> bases, hemisphere and lobe sampling, power heuristic
 //   src/cpu/material.rs     -> ShadingFrame, Bsdf (eval / sample / glass), Fresnel
-//   src/scene/mod.rs        -> Texture::sample (bilinear with wrap)
+//   src/scene/mod.rs        -> Texture::sample (bilinear with wrap), Texture::height_gradient
+//   src/scene/bump.rs       -> uv_tangents, bent_normal (bump and normal maps)
 //   src/cpu/integrator.rs   -> offset_ray_origin
 #pragma once
 
@@ -191,7 +192,7 @@ enum : unsigned int {
     GW_GLASS = 3u,
 };
 
-// One scene::Material (80 bytes).
+// One scene::Material (96 bytes).
 struct GwMaterial {
     float diffuse[3];
     unsigned int kind;
@@ -203,7 +204,17 @@ struct GwMaterial {
     int texture;         // index into the texture table, or -1 (no map_Kd)
     int opacity_texture; // index into the texture table of the map_d mask, or -1 (no cut-out)
     int emission_texture; // index into the texture table of the map_Ke map, or -1 (none)
-    unsigned int pad[2];
+    int bump_texture;     // index into the texture table of the bump or normal map, or -1
+    unsigned int bump_kind; // GW_BUMP_HEIGHT or GW_BUMP_NORMAL (0 without a map)
+    float bump_scale;     // the map's -bm multiplier
+    unsigned int pad[3];
+};
+
+// layout::bump_kind_code.
+enum : unsigned int {
+    GW_BUMP_NONE = 0u,
+    GW_BUMP_HEIGHT = 1u,
+    GW_BUMP_NORMAL = 2u,
 };
 
 // One scene::Texture's place in the texel array, and its UvMapping (32 bytes).
@@ -215,7 +226,7 @@ struct GwTexture {
     float uv_offset[2];
 };
 
-static_assert(sizeof(GwMaterial) == 80, "GwMaterial layout");
+static_assert(sizeof(GwMaterial) == 96, "GwMaterial layout");
 static_assert(GW_OFFSETOF(GwMaterial, kind) == 12, "GwMaterial.kind");
 static_assert(GW_OFFSETOF(GwMaterial, shininess) == 28, "GwMaterial.shininess");
 static_assert(GW_OFFSETOF(GwMaterial, ior) == 44, "GwMaterial.ior");
@@ -223,6 +234,9 @@ static_assert(GW_OFFSETOF(GwMaterial, emission) == 48, "GwMaterial.emission");
 static_assert(GW_OFFSETOF(GwMaterial, texture) == 60, "GwMaterial.texture");
 static_assert(GW_OFFSETOF(GwMaterial, opacity_texture) == 64, "GwMaterial.opacity_texture");
 static_assert(GW_OFFSETOF(GwMaterial, emission_texture) == 68, "GwMaterial.emission_texture");
+static_assert(GW_OFFSETOF(GwMaterial, bump_texture) == 72, "GwMaterial.bump_texture");
+static_assert(GW_OFFSETOF(GwMaterial, bump_kind) == 76, "GwMaterial.bump_kind");
+static_assert(GW_OFFSETOF(GwMaterial, bump_scale) == 80, "GwMaterial.bump_scale");
 static_assert(sizeof(GwTexture) == 32, "GwTexture layout");
 static_assert(GW_OFFSETOF(GwTexture, width) == 8, "GwTexture.width");
 static_assert(GW_OFFSETOF(GwTexture, uv_scale) == 16, "GwTexture.uv_scale");
@@ -265,6 +279,98 @@ GW_INLINE V3 texture_sample(const GwTexture& t, const float* texels, float u_in,
     const V3 bottom = lerp(GW_TEXEL(xi, yi + 1), GW_TEXEL(xi + 1, yi + 1), fx);
 #undef GW_TEXEL
     return lerp(top, bottom, fy);
+}
+
+// Texture::height_gradient: the derivatives of texture_sample's first channel per texel, x
+// along the rows (towards +u), y down the columns (towards -v); exact for the bilinear lookup.
+GW_INLINE void texture_height_gradient(const GwTexture& t, const float* texels, float u_in,
+                                       float v_in, float& d_dx, float& d_dy)
+{
+    const float u = u_in * t.uv_scale[0] + t.uv_offset[0];
+    const float v = v_in * t.uv_scale[1] + t.uv_offset[1];
+    const long long w = (long long)t.width;
+    const long long h = (long long)t.height;
+    const float x = rem_euclid1(u) * (float)t.width - 0.5f;
+    const float y = (1.0f - rem_euclid1(v)) * (float)t.height - 0.5f;
+    const float x0 = floorf(x);
+    const float y0 = floorf(y);
+    const float fx = x - x0;
+    const float fy = y - y0;
+    const long long xi = (long long)x0;
+    const long long yi = (long long)y0;
+    const float* base = texels + 3ull * t.first_texel;
+#define GW_HEIGHT(X, Y) base[3ll * (rem_euclid_i((Y), h) * w + rem_euclid_i((X), w))]
+    const float t00 = GW_HEIGHT(xi, yi);
+    const float t10 = GW_HEIGHT(xi + 1, yi);
+    const float t01 = GW_HEIGHT(xi, yi + 1);
+    const float t11 = GW_HEIGHT(xi + 1, yi + 1);
+#undef GW_HEIGHT
+    d_dx = (t10 - t00) * (1.0f - fy) + (t11 - t01) * fy;
+    d_dy = (t01 - t00) * (1.0f - fx) + (t11 - t10) * fx;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bump and normal maps: src/scene/bump.rs
+// ---------------------------------------------------------------------------------------------
+
+// direction: -1, 0 or 1.
+GW_INLINE float bump_direction(float s) { return s > 0.0f ? 1.0f : (s < 0.0f ? -1.0f : 0.0f); }
+
+// uv_tangents: (dp/du, dp/dv) up to a positive factor; false where the UVs are degenerate.
+GW_INLINE bool uv_tangents(V3 p0, V3 p1, V3 p2, float u0, float v0, float u1, float v1, float u2,
+                           float v2, V3& dpdu, V3& dpdv)
+{
+    const V3 dp1 = p1 - p0;
+    const V3 dp2 = p2 - p0;
+    const float du1 = u1 - u0;
+    const float dv1 = v1 - v0;
+    const float du2 = u2 - u0;
+    const float dv2 = v2 - v0;
+    const float det = du1 * dv2 - dv1 * du2;
+    if (!(det != 0.0f && is_finite(det))) {
+        return false;
+    }
+    const float s = bump_direction(det);
+    dpdu = (dp1 * dv2 - dp2 * dv1) * s;
+    dpdv = (dp2 * du1 - dp1 * du2) * s;
+    return true;
+}
+
+GW_INLINE V3 tangent_in_plane(V3 v, V3 n) { return normalize(v - n * dot(n, v)); }
+
+// bent_normal: the unit shading normal n bent by the material's map at (u, v); n itself where
+// the map leaves it or the result is not finite.
+GW_INLINE V3 bent_normal(const GwMaterial& m, const GwTexture* textures, const float* texels,
+                         V3 n, V3 dpdu, V3 dpdv, float u, float v)
+{
+    const GwTexture& map = textures[m.bump_texture];
+    const float scale = m.bump_scale;
+    V3 bent;
+    if (m.bump_kind == GW_BUMP_HEIGHT) {
+        float dh_dx, dh_dy;
+        texture_height_gradient(map, texels, u, v, dh_dx, dh_dy);
+        const float a = scale * (dh_dx * bump_direction(map.uv_scale[0]));
+        const float b = scale * (-dh_dy * bump_direction(map.uv_scale[1]));
+        if (a == 0.0f && b == 0.0f) {
+            return n;
+        }
+        const V3 t = tangent_in_plane(dpdu, n);
+        const V3 bt = tangent_in_plane(dpdv, n);
+        V3 c = cross(t + n * a, bt + n * b);
+        if (dot(c, n) < 0.0f) {
+            c = -c;
+        }
+        bent = normalize(c);
+    } else if (m.bump_kind == GW_BUMP_NORMAL) {
+        const V3 c = texture_sample(map, texels, u, v);
+        const V3 t = tangent_in_plane(dpdu, n) * bump_direction(map.uv_scale[0]);
+        const float handed = (dot(cross(n, t), dpdv) < 0.0f) ? -1.0f : 1.0f;
+        const V3 bt = cross(n, t) * (handed * bump_direction(map.uv_scale[1]));
+        bent = normalize(t * (scale * c.x) + bt * (scale * c.y) + n * c.z);
+    } else {
+        return n;
+    }
+    return is_finite(bent) ? bent : n;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -282,6 +282,21 @@ GW_INLINE SurfacePoint surface_point(const Hit& h)
         uv_at(g, h.prim, u, v, sp.uv_u, sp.uv_v);
     }
     sp.material = g.face_materials[h.prim];
+    // The material's bump or normal map bends the shading normal (bump::bent_normal).
+    const GwLaunchParams& P = pathtrace_params;
+    if (sp.has_uv && sp.material < P.material_count) {
+        const GwMaterial& m = P.materials[sp.material];
+        if (is_texture(m.bump_texture)) {
+            const float* t0 = g.uvs + 2ull * i0;
+            const float* t1 = g.uvs + 2ull * i1;
+            const float* t2 = g.uvs + 2ull * i2;
+            V3 dpdu, dpdv;
+            if (uv_tangents(p0, p1, p2, t0[0], t0[1], t1[0], t1[1], t2[0], t2[1], dpdu, dpdv)) {
+                sp.n_shade = bent_normal(m, P.textures, P.texels, sp.n_shade, dpdu, dpdv, sp.uv_u,
+                                         sp.uv_v);
+            }
+        }
+    }
     return sp;
 }
 

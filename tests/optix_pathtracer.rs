@@ -297,13 +297,20 @@ fn cornell_box() -> Scene {
     )
 }
 
-/// A sponza-like courtyard: a textured floor (UVs beyond [0, 1]), two long walls, 2 x 10
-/// columns and 8 glossy banners, each its own group (so `--merge-below` merges the small ones
-/// into shared GASes), a small lamp, a glowing sign with an emission map, and a sky.
+/// A sponza-like courtyard: a textured, bump-mapped floor (UVs beyond [0, 1]), two long
+/// walls, 2 x 10 columns and 8 glossy banners, each its own group (so `--merge-below` merges
+/// the small ones into shared GASes), a small lamp, a glowing sign with an emission map, and a
+/// sky.
 fn sponza_like() -> Scene {
     let stone = Material::diffuse("stone", Vec3::new(0.62, 0.58, 0.5));
     let mut floor_m = Material::diffuse("floor", Vec3::splat(0.9));
     floor_m.diffuse_texture = Some(0);
+    // The floor's tiles are also its height map (their red channel): the device bends the
+    // shading normals as the CPU does.
+    floor_m.bump = Some(gasworks::scene::BumpMap::Height {
+        texture: 0,
+        scale: 2.0,
+    });
     let mut banner = material("banner", MaterialKind::Glossy);
     banner.diffuse = Vec3::new(0.5, 0.08, 0.06);
     banner.specular = Vec3::splat(0.3);

@@ -695,6 +695,122 @@ fn assert_most_of_the_tile_differs(a: &Scene, b: &Scene, s: &RenderSettings, til
     );
 }
 
+/// The textured box with bump maps: heights on the floor (looked up mirrored in u, with an
+/// offset), a normal map on the back wall, and the same normal map, tilted the other way
+/// (`-bm -0.7`), on the glossy block's front, whose UVs are mirrored (the other handedness).
+/// `bumped == false` leaves the same scene without the maps.
+fn bumpy_cornell(bumped: bool) -> Scene {
+    use gasworks::scene::BumpMap;
+    let mut scene = textured_cornell();
+    let mut heights = Vec::new();
+    for y in 0..5 {
+        for x in 0..6 {
+            let h = 0.5 + 0.4 * (x as f32 * 1.3).sin() * (y as f32 * 0.9).cos();
+            heights.push([h; 3]);
+        }
+    }
+    let mut normals = Vec::new();
+    for y in 0..4 {
+        for x in 0..5 {
+            let n = Vec3::new(
+                (x as f32 * 2.1 + y as f32).sin() * 0.6,
+                (y as f32 * 1.7 - x as f32).cos() * 0.5,
+                1.0,
+            )
+            .normalize();
+            normals.push(n.to_array());
+        }
+    }
+    let mapping = |su: f32, sv: f32, ou: f32, ov: f32| gasworks::scene::UvMapping {
+        scale: Vec2::new(su, sv),
+        offset: Vec2::new(ou, ov),
+    };
+    let texture = |name: &str, w, h, texels, mapping| Texture {
+        path: name.into(),
+        width: w,
+        height: h,
+        texels,
+        mapping,
+    };
+    scene.textures.push(texture(
+        "heights",
+        6,
+        5,
+        heights,
+        mapping(-1.5, 2.0, 0.1, 0.3),
+    ));
+    scene.textures.push(texture(
+        "normals",
+        5,
+        4,
+        normals,
+        mapping(1.0, 1.0, 0.0, 0.0),
+    ));
+    let floor = scene.materials.len() - 1;
+    scene.materials[floor].bump = Some(BumpMap::Height {
+        texture: 1,
+        scale: 6.0,
+    });
+    let mut wall = Material::diffuse("normal-mapped", Vec3::splat(0.73));
+    wall.bump = Some(BumpMap::Normal {
+        texture: 2,
+        scale: 1.3,
+    });
+    let glossy = scene
+        .materials
+        .iter()
+        .position(|m| m.name == "glossy")
+        .unwrap();
+    let mut block = scene.materials[glossy].clone();
+    block.name = "bumpy-glossy".into();
+    block.bump = Some(BumpMap::Normal {
+        texture: 2,
+        scale: -0.7,
+    });
+    let uvs = [
+        Vec2::new(0.0, 0.0),
+        Vec2::new(1.7, 0.1),
+        Vec2::new(1.9, 1.3),
+        Vec2::new(0.2, 1.2),
+    ];
+    let mirrored = uvs.map(|uv| Vec2::new(uv.x, 1.0 - uv.y));
+    for (group, material, uvs) in [("back", wall, uvs), ("block-front", block, mirrored)] {
+        scene.materials.push(material);
+        let m = scene.materials.len() as u32 - 1;
+        let g = scene.groups.iter_mut().find(|g| g.name == group).unwrap();
+        g.uvs = uvs.to_vec();
+        g.face_materials = vec![m; g.indices.len()];
+    }
+    if !bumped {
+        for m in &mut scene.materials {
+            m.bump = None;
+        }
+    }
+    scene.finalize();
+    scene
+}
+
+/// Bump and normal maps: the device's bent shading normals (its UV tangents, the bilinear
+/// height gradient, the normal map's frame) must be the CPU's bit for bit. The maps change
+/// most of the tile.
+#[test]
+#[cfg_attr(
+    gasworks_no_cxx,
+    ignore = "no C++ compiler when the tests were built (see build.rs)"
+)]
+fn device_code_matches_the_cpu_on_bump_and_normal_maps() {
+    let s = cornell_settings(40, 32, 6, 8, 13);
+    let tile = Tile {
+        x: 1,
+        y: 2,
+        w: 37,
+        h: 29,
+    };
+    let (bumpy, smooth) = (bumpy_cornell(true), bumpy_cornell(false));
+    assert_most_of_the_tile_differs(&bumpy, &smooth, &s, tile);
+    assert_device_code_matches_cpu(&bumpy, &s, tile);
+}
+
 /// Cut-outs: the any-hit program's alpha test, run by the harness's trace as OptiX runs it,
 /// must skip exactly the hits the CPU skips, for camera, bounce and shadow rays. The masks
 /// change most of the tile (else the test would prove nothing).
@@ -1041,6 +1157,9 @@ fn path_tracer_structs_have_the_rust_layout_on_the_device_side() {
             texture,
             opacity_texture,
             emission_texture,
+            bump_texture,
+            bump_kind,
+            bump_scale,
             pad
         ]
     );

@@ -46,6 +46,9 @@ pub struct MaterialInfo {
     pub cut_out: bool,
     /// Whether it has a `map_Ke` emission map.
     pub emission_mapped: bool,
+    /// Its bump map's kind, "height" or "normal" (`map_Bump` is read as either by what its
+    /// image holds), when it has one.
+    pub bump: Option<&'static str>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -190,6 +193,7 @@ pub fn scene_info(scene: &Scene) -> SceneInfo {
                 textured: m.diffuse_texture.is_some(),
                 cut_out: m.opacity_texture.is_some(),
                 emission_mapped: m.emission_texture.is_some(),
+                bump: m.bump.map(|b| b.kind_name()),
             })
             .collect(),
         lights: LightInfo {
@@ -283,6 +287,11 @@ pub fn render_text(info: &SceneInfo, list_groups: bool) -> String {
         }
         if m.emission_mapped {
             notes.push_str(" emission-mapped");
+        }
+        match m.bump {
+            Some("height") => notes.push_str(" bump-mapped"),
+            Some(_) => notes.push_str(" normal-mapped"),
+            None => {}
         }
         let _ = writeln!(
             s,

@@ -59,6 +59,15 @@
 //! at a light point alike. Its light is picked by the power the map leaves and sampled
 //! uniformly over its triangle, as a cut-out is.
 //!
+//! # Bump and normal maps
+//!
+//! A material's bump or normal map bends the shading normal of its hits
+//! ([`crate::scene::bump`], in [`SurfacePoint::new`]); nothing else changes. The BSDF is
+//! evaluated and sampled about the bent normal, and, as with interpolated vertex normals,
+//! directions on the wrong side of the geometric normal carry nothing
+//! ([`super::material::ShadingFrame`]): the estimator stays the one above, of a surface whose
+//! shading normal varies.
+//!
 //! # Random numbers
 //!
 //! Only [`Sampler::new`]`(y * width + x, sample, seed)`, drawn in this order:
@@ -84,7 +93,7 @@ use super::sampling::{power_heuristic, uniform_triangle};
 use crate::render::Sampler;
 use crate::scene::camera::CameraFrame;
 use crate::scene::light_power::light_weights;
-use crate::scene::Scene;
+use crate::scene::{bump, Scene};
 
 /// The light-selection CDF: the weights of [`light_weights`] (`luminance(emission) * area`,
 /// scaled by what an emission map or opacity mask leaves; plain area when they all vanish),
@@ -207,7 +216,9 @@ pub struct SurfacePoint {
     pub p: Vec3,
     /// Unit geometric normal as the winding gives it.
     pub n_geo: Vec3,
-    /// Unit interpolated vertex normal, or `n_geo` when the mesh has none (or it degenerates).
+    /// Unit interpolated vertex normal, or `n_geo` when the mesh has none (or it degenerates),
+    /// bent by the material's bump or normal map where it has one and the mesh has UVs
+    /// ([`crate::scene::bump`]).
     pub n_shade: Vec3,
     /// Interpolated texture coordinates, when the mesh has them.
     pub uv: Option<Vec2>,
@@ -216,7 +227,8 @@ pub struct SurfacePoint {
 
 impl SurfacePoint {
     /// With `w = 1 - u - v`: `p = w p0 + u p1 + v p2`, `n_geo = normalize((p1 - p0) x (p2 - p0))`,
-    /// `n_shade = normalize(w n0 + u n1 + v n2)`, `uv = w uv0 + u uv1 + v uv2`.
+    /// `n_shade = normalize(w n0 + u n1 + v n2)` (then bent by a bump map:
+    /// [`bump::bent_normal`]), `uv = w uv0 + u uv1 + v uv2`.
     pub fn new(scene: &Scene, hit: &Hit) -> SurfacePoint {
         let g = &scene.groups[hit.group as usize];
         let prim = hit.prim as usize;
@@ -237,12 +249,20 @@ impl SurfacePoint {
             }
         };
         let uv = g.uv_at(prim, u, v);
+        let material = g.face_materials[prim];
+        let mut n_shade = n_shade;
+        if let (Some(map), Some(at)) = (scene.materials[material as usize].bump, uv) {
+            let corners = [g.uvs[i0], g.uvs[i1], g.uvs[i2]];
+            if let Some((dpdu, dpdv)) = bump::uv_tangents([p0, p1, p2], corners) {
+                n_shade = bump::bent_normal(&map, &scene.textures, n_shade, dpdu, dpdv, at);
+            }
+        }
         SurfacePoint {
             p,
             n_geo,
             n_shade,
             uv,
-            material: g.face_materials[prim],
+            material,
         }
     }
 }

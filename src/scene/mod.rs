@@ -5,6 +5,7 @@
 //! [`Group`]: the group is the unit of acceleration-structure builds, one BVH per group on the
 //! CPU and one GAS per group on the GPU, so nothing here merges or splits groups.
 
+pub mod bump;
 pub mod camera;
 pub mod content_hash;
 pub mod gen;
@@ -17,6 +18,7 @@ use rayon::prelude::*;
 use serde::Serialize;
 use thiserror::Error;
 
+pub use bump::BumpMap;
 pub use camera::Camera;
 
 /// An axis-aligned bounding box.
@@ -89,7 +91,7 @@ pub enum MaterialKind {
 
 /// One material. Every field is meaningful for every kind so that a backend can upload the
 /// struct as it is; fields a kind does not use are ignored by it.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, PartialEq, Serialize)]
 pub struct Material {
     pub name: String,
     pub kind: MaterialKind,
@@ -116,6 +118,34 @@ pub struct Material {
     /// surface is not there at all, for every ray (camera, bounce and shadow rays) on both
     /// backends; see [`Scene::is_cut_out`].
     pub opacity_texture: Option<u32>,
+    /// The `bump`/`map_Bump` height map or `norm` normal map that bends the shading normal
+    /// ([`bump`]), when it was found and decoded.
+    pub bump: Option<BumpMap>,
+}
+
+/// Written as `#[derive(Debug)]` would, except that `bump` appears only when there is one:
+/// the scene content hash ([`content_hash`]) hashes this text, and materials without a bump
+/// map keep the hash they had before bump maps (resume files and crops of those renders
+/// still match).
+impl std::fmt::Debug for Material {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut d = f.debug_struct("Material");
+        d.field("name", &self.name)
+            .field("kind", &self.kind)
+            .field("diffuse", &self.diffuse)
+            .field("specular", &self.specular)
+            .field("shininess", &self.shininess)
+            .field("ior", &self.ior)
+            .field("transmittance", &self.transmittance)
+            .field("emission", &self.emission)
+            .field("emission_texture", &self.emission_texture)
+            .field("diffuse_texture", &self.diffuse_texture)
+            .field("opacity_texture", &self.opacity_texture);
+        if let Some(bump) = &self.bump {
+            d.field("bump", bump);
+        }
+        d.finish()
+    }
 }
 
 /// The opacity below which a cut-out surface is a hole. An alpha *test*, as in rasterizers and
@@ -139,6 +169,7 @@ impl Material {
             emission_texture: None,
             diffuse_texture: None,
             opacity_texture: None,
+            bump: None,
         }
     }
 
@@ -242,6 +273,33 @@ impl Texture {
         let top = texel(xi, yi).lerp(texel(xi + 1, yi), fx);
         let bottom = texel(xi, yi + 1).lerp(texel(xi + 1, yi + 1), fx);
         top.lerp(bottom, fy)
+    }
+
+    /// The derivatives of [`Texture::sample`]'s first channel per texel, `(d/dx, d/dy)`, at
+    /// `uv`: x along the image's rows (towards +u), y down its columns (towards -v). Exact
+    /// for the bilinear lookup (the slopes of the cell's edges, interpolated), so a constant
+    /// stretch of the image gives exactly zero. Zero for an inconsistent texture, as
+    /// [`Texture::sample`] reads white.
+    pub fn height_gradient(&self, uv: Vec2) -> (f32, f32) {
+        if !self.is_consistent() {
+            return (0.0, 0.0);
+        }
+        // The same cell and weights as `sample`.
+        let uv = self.mapping.apply(uv);
+        let w = self.width as i64;
+        let h = self.height as i64;
+        let x = uv.x.rem_euclid(1.0) * self.width as f32 - 0.5;
+        let y = (1.0 - uv.y.rem_euclid(1.0)) * self.height as f32 - 0.5;
+        let (x0, y0) = (x.floor(), y.floor());
+        let (fx, fy) = (x - x0, y - y0);
+        let texel =
+            |xi: i64, yi: i64| self.texels[(yi.rem_euclid(h) * w + xi.rem_euclid(w)) as usize][0];
+        let (xi, yi) = (x0 as i64, y0 as i64);
+        let (t00, t10) = (texel(xi, yi), texel(xi + 1, yi));
+        let (t01, t11) = (texel(xi, yi + 1), texel(xi + 1, yi + 1));
+        let d_dx = (t10 - t00) * (1.0 - fy) + (t11 - t01) * fy;
+        let d_dy = (t01 - t00) * (1.0 - fx) + (t11 - t10) * fx;
+        (d_dx, d_dy)
     }
 }
 
@@ -758,6 +816,55 @@ fn drop_degenerate(g: &mut Group) -> (usize, usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Materials without a bump map print (and so hash: `content_hash`) exactly as the
+    /// derived `Debug` of the struct before bump maps did, plainly and pretty-printed.
+    #[test]
+    fn materials_without_a_bump_map_print_as_before() {
+        mod before {
+            use glam::Vec3;
+            #[allow(dead_code)]
+            #[derive(Debug)]
+            pub struct Material {
+                pub name: String,
+                pub kind: super::MaterialKind,
+                pub diffuse: Vec3,
+                pub specular: Vec3,
+                pub shininess: f32,
+                pub ior: f32,
+                pub transmittance: Vec3,
+                pub emission: Vec3,
+                pub emission_texture: Option<u32>,
+                pub diffuse_texture: Option<u32>,
+                pub opacity_texture: Option<u32>,
+            }
+        }
+        let mut m = Material::diffuse("brick \"red\"", Vec3::new(0.5, 0.25, 0.125));
+        m.kind = MaterialKind::Glossy;
+        m.emission_texture = Some(3);
+        m.opacity_texture = Some(1);
+        let old = before::Material {
+            name: m.name.clone(),
+            kind: m.kind,
+            diffuse: m.diffuse,
+            specular: m.specular,
+            shininess: m.shininess,
+            ior: m.ior,
+            transmittance: m.transmittance,
+            emission: m.emission,
+            emission_texture: m.emission_texture,
+            diffuse_texture: m.diffuse_texture,
+            opacity_texture: m.opacity_texture,
+        };
+        assert_eq!(format!("{m:?}"), format!("{old:?}"));
+        assert_eq!(format!("{m:#?}"), format!("{old:#?}"));
+        m.bump = Some(BumpMap::Normal {
+            texture: 2,
+            scale: 1.0,
+        });
+        assert!(format!("{m:?}")
+            .ends_with("opacity_texture: Some(1), bump: Normal { texture: 2, scale: 1.0 } }"));
+    }
 
     fn quad_group() -> Group {
         Group {

@@ -348,6 +348,9 @@ fn into_scene(path: &Path, assembled: Assembled, vertices: u64) -> Result<Scene,
                 *slot = textures.load(source, &m.name, name, usage, mapping, &mut warnings);
             }
         }
+        if let Some(bump) = &m.bump_texture {
+            material.bump = textures.load_bump(source, &m.name, bump, &mut warnings);
+        }
         materials.push(material);
     }
     let known: HashMap<&str, ()> = libraries
@@ -399,11 +402,11 @@ fn into_scene(path: &Path, assembled: Assembled, vertices: u64) -> Result<Scene,
 }
 
 /// One warning per kind of map that groups without texture coordinates use: a map cannot be
-/// looked up there, so a cut-out material's faces (`map_d`) render solid and an emission
-/// map's (`map_Ke`) emit the constant Ke.
+/// looked up there, so a cut-out material's faces (`map_d`) render solid, an emission map's
+/// (`map_Ke`) emit the constant Ke and a bump map's render smooth.
 fn maps_without_uvs(path: &Path, groups: &[Group], materials: &[Material]) -> Vec<String> {
     type Uses = fn(&Material) -> bool;
-    let kinds: [(Uses, &str, &str); 2] = [
+    let kinds: [(Uses, &str, &str); 3] = [
         (
             |m| m.opacity_texture.is_some(),
             "cut-out materials (map_d)",
@@ -413,6 +416,11 @@ fn maps_without_uvs(path: &Path, groups: &[Group], materials: &[Material]) -> Ve
             |m| m.emission_texture.is_some(),
             "emission maps (map_Ke)",
             "emit their material's constant Ke",
+        ),
+        (
+            |m| m.bump.is_some(),
+            "bump or normal maps (bump, map_Bump, norm)",
+            "render smooth",
         ),
     ];
     let mut warnings = Vec::new();

@@ -9,7 +9,7 @@ use bytemuck::{Pod, Zeroable};
 
 use crate::scene::MaterialKind;
 
-/// `GwMaterial`: one [`crate::scene::Material`] (80 bytes).
+/// `GwMaterial`: one [`crate::scene::Material`] (96 bytes).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
 pub struct GwMaterial {
@@ -27,7 +27,22 @@ pub struct GwMaterial {
     pub opacity_texture: i32,
     /// Index into the texture table of the emission map, or -1 (no `map_Ke`).
     pub emission_texture: i32,
-    pub pad: [u32; 2],
+    /// Index into the texture table of the bump or normal map, or -1 (none).
+    pub bump_texture: i32,
+    /// [`bump_kind_code`] of the map's kind (0 without one).
+    pub bump_kind: u32,
+    /// The map's `-bm` multiplier ([`crate::scene::BumpMap::scale`]).
+    pub bump_scale: f32,
+    pub pad: [u32; 3],
+}
+
+/// The device's code for a [`crate::scene::BumpMap`]'s kind: 1 height, 2 normal (0 is "no
+/// map", with `bump_texture` -1).
+pub fn bump_kind_code(bump: &crate::scene::BumpMap) -> u32 {
+    match bump {
+        crate::scene::BumpMap::Height { .. } => 1,
+        crate::scene::BumpMap::Normal { .. } => 2,
+    }
 }
 
 /// `GwTexture`: where one texture's texels start in the texel array, its size, and its
@@ -180,7 +195,7 @@ mod tests {
 
     #[test]
     fn material_layout_matches_the_device() {
-        assert_eq!(size_of::<GwMaterial>(), 80);
+        assert_eq!(size_of::<GwMaterial>(), 96);
         assert_eq!(align_of::<GwMaterial>(), 4);
         assert_eq!(offset_of!(GwMaterial, diffuse), 0);
         assert_eq!(offset_of!(GwMaterial, kind), 12);
@@ -192,7 +207,10 @@ mod tests {
         assert_eq!(offset_of!(GwMaterial, texture), 60);
         assert_eq!(offset_of!(GwMaterial, opacity_texture), 64);
         assert_eq!(offset_of!(GwMaterial, emission_texture), 68);
-        assert_eq!(offset_of!(GwMaterial, pad), 72);
+        assert_eq!(offset_of!(GwMaterial, bump_texture), 72);
+        assert_eq!(offset_of!(GwMaterial, bump_kind), 76);
+        assert_eq!(offset_of!(GwMaterial, bump_scale), 80);
+        assert_eq!(offset_of!(GwMaterial, pad), 84);
     }
 
     #[test]

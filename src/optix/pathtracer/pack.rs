@@ -8,7 +8,9 @@
 
 use thiserror::Error;
 
-use super::layout::{material_kind_code, GwHitGroupData, GwLight, GwMaterial, GwTexture};
+use super::layout::{
+    bump_kind_code, material_kind_code, GwHitGroupData, GwLight, GwMaterial, GwTexture,
+};
 use crate::scene::{Material, Scene, SceneError, Texture};
 
 /// Alignment of every region of the blob (enough for `float4`/`u64` reads).
@@ -94,9 +96,10 @@ impl Blob {
     }
 }
 
-/// One material as the device reads it. A `map_Kd`, `map_d` or `map_Ke` index outside the
-/// texture table packs as "no texture", which is what the CPU does with it (`Bsdf::new` uses a
-/// texel of 1, `Scene::is_cut_out` no mask, `Material::emission_at` the constant Ke).
+/// One material as the device reads it. A `map_Kd`, `map_d`, `map_Ke` or bump-map index
+/// outside the texture table packs as "no texture", which is what the CPU does with it
+/// (`Bsdf::new` uses a texel of 1, `Scene::is_cut_out` no mask, `Material::emission_at` the
+/// constant Ke, `bump::bent_normal` the unbent normal).
 pub fn pack_material(m: &Material, texture_count: usize) -> GwMaterial {
     let index = |t| texture_index(t, texture_count);
     GwMaterial {
@@ -110,7 +113,10 @@ pub fn pack_material(m: &Material, texture_count: usize) -> GwMaterial {
         texture: index(m.diffuse_texture),
         opacity_texture: index(m.opacity_texture),
         emission_texture: index(m.emission_texture),
-        pad: [0; 2],
+        bump_texture: index(m.bump.map(|b| b.texture())),
+        bump_kind: m.bump.as_ref().map_or(0, bump_kind_code),
+        bump_scale: m.bump.map_or(0.0, |b| b.scale()),
+        pad: [0; 3],
     }
 }
 

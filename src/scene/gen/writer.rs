@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use glam::Vec3;
 
-use crate::scene::{Group, Material, MaterialKind, Scene, Texture};
+use crate::scene::{BumpMap, Group, Material, MaterialKind, Scene, Texture};
 
 #[derive(Debug, thiserror::Error)]
 pub enum WriteError {
@@ -348,9 +348,28 @@ fn write_mtl(
         {
             // The mask as decoded (the channel the source's -imfchan named, or its alpha),
             // beside the library: the source file alone does not say which channel it was.
-            let file = write_mask_png(path, index, mask)?;
+            let file = write_grey_png(path, "mask", index, mask)?;
             let options = mapping_options(mask.mapping);
             writeln!(out, "map_d -imfchan r {options}{file}")?;
+        }
+        match m
+            .bump
+            .and_then(|b| Some((b, textures.get(b.texture() as usize)?)))
+        {
+            // Heights as decoded, as masks are (the channel is not in the source's name).
+            Some((BumpMap::Height { texture, scale }, heights)) => {
+                let file = write_grey_png(path, "bump", texture, heights)?;
+                let options = mapping_options(heights.mapping);
+                writeln!(out, "bump -imfchan r -bm {scale:?} {options}{file}")?;
+            }
+            // A normal map names its source image, as `norm`: it decodes the same way.
+            Some((BumpMap::Normal { scale, .. }, normals)) => {
+                let absolute = std::fs::canonicalize(&normals.path)
+                    .unwrap_or_else(|_| PathBuf::from(&normals.path));
+                let options = mapping_options(normals.mapping);
+                writeln!(out, "norm -bm {scale:?} {options}{}", absolute.display())?;
+            }
+            None => {}
         }
     }
     out.flush()
@@ -369,15 +388,16 @@ fn mapping_options(mapping: crate::scene::UvMapping) -> String {
     options
 }
 
-/// Writes opacity mask `index` as a grey PNG beside the library `mtl` (`STEM.maskINDEX.png`)
-/// and returns its file name. A mask decoded from an 8-bit image is written in 8 bits, so
-/// that it reads back with the same bits (checked against the decoder's own conversion of
-/// every byte); any other mask in 16 bits (rounded there).
-fn write_mask_png(mtl: &Path, index: u32, mask: &Texture) -> std::io::Result<String> {
+/// Writes texture `index`, one channel in [0, 1] (an opacity mask or a height map: `label`),
+/// as a grey PNG beside the library `mtl` (`STEM.LABELINDEX.png`) and returns its file name. A
+/// texture decoded from an 8-bit image is written in 8 bits, so that it reads back with the
+/// same bits (checked against the decoder's own conversion of every byte); any other in 16
+/// bits (rounded there).
+fn write_grey_png(mtl: &Path, label: &str, index: u32, mask: &Texture) -> std::io::Result<String> {
     let stem = mtl.file_stem().unwrap_or_default().to_string_lossy();
-    let name = format!("{stem}.mask{index}.png");
+    let name = format!("{stem}.{label}{index}.png");
     let target = mtl.with_file_name(&name);
-    let unfilled = || std::io::Error::other("an opacity mask whose texels do not fill its size");
+    let unfilled = || std::io::Error::other(format!("a {label} whose texels do not fill its size"));
     // What the decoder makes of each byte value.
     let bytes = image::GrayImage::from_fn(256, 1, |x, _| image::Luma([x as u8]));
     let decoded = image::DynamicImage::ImageLuma8(bytes).to_rgba32f();

@@ -1,6 +1,7 @@
 //! MTL material libraries: checking them line by line (every error names the MTL file and
 //! line), reading the checked text into [`MtlMaterial`]s, turning those into gasworks
-//! [`Material`]s, and decoding their textures (`map_Kd`, `map_d`, `map_Ke`).
+//! [`Material`]s, and decoding their textures (`map_Kd`, `map_d`, `map_Ke`, and the bump
+//! and normal maps `bump`/`map_Bump` and `norm`).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -8,7 +9,7 @@ use std::path::{Path, PathBuf};
 use glam::{Vec2, Vec3};
 
 use super::LoadError;
-use crate::scene::{Material, MaterialKind, Texture, UvMapping};
+use crate::scene::{BumpMap, Material, MaterialKind, Texture, UvMapping};
 
 /// The statements of one `newmtl` block that gasworks uses (later statements override
 /// earlier ones, as in every MTL reader).
@@ -46,7 +47,30 @@ pub struct MtlMaterial {
     pub emission_texture: Option<String>,
     /// map_Ke's `-s` and `-o` options.
     pub emission_texture_mapping: UvMapping,
+    /// `bump`/`map_Bump` (a height map, or a normal map where its image holds one: see
+    /// [`TextureCache::load_bump`]) or `norm` (a tangent-space normal map), without options.
+    pub bump_texture: Option<BumpStatement>,
 }
+
+/// A material's `bump`, `map_Bump` or `norm` statement: its file and options.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BumpStatement {
+    pub file: String,
+    /// `norm` (always a normal map) rather than `bump`/`map_Bump`.
+    pub is_normal_map: bool,
+    /// `-s` and `-o`.
+    pub mapping: UvMapping,
+    /// `-bm`: the height (or a normal map's tilt) multiplier, 1 without it.
+    pub multiplier: f32,
+    /// `-imfchan`: the channel that holds the heights ([`MaskChannel::Auto`]: luminance).
+    pub channel: MaskChannel,
+}
+
+/// The keywords of bump (height) maps; `map_Bump` may also name a normal map, recognized by
+/// its texels.
+const BUMP_KEYWORDS: &[&str] = &["bump", "map_Bump", "map_bump"];
+/// The keywords of tangent-space normal maps.
+const NORMAL_MAP_KEYWORDS: &[&str] = &["norm", "map_norm", "map_Norm"];
 
 /// The channel of an image that holds an opacity mask (`map_d -imfchan`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -178,6 +202,28 @@ fn read_canonical(canonical: &str) -> Vec<MtlMaterial> {
                 m.emission_texture_mapping = mapping(args);
                 m.emission_texture = Some(args[4.min(args.len())..].join(" "));
             }
+            "bump" | "norm" => {
+                // Canonical: scale u v, offset u v, multiplier, channel, then the file.
+                let statement = BumpStatement {
+                    file: args[6.min(args.len())..].join(" "),
+                    is_normal_map: keyword == "norm",
+                    mapping: mapping(args),
+                    multiplier: args.get(4).and_then(|w| w.parse().ok()).unwrap_or(1.0),
+                    channel: args
+                        .get(5)
+                        .and_then(|w| MaskChannel::from_option(w))
+                        .unwrap_or_default(),
+                };
+                // A normal map wins over a height map, whichever comes first: it is the more
+                // specific of the two (exporters that write both mean the normal map).
+                let keep_normal = m
+                    .bump_texture
+                    .as_ref()
+                    .is_some_and(|b| b.is_normal_map && !statement.is_normal_map);
+                if !keep_normal {
+                    m.bump_texture = Some(statement);
+                }
+            }
             "map_d" => {
                 m.opacity_texture_mapping = mapping(args);
                 m.opacity_channel = args
@@ -292,8 +338,29 @@ pub fn check_library(path: &Path, text: &str) -> Result<String, LoadError> {
                     format!("map_d {mapped} {} {file}", channel.letter())
                 }
             }
-            "map_Ka" | "map_Ks" | "map_Bump" | "map_bump" | "map_Ns" | "map_ns" | "map_NS"
-            | "bump" => {
+            k if BUMP_KEYWORDS.contains(&k) || NORMAL_MAP_KEYWORDS.contains(&k) => {
+                let (options, file) = split_texture_options(rest);
+                if file.is_empty() {
+                    return Err(syntax(format!("{keyword} without a file name")));
+                }
+                let m = texture_mapping(keyword, &options).map_err(syntax)?;
+                let multiplier = bump_multiplier(keyword, &options).map_err(syntax)?;
+                let channel = mask_channel(keyword, &options).map_err(syntax)?;
+                let canonical = if NORMAL_MAP_KEYWORDS.contains(&k) {
+                    "norm"
+                } else {
+                    "bump"
+                };
+                format!(
+                    "{canonical} {} {} {} {} {multiplier} {} {file}",
+                    m.scale.x,
+                    m.scale.y,
+                    m.offset.x,
+                    m.offset.y,
+                    channel.letter()
+                )
+            }
+            "map_Ka" | "map_Ks" | "map_Ns" | "map_ns" | "map_NS" => {
                 let file = strip_texture_options(rest);
                 if file.is_empty() {
                     return Err(syntax(format!("{keyword} without a file name")));
@@ -332,11 +399,13 @@ fn split_texture_options(rest: &str) -> (Vec<(&str, Vec<&str>)>, String) {
         let mut taken = 0;
         while taken < max_args && i < words.len() - 1 {
             let w = words[i];
-            // `-imfchan`'s one word is taken whatever it is, so that a wrong channel is
-            // reported as such rather than read as part of the file name.
+            // `-imfchan`'s and `-bm`'s one word is taken whatever it is, so that a wrong
+            // channel or multiplier is reported as such rather than read as part of the file
+            // name.
             let is_arg = w.parse::<f32>().is_ok()
                 || (taken == 0
                     && (option == "-imfchan"
+                        || option == "-bm"
                         || matches!(w, "on" | "off" | "r" | "g" | "b" | "m" | "l" | "z")));
             if !is_arg {
                 break;
@@ -363,7 +432,24 @@ fn mask_channel(keyword: &str, options: &[(&str, Vec<&str>)]) -> Result<MaskChan
     Ok(channel)
 }
 
-/// The [`UvMapping`] of a `map_Kd`, `map_Ke` or `map_d` statement's options: `-s u [v [w]]`
+/// A bump statement's `-bm` multiplier (1 without one); a value that is not finite is an
+/// error.
+fn bump_multiplier(keyword: &str, options: &[(&str, Vec<&str>)]) -> Result<f32, String> {
+    let mut multiplier = 1.0;
+    for (option, args) in options {
+        if *option == "-bm" {
+            let word = args.first().copied().unwrap_or("");
+            multiplier = word
+                .parse::<f32>()
+                .ok()
+                .filter(|v| v.is_finite())
+                .ok_or_else(|| format!("{keyword} -bm: {word:?} is not a finite number"))?;
+        }
+    }
+    Ok(multiplier)
+}
+
+/// The [`UvMapping`] of a `map_Kd`, `map_Ke`, `map_d` or bump statement's options: `-s u [v [w]]`
 /// scales and `-o u [v [w]]` offsets the texture coordinates (a missing v as 1 and 0; w
 /// addresses 3D textures and is ignored). Values that are not finite are an error.
 fn texture_mapping(keyword: &str, options: &[(&str, Vec<&str>)]) -> Result<UvMapping, String> {
@@ -411,12 +497,6 @@ const NOT_APPLIED: &[(&[&str], &str)] = &[
         "opacity maps other than map_d: cut-outs (leaves, fences, chains) render as solid faces",
     ),
     (
-        &[
-            "map_bump", "map_Bump", "bump", "norm", "map_norm", "map_Norm",
-        ],
-        "bump and normal maps: surfaces render smooth",
-    ),
-    (
         &["disp", "map_disp"],
         "displacement maps: surfaces render flat",
     ),
@@ -430,8 +510,8 @@ const NOT_APPLIED: &[(&[&str], &str)] = &[
 ];
 
 /// One warning per kind of statement in a library that gasworks does not apply, naming the
-/// first and its material and the count: `map_Kd`, `map_d` and `map_Ke` options that change
-/// the texture's look ([`changes_the_look`]) and the maps in [`NOT_APPLIED`].
+/// first and its material and the count: `map_Kd`, `map_d`, `map_Ke` and bump-map options
+/// that change the texture's look ([`changes_the_look`]) and the maps in [`NOT_APPLIED`].
 fn warn_about_what_is_not_applied(path: &Path, text: &str, warnings: &mut Vec<String>) {
     /// The first occurrence (line, material, detail) and the count of one kind.
     #[derive(Default)]
@@ -447,8 +527,13 @@ fn warn_about_what_is_not_applied(path: &Path, text: &str, warnings: &mut Vec<St
         }
     }
     let mut material = "";
-    // map_Kd's options, then map_d's, then map_Ke's.
-    let mut options = [Seen::default(), Seen::default(), Seen::default()];
+    // map_Kd's options, then map_d's, map_Ke's and the bump maps'.
+    let mut options = [
+        Seen::default(),
+        Seen::default(),
+        Seen::default(),
+        Seen::default(),
+    ];
     let mut maps: Vec<Seen> = NOT_APPLIED.iter().map(|_| Seen::default()).collect();
     for (index, line) in text.lines().enumerate() {
         let line = line.trim();
@@ -458,10 +543,12 @@ fn warn_about_what_is_not_applied(path: &Path, text: &str, warnings: &mut Vec<St
         let rest = &line[keyword.len()..];
         if keyword == "newmtl" {
             material = rest.trim();
-        } else if let Some(slot) = ["map_Kd", "map_d", "map_Ke"]
-            .iter()
-            .position(|k| *k == keyword || (keyword == "map_D" && *k == "map_d"))
-        {
+        } else if let Some(slot) = ["map_Kd", "map_d", "map_Ke", "bump"].iter().position(|k| {
+            *k == keyword
+                || (keyword == "map_D" && *k == "map_d")
+                || (*k == "bump"
+                    && (BUMP_KEYWORDS.contains(&keyword) || NORMAL_MAP_KEYWORDS.contains(&keyword)))
+        }) {
             let ignored: Vec<String> = split_texture_options(rest)
                 .0
                 .iter()
@@ -480,6 +567,7 @@ fn warn_about_what_is_not_applied(path: &Path, text: &str, warnings: &mut Vec<St
         ("map_Kd", ("its texture is", "their textures are")),
         ("map_d", ("its mask is", "their masks are")),
         ("map_Ke", ("its emission map is", "their emission maps are")),
+        ("bump map", ("its bump map is", "their bump maps are")),
     ]) {
         if let (Some((line, material, detail)), count) = (seen.first, seen.count) {
             found.push((
@@ -624,6 +712,7 @@ pub fn convert(m: &MtlMaterial, warnings: &mut Vec<String>, mtl_path: &Path) -> 
         emission_texture: None,
         diffuse_texture: None,
         opacity_texture: None,
+        bump: None,
     };
     if is_glass {
         material.kind = MaterialKind::Glass;
@@ -648,8 +737,8 @@ pub fn convert(m: &MtlMaterial, warnings: &mut Vec<String>, mtl_path: &Path) -> 
     material
 }
 
-/// What a texture's texels are read as: colours (`map_Kd`), emitted radiance (`map_Ke`) or an
-/// opacity mask (`map_d`).
+/// What a texture's texels are read as: colours (`map_Kd`), emitted radiance (`map_Ke`), an
+/// opacity mask (`map_d`), heights or normals (`bump`, `norm`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum TexelUse {
     /// Linear RGB in [0, 1] (8- and 16-bit images sRGB-decoded; a float image's values
@@ -662,6 +751,11 @@ pub enum TexelUse {
     /// One channel of opacity in [0, 1], as stored (no sRGB decoding: a mask is data, not a
     /// colour), in all three channels of the texture.
     Mask(MaskChannel),
+    /// One channel of heights as stored (data, like a mask; [`MaskChannel::Auto`] is the
+    /// luminance, the MTL default for bump maps), in all three channels.
+    Height(MaskChannel),
+    /// A tangent-space normal map: each stored value `c` in [0, 1] decoded to `2c - 1`.
+    Normal,
 }
 
 /// Decodes textures once per file and use, and hands out their indices: one texture per
@@ -726,12 +820,7 @@ impl TextureCache {
         mapping: UvMapping,
         warnings: &mut Vec<String>,
     ) -> Option<u32> {
-        let dir = mtl_path.parent().unwrap_or(Path::new(""));
-        let mut path = dir.join(name);
-        // Libraries written on Windows (Crytek Sponza's among them) use backslashes.
-        if !path.exists() && name.contains('\\') {
-            path = dir.join(name.replace('\\', "/"));
-        }
+        let path = texture_path(mtl_path, name);
         if let Some(&known) = self.by_path.get(&(path.clone(), usage)) {
             return known;
         }
@@ -749,6 +838,14 @@ impl TextureCache {
             TexelUse::Colour => decode_linear(&path, image, 1.0),
             TexelUse::Emission => decode_linear(&path, image, crate::scene::MAX_RADIANCE),
             TexelUse::Mask(channel) => (decode_mask(&path, image, channel), 0),
+            TexelUse::Height(channel) => {
+                let channel = match channel {
+                    MaskChannel::Auto => MaskChannel::Luminance,
+                    c => c,
+                };
+                (decode_mask(&path, image, channel), 0)
+            }
+            TexelUse::Normal => (decode_normals(&path, image), 0),
         });
         let result = match decoded {
             Ok((mut texture, clamped)) => {
@@ -782,6 +879,8 @@ impl TextureCache {
                         TexelUse::Colour => "using its Kd colour",
                         TexelUse::Emission => "using its Ke emission",
                         TexelUse::Mask(_) => "the material renders without cut-outs",
+                        TexelUse::Height(_) | TexelUse::Normal =>
+                            "the material renders without its bump map",
                     }
                 ));
                 None
@@ -789,6 +888,47 @@ impl TextureCache {
         };
         self.by_path.insert((path, usage), result);
         result
+    }
+
+    /// The bump map of a material's `bump`/`map_Bump` or `norm` statement `bump`, decoded as
+    /// its kind; `None` (with a warning) when its file cannot be read or decoded.
+    ///
+    /// `norm` is a normal map. `bump` and `map_Bump` are height maps in the MTL format, but
+    /// Blender and other exporters write tangent-space normal maps there too: such a map is
+    /// read as one when its image looks like one ([`looks_like_a_normal_map`]) and no
+    /// `-imfchan` names a channel of heights.
+    pub fn load_bump(
+        &mut self,
+        mtl_path: &Path,
+        material: &str,
+        bump: &BumpStatement,
+        warnings: &mut Vec<String>,
+    ) -> Option<BumpMap> {
+        let normal = bump.is_normal_map
+            || (bump.channel == MaskChannel::Auto && {
+                let path = texture_path(mtl_path, &bump.file);
+                // An unreadable file gets its warning from `load` below.
+                self.image(&path).is_ok_and(looks_like_a_normal_map)
+            });
+        let usage = if normal {
+            TexelUse::Normal
+        } else {
+            TexelUse::Height(bump.channel)
+        };
+        let texture = self.load(
+            mtl_path,
+            material,
+            &bump.file,
+            usage,
+            bump.mapping,
+            warnings,
+        )?;
+        let scale = bump.multiplier;
+        Some(if normal {
+            BumpMap::Normal { texture, scale }
+        } else {
+            BumpMap::Height { texture, scale }
+        })
     }
 
     /// The decoded image of `path`, opened now unless it is the last one opened.
@@ -841,6 +981,64 @@ fn decode_mask(path: &Path, image: &image::DynamicImage, channel: MaskChannel) -
                 value.clamp(0.0, 1.0)
             };
             [value; 3]
+        })
+        .collect();
+    decoded_texture(path, width, height, texels)
+}
+
+/// Where a library's texture statement points: `name` relative to the library's folder.
+fn texture_path(mtl_path: &Path, name: &str) -> PathBuf {
+    let dir = mtl_path.parent().unwrap_or(Path::new(""));
+    let path = dir.join(name);
+    // Libraries written on Windows (Crytek Sponza's among them) use backslashes.
+    if !path.exists() && name.contains('\\') {
+        return dir.join(name.replace('\\', "/"));
+    }
+    path
+}
+
+/// Whether an image named as a bump map holds a tangent-space normal map rather than heights:
+/// a colour image (heights are grey) whose texels, decoded to `2c - 1`, are mostly unit
+/// vectors pointing out of the surface (blue, `z` > 0). A grey image, and a colour image that
+/// is neither (a photo used as a bump map), is read as heights. Up to 65536 texels spread over
+/// the image are looked at.
+fn looks_like_a_normal_map(image: &image::DynamicImage) -> bool {
+    if !image.color().has_color() {
+        return false;
+    }
+    let rgb = image.to_rgb32f();
+    let count = u64::from(rgb.width()) * u64::from(rgb.height());
+    let step = (count / 65536).max(1) as usize;
+    let (mut looked, mut grey, mut unit_outwards) = (0usize, 0usize, 0usize);
+    for p in rgb.pixels().step_by(step) {
+        looked += 1;
+        let [r, g, b] = p.0;
+        if (r - g).abs() < 2.0 / 255.0 && (g - b).abs() < 2.0 / 255.0 {
+            grey += 1;
+        }
+        let n = glam::Vec3::new(r, g, b) * 2.0 - glam::Vec3::ONE;
+        // Within 20% of unit length (8-bit quantization and filtering shorten them).
+        if n.z > 0.0 && (n.length() - 1.0).abs() < 0.2 {
+            unit_outwards += 1;
+        }
+    }
+    // Most grey texels: heights that were saved as RGB.
+    grey * 2 < looked && unit_outwards * 10 >= looked * 9
+}
+
+/// The texels of `image` (decoded from `path`) as a tangent-space normal map: each stored
+/// value `c` (in [0, 1], no sRGB decoding: normals are data) as `2c - 1`; a float image's
+/// values are clamped to [0, 1] first (NaN as 0.5, no tilt).
+fn decode_normals(path: &Path, image: &image::DynamicImage) -> Texture {
+    let rgb = image.to_rgb32f();
+    let (width, height) = rgb.dimensions();
+    let texels = rgb
+        .pixels()
+        .map(|p| {
+            p.0.map(|c| {
+                let c = if c.is_nan() { 0.5 } else { c.clamp(0.0, 1.0) };
+                c * 2.0 - 1.0
+            })
         })
         .collect();
     decoded_texture(path, width, height, texels)
@@ -1105,10 +1303,103 @@ mod tests {
         assert_eq!(
             warnings,
             [
-                "t.mtl:5: 2 statements are not applied (map_bump in material leaf, the first): gasworks does not read bump and normal maps: surfaces render smooth",
                 "t.mtl:13: 1 statement is not applied (map_Ns in material lamp): gasworks does not read specular, roughness and metallic maps: the material's constant values are used",
             ]
         );
+    }
+
+    /// `bump`, `map_Bump` and `norm` keep their file, mapping, `-bm` and `-imfchan`; a normal
+    /// map wins over a height map in either order; options that change the look are one
+    /// warning; a `-bm` that is not a number is an error naming the line.
+    #[test]
+    fn bump_and_normal_map_statements_are_read_with_their_options() {
+        let mut warnings = Vec::new();
+        let text = "newmtl wall\nbump -bm 0.5 -imfchan r -s 2 3 -o 0.25 0 bricks h.png\n\
+                    newmtl stone\nmap_Bump stone_n.png\n\
+                    newmtl both\nnorm -bm 2 n.png\nmap_bump h.png\n\
+                    newmtl both2\nmap_bump h.png\nmap_norm n.png\n\
+                    newmtl graded\nmap_bump -mm 0.2 0.5 g.png\n";
+        let mats = parse_library(Path::new("t.mtl"), text, &mut warnings).unwrap();
+        let bump = |i: usize| mats[i].bump_texture.clone().unwrap();
+        assert_eq!(
+            bump(0),
+            BumpStatement {
+                file: "bricks h.png".into(),
+                is_normal_map: false,
+                mapping: UvMapping {
+                    scale: Vec2::new(2.0, 3.0),
+                    offset: Vec2::new(0.25, 0.0),
+                },
+                multiplier: 0.5,
+                channel: MaskChannel::Red,
+            }
+        );
+        assert_eq!(bump(1).file, "stone_n.png");
+        assert_eq!(
+            (bump(1).multiplier, bump(1).channel, bump(1).is_normal_map),
+            (1.0, MaskChannel::Auto, false)
+        );
+        for i in [2, 3] {
+            assert!(bump(i).is_normal_map && bump(i).file == "n.png", "{i}");
+        }
+        assert_eq!(bump(2).multiplier, 2.0);
+        assert_eq!(
+            warnings,
+            ["t.mtl:12: 1 bump map statement has options that gasworks does not apply (-mm 0.2 0.5, in material graded): its bump map is mapped wrapping, without turbulence, clamping or value changes"]
+        );
+        let e = parse_library(
+            Path::new("t.mtl"),
+            "newmtl a\nbump -bm x h.png\n",
+            &mut warnings,
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "t.mtl:2: bump -bm: \"x\" is not a finite number"
+        );
+        let e = parse_library(Path::new("t.mtl"), "newmtl a\nnorm\n", &mut warnings).unwrap_err();
+        assert_eq!(e.to_string(), "t.mtl:2: norm without a file name");
+    }
+
+    fn rgb_image(w: u32, h: u32, f: impl Fn(u32, u32) -> [u8; 3]) -> image::DynamicImage {
+        image::DynamicImage::ImageRgb8(image::RgbImage::from_fn(w, h, |x, y| image::Rgb(f(x, y))))
+    }
+
+    /// A bump map's image is read as normals only when it is coloured and its texels are
+    /// unit vectors out of the surface.
+    #[test]
+    fn normal_maps_named_as_bump_maps_are_told_by_their_texels() {
+        // A normal map: bumps of several slopes, every texel a unit vector.
+        let normals = rgb_image(64, 64, |x, y| {
+            let (a, b) = ((x as f32 * 0.3).sin() * 0.5, (y as f32 * 0.2).cos() * 0.3);
+            let n = glam::Vec3::new(a, b, 1.0).normalize();
+            (n * 0.5 + glam::Vec3::splat(0.5))
+                .to_array()
+                .map(|c| (c * 255.0).round() as u8)
+        });
+        assert!(looks_like_a_normal_map(&normals));
+        // The flat normal map.
+        assert!(looks_like_a_normal_map(&rgb_image(8, 8, |_, _| [
+            128, 128, 255
+        ])));
+        // Heights saved as RGB, a grey image, a photo-like colour image, a blue image whose
+        // texels are no unit vectors.
+        assert!(!looks_like_a_normal_map(&rgb_image(
+            8,
+            8,
+            |x, _| [x as u8 * 30; 3]
+        )));
+        assert!(!looks_like_a_normal_map(&image::DynamicImage::ImageLuma8(
+            image::GrayImage::from_fn(8, 8, |x, _| image::Luma([x as u8 * 30]))
+        )));
+        assert!(!looks_like_a_normal_map(&rgb_image(8, 8, |x, y| [
+            x as u8 * 30,
+            y as u8 * 20,
+            90
+        ])));
+        assert!(!looks_like_a_normal_map(&rgb_image(8, 8, |_, _| [
+            100, 100, 160
+        ])));
     }
 
     /// `map_Ke` keeps its file and mapping; it multiplies Ke, stands for `Ke 1 1 1` where the
