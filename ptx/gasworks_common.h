@@ -119,6 +119,17 @@ GW_INLINE unsigned int next_u32(Sampler& s)
 // A uniform float in [0, 1) from the top 24 bits (exact in f32).
 GW_INLINE float next_f32(Sampler& s) { return (float)(next_u32(s) >> 8) * (1.0f / 16777216.0f); }
 
+// scene::dissolve_number: the random number in [0, 1) of a hit at barycentrics (u, v) of
+// triangle prim of group group, which a see-through material compares with its opacity.
+GW_INLINE float dissolve_number(unsigned int group, unsigned int prim, float u, float v)
+{
+    const unsigned long long triangle =
+        mix64((((unsigned long long)group) << 32 | (unsigned long long)prim) ^ GW_GOLDEN_GAMMA);
+    const unsigned long long bits = ((unsigned long long)__float_as_uint(u)) << 32 |
+                                    (unsigned long long)__float_as_uint(v);
+    return (float)(unsigned int)(mix64(bits ^ triangle) >> 40) * (1.0f / 16777216.0f);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Sampling helpers: src/cpu/sampling.rs
 // ---------------------------------------------------------------------------------------------
@@ -207,7 +218,8 @@ struct GwMaterial {
     int bump_texture;     // index into the texture table of the bump or normal map, or -1
     unsigned int bump_kind; // GW_BUMP_HEIGHT or GW_BUMP_NORMAL (0 without a map)
     float bump_scale;     // the map's -bm multiplier
-    unsigned int pad[3];
+    float opacity;        // Material::opacity where the material dissolves, else 1
+    unsigned int pad[2];
 };
 
 // layout::bump_kind_code.
@@ -237,6 +249,7 @@ static_assert(GW_OFFSETOF(GwMaterial, emission_texture) == 68, "GwMaterial.emiss
 static_assert(GW_OFFSETOF(GwMaterial, bump_texture) == 72, "GwMaterial.bump_texture");
 static_assert(GW_OFFSETOF(GwMaterial, bump_kind) == 76, "GwMaterial.bump_kind");
 static_assert(GW_OFFSETOF(GwMaterial, bump_scale) == 80, "GwMaterial.bump_scale");
+static_assert(GW_OFFSETOF(GwMaterial, opacity) == 84, "GwMaterial.opacity");
 static_assert(sizeof(GwTexture) == 32, "GwTexture layout");
 static_assert(GW_OFFSETOF(GwTexture, width) == 8, "GwTexture.width");
 static_assert(GW_OFFSETOF(GwTexture, uv_scale) == 16, "GwTexture.uv_scale");

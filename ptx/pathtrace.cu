@@ -10,9 +10,11 @@
 // program and a ray-type stride of 1 serve both ray types, which keeps the SBT exactly one
 // record per (GAS, build input), as the IAS of src/optix/accel.rs expects.
 //
-// Cut-outs (materials with a map_d opacity mask): the hit group's any-hit program ignores
-// candidate hits in the mask's holes (Scene::is_cut_out), for both ray types. It runs only on
-// the build inputs of groups that have cut-outs: the others are built with
+// Cut-outs (materials with a map_d opacity mask) and see-through materials (a dissolve d below
+// 1): the hit group's any-hit program ignores candidate hits in the mask's holes
+// (Scene::is_cut_out) and those a see-through surface lets through (Scene::is_dissolved, a
+// pure function of the hit), for both ray types (Scene::passes_through). It runs only on the
+// build inputs of groups that have either: the others are built with
 // OPTIX_GEOMETRY_FLAG_DISABLE_ANYHIT (src/optix/accel.rs), so they trace as before.
 //
 // A launch covers one tile, in one of three modes (GwLaunchParams::mode; the host plans them in
@@ -250,6 +252,23 @@ GW_INLINE bool is_cut_out(const GwHitGroupData& g, unsigned int prim, float u, f
     float uv_u, uv_v;
     uv_at(g, prim, u, v, uv_u, uv_v);
     return texture_sample(P.textures[t], P.texels, uv_u, uv_v).x < 0.5f;
+}
+
+// Scene::is_dissolved: the triangle's material is see-through (an opacity below 1, not an
+// emitter) and the hit's own number is at or above the opacity.
+GW_INLINE bool is_dissolved(const GwHitGroupData& g, unsigned int prim, float u, float v)
+{
+    const GwLaunchParams& P = pathtrace_params;
+    if (g.face_materials == nullptr) {
+        return false;
+    }
+    const unsigned int m = g.face_materials[prim];
+    if (m >= P.material_count) {
+        return false;
+    }
+    const GwMaterial& mat = P.materials[m];
+    return mat.opacity < 1.0f && !is_emissive(mat) &&
+           dissolve_number(g.group, prim, u, v) >= mat.opacity;
 }
 
 // SurfacePoint::new.
@@ -618,14 +637,17 @@ extern "C" __global__ void __closesthit__pathtrace()
     set_payload<5>(__float_as_uint(v));
 }
 
-// Cut-outs: a candidate hit in a hole of its material's opacity mask is no hit (see the top of
-// this file; only groups with cut-outs run this).
+// Cut-outs and see-through materials: a candidate hit in a hole of its material's opacity mask,
+// or let through by its dissolve, is no hit (see the top of this file; only groups with
+// cut-outs or see-through materials run this).
 extern "C" __global__ void __anyhit__pathtrace()
 {
     const GwHitGroupData& g = *reinterpret_cast<const GwHitGroupData*>(sbt_data());
     float u, v;
     triangle_barycentrics(u, v);
-    if (is_cut_out(g, primitive_index(), u, v)) {
+    // Scene::passes_through.
+    const unsigned int prim = primitive_index();
+    if (is_cut_out(g, prim, u, v) || is_dissolved(g, prim, u, v)) {
         ignore_intersection();
     }
 }

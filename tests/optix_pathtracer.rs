@@ -298,9 +298,9 @@ fn cornell_box() -> Scene {
 }
 
 /// A sponza-like courtyard: a textured, bump-mapped floor (UVs beyond [0, 1]), two long
-/// walls, 2 x 10 columns and 8 glossy banners, each its own group (so `--merge-below` merges
-/// the small ones into shared GASes), a small lamp, a glowing sign with an emission map, and a
-/// sky.
+/// walls, 2 x 10 columns and 8 banners (4 glossy and see-through, 4 cut-out cloth), each its
+/// own group (so `--merge-below` merges the small ones into shared GASes), a small lamp, a
+/// glowing sign with an emission map, and a sky.
 fn sponza_like() -> Scene {
     let stone = Material::diffuse("stone", Vec3::new(0.62, 0.58, 0.5));
     let mut floor_m = Material::diffuse("floor", Vec3::splat(0.9));
@@ -315,6 +315,8 @@ fn sponza_like() -> Scene {
     banner.diffuse = Vec3::new(0.5, 0.08, 0.06);
     banner.specular = Vec3::splat(0.3);
     banner.shininess = 20.0;
+    // Half see-through: the GPU's any-hit dissolve test against the CPU's.
+    banner.opacity = 0.6;
     // The cloth banners are cut-outs (slits), like Sponza's foliage and chains: the GPU's
     // any-hit alpha test against the CPU's, in GASes of one group and merged ones.
     let mut cloth = Material::diffuse("cloth", Vec3::new(0.1, 0.4, 0.15));
@@ -460,7 +462,8 @@ fn sponza_like() -> Scene {
             .collect(),
         mapping: gasworks::scene::UvMapping::IDENTITY,
     });
-    assert_eq!(scene.cutout_groups().iter().filter(|&&c| c).count(), 4);
+    // 4 cloth banners (masks) and 4 see-through ones run the any-hit program.
+    assert_eq!(scene.cutout_groups().iter().filter(|&&c| c).count(), 8);
     scene.environment = Some(Environment {
         radiance: Vec3::new(0.6, 0.75, 1.0),
     });

@@ -811,6 +811,44 @@ fn device_code_matches_the_cpu_on_bump_and_normal_maps() {
     assert_device_code_matches_cpu(&bumpy, &s, tile);
 }
 
+/// See-through materials: the any-hit program's dissolve test (`Scene::is_dissolved`, a pure
+/// function of the hit) must let through exactly the hits the CPU lets through, for camera,
+/// bounce and shadow rays: the glossy block at opacity 0.45 and the red wall at 0.7 (the
+/// light is opaque whatever its material says). They change most of the tile.
+#[test]
+#[cfg_attr(
+    gasworks_no_cxx,
+    ignore = "no C++ compiler when the tests were built (see build.rs)"
+)]
+fn device_code_matches_the_cpu_on_see_through_materials() {
+    let s = cornell_settings(40, 32, 6, 8, 17);
+    let tile = Tile {
+        x: 2,
+        y: 1,
+        w: 36,
+        h: 30,
+    };
+    let solid = cornell_like();
+    let mut see_through = cornell_like();
+    for (name, opacity) in [("glossy", 0.45), ("red", 0.7), ("light", 0.2)] {
+        let m = see_through
+            .materials
+            .iter_mut()
+            .find(|m| m.name == name)
+            .unwrap();
+        m.opacity = opacity;
+    }
+    see_through.finalize();
+    let dissolving = see_through.cutout_groups();
+    assert_eq!(
+        dissolving.iter().filter(|&&d| d).count(),
+        3,
+        "{dissolving:?}"
+    );
+    assert_most_of_the_tile_differs(&see_through, &solid, &s, tile);
+    assert_device_code_matches_cpu(&see_through, &s, tile);
+}
+
 /// Cut-outs: the any-hit program's alpha test, run by the harness's trace as OptiX runs it,
 /// must skip exactly the hits the CPU skips, for camera, bounce and shadow rays. The masks
 /// change most of the tile (else the test would prove nothing).
@@ -1160,6 +1198,7 @@ fn path_tracer_structs_have_the_rust_layout_on_the_device_side() {
             bump_texture,
             bump_kind,
             bump_scale,
+            opacity,
             pad
         ]
     );

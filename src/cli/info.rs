@@ -49,6 +49,8 @@ pub struct MaterialInfo {
     /// Its bump map's kind, "height" or "normal" (`map_Bump` is read as either by what its
     /// image holds), when it has one.
     pub bump: Option<&'static str>,
+    /// The share of its surface that is there (MTL `d`), below 1 for a see-through material.
+    pub opacity: f32,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -194,6 +196,7 @@ pub fn scene_info(scene: &Scene) -> SceneInfo {
                 cut_out: m.opacity_texture.is_some(),
                 emission_mapped: m.emission_texture.is_some(),
                 bump: m.bump.map(|b| b.kind_name()),
+                opacity: if m.dissolves() { m.opacity } else { 1.0 },
             })
             .collect(),
         lights: LightInfo {
@@ -292,6 +295,9 @@ pub fn render_text(info: &SceneInfo, list_groups: bool) -> String {
             Some("height") => notes.push_str(" bump-mapped"),
             Some(_) => notes.push_str(" normal-mapped"),
             None => {}
+        }
+        if m.opacity < 1.0 {
+            let _ = write!(notes, " see-through (d {})", m.opacity);
         }
         let _ = writeln!(
             s,

@@ -59,6 +59,14 @@
 //! at a light point alike. Its light is picked by the power the map leaves and sampled
 //! uniformly over its triangle, as a cut-out is.
 //!
+//! # See-through materials
+//!
+//! A material with a dissolve below 1 is there with probability `d` at each hit
+//! ([`Scene::is_dissolved`], decided in the BVH as cut-outs are): a ray passes it otherwise.
+//! Shadow rays and BSDF rays cross it by the same rule, so both strategies estimate the same
+//! visibility, `1 - d` through each layer, and the MIS weights stay as they are. Emitters are
+//! opaque.
+//!
 //! # Bump and normal maps
 //!
 //! A material's bump or normal map bends the shading normal of its hits

@@ -72,6 +72,19 @@ impl Bounds {
     }
 }
 
+/// The random number in [0, 1) of a hit at barycentrics `(u, v)` of triangle `prim` of group
+/// `group`, which a see-through material compares with its opacity
+/// ([`Scene::is_dissolved`]): SplitMix64's finalizer over the barycentrics' bits, keyed by
+/// the triangle (the [`crate::render::Sampler`]'s mixing), top 24 bits. The device code
+/// computes the same (`dissolve_number` in `ptx/gasworks_common.h`).
+#[inline]
+pub fn dissolve_number(group: u32, prim: u32, u: f32, v: f32) -> f32 {
+    use crate::render::sampler::{mix64, GOLDEN_GAMMA};
+    let triangle = mix64(((u64::from(group) << 32) | u64::from(prim)) ^ GOLDEN_GAMMA);
+    let bits = (u64::from(u.to_bits()) << 32) | u64::from(v.to_bits());
+    ((mix64(bits ^ triangle) >> 40) as u32) as f32 * (1.0 / 16_777_216.0)
+}
+
 /// How a surface scatters light. Mirrors the MTL `illum` models that gasworks understands;
 /// see [`obj`] for the mapping.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -121,12 +134,18 @@ pub struct Material {
     /// The `bump`/`map_Bump` height map or `norm` normal map that bends the shading normal
     /// ([`bump`]), when it was found and decoded.
     pub bump: Option<BumpMap>,
+    /// The MTL dissolve `d` (or `1 - Tr`) of a material that is not glass: the share of the
+    /// surface that is there, 1 for an opaque one. Below 1, each hit is kept with this
+    /// probability ([`Scene::is_dissolved`]): a veil, a curtain, a tinted window without
+    /// refraction. Emitters are opaque whatever it says (their light is sampled as a whole).
+    pub opacity: f32,
 }
 
-/// Written as `#[derive(Debug)]` would, except that `bump` appears only when there is one:
-/// the scene content hash ([`content_hash`]) hashes this text, and materials without a bump
-/// map keep the hash they had before bump maps (resume files and crops of those renders
-/// still match).
+/// Written as `#[derive(Debug)]` would, except that `bump` appears only when there is one
+/// and `opacity` only when it is not 1:
+/// the scene content hash ([`content_hash`]) hashes this text, and opaque materials without
+/// a bump map keep the hash they had before these fields (resume files and crops of those
+/// renders still match).
 impl std::fmt::Debug for Material {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let mut d = f.debug_struct("Material");
@@ -143,6 +162,9 @@ impl std::fmt::Debug for Material {
             .field("opacity_texture", &self.opacity_texture);
         if let Some(bump) = &self.bump {
             d.field("bump", bump);
+        }
+        if self.opacity != 1.0 {
+            d.field("opacity", &self.opacity);
         }
         d.finish()
     }
@@ -170,6 +192,7 @@ impl Material {
             diffuse_texture: None,
             opacity_texture: None,
             bump: None,
+            opacity: 1.0,
         }
     }
 
@@ -183,6 +206,12 @@ impl Material {
 
     pub fn is_emissive(&self) -> bool {
         self.emission.max_element() > 0.0
+    }
+
+    /// Whether hits on it are kept only with probability [`Material::opacity`]: an opacity
+    /// below 1 (NaN counts as 1) on a material that does not emit.
+    pub fn dissolves(&self) -> bool {
+        self.opacity < 1.0 && !self.is_emissive()
     }
 
     /// The radiance emitted at texture coordinates `uv`: Ke, times the emission map there when
@@ -528,6 +557,25 @@ impl Scene {
             .is_some_and(|uv| mask.sample(uv).x < ALPHA_CUTOFF)
     }
 
+    /// Whether a hit at barycentrics `(u, v)` of triangle `prim` of group `group` is one the
+    /// surface lets through: its material dissolves ([`Material::dissolves`]) and the hit's
+    /// own random number ([`dissolve_number`]) is at or above the opacity. A pure function of
+    /// the hit, so every backend, schedule and run agrees, and a ray keeps or passes a hit
+    /// with probability `opacity` (the hit point's barycentrics differ from ray to ray).
+    #[inline]
+    pub fn is_dissolved(&self, group: u32, prim: u32, u: f32, v: f32) -> bool {
+        let g = &self.groups[group as usize];
+        let material = &self.materials[g.face_materials[prim as usize] as usize];
+        material.dissolves() && dissolve_number(group, prim, u, v) >= material.opacity
+    }
+
+    /// Whether a hit is no hit for any ray: in a hole of a cut-out ([`Scene::is_cut_out`]) or
+    /// let through by a see-through material ([`Scene::is_dissolved`]).
+    #[inline]
+    pub fn passes_through(&self, group: u32, prim: u32, u: f32, v: f32) -> bool {
+        self.is_cut_out(group, prim, u, v) || self.is_dissolved(group, prim, u, v)
+    }
+
     /// The radiance the area light `light` emits at barycentrics `(b1, b2)` of its triangle:
     /// its emission, times its material's emission map there ([`Material::emission_at`]) when
     /// the group has UVs. Holes are the caller's test ([`Scene::is_cut_out`]).
@@ -546,9 +594,10 @@ impl Scene {
         }
     }
 
-    /// Per group, whether any of its triangles uses a material with an opacity mask and the
-    /// group has UVs: the groups whose hits must pass [`Scene::is_cut_out`] (the others need
-    /// no test; on the GPU, only these GASes let any-hit programs run).
+    /// Per group, whether any of its triangles uses a material with an opacity mask (and the
+    /// group has UVs) or a see-through one ([`Material::dissolves`]): the groups whose hits
+    /// must pass [`Scene::passes_through`] (the others need no test; on the GPU, only these
+    /// GASes let any-hit programs run).
     pub fn cutout_groups(&self) -> Vec<bool> {
         let masked: Vec<bool> = self
             .materials
@@ -558,14 +607,15 @@ impl Scene {
                     .is_some_and(|t| (t as usize) < self.textures.len())
             })
             .collect();
+        let dissolving: Vec<bool> = self.materials.iter().map(Material::dissolves).collect();
+        let uses = |g: &Group, of: &[bool]| {
+            g.face_materials
+                .iter()
+                .any(|&m| of.get(m as usize).copied().unwrap_or(false))
+        };
         self.groups
             .iter()
-            .map(|g| {
-                !g.uvs.is_empty()
-                    && g.face_materials
-                        .iter()
-                        .any(|&m| masked.get(m as usize).copied().unwrap_or(false))
-            })
+            .map(|g| (!g.uvs.is_empty() && uses(g, &masked)) || uses(g, &dissolving))
             .collect()
     }
 

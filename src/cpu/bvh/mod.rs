@@ -31,9 +31,10 @@
 //! best hit is already in front of it. At a leaf, one packet test per four triangles. Shadow
 //! rays (any hit) skip the sorting and stop at the first hit.
 //!
-//! Cut-outs (materials with a `map_d` opacity mask): a triangle test's hit on a triangle of a
-//! group that has any is kept only where [`Scene::is_cut_out`] says the surface is there; the
-//! query takes the scene for that lookup. Groups without cut-outs pay one bounds-checked
+//! Cut-outs (materials with a `map_d` opacity mask) and see-through materials (`d` below 1): a
+//! triangle test's hit on a triangle of a group that has any is kept only where
+//! [`Scene::passes_through`] says the surface is there; the query takes the scene for that
+//! lookup. Groups without cut-outs pay one bounds-checked
 //! `Vec<bool>` read per candidate hit, and scenes without any not even that. This is the
 //! CPU's any-hit program: the GPU runs the same test in `__anyhit__pathtrace`.
 //!
@@ -308,10 +309,11 @@ impl SceneBvh {
         !self.cutout_groups.is_empty() && self.cutout_groups[group as usize]
     }
 
-    /// Whether the hit is real: not in a hole of a cut-out.
+    /// Whether the hit is real: not in a hole of a cut-out, nor let through by a see-through
+    /// material.
     #[inline(always)]
     fn is_solid(&self, scene: &Scene, group: u32, prim: u32, u: f32, v: f32) -> bool {
-        !self.has_cutouts(group) || !scene.is_cut_out(group, prim, u, v)
+        !self.has_cutouts(group) || !scene.passes_through(group, prim, u, v)
     }
 
     /// The closest hit with `tmin < t < tmax`, ties broken by [`Hit::precedes`]; holes of
@@ -519,7 +521,7 @@ impl SceneBvh {
                     None
                 };
                 hit.is_some_and(|(_, u, v)| {
-                    !scene.is_cut_out(ids.group[lane], ids.prim[lane], u, v)
+                    !scene.passes_through(ids.group[lane], ids.prim[lane], u, v)
                 })
             })
         })
@@ -575,7 +577,7 @@ pub fn brute_force_intersect(
     for (gi, g) in scene.groups.iter().enumerate() {
         for pi in 0..g.triangle_count() {
             if let Some((t, u, v)) = intersect_triangle(&ray, &g.triangle(pi), tmin, tmax)
-                .filter(|&(_, u, v)| !scene.is_cut_out(gi as u32, pi as u32, u, v))
+                .filter(|&(_, u, v)| !scene.passes_through(gi as u32, pi as u32, u, v))
             {
                 let hit = Hit {
                     group: gi as u32,
@@ -601,7 +603,7 @@ pub fn brute_force_occluded(scene: &Scene, origin: Vec3, dir: Vec3, tmin: f32, t
     scene.groups.iter().enumerate().any(|(gi, g)| {
         (0..g.triangle_count()).any(|pi| {
             intersect_triangle(&ray, &g.triangle(pi), tmin, tmax)
-                .is_some_and(|(_, u, v)| !scene.is_cut_out(gi as u32, pi as u32, u, v))
+                .is_some_and(|(_, u, v)| !scene.passes_through(gi as u32, pi as u32, u, v))
         })
     })
 }

@@ -33,7 +33,10 @@ pub struct GwMaterial {
     pub bump_kind: u32,
     /// The map's `-bm` multiplier ([`crate::scene::BumpMap::scale`]).
     pub bump_scale: f32,
-    pub pad: [u32; 3],
+    /// [`crate::scene::Material::opacity`] where the material dissolves
+    /// ([`crate::scene::Material::dissolves`]), else 1.
+    pub opacity: f32,
+    pub pad: [u32; 2],
 }
 
 /// The device's code for a [`crate::scene::BumpMap`]'s kind: 1 height, 2 normal (0 is "no
@@ -210,7 +213,8 @@ mod tests {
         assert_eq!(offset_of!(GwMaterial, bump_texture), 72);
         assert_eq!(offset_of!(GwMaterial, bump_kind), 76);
         assert_eq!(offset_of!(GwMaterial, bump_scale), 80);
-        assert_eq!(offset_of!(GwMaterial, pad), 84);
+        assert_eq!(offset_of!(GwMaterial, opacity), 84);
+        assert_eq!(offset_of!(GwMaterial, pad), 88);
     }
 
     #[test]

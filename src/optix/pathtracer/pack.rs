@@ -116,7 +116,8 @@ pub fn pack_material(m: &Material, texture_count: usize) -> GwMaterial {
         bump_texture: index(m.bump.map(|b| b.texture())),
         bump_kind: m.bump.as_ref().map_or(0, bump_kind_code),
         bump_scale: m.bump.map_or(0.0, |b| b.scale()),
-        pad: [0; 3],
+        opacity: if m.dissolves() { m.opacity } else { 1.0 },
+        pad: [0; 2],
     }
 }
 

@@ -321,7 +321,15 @@ fn write_mtl(
         writeln!(out, "Kd {}", rgb(m.diffuse))?;
         writeln!(out, "Ks {}", rgb(m.specular))?;
         writeln!(out, "Ns {}", m.shininess)?;
-        writeln!(out, "Ni {}", m.ior)?;
+        // A see-through material is `d` < 1, and `d` < 1 with `Ni` > 1 reads as glass: its
+        // Ni (which nothing but glass reads) is left to the reader's default then.
+        let see_through = m.opacity < 1.0 && m.kind != MaterialKind::Glass;
+        if see_through {
+            writeln!(out, "d {:?}", m.opacity)?;
+        }
+        if !see_through || m.ior <= 1.0 {
+            writeln!(out, "Ni {}", m.ior)?;
+        }
         if m.is_emissive() {
             writeln!(out, "Ke {}", rgb(m.emission))?;
         }

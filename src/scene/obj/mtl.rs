@@ -615,6 +615,8 @@ fn vec3(v: Option<[f32; 3]>, default: Vec3) -> Vec3 {
 /// - 4, 6, 7, 9 (transparency and refraction), or a dissolve `d` < 1 with `Ni` > 1: glass of
 ///   index `Ni` (1.5 when absent), tinted by `Tf` (white when absent);
 /// - 3, 5 (ray-traced reflection): mirror of reflectance `Ks` (white when `Ks` is black);
+/// - any other dissolve `d` < 1 (or `Tr` > 0): the kind below, see-through with opacity `d`
+///   ([`Material::opacity`]; not on emitters, with a warning);
 /// - `Ks` not black with `Ns` > 0, under illum 2 or none: glossy;
 /// - anything else: diffuse `Kd`.
 ///
@@ -679,6 +681,20 @@ pub fn convert(m: &MtlMaterial, warnings: &mut Vec<String>, mtl_path: &Path) -> 
         .unwrap_or(1.0);
     let refractive_illum = matches!(m.illumination_model, Some(4 | 6 | 7 | 9));
     let is_glass = refractive_illum || (dissolve < 1.0 && ior.is_some_and(|n| n > 1.0));
+    // Any other dissolve below 1 is a see-through surface (Material::opacity).
+    let opacity = if is_glass {
+        1.0
+    } else {
+        let d = dissolve.clamp(0.0, 1.0);
+        if d != dissolve {
+            repairs.push(format!(
+                "{} {} is no share of the surface: {d} used",
+                if m.dissolve.is_some() { "d" } else { "1 - Tr" },
+                num(dissolve)
+            ));
+        }
+        d
+    };
     // Only glass uses the index: exporters write `Ni 0.000000` on every material.
     if let Some(n) = ior.filter(|&n| n <= 0.0 && is_glass) {
         repairs.push(format!("Ni {n} is no index of refraction: 1.5 used"));
@@ -689,6 +705,21 @@ pub fn convert(m: &MtlMaterial, warnings: &mut Vec<String>, mtl_path: &Path) -> 
             mtl_path.display(),
             m.name,
             repairs.join("; ")
+        ));
+    }
+    let emits = emission.max_element() > 0.0;
+    if opacity < 1.0 && emits {
+        warnings.push(format!(
+            "{}: material {}: an emitter is opaque: its dissolve {} (d or Tr) is not applied",
+            mtl_path.display(),
+            m.name,
+            num(opacity)
+        ));
+    } else if opacity <= 0.0 {
+        warnings.push(format!(
+            "{}: material {}: d 0 (or Tr 1) makes it fully transparent: its faces are invisible (some exporters write Tr 1 for opaque; if so, remove it)",
+            mtl_path.display(),
+            m.name
         ));
     }
     if has_emission_map && emission.max_element() <= 0.0 {
@@ -713,6 +744,7 @@ pub fn convert(m: &MtlMaterial, warnings: &mut Vec<String>, mtl_path: &Path) -> 
         diffuse_texture: None,
         opacity_texture: None,
         bump: None,
+        opacity: if emits { 1.0 } else { opacity },
     };
     if is_glass {
         material.kind = MaterialKind::Glass;
