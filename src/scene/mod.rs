@@ -867,10 +867,11 @@ fn drop_degenerate(g: &mut Group) -> (usize, usize) {
 mod tests {
     use super::*;
 
-    /// Materials without a bump map print (and so hash: `content_hash`) exactly as the
-    /// derived `Debug` of the struct before bump maps did, plainly and pretty-printed.
+    /// Opaque materials without a bump map print (and so hash: `content_hash`) exactly as the
+    /// derived `Debug` of the struct before bump maps and opacity did, plainly and
+    /// pretty-printed.
     #[test]
-    fn materials_without_a_bump_map_print_as_before() {
+    fn opaque_materials_without_a_bump_map_print_as_before() {
         mod before {
             use glam::Vec3;
             #[allow(dead_code)]
@@ -914,6 +915,8 @@ mod tests {
         });
         assert!(format!("{m:?}")
             .ends_with("opacity_texture: Some(1), bump: Normal { texture: 2, scale: 1.0 } }"));
+        m.opacity = 0.25;
+        assert!(format!("{m:?}").ends_with("scale: 1.0 }, opacity: 0.25 }"));
     }
 
     fn quad_group() -> Group {
