@@ -270,24 +270,40 @@ GW_INLINE long long rem_euclid_i(long long a, long long m)
     return r < 0 ? r + m : r;
 }
 
-// Texture::sample: bilinear with wrapping; texel rows top (v = 1) first; at the coordinates
-// UvMapping::apply gives (uv * scale + offset).
-GW_INLINE V3 texture_sample(const GwTexture& t, const float* texels, float u_in, float v_in)
+// Texture::bilinear_cell: the top-left texel (not yet wrapped) of the cell the bilinear lookup
+// at (u_in, v_in) blends, and the weights of the texels right of and below it; at the
+// coordinates UvMapping::apply gives (uv * scale + offset); texel rows top (v = 1) first.
+GW_INLINE void texture_cell(const GwTexture& t, float u_in, float v_in, long long& xi,
+                            long long& yi, float& fx, float& fy)
 {
     const float u = u_in * t.uv_scale[0] + t.uv_offset[0];
     const float v = v_in * t.uv_scale[1] + t.uv_offset[1];
-    const long long w = (long long)t.width;
-    const long long h = (long long)t.height;
     const float x = rem_euclid1(u) * (float)t.width - 0.5f;
     const float y = (1.0f - rem_euclid1(v)) * (float)t.height - 0.5f;
     const float x0 = floorf(x);
     const float y0 = floorf(y);
-    const float fx = x - x0;
-    const float fy = y - y0;
-    const long long xi = (long long)x0;
-    const long long yi = (long long)y0;
-    const float* base = texels + 3ull * t.first_texel;
-#define GW_TEXEL(X, Y) v3_load(base + 3ll * (rem_euclid_i((Y), h) * w + rem_euclid_i((X), w)))
+    xi = (long long)x0;
+    yi = (long long)y0;
+    fx = x - x0;
+    fy = y - y0;
+}
+
+// Texture::texel_wrapped: the first of the three floats of texel (xi, yi), both wrapped.
+GW_INLINE const float* texel_wrapped(const GwTexture& t, const float* texels, long long xi,
+                                     long long yi)
+{
+    const long long w = (long long)t.width;
+    const long long h = (long long)t.height;
+    return texels + 3ull * t.first_texel + 3ll * (rem_euclid_i(yi, h) * w + rem_euclid_i(xi, w));
+}
+
+// Texture::sample: bilinear with wrapping.
+GW_INLINE V3 texture_sample(const GwTexture& t, const float* texels, float u_in, float v_in)
+{
+    long long xi, yi;
+    float fx, fy;
+    texture_cell(t, u_in, v_in, xi, yi, fx, fy);
+#define GW_TEXEL(X, Y) v3_load(texel_wrapped(t, texels, (X), (Y)))
     const V3 top = lerp(GW_TEXEL(xi, yi), GW_TEXEL(xi + 1, yi), fx);
     const V3 bottom = lerp(GW_TEXEL(xi, yi + 1), GW_TEXEL(xi + 1, yi + 1), fx);
 #undef GW_TEXEL
@@ -299,25 +315,13 @@ GW_INLINE V3 texture_sample(const GwTexture& t, const float* texels, float u_in,
 GW_INLINE void texture_height_gradient(const GwTexture& t, const float* texels, float u_in,
                                        float v_in, float& d_dx, float& d_dy)
 {
-    const float u = u_in * t.uv_scale[0] + t.uv_offset[0];
-    const float v = v_in * t.uv_scale[1] + t.uv_offset[1];
-    const long long w = (long long)t.width;
-    const long long h = (long long)t.height;
-    const float x = rem_euclid1(u) * (float)t.width - 0.5f;
-    const float y = (1.0f - rem_euclid1(v)) * (float)t.height - 0.5f;
-    const float x0 = floorf(x);
-    const float y0 = floorf(y);
-    const float fx = x - x0;
-    const float fy = y - y0;
-    const long long xi = (long long)x0;
-    const long long yi = (long long)y0;
-    const float* base = texels + 3ull * t.first_texel;
-#define GW_HEIGHT(X, Y) base[3ll * (rem_euclid_i((Y), h) * w + rem_euclid_i((X), w))]
-    const float t00 = GW_HEIGHT(xi, yi);
-    const float t10 = GW_HEIGHT(xi + 1, yi);
-    const float t01 = GW_HEIGHT(xi, yi + 1);
-    const float t11 = GW_HEIGHT(xi + 1, yi + 1);
-#undef GW_HEIGHT
+    long long xi, yi;
+    float fx, fy;
+    texture_cell(t, u_in, v_in, xi, yi, fx, fy);
+    const float t00 = *texel_wrapped(t, texels, xi, yi);
+    const float t10 = *texel_wrapped(t, texels, xi + 1, yi);
+    const float t01 = *texel_wrapped(t, texels, xi, yi + 1);
+    const float t11 = *texel_wrapped(t, texels, xi + 1, yi + 1);
     d_dx = (t10 - t00) * (1.0f - fy) + (t11 - t01) * fy;
     d_dy = (t01 - t00) * (1.0f - fx) + (t11 - t10) * fx;
 }

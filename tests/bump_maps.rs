@@ -15,9 +15,7 @@ mod cpu_common;
 
 use std::path::{Path, PathBuf};
 
-use cpu_common::mean_and_se;
-use gasworks::cpu::integrator::{LightSampler, PathTracer};
-use gasworks::cpu::SceneBvh;
+use cpu_common::{mean_and_se, with_tracer};
 use gasworks::render::Sampler;
 use gasworks::scene::gen::write_obj;
 use gasworks::scene::obj::{load_obj, LoadOptions};
@@ -60,25 +58,19 @@ fn floor_scene(dir: &Path, mtl: &str) -> Scene {
 /// `n` samples of the radiance leaving the floor upwards at each of a few points spread over
 /// the texture, with one bounce.
 fn floor_samples(scene: &Scene, n: u32) -> Vec<Vec3> {
-    let bvh = SceneBvh::build(scene);
-    let lights = LightSampler::new(scene);
-    let tracer = PathTracer {
-        scene,
-        bvh: &bvh,
-        lights: &lights,
-        max_depth: 2,
-    };
-    let mut out = Vec::new();
-    for (i, (x, z)) in [(0.013, 0.021), (1.37, -2.71), (-4.44, 3.19), (7.05, 0.52)]
-        .into_iter()
-        .enumerate()
-    {
-        for s in 0..n {
-            let mut rng = Sampler::new(i as u32, s, 29);
-            out.push(tracer.radiance(Vec3::new(x, 1.0, z), -Vec3::Y, &mut rng));
+    with_tracer(scene, 2, |tracer| {
+        let mut out = Vec::new();
+        for (i, (x, z)) in [(0.013, 0.021), (1.37, -2.71), (-4.44, 3.19), (7.05, 0.52)]
+            .into_iter()
+            .enumerate()
+        {
+            for s in 0..n {
+                let mut rng = Sampler::new(i as u32, s, 29);
+                out.push(tracer.radiance(Vec3::new(x, 1.0, z), -Vec3::Y, &mut rng));
+            }
         }
-    }
-    out
+        out
+    })
 }
 
 /// The mean of `floor_samples` is `KD (1 + cos_t) / 2`, within the statistical bound.

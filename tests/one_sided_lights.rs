@@ -19,7 +19,6 @@ use std::path::Path;
 
 use cpu_common::*;
 use gasworks::cpu::first_hit::light_or_background;
-use gasworks::cpu::integrator::{LightSampler, PathTracer};
 use gasworks::cpu::{CpuBackend, SceneBvh};
 use gasworks::render::stats::{dilate, fireflies, mean_radiance, FireflyCriterion};
 use gasworks::render::{RenderSettings, Sampler, Tile, TileRenderer};
@@ -111,18 +110,6 @@ const LAMP: [f64; 4] = [-1.0, 1.0, -1.0, 1.0];
 /// outside its footprint (where the lamp is seen at grazing angles and BSDF sampling carries
 /// more of the MIS weight).
 const POINTS: [(f32, f32); 3] = [(0.0, 0.0), (0.6, -0.3), (2.5, 1.5)];
-
-/// What `f` makes of a path tracer of `max_depth` segments over `scene`.
-fn with_tracer<R>(scene: &Scene, max_depth: u32, f: impl FnOnce(&PathTracer) -> R) -> R {
-    let bvh = SceneBvh::build(scene);
-    let lights = LightSampler::new(scene);
-    f(&PathTracer {
-        scene,
-        bvh: &bvh,
-        lights: &lights,
-        max_depth,
-    })
-}
 
 /// `n` radiance samples leaving the floor at `(x, z)` upwards (the camera ray comes straight
 /// down onto it), with `max_depth` segments.

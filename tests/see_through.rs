@@ -11,9 +11,7 @@ mod cpu_common;
 
 use std::path::{Path, PathBuf};
 
-use cpu_common::mean_and_se;
-use gasworks::cpu::integrator::{LightSampler, PathTracer};
-use gasworks::cpu::SceneBvh;
+use cpu_common::{mean_and_se, with_tracer};
 use gasworks::render::Sampler;
 use gasworks::scene::gen::write_obj;
 use gasworks::scene::obj::{load_obj, LoadOptions};
@@ -35,27 +33,21 @@ fn load(path: &Path) -> Scene {
 /// the hit point, so rays through one point all get one answer (a stipple finer than any
 /// pixel), and only rays spread over an area see the surface's share.
 fn samples_down(scene: &Scene, y: f32, n: u32) -> Vec<Vec3> {
-    let bvh = SceneBvh::build(scene);
-    let lights = LightSampler::new(scene);
-    let tracer = PathTracer {
-        scene,
-        bvh: &bvh,
-        lights: &lights,
-        max_depth: 3,
-    };
-    let mut out = Vec::new();
-    let mut spot = cpu_common::Rng::new(9);
-    for (i, (x, z)) in [(0.011, 0.017), (0.31, -0.22), (-0.27, 0.4)]
-        .into_iter()
-        .enumerate()
-    {
-        for s in 0..n {
-            let mut rng = Sampler::new(i as u32, s, 5);
-            let origin = Vec3::new(x + spot.range(-0.1, 0.1), y, z + spot.range(-0.1, 0.1));
-            out.push(tracer.radiance(origin, -Vec3::Y, &mut rng));
+    with_tracer(scene, 3, |tracer| {
+        let mut out = Vec::new();
+        let mut spot = cpu_common::Rng::new(9);
+        for (i, (x, z)) in [(0.011, 0.017), (0.31, -0.22), (-0.27, 0.4)]
+            .into_iter()
+            .enumerate()
+        {
+            for s in 0..n {
+                let mut rng = Sampler::new(i as u32, s, 5);
+                let origin = Vec3::new(x + spot.range(-0.1, 0.1), y, z + spot.range(-0.1, 0.1));
+                out.push(tracer.radiance(origin, -Vec3::Y, &mut rng));
+            }
         }
-    }
-    out
+        out
+    })
 }
 
 /// A black veil at height 1 (a 4x4 quad facing up) with `veil` statements, over nothing but a

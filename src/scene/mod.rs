@@ -287,21 +287,30 @@ impl Texture {
         if !self.is_consistent() {
             return Vec3::ONE;
         }
-        let uv = self.mapping.apply(uv);
-        let w = self.width as i64;
-        let h = self.height as i64;
-        let x = uv.x.rem_euclid(1.0) * self.width as f32 - 0.5;
-        let y = (1.0 - uv.y.rem_euclid(1.0)) * self.height as f32 - 0.5;
-        let (x0, y0) = (x.floor(), y.floor());
-        let (fx, fy) = (x - x0, y - y0);
-        let texel = |xi: i64, yi: i64| {
-            let t = self.texels[(yi.rem_euclid(h) * w + xi.rem_euclid(w)) as usize];
-            Vec3::from(t)
-        };
-        let (xi, yi) = (x0 as i64, y0 as i64);
+        let (xi, yi, fx, fy) = self.bilinear_cell(uv);
+        let texel = |xi: i64, yi: i64| Vec3::from(self.texel_wrapped(xi, yi));
         let top = texel(xi, yi).lerp(texel(xi + 1, yi), fx);
         let bottom = texel(xi, yi + 1).lerp(texel(xi + 1, yi + 1), fx);
         top.lerp(bottom, fy)
+    }
+
+    /// The cell of texels the bilinear lookup at `uv` blends (placed by the mapping, wrapping):
+    /// the column and row of its top-left texel (not yet wrapped) and the weights `(fx, fy)`
+    /// of the texels right of and below it. The texture must be consistent.
+    #[inline(always)]
+    fn bilinear_cell(&self, uv: Vec2) -> (i64, i64, f32, f32) {
+        let uv = self.mapping.apply(uv);
+        let x = uv.x.rem_euclid(1.0) * self.width as f32 - 0.5;
+        let y = (1.0 - uv.y.rem_euclid(1.0)) * self.height as f32 - 0.5;
+        let (x0, y0) = (x.floor(), y.floor());
+        (x0 as i64, y0 as i64, x - x0, y - y0)
+    }
+
+    /// The texel at column `xi` and row `yi`, both wrapped into the image.
+    #[inline(always)]
+    fn texel_wrapped(&self, xi: i64, yi: i64) -> [f32; 3] {
+        let (w, h) = (i64::from(self.width), i64::from(self.height));
+        self.texels[(yi.rem_euclid(h) * w + xi.rem_euclid(w)) as usize]
     }
 
     /// The derivatives of [`Texture::sample`]'s first channel per texel, `(d/dx, d/dy)`, at
@@ -313,17 +322,8 @@ impl Texture {
         if !self.is_consistent() {
             return (0.0, 0.0);
         }
-        // The same cell and weights as `sample`.
-        let uv = self.mapping.apply(uv);
-        let w = self.width as i64;
-        let h = self.height as i64;
-        let x = uv.x.rem_euclid(1.0) * self.width as f32 - 0.5;
-        let y = (1.0 - uv.y.rem_euclid(1.0)) * self.height as f32 - 0.5;
-        let (x0, y0) = (x.floor(), y.floor());
-        let (fx, fy) = (x - x0, y - y0);
-        let texel =
-            |xi: i64, yi: i64| self.texels[(yi.rem_euclid(h) * w + xi.rem_euclid(w)) as usize][0];
-        let (xi, yi) = (x0 as i64, y0 as i64);
+        let (xi, yi, fx, fy) = self.bilinear_cell(uv);
+        let texel = |xi: i64, yi: i64| self.texel_wrapped(xi, yi)[0];
         let (t00, t10) = (texel(xi, yi), texel(xi + 1, yi));
         let (t01, t11) = (texel(xi, yi + 1), texel(xi + 1, yi + 1));
         let d_dx = (t10 - t00) * (1.0 - fy) + (t11 - t01) * fy;

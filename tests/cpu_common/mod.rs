@@ -2,6 +2,8 @@
 
 #![allow(dead_code)]
 
+use gasworks::cpu::integrator::{LightSampler, PathTracer};
+use gasworks::cpu::SceneBvh;
 use gasworks::render::{Film, RenderSettings, Sampler, Tile, TileRenderer};
 use gasworks::scene::camera::CameraFrame;
 use gasworks::scene::{Camera, Environment, Group, Material, MaterialKind, Scene};
@@ -433,4 +435,16 @@ pub fn mean_and_se(values: impl IntoIterator<Item = Vec3>) -> (DVec3, DVec3, usi
     let mean = sum / n as f64;
     let var = (sum2 / n as f64 - mean * mean).max(DVec3::ZERO) * (n as f64 / (n as f64 - 1.0));
     (mean, (var / n as f64).sqrt(), n)
+}
+
+/// What `f` makes of a path tracer of `max_depth` segments over `scene`.
+pub fn with_tracer<R>(scene: &Scene, max_depth: u32, f: impl FnOnce(&PathTracer) -> R) -> R {
+    let bvh = SceneBvh::build(scene);
+    let lights = LightSampler::new(scene);
+    f(&PathTracer {
+        scene,
+        bvh: &bvh,
+        lights: &lights,
+        max_depth,
+    })
 }
