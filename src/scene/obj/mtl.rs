@@ -1035,23 +1035,30 @@ fn texture_path(mtl_path: &Path, name: &str) -> PathBuf {
 /// is neither (a photo used as a bump map), is read as heights. Up to 65536 texels spread over
 /// the image are looked at.
 fn looks_like_a_normal_map(image: &image::DynamicImage) -> bool {
+    use image::GenericImageView;
     if !image.color().has_color() {
         return false;
     }
-    let rgb = image.to_rgb32f();
-    let count = u64::from(rgb.width()) * u64::from(rgb.height());
-    let step = (count / 65536).max(1) as usize;
+    // A grid of at most 256 x 256 texels, read one by one (8 bits are plenty to tell): no
+    // converted copy of a large image.
+    let (width, height) = image.dimensions();
+    let (nx, ny) = (width.min(256), height.min(256));
     let (mut looked, mut grey, mut unit_outwards) = (0usize, 0usize, 0usize);
-    for p in rgb.pixels().step_by(step) {
-        looked += 1;
-        let [r, g, b] = p.0;
-        if (r - g).abs() < 2.0 / 255.0 && (g - b).abs() < 2.0 / 255.0 {
-            grey += 1;
-        }
-        let n = glam::Vec3::new(r, g, b) * 2.0 - glam::Vec3::ONE;
-        // Within 20% of unit length (8-bit quantization and filtering shorten them).
-        if n.z > 0.0 && (n.length() - 1.0).abs() < 0.2 {
-            unit_outwards += 1;
+    for j in 0..ny {
+        for i in 0..nx {
+            let x = (u64::from(i) * u64::from(width) / u64::from(nx)) as u32;
+            let y = (u64::from(j) * u64::from(height) / u64::from(ny)) as u32;
+            let [r, g, b, _] = image.get_pixel(x, y).0;
+            looked += 1;
+            if r.abs_diff(g) <= 1 && g.abs_diff(b) <= 1 {
+                grey += 1;
+            }
+            let n = glam::Vec3::new(f32::from(r), f32::from(g), f32::from(b)) * (2.0 / 255.0)
+                - glam::Vec3::ONE;
+            // Within 20% of unit length (8-bit quantization and filtering shorten them).
+            if n.z > 0.0 && (n.length() - 1.0).abs() < 0.2 {
+                unit_outwards += 1;
+            }
         }
     }
     // Most grey texels: heights that were saved as RGB.
