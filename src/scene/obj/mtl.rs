@@ -1400,6 +1400,101 @@ mod tests {
         assert_eq!(e.to_string(), "t.mtl:2: norm without a file name");
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(
+            std::env::var("PROPTEST_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(256)
+        ))]
+        /// Any MTL text made of real keywords and option soup either fails at a line it names,
+        /// or gives materials whose values every backend can use: finite, in range, glass
+        /// opaque, emitters opaque, bump multipliers finite.
+        #[test]
+        fn mtl_statements_in_any_order_never_panic_and_give_usable_materials(
+            lines in proptest::collection::vec(
+                (
+                    proptest::sample::select(vec![
+                        "newmtl", "newmtl", "Kd", "Ks", "Ke", "Ns", "Ni", "d", "Tr", "Tf",
+                        "illum", "map_Kd", "map_d", "map_Ke", "bump", "map_Bump", "norm",
+                        "map_norm", "map_Ks", "disp", "refl", "#", "d -halo", "Ka",
+                    ]),
+                    // Numbers, mostly well formed, some out of range or not finite.
+                    proptest::collection::vec(
+                        proptest::sample::select(vec![
+                            "0", "0.25", "0.5", "1", "2", "-1", "7", "1.5", "1e39", "nan",
+                            "inf", "1e-3",
+                        ]),
+                        1..4,
+                    ),
+                    // Texture options, each with arguments or without.
+                    proptest::collection::vec(
+                        proptest::sample::select(vec![
+                            "-bm 0.5", "-bm -2", "-bm", "-bm x", "-s 2 2", "-o 0.5 0.5",
+                            "-s nan", "-imfchan r", "-imfchan q", "-mm 0.2 0.5", "-clamp on",
+                            "-t 1 0", "-cc off",
+                        ]),
+                        0..3,
+                    ),
+                    proptest::sample::select(vec!["file.png", "a b.png", "dir\\f.png", ""]),
+                    // Now and then a line of soup.
+                    proptest::bool::weighted(0.05),
+                ),
+                0..24,
+            )
+        ) {
+            let text: String = lines
+                .iter()
+                .enumerate()
+                .map(|(i, (k, numbers, options, file, soup))| {
+                    if *soup {
+                        format!("{k} {} {}\n", options.join(" "), numbers.join(" "))
+                    } else if k.starts_with("newmtl") {
+                        format!("newmtl m{i}\n")
+                    } else if k.starts_with("map") || ["bump", "norm", "disp", "refl"].contains(k) {
+                        format!("{k} {} {file}\n", options.join(" "))
+                    } else if ["Kd", "Ks", "Ke", "Tf", "Ka"].contains(k) && numbers.len() == 2 {
+                        format!("{k} {} {} {}\n", numbers[0], numbers[1], numbers[0])
+                    } else if *k == "illum" {
+                        format!("illum {}\n", numbers.len() * 2 + 1)
+                    } else {
+                        format!("{k} {}\n", numbers.join(" "))
+                    }
+                })
+                .collect();
+            let mut warnings = Vec::new();
+            match parse_library(Path::new("t.mtl"), &text, &mut warnings) {
+                Err(e) => {
+                    let e = e.to_string();
+                    let line: Option<usize> = e
+                        .strip_prefix("t.mtl:")
+                        .and_then(|r| r.split(':').next())
+                        .and_then(|n| n.parse().ok());
+                    proptest::prop_assert!(
+                        line.is_some_and(|n| (1..=lines.len()).contains(&n)),
+                        "{e}"
+                    );
+                }
+                Ok(materials) => {
+                    for m in &materials {
+                        let c = convert(m, &mut warnings, Path::new("t.mtl"));
+                        let finite = [c.diffuse, c.specular, c.transmittance, c.emission]
+                            .iter()
+                            .all(|v| v.is_finite() && v.min_element() >= 0.0);
+                        proptest::prop_assert!(finite, "{c:?}");
+                        proptest::prop_assert!(c.shininess.is_finite() && c.shininess >= 0.0);
+                        proptest::prop_assert!(c.ior.is_finite() && c.ior > 0.0, "{c:?}");
+                        proptest::prop_assert!((0.0..=1.0).contains(&c.opacity), "{c:?}");
+                        if c.kind == MaterialKind::Glass || c.is_emissive() {
+                            proptest::prop_assert_eq!(c.opacity, 1.0);
+                        }
+                        if let Some(b) = &m.bump_texture {
+                            proptest::prop_assert!(b.multiplier.is_finite());
+                            proptest::prop_assert!(!b.file.is_empty());
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     fn rgb_image(w: u32, h: u32, f: impl Fn(u32, u32) -> [u8; 3]) -> image::DynamicImage {
         image::DynamicImage::ImageRgb8(image::RgbImage::from_fn(w, h, |x, y| image::Rgb(f(x, y))))
     }
