@@ -219,7 +219,8 @@ struct GwMaterial {
     unsigned int bump_kind; // GW_BUMP_HEIGHT or GW_BUMP_NORMAL (0 without a map)
     float bump_scale;     // the map's -bm multiplier
     float opacity;        // Material::opacity where the material dissolves, else 1
-    unsigned int pad[2];
+    int specular_texture; // index into the texture table of the map_Ks map, or -1 (none)
+    unsigned int pad;
 };
 
 // layout::bump_kind_code.
@@ -250,6 +251,7 @@ static_assert(GW_OFFSETOF(GwMaterial, bump_texture) == 72, "GwMaterial.bump_text
 static_assert(GW_OFFSETOF(GwMaterial, bump_kind) == 76, "GwMaterial.bump_kind");
 static_assert(GW_OFFSETOF(GwMaterial, bump_scale) == 80, "GwMaterial.bump_scale");
 static_assert(GW_OFFSETOF(GwMaterial, opacity) == 84, "GwMaterial.opacity");
+static_assert(GW_OFFSETOF(GwMaterial, specular_texture) == 88, "GwMaterial.specular_texture");
 static_assert(sizeof(GwTexture) == 32, "GwTexture layout");
 static_assert(GW_OFFSETOF(GwTexture, width) == 8, "GwTexture.width");
 static_assert(GW_OFFSETOF(GwTexture, uv_scale) == 16, "GwTexture.uv_scale");
@@ -437,7 +439,8 @@ struct Bsdf {
     ShadingFrame frame;
 };
 
-// Bsdf::new: kd = Kd * texture(uv) when the material has a map_Kd (and the mesh has UVs).
+// Bsdf::new: kd = Kd * texture(uv) when the material has a map_Kd, ks = Ks * map(uv) when it
+// has a map_Ks (and the mesh has UVs).
 GW_INLINE Bsdf bsdf_new(const GwMaterial& m, const GwTexture* textures, unsigned int texture_count,
                         const float* texels, bool has_uv, float u, float v, ShadingFrame frame)
 {
@@ -449,6 +452,13 @@ GW_INLINE Bsdf bsdf_new(const GwMaterial& m, const GwTexture* textures, unsigned
     b.kind = m.kind;
     b.kd = v3_load(m.diffuse) * texel;
     b.ks = v3_load(m.specular);
+    if (m.specular_texture >= 0) {
+        V3 specular = v3s(1.0f);
+        if (has_uv && (unsigned int)m.specular_texture < texture_count) {
+            specular = texture_sample(textures[m.specular_texture], texels, u, v);
+        }
+        b.ks = b.ks * specular;
+    }
     b.shininess = fmaxf(m.shininess, 0.0f);
     b.ior = m.ior;
     b.transmittance = v3_load(m.transmittance);

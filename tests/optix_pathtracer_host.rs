@@ -811,6 +811,75 @@ fn device_code_matches_the_cpu_on_bump_and_normal_maps() {
     assert_device_code_matches_cpu(&bumpy, &s, tile);
 }
 
+/// Specular maps: the glossy block (its top and front given UVs), the textured floor made
+/// glossy, and mirror back and right walls, whose Ks is multiplied by the checker (`map_Ks`);
+/// `mapped == false` leaves the same scene without the maps.
+fn specular_mapped_cornell(mapped: bool) -> Scene {
+    let mut scene = textured_cornell();
+    let glossy = scene
+        .materials
+        .iter()
+        .position(|m| m.name == "glossy")
+        .unwrap();
+    let mut mirror = Material {
+        name: "mapped-mirror".into(),
+        kind: MaterialKind::Mirror,
+        specular: Vec3::new(0.9, 0.85, 0.8),
+        ..Material::default_diffuse()
+    };
+    // The textured floor turns glossy too.
+    let floor = scene.materials.len() - 1;
+    let f = &mut scene.materials[floor];
+    f.kind = MaterialKind::Glossy;
+    f.diffuse = Vec3::splat(0.5);
+    f.specular = Vec3::splat(0.4);
+    f.shininess = 30.0;
+    if mapped {
+        for m in [glossy, floor] {
+            scene.materials[m].specular_texture = Some(0);
+        }
+        mirror.specular_texture = Some(0);
+    }
+    scene.materials.push(mirror);
+    let mirror = scene.materials.len() as u32 - 1;
+    for g in scene.groups.iter_mut() {
+        if ["block-top", "block-front", "back", "right"].contains(&g.name.as_str()) {
+            g.uvs = vec![
+                Vec2::new(0.1, 0.0),
+                Vec2::new(1.3, 0.2),
+                Vec2::new(1.1, 1.4),
+                Vec2::new(-0.2, 0.9),
+            ];
+        }
+        if g.name == "back" || g.name == "right" {
+            g.face_materials = vec![mirror; g.indices.len()];
+        }
+    }
+    scene.finalize();
+    scene
+}
+
+#[test]
+#[cfg_attr(
+    gasworks_no_cxx,
+    ignore = "no C++ compiler when the tests were built (see build.rs)"
+)]
+fn device_code_matches_the_cpu_on_specular_maps() {
+    let s = cornell_settings(40, 32, 6, 8, 19);
+    let tile = Tile {
+        x: 1,
+        y: 1,
+        w: 38,
+        h: 30,
+    };
+    let (mapped, plain) = (
+        specular_mapped_cornell(true),
+        specular_mapped_cornell(false),
+    );
+    assert_most_of_the_tile_differs(&mapped, &plain, &s, tile);
+    assert_device_code_matches_cpu(&mapped, &s, tile);
+}
+
 /// See-through materials: the any-hit program's dissolve test (`Scene::is_dissolved`, a pure
 /// function of the hit) must let through exactly the hits the CPU lets through, for camera,
 /// bounce and shadow rays: the glossy block at opacity 0.45 and the red wall at 0.7 (the
@@ -1199,6 +1268,7 @@ fn path_tracer_structs_have_the_rust_layout_on_the_device_side() {
             bump_kind,
             bump_scale,
             opacity,
+            specular_texture,
             pad
         ]
     );

@@ -51,6 +51,8 @@ pub struct MaterialInfo {
     pub bump: Option<&'static str>,
     /// The share of its surface that is there (MTL `d`), below 1 for a see-through material.
     pub opacity: f32,
+    /// Whether it has a `map_Ks` specular map.
+    pub specular_mapped: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -197,6 +199,7 @@ pub fn scene_info(scene: &Scene) -> SceneInfo {
                 emission_mapped: m.emission_texture.is_some(),
                 bump: m.bump.map(|b| b.kind_name()),
                 opacity: if m.dissolves() { m.opacity } else { 1.0 },
+                specular_mapped: m.specular_texture.is_some(),
             })
             .collect(),
         lights: LightInfo {
@@ -290,6 +293,9 @@ pub fn render_text(info: &SceneInfo, list_groups: bool) -> String {
         }
         if m.emission_mapped {
             notes.push_str(" emission-mapped");
+        }
+        if m.specular_mapped {
+            notes.push_str(" specular-mapped");
         }
         match m.bump {
             Some("height") => notes.push_str(" bump-mapped"),

@@ -124,24 +124,29 @@ pub struct Bsdf {
 
 impl Bsdf {
     /// Resolves `material` at a point with texture coordinates `uv` (when the mesh has them):
-    /// `kd = Kd * texture(uv)` when the material has a `map_Kd` texture, `Kd` otherwise.
+    /// `kd = Kd * texture(uv)` when the material has a `map_Kd` texture, `Kd` otherwise, and
+    /// `ks = Ks * map(uv)` when it has a `map_Ks` specular map, `Ks` otherwise.
     pub fn new(
         material: &Material,
         textures: &[Texture],
         uv: Option<Vec2>,
         frame: ShadingFrame,
     ) -> Bsdf {
-        let texel = match (material.diffuse_texture, uv) {
+        let texel = |map: Option<u32>| match (map, uv) {
             (Some(i), Some(uv)) => textures
                 .get(i as usize)
                 .map(|t| t.sample(uv))
                 .unwrap_or(Vec3::ONE),
             _ => Vec3::ONE,
         };
+        let ks = match material.specular_texture {
+            Some(_) => material.specular * texel(material.specular_texture),
+            None => material.specular,
+        };
         Bsdf {
             kind: material.kind,
-            kd: material.diffuse * texel,
-            ks: material.specular,
+            kd: material.diffuse * texel(material.diffuse_texture),
+            ks,
             shininess: material.shininess.max(0.0),
             ior: material.ior,
             transmittance: material.transmittance,

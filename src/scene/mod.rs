@@ -134,6 +134,10 @@ pub struct Material {
     /// The `bump`/`map_Bump` height map or `norm` normal map that bends the shading normal
     /// ([`bump`]), when it was found and decoded.
     pub bump: Option<BumpMap>,
+    /// Index into [`Scene::textures`] of the `map_Ks` specular map, when it was found and
+    /// decoded: the specular reflectance of a glossy or mirror material at a point is Ks times
+    /// the map there.
+    pub specular_texture: Option<u32>,
     /// The MTL dissolve `d` (or `1 - Tr`) of a material that is not glass: the share of the
     /// surface that is there, 1 for an opaque one. Below 1, each hit is kept with this
     /// probability ([`Scene::is_dissolved`]): a veil, a curtain, a tinted window without
@@ -141,8 +145,8 @@ pub struct Material {
     pub opacity: f32,
 }
 
-/// Written as `#[derive(Debug)]` would, except that `bump` appears only when there is one
-/// and `opacity` only when it is not 1:
+/// Written as `#[derive(Debug)]` would, except that `bump` and `specular_texture` appear only
+/// when there is one and `opacity` only when it is not 1:
 /// the scene content hash ([`content_hash`]) hashes this text, and opaque materials without
 /// a bump map keep the hash they had before these fields (resume files and crops of those
 /// renders still match).
@@ -165,6 +169,9 @@ impl std::fmt::Debug for Material {
         }
         if self.opacity != 1.0 {
             d.field("opacity", &self.opacity);
+        }
+        if let Some(map) = &self.specular_texture {
+            d.field("specular_texture", map);
         }
         d.finish()
     }
@@ -193,6 +200,7 @@ impl Material {
             opacity_texture: None,
             bump: None,
             opacity: 1.0,
+            specular_texture: None,
         }
     }
 

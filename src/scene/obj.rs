@@ -323,6 +323,13 @@ fn into_scene(path: &Path, assembled: Assembled, vertices: u64) -> Result<Scene,
             .emission_texture
             .as_ref()
             .filter(|_| material.is_emissive());
+        // Likewise a specular map where the material has no specular lobe.
+        let specular_map = m.specular_texture.as_ref().filter(|_| {
+            matches!(
+                material.kind,
+                crate::scene::MaterialKind::Glossy | crate::scene::MaterialKind::Mirror
+            )
+        });
         let maps = [
             (
                 m.diffuse_texture.as_ref(),
@@ -341,6 +348,12 @@ fn into_scene(path: &Path, assembled: Assembled, vertices: u64) -> Result<Scene,
                 mtl::TexelUse::Emission,
                 m.emission_texture_mapping,
                 &mut material.emission_texture,
+            ),
+            (
+                specular_map,
+                mtl::TexelUse::Colour,
+                m.specular_texture_mapping,
+                &mut material.specular_texture,
             ),
         ];
         for (name, usage, mapping, slot) in maps {

@@ -36,7 +36,9 @@ pub struct GwMaterial {
     /// [`crate::scene::Material::opacity`] where the material dissolves
     /// ([`crate::scene::Material::dissolves`]), else 1.
     pub opacity: f32,
-    pub pad: [u32; 2],
+    /// Index into the texture table of the specular map, or -1 (no `map_Ks`).
+    pub specular_texture: i32,
+    pub pad: u32,
 }
 
 /// The device's code for a [`crate::scene::BumpMap`]'s kind: 1 height, 2 normal (0 is "no
@@ -214,7 +216,8 @@ mod tests {
         assert_eq!(offset_of!(GwMaterial, bump_kind), 76);
         assert_eq!(offset_of!(GwMaterial, bump_scale), 80);
         assert_eq!(offset_of!(GwMaterial, opacity), 84);
-        assert_eq!(offset_of!(GwMaterial, pad), 88);
+        assert_eq!(offset_of!(GwMaterial, specular_texture), 88);
+        assert_eq!(offset_of!(GwMaterial, pad), 92);
     }
 
     #[test]

@@ -117,7 +117,8 @@ pub fn pack_material(m: &Material, texture_count: usize) -> GwMaterial {
         bump_kind: m.bump.as_ref().map_or(0, bump_kind_code),
         bump_scale: m.bump.map_or(0.0, |b| b.scale()),
         opacity: if m.dissolves() { m.opacity } else { 1.0 },
-        pad: [0; 2],
+        specular_texture: index(m.specular_texture),
+        pad: 0,
     }
 }
 

@@ -337,11 +337,12 @@ fn write_mtl(
             writeln!(out, "Tf {}", rgb(m.transmittance))?;
         }
         writeln!(out, "illum {}", illum(m.kind))?;
-        // Colour and emission maps name their source image: read again, it decodes to the
+        // Colour, emission and specular maps name their source image: read again, it decodes to the
         // same texels. Absolute, since it was found relative to another library's folder.
         for (keyword, map) in [
             ("map_Kd", m.diffuse_texture),
             ("map_Ke", m.emission_texture),
+            ("map_Ks", m.specular_texture),
         ] {
             if let Some(texture) = map.and_then(|t| textures.get(t as usize)) {
                 let absolute = std::fs::canonicalize(&texture.path)

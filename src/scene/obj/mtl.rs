@@ -47,6 +47,10 @@ pub struct MtlMaterial {
     pub emission_texture: Option<String>,
     /// map_Ke's `-s` and `-o` options.
     pub emission_texture_mapping: UvMapping,
+    /// map_Ks (the specular map), without its options.
+    pub specular_texture: Option<String>,
+    /// map_Ks's `-s` and `-o` options.
+    pub specular_texture_mapping: UvMapping,
     /// `bump`/`map_Bump` (a height map, or a normal map where its image holds one: see
     /// [`TextureCache::load_bump`]) or `norm` (a tangent-space normal map), without options.
     pub bump_texture: Option<BumpStatement>,
@@ -202,6 +206,10 @@ fn read_canonical(canonical: &str) -> Vec<MtlMaterial> {
                 m.emission_texture_mapping = mapping(args);
                 m.emission_texture = Some(args[4.min(args.len())..].join(" "));
             }
+            "map_Ks" => {
+                m.specular_texture_mapping = mapping(args);
+                m.specular_texture = Some(args[4.min(args.len())..].join(" "));
+            }
             "bump" | "norm" => {
                 // Canonical: scale u v, offset u v, multiplier, channel, then the file.
                 let statement = BumpStatement {
@@ -324,14 +332,14 @@ pub fn check_library(path: &Path, text: &str) -> Result<String, LoadError> {
                     }
                 }
             }
-            "map_Kd" | "map_Ke" | "map_d" | "map_D" => {
+            "map_Kd" | "map_Ke" | "map_Ks" | "map_d" | "map_D" => {
                 let (options, file) = split_texture_options(rest);
                 if file.is_empty() {
                     return Err(syntax(format!("{keyword} without a file name")));
                 }
                 let m = texture_mapping(keyword, &options).map_err(syntax)?;
                 let mapped = format!("{} {} {} {}", m.scale.x, m.scale.y, m.offset.x, m.offset.y);
-                if keyword == "map_Kd" || keyword == "map_Ke" {
+                if keyword != "map_d" && keyword != "map_D" {
                     format!("{keyword} {mapped} {file}")
                 } else {
                     let channel = mask_channel(keyword, &options).map_err(syntax)?;
@@ -360,7 +368,7 @@ pub fn check_library(path: &Path, text: &str) -> Result<String, LoadError> {
                     channel.letter()
                 )
             }
-            "map_Ka" | "map_Ks" | "map_Ns" | "map_ns" | "map_NS" => {
+            "map_Ka" | "map_Ns" | "map_ns" | "map_NS" => {
                 let file = strip_texture_options(rest);
                 if file.is_empty() {
                     return Err(syntax(format!("{keyword} without a file name")));
@@ -502,9 +510,9 @@ const NOT_APPLIED: &[(&[&str], &str)] = &[
     ),
     (
         &[
-            "map_Ks", "map_Ns", "map_ns", "map_NS", "map_Pr", "map_Pm", "map_RMA", "map_ORM",
+            "map_Ns", "map_ns", "map_NS", "map_Pr", "map_Pm", "map_RMA", "map_ORM",
         ],
-        "specular, roughness and metallic maps: the material's constant values are used",
+        "shininess, roughness and metallic maps: the material's constant values are used",
     ),
     (&["refl"], "reflection maps"),
 ];
@@ -527,8 +535,9 @@ fn warn_about_what_is_not_applied(path: &Path, text: &str, warnings: &mut Vec<St
         }
     }
     let mut material = "";
-    // map_Kd's options, then map_d's, map_Ke's and the bump maps'.
+    // map_Kd's options, then map_d's, map_Ke's, the bump maps' and map_Ks's.
     let mut options = [
+        Seen::default(),
         Seen::default(),
         Seen::default(),
         Seen::default(),
@@ -543,12 +552,16 @@ fn warn_about_what_is_not_applied(path: &Path, text: &str, warnings: &mut Vec<St
         let rest = &line[keyword.len()..];
         if keyword == "newmtl" {
             material = rest.trim();
-        } else if let Some(slot) = ["map_Kd", "map_d", "map_Ke", "bump"].iter().position(|k| {
-            *k == keyword
-                || (keyword == "map_D" && *k == "map_d")
-                || (*k == "bump"
-                    && (BUMP_KEYWORDS.contains(&keyword) || NORMAL_MAP_KEYWORDS.contains(&keyword)))
-        }) {
+        } else if let Some(slot) = ["map_Kd", "map_d", "map_Ke", "bump", "map_Ks"]
+            .iter()
+            .position(|k| {
+                *k == keyword
+                    || (keyword == "map_D" && *k == "map_d")
+                    || (*k == "bump"
+                        && (BUMP_KEYWORDS.contains(&keyword)
+                            || NORMAL_MAP_KEYWORDS.contains(&keyword)))
+            })
+        {
             let ignored: Vec<String> = split_texture_options(rest)
                 .0
                 .iter()
@@ -568,6 +581,7 @@ fn warn_about_what_is_not_applied(path: &Path, text: &str, warnings: &mut Vec<St
         ("map_d", ("its mask is", "their masks are")),
         ("map_Ke", ("its emission map is", "their emission maps are")),
         ("bump map", ("its bump map is", "their bump maps are")),
+        ("map_Ks", ("its specular map is", "their specular maps are")),
     ]) {
         if let (Some((line, material, detail)), count) = (seen.first, seen.count) {
             found.push((
@@ -745,6 +759,7 @@ pub fn convert(m: &MtlMaterial, warnings: &mut Vec<String>, mtl_path: &Path) -> 
         opacity_texture: None,
         bump: None,
         opacity: if emits { 1.0 } else { opacity },
+        specular_texture: None,
     };
     if is_glass {
         material.kind = MaterialKind::Glass;
@@ -765,6 +780,21 @@ pub fn convert(m: &MtlMaterial, warnings: &mut Vec<String>, mtl_path: &Path) -> 
                 m.name
             ));
         }
+    }
+    // map_Ks multiplies the specular reflectance of the kinds that have one.
+    if m.specular_texture.is_some()
+        && !matches!(material.kind, MaterialKind::Glossy | MaterialKind::Mirror)
+    {
+        warnings.push(format!(
+            "{}: material {}: map_Ks is not applied: {}",
+            mtl_path.display(),
+            m.name,
+            if material.kind == MaterialKind::Glass {
+                "glass reflects by its Fresnel term, not Ks"
+            } else {
+                "the material has no specular lobe (Ks black, Ns 0, or illum 0 or 1)"
+            }
+        ));
     }
     material
 }
@@ -1342,7 +1372,49 @@ mod tests {
         assert_eq!(
             warnings,
             [
-                "t.mtl:13: 1 statement is not applied (map_Ns in material lamp): gasworks does not read specular, roughness and metallic maps: the material's constant values are used",
+                "t.mtl:13: 1 statement is not applied (map_Ns in material lamp): gasworks does not read shininess, roughness and metallic maps: the material's constant values are used",
+            ]
+        );
+    }
+
+    /// `map_Ks` keeps its file and mapping and multiplies Ks on glossy and mirror materials; on
+    /// other kinds it is one warning saying why it does nothing, and its look-changing options
+    /// are warned about as map_Kd's are.
+    #[test]
+    fn specular_maps_are_read_and_refused_where_there_is_no_specular_lobe() {
+        let mut warnings = Vec::new();
+        let text = "newmtl shiny\nKd 0.2 0.2 0.2\nKs 0.5 0.5 0.5\nNs 40\nmap_Ks -s 2 2 -o 0.5 0 spec.png\n\
+                    newmtl chrome\nillum 3\nmap_Ks -clamp on spec.png\n\
+                    newmtl matte\nKd 0.5 0.5 0.5\nmap_Ks spec.png\n\
+                    newmtl glass\nillum 7\nmap_Ks spec.png\n";
+        let mats = parse_library(Path::new("t.mtl"), text, &mut warnings).unwrap();
+        assert_eq!(mats[0].specular_texture.as_deref(), Some("spec.png"));
+        assert_eq!(
+            mats[0].specular_texture_mapping,
+            UvMapping {
+                scale: Vec2::new(2.0, 2.0),
+                offset: Vec2::new(0.5, 0.0),
+            }
+        );
+        let kinds: Vec<MaterialKind> = mats
+            .iter()
+            .map(|m| convert(m, &mut warnings, Path::new("t.mtl")).kind)
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                MaterialKind::Glossy,
+                MaterialKind::Mirror,
+                MaterialKind::Diffuse,
+                MaterialKind::Glass
+            ]
+        );
+        assert_eq!(
+            warnings,
+            [
+                "t.mtl:8: 1 map_Ks statement has options that gasworks does not apply (-clamp on, in material chrome): its specular map is mapped wrapping, without turbulence, clamping or value changes",
+                "t.mtl: material matte: map_Ks is not applied: the material has no specular lobe (Ks black, Ns 0, or illum 0 or 1)",
+                "t.mtl: material glass: map_Ks is not applied: glass reflects by its Fresnel term, not Ks",
             ]
         );
     }
