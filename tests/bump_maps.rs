@@ -13,26 +13,17 @@
 
 mod cpu_common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use cpu_common::{mean_and_se, with_tracer};
+use cpu_common::{
+    info_line_of_material, load_quiet as load, mean_and_se, with_tracer, write_file as write,
+};
 use gasworks::render::Sampler;
 use gasworks::scene::gen::write_obj;
-use gasworks::scene::obj::{load_obj, LoadOptions};
 use gasworks::scene::{BumpMap, Scene};
 use glam::{Vec2, Vec3};
 
 const KD: f32 = 0.5;
-
-fn write(dir: &Path, name: &str, bytes: impl AsRef<[u8]>) -> PathBuf {
-    let path = dir.join(name);
-    std::fs::write(&path, bytes).unwrap();
-    path
-}
-
-fn load(path: &Path) -> Scene {
-    load_obj(path, &LoadOptions { quiet: true }).unwrap()
-}
 
 /// A 20x20 floor facing +Y, its texture repeated 10 times each way (u along +x, v along +z:
 /// a mirrored UV frame seen from above, which the maps must handle), with material `floor` of
@@ -277,21 +268,13 @@ fn info_names_the_maps_and_written_scenes_read_back_the_same() {
         floor_obj(false) + "usemtl wall\nf 3/3 4/4 1/1\n",
     );
     let scene = load(&obj);
-    let info = std::process::Command::new(env!("CARGO_BIN_EXE_gasworks"))
-        .arg("info")
-        .arg(&obj)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&info.stdout);
-    assert!(info.status.success(), "{text}");
-    let line = |name: &str| {
-        text.lines()
-            .find(|l| l.trim_start().starts_with(name))
-            .unwrap_or_else(|| panic!("no {name} in {text}"))
-            .to_string()
-    };
-    assert!(line("floor").ends_with("normal-mapped"), "{text}");
-    assert!(line("wall").ends_with("bump-mapped"), "{text}");
+    let line = |name: &str| info_line_of_material(&obj, name);
+    assert!(
+        line("floor").ends_with("normal-mapped"),
+        "{}",
+        line("floor")
+    );
+    assert!(line("wall").ends_with("bump-mapped"), "{}", line("wall"));
 
     let out = tempfile::tempdir().unwrap();
     let written = write_obj(&scene, out.path(), "again").unwrap();

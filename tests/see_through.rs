@@ -9,24 +9,15 @@
 
 mod cpu_common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use cpu_common::{mean_and_se, with_tracer};
+use cpu_common::{
+    info_line_of_material, load_quiet as load, mean_and_se, with_tracer, write_file as write,
+};
 use gasworks::render::Sampler;
 use gasworks::scene::gen::write_obj;
-use gasworks::scene::obj::{load_obj, LoadOptions};
 use gasworks::scene::{dissolve_number, Scene};
 use glam::Vec3;
-
-fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
-    let path = dir.join(name);
-    std::fs::write(&path, text).unwrap();
-    path
-}
-
-fn load(path: &Path) -> Scene {
-    load_obj(path, &LoadOptions { quiet: true }).unwrap()
-}
 
 /// `n` radiance samples around each of a few points, looking straight down from `y`. Each
 /// sample starts at its own spot within 0.1 of the point: a see-through surface decides by
@@ -57,7 +48,7 @@ fn veil_scene(dir: &Path, veil: &str, lamp: bool) -> Scene {
     write(
         dir,
         "m.mtl",
-        &format!(
+        format!(
             "newmtl veil\nKd 0 0 0\n{veil}\nnewmtl floor\nKd 0.5 0.5 0.5\n\
              newmtl lamp\nKd 0 0 0\nKe 4 4 4\n"
         ),
@@ -198,21 +189,18 @@ fn dissolve_in_mtl_files_is_read_warned_about_described_and_written() {
         [true, false, false, true, false, true]
     );
 
-    let info = std::process::Command::new(env!("CARGO_BIN_EXE_gasworks"))
-        .arg("info")
-        .arg(&path)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&info.stdout);
-    let line = |name: &str| {
-        text.lines()
-            .find(|l| l.trim_start().starts_with(name))
-            .unwrap_or_else(|| panic!("no {name} in {text}"))
-            .to_string()
-    };
-    assert!(line("curtain").ends_with("see-through (d 0.35)"), "{text}");
-    assert!(!line("water").contains("see-through"), "{text}");
-    assert!(!line("glowing").contains("see-through"), "{text}");
+    let line = |name: &str| info_line_of_material(&path, name);
+    assert!(
+        line("curtain").ends_with("see-through (d 0.35)"),
+        "{}",
+        line("curtain")
+    );
+    assert!(!line("water").contains("see-through"), "{}", line("water"));
+    assert!(
+        !line("glowing").contains("see-through"),
+        "{}",
+        line("glowing")
+    );
 
     let out = tempfile::tempdir().unwrap();
     let written = write_obj(&scene, out.path(), "again").unwrap();

@@ -5,24 +5,11 @@
 
 mod cpu_common;
 
-use std::path::{Path, PathBuf};
-
-use cpu_common::with_tracer;
+use cpu_common::{info_line_of_material, load_quiet as load, with_tracer, write_file as write};
 use gasworks::render::Sampler;
 use gasworks::scene::gen::write_obj;
-use gasworks::scene::obj::{load_obj, LoadOptions};
 use gasworks::scene::{Environment, MaterialKind, Scene};
 use glam::{Vec2, Vec3};
-
-fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
-    let path = dir.join(name);
-    std::fs::write(&path, text).unwrap();
-    path
-}
-
-fn load(path: &Path) -> Scene {
-    load_obj(path, &LoadOptions { quiet: true }).unwrap()
-}
 
 /// A 4x4 mirror floor facing +Y (u along +x, v along -z) of library `m.mtl`'s `floor`.
 const FLOOR: &str = "mtllib m.mtl\n\
@@ -80,17 +67,8 @@ fn a_specular_mapped_mirror_reflects_ks_times_its_map() {
     let b = map.sample(Vec2::new(0.35, 0.6));
     assert!((a - b).abs().max_element() > 0.1);
 
-    let info = std::process::Command::new(env!("CARGO_BIN_EXE_gasworks"))
-        .arg("info")
-        .arg(&obj)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&info.stdout);
-    assert!(
-        text.lines()
-            .any(|l| l.trim_start().starts_with("floor") && l.ends_with("specular-mapped")),
-        "{text}"
-    );
+    let floor = info_line_of_material(&obj, "floor");
+    assert!(floor.ends_with("specular-mapped"), "{floor}");
 
     let out = tempfile::tempdir().unwrap();
     let written = write_obj(&scene, out.path(), "again").unwrap();

@@ -448,3 +448,35 @@ pub fn with_tracer<R>(scene: &Scene, max_depth: u32, f: impl FnOnce(&PathTracer)
         max_depth,
     })
 }
+
+/// Writes `bytes` to `dir/name` and returns the path.
+pub fn write_file(
+    dir: &std::path::Path,
+    name: &str,
+    bytes: impl AsRef<[u8]>,
+) -> std::path::PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, bytes).unwrap();
+    path
+}
+
+/// Loads an OBJ scene without printing its warnings (they stay in its report).
+pub fn load_quiet(path: &std::path::Path) -> Scene {
+    gasworks::scene::obj::load_obj(path, &gasworks::scene::obj::LoadOptions { quiet: true })
+        .unwrap()
+}
+
+/// The line that `gasworks info OBJ` (the real binary) prints for material `name`.
+pub fn info_line_of_material(obj: &std::path::Path, name: &str) -> String {
+    let info = std::process::Command::new(env!("CARGO_BIN_EXE_gasworks"))
+        .arg("info")
+        .arg(obj)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&info.stdout);
+    assert!(info.status.success(), "{text}");
+    text.lines()
+        .find(|l| l.trim_start().starts_with(name))
+        .unwrap_or_else(|| panic!("no {name} in {text}"))
+        .to_string()
+}
