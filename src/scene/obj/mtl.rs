@@ -251,7 +251,7 @@ fn read_canonical(canonical: &str) -> Vec<MtlMaterial> {
 /// texture statements without their options, `d` without `-halo`.
 pub fn check_library(path: &Path, text: &str) -> Result<String, LoadError> {
     let mut out = String::with_capacity(text.len());
-    for (index, line) in text.lines().enumerate() {
+    for (index, line) in logical_lines(text).iter().enumerate() {
         let line_no = index + 1;
         let syntax = |message: String| LoadError::Syntax {
             path: path.to_path_buf(),
@@ -381,6 +381,22 @@ pub fn check_library(path: &Path, text: &str) -> Result<String, LoadError> {
         out.push('\n');
     }
     Ok(out)
+}
+
+/// The library's lines, one for each line of the file: a statement line that ends in a
+/// backslash goes on in the next line, as in OBJ files ([`super::parse::for_each_line`]: the
+/// backslash and line end read as a space, comments do not continue), and is read as one line
+/// at its first line, the lines it took in standing empty; so every line number stays the
+/// file's, and an error in a continued statement names its first line.
+fn logical_lines(text: &str) -> Vec<String> {
+    let mut lines = Vec::new();
+    super::parse::for_each_line(text.as_bytes(), |line, spans, _| {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        lines.push(String::from_utf8_lossy(line).into_owned());
+        lines.extend(std::iter::repeat_n(String::new(), spans - 1));
+        true
+    });
+    lines
 }
 
 /// The file name of a texture statement, without the MTL options (`-s 1 1 1`, `-clamp on`...)
@@ -544,7 +560,7 @@ fn warn_about_what_is_not_applied(path: &Path, text: &str, warnings: &mut Vec<St
         Seen::default(),
     ];
     let mut maps: Vec<Seen> = NOT_APPLIED.iter().map(|_| Seen::default()).collect();
-    for (index, line) in text.lines().enumerate() {
+    for (index, line) in logical_lines(text).iter().enumerate() {
         let line = line.trim();
         let Some(keyword) = line.split_whitespace().next() else {
             continue;
@@ -1362,6 +1378,33 @@ mod tests {
         );
     }
 
+    /// A statement line ending in a backslash goes on in the next line (colours, texture
+    /// options, names); a comment does not; errors and warnings name a continued statement's
+    /// first line, and the lines after it keep their numbers.
+    #[test]
+    fn backslashes_continue_statements_but_not_comments() {
+        let mut warnings = Vec::new();
+        let text = "newmtl a\nKd 0.1 \\\n 0.2 0.3\r\nmap_Kd -s 2 2 \\\r\n tex.png\n\
+                    # C:\\textures\\\nKs 0.5 0.5 0.5\nNs 10\nmap_Ke -clamp \\\non glow.png\n";
+        let mats = parse_library(Path::new("t.mtl"), text, &mut warnings).unwrap();
+        assert_eq!(mats[0].diffuse, Some([0.1, 0.2, 0.3]));
+        assert_eq!(mats[0].diffuse_texture.as_deref(), Some("tex.png"));
+        assert_eq!(mats[0].diffuse_texture_mapping.scale, Vec2::new(2.0, 2.0));
+        assert_eq!(mats[0].specular, Some([0.5, 0.5, 0.5]));
+        assert_eq!(mats[0].shininess, Some(10.0));
+        assert_eq!(
+            warnings,
+            ["t.mtl:9: 1 map_Ke statement has options that gasworks does not apply (-clamp on, in material a): its emission map is mapped wrapping, without turbulence, clamping or value changes"]
+        );
+        let e = parse_library(
+            Path::new("t.mtl"),
+            "newmtl a\nKd 0.1 \\\n x 0.3\nKs 1 1 1\n",
+            &mut warnings,
+        )
+        .unwrap_err();
+        assert_eq!(e.to_string(), "t.mtl:2: Kd: \"x\" is not a number");
+    }
+
     /// Maps gasworks does not read are one warning per kind, in file order, naming the first
     /// and its material; two statements of one kind in one material count twice.
     #[test]
@@ -1496,12 +1539,13 @@ mod tests {
                         ]),
                         1..4,
                     ),
-                    // Texture options, each with arguments or without.
+                    // Texture options, each with arguments or without (and a backslash, which
+                    // continues a line when it ends one).
                     proptest::collection::vec(
                         proptest::sample::select(vec![
                             "-bm 0.5", "-bm -2", "-bm", "-bm x", "-s 2 2", "-o 0.5 0.5",
                             "-s nan", "-imfchan r", "-imfchan q", "-mm 0.2 0.5", "-clamp on",
-                            "-t 1 0", "-cc off",
+                            "-t 1 0", "-cc off", "\\",
                         ]),
                         0..3,
                     ),
