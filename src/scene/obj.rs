@@ -41,6 +41,10 @@ use super::{Group, Material, Scene};
 use assemble::{Assembled, Assembler, MaterialUse, Pools, DEFAULT_MATERIAL};
 use parse::{ChunkInput, ChunkOut, Counts, Occurrences, Tally};
 
+// The loader's texture decoding, for the generators and the writer: a texture made in
+// memory, or written out, reads back from its file bit for bit.
+pub(crate) use mtl::{colour_texture_of, grey_texture_of, linear_to_srgb, srgb8_colour_values};
+
 #[derive(Clone, Debug, Default)]
 pub struct LoadOptions {
     /// No progress bar.

@@ -154,6 +154,17 @@ pub fn panel(b: &mut MeshBuilder, nx: u32, ny: u32, size: Vec2, offset: impl Fn(
     }
 }
 
+/// Texture coordinates for the vertices [`panel`] makes with the same `nx` x `ny`, in its
+/// vertex order: `(u, v)` of the grid times `repeats` (the texture tiles `repeats.x` times
+/// across and `repeats.y` times up), v growing up the panel's local Y, as images are read.
+pub fn panel_uvs(nx: u32, ny: u32, repeats: Vec2) -> Vec<Vec2> {
+    (0..=ny)
+        .flat_map(|j| {
+            (0..=nx).map(move |i| Vec2::new(i as f32 / nx as f32, j as f32 / ny as f32) * repeats)
+        })
+        .collect()
+}
+
 pub const fn panel_triangles(nx: u32, ny: u32) -> u64 {
     2 * nx as u64 * ny as u64
 }

@@ -15,6 +15,7 @@ mod cornell;
 pub mod mesh;
 mod rng;
 mod sponza_like;
+mod textures;
 mod toystore;
 mod writer;
 

@@ -10,6 +10,11 @@
 //! wavy drapes on the back wall, columns, arches, urns and rings along two colonnades, cones,
 //! crates, balls and vases in the side aisles, quads as banners on the side walls, and an
 //! emissive skylight (also a 2-triangle group) over the court.
+//!
+//! Textured where Sponza is ([`super::textures`]): flagstones on the floor (a colour map and a
+//! height map, bump mapped), ashlar on the walls, and banners cut out by an opacity mask; those
+//! groups carry texture coordinates. The textures come from their own random stream, so the
+//! geometry is the same as without them.
 
 use std::f32::consts::{FRAC_PI_2, PI, TAU};
 
@@ -17,8 +22,8 @@ use glam::{Quat, Vec2, Vec3};
 
 use super::mesh::{self, MeshBuilder, Placement};
 use super::rng::Rng;
-use super::GenError;
-use crate::scene::{Camera, Group, Material, MaterialKind, Scene};
+use super::{textures, GenError};
+use crate::scene::{BumpMap, Camera, Group, Material, MaterialKind, Scene, Texture};
 
 /// Defaults: Crytek Sponza's group count and triangle count, rounded.
 pub const SPONZA_LIKE_GROUPS: usize = 390;
@@ -51,6 +56,22 @@ const FLOOR: u32 = 1;
 const FABRICS: [u32; 3] = [2, 3, 4];
 const BRONZE: u32 = 5;
 const SKYLIGHT: u32 = 6;
+const WALL_STONE: u32 = 7;
+/// The banners' materials, one per fabric colour (the same draw picks both).
+const BANNERS: [u32; 3] = [8, 9, 10];
+
+// Indices into the scene's textures, in the order the loader numbers them when it reads the
+// written files back (material by material, each one's maps in the order the MTL lists them).
+const FLAGSTONE_COLOURS: u32 = 0;
+const FLAGSTONE_HEIGHTS: u32 = 1;
+const ASHLAR_COLOURS: u32 = 2;
+const BANNER_PATTERN: u32 = 3;
+const BANNER_MASK: u32 = 4;
+/// Height of the flagstones' bevels: `-bm` of the floor's height map.
+const FLAGSTONE_BUMP: f32 = 1.5;
+/// Size of one tile of the floor's and walls' maps, in scene units (4x4 flagstones of one
+/// unit, 8 courses of ashlar blocks one unit long).
+const TILE: f32 = 4.0;
 
 /// The camera `gasworks gen` writes into the file as its hint: from inside the open (+Z) side,
 /// right of centre at about a third of the height, looking across the court toward the far
@@ -65,6 +86,21 @@ pub fn sponza_like_camera() -> Camera {
     }
 }
 
+/// The textures of [`materials`], indexed by the constants above; from their own random
+/// stream of `seed`.
+fn textures(seed: u64) -> Vec<Texture> {
+    let mut rng = Rng::new(seed, 3);
+    let floor = textures::flagstone_colours(&mut rng);
+    let walls = textures::ashlar_colours(&mut rng);
+    vec![
+        floor,
+        textures::flagstone_heights(),
+        walls,
+        textures::banner_pattern(),
+        textures::banner_mask(),
+    ]
+}
+
 fn materials() -> Vec<Material> {
     let mut bronze = Material::diffuse("bronze", Vec3::new(0.25, 0.15, 0.08));
     bronze.kind = MaterialKind::Glossy;
@@ -72,15 +108,35 @@ fn materials() -> Vec<Material> {
     bronze.shininess = 80.0;
     let mut sky = Material::diffuse("skylight", Vec3::ZERO);
     sky.emission = Vec3::new(4.0, 4.0, 3.7);
-    vec![
+    // The maps' texels average about 0.6 (sRGB-decoded): the colours are brighter than the
+    // plain ones' to make up for it.
+    let mut floor = Material::diffuse("floor_stone", Vec3::new(0.75, 0.72, 0.67));
+    floor.diffuse_texture = Some(FLAGSTONE_COLOURS);
+    floor.bump = Some(BumpMap::Height {
+        texture: FLAGSTONE_HEIGHTS,
+        scale: FLAGSTONE_BUMP,
+    });
+    let mut wall = Material::diffuse("wall_stone", Vec3::new(0.95, 0.9, 0.8));
+    wall.diffuse_texture = Some(ASHLAR_COLOURS);
+    let fabrics = [
+        ("red", Vec3::new(0.6, 0.08, 0.06)),
+        ("green", Vec3::new(0.1, 0.4, 0.12)),
+        ("blue", Vec3::new(0.08, 0.15, 0.5)),
+    ];
+    let banners = fabrics.map(|(colour, kd)| {
+        let mut m = Material::diffuse(&format!("banner_{colour}"), kd);
+        m.diffuse_texture = Some(BANNER_PATTERN);
+        m.opacity_texture = Some(BANNER_MASK);
+        m
+    });
+    let mut all = vec![
         Material::diffuse("stone", Vec3::new(0.72, 0.68, 0.6)),
-        Material::diffuse("floor_stone", Vec3::new(0.45, 0.43, 0.4)),
-        Material::diffuse("fabric_red", Vec3::new(0.6, 0.08, 0.06)),
-        Material::diffuse("fabric_green", Vec3::new(0.1, 0.4, 0.12)),
-        Material::diffuse("fabric_blue", Vec3::new(0.08, 0.15, 0.5)),
-        bronze,
-        sky,
-    ]
+        floor,
+    ];
+    all.extend(fabrics.map(|(colour, kd)| Material::diffuse(&format!("fabric_{colour}"), kd)));
+    all.extend([bronze, sky, wall]);
+    all.extend(banners);
+    all
 }
 
 /// The group sizes (before they are made into meshes): `quads` 2s, the rest even and >= 4,
@@ -177,13 +233,15 @@ pub fn sponza_like(groups: usize, triangles: u64, seed: u64) -> Result<Scene, Ge
     rng.shuffle(&mut out);
     // Laid out open toward -Z; turned to open toward +Z, facing the default camera.
     out.iter_mut().for_each(mesh::turn_half);
-    Ok(Scene::new(
+    let mut scene = Scene::new(
         &format!(
             "gasworks gen sponza-like --groups {groups} --triangles {triangles} --seed {seed}"
         ),
         out,
         materials(),
-    ))
+    );
+    scene.textures = textures(seed);
+    Ok(scene)
 }
 
 /// The largest groups are the floor and walls, the next large ones drapes, then colonnade
@@ -292,14 +350,10 @@ fn build_group(index: usize, role: Role, size: u64, layout: &mut Layout, rng: &m
         Role::Floor => {
             let (nx, ny) = grid_for(size, 2.0 * HALF_X, 2.0 * HALF_Z);
             let place = Placement::at(Vec3::ZERO).rotated(Quat::from_rotation_x(-FRAC_PI_2));
+            let size = Vec2::new(2.0 * HALF_X, 2.0 * HALF_Z);
             let mut b = MeshBuilder::new(&mut group, place, FLOOR);
-            mesh::panel(
-                &mut b,
-                nx,
-                ny,
-                Vec2::new(2.0 * HALF_X, 2.0 * HALF_Z),
-                |_, _| 0.0,
-            );
+            mesh::panel(&mut b, nx, ny, size, |_, _| 0.0);
+            group.uvs = mesh::panel_uvs(nx, ny, size / TILE);
             "floor".to_string()
         }
         Role::Wall(k) => {
@@ -322,8 +376,10 @@ fn build_group(index: usize, role: Role, size: u64, layout: &mut Layout, rng: &m
                 ),
             };
             let (nx, ny) = grid_for(size, width, HEIGHT);
-            let mut b = MeshBuilder::new(&mut group, place, STONE);
-            mesh::panel(&mut b, nx, ny, Vec2::new(width, HEIGHT), |_, _| 0.0);
+            let size = Vec2::new(width, HEIGHT);
+            let mut b = MeshBuilder::new(&mut group, place, WALL_STONE);
+            mesh::panel(&mut b, nx, ny, size, |_, _| 0.0);
+            group.uvs = mesh::panel_uvs(nx, ny, size / TILE);
             name.to_string()
         }
         Role::Skylight => {
@@ -357,10 +413,11 @@ fn build_group(index: usize, role: Role, size: u64, layout: &mut Layout, rng: &m
                 (HALF_X - 0.02, -FRAC_PI_2)
             };
             let place = Placement::at(Vec3::new(x, y, along)).turned(turn);
-            let material = FABRICS[rng.below(FABRICS.len())];
+            let material = BANNERS[rng.below(BANNERS.len())];
             let mut b = MeshBuilder::new(&mut group, place, material);
             let size = Vec2::new(cell_w * 0.6, cell_h * 0.7);
             mesh::panel(&mut b, 1, 1, size, |_, _| 0.0);
+            group.uvs = mesh::panel_uvs(1, 1, Vec2::ONE);
             format!("banner_{index:03}")
         }
         Role::Drape => {

@@ -67,6 +67,11 @@ pub struct ObjWriter {
     groups: usize,
     triangles: u64,
     vertices: u64,
+    /// `vn` and `vt` lines written so far: counted apart from the vertices, since a group
+    /// without normals or texture coordinates writes none (the first group with texture
+    /// coordinates after one without starts at `vt` 1, not at its first vertex's number).
+    normals: u64,
+    uvs: u64,
 }
 
 impl ObjWriter {
@@ -102,6 +107,8 @@ impl ObjWriter {
             groups: 0,
             triangles: 0,
             vertices: 0,
+            normals: 0,
+            uvs: 0,
         };
         let mtl_name = format!("{stem}.mtl");
         writer.io(|out| {
@@ -145,7 +152,10 @@ impl ObjWriter {
                 });
             }
         }
+        // OBJ indices count from 1, over the whole file.
         let base = self.vertices + 1;
+        let normal_base = self.normals + 1;
+        let uv_base = self.uvs + 1;
         let has_normals = !group.normals.is_empty();
         let has_uvs = !group.uvs.is_empty();
         let name = sanitize(&group.name);
@@ -180,24 +190,23 @@ impl ObjWriter {
                 }
                 out.write_all(b"f")?;
                 for &i in tri {
-                    let i = base + i as u64;
-                    num.index(out, i)?;
+                    let i = u64::from(i);
+                    num.index(out, base + i)?;
                     match (has_uvs, has_normals) {
                         (false, false) => {}
                         (false, true) => {
                             out.write_all(b"//")?;
-                            out.write_all(num.ints.format(i).as_bytes())?;
+                            out.write_all(num.ints.format(normal_base + i).as_bytes())?;
                         }
                         (true, false) => {
                             out.write_all(b"/")?;
-                            out.write_all(num.ints.format(i).as_bytes())?;
+                            out.write_all(num.ints.format(uv_base + i).as_bytes())?;
                         }
                         (true, true) => {
-                            let text = num.ints.format(i);
-                            for _ in 0..2 {
-                                out.write_all(b"/")?;
-                                out.write_all(text.as_bytes())?;
-                            }
+                            out.write_all(b"/")?;
+                            out.write_all(num.ints.format(uv_base + i).as_bytes())?;
+                            out.write_all(b"/")?;
+                            out.write_all(num.ints.format(normal_base + i).as_bytes())?;
                         }
                     }
                 }
@@ -210,6 +219,8 @@ impl ObjWriter {
         self.groups += 1;
         self.triangles += group.indices.len() as u64;
         self.vertices += n as u64;
+        self.normals += group.normals.len() as u64;
+        self.uvs += group.uvs.len() as u64;
         Ok(())
     }
 
@@ -338,17 +349,25 @@ fn write_mtl(
         }
         writeln!(out, "illum {}", illum(m.kind))?;
         // Colour, emission and specular maps name their source image: read again, it decodes to the
-        // same texels. Absolute, since it was found relative to another library's folder.
-        for (keyword, map) in [
-            ("map_Kd", m.diffuse_texture),
-            ("map_Ke", m.emission_texture),
-            ("map_Ks", m.specular_texture),
+        // same texels. Absolute, since it was found relative to another library's folder. A
+        // texture with no file (made in memory by a generator) is written beside the library.
+        for (keyword, label, map) in [
+            ("map_Kd", "colour", m.diffuse_texture),
+            ("map_Ke", "emission", m.emission_texture),
+            ("map_Ks", "specular", m.specular_texture),
         ] {
-            if let Some(texture) = map.and_then(|t| textures.get(t as usize)) {
+            let Some((index, texture)) = map.and_then(|t| Some((t, textures.get(t as usize)?)))
+            else {
+                continue;
+            };
+            let options = mapping_options(texture.mapping);
+            if Path::new(&texture.path).is_file() {
                 let absolute = std::fs::canonicalize(&texture.path)
                     .unwrap_or_else(|_| PathBuf::from(&texture.path));
-                let options = mapping_options(texture.mapping);
                 writeln!(out, "{keyword} {options}{}", absolute.display())?;
+            } else {
+                let file = write_colour_png(path, label, index, texture)?;
+                writeln!(out, "{keyword} {options}{file}")?;
             }
         }
         if let Some((index, mask)) = m
@@ -438,6 +457,58 @@ fn write_grey_png(mtl: &Path, label: &str, index: u32, mask: &Texture) -> std::i
     Ok(name)
 }
 
+/// Writes colour texture `index` (linear RGB, as decoded) as an sRGB PNG beside the library
+/// `mtl` (`STEM.LABELINDEX.png`) and returns its file name. In 8 bits when every value is what
+/// some sRGB byte decodes to (as a generator's textures are), so that it reads back with the
+/// same bits; otherwise in 16 bits, sRGB encoded and rounded there. Values above 1 (an
+/// emission map's radiance) do not fit either and are refused: a PNG would clamp them.
+fn write_colour_png(
+    mtl: &Path,
+    label: &str,
+    index: u32,
+    texture: &Texture,
+) -> std::io::Result<String> {
+    let stem = mtl.file_stem().unwrap_or_default().to_string_lossy();
+    let name = format!("{stem}.{label}{index}.png");
+    let target = mtl.with_file_name(&name);
+    let values = crate::scene::obj::srgb8_colour_values();
+    let byte_of = |v: f32| {
+        let k = values.partition_point(|&x| x < v).min(255);
+        (values[k].to_bits() == v.to_bits()).then_some(k as u8)
+    };
+    let channels = || texture.texels.iter().flat_map(|t| t.iter().copied());
+    if let Some(v) = channels().find(|v| !(0.0..=1.0).contains(v)) {
+        return Err(std::io::Error::other(format!(
+            "texture {} holds {v}, outside [0, 1]: a PNG cannot keep it",
+            texture.path
+        )));
+    }
+    let unfilled =
+        || std::io::Error::other(format!("a {label} map whose texels do not fill its size"));
+    let as_bytes: Option<Vec<u8>> = channels().map(byte_of).collect();
+    let saved = match as_bytes {
+        Some(bytes) => image::RgbImage::from_raw(texture.width, texture.height, bytes)
+            .ok_or_else(unfilled)?
+            .save(&target),
+        None => {
+            let words: Vec<u16> = channels()
+                .map(|v| {
+                    (crate::scene::obj::linear_to_srgb(v).clamp(0.0, 1.0) * 65535.0).round() as u16
+                })
+                .collect();
+            image::ImageBuffer::<image::Rgb<u16>, Vec<u16>>::from_raw(
+                texture.width,
+                texture.height,
+                words,
+            )
+            .ok_or_else(unfilled)?
+            .save(&target)
+        }
+    };
+    saved.map_err(std::io::Error::other)?;
+    Ok(name)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -458,6 +529,49 @@ mod tests {
             assert_eq!(w.parse::<f32>().unwrap().to_bits(), x.to_bits(), "{w}");
         }
         assert_eq!(words[8], "12345678901");
+    }
+
+    /// A colour texture with values no sRGB byte decodes to goes out in 16 bits and reads back
+    /// within the 16-bit encoding's rounding; one above 1 is refused, naming the texture.
+    #[test]
+    fn colour_maps_without_an_8_bit_form_are_written_in_16_bits_or_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let mtl = dir.path().join("scene.mtl");
+        let values = [0.3, 0.0, 1.0, 0.5, 0.001, 0.75];
+        let mut texture = Texture {
+            path: "made in memory".into(),
+            width: 2,
+            height: 1,
+            texels: vec![
+                [values[0], values[1], values[2]],
+                [values[3], values[4], values[5]],
+            ],
+            mapping: crate::scene::UvMapping::IDENTITY,
+        };
+        let name = write_colour_png(&mtl, "colour", 7, &texture).unwrap();
+        assert_eq!(name, "scene.colour7.png");
+        let back = image::open(dir.path().join(&name)).unwrap();
+        let image::DynamicImage::ImageRgb16(back) = back else {
+            panic!("not a 16-bit RGB image: {:?}", back.color());
+        };
+        for (word, value) in back.as_raw().iter().zip(values) {
+            let srgb = f32::from(*word) / 65535.0;
+            let linear = if srgb <= 0.04045 {
+                srgb / 12.92
+            } else {
+                ((srgb + 0.055) / 1.055).powf(2.4)
+            };
+            assert!(
+                (linear - value).abs() < 1e-4,
+                "{value} came back as {linear}"
+            );
+        }
+        texture.texels[1][2] = 1.5;
+        let refused = write_colour_png(&mtl, "emission", 8, &texture).unwrap_err();
+        assert!(
+            refused.to_string().contains("made in memory") && refused.to_string().contains("1.5"),
+            "{refused}"
+        );
     }
 
     #[test]

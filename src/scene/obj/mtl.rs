@@ -1224,6 +1224,39 @@ fn decode_linear(path: &Path, image: &image::DynamicImage, max: f32) -> (Texture
     (decoded_texture(path, width, height, texels), clamped)
 }
 
+/// The texture the loader reads from a PNG of `image` used as a colour map (`map_Kd`,
+/// `map_Ks`, `map_Ke`): sRGB bytes decoded to linear, bit for bit as [`decode_linear`] does.
+/// For textures made in memory (`gasworks gen`), so that they equal their files read back.
+pub(crate) fn colour_texture_of(name: &str, image: image::RgbImage) -> Texture {
+    decode_linear(Path::new(name), &image::DynamicImage::ImageRgb8(image), 1.0).0
+}
+
+/// The texture the loader reads from a grey PNG of `image` used as an opacity mask or a
+/// height map: each byte's value in [0, 1], bit for bit as [`decode_mask`] does.
+pub(crate) fn grey_texture_of(name: &str, image: image::GrayImage) -> Texture {
+    decode_mask(
+        Path::new(name),
+        &image::DynamicImage::ImageLuma8(image),
+        MaskChannel::Red,
+    )
+}
+
+/// The linear value a colour map's 8-bit sRGB byte decodes to, for each byte (increasing):
+/// what a writer inverts to save a colour texture in 8 bits without changing a bit.
+pub(crate) fn srgb8_colour_values() -> &'static [f32; 256] {
+    srgb8_to_linear_table(false)
+}
+
+/// The sRGB transfer function, the inverse of [`srgb_to_linear`]: for writing colour maps
+/// that no 8-bit image holds exactly.
+pub(crate) fn linear_to_srgb(c: f32) -> f32 {
+    if c <= 0.0031308 {
+        c * 12.92
+    } else {
+        1.055 * c.powf(1.0 / 2.4) - 0.055
+    }
+}
+
 /// A texture decoded from the file `path`, mapped as the identity (its statement's mapping is
 /// set by the cache).
 fn decoded_texture(path: &Path, width: u32, height: u32, texels: Vec<[f32; 3]>) -> Texture {
