@@ -12,7 +12,8 @@
 #              streams 1,2,4,8,16 x fast-build off/on, merge-below 0/64/256/1024, assign
 #              round-robin/lpt x scratch shared/per-stream, compaction off/on (CSV + SVG)
 #   render     GPU and CPU renders on this host: Cornell 1024x1024 256 spp, sponza-like and the
-#              10M toystore at 1920x1080 64 spp; samples/s and rays/s side by side, PNGs kept
+#              10M toystore at 1920x1080 64 spp; samples/s and rays/s side by side, PNGs kept;
+#              each GPU image's mean luminance against the CPU's, in standard errors
 #   sched      the tile scheduler with GPU workers (--devices gpu0x2 and gpu0x2,cpu, --stats) on
 #              the toystore; the image must be bit-identical across GPU worker counts and schedules,
 #              and after a --time-limit stop and --resume
@@ -34,7 +35,9 @@
 #   GW_REPEAT_BIG     build-bench repeats on the 10M toystore (default 10)
 #   GW_SHELVES        toystore size (default 1007 shelves: about 10M triangles)
 #   GW_SCENES_DIR     generated scenes (default /tmp/gasworks-scenes; large, never committed)
-#   GW_SKIP_CPU=1     render step: GPU renders only
+#   GW_SKIP_CPU=1     render step: GPU renders only (no GPU vs CPU comparison then)
+#   GW_RENDER_SE      render step: the most standard errors the GPU's mean luminance may lie
+#                     from the CPU's before the step fails (default 6)
 set -uo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -252,12 +255,16 @@ step_bench() {
 }
 
 render_csv="$out/render-figures.csv"
-# render_one NAME OBJ BACKEND WIDTH HEIGHT SPP: one render, its log, image and CSV row.
+# render_one NAME OBJ BACKEND WIDTH HEIGHT SPP: one render, its log, image and CSV row. The
+# render is an EXR (linear radiance, kept with the scenes: too big to bring back) for
+# compare_backends; the PNG committed with the results is made from it by `gasworks merge`.
 render_one() {
     local name="$1" obj="$2" backend="$3" w="$4" h="$5" spp="$6"
-    local log="$out/render-$name-$backend.log" img="$out/$name-$backend.png"
-    local cmd=("$bin" render "$obj" -o "$img" --backend "$backend" --width "$w" --height "$h" --spp "$spp" --max-depth 8)
+    local log="$out/render-$name-$backend.log" exr="$scenes/render-$name-$backend.exr" img="$out/$name-$backend.png"
+    rm -f "$exr"
+    local cmd=("$bin" render "$obj" -o "$exr" --backend "$backend" --width "$w" --height "$h" --spp "$spp" --max-depth 8)
     logged "$log" "${cmd[@]}" || { fail "render $name on $backend (see $log)"; return; }
+    "$bin" merge "$exr" -o "$img" >> "$log" 2>&1 || fail "PNG of $exr (see $log)"
     # The render's timings line (tests/cli_render_output.rs pins its format):
     # "time: load L s, build B s, render R s, S M samples/s" and, for OptiX,
     # ", R M rays/s (N rays)".
@@ -273,6 +280,8 @@ render_one() {
 step_render() {
     need_sponza
     need_toystore
+    # No comparison with a render of an earlier run (another binary, perhaps).
+    rm -f "$scenes"/render-*.exr
     if [ ! -s "$render_csv" ]; then
         echo "scene,backend,width,height,spp,max_depth,load_s,build_s,render_s,msamples_per_s,rays,mrays_per_s" > "$render_csv"
         meta "$render_csv" "scripts/gpu-session.sh render"
@@ -285,6 +294,32 @@ step_render() {
         render_one sponza-like "$sponza" "$b" 1920 1080 64
         render_one toystore "$toystore" "$b" 1920 1080 64
     done
+    local name
+    for name in cornell sponza-like toystore; do
+        compare_backends "$name"
+    done
+}
+
+# Agreement of the GPU render with the CPU's, scene by scene: the difference of their mean
+# luminances in standard errors over the pixels (`gasworks image-stats`, the CPU image first).
+# Two unbiased renders differ by a few at most; a bias in either (a wrong texture lookup, a
+# lost light path) shows as many. Above GW_RENDER_SE (default 6) the step fails.
+compare_backends() {
+    local name="$1" cpu="$scenes/render-$1-cpu.exr" gpu="$scenes/render-$1-optix.exr"
+    local log="$out/compare-$name.log" line se
+    [ -s "$cpu" ] && [ -s "$gpu" ] || return 0
+    logged "$log" "$bin" image-stats "$cpu" "$gpu" || { fail "image-stats of the $name renders (see $log)"; return; }
+    if grep -q "pixels bit-identical to the first image" "$log"; then
+        note "render compare $name: the GPU and CPU images are bit-identical"
+        return
+    fi
+    line="$(grep -m1 "mean luminance difference" "$log" || true)"
+    se="$(sed -n 's/.*: \([0-9.]*\|inf\) standard errors$/\1/p' <<< "$line")"
+    [ -n "$se" ] || { fail "no mean luminance difference in $log"; return; }
+    note "render compare $name: GPU vs CPU $(grep -m1 '^vs first' "$log" | sed 's/^vs first *//; s/, fireflies.*//'),${line#*difference}"
+    if [ "$se" = inf ] || awk -v se="$se" -v limit="${GW_RENDER_SE:-6}" 'BEGIN { exit !(se > limit) }'; then
+        fail "the GPU render of $name differs from the CPU's by $se standard errors of the mean luminance (see $log)"
+    fi
 }
 
 step_sched() {

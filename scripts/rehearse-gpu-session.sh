@@ -9,7 +9,8 @@
 #   nvidia-smi          answers the name and driver queries ("rehearsal (no GPU)", "0.0")
 #   compute-sanitizer   runs the command it is given and prints a clean ERROR SUMMARY
 #   gasworks            the debug binary (GW_REHEARSE_BIN to choose another) behind a wrapper:
-#                       --backend optix becomes cpu, --devices gpuDxS becomes cpu:S (gpuD, cpu:1),
+#                       --backend optix becomes cpu with another --seed (its images differ from
+#                       the CPU's by noise), --devices gpuDxS becomes cpu:S (gpuD, cpu:1),
 #                       and --width/--height are divided by 8, so a render takes seconds
 #   tests/              one test binary (optix_gpu_context): its GPU tests fail here, which
 #                       exercises the failure report of the tests step
@@ -78,7 +79,9 @@ while [ $# -gt 0 ]; do
     a="$1"; shift
     case "$a" in
         --backend)
-            if [ "${1:-}" = optix ]; then args+=(--backend cpu); shift; continue; fi ;;
+            # Another seed, so that the "GPU" image differs from the CPU's by noise alone, as a
+            # real GPU's does: the render step's comparison then takes its real path.
+            if [ "${1:-}" = optix ]; then args+=(--backend cpu --seed 7); shift; continue; fi ;;
         --devices)
             args+=(--devices "$(echo "$1" | sed -E 's/gpu[0-9]+x([0-9]+)/cpu:\1/g; s/gpu[0-9]+/cpu:1/g')")
             shift; continue ;;
@@ -146,6 +149,11 @@ for scene in cornell sponza-like toystore; do
     done
 done
 check "render: PNGs kept" test -s "$work/results/cornell-optix.png"
+# The stand-in GPU renders on the CPU with another seed: the images differ by noise alone.
+for scene in cornell sponza-like toystore; do
+    check "render: $scene compared with the CPU's, within noise" \
+        has "^render compare $scene: GPU vs CPU mean luminance [-+][0-9.]+%, .*: [0-9.]+ standard errors$"
+done
 check "sched: one image across worker counts and schedules" has "^sched: every GPU worker count and schedule gave one image"
 check "sched: a time-limit stop and --resume gave the uninterrupted image" has "^sched: stopped at a time limit and resumed"
 check "sched: per-worker efficiency quoted" has "[Ee]fficiency"

@@ -103,6 +103,14 @@ pub struct ImageReport {
     /// channel of every pixel: with the first image a converged reference, the error of this
     /// one (its noise, for an unbiased renderer), to compare renderers or settings by.
     pub rms_difference_from_first: Option<f64>,
+    /// The mean over pixels of this image's luminance minus the first image's, pixel by pixel.
+    pub mean_luminance_difference: Option<f64>,
+    /// The standard error of [`ImageReport::mean_luminance_difference`]: the standard
+    /// deviation of the pixels' luminance differences over the square root of their number
+    /// (pixels taken as independent, as a path tracer's are). Two unbiased renders of one scene
+    /// by different renderers (the GPU and the CPU backends) differ by a few of these at most;
+    /// a bias in one shows as many. None when the luminances are the same pixel for pixel.
+    pub mean_luminance_difference_standard_error: Option<f64>,
     /// The first `--list` fireflies, row-major.
     pub firefly_list: Vec<FireflyEntry>,
 }
@@ -228,7 +236,7 @@ pub fn run(a: ImageStatsArgs) -> anyhow::Result<()> {
         } = read_radiance(path)?;
         // Bit-level comparison with the first image (EXR files of equal pixels need not be
         // equal bytes: the encoder may order compressed blocks differently).
-        let (differing, max_diff, rms) = match &first_pixels {
+        let (differing, max_diff, rms, luminance_difference) = match &first_pixels {
             Some((w, h, first)) if (*w, *h) == (width, height) => {
                 let differing = first
                     .iter()
@@ -247,9 +255,22 @@ pub fn run(a: ImageStatsArgs) -> anyhow::Result<()> {
                     .map(|d| d * d)
                     .sum();
                 let rms = (squares / (3 * pixels.len()) as f64).sqrt();
-                (Some(differing), Some(max_diff), Some(rms))
+                let luminance = |p: &[f32; 3]| {
+                    0.2126 * f64::from(p[0]) + 0.7152 * f64::from(p[1]) + 0.0722 * f64::from(p[2])
+                };
+                let differences = first
+                    .iter()
+                    .zip(&pixels)
+                    .map(|(a, b)| luminance(b) - luminance(a));
+                let n = pixels.len() as f64;
+                let (sum, sum2) = differences.fold((0.0, 0.0), |(s, s2), d| (s + d, s2 + d * d));
+                let mean = sum / n;
+                // Sample variance over n: the square of the mean's standard error.
+                let se = (n > 1.0 && sum2 > 0.0)
+                    .then(|| ((sum2 / n - mean * mean).max(0.0) / (n - 1.0)).sqrt());
+                (Some(differing), Some(max_diff), Some(rms), Some((mean, se)))
             }
-            _ => (None, None, None),
+            _ => (None, None, None, None),
         };
         // A crop's mask is the whole frame's (the camera frames the whole), cut to its window.
         let mask: Option<std::borrow::Cow<[bool]>> = match (masker.as_mut(), crop) {
@@ -291,6 +312,8 @@ pub fn run(a: ImageStatsArgs) -> anyhow::Result<()> {
             pixels_differing_from_first: differing,
             max_abs_difference_from_first: max_diff,
             rms_difference_from_first: rms,
+            mean_luminance_difference: luminance_difference.map(|(mean, _)| mean),
+            mean_luminance_difference_standard_error: luminance_difference.and_then(|(_, se)| se),
             firefly_list: found
                 .iter()
                 .take(a.list)
@@ -418,6 +441,17 @@ pub fn render_text(reports: &[ImageReport]) -> String {
                         "            {n} pixels differ from the first image (largest channel difference {d:.6}, RMS difference {rms:.6}, {:.3}% of its mean luminance)",
                         100.0 * rms / first.mean_luminance
                     );
+                    if let (Some(mean), Some(se)) = (
+                        r.mean_luminance_difference,
+                        r.mean_luminance_difference_standard_error,
+                    ) {
+                        // Scripts read this line (scripts/gpu-session.sh): keep its shape.
+                        let _ = writeln!(
+                            s,
+                            "            mean luminance difference {mean:+.6e} +- {se:.6e} (one standard error over the pixels): {:.2} standard errors",
+                            mean.abs() / se
+                        );
+                    }
                 }
                 _ => {
                     let _ = writeln!(s, "            (not compared pixel by pixel: another size)");
