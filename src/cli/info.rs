@@ -105,6 +105,10 @@ pub struct SceneInfo {
     /// Of those, the triangles too large or too small for single precision.
     pub out_of_scale_dropped: usize,
     pub textures: usize,
+    /// Texels of all the textures, and the bytes they take as gasworks keeps them: linear RGB
+    /// in 32-bit floats (12 bytes a texel), in memory and again on the GPU.
+    pub texels: u64,
+    pub texel_bytes: u64,
     pub warnings: Vec<String>,
     pub group_list: Vec<GroupInfo>,
 }
@@ -215,6 +219,12 @@ pub fn scene_info(scene: &Scene) -> SceneInfo {
         degenerate_dropped: scene.report.degenerate_dropped,
         out_of_scale_dropped: scene.report.out_of_scale_dropped,
         textures: scene.textures.len(),
+        texels: scene.textures.iter().map(|t| t.texels.len() as u64).sum(),
+        texel_bytes: scene
+            .textures
+            .iter()
+            .map(|t| std::mem::size_of_val(t.texels.as_slice()) as u64)
+            .sum(),
         warnings: scene.report.warnings.clone(),
         group_list: scene
             .groups
@@ -356,7 +366,18 @@ pub fn render_text(info: &SceneInfo, list_groups: bool) -> String {
             let _ = writeln!(s, "environment none");
         }
     }
-    let _ = writeln!(s, "textures    {}", info.textures);
+    if info.textures == 0 {
+        let _ = writeln!(s, "textures    0");
+    } else {
+        let _ = writeln!(
+            s,
+            "textures    {} ({} texel{}, {:.1} MiB as linear RGB floats, in memory and on the GPU)",
+            info.textures,
+            info.texels,
+            if info.texels == 1 { "" } else { "s" },
+            info.texel_bytes as f64 / (1024.0 * 1024.0)
+        );
+    }
     let _ = writeln!(
         s,
         "content     {} (the hash of the geometry, materials and textures that its renders' images and resume files carry)",
@@ -480,6 +501,11 @@ mod tests {
             );
         }
         let text = render_text(&info, true);
+        assert_eq!((info.texels, info.texel_bytes), (1, 12));
+        assert!(
+            text.contains("textures    1 (1 texel, 0.0 MiB as linear RGB floats"),
+            "{text}"
+        );
         let line = text.lines().find(|l| l.contains("emission-mapped"));
         assert!(
             line.is_some_and(|l| l.contains(&scene.materials[lamp as usize].name)),
