@@ -1174,6 +1174,29 @@ fn srgb8_to_linear_table(grey: bool) -> &'static [f32; 256] {
     })
 }
 
+/// [`srgb_to_linear`] of every 16-bit value, as [`srgb8_to_linear_table`] is of every 8-bit
+/// one (each value converted to `f32` by the image crate's own conversion, grey images by
+/// theirs): 65536 entries, 256 KiB, built on first use.
+fn srgb16_to_linear_table(grey: bool) -> &'static [f32] {
+    static TABLES: [std::sync::OnceLock<Vec<f32>>; 2] =
+        [std::sync::OnceLock::new(), std::sync::OnceLock::new()];
+    TABLES[usize::from(grey)].get_or_init(|| {
+        let ramp = if grey {
+            image::DynamicImage::ImageLuma16(image::ImageBuffer::from_fn(256, 256, |x, y| {
+                image::Luma([(y * 256 + x) as u16])
+            }))
+        } else {
+            image::DynamicImage::ImageRgb16(image::ImageBuffer::from_fn(256, 256, |x, y| {
+                image::Rgb([(y * 256 + x) as u16; 3])
+            }))
+        };
+        ramp.to_rgb32f()
+            .pixels()
+            .map(|p| srgb_to_linear(p.0[0]))
+            .collect()
+    })
+}
+
 /// The texels of `image` (decoded from `path`) as linear RGB in [0, `max`], and how many
 /// texels of a float image (HDR, EXR: values as stored, possibly above `max`, negative or NaN)
 /// had to be clamped. 8- and 16-bit images give values in [0, 1] whatever `max`.
@@ -1194,15 +1217,31 @@ fn decode_linear(path: &Path, image: &image::DynamicImage, max: f32) -> (Texture
         }
         _ => None,
     };
-    let texels = match table {
+    // 16-bit images the same way, 65536 values a channel (the `powf` was a third of loading a
+    // 4096x4096 16-bit texture).
+    let table16 = match image {
+        image::DynamicImage::ImageRgb16(_) | image::DynamicImage::ImageRgba16(_) => {
+            Some(srgb16_to_linear_table(false))
+        }
+        image::DynamicImage::ImageLuma16(_) | image::DynamicImage::ImageLumaA16(_) => {
+            Some(srgb16_to_linear_table(true))
+        }
+        _ => None,
+    };
+    let texels = match (table, table16) {
         // 256 values a channel: one table lookup instead of a `powf` per channel (which
         // was a fifth of loading a textured scene), the same bits.
-        Some(table) => image
+        (Some(table), _) => image
             .to_rgb8()
             .pixels()
             .map(|p| p.0.map(|c| table[usize::from(c)]))
             .collect(),
-        None => image
+        (None, Some(table)) => image
+            .to_rgb16()
+            .pixels()
+            .map(|p| p.0.map(|c| table[usize::from(c)]))
+            .collect(),
+        (None, None) => image
             .to_rgb32f()
             .pixels()
             .map(|p| {
@@ -1883,6 +1922,47 @@ mod tests {
         assert!(warnings.iter().all(|w| w.contains("gone.png")));
         assert!(warnings[0].contains("using its Kd colour"));
         assert!(warnings[1].contains("without cut-outs"));
+    }
+
+    /// The table path for 16-bit images gives the bits of the conversion it replaced
+    /// (`to_rgb32f`, then [`srgb_to_linear`] per channel) for every value in every 16-bit
+    /// layout.
+    #[test]
+    fn sixteen_bit_textures_decode_as_the_per_channel_conversion_did() {
+        let pixel = |x: u32, y: u32| {
+            let v = (y * 256 + x) as u16;
+            [v, 65535 - v, v.wrapping_mul(7919), v / 3]
+        };
+        let rgba: image::ImageBuffer<image::Rgba<u16>, Vec<u16>> =
+            image::ImageBuffer::from_fn(256, 256, |x, y| image::Rgba(pixel(x, y)));
+        let rgba = image::DynamicImage::ImageRgba16(rgba);
+        let layouts = [
+            image::DynamicImage::ImageRgb16(rgba.to_rgb16()),
+            rgba.clone(),
+            image::DynamicImage::ImageLumaA16(image::ImageBuffer::from_fn(256, 256, |x, y| {
+                image::LumaA([pixel(x, y)[0], 9])
+            })),
+            image::DynamicImage::ImageLuma16(image::ImageBuffer::from_fn(256, 256, |x, y| {
+                image::Luma([pixel(x, y)[2]])
+            })),
+        ];
+        for image in layouts {
+            let reference: Vec<[f32; 3]> = image
+                .to_rgb32f()
+                .pixels()
+                .map(|p| p.0.map(srgb_to_linear))
+                .collect();
+            let (texture, clamped) = decode_linear(Path::new("t.png"), &image, 1.0);
+            assert_eq!((texture.width, texture.height, clamped), (256, 256, 0));
+            let bits = |t: &[[f32; 3]]| -> Vec<[u32; 3]> {
+                t.iter().map(|p| p.map(f32::to_bits)).collect()
+            };
+            assert!(
+                bits(&texture.texels) == bits(&reference),
+                "{:?}",
+                image.color()
+            );
+        }
     }
 
     /// The table path for 8-bit images gives the bits of the conversion it replaced
