@@ -1924,6 +1924,23 @@ mod tests {
         assert!(warnings[1].contains("without cut-outs"));
     }
 
+    /// [`decode_linear`] of `image` gives, bit for bit, what `to_rgb32f` then [`srgb_to_linear`]
+    /// per channel gives (the conversion the tables replaced), and nothing clamped.
+    fn assert_decodes_as_per_channel(image: &image::DynamicImage) {
+        let reference: Vec<[u32; 3]> = image
+            .to_rgb32f()
+            .pixels()
+            .map(|p| p.0.map(|c| srgb_to_linear(c).to_bits()))
+            .collect();
+        let (texture, clamped) = decode_linear(Path::new("t.png"), image, 1.0);
+        assert_eq!(
+            (texture.width, texture.height, clamped),
+            (image.width(), image.height(), 0)
+        );
+        let bits: Vec<[u32; 3]> = texture.texels.iter().map(|p| p.map(f32::to_bits)).collect();
+        assert!(bits == reference, "{:?}", image.color());
+    }
+
     /// The table path for 16-bit images gives the bits of the conversion it replaced
     /// (`to_rgb32f`, then [`srgb_to_linear`] per channel) for every value in every 16-bit
     /// layout.
@@ -1946,23 +1963,7 @@ mod tests {
                 image::Luma([pixel(x, y)[2]])
             })),
         ];
-        for image in layouts {
-            let reference: Vec<[f32; 3]> = image
-                .to_rgb32f()
-                .pixels()
-                .map(|p| p.0.map(srgb_to_linear))
-                .collect();
-            let (texture, clamped) = decode_linear(Path::new("t.png"), &image, 1.0);
-            assert_eq!((texture.width, texture.height, clamped), (256, 256, 0));
-            let bits = |t: &[[f32; 3]]| -> Vec<[u32; 3]> {
-                t.iter().map(|p| p.map(f32::to_bits)).collect()
-            };
-            assert!(
-                bits(&texture.texels) == bits(&reference),
-                "{:?}",
-                image.color()
-            );
-        }
+        layouts.iter().for_each(assert_decodes_as_per_channel);
     }
 
     /// The table path for 8-bit images gives the bits of the conversion it replaced
@@ -1984,23 +1985,6 @@ mod tests {
                 image::Luma([pixel(x + y)[1]])
             })),
         ];
-        for image in layouts {
-            let reference: Vec<[f32; 3]> = image
-                .to_rgb32f()
-                .pixels()
-                .map(|p| p.0.map(srgb_to_linear))
-                .collect();
-            let (texture, clamped) = decode_linear(Path::new("t.png"), &image, 1.0);
-            assert_eq!((texture.width, texture.height, clamped), (256, 2, 0));
-            let bits = |t: &[[f32; 3]]| -> Vec<[u32; 3]> {
-                t.iter().map(|p| p.map(f32::to_bits)).collect()
-            };
-            assert_eq!(
-                bits(&texture.texels),
-                bits(&reference),
-                "{:?}",
-                image.color()
-            );
-        }
+        layouts.iter().for_each(assert_decodes_as_per_channel);
     }
 }
