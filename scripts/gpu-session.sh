@@ -7,7 +7,7 @@
 # Steps, in the order the protocol runs them (each step's wall time is printed):
 #   tests      every test binary with --include-ignored (the GPU tests are #[ignore]d)
 #   sanitizer  compute-sanitizer memcheck + racecheck: one 8-stream shared-scratch GAS batch and
-#              one short path-traced render
+#              one short path-traced render of the (textured) sponza-like scene
 #   bench      build-bench on the sponza-like scene (390 groups) and a ~10M-triangle toystore:
 #              streams 1,2,4,8,16 x fast-build off/on, merge-below 0/64/256/1024, assign
 #              round-robin/lpt x scratch shared/per-stream, compaction off/on (CSV + SVG)
@@ -211,8 +211,10 @@ step_sanitizer() {
     fi
     # shellcheck disable=SC2034 # read through the nameref `cmd` below
     local build=("$bin" build-bench "$sponza" --streams 8 --scratch shared --repeat 1 --warmup 0)
+    # The sponza-like scene, for what the Cornell box lacks: texture reads (colour, height and
+    # cut-out maps), bump mapping and the any-hit program, 390 GASes and their SBT records.
     # shellcheck disable=SC2034 # read through the nameref `cmd` below
-    local render=("$bin" render "$cornell" -o "$out/sanitizer-render.png" --backend optix --width 128 --height 128
+    local render=("$bin" render "$sponza" -o "$out/sanitizer-render.png" --backend optix --width 128 --height 72
         --spp 4 --quiet)
     local tool what
     for tool in memcheck racecheck; do
