@@ -87,6 +87,7 @@ pub fn write(path: &Path, header: &CheckpointHeader, film: &Film) -> Result<(), 
     }
     let hash = fnv1a(&bytes);
     bytes.extend_from_slice(&hash.to_le_bytes());
+    super::output::remove_stale_partials(path);
     let tmp = super::output::partial_path(path);
     let written = std::fs::File::create(&tmp)
         .and_then(|mut f| {

@@ -357,6 +357,7 @@ pub fn write_image(film: &Film, path: &Path, meta: &ImageMeta) -> Result<(), Out
 pub fn write_pixels(rgb: &[[f32; 3]], path: &Path, meta: &ImageMeta) -> Result<(), OutputError> {
     assert_eq!(rgb.len(), meta.window.pixel_count(), "pixel count");
     let format = ImageFormat::from_path(path)?;
+    remove_stale_partials(path);
     let tmp = partial_path(path);
     let written = match format {
         ImageFormat::Png if meta.exposure != 0.0 => {
@@ -439,6 +440,56 @@ pub(crate) fn partial_path(path: &Path) -> PathBuf {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "image".into());
     path.with_file_name(format!(".{name}.partial-{}", std::process::id()))
+}
+
+/// A temporary file of [`partial_path`] untouched this long, whose process is gone, was left by
+/// a process killed while writing (a batch system's `SIGKILL` at a time limit, during a
+/// checkpoint): nothing writes one for nearly this long.
+const STALE_PARTIAL_AGE: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// Removes the temporary files of [`partial_path`] for `path` that processes killed while
+/// writing left behind, so that renders stopped that way again and again (each resumed, each
+/// killed at a checkpoint) do not pile up hidden copies of a film beside their image. A file
+/// goes only when its process id is not running here and it has not been written to for
+/// [`STALE_PARTIAL_AGE`]: on a shared file system the id may be another machine's process,
+/// which would be writing to it. Linux only (it reads `/proc`); best effort, errors ignored.
+pub(crate) fn remove_stale_partials(path: &Path) {
+    #[cfg(target_os = "linux")]
+    {
+        let Some(name) = path.file_name() else {
+            return;
+        };
+        let prefix = format!(".{}.partial-", name.to_string_lossy());
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let file_name = entry.file_name();
+            let Some(pid) = file_name
+                .to_str()
+                .and_then(|f| f.strip_prefix(&prefix))
+                .and_then(|p| p.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            let running = pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists();
+            let untouched = entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age >= STALE_PARTIAL_AGE);
+            if !running && untouched {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = path;
 }
 
 fn write_failed(path: &Path) -> impl Fn(&dyn std::fmt::Display) -> OutputError + '_ {
@@ -855,6 +906,46 @@ mod tests {
             })
             .collect();
         assert!(files.iter().all(|f| f == &files[0]));
+    }
+
+    /// Writing an image clears the temporary copies of it that killed processes left: only
+    /// those whose process is gone and that have not been written to for a while; another
+    /// file's, a running process's (on a shared file system, perhaps another machine's) and a
+    /// fresh one stay.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn stale_partial_files_of_killed_writers_are_cleared() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out.png");
+        // 4000000000 is above any Linux pid_max (at most 2^22): no such process runs.
+        let dead = 4_000_000_000u32;
+        let old = std::time::SystemTime::now() - 2 * STALE_PARTIAL_AGE;
+        let make = |name: &str, modified: std::time::SystemTime| {
+            let path = dir.path().join(name);
+            let f = std::fs::File::create(&path).unwrap();
+            f.set_modified(modified).unwrap();
+            path
+        };
+        let now = std::time::SystemTime::now();
+        let stale = make(&format!(".out.png.partial-{dead}"), old);
+        let kept = [
+            make(&format!(".out.png.partial-{}", dead + 1), now),
+            make(".out.png.partial-1", old),
+            // A running process other than this one (whose own name the write takes).
+            make(
+                &format!(".out.png.partial-{}", std::os::unix::process::parent_id()),
+                old,
+            ),
+            make(&format!(".other.png.partial-{dead}"), old),
+            make(".out.png.partial-abc", old),
+        ];
+        let meta = ImageMeta::whole(2, 1, String::new());
+        write_pixels(&[[0.5; 3]; 2], &out, &meta).unwrap();
+        assert!(out.exists());
+        assert!(!stale.exists(), "the stale partial file was left");
+        for path in kept {
+            assert!(path.exists(), "{} was removed", path.display());
+        }
     }
 
     /// The folder vanishes between the up-front check and the write (a long render): the
