@@ -6,7 +6,7 @@
 //! tens of millions of triangles never holds more than one group, and nothing is formatted
 //! into intermediate strings.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -325,6 +325,20 @@ fn write_mtl(
     textures: &[Texture],
 ) -> std::io::Result<()> {
     let mut out = BufWriter::new(File::create(path)?);
+    // The images written beside the library, by use and texture: one a texture shares between
+    // materials (the sponza-like banners' pattern and mask) is written once.
+    let mut images: HashMap<(&str, u32), String> = HashMap::new();
+    let mut image_once = |label: &'static str,
+                          index: u32,
+                          write: &dyn Fn() -> std::io::Result<String>|
+     -> std::io::Result<String> {
+        if let Some(file) = images.get(&(label, index)) {
+            return Ok(file.clone());
+        }
+        let file = write()?;
+        images.insert((label, index), file.clone());
+        Ok(file)
+    };
     writeln!(out, "# written by gasworks {}", env!("CARGO_PKG_VERSION"))?;
     for (m, name) in materials.iter().zip(names) {
         let rgb = |v: Vec3| format!("{} {} {}", v.x, v.y, v.z);
@@ -366,7 +380,9 @@ fn write_mtl(
                     .unwrap_or_else(|_| PathBuf::from(&texture.path));
                 writeln!(out, "{keyword} {options}{}", absolute.display())?;
             } else {
-                let file = write_colour_png(path, label, index, texture)?;
+                let file = image_once(label, index, &|| {
+                    write_colour_png(path, label, index, texture)
+                })?;
                 writeln!(out, "{keyword} {options}{file}")?;
             }
         }
@@ -376,7 +392,7 @@ fn write_mtl(
         {
             // The mask as decoded (the channel the source's -imfchan named, or its alpha),
             // beside the library: the source file alone does not say which channel it was.
-            let file = write_grey_png(path, "mask", index, mask)?;
+            let file = image_once("mask", index, &|| write_grey_png(path, "mask", index, mask))?;
             let options = mapping_options(mask.mapping);
             writeln!(out, "map_d -imfchan r {options}{file}")?;
         }
@@ -386,7 +402,9 @@ fn write_mtl(
         {
             // Heights as decoded, as masks are (the channel is not in the source's name).
             Some((BumpMap::Height { texture, scale }, heights)) => {
-                let file = write_grey_png(path, "bump", texture, heights)?;
+                let file = image_once("bump", texture, &|| {
+                    write_grey_png(path, "bump", texture, heights)
+                })?;
                 let options = mapping_options(heights.mapping);
                 writeln!(out, "bump -imfchan r -bm {scale:?} {options}{file}")?;
             }
