@@ -18,6 +18,11 @@
 #              the toystore; the image must be bit-identical across GPU worker counts and schedules,
 #              and after a --time-limit stop and --resume
 #   nsys       best effort: any Nsight Systems found on the host, on a short render
+# Investigations (not in the calls below; run by name):
+#   lpt        LPT assignment x scratch layout x build weight on sponza-like, one build-bench
+#              run each, then memcheck and OptiX validation on 8 LPT streams
+#   depth      GPU vs CPU on the Cornell box at --max-depth 1..8: the bounce a bias starts at
+#   connections  build-bench at 8..32 streams with CUDA_DEVICE_MAX_CONNECTIONS 8 and 32
 # Groups sized for device calls of under 9 minutes each:
 #   call1 = tests sanitizer     call2 = bench     call3 = render sched nsys     all = the three
 #
@@ -33,6 +38,7 @@
 #                     running commands are stopped, past it; packing the results is kept for last
 #   GW_REPEAT         build-bench repeats on the sponza-like scene (default 100)
 #   GW_REPEAT_BIG     build-bench repeats on the 10M toystore (default 10)
+#   GW_REPEAT_LPT, GW_REPEAT_CONN  repeats of the lpt (20) and connections (50) steps
 #   GW_SHELVES        toystore size (default 1007 shelves: about 10M triangles)
 #   GW_SCENES_DIR     generated scenes (default /tmp/gasworks-scenes; large, never committed)
 #   GW_SKIP_CPU=1     render step: GPU renders only (no GPU vs CPU comparison then)
@@ -46,7 +52,7 @@ t_start=$(date +%s)
 budget=${GW_BUDGET_S:-530}
 archive="${GW_ARCHIVE:-$root/.device/gasworks-device.tar.xz}"
 
-usage() { sed -n '2,40p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,46p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 [ $# -gt 0 ] || { usage >&2; exit 2; }
 steps=()
 for a in "$@"; do
@@ -55,7 +61,7 @@ for a in "$@"; do
         call2) steps+=(bench) ;;
         call3) steps+=(render sched nsys) ;;
         all) steps+=(tests sanitizer bench render sched nsys) ;;
-        tests|sanitizer|bench|render|sched|nsys) steps+=("$a") ;;
+        tests|sanitizer|bench|render|sched|nsys|lpt|depth|connections) steps+=("$a") ;;
         -h|--help) usage; exit 0 ;;
         *) echo "gpu-session: unknown step '$a'" >&2; usage >&2; exit 2 ;;
     esac
@@ -368,6 +374,66 @@ step_sched() {
     else
         fail "time-limit/resume renders on the GPU (see $out/sched-time-limit.log, $out/sched-resumed.log)"
     fi
+}
+
+# LPT stream assignment, scratch layouts and build weights, each configuration its own
+# build-bench run so that one crash does not hide the rest (the H100 run of 2026-11-24 died
+# with CUDA_ERROR_ILLEGAL_ADDRESS at 8 streams, LPT, shared scratch), then memcheck and OptiX
+# validation mode on that configuration.
+step_lpt() {
+    need_sponza
+    local r="${GW_REPEAT_LPT:-20}" w sc
+    for sc in shared per-stream; do
+        for w in 0 250 1000 4000; do
+            bench_one "lpt-$sc-w$w" "$sponza" "$r" --streams 1,2,4,8,16 --assign lpt --scratch "$sc" --lpt-build-weight "$w"
+        done
+    done
+    grep -h "streams |" "$out"/bench-lpt-*.log 2>/dev/null | tee -a "$summary" >&2
+    local cs
+    cs="$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -n1)"
+    if [ -n "$cs" ]; then
+        logged "$out/sanitizer-memcheck-lpt.log" "$cs" --tool memcheck --error-exitcode 99 \
+            "$bin" build-bench "$sponza" --streams 8 --assign lpt --scratch shared --repeat 2 --warmup 0 \
+            || fail "compute-sanitizer memcheck on an 8-stream LPT batch (see $out/sanitizer-memcheck-lpt.log)"
+        grep -h "ERROR SUMMARY" "$out/sanitizer-memcheck-lpt.log" | sed 's/^/memcheck lpt: /' | tee -a "$summary" >&2
+    fi
+    logged "$out/bench-lpt-validation.log" "$bin" build-bench "$sponza" --streams 8 --assign lpt --scratch shared \
+        --repeat 2 --warmup 0 --validation || fail "build-bench --validation, 8 streams LPT (see $out/bench-lpt-validation.log)"
+}
+
+# GPU against CPU on the Cornell box path depth by path depth (--max-depth 1..8): where the two
+# first disagree is the bounce that holds the difference.
+step_depth() {
+    local w=256 h=256 spp=256 d b
+    for d in 1 2 3 4 6 8; do
+        for b in optix cpu; do
+            logged "$out/depth-$d-$b.log" "$bin" render "$cornell" -o "$scenes/depth-$d-$b.exr" --backend "$b" \
+                --width $w --height $h --spp $spp --max-depth "$d" --quiet || fail "depth $d render on $b"
+        done
+        logged "$out/depth-$d-compare.log" "$bin" image-stats "$scenes/depth-$d-cpu.exr" "$scenes/depth-$d-optix.exr" \
+            || fail "image-stats at depth $d"
+        note "depth $d: $(grep -m1 '^vs first' "$out/depth-$d-compare.log" | sed 's/^vs first *//; s/, fireflies.*//');$(grep -m1 'mean luminance difference' "$out/depth-$d-compare.log" | sed 's/.*difference//')"
+    done
+    for b in optix cpu; do
+        logged "$out/depth-8-two-sided-$b.log" "$bin" render "$cornell" -o "$scenes/depth-8-two-sided-$b.exr" --backend "$b" \
+            --width $w --height $h --spp $spp --max-depth 8 --two-sided-lights --quiet || fail "two-sided render on $b"
+    done
+    logged "$out/depth-8-two-sided-compare.log" "$bin" image-stats "$scenes/depth-8-two-sided-cpu.exr" "$scenes/depth-8-two-sided-optix.exr"
+    note "depth 8, two-sided lights: $(grep -m1 'mean luminance difference' "$out/depth-8-two-sided-compare.log" | sed 's/.*difference//')"
+}
+
+# Streams past 8: CUDA gives a context 8 hardware work queues unless CUDA_DEVICE_MAX_CONNECTIONS
+# says otherwise, so streams 9..16 share queues with 1..8 (the 16-stream figures stop gaining).
+step_connections() {
+    need_sponza
+    need_toystore
+    local c
+    for c in 8 32; do
+        CUDA_DEVICE_MAX_CONNECTIONS=$c bench_one "connections-$c-sponza" "$sponza" "${GW_REPEAT_CONN:-50}" --streams 1,8,16,32
+        CUDA_DEVICE_MAX_CONNECTIONS=$c bench_one "connections-$c-toystore" "$toystore" 5 --streams 8,16,32
+        grep -h "streams |" "$out/bench-connections-$c-sponza.log" "$out/bench-connections-$c-toystore.log" 2>/dev/null \
+            | sed "s/^/CUDA_DEVICE_MAX_CONNECTIONS=$c: /" | tee -a "$summary" >&2
+    done
 }
 
 step_nsys() {

@@ -15,7 +15,12 @@ const CHILD: &str = "GASWORKS_FAKE_CUDA_CHILD";
 #[test]
 #[ignore = "the child process of the fake-driver tests; they run it"]
 fn child_probe() {
-    let expected = std::env::var(CHILD).expect("run by the fake-driver tests, which set it");
+    // Run directly (`--include-ignored`, as scripts/gpu-session.sh runs every test binary),
+    // there is no fake driver to check: the real one may well have a GPU.
+    let Ok(expected) = std::env::var(CHILD) else {
+        eprintln!("child_probe: not run by a fake-driver test ({CHILD} unset): nothing to check");
+        return;
+    };
     match gasworks::optix::probe() {
         Err(CudaError::NoDevice { reason }) => assert_eq!(reason, expected),
         other => panic!("expected NoDevice({expected}), got {other:?}"),

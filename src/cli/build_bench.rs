@@ -56,6 +56,10 @@ pub struct BuildBenchArgs {
     /// Merge thresholds to time, comma-separated (0: one GAS per group)
     #[arg(long, value_delimiter = ',', default_value = "0")]
     pub merge_below: Vec<u32>,
+    /// LPT build weights to time, comma-separated: triangles each build adds to its LPT load,
+    /// standing for the fixed cost of a build (only with --assign lpt)
+    #[arg(long, value_delimiter = ',', default_value = "0")]
+    pub lpt_build_weight: Vec<u64>,
     /// Build with ALLOW_COMPACTION and report the compacted bytes
     #[arg(long)]
     pub compact: bool,
@@ -109,8 +113,8 @@ pub fn git_commit() -> String {
     }
 }
 
-/// The configurations to time, in output order: flags, merge threshold, assignment, scratch
-/// mode, then stream count.
+/// The configurations to time, in output order: flags, merge threshold, assignment, LPT build
+/// weight, scratch mode, then stream count.
 fn configurations(a: &BuildBenchArgs) -> Vec<AccelOptions> {
     let flags: Vec<bool> = match (a.fast_build, a.flags) {
         (true, _) | (false, Some(FlagsArg::FastBuild)) => vec![true],
@@ -121,17 +125,24 @@ fn configurations(a: &BuildBenchArgs) -> Vec<AccelOptions> {
     for &fast_build in &flags {
         for &merge in &a.merge_below {
             for &assign in &a.assign {
-                for &scratch in &a.scratch {
-                    for &streams in &a.streams {
-                        out.push(AccelOptions {
-                            streams,
-                            fast_build,
-                            assign: assign.into(),
-                            scratch: scratch.into(),
-                            compact: a.compact,
-                            merge: MergeOptions::new(u64::from(merge)),
-                            lpt_build_weight: 0,
-                        });
+                // The weight only matters to LPT: round-robin is timed once.
+                let weights = match Assign::from(assign) {
+                    Assign::Lpt => a.lpt_build_weight.as_slice(),
+                    Assign::RoundRobin => &[0],
+                };
+                for &lpt_build_weight in weights {
+                    for &scratch in &a.scratch {
+                        for &streams in &a.streams {
+                            out.push(AccelOptions {
+                                streams,
+                                fast_build,
+                                assign: assign.into(),
+                                scratch: scratch.into(),
+                                compact: a.compact,
+                                merge: MergeOptions::new(u64::from(merge)),
+                                lpt_build_weight,
+                            });
+                        }
                     }
                 }
             }
@@ -309,6 +320,7 @@ fn run_on(a: &BuildBenchArgs, ctx: &Arc<DeviceContext>, scene: &Scene) -> anyhow
         assign: assign_name(o.assign).into(),
         scratch_mode: scratch_name(o.scratch).into(),
         merge_below: o.merge.merge_below as u32,
+        lpt_build_weight: o.lpt_build_weight,
         repeats: a.repeat,
         min_ms: m.stats.min,
         median_ms: m.stats.median,
@@ -424,6 +436,28 @@ mod tests {
         assert_eq!(c.iter().filter(|o| o.merge.merge_below == 64).count(), 16);
         // Stream count varies fastest: consecutive pairs are one series.
         assert_eq!((c[0].streams, c[1].streams), (1, 8));
+    }
+
+    #[test]
+    fn lpt_build_weights_multiply_lpt_configurations_only() {
+        let a = parse(&[
+            "--streams",
+            "8",
+            "--assign",
+            "round-robin,lpt",
+            "--lpt-build-weight",
+            "0,500,4000",
+        ])
+        .unwrap();
+        let c = configurations(&a);
+        // Round-robin once (the weight means nothing to it), LPT once per weight.
+        assert_eq!(c.len(), 1 + 3);
+        assert_eq!((c[0].assign, c[0].lpt_build_weight), (Assign::RoundRobin, 0));
+        assert_eq!(
+            c[1..].iter().map(|o| (o.assign, o.lpt_build_weight)).collect::<Vec<_>>(),
+            [(Assign::Lpt, 0), (Assign::Lpt, 500), (Assign::Lpt, 4000)]
+        );
+        assert_eq!(parse(&[]).unwrap().lpt_build_weight, [0]);
     }
 
     #[test]
