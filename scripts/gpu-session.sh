@@ -19,8 +19,8 @@
 #              and after a --time-limit stop and --resume
 #   nsys       best effort: any Nsight Systems found on the host, on a short render
 # Investigations (not in the calls below; run by name):
-#   lpt        LPT assignment x scratch layout x build weight on sponza-like, one build-bench
-#              run each, then memcheck and OptiX validation on 8 LPT streams
+#   lpt        round-robin and LPT with guard bands after every scratch slice and GAS, LPT
+#              build weights, memcheck on LPT batches (sponza-like; each run capped at 60 s)
 #   depth      GPU vs CPU on the Cornell box at --max-depth 1..8: the bounce a bias starts at
 #   connections  build-bench at 8..32 streams with CUDA_DEVICE_MAX_CONNECTIONS 8 and 32
 # Groups sized for device calls of under 9 minutes each:
@@ -39,6 +39,7 @@
 #   GW_REPEAT         build-bench repeats on the sponza-like scene (default 100)
 #   GW_REPEAT_BIG     build-bench repeats on the 10M toystore (default 10)
 #   GW_REPEAT_LPT, GW_REPEAT_CONN  repeats of the lpt (20) and connections (50) steps
+#   GW_TESTS          tests step: only these test binaries (space-separated names)
 #   GW_SHELVES        toystore size (default 1007 shelves: about 10M triangles)
 #   GW_SCENES_DIR     generated scenes (default /tmp/gasworks-scenes; large, never committed)
 #   GW_SKIP_CPU=1     render step: GPU renders only (no GPU vs CPU comparison then)
@@ -52,7 +53,7 @@ t_start=$(date +%s)
 budget=${GW_BUDGET_S:-530}
 archive="${GW_ARCHIVE:-$root/.device/gasworks-device.tar.xz}"
 
-usage() { sed -n '2,46p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { awk 'NR > 1 && !/^#/ {exit} NR > 1' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 [ $# -gt 0 ] || { usage >&2; exit 2; }
 steps=()
 for a in "$@"; do
@@ -187,6 +188,10 @@ step_tests() {
     local t n=0
     for t in "$tests_dir"/*; do
         [ -x "$t" ] || continue
+        # GW_TESTS: only the test binaries named there (space-separated), to rerun a fix.
+        if [ -n "${GW_TESTS:-}" ] && [[ " $GW_TESTS " != *" $(basename "$t") "* ]]; then
+            continue
+        fi
         n=$((n + 1))
         # One test thread: the GPU tests share one device (out-of-memory and timing tests).
         local log
@@ -238,7 +243,10 @@ step_sanitizer() {
 bench_one() {
     local name="$1" scene="$2" repeat="$3"; shift 3
     local cmd=("$bin" build-bench "$scene" --repeat "$repeat" --csv "$out/bench-$name.csv" --plot "$out/bench-$name.svg" "$@")
-    logged "$out/bench-$name.log" "${cmd[@]}" || fail "build-bench $name (see $out/bench-$name.log)"
+    # A caller's `bench_cap` (seconds) bounds the run: a hung batch fails it, the step goes on.
+    local cap=()
+    [ -n "${bench_cap:-}" ] && cap=(timeout -k 5 "$bench_cap")
+    logged "$out/bench-$name.log" "${cap[@]}" "${cmd[@]}" || fail "build-bench $name (see $out/bench-$name.log)"
     meta "$out/bench-$name.csv" "${cmd[@]}"
 }
 
@@ -376,29 +384,33 @@ step_sched() {
     fi
 }
 
-# LPT stream assignment, scratch layouts and build weights, each configuration its own
-# build-bench run so that one crash does not hide the rest (the H100 run of 2026-11-24 died
-# with CUDA_ERROR_ILLEGAL_ADDRESS at 8 streams, LPT, shared scratch), then memcheck and OptiX
-# validation mode on that configuration.
+# LPT stream assignment (the first H100 run of 2026-11-24 died with CUDA_ERROR_ILLEGAL_ADDRESS
+# at 8 streams, LPT, shared scratch; the second hung at 4): every run capped
+# (GW_CMD_TIMEOUT_S, 60 s) so that a hang fails one run, not the session.
+#  1. round-robin and LPT with guard bands (--guard-bytes): does any build write outside the
+#     bytes OptiX asked for? (checked after every run);
+#  2. LPT build weights (GW_LPT_WEIGHTS): the weight that balances build time, not triangles;
+#  3. compute-sanitizer memcheck on LPT batches.
 step_lpt() {
     need_sponza
-    local r="${GW_REPEAT_LPT:-20}" w sc
-    for sc in shared per-stream; do
-        for w in 0 250 1000 4000; do
-            bench_one "lpt-$sc-w$w" "$sponza" "$r" --streams 1,2,4,8,16 --assign lpt --scratch "$sc" --lpt-build-weight "$w"
-        done
+    local r="${GW_REPEAT_LPT:-20}" cap="${GW_CMD_TIMEOUT_S:-60}" w a
+    local bench_cap="$cap" # read by bench_one
+    for a in round-robin lpt; do
+        bench_one "guards-$a" "$sponza" "$r" --streams 4,8,16 --assign "$a" --scratch shared,per-stream --guard-bytes 65536
     done
-    grep -h "streams |" "$out"/bench-lpt-*.log 2>/dev/null | tee -a "$summary" >&2
+    for w in ${GW_LPT_WEIGHTS:-0 1000 5000 20000}; do
+        bench_one "lpt-w$w" "$sponza" "$r" --streams 1,2,4,8,16 --assign lpt --lpt-build-weight "$w"
+    done
+    grep -h "streams |\|^guards\|^error\|caused by\|^# stopped\|exit status" "$out"/bench-guards-*.log "$out"/bench-lpt-*.log 2>/dev/null \
+        | tee -a "$summary" >&2
     local cs
     cs="$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -n1)"
     if [ -n "$cs" ]; then
-        logged "$out/sanitizer-memcheck-lpt.log" "$cs" --tool memcheck --error-exitcode 99 \
-            "$bin" build-bench "$sponza" --streams 8 --assign lpt --scratch shared --repeat 2 --warmup 0 \
-            || fail "compute-sanitizer memcheck on an 8-stream LPT batch (see $out/sanitizer-memcheck-lpt.log)"
-        grep -h "ERROR SUMMARY" "$out/sanitizer-memcheck-lpt.log" | sed 's/^/memcheck lpt: /' | tee -a "$summary" >&2
+        logged "$out/sanitizer-memcheck-lpt.log" timeout -k 5 $((cap + 30)) "$cs" --tool memcheck --error-exitcode 99 \
+            "$bin" build-bench "$sponza" --streams 4,8 --assign lpt --scratch shared --repeat 3 --warmup 0 \
+            || fail "compute-sanitizer memcheck on LPT batches (see $out/sanitizer-memcheck-lpt.log)"
+        grep -h "ERROR SUMMARY" "$out/sanitizer-memcheck-lpt.log" | sed "s/^/memcheck lpt: /" | tee -a "$summary" >&2
     fi
-    logged "$out/bench-lpt-validation.log" "$bin" build-bench "$sponza" --streams 8 --assign lpt --scratch shared \
-        --repeat 2 --warmup 0 --validation || fail "build-bench --validation, 8 streams LPT (see $out/bench-lpt-validation.log)"
 }
 
 # GPU against CPU on the Cornell box path depth by path depth (--max-depth 1..8): where the two

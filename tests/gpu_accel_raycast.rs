@@ -8,10 +8,11 @@ use std::sync::Arc;
 
 use glam::{DVec3, Vec3};
 
-use gasworks::optix::accel::{Accel, AccelOptions};
-use gasworks::optix::plan::{Assign, MergeOptions, ScratchMode};
+use gasworks::optix::accel::{Accel, AccelOptions, DeviceGeometry, GasBatch, StreamSet};
+use gasworks::optix::plan::{group_gases, Assign, MergeOptions, ScratchMode};
 use gasworks::optix::raycast::{Ray, RayHit, RaycastPipeline};
 use gasworks::optix::{ContextOptions, DeviceContext, Gpu};
+use gasworks::scene::gen::{sponza_like, SPONZA_LIKE_GROUPS, SPONZA_LIKE_TRIANGLES};
 use gasworks::scene::{Group, Material, Scene};
 
 /// splitmix64: a tiny seeded generator, so the scenes and rays are the same on every run.
@@ -328,6 +329,7 @@ fn all_modes() -> Vec<(String, AccelOptions)> {
                                 compact,
                                 merge: MergeOptions::new(merge_below),
                                 lpt_build_weight: 0,
+                                guard_bytes: 0,
                             };
                             v.push((format!("{o:?}"), o));
                         }
@@ -427,6 +429,55 @@ fn abi_87_builds_and_traces_the_same() {
 }
 
 /// The oracle itself, on any machine: a ray straight down onto a known triangle.
+/// Every build of the sponza-like scene (390 groups, one 80k-triangle floor among hundreds of
+/// tiny groups) writes only inside its own scratch slice and output range: guard bands after
+/// each, filled with a known byte, are read back after every batch. Round-robin and LPT (the
+/// H100 run of 2026-11-24 crashed and hung in LPT batches), shared and per-stream scratch.
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn sponza_like_builds_write_only_inside_their_ranges() {
+    let ctx = context(None);
+    let scene = sponza_like(SPONZA_LIKE_GROUPS, SPONZA_LIKE_TRIANGLES, 1).expect("sponza-like");
+    let gpu = ctx.gpu();
+    let upload = gpu.new_stream().expect("stream");
+    let geometry = DeviceGeometry::upload(gpu, &upload, &scene).expect("geometry");
+    let triangles: Vec<u64> = scene
+        .groups
+        .iter()
+        .map(|g| g.triangle_count() as u64)
+        .collect();
+    for streams in [4, 8, 16] {
+        for assign in [Assign::RoundRobin, Assign::Lpt] {
+            for scratch in [ScratchMode::Shared, ScratchMode::PerStream] {
+                let o = AccelOptions {
+                    streams,
+                    assign,
+                    scratch,
+                    guard_bytes: 4096,
+                    ..AccelOptions::default()
+                };
+                let table = group_gases(&triangles, &o.merge);
+                let mut batch = GasBatch::prepare(&ctx, &geometry, table, &o).expect("prepare");
+                let set = StreamSet::new(gpu, streams).expect("streams");
+                batch.arm_guards(set.main()).expect("arm guards");
+                for run in 0..5 {
+                    batch.enqueue(&set).expect("enqueue");
+                    let written = batch.written_guards(&set).expect("read guards");
+                    assert!(
+                        written.is_empty(),
+                        "{o:?}, run {run}: {}",
+                        written
+                            .iter()
+                            .map(|(g, span)| batch.describe_guard(g, *span))
+                            .collect::<Vec<_>>()
+                            .join("; ")
+                    );
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn brute_force_oracle_finds_the_nearest_triangle() {
     let tri = |z: f32| Group {

@@ -210,6 +210,7 @@ impl From<&AccelArgs> for AccelOptions {
             compact: a.compact,
             merge: MergeOptions::new(u64::from(a.merge_below)),
             lpt_build_weight: 0,
+            guard_bytes: 0,
         }
     }
 }

@@ -13,7 +13,7 @@ use crate::bench_report::{plot_svg, write_csv, BenchRow, BuildKind, Stats};
 use crate::optix::accel::{
     compacted_layout, concat_mesh, AccelOptions, DeviceGeometry, GasBatch, StreamSet,
 };
-use crate::optix::plan::{group_gases, Assign, MergeOptions, ScratchMode};
+use crate::optix::plan::{group_gases, guard_regions, Assign, MergeOptions, ScratchMode};
 use crate::optix::{ContextOptions, CudaError, DeviceContext, Gpu};
 use crate::scene::{obj, Scene};
 
@@ -63,6 +63,11 @@ pub struct BuildBenchArgs {
     /// Build with ALLOW_COMPACTION and report the compacted bytes
     #[arg(long)]
     pub compact: bool,
+    /// Leave this many bytes unused after every scratch slice and GAS, filled with a known
+    /// byte, and check after the timed runs that no build wrote there (a diagnostic: fails the
+    /// run, naming the build, if one did)
+    #[arg(long, default_value_t = 0)]
+    pub guard_bytes: u64,
     /// Write one CSV row per configuration here
     #[arg(long)]
     pub csv: Option<PathBuf>,
@@ -141,6 +146,7 @@ fn configurations(a: &BuildBenchArgs) -> Vec<AccelOptions> {
                                 compact: a.compact,
                                 merge: MergeOptions::new(u64::from(merge)),
                                 lpt_build_weight,
+                                guard_bytes: a.guard_bytes,
                             });
                         }
                     }
@@ -182,6 +188,29 @@ struct Measured {
     compacted_bytes: Option<u64>,
 }
 
+/// With `--guard-bytes`: fails, naming the build, if any build so far wrote outside its ranges
+/// (checked after every run, outside the timed region, so the first run to do it is named).
+fn check_guards(
+    batch: &GasBatch,
+    streams: &StreamSet,
+    options: &AccelOptions,
+    run: u32,
+) -> anyhow::Result<()> {
+    if options.guard_bytes == 0 {
+        return Ok(());
+    }
+    let written = batch.written_guards(streams)?;
+    if let Some((g, span)) = written.first() {
+        anyhow::bail!(
+            "{} guard region(s) written by run {} (counting from 0, warm-up included); first: {}",
+            written.len(),
+            run,
+            batch.describe_guard(g, *span)
+        );
+    }
+    Ok(())
+}
+
 /// Times one configuration: `warmup` untimed runs, then `repeat` runs each between two timing
 /// events on the main stream (which every stream forks from and joins into).
 fn time_batch(
@@ -198,8 +227,12 @@ fn time_batch(
     let mut batch = GasBatch::prepare(ctx, geometry, table, options)?;
     let streams = StreamSet::new(gpu, options.streams)?;
     let (t0, t1) = (gpu.new_event(true)?, gpu.new_event(true)?);
-    for _ in 0..warmup {
+    if options.guard_bytes > 0 {
+        batch.arm_guards(streams.main())?;
+    }
+    for run in 0..warmup {
         batch.enqueue(&streams)?;
+        check_guards(&batch, &streams, options, run)?;
     }
     let mut samples = Vec::with_capacity(repeat as usize);
     for _ in 0..repeat {
@@ -208,11 +241,20 @@ fn time_batch(
         t1.record(streams.main())?;
         t1.synchronize()?;
         samples.push(f64::from(t0.elapsed_ms(&t1)?));
+        check_guards(&batch, &streams, options, warmup + samples.len() as u32 - 1)?;
     }
     let compacted_bytes = batch
         .read_compacted_sizes(&streams)?
         .map(|sizes| compacted_layout(&sizes).1);
     streams.main().synchronize()?;
+    if options.guard_bytes > 0 {
+        println!(
+            "guards: no build wrote outside its ranges ({} guard regions of at least {} bytes, checked after each of {} runs)",
+            guard_regions(batch.plan()).len(),
+            options.guard_bytes,
+            warmup + repeat
+        );
+    }
     Ok(Measured {
         stats: Stats::of(&samples).context("no timings")?,
         gases,
@@ -452,9 +494,15 @@ mod tests {
         let c = configurations(&a);
         // Round-robin once (the weight means nothing to it), LPT once per weight.
         assert_eq!(c.len(), 1 + 3);
-        assert_eq!((c[0].assign, c[0].lpt_build_weight), (Assign::RoundRobin, 0));
         assert_eq!(
-            c[1..].iter().map(|o| (o.assign, o.lpt_build_weight)).collect::<Vec<_>>(),
+            (c[0].assign, c[0].lpt_build_weight),
+            (Assign::RoundRobin, 0)
+        );
+        assert_eq!(
+            c[1..]
+                .iter()
+                .map(|o| (o.assign, o.lpt_build_weight))
+                .collect::<Vec<_>>(),
             [(Assign::Lpt, 0), (Assign::Lpt, 500), (Assign::Lpt, 4000)]
         );
         assert_eq!(parse(&[]).unwrap().lpt_build_weight, [0]);

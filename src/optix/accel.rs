@@ -28,9 +28,17 @@ use super::context::DeviceContext;
 use super::cuda::{DeviceBuffer, Event, Gpu, Stream};
 use super::error::{CudaError, OptixError};
 use super::plan::{
-    group_gases, make_plan, validate, Assign, BuildNeed, BuildPlan, GasTable, MergeOptions,
-    PlanError, PlanOptions, ScratchMode, ACCEL_BUFFER_ALIGNMENT, MAX_PRIMITIVES_PER_GAS,
+    group_gases, guard_regions, make_plan, validate, written_span, Allocation, Assign, BuildNeed,
+    BuildPlan, GasTable, GuardRegion, MergeOptions, PlanError, PlanOptions, ScratchMode,
+    ACCEL_BUFFER_ALIGNMENT, MAX_PRIMITIVES_PER_GAS,
 };
+
+/// A guard region some build wrote, and the span written (offsets within the region).
+pub type WrittenGuard = (GuardRegion, (usize, usize));
+
+/// The byte [`GasBatch::arm_guards`] fills the allocations with: not 0, which a build might
+/// plausibly write.
+pub const GUARD_FILL: u8 = 0xA5;
 use super::sys::{
     self, CUdeviceptr, OptixAccelBuildOptions, OptixAccelEmitDesc, OptixBuildInput,
     OptixBuildInputInstanceArray, OptixBuildInputTriangleArray, OptixInstance,
@@ -71,6 +79,8 @@ pub enum AccelError {
     },
     #[error("the build plan does not match the builds: {0}")]
     PlanMismatch(String),
+    #[error("{0}")]
+    GuardWritten(String),
 }
 
 /// How the GASes are built. Plain values of the optix layer, which knows nothing of the command
@@ -88,6 +98,8 @@ pub struct AccelOptions {
     pub merge: MergeOptions,
     /// See [`PlanOptions::lpt_build_weight`].
     pub lpt_build_weight: u64,
+    /// See [`PlanOptions::guard_bytes`] (a diagnostic; 0 normally).
+    pub guard_bytes: u64,
 }
 
 impl Default for AccelOptions {
@@ -100,6 +112,7 @@ impl Default for AccelOptions {
             compact: false,
             merge: MergeOptions::new(0),
             lpt_build_weight: 0,
+            guard_bytes: 0,
         }
     }
 }
@@ -122,6 +135,7 @@ impl AccelOptions {
     fn plan_options(&self) -> PlanOptions {
         let mut o = PlanOptions::new(self.streams.max(1), self.assign, self.scratch);
         o.lpt_build_weight = self.lpt_build_weight;
+        o.guard_bytes = self.guard_bytes;
         o
     }
 }
@@ -611,6 +625,65 @@ impl GasBatch {
         main.synchronize()?;
         let empty = self.ctx.gpu().alloc(0)?;
         Ok(std::mem::replace(&mut self.output, empty))
+    }
+
+    /// Fills both allocations with [`GUARD_FILL`] (and waits), so that [`GasBatch::written_guards`]
+    /// can tell afterwards whether any build wrote outside its ranges. Call before enqueueing.
+    pub fn arm_guards(&mut self, stream: &Stream) -> Result<(), AccelError> {
+        self.scratch.fill(stream, GUARD_FILL)?;
+        self.output.fill(stream, GUARD_FILL)?;
+        stream.synchronize()?;
+        Ok(())
+    }
+
+    /// The guard regions ([`guard_regions`]) some build wrote since [`GasBatch::arm_guards`],
+    /// each with the span written, as offsets within the region. Waits for every build
+    /// enqueued so far (the main stream, which they joined).
+    pub fn written_guards(
+        &self,
+        streams: &StreamSet,
+    ) -> Result<Vec<WrittenGuard>, AccelError> {
+        streams.main().synchronize()?;
+        let scratch: Vec<u8> =
+            self.scratch
+                .download(streams.main(), 0, self.scratch.len_bytes())?;
+        let output: Vec<u8> = self
+            .output
+            .download(streams.main(), 0, self.output.len_bytes())?;
+        let mut written = Vec::new();
+        for g in guard_regions(&self.plan) {
+            let bytes = match g.allocation {
+                Allocation::Scratch => &scratch,
+                Allocation::Output => &output,
+            };
+            let region = bytes.get(g.start as usize..g.end as usize).unwrap_or(&[]);
+            if let Some(span) = written_span(region, GUARD_FILL) {
+                written.push((g, span));
+            }
+        }
+        Ok(written)
+    }
+
+    /// The names of a guard region's builds, for messages: "group 12", "groups 4+17".
+    pub fn describe_guard(&self, g: &GuardRegion, span: (usize, usize)) -> String {
+        let who: Vec<String> = g
+            .builds
+            .iter()
+            .filter_map(|&b| self.plan.builds.get(b))
+            .map(|b| gas_range_name(&b.need.groups, b.stream))
+            .collect();
+        let what = match g.allocation {
+            Allocation::Scratch => "scratch",
+            Allocation::Output => "output",
+        };
+        format!(
+            "{what} bytes {}..={} after the range of {} (its guard region is {} bytes at offset {})",
+            span.0,
+            span.1,
+            who.join(", "),
+            g.end - g.start,
+            g.start
+        )
     }
 
     /// The compacted size of every GAS, read back in one copy on the main stream (which waits

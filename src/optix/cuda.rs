@@ -568,12 +568,17 @@ impl DeviceBuffer {
 
     /// Enqueues setting every byte to zero on `stream` (does not wait).
     pub fn zero(&mut self, stream: &Stream) -> Result<(), CudaError> {
+        self.fill(stream, 0)
+    }
+
+    /// Enqueues setting every byte to `value` on `stream` (does not wait).
+    pub fn fill(&mut self, stream: &Stream, value: u8) -> Result<(), CudaError> {
         if self.bytes == 0 {
             return Ok(());
         }
         stream.bind_to_thread()?;
         // SAFETY: the whole range is this live allocation.
-        unsafe { result::memset_d8_async(self.ptr, 0, self.bytes, stream.raw().cast()) }
+        unsafe { result::memset_d8_async(self.ptr, value, self.bytes, stream.raw().cast()) }
             .during("cuMemsetD8Async")
     }
 

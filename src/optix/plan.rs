@@ -76,6 +76,11 @@ pub struct PlanOptions {
     /// (kernel launches) that tiny groups pay in full. 0 (the default) balances triangles only;
     /// no value has been measured yet.
     pub lpt_build_weight: u64,
+    /// Bytes left unused after every scratch slice and every output range (rounded up to the
+    /// alignment), 0 normally. A diagnostic: filled with a known byte before the builds and
+    /// read back after them ([`guard_regions`]), they show whether a build wrote past the
+    /// bytes OptiX asked for.
+    pub guard_bytes: u64,
 }
 
 impl PlanOptions {
@@ -86,6 +91,7 @@ impl PlanOptions {
             scratch,
             alignment: ACCEL_BUFFER_ALIGNMENT,
             lpt_build_weight: 0,
+            guard_bytes: 0,
         }
     }
 }
@@ -254,6 +260,13 @@ fn assign_streams(needs: &[BuildNeed], opts: &PlanOptions) -> (Vec<u32>, Vec<usi
 pub fn make_plan(needs: &[BuildNeed], opts: &PlanOptions) -> Result<BuildPlan, PlanError> {
     check_options(opts.streams, opts.alignment)?;
     let a = opts.alignment;
+    let guard = align_up(opts.guard_bytes, a)?;
+    // The room one range takes in its allocation: its need, aligned, then the guard band.
+    let room = |bytes: u64| -> Result<u64, PlanError> {
+        align_up(bytes, a)?
+            .checked_add(guard)
+            .ok_or(PlanError::Overflow)
+    };
     let (streams, issue_order) = assign_streams(needs, opts);
 
     // Scratch ranges.
@@ -268,7 +281,7 @@ pub fn make_plan(needs: &[BuildNeed], opts: &PlanOptions) -> Result<BuildPlan, P
                     len: needs[i].temp_bytes,
                 };
                 scratch_bytes = scratch_bytes
-                    .checked_add(align_up(needs[i].temp_bytes, a)?)
+                    .checked_add(room(needs[i].temp_bytes)?)
                     .ok_or(PlanError::Overflow)?;
             }
         }
@@ -283,6 +296,7 @@ pub fn make_plan(needs: &[BuildNeed], opts: &PlanOptions) -> Result<BuildPlan, P
                 slice_offset[s] = scratch_bytes;
                 scratch_bytes = scratch_bytes
                     .checked_add(largest[s])
+                    .and_then(|b| b.checked_add(guard))
                     .ok_or(PlanError::Overflow)?;
             }
             for (i, need) in needs.iter().enumerate() {
@@ -303,7 +317,7 @@ pub fn make_plan(needs: &[BuildNeed], opts: &PlanOptions) -> Result<BuildPlan, P
             len: need.output_bytes,
         };
         output_bytes = output_bytes
-            .checked_add(align_up(need.output_bytes, a)?)
+            .checked_add(room(need.output_bytes)?)
             .ok_or(PlanError::Overflow)?;
         builds.push(PlannedBuild {
             need: need.clone(),
@@ -450,6 +464,83 @@ pub fn validate(plan: &BuildPlan) -> Result<(), PlanError> {
         });
     }
     Ok(())
+}
+
+/// Which allocation a [`GuardRegion`] lies in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Allocation {
+    Scratch,
+    Output,
+}
+
+/// The bytes between the end of one range (as long as its need) and the start of the next range
+/// of the same allocation, or the allocation's end: no build may write there.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GuardRegion {
+    pub allocation: Allocation,
+    /// The builds whose range ends here (several with per-stream scratch: a stream's builds
+    /// share one slice; the region starts after the longest of them).
+    pub builds: Vec<usize>,
+    pub start: u64,
+    pub end: u64,
+}
+
+/// Every byte of the plan's two allocations that no build may write: after each range, up to
+/// the next one. Empty ranges of 0 bytes are skipped where nothing follows them.
+pub fn guard_regions(plan: &BuildPlan) -> Vec<GuardRegion> {
+    let mut out = Vec::new();
+    for (allocation, total) in [
+        (Allocation::Scratch, plan.scratch_bytes),
+        (Allocation::Output, plan.output_bytes),
+    ] {
+        // Ranges by start: builds sharing a start (per-stream scratch) form one slice that
+        // ends where the longest of them ends.
+        let mut slices: Vec<(u64, u64, Vec<usize>)> = Vec::new();
+        let mut by_start: Vec<(u64, u64, usize)> = plan
+            .builds
+            .iter()
+            .enumerate()
+            .map(|(i, b)| {
+                let r = match allocation {
+                    Allocation::Scratch => b.scratch,
+                    Allocation::Output => b.output,
+                };
+                (r.offset, r.offset.saturating_add(r.len), i)
+            })
+            .collect();
+        by_start.sort_unstable();
+        for (start, end, i) in by_start {
+            match slices.last_mut() {
+                Some((s, e, builds)) if *s == start => {
+                    *e = (*e).max(end);
+                    builds.push(i);
+                }
+                _ => slices.push((start, end, vec![i])),
+            }
+        }
+        for (k, (_, end, builds)) in slices.iter().enumerate() {
+            let next = slices.get(k + 1).map_or(total, |n| n.0);
+            if next > *end {
+                let mut builds = builds.clone();
+                builds.sort_unstable();
+                out.push(GuardRegion {
+                    allocation,
+                    builds,
+                    start: *end,
+                    end: next,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Where `bytes` (the region's contents read back) differ from `fill`: the offsets, within
+/// the region, of the first and the last byte that differs. `None`: untouched.
+pub fn written_span(bytes: &[u8], fill: u8) -> Option<(usize, usize)> {
+    let first = bytes.iter().position(|&b| b != fill)?;
+    let last = bytes.iter().rposition(|&b| b != fill)?;
+    Some((first, last))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -619,6 +710,80 @@ mod tests {
         assert_eq!(p.output_bytes, 640);
         let streams: Vec<u32> = p.builds.iter().map(|b| b.stream).collect();
         assert_eq!(streams, [0, 1, 0]);
+    }
+
+    #[test]
+    fn guard_bands_follow_every_range_and_regions_cover_exactly_the_unused_bytes() {
+        let needs = [need(100, 300, 1), need(129, 1, 2), need(0, 128, 3)];
+        let mut o = PlanOptions::new(2, Assign::RoundRobin, ScratchMode::Shared);
+        o.guard_bytes = 200; // rounded up to 256
+        let p = make_plan(&needs, &o).unwrap();
+        let offs: Vec<u64> = p.builds.iter().map(|b| b.scratch.offset).collect();
+        assert_eq!(offs, [0, 128 + 256, 384 + 256 + 256]);
+        assert_eq!(p.scratch_bytes, 384 + 256 * 3);
+        let regions = guard_regions(&p);
+        // Every byte of both allocations is in exactly one range or one region.
+        for (alloc, total) in [
+            (Allocation::Scratch, p.scratch_bytes),
+            (Allocation::Output, p.output_bytes),
+        ] {
+            let mut owner = vec![0u32; total as usize];
+            for b in &p.builds {
+                let r = if alloc == Allocation::Scratch {
+                    b.scratch
+                } else {
+                    b.output
+                };
+                for x in r.offset..r.offset + r.len {
+                    owner[x as usize] += 1;
+                }
+            }
+            for g in regions.iter().filter(|g| g.allocation == alloc) {
+                for x in g.start..g.end {
+                    owner[x as usize] += 1;
+                }
+            }
+            assert!(owner.iter().all(|&n| n == 1), "{alloc:?}: {owner:?}");
+        }
+        // The region after build 0's scratch: 100..384 (alignment slack, then the guard).
+        let g = &regions[0];
+        assert_eq!(
+            (g.allocation, g.builds.as_slice(), g.start, g.end),
+            (Allocation::Scratch, &[0][..], 100, 384)
+        );
+        // No guard, no region beyond alignment slack.
+        let plain = make_plan(
+            &needs,
+            &PlanOptions::new(2, Assign::RoundRobin, ScratchMode::Shared),
+        )
+        .unwrap();
+        assert!(guard_regions(&plain).iter().all(|g| g.end - g.start < 128));
+    }
+
+    #[test]
+    fn per_stream_guard_regions_start_after_the_longest_build_of_the_slice() {
+        let needs = [need(1000, 1, 1), need(200, 1, 1), need(10, 1, 1)];
+        let mut o = PlanOptions::new(2, Assign::RoundRobin, ScratchMode::PerStream);
+        o.guard_bytes = 128;
+        let p = make_plan(&needs, &o).unwrap();
+        let scratch: Vec<_> = guard_regions(&p)
+            .into_iter()
+            .filter(|g| g.allocation == Allocation::Scratch)
+            .collect();
+        assert_eq!(scratch[0].builds, [0, 2]);
+        assert_eq!((scratch[0].start, scratch[0].end), (1000, 1024 + 128));
+        assert_eq!(scratch[1].builds, [1]);
+        assert_eq!(
+            (scratch[1].start, scratch[1].end),
+            (1152 + 200, p.scratch_bytes)
+        );
+    }
+
+    #[test]
+    fn written_span_finds_the_first_and_last_changed_byte() {
+        assert_eq!(written_span(&[7, 7, 7], 7), None);
+        assert_eq!(written_span(&[7, 1, 7, 0, 7], 7), Some((1, 3)));
+        assert_eq!(written_span(&[], 7), None);
     }
 
     #[test]
