@@ -622,20 +622,24 @@ GW_INLINE bool bsdf_sample(const Bsdf& b, V3 wo, float u_lobe, float u1, float u
 // Rays: src/cpu/integrator.rs
 // ---------------------------------------------------------------------------------------------
 
-// offset_ray_origin: Wächter and Binder, Ray Tracing Gems 2019 (see the Rust comment).
-GW_INLINE float offset_component(float p, float n)
+// offset_ray_origin: p + n * max(scale / 32768, 1 / 65536), scale being the largest coordinate
+// magnitude of the triangle the point lies on (triangle_scale). See the Rust comment for why
+// the triangle's scale and not the point's own coordinates.
+GW_INLINE float offset_distance(float scale)
 {
-    const float origin = 1.0f / 32.0f;
-    const float float_scale = 1.0f / 65536.0f;
-    const float int_scale = 256.0f;
-    const int of_i = (int)(int_scale * n);
-    const unsigned int bits = (unsigned int)__float_as_int(p);
-    // Wrapping arithmetic, as the Rust code does, without signed overflow.
-    const unsigned int moved = (p < 0.0f) ? bits - (unsigned int)of_i : bits + (unsigned int)of_i;
-    return (fabsf(p) < origin) ? p + float_scale * n : __int_as_float((int)moved);
+    return fmaxf(scale * (1.0f / 32768.0f), 1.0f / 65536.0f);
 }
 
-GW_INLINE V3 offset_ray_origin(V3 p, V3 n)
+GW_INLINE V3 offset_ray_origin(V3 p, V3 n, float scale)
 {
-    return v3(offset_component(p.x, n.x), offset_component(p.y, n.y), offset_component(p.z, n.z));
+    return p + n * offset_distance(scale);
+}
+
+// triangle_scale: the largest coordinate magnitude of the three corners.
+GW_INLINE float triangle_scale(V3 a, V3 b, V3 c)
+{
+    const float x = fmaxf(fmaxf(fabsf(a.x), fabsf(b.x)), fabsf(c.x));
+    const float y = fmaxf(fmaxf(fabsf(a.y), fabsf(b.y)), fabsf(c.y));
+    const float z = fmaxf(fmaxf(fabsf(a.z), fabsf(b.z)), fabsf(c.z));
+    return fmaxf(fmaxf(x, y), z);
 }

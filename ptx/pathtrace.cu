@@ -214,6 +214,7 @@ struct SurfacePoint {
     bool has_uv;
     float uv_u, uv_v;
     unsigned int material;
+    float scale; // triangle_scale of the hit triangle
 };
 
 // Group::uv_at: w uv0 + u uv1 + v uv2 with w = 1 - u - v (the group has UVs).
@@ -287,6 +288,7 @@ GW_INLINE SurfacePoint surface_point(const Hit& h)
     sp.p = w * p0 + u * p1 + v * p2;
     sp.n_geo = normalize(cross(p1 - p0, p2 - p0));
     sp.n_shade = sp.n_geo;
+    sp.scale = triangle_scale(p0, p1, p2);
     if (g.normals != nullptr) {
         const V3 n = normalize(w * v3_load(g.normals + 3ull * i0) + u * v3_load(g.normals + 3ull * i1) +
                                v * v3_load(g.normals + 3ull * i2));
@@ -439,9 +441,9 @@ GW_INLINE V3 next_event(const SurfacePoint& sp, const Bsdf& bsdf, V3 wo, float u
     }
     const float p_light = p_pick / light.area * dist2 / cos_l;
     const float side = dot(wi, sp.n_geo) >= 0.0f ? 1.0f : -1.0f;
-    const V3 origin = offset_ray_origin(sp.p, side * sp.n_geo);
+    const V3 origin = offset_ray_origin(sp.p, side * sp.n_geo, sp.scale);
     const float light_side = dot(n_light, wi) < 0.0f ? 1.0f : -1.0f;
-    const V3 target = offset_ray_origin(q, light_side * n_light);
+    const V3 target = offset_ray_origin(q, light_side * n_light, triangle_scale(q0, q1, q2));
     const V3 d = target - origin;
     if (!ray_is_valid(origin, d)) {
         return zero;
@@ -518,7 +520,7 @@ GW_INLINE V3 radiance(V3 origin, V3 dir, Sampler& rng, unsigned long long& rays)
         prev_pdf = bs.pdf;
         prev_delta = bs.delta;
         const float side = dot(bs.wi, sp.n_geo) >= 0.0f ? 1.0f : -1.0f;
-        ray_o = offset_ray_origin(sp.p, side * sp.n_geo);
+        ray_o = offset_ray_origin(sp.p, side * sp.n_geo, sp.scale);
         ray_d = bs.wi;
     }
     return result;

@@ -23,11 +23,6 @@ OPTIONS = [
     "--relocatable-device-code=true",
     "--device-as-default-execution-space",
     "--std=c++17",
-    # No contraction of a * b + c into one fused multiply-add: the device code is a port of
-    # the CPU's, which Rust never contracts, and the host check builds it with
-    # -ffp-contract=off; with contraction the H100 run of 2026-11-24 saw the GPU's Cornell box
-    # 0.12% brighter than the CPU's (371 standard errors).
-    "--fmad=false",
 ]
 
 

@@ -639,10 +639,7 @@ impl GasBatch {
     /// The guard regions ([`guard_regions`]) some build wrote since [`GasBatch::arm_guards`],
     /// each with the span written, as offsets within the region. Waits for every build
     /// enqueued so far (the main stream, which they joined).
-    pub fn written_guards(
-        &self,
-        streams: &StreamSet,
-    ) -> Result<Vec<WrittenGuard>, AccelError> {
+    pub fn written_guards(&self, streams: &StreamSet) -> Result<Vec<WrittenGuard>, AccelError> {
         streams.main().synchronize()?;
         let scratch: Vec<u8> =
             self.scratch
