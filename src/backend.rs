@@ -110,9 +110,10 @@ fn optix_backend(
     let report = optix.report();
     Ok(Backend {
         description: format!(
-            "{} ({why}); GAS builds over {} streams, setup {:.3} s",
+            "{} ({why}); GAS builds over {} streams ({} hardware queues), setup {:.3} s",
             optix.describe(),
             options.accel.streams.max(1),
+            crate::optix::cuda::work_queues(),
             report.setup_seconds
         ),
         build_seconds: report.accel_seconds,

@@ -5,7 +5,9 @@ use glam::Vec3;
 
 use crate::optix::accel::AccelOptions;
 use crate::optix::pathtracer::OptixOptions;
-use crate::optix::plan::{Assign, MergeOptions, ScratchMode};
+use crate::optix::plan::{
+    Assign, MergeOptions, ScratchMode, DEFAULT_LPT_BUILD_WEIGHT, DEFAULT_MERGE_BELOW,
+};
 use crate::optix::{ContextOptions, OptixError};
 use crate::scene::camera::CameraHintError;
 use crate::scene::{Bounds, Camera};
@@ -170,9 +172,15 @@ pub struct AccelArgs {
     /// Compact the GASes into one allocation after building
     #[arg(long)]
     pub compact: bool,
-    /// Groups under N triangles become build inputs of shared GASes (0 disables merging)
-    #[arg(long, default_value_t = 0)]
+    /// Groups under N triangles become build inputs of shared GASes, each keeping its own SBT
+    /// record (0: one GAS per group). The default is what built fastest on an H100
+    /// (docs/gas-builds.md)
+    #[arg(long, default_value_t = DEFAULT_MERGE_BELOW as u32)]
     pub merge_below: u32,
+    /// With --assign lpt: triangles each build adds to its load, for the fixed cost of a build
+    /// (0: balance triangles only). The default was measured on an H100 (docs/gas-builds.md)
+    #[arg(long, default_value_t = DEFAULT_LPT_BUILD_WEIGHT)]
+    pub lpt_build_weight: u64,
     /// Turn on OptiX validation mode (slow; reports API misuse)
     #[arg(long)]
     pub validation: bool,
@@ -209,7 +217,7 @@ impl From<&AccelArgs> for AccelOptions {
             scratch: a.scratch.into(),
             compact: a.compact,
             merge: MergeOptions::new(u64::from(a.merge_below)),
-            lpt_build_weight: 0,
+            lpt_build_weight: a.lpt_build_weight,
             guard_bytes: 0,
         }
     }
@@ -409,6 +417,18 @@ mod tests {
         assert_eq!(o.accel.streams, 4);
         assert!(o.accel.fast_build && o.accel.compact);
         assert_eq!(o.accel.merge.merge_below, 100);
+        assert_eq!(o.accel.lpt_build_weight, DEFAULT_LPT_BUILD_WEIGHT);
+        // The defaults are the measured ones (docs/gas-builds.md).
+        let d = parse(&["t"]).accel_options();
+        assert_eq!(d.merge.merge_below, DEFAULT_MERGE_BELOW);
+        assert_eq!(d.assign, Assign::RoundRobin);
+        assert_eq!(d.streams, 8);
+        assert_eq!(
+            parse(&["t", "--lpt-build-weight", "5"])
+                .accel_options()
+                .lpt_build_weight,
+            5
+        );
         let bad = AccelArgs {
             optix_abi: Some(42),
             ..args

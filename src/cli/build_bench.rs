@@ -13,7 +13,9 @@ use crate::bench_report::{plot_svg, write_csv, BenchRow, BuildKind, Stats};
 use crate::optix::accel::{
     compacted_layout, concat_mesh, AccelOptions, DeviceGeometry, GasBatch, StreamSet,
 };
-use crate::optix::plan::{group_gases, guard_regions, Assign, MergeOptions, ScratchMode};
+use crate::optix::plan::{
+    group_gases, guard_regions, Assign, MergeOptions, ScratchMode, DEFAULT_LPT_BUILD_WEIGHT,
+};
 use crate::optix::{ContextOptions, CudaError, DeviceContext, Gpu};
 use crate::scene::{obj, Scene};
 
@@ -53,12 +55,14 @@ pub struct BuildBenchArgs {
     /// Scratch layouts to time, comma-separated
     #[arg(long, value_enum, value_delimiter = ',', default_value = "shared")]
     pub scratch: Vec<ScratchArg>,
-    /// Merge thresholds to time, comma-separated (0: one GAS per group)
+    /// Merge thresholds to time, comma-separated (0, the default here: one GAS per group, the
+    /// batch this tool exists to measure; render merges below 1024 by default)
     #[arg(long, value_delimiter = ',', default_value = "0")]
     pub merge_below: Vec<u32>,
     /// LPT build weights to time, comma-separated: triangles each build adds to its LPT load,
-    /// standing for the fixed cost of a build (only with --assign lpt)
-    #[arg(long, value_delimiter = ',', default_value = "0")]
+    /// standing for the fixed cost of a build (only with --assign lpt; the default is
+    /// render's)
+    #[arg(long, value_delimiter = ',', default_values_t = [DEFAULT_LPT_BUILD_WEIGHT])]
     pub lpt_build_weight: Vec<u64>,
     /// Build with ALLOW_COMPACTION and report the compacted bytes
     #[arg(long)]
@@ -505,7 +509,10 @@ mod tests {
                 .collect::<Vec<_>>(),
             [(Assign::Lpt, 0), (Assign::Lpt, 500), (Assign::Lpt, 4000)]
         );
-        assert_eq!(parse(&[]).unwrap().lpt_build_weight, [0]);
+        assert_eq!(
+            parse(&[]).unwrap().lpt_build_weight,
+            [DEFAULT_LPT_BUILD_WEIGHT]
+        );
     }
 
     #[test]
@@ -532,10 +539,12 @@ mod tests {
             scratch: ScratchArg::PerStream,
             compact: true,
             merge_below: 64,
+            lpt_build_weight: 777,
             validation: false,
             optix_abi: None,
         };
         let o = AccelOptions::from(&args);
+        assert_eq!(o.lpt_build_weight, 777);
         assert_eq!(o.streams, 1);
         assert!(o.fast_build && o.compact);
         assert_eq!(o.assign, Assign::Lpt);

@@ -69,12 +69,26 @@ pub fn main() -> i32 {
             return if e.use_stderr() { 2 } else { 0 };
         }
     };
+    // Before any thread or CUDA call: streams past 8 need CUDA told to give them queues.
+    let streams = match &cli.command {
+        Command::Render(a) => Some(a.accel.streams),
+        Command::BuildBench(a) => a.streams.iter().copied().max(),
+        _ => None,
+    };
+    let queues = streams.and_then(crate::optix::cuda::request_work_queues);
     if !matches!(cli.command, Command::Render(_) | Command::Merge(_)) {
         signals::end_quietly_when_stdout_closes();
     }
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"))
         .format_timestamp(None)
         .init();
+    if let Some(n) = queues {
+        log::info!(
+            "{}={n}: {} streams asked for more than CUDA's 8 default hardware queues",
+            crate::optix::cuda::MAX_CONNECTIONS_VAR,
+            streams.unwrap_or(0)
+        );
+    }
     let result = match cli.command {
         Command::Render(a) => render::run(*a),
         Command::Merge(a) => merge::run(a),

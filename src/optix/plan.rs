@@ -73,8 +73,8 @@ pub struct PlanOptions {
     /// [`ACCEL_BUFFER_ALIGNMENT`].
     pub alignment: u64,
     /// Triangles that every build adds to its LPT load, standing for the fixed cost of a build
-    /// (kernel launches) that tiny groups pay in full. 0 (the default) balances triangles only;
-    /// no value has been measured yet.
+    /// (kernel launches) that tiny groups pay in full. 0 balances triangles only; the command
+    /// line uses the measured [`DEFAULT_LPT_BUILD_WEIGHT`].
     pub lpt_build_weight: u64,
     /// Bytes left unused after every scratch slice and every output range (rounded up to the
     /// alignment), 0 normally. A diagnostic: filled with a known byte before the builds and
@@ -545,6 +545,23 @@ pub fn written_span(bytes: &[u8], fill: u8) -> Option<(usize, usize)> {
 
 // ---------------------------------------------------------------------------------------------
 // Which GASes: one per group, or small groups merged (`--merge-below`).
+
+/// The command line's `--merge-below` default, from the H100 build-bench of 2026-11-24
+/// (`bench/results/2026-11-24-NVIDIA-H100-80GB-HBM3/bench-sponza-merge.log`, 100 repeats):
+/// the sponza-like scene's 390 groups build in 15.2 ms (median, 8 streams) as 390 GASes and
+/// in 3.02 ms as 35 GASes below 1024 triangles (64: 10.5 ms, 256: 5.88 ms), against 1.30 ms
+/// for one GAS of the whole scene. Groups keep their identity (their own SBT records). The
+/// 10M-triangle toystore, whose groups are all larger, is unchanged by it.
+pub const DEFAULT_MERGE_BELOW: u64 = 1024;
+
+/// The command line's `--lpt-build-weight` default, from the same H100 run
+/// (`bench/results/2026-11-24-NVIDIA-H100-80GB-HBM3-run3/bench-lpt-w*.log`): a build costs
+/// about 0.22 ms plus 0.042 ms per thousand triangles (one stream: sponza-like, 390 builds of
+/// 667 triangles on average, 97 ms; toystore, 1009 of 9916, 642 ms), so triangles alone
+/// (weight 0) pile the small builds onto a few streams: 8 streams took 19.3 ms against
+/// round-robin's 14.6. Of the weights timed (0, 1000, 5000, 20000), 20000 was fastest:
+/// 13.6 ms at 8 streams and 13.4 ms at 16 (round-robin in the same call: 14.6 and 14.8).
+pub const DEFAULT_LPT_BUILD_WEIGHT: u64 = 20_000;
 
 /// Default cap on the triangles of one merged GAS. Not measured: it keeps a merged GAS far
 /// below OptiX's primitive limit and leaves several merged GASes to spread over streams.
