@@ -469,6 +469,19 @@ step_nsys() {
     logged "$out/nsys-profile.log" "$n" profile --trace=cuda,nvtx --force-overwrite true -o "$rep" \
         "$bin" render "$cornell" -o /tmp/gasworks-nsys.png --backend optix --width 256 --height 256 --spp 16 --quiet
     ls -la "$rep"* >> "$log" 2>&1
+    # The first H100 session's nsys (from the Nsight Compute folder) left a .qdstrm and no
+    # report: the importer that turns one into the other may lie elsewhere.
+    if [ -f "$rep.qdstrm" ] && [ ! -f "$rep.nsys-rep" ]; then
+        local imp
+        imp="$( (ls "$(dirname "$n")"/QdstrmImporter "$(dirname "$n")"/../*/QdstrmImporter 2>/dev/null; \
+            timeout 60 find / -xdev -name QdstrmImporter -type f -perm -u+x 2>/dev/null) | head -n1)"
+        if [ -n "$imp" ]; then
+            logged "$out/nsys-import.log" "$imp" -i "$rep.qdstrm" || true
+        else
+            echo "no QdstrmImporter on this host: the .qdstrm cannot become a report here" >> "$log"
+        fi
+        ls -la "$rep"* >> "$log" 2>&1
+    fi
     if ls "$rep".nsys-rep >/dev/null 2>&1; then
         logged "$out/nsys-stats.log" "$n" stats --report nvtx_sum "$rep.nsys-rep"
         note "nsys: report made; NVTX summary in $out/nsys-stats.log"
