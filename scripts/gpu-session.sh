@@ -397,8 +397,8 @@ step_sched() {
 #  3. compute-sanitizer memcheck on LPT batches.
 step_lpt() {
     need_sponza
-    local r="${GW_REPEAT_LPT:-20}" cap="${GW_CMD_TIMEOUT_S:-60}" w a
-    local bench_cap="$cap" # read by bench_one
+    local r="${GW_REPEAT_LPT:-20}" limit="${GW_CMD_TIMEOUT_S:-60}" w a
+    local bench_cap="$limit" # read by bench_one
     for a in round-robin lpt; do
         bench_one "guards-$a" "$sponza" "$r" --streams 4,8,16 --assign "$a" --scratch shared,per-stream --guard-bytes 65536
     done
@@ -410,7 +410,7 @@ step_lpt() {
     local cs
     cs="$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -n1)"
     if [ -n "$cs" ]; then
-        logged "$out/sanitizer-memcheck-lpt.log" timeout -k 5 $((cap + 30)) "$cs" --tool memcheck --error-exitcode 99 \
+        logged "$out/sanitizer-memcheck-lpt.log" timeout -k 5 $((limit + 30)) "$cs" --tool memcheck --error-exitcode 99 \
             "$bin" build-bench "$sponza" --streams 4,8 --assign lpt --scratch shared --repeat 3 --warmup 0 \
             || fail "compute-sanitizer memcheck on LPT batches (see $out/sanitizer-memcheck-lpt.log)"
         grep -h "ERROR SUMMARY" "$out/sanitizer-memcheck-lpt.log" | sed "s/^/memcheck lpt: /" | tee -a "$summary" >&2
