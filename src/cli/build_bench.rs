@@ -68,8 +68,8 @@ pub struct BuildBenchArgs {
     #[arg(long)]
     pub compact: bool,
     /// Leave this many bytes unused after every scratch slice and GAS, filled with a known
-    /// byte, and check after the timed runs that no build wrote there (a diagnostic: fails the
-    /// run, naming the build, if one did)
+    /// byte, and check after every run (outside the timing) that no build wrote there (a
+    /// diagnostic: fails the run, naming the build, if one did)
     #[arg(long, default_value_t = 0)]
     pub guard_bytes: u64,
     /// Write one CSV row per configuration here

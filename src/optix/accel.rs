@@ -32,13 +32,6 @@ use super::plan::{
     BuildPlan, GasTable, GuardRegion, MergeOptions, PlanError, PlanOptions, ScratchMode,
     ACCEL_BUFFER_ALIGNMENT, MAX_PRIMITIVES_PER_GAS,
 };
-
-/// A guard region some build wrote, and the span written (offsets within the region).
-pub type WrittenGuard = (GuardRegion, (usize, usize));
-
-/// The byte [`GasBatch::arm_guards`] fills the allocations with: not 0, which a build might
-/// plausibly write.
-pub const GUARD_FILL: u8 = 0xA5;
 use super::sys::{
     self, CUdeviceptr, OptixAccelBuildOptions, OptixAccelEmitDesc, OptixBuildInput,
     OptixBuildInputInstanceArray, OptixBuildInputTriangleArray, OptixInstance,
@@ -46,6 +39,13 @@ use super::sys::{
 };
 use crate::nvtx;
 use crate::scene::Scene;
+
+/// A guard region some build wrote, and the span written (offsets within the region).
+pub type WrittenGuard = (GuardRegion, (usize, usize));
+
+/// The byte [`GasBatch::arm_guards`] fills the allocations with: not 0, which a build might
+/// plausibly write.
+pub const GUARD_FILL: u8 = 0xA5;
 
 /// Errors of the acceleration-structure builds; each names what failed.
 #[derive(Debug, Error)]
@@ -79,8 +79,6 @@ pub enum AccelError {
     },
     #[error("the build plan does not match the builds: {0}")]
     PlanMismatch(String),
-    #[error("{0}")]
-    GuardWritten(String),
 }
 
 /// How the GASes are built. Plain values of the optix layer, which knows nothing of the command
