@@ -16,7 +16,8 @@
 #              each GPU image's mean luminance against the CPU's, in standard errors
 #   sched      the tile scheduler with GPU workers (--devices gpu0x2 and gpu0x2,cpu, --stats) on
 #              the toystore; the image must be bit-identical across GPU worker counts and schedules,
-#              and after a --time-limit stop and --resume
+#              and after a --time-limit stop and --resume; gpu0x2,cpu calibrated and with
+#              --calibrate off, and gpu0x2 against gpu0x2,cpu at 256 spp
 #   nsys       best effort: any Nsight Systems found on the host, on a short render
 # Investigations (not in the calls below; run by name):
 #   lpt        round-robin and LPT with guard bands after every scratch slice and GAS, LPT
@@ -361,11 +362,24 @@ step_sched() {
         done
     done
     [ -n "$ref" ] && note "sched: every GPU worker count and schedule gave one image (sha256 $ref)" 
-    # GPU and CPU workers together: per-worker busy time and efficiency.
+    # GPU and CPU workers together: per-worker busy time and efficiency, calibrated (the
+    # default) and not (how the H100 ran it on 2026-11-24: 1.564 s against 0.05 s without the
+    # CPU); then a frame heavy enough (256 spp) for the CPU threads to help, beside gpu0x2 alone.
     logged "$out/sched-gpu0x2-cpu.log" "$bin" render "$toystore" -o "$scenes/sched-mixed.exr" --backend optix \
         --devices gpu0x2,cpu --width $w --height $h --spp $spp --stats "$out/sched-gpu0x2-cpu.csv" \
         || fail "scheduler render --devices gpu0x2,cpu"
-    grep -hiE "efficiency|makespan" "$out"/sched-*.log 2>/dev/null | head -n 24 | tee -a "$summary" >&2
+    logged "$out/sched-gpu0x2-cpu-uncalibrated.log" "$bin" render "$toystore" -o "$scenes/sched-mixed-u.exr" \
+        --backend optix --devices gpu0x2,cpu --calibrate off --width $w --height $h --spp $spp \
+        --stats "$out/sched-gpu0x2-cpu-uncalibrated.csv" \
+        || fail "scheduler render --devices gpu0x2,cpu --calibrate off"
+    local d256
+    for d256 in gpu0x2 gpu0x2,cpu; do
+        logged "$out/sched-${d256/,/-}-256spp.log" "$bin" render "$toystore" -o "$scenes/sched-256.exr" \
+            --backend optix --devices "$d256" --width $w --height $h --spp 256 \
+            --stats "$out/sched-${d256/,/-}-256spp.csv" \
+            || fail "scheduler render --devices $d256 --spp 256"
+    done
+    grep -hiE "efficiency|makespan|calibration" "$out"/sched-*.log 2>/dev/null | head -n 32 | tee -a "$summary" >&2
     # A GPU render stopped by --time-limit after its first pass, then resumed: the image of an
     # uninterrupted render in the same passes, bit for bit.
     local passes=(--backend optix --devices gpu0x2 --width "$w" --height "$h" --spp "$spp" --pass-spp 4)

@@ -95,9 +95,13 @@ fn mixed_cpu_and_gpu_workers_share_the_frame() {
         strategy: Strategy::Sorted,
         tiles: Some(64),
         devices: DeviceSpec::parse_list("cpu:2,gpu0x2").unwrap(),
+        // Uncalibrated, the first pass gives every worker an equal share (below, the
+        // calibrated plan).
+        calibrate: false,
         ..SchedConfig::default()
     };
     let frame = render_frame(&scene, &settings, &config, &factory, true).unwrap();
+    assert!(frame.report.calibration.is_empty());
     check_calls(&factory.all_calls(), w, h, spp);
     let labels: Vec<&str> = frame
         .report
@@ -133,4 +137,67 @@ fn gpu_devices_without_a_gpu_backend_are_a_clear_error() {
         format!("{err:#}").contains("gpu workers need the OptiX backend"),
         "{err:#}"
     );
+}
+
+/// With workers of two devices, one worker of each renders a piece twice before the first
+/// pass (thrown away: the film is the uncalibrated one's, bit for bit), and the first pass's
+/// shares follow the speeds timed: here the CPU mock does 3000 hash rounds per sample and the
+/// GPU mock none, so the CPU threads' runs hold far less estimated cost than the GPU streams'.
+#[test]
+fn calibration_plans_the_first_pass_by_speed_and_changes_no_bit() {
+    let (w, h, spp) = (96, 64, 2);
+    let scene = room(MaterialKind::Glossy, MaterialKind::Diffuse);
+    let settings = room_settings(w, h, spp, 5);
+    let render = |calibrate: bool| {
+        let factory = MockFactory::new(MockRenderer::new(w, 5).with_spin(|_, _| 3000));
+        let config = SchedConfig {
+            strategy: Strategy::Sorted,
+            tiles: Some(24),
+            devices: DeviceSpec::parse_list("cpu:2,gpu0x2").unwrap(),
+            calibrate,
+            ..SchedConfig::default()
+        };
+        let frame = render_frame(&scene, &settings, &config, &factory, true).unwrap();
+        (frame, factory)
+    };
+    let (plain, plain_factory) = render(false);
+    let (calibrated, factory) = render(true);
+    assert!(
+        plain.film.pixels == calibrated.film.pixels,
+        "calibration changed the image"
+    );
+    let cal = &calibrated.report.calibration;
+    assert_eq!(cal.iter().map(|c| c.group).collect::<Vec<_>>(), [0, 1]);
+    assert_eq!(
+        (cal[0].worker.as_str(), cal[1].worker.as_str()),
+        ("cpu#0", "gpu0/s0")
+    );
+    // The CPU renders at most 32 x 32 pixels and 4 samples; the GPU a whole tile, all samples.
+    assert!(cal[0].piece.w <= 32 && cal[0].piece.h <= 32);
+    assert_eq!(cal[1].samples, 0..spp);
+    let tiles = &calibrated.report.passes[0].tiles;
+    assert!(tiles.contains(&cal[1].piece), "{:?}", cal[1].piece);
+    // Exactly two runs of each piece beyond the frame's own calls.
+    let extra = factory.all_calls().len() - plain_factory.all_calls().len();
+    assert_eq!(extra, 4);
+    for c in cal {
+        let runs = factory
+            .all_calls()
+            .iter()
+            .filter(|(t, s)| *t == c.piece && *s == c.samples)
+            .count();
+        assert!(runs >= 2, "{c:?}: {runs} runs");
+        assert!(c.speed.is_finite() && c.speed > 0.0, "{c:?}");
+    }
+    assert!(cal[1].speed > 20.0 * cal[0].speed, "{cal:?}");
+    // The first pass's shares: the two CPU threads' runs hold less estimated cost than a
+    // tenth of the GPU streams'.
+    let p = &calibrated.report.passes[0];
+    let cost = |d: &Vec<usize>| d.iter().map(|&t| p.predicted[t]).sum::<f64>();
+    let cpu: f64 = p.initial_deques[..2].iter().map(cost).sum();
+    let gpu: f64 = p.initial_deques[2..].iter().map(cost).sum();
+    assert!(cpu < 0.1 * gpu, "CPU runs {cpu}, GPU runs {gpu}");
+    let summary = calibrated.report.summary();
+    assert!(summary.contains("calibration: cpu#0 "), "{summary}");
+    assert!(summary.contains("the fastest worker"), "{summary}");
 }

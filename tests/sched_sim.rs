@@ -140,6 +140,51 @@ fn schedule_sim_replays_a_mock_render() {
     let one = stdout.split("4 workers:").next().unwrap();
     assert_eq!(one.matches("100.0% -  100.0%").count(), 6, "{one}");
 
+    // Workers of different speeds: one worker 50 times slower beside two. Equal shares hand
+    // it a third of the frame; with shares by speed and the guard it runs at most what pays
+    // (here, where the mock's costs stray far from the estimate, nothing), and the frame ends
+    // within a few percent of the two fast workers' alone (the cuts differ, and probing the
+    // slow worker's empty deque costs steal latency).
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gasworks"))
+        .args([
+            "schedule-sim",
+            stats.to_str().unwrap(),
+            "--speeds",
+            "1x2,0.02",
+            "--seeds",
+            "3",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for strategy in ["regular", "sorted", "adaptive"] {
+        let rows: Vec<&str> = stdout
+            .lines()
+            .filter(|l| l.trim_start().starts_with(strategy))
+            .collect();
+        assert_eq!(rows.len(), 4, "{stdout}");
+        assert!(
+            rows[0].contains("2 fastest alone") && rows[0].contains("1.00x"),
+            "{stdout}"
+        );
+        assert!(rows[1].contains("all 3, equal shares"), "{stdout}");
+        let ratio = |row: &str| -> f64 {
+            let x = row
+                .split_whitespace()
+                .find(|t| t.ends_with('x') && t.len() > 1)
+                .unwrap();
+            x.trim_end_matches('x').parse().unwrap()
+        };
+        assert!(ratio(rows[1]) > 1.3, "equal shares: {}", rows[1]);
+        assert!(rows[3].contains("by speed + guard"), "{stdout}");
+        assert!(ratio(rows[3]) <= 1.1, "guarded: {}", rows[3]);
+    }
+
     // A bad file is an error that names it.
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_gasworks"))
         .args([
@@ -161,6 +206,16 @@ fn schedule_sim_replays_a_mock_render() {
         (
             &["--workers", "2", "--ranks", "18446744073709551615"][..],
             "at most 65536 simulated workers",
+        ),
+        (
+            &["--speeds", "1x2,0x3"][..],
+            "the speed must be a positive number",
+        ),
+        (&["--speeds", "1x0"][..], "the count must be a whole number"),
+        (&["--speeds", ","][..], "give 1 to 65536 workers"),
+        (
+            &["--speeds", "1x2", "--ranks", "2", "--workers", "2"][..],
+            "does not combine with --ranks",
         ),
     ] {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_gasworks"))

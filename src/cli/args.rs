@@ -273,6 +273,11 @@ pub struct ScheduleArgs {
     /// Workers, comma-separated: cpu (all threads as one worker per thread), cpu:N, gpu0, gpu0x2 (two streams on GPU 0)
     #[arg(long)]
     pub devices: Option<String>,
+    /// Before the first pass, time one worker of each device on a piece of the image, so that
+    /// the pass's shares and steals follow the workers' speeds (only when --devices mixes
+    /// devices, e.g. gpu0x2,cpu; the image is the same either way)
+    #[arg(long, value_enum, default_value_t = OnOff::On)]
+    pub calibrate: OnOff,
     /// Samples per pixel of each pass over the tiles (progressive rendering) [default: all in one pass]
     #[arg(long)]
     pub pass_spp: Option<u32>,
@@ -305,6 +310,7 @@ impl ScheduleArgs {
             },
             pass_spp: self.pass_spp,
             costmap_scale: self.costmap_scale,
+            calibrate: self.calibrate == OnOff::On,
             ..SchedConfig::default()
         };
         config.validate()?;

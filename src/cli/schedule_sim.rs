@@ -19,7 +19,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use crate::sched::report::{read_costmap, read_tiles, sibling_paths};
-use crate::sched::sim::{Replay, SimRun};
+use crate::sched::sim::{MixedPlan, Replay, SimRun};
 use crate::sched::Strategy;
 
 #[derive(Args, Debug)]
@@ -55,6 +55,50 @@ pub struct ScheduleSimArgs {
     /// per pixel (tile costs grow linearly with the samples)
     #[arg(long, default_value_t = 1.0)]
     pub cost_scale: f64,
+    /// Model workers of different speeds instead of --workers: SPEEDxCOUNT entries,
+    /// comma-separated, speeds relative to the render's own workers (1). `1x2,0.0124x16` is
+    /// two GPU streams and sixteen CPU threads as measured on an H100 host; each row then
+    /// plans the pass with equal shares (a first pass that knows no speeds), with shares by
+    /// speed, and with shares by speed plus the steal guard (what a render does)
+    #[arg(long)]
+    pub speeds: Option<String>,
+}
+
+/// Parses `--speeds`: `SPEEDxCOUNT` or `SPEED` entries, comma-separated, into one speed per
+/// worker.
+pub fn parse_speeds(list: &str) -> anyhow::Result<Vec<f64>> {
+    let mut speeds = Vec::new();
+    for entry in list.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let (speed, count) = match entry.split_once('x') {
+            Some((s, n)) => (s, n),
+            None => (entry, "1"),
+        };
+        let speed: f64 = speed
+            .trim()
+            .parse()
+            .ok()
+            .filter(|v: &f64| v.is_finite() && *v > 0.0)
+            .ok_or_else(|| {
+                anyhow::anyhow!("--speeds: {entry:?}: the speed must be a positive number")
+            })?;
+        let count: usize = count
+            .trim()
+            .parse()
+            .ok()
+            .filter(|n| (1..=MAX_SIMULATED_WORKERS).contains(n))
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "--speeds: {entry:?}: the count must be a whole number from 1 to {MAX_SIMULATED_WORKERS}"
+                )
+            })?;
+        speeds.extend(std::iter::repeat_n(speed, count));
+    }
+    if speeds.is_empty() || speeds.len() > MAX_SIMULATED_WORKERS {
+        anyhow::bail!(
+            "--speeds: give 1 to {MAX_SIMULATED_WORKERS} workers as SPEEDxCOUNT entries, e.g. 1x2,0.0124x16"
+        );
+    }
+    Ok(speeds)
 }
 
 /// The strategies of the paper's Table 2 (plus the stealing-off variants of each).
@@ -109,6 +153,10 @@ pub fn run(a: ScheduleSimArgs) -> anyhow::Result<()> {
     }
     if a.tiles == Some(0) {
         anyhow::bail!("--tiles must be at least 1");
+    }
+    let speeds = a.speeds.as_deref().map(parse_speeds).transpose()?;
+    if speeds.is_some() && !a.ranks.is_empty() {
+        anyhow::bail!("--speeds models one process; it does not combine with --ranks");
     }
     // The simulation keeps a deque and an event per simulated worker: bounded like a machine.
     let most = (a.workers.iter().max().copied().unwrap_or(1))
@@ -182,6 +230,9 @@ pub fn run(a: ScheduleSimArgs) -> anyhow::Result<()> {
     if !a.ranks.is_empty() {
         return cluster_table(&a, &replay, tile_count, latency, &seeds);
     }
+    if let Some(speeds) = speeds {
+        return mixed_table(&a, &replay, &speeds, tile_count, latency, &seeds);
+    }
     println!(
         "steal latency {} ms per probe; stealing rows: min / median / max over {} seeds",
         a.steal_latency_ms, a.seeds
@@ -232,6 +283,76 @@ pub fn run(a: ScheduleSimArgs) -> anyhow::Result<()> {
                 100.0 * (base / med - 1.0),
                 100.0 * (base / hi - 1.0),
                 100.0 * (base / lo - 1.0)
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The `--speeds` table: for each strategy with stealing, the fastest workers alone, then all
+/// the workers under each [`MixedPlan`]; makespans over the seeds and the ratio of the median
+/// to the fastest workers' alone.
+fn mixed_table(
+    a: &ScheduleSimArgs,
+    replay: &Replay,
+    speeds: &[f64],
+    tile_count: u32,
+    latency: f64,
+    seeds: &[u64],
+) -> anyhow::Result<()> {
+    let fastest = speeds.iter().copied().fold(0.0, f64::max);
+    let fast: Vec<f64> = speeds.iter().copied().filter(|&s| s == fastest).collect();
+    println!(
+        "workers of different speeds: {} ({} at the top speed {}); steal latency {} ms per probe; min / median / max over {} seeds",
+        a.speeds.as_deref().unwrap_or_default(),
+        fast.len(),
+        fastest,
+        a.steal_latency_ms,
+        a.seeds
+    );
+    println!(
+        "  {:<10} {:<28} {:>30} {:>14} {:>14}",
+        "strategy", "workers and plan", "time ms (min / med / max)", "vs fastest", "slow tiles"
+    );
+    for strategy in Strategy::ALL {
+        let mut base = None;
+        let rows = std::iter::once((format!("{} fastest alone", fast.len()), None)).chain(
+            MixedPlan::ALL.map(|p| (format!("all {}, {}", speeds.len(), p.label()), Some(p))),
+        );
+        for (label, plan) in rows {
+            let (workers, plan) = match plan {
+                None => (&fast[..], MixedPlan::Uniform),
+                Some(p) => (speeds, p),
+            };
+            let runs = replay.run_mixed(strategy, true, workers, plan, tile_count, latency, seeds);
+            if runs.iter().any(|r| r.ran_by.iter().any(Option::is_none)) {
+                anyhow::bail!("scheduler bug: a simulated tile was never run ({label})");
+            }
+            let (lo, med, hi) = min_med_max(runs.iter().map(|r| r.makespan).collect());
+            let base_med = *base.get_or_insert(med);
+            // Tiles the workers below the top speed ran (median over the seeds).
+            let (_, slow, _) = min_med_max(
+                runs.iter()
+                    .map(|r| {
+                        r.tiles
+                            .iter()
+                            .zip(workers)
+                            .filter(|(_, &s)| s < fastest)
+                            .map(|(t, _)| *t as f64)
+                            .sum::<f64>()
+                            + 0.0 // an empty sum is -0.0
+                    })
+                    .collect(),
+            );
+            println!(
+                "  {:<10} {:<28} {:>8.3} / {:>8.3} / {:>8.3} {:>13.2}x {:>14.0}",
+                strategy.name(),
+                label,
+                lo * 1e3,
+                med * 1e3,
+                hi * 1e3,
+                med / base_med,
+                slow
             );
         }
     }

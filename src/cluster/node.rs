@@ -825,6 +825,9 @@ impl Master {
                 counters: self.counters,
                 stop: self.stop_request,
             }),
+            // Not calibrated: a cluster's first pass is shared by worker counts, its later
+            // passes by the speeds each pass measured (docs/cluster.md).
+            calibration: Vec::new(),
         };
         Frame {
             film: self.film,

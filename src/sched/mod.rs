@@ -13,6 +13,11 @@
 //!    groups weighted by their measured speed), not with the estimate alone;
 //! 6. [`report`], [`accuracy`], [`pictures`]: statistics, the cost map's accuracy, pictures.
 //!
+//! Workers of different devices (a GPU beside CPU threads) are not equally fast, and the first
+//! pass has no measured speeds: [`calibrate`] times a small piece on one worker of each device
+//! before it, so that the first pass's shares and its steals follow the workers' speeds too
+//! (a thief takes a tile only if it would finish it before its owner, [`policy::steal_pays`]).
+//!
 //! A tile's pass starts from the film's sums for its pixels and adds that pass's samples in
 //! order, and passes run one after another, so every pixel receives the same additions in
 //! the same order whatever the tiling, the worker count or who stole what: the image is
@@ -20,6 +25,7 @@
 //! [`policy`] for simulated worker counts (`gasworks schedule-sim`).
 
 pub mod accuracy;
+pub mod calibrate;
 pub mod costmap;
 pub mod cputime;
 pub mod pictures;
@@ -65,6 +71,9 @@ pub struct SchedConfig {
     /// `None`: all of it. The film, the cost map and the tiles cover the window only (see
     /// [`window`]).
     pub window: Option<Tile>,
+    /// Time one worker of each device before the first pass when the workers come from more
+    /// than one device ([`calibrate`]), so that the first pass is planned by speed.
+    pub calibrate: bool,
 }
 
 impl Default for SchedConfig {
@@ -78,6 +87,7 @@ impl Default for SchedConfig {
             costmap_scale: 0.25,
             cost_model: CostModel::default(),
             window: None,
+            calibrate: true,
         }
     }
 }
@@ -408,6 +418,7 @@ pub fn render_frame_until(
     let mut complete_passes_film = None;
     let mut plan_map = estimate.clone();
     let mut weights = vec![1.0f64; workers.len()];
+    let mut calibration = Vec::new();
     let mut reports = Vec::with_capacity(passes.len());
     let progress = progress::Progress::new(quiet);
     let render_start = Instant::now();
@@ -458,8 +469,16 @@ pub fn render_frame_until(
             .iter()
             .map(|t| scale.tile_cost(&estimate_sat, *t))
             .collect();
+        if pass == first_pass && config.calibrate && calibrate::needed(&workers) {
+            // Nothing has been timed in this run yet: time each device on a piece of the image.
+            calibration = calibrate::calibrate(
+                &workers, &film, &tiles, &predicted, &plan_sat, scale, samples,
+            )?;
+            weights = calibrate::worker_speeds(&workers, &calibration);
+        }
         let deques = policy::initial_deques(config.strategy, &predicted, &weights);
-        let queues = WorkQueues::new(deques.clone(), config.steal);
+        let queues =
+            WorkQueues::new(deques.clone(), config.steal).with_speeds(&weights, &predicted);
         let job = workers::PassJob {
             tiles: &tiles,
             samples: samples.clone(),
@@ -530,6 +549,7 @@ pub fn render_frame_until(
         passes: reports,
         render_s: render_start.elapsed().as_secs_f64(),
         cluster: None,
+        calibration,
     };
     Ok(Frame {
         film,

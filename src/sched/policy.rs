@@ -15,7 +15,14 @@
 //! - a worker takes from the front of its own deque; when that is empty and stealing is on, it
 //!   probes the other workers in a random order and takes one tile from the back of the first
 //!   non-empty deque: the cheap end under `sorted`, so that late steals move small tiles;
-//! - tasks are never created during a pass, so a worker that finds every deque empty is done.
+//! - tasks are never created during a pass, so a worker that finds every deque empty is done;
+//! - when the workers' speeds are known ([`WorkQueues::with_speeds`]: calibrated before the first
+//!   pass of a mixed CPU+GPU render, measured after every pass), a thief takes a tile only if
+//!   it would finish it no later than its owner would: a CPU thread must not start, at the
+//!   end of a pass, a tile sized for a GPU that the GPU would have finished long before; and
+//!   a worker slower than the fastest leaves even its own next tile when the others would get
+//!   through everything queued before it got through that one ([`keep_own_tile`]). With equal
+//!   speeds neither rule refuses anything, so the policy is unchanged.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -24,14 +31,24 @@ use super::tiles::Strategy;
 use crate::render::sampler::mix64;
 
 /// Splits tasks `0..costs.len()` (in locality order) into one contiguous run per worker, the
-/// runs' shares of the total following `weights` (one per worker, any positive scale). Each
-/// cut is placed at the task boundary nearest its target. Runs may be empty when single tasks
-/// outweigh a worker's share.
+/// runs' shares of the total following `weights` (one per worker, any positive scale: the
+/// workers' speeds). Runs may be empty when single tasks outweigh a worker's share.
+///
+/// Each cut falls on one of the two task boundaries around its target. With equal weights it
+/// is the nearer one. With unequal weights it is the one that lets the frame end sooner: the
+/// later of this run's time (its cost over its worker's speed) and the time the workers after
+/// it need for the rest, since one task too many costs a worker 100 times slower than a GPU
+/// 100 times more than one task too few does.
 pub fn contiguous_runs(costs: &[f64], weights: &[f64]) -> Vec<std::ops::Range<usize>> {
     let n = costs.len();
     let workers = weights.len().max(1);
     let weight_total: f64 = weights.iter().map(|w| w.max(0.0)).sum();
     let uniform = !(weight_total > 0.0 && weight_total.is_finite());
+    let weight = |w: usize| match weights.get(w) {
+        Some(weight) if !uniform => weight.max(0.0) / weight_total,
+        _ => 1.0 / workers as f64,
+    };
+    let equal = uniform || weights.windows(2).all(|p| p[0] == p[1]);
     let mut prefix = Vec::with_capacity(n + 1);
     prefix.push(0.0f64);
     for &c in costs {
@@ -41,20 +58,38 @@ pub fn contiguous_runs(costs: &[f64], weights: &[f64]) -> Vec<std::ops::Range<us
     let mut runs = Vec::with_capacity(workers);
     let (mut start, mut share) = (0usize, 0.0f64);
     for w in 0..workers {
-        share += match weights.get(w) {
-            Some(weight) if !uniform => weight.max(0.0) / weight_total,
-            _ => 1.0 / workers as f64,
-        };
+        share += weight(w);
         let end = if w + 1 == workers {
             n
         } else {
             let target = total * share;
-            // The first boundary at or past the target, or the one before it if nearer.
-            let mut b = prefix.partition_point(|&p| p < target).clamp(start, n);
-            if b > start && (target - prefix[b - 1]).abs() <= (prefix[b] - target).abs() {
-                b -= 1;
+            // The first boundary at or past the target, and the one before it.
+            let hi = prefix.partition_point(|&p| p < target).clamp(start, n);
+            let lo = if hi > start { hi - 1 } else { hi };
+            let nearer_lo = (target - prefix[lo]).abs() <= (prefix[hi] - target).abs();
+            if lo == hi || equal {
+                if nearer_lo {
+                    lo
+                } else {
+                    hi
+                }
+            } else {
+                // The frame's end if the run ends at b: this worker's time against the time
+                // of the workers after it (their speeds add up) for everything after b.
+                let rest_speed: f64 = (w + 1..workers).map(weight).sum();
+                let finish = |b: usize| {
+                    let own = (prefix[b] - prefix[start]) / weight(w);
+                    let rest = (total - prefix[b]) / rest_speed;
+                    let t = |x: f64| if x.is_nan() { 0.0 } else { x };
+                    t(own).max(t(rest))
+                };
+                let (f_lo, f_hi) = (finish(lo), finish(hi));
+                if f_lo < f_hi || (f_lo == f_hi && nearer_lo) {
+                    lo
+                } else {
+                    hi
+                }
             }
-            b
         };
         runs.push(start..end);
         start = end;
@@ -121,6 +156,82 @@ pub struct Take {
 pub struct WorkQueues {
     deques: Vec<Mutex<VecDeque<usize>>>,
     steal: bool,
+    /// With [`WorkQueues::with_speeds`]: what the steal guard weighs.
+    speeds: Option<Speeds>,
+}
+
+/// The steal guard's knowledge: each worker's speed and each task's cost, in any units whose
+/// ratio is a time (cost-map units and cost-map units per second).
+#[derive(Debug)]
+struct Speeds {
+    per_worker: Vec<f64>,
+    task_cost: Vec<f64>,
+    /// The mean cost of the pass's tasks: the least a slower worker counts a task at when it
+    /// decides to take it over a faster one. A cheap tile's estimate is the least reliable
+    /// (a corner the cost map thinks empty may hold a mirror), and the slower worker pays an
+    /// under-estimate many times over.
+    floor: f64,
+}
+
+impl Speeds {
+    fn cost(&self, task: usize) -> f64 {
+        self.task_cost.get(task).copied().unwrap_or(0.0)
+    }
+}
+
+/// How much a worker slower than another counts a task's estimated cost when it decides to
+/// take that task over the faster one: the cost map is an estimate, often off by half on real
+/// scenes (`--stats` prints its accuracy), and the slower worker pays an under-estimate many
+/// times over (a tile with twice its estimated cost costs a CPU thread 200 times what it costs
+/// a GPU stream), while leaving a task to a faster worker costs little.
+pub const SLOW_WORKER_MARGIN: f64 = 2.0;
+
+/// Whether a thief of speed `thief_speed` should take a task of cost `cost` from the back of a
+/// deque holding `queued` cost in all (the task included) whose owner runs at `owner_speed`:
+/// the thief finishes it in `cost / thief_speed` (times [`SLOW_WORKER_MARGIN`] when it is the
+/// slower), the owner would finish it (and everything before it) in `queued / owner_speed`. A
+/// tie steals; so does any speed that is not a positive finite number (nothing is known, so
+/// nothing is refused). Pure.
+pub fn steal_pays(cost: f64, queued: f64, thief_speed: f64, owner_speed: f64) -> bool {
+    let known = |s: f64| s.is_finite() && s > 0.0;
+    if !known(thief_speed) || !known(owner_speed) || !cost.is_finite() || !queued.is_finite() {
+        return true;
+    }
+    let margin = if thief_speed < owner_speed {
+        SLOW_WORKER_MARGIN
+    } else {
+        1.0
+    };
+    margin * cost.max(0.0) / thief_speed <= queued.max(0.0) / owner_speed
+}
+
+/// Whether worker `w` should start the task of cost `cost` at the front of its own deque when
+/// `queued` cost is left in all deques (that task included) and the workers run at `speeds`:
+/// yes unless `w` is slower than the fastest worker and would need longer for this one task
+/// (its cost counted [`SLOW_WORKER_MARGIN`] times) than all the others together need for
+/// everything queued. Then the others, stealing from
+/// the back of its deque, end the frame sooner without it. The fastest workers always go on
+/// (and never have a steal refused), so every task is still run. Pure.
+pub fn keep_own_tile(cost: f64, queued: f64, w: usize, speeds: &[f64]) -> bool {
+    let known = |s: f64| s.is_finite() && s > 0.0;
+    let Some(&own) = speeds.get(w) else {
+        return true;
+    };
+    let fastest = speeds
+        .iter()
+        .copied()
+        .filter(|&s| known(s))
+        .fold(0.0, f64::max);
+    if !known(own) || own >= fastest || !cost.is_finite() || !queued.is_finite() {
+        return true;
+    }
+    let others: f64 = speeds
+        .iter()
+        .enumerate()
+        .filter(|&(v, &s)| v != w && known(s))
+        .map(|(_, &s)| s)
+        .sum();
+    SLOW_WORKER_MARGIN * cost.max(0.0) / own <= queued.max(0.0) / others
 }
 
 impl WorkQueues {
@@ -128,7 +239,38 @@ impl WorkQueues {
         WorkQueues {
             deques: deques.into_iter().map(|d| Mutex::new(d.into())).collect(),
             steal,
+            speeds: None,
         }
+    }
+
+    /// Guards stealing with the workers' speeds (`speeds[w]`) and the tasks' estimated costs
+    /// (`task_cost[task]`): see [`steal_pays`]. Speeds or costs of the wrong length are
+    /// ignored (no guard), as are equal speeds, for which every steal pays.
+    pub fn with_speeds(mut self, speeds: &[f64], task_cost: &[f64]) -> WorkQueues {
+        let tasks = self
+            .deques
+            .iter()
+            .flat_map(|d| d.lock().unwrap_or_else(|e| e.into_inner()).clone())
+            .max()
+            .map_or(0, |t| t + 1);
+        let unequal = speeds.windows(2).any(|p| p[0] != p[1]);
+        if speeds.len() == self.deques.len() && task_cost.len() >= tasks && unequal {
+            let costs: Vec<f64> = task_cost[..tasks]
+                .iter()
+                .map(|&c| if c.is_finite() { c.max(0.0) } else { 0.0 })
+                .collect();
+            self.speeds = Some(Speeds {
+                per_worker: speeds.to_vec(),
+                task_cost: task_cost.to_vec(),
+                floor: costs.iter().sum::<f64>() / costs.len().max(1) as f64,
+            });
+        }
+        self
+    }
+
+    /// Whether the steal guard is on (speeds given and not all equal).
+    pub fn guarded(&self) -> bool {
+        self.speeds.is_some()
     }
 
     pub fn workers(&self) -> usize {
@@ -142,9 +284,77 @@ impl WorkQueues {
         d.pop_front()
     }
 
+    /// The front of `w`'s own deque, unless the steal guard says `w` should leave it to the
+    /// others ([`keep_own_tile`]): then `None`, and `w` goes stealing, then stops, while the
+    /// faster workers take its deque from the back.
+    fn own_front(&self, w: usize) -> Option<usize> {
+        let Some(sp) = self.speeds.as_ref().filter(|_| self.steal) else {
+            return self.pop_front(w);
+        };
+        let others = self.queued_cost_except(w, sp);
+        let mut d = self.deques[w].lock().unwrap_or_else(|e| e.into_inner());
+        let &task = d.front()?;
+        let queued = others + d.iter().map(|&t| sp.cost(t)).sum::<f64>();
+        // (The floor only matters to a slower worker: the fastest always keep their tiles.)
+        let cost = sp.cost(task).max(sp.floor);
+        if keep_own_tile(cost, queued, w, &sp.per_worker) {
+            d.pop_front()
+        } else {
+            None
+        }
+    }
+
+    /// The estimated cost queued in every deque but `except`'s, taking one lock at a time
+    /// (never two at once: no lock order to get wrong). The deques may shrink meanwhile, which
+    /// only makes the estimate cautious.
+    fn queued_cost_except(&self, except: usize, sp: &Speeds) -> f64 {
+        (0..self.deques.len())
+            .filter(|&v| v != except)
+            .map(|v| {
+                let d = self.deques[v].lock().unwrap_or_else(|e| e.into_inner());
+                d.iter().map(|&t| sp.cost(t)).sum::<f64>()
+            })
+            .sum()
+    }
+
     fn pop_back(&self, w: usize) -> Option<usize> {
         let mut d = self.deques[w].lock().unwrap_or_else(|e| e.into_inner());
         d.pop_back()
+    }
+
+    /// The task at the back of `victim`'s deque, taken for `thief` when the steal pays: the
+    /// thief finishes it before its owner would ([`steal_pays`]) and before the others would
+    /// get through everything queued ([`keep_own_tile`]), both decided under the victim's lock
+    /// so that its queue cannot change in between. `None` when the deque is empty or holds
+    /// only work the thief should leave.
+    fn steal_back(&self, thief: usize, victim: usize) -> Option<usize> {
+        let Some(sp) = &self.speeds else {
+            return self.pop_back(victim);
+        };
+        let others = self.queued_cost_except(victim, sp);
+        let mut d = self.deques[victim]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let &task = d.back()?;
+        let in_victim: f64 = d.iter().map(|&t| sp.cost(t)).sum();
+        let (s_thief, s_owner) = (sp.per_worker[thief], sp.per_worker[victim]);
+        let c = if s_thief < s_owner {
+            sp.cost(task).max(sp.floor)
+        } else {
+            sp.cost(task)
+        };
+        if steal_pays(c, in_victim, s_thief, s_owner)
+            && keep_own_tile(
+                sp.cost(task).max(sp.floor),
+                others + in_victim,
+                thief,
+                &sp.per_worker,
+            )
+        {
+            d.pop_back()
+        } else {
+            None
+        }
     }
 
     /// Tasks still queued over all deques (a snapshot: workers may be taking some now).
@@ -184,10 +394,12 @@ impl WorkQueues {
     }
 
     /// The next task of worker `w`: the front of its own deque, else (with stealing) one
-    /// tile from the back of a randomly chosen non-empty victim. `None` when there is nothing
-    /// left for `w` to do in this pass.
+    /// tile from the back of a randomly chosen non-empty victim whose back tile the steal
+    /// guard lets `w` take. `None` when there is nothing left for `w` to do in this pass: every
+    /// deque is empty, or holds only work its owner finishes sooner than `w` would (queues
+    /// only shrink, so `w` is done; every owner drains its own deque).
     pub fn next(&self, w: usize, rng: &mut StealRng) -> Option<Take> {
-        if let Some(task) = self.pop_front(w) {
+        if let Some(task) = self.own_front(w) {
             return Some(Take {
                 task,
                 stolen_from: None,
@@ -203,7 +415,7 @@ impl WorkQueues {
             let pick = probe + rng.below(victims.len() - probe);
             victims.swap(probe, pick);
             let v = victims[probe];
-            if let Some(task) = self.pop_back(v) {
+            if let Some(task) = self.steal_back(w, v) {
                 return Some(Take {
                     task,
                     stolen_from: Some(v),
@@ -273,6 +485,65 @@ mod tests {
         }
         left.sort();
         assert_eq!(left, vec![0, 2, 3]);
+    }
+
+    #[test]
+    fn runs_for_unequal_speeds_keep_big_tasks_off_slow_workers() {
+        // Two GPU streams and sixteen CPU threads 200 times slower, fifteen equal tiles: the
+        // CPU threads' share (3.8%) is more than half a tile, and the nearest cut would hand
+        // one of them a tile that ends the frame 25 times later. None gets one.
+        let mut weights = vec![1.0, 1.0];
+        weights.extend([0.005; 16]);
+        let runs = contiguous_runs(&[1.0; 15], &weights);
+        assert_eq!(runs[0], 0..7);
+        assert_eq!(runs[1], 7..15);
+        assert!(runs[2..].iter().all(|r| r.is_empty()), "{runs:?}");
+        // Enough tiles, and the CPU threads get a share that pays: each a run of about
+        // 1500 * 0.005 / 2.08 = 3.6 tiles, none more than its time allows.
+        let runs = contiguous_runs(&[1.0; 1500], &weights);
+        let cpu: usize = runs[2..].iter().map(|r| r.len()).sum();
+        assert!((50..=64).contains(&cpu), "{cpu} tiles on the CPU");
+        let gpu_time = runs[0].len().max(runs[1].len()) as f64;
+        for r in &runs[2..] {
+            assert!(r.len() as f64 / 0.005 <= gpu_time + 200.0, "{runs:?}");
+        }
+        // Equal weights keep the nearest cut.
+        assert_eq!(contiguous_runs(&[1.0; 3], &[2.0, 2.0]), vec![0..1, 1..3]);
+    }
+
+    #[test]
+    fn a_steal_pays_when_the_thief_finishes_first() {
+        assert!(steal_pays(1.0, 1.0, 1.0, 1.0)); // equal speeds: always
+        assert!(!steal_pays(1.0, 8.0, 0.005, 1.0)); // 200 s against 8 s
+        assert!(!steal_pays(1.0, 300.0, 0.005, 1.0)); // 400 s (with the margin) against 300
+        assert!(steal_pays(1.0, 400.0, 0.005, 1.0));
+        assert!(steal_pays(5.0, 1.0, 100.0, 1.0)); // a fast thief
+        assert!(steal_pays(1.0, 1.0, f64::NAN, 1.0)); // unknown speeds refuse nothing
+        assert!(steal_pays(1.0, 1.0, 0.0, 1.0));
+    }
+
+    #[test]
+    fn slow_thieves_leave_tiles_their_owner_finishes_sooner() {
+        let costs = [1.0; 6];
+        let q = WorkQueues::new(vec![vec![0, 1, 2, 3, 4, 5], vec![]], true)
+            .with_speeds(&[1.0, 0.1], &costs);
+        assert!(q.guarded());
+        let mut slow = StealRng::new(0, 1, 0);
+        // The owner reaches the back tile after 6 s; the thief would need 10 s.
+        assert_eq!(q.next(1, &mut slow), None);
+        assert_eq!(q.queued(), 6);
+        // A fast thief takes it.
+        let q = WorkQueues::new(vec![vec![], vec![0, 1, 2, 3, 4, 5]], true)
+            .with_speeds(&[1.0, 0.1], &costs);
+        let t = q.next(0, &mut StealRng::new(0, 0, 0)).unwrap();
+        assert_eq!((t.task, t.stolen_from), (5, Some(1)));
+        // Equal speeds, or speeds that do not fit, leave the policy unguarded.
+        let q = WorkQueues::new(vec![vec![0], vec![]], true).with_speeds(&[2.0, 2.0], &costs);
+        assert!(!q.guarded());
+        let q = WorkQueues::new(vec![vec![0], vec![]], true).with_speeds(&[1.0], &costs);
+        assert!(!q.guarded());
+        let q = WorkQueues::new(vec![vec![0, 7], vec![]], true).with_speeds(&[1.0, 0.5], &costs);
+        assert!(!q.guarded(), "task 7 has no cost");
     }
 
     #[test]

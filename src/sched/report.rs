@@ -152,6 +152,9 @@ pub struct FrameReport {
     /// The ranks, when several processes rendered the frame (`mpirun`); `None` in one
     /// process.
     pub cluster: Option<crate::cluster::ClusterReport>,
+    /// The speeds timed before the first pass ([`super::calibrate`]); empty when the workers
+    /// were all of one device (or calibration was off).
+    pub calibration: Vec<super::calibrate::Calibration>,
 }
 
 impl FrameReport {
@@ -220,6 +223,9 @@ impl FrameReport {
             self.raster.triangles,
             self.estimate.seconds * 1e3,
         );
+        if !self.calibration.is_empty() {
+            let _ = writeln!(s, "  {}", super::calibrate::describe(&self.calibration));
+        }
         let steals: usize = self.passes.iter().map(PassReport::steals).sum();
         let _ = writeln!(
             s,

@@ -2,8 +2,10 @@
 //! number of simulated workers, with a latency charged to every steal probe.
 //!
 //! It drives the very same [`WorkQueues`] as the threaded executor: at each event (a worker
-//! becoming free) it asks the policy what that worker does next. Workers are identical in
-//! speed: a tile costs its measured time whoever runs it.
+//! becoming free) it asks the policy what that worker does next. By default workers are
+//! identical in speed: a tile costs its measured time whoever runs it. [`simulate_mixed`] gives
+//! each worker a speed (a GPU beside CPU threads) and, optionally, the steal guard the
+//! scheduler runs when it knows the speeds.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -65,7 +67,46 @@ pub fn simulate(
     seed: u64,
 ) -> SimRun {
     let workers = deques.len();
-    let queues = WorkQueues::new(deques, steal);
+    simulate_mixed(
+        costs,
+        deques,
+        steal,
+        steal_latency,
+        seed,
+        &vec![1.0; workers],
+        None,
+    )
+}
+
+/// What the scheduler knows when it guards steals ([`WorkQueues::with_speeds`]): the
+/// workers' speeds and the tasks' estimated costs (which may differ from the true ones).
+#[derive(Clone, Copy, Debug)]
+pub struct Guard<'a> {
+    pub speeds: &'a [f64],
+    pub estimated: &'a [f64],
+}
+
+/// [`simulate`] with worker speeds: task `t` takes `costs[t] / speeds[w]` seconds on worker
+/// `w` (`busy` counts those seconds). With `guard`, steals are refused where the guard says
+/// the owner finishes the task sooner, as in a real render that knows the speeds.
+pub fn simulate_mixed(
+    costs: &[f64],
+    deques: Vec<Vec<usize>>,
+    steal: bool,
+    steal_latency: f64,
+    seed: u64,
+    speeds: &[f64],
+    guard: Option<Guard>,
+) -> SimRun {
+    let workers = deques.len();
+    let mut queues = WorkQueues::new(deques, steal);
+    if let Some(g) = guard {
+        queues = queues.with_speeds(g.speeds, g.estimated);
+    }
+    let speed = |w: usize| match speeds.get(w) {
+        Some(&s) if s.is_finite() && s > 0.0 => s,
+        _ => 1.0,
+    };
     let mut rngs: Vec<StealRng> = (0..workers).map(|w| StealRng::new(seed, w, 0)).collect();
     let mut events: BinaryHeap<Reverse<(Time, usize)>> =
         (0..workers).map(|w| Reverse((Time(0.0), w))).collect();
@@ -81,8 +122,9 @@ pub fn simulate(
             continue;
         };
         let start = now + take.probes as f64 * steal_latency.max(0.0);
-        let end = start + costs[take.task].max(0.0);
-        run.busy[w] += costs[take.task].max(0.0);
+        let seconds = costs[take.task].max(0.0) / speed(w);
+        let end = start + seconds;
+        run.busy[w] += seconds;
         run.tiles[w] += 1;
         if take.stolen_from.is_some() {
             run.steals += 1;
@@ -190,6 +232,77 @@ impl Replay {
     }
 }
 
+/// How [`Replay::run_mixed`] plans a pass for workers of different speeds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MixedPlan {
+    /// Equal shares and unguarded steals: a first pass that knows no speeds.
+    Uniform,
+    /// Shares by speed, steals unguarded.
+    BySpeed,
+    /// Shares by speed and the steal guard: what a render does once the speeds are known
+    /// (calibrated before the first pass of a mixed render, measured after every pass).
+    BySpeedGuarded,
+}
+
+impl MixedPlan {
+    pub const ALL: [MixedPlan; 3] = [
+        MixedPlan::Uniform,
+        MixedPlan::BySpeed,
+        MixedPlan::BySpeedGuarded,
+    ];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            MixedPlan::Uniform => "equal shares",
+            MixedPlan::BySpeed => "shares by speed",
+            MixedPlan::BySpeedGuarded => "by speed + guard",
+        }
+    }
+}
+
+impl Replay {
+    /// Simulates workers of different speeds: a tile costs its measured time over the
+    /// worker's speed (`speeds`, 1 for the render's own workers), planned as `plan` says, once
+    /// per seed (once without stealing).
+    #[allow(clippy::too_many_arguments)]
+    pub fn run_mixed(
+        &self,
+        strategy: Strategy,
+        steal: bool,
+        speeds: &[f64],
+        plan: MixedPlan,
+        tile_count: u32,
+        steal_latency_s: f64,
+        seeds: &[u64],
+    ) -> Vec<SimRun> {
+        let (_, estimated, actual) = self.tiles(strategy, tile_count);
+        let equal = vec![1.0; speeds.len().max(1)];
+        let weights = match plan {
+            MixedPlan::Uniform => &equal[..],
+            MixedPlan::BySpeed | MixedPlan::BySpeedGuarded => speeds,
+        };
+        let deques = policy::initial_deques(strategy, &estimated, weights);
+        let guard = (plan == MixedPlan::BySpeedGuarded).then_some(Guard {
+            speeds,
+            estimated: &estimated,
+        });
+        seeds_to_run(steal, speeds.len(), seeds)
+            .iter()
+            .map(|&seed| {
+                simulate_mixed(
+                    &actual,
+                    deques.clone(),
+                    steal,
+                    steal_latency_s,
+                    seed,
+                    speeds,
+                    guard,
+                )
+            })
+            .collect()
+    }
+}
+
 /// The seeds a configuration runs with: all of them when stealing makes runs differ, else one
 /// (a run without stealing is deterministic).
 pub fn seeds_to_run(steal: bool, workers: usize, seeds: &[u64]) -> &[u64] {
@@ -203,6 +316,7 @@ pub fn seeds_to_run(steal: bool, workers: usize, seeds: &[u64]) -> &[u64] {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sched::policy;
 
     #[test]
     fn one_worker_is_fully_efficient() {
@@ -211,6 +325,72 @@ mod tests {
         assert_eq!(r.makespan, 6.0);
         assert_eq!(r.efficiency(), 1.0);
         assert_eq!(r.steals, 0);
+    }
+
+    /// The H100 case of 2026-11-24: two GPU streams and sixteen CPU threads about 200 times
+    /// slower, fifteen GPU-sized tiles.
+    fn h100_like() -> (Vec<f64>, Vec<f64>) {
+        let costs: Vec<f64> = (0..15).map(|i| 0.6 + 0.05 * i as f64).collect();
+        let mut speeds = vec![1.0, 1.0];
+        speeds.extend([0.005; 16]);
+        (costs, speeds)
+    }
+
+    #[test]
+    fn equal_shares_let_slow_workers_hold_up_the_frame() {
+        let (costs, speeds) = h100_like();
+        let deques = policy::initial_deques(Strategy::Sorted, &costs, &[1.0; 18]);
+        let r = simulate_mixed(&costs, deques, true, 0.0, 1, &speeds, None);
+        // A CPU thread took a tile: at least 0.6 / 0.005 = 120 time units.
+        assert!(r.makespan >= 120.0, "{}", r.makespan);
+    }
+
+    #[test]
+    fn shares_by_speed_and_the_guard_match_the_fast_workers_alone() {
+        let (costs, speeds) = h100_like();
+        let fast_alone = {
+            let deques = policy::initial_deques(Strategy::Sorted, &costs, &[1.0, 1.0]);
+            simulate_mixed(&costs, deques, true, 0.0, 1, &[1.0, 1.0], None).makespan
+        };
+        for seed in 0..20 {
+            let deques = policy::initial_deques(Strategy::Sorted, &costs, &speeds);
+            let guard = Guard {
+                speeds: &speeds,
+                estimated: &costs,
+            };
+            let r = simulate_mixed(&costs, deques, true, 0.0, seed, &speeds, Some(guard));
+            assert!(
+                r.makespan <= fast_alone + 1e-12,
+                "seed {seed}: {} > {fast_alone}",
+                r.makespan
+            );
+            assert!(r.tiles[2..].iter().all(|&t| t == 0), "{:?}", r.tiles);
+            assert!(r.ran_by.iter().all(Option::is_some));
+        }
+    }
+
+    #[test]
+    fn with_enough_tiles_slow_workers_still_help() {
+        let costs = vec![0.01; 3000];
+        let mut speeds = vec![1.0, 1.0];
+        speeds.extend([0.005; 16]);
+        let fast_alone = {
+            let deques = policy::initial_deques(Strategy::Sorted, &costs, &[1.0, 1.0]);
+            simulate_mixed(&costs, deques, true, 0.0, 1, &[1.0, 1.0], None).makespan
+        };
+        let deques = policy::initial_deques(Strategy::Sorted, &costs, &speeds);
+        let guard = Guard {
+            speeds: &speeds,
+            estimated: &costs,
+        };
+        let r = simulate_mixed(&costs, deques, true, 0.0, 3, &speeds, Some(guard));
+        assert!(r.tiles[2..].iter().sum::<usize>() > 0, "{:?}", r.tiles);
+        // 2 + 16 x 0.005 = 2.08 units of speed against 2: 3.8% sooner, less a tile's rounding.
+        assert!(
+            r.makespan < fast_alone * 0.98,
+            "{} against {fast_alone}",
+            r.makespan
+        );
     }
 
     #[test]

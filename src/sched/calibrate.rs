@@ -1,0 +1,260 @@
+//! Speed calibration before the first pass of a render whose workers are of different kinds.
+//!
+//! The first pass of a frame is planned before any tile has been timed. With workers of one
+//! kind that does no harm: equal workers get equal shares. With a GPU beside CPU threads it
+//! does: on an H100 (2026-11-24) `--devices gpu0x2,cpu` handed 13 of the toystore's 15
+//! GPU-sized tiles to CPU threads, each of which took 0.25 to 1.56 s where a GPU stream took
+//! 4 to 7 ms, and the frame took 1.564 s against about 0.05 s on the GPU alone.
+//!
+//! So before that pass, one worker of every `--devices` entry renders a small piece of the
+//! image, and the times give each entry's speed in cost-map units per second: the weights of
+//! the first pass's shares and of the steal guard ([`super::policy::steal_pays`]), as the
+//! measured speeds are for later passes. What is rendered is thrown away: the film and so the
+//! image are the same bits with or without calibration.
+//!
+//! The pieces are sized for the worker. A worker that asks for big tiles (a GPU, by
+//! [`crate::render::TileRenderer::min_tile_work`]) renders a whole tile of the pass at the
+//! pass's samples, a launch like the ones it will run; timing it on a smaller launch would
+//! mostly time the launch overhead and make the GPU look slower than it is. Any other worker renders at most
+//! [`CPU_PIECE`] x [`CPU_PIECE`] pixels of that tile at up to [`CPU_SAMPLES`] samples, a few
+//! milliseconds on one CPU thread. Each runs twice and keeps the faster time (the first run may
+//! pay for cold caches or a first launch). The entries calibrate at once, one thread each.
+
+use std::ops::Range;
+use std::time::Instant;
+
+use anyhow::Context;
+
+use super::cputime::thread_cpu_seconds;
+use super::sat::{MapScale, Sat};
+use super::workers::Worker;
+use crate::render::{Film, Tile};
+
+/// The side of the piece a worker without a preferred tile size renders, in pixels.
+pub const CPU_PIECE: u32 = 32;
+/// The most samples per pixel of that piece.
+pub const CPU_SAMPLES: u32 = 4;
+/// Runs per worker; the fastest counts.
+pub const RUNS: usize = 2;
+
+/// One `--devices` entry's calibration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Calibration {
+    /// The `--devices` entry (the workers' `group`).
+    pub group: usize,
+    /// The worker that ran it ("gpu0/s0", "cpu#0").
+    pub worker: String,
+    /// What it rendered, in pixels of the film.
+    pub piece: Tile,
+    pub samples: Range<u32>,
+    /// The faster run's seconds: the thread's CPU time for CPU workers, else wall time.
+    pub seconds: f64,
+    /// The piece's estimated cost, in the pass's cost-map units scaled to its samples.
+    pub cost: f64,
+    /// `cost / seconds`: cost-map units per second of one worker of the entry.
+    pub speed: f64,
+}
+
+/// Whether a render's workers need calibrating: they come from more than one device (a CPU
+/// beside a GPU, or two GPUs that may differ). Workers of one device are alike.
+pub fn needed(workers: &[Worker]) -> bool {
+    workers.windows(2).any(|p| p[0].device != p[1].device)
+}
+
+/// The tile the pieces come from: the one of median estimated cost among those with any cost
+/// (a typical tile, neither empty sky nor the costliest corner). `None` without such a tile.
+pub fn reference_tile(tiles: &[Tile], predicted: &[f64]) -> Option<usize> {
+    let mut costed: Vec<usize> = (0..tiles.len().min(predicted.len()))
+        .filter(|&t| predicted[t].is_finite() && predicted[t] > 0.0)
+        .collect();
+    costed.sort_by(|&a, &b| predicted[a].total_cmp(&predicted[b]).then(a.cmp(&b)));
+    costed.get(costed.len() / 2).copied()
+}
+
+/// The piece of `tile` a worker renders, and the samples: the whole tile and pass for a
+/// worker that wants big tiles, else a centred piece of at most [`CPU_PIECE`] pixels square
+/// and the pass's first [`CPU_SAMPLES`] samples.
+pub fn piece_for(worker: &Worker, tile: Tile, samples: &Range<u32>) -> (Tile, Range<u32>) {
+    if worker.renderer.min_tile_work().is_some() {
+        return (tile, samples.clone());
+    }
+    let (w, h) = (tile.w.min(CPU_PIECE), tile.h.min(CPU_PIECE));
+    let piece = Tile {
+        x: tile.x + (tile.w - w) / 2,
+        y: tile.y + (tile.h - h) / 2,
+        w,
+        h,
+    };
+    let n = (samples.end - samples.start).min(CPU_SAMPLES);
+    (piece, samples.start..samples.start + n)
+}
+
+/// Calibrates one worker of every `--devices` entry of `workers` on the pieces of the
+/// reference tile of a pass (`tiles`, their `predicted` costs in units of `plan_sat` at
+/// `scale`, `samples` the pass's). Returns one entry per group, in group order; empty when no
+/// tile has a cost. A renderer's error fails the calibration, naming the worker.
+pub fn calibrate(
+    workers: &[Worker],
+    film: &Film,
+    tiles: &[Tile],
+    predicted: &[f64],
+    plan_sat: &Sat,
+    scale: MapScale,
+    samples: &Range<u32>,
+) -> anyhow::Result<Vec<Calibration>> {
+    let Some(reference) = reference_tile(tiles, predicted) else {
+        return Ok(Vec::new());
+    };
+    let tile = tiles[reference];
+    let pass_samples = f64::from((samples.end - samples.start).max(1));
+    // The first worker of every group.
+    let mut firsts: Vec<&Worker> = Vec::new();
+    for w in workers {
+        if !firsts.iter().any(|f| f.group == w.group) {
+            firsts.push(w);
+        }
+    }
+    let results: Vec<anyhow::Result<Calibration>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = firsts
+            .iter()
+            .map(|&worker| {
+                scope.spawn(move || {
+                    let (piece, piece_samples) = piece_for(worker, tile, samples);
+                    let mut best = f64::INFINITY;
+                    for _ in 0..RUNS {
+                        let mut acc = film.read_tile(piece);
+                        let cpu0 = worker.cpu_timed.then(thread_cpu_seconds).flatten();
+                        let t0 = Instant::now();
+                        worker
+                            .renderer
+                            .render_tile(piece, piece_samples.clone(), &mut acc)
+                            .with_context(|| {
+                                format!(
+                                    "calibrating worker {} ({}) on x={} y={} {}x{}, samples {:?}",
+                                    worker.label,
+                                    worker.renderer.name(),
+                                    piece.x,
+                                    piece.y,
+                                    piece.w,
+                                    piece.h,
+                                    piece_samples
+                                )
+                            })?;
+                        let wall = t0.elapsed().as_secs_f64();
+                        let cpu1 = worker.cpu_timed.then(thread_cpu_seconds).flatten();
+                        let seconds = match (cpu0, cpu1) {
+                            (Some(a), Some(b)) if b > a => b - a,
+                            _ => wall,
+                        };
+                        best = best.min(seconds);
+                    }
+                    let cost = scale.tile_cost(plan_sat, piece)
+                        * f64::from(piece_samples.end - piece_samples.start)
+                        / pass_samples;
+                    Ok(Calibration {
+                        group: worker.group,
+                        worker: worker.label.clone(),
+                        piece,
+                        samples: piece_samples,
+                        seconds: best,
+                        cost,
+                        speed: if best > 0.0 { cost / best } else { f64::NAN },
+                    })
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("a calibration thread panicked")))
+            })
+            .collect()
+    });
+    let mut out = results.into_iter().collect::<anyhow::Result<Vec<_>>>()?;
+    out.sort_by_key(|c| c.group);
+    Ok(out)
+}
+
+/// Each worker's weight from the calibrations of the groups: its group's speed, or, for a group
+/// whose speed could not be measured (a zero time, no cost), the mean of the others; all 1.0
+/// when none was measured.
+pub fn worker_speeds(workers: &[Worker], calibrations: &[Calibration]) -> Vec<f64> {
+    let known: Vec<f64> = calibrations
+        .iter()
+        .map(|c| c.speed)
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .collect();
+    if known.is_empty() {
+        return vec![1.0; workers.len()];
+    }
+    let fallback = known.iter().sum::<f64>() / known.len() as f64;
+    workers
+        .iter()
+        .map(|w| {
+            calibrations
+                .iter()
+                .find(|c| c.group == w.group)
+                .map(|c| c.speed)
+                .filter(|s| s.is_finite() && *s > 0.0)
+                .unwrap_or(fallback)
+        })
+        .collect()
+}
+
+/// One line for the render's summary: "calibration: gpu0/s0 ... units/s, cpu#0 ...; the
+/// fastest worker 180x the slowest".
+pub fn describe(calibrations: &[Calibration]) -> String {
+    let parts: Vec<String> = calibrations
+        .iter()
+        .map(|c| {
+            format!(
+                "{} {:.4} units/s ({}x{} px, {} spp, {:.2} ms)",
+                c.worker,
+                c.speed,
+                c.piece.w,
+                c.piece.h,
+                c.samples.end - c.samples.start,
+                c.seconds * 1e3
+            )
+        })
+        .collect();
+    let speeds: Vec<f64> = calibrations
+        .iter()
+        .map(|c| c.speed)
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .collect();
+    let ratio = match (
+        speeds.iter().copied().reduce(f64::max),
+        speeds.iter().copied().reduce(f64::min),
+    ) {
+        (Some(hi), Some(lo)) if lo > 0.0 => {
+            format!("; the fastest worker {:.1}x the slowest", hi / lo)
+        }
+        _ => String::new(),
+    };
+    format!("calibration: {}{ratio}", parts.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_reference_tile_is_the_median_costed_one() {
+        let t = |x| Tile {
+            x,
+            y: 0,
+            w: 1,
+            h: 1,
+        };
+        let tiles = [t(0), t(1), t(2), t(3), t(4)];
+        // Costed: 1 (tile 2), 3 (tile 4), 5 (tile 0), 9 (tile 3); the upper median.
+        assert_eq!(reference_tile(&tiles, &[5.0, 0.0, 1.0, 9.0, 3.0]), Some(0));
+        assert_eq!(reference_tile(&tiles, &[0.0; 5]), None);
+        assert_eq!(
+            reference_tile(&tiles, &[f64::NAN, 2.0, 0.0, 0.0, 0.0]),
+            Some(1)
+        );
+    }
+}
