@@ -186,30 +186,34 @@ impl Speeds {
 /// a GPU stream), while leaving a task to a faster worker costs little.
 pub const SLOW_WORKER_MARGIN: f64 = 2.0;
 
+/// Speeds closer than this factor count as equal: the guard is for a GPU beside CPU threads
+/// (80 times apart on the H100), and the measured speeds of alike workers differ by noise. Where
+/// speeds differ by a few percent, the guard's estimates, which ignore the tiles in flight,
+/// would refuse the very steals that end a pass sooner.
+pub const SIMILAR_SPEEDS: f64 = 2.0;
+
 /// Whether a thief of speed `thief_speed` should take a task of cost `cost` from the back of a
-/// deque holding `queued` cost in all (the task included) whose owner runs at `owner_speed`:
-/// the thief finishes it in `cost / thief_speed` (times [`SLOW_WORKER_MARGIN`] when it is the
-/// slower), the owner would finish it (and everything before it) in `queued / owner_speed`. A
-/// tie steals; so does any speed that is not a positive finite number (nothing is known, so
-/// nothing is refused). Pure.
+/// deque holding `queued` cost in all (the task included) whose owner runs at `owner_speed`.
+/// Always, unless the owner is [`SIMILAR_SPEEDS`] times faster or more; then only if the thief
+/// finishes it (in `cost / thief_speed`, times [`SLOW_WORKER_MARGIN`]) no later than the owner
+/// would finish it and everything before it (`queued / owner_speed`). Any speed that is not a
+/// positive finite number refuses nothing: nothing is known. Pure.
 pub fn steal_pays(cost: f64, queued: f64, thief_speed: f64, owner_speed: f64) -> bool {
     let known = |s: f64| s.is_finite() && s > 0.0;
     if !known(thief_speed) || !known(owner_speed) || !cost.is_finite() || !queued.is_finite() {
         return true;
     }
-    let margin = if thief_speed < owner_speed {
-        SLOW_WORKER_MARGIN
-    } else {
-        1.0
-    };
-    margin * cost.max(0.0) / thief_speed <= queued.max(0.0) / owner_speed
+    if owner_speed < SIMILAR_SPEEDS * thief_speed {
+        return true;
+    }
+    SLOW_WORKER_MARGIN * cost.max(0.0) / thief_speed <= queued.max(0.0) / owner_speed
 }
 
 /// Whether worker `w` should start the task of cost `cost` at the front of its own deque when
 /// `queued` cost is left in all deques (that task included) and the workers run at `speeds`:
-/// yes unless `w` is slower than the fastest worker and would need longer for this one task
-/// (its cost counted [`SLOW_WORKER_MARGIN`] times) than all the others together need for
-/// everything queued. Then the others, stealing from
+/// yes unless the fastest worker is [`SIMILAR_SPEEDS`] times faster than `w` or more, and `w`
+/// would need longer for this one task (its cost counted [`SLOW_WORKER_MARGIN`] times) than
+/// all the others together need for everything queued. Then the others, stealing from
 /// the back of its deque, end the frame sooner without it. The fastest workers always go on
 /// (and never have a steal refused), so every task is still run. Pure.
 pub fn keep_own_tile(cost: f64, queued: f64, w: usize, speeds: &[f64]) -> bool {
@@ -222,7 +226,7 @@ pub fn keep_own_tile(cost: f64, queued: f64, w: usize, speeds: &[f64]) -> bool {
         .copied()
         .filter(|&s| known(s))
         .fold(0.0, f64::max);
-    if !known(own) || own >= fastest || !cost.is_finite() || !queued.is_finite() {
+    if !known(own) || fastest < SIMILAR_SPEEDS * own || !cost.is_finite() || !queued.is_finite() {
         return true;
     }
     let others: f64 = speeds
@@ -244,8 +248,9 @@ impl WorkQueues {
     }
 
     /// Guards stealing with the workers' speeds (`speeds[w]`) and the tasks' estimated costs
-    /// (`task_cost[task]`): see [`steal_pays`]. Speeds or costs of the wrong length are
-    /// ignored (no guard), as are equal speeds, for which every steal pays.
+    /// (`task_cost[task]`): see [`steal_pays`] and [`keep_own_tile`]. Speeds or costs of the
+    /// wrong length are ignored (no guard), as are speeds all within [`SIMILAR_SPEEDS`] of each
+    /// other, for which the guard refuses nothing.
     pub fn with_speeds(mut self, speeds: &[f64], task_cost: &[f64]) -> WorkQueues {
         let tasks = self
             .deques
@@ -253,7 +258,11 @@ impl WorkQueues {
             .flat_map(|d| d.lock().unwrap_or_else(|e| e.into_inner()).clone())
             .max()
             .map_or(0, |t| t + 1);
-        let unequal = speeds.windows(2).any(|p| p[0] != p[1]);
+        // Only speeds [`SIMILAR_SPEEDS`] apart or more can make the guard refuse anything.
+        let (lo, hi) = speeds.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), &s| {
+            (lo.min(s), hi.max(s))
+        });
+        let unequal = lo > 0.0 && hi.is_finite() && hi >= SIMILAR_SPEEDS * lo;
         if speeds.len() == self.deques.len() && task_cost.len() >= tasks && unequal {
             let costs: Vec<f64> = task_cost[..tasks]
                 .iter()
@@ -268,7 +277,7 @@ impl WorkQueues {
         self
     }
 
-    /// Whether the steal guard is on (speeds given and not all equal).
+    /// Whether the steal guard is on (speeds given, some [`SIMILAR_SPEEDS`] apart).
     pub fn guarded(&self) -> bool {
         self.speeds.is_some()
     }
@@ -520,6 +529,26 @@ mod tests {
         assert!(steal_pays(5.0, 1.0, 100.0, 1.0)); // a fast thief
         assert!(steal_pays(1.0, 1.0, f64::NAN, 1.0)); // unknown speeds refuse nothing
         assert!(steal_pays(1.0, 1.0, 0.0, 1.0));
+        // Alike workers whose measured speeds differ by noise steal as if equal, even the
+        // last tile of a slightly faster owner.
+        assert!(steal_pays(1.0, 1.0, 0.98, 1.02));
+        assert!(steal_pays(1.0, 1.0, 0.6, 1.1));
+        assert!(!steal_pays(1.0, 1.0, 0.5, 1.0));
+    }
+
+    #[test]
+    fn only_much_slower_workers_leave_their_own_tiles() {
+        // Two GPU streams and two CPU threads 80 times slower: with 10 tiles' cost queued, a
+        // CPU thread leaves its next tile (2 x 80 s against 10 / 2.0125 s), a GPU never does.
+        let speeds = [1.0, 1.0, 0.0125, 0.0125];
+        assert!(!keep_own_tile(1.0, 10.0, 2, &speeds));
+        assert!(keep_own_tile(1.0, 10.0, 0, &speeds));
+        assert!(keep_own_tile(1.0, 1.0, 0, &speeds));
+        // With 400 tiles' cost queued it pays: 160 s against 400 / 2.0125 s.
+        assert!(keep_own_tile(1.0, 400.0, 2, &speeds));
+        // Alike workers keep their tiles whatever their noise says.
+        assert!(keep_own_tile(1.0, 1.0, 1, &[1.02, 0.98, 1.0]));
+        assert!(keep_own_tile(1.0, 1.0, 7, &[1.0]));
     }
 
     #[test]
