@@ -20,8 +20,10 @@
 #              --calibrate off, and gpu0x2 against gpu0x2,cpu at 256 spp
 #   nsys       best effort: any Nsight Systems found on the host, on a short render
 # Investigations (not in the calls below; run by name):
-#   lpt        round-robin and LPT with guard bands after every scratch slice and GAS, LPT
-#              build weights, memcheck on LPT batches (sponza-like; each run capped at 60 s)
+#   lpt        which part of LPT crashes (LPT's streams in build order, round-robin's in LPT's
+#              order, per-stream scratch, CUDA_LAUNCH_BLOCKING=1, OptiX validation), then guard
+#              bands after every scratch slice and GAS, LPT build weights, memcheck on LPT
+#              batches (sponza-like; each run capped at 60 s)
 #   depth      GPU vs CPU on the Cornell box at --max-depth 1..8: the bounce a bias starts at
 #   connections  build-bench at 8..32 streams with CUDA_DEVICE_MAX_CONNECTIONS 8 and 32
 # Groups sized for device calls of under 9 minutes each:
@@ -263,7 +265,7 @@ step_bench() {
     # per group, no compaction): the whole cross product would be 320 configurations.
     bench_one sponza-flags "$sponza" "$r" --streams "$s" --flags both
     bench_one sponza-compact "$sponza" "$r" --streams "$s" --flags both --compact
-    bench_one sponza-merge "$sponza" "$r" --streams "$s" --merge-below 0,64,256,1024
+    bench_one sponza-merge "$sponza" "$r" --streams "$s" --merge-below 0,64,256,1024,4096
     bench_one sponza-assign-scratch "$sponza" "$r" --streams "$s" --assign round-robin,lpt --scratch shared,per-stream
     bench_one toystore-flags "$toystore" "$rb" --streams "$s" --flags both
     bench_one toystore-merge-compact "$toystore" "$rb" --streams "$s" --merge-below 0,64,256,1024 --compact
@@ -413,13 +415,23 @@ step_lpt() {
     need_sponza
     local r="${GW_REPEAT_LPT:-20}" limit="${GW_CMD_TIMEOUT_S:-60}" w a
     local bench_cap="$limit" # read by bench_one
+    # Which part of LPT breaks (2026-11-24: weight 0 crashed at 8 streams, 250 and 1000 hung at
+    # 4, round-robin never failed; every crash was with shared scratch): LPT's streams in build
+    # order, round-robin's streams in LPT's order, per-stream scratch, every launch serialised
+    # (a race goes away under CUDA_LAUNCH_BLOCKING=1, a bad build does not), OptiX validation.
+    bench_one lpt-w0-issued-build "$sponza" "$r" --streams 4,8 --assign lpt --lpt-build-weight 0 --issue-order build
+    bench_one rr-issued-largest-first "$sponza" "$r" --streams 4,8 --assign round-robin --issue-order largest-first
+    bench_one lpt-w0-per-stream "$sponza" "$r" --streams 4,8 --assign lpt --lpt-build-weight 0 --scratch per-stream
+    CUDA_LAUNCH_BLOCKING=1 bench_one lpt-w0-launch-blocking "$sponza" "$r" --streams 4,8 --assign lpt --lpt-build-weight 0
+    bench_one lpt-w0-validation "$sponza" 3 --streams 8 --assign lpt --lpt-build-weight 0 --validation
     for a in round-robin lpt; do
         bench_one "guards-$a" "$sponza" "$r" --streams 4,8,16 --assign "$a" --scratch shared,per-stream --guard-bytes 65536
     done
     for w in ${GW_LPT_WEIGHTS:-0 1000 5000 20000}; do
         bench_one "lpt-w$w" "$sponza" "$r" --streams 1,2,4,8,16 --assign lpt --lpt-build-weight "$w"
     done
-    grep -h "streams |\|^guards\|^error\|caused by\|^# stopped\|exit status" "$out"/bench-guards-*.log "$out"/bench-lpt-*.log 2>/dev/null \
+    grep -h "streams |\|^guards\|^error\|caused by\|^# stopped\|exit status" "$out"/bench-guards-*.log "$out"/bench-lpt-*.log \
+        "$out"/bench-rr-*.log 2>/dev/null \
         | tee -a "$summary" >&2
     local cs
     cs="$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -n1)"

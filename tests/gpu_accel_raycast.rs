@@ -329,7 +329,7 @@ fn all_modes() -> Vec<(String, AccelOptions)> {
                                 compact,
                                 merge: MergeOptions::new(merge_below),
                                 lpt_build_weight: 0,
-                                guard_bytes: 0,
+                                ..AccelOptions::default()
                             };
                             v.push((format!("{o:?}"), o));
                         }

@@ -672,7 +672,7 @@ fn gpu_sponza_like_scene_agrees_with_the_cpu_under_every_build_option() {
             compact: true,
             merge: MergeOptions::new(100),
             lpt_build_weight: 0,
-            guard_bytes: 0,
+            ..AccelOptions::default()
         },
         AccelOptions {
             streams: 1,

@@ -2,8 +2,8 @@
 //! brute-force oracles, and plans broken on purpose that the validator must reject.
 
 use gasworks::optix::plan::{
-    group_gases, make_plan, validate, Assign, BuildNeed, BuildPlan, MergeOptions, PlanError,
-    PlanOptions, ScratchMode, ACCEL_BUFFER_ALIGNMENT,
+    group_gases, make_plan, validate, Assign, BuildNeed, BuildPlan, IssueOrder, MergeOptions,
+    PlanError, PlanOptions, ScratchMode, ACCEL_BUFFER_ALIGNMENT,
 };
 use proptest::prelude::*;
 
@@ -80,11 +80,17 @@ fn arb_options() -> impl Strategy<Value = PlanOptions> {
         prop_oneof![Just(ScratchMode::Shared), Just(ScratchMode::PerStream)],
         0u32..9,
         prop_oneof![Just(0u64), 0u64..100_000],
+        prop_oneof![
+            4 => Just(IssueOrder::Assignment),
+            1 => Just(IssueOrder::BuildOrder),
+            1 => Just(IssueOrder::LargestFirst)
+        ],
     )
-        .prop_map(|(streams, assign, scratch, log_align, weight)| {
+        .prop_map(|(streams, assign, scratch, log_align, weight, issue)| {
             let mut o = PlanOptions::new(streams, assign, scratch);
             o.alignment = 1 << log_align;
             o.lpt_build_weight = weight;
+            o.issue = issue;
             o
         })
 }
@@ -126,18 +132,34 @@ proptest! {
         };
         prop_assert_eq!(p.scratch_bytes, scratch_total);
 
+        match o.issue {
+            IssueOrder::Assignment => {}
+            IssueOrder::BuildOrder => {
+                prop_assert_eq!(&p.issue_order, &(0..needs.len()).collect::<Vec<_>>());
+            }
+            IssueOrder::LargestFirst => {
+                for w in p.issue_order.windows(2) {
+                    let t = |i: usize| needs[i].triangles;
+                    prop_assert!(t(w[0]) > t(w[1]) || (t(w[0]) == t(w[1]) && w[0] < w[1]));
+                }
+            }
+        }
         match o.assign {
             Assign::RoundRobin => {
-                prop_assert_eq!(&p.issue_order, &(0..needs.len()).collect::<Vec<_>>());
+                if o.issue == IssueOrder::Assignment {
+                    prop_assert_eq!(&p.issue_order, &(0..needs.len()).collect::<Vec<_>>());
+                }
                 for (i, b) in p.builds.iter().enumerate() {
                     prop_assert_eq!(b.stream as usize, i % o.streams as usize);
                 }
             }
             Assign::Lpt => {
-                // Issued largest load first.
+                // Issued largest load first (in the assignment's own order).
                 let load = |i: usize| needs[i].triangles + o.lpt_build_weight;
-                for w in p.issue_order.windows(2) {
-                    prop_assert!(load(w[0]) >= load(w[1]));
+                if o.issue == IssueOrder::Assignment {
+                    for w in p.issue_order.windows(2) {
+                        prop_assert!(load(w[0]) >= load(w[1]));
+                    }
                 }
                 // Graham's bound for list scheduling: no stream exceeds the mean load plus
                 // the largest single load.

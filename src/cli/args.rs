@@ -218,7 +218,7 @@ impl From<&AccelArgs> for AccelOptions {
             compact: a.compact,
             merge: MergeOptions::new(u64::from(a.merge_below)),
             lpt_build_weight: a.lpt_build_weight,
-            guard_bytes: 0,
+            ..AccelOptions::default()
         }
     }
 }

@@ -14,7 +14,8 @@ use crate::optix::accel::{
     compacted_layout, concat_mesh, AccelOptions, DeviceGeometry, GasBatch, StreamSet,
 };
 use crate::optix::plan::{
-    group_gases, guard_regions, Assign, MergeOptions, ScratchMode, DEFAULT_LPT_BUILD_WEIGHT,
+    group_gases, guard_regions, Assign, IssueOrder, MergeOptions, ScratchMode,
+    DEFAULT_LPT_BUILD_WEIGHT,
 };
 use crate::optix::{ContextOptions, CudaError, DeviceContext, Gpu};
 use crate::scene::{obj, Scene};
@@ -28,6 +29,27 @@ pub enum FlagsArg {
     FastBuild,
     /// Both, one after the other
     Both,
+}
+
+/// `--issue-order`: see [`IssueOrder`].
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IssueOrderArg {
+    /// The assignment's own order
+    Assignment,
+    /// Build (group) order
+    Build,
+    /// Most triangles first
+    LargestFirst,
+}
+
+impl From<IssueOrderArg> for IssueOrder {
+    fn from(a: IssueOrderArg) -> IssueOrder {
+        match a {
+            IssueOrderArg::Assignment => IssueOrder::Assignment,
+            IssueOrderArg::Build => IssueOrder::BuildOrder,
+            IssueOrderArg::LargestFirst => IssueOrder::LargestFirst,
+        }
+    }
 }
 
 #[derive(Args, Debug)]
@@ -64,6 +86,11 @@ pub struct BuildBenchArgs {
     /// render's)
     #[arg(long, value_delimiter = ',', default_values_t = [DEFAULT_LPT_BUILD_WEIGHT])]
     pub lpt_build_weight: Vec<u64>,
+    /// The order the builds are enqueued in: `assignment` (round-robin's build order, LPT's
+    /// largest first), or `build` or `largest-first` whatever the assignment (a diagnostic:
+    /// crossed with --assign, it tells whether LPT's streams or its order matter)
+    #[arg(long, value_enum, default_value_t = IssueOrderArg::Assignment)]
+    pub issue_order: IssueOrderArg,
     /// Build with ALLOW_COMPACTION and report the compacted bytes
     #[arg(long)]
     pub compact: bool,
@@ -151,6 +178,7 @@ fn configurations(a: &BuildBenchArgs) -> Vec<AccelOptions> {
                                 merge: MergeOptions::new(u64::from(merge)),
                                 lpt_build_weight,
                                 guard_bytes: a.guard_bytes,
+                                issue: a.issue_order.into(),
                             });
                         }
                     }
@@ -367,6 +395,7 @@ fn run_on(a: &BuildBenchArgs, ctx: &Arc<DeviceContext>, scene: &Scene) -> anyhow
         scratch_mode: scratch_name(o.scratch).into(),
         merge_below: o.merge.merge_below as u32,
         lpt_build_weight: o.lpt_build_weight,
+        issue_order: o.issue.name().into(),
         repeats: a.repeat,
         min_ms: m.stats.min,
         median_ms: m.stats.median,

@@ -29,8 +29,8 @@ use super::cuda::{DeviceBuffer, Event, Gpu, Stream};
 use super::error::{CudaError, OptixError};
 use super::plan::{
     group_gases, guard_regions, make_plan, validate, written_span, Allocation, Assign, BuildNeed,
-    BuildPlan, GasTable, GuardRegion, MergeOptions, PlanError, PlanOptions, ScratchMode,
-    ACCEL_BUFFER_ALIGNMENT, MAX_PRIMITIVES_PER_GAS,
+    BuildPlan, GasTable, GuardRegion, IssueOrder, MergeOptions, PlanError, PlanOptions,
+    ScratchMode, ACCEL_BUFFER_ALIGNMENT, MAX_PRIMITIVES_PER_GAS,
 };
 use super::sys::{
     self, CUdeviceptr, OptixAccelBuildOptions, OptixAccelEmitDesc, OptixBuildInput,
@@ -98,6 +98,8 @@ pub struct AccelOptions {
     pub lpt_build_weight: u64,
     /// See [`PlanOptions::guard_bytes`] (a diagnostic; 0 normally).
     pub guard_bytes: u64,
+    /// See [`PlanOptions::issue`] (a diagnostic; [`IssueOrder::Assignment`] normally).
+    pub issue: IssueOrder,
 }
 
 impl Default for AccelOptions {
@@ -111,6 +113,7 @@ impl Default for AccelOptions {
             merge: MergeOptions::new(0),
             lpt_build_weight: 0,
             guard_bytes: 0,
+            issue: IssueOrder::Assignment,
         }
     }
 }
@@ -134,6 +137,7 @@ impl AccelOptions {
         let mut o = PlanOptions::new(self.streams.max(1), self.assign, self.scratch);
         o.lpt_build_weight = self.lpt_build_weight;
         o.guard_bytes = self.guard_bytes;
+        o.issue = self.issue;
         o
     }
 }

@@ -37,6 +37,31 @@ pub enum Assign {
     Lpt,
 }
 
+/// The order the host enqueues the builds in; the streams are [`Assign`]'s either way. A
+/// diagnostic: on an H100 (2026-11-24) LPT batches with small build weights crashed
+/// (`CUDA_ERROR_ILLEGAL_ADDRESS`) or hung while round-robin never did, and LPT differs from
+/// round-robin in both the streams and the issue order; crossing the two tells which matters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum IssueOrder {
+    /// The assignment's own order: build order for round-robin, largest first for LPT.
+    Assignment,
+    /// Build order (group order), whatever the assignment.
+    BuildOrder,
+    /// Most triangles first (ties in build order), whatever the assignment.
+    LargestFirst,
+}
+
+impl IssueOrder {
+    /// The command-line name: `assignment`, `build`, `largest-first`.
+    pub fn name(self) -> &'static str {
+        match self {
+            IssueOrder::Assignment => "assignment",
+            IssueOrder::BuildOrder => "build",
+            IssueOrder::LargestFirst => "largest-first",
+        }
+    }
+}
+
 /// How builds share the one scratch allocation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ScratchMode {
@@ -81,6 +106,8 @@ pub struct PlanOptions {
     /// read back after them ([`guard_regions`]), they show whether a build wrote past the
     /// bytes OptiX asked for.
     pub guard_bytes: u64,
+    /// The enqueue order ([`IssueOrder::Assignment`] normally; the others are diagnostics).
+    pub issue: IssueOrder,
 }
 
 impl PlanOptions {
@@ -92,6 +119,7 @@ impl PlanOptions {
             alignment: ACCEL_BUFFER_ALIGNMENT,
             lpt_build_weight: 0,
             guard_bytes: 0,
+            issue: IssueOrder::Assignment,
         }
     }
 }
@@ -229,6 +257,24 @@ fn check_options(streams: u32, alignment: u64) -> Result<(), PlanError> {
 
 /// Stream of every build and the order the host enqueues them.
 fn assign_streams(needs: &[BuildNeed], opts: &PlanOptions) -> (Vec<u32>, Vec<usize>) {
+    let (streams, order) = assign_streams_in_their_order(needs, opts);
+    let order = match opts.issue {
+        IssueOrder::Assignment => order,
+        IssueOrder::BuildOrder => (0..needs.len()).collect(),
+        IssueOrder::LargestFirst => {
+            let mut o: Vec<usize> = (0..needs.len()).collect();
+            o.sort_by_key(|&i| (Reverse(needs[i].triangles), i));
+            o
+        }
+    };
+    (streams, order)
+}
+
+/// [`assign_streams`] in the assignment's own issue order.
+fn assign_streams_in_their_order(
+    needs: &[BuildNeed],
+    opts: &PlanOptions,
+) -> (Vec<u32>, Vec<usize>) {
     let n = needs.len();
     match opts.assign {
         Assign::RoundRobin => {
@@ -831,6 +877,26 @@ mod tests {
         let streams: Vec<u32> = p.builds.iter().map(|b| b.stream).collect();
         assert_eq!(streams, [1, 0, 1, 0]);
         assert_eq!(p.stream_triangles(), [12, 9]);
+    }
+
+    #[test]
+    fn issue_orders_change_the_order_not_the_streams() {
+        let needs = [need(1, 1, 5), need(1, 1, 9), need(1, 1, 4), need(1, 1, 3)];
+        for assign in [Assign::RoundRobin, Assign::Lpt] {
+            let mut o = PlanOptions::new(2, assign, ScratchMode::Shared);
+            let own = make_plan(&needs, &o).unwrap();
+            for (issue, order) in [
+                (IssueOrder::BuildOrder, [0, 1, 2, 3]),
+                (IssueOrder::LargestFirst, [1, 0, 2, 3]),
+            ] {
+                o.issue = issue;
+                let p = make_plan(&needs, &o).unwrap();
+                assert_eq!(p.issue_order, order, "{assign:?} {issue:?}");
+                let streams = |p: &BuildPlan| p.builds.iter().map(|b| b.stream).collect::<Vec<_>>();
+                assert_eq!(streams(&p), streams(&own), "{assign:?} {issue:?}");
+            }
+        }
+        assert_eq!(IssueOrder::LargestFirst.name(), "largest-first");
     }
 
     #[test]
