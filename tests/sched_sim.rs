@@ -108,23 +108,23 @@ fn schedule_sim_replays_a_mock_render() {
     ));
     assert_eq!(summary.lines().count(), 1 + 2 * 2);
 
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gasworks"))
-        .args([
-            "schedule-sim",
-            stats.to_str().unwrap(),
-            "--workers",
-            "1,4,16",
-            "--seeds",
-            "3",
-        ])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    // schedule-sim on the stats, with these options: its stdout, after checking it succeeded.
+    let replay = |options: &[&str]| -> String {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_gasworks"))
+            .arg("schedule-sim")
+            .arg(&stats)
+            .args(options)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "{options:?}: {stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        stdout
+    };
+    let stdout = replay(&["--workers", "1,4,16", "--seeds", "3"]);
     eprintln!("{}{stdout}", frame.report.summary());
     for needle in [
         "1 worker:",
@@ -145,23 +145,7 @@ fn schedule_sim_replays_a_mock_render() {
     // (here, where the mock's costs stray far from the estimate, nothing), and the frame ends
     // within a few percent of the two fast workers' alone (the cuts differ, and probing the
     // slow worker's empty deque costs steal latency).
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gasworks"))
-        .args([
-            "schedule-sim",
-            stats.to_str().unwrap(),
-            "--speeds",
-            "1x2,0.02",
-            "--seeds",
-            "3",
-        ])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = replay(&["--speeds", "1x2,0.02", "--seeds", "3"]);
     for strategy in ["regular", "sorted", "adaptive"] {
         let rows: Vec<&str> = stdout
             .lines()
