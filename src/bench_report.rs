@@ -72,6 +72,10 @@ pub struct BenchRow {
     pub min_ms: f64,
     pub median_ms: f64,
     pub max_ms: f64,
+    /// Median host wall time of the enqueue call alone (plan check, fork, every
+    /// `optixAccelBuild`, join), which the GPU-timed span contains: where it comes close to
+    /// `median_ms`, the host's enqueue, not the GPU, bounds the batch.
+    pub enqueue_median_ms: f64,
     pub scratch_bytes: u64,
     pub output_bytes: u64,
     /// Empty unless the run compacted.
@@ -441,6 +445,7 @@ mod tests {
             min_ms: median * 0.9,
             median_ms: median,
             max_ms: median * 1.2,
+            enqueue_median_ms: median * 0.25,
             scratch_bytes: 1 << 20,
             output_bytes: 1 << 21,
             compacted_bytes: None,
@@ -483,11 +488,11 @@ mod tests {
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(
             lines[0],
-            "scene,build,groups,gases,triangles,streams,flags,assign,scratch_mode,merge_below,lpt_build_weight,issue_order,repeats,min_ms,median_ms,max_ms,scratch_bytes,output_bytes,compacted_bytes,device,driver,git_commit"
+            "scene,build,groups,gases,triangles,streams,flags,assign,scratch_mode,merge_below,lpt_build_weight,issue_order,repeats,min_ms,median_ms,max_ms,enqueue_median_ms,scratch_bytes,output_bytes,compacted_bytes,device,driver,git_commit"
         );
         assert_eq!(
             lines[1],
-            "fake & <scene>,batch,10,10,1000,4,fast-trace,round-robin,shared,0,0,assignment,3,10.35,11.5,13.799999999999999,1048576,2097152,777,Fake GPU,0.0,abc123"
+            "fake & <scene>,batch,10,10,1000,4,fast-trace,round-robin,shared,0,0,assignment,3,10.35,11.5,13.799999999999999,2.875,1048576,2097152,777,Fake GPU,0.0,abc123"
         );
         assert!(lines[2].starts_with("fake & <scene>,single-gas,10,1,"));
         // No compaction: an empty field.

@@ -214,6 +214,8 @@ fn check_args(a: &BuildBenchArgs) -> anyhow::Result<()> {
 /// What the batch of one configuration measured.
 struct Measured {
     stats: Stats,
+    /// Host wall time of `GasBatch::enqueue` alone, per timed run.
+    enqueue: Stats,
     gases: usize,
     scratch_bytes: u64,
     output_bytes: u64,
@@ -244,7 +246,10 @@ fn check_guards(
 }
 
 /// Times one configuration: `warmup` untimed runs, then `repeat` runs each between two timing
-/// events on the main stream (which every stream forks from and joins into).
+/// events on the main stream (which every stream forks from and joins into). The host's own
+/// time in `enqueue` is taken too: the start event fires as soon as it is recorded, so every
+/// microsecond the host spends enqueueing is inside the GPU-timed span, and a batch whose
+/// enqueue takes about as long as the span is bound by the host, not the GPU.
 fn time_batch(
     ctx: &Arc<DeviceContext>,
     geometry: &DeviceGeometry,
@@ -267,9 +272,12 @@ fn time_batch(
         check_guards(&batch, &streams, options, run)?;
     }
     let mut samples = Vec::with_capacity(repeat as usize);
+    let mut enqueue_ms = Vec::with_capacity(repeat as usize);
     for _ in 0..repeat {
         t0.record(streams.main())?;
+        let host = std::time::Instant::now();
         batch.enqueue(&streams)?;
+        enqueue_ms.push(host.elapsed().as_secs_f64() * 1e3);
         t1.record(streams.main())?;
         t1.synchronize()?;
         samples.push(f64::from(t0.elapsed_ms(&t1)?));
@@ -289,6 +297,7 @@ fn time_batch(
     }
     Ok(Measured {
         stats: Stats::of(&samples).context("no timings")?,
+        enqueue: Stats::of(&enqueue_ms).context("no timings")?,
         gases,
         scratch_bytes: batch.scratch_bytes(),
         output_bytes: batch.output_bytes(),
@@ -310,12 +319,14 @@ fn print_row(r: &BenchRow) {
         .map(|c| format!(", compacted {:.2} MiB", mib(c)))
         .unwrap_or_default();
     println!(
-        "{what} | {} | {} GASes | min {:.3} median {:.3} max {:.3} ms | scratch {:.2} MiB, output {:.2} MiB{compacted}",
+        "{what} | {} | {} GASes | min {:.3} median {:.3} max {:.3} ms | host enqueue median {:.3} ms ({:.1} us per GAS) | scratch {:.2} MiB, output {:.2} MiB{compacted}",
         r.series_label(),
         r.gases,
         r.min_ms,
         r.median_ms,
         r.max_ms,
+        r.enqueue_median_ms,
+        1e3 * r.enqueue_median_ms / r.gases.max(1) as f64,
         mib(r.scratch_bytes),
         mib(r.output_bytes),
     );
@@ -400,6 +411,7 @@ fn run_on(a: &BuildBenchArgs, ctx: &Arc<DeviceContext>, scene: &Scene) -> anyhow
         min_ms: m.stats.min,
         median_ms: m.stats.median,
         max_ms: m.stats.max,
+        enqueue_median_ms: m.enqueue.median,
         scratch_bytes: m.scratch_bytes,
         output_bytes: m.output_bytes,
         compacted_bytes: m.compacted_bytes,
