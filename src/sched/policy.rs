@@ -171,6 +171,11 @@ struct Speeds {
     /// (a corner the cost map thinks empty may hold a mirror), and the slower worker pays an
     /// under-estimate many times over.
     floor: f64,
+    /// Whether worker w is [`SIMILAR_SPEEDS`] times slower than the fastest or more: only such
+    /// a worker can be refused a task (by [`keep_own_tile`], or by [`steal_pays`], whose owner
+    /// must be that much faster than the thief). The others take tasks as if unguarded, without
+    /// summing the queued cost of every deque first.
+    slow: Vec<bool>,
 }
 
 impl Speeds {
@@ -269,6 +274,7 @@ impl WorkQueues {
                 .map(|&c| if c.is_finite() { c.max(0.0) } else { 0.0 })
                 .collect();
             self.speeds = Some(Speeds {
+                slow: speeds.iter().map(|&s| hi >= SIMILAR_SPEEDS * s).collect(),
                 per_worker: speeds.to_vec(),
                 task_cost: task_cost.to_vec(),
                 floor: costs.iter().sum::<f64>() / costs.len().max(1) as f64,
@@ -297,7 +303,7 @@ impl WorkQueues {
     /// others ([`keep_own_tile`]): then `None`, and `w` goes stealing, then stops, while the
     /// faster workers take its deque from the back.
     fn own_front(&self, w: usize) -> Option<usize> {
-        let Some(sp) = self.speeds.as_ref().filter(|_| self.steal) else {
+        let Some(sp) = self.speeds.as_ref().filter(|_| self.steal && self.slow(w)) else {
             return self.pop_front(w);
         };
         let others = self.queued_cost_except(w, sp);
@@ -311,6 +317,13 @@ impl WorkQueues {
         } else {
             None
         }
+    }
+
+    /// Whether the guard could refuse worker `w` anything (see `Speeds::slow`).
+    fn slow(&self, w: usize) -> bool {
+        self.speeds
+            .as_ref()
+            .is_some_and(|sp| sp.slow.get(w).copied().unwrap_or(false))
     }
 
     /// The estimated cost queued in every deque but `except`'s, taking one lock at a time
@@ -337,7 +350,7 @@ impl WorkQueues {
     /// so that its queue cannot change in between. `None` when the deque is empty or holds
     /// only work the thief should leave.
     fn steal_back(&self, thief: usize, victim: usize) -> Option<usize> {
-        let Some(sp) = &self.speeds else {
+        let Some(sp) = self.speeds.as_ref().filter(|_| self.slow(thief)) else {
             return self.pop_back(victim);
         };
         let others = self.queued_cost_except(victim, sp);
@@ -573,6 +586,34 @@ mod tests {
         assert!(!q.guarded());
         let q = WorkQueues::new(vec![vec![0, 7], vec![]], true).with_speeds(&[1.0, 0.5], &costs);
         assert!(!q.guarded(), "task 7 has no cost");
+    }
+
+    proptest::proptest! {
+        /// The guard skips its checks for workers not flagged slow: that is sound only if the
+        /// pure rules could never refuse such a worker anything, whatever is queued.
+        #[test]
+        fn workers_not_flagged_slow_are_never_refused(
+            speeds in proptest::collection::vec(0.001f64..10.0, 2..6),
+            cost in 0.0f64..100.0,
+            queued in 0.0f64..100.0,
+        ) {
+            let costs = [1.0; 2];
+            let q = WorkQueues::new(vec![vec![0, 1]; speeds.len()], true)
+                .with_speeds(&speeds, &costs);
+            for w in 0..speeds.len() {
+                if !q.slow(w) {
+                    proptest::prop_assert!(keep_own_tile(cost, queued, w, &speeds));
+                    for (v, &owner) in speeds.iter().enumerate() {
+                        proptest::prop_assert!(
+                            steal_pays(cost, queued, speeds[w], owner),
+                            "thief {w} owner {v}"
+                        );
+                    }
+                }
+            }
+            // And the flag is only ever set where the guard is armed.
+            proptest::prop_assert!(q.guarded() || (0..speeds.len()).all(|w| !q.slow(w)));
+        }
     }
 
     #[test]
