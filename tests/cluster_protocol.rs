@@ -71,6 +71,10 @@ fn test_timing() -> Timing {
 struct RankSpec {
     workers: usize,
     sleep_us: u64,
+    /// Its CPU mock's busy loop per pixel sample (thread CPU time, which calibration reads).
+    cpu_spin: u32,
+    /// Its `--devices` (default: `cpu:workers`).
+    devices: Option<Vec<DeviceSpec>>,
     /// `Some(reason)`: this rank could not get ready.
     broken: Option<String>,
     fingerprint: u64,
@@ -104,6 +108,8 @@ impl RankSpec {
         RankSpec {
             workers,
             sleep_us,
+            cpu_spin: 0,
+            devices: None,
             broken: None,
             fingerprint: 42,
             renderer: None,
@@ -213,11 +219,17 @@ fn run_cluster_over(
             .map(|(r, (mut t, spec))| {
                 let (scene, settings, config) = (&scene, settings, config.clone());
                 s.spawn(move || {
-                    let factory =
-                        MockFactory::new(MockRenderer::new(W, SEED).with_sleep(spec.sleep_us));
-                    let devices = vec![DeviceSpec::Cpu {
-                        workers: Some(spec.workers),
-                    }];
+                    let spin = spec.cpu_spin;
+                    let factory = MockFactory::new(
+                        MockRenderer::new(W, SEED)
+                            .with_sleep(spec.sleep_us)
+                            .with_spin(move |_, _| spin),
+                    );
+                    let devices = spec.devices.clone().unwrap_or_else(|| {
+                        vec![DeviceSpec::Cpu {
+                            workers: Some(spec.workers),
+                        }]
+                    });
                     let setup = match &spec.broken {
                         Some(reason) => Err(reason.clone()),
                         None => {
@@ -408,6 +420,105 @@ fn films_are_bit_identical_to_one_process_and_every_tile_runs_once() {
         moved_with_steal > 0,
         "no tile ever moved across ranks: the test does not exercise cross-rank steals"
     );
+}
+
+#[test]
+fn mixed_devices_calibrate_the_first_pass_and_change_no_bit() {
+    // Rank 0: two CPU threads whose mock spins per sample; rank 1: one GPU, two fast streams.
+    let mut cpu = RankSpec::new(2, 0);
+    cpu.cpu_spin = 3000;
+    let mut gpu = RankSpec::new(2, 0);
+    gpu.devices = Some(DeviceSpec::parse_list("gpu0x2").unwrap());
+    for calibrate in [false, true] {
+        let config = SchedConfig {
+            calibrate,
+            ..config(Strategy::Sorted, true, None)
+        };
+        let what = format!("calibrate {calibrate}");
+        let expected = reference(&config);
+        let outcomes = run_cluster(&[cpu.clone(), gpu.clone()], &config, test_timing(), None);
+        let (frame, mut calls) = frame_and_calls(outcomes, &what);
+        assert!(bits(&frame.film) == expected, "{what}: film differs");
+        let cal = &frame.report.calibration;
+        if !calibrate {
+            assert!(cal.is_empty(), "{cal:?}");
+            check_every_sample_once(calls);
+            continue;
+        }
+        assert_eq!(cal.iter().map(|c| c.group).collect::<Vec<_>>(), [0, 1]);
+        assert_eq!(
+            (cal[0].worker.as_str(), cal[1].worker.as_str()),
+            ("r0/cpu#0", "r1/gpu0/s0")
+        );
+        assert!(cal[1].speed > 20.0 * cal[0].speed, "{cal:?}");
+        // Each rank rendered its piece exactly twice beyond the frame's own tiles.
+        for c in cal {
+            for _ in 0..2 {
+                let i = calls
+                    .iter()
+                    .position(|(t, s)| *t == c.piece && *s == c.samples)
+                    .unwrap_or_else(|| panic!("{c:?} was not rendered twice"));
+                calls.remove(i);
+            }
+        }
+        check_every_sample_once(calls);
+        // The first pass's shares follow the speeds: the CPU rank's run holds less than a
+        // tenth of the GPU rank's estimated cost.
+        let p = &frame.report.passes[0];
+        let cost = |d: &Vec<usize>| d.iter().map(|&t| p.predicted[t]).sum::<f64>();
+        let on_cpu: f64 = p.initial_deques[..2].iter().map(cost).sum();
+        let on_gpu: f64 = p.initial_deques[2..].iter().map(cost).sum();
+        assert!(
+            on_cpu < 0.1 * on_gpu,
+            "CPU runs {on_cpu}, GPU runs {on_gpu}"
+        );
+        // And the GPU rank, which finishes its 24 small tiles long before a CPU thread would
+        // finish one of them, gave none to the CPU rank (the cross-rank steal guard).
+        let cluster = frame.report.cluster.as_ref().unwrap();
+        assert_eq!(cluster.counters[0][0].tiles_in, 0, "{:?}", cluster.counters);
+        assert!(
+            p.records
+                .iter()
+                .filter(|r| r.worker < 2)
+                .all(|r| r.stolen_from.is_none_or(|v| v < 2)),
+            "a CPU thread ran a GPU worker's tile"
+        );
+        let summary = frame.report.summary();
+        assert!(summary.contains("calibration: r0/cpu#0 "), "{summary}");
+    }
+}
+
+#[test]
+fn cpu_threads_beside_a_gpu_leave_it_its_tiles_in_every_rank() {
+    // Two ranks, each a CPU thread (spinning per sample) beside two fast GPU streams: after
+    // the calibration, the guard within each rank and across ranks keeps the GPU-sized tiles
+    // off the CPU threads, in every pass.
+    let mut mixed = RankSpec::new(3, 0);
+    mixed.cpu_spin = 3000;
+    mixed.devices = Some(DeviceSpec::parse_list("cpu:1,gpu0x2").unwrap());
+    let config = config(Strategy::Sorted, true, Some(2));
+    let expected = reference(&config);
+    let outcomes = run_cluster(&[mixed.clone(), mixed], &config, test_timing(), None);
+    let (frame, _) = frame_and_calls(outcomes, "mixed ranks");
+    assert!(bits(&frame.film) == expected, "film differs");
+    assert_eq!(
+        frame.report.calibration.len(),
+        4,
+        "{:?}",
+        frame.report.calibration
+    );
+    let cpu = |w: usize| w % 3 == 0;
+    for (i, p) in frame.report.passes.iter().enumerate() {
+        for r in p.records.iter().filter(|r| cpu(r.worker)) {
+            assert!(
+                r.stolen_from.is_none_or(cpu),
+                "pass {i}: CPU worker {} ran tile {} of GPU worker {:?}",
+                r.worker,
+                r.task,
+                r.stolen_from
+            );
+        }
+    }
 }
 
 #[test]

@@ -201,3 +201,43 @@ fn calibration_plans_the_first_pass_by_speed_and_changes_no_bit() {
     assert!(summary.contains("calibration: cpu#0 "), "{summary}");
     assert!(summary.contains("the fastest worker"), "{summary}");
 }
+
+#[test]
+fn cpu_threads_beside_a_gpu_leave_it_its_tiles_in_every_pass() {
+    // Two CPU threads spinning per sample beside two fast GPU streams, in four passes: the
+    // calibration plans the first pass, and a CPU group the steal guard kept idle keeps its
+    // calibrated speed for the next (it is not given the GPU's mean), so no later pass hands
+    // the CPU threads the GPU's tiles either.
+    let (w, h, spp) = (96, 64, 8);
+    let scene = room(MaterialKind::Glossy, MaterialKind::Diffuse);
+    let settings = room_settings(w, h, spp, 5);
+    let factory = MockFactory::new(MockRenderer::new(w, 5).with_spin(|_, _| 3000));
+    let config = SchedConfig {
+        strategy: Strategy::Sorted,
+        tiles: Some(24),
+        devices: DeviceSpec::parse_list("cpu:2,gpu0x2").unwrap(),
+        pass_spp: Some(2),
+        ..SchedConfig::default()
+    };
+    let frame = render_frame(&scene, &settings, &config, &factory, true).unwrap();
+    assert_eq!(frame.report.passes.len(), 4);
+    let cpu = |w: usize| w < 2;
+    for (i, p) in frame.report.passes.iter().enumerate() {
+        let cost = |d: &Vec<usize>| d.iter().map(|&t| p.predicted[t]).sum::<f64>();
+        let on_cpu: f64 = p.initial_deques[..2].iter().map(cost).sum();
+        let on_gpu: f64 = p.initial_deques[2..].iter().map(cost).sum();
+        assert!(
+            on_cpu < 0.1 * on_gpu,
+            "pass {i}: CPU runs {on_cpu}, GPU runs {on_gpu}"
+        );
+        for r in p.records.iter().filter(|r| cpu(r.worker)) {
+            assert!(
+                r.stolen_from.is_none_or(cpu),
+                "pass {i}: CPU worker {} ran tile {} of GPU worker {:?}",
+                r.worker,
+                r.task,
+                r.stolen_from
+            );
+        }
+    }
+}

@@ -23,6 +23,7 @@ use super::protocol::{
 use super::report::{ClusterReport, RankInfo, StopRequest};
 use super::transport::{Transport, TransportError};
 use crate::render::{Film, RenderSettings, Tile};
+use crate::sched::calibrate::{self, Calibration, PieceTime};
 use crate::sched::costmap::{CostMap, EstimateStats};
 use crate::sched::cputime::thread_cpu_seconds;
 use crate::sched::policy::{self, StealRng, WorkQueues};
@@ -293,6 +294,10 @@ struct PassShared {
     samples: Range<u32>,
     seed: u64,
     queues: WorkQueues,
+    /// The speeds rank 0 planned this rank's workers at, and every task's estimated cost
+    /// (the plan's): what the steal guards weigh, within the rank and for thief ranks.
+    speeds: Vec<f64>,
+    costs: Vec<f64>,
     tasks: Mutex<HashMap<u32, Held>>,
     wake: Mutex<(u64, bool)>,
     cv: Condvar,
@@ -428,6 +433,9 @@ struct MasterPass {
     makespan_s: f64,
 }
 
+/// Rank 0 while the ranks calibrate: the first pass's samples and each rank's timings so far.
+type Calibrating = (Range<u32>, Vec<Option<Vec<PieceTime>>>);
+
 /// Rank 0's master role: plans the passes, gathers the tiles into the film.
 struct Master {
     ranks: usize,
@@ -441,7 +449,15 @@ struct Master {
     /// The first pass this run renders: 0, or where a resumed render goes on.
     first_pass: usize,
     weights: Vec<f64>,
+    /// Each worker's group, numbered across ranks (rank r's groups from `group_base[r]`).
     groups: Vec<usize>,
+    group_base: Vec<usize>,
+    /// The calibration before the first pass (empty when the devices are alike).
+    calibration: Vec<Calibration>,
+    /// Whether `weights` are speeds (calibrated or measured) rather than worker counts.
+    weights_are_speeds: bool,
+    /// While the ranks calibrate: the pass's samples and each rank's answer so far.
+    calibrating: Option<Calibrating>,
     worker_rank: Vec<usize>,
     /// First global worker of each rank, and the total at the end.
     offsets: Vec<usize>,
@@ -488,7 +504,9 @@ impl Master {
         let mut offsets = vec![0usize];
         let (mut groups, mut worker_rank, mut labels) = (Vec::new(), Vec::new(), Vec::new());
         let mut group_base = 0usize;
+        let mut bases = Vec::with_capacity(hellos.len());
         for (r, h) in hellos.iter().enumerate() {
+            bases.push(group_base);
             for w in &h.workers {
                 groups.push(group_base + w.group as usize);
                 worker_rank.push(r);
@@ -533,6 +551,10 @@ impl Master {
             first_pass,
             weights: vec![1.0; worker_rank.len()],
             groups,
+            group_base: bases,
+            calibration: Vec::new(),
+            weights_are_speeds: false,
+            calibrating: None,
             worker_rank,
             offsets,
             labels,
@@ -560,6 +582,100 @@ impl Master {
         })
     }
 
+    /// The tiles of a pass, cut by the plan's cost map.
+    fn layout(&self, plan_sat: &crate::sched::sat::Sat) -> Vec<Tile> {
+        tiles::layout(
+            self.config.strategy,
+            self.settings.width,
+            self.settings.height,
+            self.config.tiles,
+            plan_sat,
+            self.scale,
+        )
+    }
+
+    /// The frame's first messages: the first pass's plans, or, when the workers of the
+    /// cluster are not all of one device (`--calibrate on`, the default), a `Calibrate` for
+    /// every rank first. Each rank times one worker of each of its `--devices` entries on
+    /// its piece of the first pass's reference tile (`sched::calibrate`), and the first
+    /// pass is shared by those speeds ([`Master::on_calibrated`]) instead of by worker
+    /// counts. Like one process's calibration, it changes no bit of the image.
+    fn begin(&mut self) -> Outbox {
+        let mixed = self.labels.windows(2).any(|p| p[0].1 != p[1].1);
+        if self.config.calibrate && mixed {
+            let plan_sat = self.plan_map.sat();
+            let tiles = self.layout(&plan_sat);
+            let predicted: Vec<f64> = tiles
+                .iter()
+                .map(|t| self.scale.tile_cost(&plan_sat, *t))
+                .collect();
+            if let Some(reference) = calibrate::reference_tile(&tiles, &predicted) {
+                let samples = self.passes[self.first_pass].clone();
+                self.calibrating = Some((samples.clone(), vec![None; self.ranks]));
+                return (0..self.ranks)
+                    .map(|r| {
+                        (
+                            r,
+                            Msg::Calibrate {
+                                tile: tiles[reference],
+                                samples: samples.clone(),
+                            },
+                        )
+                    })
+                    .collect();
+            }
+        }
+        self.start_pass(self.first_pass)
+    }
+
+    /// A rank's calibration. Once every rank's is in, the workers' speeds are its group's
+    /// (a group that measured nothing gets the mean of the others) and the first pass is
+    /// planned with them.
+    fn on_calibrated(&mut self, from: usize, times: Vec<PieceTime>) -> Result<Outbox, String> {
+        let Some((_, answers)) = self.calibrating.as_mut() else {
+            return Err("a calibration that was not asked for".into());
+        };
+        let groups_of_rank = self.groups[self.offsets[from]..self.offsets[from + 1]]
+            .iter()
+            .map(|&g| g - self.group_base[from])
+            .max()
+            .map_or(0, |g| g + 1);
+        if let Some(t) = times.iter().find(|t| t.group as usize >= groups_of_rank) {
+            return Err(format!(
+                "a calibration of group {} of a rank with {groups_of_rank} groups",
+                t.group
+            ));
+        }
+        if answers[from].replace(times).is_some() {
+            return Err("a calibration sent twice".into());
+        }
+        if answers.iter().any(Option::is_none) {
+            return Ok(Vec::new());
+        }
+        let Some((samples, answers)) = self.calibrating.take() else {
+            return Ok(Vec::new());
+        };
+        let plan_sat = self.plan_map.sat();
+        let mut calibration = Vec::new();
+        for (r, times) in answers.into_iter().enumerate() {
+            for t in times.into_iter().flatten() {
+                let mut c = calibrate::calibration_of(
+                    &t,
+                    self.group_base[r] + t.group as usize,
+                    &plan_sat,
+                    self.scale,
+                    &samples,
+                );
+                c.worker = format!("r{r}/{}", c.worker);
+                calibration.push(c);
+            }
+        }
+        self.weights = calibrate::speeds_by_group(&self.groups, &calibration);
+        self.weights_are_speeds = !calibration.is_empty();
+        self.calibration = calibration;
+        Ok(self.start_pass(self.first_pass))
+    }
+
     /// Plans pass `index` and gives every rank its share: the tiles are cut and assigned to
     /// all workers of all ranks at once, in rank order, so each rank gets one contiguous run
     /// of about equal estimated cost (weighted by its workers' measured speed after the first
@@ -567,15 +683,7 @@ impl Master {
     fn start_pass(&mut self, index: usize) -> Outbox {
         let plan_sat = self.plan_map.sat();
         let estimate_sat = self.inputs.estimate.sat();
-        let (w, h) = (self.settings.width, self.settings.height);
-        let tiles = tiles::layout(
-            self.config.strategy,
-            w,
-            h,
-            self.config.tiles,
-            &plan_sat,
-            self.scale,
-        );
+        let tiles = self.layout(&plan_sat);
         if index == self.first_pass {
             self.progress
                 .set_length((tiles.len() * (self.passes.len() - self.first_pass)) as u64);
@@ -595,6 +703,7 @@ impl Master {
         let samples = self.passes[index].clone();
         let mut out = Vec::with_capacity(self.ranks);
         for r in 0..self.ranks {
+            let speeds = self.weights[self.offsets[r]..self.offsets[r + 1]].to_vec();
             let mine = &deques[self.offsets[r]..self.offsets[r + 1]];
             let tasks = mine
                 .iter()
@@ -616,6 +725,8 @@ impl Master {
                         .map(|d| d.iter().map(|&t| t as u32).collect())
                         .collect(),
                     tasks,
+                    speeds,
+                    costs: predicted.clone(),
                 }),
             ));
         }
@@ -733,7 +844,10 @@ impl Master {
         );
         let next = pass.index + 1;
         if next < self.passes.len() {
-            let (speeds, normalized) = crate::sched::measured_costs_by_group(&self.groups, &report);
+            let previous = self.weights_are_speeds.then_some(&self.weights[..]);
+            let (speeds, normalized) =
+                crate::sched::measured_costs_by_group(&self.groups, &report, previous);
+            self.weights_are_speeds = true;
             self.plan_map = self.plan_map.corrected(
                 (self.film.width, self.film.height),
                 &report.tiles,
@@ -825,9 +939,8 @@ impl Master {
                 counters: self.counters,
                 stop: self.stop_request,
             }),
-            // Not calibrated: a cluster's first pass is shared by worker counts, its later
-            // passes by the speeds each pass measured (docs/cluster.md).
-            calibration: Vec::new(),
+            // Empty unless the ranks' devices differ (docs/cluster.md, "Speeds").
+            calibration: self.calibration,
         };
         Frame {
             film: self.film,
@@ -1042,7 +1155,7 @@ impl<'t, T: Transport> Node<'t, T> {
         self.last_sent.fill(now);
         self.live = true;
         if let Some(m) = master.as_mut() {
-            let out = m.start_pass(m.first_pass);
+            let out = m.begin();
             self.send_all(out)?;
         }
         let workers = &setup.workers;
@@ -1084,7 +1197,9 @@ impl<'t, T: Transport> Node<'t, T> {
         master: &mut Option<Master>,
         sink: &mut dyn FrameSink,
     ) -> Result<Option<Frame>, ClusterError> {
-        let mut deferred: Vec<(usize, u32, u32)> = Vec::new();
+        // Steal requests for a pass whose plan is still on its way: (thief, pass, want,
+        // the thief's speed).
+        let mut deferred: Vec<(usize, u32, u32, f64)> = Vec::new();
         let mut pending_event: Option<Event> = None;
         loop {
             // A stop signal: rank 0 ends the frame with what has arrived; another rank tells
@@ -1154,19 +1269,58 @@ impl<'t, T: Transport> Node<'t, T> {
                         let ready: Vec<_> =
                             deferred.iter().filter(|d| d.1 == pass).copied().collect();
                         deferred.retain(|d| d.1 != pass);
-                        for (thief, p, want) in ready {
-                            self.serve(current, thief, p, want)?;
+                        for (thief, p, want, speed) in ready {
+                            self.serve(current, thief, p, want, speed)?;
                         }
                     }
-                    Msg::StealRequest { pass, want } => {
+                    Msg::StealRequest { pass, want, speed } => {
                         let ahead = current.as_ref().is_none_or(|c| c.shared.pass < pass);
                         if ahead {
                             // The thief got its plan before this rank did: answer once ours
                             // is here (it is on its way: rank 0 sends every plan at once).
-                            deferred.push((from, pass, want));
+                            deferred.push((from, pass, want, speed));
                         } else {
-                            self.serve(current, from, pass, want)?;
+                            self.serve(current, from, pass, want, speed)?;
                         }
+                    }
+                    Msg::Calibrate { tile, samples } if from == 0 => {
+                        if current.is_some() {
+                            return Err(self.protocol(from, "a calibration mid-frame".into()));
+                        }
+                        // On this thread: the workers are idle until the first plan, and the
+                        // pieces take milliseconds (a CPU piece) to one tile's launch (a GPU).
+                        let times = calibrate::time_pieces(workers, tile, &samples).map_err(|e| {
+                            ClusterError::RankFailed {
+                                rank: self.rank,
+                                message: format!("{e:#}"),
+                            }
+                        });
+                        match times {
+                            Ok(times) => self.send(0, Msg::Calibrated(Ok(times)))?,
+                            Err(e) => {
+                                // Rank 0 ends the job with this rank's words.
+                                if let ClusterError::RankFailed { message, .. } = &e {
+                                    self.send(0, Msg::Calibrated(Err(message.clone())))?;
+                                }
+                                return Err(e);
+                            }
+                        }
+                    }
+                    Msg::Calibrated(result) => {
+                        let Some(m) = master.as_mut() else {
+                            return Err(self.protocol(
+                                from,
+                                "a calibration sent to a rank other than 0".into(),
+                            ));
+                        };
+                        let times = result.map_err(|message| ClusterError::RankFailed {
+                            rank: from,
+                            message,
+                        })?;
+                        let out = m
+                            .on_calibrated(from, times)
+                            .map_err(|e| self.protocol(from, e))?;
+                        self.send_all(out)?;
                     }
                     Msg::Grant { pass, tasks } => {
                         let c = current
@@ -1269,11 +1423,19 @@ impl<'t, T: Transport> Node<'t, T> {
                         c.outstanding = Some(victim);
                         c.counters.requests += 1;
                         let want = c.shared.queues.workers() as u32;
+                        let speed = c
+                            .shared
+                            .speeds
+                            .iter()
+                            .copied()
+                            .filter(|s| s.is_finite())
+                            .fold(0.0, f64::max);
                         request = Some((
                             victim,
                             Msg::StealRequest {
                                 pass: c.shared.pass,
                                 want,
+                                speed,
                             },
                         ));
                     }
@@ -1320,20 +1482,27 @@ impl<'t, T: Transport> Node<'t, T> {
         written.map(|()| Some(frame)).map_err(ClusterError::Output)
     }
 
-    /// Answers a steal request of `thief` for `pass`: tiles from this rank's cheap ends, or
-    /// none.
+    /// Answers a steal request of `thief` (whose fastest worker runs at `thief_speed`) for
+    /// `pass`: tiles from this rank's cheap ends that the thief finishes sooner than this
+    /// rank would, or none.
     fn serve(
         &mut self,
         current: &mut Option<RankPass>,
         thief: usize,
         pass: u32,
         want: u32,
+        thief_speed: f64,
     ) -> Result<(), ClusterError> {
         let mut tasks = Vec::new();
         if let Some(c) = current.as_mut().filter(|c| c.shared.pass == pass) {
             c.counters.served += 1;
             if !c.over {
-                let given = cluster_policy::give_away(&c.shared.queues, want as usize);
+                let guard = cluster_policy::GrantGuard {
+                    thief_speed,
+                    own_speeds: &c.shared.speeds,
+                    costs: &c.shared.costs,
+                };
+                let given = cluster_policy::give_away(&c.shared.queues, want as usize, guard);
                 let mut held = c.shared.tasks.lock().unwrap_or_else(|p| p.into_inner());
                 for (task, local) in given {
                     let Some(h) = held.remove(&(task as u32)) else {
@@ -1397,7 +1566,9 @@ impl<'t, T: Transport> Node<'t, T> {
             pass: plan.pass,
             samples: plan.samples,
             seed: self.job.settings.seed,
-            queues: WorkQueues::new(deques, plan.steal),
+            queues: WorkQueues::new(deques, plan.steal).with_speeds(&plan.speeds, &plan.costs),
+            speeds: plan.speeds,
+            costs: plan.costs,
             tasks: Mutex::new(held),
             wake: Mutex::new((0, false)),
             cv: Condvar::new(),

@@ -71,12 +71,34 @@ pub fn grant_size(want: usize, queued: usize) -> usize {
     want.max(1).min(queued / 2)
 }
 
+/// What a victim knows to decide whether a thief rank should have its tiles: the speed of the
+/// thief's fastest worker, its own workers' speeds and the pass's task costs (see
+/// [`WorkQueues::take_back_of_longest_for`]). Empty `own_speeds`: no guard.
+#[derive(Clone, Copy, Debug)]
+pub struct GrantGuard<'a> {
+    pub thief_speed: f64,
+    pub own_speeds: &'a [f64],
+    pub costs: &'a [f64],
+}
+
+impl GrantGuard<'_> {
+    /// No guard: every grant goes as the grant size allows.
+    pub const NONE: GrantGuard<'static> = GrantGuard {
+        thief_speed: 0.0,
+        own_speeds: &[],
+        costs: &[],
+    };
+}
+
 /// Takes the tiles to give a thief that wants `want` from `queues`: (task, local worker whose
-/// deque it left), in the order taken (cheapest first under `sorted`).
-pub fn give_away(queues: &WorkQueues, want: usize) -> Vec<(usize, usize)> {
+/// deque it left), in the order taken (cheapest first under `sorted`). Under `guard`, a tile
+/// this rank would finish sooner than a much slower thief stays, and so do the ones after it.
+pub fn give_away(queues: &WorkQueues, want: usize, guard: GrantGuard) -> Vec<(usize, usize)> {
     let n = grant_size(want, queues.queued());
     (0..n)
-        .map_while(|_| queues.take_back_of_longest())
+        .map_while(|_| {
+            queues.take_back_of_longest_for(guard.thief_speed, guard.own_speeds, guard.costs)
+        })
         .collect()
 }
 
@@ -121,15 +143,49 @@ mod tests {
     #[test]
     fn given_tiles_leave_the_victim_and_land_on_the_thief() {
         let victim = WorkQueues::new(vec![vec![0, 1, 2, 3], vec![4, 5]], true);
-        let given = give_away(&victim, 2);
+        let given = give_away(&victim, 2, GrantGuard::NONE);
         assert_eq!(given, vec![(3, 0), (2, 0)]);
         assert_eq!(victim.queued(), 4);
-        assert_eq!(give_away(&WorkQueues::new(vec![vec![7]], true), 4), vec![]);
+        assert_eq!(
+            give_away(&WorkQueues::new(vec![vec![7]], true), 4, GrantGuard::NONE),
+            vec![]
+        );
         let thief = WorkQueues::new(vec![vec![], vec![]], true);
         let tasks: Vec<usize> = given.iter().map(|g| g.0).collect();
         accept(&thief, &tasks);
         let mut rng = StealRng::new(0, 0, 0);
         assert_eq!(thief.next(0, &mut rng).unwrap().task, 2);
         assert_eq!(thief.next(1, &mut rng).unwrap().task, 3);
+    }
+
+    #[test]
+    fn a_much_slower_thief_rank_gets_only_tiles_it_finishes_sooner() {
+        // A GPU rank (two streams at speed 1) with 10 tiles of cost 1 queued; the thief's
+        // best worker is a CPU thread 80 times slower: it would need 160 s for a tile the GPU
+        // rank gets through with everything else in 5 s.
+        let costs = [1.0; 10];
+        let gpu = [1.0, 1.0];
+        let victim = || WorkQueues::new(vec![(0..5).collect(), (5..10).collect()], true);
+        let guard = |thief_speed| GrantGuard {
+            thief_speed,
+            own_speeds: &gpu,
+            costs: &costs,
+        };
+        let v = victim();
+        assert_eq!(give_away(&v, 16, guard(0.0125)), vec![]);
+        assert_eq!(v.queued(), 10);
+        // A thief as fast as the victim's workers, or of unknown speed, gets its share.
+        assert_eq!(give_away(&victim(), 2, guard(0.9)).len(), 2);
+        assert_eq!(give_away(&victim(), 2, guard(f64::NAN)).len(), 2);
+        assert_eq!(give_away(&victim(), 2, GrantGuard::NONE).len(), 2);
+        // With 400 tiles queued the slow thief helps: 160 s against 200 s.
+        let costs = [1.0; 400];
+        let v = WorkQueues::new(vec![(0..200).collect(), (200..400).collect()], true);
+        let g = GrantGuard {
+            thief_speed: 0.0125,
+            own_speeds: &gpu,
+            costs: &costs,
+        };
+        assert_eq!(give_away(&v, 3, g).len(), 3);
     }
 }

@@ -10,10 +10,11 @@
 use std::ops::Range;
 
 use crate::render::Tile;
+use crate::sched::calibrate::PieceTime;
 
 /// Bumped whenever a message changes; part of every rank's fingerprint, so that ranks of
 /// different builds refuse to work together instead of misreading each other.
-pub const PROTOCOL_VERSION: u32 = 2;
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// One worker of a rank, as rank 0 reports it.
 #[derive(Clone, Debug, PartialEq)]
@@ -64,6 +65,13 @@ pub struct Plan {
     pub deques: Vec<Vec<u32>>,
     /// Every task in `deques`.
     pub tasks: Vec<TaskData>,
+    /// The speed rank 0 plans each of the rank's workers at (local worker order; cost-map
+    /// units per second, from the calibration or the last pass), which the steal guard
+    /// weighs tasks with (`sched::policy::steal_pays`). Empty when none is known.
+    pub speeds: Vec<f64>,
+    /// The estimated cost of every task of the pass, indexed by task number (not only this
+    /// rank's: a task may come to it by a steal).
+    pub costs: Vec<f64>,
 }
 
 /// A rendered tile, sent to rank 0.
@@ -104,10 +112,13 @@ pub enum Msg {
     /// cannot go on (the same text for every rank).
     Roster(Result<u32, String>),
     Plan(Plan),
-    /// An idle rank asks for up to `want` tiles.
+    /// An idle rank asks for up to `want` tiles. `speed` is the speed of its fastest worker
+    /// in its plan (0 when unknown): a victim whose workers are much faster keeps the tiles
+    /// it would finish sooner itself.
     StealRequest {
         pass: u32,
         want: u32,
+        speed: f64,
     },
     /// The answer to a steal request; empty when the victim had nothing to give.
     Grant {
@@ -134,6 +145,15 @@ pub enum Msg {
     },
     /// Sent when a rank has sent nothing else to a peer for a while: it is alive.
     Heartbeat,
+    /// Rank 0 to every rank, before the first pass when the ranks' devices differ: time one
+    /// worker of each of your `--devices` entries on its piece of `tile` at `samples`.
+    Calibrate {
+        tile: Tile,
+        samples: Range<u32>,
+    },
+    /// The answer to `Calibrate`: one timing per `--devices` entry of the rank, or why the
+    /// calibration failed.
+    Calibrated(Result<Vec<PieceTime>, String>),
 }
 
 /// Why bytes could not be decoded.
@@ -162,6 +182,8 @@ const TAG_PASS_STATS: u8 = 8;
 const TAG_FINISH: u8 = 9;
 const TAG_HEARTBEAT: u8 = 10;
 const TAG_STOP: u8 = 11;
+const TAG_CALIBRATE: u8 = 12;
+const TAG_CALIBRATED: u8 = 13;
 
 struct Writer(Vec<u8>);
 
@@ -189,6 +211,16 @@ impl Writer {
         for v in [t.x, t.y, t.w, t.h] {
             self.u32(v);
         }
+    }
+    fn f64s(&mut self, v: &[f64]) {
+        self.len(v.len());
+        for &x in v {
+            self.f64(x);
+        }
+    }
+    fn range(&mut self, r: &Range<u32>) {
+        self.u32(r.start);
+        self.u32(r.end);
     }
     fn pixels(&mut self, p: &[[f32; 4]]) {
         self.len(p.len());
@@ -283,6 +315,13 @@ impl<'a> Reader<'a> {
             h: self.u32()?,
         })
     }
+    fn f64s(&mut self) -> Result<Vec<f64>, DecodeError> {
+        let n = self.len(8)?;
+        (0..n).map(|_| self.f64()).collect()
+    }
+    fn range(&mut self) -> Result<Range<u32>, DecodeError> {
+        Ok(self.u32()?..self.u32()?)
+    }
     fn pixels(&mut self) -> Result<Vec<[f32; 4]>, DecodeError> {
         let n = self.len(16)?;
         let bytes = self.take(n * 16)?;
@@ -357,11 +396,14 @@ impl Msg {
                 for t in &p.tasks {
                     w.task(t);
                 }
+                w.f64s(&p.speeds);
+                w.f64s(&p.costs);
             }
-            Msg::StealRequest { pass, want } => {
+            Msg::StealRequest { pass, want, speed } => {
                 w.u8(TAG_STEAL_REQUEST);
                 w.u32(*pass);
                 w.u32(*want);
+                w.f64(*speed);
             }
             Msg::Grant { pass, tasks } => {
                 w.u8(TAG_GRANT);
@@ -408,6 +450,24 @@ impl Msg {
             Msg::Stop { signal } => {
                 w.u8(TAG_STOP);
                 w.u8(*signal);
+            }
+            Msg::Calibrate { tile, samples } => {
+                w.u8(TAG_CALIBRATE);
+                w.tile(*tile);
+                w.range(samples);
+            }
+            Msg::Calibrated(r) => {
+                w.u8(TAG_CALIBRATED);
+                w.result(r, |w, times| {
+                    w.len(times.len());
+                    for t in times {
+                        w.u32(t.group);
+                        w.str(&t.worker);
+                        w.tile(t.piece);
+                        w.range(&t.samples);
+                        w.f64(t.seconds);
+                    }
+                });
             }
         }
         w.0
@@ -460,11 +520,14 @@ impl Msg {
                     steal,
                     deques,
                     tasks,
+                    speeds: r.f64s()?,
+                    costs: r.f64s()?,
                 })
             }
             TAG_STEAL_REQUEST => Msg::StealRequest {
                 pass: r.u32()?,
                 want: r.u32()?,
+                speed: r.f64()?,
             },
             TAG_GRANT => {
                 let pass = r.u32()?;
@@ -509,6 +572,25 @@ impl Msg {
             TAG_FINISH => Msg::Finish(r.result(|_| Ok(()))?),
             TAG_HEARTBEAT => Msg::Heartbeat,
             TAG_STOP => Msg::Stop { signal: r.u8()? },
+            TAG_CALIBRATE => Msg::Calibrate {
+                tile: r.tile()?,
+                samples: r.range()?,
+            },
+            TAG_CALIBRATED => Msg::Calibrated(r.result(|r| {
+                // group, empty name, tile, samples, seconds: at least 4+4+16+8+8 bytes.
+                let n = r.len(40)?;
+                (0..n)
+                    .map(|_| {
+                        Ok(PieceTime {
+                            group: r.u32()?,
+                            worker: r.str()?,
+                            piece: r.tile()?,
+                            samples: r.range()?,
+                            seconds: r.f64()?,
+                        })
+                    })
+                    .collect()
+            })?),
             t => return Err(DecodeError::UnknownTag(t)),
         };
         if r.at != bytes.len() {
@@ -531,6 +613,8 @@ impl Msg {
             Msg::Finish(_) => "Finish",
             Msg::Heartbeat => "Heartbeat",
             Msg::Stop { .. } => "Stop",
+            Msg::Calibrate { .. } => "Calibrate",
+            Msg::Calibrated(_) => "Calibrated",
         }
     }
 }
@@ -588,8 +672,14 @@ mod tests {
                         prior: None,
                     },
                 ],
+                speeds: vec![1.5, 0.0125, f64::INFINITY],
+                costs: vec![0.0, 2.0, -0.0, 1e-300, 3.0, 4.0, 5.0, 6.0],
             }),
-            Msg::StealRequest { pass: 1, want: 16 },
+            Msg::StealRequest {
+                pass: 1,
+                want: 16,
+                speed: 0.25,
+            },
             Msg::Grant {
                 pass: 1,
                 tasks: vec![Granted {
@@ -630,6 +720,27 @@ mod tests {
             Msg::Finish(Err("out.exr: disk full".into())),
             Msg::Heartbeat,
             Msg::Stop { signal: 15 },
+            Msg::Calibrate {
+                tile: tile(4),
+                samples: 0..16,
+            },
+            Msg::Calibrated(Ok(vec![
+                PieceTime {
+                    group: 0,
+                    worker: "cpu#0".into(),
+                    piece: tile(5),
+                    samples: 0..4,
+                    seconds: 0.003,
+                },
+                PieceTime {
+                    group: 1,
+                    worker: String::new(),
+                    piece: tile(4),
+                    samples: 0..16,
+                    seconds: 1.0 / 7.0,
+                },
+            ])),
+            Msg::Calibrated(Err("calibrating worker gpu0/s0: device lost".into())),
         ]
     }
 

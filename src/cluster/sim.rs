@@ -14,7 +14,7 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 
-use super::policy::{accept, give_away, VictimSearch};
+use super::policy::{accept, give_away, GrantGuard, VictimSearch};
 use crate::sched::policy::{self, StealRng, WorkQueues};
 use crate::sched::sim::{Replay, Time};
 use crate::sched::Strategy;
@@ -142,10 +142,11 @@ impl Sim<'_> {
                 self.maybe_request(rank, now);
             }
             Event::Request { victim, thief } => {
-                let given: Vec<usize> = give_away(&self.ranks[victim].queues, m.workers)
-                    .into_iter()
-                    .map(|(task, _)| task)
-                    .collect();
+                let given: Vec<usize> =
+                    give_away(&self.ranks[victim].queues, m.workers, GrantGuard::NONE)
+                        .into_iter()
+                        .map(|(task, _)| task)
+                        .collect();
                 self.push(
                     now + 0.5 * m.rank_latency,
                     Event::Grant {

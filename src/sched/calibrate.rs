@@ -28,7 +28,7 @@ use anyhow::Context;
 use super::cputime::thread_cpu_seconds;
 use super::sat::{MapScale, Sat};
 use super::workers::Worker;
-use crate::render::{Film, Tile};
+use crate::render::Tile;
 
 /// The side of the piece a worker without a preferred tile size renders, in pixels.
 pub const CPU_PIECE: u32 = 32;
@@ -89,24 +89,30 @@ pub fn piece_for(worker: &Worker, tile: Tile, samples: &Range<u32>) -> (Tile, Ra
     (piece, samples.start..samples.start + n)
 }
 
-/// Calibrates one worker of every `--devices` entry of `workers` on the pieces of the
-/// reference tile of a pass (`tiles`, their `predicted` costs in units of `plan_sat` at
-/// `scale`, `samples` the pass's). Returns one entry per group, in group order; empty when no
-/// tile has a cost. A renderer's error fails the calibration, naming the worker.
-pub fn calibrate(
+/// One worker's timed piece: what [`time_pieces`] measures on a rank, before it is turned into
+/// a speed by whoever holds the cost map ([`calibration_of`]). A cluster's ranks send these to
+/// rank 0.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PieceTime {
+    /// The `--devices` entry (the workers' `group`) on the worker's own rank.
+    pub group: u32,
+    /// The worker that ran it ("gpu0/s0", "cpu#0").
+    pub worker: String,
+    pub piece: Tile,
+    pub samples: Range<u32>,
+    /// The faster run's seconds: the thread's CPU time for CPU workers, else wall time.
+    pub seconds: f64,
+}
+
+/// Times the first worker of every `--devices` entry of `workers` on its piece of `tile`
+/// ([`piece_for`]) at the pass's `samples`, [`RUNS`] times each, the entries at once, one
+/// thread each. The pieces start from zero sums and are thrown away. One entry per group, in
+/// group order; a renderer's error fails the calibration, naming the worker.
+pub fn time_pieces(
     workers: &[Worker],
-    film: &Film,
-    tiles: &[Tile],
-    predicted: &[f64],
-    plan_sat: &Sat,
-    scale: MapScale,
+    tile: Tile,
     samples: &Range<u32>,
-) -> anyhow::Result<Vec<Calibration>> {
-    let Some(reference) = reference_tile(tiles, predicted) else {
-        return Ok(Vec::new());
-    };
-    let tile = tiles[reference];
-    let pass_samples = f64::from((samples.end - samples.start).max(1));
+) -> anyhow::Result<Vec<PieceTime>> {
     // The first worker of every group.
     let mut firsts: Vec<&Worker> = Vec::new();
     for w in workers {
@@ -114,7 +120,7 @@ pub fn calibrate(
             firsts.push(w);
         }
     }
-    let results: Vec<anyhow::Result<Calibration>> = std::thread::scope(|scope| {
+    let results: Vec<anyhow::Result<PieceTime>> = std::thread::scope(|scope| {
         let handles: Vec<_> = firsts
             .iter()
             .map(|&worker| {
@@ -122,7 +128,7 @@ pub fn calibrate(
                     let (piece, piece_samples) = piece_for(worker, tile, samples);
                     let mut best = f64::INFINITY;
                     for _ in 0..RUNS {
-                        let mut acc = film.read_tile(piece);
+                        let mut acc = vec![[0.0f32; 4]; piece.pixel_count()];
                         let cpu0 = worker.cpu_timed.then(thread_cpu_seconds).flatten();
                         let t0 = Instant::now();
                         worker
@@ -148,17 +154,12 @@ pub fn calibrate(
                         };
                         best = best.min(seconds);
                     }
-                    let cost = scale.tile_cost(plan_sat, piece)
-                        * f64::from(piece_samples.end - piece_samples.start)
-                        / pass_samples;
-                    Ok(Calibration {
-                        group: worker.group,
+                    Ok(PieceTime {
+                        group: worker.group as u32,
                         worker: worker.label.clone(),
                         piece,
                         samples: piece_samples,
                         seconds: best,
-                        cost,
-                        speed: if best > 0.0 { cost / best } else { f64::NAN },
                     })
                 })
             })
@@ -172,29 +173,85 @@ pub fn calibrate(
             .collect()
     });
     let mut out = results.into_iter().collect::<anyhow::Result<Vec<_>>>()?;
-    out.sort_by_key(|c| c.group);
+    out.sort_by_key(|t| t.group);
     Ok(out)
+}
+
+/// The speed of a timed piece: its estimated cost (the piece's cost in `plan_sat` at `scale`,
+/// scaled from the pass's `pass_samples` to the piece's) over its seconds. `group` is the
+/// group to report it under (a cluster numbers every rank's groups apart).
+pub fn calibration_of(
+    t: &PieceTime,
+    group: usize,
+    plan_sat: &Sat,
+    scale: MapScale,
+    pass_samples: &Range<u32>,
+) -> Calibration {
+    let per_pass = f64::from((pass_samples.end - pass_samples.start).max(1));
+    let cost = scale.tile_cost(plan_sat, t.piece)
+        * f64::from(t.samples.end.saturating_sub(t.samples.start))
+        / per_pass;
+    Calibration {
+        group,
+        worker: t.worker.clone(),
+        piece: t.piece,
+        samples: t.samples.clone(),
+        seconds: t.seconds,
+        cost,
+        speed: if t.seconds > 0.0 && t.seconds.is_finite() {
+            cost / t.seconds
+        } else {
+            f64::NAN
+        },
+    }
+}
+
+/// Calibrates one worker of every `--devices` entry of `workers` on the pieces of the
+/// reference tile of a pass (`tiles`, their `predicted` costs in units of `plan_sat` at
+/// `scale`, `samples` the pass's). Returns one entry per group, in group order; empty when no
+/// tile has a cost. A renderer's error fails the calibration, naming the worker.
+pub fn calibrate(
+    workers: &[Worker],
+    tiles: &[Tile],
+    predicted: &[f64],
+    plan_sat: &Sat,
+    scale: MapScale,
+    samples: &Range<u32>,
+) -> anyhow::Result<Vec<Calibration>> {
+    let Some(reference) = reference_tile(tiles, predicted) else {
+        return Ok(Vec::new());
+    };
+    Ok(time_pieces(workers, tiles[reference], samples)?
+        .iter()
+        .map(|t| calibration_of(t, t.group as usize, plan_sat, scale, samples))
+        .collect())
 }
 
 /// Each worker's weight from the calibrations of the groups: its group's speed, or, for a group
 /// whose speed could not be measured (a zero time, no cost), the mean of the others; all 1.0
 /// when none was measured.
 pub fn worker_speeds(workers: &[Worker], calibrations: &[Calibration]) -> Vec<f64> {
+    let groups: Vec<usize> = workers.iter().map(|w| w.group).collect();
+    speeds_by_group(&groups, calibrations)
+}
+
+/// [`worker_speeds`] for workers given by their groups alone (a cluster's, all ranks').
+pub fn speeds_by_group(groups: &[usize], calibrations: &[Calibration]) -> Vec<f64> {
     let known: Vec<f64> = calibrations
         .iter()
         .map(|c| c.speed)
         .filter(|s| s.is_finite() && *s > 0.0)
         .collect();
     if known.is_empty() {
-        return vec![1.0; workers.len()];
+        return vec![1.0; groups.len()];
     }
     let fallback = known.iter().sum::<f64>() / known.len() as f64;
-    workers
+    groups
         .iter()
-        .map(|w| {
+        .map(|&g| {
             calibrations
                 .iter()
-                .find(|c| c.group == w.group)
+                .find(|c| c.group == g)
                 .map(|c| c.speed)
                 .filter(|s| s.is_finite() && *s > 0.0)
                 .unwrap_or(fallback)

@@ -418,6 +418,8 @@ pub fn render_frame_until(
     let mut complete_passes_film = None;
     let mut plan_map = estimate.clone();
     let mut weights = vec![1.0f64; workers.len()];
+    // Whether `weights` are speeds (calibrated or measured) rather than worker counts.
+    let mut weights_are_speeds = false;
     let mut calibration = Vec::new();
     let mut reports = Vec::with_capacity(passes.len());
     let progress = progress::Progress::new(quiet);
@@ -471,10 +473,10 @@ pub fn render_frame_until(
             .collect();
         if pass == first_pass && config.calibrate && calibrate::needed(&workers) {
             // Nothing has been timed in this run yet: time each device on a piece of the image.
-            calibration = calibrate::calibrate(
-                &workers, &film, &tiles, &predicted, &plan_sat, scale, samples,
-            )?;
+            calibration =
+                calibrate::calibrate(&workers, &tiles, &predicted, &plan_sat, scale, samples)?;
             weights = calibrate::worker_speeds(&workers, &calibration);
+            weights_are_speeds = !calibration.is_empty();
         }
         let deques = policy::initial_deques(config.strategy, &predicted, &weights);
         let queues =
@@ -526,9 +528,11 @@ pub fn render_frame_until(
             workers: worker_stats,
         };
         if pass + 1 < passes.len() {
-            let (speeds, normalized) = measured_costs(&workers, &pass_report);
+            let previous = weights_are_speeds.then_some(&weights[..]);
+            let (speeds, normalized) = measured_costs(&workers, &pass_report, previous);
             plan_map = plan_map.corrected(image, &pass_report.tiles, &normalized);
             weights = speeds;
+            weights_are_speeds = true;
             if let Some(hook) = between_passes.as_mut() {
                 hook(&film, samples.end);
             }
@@ -564,14 +568,26 @@ pub fn render_frame_until(
 /// little) and each tile's measured cost in cost-map units of a common speed (its time times
 /// the speed of the group that ran it), so that a tile is not judged cheap because a fast
 /// device ran it.
-fn measured_costs(workers: &[Worker], pass: &PassReport) -> (Vec<f64>, Vec<f64>) {
+///
+/// A group that ran no tile in the pass keeps its speed from `previous` (the speeds the pass
+/// was planned with, when they were speeds: calibrated or measured), since the steal guard may
+/// have kept a slow device idle on purpose; without them, it gets the mean of the others.
+fn measured_costs(
+    workers: &[Worker],
+    pass: &PassReport,
+    previous: Option<&[f64]>,
+) -> (Vec<f64>, Vec<f64>) {
     let groups: Vec<usize> = workers.iter().map(|w| w.group).collect();
-    measured_costs_by_group(&groups, pass)
+    measured_costs_by_group(&groups, pass, previous)
 }
 
 /// [`measured_costs`] for workers known only by their group (`group_of[w]`): the cluster's
 /// rank 0 plans for workers of other ranks, whose renderers it does not hold.
-pub fn measured_costs_by_group(group_of: &[usize], pass: &PassReport) -> (Vec<f64>, Vec<f64>) {
+pub fn measured_costs_by_group(
+    group_of: &[usize],
+    pass: &PassReport,
+    previous: Option<&[f64]>,
+) -> (Vec<f64>, Vec<f64>) {
     let groups = group_of.iter().max().map_or(0, |g| g + 1);
     let (mut planned, mut seconds) = (vec![0.0f64; groups], vec![0.0f64; groups]);
     for r in &pass.records {
@@ -588,12 +604,20 @@ pub fn measured_costs_by_group(group_of: &[usize], pass: &PassReport) -> (Vec<f6
     } else {
         known.iter().sum::<f64>() / known.len() as f64
     };
+    // A group's speed as planned: its first worker's previous speed, when known.
+    let planned_speed = |g: usize| {
+        let w = group_of.iter().position(|&x| x == g)?;
+        previous?
+            .get(w)
+            .copied()
+            .filter(|s| s.is_finite() && *s > 0.0)
+    };
     let group_speed: Vec<f64> = (0..groups)
         .map(|g| {
             if seconds[g] > 0.0 && planned[g] > 0.0 {
                 planned[g] / seconds[g]
             } else {
-                fallback
+                planned_speed(g).unwrap_or(fallback)
             }
         })
         .collect();
@@ -638,6 +662,39 @@ pub fn publish(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_group_that_ran_nothing_keeps_its_planned_speed() {
+        // Workers 0 and 1: a GPU's streams (group 0); worker 2: a CPU thread (group 1) that
+        // the steal guard kept idle. The GPU ran two tiles of cost 4 in 1 ms each.
+        let record = |task, worker| workers::TileRecord {
+            task,
+            worker,
+            stolen_from: None,
+            start_s: 0.0,
+            end_s: 0.001,
+            cost_s: 0.001,
+        };
+        let pass = PassReport {
+            samples: 0..1,
+            tiles: vec![Tile::whole(1, 1); 2],
+            predicted: vec![4.0, 4.0],
+            estimated: vec![4.0, 4.0],
+            initial_deques: vec![vec![0], vec![1], vec![]],
+            records: vec![record(0, 0), record(1, 1)],
+            makespan_s: 0.001,
+            workers: Vec::new(),
+        };
+        let groups = [0, 0, 1];
+        // Planned by calibrated speeds: the CPU keeps its 50 units/s.
+        let (speeds, normalized) =
+            measured_costs_by_group(&groups, &pass, Some(&[4000.0, 4000.0, 50.0]));
+        assert_eq!(speeds, vec![4000.0, 4000.0, 50.0]);
+        assert_eq!(normalized, vec![4.0, 4.0]);
+        // Planned by worker counts: nothing is known of the CPU, which gets the others' mean.
+        let (speeds, _) = measured_costs_by_group(&groups, &pass, None);
+        assert_eq!(speeds, vec![4000.0; 3]);
+    }
 
     #[test]
     fn a_stop_is_described_by_what_every_pixel_got() {

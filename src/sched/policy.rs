@@ -408,6 +408,61 @@ impl WorkQueues {
         }
     }
 
+    /// [`WorkQueues::take_back_of_longest`] for a thief rank whose fastest worker runs at
+    /// `thief_speed`, this rank's workers at `own_speeds` and the pass's tasks costing
+    /// `costs`: the task goes only if the thief, counting its cost [`SLOW_WORKER_MARGIN`]
+    /// times (and at least the mean task's), finishes it before this rank's workers get
+    /// through everything queued here ([`keep_own_tile`] with the thief as the worker and this
+    /// rank's workers as the others). So a rank of CPU threads is not handed the tiles of a
+    /// GPU rank that would finish them sooner itself. Unknown speeds (empty, zero, not finite)
+    /// refuse nothing.
+    pub fn take_back_of_longest_for(
+        &self,
+        thief_speed: f64,
+        own_speeds: &[f64],
+        costs: &[f64],
+    ) -> Option<(usize, usize)> {
+        if own_speeds.is_empty() {
+            return self.take_back_of_longest();
+        }
+        let cost = |t: usize| {
+            costs
+                .get(t)
+                .copied()
+                .filter(|c| c.is_finite())
+                .unwrap_or(0.0)
+                .max(0.0)
+        };
+        let floor = (0..costs.len()).map(cost).sum::<f64>() / costs.len().max(1) as f64;
+        let speeds: Vec<f64> = std::iter::once(thief_speed)
+            .chain(own_speeds.iter().copied())
+            .collect();
+        loop {
+            let mut queued = 0.0;
+            let (mut w, mut len) = (0, 0);
+            for (v, d) in self.deques.iter().enumerate() {
+                let d = d.lock().unwrap_or_else(|e| e.into_inner());
+                queued += d.iter().map(|&t| cost(t)).sum::<f64>();
+                if d.len() > len {
+                    (w, len) = (v, d.len());
+                }
+            }
+            if len == 0 {
+                return None;
+            }
+            let mut d = self.deques[w].lock().unwrap_or_else(|e| e.into_inner());
+            // The deque may have emptied since it was measured; then look again.
+            let Some(&task) = d.back() else {
+                continue;
+            };
+            return if keep_own_tile(cost(task).max(floor), queued, 0, &speeds) {
+                d.pop_back().map(|t| (t, w))
+            } else {
+                None
+            };
+        }
+    }
+
     /// Appends `task` to the back of worker `w`'s deque (tasks that arrived from another
     /// rank).
     pub fn push_back(&self, w: usize, task: usize) {
