@@ -35,7 +35,7 @@ use gasworks::sched::{
     estimate_costmap, render_frame, DeviceSpec, Frame, PartialPass, RendererFactory, Resume,
     SchedConfig, Stopped, Strategy,
 };
-use sched_support::{room, room_settings, MockFactory, MockRenderer};
+use sched_support::{assert_no_cpu_ran_a_gpu_tile, room, room_settings, MockFactory, MockRenderer};
 
 const W: u32 = 37;
 const H: u32 = 23;
@@ -508,17 +508,7 @@ fn cpu_threads_beside_a_gpu_leave_it_its_tiles_in_every_rank() {
         frame.report.calibration
     );
     let cpu = |w: usize| w % 3 == 0;
-    for (i, p) in frame.report.passes.iter().enumerate() {
-        for r in p.records.iter().filter(|r| cpu(r.worker)) {
-            assert!(
-                r.stolen_from.is_none_or(cpu),
-                "pass {i}: CPU worker {} ran tile {} of GPU worker {:?}",
-                r.worker,
-                r.task,
-                r.stolen_from
-            );
-        }
-    }
+    assert_no_cpu_ran_a_gpu_tile(&frame.report.passes, cpu);
 }
 
 #[test]

@@ -6,7 +6,7 @@ mod sched_support;
 use gasworks::render::Tile;
 use gasworks::scene::MaterialKind;
 use gasworks::sched::{render_frame, DeviceSpec, SchedConfig, Strategy};
-use sched_support::{room, room_settings, MockFactory, MockRenderer};
+use sched_support::{assert_no_cpu_ran_a_gpu_tile, room, room_settings, MockFactory, MockRenderer};
 
 /// Checks the calls of a render: per pixel, the sample ranges received are disjoint, in
 /// increasing order, and together are exactly `0..spp`; and per pass each tile once.
@@ -230,14 +230,6 @@ fn cpu_threads_beside_a_gpu_leave_it_its_tiles_in_every_pass() {
             on_cpu < 0.1 * on_gpu,
             "pass {i}: CPU runs {on_cpu}, GPU runs {on_gpu}"
         );
-        for r in p.records.iter().filter(|r| cpu(r.worker)) {
-            assert!(
-                r.stolen_from.is_none_or(cpu),
-                "pass {i}: CPU worker {} ran tile {} of GPU worker {:?}",
-                r.worker,
-                r.task,
-                r.stolen_from
-            );
-        }
     }
+    assert_no_cpu_ran_a_gpu_tile(&frame.report.passes, cpu);
 }

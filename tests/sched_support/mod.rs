@@ -279,3 +279,22 @@ pub fn room_settings(width: u32, height: u32, spp: u32, seed: u64) -> RenderSett
         camera,
     }
 }
+
+/// Fails, naming the pass and tile, if a worker for which `cpu(w)` holds ran a tile stolen
+/// from one for which it does not: what the steal guard exists to prevent.
+pub fn assert_no_cpu_ran_a_gpu_tile(
+    passes: &[gasworks::sched::report::PassReport],
+    cpu: impl Fn(usize) -> bool,
+) {
+    for (i, p) in passes.iter().enumerate() {
+        for r in p.records.iter().filter(|r| cpu(r.worker)) {
+            assert!(
+                r.stolen_from.is_none_or(&cpu),
+                "pass {i}: CPU worker {} ran tile {} of GPU worker {:?}",
+                r.worker,
+                r.task,
+                r.stolen_from
+            );
+        }
+    }
+}
