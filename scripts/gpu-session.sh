@@ -381,6 +381,12 @@ step_sched() {
             --stats "$out/sched-${d256/,/-}-256spp.csv" \
             || fail "scheduler render --devices $d256 --spp 256"
     done
+    # The same in four passes: a CPU group the guard kept idle in one pass must keep its speed
+    # for the next (fixed 2026-11-25; before, it was planned at the GPU's speed from pass 2 on).
+    logged "$out/sched-gpu0x2-cpu-256spp-passes.log" "$bin" render "$toystore" -o "$scenes/sched-256p.exr" \
+        --backend optix --devices gpu0x2,cpu --width $w --height $h --spp 256 --pass-spp 64 \
+        --stats "$out/sched-gpu0x2-cpu-256spp-passes.csv" \
+        || fail "scheduler render --devices gpu0x2,cpu --spp 256 --pass-spp 64"
     grep -hiE "efficiency|makespan|calibration" "$out"/sched-*.log 2>/dev/null | head -n 32 | tee -a "$summary" >&2
     # A GPU render stopped by --time-limit after its first pass, then resumed: the image of an
     # uninterrupted render in the same passes, bit for bit.
