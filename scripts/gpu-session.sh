@@ -267,6 +267,10 @@ step_bench() {
     bench_one sponza-compact "$sponza" "$r" --streams "$s" --flags both --compact
     bench_one sponza-merge "$sponza" "$r" --streams "$s" --merge-below 0,64,256,1024,4096
     bench_one sponza-assign-scratch "$sponza" "$r" --streams "$s" --assign round-robin,lpt --scratch shared,per-stream
+    # Host-bound? 390 builds at 8 streams took 15.2 ms, 39 us a build, and the toystore's 1009
+    # at 32 streams 36 us a build: the printed host enqueue time says whether one thread's
+    # optixAccelBuild calls are the limit, and more enqueue threads whether that can be lifted.
+    bench_one sponza-enqueue-threads "$sponza" "$r" --streams 1,8,16,32 --enqueue-threads 1,2,4,8
     bench_one toystore-flags "$toystore" "$rb" --streams "$s" --flags both
     bench_one toystore-merge-compact "$toystore" "$rb" --streams "$s" --merge-below 0,64,256,1024 --compact
     note "bench: $r repeats on sponza-like, $rb on the toystore (GW_REPEAT, GW_REPEAT_BIG)"

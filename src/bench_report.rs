@@ -68,6 +68,8 @@ pub struct BenchRow {
     pub lpt_build_weight: u64,
     /// The enqueue order: `assignment` (the assignment's own), `build` or `largest-first`.
     pub issue_order: String,
+    /// Host threads that enqueued the builds (1 for the single GAS).
+    pub enqueue_threads: u32,
     pub repeats: u32,
     pub min_ms: f64,
     pub median_ms: f64,
@@ -100,6 +102,9 @@ impl BenchRow {
                 }
                 if !self.issue_order.is_empty() && self.issue_order != "assignment" {
                     let _ = write!(s, ", issued {}", self.issue_order);
+                }
+                if self.enqueue_threads > 1 {
+                    let _ = write!(s, ", {} enqueue threads", self.enqueue_threads);
                 }
                 if self.merge_below > 0 {
                     let _ = write!(s, ", merge<{}", self.merge_below);
@@ -441,6 +446,7 @@ mod tests {
             merge_below: 0,
             lpt_build_weight: 0,
             issue_order: "assignment".into(),
+            enqueue_threads: 1,
             repeats: 3,
             min_ms: median * 0.9,
             median_ms: median,
@@ -488,11 +494,11 @@ mod tests {
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(
             lines[0],
-            "scene,build,groups,gases,triangles,streams,flags,assign,scratch_mode,merge_below,lpt_build_weight,issue_order,repeats,min_ms,median_ms,max_ms,enqueue_median_ms,scratch_bytes,output_bytes,compacted_bytes,device,driver,git_commit"
+            "scene,build,groups,gases,triangles,streams,flags,assign,scratch_mode,merge_below,lpt_build_weight,issue_order,enqueue_threads,repeats,min_ms,median_ms,max_ms,enqueue_median_ms,scratch_bytes,output_bytes,compacted_bytes,device,driver,git_commit"
         );
         assert_eq!(
             lines[1],
-            "fake & <scene>,batch,10,10,1000,4,fast-trace,round-robin,shared,0,0,assignment,3,10.35,11.5,13.799999999999999,2.875,1048576,2097152,777,Fake GPU,0.0,abc123"
+            "fake & <scene>,batch,10,10,1000,4,fast-trace,round-robin,shared,0,0,assignment,1,3,10.35,11.5,13.799999999999999,2.875,1048576,2097152,777,Fake GPU,0.0,abc123"
         );
         assert!(lines[2].starts_with("fake & <scene>,single-gas,10,1,"));
         // No compaction: an empty field.
@@ -574,7 +580,9 @@ mod tests {
         w2.lpt_build_weight = 2000;
         let mut w3 = w2.clone();
         w3.issue_order = "build".into();
-        let labels = [a, b, c, d, w, w2, w3].map(|r| r.series_label());
+        let mut t = a.clone();
+        t.enqueue_threads = 4;
+        let labels = [a, b, c, d, w, w2, w3, t].map(|r| r.series_label());
         for i in 0..labels.len() {
             for j in i + 1..labels.len() {
                 assert_ne!(labels[i], labels[j]);

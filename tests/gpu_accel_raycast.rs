@@ -329,6 +329,9 @@ fn all_modes() -> Vec<(String, AccelOptions)> {
                                 compact,
                                 merge: MergeOptions::new(merge_below),
                                 lpt_build_weight: 0,
+                                // Every other mode enqueues from 3 host threads (1 stream
+                                // stays one thread), without doubling the modes.
+                                enqueue_threads: if v.len() % 2 == 1 { 3 } else { 1 },
                                 ..AccelOptions::default()
                             };
                             v.push((format!("{o:?}"), o));
@@ -454,6 +457,8 @@ fn sponza_like_builds_write_only_inside_their_ranges() {
                     assign,
                     scratch,
                     guard_bytes: 4096,
+                    // Round-robin's batches from 4 host threads at once.
+                    enqueue_threads: if assign == Assign::RoundRobin { 4 } else { 1 },
                     ..AccelOptions::default()
                 };
                 let table = group_gases(&triangles, &o.merge);

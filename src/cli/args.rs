@@ -181,6 +181,10 @@ pub struct AccelArgs {
     /// (0: balance triangles only). The default was measured on an H100 (docs/gas-builds.md)
     #[arg(long, default_value_t = DEFAULT_LPT_BUILD_WEIGHT)]
     pub lpt_build_weight: u64,
+    /// Host threads that enqueue the GAS builds, each owning whole streams (1: one thread).
+    /// Not yet measured on a GPU: `build-bench --enqueue-threads 1,2,4` times it
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub enqueue_threads: u32,
     /// Turn on OptiX validation mode (slow; reports API misuse)
     #[arg(long)]
     pub validation: bool,
@@ -218,6 +222,7 @@ impl From<&AccelArgs> for AccelOptions {
             compact: a.compact,
             merge: MergeOptions::new(u64::from(a.merge_below)),
             lpt_build_weight: a.lpt_build_weight,
+            enqueue_threads: a.enqueue_threads,
             ..AccelOptions::default()
         }
     }

@@ -91,6 +91,11 @@ pub struct BuildBenchArgs {
     /// crossed with --assign, it tells whether LPT's streams or its order matter)
     #[arg(long, value_enum, default_value_t = IssueOrderArg::Assignment)]
     pub issue_order: IssueOrderArg,
+    /// Host thread counts to time, comma-separated: threads that enqueue the builds side by
+    /// side, each owning whole streams (1: the calling thread alone). Compare the printed host
+    /// enqueue time with the batch time: when they are close, the host bounds the batch
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    pub enqueue_threads: Vec<u32>,
     /// Build with ALLOW_COMPACTION and report the compacted bytes
     #[arg(long)]
     pub compact: bool,
@@ -150,7 +155,7 @@ pub fn git_commit() -> String {
 }
 
 /// The configurations to time, in output order: flags, merge threshold, assignment, LPT build
-/// weight, scratch mode, then stream count.
+/// weight, scratch mode, enqueue threads, then stream count.
 fn configurations(a: &BuildBenchArgs) -> Vec<AccelOptions> {
     let flags: Vec<bool> = match (a.fast_build, a.flags) {
         (true, _) | (false, Some(FlagsArg::FastBuild)) => vec![true],
@@ -168,18 +173,21 @@ fn configurations(a: &BuildBenchArgs) -> Vec<AccelOptions> {
                 };
                 for &lpt_build_weight in weights {
                     for &scratch in &a.scratch {
-                        for &streams in &a.streams {
-                            out.push(AccelOptions {
-                                streams,
-                                fast_build,
-                                assign: assign.into(),
-                                scratch: scratch.into(),
-                                compact: a.compact,
-                                merge: MergeOptions::new(u64::from(merge)),
-                                lpt_build_weight,
-                                guard_bytes: a.guard_bytes,
-                                issue: a.issue_order.into(),
-                            });
+                        for &enqueue_threads in &a.enqueue_threads {
+                            for &streams in &a.streams {
+                                out.push(AccelOptions {
+                                    streams,
+                                    fast_build,
+                                    assign: assign.into(),
+                                    scratch: scratch.into(),
+                                    compact: a.compact,
+                                    merge: MergeOptions::new(u64::from(merge)),
+                                    lpt_build_weight,
+                                    guard_bytes: a.guard_bytes,
+                                    issue: a.issue_order.into(),
+                                    enqueue_threads,
+                                });
+                            }
                         }
                     }
                 }
@@ -192,6 +200,9 @@ fn configurations(a: &BuildBenchArgs) -> Vec<AccelOptions> {
 fn check_args(a: &BuildBenchArgs) -> anyhow::Result<()> {
     if a.streams.is_empty() || a.streams.contains(&0) {
         anyhow::bail!("--streams: every stream count must be at least 1");
+    }
+    if a.enqueue_threads.is_empty() || a.enqueue_threads.iter().any(|&t| t == 0 || t > 64) {
+        anyhow::bail!("--enqueue-threads: every thread count must be 1 to 64");
     }
     if a.repeat == 0 {
         anyhow::bail!("--repeat must be at least 1");
@@ -407,6 +418,7 @@ fn run_on(a: &BuildBenchArgs, ctx: &Arc<DeviceContext>, scene: &Scene) -> anyhow
         merge_below: o.merge.merge_below as u32,
         lpt_build_weight: o.lpt_build_weight,
         issue_order: o.issue.name().into(),
+        enqueue_threads: o.enqueue_threads,
         repeats: a.repeat,
         min_ms: m.stats.min,
         median_ms: m.stats.median,
@@ -557,6 +569,19 @@ mod tests {
     }
 
     #[test]
+    fn enqueue_threads_multiply_just_outside_the_stream_counts() {
+        let a = parse(&["--streams", "1,8", "--enqueue-threads", "1,4"]).unwrap();
+        let got: Vec<(u32, u32)> = configurations(&a)
+            .iter()
+            .map(|o| (o.enqueue_threads, o.streams))
+            .collect();
+        assert_eq!(got, [(1, 1), (1, 8), (4, 1), (4, 8)]);
+        assert!(configurations(&parse(&[]).unwrap())
+            .iter()
+            .all(|o| o.enqueue_threads == 1));
+    }
+
+    #[test]
     fn fast_build_flag_and_flags_conflict() {
         assert!(parse(&["--fast-build", "--flags", "both"]).is_err());
         let a = parse(&["--fast-build"]).unwrap();
@@ -567,6 +592,9 @@ mod tests {
     fn bad_counts_are_refused_before_any_gpu_work() {
         assert!(check_args(&parse(&["--streams", "0,4"]).unwrap()).is_err());
         assert!(check_args(&parse(&["--repeat", "0"]).unwrap()).is_err());
+        assert!(check_args(&parse(&["--enqueue-threads", "1,0"]).unwrap()).is_err());
+        assert!(check_args(&parse(&["--enqueue-threads", "65"]).unwrap()).is_err());
+        assert!(check_args(&parse(&["--enqueue-threads", "1,4"]).unwrap()).is_ok());
         assert!(check_args(&parse(&[]).unwrap()).is_ok());
         assert!(check_args(&parse(&["--csv", "/no/such/folder/x.csv"]).unwrap()).is_err());
     }
@@ -581,6 +609,7 @@ mod tests {
             compact: true,
             merge_below: 64,
             lpt_build_weight: 777,
+            enqueue_threads: 3,
             validation: false,
             optix_abi: None,
         };
@@ -591,6 +620,7 @@ mod tests {
         assert_eq!(o.assign, Assign::Lpt);
         assert_eq!(o.scratch, ScratchMode::PerStream);
         assert_eq!(o.merge.merge_below, 64);
+        assert_eq!(o.enqueue_threads, 3);
     }
 
     /// A small scene of uneven groups, built in memory (test data).

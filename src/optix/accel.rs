@@ -100,6 +100,12 @@ pub struct AccelOptions {
     pub guard_bytes: u64,
     /// See [`PlanOptions::issue`] (a diagnostic; [`IssueOrder::Assignment`] normally).
     pub issue: IssueOrder,
+    /// Host threads that enqueue the builds (1: the calling thread alone). With several
+    /// streams the GPU may finish small builds faster than one thread can make the
+    /// `optixAccelBuild` calls (build-bench prints the host's enqueue time beside the batch's);
+    /// more threads, each owning whole streams ([`BuildPlan::enqueue_lanes`]), make the calls
+    /// side by side.
+    pub enqueue_threads: u32,
 }
 
 impl Default for AccelOptions {
@@ -114,6 +120,7 @@ impl Default for AccelOptions {
             lpt_build_weight: 0,
             guard_bytes: 0,
             issue: IssueOrder::Assignment,
+            enqueue_threads: 1,
         }
     }
 }
@@ -457,6 +464,8 @@ pub struct GasBatch {
     /// still running loses its memory. Each, not only the main stream: an enqueue that fails
     /// half-way has not joined the others into it.
     in_flight: Vec<Stream>,
+    /// See [`AccelOptions::enqueue_threads`].
+    enqueue_threads: u32,
 }
 
 impl Drop for GasBatch {
@@ -522,6 +531,7 @@ impl GasBatch {
             output,
             compacted_sizes,
             in_flight: Vec::new(),
+            enqueue_threads: options.enqueue_threads,
         })
     }
 
@@ -583,42 +593,90 @@ impl GasBatch {
         self.in_flight = streams.streams.clone();
         streams.fork()?;
         let mut handles = vec![0; self.inputs.len()];
-        for &i in &self.plan.issue_order {
-            let b = &self.plan.builds[i];
-            let stream = &streams.streams[b.stream as usize];
-            // Named lazily: the benchmark enqueues thousands of builds per second.
-            let _range = nvtx::range_with(|| gas_range_name(&b.need.groups, b.stream));
-            let scratch = self
-                .scratch
-                .slice(b.scratch.offset as usize, b.scratch.len as usize)?;
-            let output = self
-                .output
-                .slice(b.output.offset as usize, b.output.len as usize)?;
-            let emit: Vec<OptixAccelEmitDesc> = match &self.compacted_sizes {
-                Some(sizes) => vec![OptixAccelEmitDesc {
-                    result: sizes.device_ptr() + 8 * i as u64,
-                    type_: sys::OPTIX_PROPERTY_TYPE_COMPACTED_SIZE,
-                }],
-                None => Vec::new(),
-            };
-            // SAFETY: the inputs' host arrays live in `self.inputs`; the geometry they name is
-            // alive and unchanged (the caller's contract); scratch and output are slices of
-            // live allocations, aligned and sized by the validated plan, and no build that can
-            // run at once shares a byte with them (validate proved it); the emitted size goes
-            // to a live, 8-byte aligned slot of its own.
-            handles[i] = unsafe {
-                self.ctx.accel_build(
-                    stream,
-                    &self.build_options,
-                    &self.inputs[i].inputs,
-                    scratch,
-                    output,
-                    &emit,
-                )
-            }?;
+        let lanes = self.plan.enqueue_lanes(self.enqueue_threads);
+        if lanes.len() <= 1 {
+            for &i in &self.plan.issue_order {
+                handles[i] = self.enqueue_one(i, streams)?;
+            }
+        } else {
+            // One scoped thread per lane, each enqueueing whole streams; every thread is
+            // joined before the streams are, so the join orders after every build. On an
+            // error the other lanes still finish enqueueing (their builds are valid), and the
+            // first error is returned.
+            let this = &*self;
+            let results: Vec<Result<Vec<(usize, OptixTraversableHandle)>, AccelError>> =
+                std::thread::scope(|scope| {
+                    let threads: Vec<_> = lanes
+                        .iter()
+                        .map(|lane| {
+                            scope.spawn(move || {
+                                lane.iter()
+                                    .map(|&i| Ok((i, this.enqueue_one(i, streams)?)))
+                                    .collect()
+                            })
+                        })
+                        .collect();
+                    threads
+                        .into_iter()
+                        .map(|t| {
+                            t.join().unwrap_or_else(|_| {
+                                Err(AccelError::PlanMismatch(
+                                    "an enqueue thread panicked".into(),
+                                ))
+                            })
+                        })
+                        .collect()
+                });
+            for lane in results {
+                for (i, h) in lane? {
+                    handles[i] = h;
+                }
+            }
         }
         streams.join()?;
         Ok(handles)
+    }
+
+    /// Enqueues build `i` of the plan on its stream, at its ranges. Takes `&self`: the lanes
+    /// of a threaded enqueue call it at once, each for builds of its own streams.
+    fn enqueue_one(
+        &self,
+        i: usize,
+        streams: &StreamSet,
+    ) -> Result<OptixTraversableHandle, AccelError> {
+        let b = &self.plan.builds[i];
+        let stream = &streams.streams[b.stream as usize];
+        // Named lazily: the benchmark enqueues thousands of builds per second.
+        let _range = nvtx::range_with(|| gas_range_name(&b.need.groups, b.stream));
+        let scratch = self
+            .scratch
+            .slice(b.scratch.offset as usize, b.scratch.len as usize)?;
+        let output = self
+            .output
+            .slice(b.output.offset as usize, b.output.len as usize)?;
+        let emit: Vec<OptixAccelEmitDesc> = match &self.compacted_sizes {
+            Some(sizes) => vec![OptixAccelEmitDesc {
+                result: sizes.device_ptr() + 8 * i as u64,
+                type_: sys::OPTIX_PROPERTY_TYPE_COMPACTED_SIZE,
+            }],
+            None => Vec::new(),
+        };
+        // SAFETY: the inputs' host arrays live in `self.inputs`; the geometry they name is
+        // alive and unchanged (the caller's contract); scratch and output are slices of live
+        // allocations, aligned and sized by the validated plan, and no build that can run at
+        // once shares a byte with them (validate proved it); the emitted size goes to a live,
+        // 8-byte aligned slot of its own. OptiX's host API may be called from several threads
+        // at once; each lane's builds are on streams no other lane touches.
+        Ok(unsafe {
+            self.ctx.accel_build(
+                stream,
+                &self.build_options,
+                &self.inputs[i].inputs,
+                scratch,
+                output,
+                &emit,
+            )
+        }?)
     }
 
     /// Keeps the GASes' allocation and frees the rest (the scratch) once every build enqueued

@@ -169,6 +169,22 @@ pub struct BuildPlan {
 }
 
 impl BuildPlan {
+    /// The builds each of `threads` host threads enqueues when the enqueue is spread over
+    /// threads (`--enqueue-threads`): thread t takes every stream s with s mod threads = t and
+    /// enqueues their builds in issue order, so that each stream still receives its builds in
+    /// the plan's order and from one thread. At most one lane per stream; `threads` 0 counts
+    /// as 1.
+    pub fn enqueue_lanes(&self, threads: u32) -> Vec<Vec<usize>> {
+        let lanes = threads.clamp(1, self.streams.max(1)) as usize;
+        let mut out = vec![Vec::new(); lanes];
+        for &b in &self.issue_order {
+            if let Some(pb) = self.builds.get(b) {
+                out[pb.stream as usize % lanes].push(b);
+            }
+        }
+        out
+    }
+
     /// The builds enqueued on `stream`, in issue order.
     pub fn stream_builds(&self, stream: u32) -> Vec<usize> {
         self.issue_order
@@ -747,6 +763,52 @@ pub fn group_gases(group_triangles: &[u64], opts: &MergeOptions) -> GasTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn enqueue_lanes_give_each_stream_to_one_thread_in_issue_order() {
+        let needs: Vec<BuildNeed> = (0..23u64)
+            .map(|i| BuildNeed {
+                temp_bytes: 100 + 7 * i,
+                output_bytes: 300 + i,
+                triangles: 1 + (i * 37) % 11,
+                groups: vec![i as u32],
+            })
+            .collect();
+        for assign in [Assign::RoundRobin, Assign::Lpt] {
+            for streams in [1u32, 3, 8] {
+                let plan = make_plan(
+                    &needs,
+                    &PlanOptions::new(streams, assign, ScratchMode::Shared),
+                )
+                .unwrap();
+                for threads in [0u32, 1, 2, 3, 5, 64] {
+                    let lanes = plan.enqueue_lanes(threads);
+                    assert_eq!(lanes.len(), threads.clamp(1, streams) as usize);
+                    let mut all: Vec<usize> = lanes.iter().flatten().copied().collect();
+                    all.sort();
+                    assert_eq!(
+                        all,
+                        (0..needs.len()).collect::<Vec<_>>(),
+                        "every build once"
+                    );
+                    for s in 0..streams {
+                        let owners: Vec<usize> = (0..lanes.len())
+                            .filter(|&l| lanes[l].iter().any(|&b| plan.builds[b].stream == s))
+                            .collect();
+                        assert!(owners.len() <= 1, "stream {s} in lanes {owners:?}");
+                        if let Some(&l) = owners.first() {
+                            let mine: Vec<usize> = lanes[l]
+                                .iter()
+                                .copied()
+                                .filter(|&b| plan.builds[b].stream == s)
+                                .collect();
+                            assert_eq!(mine, plan.stream_builds(s), "stream {s}: issue order");
+                        }
+                    }
+                }
+            }
+        }
+    }
 
     fn need(temp: u64, out: u64, tris: u64) -> BuildNeed {
         BuildNeed {
