@@ -286,7 +286,7 @@ fn run_cluster_over(
     })
 }
 
-/// A factory that hands out one given renderer.
+/// A factory that hands out one given renderer, for CPU and GPU workers alike.
 struct Fixed(Arc<dyn TileRenderer>);
 
 impl RendererFactory for Fixed {
@@ -294,7 +294,7 @@ impl RendererFactory for Fixed {
         Ok(self.0.clone())
     }
     fn gpu(&self, _: u32, _: u32) -> anyhow::Result<Arc<dyn TileRenderer>> {
-        anyhow::bail!("no GPU")
+        Ok(self.0.clone())
     }
 }
 
@@ -642,6 +642,52 @@ impl TileRenderer for FailsAt {
             anyhow::bail!("device lost");
         }
         Ok(())
+    }
+}
+
+/// A renderer that fails on every tile.
+struct AlwaysFails;
+
+impl TileRenderer for AlwaysFails {
+    fn name(&self) -> String {
+        "always-fails".into()
+    }
+    fn render_tile(&self, _: Tile, _: Range<u32>, _: &mut [[f32; 4]]) -> anyhow::Result<()> {
+        anyhow::bail!("device lost")
+    }
+}
+
+#[test]
+fn a_rank_whose_calibration_fails_ends_the_job_with_its_rank_named() {
+    // Rank 1's GPU fails on its first launch, which is its calibration piece.
+    let mut bad = RankSpec::new(1, 0);
+    bad.devices = Some(DeviceSpec::parse_list("gpu0").unwrap());
+    bad.renderer = Some(Arc::new(AlwaysFails));
+    let config = config(Strategy::Sorted, true, None);
+    let outcomes = run_cluster(&[RankSpec::new(1, 0), bad], &config, test_timing(), None);
+    match &outcomes[1].0 {
+        Err(e @ ClusterError::RankFailed { rank: 1, .. }) => {
+            let text = e.to_string();
+            assert!(
+                text.contains("device lost") && text.contains("calibrating worker gpu0/s0"),
+                "{text}"
+            );
+        }
+        other => panic!(
+            "rank 1: expected its failure, got {:?}",
+            other.as_ref().map(|_| ())
+        ),
+    }
+    // Rank 0 hears it as rank 1's calibration answer or as its abort, whichever comes first.
+    match &outcomes[0].0 {
+        Err(ClusterError::Transport(TransportError::Aborted { rank: 1, message }))
+        | Err(ClusterError::RankFailed { rank: 1, message }) => {
+            assert!(message.contains("device lost"), "{message}")
+        }
+        other => panic!(
+            "rank 0: expected rank 1's failure, got {:?}",
+            other.as_ref().map(|_| ())
+        ),
     }
 }
 
