@@ -5,18 +5,15 @@
 
 mod raycast_support;
 
-use std::sync::Arc;
-
 use glam::Vec3;
 
-use gasworks::optix::accel::{Accel, AccelOptions, DeviceGeometry, GasBatch, StreamSet};
-use gasworks::optix::plan::{group_gases, Assign, MergeOptions, ScratchMode};
+use gasworks::optix::accel::{Accel, AccelOptions};
+use gasworks::optix::plan::{Assign, MergeOptions, ScratchMode};
 use gasworks::optix::raycast::{Ray, RaycastPipeline};
-use gasworks::optix::DeviceContext;
-use gasworks::scene::gen::{sponza_like, SPONZA_LIKE_GROUPS, SPONZA_LIKE_TRIANGLES};
 use gasworks::scene::{Group, Material, Scene};
 use raycast_support::{
-    brute_force, bunny_scene, compare, context, make_rays, synthetic_scene, CpuHit,
+    assert_batches_stay_in_their_ranges, brute_force, bunny_scene, check_scene, compare, context,
+    make_rays, synthetic_scene, CpuHit,
 };
 
 fn all_modes() -> Vec<(String, AccelOptions)> {
@@ -47,50 +44,13 @@ fn all_modes() -> Vec<(String, AccelOptions)> {
     v
 }
 
-fn check_scene(ctx: &Arc<DeviceContext>, scene: &Scene, rays: usize) {
-    let rays = make_rays(scene, rays, 99);
-    let cpu: Vec<Option<CpuHit>> = rays.iter().map(|r| brute_force(scene, r)).collect();
-    let pipeline = RaycastPipeline::new(ctx).expect("raycast pipeline");
-    for (name, o) in all_modes() {
-        let accel = Accel::build(ctx, scene, &o).unwrap_or_else(|e| panic!("{name}: build: {e}"));
-        let s = accel.stats();
-        assert_eq!(s.groups, scene.groups.len());
-        if let Some(c) = s.compacted_bytes {
-            assert!(
-                c <= s.output_bytes,
-                "{name}: compacted {c} > output {}",
-                s.output_bytes
-            );
-        }
-        if o.merge.merge_below == 0 {
-            assert_eq!(
-                s.gases,
-                scene
-                    .groups
-                    .iter()
-                    .filter(|g| g.triangle_count() > 0)
-                    .count()
-            );
-        } else {
-            assert!(
-                s.gases < scene.groups.len(),
-                "{name}: merging merged nothing"
-            );
-        }
-        let gpu = pipeline
-            .cast(&accel, &rays)
-            .unwrap_or_else(|e| panic!("{name}: cast: {e}"));
-        compare(scene, &rays, &cpu, &gpu, &name, o.merge.merge_below > 0);
-    }
-}
-
 #[test]
 #[ignore = "needs an NVIDIA GPU"]
 fn synthetic_heavy_tailed_scene_agrees_with_cpu_in_every_build_mode() {
     let ctx = context(None);
     let scene = synthetic_scene(1, 300);
     assert!(scene.triangle_count() > 20_000);
-    check_scene(&ctx, &scene, 1500);
+    check_scene(&ctx, &scene, 1500, &all_modes());
 }
 
 #[test]
@@ -101,7 +61,7 @@ fn bunny_in_groups_agrees_with_cpu_in_every_build_mode() {
         return;
     };
     let ctx = context(None);
-    check_scene(&ctx, &scene, 1500);
+    check_scene(&ctx, &scene, 1500, &all_modes());
 }
 
 #[test]
@@ -142,46 +102,21 @@ fn abi_87_builds_and_traces_the_same() {
 #[test]
 #[ignore = "needs an NVIDIA GPU"]
 fn sponza_like_builds_write_only_inside_their_ranges() {
-    let ctx = context(None);
-    let scene = sponza_like(SPONZA_LIKE_GROUPS, SPONZA_LIKE_TRIANGLES, 1).expect("sponza-like");
-    let gpu = ctx.gpu();
-    let upload = gpu.new_stream().expect("stream");
-    let geometry = DeviceGeometry::upload(gpu, &upload, &scene).expect("geometry");
-    let triangles: Vec<u64> = scene
-        .groups
-        .iter()
-        .map(|g| g.triangle_count() as u64)
-        .collect();
+    let mut configs = Vec::new();
     for streams in [4, 8, 16] {
         for assign in [Assign::RoundRobin, Assign::Lpt] {
             for scratch in [ScratchMode::Shared, ScratchMode::PerStream] {
-                let o = AccelOptions {
+                configs.push(AccelOptions {
                     streams,
                     assign,
                     scratch,
                     guard_bytes: 4096,
                     ..AccelOptions::default()
-                };
-                let table = group_gases(&triangles, &o.merge);
-                let mut batch = GasBatch::prepare(&ctx, &geometry, table, &o).expect("prepare");
-                let set = StreamSet::new(gpu, streams).expect("streams");
-                batch.arm_guards(set.main()).expect("arm guards");
-                for run in 0..5 {
-                    batch.enqueue(&set).expect("enqueue");
-                    let written = batch.written_guards(&set).expect("read guards");
-                    assert!(
-                        written.is_empty(),
-                        "{o:?}, run {run}: {}",
-                        written
-                            .iter()
-                            .map(|(g, span)| batch.describe_guard(g, *span))
-                            .collect::<Vec<_>>()
-                            .join("; ")
-                    );
-                }
+                });
             }
         }
     }
+    assert_batches_stay_in_their_ranges(&context(None), &configs, 5);
 }
 
 #[test]

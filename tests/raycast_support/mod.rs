@@ -9,8 +9,11 @@ use std::sync::Arc;
 
 use glam::{DVec3, Vec3};
 
-use gasworks::optix::raycast::{Ray, RayHit};
+use gasworks::optix::accel::{Accel, AccelOptions, DeviceGeometry, GasBatch, StreamSet};
+use gasworks::optix::plan::group_gases;
+use gasworks::optix::raycast::{Ray, RayHit, RaycastPipeline};
 use gasworks::optix::{ContextOptions, DeviceContext, Gpu};
+use gasworks::scene::gen::{sponza_like, SPONZA_LIKE_GROUPS, SPONZA_LIKE_TRIANGLES};
 use gasworks::scene::{Group, Material, Scene};
 
 /// splitmix64: a tiny seeded generator, so the scenes and rays are the same on every run.
@@ -309,4 +312,91 @@ pub fn context(abi: Option<u32>) -> Arc<DeviceContext> {
         &ContextOptions::from_cli(abi, false).expect("ABI option"),
     )
     .expect("OptiX context")
+}
+
+/// Builds the sponza-like scene `runs` times in each of `configs` (which should set
+/// `guard_bytes`), and fails, naming the configuration, the run and the builds, if any build
+/// wrote into a guard band, or got no handle.
+pub fn assert_batches_stay_in_their_ranges(
+    ctx: &Arc<DeviceContext>,
+    configs: &[AccelOptions],
+    runs: usize,
+) {
+    let scene = sponza_like(SPONZA_LIKE_GROUPS, SPONZA_LIKE_TRIANGLES, 1).expect("sponza-like");
+    let gpu = ctx.gpu();
+    let upload = gpu.new_stream().expect("stream");
+    let geometry = DeviceGeometry::upload(gpu, &upload, &scene).expect("geometry");
+    let triangles: Vec<u64> = scene
+        .groups
+        .iter()
+        .map(|g| g.triangle_count() as u64)
+        .collect();
+    for o in configs {
+        assert!(o.guard_bytes > 0, "{o:?}: no guard bands to check");
+        let table = group_gases(&triangles, &o.merge);
+        let mut batch = GasBatch::prepare(ctx, &geometry, table, o).expect("prepare");
+        let set = StreamSet::new(gpu, o.streams).expect("streams");
+        batch.arm_guards(set.main()).expect("arm guards");
+        for run in 0..runs {
+            let handles = batch.enqueue(&set).expect("enqueue");
+            assert!(
+                handles.iter().all(|&h| h != 0),
+                "{o:?}: a build got no handle"
+            );
+            let written = batch.written_guards(&set).expect("read guards");
+            assert!(
+                written.is_empty(),
+                "{o:?}, run {run}: {}",
+                written
+                    .iter()
+                    .map(|(g, span)| batch.describe_guard(g, *span))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            );
+        }
+    }
+}
+
+/// Builds `scene` in each of `modes` (name, options), casts `rays` seeded rays into it and
+/// compares every hit with the oracle's; checks the build's statistics on the way.
+pub fn check_scene(
+    ctx: &Arc<DeviceContext>,
+    scene: &Scene,
+    rays: usize,
+    modes: &[(String, AccelOptions)],
+) {
+    let rays = make_rays(scene, rays, 99);
+    let cpu: Vec<Option<CpuHit>> = rays.iter().map(|r| brute_force(scene, r)).collect();
+    let pipeline = RaycastPipeline::new(ctx).expect("raycast pipeline");
+    for (name, o) in modes {
+        let accel = Accel::build(ctx, scene, o).unwrap_or_else(|e| panic!("{name}: build: {e}"));
+        let s = accel.stats();
+        assert_eq!(s.groups, scene.groups.len());
+        if let Some(c) = s.compacted_bytes {
+            assert!(
+                c <= s.output_bytes,
+                "{name}: compacted {c} > output {}",
+                s.output_bytes
+            );
+        }
+        if o.merge.merge_below == 0 {
+            assert_eq!(
+                s.gases,
+                scene
+                    .groups
+                    .iter()
+                    .filter(|g| g.triangle_count() > 0)
+                    .count()
+            );
+        } else {
+            assert!(
+                s.gases < scene.groups.len(),
+                "{name}: merging merged nothing"
+            );
+        }
+        let gpu = pipeline
+            .cast(&accel, &rays)
+            .unwrap_or_else(|e| panic!("{name}: cast: {e}"));
+        compare(scene, &rays, &cpu, &gpu, name, o.merge.merge_below > 0);
+    }
 }
