@@ -1289,20 +1289,16 @@ impl<'t, T: Transport> Node<'t, T> {
                         }
                         // On this thread: the workers are idle until the first plan, and the
                         // pieces take milliseconds (a CPU piece) to one tile's launch (a GPU).
-                        let times = calibrate::time_pieces(workers, tile, &samples).map_err(|e| {
-                            ClusterError::RankFailed {
-                                rank: self.rank,
-                                message: format!("{e:#}"),
-                            }
-                        });
-                        match times {
+                        match calibrate::time_pieces(workers, tile, &samples) {
                             Ok(times) => self.send(0, Msg::Calibrated(Ok(times)))?,
                             Err(e) => {
+                                let message = format!("{e:#}");
                                 // Rank 0 ends the job with this rank's words.
-                                if let ClusterError::RankFailed { message, .. } = &e {
-                                    self.send(0, Msg::Calibrated(Err(message.clone())))?;
-                                }
-                                return Err(e);
+                                self.send(0, Msg::Calibrated(Err(message.clone())))?;
+                                return Err(ClusterError::RankFailed {
+                                    rank: self.rank,
+                                    message,
+                                });
                             }
                         }
                     }

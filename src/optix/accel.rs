@@ -618,13 +618,8 @@ impl GasBatch {
                         .collect();
                     threads
                         .into_iter()
-                        .map(|t| {
-                            t.join().unwrap_or_else(|_| {
-                                Err(AccelError::PlanMismatch(
-                                    "an enqueue thread panicked".into(),
-                                ))
-                            })
-                        })
+                        // A panic in a lane is a bug in this code: passed on as it is.
+                        .map(|t| t.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
                         .collect()
                 });
             for lane in results {
