@@ -15,17 +15,21 @@
 //!   all ranks killed leave rank 0's checkpoint; either way `--resume` under mpirun finishes
 //!   one process's image bit for bit; a time limit ends the job whole at a pass boundary.
 //!
-//! The timeouts only tell a hang from an answer; nothing here measures speed.
+//! The timeouts only tell a hang from an answer; nothing here measures speed. Every run goes
+//! through `tests/mpirun_support`, which bounds every wait and tells a hang of gasworks from
+//! OpenMPI 4.1's own teardown hang.
 #![cfg(feature = "mpi")]
+
+mod mpirun_support;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
+use mpirun_support::{run, signal, start, Exit, Job, Run, DEADLINE};
+
 const BIN: &str = env!("CARGO_BIN_EXE_gasworks");
-/// Generous: a hung job is killed after this and the test fails.
-const DEADLINE: Duration = Duration::from_secs(180);
 
 fn cornell() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/cornell/cornell.obj")
@@ -67,43 +71,6 @@ fn render_args_sized(
     .collect();
     v.extend(extra.iter().map(|s| s.to_string()));
     v
-}
-
-struct Run {
-    code: Option<i32>,
-    stderr: String,
-    stdout: String,
-}
-
-/// Runs a command to completion, or kills it at the deadline (and fails the test).
-fn run(mut cmd: Command) -> Run {
-    let what = format!("{cmd:?}");
-    let mut child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {what}: {e} (is OpenMPI's mpirun installed?)"));
-    let start = Instant::now();
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            break;
-        }
-        if start.elapsed() > DEADLINE {
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
-            panic!(
-                "hung for {DEADLINE:?}: {what}\nstderr:\n{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let out = child.wait_with_output().unwrap();
-    Run {
-        code: out.status.code(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-    }
 }
 
 /// `mpirun` with what this machine needs: more ranks than cores, and root allowed (CI runs
@@ -400,39 +367,32 @@ fn long_render_args(scene: &Path, out: &Path, extra: &[&str]) -> Vec<String> {
 /// Starts the long render of `out` under `mpirun -np 2`, and returns once rank 0 has written
 /// a checkpoint (every rank is rendering then: the handshake is behind). SIGUSR1, which
 /// mpirun passes to every rank, asks for a checkpoint and ends no rank.
-fn start_long_cluster_render(scene: &Path, out: &Path) -> std::process::Child {
+fn start_long_cluster_render(scene: &Path, out: &Path) -> Job {
     let resume = PathBuf::from(format!("{}.gasworks-resume", out.display()));
-    let mut job = mpirun()
-        .arg("-np")
+    let mut c = mpirun();
+    c.arg("-np")
         .arg("2")
         .arg(BIN)
-        .args(long_render_args(scene, out, &[]))
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("mpirun");
+        .args(long_render_args(scene, out, &[]));
+    let mut job = start(c);
     let t0 = Instant::now();
     while !resume.exists() {
-        assert!(job.try_wait().unwrap().is_none(), "the job ended early");
+        assert!(
+            job.is_running(),
+            "the job ended early: {}",
+            job.wait().stderr
+        );
         assert!(t0.elapsed() < DEADLINE, "no checkpoint");
         std::thread::sleep(Duration::from_millis(20));
     }
-    signal(job.id(), "USR1");
+    assert!(signal(job.id(), "USR1"), "kill -USR1 mpirun");
     std::thread::sleep(Duration::from_millis(500));
     assert!(
-        job.try_wait().unwrap().is_none(),
-        "SIGUSR1 ended the job (a rank without a handler)"
+        job.is_running(),
+        "SIGUSR1 ended the job (a rank without a handler): {}",
+        job.wait().stderr
     );
     job
-}
-
-fn signal(pid: u32, name: &str) {
-    let ok = Command::new("kill")
-        .args([&format!("-{name}"), &pid.to_string()])
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok, "kill -{name} {pid}");
 }
 
 /// Finishes the long render of `out` from `resume` under mpirun, and checks it is one
@@ -474,10 +434,14 @@ fn a_cluster_render_stopped_by_sigterm_keeps_its_image_and_resumes_bit_for_bit()
     let out = dir.path().join("stopped.exr");
     let resume = dir.path().join("stopped.exr.gasworks-resume");
     let job = start_long_cluster_render(&scene, &out);
-    signal(job.id(), "TERM");
-    let ended = job.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&ended.stderr);
-    assert_ne!(ended.status.code(), Some(0), "{stderr}");
+    assert!(signal(job.id(), "TERM"), "kill -TERM mpirun");
+    let ended = job.wait();
+    let stderr = &ended.stderr;
+    assert_ne!(ended.code, Some(0), "{stderr}");
+    if let Some(ranks) = &ended.ranks_when_stuck {
+        // mpirun was stuck in its teardown: no rank may have claimed a finished frame.
+        assert!(!ranks.contains(&Exit::Code(0)), "{ranks:?}: {stderr}");
+    }
     assert!(
         stderr.contains("error: stopped by SIGTERM:")
             && stderr.contains("to finish it, run the same command with --resume"),
@@ -499,18 +463,13 @@ fn a_killed_cluster_render_resumes_from_rank_0s_checkpoint_bit_for_bit() {
     let resume = dir.path().join("killed.exr.gasworks-resume");
     let job = start_long_cluster_render(&scene, &out);
     // The ranks are mpirun's children on this machine.
-    let children = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", job.id()))
-        .expect("mpirun's children");
-    let ranks: Vec<u32> = children
-        .split_whitespace()
-        .map(|p| p.parse().unwrap())
-        .collect();
-    assert_eq!(ranks.len(), 2, "ranks: {children:?}");
+    let ranks = job.children();
+    assert_eq!(ranks.len(), 2, "ranks: {ranks:?}");
     for pid in ranks {
-        signal(pid, "KILL");
+        assert!(signal(pid, "KILL"), "kill -KILL {pid}");
     }
-    let ended = job.wait_with_output().unwrap();
-    assert_ne!(ended.status.code(), Some(0), "the job was killed");
+    let ended = job.wait();
+    assert_ne!(ended.code, Some(0), "the job was killed: {}", ended.stderr);
     assert!(!out.exists(), "a killed job writes no image");
     assert!(resume.exists());
     resume_into_the_single_process_image(dir.path(), &scene, &out, &resume);
@@ -553,4 +512,40 @@ fn a_cluster_render_at_its_time_limit_is_whole_and_resumes() {
     });
     assert_eq!(r.code, Some(0), "single process: {}", r.stderr);
     assert!(image_bits(&limited) == image_bits(&single));
+}
+
+/// The supervisor's own rules, on stand-ins for mpirun: a command's exit code and output
+/// come back; a parent that outlives its exited children without reaping them (mpirun stuck
+/// in its teardown) is killed after the grace, with how each child exited.
+#[test]
+fn the_supervisor_tells_a_stuck_mpirun_from_a_finished_job() {
+    let r = run({
+        let mut c = Command::new("sh");
+        c.args(["-c", "echo out; echo err >&2; exit 7"]);
+        c
+    });
+    assert_eq!(
+        (r.code, r.stdout.as_str(), r.stderr.as_str()),
+        (Some(7), "out\n", "err\n")
+    );
+    assert!(r.ranks_when_stuck.is_none());
+
+    // Two children exit (3, and killed by SIGTERM) once the shell has become `sleep`, which
+    // never reaps them.
+    let t0 = Instant::now();
+    let r = run({
+        let mut c = Command::new("sh");
+        c.args([
+            "-c",
+            "sh -c 'sleep 0.5; exit 3' & sh -c 'sleep 0.5; kill -TERM $$' & echo said >&2; exec sleep 600",
+        ]);
+        c
+    });
+    assert!(t0.elapsed() < DEADLINE, "not killed at the grace");
+    assert_eq!(r.code, None);
+    assert_eq!(
+        r.ranks_when_stuck,
+        Some(vec![Exit::Code(3), Exit::Signal(15)])
+    );
+    assert_eq!(r.stderr, "said\n");
 }
