@@ -657,6 +657,18 @@ impl TileRenderer for AlwaysFails {
     }
 }
 
+/// The text of `rank`'s own failure (`RankFailed` naming itself); any other outcome fails
+/// the test.
+fn own_failure<T>(rank: usize, outcome: &Result<T, ClusterError>) -> String {
+    match outcome {
+        Err(e @ ClusterError::RankFailed { rank: r, .. }) if *r == rank => e.to_string(),
+        other => panic!(
+            "rank {rank}: expected its failure, got {:?}",
+            other.as_ref().map(|_| ())
+        ),
+    }
+}
+
 #[test]
 fn a_rank_whose_calibration_fails_ends_the_job_with_its_rank_named() {
     // Rank 1's GPU fails on its first launch, which is its calibration piece.
@@ -665,19 +677,11 @@ fn a_rank_whose_calibration_fails_ends_the_job_with_its_rank_named() {
     bad.renderer = Some(Arc::new(AlwaysFails));
     let config = config(Strategy::Sorted, true, None);
     let outcomes = run_cluster(&[RankSpec::new(1, 0), bad], &config, test_timing(), None);
-    match &outcomes[1].0 {
-        Err(e @ ClusterError::RankFailed { rank: 1, .. }) => {
-            let text = e.to_string();
-            assert!(
-                text.contains("device lost") && text.contains("calibrating worker gpu0/s0"),
-                "{text}"
-            );
-        }
-        other => panic!(
-            "rank 1: expected its failure, got {:?}",
-            other.as_ref().map(|_| ())
-        ),
-    }
+    let text = own_failure(1, &outcomes[1].0);
+    assert!(
+        text.contains("device lost") && text.contains("calibrating worker gpu0/s0"),
+        "{text}"
+    );
     // Rank 0 hears it as rank 1's calibration answer or as its abort, whichever comes first.
     match &outcomes[0].0 {
         Err(ClusterError::Transport(TransportError::Aborted { rank: 1, message }))
@@ -709,19 +713,11 @@ fn a_failing_worker_ends_the_job_with_its_rank_named() {
     let mut bad = RankSpec::new(1, 0);
     bad.renderer = Some(Arc::new(FailsAt(tiles[tiles.len() - 1])));
     let outcomes = run_cluster(&[RankSpec::new(1, 0), bad], &config, test_timing(), None);
-    match &outcomes[1].0 {
-        Err(e @ ClusterError::RankFailed { rank: 1, .. }) => {
-            let text = e.to_string();
-            assert!(
-                text.contains("device lost") && text.contains("fails-at"),
-                "{text}"
-            );
-        }
-        other => panic!(
-            "rank 1: expected its failure, got {:?}",
-            other.as_ref().map(|_| ())
-        ),
-    }
+    let text = own_failure(1, &outcomes[1].0);
+    assert!(
+        text.contains("device lost") && text.contains("fails-at"),
+        "{text}"
+    );
     match &outcomes[0].0 {
         Err(ClusterError::Transport(TransportError::Aborted { rank: 1, message })) => {
             assert!(message.contains("device lost"), "{message}")
