@@ -135,3 +135,37 @@ fn a_window_outside_the_image_is_an_error() {
         "{e}"
     );
 }
+
+#[test]
+fn gpu_workers_get_launch_sized_tiles_wherever_the_window_lies() {
+    // A GPU worker asks for tiles of a launch's work (`min_tile_work`); seen through a window
+    // its renderer is wrapped to shift the tiles, and the wrapper must pass the request on:
+    // it once did not, and GPU workers of a window away from the origin got CPU-sized tiles.
+    let (width, height) = (512, 384);
+    let scene = room(MaterialKind::Mirror, MaterialKind::Glass);
+    let settings = room_settings(width, height, 1, 3);
+    let tiles_of = |window: Tile, min_work: Option<u64>| {
+        let mut factory = MockFactory::new(MockRenderer::new(width, 3));
+        factory.gpu_min_work = min_work;
+        let config = SchedConfig {
+            devices: DeviceSpec::parse_list("gpu0x2").unwrap(),
+            window: Some(window),
+            ..SchedConfig::default()
+        };
+        let frame = render_frame(&scene, &settings, &config, &factory, true).unwrap();
+        frame.report.passes[0].tiles.len()
+    };
+    let (w, h) = (256, 192);
+    let at = |x, y| Tile { x, y, w, h };
+    // 256x192 pixels at 1 spp: about 12 tiles of 64x64 by default, a few of about a third
+    // of the window each with launches of 16384 pixel-samples.
+    let launch = Some(16384);
+    let (at_origin, without) = (tiles_of(at(0, 0), launch), tiles_of(at(0, 0), None));
+    assert!(
+        (2..=4).contains(&at_origin) && without >= 12,
+        "{at_origin} tiles with launches, {without} without"
+    );
+    for (x, y) in [(5, 3), (256, 0), (0, 192)] {
+        assert_eq!(tiles_of(at(x, y), launch), at_origin, "window at {x},{y}");
+    }
+}

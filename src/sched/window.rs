@@ -82,9 +82,17 @@ impl Shifted {
     }
 }
 
+// Every method is passed on: a method left to its default here would hide the inner
+// renderer's answer from every windowed render (a GPU's `min_tile_work` once was, so a
+// `--pixelbounds` render away from the origin gave its GPU workers CPU-sized tiles and
+// calibrated them on a CPU's piece).
 impl TileRenderer for Shifted {
     fn name(&self) -> String {
         self.inner.name()
+    }
+
+    fn min_tile_work(&self) -> Option<u64> {
+        self.inner.min_tile_work()
     }
 
     fn render_tile(
@@ -129,6 +137,9 @@ mod tests {
         fn name(&self) -> String {
             "rec".into()
         }
+        fn min_tile_work(&self) -> Option<u64> {
+            Some(123_456)
+        }
         fn render_tile(&self, t: Tile, _: Range<u32>, _: &mut [[f32; 4]]) -> anyhow::Result<()> {
             self.0.lock().unwrap().push(t);
             Ok(())
@@ -166,5 +177,20 @@ mod tests {
                 h: 2
             }
         );
+    }
+
+    #[test]
+    fn a_shifted_renderer_answers_as_the_one_it_wraps() {
+        let rec: Arc<dyn TileRenderer> = Arc::new(Recorder(Mutex::new(Vec::new())));
+        let window = Tile {
+            x: 5,
+            y: 0,
+            w: 10,
+            h: 10,
+        };
+        let r = Shifted::wrap(rec.clone(), window);
+        assert!(!Arc::ptr_eq(&r, &rec), "a window off the origin wraps");
+        assert_eq!(r.name(), "rec");
+        assert_eq!(r.min_tile_work(), Some(123_456));
     }
 }
