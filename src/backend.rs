@@ -93,7 +93,11 @@ fn cpu_backend(
     let t = Instant::now();
     let cpu = crate::cpu::CpuBackend::new(scene, settings)?;
     Ok(Backend {
-        description: format!("cpu ({} threads; {why})", rayon::current_num_threads()),
+        description: {
+            let threads = rayon::current_num_threads();
+            let plural = if threads == 1 { "" } else { "s" };
+            format!("cpu ({threads} thread{plural}; {why})")
+        },
         build_seconds: t.elapsed().as_secs_f64(),
         renderer: Box::new(cpu),
         optix: None,

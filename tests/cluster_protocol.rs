@@ -73,6 +73,8 @@ struct RankSpec {
     sleep_us: u64,
     /// Its CPU mock's busy loop per pixel sample (thread CPU time, which calibration reads).
     cpu_spin: u32,
+    /// What its CPU mock says it runs on (`TileRenderer::hardware`; empty: not known).
+    hardware: &'static str,
     /// Its `--devices` (default: `cpu:workers`).
     devices: Option<Vec<DeviceSpec>>,
     /// `Some(reason)`: this rank could not get ready.
@@ -109,6 +111,7 @@ impl RankSpec {
             workers,
             sleep_us,
             cpu_spin: 0,
+            hardware: "",
             devices: None,
             broken: None,
             fingerprint: 42,
@@ -223,7 +226,8 @@ fn run_cluster_over(
                     let factory = MockFactory::new(
                         MockRenderer::new(W, SEED)
                             .with_sleep(spec.sleep_us)
-                            .with_spin(move |_, _| spin),
+                            .with_spin(move |_, _| spin)
+                            .on_hardware(spec.hardware),
                     );
                     let devices = spec.devices.clone().unwrap_or_else(|| {
                         vec![DeviceSpec::Cpu {
@@ -485,6 +489,63 @@ fn mixed_devices_calibrate_the_first_pass_and_change_no_bit() {
         );
         let summary = frame.report.summary();
         assert!(summary.contains("calibration: r0/cpu#0 "), "{summary}");
+    }
+}
+
+#[test]
+fn cpu_ranks_on_unlike_machines_calibrate_and_alike_ones_do_not() {
+    // Every worker is "cpu", but rank 0's machine is slow (its mock spins per sample): the
+    // device names cannot tell the ranks apart, their CPUs' names can.
+    let ranks = |slow: &'static str, fast: &'static str| {
+        let mut a = RankSpec::new(2, 0);
+        a.cpu_spin = 3000;
+        a.hardware = slow;
+        let mut b = RankSpec::new(2, 0);
+        b.hardware = fast;
+        [a, b]
+    };
+    let config = config(Strategy::Sorted, true, None);
+    let expected = reference(&config);
+    for (slow, fast, unlike) in [
+        ("cpu: Slow 1000", "cpu: Fast 9000", true),
+        ("cpu: Fast 9000", "cpu: Fast 9000", false),
+        ("", "", false),
+    ] {
+        let what = format!("{slow:?} beside {fast:?}");
+        let outcomes = run_cluster(&ranks(slow, fast), &config, test_timing(), None);
+        let (frame, _) = frame_and_calls(outcomes, &what);
+        assert!(bits(&frame.film) == expected, "{what}: film differs");
+        let cal = &frame.report.calibration;
+        let summary = frame
+            .report
+            .cluster
+            .as_ref()
+            .unwrap()
+            .summary(&frame.report);
+        if !unlike {
+            assert!(cal.is_empty(), "{what}: {cal:?}");
+            assert!(summary.contains("[mock]") == slow.is_empty(), "{summary}");
+            continue;
+        }
+        assert_eq!(
+            cal.iter().map(|c| c.worker.as_str()).collect::<Vec<_>>(),
+            ["r0/cpu#0", "r1/cpu#0"],
+            "{what}"
+        );
+        assert!(cal[1].speed > 5.0 * cal[0].speed, "{what}: {cal:?}");
+        // The first pass is shared by those speeds: the slow rank's run holds less than a
+        // third of the fast rank's estimated cost (by worker counts it would be about equal).
+        let p = &frame.report.passes[0];
+        let cost = |d: &Vec<usize>| d.iter().map(|&t| p.predicted[t]).sum::<f64>();
+        let on_slow: f64 = p.initial_deques[..2].iter().map(cost).sum();
+        let on_fast: f64 = p.initial_deques[2..].iter().map(cost).sum();
+        assert!(
+            on_slow < on_fast / 3.0,
+            "{what}: {on_slow} against {on_fast}"
+        );
+        // The summary says what each rank runs on.
+        assert!(summary.contains("[mock; cpu: Slow 1000]"), "{summary}");
+        assert!(summary.contains("[mock; cpu: Fast 9000]"), "{summary}");
     }
 }
 

@@ -193,6 +193,7 @@ impl RankSetup {
             .map(|w| WorkerInfo {
                 label: w.label.clone(),
                 device: w.device.clone(),
+                hardware: w.renderer.hardware(),
                 group: w.group as u32,
             })
             .collect();
@@ -207,6 +208,18 @@ impl RankSetup {
             plan,
         }
     }
+}
+
+/// A rank's hardware for the summary: its workers' kinds, each once, in `--devices` order
+/// ("gpu: NVIDIA H100 80GB HBM3, 132 SMs + cpu: AMD EPYC 7B13"); empty where none is known.
+fn hardware_of(workers: &[WorkerInfo]) -> String {
+    let mut kinds: Vec<&str> = Vec::new();
+    for w in workers {
+        if !w.hardware.is_empty() && !kinds.contains(&w.hardware.as_str()) {
+            kinds.push(&w.hardware);
+        }
+    }
+    kinds.join(" + ")
 }
 
 /// Why a rank's part of the frame failed.
@@ -462,6 +475,9 @@ struct Master {
     /// First global worker of each rank, and the total at the end.
     offsets: Vec<usize>,
     labels: Vec<(String, String)>,
+    /// Each worker's device and hardware ([`WorkerInfo::hardware`]): workers alike in both
+    /// are taken to be equally fast; any two unlike make the first pass wait for calibration.
+    kinds: Vec<(String, String)>,
     rank_info: Vec<RankInfo>,
     current: Option<MasterPass>,
     reports: Vec<PassReport>,
@@ -503,6 +519,7 @@ impl Master {
         let settings = job.settings;
         let mut offsets = vec![0usize];
         let (mut groups, mut worker_rank, mut labels) = (Vec::new(), Vec::new(), Vec::new());
+        let mut kinds = Vec::new();
         let mut group_base = 0usize;
         let mut bases = Vec::with_capacity(hellos.len());
         for (r, h) in hellos.iter().enumerate() {
@@ -511,6 +528,7 @@ impl Master {
                 groups.push(group_base + w.group as usize);
                 worker_rank.push(r);
                 labels.push((format!("r{r}/{}", w.label), w.device.clone()));
+                kinds.push((w.device.clone(), w.hardware.clone()));
             }
             group_base += h
                 .workers
@@ -558,11 +576,13 @@ impl Master {
             worker_rank,
             offsets,
             labels,
+            kinds,
             rank_info: hellos
                 .iter()
                 .map(|h| RankInfo {
                     host: h.host.clone(),
                     backend: h.backend.clone(),
+                    hardware: hardware_of(&h.workers),
                     workers: h.workers.len(),
                 })
                 .collect(),
@@ -595,13 +615,14 @@ impl Master {
     }
 
     /// The frame's first messages: the first pass's plans, or, when the workers of the
-    /// cluster are not all of one device (`--calibrate on`, the default), a `Calibrate` for
+    /// cluster are not all of one device and one hardware (a GPU rank beside a CPU rank, or
+    /// CPU ranks on machines of different CPUs; `--calibrate on`, the default), a `Calibrate` for
     /// every rank first. Each rank times one worker of each of its `--devices` entries on
     /// its piece of the first pass's reference tile (`sched::calibrate`), and the first
     /// pass is shared by those speeds ([`Master::on_calibrated`]) instead of by worker
     /// counts. Like one process's calibration, it changes no bit of the image.
     fn begin(&mut self) -> Outbox {
-        let mixed = self.labels.windows(2).any(|p| p[0].1 != p[1].1);
+        let mixed = self.kinds.windows(2).any(|p| p[0] != p[1]);
         if self.config.calibrate && mixed {
             let plan_sat = self.plan_map.sat();
             let tiles = self.layout(&plan_sat);

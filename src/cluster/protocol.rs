@@ -22,6 +22,9 @@ pub struct WorkerInfo {
     /// "cpu#0", "gpu0/s1" (rank 0 prefixes the rank).
     pub label: String,
     pub device: String,
+    /// What it runs on ([`crate::render::TileRenderer::hardware`]): "cpu: AMD EPYC 7B13".
+    /// Device names are alike on every rank ("cpu", "gpu0"); this tells machines apart.
+    pub hardware: String,
     /// The `--devices` entry the worker came from, on its own rank.
     pub group: u32,
 }
@@ -371,6 +374,7 @@ impl Msg {
                     for wi in &ready.workers {
                         w.str(&wi.label);
                         w.str(&wi.device);
+                        w.str(&wi.hardware);
                         w.u32(wi.group);
                     }
                 });
@@ -481,12 +485,14 @@ impl Msg {
                 let host = r.str()?;
                 let backend = r.str()?;
                 let fingerprint = r.u64()?;
-                let n = r.len(12)?;
+                // Three strings' lengths and the group: 16 bytes at least.
+                let n = r.len(16)?;
                 let workers = (0..n)
                     .map(|_| {
                         Ok(WorkerInfo {
                             label: r.str()?,
                             device: r.str()?,
+                            hardware: r.str()?,
                             group: r.u32()?,
                         })
                     })
@@ -643,11 +649,13 @@ mod tests {
                     WorkerInfo {
                         label: "cpu#0".into(),
                         device: "cpu".into(),
+                        hardware: "cpu: AMD EPYC 7B13 64-Core Processor".into(),
                         group: 0,
                     },
                     WorkerInfo {
                         label: "gpu0/s1".into(),
                         device: "gpu0".into(),
+                        hardware: "gpu: NVIDIA H100 80GB HBM3, 132 SMs".into(),
                         group: 1,
                     },
                 ],

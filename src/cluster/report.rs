@@ -11,6 +11,8 @@ use crate::sched::report::FrameReport;
 pub struct RankInfo {
     pub host: String,
     pub backend: String,
+    /// What its workers run on, each kind once ("cpu: AMD EPYC 7B13"); empty if not known.
+    pub hardware: String,
     pub workers: usize,
 }
 
@@ -92,7 +94,7 @@ impl ClusterReport {
         for (r, (info, t)) in self.ranks.iter().zip(&totals).enumerate() {
             let _ = writeln!(
                 s,
-                "  rank {r:<3} {:<16} {:>3} worker{} busy {:>8.3} s  efficiency {:>5.1}%  tiles {:>5}  steals: {:>4} within, {:>4} tiles in, {:>4} out ({} request{}, {} granted)  [{}]",
+                "  rank {r:<3} {:<16} {:>3} worker{} busy {:>8.3} s  efficiency {:>5.1}%  tiles {:>5}  steals: {:>4} within, {:>4} tiles in, {:>4} out ({} request{}, {} granted)  [{}{}]",
                 info.host,
                 t.workers,
                 if t.workers == 1 { " " } else { "s" },
@@ -105,7 +107,12 @@ impl ClusterReport {
                 t.counters.requests,
                 if t.counters.requests == 1 { "" } else { "s" },
                 t.counters.grants,
-                info.backend
+                info.backend,
+                if info.hardware.is_empty() {
+                    String::new()
+                } else {
+                    format!("; {}", info.hardware)
+                }
             );
         }
         let within: usize = totals.iter().map(|t| t.steals_within).sum();

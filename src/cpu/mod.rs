@@ -4,7 +4,8 @@
 //!   oracle it is tested against;
 //! - [`sampling`] and [`material`]: the scattering code the CUDA programs are ported from;
 //! - [`integrator`]: the path tracer (next-event estimation, MIS, Russian roulette);
-//! - [`first_hit`]: what the camera sees first through each pixel (masks for image statistics).
+//! - [`first_hit`]: what the camera sees first through each pixel (masks for image statistics);
+//! - [`model`]: the name of the machine's CPU (what a cluster's ranks are told apart by).
 //!
 //! [`CpuBackend`] renders tiles. One tile is rendered on the calling thread; parallelism
 //! comes from rendering many tiles at once (the backend is `Sync`).
@@ -13,6 +14,7 @@ pub mod bvh;
 pub mod first_hit;
 pub mod integrator;
 pub mod material;
+pub mod model;
 pub mod sampling;
 
 use std::ops::Range;
@@ -96,6 +98,10 @@ impl CpuBackend {
 impl TileRenderer for CpuBackend {
     fn name(&self) -> String {
         "cpu".into()
+    }
+
+    fn hardware(&self) -> String {
+        model::cpu_hardware()
     }
 
     /// For each pixel in row-major order, for each sample index in increasing order: adds the

@@ -328,6 +328,10 @@ impl TileRenderer for OptixBackend {
         format!("optix:{}", self.shared.ctx.gpu().ordinal())
     }
 
+    fn hardware(&self) -> String {
+        gpu_hardware(self.shared.ctx.gpu().info())
+    }
+
     fn min_tile_work(&self) -> Option<u64> {
         Some(self.shared.launch_work)
     }
@@ -570,6 +574,12 @@ fn link_pipeline(
     Ok(Pipeline::new(ctx, options, 1, groups)?)
 }
 
+/// "gpu: NVIDIA H100 80GB HBM3, 132 SMs": a GPU's name and size, what its speed follows
+/// ([`TileRenderer::hardware`]).
+fn gpu_hardware(info: &GpuInfo) -> String {
+    format!("gpu: {}, {} SMs", info.name, info.multiprocessors)
+}
+
 fn worker_label(gpu: usize, index: u32) -> String {
     format!("optix:{gpu}/w{index}")
 }
@@ -577,6 +587,10 @@ fn worker_label(gpu: usize, index: u32) -> String {
 impl TileRenderer for OptixWorker {
     fn name(&self) -> String {
         self.label()
+    }
+
+    fn hardware(&self) -> String {
+        gpu_hardware(self.shared.ctx.gpu().info())
     }
 
     fn min_tile_work(&self) -> Option<u64> {

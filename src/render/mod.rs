@@ -216,6 +216,16 @@ pub trait TileRenderer: Send + Sync {
     /// A short name for logs and statistics ("cpu", "optix:0", ...).
     fn name(&self) -> String;
 
+    /// What the renderer runs on, as far as its speed goes ("cpu: AMD EPYC 7B13",
+    /// "gpu: NVIDIA H100 80GB HBM3, 132 SMs"); the same for every worker of one device.
+    /// Device names say only "cpu" or "gpu0", which are alike on every rank of a cluster;
+    /// this tells the ranks' machines apart, so that a cluster of unlike machines calibrates
+    /// before its first pass (`cluster::node`) instead of sharing it by worker counts.
+    /// Empty (the default) where it is not known: then the device name alone tells.
+    fn hardware(&self) -> String {
+        String::new()
+    }
+
     /// Renders `samples` of every pixel of `tile` into `accum`.
     fn render_tile(
         &self,

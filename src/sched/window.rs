@@ -91,6 +91,10 @@ impl TileRenderer for Shifted {
         self.inner.name()
     }
 
+    fn hardware(&self) -> String {
+        self.inner.hardware()
+    }
+
     fn min_tile_work(&self) -> Option<u64> {
         self.inner.min_tile_work()
     }
@@ -136,6 +140,9 @@ mod tests {
     impl TileRenderer for Recorder {
         fn name(&self) -> String {
             "rec".into()
+        }
+        fn hardware(&self) -> String {
+            "gpu: a recorder".into()
         }
         fn min_tile_work(&self) -> Option<u64> {
             Some(123_456)
@@ -191,6 +198,7 @@ mod tests {
         let r = Shifted::wrap(rec.clone(), window);
         assert!(!Arc::ptr_eq(&r, &rec), "a window off the origin wraps");
         assert_eq!(r.name(), "rec");
+        assert_eq!(r.hardware(), "gpu: a recorder");
         assert_eq!(r.min_tile_work(), Some(123_456));
     }
 }

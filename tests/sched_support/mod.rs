@@ -26,6 +26,8 @@ pub struct MockRenderer {
     pub name: String,
     /// What `min_tile_work` answers (a GPU worker's launch of work).
     pub min_work: Option<u64>,
+    /// What `hardware` answers (empty: not known, as the trait's default).
+    pub hardware: String,
     /// Sink for the spin loop so that it is not optimized away.
     sink: AtomicU64,
     /// Sets the flag during the call that makes this many calls (a Ctrl-C mid-frame).
@@ -42,6 +44,7 @@ impl MockRenderer {
             calls: Mutex::new(Vec::new()),
             name: "mock".into(),
             min_work: None,
+            hardware: String::new(),
             sink: AtomicU64::new(0),
             stop_after: None,
         }
@@ -74,6 +77,12 @@ impl MockRenderer {
         self
     }
 
+    /// Says it runs on `hardware` (a machine's CPU or GPU model).
+    pub fn on_hardware(mut self, hardware: &str) -> Self {
+        self.hardware = hardware.into();
+        self
+    }
+
     pub fn calls(&self) -> Vec<(Tile, Range<u32>)> {
         self.calls.lock().unwrap().clone()
     }
@@ -97,6 +106,10 @@ impl TileRenderer for MockRenderer {
 
     fn min_tile_work(&self) -> Option<u64> {
         self.min_work
+    }
+
+    fn hardware(&self) -> String {
+        self.hardware.clone()
     }
 
     fn render_tile(
