@@ -14,8 +14,10 @@
 //!
 //! The pieces are sized for the worker. A worker that asks for big tiles (a GPU, by
 //! [`crate::render::TileRenderer::min_tile_work`]) renders a whole tile of the pass at the
-//! pass's samples, a launch like the ones it will run; timing it on a smaller launch would
-//! mostly time the launch overhead and make the GPU look slower than it is. Any other worker renders at most
+//! pass's samples, launches like the ones it will run (timing it on a smaller launch would
+//! mostly time the launch overhead and make the GPU look slower than it is), but at most
+//! [`GPU_LAUNCHES`] launches' worth of samples, so that a long pass is not rendered twice over
+//! before it starts. Any other worker renders at most
 //! [`CPU_PIECE`] x [`CPU_PIECE`] pixels of that tile at up to [`CPU_SAMPLES`] samples, a few
 //! milliseconds on one CPU thread. Each runs twice and keeps the faster time (the first run may
 //! pay for cold caches or a first launch). The entries calibrate at once, one thread each.
@@ -36,6 +38,12 @@ pub const CPU_PIECE: u32 = 32;
 pub const CPU_SAMPLES: u32 = 4;
 /// Runs per worker; the fastest counts.
 pub const RUNS: usize = 2;
+/// The most device-filling launches (of the worker's `min_tile_work`) a piece for a worker
+/// that wants big tiles carries. A whole tile of a long pass can hold far more (a 64x64 tile
+/// of a 65,536-spp pass is 268 M pixel-samples, seconds on a GPU, twice): calibration would
+/// then hold the frame back for that long, and in a cluster it runs on the rank's progress
+/// thread, which sends no heartbeat meanwhile. A few full launches time the device as well.
+pub const GPU_LAUNCHES: u64 = 4;
 
 /// One `--devices` entry's calibration.
 #[derive(Clone, Debug, PartialEq)]
@@ -71,12 +79,20 @@ pub fn reference_tile(tiles: &[Tile], predicted: &[f64]) -> Option<usize> {
     costed.get(costed.len() / 2).copied()
 }
 
-/// The piece of `tile` a worker renders, and the samples: the whole tile and pass for a
-/// worker that wants big tiles, else a centred piece of at most [`CPU_PIECE`] pixels square
-/// and the pass's first [`CPU_SAMPLES`] samples.
+/// The piece of `tile` a worker renders, and the samples: for a worker that wants big tiles,
+/// the whole tile at the pass's first samples, as many as make [`GPU_LAUNCHES`] of its
+/// launches (at least one sample; the whole pass when that is less); for any other worker, a
+/// centred piece of at most [`CPU_PIECE`] pixels square and the pass's first [`CPU_SAMPLES`]
+/// samples.
 pub fn piece_for(worker: &Worker, tile: Tile, samples: &Range<u32>) -> (Tile, Range<u32>) {
-    if worker.renderer.min_tile_work().is_some() {
-        return (tile, samples.clone());
+    if let Some(launch) = worker.renderer.min_tile_work() {
+        let pixels = (tile.pixel_count() as u64).max(1);
+        let most = GPU_LAUNCHES
+            .saturating_mul(launch.max(1))
+            .div_ceil(pixels)
+            .clamp(1, u64::from(u32::MAX)) as u32;
+        let n = (samples.end - samples.start).min(most);
+        return (tile, samples.start..samples.start + n);
     }
     let (w, h) = (tile.w.min(CPU_PIECE), tile.h.min(CPU_PIECE));
     let piece = Tile {
@@ -296,6 +312,60 @@ pub fn describe(calibrations: &[Calibration]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A worker whose renderer asks for launches of `launch` pixel-samples (None: a CPU's).
+    fn worker(launch: Option<u64>) -> Worker {
+        struct Wants(Option<u64>);
+        impl crate::render::TileRenderer for Wants {
+            fn name(&self) -> String {
+                "wants".into()
+            }
+            fn min_tile_work(&self) -> Option<u64> {
+                self.0
+            }
+            fn render_tile(
+                &self,
+                _: Tile,
+                _: Range<u32>,
+                _: &mut [[f32; 4]],
+            ) -> anyhow::Result<()> {
+                Ok(())
+            }
+        }
+        Worker {
+            label: "w".into(),
+            device: "gpu0".into(),
+            group: 0,
+            cpu_timed: launch.is_none(),
+            renderer: std::sync::Arc::new(Wants(launch)),
+        }
+    }
+
+    #[test]
+    fn a_gpu_piece_is_its_tile_at_a_few_launches_of_samples() {
+        let tile = Tile {
+            x: 64,
+            y: 128,
+            w: 64,
+            h: 64,
+        };
+        // An H100's launch (540,672 pixel-samples) over 4096 pixels: 4 launches are 528 spp.
+        let gpu = worker(Some(540_672));
+        assert_eq!(piece_for(&gpu, tile, &(0..65_536)), (tile, 0..528));
+        assert_eq!(piece_for(&gpu, tile, &(100..65_636)), (tile, 100..628));
+        // A pass shorter than that is timed whole, as before.
+        assert_eq!(piece_for(&gpu, tile, &(8..16)), (tile, 8..16));
+        // A launch smaller than the tile still gets one sample per pixel.
+        assert_eq!(piece_for(&worker(Some(10)), tile, &(0..64)), (tile, 0..1));
+        // A CPU thread gets the centred 32x32 piece at up to 4 samples.
+        let centre = Tile {
+            x: 80,
+            y: 144,
+            w: 32,
+            h: 32,
+        };
+        assert_eq!(piece_for(&worker(None), tile, &(3..64)), (centre, 3..7));
+    }
 
     #[test]
     fn the_reference_tile_is_the_median_costed_one() {
