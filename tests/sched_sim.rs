@@ -169,6 +169,39 @@ fn schedule_sim_replays_a_mock_render() {
         assert!(ratio(rows[3]) <= 1.1, "guarded: {}", rows[3]);
     }
 
+    // Ranks of different speeds: a rank of two fast workers beside a rank of one 50 times
+    // slower, taking turns. Every strategy has one row per rank count, with the three plans,
+    // each a makespan and its ratio to equal shares'. (What the guards decide is checked
+    // exactly in cluster::sim's tests; here the mock's costs stray from the estimate, and a
+    // slow rank's planned tile can outlast the fast ranks whatever the plan.)
+    let stdout = replay(&["--ranks", "2,4", "--speeds", "1x2;0.02", "--seeds", "3"]);
+    assert!(
+        stdout.contains("mixed cluster: rank r is kind r mod 2 of 1x2;0.02"),
+        "{stdout}"
+    );
+    for (ranks, workers) in [(2, 3), (4, 6)] {
+        for strategy in ["regular", "sorted", "adaptive"] {
+            let row = stdout
+                .lines()
+                .find(|l| {
+                    let t: Vec<&str> = l.split_whitespace().collect();
+                    t.len() > 5
+                        && t[0] == ranks.to_string()
+                        && t[1] == workers.to_string()
+                        && t[5] == strategy
+                })
+                .unwrap_or_else(|| panic!("no row for {ranks} ranks, {strategy}:\n{stdout}"));
+            let ratios: Vec<f64> = row
+                .split_whitespace()
+                .filter(|t| t.ends_with('x') && t.len() > 1)
+                .map(|t| t.trim_end_matches('x').parse().unwrap())
+                .collect();
+            assert_eq!(ratios.len(), 3, "{row}");
+            assert_eq!(ratios[0], 1.0, "{row}");
+            assert!(ratios.iter().all(|r| r.is_finite() && *r > 0.0), "{row}");
+        }
+    }
+
     // A bad file is an error that names it.
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_gasworks"))
         .args([
@@ -198,8 +231,16 @@ fn schedule_sim_replays_a_mock_render() {
         (&["--speeds", "1x0"][..], "the count must be a whole number"),
         (&["--speeds", ","][..], "give 1 to 65536 workers"),
         (
-            &["--speeds", "1x2", "--ranks", "2", "--workers", "2"][..],
-            "does not combine with --ranks",
+            &["--speeds", "1x2;0.5"][..],
+            "`;` separates kinds of rank, which only --ranks models",
+        ),
+        (
+            &["--speeds", "1x2;", "--ranks", "2"][..],
+            "give 1 to 65536 workers",
+        ),
+        (
+            &["--speeds", "1x40000;1", "--ranks", "2"][..],
+            "at most 65536 simulated workers",
         ),
     ] {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_gasworks"))

@@ -12,7 +12,9 @@
 //! `--workers` workers, tiles are stolen within a rank as in one process and across ranks by
 //! the protocol of `mpirun ... render`, a steal across ranks costing one round trip of
 //! `--rank-steal-latency-ms`; it prints the efficiency of every strategy for every rank count
-//! and latency as one table, like the paper's Table 2.
+//! and latency as one table, like the paper's Table 2. `--speeds` with `--ranks` models ranks
+//! of workers of different speeds (GPU ranks beside CPU ranks) under each way of planning the
+//! first pass, the steal guards within and across ranks included.
 
 use std::path::PathBuf;
 
@@ -59,7 +61,9 @@ pub struct ScheduleSimArgs {
     /// comma-separated, speeds relative to the render's own workers (1). `1x2,0.0124x16` is
     /// two GPU streams and sixteen CPU threads as measured on an H100 host; each row then
     /// plans the pass with equal shares (a first pass that knows no speeds), with shares by
-    /// speed, and with shares by speed plus the steal guard (what a render does)
+    /// speed, and with shares by speed plus the steal guard (what a render does). With
+    /// --ranks, the workers of each rank instead of --workers; kinds of rank separated by `;`
+    /// take turns: `1x2;0.0124x16` alternates a GPU rank (two streams) with a CPU rank
     #[arg(long)]
     pub speeds: Option<String>,
 }
@@ -138,7 +142,7 @@ pub fn run(a: ScheduleSimArgs) -> anyhow::Result<()> {
     if a.ranks.contains(&0) {
         anyhow::bail!("--ranks: every rank count must be at least 1");
     }
-    if !a.ranks.is_empty() && a.workers.len() != 1 {
+    if !a.ranks.is_empty() && a.speeds.is_none() && a.workers.len() != 1 {
         anyhow::bail!("--ranks: give one --workers count, the workers of each rank");
     }
     if a.rank_steal_latency_ms
@@ -154,13 +158,28 @@ pub fn run(a: ScheduleSimArgs) -> anyhow::Result<()> {
     if a.tiles == Some(0) {
         anyhow::bail!("--tiles must be at least 1");
     }
-    let speeds = a.speeds.as_deref().map(parse_speeds).transpose()?;
-    if speeds.is_some() && !a.ranks.is_empty() {
-        anyhow::bail!("--speeds models one process; it does not combine with --ranks");
-    }
+    // With --ranks, `;` separates the kinds of rank; without, there is one process.
+    let rank_kinds: Option<Vec<Vec<f64>>> = match a.speeds.as_deref() {
+        Some(list) if !a.ranks.is_empty() => Some(
+            list.split(';')
+                .map(parse_speeds)
+                .collect::<anyhow::Result<_>>()?,
+        ),
+        Some(list) if list.contains(';') => {
+            anyhow::bail!("--speeds: `;` separates kinds of rank, which only --ranks models")
+        }
+        _ => None,
+    };
+    let speeds = match (&a.speeds, &rank_kinds) {
+        (Some(list), None) => Some(parse_speeds(list)?),
+        _ => None,
+    };
     // The simulation keeps a deque and an event per simulated worker: bounded like a machine.
-    let most = (a.workers.iter().max().copied().unwrap_or(1))
-        .saturating_mul(a.ranks.iter().max().copied().unwrap_or(1));
+    let per_rank = match &rank_kinds {
+        Some(kinds) => kinds.iter().map(Vec::len).max().unwrap_or(1),
+        None => a.workers.iter().max().copied().unwrap_or(1),
+    };
+    let most = per_rank.saturating_mul(a.ranks.iter().max().copied().unwrap_or(1));
     if most > MAX_SIMULATED_WORKERS {
         anyhow::bail!(
             "--workers x --ranks: at most {MAX_SIMULATED_WORKERS} simulated workers in all, got {most}"
@@ -227,6 +246,9 @@ pub fn run(a: ScheduleSimArgs) -> anyhow::Result<()> {
         },
         serial * 1e3
     );
+    if let Some(kinds) = rank_kinds {
+        return mixed_cluster_table(&a, &replay, &kinds, tile_count, latency, &seeds);
+    }
     if !a.ranks.is_empty() {
         return cluster_table(&a, &replay, tile_count, latency, &seeds);
     }
@@ -354,6 +376,102 @@ fn mixed_table(
                 med / base_med,
                 slow
             );
+        }
+    }
+    Ok(())
+}
+
+/// The `--ranks` table of ranks of different speeds (`kinds`, taking turns over the ranks):
+/// one row per rank count, cross-rank latency and strategy (with stealing), one column per
+/// [`MixedPlan`], each the median makespan over the seeds with its ratio to equal shares';
+/// then the tiles moved across ranks.
+fn mixed_cluster_table(
+    a: &ScheduleSimArgs,
+    replay: &Replay,
+    kinds: &[Vec<f64>],
+    tile_count: u32,
+    local_latency: f64,
+    seeds: &[u64],
+) -> anyhow::Result<()> {
+    use crate::cluster::sim::replay_mixed_cluster;
+    println!(
+        "mixed cluster: rank r is kind r mod {} of {}; a steal probe within a rank costs {} ms, a steal across ranks one round trip of the latency in each row",
+        kinds.len(),
+        a.speeds.as_deref().unwrap_or_default(),
+        a.steal_latency_ms
+    );
+    println!(
+        "makespan ms, median over {} seeds (min - max), and its ratio to equal shares'; tiles moved across ranks, median; {}",
+        a.seeds,
+        match a.tiles_per_worker {
+            Some(k) => format!("{k} tiles per worker"),
+            None => format!("{tile_count} tiles"),
+        }
+    );
+    println!();
+    println!(
+        "{:>5} {:>7} {:>6} {:>9} {:<9} | {}",
+        "ranks",
+        "workers",
+        "tiles",
+        "latency",
+        "strategy",
+        MixedPlan::ALL
+            .map(|p| format!("{:>36}", p.label()))
+            .join(" ")
+    );
+    for &ranks in &a.ranks {
+        let speeds: Vec<Vec<f64>> = (0..ranks).map(|r| kinds[r % kinds.len()].clone()).collect();
+        let total_workers: usize = speeds.iter().map(Vec::len).sum();
+        let tiles = match a.tiles_per_worker {
+            Some(k) => (k as usize * total_workers).min(u32::MAX as usize) as u32,
+            None => tile_count,
+        };
+        for &latency_ms in &a.rank_steal_latency_ms {
+            for strategy in Strategy::ALL {
+                let mut cells = Vec::new();
+                let mut equal = None;
+                for plan in MixedPlan::ALL {
+                    let runs = replay_mixed_cluster(
+                        replay,
+                        strategy,
+                        &speeds,
+                        plan,
+                        local_latency,
+                        latency_ms * 1e-3,
+                        tiles,
+                        seeds,
+                    );
+                    if runs.iter().any(|r| r.ran_by.iter().any(Option::is_none)) {
+                        anyhow::bail!(
+                            "scheduler bug: a simulated tile was never run ({}, {}, {ranks} ranks)",
+                            strategy.name(),
+                            plan.label()
+                        );
+                    }
+                    let (lo, med, hi) = min_med_max(runs.iter().map(|r| r.makespan).collect());
+                    let base = *equal.get_or_insert(med);
+                    let (_, moved, _) =
+                        min_med_max(runs.iter().map(|r| r.tiles_moved as f64).collect());
+                    cells.push(format!(
+                        "{:>9.3} ({:.3}-{:.3}) {:>5.2}x {:>5.0}",
+                        med * 1e3,
+                        lo * 1e3,
+                        hi * 1e3,
+                        med / base,
+                        moved
+                    ));
+                }
+                println!(
+                    "{:>5} {:>7} {:>6} {:>6} ms {:<9} | {}",
+                    ranks,
+                    total_workers,
+                    tiles,
+                    latency_ms,
+                    strategy.name(),
+                    cells.join(" ")
+                );
+            }
         }
     }
     Ok(())

@@ -10,13 +10,19 @@
 //! tiles as [`super::node`] does, so the simulated decisions are the real ones; what it
 //! leaves out is the plan's delivery at the start and the tiles' way back to rank 0 (both
 //! overlap with rendering in the real protocol).
+//!
+//! [`simulate_mixed_cluster`] models ranks whose workers differ in speed (GPU ranks beside
+//! CPU ranks, or each rank a GPU beside CPU threads): a task takes its cost over the worker's
+//! speed, and when the ranks know the speeds (a calibrated render), they guard steals as the
+//! real ranks do: within a rank by [`WorkQueues::with_speeds`], across ranks by the
+//! [`GrantGuard`] of the thief's fastest worker.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 
 use super::policy::{accept, give_away, GrantGuard, VictimSearch};
 use crate::sched::policy::{self, StealRng, WorkQueues};
-use crate::sched::sim::{Replay, Time};
+use crate::sched::sim::{MixedPlan, Replay, Time};
 use crate::sched::Strategy;
 
 /// The cluster being modelled.
@@ -72,9 +78,26 @@ struct Rank {
     idle: Vec<usize>,
 }
 
+/// Ranks of workers of different speeds, for [`simulate_mixed_cluster`].
+#[derive(Clone, Copy, Debug)]
+pub struct MixedCluster<'a> {
+    /// Each rank's workers' speeds (1: the render's own workers); a task of cost `c` takes
+    /// `c / speed` seconds. Ranks may have different worker counts.
+    pub speeds: &'a [Vec<f64>],
+    /// Seconds per probe of another deque within a rank.
+    pub local_latency: f64,
+    /// Seconds of one steal across ranks: request there, answer back.
+    pub rank_latency: f64,
+    /// `Some(estimated)`: the ranks know the speeds and the tasks' estimated costs and guard
+    /// their steals by them, as a calibrated render does; `None`: unguarded.
+    pub guard: Option<&'a [f64]>,
+}
+
 struct Sim<'a> {
     costs: &'a [f64],
-    model: ClusterModel,
+    cluster: MixedCluster<'a>,
+    /// The first global worker of each rank, and the total at the end.
+    first: Vec<usize>,
     steal: bool,
     ranks: Vec<Rank>,
     /// (time, class, order, id): at equal times, messages (class 0) in the order they were
@@ -88,7 +111,7 @@ struct Sim<'a> {
 impl Sim<'_> {
     fn push(&mut self, at: f64, e: Event) {
         let (class, order) = match e {
-            Event::WorkerFree { rank, local } => (1, (rank * self.model.workers + local) as u64),
+            Event::WorkerFree { rank, local } => (1, (self.first[rank] + local) as u64),
             _ => (0, self.next_id),
         };
         self.heap
@@ -99,9 +122,10 @@ impl Sim<'_> {
 
     /// A rank whose deques are empty asks the next victim, if it may.
     fn maybe_request(&mut self, rank: usize, now: f64) {
-        let m = self.model;
+        let m = self.cluster;
+        let alone = self.ranks.len() < 2;
         let r = &mut self.ranks[rank];
-        if !self.steal || m.ranks < 2 || r.outstanding || r.queues.queued() > 0 {
+        if !self.steal || alone || r.outstanding || r.queues.queued() > 0 {
             return;
         }
         if let Some(victim) = r.search.next_victim() {
@@ -117,17 +141,26 @@ impl Sim<'_> {
         }
     }
 
+    /// Worker `global`'s speed: 1 where none (or no usable one) is given.
+    fn speed(&self, rank: usize, local: usize) -> f64 {
+        match self.cluster.speeds[rank].get(local) {
+            Some(&s) if s.is_finite() && s > 0.0 => s,
+            _ => 1.0,
+        }
+    }
+
     fn step(&mut self, now: f64, e: Event) {
-        let m = self.model;
+        let m = self.cluster;
         match e {
             Event::WorkerFree { rank, local } => {
-                let global = rank * m.workers + local;
+                let global = self.first[rank] + local;
+                let speed = self.speed(rank, local);
                 let r = &mut self.ranks[rank];
                 match r.queues.next(local, &mut r.rngs[local]) {
                     Some(take) => {
-                        let cost = self.costs[take.task].max(0.0);
-                        let end = now + take.probes as f64 * m.local_latency.max(0.0) + cost;
-                        self.run.busy[global] += cost;
+                        let seconds = self.costs[take.task].max(0.0) / speed;
+                        let end = now + take.probes as f64 * m.local_latency.max(0.0) + seconds;
+                        self.run.busy[global] += seconds;
                         if take.stolen_from.is_some() {
                             self.run.steals_within += 1;
                         }
@@ -142,11 +175,26 @@ impl Sim<'_> {
                 self.maybe_request(rank, now);
             }
             Event::Request { victim, thief } => {
-                let given: Vec<usize> =
-                    give_away(&self.ranks[victim].queues, m.workers, GrantGuard::NONE)
-                        .into_iter()
-                        .map(|(task, _)| task)
-                        .collect();
+                // As a real thief asks: for as many tiles as it has workers, with the speed
+                // of its fastest worker.
+                let want = m.speeds[thief].len();
+                let thief_speed = m.speeds[thief]
+                    .iter()
+                    .copied()
+                    .filter(|s| s.is_finite())
+                    .fold(0.0, f64::max);
+                let guard = match m.guard {
+                    Some(estimated) => GrantGuard {
+                        thief_speed,
+                        own_speeds: &m.speeds[victim],
+                        costs: estimated,
+                    },
+                    None => GrantGuard::NONE,
+                };
+                let given: Vec<usize> = give_away(&self.ranks[victim].queues, want, guard)
+                    .into_iter()
+                    .map(|(task, _)| task)
+                    .collect();
                 self.push(
                     now + 0.5 * m.rank_latency,
                     Event::Grant {
@@ -184,26 +232,57 @@ pub fn simulate_cluster(
     steal: bool,
     seed: u64,
 ) -> ClusterSimRun {
-    assert_eq!(
-        deques.len(),
-        model.ranks * model.workers,
-        "one deque per worker"
-    );
+    let speeds = vec![vec![1.0; model.workers]; model.ranks];
+    let cluster = MixedCluster {
+        speeds: &speeds,
+        local_latency: model.local_latency,
+        rank_latency: model.rank_latency,
+        guard: None,
+    };
+    simulate_mixed_cluster(costs, deques, cluster, steal, seed)
+}
+
+/// [`simulate_cluster`] for ranks of workers of different speeds (`cluster`): `deques` are
+/// the initial deques of every worker of every rank, in rank order.
+pub fn simulate_mixed_cluster(
+    costs: &[f64],
+    deques: Vec<Vec<usize>>,
+    cluster: MixedCluster,
+    steal: bool,
+    seed: u64,
+) -> ClusterSimRun {
+    let mut first = vec![0usize];
+    for rank in cluster.speeds {
+        first.push(first[first.len() - 1] + rank.len());
+    }
+    let workers = first[first.len() - 1];
+    assert_eq!(deques.len(), workers, "one deque per worker");
+    let rank_count = cluster.speeds.len();
     let mut it = deques.into_iter();
-    let ranks = (0..model.ranks)
-        .map(|r| Rank {
-            queues: WorkQueues::new(it.by_ref().take(model.workers).collect(), steal),
-            rngs: (0..model.workers)
-                .map(|w| StealRng::new(seed, r * model.workers + w, 0))
-                .collect(),
-            search: VictimSearch::new(seed, r, model.ranks, 0),
-            outstanding: false,
-            idle: Vec::new(),
+    let ranks = cluster
+        .speeds
+        .iter()
+        .enumerate()
+        .map(|(r, speeds)| {
+            let mut queues = WorkQueues::new(it.by_ref().take(speeds.len()).collect(), steal);
+            if let Some(estimated) = cluster.guard {
+                queues = queues.with_speeds(speeds, estimated);
+            }
+            Rank {
+                queues,
+                rngs: (0..speeds.len())
+                    .map(|w| StealRng::new(seed, first[r] + w, 0))
+                    .collect(),
+                search: VictimSearch::new(seed, r, rank_count, 0),
+                outstanding: false,
+                idle: Vec::new(),
+            }
         })
         .collect();
     let mut sim = Sim {
         costs,
-        model,
+        cluster,
+        first,
         steal,
         ranks,
         heap: BinaryHeap::new(),
@@ -211,7 +290,7 @@ pub fn simulate_cluster(
         next_id: 0,
         run: ClusterSimRun {
             makespan: 0.0,
-            busy: vec![0.0; model.ranks * model.workers],
+            busy: vec![0.0; workers],
             steals_within: 0,
             requests: 0,
             transfers: 0,
@@ -219,8 +298,8 @@ pub fn simulate_cluster(
             ran_by: vec![None; costs.len()],
         },
     };
-    for rank in 0..model.ranks {
-        for local in 0..model.workers {
+    for (rank, speeds) in cluster.speeds.iter().enumerate() {
+        for local in 0..speeds.len() {
             sim.push(0.0, Event::WorkerFree { rank, local });
         }
     }
@@ -252,6 +331,39 @@ pub fn replay_cluster(
     crate::sched::sim::seeds_to_run(steal, workers, seeds)
         .iter()
         .map(|&seed| simulate_cluster(&costs, deques.clone(), model, steal, seed))
+        .collect()
+}
+
+/// [`replay_cluster`] for ranks of workers of different speeds (`speeds[r]`: rank r's), the
+/// first pass planned as `plan` says: equal shares (a first pass that knows no speeds), shares
+/// by speed, or shares by speed with the steal guards (a calibrated render).
+#[allow(clippy::too_many_arguments)]
+pub fn replay_mixed_cluster(
+    replay: &Replay,
+    strategy: Strategy,
+    speeds: &[Vec<f64>],
+    plan: MixedPlan,
+    local_latency: f64,
+    rank_latency: f64,
+    tile_count: u32,
+    seeds: &[u64],
+) -> Vec<ClusterSimRun> {
+    let (_, estimated, actual) = replay.tiles(strategy, tile_count);
+    let all: Vec<f64> = speeds.iter().flatten().copied().collect();
+    let weights = match plan {
+        MixedPlan::Uniform => vec![1.0; all.len().max(1)],
+        MixedPlan::BySpeed | MixedPlan::BySpeedGuarded => all.clone(),
+    };
+    let deques = policy::initial_deques(strategy, &estimated, &weights);
+    let cluster = MixedCluster {
+        speeds,
+        local_latency,
+        rank_latency,
+        guard: (plan == MixedPlan::BySpeedGuarded).then_some(&estimated[..]),
+    };
+    crate::sched::sim::seeds_to_run(true, all.len(), seeds)
+        .iter()
+        .map(|&seed| simulate_mixed_cluster(&actual, deques.clone(), cluster, true, seed))
         .collect()
 }
 
@@ -320,5 +432,69 @@ mod tests {
         assert!(fast.tiles_moved > 0);
         let (a, b): (f64, f64) = (fast.busy.iter().sum(), slow.busy.iter().sum());
         assert!((a - b).abs() <= 1e-9 * a, "the same work: {a} vs {b}");
+    }
+
+    #[test]
+    fn one_rank_of_mixed_workers_is_the_single_process_simulation() {
+        // Two fast workers beside four 30x slower ones, guarded and not: one rank decides
+        // exactly as one process does.
+        let costs: Vec<f64> = (0..60).map(|i| 1.0 + (i % 5) as f64).collect();
+        let speeds = vec![1.0, 1.0, 0.033, 0.033, 0.033, 0.033];
+        let deques = policy::initial_deques(Strategy::Sorted, &costs, &speeds);
+        for guarded in [false, true] {
+            let guard = guarded.then_some(crate::sched::sim::Guard {
+                speeds: &speeds,
+                estimated: &costs,
+            });
+            let one = crate::sched::sim::simulate_mixed(
+                &costs,
+                deques.clone(),
+                true,
+                0.0,
+                9,
+                &speeds,
+                guard,
+            );
+            let ranks = vec![speeds.clone()];
+            let cluster = MixedCluster {
+                speeds: &ranks,
+                local_latency: 0.0,
+                rank_latency: 0.5,
+                guard: guarded.then_some(&costs[..]),
+            };
+            let c = simulate_mixed_cluster(&costs, deques.clone(), cluster, true, 9);
+            assert_eq!(c.makespan, one.makespan, "guarded {guarded}");
+            assert_eq!(c.busy, one.busy, "guarded {guarded}");
+            assert_eq!(c.ran_by, one.ran_by, "guarded {guarded}");
+        }
+    }
+
+    #[test]
+    fn a_guarded_gpu_rank_keeps_its_tiles_from_a_much_slower_cpu_rank() {
+        // Rank 0: two GPU streams holding all 100 tiles; rank 1: four CPU threads 80x slower
+        // holding none, which asks the GPU rank at once. Unguarded, it is given tiles it
+        // needs 80 s each for; guarded, only what it would finish before the GPU streams get
+        // through their queue (50 s), which is nothing.
+        let costs = vec![1.0; 100];
+        let speeds = vec![vec![1.0, 1.0], vec![0.0125; 4]];
+        let mut deques = vec![(0..50).collect::<Vec<usize>>(), (50..100).collect()];
+        deques.extend(std::iter::repeat_n(Vec::new(), 4));
+        let run = |guard: Option<&[f64]>| {
+            let cluster = MixedCluster {
+                speeds: &speeds,
+                local_latency: 0.0,
+                rank_latency: 0.01,
+                guard,
+            };
+            simulate_mixed_cluster(&costs, deques.clone(), cluster, true, 4)
+        };
+        let (open, guarded) = (run(None), run(Some(&costs)));
+        for r in [&open, &guarded] {
+            assert!(r.ran_by.iter().all(Option::is_some), "a tile never ran");
+        }
+        assert!(open.tiles_moved > 0, "the test needs unguarded steals");
+        assert!(open.makespan >= 80.0, "{}", open.makespan);
+        assert_eq!((guarded.tiles_moved, guarded.makespan), (0, 50.0));
+        assert!(guarded.requests > 0, "the CPU rank did ask");
     }
 }
