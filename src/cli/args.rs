@@ -182,7 +182,8 @@ pub struct AccelArgs {
     #[arg(long, default_value_t = DEFAULT_LPT_BUILD_WEIGHT)]
     pub lpt_build_weight: u64,
     /// Host threads that enqueue the GAS builds, each owning whole streams (1: one thread).
-    /// Not yet measured on a GPU: `build-bench --enqueue-threads 1,2,4` times it
+    /// The OptiX calls are serialised (concurrent builds broke on an H200), so more threads
+    /// gain nothing; measured slower there even before (docs/gas-builds.md)
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub enqueue_threads: u32,
     /// Turn on OptiX validation mode (slow; reports API misuse)

@@ -100,11 +100,13 @@ pub struct AccelOptions {
     pub guard_bytes: u64,
     /// See [`PlanOptions::issue`] (a diagnostic; [`IssueOrder::Assignment`] normally).
     pub issue: IssueOrder,
-    /// Host threads that enqueue the builds (1: the calling thread alone). With several
-    /// streams the GPU may finish small builds faster than one thread can make the
-    /// `optixAccelBuild` calls (build-bench prints the host's enqueue time beside the batch's);
-    /// more threads, each owning whole streams ([`BuildPlan::enqueue_lanes`]), make the calls
-    /// side by side.
+    /// Host threads that enqueue the builds (1: the calling thread alone), each owning whole
+    /// streams ([`BuildPlan::enqueue_lanes`]). Meant to lift a host-bound enqueue (build-bench
+    /// prints the host's enqueue time beside the batch's: on the H200 it is most of an
+    /// 8-stream batch), but concurrent `optixAccelBuild` calls on one context broke there, so
+    /// the context now serialises them ([`DeviceContext`]'s `accel_lock`) and more threads
+    /// cannot make the calls side by side. Kept so that the GPU test of that serialisation,
+    /// and a later one-context-per-lane experiment, have a way in.
     pub enqueue_threads: u32,
 }
 
@@ -660,8 +662,9 @@ impl GasBatch {
         // alive and unchanged (the caller's contract); scratch and output are slices of live
         // allocations, aligned and sized by the validated plan, and no build that can run at
         // once shares a byte with them (validate proved it); the emitted size goes to a live,
-        // 8-byte aligned slot of its own. OptiX's host API may be called from several threads
-        // at once; each lane's builds are on streams no other lane touches.
+        // 8-byte aligned slot of its own. Each lane's builds are on streams no other lane
+        // touches, and the context serialises the calls themselves (concurrent ones broke on
+        // an H200, whatever the OptiX guide says of its host API's thread safety).
         Ok(unsafe {
             self.ctx.accel_build(
                 stream,

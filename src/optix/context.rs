@@ -4,7 +4,7 @@
 
 use std::ffi::{c_char, c_uint, c_void, CStr};
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::cuda::{DeviceSlice, Gpu, Stream};
 use super::error::{check, OptixError};
@@ -80,13 +80,25 @@ pub struct DeviceContext {
     raw: sys::OptixDeviceContext,
     gpu: Gpu,
     validation: bool,
+    /// Held across every call that enqueues acceleration-structure work (build, compaction,
+    /// emitted property), so that no two such calls on this context overlap. Measured on an
+    /// H200 (driver 580.159.04, 2026-11-26, bench/results/2026-11-26-NVIDIA-H200/): builds
+    /// enqueued from 2 threads at once, on disjoint streams and disjoint memory, gave a GAS
+    /// whose hits differ from the CPU oracle's, and from 8 threads OptiX itself failed
+    /// ("Error syncing on outstanding request event", CUDA_ERROR_ILLEGAL_ADDRESS), whatever
+    /// the programming guide's thread-safety section promises. Launches are not serialised:
+    /// the scheduler's GPU workers launch from several threads, and their images were
+    /// bit-identical on the H100 and the H200.
+    accel_lock: Mutex<()>,
     // Declared last so that it is dropped after the context is destroyed.
     library: Arc<OptixLibrary>,
 }
 
 // SAFETY: OptiX device-context functions may be called from any thread (the OptiX programming
-// guide documents the host API as thread safe); the handle itself is an immutable pointer here,
-// and destruction happens once, in Drop, when no other reference exists.
+// guide documents the host API as thread safe), except that acceleration-structure enqueues are
+// serialised here by `accel_lock`, since concurrent builds were measured to break; the handle
+// itself is an immutable pointer, and destruction happens once, in Drop, when no other
+// reference exists.
 unsafe impl Send for DeviceContext {}
 unsafe impl Sync for DeviceContext {}
 
@@ -144,6 +156,7 @@ impl DeviceContext {
             raw,
             gpu: gpu.clone(),
             validation,
+            accel_lock: Mutex::new(()),
             library,
         }))
     }
@@ -173,6 +186,14 @@ impl DeviceContext {
 
     pub fn validation(&self) -> bool {
         self.validation
+    }
+
+    /// The lock every acceleration-structure enqueue holds (see the field). A poisoned lock
+    /// guards nothing but the order of calls, so it is taken all the same.
+    fn accel_serial(&self) -> MutexGuard<'_, ()> {
+        self.accel_lock
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// A 32-bit device property, e.g. `OPTIX_DEVICE_PROPERTY_LIMIT_MAX_PRIMITIVES_PER_GAS`.
@@ -241,6 +262,7 @@ impl DeviceContext {
         check_accel_alignment("output", output)?;
         let count = count_u32(inputs.len(), "build inputs")?;
         let emitted_count = count_u32(emitted.len(), "emitted properties")?;
+        let _serial = self.accel_serial();
         stream.bind_to_thread()?;
         let mut handle: OptixTraversableHandle = 0;
         // SAFETY: per this function's contract.
@@ -286,6 +308,7 @@ impl DeviceContext {
         output: DeviceSlice<'_>,
     ) -> Result<OptixTraversableHandle, OptixError> {
         check_accel_alignment("output", output)?;
+        let _serial = self.accel_serial();
         stream.bind_to_thread()?;
         let mut handle: OptixTraversableHandle = 0;
         // SAFETY: per this function's contract.
@@ -315,6 +338,7 @@ impl DeviceContext {
         handle: OptixTraversableHandle,
         desc: &OptixAccelEmitDesc,
     ) -> Result<(), OptixError> {
+        let _serial = self.accel_serial();
         stream.bind_to_thread()?;
         // SAFETY: per this function's contract.
         let code =
