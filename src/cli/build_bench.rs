@@ -672,15 +672,26 @@ mod tests {
         let text = std::fs::read_to_string(&csv).unwrap();
         // 2 flags x 2 merges x 2 stream counts, plus a single GAS per flag setting.
         assert_eq!(text.lines().count(), 1 + 8 + 2, "{text}");
+        // Columns by name: the H200 run of 2026-11-26 failed here on fixed indices that
+        // columns added since (issue_order, enqueue_threads, ...) had moved.
         let mut r = csv::Reader::from_path(&csv).unwrap();
+        let header = r.headers().unwrap().clone();
+        let column = |name: &str| {
+            header
+                .iter()
+                .position(|h| h == name)
+                .unwrap_or_else(|| panic!("no column {name} in {header:?}"))
+        };
+        let (min_ms, max_ms) = (column("min_ms"), column("max_ms"));
+        let (output_bytes, compacted_bytes) = (column("output_bytes"), column("compacted_bytes"));
         for rec in r.records() {
             let rec = rec.unwrap();
-            let min: f64 = rec[11].parse().unwrap();
-            let max: f64 = rec[13].parse().unwrap();
-            let output: u64 = rec[15].parse().unwrap();
-            let compacted: u64 = rec[16].parse().unwrap();
-            assert!(min > 0.0 && min <= max);
-            assert!(compacted > 0 && compacted <= output);
+            let min: f64 = rec[min_ms].parse().unwrap();
+            let max: f64 = rec[max_ms].parse().unwrap();
+            let output: u64 = rec[output_bytes].parse().unwrap();
+            let compacted: u64 = rec[compacted_bytes].parse().unwrap();
+            assert!(min > 0.0 && min <= max, "{rec:?}");
+            assert!(compacted > 0 && compacted <= output, "{rec:?}");
         }
         assert!(std::fs::read_to_string(dir.path().join("bench.svg"))
             .unwrap()
