@@ -91,8 +91,19 @@ if [ "$size" -gt $(( limit_mib * 1048576 )) ]; then
     echo "build-for-device: the device tool carries at most 64 MiB, working tree included; shrink the binaries (fewer test targets, less debug info) or raise GW_ARCHIVE_LIMIT_MIB knowingly." >&2
     exit 1
 fi
+# The device tool carries the tracked files (and untracked ones git does not ignore) WITH the
+# archive, 64 MiB in all: committed results grow the tree with every GPU session.
+tree=$(git ls-files -z --cached --others --exclude-standard 2>/dev/null | xargs -0 -r stat -c %s 2>/dev/null \
+    | awk '{s += $1} END {print s + 0}')
+carry_mib=$(( (tree + size + 1048575) / 1048576 ))
+if [ "$carry_mib" -gt "${GW_CARRY_LIMIT_MIB:-62}" ]; then
+    rm -f "$archive.tmp"
+    echo "build-for-device: REFUSED: the working tree ($(( tree / 1048576 )) MiB) and the archive (${size_mib} MiB) come to ${carry_mib} MiB, over the ${GW_CARRY_LIMIT_MIB:-62} MiB a device call can carry (64 MiB, less a margin)." >&2
+    echo "build-for-device: compress or drop what bench/results holds that is not GPU evidence (CPU images, repeated cost maps), or shrink the archive." >&2
+    exit 1
+fi
 mv "$archive.tmp" "$archive"
 # Anything an older version of this script left (the unpacked layout) would travel too.
 find "$dest" -mindepth 1 -maxdepth 1 ! -name "$(basename "$archive")" -exec rm -rf {} +
-echo "build-for-device: $archive: ${size_mib} MiB (${raw_mib} MiB unpacked, $ntests test binaries, commit $(cat "$stage/git-commit"))" >&2
+echo "build-for-device: $archive: ${size_mib} MiB (${raw_mib} MiB unpacked, $ntests test binaries, commit $(cat "$stage/git-commit")); with the working tree a device call carries ${carry_mib} MiB" >&2
 echo "build-for-device: carry it with the device tool (carry: [\".device\"]) or copy it to the GPU host; there run scripts/gpu-session.sh" >&2

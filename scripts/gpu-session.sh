@@ -121,6 +121,9 @@ date_utc="$(date -u +%Y-%m-%d)"
 slug="$(echo "$device" | tr -cs 'A-Za-z0-9' '-' | sed 's/-$//')"
 out="${GW_RESULTS_DIR:-bench/results/$date_utc-$slug}"
 mkdir -p "$out"
+# The GPU tests' batch-by-batch progress (tests/raycast_support): after a hang, its last line
+# names the configuration that hung.
+export GASWORKS_TEST_PROGRESS="$out/test-progress.log"
 scenes="${GW_SCENES_DIR:-/tmp/gasworks-scenes}"
 mkdir -p "$scenes"
 stamp="$(date -u +%Y%m%dT%H%M%SZ)"
@@ -143,6 +146,8 @@ header "$summary" "scripts/gpu-session.sh $*"
 {
     echo "# steps: ${steps[*]}"
     echo "# budget: ${budget} s"
+    # The knobs this invocation was given (repeats, toystore size, ...), which its figures depend on.
+    env | grep '^GW_' | sort | sed 's/^/# env: /'
     nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap,clocks.max.sm --format=csv 2>/dev/null | sed 's/^/# /'
     sed 's/^/# archive: /' "$dev/MANIFEST" | head -n 4
 } >> "$summary"
@@ -187,8 +192,19 @@ need_toystore() {
 }
 
 # ---- steps ----------------------------------------------------------------------------------
+# The test that was running when a test binary was stopped: the last "test NAME ... " line of
+# its log that has no result after it (libtest prints the name when the test starts).
+hung_test() {
+    # What follows "... " is the result (ok, FAILED, ignored) or, for a test stopped midway,
+    # nothing, the log's "# exit status" line, or the test's own progress lines.
+    awk '/^test [^ ]+ \.\.\. / { r = $0; sub(/^test [^ ]+ \.\.\. /, "", r); t = (r ~ /^(ok|FAILED|ignored)/) ? "" : $2 }
+         END { if (t != "") print t }' "$1"
+}
+
 step_tests() {
-    local t n=0
+    # One binary may not take the whole call: a hang (LPT batches hung on the H100 and the
+    # H200) is stopped at GW_TEST_TIMEOUT_S, named, and the binary is run again without it.
+    local t n=0 cap="${GW_TEST_TIMEOUT_S:-150}"
     for t in "$tests_dir"/*; do
         [ -x "$t" ] || continue
         # GW_TESTS: only the test binaries named there (space-separated), to rerun a fix.
@@ -197,10 +213,27 @@ step_tests() {
         fi
         n=$((n + 1))
         # One test thread: the GPU tests share one device (out-of-memory and timing tests).
-        local log
-        log="$out/test-$(basename "$t").log"
-        if ! logged "$log" "$t" --include-ignored --test-threads=1; then
-            fail "tests in $(basename "$t") (see $log)"
+        local log name skips=() attempt=1 rc
+        name="$(basename "$t")"
+        log="$out/test-$name.log"
+        while :; do
+            logged "$log" timeout -k 5 "$cap" "$t" --include-ignored --test-threads=1 "${skips[@]}"
+            rc=$?
+            [ $rc -eq 124 ] || break
+            local hung
+            hung="$(hung_test "$log")"
+            # Not a test that hung (the budget ran out, or nothing started): give up on it.
+            if [ -z "$hung" ] || [ "$(left)" -le 30 ] || [ $attempt -ge 4 ]; then
+                break
+            fi
+            fail "test $hung in $name hung: stopped after $cap s (see $out/test-$name-hung$attempt.log)"
+            [ -s "$GASWORKS_TEST_PROGRESS" ] && tail -n 1 "$GASWORKS_TEST_PROGRESS" | sed 's/^/    last started: /' | tee -a "$summary" >&2
+            mv "$log" "$out/test-$name-hung$attempt.log"
+            skips+=(--skip "$hung" --exact)
+            attempt=$((attempt + 1))
+        done
+        if [ $rc -ne 0 ]; then
+            fail "tests in $name (see $log)"
             # The failing tests, where they panicked and the panic message (the line after),
             # so the summary alone says what broke.
             awk '/^test .* FAILED$/ {print; next} /panicked at/ {print; if ((getline m) > 0) print "      " m}' "$log" \
@@ -291,7 +324,12 @@ render_one() {
     rm -f "$exr"
     local cmd=("$bin" render "$obj" -o "$exr" --backend "$backend" --width "$w" --height "$h" --spp "$spp" --max-depth 8)
     logged "$log" "${cmd[@]}" || { fail "render $name on $backend (see $log)"; return; }
-    "$bin" merge "$exr" -o "$img" >> "$log" 2>&1 || fail "PNG of $exr (see $log)"
+    # Every GPU image is kept as a PNG; of the CPU's, only the Cornell box's: the others are
+    # 3.4 MB each, anyone can make them again without a GPU (the log holds the command), and
+    # the committed results travel with every later device call (64 MiB in all).
+    if [ "$backend" != cpu ] || [ "$name" = cornell ]; then
+        "$bin" merge "$exr" -o "$img" >> "$log" 2>&1 || fail "PNG of $exr (see $log)"
+    fi
     # The render's timings line (tests/cli_render_output.rs pins its format):
     # "time: load L s, build B s, render R s, S M samples/s" and, for OptiX,
     # ", R M rays/s (N rays)".
@@ -392,6 +430,9 @@ step_sched() {
         --stats "$out/sched-gpu0x2-cpu-256spp-passes.csv" \
         || fail "scheduler render --devices gpu0x2,cpu --spp 256 --pass-spp 64"
     grep -hiE "efficiency|makespan|calibration" "$out"/sched-*.log 2>/dev/null | head -n 32 | tee -a "$summary" >&2
+    # The cost maps (0.5 MB each, one per render) are compressed: `gunzip` them before
+    # `gasworks schedule-sim` replays a render's tiles.
+    gzip -9f "$out"/sched-*.costmap.csv 2>/dev/null || true
     # A GPU render stopped by --time-limit after its first pass, then resumed: the image of an
     # uninterrupted render in the same passes, bit for bit.
     local passes=(--backend optix --devices gpu0x2 --width "$w" --height "$h" --spp "$spp" --pass-spp 4)

@@ -104,6 +104,21 @@ for line in sys.stdin:
         print(m["executable"])' | tail -n1)"
 [ -x "$test_bin" ] || { say "could not build the optix_gpu_context test binary"; exit 2; }
 cp "$test_bin" "$work/stage/tests/optix_gpu_context"
+# A stand-in test binary whose second test hangs unless skipped (as an LPT batch hung on the
+# H200): the tests step must stop it at GW_TEST_TIMEOUT_S, name it, and run the rest again.
+cat > "$work/stage/tests/stand_in_hang" <<'EOF2'
+#!/usr/bin/env bash
+echo "running 2 tests"
+echo "test fast_one ... ok"
+if [[ " $* " == *" --skip slow_one "* ]]; then
+    echo
+    echo "test result: ok. 1 passed; 0 failed; 0 ignored; 0 measured; 1 filtered out; finished in 0.00s"
+    exit 0
+fi
+printf 'test slow_one ... '
+exec sleep 600
+EOF2
+chmod +x "$work/stage/tests/stand_in_hang"
 echo "rehearsal-$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)" > "$work/stage/git-commit"
 echo "$root" > "$work/stage/build-root"
 echo "rehearsal archive: a wrapper around $real" > "$work/stage/MANIFEST"
@@ -114,7 +129,7 @@ say "running scripts/gpu-session.sh all with the stand-ins (a few minutes with a
 set +e
 PATH="$work/bin:$PATH" OUT="$work/out" GW_ARCHIVE="$work/archive.tar.xz" GW_UNPACK_DIR="$work/dev" \
     GW_RESULTS_DIR="$work/results" GW_SCENES_DIR="$work/scenes" GW_SHELVES=2 GW_REPEAT=2 \
-    GW_REPEAT_BIG=1 GW_BUDGET_S=1500 bash scripts/gpu-session.sh all > "$work/session.log" 2>&1
+    GW_REPEAT_BIG=1 GW_BUDGET_S=1500 GW_TEST_TIMEOUT_S=5 bash scripts/gpu-session.sh all > "$work/session.log" 2>&1
 rc=$?
 set -e
 
@@ -138,6 +153,8 @@ for s in tests sanitizer bench render sched nsys; do
 done
 check "tests: passes and failures counted" has "^tests: [0-9]+ passed, [1-9][0-9]* failed"
 check "tests: the failing GPU tests quoted in the summary" has "^    test .* FAILED$"
+check "tests: a hung test stopped and named" has "^FAILED: test slow_one in stand_in_hang hung: stopped after 5 s"
+check "tests: the rest of its binary run again without it" grep -q "^test result: ok. 1 passed" "$work/results/test-stand_in_hang.log"
 check "sanitizer: memcheck and racecheck summaries quoted for the render" \
     has "^racecheck render: .*RACECHECK SUMMARY"
 check "bench: seven build-bench runs failed, one per configuration" test "$(count '^FAILED: build-bench ')" -eq 7
@@ -158,9 +175,9 @@ check "sched: one image across worker counts and schedules" has "^sched: every G
 check "sched: a time-limit stop and --resume gave the uninterrupted image" has "^sched: stopped at a time limit and resumed"
 check "sched: per-worker efficiency quoted" has "[Ee]fficiency"
 check "nsys: a line for the best effort" has "^nsys: "
-# The failures the rehearsal expects: 2 sanitizer runs of build-bench, 7 build-bench runs, and
-# the test binary. Anything more is a plumbing bug.
-check "exactly the expected 10 failures" has "^gpu-session: 10 failure\(s\)"
+# The failures the rehearsal expects: 2 sanitizer runs of build-bench, 7 build-bench runs, the
+# test binary and the hung stand-in test. Anything more is a plumbing bug.
+check "exactly the expected 11 failures" has "^gpu-session: 11 failure\(s\)"
 check "one summary log in \$OUT" test "${#summaries[@]}" -eq 1 -a -s "${summaries[0]}"
 check "one results tar.gz in \$OUT" test "${#packs[@]}" -eq 1 -a -s "${packs[0]}"
 check "the tar.gz holds the summary, the CSVs and the logs" bash -c \

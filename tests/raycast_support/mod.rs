@@ -305,6 +305,28 @@ pub fn compare(
     );
 }
 
+/// Appends `what` to the file `$GASWORKS_TEST_PROGRESS` names (scripts/gpu-session.sh sets it),
+/// so that when a batch hangs and the test binary is killed, the last line names the
+/// configuration it hung in (libtest's captured output dies with the process).
+pub fn progress(what: &str) {
+    use std::io::Write;
+    let Some(path) = std::env::var_os("GASWORKS_TEST_PROGRESS") else {
+        return;
+    };
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0);
+    let test = std::thread::current().name().unwrap_or("?").to_string();
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+    {
+        let _ = writeln!(f, "{stamp:.3} {test}: {what}");
+    }
+}
+
 pub fn context(abi: Option<u32>) -> Arc<DeviceContext> {
     let gpu = Gpu::open(0).expect("an NVIDIA GPU");
     DeviceContext::new(
@@ -338,6 +360,7 @@ pub fn assert_batches_stay_in_their_ranges(
         let set = StreamSet::new(gpu, o.streams).expect("streams");
         batch.arm_guards(set.main()).expect("arm guards");
         for run in 0..runs {
+            progress(&format!("guards, run {run}: {o:?}"));
             let handles = batch.enqueue(&set).expect("enqueue");
             assert!(
                 handles.iter().all(|&h| h != 0),
@@ -369,6 +392,7 @@ pub fn check_scene(
     let cpu: Vec<Option<CpuHit>> = rays.iter().map(|r| brute_force(scene, r)).collect();
     let pipeline = RaycastPipeline::new(ctx).expect("raycast pipeline");
     for (name, o) in modes {
+        progress(&format!("ray casts, {name}: {o:?}"));
         let accel = Accel::build(ctx, scene, o).unwrap_or_else(|e| panic!("{name}: build: {e}"));
         let s = accel.stats();
         assert_eq!(s.groups, scene.groups.len());
