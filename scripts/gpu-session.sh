@@ -202,8 +202,9 @@ hung_test() {
 }
 
 step_tests() {
-    # One binary may not take the whole call: a hang (LPT batches hung on the H100 and the
-    # H200) is stopped at GW_TEST_TIMEOUT_S, named, and the binary is run again without it.
+    # One binary may not take the whole call: a hang (LPT batches hung on the H100, a test
+    # with LPT batches on the H200) is stopped at GW_TEST_TIMEOUT_S, named, and the binary is
+    # run again without it.
     local t n=0 cap="${GW_TEST_TIMEOUT_S:-150}"
     for t in "$tests_dir"/*; do
         [ -x "$t" ] || continue

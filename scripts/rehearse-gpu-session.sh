@@ -104,8 +104,8 @@ for line in sys.stdin:
         print(m["executable"])' | tail -n1)"
 [ -x "$test_bin" ] || { say "could not build the optix_gpu_context test binary"; exit 2; }
 cp "$test_bin" "$work/stage/tests/optix_gpu_context"
-# A stand-in test binary whose second test hangs unless skipped (as an LPT batch hung on the
-# H200): the tests step must stop it at GW_TEST_TIMEOUT_S, name it, and run the rest again.
+# A stand-in test binary whose second test hangs unless skipped (as gpu_accel_raycast's
+# guard-band test hung on the H200): the tests step must stop it at GW_TEST_TIMEOUT_S, name it, and run the rest again.
 cat > "$work/stage/tests/stand_in_hang" <<'EOF2'
 #!/usr/bin/env bash
 echo "running 2 tests"
