@@ -17,7 +17,8 @@
 #   sched      the tile scheduler with GPU workers (--devices gpu0x2 and gpu0x2,cpu, --stats) on
 #              the toystore; the image must be bit-identical across GPU worker counts and schedules,
 #              and after a --time-limit stop and --resume; gpu0x2,cpu calibrated and with
-#              --calibrate off, and gpu0x2 against gpu0x2,cpu at 256 spp
+#              --calibrate off, and gpu0x2 against gpu0x2,cpu at 256 spp (CPU shares cut into
+#              pieces, and not: --slow-worker-pieces 0)
 #   nsys       best effort: any Nsight Systems found on the host, on a short render
 # Investigations (not in the calls below; run by name):
 #   lpt        which part of LPT crashes (LPT's streams in build order, round-robin's in LPT's
@@ -424,13 +425,19 @@ step_sched() {
             --stats "$out/sched-${d256/,/-}-256spp.csv" \
             || fail "scheduler render --devices $d256 --spp 256"
     done
+    # Beside it, the CPU threads' shares not cut into pieces (as on the H200 on 2026-11-26,
+    # when they took no tile): what the pieces change, in the same call.
+    logged "$out/sched-gpu0x2-cpu-256spp-uncut.log" "$bin" render "$toystore" -o "$scenes/sched-256.exr" \
+        --backend optix --devices gpu0x2,cpu --slow-worker-pieces 0 --width $w --height $h --spp 256 \
+        --stats "$out/sched-gpu0x2-cpu-256spp-uncut.csv" \
+        || fail "scheduler render --devices gpu0x2,cpu --spp 256 --slow-worker-pieces 0"
     # The same in four passes: a CPU group the guard kept idle in one pass must keep its speed
     # for the next (fixed 2026-11-25; before, it was planned at the GPU's speed from pass 2 on).
     logged "$out/sched-gpu0x2-cpu-256spp-passes.log" "$bin" render "$toystore" -o "$scenes/sched-256p.exr" \
         --backend optix --devices gpu0x2,cpu --width $w --height $h --spp 256 --pass-spp 64 \
         --stats "$out/sched-gpu0x2-cpu-256spp-passes.csv" \
         || fail "scheduler render --devices gpu0x2,cpu --spp 256 --pass-spp 64"
-    grep -hiE "efficiency|makespan|calibration" "$out"/sched-*.log 2>/dev/null | head -n 32 | tee -a "$summary" >&2
+    grep -hiE "efficiency|makespan|calibration" "$out"/sched-*.log 2>/dev/null | head -n 36 | tee -a "$summary" >&2
     # The cost maps (0.5 MB each, one per render) are compressed: `gunzip` them before
     # `gasworks schedule-sim` replays a render's tiles.
     gzip -9f "$out"/sched-*.costmap.csv 2>/dev/null || true

@@ -3,7 +3,7 @@
 
 mod sched_support;
 
-use gasworks::render::Film;
+use gasworks::render::{Film, Tile};
 use gasworks::scene::MaterialKind;
 use gasworks::sched::{render_frame, tiles, DeviceSpec, SchedConfig, Strategy};
 use sched_support::{mock_radiance, room, room_settings, MockFactory, MockRenderer};
@@ -136,17 +136,132 @@ fn gpu_sized_tiles_give_the_same_bits() {
                 let expected = tiles::tile_count_for_work(w, h, n, work, 2);
                 assert!(expected < 12, "{work}, {n}: {expected}");
                 let (cols, rows) = tiles::grid_dims(w, h, expected);
-                assert_eq!(
-                    pass.tiles.len() as u32,
-                    cols * rows,
-                    "{work} pixel-samples per tile, pass of {n}: {:?}",
-                    pass.tiles
-                );
+                let grid = tiles::equal_tiles(w, h, cols, rows);
+                if devices.len() == 1 {
+                    assert_eq!(
+                        pass.tiles, grid,
+                        "{work} pixel-samples per tile, pass of {n}"
+                    );
+                } else {
+                    // Beside the GPU's streams, the CPU threads' shares may be cut into
+                    // pieces they can finish: the grid's tiles or pieces of them, in place.
+                    assert_pieces_of(&grid, &pass.tiles, w, h);
+                }
             }
             assert!(
                 bits(&frame.film) == reference,
                 "{work} per tile, passes {pass_spp:?}, {devices:?}"
             );
+        }
+    }
+}
+
+/// `tiles` are `grid`'s tiles in order, each whole or as a run of pieces that cover it
+/// exactly once, and nothing else.
+fn assert_pieces_of(grid: &[Tile], tiles: &[Tile], w: u32, h: u32) {
+    let mut hits = vec![0u8; (w * h) as usize];
+    let mut i = 0;
+    for g in grid {
+        let inside =
+            |p: &Tile| p.x >= g.x && p.y >= g.y && p.x + p.w <= g.x + g.w && p.y + p.h <= g.y + g.h;
+        let start = i;
+        while i < tiles.len() && inside(&tiles[i]) {
+            i += 1;
+        }
+        assert!(
+            i > start,
+            "grid tile {g:?} has no piece in place: {tiles:?}"
+        );
+    }
+    assert_eq!(i, tiles.len(), "tiles outside the grid: {tiles:?}");
+    for t in tiles {
+        for y in t.y..t.y + t.h {
+            for x in t.x..t.x + t.w {
+                hits[(y * w + x) as usize] += 1;
+            }
+        }
+    }
+    assert!(hits.iter().all(|&n| n == 1), "pieces overlap or leave gaps");
+}
+
+/// CPU workers far slower than GPU workers beside them get their shares cut into pieces
+/// (`tiles::cut_for_slow_workers`, once calibrated): the film stays bit-identical to the
+/// reference, the pieces partition the GPU-sized tiles, and `slow_worker_pieces: 0` (or the
+/// `regular` schedule) leaves the tiles as laid out. (Whether the CPU threads then take
+/// pieces is the simulator's test, `sched::sim`: here it depends on thread start times.)
+#[test]
+fn tiles_cut_for_slow_cpu_workers_give_the_same_bits() {
+    let (w, h, spp) = (200, 130, 6);
+    let scene = room(MaterialKind::Mirror, MaterialKind::Glass);
+    let settings = room_settings(w, h, spp, 11);
+    let reference = {
+        let config = SchedConfig {
+            strategy: Strategy::Regular,
+            tiles: Some(40),
+            devices: vec![DeviceSpec::Cpu { workers: Some(1) }],
+            ..SchedConfig::default()
+        };
+        let factory = MockFactory::new(MockRenderer::new(w, 11));
+        bits(
+            &render_frame(&scene, &settings, &config, &factory, true)
+                .unwrap()
+                .film,
+        )
+    };
+    let devices = vec![
+        DeviceSpec::Gpu {
+            device: 0,
+            streams: 2,
+        },
+        DeviceSpec::Cpu { workers: Some(2) },
+    ];
+    let work = 20_000;
+    for (strategy, pass_spp, pieces) in [
+        (Strategy::Sorted, None, tiles::DEFAULT_SLOW_WORKER_PIECES),
+        (Strategy::Sorted, Some(2), tiles::DEFAULT_SLOW_WORKER_PIECES),
+        (Strategy::Adaptive, None, 4),
+        (Strategy::Sorted, None, 0),
+        (Strategy::Regular, None, tiles::DEFAULT_SLOW_WORKER_PIECES),
+    ] {
+        // The CPU mock spins 2000 hash rounds per sample, the GPU mocks none: hundreds of
+        // times slower, whatever the load on this machine.
+        let mut factory = MockFactory::new(MockRenderer::new(w, 11).with_spin(|_, _| 2000));
+        factory.gpu_min_work = Some(work);
+        let config = SchedConfig {
+            strategy,
+            devices: devices.clone(),
+            pass_spp,
+            slow_worker_pieces: pieces,
+            ..SchedConfig::default()
+        };
+        let frame = render_frame(&scene, &settings, &config, &factory, true).unwrap();
+        let what = format!("{strategy:?}, passes {pass_spp:?}, {pieces} pieces");
+        assert!(bits(&frame.film) == reference, "{what}");
+        assert!(
+            !frame.report.calibration.is_empty(),
+            "{what}: not calibrated"
+        );
+        for pass in &frame.report.passes {
+            let n = pass.samples.end - pass.samples.start;
+            let count = tiles::tile_count_for_work(w, h, n, work, 2);
+            let laid_out = match strategy {
+                Strategy::Adaptive => {
+                    // The kd split follows the plan's map, which later passes correct: only
+                    // the partition is checked.
+                    pass.tiles.clone()
+                }
+                _ => {
+                    let (cols, rows) = tiles::grid_dims(w, h, count);
+                    tiles::equal_tiles(w, h, cols, rows)
+                }
+            };
+            assert_pieces_of(&laid_out, &pass.tiles, w, h);
+            let cut = pass.tiles.len() > laid_out.len();
+            if pieces == 0 || strategy == Strategy::Regular {
+                assert!(!cut, "{what}: cut anyway");
+            } else if strategy == Strategy::Sorted {
+                assert!(cut, "{what}: not cut ({} tiles)", pass.tiles.len());
+            }
         }
     }
 }

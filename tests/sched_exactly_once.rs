@@ -155,6 +155,9 @@ fn calibration_plans_the_first_pass_by_speed_and_changes_no_bit() {
             tiles: Some(24),
             devices: DeviceSpec::parse_list("cpu:2,gpu0x2").unwrap(),
             calibrate,
+            // The tiles as laid out, so that the calls of both renders compare one to one
+            // (the pieces cut for slow workers have their own test in sched_bit_identical).
+            slow_worker_pieces: 0,
             ..SchedConfig::default()
         };
         let frame = render_frame(&scene, &settings, &config, &factory, true).unwrap();
@@ -200,6 +203,14 @@ fn calibration_plans_the_first_pass_by_speed_and_changes_no_bit() {
     let summary = calibrated.report.summary();
     assert!(summary.contains("calibration: cpu#0 "), "{summary}");
     assert!(summary.contains("the fastest worker"), "{summary}");
+    // Workers 20x apart or more: the efficiency weighted by their speeds is printed too.
+    assert!(summary.contains("% by the workers' speeds)"), "{summary}");
+    assert!(calibrated.report.efficiency_by_speed().is_some());
+    assert_eq!(
+        plain.report.efficiency_by_speed(),
+        None,
+        "not planned by speed"
+    );
 }
 
 #[test]

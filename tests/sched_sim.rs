@@ -151,7 +151,7 @@ fn schedule_sim_replays_a_mock_render() {
             .lines()
             .filter(|l| l.trim_start().starts_with(strategy))
             .collect();
-        assert_eq!(rows.len(), 4, "{stdout}");
+        assert_eq!(rows.len(), 5, "{stdout}");
         assert!(
             rows[0].contains("2 fastest alone") && rows[0].contains("1.00x"),
             "{stdout}"
@@ -165,12 +165,15 @@ fn schedule_sim_replays_a_mock_render() {
             x.trim_end_matches('x').parse().unwrap()
         };
         assert!(ratio(rows[1]) > 1.3, "equal shares: {}", rows[1]);
-        assert!(rows[3].contains("by speed + guard"), "{stdout}");
+        assert!(rows[3].contains("by speed + guard "), "{stdout}");
         assert!(ratio(rows[3]) <= 1.1, "guarded: {}", rows[3]);
+        // The same on tiles cut for the slow worker (a share of 1% cut into 8 pieces).
+        assert!(rows[4].contains("by speed + guard + cut"), "{stdout}");
+        assert!(ratio(rows[4]) <= 1.1, "guarded, cut: {}", rows[4]);
     }
 
     // Ranks of different speeds: a rank of two fast workers beside a rank of one 50 times
-    // slower, taking turns. Every strategy has one row per rank count, with the three plans,
+    // slower, taking turns. Every strategy has one row per rank count, with the four plans,
     // each a makespan and its ratio to equal shares'. (What the guards decide is checked
     // exactly in cluster::sim's tests; here the mock's costs stray from the estimate, and a
     // slow rank's planned tile can outlast the fast ranks whatever the plan.)
@@ -196,7 +199,7 @@ fn schedule_sim_replays_a_mock_render() {
                 .filter(|t| t.ends_with('x') && t.len() > 1)
                 .map(|t| t.trim_end_matches('x').parse().unwrap())
                 .collect();
-            assert_eq!(ratios.len(), 3, "{row}");
+            assert_eq!(ratios.len(), 4, "{row}");
             assert_eq!(ratios[0], 1.0, "{row}");
             assert!(ratios.iter().all(|r| r.is_finite() && *r > 0.0), "{row}");
         }

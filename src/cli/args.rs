@@ -284,6 +284,12 @@ pub struct ScheduleArgs {
     /// devices, e.g. gpu0x2,cpu; the image is the same either way)
     #[arg(long, value_enum, default_value_t = OnOff::On)]
     pub calibrate: OnOff,
+    /// Once the workers' speeds are known (calibrated or measured), cut the tiles that workers
+    /// twice as slow as the fastest or more would hold into about this many pieces per such
+    /// worker, so that CPU threads beside a GPU get tiles they can finish; 0: never cut (the
+    /// image is the same either way)
+    #[arg(long, default_value_t = crate::sched::tiles::DEFAULT_SLOW_WORKER_PIECES)]
+    pub slow_worker_pieces: u32,
     /// Samples per pixel of each pass over the tiles (progressive rendering) [default: all in one pass]
     #[arg(long)]
     pub pass_spp: Option<u32>,
@@ -317,6 +323,7 @@ impl ScheduleArgs {
             pass_spp: self.pass_spp,
             costmap_scale: self.costmap_scale,
             calibrate: self.calibrate == OnOff::On,
+            slow_worker_pieces: self.slow_worker_pieces,
             ..SchedConfig::default()
         };
         config.validate()?;

@@ -61,11 +61,16 @@ pub struct ScheduleSimArgs {
     /// comma-separated, speeds relative to the render's own workers (1). `1x2,0.0124x16` is
     /// two GPU streams and sixteen CPU threads as measured on an H100 host; each row then
     /// plans the pass with equal shares (a first pass that knows no speeds), with shares by
-    /// speed, and with shares by speed plus the steal guard (what a render does). With
-    /// --ranks, the workers of each rank instead of --workers; kinds of rank separated by `;`
-    /// take turns: `1x2;0.0124x16` alternates a GPU rank (two streams) with a CPU rank
+    /// speed, with shares by speed plus the steal guard, and with those on tiles cut for the
+    /// slow workers (what a render does). With --ranks, the workers of each rank instead of
+    /// --workers; kinds of rank separated by `;` take turns: `1x2;0.0124x16` alternates a GPU
+    /// rank (two streams) with a CPU rank
     #[arg(long)]
     pub speeds: Option<String>,
+    /// With --speeds: the pieces per slow worker of the plan that cuts tiles for them, as
+    /// `render --slow-worker-pieces`
+    #[arg(long, default_value_t = crate::sched::tiles::DEFAULT_SLOW_WORKER_PIECES)]
+    pub slow_worker_pieces: u32,
 }
 
 /// Parses `--speeds`: `SPEEDxCOUNT` or `SPEED` entries, comma-separated, into one speed per
@@ -333,13 +338,14 @@ fn mixed_table(
         a.seeds
     );
     println!(
-        "  {:<10} {:<28} {:>30} {:>14} {:>14}",
+        "  {:<10} {:<32} {:>30} {:>14} {:>14}",
         "strategy", "workers and plan", "time ms (min / med / max)", "vs fastest", "slow tiles"
     );
     for strategy in Strategy::ALL {
         let mut base = None;
         let rows = std::iter::once((format!("{} fastest alone", fast.len()), None)).chain(
-            MixedPlan::ALL.map(|p| (format!("all {}, {}", speeds.len(), p.label()), Some(p))),
+            MixedPlan::all(a.slow_worker_pieces)
+                .map(|p| (format!("all {}, {}", speeds.len(), p.label()), Some(p))),
         );
         for (label, plan) in rows {
             let (workers, plan) = match plan {
@@ -367,7 +373,7 @@ fn mixed_table(
                     .collect(),
             );
             println!(
-                "  {:<10} {:<28} {:>8.3} / {:>8.3} / {:>8.3} {:>13.2}x {:>14.0}",
+                "  {:<10} {:<32} {:>8.3} / {:>8.3} / {:>8.3} {:>13.2}x {:>14.0}",
                 strategy.name(),
                 label,
                 lo * 1e3,
@@ -416,7 +422,7 @@ fn mixed_cluster_table(
         "tiles",
         "latency",
         "strategy",
-        MixedPlan::ALL
+        MixedPlan::all(a.slow_worker_pieces)
             .map(|p| format!("{:>36}", p.label()))
             .join(" ")
     );
@@ -431,7 +437,7 @@ fn mixed_cluster_table(
             for strategy in Strategy::ALL {
                 let mut cells = Vec::new();
                 let mut equal = None;
-                for plan in MixedPlan::ALL {
+                for plan in MixedPlan::all(a.slow_worker_pieces) {
                     let runs = replay_mixed_cluster(
                         replay,
                         strategy,

@@ -311,6 +311,8 @@ struct PassShared {
     /// (the plan's): what the steal guards weigh, within the rank and for thief ranks.
     speeds: Vec<f64>,
     costs: Vec<f64>,
+    /// Every task's floor for the steal guards (`sched::tiles::area_floors`).
+    floors: Vec<f64>,
     tasks: Mutex<HashMap<u32, Held>>,
     wake: Mutex<(u64, bool)>,
     cv: Condvar,
@@ -469,6 +471,8 @@ struct Master {
     calibration: Vec<Calibration>,
     /// Whether `weights` are speeds (calibrated or measured) rather than worker counts.
     weights_are_speeds: bool,
+    /// Tiles of this run's passes planned so far (the progress bar's count).
+    tiles_before: u64,
     /// While the ranks calibrate: the pass's samples and each rank's answer so far.
     calibrating: Option<Calibrating>,
     worker_rank: Vec<usize>,
@@ -572,6 +576,7 @@ impl Master {
             group_base: bases,
             calibration: Vec::new(),
             weights_are_speeds: false,
+            tiles_before: 0,
             calibrating: None,
             worker_rank,
             offsets,
@@ -704,12 +709,26 @@ impl Master {
     fn start_pass(&mut self, index: usize) -> Outbox {
         let plan_sat = self.plan_map.sat();
         let estimate_sat = self.inputs.estimate.sat();
-        let tiles = self.layout(&plan_sat);
-        if index == self.first_pass {
-            self.progress
-                .set_length((tiles.len() * (self.passes.len() - self.first_pass)) as u64);
-            self.render_start = Instant::now();
+        let mut tiles = self.layout(&plan_sat);
+        if self.weights_are_speeds {
+            // As in one process: slow workers (a CPU rank beside GPU ranks) get pieces they
+            // can finish.
+            tiles = tiles::cut_for_slow_workers(
+                tiles,
+                &self.weights,
+                tiles::slow_worker_pieces(self.config.strategy, self.config.slow_worker_pieces),
+                &plan_sat,
+                self.scale,
+            );
         }
+        let total = self.tiles_before + (tiles.len() * (self.passes.len() - index)) as u64;
+        if index == self.first_pass {
+            self.progress.set_length(total);
+            self.render_start = Instant::now();
+        } else {
+            self.progress.set_total(total);
+        }
+        self.tiles_before += tiles.len() as u64;
         self.progress
             .set_message(format!("pass {}/{}", index + 1, self.passes.len()));
         let predicted: Vec<f64> = tiles
@@ -721,6 +740,7 @@ impl Master {
             .map(|t| self.scale.tile_cost(&estimate_sat, *t))
             .collect();
         let deques = policy::initial_deques(self.config.strategy, &predicted, &self.weights);
+        let floors = tiles::area_floors(&tiles, &predicted);
         let samples = self.passes[index].clone();
         let mut out = Vec::with_capacity(self.ranks);
         for r in 0..self.ranks {
@@ -748,6 +768,7 @@ impl Master {
                     tasks,
                     speeds,
                     costs: predicted.clone(),
+                    floors: floors.clone(),
                 }),
             ));
         }
@@ -856,6 +877,12 @@ impl Master {
             initial_deques: pass.deques,
             records,
             makespan_s: pass.makespan_s,
+            // Not yet replaced by this pass's measurements (below).
+            speeds: if self.weights_are_speeds {
+                self.weights.clone()
+            } else {
+                Vec::new()
+            },
         };
         self.counters.push(
             pass.stats
@@ -1518,6 +1545,7 @@ impl<'t, T: Transport> Node<'t, T> {
                     thief_speed,
                     own_speeds: &c.shared.speeds,
                     costs: &c.shared.costs,
+                    floors: &c.shared.floors,
                 };
                 let given = cluster_policy::give_away(&c.shared.queues, want as usize, guard);
                 let mut held = c.shared.tasks.lock().unwrap_or_else(|p| p.into_inner());
@@ -1583,9 +1611,12 @@ impl<'t, T: Transport> Node<'t, T> {
             pass: plan.pass,
             samples: plan.samples,
             seed: self.job.settings.seed,
-            queues: WorkQueues::new(deques, plan.steal).with_speeds(&plan.speeds, &plan.costs),
+            queues: WorkQueues::new(deques, plan.steal)
+                .with_speeds(&plan.speeds, &plan.costs)
+                .with_task_floors(&plan.floors),
             speeds: plan.speeds,
             costs: plan.costs,
+            floors: plan.floors,
             tasks: Mutex::new(held),
             wake: Mutex::new((0, false)),
             cv: Condvar::new(),

@@ -72,13 +72,15 @@ pub fn grant_size(want: usize, queued: usize) -> usize {
 }
 
 /// What a victim knows to decide whether a thief rank should have its tiles: the speed of the
-/// thief's fastest worker, its own workers' speeds and the pass's task costs (see
-/// [`WorkQueues::take_back_of_longest_for`]). Empty `own_speeds`: no guard.
+/// thief's fastest worker, its own workers' speeds, the pass's task costs and their floors
+/// (see [`WorkQueues::take_back_of_longest_for`]). Empty `own_speeds`: no guard.
 #[derive(Clone, Copy, Debug)]
 pub struct GrantGuard<'a> {
     pub thief_speed: f64,
     pub own_speeds: &'a [f64],
     pub costs: &'a [f64],
+    /// Each task's floor (`sched::tiles::area_floors`); empty: the mean task's cost.
+    pub floors: &'a [f64],
 }
 
 impl GrantGuard<'_> {
@@ -87,6 +89,7 @@ impl GrantGuard<'_> {
         thief_speed: 0.0,
         own_speeds: &[],
         costs: &[],
+        floors: &[],
     };
 }
 
@@ -97,7 +100,12 @@ pub fn give_away(queues: &WorkQueues, want: usize, guard: GrantGuard) -> Vec<(us
     let n = grant_size(want, queues.queued());
     (0..n)
         .map_while(|_| {
-            queues.take_back_of_longest_for(guard.thief_speed, guard.own_speeds, guard.costs)
+            queues.take_back_of_longest_for(
+                guard.thief_speed,
+                guard.own_speeds,
+                guard.costs,
+                guard.floors,
+            )
         })
         .collect()
 }
@@ -170,6 +178,7 @@ mod tests {
             thief_speed,
             own_speeds: &gpu,
             costs: &costs,
+            floors: &[],
         };
         let v = victim();
         assert_eq!(give_away(&v, 16, guard(0.0125)), vec![]);
@@ -185,6 +194,7 @@ mod tests {
             thief_speed: 0.0125,
             own_speeds: &gpu,
             costs: &costs,
+            floors: &[],
         };
         assert_eq!(give_away(&v, 3, g).len(), 3);
     }

@@ -14,7 +14,7 @@ use crate::sched::calibrate::PieceTime;
 
 /// Bumped whenever a message changes; part of every rank's fingerprint, so that ranks of
 /// different builds refuse to work together instead of misreading each other.
-pub const PROTOCOL_VERSION: u32 = 3;
+pub const PROTOCOL_VERSION: u32 = 4;
 
 /// One worker of a rank, as rank 0 reports it.
 #[derive(Clone, Debug, PartialEq)]
@@ -75,6 +75,9 @@ pub struct Plan {
     /// The estimated cost of every task of the pass, indexed by task number (not only this
     /// rank's: a task may come to it by a steal).
     pub costs: Vec<f64>,
+    /// Every task's floor for the steal guards, indexed like `costs`
+    /// (`sched::tiles::area_floors`).
+    pub floors: Vec<f64>,
 }
 
 /// A rendered tile, sent to rank 0.
@@ -402,6 +405,7 @@ impl Msg {
                 }
                 w.f64s(&p.speeds);
                 w.f64s(&p.costs);
+                w.f64s(&p.floors);
             }
             Msg::StealRequest { pass, want, speed } => {
                 w.u8(TAG_STEAL_REQUEST);
@@ -528,6 +532,7 @@ impl Msg {
                     tasks,
                     speeds: r.f64s()?,
                     costs: r.f64s()?,
+                    floors: r.f64s()?,
                 })
             }
             TAG_STEAL_REQUEST => Msg::StealRequest {
@@ -682,6 +687,7 @@ mod tests {
                 ],
                 speeds: vec![1.5, 0.0125, f64::INFINITY],
                 costs: vec![0.0, 2.0, -0.0, 1e-300, 3.0, 4.0, 5.0, 6.0],
+                floors: vec![1.0, 1.5, 0.0, 2.0, 1e300, 0.5, 0.25, 3.0],
             }),
             Msg::StealRequest {
                 pass: 1,

@@ -91,6 +91,9 @@ pub struct MixedCluster<'a> {
     /// `Some(estimated)`: the ranks know the speeds and the tasks' estimated costs and guard
     /// their steals by them, as a calibrated render does; `None`: unguarded.
     pub guard: Option<&'a [f64]>,
+    /// With `guard`: each task's floor, as a real rank is given them
+    /// (`WorkQueues::with_task_floors`); empty: the mean task's cost.
+    pub floors: &'a [f64],
 }
 
 struct Sim<'a> {
@@ -188,6 +191,7 @@ impl Sim<'_> {
                         thief_speed,
                         own_speeds: &m.speeds[victim],
                         costs: estimated,
+                        floors: m.floors,
                     },
                     None => GrantGuard::NONE,
                 };
@@ -238,6 +242,7 @@ pub fn simulate_cluster(
         local_latency: model.local_latency,
         rank_latency: model.rank_latency,
         guard: None,
+        floors: &[],
     };
     simulate_mixed_cluster(costs, deques, cluster, steal, seed)
 }
@@ -266,7 +271,9 @@ pub fn simulate_mixed_cluster(
         .map(|(r, speeds)| {
             let mut queues = WorkQueues::new(it.by_ref().take(speeds.len()).collect(), steal);
             if let Some(estimated) = cluster.guard {
-                queues = queues.with_speeds(speeds, estimated);
+                queues = queues
+                    .with_speeds(speeds, estimated)
+                    .with_task_floors(cluster.floors);
             }
             Rank {
                 queues,
@@ -348,18 +355,22 @@ pub fn replay_mixed_cluster(
     tile_count: u32,
     seeds: &[u64],
 ) -> Vec<ClusterSimRun> {
-    let (_, estimated, actual) = replay.tiles(strategy, tile_count);
     let all: Vec<f64> = speeds.iter().flatten().copied().collect();
-    let weights = match plan {
-        MixedPlan::Uniform => vec![1.0; all.len().max(1)],
-        MixedPlan::BySpeed | MixedPlan::BySpeedGuarded => all.clone(),
+    let (layout, estimated, actual) =
+        replay.tiles_cut(strategy, tile_count, &all, plan.pieces(strategy));
+    let floors = crate::sched::tiles::area_floors(&layout, &estimated);
+    let weights = if plan.by_speed() {
+        all.clone()
+    } else {
+        vec![1.0; all.len().max(1)]
     };
     let deques = policy::initial_deques(strategy, &estimated, &weights);
     let cluster = MixedCluster {
         speeds,
         local_latency,
         rank_latency,
-        guard: (plan == MixedPlan::BySpeedGuarded).then_some(&estimated[..]),
+        guard: plan.guarded().then_some(&estimated[..]),
+        floors: &floors,
     };
     crate::sched::sim::seeds_to_run(true, all.len(), seeds)
         .iter()
@@ -445,6 +456,7 @@ mod tests {
             let guard = guarded.then_some(crate::sched::sim::Guard {
                 speeds: &speeds,
                 estimated: &costs,
+                floors: &[],
             });
             let one = crate::sched::sim::simulate_mixed(
                 &costs,
@@ -461,6 +473,7 @@ mod tests {
                 local_latency: 0.0,
                 rank_latency: 0.5,
                 guard: guarded.then_some(&costs[..]),
+                floors: &[],
             };
             let c = simulate_mixed_cluster(&costs, deques.clone(), cluster, true, 9);
             assert_eq!(c.makespan, one.makespan, "guarded {guarded}");
@@ -485,6 +498,7 @@ mod tests {
                 local_latency: 0.0,
                 rank_latency: 0.01,
                 guard,
+                floors: &[],
             };
             simulate_mixed_cluster(&costs, deques.clone(), cluster, true, 4)
         };

@@ -17,6 +17,9 @@
 //! pass has no measured speeds: [`calibrate`] times a small piece on one worker of each device
 //! before it, so that the first pass's shares and its steals follow the workers' speeds too
 //! (a thief takes a tile only if it would finish it before its owner, [`policy::steal_pays`]).
+//! Tiles sized for a GPU are too big for a CPU thread a hundred times slower, so once the
+//! speeds are known the slow workers' shares are cut into pieces they can finish
+//! ([`tiles::cut_for_slow_workers`]).
 //!
 //! A tile's pass starts from the film's sums for its pixels and adds that pass's samples in
 //! order, and passes run one after another, so every pixel receives the same additions in
@@ -74,6 +77,11 @@ pub struct SchedConfig {
     /// Time one worker of each device before the first pass when the workers come from more
     /// than one device ([`calibrate`]), so that the first pass is planned by speed.
     pub calibrate: bool,
+    /// Once the workers' speeds are known (calibrated or measured), the tiles that the shares of
+    /// much slower workers hold are cut into about this many pieces per such worker, so that a
+    /// CPU thread beside a GPU gets tiles it can finish ([`tiles::cut_for_slow_workers`]); 0
+    /// leaves the tiles as laid out.
+    pub slow_worker_pieces: u32,
 }
 
 impl Default for SchedConfig {
@@ -88,6 +96,7 @@ impl Default for SchedConfig {
             cost_model: CostModel::default(),
             window: None,
             calibrate: true,
+            slow_worker_pieces: tiles::DEFAULT_SLOW_WORKER_PIECES,
         }
     }
 }
@@ -427,6 +436,8 @@ pub fn render_frame_until(
     let mut stopped = None;
     // This run's passes, timed, to predict the next against the deadline.
     let mut pass_times = PassTimes::default();
+    // Tiles of this run's earlier passes (the progress bar's count so far).
+    let mut tiles_before = 0u64;
     for (pass, samples) in passes.iter().enumerate().skip(first_pass) {
         if stop.load(Ordering::Relaxed) {
             stopped = Some(Stopped {
@@ -459,18 +470,14 @@ pub fn render_frame_until(
                 )
             })
         });
-        let tiles = tiles::layout(config.strategy, window.w, window.h, count, &plan_sat, scale);
-        if pass == first_pass {
-            progress.set_length((tiles.len() * (passes.len() - first_pass)) as u64);
-        }
-        let predicted: Vec<f64> = tiles
-            .iter()
-            .map(|t| scale.tile_cost(&plan_sat, *t))
-            .collect();
-        let estimated: Vec<f64> = tiles
-            .iter()
-            .map(|t| scale.tile_cost(&estimate_sat, *t))
-            .collect();
+        let mut tiles = tiles::layout(config.strategy, window.w, window.h, count, &plan_sat, scale);
+        let tile_costs = |tiles: &[Tile]| -> Vec<f64> {
+            tiles
+                .iter()
+                .map(|t| scale.tile_cost(&plan_sat, *t))
+                .collect()
+        };
+        let mut predicted = tile_costs(&tiles);
         if pass == first_pass && config.calibrate && calibrate::needed(&workers) {
             // Nothing has been timed in this run yet: time each device on a piece of the image.
             calibration =
@@ -478,9 +485,35 @@ pub fn render_frame_until(
             weights = calibrate::worker_speeds(&workers, &calibration);
             weights_are_speeds = !calibration.is_empty();
         }
+        // Pieces per slow worker, once the speeds are known (0: the tiles stay as laid out).
+        let pieces = if weights_are_speeds {
+            tiles::slow_worker_pieces(config.strategy, config.slow_worker_pieces)
+        } else {
+            0
+        };
+        if pieces > 0 {
+            let laid_out = tiles.len();
+            tiles = tiles::cut_for_slow_workers(tiles, &weights, pieces, &plan_sat, scale);
+            if tiles.len() != laid_out {
+                predicted = tile_costs(&tiles);
+            }
+        }
+        // The tiles of the passes still to come, as far as this one tells (cut for slow
+        // workers, a pass may have more tiles than the one before).
+        let total = tiles_before + (tiles.len() * (passes.len() - pass)) as u64;
+        if pass == first_pass {
+            progress.set_length(total);
+        } else {
+            progress.set_total(total);
+        }
+        let estimated: Vec<f64> = tiles
+            .iter()
+            .map(|t| scale.tile_cost(&estimate_sat, *t))
+            .collect();
         let deques = policy::initial_deques(config.strategy, &predicted, &weights);
-        let queues =
-            WorkQueues::new(deques.clone(), config.steal).with_speeds(&weights, &predicted);
+        let queues = WorkQueues::new(deques.clone(), config.steal)
+            .with_speeds(&weights, &predicted)
+            .with_task_floors(&tiles::area_floors(&tiles, &predicted));
         let job = workers::PassJob {
             tiles: &tiles,
             samples: samples.clone(),
@@ -491,6 +524,7 @@ pub fn render_frame_until(
         };
         progress.set_message(format!("pass {}/{}", pass + 1, passes.len()));
         let run = workers::run_pass(&workers, &queues, &job, &progress)?;
+        tiles_before += tiles.len() as u64;
         if !run.complete {
             complete_passes_film = Some(film.clone());
         }
@@ -526,6 +560,11 @@ pub fn render_frame_until(
             records: run.records,
             makespan_s: run.makespan_s,
             workers: worker_stats,
+            speeds: if weights_are_speeds {
+                weights.clone()
+            } else {
+                Vec::new()
+            },
         };
         if pass + 1 < passes.len() {
             let previous = weights_are_speeds.then_some(&weights[..]);
@@ -684,6 +723,7 @@ mod tests {
             records: vec![record(0, 0), record(1, 1)],
             makespan_s: 0.001,
             workers: Vec::new(),
+            speeds: Vec::new(),
         };
         let groups = [0, 0, 1];
         // Planned by calibrated speeds: the CPU keeps its 50 units/s.

@@ -167,10 +167,13 @@ struct Speeds {
     per_worker: Vec<f64>,
     task_cost: Vec<f64>,
     /// The mean cost of the pass's tasks: the least a slower worker counts a task at when it
-    /// decides to take it over a faster one. A cheap tile's estimate is the least reliable
-    /// (a corner the cost map thinks empty may hold a mirror), and the slower worker pays an
-    /// under-estimate many times over.
-    floor: f64,
+    /// decides to take it over a faster one, unless [`WorkQueues::with_task_floors`] gave each
+    /// task its own floor. A cheap tile's estimate is the least reliable (a corner the cost
+    /// map thinks empty may hold a mirror), and the slower worker pays an under-estimate many
+    /// times over.
+    mean: f64,
+    /// Per task, the least a slower worker counts it at (empty: `mean` for every task).
+    floor: Vec<f64>,
     /// Whether worker w is [`SIMILAR_SPEEDS`] times slower than the fastest or more: only such
     /// a worker can be refused a task (by [`keep_own_tile`], or by [`steal_pays`], whose owner
     /// must be that much faster than the thief). The others take tasks as if unguarded, without
@@ -181,6 +184,12 @@ struct Speeds {
 impl Speeds {
     fn cost(&self, task: usize) -> f64 {
         self.task_cost.get(task).copied().unwrap_or(0.0)
+    }
+
+    /// What a slower worker counts `task` at: its cost, but no less than its floor.
+    fn guarded_cost(&self, task: usize) -> f64 {
+        self.cost(task)
+            .max(self.floor.get(task).copied().unwrap_or(self.mean))
     }
 }
 
@@ -277,8 +286,28 @@ impl WorkQueues {
                 slow: speeds.iter().map(|&s| hi >= SIMILAR_SPEEDS * s).collect(),
                 per_worker: speeds.to_vec(),
                 task_cost: task_cost.to_vec(),
-                floor: costs.iter().sum::<f64>() / costs.len().max(1) as f64,
+                mean: costs.iter().sum::<f64>() / costs.len().max(1) as f64,
+                floor: Vec::new(),
             });
+        }
+        self
+    }
+
+    /// Gives each task its own floor for the steal guard (`floors[task]`, see
+    /// [`super::tiles::area_floors`]: its pixels at the pass's mean estimated cost per pixel)
+    /// instead of the mean task's cost. With tiles of one size the two are the same; with the
+    /// pieces cut for slow workers ([`super::tiles::cut_for_slow_workers`]) the mean task,
+    /// a GPU-sized tile, would keep a slow worker off pieces sized for it, while a piece's own
+    /// pixels still guard it against an estimate that calls its corner cheap. Ignored without
+    /// the guard, or when `floors` does not cover every task.
+    pub fn with_task_floors(mut self, floors: &[f64]) -> WorkQueues {
+        if let Some(sp) = self.speeds.as_mut() {
+            if floors.len() >= sp.task_cost.len() {
+                sp.floor = floors
+                    .iter()
+                    .map(|&f| if f.is_finite() { f.max(0.0) } else { sp.mean })
+                    .collect();
+            }
         }
         self
     }
@@ -311,7 +340,7 @@ impl WorkQueues {
         let &task = d.front()?;
         let queued = others + d.iter().map(|&t| sp.cost(t)).sum::<f64>();
         // (The floor only matters to a slower worker: the fastest always keep their tiles.)
-        let cost = sp.cost(task).max(sp.floor);
+        let cost = sp.guarded_cost(task);
         if keep_own_tile(cost, queued, w, &sp.per_worker) {
             d.pop_front()
         } else {
@@ -361,13 +390,13 @@ impl WorkQueues {
         let in_victim: f64 = d.iter().map(|&t| sp.cost(t)).sum();
         let (s_thief, s_owner) = (sp.per_worker[thief], sp.per_worker[victim]);
         let c = if s_thief < s_owner {
-            sp.cost(task).max(sp.floor)
+            sp.guarded_cost(task)
         } else {
             sp.cost(task)
         };
         if steal_pays(c, in_victim, s_thief, s_owner)
             && keep_own_tile(
-                sp.cost(task).max(sp.floor),
+                sp.guarded_cost(task),
                 others + in_victim,
                 thief,
                 &sp.per_worker,
@@ -421,6 +450,7 @@ impl WorkQueues {
         thief_speed: f64,
         own_speeds: &[f64],
         costs: &[f64],
+        floors: &[f64],
     ) -> Option<(usize, usize)> {
         if own_speeds.is_empty() {
             return self.take_back_of_longest();
@@ -433,7 +463,12 @@ impl WorkQueues {
                 .unwrap_or(0.0)
                 .max(0.0)
         };
-        let floor = (0..costs.len()).map(cost).sum::<f64>() / costs.len().max(1) as f64;
+        let mean = (0..costs.len()).map(cost).sum::<f64>() / costs.len().max(1) as f64;
+        // Each task's own floor when the plan gave them ([`WorkQueues::with_task_floors`]).
+        let floor = |t: usize| match floors.get(t) {
+            Some(&f) if f.is_finite() && floors.len() >= costs.len() => f.max(0.0),
+            _ => mean,
+        };
         let speeds: Vec<f64> = std::iter::once(thief_speed)
             .chain(own_speeds.iter().copied())
             .collect();
@@ -455,7 +490,7 @@ impl WorkQueues {
             let Some(&task) = d.back() else {
                 continue;
             };
-            return if keep_own_tile(cost(task).max(floor), queued, 0, &speeds) {
+            return if keep_own_tile(cost(task).max(floor(task)), queued, 0, &speeds) {
                 d.pop_back().map(|t| (t, w))
             } else {
                 None
@@ -669,6 +704,37 @@ mod tests {
             // And the flag is only ever set where the guard is armed.
             proptest::prop_assert!(q.guarded() || (0..speeds.len()).all(|w| !q.slow(w)));
         }
+    }
+
+    #[test]
+    fn task_floors_let_slow_workers_take_small_pieces_and_guard_cheap_looking_ones() {
+        // A GPU-sized tile of cost 8 and eight pieces of cost 0.01 in the deque of a worker
+        // 100 times slower than the other (its share: 8.08 / 101 = 0.08). The mean task (0.9)
+        // as its floor keeps it off its own pieces.
+        let mut costs = vec![8.0];
+        costs.extend([0.01; 8]);
+        let deques = vec![vec![0], (1..9).collect()];
+        let speeds = [1.0, 0.01];
+        let mut rng = StealRng::new(1, 1, 0);
+        let queues = || WorkQueues::new(deques.clone(), true).with_speeds(&speeds, &costs);
+        assert!(queues().next(1, &mut rng).is_none());
+        // Floors from the pieces' own pixels (as small as their cost): it takes the first.
+        let mut floors = vec![8.0];
+        floors.extend([0.01; 8]);
+        let take = queues()
+            .with_task_floors(&floors)
+            .next(1, &mut rng)
+            .expect("a piece");
+        assert_eq!((take.task, take.stolen_from), (1, None));
+        // A piece whose pixels say it is dearer than its estimate (a corner the map calls
+        // cheap): counted at its floor, it is left to the fast worker.
+        floors[1] = 0.5;
+        let q = queues().with_task_floors(&floors);
+        assert!(q.next(1, &mut rng).is_none());
+        // Floors that do not cover every task are ignored; the fast worker is never refused.
+        let q = queues().with_task_floors(&[0.01]);
+        assert!(q.next(1, &mut rng).is_none());
+        assert_eq!(q.next(0, &mut rng).map(|t| t.task), Some(0));
     }
 
     #[test]

@@ -86,6 +86,15 @@ impl Progress {
         }
     }
 
+    /// Corrects the tiles of the whole render once a pass knows its count (passes cut for
+    /// slow workers differ), keeping the lines' clock.
+    pub fn set_total(&self, tiles: u64) {
+        self.bar.set_length(tiles);
+        if let Some(lines) = &self.lines {
+            lines.lock().unwrap_or_else(|p| p.into_inner()).len = tiles;
+        }
+    }
+
     /// What is being rendered ("pass 3/16").
     pub fn set_message(&self, message: String) {
         if let Some(lines) = &self.lines {

@@ -75,6 +75,9 @@ pub struct PassReport {
     pub records: Vec<TileRecord>,
     pub makespan_s: f64,
     pub workers: Vec<WorkerPassStats>,
+    /// The speed each worker was planned at (cost-map units per second: calibrated before the
+    /// first pass, measured after each); empty when the pass was shared by worker counts.
+    pub speeds: Vec<f64>,
 }
 
 impl PassReport {
@@ -94,6 +97,42 @@ impl PassReport {
     /// Total busy time over (workers x makespan).
     pub fn efficiency(&self) -> f64 {
         efficiency(self.busy_s(), self.workers.len(), self.makespan_s)
+    }
+
+    /// The share of the workers' capacity the pass used: each worker's busy time weighted by
+    /// its planned speed, over the makespan times all the speeds. Beside a GPU, an idle CPU
+    /// thread 190 times slower is 1/190 of a GPU stream's capacity, not a whole worker's
+    /// worth: 16 idle CPU threads beside two busy GPU streams make the plain efficiency 11%
+    /// and this 96%. `None` when the pass was not planned by speeds, or they are not all
+    /// positive and finite.
+    pub fn efficiency_by_speed(&self) -> Option<f64> {
+        let known = self.speeds.len() == self.workers.len()
+            && !self.speeds.is_empty()
+            && self.speeds.iter().all(|s| s.is_finite() && *s > 0.0);
+        if !known || self.makespan_s <= 0.0 {
+            return None;
+        }
+        let used: f64 = self
+            .workers
+            .iter()
+            .zip(&self.speeds)
+            .map(|(w, s)| w.busy_s * s)
+            .sum();
+        let capacity: f64 = self.speeds.iter().sum::<f64>() * self.makespan_s;
+        Some(used / capacity)
+    }
+
+    /// Whether the pass was planned for workers of speeds [`super::policy::SIMILAR_SPEEDS`]
+    /// apart or more (a GPU beside CPU threads), where [`PassReport::efficiency_by_speed`]
+    /// says more than [`PassReport::efficiency`].
+    pub fn mixed_speeds(&self) -> bool {
+        let (lo, hi) = self
+            .speeds
+            .iter()
+            .fold((f64::INFINITY, 0.0f64), |(lo, hi), &s| {
+                (lo.min(s), hi.max(s))
+            });
+        lo > 0.0 && hi.is_finite() && hi >= super::policy::SIMILAR_SPEEDS * lo
     }
 
     /// The raw cost map's accuracy on this pass's tiles.
@@ -186,6 +225,26 @@ impl FrameReport {
         efficiency(self.busy_s(), self.workers.len(), self.makespan_s())
     }
 
+    /// [`PassReport::efficiency_by_speed`] over the frame, each pass weighted by its makespan
+    /// (a pass shared by worker counts counts at its plain efficiency). `None` unless some
+    /// pass was planned for workers of speeds 2x apart or more: otherwise it says what
+    /// [`FrameReport::efficiency`] does.
+    pub fn efficiency_by_speed(&self) -> Option<f64> {
+        if !self.passes.iter().any(PassReport::mixed_speeds) {
+            return None;
+        }
+        let total = self.makespan_s();
+        if total <= 0.0 {
+            return None;
+        }
+        let weighted: f64 = self
+            .passes
+            .iter()
+            .map(|p| p.efficiency_by_speed().unwrap_or_else(|| p.efficiency()) * p.makespan_s)
+            .sum();
+        Some(weighted / total)
+    }
+
     /// Per worker, over all passes.
     pub fn worker_totals(&self) -> Vec<WorkerPassStats> {
         let mut t = vec![WorkerPassStats::default(); self.workers.len()];
@@ -227,9 +286,13 @@ impl FrameReport {
             let _ = writeln!(s, "  {}", super::calibrate::describe(&self.calibration));
         }
         let steals: usize = self.passes.iter().map(PassReport::steals).sum();
+        let by_speed = match self.efficiency_by_speed() {
+            Some(e) => format!(" ({:.1}% by the workers' speeds)", 100.0 * e),
+            None => String::new(),
+        };
         let _ = writeln!(
             s,
-            "  makespan {:.3} s, busy {:.3} s, efficiency {:.1}%, steals {}",
+            "  makespan {:.3} s, busy {:.3} s, efficiency {:.1}%{by_speed}, steals {}",
             self.makespan_s(),
             self.busy_s(),
             100.0 * self.efficiency(),
@@ -325,6 +388,8 @@ pub fn write_stats(report: &FrameReport, path: &Path) -> Result<(), StatsError> 
         "makespan_s",
         "efficiency",
         "rank",
+        "speed",
+        "efficiency_by_speed",
     ])
     .map_err(csv_err(path))?;
     for (pi, p) in report.passes.iter().enumerate() {
@@ -342,6 +407,12 @@ pub fn write_stats(report: &FrameReport, path: &Path) -> Result<(), StatsError> 
                 format!("{:.9}", p.makespan_s),
                 format!("{:.6}", p.efficiency()),
                 report.rank_of(wi).to_string(),
+                // Empty when the pass was shared by worker counts.
+                p.speeds
+                    .get(wi)
+                    .map_or(String::new(), |v| format!("{v:.6}")),
+                p.efficiency_by_speed()
+                    .map_or(String::new(), |e| format!("{e:.6}")),
             ])
             .map_err(csv_err(path))?;
         }
@@ -543,6 +614,49 @@ pub fn read_costmap(path: &Path) -> Result<CostMap, StatsError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The H200's 256-spp `gpu0x2,cpu` pass: two GPU streams busy 0.637 s of a 0.638 s
+    /// makespan, sixteen CPU threads at 1/190.9 of their speed idle.
+    #[test]
+    fn efficiency_by_speed_counts_an_idle_slow_worker_at_its_speed() {
+        let busy = |busy_s| WorkerPassStats {
+            tiles: 1,
+            steals: 0,
+            busy_s,
+        };
+        let mut workers = vec![busy(0.637), busy(0.637)];
+        workers.extend(std::iter::repeat_n(WorkerPassStats::default(), 16));
+        let mut speeds = vec![97907.616, 97907.616];
+        speeds.extend([512.7989; 16]);
+        let mut pass = PassReport {
+            samples: 0..256,
+            tiles: Vec::new(),
+            predicted: Vec::new(),
+            estimated: Vec::new(),
+            initial_deques: Vec::new(),
+            records: Vec::new(),
+            makespan_s: 0.638,
+            workers,
+            speeds,
+        };
+        assert!(
+            (pass.efficiency() - 0.111).abs() < 5e-4,
+            "{}",
+            pass.efficiency()
+        );
+        let by_speed = pass.efficiency_by_speed().unwrap();
+        assert!((by_speed - 0.958).abs() < 5e-4, "{by_speed}");
+        assert!(pass.mixed_speeds());
+        // Equal speeds: the same figure as the plain efficiency, and not "mixed".
+        pass.speeds = vec![2.0; 18];
+        assert!((pass.efficiency_by_speed().unwrap() - pass.efficiency()).abs() < 1e-12);
+        assert!(!pass.mixed_speeds());
+        // No speeds, or speeds of the wrong length or not known: none.
+        for speeds in [vec![], vec![1.0; 3], vec![f64::NAN; 18]] {
+            pass.speeds = speeds;
+            assert_eq!(pass.efficiency_by_speed(), None);
+        }
+    }
 
     #[test]
     fn tile_rows_that_would_overflow_or_exhaust_the_replay_are_refused() {

@@ -84,6 +84,8 @@ pub fn simulate(
 pub struct Guard<'a> {
     pub speeds: &'a [f64],
     pub estimated: &'a [f64],
+    /// Each task's floor ([`WorkQueues::with_task_floors`]); empty: the mean task's cost.
+    pub floors: &'a [f64],
 }
 
 /// [`simulate`] with worker speeds: task `t` takes `costs[t] / speeds[w]` seconds on worker
@@ -101,7 +103,9 @@ pub fn simulate_mixed(
     let workers = deques.len();
     let mut queues = WorkQueues::new(deques, steal);
     if let Some(g) = guard {
-        queues = queues.with_speeds(g.speeds, g.estimated);
+        queues = queues
+            .with_speeds(g.speeds, g.estimated)
+            .with_task_floors(g.floors);
     }
     let speed = |w: usize| match speeds.get(w) {
         Some(&s) if s.is_finite() && s > 0.0 => s,
@@ -187,6 +191,18 @@ impl Replay {
     /// estimate, each with its estimated cost (what the plan sees) and its actual cost in
     /// seconds (from the measurements).
     pub fn tiles(&self, strategy: Strategy, tile_count: u32) -> (Vec<Tile>, Vec<f64>, Vec<f64>) {
+        self.tiles_cut(strategy, tile_count, &[], 0)
+    }
+
+    /// [`Replay::tiles`], then cut for the slow ones of workers of `speeds` into `pieces` each
+    /// ([`tiles::cut_for_slow_workers`], as a render that knows the speeds does).
+    pub fn tiles_cut(
+        &self,
+        strategy: Strategy,
+        tile_count: u32,
+        speeds: &[f64],
+        pieces: u32,
+    ) -> (Vec<Tile>, Vec<f64>, Vec<f64>) {
         let scale = MapScale::between(
             (self.width, self.height),
             (self.estimate.width, self.estimate.height),
@@ -200,6 +216,7 @@ impl Replay {
             &est_sat,
             scale,
         );
+        let layout = tiles::cut_for_slow_workers(layout, speeds, pieces, &est_sat, scale);
         let estimated: Vec<f64> = layout
             .iter()
             .map(|t| scale.tile_cost(&est_sat, *t))
@@ -239,23 +256,52 @@ pub enum MixedPlan {
     Uniform,
     /// Shares by speed, steals unguarded.
     BySpeed,
-    /// Shares by speed and the steal guard: what a render does once the speeds are known
-    /// (calibrated before the first pass of a mixed render, measured after every pass).
+    /// Shares by speed and the steal guard, on the tiles as laid out (`--slow-worker-pieces 0`).
     BySpeedGuarded,
+    /// Shares by speed and the steal guard, the slow workers' shares cut into this many pieces
+    /// each ([`tiles::cut_for_slow_workers`]): what a render does once the speeds are known
+    /// (calibrated before the first pass of a mixed render, measured after every pass).
+    BySpeedGuardedCut(u32),
 }
 
 impl MixedPlan {
-    pub const ALL: [MixedPlan; 3] = [
-        MixedPlan::Uniform,
-        MixedPlan::BySpeed,
-        MixedPlan::BySpeedGuarded,
-    ];
+    /// Every plan, the cut one into `pieces` per slow worker.
+    pub fn all(pieces: u32) -> [MixedPlan; 4] {
+        [
+            MixedPlan::Uniform,
+            MixedPlan::BySpeed,
+            MixedPlan::BySpeedGuarded,
+            MixedPlan::BySpeedGuardedCut(pieces),
+        ]
+    }
 
     pub fn label(self) -> &'static str {
         match self {
             MixedPlan::Uniform => "equal shares",
             MixedPlan::BySpeed => "shares by speed",
             MixedPlan::BySpeedGuarded => "by speed + guard",
+            MixedPlan::BySpeedGuardedCut(_) => "by speed + guard + cut",
+        }
+    }
+
+    /// Whether the shares follow the speeds (else equal shares).
+    pub fn by_speed(self) -> bool {
+        self != MixedPlan::Uniform
+    }
+
+    /// Whether steals are guarded by the speeds.
+    pub fn guarded(self) -> bool {
+        matches!(
+            self,
+            MixedPlan::BySpeedGuarded | MixedPlan::BySpeedGuardedCut(_)
+        )
+    }
+
+    /// The pieces per slow worker the tiles are cut into under `strategy` (0: not cut).
+    pub fn pieces(self, strategy: Strategy) -> u32 {
+        match self {
+            MixedPlan::BySpeedGuardedCut(pieces) => tiles::slow_worker_pieces(strategy, pieces),
+            _ => 0,
         }
     }
 }
@@ -275,16 +321,16 @@ impl Replay {
         steal_latency_s: f64,
         seeds: &[u64],
     ) -> Vec<SimRun> {
-        let (_, estimated, actual) = self.tiles(strategy, tile_count);
+        let (layout, estimated, actual) =
+            self.tiles_cut(strategy, tile_count, speeds, plan.pieces(strategy));
+        let floors = tiles::area_floors(&layout, &estimated);
         let equal = vec![1.0; speeds.len().max(1)];
-        let weights = match plan {
-            MixedPlan::Uniform => &equal[..],
-            MixedPlan::BySpeed | MixedPlan::BySpeedGuarded => speeds,
-        };
+        let weights = if plan.by_speed() { speeds } else { &equal[..] };
         let deques = policy::initial_deques(strategy, &estimated, weights);
-        let guard = (plan == MixedPlan::BySpeedGuarded).then_some(Guard {
+        let guard = plan.guarded().then_some(Guard {
             speeds,
             estimated: &estimated,
+            floors: &floors,
         });
         seeds_to_run(steal, speeds.len(), seeds)
             .iter()
@@ -357,6 +403,7 @@ mod tests {
             let guard = Guard {
                 speeds: &speeds,
                 estimated: &costs,
+                floors: &[],
             };
             let r = simulate_mixed(&costs, deques, true, 0.0, seed, &speeds, Some(guard));
             assert!(
@@ -382,6 +429,7 @@ mod tests {
         let guard = Guard {
             speeds: &speeds,
             estimated: &costs,
+            floors: &[],
         };
         let r = simulate_mixed(&costs, deques, true, 0.0, 3, &speeds, Some(guard));
         assert!(r.tiles[2..].iter().sum::<usize>() > 0, "{:?}", r.tiles);
@@ -390,6 +438,56 @@ mod tests {
             r.makespan < fast_alone * 0.98,
             "{} against {fast_alone}",
             r.makespan
+        );
+    }
+
+    /// The H100 case again, replayed on a 640 x 360 frame of uniform cost (1 s of work for
+    /// one worker): fifteen GPU-sized tiles leave the CPU threads idle, and the same tiles cut
+    /// for them ([`MixedPlan::BySpeedGuardedCut`]) let them help.
+    #[test]
+    fn tiles_cut_for_slow_workers_let_them_help() {
+        let estimate = CostMap::uniform(64, 36, 1.0);
+        let whole = Tile {
+            x: 0,
+            y: 0,
+            w: 640,
+            h: 360,
+        };
+        let replay = Replay::new(640, 360, estimate, &[(vec![whole], vec![1.0])]);
+        let (_, speeds) = h100_like();
+        let seeds: Vec<u64> = (0..10).collect();
+        let fast_alone = replay.run_mixed(
+            Strategy::Sorted,
+            true,
+            &[1.0, 1.0],
+            MixedPlan::BySpeed,
+            15,
+            0.0,
+            &seeds,
+        )[0]
+        .makespan;
+        let run = |plan| replay.run_mixed(Strategy::Sorted, true, &speeds, plan, 15, 0.0, &seeds);
+        let slow_tiles = |r: &SimRun| r.tiles[2..].iter().sum::<usize>();
+        for r in run(MixedPlan::BySpeedGuarded) {
+            assert_eq!(slow_tiles(&r), 0, "{:?}", r.tiles);
+            assert!(r.makespan >= fast_alone - 1e-9);
+        }
+        // 2 + 16 x 0.005 = 2.08 of speed against 2: at best 3.8% sooner.
+        for r in run(MixedPlan::BySpeedGuardedCut(8)) {
+            assert!(r.ran_by.iter().all(Option::is_some), "a tile never ran");
+            assert!(slow_tiles(&r) >= 16, "{:?}", r.tiles);
+            assert!(
+                r.makespan < fast_alone * 0.985,
+                "{} against {fast_alone}",
+                r.makespan
+            );
+        }
+        // Regular knows no costs and cuts nothing: as the uncut plan.
+        let regular =
+            |plan| replay.run_mixed(Strategy::Regular, true, &speeds, plan, 15, 0.0, &seeds);
+        assert_eq!(
+            regular(MixedPlan::BySpeedGuardedCut(8)),
+            regular(MixedPlan::BySpeedGuarded)
         );
     }
 

@@ -5,6 +5,7 @@
 //! image (a serpentine scan of the grid, or the kd tree's leaf order), so that the initial
 //! assignment can give each worker a contiguous run of tiles that are near each other.
 
+use super::policy::SIMILAR_SPEEDS;
 use super::sat::{MapScale, Sat};
 use crate::render::Tile;
 
@@ -118,14 +119,22 @@ enum Axis {
     Y,
 }
 
-/// Splits `t` along `axis` at the pixel boundary that best halves its cost. `None` when the
-/// tile is one pixel thick along that axis.
-fn split_half(t: Tile, axis: Axis, sat: &Sat, scale: MapScale) -> Option<(Tile, Tile)> {
+/// Splits `t` along `axis` at the pixel boundary that best halves its cost, leaving each half
+/// at least `min_side` pixels thick along the axis. `None` when the tile is thinner than
+/// twice that.
+fn split_half(
+    t: Tile,
+    axis: Axis,
+    sat: &Sat,
+    scale: MapScale,
+    min_side: u32,
+) -> Option<(Tile, Tile)> {
     let (lo, hi) = match axis {
         Axis::X => (t.x, t.x + t.w),
         Axis::Y => (t.y, t.y + t.h),
     };
-    if hi - lo < 2 {
+    let m = min_side.max(1);
+    if hi - lo < 2 * m {
         return None;
     }
     // Cost of the part before the cut at `p`: non-decreasing in p.
@@ -134,8 +143,8 @@ fn split_half(t: Tile, axis: Axis, sat: &Sat, scale: MapScale) -> Option<(Tile, 
         Axis::Y => scale.rect_cost(sat, t.x as f64, t.y as f64, (t.x + t.w) as f64, p as f64),
     };
     let half = before(hi) * 0.5;
-    // Binary search for the first cut in [lo + 1, hi - 1] whose left part reaches half.
-    let (mut a, mut b) = (lo + 1, hi - 1);
+    // Binary search for the first cut in [lo + m, hi - m] whose left part reaches half.
+    let (mut a, mut b) = (lo + m, hi - m);
     while a < b {
         let mid = a + (b - a) / 2;
         if before(mid) >= half {
@@ -145,7 +154,7 @@ fn split_half(t: Tile, axis: Axis, sat: &Sat, scale: MapScale) -> Option<(Tile, 
         }
     }
     // `a` reaches half (or is the last cut); the cut before it may be closer.
-    let p = if a > lo + 1 && (half - before(a - 1)).abs() <= (before(a) - half).abs() {
+    let p = if a > lo + m && (half - before(a - 1)).abs() <= (before(a) - half).abs() {
         a - 1
     } else {
         a
@@ -195,7 +204,8 @@ pub fn kd_tiles(width: u32, height: u32, levels: u32, sat: &Sat, scale: MapScale
         };
         let mut next = Vec::with_capacity(tiles.len() * 2);
         for t in tiles {
-            match split_half(t, axis, sat, scale).or_else(|| split_half(t, other, sat, scale)) {
+            match split_half(t, axis, sat, scale, 1).or_else(|| split_half(t, other, sat, scale, 1))
+            {
                 Some((a, b)) => {
                     next.push(a);
                     next.push(b);
@@ -233,6 +243,159 @@ pub fn layout(
         }
         Strategy::Adaptive => kd_tiles(width, height, kd_levels(count), sat, scale),
     }
+}
+
+/// Each tile's floor for the steal guard: its pixels at the mean estimated cost per pixel of
+/// all `tiles` (whose estimated costs are `costs`). A slower worker counts a tile at no less
+/// than that ([`super::policy::WorkQueues::with_task_floors`]), since an estimate that calls a
+/// corner cheap is the least reliable, and it pays an under-estimate many times over. For
+/// tiles of one size this is the mean tile's cost.
+pub fn area_floors(tiles: &[Tile], costs: &[f64]) -> Vec<f64> {
+    let area = |t: &Tile| f64::from(t.w) * f64::from(t.h);
+    let total_area: f64 = tiles.iter().map(area).sum();
+    let total_cost: f64 = costs
+        .iter()
+        .filter(|c| c.is_finite())
+        .map(|c| c.max(0.0))
+        .sum();
+    let density = if total_area > 0.0 {
+        total_cost / total_area
+    } else {
+        0.0
+    };
+    tiles.iter().map(|t| area(t) * density).collect()
+}
+
+/// How many pieces [`cut_for_slow_workers`] cuts a slow worker's share into by default
+/// (`--slow-worker-pieces`). A slow worker leaves its next piece to the faster ones once they
+/// would get through everything queued before it got through that piece (at twice its
+/// estimated cost: [`super::policy::keep_own_tile`]), so it goes idle a piece or two before the
+/// end: more pieces waste less of it, and make more tiles. Replayed on the H200's 256-spp
+/// tiles (`schedule-sim --speeds`, sorted), CPU threads 50 times slower than the GPU's two
+/// streams ended the frame at 0.91x the GPU alone with 4 pieces, 0.89x with 8 and 16 (ideally
+/// 0.86x); 20 times slower, 0.80x, 0.77x and 0.76x (ideally 0.71x).
+pub const DEFAULT_SLOW_WORKER_PIECES: u32 = 8;
+
+/// The pieces per slow worker that [`cut_for_slow_workers`] is asked for under `strategy`:
+/// `pieces`, except under `regular`, which knows no costs and shares tiles by count, so that
+/// pieces cut by cost would not line up with its shares: it cuts nothing.
+pub fn slow_worker_pieces(strategy: Strategy, pieces: u32) -> u32 {
+    match strategy {
+        Strategy::Regular => 0,
+        Strategy::Sorted | Strategy::Adaptive => pieces,
+    }
+}
+
+/// The thinnest piece [`cut_for_slow_workers`] makes, in pixels: below that a tile's fixed
+/// costs (a launch, a film write) outweigh its work.
+pub const MIN_PIECE_SIDE: u32 = 8;
+
+/// Cuts the tiles that the shares of slow workers would hold into pieces a slow worker can
+/// finish in time, and leaves the others whole.
+///
+/// Tiles are sized for the fastest workers (a GPU wants a launch's worth of work per tile), so
+/// a CPU thread 100 or 200 times slower than a GPU stream cannot finish even one before the
+/// GPU has finished the frame; the steal guard then rightly keeps it idle, and the CPU adds
+/// nothing (on the H200, 16 CPU threads beside a GPU's two streams took no tile). Here each
+/// worker's share of the pass is laid over the tiles as [`super::policy::contiguous_runs`]
+/// lays it (in locality order, in proportion to `weights`, the workers' speeds), and every
+/// tile that overlaps the share of a worker [`SIMILAR_SPEEDS`] times slower than the fastest or
+/// more is halved by cost (across its longer side, as the kd split does) until each piece
+/// costs at most that share over `pieces`, or is [`MIN_PIECE_SIDE`] pixels thin. A piece's
+/// cost here is the one the steal guard counts it at: its estimate, but no less than its
+/// pixels at the mean cost per pixel ([`area_floors`]), so that the slow worker does not leave
+/// a piece of a corner the estimate calls cheap to the fast workers after all. Pieces
+/// replace their tile in place, so the order stays a locality order, and the pieces of a
+/// tile cover exactly its pixels: the image does not change.
+///
+/// Unchanged: tiles when `pieces` is 0, when the weights are not all positive and finite
+/// (counts rather than speeds, or nothing known), or when no worker is that much slower.
+pub fn cut_for_slow_workers(
+    tiles: Vec<Tile>,
+    weights: &[f64],
+    pieces: u32,
+    sat: &Sat,
+    scale: MapScale,
+) -> Vec<Tile> {
+    let known = !weights.is_empty() && weights.iter().all(|w| w.is_finite() && *w > 0.0);
+    let fastest = weights.iter().copied().fold(0.0, f64::max);
+    let slow = |w: f64| fastest >= SIMILAR_SPEEDS * w;
+    if pieces == 0 || !known || !weights.iter().any(|&w| slow(w)) {
+        return tiles;
+    }
+    let cost = |t: Tile| {
+        let c = scale.tile_cost(sat, t);
+        if c.is_finite() {
+            c.max(0.0)
+        } else {
+            0.0
+        }
+    };
+    let costs: Vec<f64> = tiles.iter().map(|&t| cost(t)).collect();
+    let total: f64 = costs.iter().sum();
+    if !(total > 0.0 && total.is_finite()) {
+        return tiles;
+    }
+    // What the guard counts a piece at (see `area_floors`).
+    let area: f64 = tiles.iter().map(|t| f64::from(t.w) * f64::from(t.h)).sum();
+    let density = total / area;
+    let guarded = |t: Tile, c: f64| c.max(f64::from(t.w) * f64::from(t.h) * density);
+    // Each worker's share as an interval of the cumulative cost, with the most a tile
+    // overlapping it may cost: (end of the interval, limit).
+    let weight_total: f64 = weights.iter().sum();
+    let mut shares = Vec::with_capacity(weights.len());
+    let mut end = 0.0;
+    for &w in weights {
+        let share = total * w / weight_total;
+        end += share;
+        let limit = if slow(w) {
+            share / f64::from(pieces)
+        } else {
+            f64::INFINITY
+        };
+        shares.push((end, limit));
+    }
+    // The least limit of the shares that overlap the cost interval (a, b).
+    let limit_over = |a: f64, b: f64| {
+        let (mut start, mut limit) = (0.0, f64::INFINITY);
+        for &(end, l) in &shares {
+            if start >= b {
+                break;
+            }
+            if end > a {
+                limit = limit.min(l);
+            }
+            start = end;
+        }
+        limit
+    };
+    let split = |t: Tile| {
+        let (long, short) = if t.w >= t.h {
+            (Axis::X, Axis::Y)
+        } else {
+            (Axis::Y, Axis::X)
+        };
+        split_half(t, long, sat, scale, MIN_PIECE_SIDE)
+            .or_else(|| split_half(t, short, sat, scale, MIN_PIECE_SIDE))
+    };
+    let mut out = Vec::with_capacity(tiles.len());
+    let mut position = 0.0;
+    for (tile, c) in tiles.into_iter().zip(costs) {
+        // Depth first, the first half before the second: the pieces keep the tile's place.
+        let mut stack = vec![(tile, c)];
+        while let Some((t, c)) = stack.pop() {
+            if guarded(t, c) > limit_over(position, position + c) {
+                if let Some((a, b)) = split(t) {
+                    stack.push((b, cost(b)));
+                    stack.push((a, cost(a)));
+                    continue;
+                }
+            }
+            out.push(t);
+            position += c;
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -291,6 +454,129 @@ mod tests {
         let t = kd_tiles(64, 64, 4, &sat, scale);
         assert_eq!(t.len(), 16);
         assert!(t.iter().all(|t| t.w == 16 && t.h == 16), "{t:?}");
+    }
+
+    /// Every pixel of a `w` x `h` image covered exactly once by `tiles`.
+    fn covers_exactly_once(tiles: &[Tile], w: u32, h: u32) -> bool {
+        let mut hits = vec![0u8; (w * h) as usize];
+        for t in tiles {
+            for y in t.y..t.y + t.h {
+                for x in t.x..t.x + t.w {
+                    hits[(y * w + x) as usize] += 1;
+                }
+            }
+        }
+        hits.iter().all(|&n| n == 1)
+    }
+
+    /// A 960 x 540 image over a 240 x 135 map whose cost rises to the right, cut into 135
+    /// GPU-sized tiles; two GPU streams beside sixteen CPU threads 190 times slower (the
+    /// H200's calibration).
+    fn h200_like() -> (Vec<Tile>, Sat, MapScale, Vec<f64>) {
+        let (mw, mh) = (240, 135);
+        let values: Vec<f32> = (0..mw * mh).map(|i| 1.0 + (i % mw) as f32 / 60.0).collect();
+        let sat = Sat::new(mw, mh, &values);
+        let scale = MapScale::between((960, 540), (mw, mh));
+        let tiles = layout(Strategy::Sorted, 960, 540, Some(135), &sat, scale);
+        let mut speeds = vec![1.0, 1.0];
+        speeds.extend([1.0 / 190.0; 16]);
+        (tiles, sat, scale, speeds)
+    }
+
+    #[test]
+    fn cutting_for_slow_workers_keeps_every_pixel_once_and_the_fast_tiles_whole() {
+        let (tiles, sat, scale, speeds) = h200_like();
+        let cut = cut_for_slow_workers(tiles.clone(), &speeds, 8, &sat, scale);
+        assert!(covers_exactly_once(&cut, 960, 540));
+        assert!(cut.len() > tiles.len() + 16, "{} pieces", cut.len());
+        // Pieces replace their tile in place: the cut list is the tiles in order, each
+        // either itself or a run of pieces inside it.
+        let mut i = 0;
+        for t in &tiles {
+            let inside = |p: &Tile| {
+                p.x >= t.x && p.y >= t.y && p.x + p.w <= t.x + t.w && p.y + p.h <= t.y + t.h
+            };
+            let start = i;
+            while i < cut.len() && inside(&cut[i]) {
+                i += 1;
+            }
+            assert!(i > start, "tile {t:?} has no piece in place");
+        }
+        assert_eq!(i, cut.len());
+        // The fast workers' shares (all but the last 16/190 of 2 + 16/190 of the cost) keep
+        // their tiles whole: the first tiles are untouched.
+        assert_eq!(cut[..100], tiles[..100]);
+        // The slow shares hold pieces no dearer than a share over 8 (or too thin to cut), as
+        // the steal guard counts them: not below their pixels at the mean cost per pixel.
+        let cost = |t: &Tile| scale.tile_cost(&sat, *t);
+        let total: f64 = tiles.iter().map(cost).sum();
+        let limit = total * speeds[2] / speeds.iter().sum::<f64>() / 8.0;
+        let slow_start = total * 2.0 / speeds.iter().sum::<f64>();
+        let floors = area_floors(&cut, &cut.iter().map(cost).collect::<Vec<_>>());
+        let mut at = 0.0;
+        for (p, floor) in cut.iter().zip(&floors) {
+            let c = cost(p);
+            if at >= slow_start - 1e-9 * total {
+                assert!(
+                    c.max(*floor) <= limit * (1.0 + 1e-9)
+                        || p.w < 2 * MIN_PIECE_SIDE && p.h < 2 * MIN_PIECE_SIDE,
+                    "{p:?} costs {c}, limit {limit}"
+                );
+            }
+            at += c;
+        }
+        // Every CPU thread's run is no longer empty: each has pieces of its own.
+        let costs: Vec<f64> = cut.iter().map(cost).collect();
+        let runs = super::super::policy::contiguous_runs(&costs, &speeds);
+        assert!(runs[2..].iter().all(|r| !r.is_empty()), "{runs:?}");
+        // Uncut, most of them had nothing (the few others a whole GPU-sized tile each).
+        let before: Vec<f64> = tiles.iter().map(cost).collect();
+        let runs_before = super::super::policy::contiguous_runs(&before, &speeds);
+        let holding = runs_before[2..].iter().filter(|r| !r.is_empty()).count();
+        assert!(holding <= 4, "{runs_before:?}");
+    }
+
+    #[test]
+    fn tiles_stay_as_laid_out_unless_some_worker_is_much_slower() {
+        let (tiles, sat, scale, speeds) = h200_like();
+        let same = |weights: &[f64], pieces: u32| {
+            cut_for_slow_workers(tiles.clone(), weights, pieces, &sat, scale) == tiles
+        };
+        assert!(same(&speeds, 0), "0 pieces: off");
+        assert!(same(&[1.0; 18], 8), "equal speeds (or worker counts)");
+        assert!(same(&[1.0, 1.0, 0.6, 0.6], 8), "speeds within 2x");
+        assert!(same(&[1.0, f64::NAN, 0.001], 8), "a speed not known");
+        assert!(same(&[1.0, 0.0, 0.001], 8), "a speed of 0");
+        assert!(same(&[], 8), "no workers");
+        // Slower by 2.5x, with a share of 29% of the frame: 8 pieces of it are still larger
+        // than the tiles, which stay whole. Slower by 50x (a 2% share): cut.
+        assert!(same(&[1.0, 0.4], 8), "2.5x slower, a large share");
+        assert!(!same(&[1.0, 0.02], 8), "50x slower: cut");
+        assert_eq!(slow_worker_pieces(Strategy::Regular, 8), 0);
+        assert_eq!(slow_worker_pieces(Strategy::Sorted, 8), 8);
+        assert_eq!(slow_worker_pieces(Strategy::Adaptive, 3), 3);
+    }
+
+    #[test]
+    fn pieces_stop_at_the_thinnest_side() {
+        // A slow worker whose share is a speck of one 20 x 20 tile: the pieces stop at
+        // MIN_PIECE_SIDE, however small the limit.
+        let sat = Sat::new(20, 20, &[1.0; 400]);
+        let scale = MapScale::between((20, 20), (20, 20));
+        let tiles = vec![Tile {
+            x: 0,
+            y: 0,
+            w: 20,
+            h: 20,
+        }];
+        let cut = cut_for_slow_workers(tiles, &[1.0, 1e-6], 8, &sat, scale);
+        assert!(covers_exactly_once(&cut, 20, 20));
+        assert!(cut.len() > 1);
+        assert!(
+            cut.iter()
+                .all(|t| t.w >= MIN_PIECE_SIDE && t.h >= MIN_PIECE_SIDE),
+            "{cut:?}"
+        );
     }
 
     #[test]
