@@ -290,6 +290,8 @@ fn time_batch(
         batch.enqueue(&streams)?;
         enqueue_ms.push(host.elapsed().as_secs_f64() * 1e3);
         t1.record(streams.main())?;
+        // A batch that never finishes is an error naming it, not a benchmark blocked for ever.
+        batch.wait(&streams)?;
         t1.synchronize()?;
         samples.push(f64::from(t0.elapsed_ms(&t1)?));
         check_guards(&batch, &streams, options, warmup + samples.len() as u32 - 1)?;

@@ -472,6 +472,36 @@ impl Event {
     pub fn is_complete(&self) -> Result<bool, CudaError> {
         self.inner.try_is_complete().during("cuEventQuery")
     }
+
+    /// Waits for the recorded work, at most `limit`: `Ok(false)` when it is still not done
+    /// then. A watchdog for work that should take a fraction of that (the acceleration
+    /// builds): where `synchronize` would block for ever on a GPU that never finishes (on an
+    /// H200 a batch of GAS builds hung until the call was killed), this lets the caller say
+    /// what hung. Polls, sleeping between queries, rather than blocking in the driver.
+    pub fn wait_within(&self, limit: std::time::Duration) -> Result<bool, CudaError> {
+        poll_until(limit, || self.is_complete())
+    }
+}
+
+/// Calls `done` until it says true or fails, for at most `limit` (one more call after it):
+/// `Ok(false)` when `done` never said true. Sleeps between calls, from 20 µs doubling to 1
+/// ms, so that short waits stay short and long ones cost the host little.
+pub fn poll_until<E>(
+    limit: std::time::Duration,
+    mut done: impl FnMut() -> Result<bool, E>,
+) -> Result<bool, E> {
+    let start = std::time::Instant::now();
+    let mut pause = std::time::Duration::from_micros(20);
+    loop {
+        if done()? {
+            return Ok(true);
+        }
+        if start.elapsed() >= limit {
+            return Ok(false);
+        }
+        std::thread::sleep(pause.min(limit.saturating_sub(start.elapsed())));
+        pause = (pause * 2).min(std::time::Duration::from_millis(1));
+    }
 }
 
 /// Checks that `[offset, offset + len)` lies within `size` and returns it as a range.
@@ -694,6 +724,34 @@ impl<'a> DeviceSlice<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn polling_stops_when_done_or_past_the_limit() {
+        use std::time::Duration;
+        // Done on the fifth query.
+        let mut calls = 0;
+        let r: Result<bool, ()> = poll_until(Duration::from_secs(5), || {
+            calls += 1;
+            Ok(calls == 5)
+        });
+        assert_eq!((r, calls), (Ok(true), 5));
+        // Never done: false once the limit has passed, having queried more than once.
+        let mut calls = 0;
+        let start = std::time::Instant::now();
+        let r: Result<bool, ()> = poll_until(Duration::from_millis(30), || {
+            calls += 1;
+            Ok(false)
+        });
+        assert_eq!(r, Ok(false));
+        assert!(start.elapsed() >= Duration::from_millis(30));
+        assert!(calls > 1);
+        // An error ends the wait at once, passed on.
+        let r: Result<bool, &str> = poll_until(Duration::from_secs(5), || Err("cuEventQuery"));
+        assert_eq!(r, Err("cuEventQuery"));
+        // A limit of zero still asks once.
+        let r: Result<bool, ()> = poll_until(Duration::ZERO, || Ok(true));
+        assert_eq!(r, Ok(true));
+    }
 
     #[test]
     fn work_queues_follow_streams_past_eight_unless_the_user_chose() {
