@@ -251,19 +251,28 @@ pub fn layout(
 /// corner cheap is the least reliable, and it pays an under-estimate many times over. For
 /// tiles of one size this is the mean tile's cost.
 pub fn area_floors(tiles: &[Tile], costs: &[f64]) -> Vec<f64> {
-    let area = |t: &Tile| f64::from(t.w) * f64::from(t.h);
-    let total_area: f64 = tiles.iter().map(area).sum();
-    let total_cost: f64 = costs
+    let density = cost_per_pixel(tiles, costs);
+    tiles.iter().map(|&t| pixels(t) * density).collect()
+}
+
+fn pixels(t: Tile) -> f64 {
+    f64::from(t.w) * f64::from(t.h)
+}
+
+/// The mean estimated cost per pixel of `tiles` whose costs are `costs` (0 without pixels;
+/// costs that are not finite count as 0).
+fn cost_per_pixel(tiles: &[Tile], costs: &[f64]) -> f64 {
+    let area: f64 = tiles.iter().map(|&t| pixels(t)).sum();
+    let cost: f64 = costs
         .iter()
         .filter(|c| c.is_finite())
         .map(|c| c.max(0.0))
         .sum();
-    let density = if total_area > 0.0 {
-        total_cost / total_area
+    if area > 0.0 {
+        cost / area
     } else {
         0.0
-    };
-    tiles.iter().map(|t| area(t) * density).collect()
+    }
 }
 
 /// How many pieces [`cut_for_slow_workers`] cuts a slow worker's share into by default
@@ -337,9 +346,8 @@ pub fn cut_for_slow_workers(
         return tiles;
     }
     // What the guard counts a piece at (see `area_floors`).
-    let area: f64 = tiles.iter().map(|t| f64::from(t.w) * f64::from(t.h)).sum();
-    let density = total / area;
-    let guarded = |t: Tile, c: f64| c.max(f64::from(t.w) * f64::from(t.h) * density);
+    let density = cost_per_pixel(&tiles, &costs);
+    let guarded = |t: Tile, c: f64| c.max(pixels(t) * density);
     // Each worker's share as an interval of the cumulative cost, with the most a tile
     // overlapping it may cost: (end of the interval, limit).
     let weight_total: f64 = weights.iter().sum();
