@@ -25,6 +25,8 @@
 #              order, per-stream scratch, CUDA_LAUNCH_BLOCKING=1, OptiX validation), then guard
 #              bands after every scratch slice and GAS, LPT build weights, memcheck on LPT
 #              batches (sponza-like; each run capped at 60 s)
+#   watchdog   a batch known to hang (LPT weight 1000, 4 streams) with GASWORKS_BUILD_WAIT_S=10:
+#              the hang must end in the error naming the batch
 #   depth      GPU vs CPU on the Cornell box at --max-depth 1..8: the bounce a bias starts at
 #   connections  build-bench at 8..32 streams with CUDA_DEVICE_MAX_CONNECTIONS 8 and 32
 # Groups sized for device calls of under 9 minutes each:
@@ -66,7 +68,7 @@ for a in "$@"; do
         call2) steps+=(bench) ;;
         call3) steps+=(render sched nsys) ;;
         all) steps+=(tests sanitizer bench render sched nsys) ;;
-        tests|sanitizer|bench|render|sched|nsys|lpt|depth|connections) steps+=("$a") ;;
+        tests|sanitizer|bench|render|sched|nsys|lpt|watchdog|depth|connections) steps+=("$a") ;;
         -h|--help) usage; exit 0 ;;
         *) echo "gpu-session: unknown step '$a'" >&2; usage >&2; exit 2 ;;
     esac
@@ -499,6 +501,25 @@ step_lpt() {
             "$bin" build-bench "$sponza" --streams 4,8 --assign lpt --scratch shared --repeat 3 --warmup 0 \
             || fail "compute-sanitizer memcheck on LPT batches (see $out/sanitizer-memcheck-lpt.log)"
         grep -h "ERROR SUMMARY" "$out/sanitizer-memcheck-lpt.log" | sed "s/^/memcheck lpt: /" | tee -a "$summary" >&2
+    fi
+}
+
+# The watchdog on GAS batches (GasBatch::wait, GASWORKS_BUILD_WAIT_S): LPT weighted 1000 at 4
+# streams hung on the H100 (2026-11-24) and the H200 (2026-11-26). With a 10 s limit the hung
+# batch must end in the error naming it, within the run's 45 s cap. Best effort: a batch that
+# does not hang this time says nothing of the watchdog, and is reported as such.
+step_watchdog() {
+    need_sponza
+    local log="$out/watchdog.log" rc=0 said
+    GASWORKS_BUILD_WAIT_S="${GW_WATCHDOG_S:-10}" logged "$log" timeout -k 5 "${GW_WATCHDOG_CAP_S:-45}" \
+        "$bin" build-bench "$sponza" --streams 4 --assign lpt --lpt-build-weight 1000 --repeat 20 || rc=$?
+    said="$(grep -m1 "did not finish within" "$log" | cut -c1-240)"
+    if [ -n "$said" ]; then
+        note "watchdog: the hung batch was named (exit $rc): $said"
+    elif [ "$rc" -eq 0 ]; then
+        note "watchdog: the batch did not hang this time (nothing learned of the watchdog)"
+    else
+        fail "watchdog: the run ended (exit $rc) without the watchdog's message (see $log)"
     fi
 }
 

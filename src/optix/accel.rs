@@ -30,7 +30,7 @@ use super::error::{CudaError, OptixError};
 use super::plan::{
     group_gases, guard_regions, make_plan, validate, written_span, Allocation, Assign, BuildNeed,
     BuildPlan, GasTable, GuardRegion, IssueOrder, MergeOptions, PlanError, PlanOptions,
-    ScratchMode, ACCEL_BUFFER_ALIGNMENT, MAX_PRIMITIVES_PER_GAS,
+    ScratchMode, ACCEL_BUFFER_ALIGNMENT, DEFAULT_LPT_BUILD_WEIGHT, MAX_PRIMITIVES_PER_GAS,
 };
 use super::sys::{
     self, CUdeviceptr, OptixAccelBuildOptions, OptixAccelEmitDesc, OptixBuildInput,
@@ -52,6 +52,32 @@ pub const GUARD_FILL: u8 = 0xA5;
 /// ms on an H200, a 3M-triangle toystore's under 0.1 s); a batch that has not finished after
 /// a minute is not going to, and an error naming it beats a process blocked for ever.
 pub const BUILD_WAIT_LIMIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The environment variable that replaces [`BUILD_WAIT_LIMIT`] (seconds, a positive number): a
+/// check of the watchdog itself need not wait a minute for a batch known to hang.
+pub const BUILD_WAIT_ENV: &str = "GASWORKS_BUILD_WAIT_S";
+
+/// [`BUILD_WAIT_LIMIT`], or the seconds [`BUILD_WAIT_ENV`] gives. A value that is not a
+/// positive number of seconds is reported (once per wait) and the default kept: a typo must
+/// not turn the watchdog off.
+pub fn build_wait_limit() -> std::time::Duration {
+    match std::env::var(BUILD_WAIT_ENV) {
+        Err(_) => BUILD_WAIT_LIMIT,
+        Ok(text) => parse_build_wait(&text).unwrap_or_else(|| {
+            log::warn!(
+                "{BUILD_WAIT_ENV}={text:?} is not a positive number of seconds: \
+                 waiting at most {} s for GAS builds",
+                BUILD_WAIT_LIMIT.as_secs()
+            );
+            BUILD_WAIT_LIMIT
+        }),
+    }
+}
+
+fn parse_build_wait(text: &str) -> Option<std::time::Duration> {
+    let secs: f64 = text.trim().parse().ok()?;
+    (secs.is_finite() && secs > 0.0 && secs < 1e9).then(|| std::time::Duration::from_secs_f64(secs))
+}
 
 /// Errors of the acceleration-structure builds; each names what failed.
 #[derive(Debug, Error)]
@@ -85,7 +111,7 @@ pub enum AccelError {
     },
     #[error("the build plan does not match the builds: {0}")]
     PlanMismatch(String),
-    #[error("{what} did not finish within {} s (they take well under a second on the GPUs measured): the GPU or its driver hung; run the batch again under compute-sanitizer, or with other --streams, --assign or --enqueue-threads, to see which part of it does", .limit.as_secs())]
+    #[error("{what} did not finish within {} s (they take well under a second on the GPUs measured): the GPU or its driver hung; run the batch again under compute-sanitizer, or with other --streams, --assign or --enqueue-threads, to see which part of it does", .limit.as_secs_f64())]
     Hung {
         what: String,
         limit: std::time::Duration,
@@ -130,7 +156,10 @@ impl Default for AccelOptions {
             scratch: ScratchMode::Shared,
             compact: false,
             merge: MergeOptions::new(0),
-            lpt_build_weight: 0,
+            // The command line's measured weight, not 0: LPT batches weighted by triangles
+            // alone (0 and 1000) crashed or hung at 4 to 8 streams on an H100 and an H200,
+            // where 5000 and 20000 never did (docs/gas-builds.md, known issue).
+            lpt_build_weight: DEFAULT_LPT_BUILD_WEIGHT,
             guard_bytes: 0,
             issue: IssueOrder::Assignment,
             enqueue_threads: 1,
@@ -707,12 +736,13 @@ impl GasBatch {
     }
 
     /// Waits for every build enqueued so far (the main stream, which they joined), at most
-    /// [`BUILD_WAIT_LIMIT`]: past it, [`AccelError::Hung`] names the batch instead of blocking
+    /// [`build_wait_limit`] ([`BUILD_WAIT_LIMIT`] unless [`BUILD_WAIT_ENV`] says otherwise): past it, [`AccelError::Hung`] names the batch instead of blocking
     /// for ever.
     pub fn wait(&self, streams: &StreamSet) -> Result<(), AccelError> {
         let done = self.ctx.gpu().new_event(false)?;
         done.record(streams.main())?;
-        if done.wait_within(BUILD_WAIT_LIMIT)? {
+        let limit = build_wait_limit();
+        if done.wait_within(limit)? {
             return Ok(());
         }
         // What is left of a hung batch must not be waited for or freed (freeing device memory
@@ -729,7 +759,7 @@ impl GasBatch {
                 self.enqueue_threads.max(1),
                 if self.enqueue_threads > 1 { "s" } else { "" }
             ),
-            limit: BUILD_WAIT_LIMIT,
+            limit,
         };
         crate::stderr_line::write_whole(format_args!(
             "error: {error} (said now: while the GPU is hung this process may never get to exit)"
@@ -1170,6 +1200,15 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("compute-sanitizer"), "{text}");
+    }
+
+    #[test]
+    fn the_build_wait_limit_takes_positive_seconds_only() {
+        assert_eq!(parse_build_wait("10"), Some(std::time::Duration::from_secs(10)));
+        assert_eq!(parse_build_wait(" 2.5 "), Some(std::time::Duration::from_millis(2500)));
+        for bad in ["", "0", "-3", "ten", "inf", "NaN", "1e12"] {
+            assert_eq!(parse_build_wait(bad), None, "{bad:?}");
+        }
     }
 
     #[test]

@@ -228,9 +228,38 @@ pub fn make_rays(scene: &Scene, count: usize, seed: u64) -> Vec<Ray> {
         .collect()
 }
 
+/// Whether a hit whose barycentrics differ from the oracle's by more than 1e-3 is still a right
+/// answer in f32: the ray runs within 1/100 of the triangle's plane (on the H200, ray 700 of the
+/// threaded test met its triangle at 0.046 degrees), where the hit point along the ray, and so
+/// the barycentrics, are ill-conditioned, and the GPU's point (its barycentrics on the
+/// triangle) lies on the ray to f32 precision (within 1e-6 of the coordinates' magnitude) and
+/// at the oracle's distance (within 1e-4). A wrong triangle, or wrong vertices, misses these
+/// bounds by orders of magnitude.
+pub fn grazing_hit_on_the_ray(ray: &Ray, tri: [Vec3; 3], (u, v): (f64, f64), t: f64) -> bool {
+    let o = Vec3::from(ray.origin).as_dvec3();
+    let d = Vec3::from(ray.dir).as_dvec3();
+    let [a, b, c] = tri.map(|p| p.as_dvec3());
+    let normal = (b - a).cross(c - a);
+    if normal.length() == 0.0 || d.length() == 0.0 {
+        return false;
+    }
+    let cos = normal.normalize().dot(d.normalize()).abs();
+    let p = a + (b - a) * u + (c - a) * v;
+    let along = (p - o).dot(d) / d.length_squared();
+    let off_ray = (p - (o + d * along)).length();
+    let magnitude = o.abs().max_element() + (d * t).abs().max_element();
+    cos < 0.01
+        && u >= -1e-3
+        && v >= -1e-3
+        && u + v <= 1.0 + 1e-3
+        && off_ray <= 1e-6 * magnitude.max(1.0)
+        && (along - t).abs() <= 1e-4 * t.max(1e-6)
+}
+
 /// Compares GPU hits with the CPU's. Exact agreement is required except at shared edges, where
 /// the GPU's watertight test may pick the neighbour: such a hit counts as a tie only if the
-/// CPU also finds the GPU's triangle at the same distance with a hair of slack.
+/// CPU also finds the GPU's triangle at the same distance with a hair of slack. Barycentrics
+/// agree within 1e-3, except on grazing hits ([`grazing_hit_on_the_ray`]), which must be rare.
 pub fn compare(
     scene: &Scene,
     rays: &[Ray],
@@ -241,6 +270,7 @@ pub fn compare(
 ) {
     assert_eq!(gpu.len(), rays.len(), "{mode}");
     let mut ties = 0;
+    let mut grazings = 0;
     let mut hits = 0;
     for (i, ((ray, c), g)) in rays.iter().zip(cpu).zip(gpu).enumerate() {
         if !merged && !g.is_miss() {
@@ -259,14 +289,25 @@ pub fn compare(
                     g.t,
                     c.t
                 );
+                let close = (g.u as f64 - c.u).abs() <= 1e-3 && (g.v as f64 - c.v).abs() <= 1e-3;
+                let grazing = !close
+                    && grazing_hit_on_the_ray(
+                        ray,
+                        scene.groups[c.group as usize].triangle(c.prim as usize),
+                        (g.u as f64, g.v as f64),
+                        c.t,
+                    );
                 assert!(
-                    (g.u as f64 - c.u).abs() <= 1e-3 && (g.v as f64 - c.v).abs() <= 1e-3,
+                    close || grazing,
                     "{mode}: ray {i}: barycentrics gpu ({}, {}) cpu ({}, {})",
                     g.u,
                     g.v,
                     c.u,
                     c.v
                 );
+                if grazing {
+                    grazings += 1;
+                }
             }
             None if g.is_miss() => {}
             _ => {
@@ -296,6 +337,11 @@ pub fn compare(
     assert!(
         ties <= 2 + rays.len() / 200,
         "{mode}: {ties} edge ties of {} rays",
+        rays.len()
+    );
+    assert!(
+        grazings <= 2 + rays.len() / 200,
+        "{mode}: {grazings} grazing hits whose barycentrics differ of {} rays",
         rays.len()
     );
     assert!(
