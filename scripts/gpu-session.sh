@@ -208,7 +208,7 @@ step_tests() {
     # One binary may not take the whole call: a hang (LPT batches hung on the H100, a test
     # with LPT batches on the H200) is stopped at GW_TEST_TIMEOUT_S, named, and the binary is
     # run again without it.
-    local t n=0 cap="${GW_TEST_TIMEOUT_S:-150}"
+    local t n=0 cap="${GW_TEST_TIMEOUT_S:-150}" ran=()
     for t in "$tests_dir"/*; do
         [ -x "$t" ] || continue
         # GW_TESTS: only the test binaries named there (space-separated), to rerun a fix.
@@ -220,6 +220,7 @@ step_tests() {
         local log name skips=() attempt=1 rc
         name="$(basename "$t")"
         log="$out/test-$name.log"
+        ran+=("$log")
         while :; do
             logged "$log" timeout -k 5 "$cap" "$t" --include-ignored --test-threads=1 "${skips[@]}"
             rc=$?
@@ -245,8 +246,9 @@ step_tests() {
         fi
     done
     [ $n -gt 0 ] || fail "no test binaries in the archive"
-    # One line per binary: passed / failed / ignored counts.
-    grep -h "^test result" "$out"/test-*.log 2>/dev/null | awk '{p+=$4; f+=$6; i+=$8} END {printf "tests: %d passed, %d failed, %d ignored\n", p, f, i}' \
+    # One line per binary: passed / failed / ignored counts, of the binaries run now (with
+    # GW_TESTS, the folder also holds the logs of an earlier call, which are not counted).
+    [ $n -gt 0 ] && grep -h "^test result" "${ran[@]}" 2>/dev/null | awk '{p+=$4; f+=$6; i+=$8} END {printf "tests: %d passed, %d failed, %d ignored\n", p, f, i}' \
         | tee -a "$summary" >&2
 }
 

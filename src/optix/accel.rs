@@ -167,6 +167,52 @@ impl Default for AccelOptions {
     }
 }
 
+/// `--lpt-build-weight` below which LPT batches crashed or hung on a GPU (see
+/// [`AccelOptions::known_risks`]); 5000 and 20000 never did.
+pub const LPT_WEIGHT_SEEN_SAFE: u64 = 5000;
+
+impl AccelOptions {
+    /// What crashed or hung on a GPU in configurations like this one (docs/gas-builds.md, known
+    /// issue), one sentence each; empty for the configurations that never failed (round-robin
+    /// in build order: hundreds of batches at 1 to 32 streams on an H100 and an H200).
+    ///
+    /// The failures are a race between builds running at once on different streams, not an
+    /// overlap in gasworks' plan: the plan's ranges are proven disjoint ([`validate`]), guard
+    /// bands around every range stayed clean, and with one hardware queue
+    /// (`CUDA_DEVICE_MAX_CONNECTIONS=1`) the same batches passed. They are said (logged) before
+    /// such a batch is built, so that a crash does not come as a surprise.
+    pub fn known_risks(&self) -> Vec<String> {
+        let mut risks = Vec::new();
+        if self.streams <= 1 {
+            return risks;
+        }
+        if self.assign == Assign::Lpt && self.lpt_build_weight < LPT_WEIGHT_SEEN_SAFE {
+            risks.push(format!(
+                "LPT with a build weight of {} (below {LPT_WEIGHT_SEEN_SAFE}) crashed \
+                 (CUDA_ERROR_ILLEGAL_ADDRESS) or hung at 4 to 8 streams on an H100 and an H200 \
+                 (driver 580), even on a first batch; weights 5000 and 20000 (the default) never did",
+                self.lpt_build_weight
+            ));
+        }
+        if self.issue == IssueOrder::LargestFirst {
+            risks.push(
+                "round-robin streams issued largest first crashed (CUDA_ERROR_ILLEGAL_ADDRESS) \
+                 or hung at 8 streams on an H200 (driver 580)"
+                    .into(),
+            );
+        }
+        if self.enqueue_threads > 1 {
+            risks.push(format!(
+                "{} enqueue threads: 4 threads on 8 streams crashed \
+                 (CUDA_ERROR_INVALID_ADDRESS_SPACE) on an H200 (driver 580), and the threads \
+                 gain nothing there (each context serialises its optixAccelBuild calls)",
+                self.enqueue_threads
+            ));
+        }
+        risks
+    }
+}
+
 impl AccelOptions {
     /// `OptixAccelBuildOptions::buildFlags` of the GAS builds.
     pub fn gas_build_flags(&self) -> u32 {
@@ -548,6 +594,9 @@ impl GasBatch {
     ) -> Result<GasBatch, AccelError> {
         if table.gases.is_empty() {
             return Err(AccelError::EmptyScene);
+        }
+        for risk in options.known_risks() {
+            log::warn!("{risk}: see docs/gas-builds.md, known issue");
         }
         let build_options = OptixAccelBuildOptions {
             build_flags: options.gas_build_flags(),
@@ -1203,9 +1252,44 @@ mod tests {
     }
 
     #[test]
+    fn configurations_that_failed_on_a_gpu_are_named() {
+        let quiet = AccelOptions::default();
+        assert!(quiet.known_risks().is_empty(), "{:?}", quiet.known_risks());
+        let lpt = |w| AccelOptions {
+            assign: Assign::Lpt,
+            lpt_build_weight: w,
+            ..AccelOptions::default()
+        };
+        assert!(lpt(DEFAULT_LPT_BUILD_WEIGHT).known_risks().is_empty());
+        assert!(lpt(LPT_WEIGHT_SEEN_SAFE).known_risks().is_empty());
+        let risks = lpt(1000).known_risks();
+        assert_eq!(risks.len(), 1);
+        assert!(risks[0].contains("build weight of 1000"), "{risks:?}");
+        // One stream: nothing runs at once, nothing to warn of.
+        assert!(AccelOptions {
+            streams: 1,
+            ..lpt(0)
+        }
+        .known_risks()
+        .is_empty());
+        let all = AccelOptions {
+            issue: IssueOrder::LargestFirst,
+            enqueue_threads: 4,
+            ..lpt(0)
+        };
+        assert_eq!(all.known_risks().len(), 3, "{:?}", all.known_risks());
+    }
+
+    #[test]
     fn the_build_wait_limit_takes_positive_seconds_only() {
-        assert_eq!(parse_build_wait("10"), Some(std::time::Duration::from_secs(10)));
-        assert_eq!(parse_build_wait(" 2.5 "), Some(std::time::Duration::from_millis(2500)));
+        assert_eq!(
+            parse_build_wait("10"),
+            Some(std::time::Duration::from_secs(10))
+        );
+        assert_eq!(
+            parse_build_wait(" 2.5 "),
+            Some(std::time::Duration::from_millis(2500))
+        );
         for bad in ["", "0", "-3", "ten", "inf", "NaN", "1e12"] {
             assert_eq!(parse_build_wait(bad), None, "{bad:?}");
         }
