@@ -145,8 +145,8 @@ pub fn difference_image(report: &FrameReport) -> RgbImage {
     let mut img = RgbImage::new(report.width, report.height);
     if let Some(p) = report.passes.first() {
         let k = p.estimate_accuracy().scale;
-        for ((t, r), e) in p.tiles.iter().zip(&p.records).zip(&p.estimated) {
-            let m = r.cost_s;
+        let measured = p.measured_at_fastest();
+        for ((t, &m), e) in p.tiles.iter().zip(&measured).zip(&p.estimated) {
             let err = if m > 0.0 {
                 ((m - k * e) / m).abs()
             } else {
