@@ -211,9 +211,7 @@ impl AccelOptions {
         }
         risks
     }
-}
 
-impl AccelOptions {
     /// `OptixAccelBuildOptions::buildFlags` of the GAS builds.
     pub fn gas_build_flags(&self) -> u32 {
         let speed = if self.fast_build {
@@ -785,8 +783,8 @@ impl GasBatch {
     }
 
     /// Waits for every build enqueued so far (the main stream, which they joined), at most
-    /// [`build_wait_limit`] ([`BUILD_WAIT_LIMIT`] unless [`BUILD_WAIT_ENV`] says otherwise): past it, [`AccelError::Hung`] names the batch instead of blocking
-    /// for ever.
+    /// [`build_wait_limit`] ([`BUILD_WAIT_LIMIT`] unless [`BUILD_WAIT_ENV`] says otherwise):
+    /// past it, [`AccelError::Hung`] names the batch instead of blocking for ever.
     pub fn wait(&self, streams: &StreamSet) -> Result<(), AccelError> {
         let done = self.ctx.gpu().new_event(false)?;
         done.record(streams.main())?;
