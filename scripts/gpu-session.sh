@@ -25,6 +25,8 @@
 #              order, per-stream scratch, CUDA_LAUNCH_BLOCKING=1, OptiX validation), then guard
 #              bands after every scratch slice and GAS, LPT build weights, memcheck on LPT
 #              batches (sponza-like; each run capped at 60 s)
+#   race       the LPT / largest-first / threaded-enqueue crashes in fresh processes, beside the
+#              same with CUDA_DEVICE_MAX_CONNECTIONS=1, then racecheck and synccheck on LPT
 #   watchdog   a batch known to hang (LPT weight 1000, 4 streams) with GASWORKS_BUILD_WAIT_S=10:
 #              the hang must end in the error naming the batch
 #   depth      GPU vs CPU on the Cornell box at --max-depth 1..8: the bounce a bias starts at
@@ -68,7 +70,7 @@ for a in "$@"; do
         call2) steps+=(bench) ;;
         call3) steps+=(render sched nsys) ;;
         all) steps+=(tests sanitizer bench render sched nsys) ;;
-        tests|sanitizer|bench|render|sched|nsys|lpt|watchdog|depth|connections) steps+=("$a") ;;
+        tests|sanitizer|bench|render|sched|nsys|lpt|race|watchdog|depth|connections) steps+=("$a") ;;
         -h|--help) usage; exit 0 ;;
         *) echo "gpu-session: unknown step '$a'" >&2; usage >&2; exit 2 ;;
     esac
@@ -504,6 +506,59 @@ step_lpt() {
             || fail "compute-sanitizer memcheck on LPT batches (see $out/sanitizer-memcheck-lpt.log)"
         grep -h "ERROR SUMMARY" "$out/sanitizer-memcheck-lpt.log" | sed "s/^/memcheck lpt: /" | tee -a "$summary" >&2
     fi
+}
+
+# The race behind the LPT crashes (docs/gas-builds.md, known issue), the probes of the H200's
+# afternoon session (2026-11-26) as one step: each failing configuration in fresh processes,
+# beside the same with one hardware queue (CUDA_DEVICE_MAX_CONNECTIONS=1, where it passed),
+# then compute-sanitizer racecheck and synccheck on it. Each run capped at 30 s (GW_RACE_CAP_S)
+# with a 10 s watchdog, so a hang also checks the watchdog. One log, race.log: per run its
+# arguments, the result line or error, and the exit status.
+# race_run ENV ARGS...: one build-bench run of the race step into $race_log (ENV a VAR=value,
+# or - for none).
+race_log=""
+race_cap=30
+race_run() {
+    local env="$1" rc=0 t0
+    shift
+    [ "$(left)" -gt $((race_cap + 15)) ] || { echo "## not run (budget): $env $*" >> "$race_log"; return; }
+    echo "## $env $*" >> "$race_log"
+    t0=$(date +%s)
+    if [ "$env" = - ]; then
+        GASWORKS_BUILD_WAIT_S=10 timeout -k 5 "$race_cap" "$bin" build-bench "$sponza" "$@" > "$out/race-run.tmp" 2>&1 || rc=$?
+    else
+        env "$env" GASWORKS_BUILD_WAIT_S=10 timeout -k 5 "$race_cap" "$bin" build-bench "$sponza" "$@" > "$out/race-run.tmp" 2>&1 || rc=$?
+    fi
+    grep -E "streams \||^error|caused by|did not finish" "$out/race-run.tmp" | cut -c1-300 >> "$race_log"
+    echo "## exit $rc after $(( $(date +%s) - t0 )) s" >> "$race_log"
+}
+
+step_race() {
+    need_sponza
+    local cs tool
+    race_log="$out/race.log"
+    race_cap="${GW_RACE_CAP_S:-30}"
+    header "$race_log" "build-bench $sponza ARGS, each capped at $race_cap s, GASWORKS_BUILD_WAIT_S=10"
+    race_run - --streams 8 --assign lpt --lpt-build-weight 0 --repeat 1 --warmup 0
+    race_run - --streams 8 --assign lpt --lpt-build-weight 0 --repeat 1 --warmup 0
+    race_run - --streams 8 --assign lpt --lpt-build-weight 0 --repeat 1 --warmup 0
+    race_run - --streams 8 --assign lpt --lpt-build-weight 0 --repeat 20
+    race_run CUDA_DEVICE_MAX_CONNECTIONS=1 --streams 8 --assign lpt --lpt-build-weight 0 --repeat 20
+    race_run CUDA_DEVICE_MAX_CONNECTIONS=2 --streams 8 --assign lpt --lpt-build-weight 0 --repeat 20
+    race_run - --streams 8 --assign round-robin --issue-order largest-first --repeat 20
+    race_run CUDA_DEVICE_MAX_CONNECTIONS=1 --streams 8 --assign round-robin --issue-order largest-first --repeat 20
+    race_run - --streams 8 --assign lpt --lpt-build-weight 0 --flags fast-build --repeat 20
+    race_run - --streams 8 --enqueue-threads 4 --repeat 20
+    rm -f "$out/race-run.tmp"
+    cs="$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -n1)"
+    if [ -n "$cs" ]; then
+        for tool in racecheck synccheck; do
+            logged "$out/sanitizer-$tool-lpt.log" timeout -k 5 $((race_cap * 3)) "$cs" --tool "$tool" \
+                "$bin" build-bench "$sponza" --streams 8 --assign lpt --lpt-build-weight 0 --repeat 2 --warmup 0
+            grep -h "ERROR SUMMARY\|RACECHECK SUMMARY" "$out/sanitizer-$tool-lpt.log" | sed "s/^/$tool lpt: /" | tee -a "$summary" >&2
+        done
+    fi
+    grep -c "^## exit 0" "$race_log" | sed 's/^/race: build-bench runs that passed (of 10): /' | tee -a "$summary" >&2
 }
 
 # The watchdog on GAS batches (GasBatch::wait, GASWORKS_BUILD_WAIT_S): LPT weighted 1000 at 4

@@ -131,6 +131,12 @@ PATH="$work/bin:$PATH" OUT="$work/out" GW_ARCHIVE="$work/archive.tar.xz" GW_UNPA
     GW_RESULTS_DIR="$work/results" GW_SCENES_DIR="$work/scenes" GW_SHELVES=2 GW_REPEAT=2 \
     GW_REPEAT_BIG=1 GW_BUDGET_S=1500 GW_TEST_TIMEOUT_S=5 bash scripts/gpu-session.sh all > "$work/session.log" 2>&1
 rc=$?
+# The investigation steps run by name (race, watchdog), in a session of their own: with no
+# GPU their build-bench runs fail at once, which is what their plumbing must survive.
+PATH="$work/bin:$PATH" OUT="$work/out2" GW_ARCHIVE="$work/archive.tar.xz" GW_UNPACK_DIR="$work/dev2" \
+    GW_RESULTS_DIR="$work/results2" GW_SCENES_DIR="$work/scenes" GW_BUDGET_S=600 \
+    bash scripts/gpu-session.sh race watchdog > "$work/session2.log" 2>&1
+rc2=$?
 set -e
 
 # ---- the checks -----------------------------------------------------------------------------
@@ -184,6 +190,17 @@ check "the tar.gz holds the summary, the CSVs and the logs" bash -c \
     "tar -tzf '${packs[0]}' | grep -q 'gpu-session-.*\.log' && tar -tzf '${packs[0]}' | grep -q 'render-figures.csv' && tar -tzf '${packs[0]}' | grep -q 'bench-sponza-flags.log'"
 check "every result file starts with its provenance" bash -c \
     "for f in '$work'/results/*.log '$work'/results/*.meta; do head -n1 \"\$f\" | grep -q '^# command: ' || exit 1; done"
+
+echo "rehearse-gpu-session: the race and watchdog session exited with $rc2; its output:"
+sed 's/^/    | /' "$work/session2.log"
+has2() { grep -qE "$1" "$work/session2.log"; }
+check "race: the step ran and printed its time" has2 "^step race: [0-9]+ s, 0 failure"
+check "race: ten build-bench runs logged with their exit status" \
+    test "$(grep -c '^## exit ' "$work/results2/race.log")" -eq 10
+check "race: the passing runs counted in the summary" has2 "^race: build-bench runs that passed \(of 10\): 0$"
+check "watchdog: a run that ends without the watchdog's message is a failure" \
+    has2 "^FAILED: watchdog: the run ended \(exit [1-9][0-9]*\) without the watchdog's message"
+check "race and watchdog: exactly that one failure" has2 "^gpu-session: 1 failure\(s\)"
 
 if [ "$problems" -gt 0 ]; then
     say "$problems check(s) failed: fix scripts/gpu-session.sh before a GPU session spends its time on it"
