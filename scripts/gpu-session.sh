@@ -196,6 +196,11 @@ need_toystore() {
         -o "$(dirname "$toystore")" || fail "gen toystore"
 }
 
+# The compute-sanitizer binary: on the PATH, else in a CUDA or NVIDIA folder; empty if none.
+find_sanitizer() {
+    command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer /opt/nvidia/*/compute-sanitizer 2>/dev/null | head -n1
+}
+
 # ---- steps ----------------------------------------------------------------------------------
 # The test that was running when a test binary was stopped: the last "test NAME ... " line of
 # its log that has no result after it (libtest prints the name when the test starts).
@@ -257,7 +262,7 @@ step_tests() {
 step_sanitizer() {
     need_sponza
     local cs
-    cs="$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer /opt/nvidia/*/compute-sanitizer 2>/dev/null | head -n1)"
+    cs="$(find_sanitizer)"
     if [ -z "$cs" ]; then
         header "$out/sanitizer.log" compute-sanitizer
         echo "compute-sanitizer is not installed on this host: memcheck and racecheck still owed" >> "$out/sanitizer.log"
@@ -499,7 +504,7 @@ step_lpt() {
         "$out"/bench-rr-*.log 2>/dev/null \
         | tee -a "$summary" >&2
     local cs
-    cs="$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -n1)"
+    cs="$(find_sanitizer)"
     if [ -n "$cs" ]; then
         logged "$out/sanitizer-memcheck-lpt.log" timeout -k 5 $((limit + 30)) "$cs" --tool memcheck --error-exitcode 99 \
             "$bin" build-bench "$sponza" --streams 4,8 --assign lpt --scratch shared --repeat 3 --warmup 0 \
@@ -550,7 +555,7 @@ step_race() {
     race_run - --streams 8 --assign lpt --lpt-build-weight 0 --flags fast-build --repeat 20
     race_run - --streams 8 --enqueue-threads 4 --repeat 20
     rm -f "$out/race-run.tmp"
-    cs="$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -n1)"
+    cs="$(find_sanitizer)"
     if [ -n "$cs" ]; then
         for tool in racecheck synccheck; do
             logged "$out/sanitizer-$tool-lpt.log" timeout -k 5 $((race_cap * 3)) "$cs" --tool "$tool" \
