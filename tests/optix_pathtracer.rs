@@ -41,7 +41,7 @@ use std::sync::Arc;
 
 use clap::Parser;
 use cpu_common::*;
-use gasworks::backend::{select, BackendChoice};
+use gasworks::backend::{select, select_beside, BackendChoice, WorkerFactory};
 use gasworks::cli::AccelArgs;
 use gasworks::optix::accel::AccelOptions;
 use gasworks::optix::pathtracer::{OptixBackend, OptixOptions, PathTracerError};
@@ -150,6 +150,68 @@ fn a_bad_optix_abi_is_refused_whichever_backend_would_run() {
     ));
     let b = select(BackendChoice::Cpu, &scene, &s, &accel_args(&[])).unwrap();
     assert!(b.description.contains("requested with --backend cpu"));
+}
+
+/// With CPU workers beside a GPU, the CPU backend is built while the GPU is set up, only where
+/// a GPU is tried: `--backend cpu` and the no-GPU fallback of `auto` build one CPU backend,
+/// the selected one, and nothing beside it.
+#[test]
+fn the_cpu_backend_beside_a_gpu_is_only_built_when_a_gpu_is_tried() {
+    let (scene, s) = small_scene();
+    let b = select_beside(BackendChoice::Cpu, &scene, &s, &accel_args(&[]), true).unwrap();
+    assert_eq!(b.renderer.name(), "cpu");
+    assert!(b.cpu_beside.is_none() && b.optix.is_none());
+    if gpu_present() {
+        support::assert_gpu_hidden_worked();
+        support::run_test_without_gpu(
+            "the_cpu_backend_beside_a_gpu_is_only_built_when_a_gpu_is_tried",
+        );
+        return;
+    }
+    let b = select_beside(BackendChoice::Auto, &scene, &s, &accel_args(&[]), true).unwrap();
+    assert!(
+        b.description.contains("auto: no NVIDIA GPU found"),
+        "{}",
+        b.description
+    );
+    assert!(b.cpu_beside.is_none() && b.optix.is_none());
+    assert!(select_beside(BackendChoice::Optix, &scene, &s, &accel_args(&[]), true).is_err());
+}
+
+/// `--devices gpu0x2,cpu:1`: the CPU workers' backend is the one built during the GPU's setup
+/// (said once, as built beside it), not a second one built on first use inside the frame.
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn gpu_the_cpu_workers_use_the_backend_built_beside_the_gpu() {
+    use gasworks::sched::{workers::build_workers, DeviceSpec};
+    let (scene, s) = small_scene();
+    let options = accel_args(&[]);
+    let b = select_beside(BackendChoice::Optix, &scene, &s, &options, true)
+        .expect("--backend optix on a GPU host");
+    let beside = b.cpu_beside.as_ref().expect("a CPU backend beside the GPU");
+    assert_eq!(beside.renderer.name(), "cpu");
+    assert!(beside.seconds >= 0.0 && beside.beside_seconds >= 0.0);
+    let factory = WorkerFactory::new(&scene, &s, &options, b);
+    let workers = build_workers(
+        &[
+            DeviceSpec::Gpu {
+                device: 0,
+                streams: 2,
+            },
+            DeviceSpec::Cpu { workers: Some(1) },
+        ],
+        &factory,
+    )
+    .unwrap();
+    let names: Vec<String> = workers.iter().map(|w| w.renderer.name()).collect();
+    assert_eq!(names.len(), 3, "{names:?}");
+    assert_eq!(names[2], "cpu", "{names:?}");
+    let said = factory.late_backends();
+    assert_eq!(said.len(), 1, "{said:?}");
+    assert!(
+        said[0].starts_with("cpu: ") && said[0].contains("on its own thread while the GPU"),
+        "{said:?}"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

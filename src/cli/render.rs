@@ -198,7 +198,15 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
     };
     let spp_resumed_from = resume.as_ref().map_or(0, |r| r.spp_done);
 
-    let backend = crate::backend::select(a.backend.into(), &scene, &settings, &optix_options)?;
+    // CPU workers beside a GPU (`--devices gpu0x2,cpu`): their BVH is built while the GPU is
+    // set up, not inside the frame.
+    let backend = crate::backend::select_beside(
+        a.backend.into(),
+        &scene,
+        &settings,
+        &optix_options,
+        a.schedule.devices.is_some() && crate::sched::workers::has_cpu(&schedule.devices),
+    )?;
     out.status(format_args!("backend: {}", backend.description));
     let build_seconds = backend.build_seconds;
     // Without --devices, the selected backend decides the workers: two streams on GPU 0 (one

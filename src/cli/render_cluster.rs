@@ -412,7 +412,13 @@ fn get_ready<'s>(
     resume: Option<Resume>,
 ) -> anyhow::Result<(RankSetup, WorkerFactory<'s>)> {
     let print = fingerprint(scene, content, settings, schedule);
-    let backend = crate::backend::select(a.backend.into(), scene, settings, optix_options)?;
+    let backend = crate::backend::select_beside(
+        a.backend.into(),
+        scene,
+        settings,
+        optix_options,
+        a.schedule.devices.is_some() && crate::sched::workers::has_cpu(&schedule.devices),
+    )?;
     let description = backend.description.clone();
     let mut devices = schedule.devices.clone();
     // As in one process: without --devices, a GPU rank runs two streams on GPU 0.

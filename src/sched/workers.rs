@@ -106,6 +106,11 @@ impl DeviceSpec {
     }
 }
 
+/// Whether a `--devices` list has CPU workers.
+pub fn has_cpu(specs: &[DeviceSpec]) -> bool {
+    specs.iter().any(|s| matches!(s, DeviceSpec::Cpu { .. }))
+}
+
 /// Where workers get their renderers. The caller (the CLI, a test) supplies it.
 pub trait RendererFactory {
     /// The renderer every CPU worker shares (asked for once per render).
@@ -378,6 +383,15 @@ pub fn run_pass(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cpu_entries_are_found_anywhere_in_a_device_list() {
+        let has = |list: &str| has_cpu(&DeviceSpec::parse_list(list).unwrap());
+        assert!(has("gpu0x2,cpu"));
+        assert!(has("cpu:1,gpu0"));
+        assert!(!has("gpu0x2,gpu1"));
+        assert!(!has_cpu(&[]));
+    }
 
     #[test]
     fn device_lists_parse() {
