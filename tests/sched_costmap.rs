@@ -103,3 +103,68 @@ fn sorted_schedules_the_mirror_tiles_first() {
     let t = pass.tiles[first];
     assert!(t.x + t.w <= w / 2 + 8 && t.y >= h / 3, "{t:?}");
 }
+
+/// After a pass, the measured tile costs correct the cost map that plans the next pass when
+/// the workers are of one kind of device, and not across kinds (a GPU and a CPU find
+/// different tiles dear: `sched::measured_costs_carry_over`): there the later passes are
+/// planned with the estimate, and only the speeds are measured again.
+#[test]
+fn measured_costs_plan_later_passes_only_on_one_kind_of_device() {
+    let (w, h) = (96, 64);
+    let scene = room(MaterialKind::Mirror, MaterialKind::Diffuse);
+    let settings = room_settings(w, h, 6, 3);
+    let gpu = DeviceSpec::Gpu {
+        device: 0,
+        streams: 2,
+    };
+    let cpu = DeviceSpec::Cpu { workers: Some(2) };
+    for (devices, carried) in [
+        (vec![cpu], true),
+        (vec![gpu], true),
+        (vec![gpu, cpu], false),
+    ] {
+        // Tiles cost their pixels' spin: the estimate cannot know it, the measurements do.
+        let factory =
+            MockFactory::new(
+                MockRenderer::new(w, 3).with_spin(|x, _| if x < 24 { 400 } else { 1 }),
+            );
+        let config = SchedConfig {
+            strategy: Strategy::Sorted,
+            tiles: Some(24),
+            devices: devices.clone(),
+            pass_spp: Some(2),
+            ..SchedConfig::default()
+        };
+        let frame = render_frame(&scene, &settings, &config, &factory, true).unwrap();
+        let passes = &frame.report.passes;
+        assert_eq!(passes.len(), 3, "{devices:?}");
+        assert!(!passes[0].planned_with_measured);
+        for p in &passes[1..] {
+            assert_eq!(p.planned_with_measured, carried, "{devices:?}");
+            let same = p
+                .predicted
+                .iter()
+                .zip(&p.estimated)
+                .all(|(a, b)| (a - b).abs() <= 1e-9 * b.abs().max(1e-9));
+            assert_eq!(
+                same, !carried,
+                "{devices:?}: {:?} {:?}",
+                p.predicted, p.estimated
+            );
+        }
+        let summary = frame.report.summary();
+        if carried {
+            assert!(
+                summary.contains("pass 2: planned with measured costs"),
+                "{summary}"
+            );
+            assert!(!summary.contains("Spearman by device"), "{summary}");
+        } else {
+            assert!(
+                summary.contains("pass 2: planned with the estimate (devices of different kinds)"),
+                "{summary}"
+            );
+            assert!(summary.contains("Spearman by device: gpu0 "), "{summary}");
+        }
+    }
+}

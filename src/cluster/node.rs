@@ -459,6 +459,9 @@ struct Master {
     film: Film,
     inputs: PlanInputs,
     plan_map: CostMap,
+    /// Whether `plan_map` has been corrected by measured costs
+    /// ([`crate::sched::measured_costs_carry_over`]).
+    planned_with_measured: bool,
     scale: MapScale,
     passes: Vec<Range<u32>>,
     /// The first pass this run renders: 0, or where a resumed render goes on.
@@ -568,6 +571,7 @@ impl Master {
             ranks: hellos.len(),
             film,
             plan_map: inputs.estimate.clone(),
+            planned_with_measured: false,
             scale,
             passes,
             first_pass,
@@ -883,6 +887,7 @@ impl Master {
             } else {
                 Vec::new()
             },
+            planned_with_measured: self.planned_with_measured,
         };
         self.counters.push(
             pass.stats
@@ -896,11 +901,15 @@ impl Master {
             let (speeds, normalized) =
                 crate::sched::measured_costs_by_group(&self.groups, &report, previous);
             self.weights_are_speeds = true;
-            self.plan_map = self.plan_map.corrected(
-                (self.film.width, self.film.height),
-                &report.tiles,
-                &normalized,
-            );
+            if crate::sched::measured_costs_carry_over(self.labels.iter().map(|(_, d)| d.as_str()))
+            {
+                self.plan_map = self.plan_map.corrected(
+                    (self.film.width, self.film.height),
+                    &report.tiles,
+                    &normalized,
+                );
+                self.planned_with_measured = true;
+            }
             self.weights = speeds;
             let spp_done = report.samples.end;
             self.pass_times

@@ -78,6 +78,10 @@ pub struct PassReport {
     /// The speed each worker was planned at (cost-map units per second: calibrated before the
     /// first pass, measured after each); empty when the pass was shared by worker counts.
     pub speeds: Vec<f64>,
+    /// Whether `predicted` comes from a cost map corrected by earlier passes' measured costs
+    /// (false in a first pass, and in every pass of workers of different kinds of device:
+    /// [`super::measured_costs_carry_over`]).
+    pub planned_with_measured: bool,
 }
 
 impl PassReport {
@@ -165,6 +169,60 @@ impl PassReport {
     pub fn plan_accuracy(&self) -> Accuracy {
         accuracy::compare(&self.predicted, &self.measured_at_fastest())
     }
+
+    /// Per device (`device_of[w]` names worker `w`'s, "gpu0", "cpu"; in order of first
+    /// appearance): how well the planned costs and the raw estimate rank the tiles that
+    /// device ran, against their measured seconds. Within one device no speed is needed,
+    /// so this shows what a mixed-device figure hides: on an H200 (2026-11-26) the costs
+    /// measured on the GPU, carried to the CPU's pieces, ranked them at Spearman -0.17 where
+    /// the estimate ranked them at 0.76.
+    pub fn accuracy_by_device(&self, device_of: &[String]) -> Vec<DeviceAccuracy> {
+        let mut out: Vec<(String, Vec<usize>)> = Vec::new();
+        for (i, r) in self.records.iter().enumerate() {
+            let Some(device) = device_of.get(r.worker) else {
+                continue;
+            };
+            match out.iter_mut().find(|(d, _)| d == device) {
+                Some((_, v)) => v.push(i),
+                None => out.push((device.clone(), vec![i])),
+            }
+        }
+        out.into_iter()
+            .map(|(device, rows)| {
+                let pick = |v: &[f64], by_task: bool| -> Vec<f64> {
+                    rows.iter()
+                        .map(|&i| {
+                            let r = &self.records[i];
+                            if by_task {
+                                v.get(r.task).copied().unwrap_or(f64::NAN)
+                            } else {
+                                r.cost_s
+                            }
+                        })
+                        .collect()
+                };
+                let measured = pick(&[], false);
+                DeviceAccuracy {
+                    device,
+                    tiles: rows.len(),
+                    planned: accuracy::spearman(&pick(&self.predicted, true), &measured),
+                    estimated: accuracy::spearman(&pick(&self.estimated, true), &measured),
+                }
+            })
+            .collect()
+    }
+}
+
+/// How well costs ranked the tiles of one device in one pass ([`PassReport::accuracy_by_device`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct DeviceAccuracy {
+    pub device: String,
+    pub tiles: usize,
+    /// Spearman's rank correlation of the planned costs with the measured seconds (NaN below
+    /// two tiles).
+    pub planned: f64,
+    /// The same for the raw estimate.
+    pub estimated: f64,
 }
 
 pub fn efficiency(busy_s: f64, workers: usize, makespan_s: f64) -> f64 {
@@ -343,11 +401,18 @@ impl FrameReport {
             s.push_str(&a.histogram_text());
         }
         if self.passes.len() > 1 {
+            let devices: Vec<String> = self.workers.iter().map(|(_, d)| d.clone()).collect();
+            let mixed = devices.windows(2).any(|p| p[0] != p[1]);
             for (i, p) in self.passes.iter().enumerate().skip(1) {
                 let a = p.plan_accuracy();
+                let planned = if p.planned_with_measured {
+                    "planned with measured costs"
+                } else {
+                    "planned with the estimate (devices of different kinds)"
+                };
                 let _ = writeln!(
                     s,
-                    "  pass {}: planned with measured costs: Spearman {:.3}, within +-5% {:.1}%; makespan {:.3} s, efficiency {:.1}%, steals {}",
+                    "  pass {}: {planned}: Spearman {:.3}, within +-5% {:.1}%; makespan {:.3} s, efficiency {:.1}%, steals {}",
                     i + 1,
                     a.spearman,
                     100.0 * a.within_5_percent,
@@ -355,6 +420,19 @@ impl FrameReport {
                     100.0 * p.efficiency(),
                     p.steals()
                 );
+                if mixed {
+                    let by: Vec<String> = p
+                        .accuracy_by_device(&devices)
+                        .iter()
+                        .map(|d| {
+                            format!(
+                                "{} {} tiles: planned {:.3}, estimate {:.3}",
+                                d.device, d.tiles, d.planned, d.estimated
+                            )
+                        })
+                        .collect();
+                    let _ = writeln!(s, "    Spearman by device: {}", by.join("; "));
+                }
             }
         }
         s
@@ -659,6 +737,7 @@ mod tests {
             makespan_s: 0.638,
             workers,
             speeds,
+            planned_with_measured: false,
         };
         assert!(
             (pass.efficiency() - 0.111).abs() < 5e-4,
@@ -708,6 +787,7 @@ mod tests {
             makespan_s: 0.3,
             workers: vec![WorkerPassStats::default(); 2],
             speeds: vec![1000.0, 10.0],
+            planned_with_measured: false,
         };
         let m = pass.measured_at_fastest();
         for (got, want) in m.iter().zip([0.004, 0.003, 0.002, 0.001]) {
