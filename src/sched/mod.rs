@@ -618,9 +618,12 @@ pub fn render_frame_until(
 /// next passes, ranked those pieces at Spearman -0.17, 0.03 and 0.07 against their measured
 /// times, where the raw estimate ranked them at 0.76, 0.77 and 0.59; on the GPU's own tiles the
 /// corrected costs did no better than the estimate (0.41, 0.70, 0.79 against 0.42, 0.67,
-/// 0.81). With one kind of device the correction is what makes later passes accurate (CPU
-/// threads on the sponza-like scene: 0.99 after correction against 0.80 for the estimate).
-/// Workers of different kinds still get their speeds measured after every pass.
+/// 0.81). With one kind of device the correction is what makes later passes accurate: two
+/// CPU threads, 320x180, four passes of 8 spp, on the same tiles, corrected against the
+/// estimate: the sponza-like scene 0.94, 0.93, 0.98 against 0.58, 0.56, 0.55, a 30-shelf
+/// toystore 0.99, 0.99, 0.99 against 0.81, 0.80, 0.79. (`scripts/replay-cost-corrections.py`
+/// replays a render's `--stats` files this way.) Workers of different kinds still get their
+/// speeds measured after every pass.
 pub fn measured_costs_carry_over<'a>(devices: impl IntoIterator<Item = &'a str>) -> bool {
     let kind = |d: &'a str| d.trim_end_matches(|c: char| c.is_ascii_digit());
     let mut kinds = devices.into_iter().map(kind);
