@@ -6,6 +6,10 @@
 #     gasworks                 the release binary
 #     tests/NAME               every test binary (cargo test --no-run), symbols stripped
 #     libnvtx_recorder.so      the NVTX injection recorder (GPU hosts may have no C compiler)
+#     nsys-libs/               libdw.so.1 and the libraries it needs but libc, from this
+#                              machine: the Nsight Systems importer on the lent GPU hosts
+#                              lacks libdw.so.1 and so made no report (2026-11-24, -26); the
+#                              nsys step lends it those the host has not got
 #     git-commit               the commit they were built from (`-dirty` when the tree was)
 #     build-root               the repository path they were built in: test binaries embed it
 #                              (CARGO_MANIFEST_DIR, CARGO_BIN_EXE_gasworks), so the GPU host
@@ -65,6 +69,21 @@ strip --strip-all "$stage/gasworks" "$stage"/tests/* 2>/dev/null || true
 
 echo "build-for-device: NVTX recorder" >&2
 ${CC:-cc} -shared -fPIC -O1 -o "$stage/libnvtx_recorder.so" tests/support/nvtx_recorder.c
+
+# Best effort: without libdw here the archive simply has no nsys-libs/, and the nsys step says
+# what the importer lacks.
+libdw="$(ldconfig -p 2>/dev/null | awk '$1 == "libdw.so.1" && /x86-64/ {print $NF; exit}')"
+if [ -n "$libdw" ] && [ -f "$libdw" ]; then
+    mkdir -p "$stage/nsys-libs"
+    cp -L "$libdw" "$stage/nsys-libs/"
+    ldd "$libdw" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | while read -r name path; do
+        case "$name" in libc.so.*|ld-linux*|libm.so.*|libpthread.so.*|libdl.so.*) continue ;; esac
+        cp -L "$path" "$stage/nsys-libs/$name"
+    done
+    echo "build-for-device: nsys-libs: $(cd "$stage/nsys-libs" && echo *)" >&2
+else
+    echo "build-for-device: no libdw.so.1 on this machine (Debian: libdw1): the archive carries no nsys-libs/" >&2
+fi
 
 git describe --always --dirty --abbrev=12 > "$stage/git-commit" 2>/dev/null \
     || git rev-parse HEAD > "$stage/git-commit" 2>/dev/null || echo unknown > "$stage/git-commit"

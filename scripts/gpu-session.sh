@@ -633,8 +633,25 @@ step_nsys() {
     fi
     echo "# nsys: $n" >> "$log"
     "$n" --version >> "$log" 2>&1
-    local rep="/tmp/gasworks-nsys-$stamp"
-    logged "$out/nsys-profile.log" "$n" profile --trace=cuda,nvtx --force-overwrite true -o "$rep" \
+    # The importer that turns nsys's .qdstrm into a report lacked libdw.so.1 on the lent hosts:
+    # lend it the libraries the archive carries (nsys-libs/, from the build machine) that this
+    # host has not got, and only those, through LD_LIBRARY_PATH for nsys and the importer.
+    local lend="" lib name
+    if [ -d "$dev/nsys-libs" ]; then
+        lend="/tmp/gasworks-nsys-libs"
+        rm -rf "$lend" && mkdir -p "$lend"
+        for lib in "$dev"/nsys-libs/*; do
+            name="$(basename "$lib")"
+            if ! ldconfig -p 2>/dev/null | grep -q "^[[:space:]]*$name "; then
+                ln -s "$lib" "$lend/$name"
+            fi
+        done
+        echo "# lent to nsys (not on this host): $(cd "$lend" && ls | tr '\n' ' ')" >> "$log"
+    fi
+    local rep="/tmp/gasworks-nsys-$stamp" path="${LD_LIBRARY_PATH:-}"
+    [ -n "$lend" ] && path="$lend${path:+:$path}"
+    LD_LIBRARY_PATH="$path" \
+        logged "$out/nsys-profile.log" "$n" profile --trace=cuda,nvtx --force-overwrite true -o "$rep" \
         "$bin" render "$cornell" -o /tmp/gasworks-nsys.png --backend optix --width 256 --height 256 --spp 16 --quiet
     ls -la "$rep"* >> "$log" 2>&1
     # The first H100 session's nsys (from the Nsight Compute folder) left a .qdstrm and no
@@ -644,7 +661,10 @@ step_nsys() {
         imp="$( (ls "$(dirname "$n")"/QdstrmImporter "$(dirname "$n")"/../*/QdstrmImporter 2>/dev/null; \
             timeout 60 find / -xdev -name QdstrmImporter -type f -perm -u+x 2>/dev/null) | head -n1)"
         if [ -n "$imp" ]; then
-            logged "$out/nsys-import.log" "$imp" -i "$rep.qdstrm" || true
+            # What the importer still cannot find, if anything, for the next attempt.
+            echo "# libraries the importer lacks, with what was lent: $(LD_LIBRARY_PATH="$path" ldd "$imp" 2>&1 \
+                | awk '/not found/ {printf "%s ", $1}')" >> "$log"
+            LD_LIBRARY_PATH="$path" logged "$out/nsys-import.log" "$imp" -i "$rep.qdstrm" || true
         else
             echo "no QdstrmImporter on this host: the .qdstrm cannot become a report here" >> "$log"
         fi
