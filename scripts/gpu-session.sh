@@ -523,16 +523,18 @@ step_lpt() {
 # or - for none).
 race_log=""
 race_cap=30
+# The scene of the next race_run: the 390-group sponza-like unless a run names another.
+race_scene=""
 race_run() {
-    local env="$1" rc=0 t0
+    local env="$1" rc=0 t0 scene="${race_scene:-$sponza}"
     shift
     [ "$(left)" -gt $((race_cap + 15)) ] || { echo "## not run (budget): $env $*" >> "$race_log"; return; }
-    echo "## $env $*" >> "$race_log"
+    echo "## $env $* (scene $(basename "$(dirname "$scene")")/$(basename "$scene"))" >> "$race_log"
     t0=$(date +%s)
     if [ "$env" = - ]; then
-        GASWORKS_BUILD_WAIT_S=10 timeout -k 5 "$race_cap" "$bin" build-bench "$sponza" "$@" > "$out/race-run.tmp" 2>&1 || rc=$?
+        GASWORKS_BUILD_WAIT_S=10 timeout -k 5 "$race_cap" "$bin" build-bench "$scene" "$@" > "$out/race-run.tmp" 2>&1 || rc=$?
     else
-        env "$env" GASWORKS_BUILD_WAIT_S=10 timeout -k 5 "$race_cap" "$bin" build-bench "$sponza" "$@" > "$out/race-run.tmp" 2>&1 || rc=$?
+        env "$env" GASWORKS_BUILD_WAIT_S=10 timeout -k 5 "$race_cap" "$bin" build-bench "$scene" "$@" > "$out/race-run.tmp" 2>&1 || rc=$?
     fi
     grep -E "streams \||^error|caused by|did not finish" "$out/race-run.tmp" | cut -c1-300 >> "$race_log"
     echo "## exit $rc after $(( $(date +%s) - t0 )) s" >> "$race_log"
@@ -554,6 +556,18 @@ step_race() {
     race_run CUDA_DEVICE_MAX_CONNECTIONS=1 --streams 8 --assign round-robin --issue-order largest-first --repeat 20
     race_run - --streams 8 --assign lpt --lpt-build-weight 0 --flags fast-build --repeat 20
     race_run - --streams 8 --enqueue-threads 4 --repeat 20
+    # Does the crash follow the number of builds in a batch? OptiX's last words on the H200
+    # were about its queue of outstanding requests ("syncing on outstanding request event
+    # (T = 229, H = 696)", "acquiring CBL command list buffer"): the same LPT weight-0 batch
+    # at 8 streams over sponza-like scenes of 48 and 1560 groups, in fresh processes.
+    local groups dir
+    for groups in 48 1560; do
+        dir="$(dirname "$(dirname "$sponza")")/sponza-like-$groups"
+        [ -s "$dir/sponza_like.obj" ] || "$bin" gen sponza-like --groups "$groups" --quiet -o "$dir" > /dev/null 2>&1
+        race_scene="$dir/sponza_like.obj"
+        race_run - --streams 8 --assign lpt --lpt-build-weight 0 --repeat 20
+    done
+    race_scene=""
     rm -f "$out/race-run.tmp"
     cs="$(find_sanitizer)"
     if [ -n "$cs" ]; then
@@ -563,7 +577,7 @@ step_race() {
             grep -h "ERROR SUMMARY\|RACECHECK SUMMARY" "$out/sanitizer-$tool-lpt.log" | sed "s/^/$tool lpt: /" | tee -a "$summary" >&2
         done
     fi
-    grep -c "^## exit 0" "$race_log" | sed 's/^/race: build-bench runs that passed (of 10): /' | tee -a "$summary" >&2
+    grep -c "^## exit 0" "$race_log" | sed 's/^/race: build-bench runs that passed (of 12): /' | tee -a "$summary" >&2
 }
 
 # The watchdog on GAS batches (GasBatch::wait, GASWORKS_BUILD_WAIT_S): LPT weighted 1000 at 4

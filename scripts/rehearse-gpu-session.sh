@@ -195,9 +195,9 @@ echo "rehearse-gpu-session: the race and watchdog session exited with $rc2; its 
 sed 's/^/    | /' "$work/session2.log"
 has2() { grep -qE "$1" "$work/session2.log"; }
 check "race: the step ran and printed its time" has2 "^step race: [0-9]+ s, 0 failure"
-check "race: ten build-bench runs logged with their exit status" \
-    test "$(grep -c '^## exit ' "$work/results2/race.log")" -eq 10
-check "race: the passing runs counted in the summary" has2 "^race: build-bench runs that passed \(of 10\): 0$"
+check "race: twelve build-bench runs logged with their exit status" \
+    test "$(grep -c '^## exit ' "$work/results2/race.log")" -eq 12
+check "race: the passing runs counted in the summary" has2 "^race: build-bench runs that passed \(of 12\): 0$"
 check "watchdog: a run that ends without the watchdog's message is a failure" \
     has2 "^FAILED: watchdog: the run ended \(exit [1-9][0-9]*\) without the watchdog's message"
 check "race and watchdog: exactly that one failure" has2 "^gpu-session: 1 failure\(s\)"
