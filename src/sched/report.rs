@@ -177,37 +177,30 @@ impl PassReport {
     /// measured on the GPU, carried to the CPU's pieces, ranked them at Spearman -0.17 where
     /// the estimate ranked them at 0.76.
     pub fn accuracy_by_device(&self, device_of: &[String]) -> Vec<DeviceAccuracy> {
-        let mut out: Vec<(String, Vec<usize>)> = Vec::new();
-        for (i, r) in self.records.iter().enumerate() {
+        // Per device, in order of first appearance: (planned, estimated, measured) per tile.
+        let mut by: Vec<(String, [Vec<f64>; 3])> = Vec::new();
+        for r in &self.records {
             let Some(device) = device_of.get(r.worker) else {
                 continue;
             };
-            match out.iter_mut().find(|(d, _)| d == device) {
-                Some((_, v)) => v.push(i),
-                None => out.push((device.clone(), vec![i])),
-            }
-        }
-        out.into_iter()
-            .map(|(device, rows)| {
-                let pick = |v: &[f64], by_task: bool| -> Vec<f64> {
-                    rows.iter()
-                        .map(|&i| {
-                            let r = &self.records[i];
-                            if by_task {
-                                v.get(r.task).copied().unwrap_or(f64::NAN)
-                            } else {
-                                r.cost_s
-                            }
-                        })
-                        .collect()
-                };
-                let measured = pick(&[], false);
-                DeviceAccuracy {
-                    device,
-                    tiles: rows.len(),
-                    planned: accuracy::spearman(&pick(&self.predicted, true), &measured),
-                    estimated: accuracy::spearman(&pick(&self.estimated, true), &measured),
+            let at = match by.iter().position(|(d, _)| d == device) {
+                Some(at) => at,
+                None => {
+                    by.push((device.clone(), Default::default()));
+                    by.len() - 1
                 }
+            };
+            let [planned, estimated, measured] = &mut by[at].1;
+            planned.push(self.predicted.get(r.task).copied().unwrap_or(f64::NAN));
+            estimated.push(self.estimated.get(r.task).copied().unwrap_or(f64::NAN));
+            measured.push(r.cost_s);
+        }
+        by.into_iter()
+            .map(|(device, [planned, estimated, measured])| DeviceAccuracy {
+                device,
+                tiles: measured.len(),
+                planned: accuracy::spearman(&planned, &measured),
+                estimated: accuracy::spearman(&estimated, &measured),
             })
             .collect()
     }
