@@ -168,3 +168,74 @@ fn measured_costs_plan_later_passes_only_on_one_kind_of_device() {
         }
     }
 }
+
+/// A cost map estimated before the frame (`gasworks render` does it during the GPU's setup)
+/// is used only by a frame of the scene, settings and schedule it was made for, and gives
+/// that frame exactly the map and plan it would have estimated itself.
+#[test]
+fn a_cost_map_estimated_beforehand_is_used_only_by_its_own_frame() {
+    use gasworks::sched::{render_frame_until, FrameControl, PreparedEstimate};
+    let (w, h) = (96, 64);
+    let scene = room(MaterialKind::Mirror, MaterialKind::Diffuse);
+    let settings = room_settings(w, h, 4, 5);
+    let config = SchedConfig {
+        strategy: Strategy::Sorted,
+        tiles: Some(12),
+        devices: vec![DeviceSpec::Cpu { workers: Some(2) }],
+        ..SchedConfig::default()
+    };
+    let render = |config: &SchedConfig, estimate: Option<PreparedEstimate>| {
+        let factory = MockFactory::new(MockRenderer::new(w, 5));
+        render_frame_until(
+            &scene,
+            &settings,
+            config,
+            &factory,
+            true,
+            FrameControl {
+                estimate,
+                ..FrameControl::default()
+            },
+        )
+        .unwrap()
+    };
+    let own = render(&config, None);
+    assert!(!own.report.estimated_before);
+    let before = render(
+        &config,
+        Some(PreparedEstimate::new(&scene, &settings, &config).unwrap()),
+    );
+    assert!(before.report.estimated_before);
+    assert_eq!(before.report.costmap.values, own.report.costmap.values);
+    assert_eq!(
+        before.report.passes[0].predicted,
+        own.report.passes[0].predicted
+    );
+    assert_eq!(before.report.passes[0].tiles, own.report.passes[0].tiles);
+    assert!(before
+        .report
+        .summary()
+        .contains("(both before the frame, beside the backend's setup)"));
+
+    // Made for another window, or another cost-map scale: the frame estimates its own.
+    let cropped = SchedConfig {
+        window: Some(gasworks::render::Tile {
+            x: 16,
+            y: 8,
+            w: 48,
+            h: 40,
+        }),
+        ..config.clone()
+    };
+    let finer = SchedConfig {
+        costmap_scale: 0.5,
+        ..config.clone()
+    };
+    for other in [&cropped, &finer] {
+        let stale = PreparedEstimate::new(&scene, &settings, &config).unwrap();
+        let frame = render(other, Some(stale));
+        assert!(!frame.report.estimated_before, "{:?}", other.window);
+        let fresh = render(other, None);
+        assert_eq!(frame.report.costmap.values, fresh.report.costmap.values);
+    }
+}

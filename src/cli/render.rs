@@ -199,14 +199,28 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
     let spp_resumed_from = resume.as_ref().map_or(0, |r| r.spp_done);
 
     // CPU workers beside a GPU (`--devices gpu0x2,cpu`): their BVH is built while the GPU is
-    // set up, not inside the frame.
-    let backend = crate::backend::select_beside(
-        a.backend.into(),
-        &scene,
-        &settings,
-        &optix_options,
-        a.schedule.devices.is_some() && crate::sched::workers::has_cpu(&schedule.devices),
-    )?;
+    // set up, not inside the frame. So is the cost map (it needs only the scene and the
+    // camera): host work beside a setup that mostly waits for the driver and the GPU. Beside
+    // the CPU backend's own BVH build the two would only share the cores: there the frame
+    // estimates it, as before.
+    let choice: crate::backend::BackendChoice = a.backend.into();
+    let gpu_tried = choice != crate::backend::BackendChoice::Cpu && crate::optix::probe().is_ok();
+    let (backend, prepared_estimate) = std::thread::scope(|scope| {
+        let estimate = gpu_tried.then(|| {
+            scope.spawn(|| crate::sched::PreparedEstimate::new(&scene, &settings, &schedule))
+        });
+        let backend = crate::backend::select_beside(
+            choice,
+            &scene,
+            &settings,
+            &optix_options,
+            a.schedule.devices.is_some() && crate::sched::workers::has_cpu(&schedule.devices),
+        );
+        // A failed or panicked estimate is made again inside the frame, which reports it.
+        let prepared = estimate.and_then(|h| h.join().ok()).and_then(Result::ok);
+        (backend, prepared)
+    });
+    let backend = backend?;
     out.status(format_args!("backend: {}", backend.description));
     let build_seconds = backend.build_seconds;
     // Without --devices, the selected backend decides the workers: two streams on GPU 0 (one
@@ -245,6 +259,7 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
             resume,
             between_passes: Some(&mut between_passes),
             deadline: pass_deadline(&a, started, u64::from(window.w) * u64::from(window.h)),
+            estimate: prepared_estimate,
         },
     );
     let frame = match frame {

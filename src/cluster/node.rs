@@ -987,6 +987,7 @@ impl Master {
             workers: self.labels,
             raster: self.inputs.raster,
             estimate: self.inputs.estimate_stats,
+            estimated_before: false,
             costmap: self.inputs.estimate,
             passes: self.reports,
             render_s: self.render_start.elapsed().as_secs_f64(),

@@ -255,6 +255,9 @@ pub struct FrameReport {
     pub workers: Vec<(String, String)>,
     pub raster: RasterStats,
     pub estimate: EstimateStats,
+    /// Whether the cost map was estimated before the frame, during the backend's setup
+    /// ([`super::PreparedEstimate`]), rather than inside it.
+    pub estimated_before: bool,
     /// The estimated cost map.
     pub costmap: CostMap,
     pub passes: Vec<PassReport>,
@@ -337,7 +340,7 @@ impl FrameReport {
         let tiles: Vec<usize> = self.passes.iter().map(|p| p.tiles.len()).collect();
         let _ = writeln!(
             s,
-            "schedule: {}, steal {}, {} workers, {} pass{} of {} tiles; cost map {}x{}: raster {:.1} ms ({} triangles), estimate {:.1} ms",
+            "schedule: {}, steal {}, {} workers, {} pass{} of {} tiles; cost map {}x{}: raster {:.1} ms ({} triangles), estimate {:.1} ms{}",
             self.strategy.name(),
             if self.steal { "on" } else { "off" },
             self.workers.len(),
@@ -353,6 +356,11 @@ impl FrameReport {
             self.raster.seconds * 1e3,
             self.raster.triangles,
             self.estimate.seconds * 1e3,
+            if self.estimated_before {
+                " (both before the frame, beside the backend's setup)"
+            } else {
+                ""
+            },
         );
         if !self.calibration.is_empty() {
             let _ = writeln!(s, "  {}", super::calibrate::describe(&self.calibration));
