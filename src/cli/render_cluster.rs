@@ -412,13 +412,24 @@ fn get_ready<'s>(
     resume: Option<Resume>,
 ) -> anyhow::Result<(RankSetup, WorkerFactory<'s>)> {
     let print = fingerprint(scene, content, settings, schedule);
-    let backend = crate::backend::select_beside(
-        a.backend.into(),
-        scene,
-        settings,
-        optix_options,
-        a.schedule.devices.is_some() && crate::sched::workers::has_cpu(&schedule.devices),
-    )?;
+    // Rank 0's cost map, as in one process: rasterized while a GPU is set up, else after.
+    let whole = crate::render::Tile::whole(settings.width, settings.height);
+    let choice: crate::backend::BackendChoice = a.backend.into();
+    let gpu_tried = choice != crate::backend::BackendChoice::Cpu && crate::optix::probe().is_ok();
+    let (backend, early) = std::thread::scope(|scope| {
+        let early = (rank == 0 && gpu_tried).then(|| {
+            scope.spawn(|| crate::sched::estimate_costmap(scene, settings, schedule, whole))
+        });
+        let backend = crate::backend::select_beside(
+            choice,
+            scene,
+            settings,
+            optix_options,
+            a.schedule.devices.is_some() && crate::sched::workers::has_cpu(&schedule.devices),
+        );
+        (backend, early.and_then(|h| h.join().ok()))
+    });
+    let backend = backend?;
     let description = backend.description.clone();
     let mut devices = schedule.devices.clone();
     // As in one process: without --devices, a GPU rank runs two streams on GPU 0.
@@ -434,12 +445,8 @@ fn get_ready<'s>(
         anyhow::bail!("--devices gives this rank no worker");
     }
     let plan = (rank == 0).then(|| {
-        let (estimate, raster, estimate_stats) = crate::sched::estimate_costmap(
-            scene,
-            settings,
-            schedule,
-            crate::render::Tile::whole(settings.width, settings.height),
-        );
+        let (estimate, raster, estimate_stats) = early
+            .unwrap_or_else(|| crate::sched::estimate_costmap(scene, settings, schedule, whole));
         PlanInputs {
             estimate,
             raster,
