@@ -448,7 +448,13 @@ step_sched() {
         --backend optix --devices gpu0x2,cpu --width $w --height $h --spp 256 --pass-spp 64 \
         --stats "$out/sched-gpu0x2-cpu-256spp-passes.csv" \
         || fail "scheduler render --devices gpu0x2,cpu --spp 256 --pass-spp 64"
-    grep -hiE "efficiency|makespan|calibration" "$out"/sched-*.log 2>/dev/null | head -n 36 | tee -a "$summary" >&2
+    # And on the GPU alone: do costs measured on a GPU make its own later passes better
+    # planned, as they do on CPU threads? (scripts/replay-cost-corrections.py replays it.)
+    logged "$out/sched-gpu0x2-256spp-passes.log" "$bin" render "$toystore" -o "$scenes/sched-256g.exr" \
+        --backend optix --devices gpu0x2 --width $w --height $h --spp 256 --pass-spp 64 \
+        --stats "$out/sched-gpu0x2-256spp-passes.csv" \
+        || fail "scheduler render --devices gpu0x2 --spp 256 --pass-spp 64"
+    grep -hiE "efficiency|makespan|calibration" "$out"/sched-*.log 2>/dev/null | head -n 40 | tee -a "$summary" >&2
     # The cost maps (0.5 MB each, one per render) are compressed: `gunzip` them before
     # `gasworks schedule-sim` replays a render's tiles.
     gzip -9f "$out"/sched-*.costmap.csv 2>/dev/null || true
