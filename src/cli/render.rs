@@ -198,29 +198,8 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
     };
     let spp_resumed_from = resume.as_ref().map_or(0, |r| r.spp_done);
 
-    // CPU workers beside a GPU (`--devices gpu0x2,cpu`): their BVH is built while the GPU is
-    // set up, not inside the frame. So is the cost map (it needs only the scene and the
-    // camera): host work beside a setup that mostly waits for the driver and the GPU. Beside
-    // the CPU backend's own BVH build the two would only share the cores: there the frame
-    // estimates it, as before.
-    let choice: crate::backend::BackendChoice = a.backend.into();
-    let gpu_tried = choice != crate::backend::BackendChoice::Cpu && crate::optix::probe().is_ok();
-    let (backend, prepared_estimate) = std::thread::scope(|scope| {
-        let estimate = gpu_tried.then(|| {
-            scope.spawn(|| crate::sched::PreparedEstimate::new(&scene, &settings, &schedule))
-        });
-        let backend = crate::backend::select_beside(
-            choice,
-            &scene,
-            &settings,
-            &optix_options,
-            a.schedule.devices.is_some() && crate::sched::workers::has_cpu(&schedule.devices),
-        );
-        // A failed or panicked estimate is made again inside the frame, which reports it.
-        let prepared = estimate.and_then(|h| h.join().ok()).and_then(Result::ok);
-        (backend, prepared)
-    });
-    let backend = backend?;
+    let (backend, prepared_estimate) =
+        set_up_backend(&a, &scene, &settings, &schedule, &optix_options, true)?;
     out.status(format_args!("backend: {}", backend.description));
     let build_seconds = backend.build_seconds;
     // Without --devices, the selected backend decides the workers: two streams on GPU 0 (one
@@ -524,6 +503,40 @@ pub(super) fn output_write_reserve(pixels: u64) -> Duration {
 }
 
 /// "2h", "10m", "90s", "1.5s": a duration as it was given.
+/// The backend `--backend` names (with the CPU backend for `--devices ... cpu` workers beside a
+/// GPU, [`crate::backend::select_beside`]), and, when `estimate_too` and a GPU is tried, the
+/// frame's cost map, rasterized on another thread meanwhile: it needs only the scene and the
+/// camera, and the GPU's setup mostly waits for the driver and the device. Beside the CPU
+/// backend's own BVH build the two would only share the cores: there the frame estimates it.
+/// A failed or panicked estimate is `None`: the frame makes it again, and reports it.
+pub(crate) fn set_up_backend(
+    a: &RenderArgs,
+    scene: &Scene,
+    settings: &RenderSettings,
+    schedule: &crate::sched::SchedConfig,
+    optix_options: &crate::optix::pathtracer::OptixOptions,
+    estimate_too: bool,
+) -> anyhow::Result<(
+    crate::backend::Backend,
+    Option<crate::sched::PreparedEstimate>,
+)> {
+    let choice: crate::backend::BackendChoice = a.backend.into();
+    let gpu_tried = choice != crate::backend::BackendChoice::Cpu && crate::optix::probe().is_ok();
+    let cpu_too = a.schedule.devices.is_some() && crate::sched::workers::has_cpu(&schedule.devices);
+    let (backend, prepared) = std::thread::scope(|scope| {
+        let estimate = (estimate_too && gpu_tried).then(|| {
+            scope.spawn(|| crate::sched::PreparedEstimate::new(scene, settings, schedule))
+        });
+        let backend =
+            crate::backend::select_beside(choice, scene, settings, optix_options, cpu_too);
+        (
+            backend,
+            estimate.and_then(|h| h.join().ok()).and_then(Result::ok),
+        )
+    });
+    Ok((backend?, prepared))
+}
+
 fn format_duration(d: Duration) -> String {
     let s = d.as_secs_f64();
     if s >= 3600.0 && s % 3600.0 == 0.0 {

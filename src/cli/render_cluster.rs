@@ -23,7 +23,8 @@ use super::render::{
     after_checkpoints, check_args, check_frame_memory, check_outputs_against_textures,
     check_report_paths, checkpoint_between_passes, finish_at_time_limit, finish_checkpoints,
     image_key, load_scene, pass_deadline, print_load_warnings, read_resume, render_settings,
-    stopped_with_image, warn_about_checkpoints, write_resume_or_rescue, Interrupted, RenderArgs,
+    set_up_backend, stopped_with_image, warn_about_checkpoints, write_resume_or_rescue,
+    Interrupted, RenderArgs,
 };
 use super::signals;
 use crate::backend::WorkerFactory;
@@ -413,23 +414,7 @@ fn get_ready<'s>(
 ) -> anyhow::Result<(RankSetup, WorkerFactory<'s>)> {
     let print = fingerprint(scene, content, settings, schedule);
     // Rank 0's cost map, as in one process: rasterized while a GPU is set up, else after.
-    let whole = crate::render::Tile::whole(settings.width, settings.height);
-    let choice: crate::backend::BackendChoice = a.backend.into();
-    let gpu_tried = choice != crate::backend::BackendChoice::Cpu && crate::optix::probe().is_ok();
-    let (backend, early) = std::thread::scope(|scope| {
-        let early = (rank == 0 && gpu_tried).then(|| {
-            scope.spawn(|| crate::sched::estimate_costmap(scene, settings, schedule, whole))
-        });
-        let backend = crate::backend::select_beside(
-            choice,
-            scene,
-            settings,
-            optix_options,
-            a.schedule.devices.is_some() && crate::sched::workers::has_cpu(&schedule.devices),
-        );
-        (backend, early.and_then(|h| h.join().ok()))
-    });
-    let backend = backend?;
+    let (backend, early) = set_up_backend(a, scene, settings, schedule, optix_options, rank == 0)?;
     let description = backend.description.clone();
     let mut devices = schedule.devices.clone();
     // As in one process: without --devices, a GPU rank runs two streams on GPU 0.
@@ -445,8 +430,15 @@ fn get_ready<'s>(
         anyhow::bail!("--devices gives this rank no worker");
     }
     let plan = (rank == 0).then(|| {
-        let (estimate, raster, estimate_stats) = early
-            .unwrap_or_else(|| crate::sched::estimate_costmap(scene, settings, schedule, whole));
+        let (estimate, raster, estimate_stats) = match early {
+            Some(e) => e.into_parts(),
+            None => crate::sched::estimate_costmap(
+                scene,
+                settings,
+                schedule,
+                crate::render::Tile::whole(settings.width, settings.height),
+            ),
+        };
         PlanInputs {
             estimate,
             raster,

@@ -324,6 +324,11 @@ impl PreparedEstimate {
             stats,
         })
     }
+
+    /// The map and its statistics, as [`estimate_costmap`] returns them.
+    pub fn into_parts(self) -> (CostMap, raster::RasterStats, costmap::EstimateStats) {
+        (self.map, self.raster, self.stats)
+    }
 }
 
 /// Renders a frame (or its `config.window`): the cost map, then each pass over the tiles on
