@@ -27,7 +27,7 @@
 #              batches (sponza-like; each run capped at 60 s)
 #   race       the LPT / largest-first / threaded-enqueue crashes in fresh processes, beside the
 #              same with CUDA_DEVICE_MAX_CONNECTIONS=1, then racecheck and synccheck on LPT
-#   watchdog   a batch known to hang (LPT weight 1000, 4 streams) with GASWORKS_BUILD_WAIT_S=10:
+#   watchdog   batches known to hang (LPT weight 1000 or 250, 4 streams) with GASWORKS_BUILD_WAIT_S=10:
 #              the hang must end in the error naming the batch
 #   depth      GPU vs CPU on the Cornell box at --max-depth 1..8: the bounce a bias starts at
 #   connections  build-bench at 8..32 streams with CUDA_DEVICE_MAX_CONNECTIONS 8 and 32
@@ -586,23 +586,46 @@ step_race() {
     grep -c "^## exit 0" "$race_log" | sed 's/^/race: build-bench runs that passed (of 12): /' | tee -a "$summary" >&2
 }
 
-# The watchdog on GAS batches (GasBatch::wait, GASWORKS_BUILD_WAIT_S): LPT weighted 1000 at 4
-# streams hung on the H100 (2026-11-24) and the H200 (2026-11-26). With a 10 s limit the hung
-# batch must end in the error naming it, within the run's 45 s cap. Best effort: a batch that
-# does not hang this time says nothing of the watchdog, and is reported as such.
+# The watchdog on GAS batches (GASWORKS_BUILD_WAIT_S; src/optix/watchdog.rs): LPT weighted
+# 1000 or 250 at 4 streams hung on the H100 (2026-11-24) and the H200 (2026-11-26), or crashed
+# at once. The H200's hangs blocked the host inside the enqueue, where only the watchdog's
+# thread can speak: with a 10 s limit, a hung run must end with the message naming the batch
+# (exit 75 from the watchdog, or 1 from GasBatch::wait's own report) well within its 45 s cap.
+# Up to GW_WATCHDOG_TRIES runs (default 4), alternating the two weights, until one hangs. A run
+# that passes or fails at once says nothing of the watchdog and the next is tried; a run that
+# the cap had to kill is the failure this step looks for. One log, watchdog.log.
 step_watchdog() {
     need_sponza
-    local log="$out/watchdog.log" rc=0 said
-    GASWORKS_BUILD_WAIT_S="${GW_WATCHDOG_S:-10}" logged "$log" timeout -k 5 "${GW_WATCHDOG_CAP_S:-45}" \
-        "$bin" build-bench "$sponza" --streams 4 --assign lpt --lpt-build-weight 1000 --repeat 20 || rc=$?
-    said="$(grep -m1 "did not finish within" "$log" | cut -c1-240)"
-    if [ -n "$said" ]; then
-        note "watchdog: the hung batch was named (exit $rc): $said"
-    elif [ "$rc" -eq 0 ]; then
-        note "watchdog: the batch did not hang this time (nothing learned of the watchdog)"
-    else
-        fail "watchdog: the run ended (exit $rc) without the watchdog's message (see $log)"
-    fi
+    local log="$out/watchdog.log" try tries="${GW_WATCHDOG_TRIES:-4}" wd_cap="${GW_WATCHDOG_CAP_S:-45}"
+    local limit="${GW_WATCHDOG_S:-10}" weight rc t0 said
+    header "$log" "GASWORKS_BUILD_WAIT_S=$limit build-bench $sponza --streams 4 --assign lpt --lpt-build-weight W --repeat 20, each capped at $wd_cap s, until one hangs"
+    for ((try = 1; try <= tries; try++)); do
+        [ "$(left)" -gt $((wd_cap + 15)) ] || { note "watchdog: try $try not run (budget)"; return; }
+        weight=$(( try % 2 == 1 ? 1000 : 250 ))
+        echo "## try $try: --lpt-build-weight $weight" >> "$log"
+        rc=0
+        t0=$(date +%s)
+        GASWORKS_BUILD_WAIT_S="$limit" timeout -k 5 "$wd_cap" "$bin" build-bench "$sponza" --streams 4 \
+            --assign lpt --lpt-build-weight "$weight" --repeat 20 > "$out/watchdog-run.tmp" 2>&1 || rc=$?
+        cat "$out/watchdog-run.tmp" >> "$log"
+        echo "## exit $rc after $(( $(date +%s) - t0 )) s" >> "$log"
+        said="$(grep -m1 -E "ending the process now|did not finish within" "$out/watchdog-run.tmp" | cut -c1-400)"
+        if [ -n "$said" ]; then
+            note "watchdog: try $try (weight $weight) hung and was named (exit $rc after $(( $(date +%s) - t0 )) s): $said"
+            rm -f "$out/watchdog-run.tmp"
+            return
+        fi
+        case "$rc" in
+            0) note "watchdog: try $try (weight $weight) did not hang (passed)" ;;
+            124|137)
+                fail "watchdog: try $try (weight $weight) hung past its $wd_cap s cap (exit $rc) without the watchdog's message (see $log)"
+                rm -f "$out/watchdog-run.tmp"
+                return ;;
+            *) note "watchdog: try $try (weight $weight) did not hang (exit $rc: $(grep -m1 -E "^error|caused by" "$out/watchdog-run.tmp" | cut -c1-200))" ;;
+        esac
+    done
+    rm -f "$out/watchdog-run.tmp"
+    note "watchdog: none of $tries tries hung (nothing learned of the watchdog)"
 }
 
 # GPU against CPU on the Cornell box path depth by path depth (--max-depth 1..8): where the two

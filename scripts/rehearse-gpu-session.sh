@@ -74,6 +74,16 @@ cat > "$work/stage/gasworks" <<EOF
 real="$real"
 EOF
 cat >> "$work/stage/gasworks" <<'EOF'
+# GW_REHEARSE_BUILD_BENCH=hang: build-bench blocks as the H200's hung batches did (the watchdog
+# step must then report the hang its cap killed); =watchdog: it ends as the watchdog ends one.
+if [ "${1:-}" = build-bench ]; then
+    case "${GW_REHEARSE_BUILD_BENCH:-}" in
+        hang) exec sleep 600 ;;
+        watchdog)
+            echo "error: 390 GAS builds on 4 streams (Shared scratch, 1 enqueue thread): the host was blocked for 10 s inside their enqueue (stand-in); ending the process now (exit status 75): a thread blocked in the driver can be neither woken nor freed" >&2
+            exit 75 ;;
+    esac
+fi
 args=()
 while [ $# -gt 0 ]; do
     a="$1"; shift
@@ -137,6 +147,14 @@ PATH="$work/bin:$PATH" OUT="$work/out2" GW_ARCHIVE="$work/archive.tar.xz" GW_UNP
     GW_RESULTS_DIR="$work/results2" GW_SCENES_DIR="$work/scenes" GW_BUDGET_S=600 \
     bash scripts/gpu-session.sh race watchdog > "$work/session2.log" 2>&1
 rc2=$?
+# The watchdog step's other two outcomes: a run its cap had to kill (a failure), and a run the
+# watchdog ended (what the step looks for).
+for mode in hang watchdog; do
+    PATH="$work/bin:$PATH" OUT="$work/out-$mode" GW_ARCHIVE="$work/archive.tar.xz" \
+        GW_UNPACK_DIR="$work/dev-$mode" GW_RESULTS_DIR="$work/results-$mode" GW_SCENES_DIR="$work/scenes" \
+        GW_BUDGET_S=600 GW_REHEARSE_BUILD_BENCH=$mode GW_WATCHDOG_CAP_S=2 \
+        bash scripts/gpu-session.sh watchdog > "$work/session-$mode.log" 2>&1 || true
+done
 set -e
 
 # ---- the checks -----------------------------------------------------------------------------
@@ -198,9 +216,20 @@ check "race: the step ran and printed its time" has2 "^step race: [0-9]+ s, 0 fa
 check "race: twelve build-bench runs logged with their exit status" \
     test "$(grep -c '^## exit ' "$work/results2/race.log")" -eq 12
 check "race: the passing runs counted in the summary" has2 "^race: build-bench runs that passed \(of 12\): 0$"
-check "watchdog: a run that ends without the watchdog's message is a failure" \
-    has2 "^FAILED: watchdog: the run ended \(exit [1-9][0-9]*\) without the watchdog's message"
-check "race and watchdog: exactly that one failure" has2 "^gpu-session: 1 failure\(s\)"
+check "watchdog: runs that fail at once are not hangs, and the next is tried" \
+    has2 "^watchdog: try 4 \(weight 250\) did not hang \(exit [1-9][0-9]*: "
+check "watchdog: the step says when no try hung" has2 "^watchdog: none of 4 tries hung"
+check "race and watchdog: no failure" has2 "^gpu-session: 0 failure\(s\)"
+for mode in hang watchdog; do
+    echo "rehearse-gpu-session: the watchdog step with build-bench standing in as '$mode':"
+    sed 's/^/    | /' "$work/session-$mode.log"
+done
+check "watchdog: a run its cap killed is the failure, after one try" \
+    grep -qE "^FAILED: watchdog: try 1 \(weight 1000\) hung past its 2 s cap \(exit 124\) without the watchdog's message" "$work/session-hang.log"
+check "watchdog: that is the only failure" grep -qE "^gpu-session: 1 failure\(s\)" "$work/session-hang.log"
+check "watchdog: a run the watchdog ended is named with its message and status" \
+    grep -qE "^watchdog: try 1 \(weight 1000\) hung and was named \(exit 75 after [0-9]+ s\): error: 390 GAS builds" "$work/session-watchdog.log"
+check "watchdog: and is no failure" grep -qE "^gpu-session: 0 failure\(s\)" "$work/session-watchdog.log"
 
 if [ "$problems" -gt 0 ]; then
     say "$problems check(s) failed: fix scripts/gpu-session.sh before a GPU session spends its time on it"

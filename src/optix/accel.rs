@@ -37,6 +37,7 @@ use super::sys::{
     OptixBuildInputInstanceArray, OptixBuildInputTriangleArray, OptixInstance,
     OptixTraversableHandle,
 };
+use super::watchdog::{self, Describe, Watch};
 use crate::nvtx;
 use crate::scene::Scene;
 
@@ -72,6 +73,13 @@ pub fn build_wait_limit() -> std::time::Duration {
             BUILD_WAIT_LIMIT
         }),
     }
+}
+
+/// How long past [`build_wait_limit`] the watchdog gives [`GasBatch::wait`] (whose own poll
+/// reports a batch that never finishes) and a process on its way out after that report: a
+/// quarter of the limit, at least 2 s.
+pub fn watchdog_grace(limit: std::time::Duration) -> std::time::Duration {
+    (limit / 4).max(std::time::Duration::from_secs(2))
 }
 
 fn parse_build_wait(text: &str) -> Option<std::time::Duration> {
@@ -554,6 +562,35 @@ pub struct GasBatch {
     enqueue_threads: u32,
     /// Set by [`GasBatch::wait`] when the builds did not finish in time.
     hung: std::sync::atomic::AtomicBool,
+    /// How far the last enqueue got, for the watchdog's message.
+    progress: Arc<EnqueueProgress>,
+    /// The NVTX name of every build ("GAS group 12 stream 3"), for the watchdog's message.
+    build_names: Arc<[String]>,
+}
+
+/// How far an enqueue got: read by the watchdog's thread while the enqueueing thread may be
+/// blocked in the driver, hence atomics only.
+#[derive(Debug, Default)]
+struct EnqueueProgress {
+    /// Builds whose `optixAccelBuild` returned.
+    returned: std::sync::atomic::AtomicUsize,
+    /// The plan index of the build whose `optixAccelBuild` was called last, plus one (0:
+    /// none yet).
+    last_called: std::sync::atomic::AtomicUsize,
+}
+
+/// Which host calls of a batch a [`Watch`] covers, for its message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Watched {
+    /// [`GasBatch::enqueue`]: the streams' fork and join and every `optixAccelBuild`.
+    Enqueue,
+    /// [`GasBatch::wait`]: its event's record and queries (its poll reports a batch that does
+    /// not finish; this covers calls that do not return).
+    Wait,
+    /// The way out after [`GasBatch::wait`] found the batch hung.
+    WayOut,
+    /// Dropping the batch: the wait on its streams before its memory is freed.
+    Drop,
 }
 
 impl Drop for GasBatch {
@@ -573,6 +610,9 @@ impl Drop for GasBatch {
             }
             return;
         }
+        let limit = build_wait_limit();
+        let _watch = (!self.in_flight.is_empty())
+            .then(|| self.watch(Watched::Drop, limit + watchdog_grace(limit)));
         for stream in &self.in_flight {
             if let Err(e) = stream.synchronize() {
                 log::warn!("waiting for the GAS builds before freeing their memory: {e}");
@@ -632,13 +672,19 @@ impl GasBatch {
             table,
             inputs,
             build_options,
-            plan,
             scratch,
             output,
             compacted_sizes,
             in_flight: Vec::new(),
             enqueue_threads: options.enqueue_threads,
             hung: std::sync::atomic::AtomicBool::new(false),
+            progress: Arc::default(),
+            build_names: plan
+                .builds
+                .iter()
+                .map(|b| gas_range_name(&b.need.groups, b.stream))
+                .collect(),
+            plan,
         })
     }
 
@@ -698,6 +744,15 @@ impl GasBatch {
         });
         // From here on, builds may be in flight: the batch must outlive them.
         self.in_flight = streams.streams.clone();
+        // The host itself may block in here (in optixAccelBuild, on an H200): the watchdog
+        // then ends the process with a message, since no error could ever be returned.
+        self.progress
+            .returned
+            .store(0, std::sync::atomic::Ordering::Relaxed);
+        self.progress
+            .last_called
+            .store(0, std::sync::atomic::Ordering::Relaxed);
+        let _watch = self.watch(Watched::Enqueue, build_wait_limit());
         streams.fork()?;
         let mut handles = vec![0; self.inputs.len()];
         let lanes = self.plan.enqueue_lanes(self.enqueue_threads);
@@ -750,6 +805,9 @@ impl GasBatch {
         let stream = &streams.streams[b.stream as usize];
         // Named lazily: the benchmark enqueues thousands of builds per second.
         let _range = nvtx::range_with(|| gas_range_name(&b.need.groups, b.stream));
+        self.progress
+            .last_called
+            .store(i + 1, std::sync::atomic::Ordering::Relaxed);
         let scratch = self
             .scratch
             .slice(b.scratch.offset as usize, b.scratch.len as usize)?;
@@ -770,7 +828,7 @@ impl GasBatch {
         // 8-byte aligned slot of its own. Each lane's builds are on streams no other lane
         // touches, and the context serialises the calls themselves (concurrent ones broke on
         // an H200, whatever the OptiX guide says of its host API's thread safety).
-        Ok(unsafe {
+        let handle = unsafe {
             self.ctx.accel_build(
                 stream,
                 &self.build_options,
@@ -779,38 +837,68 @@ impl GasBatch {
                 output,
                 &emit,
             )
-        }?)
+        }?;
+        self.progress
+            .returned
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(handle)
+    }
+
+    /// "390 GAS builds on 8 streams (Shared scratch, 1 enqueue thread)": the batch, for
+    /// messages.
+    fn describe_batch(&self) -> String {
+        format!(
+            "{} GAS builds on {} streams ({:?} scratch, {} enqueue thread{})",
+            self.plan.builds.len(),
+            self.plan.streams,
+            self.plan.scratch_mode,
+            self.enqueue_threads.max(1),
+            if self.enqueue_threads > 1 { "s" } else { "" }
+        )
+    }
+
+    /// Arms the [`watchdog::global`] watchdog over the host calls `what` for `limit`; its
+    /// message names the batch, the calls and, for an enqueue, how far it got.
+    fn watch(&self, what: Watched, limit: std::time::Duration) -> Watch {
+        let batch = self.describe_batch();
+        let progress = self.progress.clone();
+        let names = self.build_names.clone();
+        let describe: Describe =
+            Box::new(move || watchdog_message(&batch, what, limit, &progress, &names));
+        watchdog::global().arm(limit, describe)
     }
 
     /// Waits for every build enqueued so far (the main stream, which they joined), at most
     /// [`build_wait_limit`] ([`BUILD_WAIT_LIMIT`] unless [`BUILD_WAIT_ENV`] says otherwise):
     /// past it, [`AccelError::Hung`] names the batch instead of blocking for ever.
+    ///
+    /// The event calls themselves are watched too (the watchdog, past the limit and a grace):
+    /// should one of them never return, the process ends with a message instead. After a
+    /// `Hung` error the watch stays armed for another grace: a process whose way out blocks
+    /// in the driver is ended with a message, not left hanging.
     pub fn wait(&self, streams: &StreamSet) -> Result<(), AccelError> {
+        let limit = build_wait_limit();
+        let grace = watchdog_grace(limit);
+        let watch = self.watch(Watched::Wait, limit + grace);
         let done = self.ctx.gpu().new_event(false)?;
         done.record(streams.main())?;
-        let limit = build_wait_limit();
         if done.wait_within(limit)? {
             return Ok(());
         }
+        drop(watch);
         // What is left of a hung batch must not be waited for or freed (freeing device memory
         // waits for the device): `Drop` leaks it. The error is also written out at once:
         // whatever the caller frees on the way out may block for good, and would keep it
         // from ever being printed.
         self.hung.store(true, std::sync::atomic::Ordering::Relaxed);
         let error = AccelError::Hung {
-            what: format!(
-                "{} GAS builds on {} streams ({:?} scratch, {} enqueue thread{})",
-                self.plan.builds.len(),
-                self.plan.streams,
-                self.plan.scratch_mode,
-                self.enqueue_threads.max(1),
-                if self.enqueue_threads > 1 { "s" } else { "" }
-            ),
+            what: self.describe_batch(),
             limit,
         };
         crate::stderr_line::write_whole(format_args!(
             "error: {error} (said now: while the GPU is hung this process may never get to exit)"
         ));
+        self.watch(Watched::WayOut, grace).keep_armed();
         Err(error)
     }
 
@@ -892,6 +980,51 @@ impl GasBatch {
             )?)),
             None => Ok(None),
         }
+    }
+}
+
+/// What the watchdog says of a batch whose watched host calls did not return within `limit`.
+/// Pure (but for the atomics it reads), so that its wording is tested without a GPU.
+fn watchdog_message(
+    batch: &str,
+    what: Watched,
+    limit: std::time::Duration,
+    progress: &EnqueueProgress,
+    names: &[String],
+) -> String {
+    let secs = limit.as_secs_f64();
+    let advice = "the GPU or its driver hung; run the batch again under compute-sanitizer, \
+                  or with other --streams, --assign or --enqueue-threads, to see which part of it does";
+    match what {
+        Watched::Enqueue => {
+            let returned = progress.returned.load(std::sync::atomic::Ordering::Relaxed);
+            let last = progress
+                .last_called
+                .load(std::sync::atomic::Ordering::Relaxed);
+            let call = match last.checked_sub(1).and_then(|i| names.get(i)) {
+                Some(name) if returned < names.len() => {
+                    format!("; the last optixAccelBuild called: {name}")
+                }
+                _ => String::new(),
+            };
+            format!(
+                "{batch}: the host was blocked for {secs} s inside their enqueue, which takes \
+                 milliseconds ({returned} of {} optixAccelBuild calls returned{call}); {advice}",
+                names.len()
+            )
+        }
+        Watched::Wait => format!(
+            "{batch}: the host was blocked for {secs} s inside the wait for them (a CUDA event \
+             call that did not return); {advice}"
+        ),
+        Watched::WayOut => format!(
+            "{batch}: the batch hung (said above), and {secs} s later the process was still \
+             blocked on its way out"
+        ),
+        Watched::Drop => format!(
+            "{batch}: the host was blocked for {secs} s waiting for them before freeing their \
+             memory; {advice}"
+        ),
     }
 }
 
@@ -1231,6 +1364,61 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    #[test]
+    fn the_watchdog_names_the_batch_and_how_far_its_enqueue_got() {
+        use std::sync::atomic::Ordering::Relaxed;
+        let batch = "390 GAS builds on 4 streams (Shared scratch, 1 enqueue thread)";
+        let names: Vec<String> = (0..390).map(|g| gas_range_name(&[g], g % 4)).collect();
+        let limit = std::time::Duration::from_secs(10);
+        let progress = EnqueueProgress::default();
+        progress.returned.store(37, Relaxed);
+        progress.last_called.store(38, Relaxed);
+        let text = watchdog_message(batch, Watched::Enqueue, limit, &progress, &names);
+        assert!(
+            text.starts_with(
+                "390 GAS builds on 4 streams (Shared scratch, 1 enqueue thread): the host was \
+                 blocked for 10 s inside their enqueue, which takes milliseconds (37 of 390 \
+                 optixAccelBuild calls returned; the last optixAccelBuild called: GAS group 37 \
+                 stream 1); the GPU or its driver hung"
+            ),
+            "{text}"
+        );
+        // Every build call returned: the host is blocked elsewhere (the streams' join), and no
+        // build is named.
+        progress.returned.store(390, Relaxed);
+        progress.last_called.store(390, Relaxed);
+        let text = watchdog_message(batch, Watched::Enqueue, limit, &progress, &names);
+        assert!(
+            text.contains("(390 of 390 optixAccelBuild calls returned)"),
+            "{text}"
+        );
+        // Before the first build call (the streams' fork).
+        progress.returned.store(0, Relaxed);
+        progress.last_called.store(0, Relaxed);
+        let text = watchdog_message(batch, Watched::Enqueue, limit, &progress, &names);
+        assert!(
+            text.contains("(0 of 390 optixAccelBuild calls returned)"),
+            "{text}"
+        );
+        for (what, says) in [
+            (Watched::Wait, "inside the wait for them"),
+            (Watched::WayOut, "still blocked on its way out"),
+            (Watched::Drop, "before freeing their memory"),
+        ] {
+            let text = watchdog_message(batch, what, limit, &progress, &names);
+            assert!(text.starts_with(batch) && text.contains(says), "{text}");
+        }
+    }
+
+    #[test]
+    fn the_watchdog_waits_past_the_waits_own_limit() {
+        for secs in [0.5, 10.0, 60.0, 600.0] {
+            let limit = std::time::Duration::from_secs_f64(secs);
+            let grace = watchdog_grace(limit);
+            assert!(grace >= std::time::Duration::from_secs(2) && grace >= limit / 4);
+        }
     }
 
     #[test]

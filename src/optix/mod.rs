@@ -12,6 +12,8 @@
 //! - [`accel`]: the batched multi-stream GAS builds and the IAS over them.
 //! - [`raycast`]: a minimal pipeline casting a batch of rays: the check of the structures.
 //! - [`pathtracer`]: the GPU path tracer (tiles rendered with `ptx/pathtrace.cu`).
+//! - [`watchdog`]: a thread that ends the process with a message when driver calls watched
+//!   (the GAS batches') do not return.
 
 pub mod accel;
 pub mod context;
@@ -24,6 +26,7 @@ pub mod plan;
 mod ptx_calls;
 pub mod raycast;
 pub mod sys;
+pub mod watchdog;
 
 pub use context::{ContextOptions, DeviceContext};
 pub use cuda::{probe, DeviceBuffer, DeviceSlice, Event, Gpu, GpuInfo, Stream};
