@@ -449,7 +449,7 @@ step_sched() {
         --stats "$out/sched-gpu0x2-cpu-256spp-passes.csv" \
         || fail "scheduler render --devices gpu0x2,cpu --spp 256 --pass-spp 64"
     # And on the GPU alone: do costs measured on a GPU make its own later passes better
-    # planned, as they do on CPU threads? (scripts/replay-cost-corrections.py replays it.)
+    # planned, as they do on CPU threads? (`gasworks schedule-sim --replay-corrections` replays it.)
     logged "$out/sched-gpu0x2-256spp-passes.log" "$bin" render "$toystore" -o "$scenes/sched-256g.exr" \
         --backend optix --devices gpu0x2 --width $w --height $h --spp 256 --pass-spp 64 \
         --stats "$out/sched-gpu0x2-256spp-passes.csv" \

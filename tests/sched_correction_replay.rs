@@ -1,124 +1,110 @@
 //! The evidence behind `sched::measured_costs_carry_over`, replayed from the `--stats` files
-//! an H200 wrote (bench/results/2026-11-26-NVIDIA-H200-run2/, the 10M-triangle toystore at
-//! 960x540, `--devices gpu0x2,cpu`, four passes of 64 spp, planned then with corrected costs
-//! in every pass after the first).
+//! an H200 wrote (the 10M-triangle toystore at 960x540, four passes of 64 spp):
+//! - `bench/results/2026-11-26-NVIDIA-H200-run2/`: `--devices gpu0x2,cpu`, planned then with
+//!   corrected costs in every pass after the first. Costs measured on the GPU, carried to the
+//!   CPU threads' pieces, ranked them far worse than the estimate, and did no better on the
+//!   GPU's own tiles: why the scheduler no longer carries measured costs across kinds of
+//!   device.
+//! - `bench/results/2026-11-26-NVIDIA-H200-run3/`: `--devices gpu0x2` alone, where the
+//!   corrected costs ranked the GPU's later tiles better than the estimate: why it still
+//!   carries them within one kind of device.
 //!
-//! The replay rebuilds each pass's planned costs with this code's `CostMap::corrected` and
-//! `measured_costs_by_group`, and must find the costs the GPU run planned with; then, device
-//! by device, it ranks the tiles by the corrected costs and by the raw estimate against the
-//! seconds measured on them. Costs measured on the GPU, carried to the CPU threads' pieces,
-//! ranked them far worse than the estimate, and did no better on the GPU's own tiles: why
-//! the scheduler no longer carries measured costs across kinds of device.
+//! `sched::correction_replay` rebuilds each pass's planned costs with this code's
+//! `CostMap::corrected` and `measured_costs_by_group`; where the run planned with corrected
+//! costs, it must find the costs the run planned with.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
-use gasworks::render::Tile;
-use gasworks::sched::measured_costs_by_group;
-use gasworks::sched::report::{read_costmap, read_tiles, PassReport, TileRow};
-use gasworks::sched::sat::MapScale;
-use gasworks::sched::workers::TileRecord;
+use gasworks::sched::correction_replay::{device_names, replay_corrections, PassReplay};
+use gasworks::sched::report::{costmap_path, read_costmap, read_tiles, read_workers};
 
-const RUN: &str = "bench/results/2026-11-26-NVIDIA-H200-run2/sched-gpu0x2-cpu-256spp-passes";
 const IMAGE: (u32, u32) = (960, 540);
-/// Workers 0 and 1 are `gpu0x2`'s streams (`--devices` entry 0), the rest CPU threads (the
-/// run's `.csv` says so).
-fn group_of(worker: usize) -> usize {
-    usize::from(worker >= 2)
+const MIXED: &str = "bench/results/2026-11-26-NVIDIA-H200-run2/sched-gpu0x2-cpu-256spp-passes";
+const GPU_ONLY: &str = "bench/results/2026-11-26-NVIDIA-H200-run3/sched-gpu0x2-256spp-passes";
+
+fn evidence(run: &str, suffix: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("{run}{suffix}"))
 }
 
-fn evidence(suffix: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("{RUN}{suffix}"))
+fn replay(run: &str) -> Vec<PassReplay> {
+    let rows = read_tiles(&evidence(run, ".tiles.csv")).unwrap();
+    let estimate = read_costmap(&costmap_path(&evidence(run, ".costmap.csv"))).unwrap();
+    let workers = read_workers(&evidence(run, ".csv")).unwrap();
+    replay_corrections(&rows, &estimate, IMAGE, device_names(&workers))
 }
 
-fn gunzipped(path: &Path) -> tempfile::NamedTempFile {
-    let mut text = Vec::new();
-    flate2::read::GzDecoder::new(std::fs::File::open(path).unwrap())
-        .read_to_end(&mut text)
-        .unwrap();
-    let out = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(out.path(), text).unwrap();
-    out
+/// (planned, estimated) Spearman of `device` in each pass after the first, to 3 decimals.
+fn ranked(passes: &[PassReplay], device: &str) -> Vec<(String, String)> {
+    passes[1..]
+        .iter()
+        .map(|p| {
+            let d = p.devices.iter().find(|d| d.device == device).unwrap();
+            (format!("{:.3}", d.planned), format!("{:.3}", d.estimated))
+        })
+        .collect()
+}
+
+fn pairs(v: &[(&str, &str)]) -> Vec<(String, String)> {
+    v.iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect()
 }
 
 #[test]
 fn costs_measured_on_a_gpu_rank_a_cpus_pieces_worse_than_the_estimate() {
-    let rows = read_tiles(&evidence(".tiles.csv")).unwrap();
-    let map_file = gunzipped(&evidence(".costmap.csv.gz"));
-    let estimate = read_costmap(map_file.path()).unwrap();
-    let scale = MapScale::between(IMAGE, (estimate.width, estimate.height));
-    let workers = rows.iter().map(|r| r.worker).max().unwrap() + 1;
-    let groups: Vec<usize> = (0..workers).map(group_of).collect();
-    let devices: Vec<String> = groups
-        .iter()
-        .map(|&g| if g == 0 { "gpu0" } else { "cpu" }.to_string())
-        .collect();
-    let passes = rows.iter().map(|r| r.pass).max().unwrap() + 1;
-    assert_eq!(passes, 4);
+    let passes = replay(MIXED);
+    assert_eq!(passes.len(), 4);
+    // The replay is the run: this code plans what the GPU run planned.
+    for p in &passes {
+        assert!(p.largest_difference <= 1e-5, "{p:?}");
+        let tiles: usize = p.devices.iter().map(|d| d.tiles).sum();
+        assert_eq!(tiles, p.tiles);
+    }
+    assert_eq!(
+        ranked(&passes, "cpu"),
+        pairs(&[("-0.174", "0.759"), ("0.031", "0.766"), ("0.068", "0.585")])
+    );
+    assert_eq!(
+        ranked(&passes, "gpu0"),
+        pairs(&[("0.405", "0.424"), ("0.699", "0.671"), ("0.792", "0.813")])
+    );
+}
 
-    let mut plan = estimate.clone();
-    let mut speeds: Option<Vec<f64>> = None;
-    for pass in 0..passes {
-        let mut these: Vec<&TileRow> = rows.iter().filter(|r| r.pass == pass).collect();
-        these.sort_by_key(|r| r.task);
-        let tiles: Vec<Tile> = these.iter().map(|r| r.tile()).collect();
-        let sat = plan.sat();
-        let predicted: Vec<f64> = tiles.iter().map(|t| scale.tile_cost(&sat, *t)).collect();
-        // The replay is the run: this code plans what the GPU run planned.
-        for (r, p) in these.iter().zip(&predicted) {
-            assert!(
-                (p - r.predicted).abs() <= 1e-5 * r.predicted.abs().max(1e-9),
-                "pass {pass}, tile {}: replayed {p}, the run planned {}",
-                r.task,
-                r.predicted
-            );
-        }
-        let report = PassReport {
-            samples: 0..1,
-            tiles: tiles.clone(),
-            predicted,
-            estimated: these.iter().map(|r| r.estimated).collect(),
-            initial_deques: Vec::new(),
-            records: these
-                .iter()
-                .map(|r| TileRecord {
-                    task: r.task,
-                    worker: r.worker,
-                    stolen_from: None,
-                    start_s: r.start_s,
-                    end_s: r.end_s,
-                    cost_s: r.measured_s,
-                })
-                .collect(),
-            makespan_s: 0.0,
-            workers: Vec::new(),
-            speeds: speeds.clone().unwrap_or_default(),
-            planned_with_measured: pass > 0,
-        };
-        if pass > 0 {
-            // Measured: CPU -0.174/0.031/0.068 corrected against 0.759/0.766/0.585 estimated;
-            // GPU 0.405/0.699/0.792 against 0.424/0.671/0.813.
-            let by = report.accuracy_by_device(&devices);
-            let of = |d: &str| by.iter().find(|a| a.device == d).unwrap();
-            let (cpu, gpu) = (of("cpu"), of("gpu0"));
-            assert!(
-                cpu.planned < 0.1 && cpu.estimated > 0.5,
-                "pass {pass}: the CPU's pieces ranked {:.3} corrected, {:.3} by the estimate",
-                cpu.planned,
-                cpu.estimated
-            );
-            assert!(
-                gpu.planned < gpu.estimated + 0.05,
-                "pass {pass}: the GPU's tiles ranked {:.3} corrected, {:.3} by the estimate",
-                gpu.planned,
-                gpu.estimated
-            );
-            assert_eq!(cpu.tiles + gpu.tiles, tiles.len());
-        }
-        // As the run did after each pass: speeds by group, costs at a common speed.
-        let (measured_speeds, normalized) =
-            measured_costs_by_group(&groups, &report, speeds.as_deref());
-        plan = plan.corrected(IMAGE, &tiles, &normalized);
-        speeds = Some(measured_speeds);
+#[test]
+fn costs_measured_on_a_gpu_rank_its_own_later_tiles_better_than_the_estimate() {
+    let passes = replay(GPU_ONLY);
+    assert_eq!(passes.len(), 4);
+    for p in &passes {
+        assert!(p.largest_difference <= 1e-5, "{p:?}");
+    }
+    assert_eq!(
+        ranked(&passes, "gpu0"),
+        pairs(&[("0.804", "0.720"), ("0.537", "0.345"), ("0.631", "0.224")])
+    );
+}
+
+#[test]
+fn schedule_sim_prints_the_replay() {
+    let out = Command::new(env!("CARGO_BIN_EXE_gasworks"))
+        .arg("schedule-sim")
+        .arg(evidence(GPU_ONLY, ".csv"))
+        .arg("--replay-corrections")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("(960x540 image)"), "{stdout}");
+    for line in [
+        "pass 2: 60 tiles; replayed costs against the CSV's predicted: largest relative difference ",
+        "  gpu0 (60 tiles): corrected 0.804, estimate 0.720",
+        "  gpu0 (60 tiles): corrected 0.537, estimate 0.345",
+        "  gpu0 (60 tiles): corrected 0.631, estimate 0.224",
+    ] {
+        assert!(stdout.contains(line), "missing {line:?} in\n{stdout}");
     }
 }

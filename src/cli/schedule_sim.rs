@@ -20,7 +20,11 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::sched::report::{read_costmap, read_tiles, sibling_paths};
+use crate::sched::correction_replay::{device_names, replay_corrections};
+use crate::sched::costmap::CostMap;
+use crate::sched::report::{
+    costmap_path, read_costmap, read_tiles, read_workers, sibling_paths, TileRow,
+};
 use crate::sched::sim::{MixedPlan, Replay, SimRun};
 use crate::sched::Strategy;
 
@@ -71,6 +75,58 @@ pub struct ScheduleSimArgs {
     /// `render --slow-worker-pieces`
     #[arg(long, default_value_t = crate::sched::tiles::DEFAULT_SLOW_WORKER_PIECES)]
     pub slow_worker_pieces: u32,
+    /// Instead of simulating: replay the render's passes as if each had been planned with the
+    /// costs the passes before it measured (the cost-map correction), and print per pass and
+    /// device how well those costs and the raw estimate ranked the tiles (Spearman against
+    /// the measured seconds). Devices come from OUT.csv
+    #[arg(long)]
+    pub replay_corrections: bool,
+}
+
+/// `--replay-corrections`: one block per pass, one line per device. The devices come from
+/// the render's `OUT.csv` beside `OUT.tiles.csv`; without it, workers are named by number.
+fn replay_corrections_table(
+    tiles_path: &std::path::Path,
+    rows: &[TileRow],
+    estimate: &CostMap,
+    image: (u32, u32),
+) -> anyhow::Result<()> {
+    let name = tiles_path.to_string_lossy();
+    let workers_path = PathBuf::from(format!(
+        "{}.csv",
+        name.strip_suffix(".tiles.csv").unwrap_or(&name)
+    ));
+    let workers = if workers_path.exists() {
+        read_workers(&workers_path)?
+    } else {
+        eprintln!(
+            "schedule-sim: no {} beside the tiles: workers are named by number, each its own device",
+            workers_path.display()
+        );
+        Vec::new()
+    };
+    println!(
+        "schedule-sim: the cost-map corrections of {} replayed ({}x{} image); Spearman of each \
+         device's measured seconds with the corrected costs and with the raw estimate",
+        tiles_path.display(),
+        image.0,
+        image.1
+    );
+    for pass in replay_corrections(rows, estimate, image, device_names(&workers)) {
+        println!(
+            "pass {}: {} tiles; replayed costs against the CSV's predicted: largest relative difference {:.1e}",
+            pass.pass + 1,
+            pass.tiles,
+            pass.largest_difference
+        );
+        for d in &pass.devices {
+            println!(
+                "  {} ({} tiles): corrected {:.3}, estimate {:.3}",
+                d.device, d.tiles, d.planned, d.estimated
+            );
+        }
+    }
+    Ok(())
 }
 
 /// Parses `--speeds`: `SPEEDxCOUNT` or `SPEED` entries, comma-separated, into one speed per
@@ -199,10 +255,14 @@ pub fn run(a: ScheduleSimArgs) -> anyhow::Result<()> {
     } else {
         sibling_paths(&a.stats)
     };
+    let map_path = costmap_path(&map_path);
     let rows = read_tiles(&tiles_path)?;
     let estimate = read_costmap(&map_path)?;
     let width = rows.iter().map(|r| r.x + r.w).max().unwrap_or(0);
     let height = rows.iter().map(|r| r.y + r.h).max().unwrap_or(0);
+    if a.replay_corrections {
+        return replay_corrections_table(&tiles_path, &rows, &estimate, (width, height));
+    }
     let passes = rows.iter().map(|r| r.pass).max().unwrap_or(0) + 1;
     let mut by_pass = vec![(Vec::new(), Vec::new()); passes];
     for r in &rows {

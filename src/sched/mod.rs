@@ -29,6 +29,7 @@
 
 pub mod accuracy;
 pub mod calibrate;
+pub mod correction_replay;
 pub mod costmap;
 pub mod cputime;
 pub mod pictures;
@@ -697,9 +698,11 @@ pub fn render_frame_until(
 /// 0.81). With one kind of device the correction is what makes later passes accurate: two
 /// CPU threads, 320x180, four passes of 8 spp, on the same tiles, corrected against the
 /// estimate: the sponza-like scene 0.94, 0.93, 0.98 against 0.58, 0.56, 0.55, a 30-shelf
-/// toystore 0.99, 0.99, 0.99 against 0.81, 0.80, 0.79. (`scripts/replay-cost-corrections.py`
-/// replays a render's `--stats` files this way.) Workers of different kinds still get their
-/// speeds measured after every pass.
+/// toystore 0.99, 0.99, 0.99 against 0.81, 0.80, 0.79; and on the H200's GPU alone
+/// (`gpu0x2`, the same toystore) 0.80, 0.54, 0.63 against 0.72, 0.35, 0.22.
+/// ([`correction_replay`], `gasworks schedule-sim --replay-corrections`, replays a render's
+/// `--stats` files this way.) Workers of different kinds still get their speeds measured
+/// after every pass.
 pub fn measured_costs_carry_over<'a>(devices: impl IntoIterator<Item = &'a str>) -> bool {
     let kind = |d: &'a str| d.trim_end_matches(|c: char| c.is_ascii_digit());
     let mut kinds = devices.into_iter().map(kind);

@@ -678,9 +678,47 @@ pub fn read_tiles(path: &Path) -> Result<Vec<TileRow>, StatsError> {
     Ok(rows)
 }
 
-/// Reads a cost map written by [`write_costmap`]; its size is the largest cell index + 1.
-pub fn read_costmap(path: &Path) -> Result<CostMap, StatsError> {
+/// The columns of one `OUT.csv` row that a replay needs: which device a worker was.
+#[derive(Clone, Debug, PartialEq, serde::Deserialize)]
+pub struct WorkerRow {
+    pub worker: usize,
+    pub device: String,
+    /// Absent in files written before ranks were recorded.
+    #[serde(default)]
+    pub rank: usize,
+}
+
+/// Reads `OUT.csv` (one row per pass and worker) for its workers' devices.
+pub fn read_workers(path: &Path) -> Result<Vec<WorkerRow>, StatsError> {
     let mut r = csv::Reader::from_path(path).map_err(csv_err(path))?;
+    r.deserialize()
+        .collect::<Result<Vec<WorkerRow>, _>>()
+        .map_err(csv_err(path))
+}
+
+/// `OUT.costmap.csv`, or `OUT.costmap.csv.gz` where only that exists (the GPU evidence under
+/// `bench/results/` is committed gzipped).
+pub fn costmap_path(plain: &Path) -> PathBuf {
+    let mut gz = plain.as_os_str().to_owned();
+    gz.push(".gz");
+    let gz = PathBuf::from(gz);
+    if !plain.exists() && gz.exists() {
+        gz
+    } else {
+        plain.to_path_buf()
+    }
+}
+
+/// Reads a cost map written by [`write_costmap`], gzipped or not (by a `.gz` name); its size
+/// is the largest cell index + 1.
+pub fn read_costmap(path: &Path) -> Result<CostMap, StatsError> {
+    let file = std::fs::File::open(path).map_err(io_err(path))?;
+    let text: Box<dyn std::io::Read> = if path.extension().is_some_and(|e| e == "gz") {
+        Box::new(flate2::read::GzDecoder::new(file))
+    } else {
+        Box::new(file)
+    };
+    let mut r = csv::Reader::from_reader(text);
     let rows = r
         .deserialize()
         .collect::<Result<Vec<CostRow>, _>>()

@@ -1,0 +1,215 @@
+//! Replays a multi-pass render's cost-map corrections from its `--stats` files, device by
+//! device: the evidence behind [`super::measured_costs_carry_over`].
+//!
+//! For each pass, the costs it would have been planned with are rebuilt the way a render
+//! rebuilds them: the estimate, corrected after every earlier pass by that pass's measured
+//! costs ([`CostMap::corrected`], fed by [`super::measured_costs_by_group`], with one group
+//! per device). Then, for each device, the tiles it ran are ranked by those costs and by the
+//! raw estimate against the seconds measured on them (Spearman).
+//!
+//! Where the render itself planned with corrected costs (one kind of device), the rebuilt
+//! costs are the CSV's `predicted` column, which checks the replay. Where it did not (mixed
+//! devices), the replay says what the correction would have done. `gasworks schedule-sim
+//! --replay-corrections` prints it; `tests/sched_correction_replay.rs` holds the H200's
+//! figures.
+
+use super::costmap::CostMap;
+use super::measured_costs_by_group;
+use super::report::{DeviceAccuracy, PassReport, TileRow, WorkerRow};
+use super::sat::MapScale;
+use super::workers::TileRecord;
+
+/// One pass of a replay.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PassReplay {
+    /// Counting from 0, as in the CSV files.
+    pub pass: usize,
+    pub tiles: usize,
+    /// The largest relative difference between the rebuilt costs and the CSV's `predicted`:
+    /// near 0 where the render planned with corrected costs (and in every first pass).
+    pub largest_difference: f64,
+    /// Per device, in order of first appearance: Spearman of the rebuilt costs (`planned`)
+    /// and of the raw estimate (`estimated`) against the measured seconds.
+    pub devices: Vec<DeviceAccuracy>,
+}
+
+/// The device of every worker of a render, keyed by (rank, worker), from its `OUT.csv` rows;
+/// a worker the rows do not name is `worker-N` (an `OUT.csv` from before devices were
+/// recorded, or none).
+pub fn device_names(workers: &[WorkerRow]) -> impl Fn(usize, usize) -> String + '_ {
+    move |rank, worker| {
+        workers
+            .iter()
+            .find(|w| w.rank == rank && w.worker == worker)
+            .map(|w| w.device.clone())
+            .unwrap_or_else(|| format!("worker-{worker}"))
+    }
+}
+
+/// Replays every pass of `rows` (a render's `OUT.tiles.csv`) planned from `estimate` (its
+/// `OUT.costmap.csv`) over an image (or window) of `image` pixels. `device(rank, worker)`
+/// names the device of each worker ([`device_names`]).
+pub fn replay_corrections(
+    rows: &[TileRow],
+    estimate: &CostMap,
+    image: (u32, u32),
+    device: impl Fn(usize, usize) -> String,
+) -> Vec<PassReplay> {
+    // Workers of every rank, numbered densely in order of first appearance, each with its
+    // device and the group of that device.
+    let mut keys: Vec<(usize, usize)> = Vec::new();
+    for r in rows {
+        if !keys.contains(&(r.rank, r.worker)) {
+            keys.push((r.rank, r.worker));
+        }
+    }
+    let devices: Vec<String> = keys.iter().map(|&(rank, w)| device(rank, w)).collect();
+    let mut names: Vec<&str> = Vec::new();
+    let groups: Vec<usize> = devices
+        .iter()
+        .map(|d| match names.iter().position(|n| n == d) {
+            Some(g) => g,
+            None => {
+                names.push(d);
+                names.len() - 1
+            }
+        })
+        .collect();
+    let index = |r: &TileRow| {
+        keys.iter()
+            .position(|k| *k == (r.rank, r.worker))
+            .unwrap_or(0)
+    };
+
+    let scale = MapScale::between(image, (estimate.width, estimate.height));
+    let passes = rows.iter().map(|r| r.pass + 1).max().unwrap_or(0);
+    let mut plan = estimate.clone();
+    let mut speeds: Option<Vec<f64>> = None;
+    let mut out = Vec::with_capacity(passes);
+    for pass in 0..passes {
+        let mut these: Vec<&TileRow> = rows.iter().filter(|r| r.pass == pass).collect();
+        if these.is_empty() {
+            continue;
+        }
+        these.sort_by_key(|r| r.task);
+        let tiles: Vec<_> = these.iter().map(|r| r.tile()).collect();
+        let sat = plan.sat();
+        let predicted: Vec<f64> = tiles.iter().map(|t| scale.tile_cost(&sat, *t)).collect();
+        let largest_difference = these
+            .iter()
+            .zip(&predicted)
+            .map(|(r, p)| (p - r.predicted).abs() / r.predicted.abs().max(1e-12))
+            .fold(0.0, f64::max);
+        // Task numbers index the report's per-tile columns: renumber densely in task order.
+        let report = PassReport {
+            samples: 0..1,
+            tiles: tiles.clone(),
+            predicted,
+            estimated: these.iter().map(|r| r.estimated).collect(),
+            initial_deques: Vec::new(),
+            records: these
+                .iter()
+                .enumerate()
+                .map(|(task, r)| TileRecord {
+                    task,
+                    worker: index(r),
+                    stolen_from: None,
+                    start_s: r.start_s,
+                    end_s: r.end_s,
+                    cost_s: r.measured_s,
+                })
+                .collect(),
+            makespan_s: 0.0,
+            workers: Vec::new(),
+            speeds: speeds.clone().unwrap_or_default(),
+            planned_with_measured: pass > 0,
+        };
+        out.push(PassReplay {
+            pass,
+            tiles: tiles.len(),
+            largest_difference,
+            devices: report.accuracy_by_device(&devices),
+        });
+        // As a render does after each pass: speeds by group, costs at a common speed.
+        let (measured_speeds, normalized) =
+            measured_costs_by_group(&groups, &report, speeds.as_deref());
+        plan = plan.corrected(image, &tiles, &normalized);
+        speeds = Some(measured_speeds);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(pass: usize, task: usize, x: u32, worker: usize, measured_s: f64) -> TileRow {
+        TileRow {
+            pass,
+            task,
+            x,
+            y: 0,
+            w: 4,
+            h: 4,
+            spp_from: 0,
+            spp_to: 1,
+            worker,
+            stolen_from: -1,
+            start_s: 0.0,
+            end_s: measured_s,
+            measured_s,
+            predicted: 16.0,
+            estimated: 16.0,
+            rank: 0,
+        }
+    }
+
+    /// A flat estimate over four 4x4 tiles whose real costs rise left to right: the first
+    /// pass cannot rank them (every estimate equal), the second, planned with the first's
+    /// measurements, ranks them perfectly, and the replay checks itself against `predicted`.
+    #[test]
+    fn a_second_pass_ranks_by_what_the_first_measured() {
+        let estimate = CostMap::uniform(16, 4, 1.0);
+        let seconds = [1.0, 2.0, 3.0, 4.0];
+        let mut rows = Vec::new();
+        for pass in 0..2 {
+            for (t, s) in seconds.iter().enumerate() {
+                rows.push(row(pass, t, 4 * t as u32, t % 2, *s));
+            }
+        }
+        let replay = replay_corrections(&rows, &estimate, (16, 4), |_, _| "cpu".into());
+        assert_eq!(replay.len(), 2);
+        let first = &replay[0];
+        assert_eq!((first.pass, first.tiles), (0, 4));
+        assert!(first.largest_difference < 1e-9, "{first:?}");
+        assert_eq!(first.devices.len(), 1);
+        assert!(first.devices[0].estimated.is_nan() || first.devices[0].estimated == 0.0);
+        let second = &replay[1];
+        assert!(
+            (second.devices[0].planned - 1.0).abs() < 1e-12,
+            "{second:?}"
+        );
+        // The CSV said 16 (the estimate) for the second pass too: the replay's costs differ.
+        assert!(second.largest_difference > 0.1, "{second:?}");
+    }
+
+    #[test]
+    fn devices_are_named_by_rank_and_worker_and_unknown_ones_by_number() {
+        let workers = vec![
+            WorkerRow {
+                worker: 0,
+                device: "gpu0".into(),
+                rank: 0,
+            },
+            WorkerRow {
+                worker: 0,
+                device: "cpu".into(),
+                rank: 1,
+            },
+        ];
+        let name = device_names(&workers);
+        assert_eq!(name(0, 0), "gpu0");
+        assert_eq!(name(1, 0), "cpu");
+        assert_eq!(name(0, 5), "worker-5");
+    }
+}
