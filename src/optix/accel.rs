@@ -1157,6 +1157,20 @@ impl Accel {
 
         // A hung build is an error that names the batch, not a wait for ever.
         batch.wait(&streams)?;
+        // What follows (compaction, the IAS, their waits) takes milliseconds too: should a
+        // call of it never return, the watchdog says so, as for the batch.
+        let limit = build_wait_limit();
+        let gases = table.gases.len();
+        let _watch = watchdog::global().arm(
+            limit + watchdog_grace(limit),
+            Box::new(move || {
+                format!(
+                    "the compaction and IAS build after {gases} GAS builds: the host was blocked \
+                     for {} s in them, which take milliseconds; the GPU or its driver hung",
+                    (limit + watchdog_grace(limit)).as_secs_f64()
+                )
+            }),
+        );
         let gas = match batch.read_compacted_sizes(&streams)? {
             Some(sizes) => {
                 let _range = nvtx::range_with(|| format!("compact: {} GASes", sizes.len()));
