@@ -323,7 +323,8 @@ step_bench() {
     # The headline: median build time per stream count, and 8 streams against 1.
     local f
     for f in "$out"/bench-*.log; do
-        grep -iE "speed-?up|single GAS|streams *8|x faster" "$f" 2>/dev/null | head -n 12 | sed "s|^|$(basename "$f" .log): |"
+        grep -E "^ ?(1|8) streams \| [a-z-]+, round-robin, shared scratch \||^single GAS" "$f" 2>/dev/null | head -n 12 \
+            | cut -c1-160 | sed "s|^|$(basename "$f" .log): |"
     done | tee -a "$summary" >&2
 }
 
