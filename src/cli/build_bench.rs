@@ -434,14 +434,30 @@ fn run_on(a: &BuildBenchArgs, ctx: &Arc<DeviceContext>, scene: &Scene) -> anyhow
         git_commit: commit.clone(),
     };
 
-    let mut rows = Vec::new();
+    let title = format!(
+        "{name}: {} groups, {triangles} triangles, {device}",
+        scene.groups.len()
+    );
     let configs = configurations(a);
-    for o in &configs {
+    let (mut rows, failed) = time_each(&configs, |o| {
         let m = time_batch(ctx, &geometry, &group_triangles, o, a.warmup, a.repeat)
             .with_context(|| format!("{} streams, {}", o.streams, flags_name(o.fast_build)))?;
         let r = row(BuildKind::Batch, o, &m);
         print_row(&r);
-        rows.push(r);
+        Ok(r)
+    });
+    if let Some(error) = failed {
+        // A crashed batch poisons the CUDA context, so nothing more can be timed; the
+        // configurations timed before it are kept (the H200 lost 9 of 16 this way, 2026-11-26).
+        if !rows.is_empty() {
+            write_outputs(a, &rows, &title)?;
+            eprintln!(
+                "build-bench: {} of {} configurations timed before the failure below; their rows are written, without the single-GAS reference",
+                rows.len(),
+                configs.len()
+            );
+        }
+        return Err(error);
     }
     drop(geometry);
 
@@ -474,14 +490,23 @@ fn run_on(a: &BuildBenchArgs, ctx: &Arc<DeviceContext>, scene: &Scene) -> anyhow
             rows.push(r);
         }
     }
-    write_outputs(
-        a,
-        &rows,
-        &format!(
-            "{name}: {} groups, {triangles} triangles, {device}",
-            scene.groups.len()
-        ),
-    )
+    write_outputs(a, &rows, &title)
+}
+
+/// Times each configuration in order until one fails: the rows timed, and the failure if
+/// there was one.
+fn time_each<R>(
+    configs: &[AccelOptions],
+    mut time: impl FnMut(&AccelOptions) -> anyhow::Result<R>,
+) -> (Vec<R>, Option<anyhow::Error>) {
+    let mut rows = Vec::with_capacity(configs.len());
+    for o in configs {
+        match time(o) {
+            Ok(r) => rows.push(r),
+            Err(e) => return (rows, Some(e)),
+        }
+    }
+    (rows, None)
 }
 
 #[cfg(test)]
@@ -698,6 +723,23 @@ mod tests {
         assert!(std::fs::read_to_string(dir.path().join("bench.svg"))
             .unwrap()
             .contains("<polyline"));
+    }
+
+    #[test]
+    fn a_failing_configuration_keeps_the_rows_timed_before_it() {
+        let a = parse(&["--streams", "1,2,4,8"]).unwrap();
+        let configs = configurations(&a);
+        let (rows, failed) = time_each(&configs, |o| {
+            if o.streams == 4 {
+                anyhow::bail!("cuEventQuery failed: CUDA_ERROR_ILLEGAL_ADDRESS")
+            }
+            Ok(o.streams)
+        });
+        assert_eq!(rows, [1, 2]);
+        assert!(format!("{:#}", failed.unwrap()).contains("CUDA_ERROR_ILLEGAL_ADDRESS"));
+        let (rows, failed) = time_each(&configs, |o| Ok(o.streams));
+        assert_eq!(rows.len(), 4);
+        assert!(failed.is_none());
     }
 
     #[test]
