@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 use std::io;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Minimum, median and maximum of a set of timings.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
@@ -39,15 +39,16 @@ impl Stats {
 }
 
 /// What a row times: the per-group batch, or the whole scene as one GAS (the reference).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum BuildKind {
     Batch,
     SingleGas,
 }
 
-/// One configuration's result: one CSV row.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+/// One configuration's result: one CSV row (read back by `build-bench --isolate` from its
+/// children).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct BenchRow {
     pub scene: String,
     pub build: BuildKind,

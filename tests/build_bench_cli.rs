@@ -61,3 +61,109 @@ fn build_bench_refuses_bad_arguments_before_looking_for_a_gpu() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// `--isolate` looks for the GPU once, in the parent, and says so once: not once per
+/// configuration from a child each.
+#[test]
+fn isolated_build_bench_without_gpu_says_so_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let obj = dir.path().join("tri.obj");
+    std::fs::write(&obj, "v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\n").unwrap();
+    let out = gasworks()
+        .env("CUDA_VISIBLE_DEVICES", "")
+        .args(["build-bench", obj.to_str().unwrap(), "--streams", "1,2,4"])
+        .args(["--repeat", "1", "--isolate", "--config-timeout-s", "60"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "stderr: {stderr}");
+    assert_eq!(
+        stderr
+            .matches("no NVIDIA GPU: build-bench needs one")
+            .count(),
+        1,
+        "stderr: {stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "stderr: {stderr}");
+
+    // A child's limit means nothing without children.
+    let out = gasworks()
+        .args(["build-bench", "x.obj", "--config-timeout-s", "60"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+/// `--isolate` on a GPU: every configuration and the reference in a child of its own, and
+/// their rows gathered into one CSV in order.
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn isolated_build_bench_gathers_every_childs_rows_on_a_gpu() {
+    let dir = tempfile::tempdir().unwrap();
+    let obj = dir.path().join("quads.obj");
+    let mut text = String::new();
+    for g in 0..12 {
+        let x = g as f32 * 2.0;
+        text.push_str(&format!(
+            "g group{g}\nv {x} 0 0\nv {} 0 0\nv {} 1 0\nv {x} 1 0\nf -4 -3 -2\nf -4 -2 -1\n",
+            x + 1.0,
+            x + 1.0
+        ));
+    }
+    std::fs::write(&obj, text).unwrap();
+    let csv = dir.path().join("bench.csv");
+    let out = gasworks()
+        .args(["build-bench", obj.to_str().unwrap(), "--streams", "1,4"])
+        .args([
+            "--assign",
+            "round-robin,lpt",
+            "--repeat",
+            "2",
+            "--warmup",
+            "1",
+        ])
+        .args(["--isolate", "--config-timeout-s", "120", "--csv"])
+        .arg(&csv)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stdout: {stdout}\nstderr: {stderr}"
+    );
+    assert!(
+        stdout.contains(
+            "4 configurations and the single-GAS reference, each in a process of its own"
+        ),
+        "{stdout}"
+    );
+    let mut reader = csv::Reader::from_path(&csv).unwrap();
+    let header = reader.headers().unwrap().clone();
+    let column = |name: &str| header.iter().position(|h| h == name).unwrap();
+    let (build, assign, streams) = (column("build"), column("assign"), column("streams"));
+    let got: Vec<(String, String, String)> = reader
+        .records()
+        .map(|r| {
+            let r = r.unwrap();
+            (
+                r[build].to_string(),
+                r[assign].to_string(),
+                r[streams].to_string(),
+            )
+        })
+        .collect();
+    let want = [
+        ("batch", "round-robin", "1"),
+        ("batch", "round-robin", "4"),
+        ("batch", "lpt", "1"),
+        ("batch", "lpt", "4"),
+        ("single-gas", "-", "1"),
+    ];
+    assert_eq!(
+        got,
+        want.map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string())),
+        "{stdout}"
+    );
+}

@@ -1,9 +1,13 @@
 //! `gasworks build-bench`: times the batched per-group GAS builds across stream counts, as the
 //! forum thread does (CUDA events around the whole batch, min/median/max over repeats), with
-//! the single GAS of the whole scene as reference in the same run.
+//! the single GAS of the whole scene as reference in the same run. With `--isolate`, each
+//! configuration runs in a process of its own (see [`isolated`]).
+
+mod isolated;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
@@ -119,6 +123,23 @@ pub struct BuildBenchArgs {
     /// OptiX ABI version to request: 105 (OptiX 9.0) or 87 (OptiX 8.0) [default: 105, then 87]
     #[arg(long)]
     pub optix_abi: Option<u32>,
+    /// Time every configuration, and the single-GAS reference, in a process of its own: one
+    /// that crashes (a CUDA error poisons its whole process) or hangs then fails alone, the
+    /// others are still timed, and the CSV and plot hold every row timed. Each process loads
+    /// the scene and makes its contexts again, outside the timings
+    #[arg(long)]
+    pub isolate: bool,
+    /// With --isolate: kill a configuration's process still running after this many seconds
+    /// (0: never; the GAS watchdog already ends a hung batch, after GASWORKS_BUILD_WAIT_S)
+    #[arg(long, default_value_t = 0, requires = "isolate")]
+    pub config_timeout_s: u64,
+    /// Set by --isolate for its children: the one job to time ("K", configuration K in
+    /// output order, or "reference")
+    #[arg(long, hide = true, requires = "isolated_rows")]
+    pub isolated_child: Option<String>,
+    /// Set by --isolate for its children: where the child writes its rows
+    #[arg(long, hide = true, requires = "isolated_child")]
+    pub isolated_rows: Option<PathBuf>,
 }
 
 fn assign_name(a: Assign) -> &'static str {
@@ -318,6 +339,43 @@ fn time_batch(
     })
 }
 
+/// The row of batch configuration `o`, its figures zero and its scene, device, driver and
+/// commit empty: what the run fills in, and what names a configuration before it runs.
+fn options_row(o: &AccelOptions) -> BenchRow {
+    BenchRow {
+        scene: String::new(),
+        build: BuildKind::Batch,
+        groups: 0,
+        gases: 0,
+        triangles: 0,
+        streams: o.streams,
+        flags: flags_name(o.fast_build).into(),
+        assign: assign_name(o.assign).into(),
+        scratch_mode: scratch_name(o.scratch).into(),
+        merge_below: o.merge.merge_below as u32,
+        lpt_build_weight: o.lpt_build_weight,
+        issue_order: o.issue.name().into(),
+        enqueue_threads: o.enqueue_threads,
+        repeats: 0,
+        min_ms: 0.0,
+        median_ms: 0.0,
+        max_ms: 0.0,
+        enqueue_median_ms: 0.0,
+        scratch_bytes: 0,
+        output_bytes: 0,
+        compacted_bytes: o.compact.then_some(0),
+        device: String::new(),
+        driver: String::new(),
+        git_commit: String::new(),
+    }
+}
+
+/// "8 streams | fast-trace, lpt, shared scratch weight 0": a configuration as the printed rows
+/// name it.
+fn config_label(o: &AccelOptions) -> String {
+    format!("{} streams | {}", o.streams, options_row(o).series_label())
+}
+
 fn mib(bytes: u64) -> f64 {
     bytes as f64 / (1024.0 * 1024.0)
 }
@@ -365,23 +423,94 @@ fn scene_name(path: &Path) -> String {
         .unwrap_or_else(|| path.display().to_string())
 }
 
-pub fn run(a: BuildBenchArgs) -> anyhow::Result<()> {
-    check_args(&a)?;
-    // The GPU first: no point loading a large scene on a machine that cannot build it.
-    let gpu = match Gpu::open(a.gpu) {
-        Ok(gpu) => gpu,
+fn open_gpu(a: &BuildBenchArgs) -> anyhow::Result<Gpu> {
+    match Gpu::open(a.gpu) {
+        Ok(gpu) => Ok(gpu),
         Err(CudaError::NoDevice { reason }) => {
             anyhow::bail!("no NVIDIA GPU: build-bench needs one ({reason})")
         }
-        Err(e) => return Err(e).context("opening the GPU"),
-    };
+        Err(e) => Err(e).context("opening the GPU"),
+    }
+}
+
+pub fn run(a: BuildBenchArgs) -> anyhow::Result<()> {
+    check_args(&a)?;
+    let job = a
+        .isolated_child
+        .as_deref()
+        .map(isolated::Job::parse)
+        .transpose()?;
+    // The GPU first: no point loading a large scene on a machine that cannot build it (nor
+    // starting a process per configuration to say so each time).
+    let gpu = open_gpu(&a)?;
+    if a.isolate && job.is_none() {
+        drop(gpu);
+        return run_isolated(&a);
+    }
     let ctx = DeviceContext::new(&gpu, &ContextOptions::from_cli(a.optix_abi, a.validation)?)
         .context("creating the OptiX context")?;
     let scene = obj::load_obj(&a.scene, &obj::LoadOptions { quiet: true })?;
-    run_on(&a, &ctx, &scene)
+    run_on(&a, &ctx, &scene, job)
 }
 
-fn run_on(a: &BuildBenchArgs, ctx: &Arc<DeviceContext>, scene: &Scene) -> anyhow::Result<()> {
+/// `--isolate`: every job in a child process (see [`isolated`]), then the CSV and plot of the
+/// rows of those that passed; an error listing those that failed, if any did.
+fn run_isolated(a: &BuildBenchArgs) -> anyhow::Result<()> {
+    // Said once here rather than by every child.
+    std::fs::metadata(&a.scene).with_context(|| format!("{}", a.scene.display()))?;
+    let configs = configurations(a);
+    let jobs: Vec<(isolated::Job, String)> = configs
+        .iter()
+        .enumerate()
+        .map(|(k, o)| (isolated::Job::Config(k), config_label(o)))
+        .chain([(isolated::Job::Reference, "single GAS".to_string())])
+        .collect();
+    let exe =
+        std::env::current_exe().context("finding this executable, to run each configuration in")?;
+    let parent_args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    let timeout = (a.config_timeout_s > 0).then(|| Duration::from_secs(a.config_timeout_s));
+    println!(
+        "build-bench --isolate: {} configurations and the single-GAS reference, each in a process of its own",
+        configs.len()
+    );
+    let (rows, failed) = isolated::run_jobs(&jobs, |job| {
+        let path = isolated::rows_path(job);
+        let _ = std::fs::remove_file(&path);
+        let args = isolated::child_args(parent_args.iter().cloned(), job, &path);
+        let ending = isolated::run_child(&exe, &args, timeout)?;
+        let rows = if ending == isolated::Ending::Passed {
+            isolated::read_rows(&path)?
+        } else {
+            Vec::new()
+        };
+        let _ = std::fs::remove_file(&path);
+        Ok((ending, rows))
+    })?;
+    if let Some(r) = rows.first() {
+        let title = format!(
+            "{}: {} groups, {} triangles, {}",
+            r.scene, r.groups, r.triangles, r.device
+        );
+        write_outputs(a, &rows, &title)?;
+    }
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(anyhow::anyhow!(isolated::failure_summary(
+            &failed,
+            jobs.len()
+        )))
+    }
+}
+
+/// Times the configurations and then the single-GAS reference, or only `job` of them (an
+/// `--isolate` child, which writes its rows to `--isolated-rows` instead of the CSV and plot).
+fn run_on(
+    a: &BuildBenchArgs,
+    ctx: &Arc<DeviceContext>,
+    scene: &Scene,
+    job: Option<isolated::Job>,
+) -> anyhow::Result<()> {
     let gpu = ctx.gpu();
     let info = gpu.info().clone();
     let device = info.name.clone();
@@ -413,14 +542,6 @@ fn run_on(a: &BuildBenchArgs, ctx: &Arc<DeviceContext>, scene: &Scene) -> anyhow
         groups: scene.groups.len() as u64,
         gases: m.gases as u64,
         triangles,
-        streams: o.streams,
-        flags: flags_name(o.fast_build).into(),
-        assign: assign_name(o.assign).into(),
-        scratch_mode: scratch_name(o.scratch).into(),
-        merge_below: o.merge.merge_below as u32,
-        lpt_build_weight: o.lpt_build_weight,
-        issue_order: o.issue.name().into(),
-        enqueue_threads: o.enqueue_threads,
         repeats: a.repeat,
         min_ms: m.stats.min,
         median_ms: m.stats.median,
@@ -432,6 +553,7 @@ fn run_on(a: &BuildBenchArgs, ctx: &Arc<DeviceContext>, scene: &Scene) -> anyhow
         device: device.clone(),
         driver: driver.clone(),
         git_commit: commit.clone(),
+        ..options_row(o)
     };
 
     let title = format!(
@@ -439,7 +561,19 @@ fn run_on(a: &BuildBenchArgs, ctx: &Arc<DeviceContext>, scene: &Scene) -> anyhow
         scene.groups.len()
     );
     let configs = configurations(a);
-    let (mut rows, failed) = time_each(&configs, |o| {
+    let timed: &[AccelOptions] = match job {
+        None => &configs,
+        Some(isolated::Job::Config(k)) => {
+            std::slice::from_ref(configs.get(k).with_context(|| {
+                format!(
+                    "--isolated-child {k}: there are {} configurations",
+                    configs.len()
+                )
+            })?)
+        }
+        Some(isolated::Job::Reference) => &[],
+    };
+    let (mut rows, failed) = time_each(timed, |o| {
         let m = time_batch(ctx, &geometry, &group_triangles, o, a.warmup, a.repeat)
             .with_context(|| format!("{} streams, {}", o.streams, flags_name(o.fast_build)))?;
         let r = row(BuildKind::Batch, o, &m);
@@ -448,8 +582,9 @@ fn run_on(a: &BuildBenchArgs, ctx: &Arc<DeviceContext>, scene: &Scene) -> anyhow
     });
     if let Some(error) = failed {
         // A crashed batch poisons the CUDA context, so nothing more can be timed; the
-        // configurations timed before it are kept (the H200 lost 9 of 16 this way, 2026-11-26).
-        if !rows.is_empty() {
+        // configurations timed before it are kept (the H200 lost 9 of 16 this way, 2026-11-26;
+        // with --isolate the ones after it are timed too).
+        if !rows.is_empty() && job.is_none() {
             write_outputs(a, &rows, &title)?;
             eprintln!(
                 "build-bench: {} of {} configurations timed before the failure below; their rows are written, without the single-GAS reference",
@@ -460,6 +595,9 @@ fn run_on(a: &BuildBenchArgs, ctx: &Arc<DeviceContext>, scene: &Scene) -> anyhow
         return Err(error);
     }
     drop(geometry);
+    if let Some(isolated::Job::Config(_)) = job {
+        return write_child_rows(a, &rows);
+    }
 
     // The reference: the whole scene as one build input of one GAS, per flag setting.
     let max_primitives = u64::from(
@@ -490,7 +628,22 @@ fn run_on(a: &BuildBenchArgs, ctx: &Arc<DeviceContext>, scene: &Scene) -> anyhow
             rows.push(r);
         }
     }
+    if job.is_some() {
+        return write_child_rows(a, &rows);
+    }
     write_outputs(a, &rows, &title)
+}
+
+/// An `--isolate` child's rows, for its parent (a file even for no rows: the reference of a
+/// scene past one GAS's limit has none).
+fn write_child_rows(a: &BuildBenchArgs, rows: &[BenchRow]) -> anyhow::Result<()> {
+    let path = a
+        .isolated_rows
+        .as_deref()
+        .context("--isolated-child needs --isolated-rows")?;
+    let f = std::fs::File::create(path).with_context(|| format!("{}", path.display()))?;
+    write_csv(f, rows).with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
 }
 
 /// Times each configuration in order until one fails: the rows timed, and the failure if
@@ -695,7 +848,7 @@ mod tests {
         .unwrap();
         a.csv = Some(csv.clone());
         a.plot = Some(dir.path().join("bench.svg"));
-        run_on(&a, &ctx, &small_scene()).expect("bench");
+        run_on(&a, &ctx, &small_scene(), None).expect("bench");
         let text = std::fs::read_to_string(&csv).unwrap();
         // 2 flags x 2 merges x 2 stream counts, plus a single GAS per flag setting.
         assert_eq!(text.lines().count(), 1 + 8 + 2, "{text}");
