@@ -26,8 +26,9 @@
 #              order, per-stream scratch, CUDA_LAUNCH_BLOCKING=1, OptiX validation), then guard
 #              bands after every scratch slice and GAS, LPT build weights, memcheck on LPT
 #              batches (sponza-like; each run capped at 60 s)
-#   race       the LPT / largest-first / threaded-enqueue crashes in fresh processes, beside the
-#              same with CUDA_DEVICE_MAX_CONNECTIONS=1, then racecheck and synccheck on LPT
+#   race       the LPT / largest-first / threaded-enqueue crashes in fresh processes, first with
+#              a context per stream (--build-contexts per-stream), then as they crashed, beside
+#              the same with CUDA_DEVICE_MAX_CONNECTIONS=1, then racecheck and synccheck on LPT
 #   watchdog   batches known to hang (LPT weight 1000 or 250, 4 streams) with GASWORKS_BUILD_WAIT_S=10:
 #              the hang must end in the error naming the batch
 #   depth      GPU vs CPU on the Cornell box at --max-depth 1..8: the bounce a bias starts at
@@ -323,8 +324,11 @@ step_bench() {
     bench_cap=$((2 * bench_cap)) bench_one sponza-assign-scratch "$sponza" "$r" --streams "$s" --assign round-robin,lpt --scratch shared,per-stream "${iso[@]}"
     # Host-bound? 390 builds at 8 streams took 15.2 ms, 39 us a build, and the toystore's 1009
     # at 32 streams 36 us a build: the printed host enqueue time says whether one thread's
-    # optixAccelBuild calls are the limit, and more enqueue threads whether that can be lifted.
-    bench_cap=$((2 * bench_cap)) bench_one sponza-enqueue-threads "$sponza" "$r" --streams 1,8,16,32 --enqueue-threads 1,2,4,8 "${iso[@]}"
+    # optixAccelBuild calls are the limit, and more enqueue threads whether that can be lifted:
+    # through one context their calls are serialised, through a context per stream they run
+    # side by side.
+    bench_cap=$((2 * bench_cap)) bench_one sponza-enqueue-threads "$sponza" "$r" --streams 8,16,32 --enqueue-threads 1,4,8 \
+        --build-contexts shared,per-stream "${iso[@]}"
     bench_one toystore-flags "$toystore" "$rb" --streams "$s" --flags both
     bench_one toystore-merge-compact "$toystore" "$rb" --streams "$s" --merge-below 0,64,256,1024 --compact
     note "bench: $r repeats on sponza-like, $rb on the toystore (GW_REPEAT, GW_REPEAT_BIG)"
@@ -558,8 +562,22 @@ race_run() {
 step_race() {
     need_sponza
     local cs tool
-    race_log="$out/race.log"
     race_cap="${GW_RACE_CAP_S:-30}"
+    # First the question of this step: do the crashes go with a context per stream? The
+    # failing batches share nothing of gasworks' with each other but the one OptiX context's
+    # internal state (docs/gas-builds.md). The same configurations as below, each build
+    # through its own stream's context (tests/gpu_build_contexts.rs checks the hits).
+    race_log="$out/race-contexts.log"
+    header "$race_log" "build-bench $sponza ARGS --build-contexts per-stream, each capped at $race_cap s, GASWORKS_BUILD_WAIT_S=10"
+    local pc=(--build-contexts per-stream)
+    race_run - --streams 8 --assign lpt --lpt-build-weight 0 --repeat 1 --warmup 0 "${pc[@]}"
+    race_run - --streams 8 --assign lpt --lpt-build-weight 0 --repeat 1 --warmup 0 "${pc[@]}"
+    race_run - --streams 8 --assign lpt --lpt-build-weight 0 --repeat 1 --warmup 0 "${pc[@]}"
+    race_run - --streams 8 --assign lpt --lpt-build-weight 0 --repeat 20 "${pc[@]}"
+    race_run - --streams 8 --assign round-robin --issue-order largest-first --repeat 20 "${pc[@]}"
+    race_run - --streams 8 --enqueue-threads 4 --repeat 20 "${pc[@]}"
+    grep -c "^## exit 0" "$race_log" | sed 's/^/race: with a context per stream, build-bench runs that passed (of 6): /' | tee -a "$summary" >&2
+    race_log="$out/race.log"
     header "$race_log" "build-bench $sponza ARGS, each capped at $race_cap s, GASWORKS_BUILD_WAIT_S=10"
     race_run - --streams 8 --assign lpt --lpt-build-weight 0 --repeat 1 --warmup 0
     race_run - --streams 8 --assign lpt --lpt-build-weight 0 --repeat 1 --warmup 0

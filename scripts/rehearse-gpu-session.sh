@@ -216,6 +216,10 @@ check "race: the step ran and printed its time" has2 "^step race: [0-9]+ s, 0 fa
 check "race: twelve build-bench runs logged with their exit status" \
     test "$(grep -c '^## exit ' "$work/results2/race.log")" -eq 12
 check "race: the passing runs counted in the summary" has2 "^race: build-bench runs that passed \(of 12\): 0$"
+check "race: six runs with a context per stream logged with their exit status" \
+    test "$(grep -c '^## exit ' "$work/results2/race-contexts.log")" -eq 6
+check "race: those counted apart in the summary" \
+    has2 "^race: with a context per stream, build-bench runs that passed \(of 6\): 0$"
 check "watchdog: runs that fail at once are not hangs, and the next is tried" \
     has2 "^watchdog: try 4 \(weight 250\) did not hang \(exit [1-9][0-9]*: "
 check "watchdog: the step says when no try hung" has2 "^watchdog: none of 4 tries hung"

@@ -71,6 +71,8 @@ pub struct BenchRow {
     pub issue_order: String,
     /// Host threads that enqueued the builds (1 for the single GAS).
     pub enqueue_threads: u32,
+    /// The OptiX contexts the builds went through: `shared` or `per-stream`.
+    pub build_contexts: String,
     pub repeats: u32,
     pub min_ms: f64,
     pub median_ms: f64,
@@ -103,6 +105,9 @@ impl BenchRow {
                 }
                 if !self.issue_order.is_empty() && self.issue_order != "assignment" {
                     let _ = write!(s, ", issued {}", self.issue_order);
+                }
+                if self.build_contexts == "per-stream" {
+                    s.push_str(", a context per stream");
                 }
                 if self.enqueue_threads > 1 {
                     let _ = write!(s, ", {} enqueue threads", self.enqueue_threads);
@@ -448,6 +453,7 @@ mod tests {
             lpt_build_weight: 0,
             issue_order: "assignment".into(),
             enqueue_threads: 1,
+            build_contexts: "shared".into(),
             repeats: 3,
             min_ms: median * 0.9,
             median_ms: median,
@@ -495,11 +501,11 @@ mod tests {
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(
             lines[0],
-            "scene,build,groups,gases,triangles,streams,flags,assign,scratch_mode,merge_below,lpt_build_weight,issue_order,enqueue_threads,repeats,min_ms,median_ms,max_ms,enqueue_median_ms,scratch_bytes,output_bytes,compacted_bytes,device,driver,git_commit"
+            "scene,build,groups,gases,triangles,streams,flags,assign,scratch_mode,merge_below,lpt_build_weight,issue_order,enqueue_threads,build_contexts,repeats,min_ms,median_ms,max_ms,enqueue_median_ms,scratch_bytes,output_bytes,compacted_bytes,device,driver,git_commit"
         );
         assert_eq!(
             lines[1],
-            "fake & <scene>,batch,10,10,1000,4,fast-trace,round-robin,shared,0,0,assignment,1,3,10.35,11.5,13.799999999999999,2.875,1048576,2097152,777,Fake GPU,0.0,abc123"
+            "fake & <scene>,batch,10,10,1000,4,fast-trace,round-robin,shared,0,0,assignment,1,shared,3,10.35,11.5,13.799999999999999,2.875,1048576,2097152,777,Fake GPU,0.0,abc123"
         );
         assert!(lines[2].starts_with("fake & <scene>,single-gas,10,1,"));
         // No compaction: an empty field.

@@ -3,7 +3,7 @@
 use clap::{Args, ValueEnum};
 use glam::Vec3;
 
-use crate::optix::accel::AccelOptions;
+use crate::optix::accel::{AccelOptions, BuildContexts};
 use crate::optix::pathtracer::OptixOptions;
 use crate::optix::plan::{
     Assign, MergeOptions, ScratchMode, DEFAULT_LPT_BUILD_WEIGHT, DEFAULT_MERGE_BELOW,
@@ -154,6 +154,25 @@ pub enum ScratchArg {
     PerStream,
 }
 
+/// Which OptiX contexts the GAS builds go through.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BuildContextsArg {
+    /// One context, the renderer's, for every build.
+    Shared,
+    /// A context of its own for each stream (a diagnostic of the known LPT crash:
+    /// docs/gas-builds.md).
+    PerStream,
+}
+
+impl From<BuildContextsArg> for BuildContexts {
+    fn from(a: BuildContextsArg) -> BuildContexts {
+        match a {
+            BuildContextsArg::Shared => BuildContexts::Shared,
+            BuildContextsArg::PerStream => BuildContexts::PerStream,
+        }
+    }
+}
+
 /// Options of the batched GAS builds (OptiX backend and build-bench).
 #[derive(Args, Debug, Clone)]
 pub struct AccelArgs {
@@ -182,10 +201,14 @@ pub struct AccelArgs {
     #[arg(long, default_value_t = DEFAULT_LPT_BUILD_WEIGHT)]
     pub lpt_build_weight: u64,
     /// Host threads that enqueue the GAS builds, each owning whole streams (1: one thread).
-    /// The OptiX calls are serialised (concurrent builds broke on an H200), so more threads
-    /// gain nothing; measured slower there even before (docs/gas-builds.md)
+    /// The OptiX calls of one context are serialised (concurrent builds broke on an H200), so
+    /// more threads gain nothing unless --build-contexts per-stream; measured slower there
+    /// even before (docs/gas-builds.md)
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub enqueue_threads: u32,
+    /// OptiX contexts the GAS builds are enqueued through: one shared, or one per stream
+    #[arg(long, value_enum, default_value_t = BuildContextsArg::Shared)]
+    pub build_contexts: BuildContextsArg,
     /// Turn on OptiX validation mode (slow; reports API misuse)
     #[arg(long)]
     pub validation: bool,
@@ -224,6 +247,7 @@ impl From<&AccelArgs> for AccelOptions {
             merge: MergeOptions::new(u64::from(a.merge_below)),
             lpt_build_weight: a.lpt_build_weight,
             enqueue_threads: a.enqueue_threads,
+            contexts: a.build_contexts.into(),
             ..AccelOptions::default()
         }
     }

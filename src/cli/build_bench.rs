@@ -12,7 +12,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 
-use super::args::{AssignArg, ScratchArg};
+use super::args::{AssignArg, BuildContextsArg, ScratchArg};
 use crate::bench_report::{plot_svg, write_csv, BenchRow, BuildKind, Stats};
 use crate::optix::accel::{
     compacted_layout, concat_mesh, AccelOptions, DeviceGeometry, GasBatch, StreamSet,
@@ -100,6 +100,11 @@ pub struct BuildBenchArgs {
     /// enqueue time with the batch time: when they are close, the host bounds the batch
     #[arg(long, value_delimiter = ',', default_value = "1")]
     pub enqueue_threads: Vec<u32>,
+    /// OptiX contexts to time, comma-separated: `shared` (every build through one context)
+    /// and `per-stream` (a context of its own for each stream: does the known LPT crash go
+    /// with it? docs/gas-builds.md)
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "shared")]
+    pub build_contexts: Vec<BuildContextsArg>,
     /// Build with ALLOW_COMPACTION and report the compacted bytes
     #[arg(long)]
     pub compact: bool,
@@ -176,7 +181,7 @@ pub fn git_commit() -> String {
 }
 
 /// The configurations to time, in output order: flags, merge threshold, assignment, LPT build
-/// weight, scratch mode, enqueue threads, then stream count.
+/// weight, scratch mode, OptiX contexts, enqueue threads, then stream count.
 fn configurations(a: &BuildBenchArgs) -> Vec<AccelOptions> {
     let flags: Vec<bool> = match (a.fast_build, a.flags) {
         (true, _) | (false, Some(FlagsArg::FastBuild)) => vec![true],
@@ -194,20 +199,23 @@ fn configurations(a: &BuildBenchArgs) -> Vec<AccelOptions> {
                 };
                 for &lpt_build_weight in weights {
                     for &scratch in &a.scratch {
-                        for &enqueue_threads in &a.enqueue_threads {
-                            for &streams in &a.streams {
-                                out.push(AccelOptions {
-                                    streams,
-                                    fast_build,
-                                    assign: assign.into(),
-                                    scratch: scratch.into(),
-                                    compact: a.compact,
-                                    merge: MergeOptions::new(u64::from(merge)),
-                                    lpt_build_weight,
-                                    guard_bytes: a.guard_bytes,
-                                    issue: a.issue_order.into(),
-                                    enqueue_threads,
-                                });
+                        for &contexts in &a.build_contexts {
+                            for &enqueue_threads in &a.enqueue_threads {
+                                for &streams in &a.streams {
+                                    out.push(AccelOptions {
+                                        streams,
+                                        fast_build,
+                                        assign: assign.into(),
+                                        scratch: scratch.into(),
+                                        compact: a.compact,
+                                        merge: MergeOptions::new(u64::from(merge)),
+                                        lpt_build_weight,
+                                        guard_bytes: a.guard_bytes,
+                                        issue: a.issue_order.into(),
+                                        enqueue_threads,
+                                        contexts: contexts.into(),
+                                    });
+                                }
                             }
                         }
                     }
@@ -356,6 +364,7 @@ fn options_row(o: &AccelOptions) -> BenchRow {
         lpt_build_weight: o.lpt_build_weight,
         issue_order: o.issue.name().into(),
         enqueue_threads: o.enqueue_threads,
+        build_contexts: o.contexts.name().into(),
         repeats: 0,
         min_ms: 0.0,
         median_ms: 0.0,
@@ -666,6 +675,7 @@ fn time_each<R>(
 mod tests {
     use super::*;
     use crate::cli::args::AccelArgs;
+    use crate::optix::accel::BuildContexts;
     use clap::Parser;
 
     #[derive(Parser)]
@@ -749,6 +759,41 @@ mod tests {
     }
 
     #[test]
+    fn build_contexts_multiply_outside_the_enqueue_threads() {
+        let a = parse(&["--streams", "8", "--enqueue-threads", "1,4"]).unwrap();
+        assert!(configurations(&a)
+            .iter()
+            .all(|o| o.contexts == BuildContexts::Shared));
+        let a = parse(&[
+            "--streams",
+            "8",
+            "--enqueue-threads",
+            "1,4",
+            "--build-contexts",
+            "shared,per-stream",
+        ])
+        .unwrap();
+        let got: Vec<(BuildContexts, u32)> = configurations(&a)
+            .iter()
+            .map(|o| (o.contexts, o.enqueue_threads))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (BuildContexts::Shared, 1),
+                (BuildContexts::Shared, 4),
+                (BuildContexts::PerStream, 1),
+                (BuildContexts::PerStream, 4)
+            ]
+        );
+        let label = config_label(&configurations(&a)[3]);
+        assert_eq!(
+            label,
+            "8 streams | fast-trace, round-robin, shared scratch, a context per stream, 4 enqueue threads"
+        );
+    }
+
+    #[test]
     fn enqueue_threads_multiply_just_outside_the_stream_counts() {
         let a = parse(&["--streams", "1,8", "--enqueue-threads", "1,4"]).unwrap();
         let got: Vec<(u32, u32)> = configurations(&a)
@@ -790,6 +835,7 @@ mod tests {
             merge_below: 64,
             lpt_build_weight: 777,
             enqueue_threads: 3,
+            build_contexts: BuildContextsArg::PerStream,
             validation: false,
             optix_abi: None,
         };
@@ -801,6 +847,7 @@ mod tests {
         assert_eq!(o.scratch, ScratchMode::PerStream);
         assert_eq!(o.merge.merge_below, 64);
         assert_eq!(o.enqueue_threads, 3);
+        assert_eq!(o.contexts, BuildContexts::PerStream);
     }
 
     /// A small scene of uneven groups, built in memory (test data).

@@ -150,9 +150,43 @@ pub struct AccelOptions {
     /// prints the host's enqueue time beside the batch's: on the H200 it is most of an
     /// 8-stream batch), but concurrent `optixAccelBuild` calls on one context broke there, so
     /// the context now serialises them ([`DeviceContext`]'s `accel_lock`) and more threads
-    /// cannot make the calls side by side. Kept so that the GPU test of that serialisation,
-    /// and a later one-context-per-lane experiment, have a way in.
+    /// cannot make the calls side by side, unless each stream has its own context
+    /// ([`BuildContexts::PerStream`]).
     pub enqueue_threads: u32,
+    /// The OptiX contexts the builds are enqueued through.
+    pub contexts: BuildContexts,
+}
+
+/// Which OptiX device contexts a batch's `optixAccelBuild` calls go through.
+///
+/// The builds that crashed or hung on an H100 and an H200 (LPT, largest-first order, threaded
+/// enqueues: docs/gas-builds.md, known issue) wrote only inside their own ranges (guard
+/// bands), memcheck found nothing and racecheck and synccheck (which look at shared memory and
+/// barriers, not at global memory shared between kernels) found nothing, and with one hardware
+/// queue they passed. What the failing batches share with every other is the one context's
+/// OptiX-internal state, its queue of outstanding requests among it (OptiX's last words named
+/// it). `PerStream` gives every stream a context of its own, so that no two streams' builds
+/// share that state: if the crashes go with it, the race is inside OptiX's per-context state.
+/// Also what lets threaded enqueues make their calls side by side (each context has its own
+/// lock). The handles it returns are traced through the main context's IAS and pipeline: a
+/// traversable handle is a device address, and the GPU tests check the hits
+/// (tests/gpu_build_contexts.rs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum BuildContexts {
+    /// Every build through the context the batch was prepared with.
+    #[default]
+    Shared,
+    /// Stream `i`'s builds through a context of its own, made for the batch.
+    PerStream,
+}
+
+impl BuildContexts {
+    pub fn name(self) -> &'static str {
+        match self {
+            BuildContexts::Shared => "shared",
+            BuildContexts::PerStream => "per-stream",
+        }
+    }
 }
 
 impl Default for AccelOptions {
@@ -171,6 +205,7 @@ impl Default for AccelOptions {
             guard_bytes: 0,
             issue: IssueOrder::Assignment,
             enqueue_threads: 1,
+            contexts: BuildContexts::Shared,
         }
     }
 }
@@ -546,6 +581,9 @@ impl StreamSet {
 /// allocations.
 pub struct GasBatch {
     ctx: Arc<DeviceContext>,
+    /// The contexts the builds are enqueued through: `[ctx]`, or one per stream (see
+    /// [`BuildContexts`]); a build on stream `s` uses entry `s % len`.
+    build_contexts: Vec<Arc<DeviceContext>>,
     table: GasTable,
     inputs: Vec<GasInputs>,
     build_options: OptixAccelBuildOptions,
@@ -608,6 +646,8 @@ impl Drop for GasBatch {
             if let Some(sizes) = self.compacted_sizes.take() {
                 std::mem::forget(sizes);
             }
+            // Nor destroy a context whose builds may still run.
+            std::mem::forget(std::mem::take(&mut self.build_contexts));
             return;
         }
         let limit = build_wait_limit();
@@ -659,6 +699,12 @@ impl GasBatch {
             });
         }
         let plan = make_plan(&needs, &options.plan_options())?;
+        let build_contexts = match options.contexts {
+            BuildContexts::Shared => vec![ctx.clone()],
+            BuildContexts::PerStream => (0..plan.streams.max(1))
+                .map(|_| ctx.sibling())
+                .collect::<Result<Vec<_>, _>>()?,
+        };
         let gpu = ctx.gpu();
         let scratch = gpu.alloc(plan.scratch_bytes as usize)?;
         let output = gpu.alloc(plan.output_bytes as usize)?;
@@ -669,6 +715,7 @@ impl GasBatch {
         };
         Ok(GasBatch {
             ctx: ctx.clone(),
+            build_contexts,
             table,
             inputs,
             build_options,
@@ -690,6 +737,19 @@ impl GasBatch {
 
     pub fn plan(&self) -> &BuildPlan {
         &self.plan
+    }
+
+    /// The context build `i` of the plan (GAS `i` of the table) is enqueued through: the one
+    /// that compacts it too.
+    pub fn build_context(&self, i: usize) -> &Arc<DeviceContext> {
+        let stream = self.plan.builds.get(i).map_or(0, |b| b.stream as usize);
+        &self.build_contexts[stream % self.build_contexts.len()]
+    }
+
+    /// Every context the builds go through (see [`BuildContexts`]): what must outlive the
+    /// GASes they built.
+    pub fn build_contexts(&self) -> &[Arc<DeviceContext>] {
+        &self.build_contexts
     }
 
     pub fn table(&self) -> &GasTable {
@@ -829,7 +889,7 @@ impl GasBatch {
         // touches, and the context serialises the calls themselves (concurrent ones broke on
         // an H200, whatever the OptiX guide says of its host API's thread safety).
         let handle = unsafe {
-            self.ctx.accel_build(
+            self.build_context(i).accel_build(
                 stream,
                 &self.build_options,
                 &self.inputs[i].inputs,
@@ -847,8 +907,13 @@ impl GasBatch {
     /// "390 GAS builds on 8 streams (Shared scratch, 1 enqueue thread)": the batch, for
     /// messages.
     fn describe_batch(&self) -> String {
+        let contexts = if Arc::ptr_eq(&self.build_contexts[0], &self.ctx) {
+            String::new()
+        } else {
+            format!(", {} OptiX contexts", self.build_contexts.len())
+        };
         format!(
-            "{} GAS builds on {} streams ({:?} scratch, {} enqueue thread{})",
+            "{} GAS builds on {} streams ({:?} scratch, {} enqueue thread{}{contexts})",
             self.plan.builds.len(),
             self.plan.streams,
             self.plan.scratch_mode,
@@ -1102,6 +1167,9 @@ pub struct Accel {
     _gas: DeviceBuffer,
     _ias: DeviceBuffer,
     _instances: DeviceBuffer,
+    /// The contexts the GASes were built (and compacted) through, kept as long as the GASes:
+    /// [`BuildContexts::PerStream`] makes contexts of the batch's own.
+    _build_contexts: Vec<Arc<DeviceContext>>,
 }
 
 impl Accel {
@@ -1171,6 +1239,7 @@ impl Accel {
                 )
             }),
         );
+        let build_contexts = batch.build_contexts().to_vec();
         let gas = match batch.read_compacted_sizes(&streams)? {
             Some(sizes) => {
                 let _range = nvtx::range_with(|| format!("compact: {} GASes", sizes.len()));
@@ -1183,7 +1252,11 @@ impl Accel {
                         // for every build's event, and read_compacted_sizes synchronised it);
                         // `slot` is an aligned slice of a live allocation that nothing else
                         // uses.
-                        *h = unsafe { ctx.accel_compact(streams.main(), *h, slot) }?;
+                        *h = unsafe {
+                            batch
+                                .build_context(i)
+                                .accel_compact(streams.main(), *h, slot)
+                        }?;
                     }
                     Ok(())
                 })();
@@ -1247,6 +1320,7 @@ impl Accel {
             _gas: gas,
             _ias: ias,
             _instances: instances_buffer,
+            _build_contexts: build_contexts,
         })
     }
 

@@ -161,6 +161,13 @@ impl DeviceContext {
         }))
     }
 
+    /// Another context on the same GPU, with the same library and validation mode: its own
+    /// OptiX-internal state and its own acceleration-structure lock. See
+    /// [`BuildContexts::PerStream`](super::accel::BuildContexts::PerStream).
+    pub fn sibling(&self) -> Result<Arc<DeviceContext>, OptixError> {
+        Self::with_library(&self.gpu, self.library.clone(), self.validation)
+    }
+
     /// The ABI the driver gave us.
     pub fn abi(&self) -> Abi {
         self.library.abi()

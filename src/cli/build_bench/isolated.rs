@@ -331,6 +331,7 @@ mod tests {
             lpt_build_weight: 0,
             issue_order: "assignment".into(),
             enqueue_threads: 1,
+            build_contexts: "per-stream".into(),
             repeats: 100,
             min_ms: 19.25,
             median_ms: 19.766,
