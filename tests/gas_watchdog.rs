@@ -66,3 +66,46 @@ fn a_thread_blocked_past_its_watch_ends_the_process_with_its_message() {
     );
     assert!(!stderr.contains("exit handlers ran"), "{stderr}");
 }
+
+/// On a GPU: the path tracer's tiles are watched too. With a per-launch limit far below what
+/// any launch takes, the first tile's wait outlasts its watch, and the render must end with
+/// the tile's message and status 75 (the wiring of the watch; a real hang is not needed).
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn a_tile_past_its_launch_limit_ends_the_render_with_its_message() {
+    let gasworks = match std::env::var_os("GASWORKS_BIN") {
+        Some(bin) => std::path::PathBuf::from(bin),
+        None => std::path::PathBuf::from(env!("CARGO_BIN_EXE_gasworks")),
+    };
+    let scene = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/cornell/cornell.obj");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = Command::new(gasworks)
+        .arg("render")
+        .arg(&scene)
+        .arg("-o")
+        .arg(dir.path().join("hung.png"))
+        .args([
+            "--backend",
+            "optix",
+            "--width",
+            "256",
+            "--height",
+            "256",
+            "--spp",
+            "64",
+        ])
+        .env("GASWORKS_LAUNCH_WAIT_S", "0.000001")
+        .output()
+        .expect("run gasworks render");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(EXIT_GPU_HUNG), "{stderr}");
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with("error: tile optix:"))
+        .unwrap_or_else(|| panic!("no line naming the tile in:\n{stderr}"));
+    assert!(
+        line.contains("waiting for its launches and copies")
+            && line.contains("ending the process now (exit status 75)"),
+        "{line}"
+    );
+}

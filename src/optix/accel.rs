@@ -62,17 +62,7 @@ pub const BUILD_WAIT_ENV: &str = "GASWORKS_BUILD_WAIT_S";
 /// positive number of seconds is reported (once per wait) and the default kept: a typo must
 /// not turn the watchdog off.
 pub fn build_wait_limit() -> std::time::Duration {
-    match std::env::var(BUILD_WAIT_ENV) {
-        Err(_) => BUILD_WAIT_LIMIT,
-        Ok(text) => parse_build_wait(&text).unwrap_or_else(|| {
-            log::warn!(
-                "{BUILD_WAIT_ENV}={text:?} is not a positive number of seconds: \
-                 waiting at most {} s for GAS builds",
-                BUILD_WAIT_LIMIT.as_secs()
-            );
-            BUILD_WAIT_LIMIT
-        }),
-    }
+    watchdog::limit_from_env(BUILD_WAIT_ENV, BUILD_WAIT_LIMIT)
 }
 
 /// How long past [`build_wait_limit`] the watchdog gives [`GasBatch::wait`] (whose own poll
@@ -80,11 +70,6 @@ pub fn build_wait_limit() -> std::time::Duration {
 /// quarter of the limit, at least 2 s.
 pub fn watchdog_grace(limit: std::time::Duration) -> std::time::Duration {
     (limit / 4).max(std::time::Duration::from_secs(2))
-}
-
-fn parse_build_wait(text: &str) -> Option<std::time::Duration> {
-    let secs: f64 = text.trim().parse().ok()?;
-    (secs.is_finite() && secs > 0.0 && secs < 1e9).then(|| std::time::Duration::from_secs_f64(secs))
 }
 
 /// Errors of the acceleration-structure builds; each names what failed.
@@ -1544,21 +1529,6 @@ mod tests {
             ..lpt(0)
         };
         assert_eq!(all.known_risks().len(), 3, "{:?}", all.known_risks());
-    }
-
-    #[test]
-    fn the_build_wait_limit_takes_positive_seconds_only() {
-        assert_eq!(
-            parse_build_wait("10"),
-            Some(std::time::Duration::from_secs(10))
-        );
-        assert_eq!(
-            parse_build_wait(" 2.5 "),
-            Some(std::time::Duration::from_millis(2500))
-        );
-        for bad in ["", "0", "-3", "ten", "inf", "NaN", "1e12"] {
-            assert_eq!(parse_build_wait(bad), None, "{bad:?}");
-        }
     }
 
     #[test]

@@ -37,6 +37,11 @@
 //! ("launch optix:0/w1 tile 64x64+128+0 samples 0..16 SAMPLES 65536 threads"), and each
 //! worker's stream is named after it, so a profile shows the builds (the ranges of
 //! `optix::accel`), then the tiles and launches per stream.
+//!
+//! A launch carries at most [`launch::SAMPLES_PER_LAUNCH`] pixel-samples, milliseconds of
+//! work. Should the GPU hang in one, the wait for the tile's stream would never return: the
+//! process-wide watchdog ([`super::watchdog`]) covers it, [`LAUNCH_WAIT_LIMIT`] per launch of
+//! the tile, and ends the process with a message naming the tile and exit status 75.
 
 pub mod launch;
 pub mod layout;
@@ -45,7 +50,7 @@ pub mod pack;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use thiserror::Error;
 
@@ -64,6 +69,7 @@ use super::pipeline::{
     ShaderBindingTable,
 };
 use super::sys::Abi;
+use super::watchdog;
 use crate::nvtx;
 use crate::render::{validate_inputs, InputError, RenderSettings, Tile, TileRenderer};
 use crate::scene::Scene;
@@ -515,6 +521,15 @@ impl OptixWorker {
         });
         let st = &*st;
         let (pipeline, sbt) = (&st.pipeline, &self.shared.sbt);
+        // The scope waits for the stream: a launch that never ends would block it for ever.
+        let limit = tile_wait_limit(plan.len());
+        let _watch = {
+            let (label, samples, launches) = (label.clone(), samples.clone(), plan.len());
+            watchdog::global().arm(
+                limit,
+                Box::new(move || tile_hang_message(&label, tile, &samples, launches, limit)),
+            )
+        };
         st.stream.scope(|scope| -> Result<(), PathTracerError> {
             scope.upload(&st.accum, 0, &start)?;
             for (buffer, p) in st.params.iter().zip(&params) {
@@ -562,6 +577,47 @@ impl OptixWorker {
         guard.seen = counters;
         Ok(())
     }
+}
+
+/// How long each launch of a tile may keep the host waiting for the tile's stream before the
+/// watchdog calls the GPU hung. A launch is at most [`launch::SAMPLES_PER_LAUNCH`]
+/// pixel-samples, milliseconds on the GPUs measured (over 95 M samples/s on an H200 at 8
+/// bounces); a minute is thousands of times that, and still far from a render that is merely
+/// slow. Under compute-sanitizer launches slow down a hundredfold and stay well inside it.
+pub const LAUNCH_WAIT_LIMIT: Duration = Duration::from_secs(60);
+
+/// The environment variable that replaces [`LAUNCH_WAIT_LIMIT`] (seconds per launch, a
+/// positive number).
+pub const LAUNCH_WAIT_ENV: &str = "GASWORKS_LAUNCH_WAIT_S";
+
+/// How long a tile of `launches` launches may take: the per-launch limit
+/// ([`LAUNCH_WAIT_ENV`], else [`LAUNCH_WAIT_LIMIT`]) for each.
+pub fn tile_wait_limit(launches: usize) -> Duration {
+    watchdog::limit_from_env(LAUNCH_WAIT_ENV, LAUNCH_WAIT_LIMIT)
+        .saturating_mul(launches.max(1).min(u32::MAX as usize) as u32)
+}
+
+/// What the watchdog says of a tile whose launches never finished.
+fn tile_hang_message(
+    worker: &str,
+    tile: Tile,
+    samples: &Range<u32>,
+    launches: usize,
+    limit: Duration,
+) -> String {
+    format!(
+        "tile {worker} {}x{}+{}+{} samples {}..{} ({launches} launch{}): the host was blocked \
+         for {} s waiting for its launches and copies, which take milliseconds a launch; the \
+         GPU or its driver hung ({LAUNCH_WAIT_ENV} sets the limit per launch)",
+        tile.w,
+        tile.h,
+        tile.x,
+        tile.y,
+        samples.start,
+        samples.end,
+        if launches == 1 { "" } else { "es" },
+        limit.as_secs_f64()
+    )
 }
 
 /// The path tracer's pipeline: the raygen program traces (radiance and shadow rays); closest
@@ -658,6 +714,37 @@ mod tests {
         assert_eq!(
             super::super::ptx_calls::trace_calls(PATHTRACE_PTX),
             [trace(0), trace(4 | 8)]
+        );
+    }
+
+    #[test]
+    fn a_hung_tile_is_named_with_its_limit() {
+        let tile = Tile {
+            x: 128,
+            y: 0,
+            w: 64,
+            h: 64,
+        };
+        let limit = Duration::from_secs(240);
+        let text = tile_hang_message("optix:0/w1", tile, &(0..256), 4, limit);
+        assert_eq!(
+            text,
+            "tile optix:0/w1 64x64+128+0 samples 0..256 (4 launches): the host was blocked for \
+             240 s waiting for its launches and copies, which take milliseconds a launch; the GPU \
+             or its driver hung (GASWORKS_LAUNCH_WAIT_S sets the limit per launch)"
+        );
+        assert!(tile_hang_message("optix:0/w0", tile, &(3..4), 1, limit).contains("(1 launch)"));
+    }
+
+    #[test]
+    fn a_tile_may_take_the_launch_limit_once_per_launch() {
+        // Only this test reads the variable.
+        assert_eq!(tile_wait_limit(1), LAUNCH_WAIT_LIMIT);
+        assert_eq!(tile_wait_limit(0), LAUNCH_WAIT_LIMIT);
+        assert_eq!(tile_wait_limit(6), 6 * LAUNCH_WAIT_LIMIT);
+        assert_eq!(
+            tile_wait_limit(usize::MAX),
+            LAUNCH_WAIT_LIMIT.saturating_mul(u32::MAX)
         );
     }
 

@@ -196,6 +196,28 @@ fn watch_loop(shared: &Shared) {
     }
 }
 
+/// A watch's limit: the seconds environment variable `var` gives (a positive number, fractions
+/// allowed), else `default`. A value that is not a positive number of seconds is reported and
+/// the default kept: a typo must not turn the watchdog off.
+pub fn limit_from_env(var: &str, default: Duration) -> Duration {
+    match std::env::var(var) {
+        Err(_) => default,
+        Ok(text) => parse_limit(&text).unwrap_or_else(|| {
+            log::warn!(
+                "{var}={text:?} is not a positive number of seconds: keeping {} s",
+                default.as_secs_f64()
+            );
+            default
+        }),
+    }
+}
+
+/// Seconds as [`limit_from_env`] takes them: positive, finite, under 1e9.
+pub fn parse_limit(text: &str) -> Option<Duration> {
+    let secs: f64 = text.trim().parse().ok()?;
+    (secs.is_finite() && secs > 0.0 && secs < 1e9).then(|| Duration::from_secs_f64(secs))
+}
+
 /// The process-wide watchdog: writes `error: <description>` on stderr (one write, as every
 /// stderr line of gasworks) and ends the process at once with [`EXIT_GPU_HUNG`].
 pub fn global() -> &'static Watchdog {
@@ -224,6 +246,29 @@ mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::mpsc;
+
+    #[test]
+    fn limits_are_positive_seconds_only() {
+        assert_eq!(parse_limit("10"), Some(Duration::from_secs(10)));
+        assert_eq!(parse_limit(" 2.5 "), Some(Duration::from_millis(2500)));
+        assert_eq!(parse_limit("0.000001"), Some(Duration::from_micros(1)));
+        for bad in ["", "0", "-3", "ten", "inf", "NaN", "1e12"] {
+            assert_eq!(parse_limit(bad), None, "{bad:?}");
+        }
+        let default = Duration::from_secs(7);
+        // Only this test reads these variables.
+        assert_eq!(
+            limit_from_env("GASWORKS_TEST_NO_SUCH_LIMIT", default),
+            default
+        );
+        std::env::set_var("GASWORKS_TEST_BAD_LIMIT", "soon");
+        assert_eq!(limit_from_env("GASWORKS_TEST_BAD_LIMIT", default), default);
+        std::env::set_var("GASWORKS_TEST_BAD_LIMIT", "0.25");
+        assert_eq!(
+            limit_from_env("GASWORKS_TEST_BAD_LIMIT", default),
+            Duration::from_millis(250)
+        );
+    }
 
     /// A watchdog whose firings arrive on a channel instead of ending the process.
     fn recording() -> (Watchdog, mpsc::Receiver<String>) {
