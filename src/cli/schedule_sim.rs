@@ -23,7 +23,7 @@ use clap::Args;
 use crate::sched::correction_replay::{device_names, replay_corrections};
 use crate::sched::costmap::CostMap;
 use crate::sched::report::{
-    costmap_path, read_costmap, read_tiles, read_workers, sibling_paths, TileRow,
+    costmap_path, read_costmap, read_tiles, read_workers, StatsFiles, TileRow,
 };
 use crate::sched::sim::{MixedPlan, Replay, SimRun};
 use crate::sched::Strategy;
@@ -86,29 +86,24 @@ pub struct ScheduleSimArgs {
 /// `--replay-corrections`: one block per pass, one line per device. The devices come from
 /// the render's `OUT.csv` beside `OUT.tiles.csv`; without it, workers are named by number.
 fn replay_corrections_table(
-    tiles_path: &std::path::Path,
+    files: &StatsFiles,
     rows: &[TileRow],
     estimate: &CostMap,
     image: (u32, u32),
 ) -> anyhow::Result<()> {
-    let name = tiles_path.to_string_lossy();
-    let workers_path = PathBuf::from(format!(
-        "{}.csv",
-        name.strip_suffix(".tiles.csv").unwrap_or(&name)
-    ));
-    let workers = if workers_path.exists() {
-        read_workers(&workers_path)?
+    let workers = if files.workers.exists() {
+        read_workers(&files.workers)?
     } else {
         eprintln!(
             "schedule-sim: no {} beside the tiles: workers are named by number, each its own device",
-            workers_path.display()
+            files.workers.display()
         );
         Vec::new()
     };
     println!(
         "schedule-sim: the cost-map corrections of {} replayed ({}x{} image); Spearman of each \
          device's measured seconds with the corrected costs and with the raw estimate",
-        tiles_path.display(),
+        files.tiles.display(),
         image.0,
         image.1
     );
@@ -246,22 +241,15 @@ pub fn run(a: ScheduleSimArgs) -> anyhow::Result<()> {
             "--workers x --ranks: at most {MAX_SIMULATED_WORKERS} simulated workers in all, got {most}"
         );
     }
-    let name = a.stats.to_string_lossy();
-    let (tiles_path, map_path) = if let Some(stem) = name.strip_suffix(".tiles.csv") {
-        (
-            a.stats.clone(),
-            PathBuf::from(format!("{stem}.costmap.csv")),
-        )
-    } else {
-        sibling_paths(&a.stats)
-    };
-    let map_path = costmap_path(&map_path);
-    let rows = read_tiles(&tiles_path)?;
+    let files = StatsFiles::of(&a.stats);
+    let tiles_path = &files.tiles;
+    let map_path = costmap_path(&files.costmap);
+    let rows = read_tiles(tiles_path)?;
     let estimate = read_costmap(&map_path)?;
     let width = rows.iter().map(|r| r.x + r.w).max().unwrap_or(0);
     let height = rows.iter().map(|r| r.y + r.h).max().unwrap_or(0);
     if a.replay_corrections {
-        return replay_corrections_table(&tiles_path, &rows, &estimate, (width, height));
+        return replay_corrections_table(&files, &rows, &estimate, (width, height));
     }
     let passes = rows.iter().map(|r| r.pass).max().unwrap_or(0) + 1;
     let mut by_pass = vec![(Vec::new(), Vec::new()); passes];

@@ -440,6 +440,51 @@ impl FrameReport {
     }
 }
 
+/// The three files of one render's `--stats OUT.csv`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StatsFiles {
+    /// `OUT.csv`: one row per worker.
+    pub workers: PathBuf,
+    /// `OUT.tiles.csv`: one row per pass and tile.
+    pub tiles: PathBuf,
+    /// `OUT.costmap.csv` (read gzipped too: see [`costmap_path`]).
+    pub costmap: PathBuf,
+}
+
+impl StatsFiles {
+    /// The files of the render whose statistics `given` names: its `OUT.csv`, or its
+    /// `OUT.tiles.csv` (what `schedule-sim` takes either way).
+    pub fn of(given: &Path) -> StatsFiles {
+        let tiles_stem = given
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_suffix(".tiles.csv"))
+            .map(|stem| given.with_file_name(stem));
+        match tiles_stem {
+            Some(stem) => {
+                let with = |suffix: &str| {
+                    let mut s = stem.clone().into_os_string();
+                    s.push(suffix);
+                    PathBuf::from(s)
+                };
+                StatsFiles {
+                    workers: with(".csv"),
+                    tiles: given.to_path_buf(),
+                    costmap: with(".costmap.csv"),
+                }
+            }
+            None => {
+                let (tiles, costmap) = sibling_paths(given);
+                StatsFiles {
+                    workers: given.to_path_buf(),
+                    tiles,
+                    costmap,
+                }
+            }
+        }
+    }
+}
+
 /// `OUT.tiles.csv` and `OUT.costmap.csv` beside `OUT.csv`.
 pub fn sibling_paths(stats: &Path) -> (PathBuf, PathBuf) {
     let stem = if stats
@@ -871,6 +916,24 @@ mod tests {
             e.contains("but 2 tiles cannot make that many passes"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn stats_files_come_from_out_csv_or_its_tiles() {
+        let want = StatsFiles {
+            workers: PathBuf::from("/a/run.csv"),
+            tiles: PathBuf::from("/a/run.tiles.csv"),
+            costmap: PathBuf::from("/a/run.costmap.csv"),
+        };
+        assert_eq!(StatsFiles::of(Path::new("/a/run.csv")), want);
+        assert_eq!(StatsFiles::of(Path::new("/a/run.tiles.csv")), want);
+        // A dot in a folder's name is not the file's.
+        let f = StatsFiles::of(Path::new("x.tiles.csv/run"));
+        assert_eq!(f.tiles, Path::new("x.tiles.csv/run.tiles.csv"));
+        assert_eq!(f.workers, Path::new("x.tiles.csv/run"));
+        let f = StatsFiles::of(Path::new("sched.tiles.csv"));
+        assert_eq!(f.workers, Path::new("sched.csv"));
+        assert_eq!(f.costmap, Path::new("sched.costmap.csv"));
     }
 
     #[test]
