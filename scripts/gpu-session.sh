@@ -312,9 +312,13 @@ step_bench() {
     local bench_cap="${GW_CMD_TIMEOUT_S:-200}" # read by bench_one
     # One factor at a time around the default (fast-trace, round-robin, shared scratch, one GAS
     # per group, no compaction): the whole cross product would be 320 configurations.
+    # The headline runs first (8 streams against 1, the single GAS), the isolated ones last:
+    # a call's budget that runs out cuts the slowest, least telling runs.
     bench_one sponza-flags "$sponza" "$r" --streams "$s" --flags both
+    bench_one toystore-flags "$toystore" "$rb" --streams "$s" --flags both
     bench_one sponza-compact "$sponza" "$r" --streams "$s" --flags both --compact
     bench_one sponza-merge "$sponza" "$r" --streams "$s" --merge-below 0,64,256,1024,4096
+    bench_one toystore-merge-compact "$toystore" "$rb" --streams "$s" --merge-below 0,64,256,1024 --compact
     # LPT and threaded enqueues have crashed and hung (docs/gas-builds.md, known issue): each
     # configuration of these two runs in a process of its own (--isolate), so that one crash
     # costs one row, not every row after it (the H200's enqueue-threads run crashed in its
@@ -329,8 +333,6 @@ step_bench() {
     # side by side.
     bench_cap=$((2 * bench_cap)) bench_one sponza-enqueue-threads "$sponza" "$r" --streams 8,16,32 --enqueue-threads 1,4,8 \
         --build-contexts shared,per-stream "${iso[@]}"
-    bench_one toystore-flags "$toystore" "$rb" --streams "$s" --flags both
-    bench_one toystore-merge-compact "$toystore" "$rb" --streams "$s" --merge-below 0,64,256,1024 --compact
     note "bench: $r repeats on sponza-like, $rb on the toystore (GW_REPEAT, GW_REPEAT_BIG)"
     # The headline: median build time per stream count, and 8 streams against 1.
     local f
