@@ -509,13 +509,8 @@ impl OptixWorker {
         let label = self.label();
         let _tile_range = nvtx::range_with(|| {
             format!(
-                "tile {label} {}x{}+{}+{} samples {}..{}, {} launches",
-                tile.w,
-                tile.h,
-                tile.x,
-                tile.y,
-                samples.start,
-                samples.end,
+                "{}, {} launches",
+                tile_name(&label, tile, &samples),
                 plan.len()
             )
         });
@@ -597,6 +592,15 @@ pub fn tile_wait_limit(launches: usize) -> Duration {
         .saturating_mul(launches.max(1).min(u32::MAX as usize) as u32)
 }
 
+/// "tile optix:0/w1 64x64+128+0 samples 0..16": a worker's tile, as its NVTX range and the
+/// watchdog name it.
+fn tile_name(worker: &str, tile: Tile, samples: &Range<u32>) -> String {
+    format!(
+        "tile {worker} {}x{}+{}+{} samples {}..{}",
+        tile.w, tile.h, tile.x, tile.y, samples.start, samples.end
+    )
+}
+
 /// What the watchdog says of a tile whose launches never finished.
 fn tile_hang_message(
     worker: &str,
@@ -606,15 +610,10 @@ fn tile_hang_message(
     limit: Duration,
 ) -> String {
     format!(
-        "tile {worker} {}x{}+{}+{} samples {}..{} ({launches} launch{}): the host was blocked \
-         for {} s waiting for its launches and copies, which take milliseconds a launch; the \
-         GPU or its driver hung ({LAUNCH_WAIT_ENV} sets the limit per launch)",
-        tile.w,
-        tile.h,
-        tile.x,
-        tile.y,
-        samples.start,
-        samples.end,
+        "{} ({launches} launch{}): the host was blocked for {} s waiting for its launches and \
+         copies, which take milliseconds a launch; the GPU or its driver hung ({LAUNCH_WAIT_ENV} \
+         sets the limit per launch)",
+        tile_name(worker, tile, samples),
         if launches == 1 { "" } else { "es" },
         limit.as_secs_f64()
     )
