@@ -449,13 +449,21 @@ pub fn run(a: BuildBenchArgs) -> anyhow::Result<()> {
         .as_deref()
         .map(isolated::Job::parse)
         .transpose()?;
-    // The GPU first: no point loading a large scene on a machine that cannot build it (nor
-    // starting a process per configuration to say so each time).
-    let gpu = open_gpu(&a)?;
     if a.isolate && job.is_none() {
-        drop(gpu);
+        // Said once here rather than by every child. The driver is asked without making a
+        // context: a GPU in exclusive-process mode would refuse the children one.
+        match crate::optix::probe() {
+            Ok(gpus) if a.gpu < gpus.len() => {}
+            Ok(gpus) => anyhow::bail!("--gpu {}: this machine has {} GPU(s)", a.gpu, gpus.len()),
+            Err(CudaError::NoDevice { reason }) => {
+                anyhow::bail!("no NVIDIA GPU: build-bench needs one ({reason})")
+            }
+            Err(e) => return Err(e).context("asking the CUDA driver for its GPUs"),
+        }
         return run_isolated(&a);
     }
+    // The GPU first: no point loading a large scene on a machine that cannot build it.
+    let gpu = open_gpu(&a)?;
     let ctx = DeviceContext::new(&gpu, &ContextOptions::from_cli(a.optix_abi, a.validation)?)
         .context("creating the OptiX context")?;
     let scene = obj::load_obj(&a.scene, &obj::LoadOptions { quiet: true })?;
