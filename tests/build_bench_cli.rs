@@ -1,6 +1,8 @@
 //! `gasworks build-bench` from the outside: on a machine without an NVIDIA GPU it must fail
 //! with a clear message and a non-zero exit code, never a panic.
 
+mod support;
+
 use std::process::Command;
 
 /// The binary under test: `$GASWORKS_BIN` when set (scripts/gpu-session.sh points it at the
@@ -166,4 +168,80 @@ fn isolated_build_bench_gathers_every_childs_rows_on_a_gpu() {
         want.map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string())),
         "{stdout}"
     );
+}
+
+/// `--isolate` end to end without a GPU: a fake libcuda (tests/support/fake_cuda.c, one
+/// device that can be listed but not opened) lets the parent through its check, so it runs
+/// every configuration and the reference as children of its own arguments; each child fails
+/// opening the GPU, and the parent must name each failure, write no CSV (no rows) and exit 1.
+#[test]
+#[cfg_attr(
+    gasworks_no_cc,
+    ignore = "no C compiler when the tests were built (see build.rs)"
+)]
+fn isolated_build_bench_runs_every_configuration_in_a_child_and_names_each_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(lib) =
+        support::build_shared_library("fake_cuda.c", dir.path(), "libcuda.so.1", &["ONE_DEVICE"])
+    else {
+        return;
+    };
+    // cudarc tries libcuda.so before libcuda.so.1: shadow both names.
+    std::fs::copy(&lib, dir.path().join("libcuda.so")).unwrap();
+    let obj = dir.path().join("tri.obj");
+    std::fs::write(&obj, "v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\n").unwrap();
+    let csv = dir.path().join("bench.csv");
+    let out = gasworks()
+        .env("LD_LIBRARY_PATH", dir.path())
+        .args(["build-bench", obj.to_str().unwrap(), "--streams", "1,4"])
+        .args(["--assign", "round-robin,lpt", "--lpt-build-weight", "0"])
+        .args([
+            "--repeat",
+            "1",
+            "--isolate",
+            "--config-timeout-s",
+            "120",
+            "--csv",
+        ])
+        .arg(&csv)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "stdout: {stdout}\nstderr: {stderr}"
+    );
+    assert!(
+        stdout.contains(
+            "4 configurations and the single-GAS reference, each in a process of its own"
+        ),
+        "{stdout}"
+    );
+    // Every child ran with the parent's arguments and its own job, and said why it failed.
+    assert_eq!(
+        stderr.matches("cuDevicePrimaryCtxRetain").count(),
+        5,
+        "{stderr}"
+    );
+    for label in [
+        "1 streams | fast-trace, round-robin, shared scratch: exit status 1",
+        "4 streams | fast-trace, round-robin, shared scratch: exit status 1",
+        "1 streams | fast-trace, lpt, shared scratch: exit status 1",
+        "4 streams | fast-trace, lpt, shared scratch: exit status 1",
+        "single GAS: exit status 1",
+    ] {
+        assert!(
+            stderr.contains(&format!("build-bench --isolate: {label}")),
+            "no line for {label:?} in:\n{stderr}"
+        );
+        assert!(stderr.contains(&format!("\n  {label}")), "{stderr}");
+    }
+    assert!(
+        stderr.contains("all 5 isolated configurations failed (no rows, so no CSV or plot)"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(!csv.exists(), "a CSV of no rows was written");
 }

@@ -224,11 +224,15 @@ pub fn rows_path(job: Job) -> PathBuf {
 
 /// The message of a run with failed jobs: how many passed, and each failure.
 pub fn failure_summary(failed: &[Failed], jobs: usize) -> String {
-    let mut text = format!(
-        "{} of {} isolated configurations failed (the rows of the others are written):",
-        failed.len(),
-        jobs
-    );
+    let mut text = if failed.len() < jobs {
+        format!(
+            "{} of {} isolated configurations failed (the rows of the others are written):",
+            failed.len(),
+            jobs
+        )
+    } else {
+        format!("all {jobs} isolated configurations failed (no rows, so no CSV or plot):")
+    };
     for f in failed {
         text.push_str(&format!("\n  {}: {}", f.label, f.ending));
     }
@@ -311,6 +315,8 @@ mod tests {
             ),
             "{summary}"
         );
+        assert!(failure_summary(&failed, 2)
+            .starts_with("all 2 isolated configurations failed (no rows"));
         // The parent's own failure stops the run.
         assert!(run_jobs(&jobs, |_| anyhow::bail!("cannot start")).is_err());
     }
