@@ -99,8 +99,15 @@ echo "$root" > "$stage/build-root"
 } > "$stage/MANIFEST"
 
 mkdir -p "$dest"
-# xz -6 with all cores: ~4x on these binaries, and xz exists on the GPU hosts.
-tar -C "$stage" -cf - . | xz -6 -T0 > "$archive.tmp"
+# The ~54 test binaries each hold most of the library: one xz stream whose dictionary spans
+# the whole tar (~130 MiB) finds every copy, 11 MiB where `xz -6 -T0` (blocks of 24 MiB,
+# compressed apart) made 20 MiB (2026-11-26), which with the committed results no longer fitted
+# a device call. Costs about a minute on one core and ~2 GiB of memory here, 192 MiB to unpack
+# there; should it fail (memory), the old settings are used.
+if ! tar -C "$stage" -cf - . | xz -9 --lzma2=preset=9,dict=192MiB -T1 > "$archive.tmp"; then
+    echo "build-for-device: xz with a 192 MiB dictionary failed; packing with xz -6 -T0" >&2
+    tar -C "$stage" -cf - . | xz -6 -T0 > "$archive.tmp"
+fi
 size=$(stat -c %s "$archive.tmp")
 size_mib=$(( (size + 1048575) / 1048576 ))
 raw_mib=$(( $(du -sb "$stage" | cut -f1) / 1048576 ))
