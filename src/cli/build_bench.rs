@@ -379,7 +379,7 @@ fn options_row(o: &AccelOptions) -> BenchRow {
     }
 }
 
-/// "8 streams | fast-trace, lpt, shared scratch weight 0": a configuration as the printed rows
+/// "8 streams | fast-trace, lpt, shared scratch weight 1000": a configuration as the printed rows
 /// name it.
 fn config_label(o: &AccelOptions) -> String {
     format!("{} streams | {}", o.streams, options_row(o).series_label())

@@ -871,8 +871,9 @@ impl GasBatch {
         // allocations, aligned and sized by the validated plan, and no build that can run at
         // once shares a byte with them (validate proved it); the emitted size goes to a live,
         // 8-byte aligned slot of its own. Each lane's builds are on streams no other lane
-        // touches, and the context serialises the calls themselves (concurrent ones broke on
-        // an H200, whatever the OptiX guide says of its host API's thread safety).
+        // touches, and each context serialises the calls made through it (concurrent ones
+        // broke on an H200, whatever the OptiX guide says of its host API's thread safety);
+        // with a context per stream, lanes call through contexts no other lane uses.
         let handle = unsafe {
             self.build_context(i).accel_build(
                 stream,
