@@ -14,6 +14,38 @@ fn gasworks() -> Command {
     }
 }
 
+/// `build-bench OBJ --streams 1,4 --assign round-robin,lpt ARGS --isolate --csv CSV` (4
+/// configurations and the reference), with `env` set: its exit code, stdout and stderr. Checks
+/// that the parent announced the 5 processes.
+fn isolated_run(
+    obj: &std::path::Path,
+    csv: &std::path::Path,
+    args: &[&str],
+    env: &[(&str, &std::path::Path)],
+) -> (Option<i32>, String, String) {
+    let mut cmd = gasworks();
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd
+        .args(["build-bench", obj.to_str().unwrap(), "--streams", "1,4"])
+        .args(["--assign", "round-robin,lpt"])
+        .args(args)
+        .args(["--isolate", "--config-timeout-s", "120", "--csv"])
+        .arg(csv)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        stdout.contains(
+            "4 configurations and the single-GAS reference, each in a process of its own"
+        ),
+        "stdout: {stdout}\nstderr: {stderr}"
+    );
+    (out.status.code(), stdout, stderr)
+}
+
 /// `build-bench` on a machine without a usable GPU. On a GPU host the child is started with
 /// `CUDA_VISIBLE_DEVICES` empty, so the driver reports no device there too and the message is
 /// checked everywhere: the test cannot pass without checking it.
@@ -114,33 +146,8 @@ fn isolated_build_bench_gathers_every_childs_rows_on_a_gpu() {
     }
     std::fs::write(&obj, text).unwrap();
     let csv = dir.path().join("bench.csv");
-    let out = gasworks()
-        .args(["build-bench", obj.to_str().unwrap(), "--streams", "1,4"])
-        .args([
-            "--assign",
-            "round-robin,lpt",
-            "--repeat",
-            "2",
-            "--warmup",
-            "1",
-        ])
-        .args(["--isolate", "--config-timeout-s", "120", "--csv"])
-        .arg(&csv)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "stdout: {stdout}\nstderr: {stderr}"
-    );
-    assert!(
-        stdout.contains(
-            "4 configurations and the single-GAS reference, each in a process of its own"
-        ),
-        "{stdout}"
-    );
+    let (code, stdout, stderr) = isolated_run(&obj, &csv, &["--repeat", "2", "--warmup", "1"], &[]);
+    assert_eq!(code, Some(0), "stdout: {stdout}\nstderr: {stderr}");
     let mut reader = csv::Reader::from_path(&csv).unwrap();
     let header = reader.headers().unwrap().clone();
     let column = |name: &str| header.iter().position(|h| h == name).unwrap();
@@ -191,34 +198,13 @@ fn isolated_build_bench_runs_every_configuration_in_a_child_and_names_each_failu
     let obj = dir.path().join("tri.obj");
     std::fs::write(&obj, "v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\n").unwrap();
     let csv = dir.path().join("bench.csv");
-    let out = gasworks()
-        .env("LD_LIBRARY_PATH", dir.path())
-        .args(["build-bench", obj.to_str().unwrap(), "--streams", "1,4"])
-        .args(["--assign", "round-robin,lpt", "--lpt-build-weight", "0"])
-        .args([
-            "--repeat",
-            "1",
-            "--isolate",
-            "--config-timeout-s",
-            "120",
-            "--csv",
-        ])
-        .arg(&csv)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "stdout: {stdout}\nstderr: {stderr}"
+    let (code, stdout, stderr) = isolated_run(
+        &obj,
+        &csv,
+        &["--lpt-build-weight", "0", "--repeat", "1"],
+        &[("LD_LIBRARY_PATH", dir.path())],
     );
-    assert!(
-        stdout.contains(
-            "4 configurations and the single-GAS reference, each in a process of its own"
-        ),
-        "{stdout}"
-    );
+    assert_eq!(code, Some(1), "stdout: {stdout}\nstderr: {stderr}");
     // Every child ran with the parent's arguments and its own job, and said why it failed.
     assert_eq!(
         stderr.matches("cuDevicePrimaryCtxRetain").count(),
