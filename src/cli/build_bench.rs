@@ -432,13 +432,14 @@ fn scene_name(path: &Path) -> String {
         .unwrap_or_else(|| path.display().to_string())
 }
 
-fn open_gpu(a: &BuildBenchArgs) -> anyhow::Result<Gpu> {
-    match Gpu::open(a.gpu) {
-        Ok(gpu) => Ok(gpu),
-        Err(CudaError::NoDevice { reason }) => {
-            anyhow::bail!("no NVIDIA GPU: build-bench needs one ({reason})")
+/// A CUDA error met looking for the GPU, as build-bench reports it: "no NVIDIA GPU" for a
+/// machine without one, else the error and what was being done.
+fn gpu_error(e: CudaError, doing: &'static str) -> anyhow::Error {
+    match e {
+        CudaError::NoDevice { reason } => {
+            anyhow::anyhow!("no NVIDIA GPU: build-bench needs one ({reason})")
         }
-        Err(e) => Err(e).context("opening the GPU"),
+        e => anyhow::Error::new(e).context(doing),
     }
 }
 
@@ -452,18 +453,15 @@ pub fn run(a: BuildBenchArgs) -> anyhow::Result<()> {
     if a.isolate && job.is_none() {
         // Said once here rather than by every child. The driver is asked without making a
         // context: a GPU in exclusive-process mode would refuse the children one.
-        match crate::optix::probe() {
-            Ok(gpus) if a.gpu < gpus.len() => {}
-            Ok(gpus) => anyhow::bail!("--gpu {}: this machine has {} GPU(s)", a.gpu, gpus.len()),
-            Err(CudaError::NoDevice { reason }) => {
-                anyhow::bail!("no NVIDIA GPU: build-bench needs one ({reason})")
-            }
-            Err(e) => return Err(e).context("asking the CUDA driver for its GPUs"),
+        let gpus = crate::optix::probe()
+            .map_err(|e| gpu_error(e, "asking the CUDA driver for its GPUs"))?;
+        if a.gpu >= gpus.len() {
+            anyhow::bail!("--gpu {}: this machine has {} GPU(s)", a.gpu, gpus.len());
         }
         return run_isolated(&a);
     }
     // The GPU first: no point loading a large scene on a machine that cannot build it.
-    let gpu = open_gpu(&a)?;
+    let gpu = Gpu::open(a.gpu).map_err(|e| gpu_error(e, "opening the GPU"))?;
     let ctx = DeviceContext::new(&gpu, &ContextOptions::from_cli(a.optix_abi, a.validation)?)
         .context("creating the OptiX context")?;
     let scene = obj::load_obj(&a.scene, &obj::LoadOptions { quiet: true })?;
@@ -473,7 +471,6 @@ pub fn run(a: BuildBenchArgs) -> anyhow::Result<()> {
 /// `--isolate`: every job in a child process (see [`isolated`]), then the CSV and plot of the
 /// rows of those that passed; an error listing those that failed, if any did.
 fn run_isolated(a: &BuildBenchArgs) -> anyhow::Result<()> {
-    // Said once here rather than by every child.
     std::fs::metadata(&a.scene).with_context(|| format!("{}", a.scene.display()))?;
     let configs = configurations(a);
     let jobs: Vec<(isolated::Job, String)> = configs
@@ -552,7 +549,6 @@ fn run_on(
     );
 
     let upload_stream = gpu.new_stream()?;
-    let geometry = DeviceGeometry::upload(gpu, &upload_stream, scene)?;
     let row = |build, o: &AccelOptions, m: &Measured| BenchRow {
         scene: name.clone(),
         build,
@@ -590,13 +586,20 @@ fn run_on(
         }
         Some(isolated::Job::Reference) => &[],
     };
-    let (mut rows, failed) = time_each(timed, |o| {
-        let m = time_batch(ctx, &geometry, &group_triangles, o, a.warmup, a.repeat)
-            .with_context(|| format!("{} streams, {}", o.streams, flags_name(o.fast_build)))?;
-        let r = row(BuildKind::Batch, o, &m);
-        print_row(&r);
-        Ok(r)
-    });
+    let (mut rows, failed) = if timed.is_empty() {
+        (Vec::new(), None)
+    } else {
+        // The groups' geometry, uploaded only where a batch is timed (not for an --isolate
+        // child timing the reference alone), and freed before the reference's upload.
+        let geometry = DeviceGeometry::upload(gpu, &upload_stream, scene)?;
+        time_each(timed, |o| {
+            let m = time_batch(ctx, &geometry, &group_triangles, o, a.warmup, a.repeat)
+                .with_context(|| format!("{} streams, {}", o.streams, flags_name(o.fast_build)))?;
+            let r = row(BuildKind::Batch, o, &m);
+            print_row(&r);
+            Ok(r)
+        })
+    };
     if let Some(error) = failed {
         // A crashed batch poisons the CUDA context, so nothing more can be timed; the
         // configurations timed before it are kept (the H200 lost 9 of 16 this way, 2026-11-26;
@@ -611,7 +614,6 @@ fn run_on(
         }
         return Err(error);
     }
-    drop(geometry);
     if let Some(isolated::Job::Config(_)) = job {
         return write_child_rows(a, &rows);
     }
