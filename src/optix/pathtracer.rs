@@ -586,9 +586,12 @@ pub const LAUNCH_WAIT_LIMIT: Duration = Duration::from_secs(60);
 pub const LAUNCH_WAIT_ENV: &str = "GASWORKS_LAUNCH_WAIT_S";
 
 /// How long a tile of `launches` launches may take: the per-launch limit
-/// ([`LAUNCH_WAIT_ENV`], else [`LAUNCH_WAIT_LIMIT`]) for each.
+/// ([`LAUNCH_WAIT_ENV`], else [`LAUNCH_WAIT_LIMIT`]) for each. The variable is read once per
+/// process: this runs for every tile, and a bad value is reported once, not per tile.
 pub fn tile_wait_limit(launches: usize) -> Duration {
-    watchdog::limit_from_env(LAUNCH_WAIT_ENV, LAUNCH_WAIT_LIMIT)
+    static PER_LAUNCH: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
+    PER_LAUNCH
+        .get_or_init(|| watchdog::limit_from_env(LAUNCH_WAIT_ENV, LAUNCH_WAIT_LIMIT))
         .saturating_mul(launches.max(1).min(u32::MAX as usize) as u32)
 }
 
