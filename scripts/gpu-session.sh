@@ -714,7 +714,9 @@ step_nsys() {
         rm -rf "$lend" && mkdir -p "$lend"
         for lib in "$dev"/nsys-libs/*; do
             name="$(basename "$lib")"
-            if ! ldconfig -p 2>/dev/null | grep -q "^[[:space:]]*$name "; then
+            # grep without -q reads to the end: under pipefail an early exit would kill
+            # ldconfig with SIGPIPE (a long list) and read as "not on this host".
+            if ! ldconfig -p 2>/dev/null | grep "^[[:space:]]*$name " > /dev/null; then
                 ln -s "$lib" "$lend/$name"
             fi
         done
