@@ -75,7 +75,8 @@ ${CC:-cc} -shared -fPIC -O1 -o "$stage/libnvtx_recorder.so" tests/support/nvtx_r
 # awk reads to the end (no `exit`): under pipefail, an awk that quits early makes ldconfig die
 # of SIGPIPE once its list outgrows the pipe buffer (64 KiB), and the script with it (exit 141,
 # CI 2026-11-26 on a machine with more libraries than this one).
-libdw="$(ldconfig -p 2>/dev/null | awk '$1 == "libdw.so.1" && /x86-64/ && !found {print $NF; found = 1}')"
+# GW_LDCONFIG: another ldconfig, for CI's (a variable, not PATH: cargo rebuilds when PATH moves).
+libdw="$("${GW_LDCONFIG:-ldconfig}" -p 2>/dev/null | awk '$1 == "libdw.so.1" && /x86-64/ && !found {print $NF; found = 1}')"
 if [ -n "$libdw" ] && [ -f "$libdw" ]; then
     mkdir -p "$stage/nsys-libs"
     cp -L "$libdw" "$stage/nsys-libs/"
