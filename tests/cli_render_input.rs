@@ -165,6 +165,52 @@ fn zero_threads_or_streams_are_refused_by_name() {
     }
 }
 
+/// Values that start with a minus sign reach their own checks, which say what is wrong with
+/// them, rather than clap's "unexpected argument '-1'"; a negative camera coordinate renders.
+#[test]
+fn negative_values_are_read_as_values() {
+    let out = render(&["--env", "-1,0,0"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("a radiance cannot be negative"), "{stderr}");
+    assert!(!stderr.contains("unexpected argument"), "{stderr}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let obj = dir.path().join("tri.obj");
+    std::fs::write(&obj, "v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\n").unwrap();
+    let png = dir.path().join("out.png");
+    let out = Command::new(env!("CARGO_BIN_EXE_gasworks"))
+        .args([
+            "render",
+            obj.to_str().unwrap(),
+            "-o",
+            png.to_str().unwrap(),
+            "--backend",
+            "cpu",
+            "--quiet",
+            "--width",
+            "8",
+            "--height",
+            "8",
+            "--spp",
+            "1",
+            "--eye",
+            "-0.5,-0.5,-3",
+            "--look-at",
+            "0.2,0.2,0",
+            "--exposure",
+            "-1",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(png.exists());
+}
+
 /// A malformed `# gasworks camera:` comment is an error naming the file, the line and the
 /// fault: a typo there must not quietly render from the automatic camera instead.
 #[test]

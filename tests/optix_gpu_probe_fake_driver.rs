@@ -77,3 +77,50 @@ fn driver_without_devices_is_no_device() {
 fn zero_devices_is_no_device() {
     run(&["ZERO_DEVICES"], "cuDeviceGetCount reports 0 devices");
 }
+
+/// `render --devices gpuD` where the driver cannot serve GPU D fails before any backend is set
+/// up, naming the flag: no "backend: cpu" line first (the auto backend's fallback), no image.
+#[test]
+#[cfg_attr(
+    gasworks_no_cc,
+    ignore = "no C compiler when the tests were built (see build.rs)"
+)]
+fn render_refuses_devices_the_driver_lacks_before_setting_up_a_backend() {
+    let dir = tempfile::tempdir().expect("scratch dir");
+    let obj = dir.path().join("tri.obj");
+    std::fs::write(&obj, "v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\n").expect("scene");
+    let png = dir.path().join("out.png");
+    for (defines, devices, expected) in [
+        (
+            &[][..],
+            "cpu,gpu0",
+            "error: --devices gpu0: cannot set up the OptiX backend\n  caused by: no NVIDIA GPU found (cuInit: CUDA_ERROR_NO_DEVICE)",
+        ),
+        (
+            &["ONE_DEVICE"][..],
+            "gpu0,gpu1",
+            "error: --devices gpu1: this machine has 1 NVIDIA GPU (gpu0)",
+        ),
+    ] {
+        let lib_dir = dir.path().join(format!("lib{}", defines.len()));
+        std::fs::create_dir_all(&lib_dir).expect("lib dir");
+        let Some(lib) = support::build_shared_library("fake_cuda.c", &lib_dir, "libcuda.so.1", defines)
+        else {
+            return;
+        };
+        // cudarc tries libcuda.so before libcuda.so.1: shadow both names.
+        std::fs::copy(&lib, lib_dir.join("libcuda.so")).expect("copy");
+        let out = Command::new(env!("CARGO_BIN_EXE_gasworks"))
+            .args(["render", obj.to_str().expect("utf-8 path"), "-o"])
+            .arg(&png)
+            .args(["--devices", devices, "--spp", "1", "--width", "8", "--height", "8"])
+            .env("LD_LIBRARY_PATH", &lib_dir)
+            .output()
+            .expect("spawn gasworks");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{devices}: {stderr}");
+        assert!(stderr.contains(expected), "{devices}: {stderr}");
+        assert!(!stderr.contains("backend:"), "{devices}: {stderr}");
+        assert!(!png.exists(), "{devices}: an image was written");
+    }
+}

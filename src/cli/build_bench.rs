@@ -517,6 +517,13 @@ fn run_isolated(a: &BuildBenchArgs) -> anyhow::Result<()> {
     }
 }
 
+/// Whether a run prints the line naming the scene, device, driver and repeats: a whole run does,
+/// and of `--isolate`'s children only the first job's (every configuration's child printed it
+/// again, between the rows).
+fn announces_run(job: Option<isolated::Job>) -> bool {
+    matches!(job, None | Some(isolated::Job::Config(0)))
+}
+
 /// Times the configurations and then the single-GAS reference, or only `job` of them (an
 /// `--isolate` child, which writes its rows to `--isolated-rows` instead of the CSV and plot).
 fn run_on(
@@ -540,13 +547,15 @@ fn run_on(
         .map(|g| g.indices.len() as u64)
         .collect();
     let triangles: u64 = group_triangles.iter().sum();
-    println!(
-        "{name}: {} groups, {triangles} triangles; {device}, driver {driver}, OptiX ABI {:?}; {} repeats after {} warm-up runs",
-        scene.groups.len(),
-        ctx.abi(),
-        a.repeat,
-        a.warmup
-    );
+    if announces_run(job) {
+        println!(
+            "{name}: {} groups, {triangles} triangles; {device}, driver {driver}, OptiX ABI {:?}; {} repeats after {} warm-up runs",
+            scene.groups.len(),
+            ctx.abi(),
+            a.repeat,
+            a.warmup
+        );
+    }
 
     let upload_stream = gpu.new_stream()?;
     let row = |build, o: &AccelOptions, m: &Measured| BenchRow {
@@ -858,6 +867,15 @@ mod tests {
         assert_eq!(o.merge.merge_below, 64);
         assert_eq!(o.enqueue_threads, 3);
         assert_eq!(o.contexts, BuildContexts::PerStream);
+    }
+
+    #[test]
+    fn of_isolate_children_only_the_first_names_the_run() {
+        assert!(announces_run(None));
+        assert!(announces_run(Some(isolated::Job::Config(0))));
+        assert!(!announces_run(Some(isolated::Job::Config(1))));
+        assert!(!announces_run(Some(isolated::Job::Config(17))));
+        assert!(!announces_run(Some(isolated::Job::Reference)));
     }
 
     /// A small scene of uneven groups, built in memory (test data).

@@ -78,7 +78,9 @@ pub struct RenderArgs {
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Uniform environment radiance, r,g,b (replaces the default sky of emitter-less scenes)
-    #[arg(long, value_parser = parse_radiance)]
+    // Hyphen values let `--env -1,0,0` reach parse_radiance, which says why it is refused
+    // (clap alone took "-1,0,0" for an unknown flag).
+    #[arg(long, value_parser = parse_radiance, allow_hyphen_values = true)]
     pub env: Option<glam::Vec3>,
     /// Area lights emit from both faces (default: the front face only, the side the
     /// winding's normal points to, as in pbrt and Mitsuba)
@@ -521,7 +523,27 @@ pub(crate) fn set_up_backend(
     Option<crate::sched::PreparedEstimate>,
 )> {
     let choice: crate::backend::BackendChoice = a.backend.into();
-    let gpu_tried = choice != crate::backend::BackendChoice::Cpu && crate::optix::probe().is_ok();
+    // GPUs that --devices names are checked before any backend is set up: on a machine
+    // without one, `--devices gpu0` printed "backend: cpu (... auto: no NVIDIA GPU found)"
+    // first and failed only when the frame asked for its GPU worker.
+    let named_gpus: Vec<u32> = match &a.schedule.devices {
+        Some(_) => schedule
+            .devices
+            .iter()
+            .filter_map(|d| match d {
+                crate::sched::DeviceSpec::Gpu { device, .. } => Some(*device),
+                crate::sched::DeviceSpec::Cpu { .. } => None,
+            })
+            .collect(),
+        None => Vec::new(),
+    };
+    let probed = (choice != crate::backend::BackendChoice::Cpu || !named_gpus.is_empty())
+        .then(crate::optix::probe);
+    check_named_gpus(
+        &named_gpus,
+        probed.as_ref().map(|p| p.as_ref().map(Vec::len)),
+    )?;
+    let gpu_tried = choice != crate::backend::BackendChoice::Cpu && matches!(probed, Some(Ok(_)));
     let cpu_too = a.schedule.devices.is_some() && crate::sched::workers::has_cpu(&schedule.devices);
     let (backend, prepared) = std::thread::scope(|scope| {
         let estimate = (estimate_too && gpu_tried).then(|| {
@@ -535,6 +557,34 @@ pub(crate) fn set_up_backend(
         )
     });
     Ok((backend?, prepared))
+}
+
+/// The error for a `--devices gpuD` this machine cannot serve, given the probe's GPU count (when
+/// it ran): no GPU at all (the probe's reason), or fewer GPUs than `D + 1`.
+fn check_named_gpus(
+    named: &[u32],
+    gpu_count: Option<Result<usize, &crate::optix::CudaError>>,
+) -> anyhow::Result<()> {
+    let (Some(&first), Some(gpu_count)) = (named.first(), gpu_count) else {
+        return Ok(());
+    };
+    match gpu_count {
+        Err(e) => Err(anyhow::anyhow!("{e}").context(format!(
+            "--devices gpu{first}: cannot set up the OptiX backend"
+        ))),
+        Ok(count) => match named.iter().find(|&&d| d as usize >= count) {
+            Some(d) => anyhow::bail!(
+                "--devices gpu{d}: this machine has {count} NVIDIA GPU{}{}",
+                if count == 1 { "" } else { "s" },
+                match count {
+                    0 => String::new(),
+                    1 => " (gpu0)".into(),
+                    n => format!(" (gpu0 to gpu{})", n - 1),
+                }
+            ),
+            None => Ok(()),
+        },
+    }
 }
 
 fn format_duration(d: Duration) -> String {
@@ -931,6 +981,32 @@ impl From<BackendArg> for crate::backend::BackendChoice {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gpus_named_by_devices_must_exist_before_anything_is_set_up() {
+        // Nothing named, or no probe (the CPU backend and no GPU named): nothing to check.
+        assert!(check_named_gpus(&[], Some(Ok(0))).is_ok());
+        assert!(check_named_gpus(&[0], None).is_ok());
+        assert!(check_named_gpus(&[0, 1], Some(Ok(2))).is_ok());
+        let no_gpu = crate::optix::CudaError::NoDevice {
+            reason: "libcuda.so.1 not loadable".into(),
+        };
+        let e = check_named_gpus(&[0], Some(Err(&no_gpu))).unwrap_err();
+        assert_eq!(
+            format!("{e:#}"),
+            "--devices gpu0: cannot set up the OptiX backend: no NVIDIA GPU found (libcuda.so.1 not loadable)"
+        );
+        let e = check_named_gpus(&[0, 9, 12], Some(Ok(1))).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "--devices gpu9: this machine has 1 NVIDIA GPU (gpu0)"
+        );
+        let e = check_named_gpus(&[3], Some(Ok(2))).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "--devices gpu3: this machine has 2 NVIDIA GPUs (gpu0 to gpu1)"
+        );
+    }
 
     #[test]
     fn an_image_cut_short_carries_the_samples_it_holds() {
