@@ -4,7 +4,9 @@
 
 use std::process::{Command, Output};
 
-fn render(args: &[&str]) -> Output {
+/// Renders a one-triangle scene on the CPU with `args` added: the output, and whether an image
+/// was written.
+fn render_triangle(args: &[&str]) -> (Output, bool) {
     let dir = tempfile::tempdir().unwrap();
     let obj = dir.path().join("tri.obj");
     std::fs::write(&obj, "v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\n").unwrap();
@@ -23,8 +25,24 @@ fn render(args: &[&str]) -> Output {
         .args(&all)
         .output()
         .unwrap();
-    assert!(!out.exists(), "nothing is written for refused input");
+    (output, out.exists())
+}
+
+fn render(args: &[&str]) -> Output {
+    let (output, written) = render_triangle(args);
+    assert!(!written, "nothing is written for refused input");
     output
+}
+
+/// A render that must succeed and write its image.
+fn renders(args: &[&str]) {
+    let (out, written) = render_triangle(args);
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(written, "{args:?}: no image");
 }
 
 fn refused(args: &[&str], expected: &str) {
@@ -52,34 +70,7 @@ fn image_size_and_spp_are_capped_with_a_clear_error() {
 
 #[test]
 fn a_small_render_within_the_limits_works() {
-    let dir = tempfile::tempdir().unwrap();
-    let obj = dir.path().join("tri.obj");
-    std::fs::write(&obj, "v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\n").unwrap();
-    let png = dir.path().join("out.png");
-    let out = Command::new(env!("CARGO_BIN_EXE_gasworks"))
-        .args([
-            "render",
-            obj.to_str().unwrap(),
-            "-o",
-            png.to_str().unwrap(),
-            "--backend",
-            "cpu",
-            "--quiet",
-            "--width",
-            "8",
-            "--height",
-            "4",
-            "--spp",
-            "1",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(png.exists());
+    renders(&["--width", "8", "--height", "4", "--spp", "1"]);
 }
 
 /// A folder given as the scene, or an output in a folder that does not exist: one clear line
@@ -175,40 +166,20 @@ fn negative_values_are_read_as_values() {
     assert!(stderr.contains("a radiance cannot be negative"), "{stderr}");
     assert!(!stderr.contains("unexpected argument"), "{stderr}");
 
-    let dir = tempfile::tempdir().unwrap();
-    let obj = dir.path().join("tri.obj");
-    std::fs::write(&obj, "v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\n").unwrap();
-    let png = dir.path().join("out.png");
-    let out = Command::new(env!("CARGO_BIN_EXE_gasworks"))
-        .args([
-            "render",
-            obj.to_str().unwrap(),
-            "-o",
-            png.to_str().unwrap(),
-            "--backend",
-            "cpu",
-            "--quiet",
-            "--width",
-            "8",
-            "--height",
-            "8",
-            "--spp",
-            "1",
-            "--eye",
-            "-0.5,-0.5,-3",
-            "--look-at",
-            "0.2,0.2,0",
-            "--exposure",
-            "-1",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(png.exists());
+    renders(&[
+        "--width",
+        "8",
+        "--height",
+        "8",
+        "--spp",
+        "1",
+        "--eye",
+        "-0.5,-0.5,-3",
+        "--look-at",
+        "0.2,0.2,0",
+        "--exposure",
+        "-1",
+    ]);
 }
 
 /// A malformed `# gasworks camera:` comment is an error naming the file, the line and the
