@@ -156,6 +156,16 @@ fn zero_threads_or_streams_are_refused_by_name() {
     }
 }
 
+/// `--backend cpu` with a GPU among `--devices` is a contradiction, refused on any machine (a
+/// GPU worker would otherwise set the OptiX backend up anyway and render on the GPU).
+#[test]
+fn the_cpu_backend_refuses_gpu_workers() {
+    refused(
+        &["--devices", "cpu,gpu0x2"],
+        "--backend cpu with --devices gpu0: the CPU backend has no GPU workers",
+    );
+}
+
 /// Values that start with a minus sign reach their own checks, which say what is wrong with
 /// them, rather than clap's "unexpected argument '-1'"; a negative camera coordinate renders.
 #[test]

@@ -537,8 +537,14 @@ pub(crate) fn set_up_backend(
             .collect(),
         None => Vec::new(),
     };
-    let probed = (choice != crate::backend::BackendChoice::Cpu || !named_gpus.is_empty())
-        .then(crate::optix::probe);
+    if let (crate::backend::BackendChoice::Cpu, Some(gpu)) = (choice, named_gpus.first()) {
+        // Else the GPU worker would set the OptiX backend up anyway and render on the GPU.
+        anyhow::bail!(
+            "--backend cpu with --devices gpu{gpu}: the CPU backend has no GPU workers; give \
+             --devices cpu (or cpu:N), or leave --backend out"
+        );
+    }
+    let probed = (choice != crate::backend::BackendChoice::Cpu).then(crate::optix::probe);
     check_named_gpus(
         &named_gpus,
         probed.as_ref().map(|p| p.as_ref().map(Vec::len)),
