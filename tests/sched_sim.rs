@@ -214,7 +214,7 @@ fn schedule_sim_replays_a_mock_render() {
         .output()
         .unwrap();
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("missing.tiles.csv"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("missing.csv: no such file"));
 
     // Options a replay cannot take are refused by name, before any work.
     for (args, says) in [
@@ -256,4 +256,39 @@ fn schedule_sim_replays_a_mock_render() {
         assert_eq!(out.status.code(), Some(1), "{args:?}: {e}");
         assert!(e.contains(says), "{args:?}: {e}");
     }
+}
+
+/// A stats file that is not there is named as given; a summary without its per-tile file
+/// names the per-tile file and the render that writes it. Exit 1, no panic.
+#[test]
+fn schedule_sim_names_the_missing_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |given: &std::path::Path| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_gasworks"))
+            .arg("schedule-sim")
+            .arg(given)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let missing = dir.path().join("typo.csv");
+    let stderr = run(&missing);
+    assert!(
+        stderr.starts_with(&format!("error: {}: no such file (", missing.display())),
+        "{stderr}"
+    );
+    let summary = dir.path().join("run.csv");
+    std::fs::write(&summary, "pass,worker\n").unwrap();
+    let stderr = run(&summary);
+    let tiles = dir.path().join("run.tiles.csv");
+    assert!(
+        stderr.contains(&format!(
+            "error: {}: no such file: the per-tile times that `render --stats {}` writes",
+            tiles.display(),
+            summary.display()
+        )),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
 }

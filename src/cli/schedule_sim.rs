@@ -16,7 +16,7 @@
 //! of workers of different speeds (GPU ranks beside CPU ranks) under each way of planning the
 //! first pass, the steal guards within and across ranks included.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::Args;
 
@@ -242,6 +242,7 @@ pub fn run(a: ScheduleSimArgs) -> anyhow::Result<()> {
         );
     }
     let files = StatsFiles::of(&a.stats);
+    check_stats_given(&a.stats, &files)?;
     let tiles_path = &files.tiles;
     let map_path = costmap_path(&files.costmap);
     let rows = read_tiles(tiles_path)?;
@@ -360,6 +361,28 @@ pub fn run(a: ScheduleSimArgs) -> anyhow::Result<()> {
                 100.0 * (base / lo - 1.0)
             );
         }
+    }
+    Ok(())
+}
+
+/// The file given exists, and so does the per-tile file it leads to: otherwise an error that
+/// says which was given and what is read from it (a mistyped name was reported as the
+/// `.tiles.csv` derived from it, a file the user never named).
+fn check_stats_given(given: &Path, files: &StatsFiles) -> anyhow::Result<()> {
+    if !given.exists() {
+        anyhow::bail!(
+            "{}: no such file (schedule-sim reads what `render --stats OUT.csv` wrote: give \
+             OUT.csv or OUT.tiles.csv)",
+            given.display()
+        );
+    }
+    if !files.tiles.exists() {
+        anyhow::bail!(
+            "{}: no such file: the per-tile times that `render --stats {}` writes beside it, \
+             which schedule-sim replays",
+            files.tiles.display(),
+            files.workers.display()
+        );
     }
     Ok(())
 }
