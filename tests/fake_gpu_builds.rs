@@ -1,0 +1,555 @@
+//! The batched GAS builds through the real FFI, end to end, on a machine without a GPU: a fake
+//! `libcuda` whose device memory is host memory (tests/support/fake_gpu_cuda.c) and a fake
+//! `libnvoptix` that "builds" there, checks what a driver would reject, and logs every call
+//! (tests/support/fake_gpu_optix.c). `gasworks build-bench` runs against them, and the log
+//! must show the batch's invariants as the driver saw them:
+//! - every triangle of the scene built exactly once, in the GASes the CSV counts;
+//! - builds on different streams never share scratch bytes, and no two GASes share output bytes;
+//! - each build's buffers aligned and as large as the fake asked for (else its build fails);
+//! - with `--build-contexts per-stream`, one context per stream.
+//!
+//! `Accel::build` (what a render builds: the batch, compaction, the IAS) runs in a child of
+//! this test binary, where every GAS must be compacted through the context that built it and
+//! the IAS must find a GAS behind each instance's handle.
+//!
+//! Then what only a broken driver shows: a build that never returns must end build-bench
+//! through the watchdog (exit status 75, the batch and the build named), and with `--isolate`
+//! a crash inside the driver costs its own configuration only.
+//!
+//! None of this replaces the GPU: the fake completes every call at once, so nothing runs
+//! concurrently; docs/gpu-checks.md lists what still needs one.
+
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// The fake libraries and a 40-group sponza-like scene, made once per test binary.
+struct Fixture {
+    lib_dir: PathBuf,
+    optix: PathBuf,
+    scene: PathBuf,
+    triangles: u64,
+}
+
+fn fixture() -> Option<&'static Fixture> {
+    static FIXTURE: OnceLock<Option<Fixture>> = OnceLock::new();
+    FIXTURE
+        .get_or_init(|| {
+            let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("fake_gpu_builds");
+            std::fs::create_dir_all(&dir).expect("scratch dir");
+            let cuda = support::build_shared_library("fake_gpu_cuda.c", &dir, "libcuda.so.1", &[])?;
+            // cudarc tries libcuda.so before libcuda.so.1: shadow both names.
+            std::fs::copy(&cuda, dir.join("libcuda.so")).expect("copy");
+            let optix =
+                support::build_shared_library("fake_gpu_optix.c", &dir, "libnvoptix.so.1", &[])?;
+            let out = Command::new(env!("CARGO_BIN_EXE_gasworks"))
+                .args([
+                    "gen",
+                    "sponza-like",
+                    "--groups",
+                    "40",
+                    "--triangles",
+                    "20000",
+                ])
+                .args(["--quiet", "-o"])
+                .arg(dir.join("scene"))
+                .output()
+                .expect("run gasworks gen");
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let scene = dir.join("scene/sponza_like.obj");
+            let info = Command::new(env!("CARGO_BIN_EXE_gasworks"))
+                .args(["info", "--json"])
+                .arg(&scene)
+                .output()
+                .expect("run gasworks info");
+            let json: serde_json::Value =
+                serde_json::from_slice(&info.stdout).expect("info --json");
+            let triangles = json["triangles"].as_u64().expect("a triangle count");
+            Some(Fixture {
+                lib_dir: dir,
+                optix,
+                scene,
+                triangles,
+            })
+        })
+        .as_ref()
+}
+
+/// `gasworks build-bench` on the fixture's scene through the fakes, with `env` added.
+fn build_bench(f: &Fixture, args: &[&str], env: &[(&str, &Path)]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_gasworks"));
+    cmd.arg("build-bench")
+        .arg(&f.scene)
+        .args(args)
+        .env("LD_LIBRARY_PATH", &f.lib_dir)
+        .env(gasworks::optix::sys::OPTIX_LIBRARY_ENV, &f.optix)
+        .env_remove("FAKE_OPTIX_HANG_AT_BUILD")
+        .env_remove("FAKE_OPTIX_ABORT_AT_CONTEXT");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd
+}
+
+/// One `build ...` or `compact ...` line of the fake's log, as `key=value` fields.
+fn fields(line: &str) -> BTreeMap<&str, &str> {
+    line.split_whitespace()
+        .filter_map(|kv| kv.split_once('='))
+        .collect()
+}
+
+/// "0x7f00+384" as the byte range it names.
+fn range(text: &str) -> std::ops::Range<u64> {
+    let (at, len) = text.split_once('+').expect("ADDRESS+BYTES");
+    let at = u64::from_str_radix(at.trim_start_matches("0x"), 16).expect("hex address");
+    at..at + len.parse::<u64>().expect("byte count")
+}
+
+fn overlap(a: &std::ops::Range<u64>, b: &std::ops::Range<u64>) -> bool {
+    a.start < b.end && b.start < a.end
+}
+
+fn csv_rows(path: &Path) -> Vec<BTreeMap<String, String>> {
+    let mut r = csv::Reader::from_path(path).expect("the CSV");
+    let header = r.headers().expect("a header").clone();
+    r.records()
+        .map(|rec| {
+            let rec = rec.expect("a row");
+            header
+                .iter()
+                .zip(rec.iter())
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        })
+        .collect()
+}
+
+/// Every configuration of streams, scratch, assignment, contexts, merging and enqueue threads,
+/// one process each with no warm-up and one repeat, so that the log holds exactly one
+/// enqueue of its batch (then the single-GAS reference).
+#[test]
+#[cfg_attr(
+    gasworks_no_cc,
+    ignore = "no C compiler when the tests were built (see build.rs)"
+)]
+fn batched_builds_keep_their_invariants_through_the_real_ffi() {
+    let Some(f) = fixture() else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut checked = 0;
+    for streams in ["1", "4"] {
+        for scratch in ["shared", "per-stream"] {
+            for assign in ["round-robin", "lpt"] {
+                for contexts in ["shared", "per-stream"] {
+                    for (merge, threads) in [("0", "1"), ("1024", "2")] {
+                        let label = format!(
+                            "--streams {streams} --scratch {scratch} --assign {assign} \
+                             --build-contexts {contexts} --merge-below {merge} --enqueue-threads {threads}"
+                        );
+                        let log = dir.path().join(format!("{checked}.log"));
+                        let csv = dir.path().join(format!("{checked}.csv"));
+                        let out = build_bench(
+                            f,
+                            &[
+                                "--streams",
+                                streams,
+                                "--scratch",
+                                scratch,
+                                "--assign",
+                                assign,
+                                "--build-contexts",
+                                contexts,
+                                "--merge-below",
+                                merge,
+                                "--enqueue-threads",
+                                threads,
+                                "--compact",
+                                "--guard-bytes",
+                                "4096",
+                                "--warmup",
+                                "0",
+                                "--repeat",
+                                "1",
+                            ],
+                            &[("FAKE_GPU_LOG", &log)],
+                        )
+                        .arg("--csv")
+                        .arg(&csv)
+                        .output()
+                        .expect("run build-bench");
+                        let stderr = String::from_utf8_lossy(&out.stderr);
+                        assert!(out.status.success(), "{label}: {stderr}");
+                        let rows = csv_rows(&csv);
+                        let gases: usize = rows[0]["gases"].parse().expect("gases");
+                        let text = std::fs::read_to_string(&log).expect("the fake's log");
+                        check_batch(
+                            &label,
+                            &text,
+                            gases,
+                            streams.parse().unwrap(),
+                            contexts,
+                            f.triangles,
+                        );
+                        checked += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert_eq!(checked, 32);
+}
+
+/// The invariants of one batch's enqueue, as the fake driver logged it.
+fn check_batch(
+    label: &str,
+    log: &str,
+    gases: usize,
+    streams: usize,
+    contexts: &str,
+    triangles: u64,
+) {
+    let builds: Vec<_> = log
+        .lines()
+        .filter(|l| l.starts_with("build "))
+        .map(fields)
+        .collect();
+    assert!(
+        builds.iter().all(|b| b["result"] == "0"),
+        "{label}: a build the driver refused:\n{log}"
+    );
+    // The batch's builds come first; the single-GAS reference's after them.
+    assert!(
+        builds.len() > gases,
+        "{label}: {} builds for {gases} GASes",
+        builds.len()
+    );
+    let batch = &builds[..gases];
+    let prims: u64 = batch
+        .iter()
+        .map(|b| b["prims"].parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(
+        prims, triangles,
+        "{label}: every triangle built exactly once"
+    );
+    let used_streams: BTreeSet<&str> = batch.iter().map(|b| b["stream"]).collect();
+    assert_eq!(
+        used_streams.len(),
+        streams.min(gases),
+        "{label}: streams used"
+    );
+    for (i, a) in batch.iter().enumerate() {
+        for b in &batch[i + 1..] {
+            let (ta, tb) = (range(a["temp"]), range(b["temp"]));
+            assert!(
+                a["stream"] == b["stream"] || !overlap(&ta, &tb),
+                "{label}: builds on two streams share scratch: {ta:x?} and {tb:x?}"
+            );
+            let (oa, ob) = (range(a["output"]), range(b["output"]));
+            assert!(
+                !overlap(&oa, &ob),
+                "{label}: two GASes share output: {oa:x?} and {ob:x?}"
+            );
+        }
+    }
+    // Contexts: one for the whole batch, or one per stream and a stream per context.
+    let mut context_of_stream: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for b in batch {
+        context_of_stream
+            .entry(b["stream"])
+            .or_default()
+            .insert(b["ctx"]);
+    }
+    let all: BTreeSet<&str> = batch.iter().map(|b| b["ctx"]).collect();
+    match contexts {
+        "shared" => assert_eq!(all.len(), 1, "{label}: contexts {all:?}"),
+        _ => {
+            assert!(
+                context_of_stream.values().all(|c| c.len() == 1),
+                "{label}: a stream's builds through several contexts: {context_of_stream:?}"
+            );
+            assert_eq!(
+                all.len(),
+                used_streams.len(),
+                "{label}: a context per stream: {context_of_stream:?}"
+            );
+        }
+    }
+    // Every context made for the batch is destroyed by the end of the run.
+    let created = log
+        .lines()
+        .filter(|l| l.starts_with("context create"))
+        .count();
+    let destroyed = log
+        .lines()
+        .filter(|l| l.starts_with("context destroy"))
+        .count();
+    assert_eq!(created, destroyed, "{label}: contexts left alive");
+}
+
+/// A build that never returns (the H200's LPT hangs blocked the host inside the enqueue):
+/// the watchdog names the batch and how far its enqueue got, and ends the process with 75.
+#[test]
+#[cfg_attr(
+    gasworks_no_cc,
+    ignore = "no C compiler when the tests were built (see build.rs)"
+)]
+fn a_build_that_never_returns_ends_build_bench_through_the_watchdog() {
+    let Some(f) = fixture() else { return };
+    let mut child = build_bench(f, &["--streams", "4", "--repeat", "1"], &[])
+        .env("FAKE_OPTIX_HANG_AT_BUILD", "5")
+        .env("GASWORKS_BUILD_WAIT_S", "1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run build-bench");
+    let out = wait_capped(&mut child);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(75), "{stderr}");
+    for says in [
+        "error: 40 GAS builds on 4 streams (Shared scratch, 1 enqueue thread): the host was blocked for 1 s inside their enqueue",
+        "(4 of 40 optixAccelBuild calls returned; the last optixAccelBuild called: GAS group 4 stream 0)",
+        "ending the process now (exit status 75)",
+    ] {
+        assert!(stderr.contains(says), "no {says:?} in:\n{stderr}");
+    }
+}
+
+/// Waits for a child that should end by itself; kills it past a cap (a watchdog that never
+/// fired would otherwise hang the suite). Not a timing assertion: the cap is minutes.
+fn wait_capped(child: &mut std::process::Child) -> Output {
+    let start = Instant::now();
+    loop {
+        if child.try_wait().expect("wait").is_some() {
+            break;
+        }
+        if start.elapsed() > Duration::from_secs(120) {
+            let _ = child.kill();
+            panic!("build-bench was still running after 120 s: the watchdog did not end it");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut stderr = Vec::new();
+    if let Some(mut s) = child.stderr.take() {
+        std::io::Read::read_to_end(&mut s, &mut stderr).expect("read stderr");
+    }
+    Output {
+        status: child.wait().expect("status"),
+        stdout: Vec::new(),
+        stderr,
+    }
+}
+
+/// `--isolate` where the driver crashes in some configurations (here: every build through a
+/// second context, so the per-stream ones): those fail by their signal, the others and the
+/// reference are timed and written, and the run exits 1 naming the failures.
+#[test]
+#[cfg_attr(
+    gasworks_no_cc,
+    ignore = "no C compiler when the tests were built (see build.rs)"
+)]
+fn isolate_keeps_the_rows_of_the_configurations_that_did_not_crash() {
+    let Some(f) = fixture() else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let csv = dir.path().join("iso.csv");
+    let out = build_bench(
+        f,
+        &[
+            "--streams",
+            "2,4",
+            "--repeat",
+            "2",
+            "--build-contexts",
+            "shared,per-stream",
+            "--isolate",
+        ],
+        &[],
+    )
+    .env("FAKE_OPTIX_ABORT_AT_CONTEXT", "2")
+    .arg("--csv")
+    .arg(&csv)
+    .output()
+    .expect("run build-bench");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains(
+            "error: 2 of 5 isolated configurations failed (the rows of the others are written):"
+        ),
+        "{stderr}"
+    );
+    for streams in [2, 4] {
+        let label = format!(
+            "{streams} streams | fast-trace, round-robin, shared scratch, a context per stream: killed by signal 6 (SIGABRT)"
+        );
+        assert!(stderr.contains(&format!("\n  {label}")), "{stderr}");
+    }
+    // The run is named once, by the first child, not once per child.
+    assert_eq!(stdout.matches("40 groups, ").count(), 1, "{stdout}");
+    let rows = csv_rows(&csv);
+    let kinds: Vec<(&str, &str, &str)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["build"].as_str(),
+                r["streams"].as_str(),
+                r["build_contexts"].as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("batch", "2", "shared"),
+            ("batch", "4", "shared"),
+            ("single-gas", "1", "shared")
+        ]
+    );
+    assert!(
+        rows.iter().all(|r| r["device"] == "Fake GPU (host memory)"),
+        "{rows:?}"
+    );
+}
+
+const ACCEL_CHILD_ENV: &str = "GASWORKS_FAKE_GPU_ACCEL_CHILD";
+
+/// The child of [`accel_build_compacts_each_gas_through_its_builder_and_instances_them_all`]:
+/// `Accel::build` of the scene named by its environment, through the fakes.
+#[test]
+#[ignore = "the child process of a fake-GPU test; it runs it"]
+fn accel_build_child() {
+    let Some(scene) = std::env::var_os(ACCEL_CHILD_ENV) else {
+        eprintln!(
+            "accel_build_child: not run by its parent ({ACCEL_CHILD_ENV} unset): nothing to do"
+        );
+        return;
+    };
+    use gasworks::optix::accel::{Accel, AccelOptions, BuildContexts};
+    use gasworks::optix::plan::{Assign, MergeOptions};
+    let scene =
+        gasworks::scene::obj::load_obj(Path::new(&scene), &Default::default()).expect("the scene");
+    let gpu = gasworks::optix::Gpu::open(0).expect("the fake GPU");
+    let ctx =
+        gasworks::optix::DeviceContext::new(&gpu, &Default::default()).expect("an OptiX context");
+    for (contexts, assign, merge) in [
+        (BuildContexts::PerStream, Assign::RoundRobin, 0),
+        (BuildContexts::PerStream, Assign::Lpt, 1024),
+        (BuildContexts::Shared, Assign::RoundRobin, 64),
+    ] {
+        let o = AccelOptions {
+            streams: 4,
+            compact: true,
+            contexts,
+            assign,
+            merge: MergeOptions::new(merge),
+            ..AccelOptions::default()
+        };
+        let accel = Accel::build(&ctx, &scene, &o).expect("Accel::build");
+        drop(accel);
+    }
+}
+
+#[test]
+#[cfg_attr(
+    gasworks_no_cc,
+    ignore = "no C compiler when the tests were built (see build.rs)"
+)]
+fn accel_build_compacts_each_gas_through_its_builder_and_instances_them_all() {
+    let Some(f) = fixture() else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let log = dir.path().join("accel.log");
+    let out = Command::new(std::env::current_exe().expect("test binary"))
+        .args([
+            "--exact",
+            "accel_build_child",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("LD_LIBRARY_PATH", &f.lib_dir)
+        .env(gasworks::optix::sys::OPTIX_LIBRARY_ENV, &f.optix)
+        .env("FAKE_GPU_LOG", &log)
+        .env(ACCEL_CHILD_ENV, &f.scene)
+        .output()
+        .expect("run the child");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("1 passed"),
+        "child failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&log).expect("the fake's log");
+    let lines: Vec<_> = text.lines().map(|l| (l, fields(l))).collect();
+    assert!(
+        lines
+            .iter()
+            .all(|(_, f)| f.get("result").is_none_or(|r| *r == "0")),
+        "a call the driver refused:\n{text}"
+    );
+    // Three builds, each: its GAS builds, one compaction per GAS, then the IAS over them.
+    let ias: Vec<_> = lines
+        .iter()
+        .filter(|(l, _)| l.starts_with("ias "))
+        .collect();
+    assert_eq!(ias.len(), 3, "{text}");
+    let mut start = 0;
+    for (k, (ias_line, ias_fields)) in ias.iter().enumerate() {
+        let end = lines
+            .iter()
+            .position(|(l, _)| l == ias_line)
+            .expect("the IAS line");
+        let part = &lines[start..end];
+        let builds: Vec<_> = part
+            .iter()
+            .filter(|(l, _)| l.starts_with("build "))
+            .collect();
+        let compactions: Vec<_> = part
+            .iter()
+            .filter(|(l, _)| l.starts_with("compact "))
+            .collect();
+        assert_eq!(
+            compactions.len(),
+            builds.len(),
+            "build {k}: a compaction per GAS:\n{text}"
+        );
+        for (l, c) in &compactions {
+            assert_eq!(
+                c["ctx"], c["built_by"],
+                "build {k}: compacted through another context: {l}"
+            );
+        }
+        let prims: u64 = builds
+            .iter()
+            .map(|(_, b)| b["prims"].parse::<u64>().unwrap())
+            .sum();
+        assert_eq!(prims, f.triangles, "build {k}: every triangle built once");
+        assert_eq!(
+            ias_fields["prims"].parse::<usize>().unwrap(),
+            builds.len(),
+            "build {k}: an instance per GAS"
+        );
+        let contexts: BTreeSet<&str> = builds.iter().map(|(_, b)| b["ctx"]).collect();
+        let expected = if k < 2 { 4 } else { 1 };
+        assert_eq!(contexts.len(), expected, "build {k}: contexts {contexts:?}");
+        // The IAS goes through the main context, the first one made.
+        assert_eq!(ias_fields["ctx"], "1", "build {k}: {ias_line}");
+        start = end + 1;
+    }
+    let created = text
+        .lines()
+        .filter(|l| l.starts_with("context create"))
+        .count();
+    let destroyed = text
+        .lines()
+        .filter(|l| l.starts_with("context destroy"))
+        .count();
+    assert_eq!((created, destroyed), (1 + 4 + 4, 1 + 4 + 4), "{text}");
+}

@@ -1,0 +1,165 @@
+/* A stand-in for libcuda.so.1 with one working "GPU" whose memory is host memory, for running
+ * gasworks' GPU host code (GAS batches, build-bench, the watchdog) on a machine without a GPU;
+ * its partner is fake_gpu_optix.c. Every call completes at once: a stream is a name, an event
+ * a time stamp taken when it is recorded, a copy a memcpy. Device pointers are host pointers,
+ * so the OptiX stand-in can write where a build's buffers lie and read what others wrote.
+ * Declarations are written from the CUDA driver API's documented signatures. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef int CUresult;
+typedef unsigned long long CUdeviceptr;
+
+enum { OK = 0, INVALID_VALUE = 1, OUT_OF_MEMORY = 2, INVALID_DEVICE = 101 };
+
+/* The memory the "GPU" reports (cuMemGetInfo, cuDeviceTotalMem). */
+#define TOTAL_MEMORY ((size_t)16 << 30)
+
+static int primary_context; /* its address is the one context handle */
+static __thread void *current;
+
+static double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+CUresult cuInit(unsigned int flags) { (void)flags; return OK; }
+CUresult cuDriverGetVersion(int *version) { *version = 13000; return OK; }
+CUresult cuDeviceGetCount(int *count) { *count = 1; return OK; }
+CUresult cuDeviceGet(int *device, int ordinal) {
+    *device = ordinal;
+    return ordinal == 0 ? OK : INVALID_DEVICE;
+}
+CUresult cuDeviceGetName(char *name, int len, int device) {
+    (void)device;
+    if (len > 0) {
+        strncpy(name, "Fake GPU (host memory)", (size_t)len);
+        name[len - 1] = '\0';
+    }
+    return OK;
+}
+CUresult cuDeviceTotalMem_v2(size_t *bytes, int device) { (void)device; *bytes = TOTAL_MEMORY; return OK; }
+CUresult cuDeviceGetAttribute(int *value, int attribute, int device) {
+    (void)device;
+    switch (attribute) {
+    case 75: *value = 9; break;    /* COMPUTE_CAPABILITY_MAJOR */
+    case 76: *value = 0; break;    /* COMPUTE_CAPABILITY_MINOR */
+    case 16: *value = 4; break;    /* MULTIPROCESSOR_COUNT */
+    case 39: *value = 2048; break; /* MAX_THREADS_PER_MULTIPROCESSOR */
+    case 115: *value = 0; break;   /* MEMORY_POOLS_SUPPORTED: no stream-ordered allocations */
+    default: *value = 1; break;
+    }
+    return OK;
+}
+
+CUresult cuDevicePrimaryCtxRetain(void **ctx, int device) {
+    if (device != 0) return INVALID_DEVICE;
+    *ctx = &primary_context;
+    return OK;
+}
+CUresult cuDevicePrimaryCtxRelease_v2(int device) { (void)device; return OK; }
+CUresult cuCtxSetCurrent(void *ctx) { current = ctx; return OK; }
+CUresult cuCtxGetCurrent(void **ctx) { *ctx = current; return OK; }
+CUresult cuCtxPushCurrent_v2(void *ctx) { current = ctx; return OK; }
+CUresult cuCtxPopCurrent_v2(void **ctx) { if (ctx) *ctx = current; return OK; }
+CUresult cuCtxGetDevice(int *device) { *device = 0; return OK; }
+CUresult cuCtxSynchronize(void) { return OK; }
+
+CUresult cuGetErrorName(CUresult error, const char **name) {
+    switch (error) {
+    case OK: *name = "CUDA_SUCCESS"; break;
+    case INVALID_VALUE: *name = "CUDA_ERROR_INVALID_VALUE"; break;
+    case OUT_OF_MEMORY: *name = "CUDA_ERROR_OUT_OF_MEMORY"; break;
+    case INVALID_DEVICE: *name = "CUDA_ERROR_INVALID_DEVICE"; break;
+    default: *name = "CUDA_ERROR_UNKNOWN"; break;
+    }
+    return OK;
+}
+CUresult cuGetErrorString(CUresult error, const char **text) { return cuGetErrorName(error, text); }
+
+/* Memory: 256-byte aligned, as cuMemAlloc's is at least. */
+CUresult cuMemAlloc_v2(CUdeviceptr *ptr, size_t bytes) {
+    void *p = NULL;
+    if (bytes == 0 || bytes > TOTAL_MEMORY) return bytes ? OUT_OF_MEMORY : INVALID_VALUE;
+    if (posix_memalign(&p, 256, (bytes + 255) & ~(size_t)255) != 0) return OUT_OF_MEMORY;
+    *ptr = (CUdeviceptr)(uintptr_t)p;
+    return OK;
+}
+CUresult cuMemFree_v2(CUdeviceptr ptr) { free((void *)(uintptr_t)ptr); return OK; }
+CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total) {
+    *free_bytes = TOTAL_MEMORY / 2;
+    *total = TOTAL_MEMORY;
+    return OK;
+}
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, void *stream) {
+    (void)stream;
+    memcpy((void *)(uintptr_t)dst, src, n);
+    return OK;
+}
+CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, void *stream) {
+    (void)stream;
+    memcpy(dst, (const void *)(uintptr_t)src, n);
+    return OK;
+}
+CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, void *stream) {
+    (void)stream;
+    memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
+    return OK;
+}
+CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n) { return cuMemcpyHtoDAsync_v2(dst, src, n, 0); }
+CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) { return cuMemcpyDtoHAsync_v2(dst, src, n, 0); }
+CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t n, void *stream) {
+    (void)stream;
+    memset((void *)(uintptr_t)dst, value, n);
+    return OK;
+}
+CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char value, size_t n) { return cuMemsetD8Async(dst, value, n, 0); }
+
+/* Streams: everything on them is done when it is enqueued. */
+CUresult cuStreamCreate(void **stream, unsigned int flags) {
+    (void)flags;
+    *stream = malloc(1);
+    return *stream ? OK : OUT_OF_MEMORY;
+}
+CUresult cuStreamCreateWithPriority(void **stream, unsigned int flags, int priority) {
+    (void)priority;
+    return cuStreamCreate(stream, flags);
+}
+CUresult cuStreamDestroy_v2(void *stream) { free(stream); return OK; }
+CUresult cuStreamSynchronize(void *stream) { (void)stream; return OK; }
+CUresult cuStreamQuery(void *stream) { (void)stream; return OK; }
+CUresult cuStreamWaitEvent(void *stream, void *event, unsigned int flags) {
+    (void)stream; (void)event; (void)flags;
+    return OK;
+}
+
+/* Events: the time they were recorded. */
+CUresult cuEventCreate(void **event, unsigned int flags) {
+    (void)flags;
+    double *e = malloc(sizeof *e);
+    if (!e) return OUT_OF_MEMORY;
+    *e = now_ms();
+    *event = e;
+    return OK;
+}
+CUresult cuEventDestroy_v2(void *event) { free(event); return OK; }
+CUresult cuEventRecord(void *event, void *stream) {
+    (void)stream;
+    *(double *)event = now_ms();
+    return OK;
+}
+CUresult cuEventRecordWithFlags(void *event, void *stream, unsigned int flags) {
+    (void)flags;
+    return cuEventRecord(event, stream);
+}
+CUresult cuEventQuery(void *event) { (void)event; return OK; }
+CUresult cuEventSynchronize(void *event) { (void)event; return OK; }
+CUresult cuEventElapsedTime(float *ms, void *start, void *end) {
+    *ms = (float)(*(double *)end - *(double *)start);
+    return OK;
+}
+CUresult cuEventElapsedTime_v2(float *ms, void *start, void *end) { return cuEventElapsedTime(ms, start, end); }
