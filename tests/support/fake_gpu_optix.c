@@ -10,13 +10,19 @@
  *   naming the GAS), so a plan whose ranges overlap shows as a corrupted header or guard band;
  * - the compacted-size property is written where the emit descriptor points; compaction reads
  *   the header back, so it must be given a GAS that was built and is still there;
- * - an instance build reads every instance's handle and requires a GAS header there.
+ * - an instance build reads every instance's handle and requires a GAS header there;
+ * - a module keeps its PTX: program groups must name entry functions it defines (".entry
+ *   NAME("), the pipeline's launch-parameter variable must be declared in it (".const ... NAME[N]"),
+ *   and a launch must pass exactly N bytes of parameters and a shader binding table whose
+ *   records are aligned, carry headers packed here, and have the right kinds.
  * Environment: FAKE_GPU_LOG=FILE appends one line per call ("build ctx=2 stream=0x... temp=...");
  * FAKE_OPTIX_HANG_AT_BUILD=K makes the K-th optixAccelBuild of the process never return (a
  * hung driver); FAKE_OPTIX_ABORT_AT_CONTEXT=N aborts the process on a build through the N-th
- * context created or a later one (a crash inside the driver).
+ * context created or a later one (a crash inside the driver); FAKE_OPTIX_HANG_AT_LAUNCH=K makes
+ * the K-th optixLaunch never return. A launch runs no device code: the buffers it would write
+ * keep what they held.
  * Declarations are written from the ABI facts (function-table order, struct offsets). */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* memmem */
 #include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
@@ -290,6 +296,205 @@ static optix_result accel_compact(context *c, void *stream, devptr handle, devpt
     return SUCCESS;
 }
 
+/* Modules, program groups and pipelines. */
+typedef struct { char *ptx; size_t size; } module;
+typedef struct { uint32_t kind; const module *m; } program_group;
+typedef struct { size_t params_size; } pipeline;
+
+#define KIND_RAYGEN 0x2421
+#define KIND_MISS 0x2422
+#define KIND_HITGROUP 0x2424
+#define SBT_HEADER_SIZE 32
+#define SBT_ALIGN 16
+static const char SBT_MAGIC[8] = "FAKESBT";
+static uint64_t launches_started;
+
+/* Writes `text` into a driver log buffer (logString, logStringSize in/out). */
+static void write_log(char *log, size_t *size, const char *text) {
+    if (!size) return;
+    size_t n = strlen(text) + 1;
+    if (log && *size > 0) {
+        size_t k = n < *size ? n : *size;
+        memcpy(log, text, k);
+        log[k - 1] = '\0';
+    }
+    *size = n;
+}
+
+/* Whether the PTX defines entry function `name` (".entry NAME("). */
+static int defines_entry(const module *m, const char *name) {
+    if (!m || !name) return 0;
+    char needle[256];
+    int n = snprintf(needle, sizeof needle, ".entry %s(", name);
+    return n > 0 && n < (int)sizeof needle && memmem(m->ptx, m->size, needle, (size_t)n) != NULL;
+}
+
+/* The size N of ".const .align A .b8 NAME[N]" in the PTX, or 0 where NAME is not declared. */
+static size_t declared_params_size(const module *m, const char *name) {
+    char needle[256];
+    int n = snprintf(needle, sizeof needle, " %s[", name);
+    if (n <= 0 || n >= (int)sizeof needle) return 0;
+    const char *at = memmem(m->ptx, m->size, needle, (size_t)n);
+    if (!at) return 0;
+    const char *line = at;
+    while (line > m->ptx && line[-1] != '\n') --line;
+    if (!memmem(line, (size_t)(at - line), ".const", 6)) return 0;
+    return strtoull(at + n, NULL, 10);
+}
+
+static optix_result module_create(context *c, const void *module_options, const unsigned char *pipeline_options,
+                                  const char *ptx, size_t size, char *log, size_t *log_size, module **out) {
+    (void)c; (void)module_options; (void)pipeline_options;
+    if (!ptx || size == 0 || !memmem(ptx, size, ".version", 8)) {
+        write_log(log, log_size, "fake OptiX: the input is not PTX");
+        return INVALID_VALUE;
+    }
+    module *m = malloc(sizeof *m);
+    if (!m || !(m->ptx = malloc(size))) { free(m); return INVALID_VALUE; }
+    memcpy(m->ptx, ptx, size);
+    m->size = size;
+    *out = m;
+    write_log(log, log_size, "");
+    log_line("module create ctx=%llu bytes=%zu", (unsigned long long)c->id, size);
+    return SUCCESS;
+}
+static optix_result module_destroy(module *m) { free(m->ptx); free(m); return SUCCESS; }
+
+static optix_result program_group_create(context *c, const unsigned char *descs, unsigned count,
+                                         const void *options, char *log, size_t *log_size,
+                                         program_group **out) {
+    (void)options;
+    for (unsigned i = 0; i < count; ++i) {
+        const unsigned char *d = descs + (size_t)i * 56; /* kind, flags, then a 48-byte union */
+        uint32_t kind;
+        memcpy(&kind, d, 4);
+        const module *mods[3] = {0};
+        const char *names[3] = {0};
+        int entries = kind == KIND_HITGROUP ? 3 : 1;
+        if (kind != KIND_RAYGEN && kind != KIND_MISS && kind != KIND_HITGROUP) {
+            write_log(log, log_size, "fake OptiX: a program group kind this stand-in does not know");
+            return INVALID_VALUE;
+        }
+        for (int e = 0; e < entries; ++e) {
+            memcpy(&mods[e], d + 8 + 16 * e, 8);
+            memcpy(&names[e], d + 16 + 16 * e, 8);
+            /* A hit group may leave any of its three programs out; raygen and miss may not. */
+            int given = mods[e] || names[e] || kind != KIND_HITGROUP;
+            if (given && !defines_entry(mods[e], names[e])) {
+                char text[300];
+                snprintf(text, sizeof text, "fake OptiX: no entry function %s in the module",
+                         names[e] ? names[e] : "(null)");
+                write_log(log, log_size, text);
+                return INVALID_VALUE;
+            }
+        }
+        program_group *g = malloc(sizeof *g);
+        if (!g) return INVALID_VALUE;
+        g->kind = kind;
+        g->m = mods[0] ? mods[0] : mods[1] ? mods[1] : mods[2];
+        out[i] = g;
+        log_line("program group ctx=%llu kind=0x%x entries=%s,%s,%s", (unsigned long long)c->id, kind,
+                 names[0] ? names[0] : "-", names[1] ? names[1] : "-", names[2] ? names[2] : "-");
+    }
+    write_log(log, log_size, "");
+    return SUCCESS;
+}
+static optix_result program_group_destroy(program_group *g) { free(g); return SUCCESS; }
+static optix_result program_group_get_stack_size(program_group *g, uint32_t *sizes, void *pipeline) {
+    (void)pipeline;
+    memset(sizes, 0, 7 * sizeof *sizes);
+    sizes[0] = g->kind == KIND_RAYGEN ? 512 : 0; /* cssRG */
+    sizes[1] = g->kind == KIND_MISS ? 64 : 0;    /* cssMS */
+    sizes[2] = g->kind == KIND_HITGROUP ? 128 : 0; /* cssCH */
+    sizes[3] = g->kind == KIND_HITGROUP ? 32 : 0;  /* cssAH */
+    return SUCCESS;
+}
+
+static optix_result pipeline_create(context *c, const unsigned char *compile_options, const void *link_options,
+                                    program_group *const *groups, unsigned count, char *log, size_t *log_size,
+                                    pipeline **out) {
+    (void)link_options;
+    const char *name;
+    memcpy(&name, compile_options + 24, 8); /* pipelineLaunchParamsVariableName */
+    size_t size = 0;
+    for (unsigned i = 0; name && i < count; ++i) {
+        size_t s = groups[i]->m ? declared_params_size(groups[i]->m, name) : 0;
+        if (s && size && s != size) {
+            write_log(log, log_size, "fake OptiX: the modules declare the launch parameters with two sizes");
+            return INVALID_VALUE;
+        }
+        if (s) size = s;
+    }
+    if (!size) {
+        char text[300];
+        snprintf(text, sizeof text, "fake OptiX: launch parameter variable %s is declared in no module",
+                 name ? name : "(null)");
+        write_log(log, log_size, text);
+        return INVALID_VALUE;
+    }
+    pipeline *p = malloc(sizeof *p);
+    if (!p) return INVALID_VALUE;
+    p->params_size = size;
+    *out = p;
+    write_log(log, log_size, "");
+    log_line("pipeline create ctx=%llu groups=%u params=%s[%zu]", (unsigned long long)c->id, count, name, size);
+    return SUCCESS;
+}
+static optix_result pipeline_destroy(pipeline *p) { free(p); return SUCCESS; }
+static optix_result pipeline_set_stack_size(pipeline *p, unsigned dc_traversal, unsigned dc_state,
+                                            unsigned continuation, unsigned graph_depth) {
+    (void)p;
+    log_line("stack size direct=%u/%u continuation=%u graph_depth=%u", dc_traversal, dc_state, continuation,
+             graph_depth);
+    return graph_depth >= 1 && graph_depth <= 31 ? SUCCESS : INVALID_VALUE;
+}
+static optix_result sbt_record_pack_header(const program_group *g, unsigned char *header) {
+    memset(header, 0, SBT_HEADER_SIZE);
+    memcpy(header, SBT_MAGIC, 8);
+    memcpy(header + 8, &g->kind, 4);
+    return SUCCESS;
+}
+
+/* Whether `count` records of `stride` bytes from `base` are aligned and carry headers of `kind`. */
+static int records_ok(devptr base, unsigned stride, unsigned count, uint32_t kind) {
+    if (!base || base % SBT_ALIGN || count == 0) return 0;
+    if (count > 1 && (stride < SBT_HEADER_SIZE || stride % SBT_ALIGN)) return 0;
+    for (unsigned i = 0; i < count; ++i) {
+        const unsigned char *r = (const unsigned char *)(uintptr_t)(base + (devptr)i * stride);
+        uint32_t k;
+        memcpy(&k, r + 8, 4);
+        if (memcmp(r, SBT_MAGIC, 8) != 0 || k != kind) return 0;
+    }
+    return 1;
+}
+
+static optix_result launch(pipeline *p, void *stream, devptr params, size_t params_size,
+                           const unsigned char *sbt, unsigned w, unsigned h, unsigned d) {
+    uint64_t k = __atomic_add_fetch(&launches_started, 1, __ATOMIC_SEQ_CST);
+    if (env_u64("FAKE_OPTIX_HANG_AT_LAUNCH") == k) {
+        log_line("launch %llu hangs (FAKE_OPTIX_HANG_AT_LAUNCH)", (unsigned long long)k);
+        for (;;) pause();
+    }
+    devptr raygen, miss, hit;
+    unsigned miss_stride, miss_count, hit_stride, hit_count;
+    memcpy(&raygen, sbt + 0, 8);
+    memcpy(&miss, sbt + 16, 8);
+    memcpy(&miss_stride, sbt + 24, 4);
+    memcpy(&miss_count, sbt + 28, 4);
+    memcpy(&hit, sbt + 32, 8);
+    memcpy(&hit_stride, sbt + 40, 4);
+    memcpy(&hit_count, sbt + 44, 4);
+    optix_result r = SUCCESS;
+    const char *why = "";
+    if (!params || params_size != p->params_size) r = INVALID_VALUE, why = " (launch parameter size)";
+    else if (!records_ok(raygen, 0, 1, KIND_RAYGEN)) r = INVALID_VALUE, why = " (raygen record)";
+    else if (!records_ok(miss, miss_stride, miss_count, KIND_MISS)) r = INVALID_VALUE, why = " (miss records)";
+    else if (!records_ok(hit, hit_stride, hit_count, KIND_HITGROUP)) r = INVALID_VALUE, why = " (hit group records)";
+    else if (w == 0 || h == 0 || d == 0 || (uint64_t)w * h * d > (1ull << 30)) r = INVALID_VALUE, why = " (dimensions)";
+    log_line("launch stream=%p w=%u h=%u d=%u params=%zu result=%d%s", stream, w, h, d, params_size, r, why);
+    return r;
+}
+
 optix_result optixQueryFunctionTable(int abi, unsigned int num_options, void *keys, const void **values,
                                      void *table, size_t size) {
     (void)num_options; (void)keys; (void)values;
@@ -307,5 +512,16 @@ optix_result optixQueryFunctionTable(int abi, unsigned int num_options, void *ke
     t[24] = (entry)compute_memory_usage;
     t[25] = (entry)accel_build;
     t[29] = (entry)accel_compact;
+    t[12] = (entry)module_create;
+    t[15] = (entry)module_destroy;
+    t[18] = (entry)program_group_create;
+    t[19] = (entry)program_group_destroy;
+    t[20] = (entry)program_group_get_stack_size;
+    t[21] = (entry)pipeline_create;
+    t[22] = (entry)pipeline_destroy;
+    t[23] = (entry)pipeline_set_stack_size;
+    size_t pack = abi == 87 ? 38 : 40; /* ABI 105 put two cluster entries before it */
+    t[pack] = (entry)sbt_record_pack_header;
+    t[pack + 1] = (entry)launch;
     return SUCCESS;
 }

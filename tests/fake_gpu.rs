@@ -1,7 +1,7 @@
-//! The batched GAS builds through the real FFI, end to end, on a machine without a GPU: a fake
-//! `libcuda` whose device memory is host memory (tests/support/fake_gpu_cuda.c) and a fake
-//! `libnvoptix` that "builds" there, checks what a driver would reject, and logs every call
-//! (tests/support/fake_gpu_optix.c). `gasworks build-bench` runs against them, and the log
+//! The OptiX backend's host code through the real FFI, end to end, on a machine without a GPU:
+//! a fake `libcuda` whose device memory is host memory (tests/support/fake_gpu_cuda.c) and a
+//! fake `libnvoptix` that "builds" there, checks what a driver would reject, and logs every
+//! call (tests/support/fake_gpu_optix.c). `gasworks build-bench` runs against them, and the log
 //! must show the batch's invariants as the driver saw them:
 //! - every triangle of the scene built exactly once, in the GASes the CSV counts;
 //! - builds on different streams never share scratch bytes, and no two GASes share output bytes;
@@ -12,12 +12,18 @@
 //! this test binary, where every GAS must be compacted through the context that built it and
 //! the IAS must find a GAS behind each instance's handle.
 //!
+//! `gasworks render --backend optix` runs its whole host path on the fakes: module, program
+//! groups and pipeline (entry names and the launch-parameter variable found in the shipped
+//! PTX), the shader binding table's records, and every launch's parameter size against the
+//! PTX's declaration. (No device code runs: the image is not checked.)
+//!
 //! Then what only a broken driver shows: a build that never returns must end build-bench
-//! through the watchdog (exit status 75, the batch and the build named), and with `--isolate`
-//! a crash inside the driver costs its own configuration only.
+//! through the watchdog (exit status 75, the batch and the build named), a launch that never
+//! returns must end the render through the tile watch, and with `--isolate` a crash inside the
+//! driver costs its own configuration only.
 //!
 //! None of this replaces the GPU: the fake completes every call at once, so nothing runs
-//! concurrently; docs/gpu-checks.md lists what still needs one.
+//! concurrently, and it runs no device code; docs/gpu-checks.md lists what still needs one.
 
 mod support;
 
@@ -39,7 +45,7 @@ fn fixture() -> Option<&'static Fixture> {
     static FIXTURE: OnceLock<Option<Fixture>> = OnceLock::new();
     FIXTURE
         .get_or_init(|| {
-            let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("fake_gpu_builds");
+            let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("fake_gpu");
             std::fs::create_dir_all(&dir).expect("scratch dir");
             let cuda = support::build_shared_library("fake_gpu_cuda.c", &dir, "libcuda.so.1", &[])?;
             // cudarc tries libcuda.so before libcuda.so.1: shadow both names.
@@ -83,20 +89,37 @@ fn fixture() -> Option<&'static Fixture> {
         .as_ref()
 }
 
-/// `gasworks build-bench` on the fixture's scene through the fakes, with `env` added.
-fn build_bench(f: &Fixture, args: &[&str], env: &[(&str, &Path)]) -> Command {
+/// `gasworks SUBCOMMAND SCENE ARGS...` through the fakes, with `env` added.
+fn gasworks_on_fake(
+    f: &Fixture,
+    subcommand: &str,
+    scene: &Path,
+    args: &[&str],
+    env: &[(&str, &Path)],
+) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_gasworks"));
-    cmd.arg("build-bench")
-        .arg(&f.scene)
+    cmd.arg(subcommand)
+        .arg(scene)
         .args(args)
         .env("LD_LIBRARY_PATH", &f.lib_dir)
-        .env(gasworks::optix::sys::OPTIX_LIBRARY_ENV, &f.optix)
-        .env_remove("FAKE_OPTIX_HANG_AT_BUILD")
-        .env_remove("FAKE_OPTIX_ABORT_AT_CONTEXT");
+        .env(gasworks::optix::sys::OPTIX_LIBRARY_ENV, &f.optix);
+    for k in [
+        "FAKE_GPU_LOG",
+        "FAKE_OPTIX_HANG_AT_BUILD",
+        "FAKE_OPTIX_ABORT_AT_CONTEXT",
+        "FAKE_OPTIX_HANG_AT_LAUNCH",
+    ] {
+        cmd.env_remove(k);
+    }
     for (k, v) in env {
         cmd.env(k, v);
     }
     cmd
+}
+
+/// `gasworks build-bench` on the fixture's scene through the fakes.
+fn build_bench(f: &Fixture, args: &[&str], env: &[(&str, &Path)]) -> Command {
+    gasworks_on_fake(f, "build-bench", &f.scene, args, env)
 }
 
 /// One `build ...` or `compact ...` line of the fake's log, as `key=value` fields.
@@ -552,4 +575,141 @@ fn accel_build_compacts_each_gas_through_its_builder_and_instances_them_all() {
         .filter(|l| l.starts_with("context destroy"))
         .count();
     assert_eq!((created, destroyed), (1 + 4 + 4, 1 + 4 + 4), "{text}");
+}
+
+/// The Cornell box (no textures) and the sponza-like scene (textures, cut-outs: the any-hit
+/// program) rendered with `--backend optix` on two GPU workers, in two passes: every call the
+/// host makes is one the fake driver accepts.
+#[test]
+#[cfg_attr(
+    gasworks_no_cc,
+    ignore = "no C compiler when the tests were built (see build.rs)"
+)]
+fn an_optix_render_makes_only_calls_the_driver_accepts() {
+    let Some(f) = fixture() else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let cornell = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/cornell/cornell.obj");
+    for (name, scene) in [
+        ("cornell", cornell.as_path()),
+        ("sponza-like", f.scene.as_path()),
+    ] {
+        let log = dir.path().join(format!("{name}.log"));
+        let png = dir.path().join(format!("{name}.png"));
+        let out = gasworks_on_fake(
+            f,
+            "render",
+            scene,
+            &[
+                "--backend",
+                "optix",
+                "--devices",
+                "gpu0x2",
+                "--width",
+                "48",
+                "--height",
+                "32",
+                "--spp",
+                "4",
+                "--pass-spp",
+                "2",
+                "-o",
+            ],
+            &[("FAKE_GPU_LOG", &log)],
+        )
+        .arg(&png)
+        .output()
+        .expect("run gasworks render");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{name}: {stderr}");
+        assert!(
+            stderr.contains("backend: optix on GPU 0: Fake GPU (host memory)"),
+            "{name}: {stderr}"
+        );
+        assert!(png.exists(), "{name}: no image");
+        let text = std::fs::read_to_string(&log).expect("the fake's log");
+        let lines: Vec<_> = text.lines().map(fields).collect();
+        assert!(
+            lines
+                .iter()
+                .all(|l| l.get("result").is_none_or(|r| *r == "0")),
+            "{name}: a call the driver refused:\n{text}"
+        );
+        // One pipeline per GPU worker, each with raygen, miss and a hit group (closest hit and
+        // any hit) found in the PTX, and the launch parameters it declares.
+        let pipelines: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("pipeline create"))
+            .collect();
+        assert_eq!(pipelines.len(), 2, "{name}:\n{text}");
+        assert!(
+            pipelines
+                .iter()
+                .all(|l| l.ends_with("groups=3 params=pathtrace_params[200]")),
+            "{name}: {pipelines:?}"
+        );
+        assert!(
+            text.contains("kind=0x2424 entries=__closesthit__pathtrace,__anyhit__pathtrace,-"),
+            "{name}:\n{text}"
+        );
+        // An IAS over GASes: a traversable graph two deep.
+        assert!(
+            text.lines()
+                .filter(|l| l.starts_with("stack size"))
+                .all(|l| l.ends_with("graph_depth=2")),
+            "{name}:\n{text}"
+        );
+        let launches = text.lines().filter(|l| l.starts_with("launch ")).count();
+        assert!(launches >= 2, "{name}: {launches} launches:\n{text}");
+    }
+}
+
+/// A launch that never returns: the tile watch names the tile and ends the render with 75
+/// rather than leaving a silent process.
+#[test]
+#[cfg_attr(
+    gasworks_no_cc,
+    ignore = "no C compiler when the tests were built (see build.rs)"
+)]
+fn a_launch_that_never_returns_ends_the_render_through_the_tile_watch() {
+    let Some(f) = fixture() else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let png = dir.path().join("hung.png");
+    let cornell = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/cornell/cornell.obj");
+    let mut child = gasworks_on_fake(
+        f,
+        "render",
+        &cornell,
+        &[
+            "--backend",
+            "optix",
+            "--devices",
+            "gpu0",
+            "--width",
+            "32",
+            "--height",
+            "32",
+            "--spp",
+            "2",
+            "-o",
+        ],
+        &[],
+    )
+    .arg(&png)
+    .env("FAKE_OPTIX_HANG_AT_LAUNCH", "1")
+    .env("GASWORKS_LAUNCH_WAIT_S", "1")
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped())
+    .spawn()
+    .expect("run gasworks render");
+    let out = wait_capped(&mut child);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(75), "{stderr}");
+    for says in [
+        "error: tile optix:0/w0 32x32+0+0 samples 0..2 (",
+        "the host was blocked for ",
+        "(GASWORKS_LAUNCH_WAIT_S sets the limit per launch); ending the process now (exit status 75)",
+    ] {
+        assert!(stderr.contains(says), "no {says:?} in:\n{stderr}");
+    }
+    assert!(!png.exists(), "an image was written by a hung render");
 }
