@@ -230,10 +230,21 @@ impl AccelOptions {
             );
         }
         if self.enqueue_threads > 1 {
+            // Through one context the calls are serialised; through a context per stream they
+            // run side by side, which no GPU has run yet.
+            let gain = match self.contexts {
+                BuildContexts::Shared => {
+                    "the threads gain nothing there (each context serialises its \
+                     optixAccelBuild calls)"
+                }
+                BuildContexts::PerStream => {
+                    "through a context per stream the threads' calls run side by side, \
+                     which no GPU has run yet"
+                }
+            };
             risks.push(format!(
-                "{} enqueue threads: 4 threads on 8 streams crashed \
-                 (CUDA_ERROR_INVALID_ADDRESS_SPACE) on an H200 (driver 580), and the threads \
-                 gain nothing there (each context serialises its optixAccelBuild calls)",
+                "{} enqueue threads: 4 threads on 8 streams through one context crashed \
+                 (CUDA_ERROR_INVALID_ADDRESS_SPACE) on an H200 (driver 580), and {gain}",
                 self.enqueue_threads
             ));
         }
@@ -1530,6 +1541,19 @@ mod tests {
             ..lpt(0)
         };
         assert_eq!(all.known_risks().len(), 3, "{:?}", all.known_risks());
+        // Threads through a context per stream are not said to be serialised.
+        let threads = |contexts| {
+            AccelOptions {
+                enqueue_threads: 2,
+                contexts,
+                ..AccelOptions::default()
+            }
+            .known_risks()
+        };
+        assert!(threads(BuildContexts::Shared)[0].contains("gain nothing there"));
+        let per_stream = threads(BuildContexts::PerStream);
+        assert!(!per_stream[0].contains("gain nothing"), "{per_stream:?}");
+        assert!(per_stream[0].contains("run side by side"), "{per_stream:?}");
     }
 
     #[test]
