@@ -116,8 +116,11 @@ fn replay_corrections_table(
         );
         for d in &pass.devices {
             println!(
-                "  {} ({} tiles): corrected {:.3}, estimate {:.3}",
-                d.device, d.tiles, d.planned, d.estimated
+                "  {} ({} tiles): corrected {}, estimate {}",
+                d.device,
+                d.tiles,
+                crate::sched::report::rank_text(d.planned),
+                crate::sched::report::rank_text(d.estimated)
             );
         }
     }

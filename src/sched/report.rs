@@ -389,9 +389,9 @@ impl FrameReport {
             let a = first.estimate_accuracy();
             let _ = writeln!(
                 s,
-                "  cost map vs measured tile times (pass 1, {} tiles): Spearman {:.3}, within +-5% after scaling {:.1}%, under-estimated {:.1}%",
+                "  cost map vs measured tile times (pass 1, {} tiles): Spearman {}, within +-5% after scaling {:.1}%, under-estimated {:.1}%",
                 a.tiles,
-                a.spearman,
+                rank_text(a.spearman),
                 100.0 * a.within_5_percent,
                 100.0 * a.under_estimated
             );
@@ -413,9 +413,9 @@ impl FrameReport {
                 };
                 let _ = writeln!(
                     s,
-                    "  pass {}: {planned}: Spearman {:.3}, within +-5% {:.1}%; makespan {:.3} s, efficiency {:.1}%, steals {}",
+                    "  pass {}: {planned}: Spearman {}, within +-5% {:.1}%; makespan {:.3} s, efficiency {:.1}%, steals {}",
                     i + 1,
-                    a.spearman,
+                    rank_text(a.spearman),
                     100.0 * a.within_5_percent,
                     p.makespan_s,
                     100.0 * p.efficiency(),
@@ -427,8 +427,11 @@ impl FrameReport {
                         .iter()
                         .map(|d| {
                             format!(
-                                "{} {} tiles: planned {:.3}, estimate {:.3}",
-                                d.device, d.tiles, d.planned, d.estimated
+                                "{} {} tiles: planned {}, estimate {}",
+                                d.device,
+                                d.tiles,
+                                rank_text(d.planned),
+                                rank_text(d.estimated)
                             )
                         })
                         .collect();
@@ -437,6 +440,16 @@ impl FrameReport {
             }
         }
         s
+    }
+}
+
+/// A rank correlation as the summary prints it: three decimals, or "n/a" where it is undefined
+/// (fewer than two tiles, or every tile's time equal: a small frame on a GPU is one tile).
+pub fn rank_text(r: f64) -> String {
+    if r.is_finite() {
+        format!("{r:.3}")
+    } else {
+        "n/a".into()
     }
 }
 
@@ -797,6 +810,14 @@ pub fn read_costmap(path: &Path) -> Result<CostMap, StatsError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn undefined_rank_correlations_print_as_not_available() {
+        assert_eq!(rank_text(0.80449), "0.804");
+        assert_eq!(rank_text(-1.0), "-1.000");
+        assert_eq!(rank_text(f64::NAN), "n/a");
+        assert_eq!(rank_text(accuracy::spearman(&[3.0], &[1.0])), "n/a");
+    }
 
     /// The H200's 256-spp `gpu0x2,cpu` pass: two GPU streams busy 0.637 s of a 0.638 s
     /// makespan, sixteen CPU threads at 1/190.9 of their speed idle.
