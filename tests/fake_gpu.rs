@@ -713,3 +713,26 @@ fn a_launch_that_never_returns_ends_the_render_through_the_tile_watch() {
     }
     assert!(!png.exists(), "an image was written by a hung render");
 }
+
+/// A `--gpu` past the driver's count is named as such, not as "no NVIDIA GPU".
+#[test]
+#[cfg_attr(
+    gasworks_no_cc,
+    ignore = "no C compiler when the tests were built (see build.rs)"
+)]
+fn build_bench_names_a_gpu_the_machine_lacks() {
+    let Some(f) = fixture() else { return };
+    for isolate in [&[][..], &["--isolate"][..]] {
+        let out = build_bench(f, &["--gpu", "1"], &[])
+            .args(isolate)
+            .output()
+            .expect("run build-bench");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert_eq!(
+            stderr.trim_end(),
+            "error: --gpu 1: this machine has 1 NVIDIA GPU (--gpu 0)",
+            "{isolate:?}"
+        );
+    }
+}

@@ -450,14 +450,24 @@ pub fn run(a: BuildBenchArgs) -> anyhow::Result<()> {
         .as_deref()
         .map(isolated::Job::parse)
         .transpose()?;
+    // The driver is asked without making a context (a GPU in exclusive-process mode would
+    // refuse --isolate's children one), so that a --gpu the machine lacks is named as such.
+    let gpus =
+        crate::optix::probe().map_err(|e| gpu_error(e, "asking the CUDA driver for its GPUs"))?;
+    if a.gpu >= gpus.len() {
+        anyhow::bail!(
+            "--gpu {}: this machine has {} NVIDIA GPU{} (--gpu 0{})",
+            a.gpu,
+            gpus.len(),
+            if gpus.len() == 1 { "" } else { "s" },
+            if gpus.len() > 1 {
+                format!(" to {}", gpus.len() - 1)
+            } else {
+                String::new()
+            }
+        );
+    }
     if a.isolate && job.is_none() {
-        // Said once here rather than by every child. The driver is asked without making a
-        // context: a GPU in exclusive-process mode would refuse the children one.
-        let gpus = crate::optix::probe()
-            .map_err(|e| gpu_error(e, "asking the CUDA driver for its GPUs"))?;
-        if a.gpu >= gpus.len() {
-            anyhow::bail!("--gpu {}: this machine has {} GPU(s)", a.gpu, gpus.len());
-        }
         return run_isolated(&a);
     }
     // The GPU first: no point loading a large scene on a machine that cannot build it.
