@@ -33,10 +33,9 @@ use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-/// The fake libraries and a 40-group sponza-like scene, made once per test binary.
+/// The fake GPU and a 40-group sponza-like scene, made once per test binary.
 struct Fixture {
-    lib_dir: PathBuf,
-    optix: PathBuf,
+    fake: support::FakeGpu,
     scene: PathBuf,
     triangles: u64,
 }
@@ -46,12 +45,7 @@ fn fixture() -> Option<&'static Fixture> {
     FIXTURE
         .get_or_init(|| {
             let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("fake_gpu");
-            std::fs::create_dir_all(&dir).expect("scratch dir");
-            let cuda = support::build_shared_library("fake_gpu_cuda.c", &dir, "libcuda.so.1", &[])?;
-            // cudarc tries libcuda.so before libcuda.so.1: shadow both names.
-            std::fs::copy(&cuda, dir.join("libcuda.so")).expect("copy");
-            let optix =
-                support::build_shared_library("fake_gpu_optix.c", &dir, "libnvoptix.so.1", &[])?;
+            let fake = support::FakeGpu::build(&dir)?;
             let out = Command::new(env!("CARGO_BIN_EXE_gasworks"))
                 .args([
                     "gen",
@@ -80,8 +74,7 @@ fn fixture() -> Option<&'static Fixture> {
                 serde_json::from_slice(&info.stdout).expect("info --json");
             let triangles = json["triangles"].as_u64().expect("a triangle count");
             Some(Fixture {
-                lib_dir: dir,
-                optix,
+                fake,
                 scene,
                 triangles,
             })
@@ -98,11 +91,7 @@ fn gasworks_on_fake(
     env: &[(&str, &Path)],
 ) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_gasworks"));
-    cmd.arg(subcommand)
-        .arg(scene)
-        .args(args)
-        .env("LD_LIBRARY_PATH", &f.lib_dir)
-        .env(gasworks::optix::sys::OPTIX_LIBRARY_ENV, &f.optix);
+    cmd.arg(subcommand).arg(scene).args(args).envs(f.fake.env());
     for k in [
         "FAKE_GPU_LOG",
         "FAKE_OPTIX_HANG_AT_BUILD",
@@ -497,8 +486,7 @@ fn accel_build_compacts_each_gas_through_its_builder_and_instances_them_all() {
             "--nocapture",
             "--test-threads=1",
         ])
-        .env("LD_LIBRARY_PATH", &f.lib_dir)
-        .env(gasworks::optix::sys::OPTIX_LIBRARY_ENV, &f.optix)
+        .envs(f.fake.env())
         .env("FAKE_GPU_LOG", &log)
         .env(ACCEL_CHILD_ENV, &f.scene)
         .output()

@@ -1,4 +1,5 @@
-//! On an NVIDIA GPU: the batched builder's NVTX ranges, as a profiler sees them. The NVTX
+//! The batched builder's NVTX ranges, as a profiler sees them: on an NVIDIA GPU, and on the fake
+//! GPU (tests/support/fake_gpu_*.c, docs/gpu-checks.md) anywhere, in `cargo test`. The NVTX
 //! recorder tool (tests/support/nvtx_recorder.c) stands in for Nsight Systems: this test reruns
 //! itself in a child process with `NVTX_INJECTION64_PATH` pointing at the tool, the child
 //! builds a small scene, and the parent checks the recorded names and nesting.
@@ -63,7 +64,31 @@ fn child_builds_with_nvtx() {
 #[test]
 #[ignore = "needs an NVIDIA GPU"]
 fn builder_ranges_name_each_gas_build_and_stream() {
-    let text = support::record_nvtx_in_child("child_builds_with_nvtx", CHILD);
+    check_ranges(&support::record_nvtx_in_child(
+        "child_builds_with_nvtx",
+        CHILD,
+    ));
+}
+
+/// The same on the fake GPU: the ranges are the host's, whatever device runs the builds.
+#[test]
+#[cfg_attr(
+    gasworks_no_cc,
+    ignore = "no C compiler when the tests were built (see build.rs)"
+)]
+fn builder_ranges_name_each_gas_build_and_stream_on_the_fake_gpu() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let Some(fake) = support::FakeGpu::build(dir.path()) else {
+        return;
+    };
+    check_ranges(&support::record_nvtx_in_child_with(
+        "child_builds_with_nvtx",
+        CHILD,
+        Some(&fake),
+    ));
+}
+
+fn check_ranges(text: &str) {
     let lines: Vec<&str> = text.lines().collect();
     let has = |prefix: &str| lines.iter().any(|l| l.starts_with(prefix));
     assert!(has("push 0 upload: 12 groups,"), "{text}");

@@ -114,6 +114,16 @@ pub fn assert_gpu_hidden_worked() {
 /// (GPU hosts have no compiler for the carried test binaries), else built here.
 #[allow(dead_code)] // not every test binary that includes this module records NVTX ranges
 pub fn record_nvtx_in_child(child_test: &str, child_env: &str) -> String {
+    record_nvtx_in_child_with(child_test, child_env, None)
+}
+
+/// [`record_nvtx_in_child`], the child running on `fake` GPU when one is given.
+#[allow(dead_code)]
+pub fn record_nvtx_in_child_with(
+    child_test: &str,
+    child_env: &str,
+    fake: Option<&FakeGpu>,
+) -> String {
     const PREBUILT: &str = "GASWORKS_NVTX_RECORDER";
     const RECORD: &str = "GASWORKS_NVTX_RECORD";
     let dir = tempfile::tempdir().expect("temp dir");
@@ -134,6 +144,7 @@ pub fn record_nvtx_in_child(child_test: &str, child_env: &str) -> String {
             "--test-threads=1",
         ])
         .env(child_env, "1")
+        .envs(fake.map(FakeGpu::env).unwrap_or_default())
         .env(gasworks::nvtx::INJECTION_PATH_ENV, &tool)
         .env(RECORD, &record)
         .output()
@@ -144,4 +155,42 @@ pub fn record_nvtx_in_child(child_test: &str, child_env: &str) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     std::fs::read_to_string(&record).expect("the recorder wrote a record")
+}
+
+/// The fake GPU of tests/support/fake_gpu_cuda.c and fake_gpu_optix.c (docs/gpu-checks.md):
+/// one device whose memory is host memory, and an OptiX that builds there, checks its inputs
+/// and logs every call (`FAKE_GPU_LOG`).
+#[allow(dead_code)] // not every test binary that includes this module uses the fake GPU
+pub struct FakeGpu {
+    /// Holds `libcuda.so.1` and `libcuda.so` (cudarc tries that name first).
+    pub lib_dir: PathBuf,
+    /// `libnvoptix.so.1`, for `GASWORKS_OPTIX_LIBRARY`.
+    pub optix: PathBuf,
+}
+
+#[allow(dead_code)]
+impl FakeGpu {
+    /// Builds the two libraries into `dir`; `None` only where [`compiler`] allows a skip.
+    pub fn build(dir: &Path) -> Option<FakeGpu> {
+        std::fs::create_dir_all(dir).expect("scratch dir");
+        let cuda = build_shared_library("fake_gpu_cuda.c", dir, "libcuda.so.1", &[])?;
+        std::fs::copy(&cuda, dir.join("libcuda.so")).expect("copy libcuda.so.1");
+        let optix = build_shared_library("fake_gpu_optix.c", dir, "libnvoptix.so.1", &[])?;
+        Some(FakeGpu {
+            lib_dir: dir.to_path_buf(),
+            optix,
+        })
+    }
+
+    /// The environment that puts a child process on this GPU (and takes the fake's requests
+    /// to hang or crash off it; callers add those back).
+    pub fn env(&self) -> Vec<(&'static str, std::ffi::OsString)> {
+        vec![
+            ("LD_LIBRARY_PATH", self.lib_dir.clone().into_os_string()),
+            (
+                gasworks::optix::sys::OPTIX_LIBRARY_ENV,
+                self.optix.clone().into_os_string(),
+            ),
+        ]
+    }
 }
