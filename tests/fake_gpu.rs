@@ -118,6 +118,27 @@ fn fields(line: &str) -> BTreeMap<&str, &str> {
         .collect()
 }
 
+/// At the process's exit, nothing the host made on the GPU was left alive: the fakes append
+/// what is (allocations, bytes, streams, events; contexts, modules, program groups,
+/// pipelines), and every count must be 0 (RAII for every GPU resource).
+fn assert_nothing_left_alive(label: &str, log: &str) {
+    let exits: Vec<&str> = log
+        .lines()
+        .filter(|l| l.starts_with("exit: live "))
+        .collect();
+    assert!(
+        exits.iter().any(|l| l.contains("allocations="))
+            && exits.iter().any(|l| l.contains("contexts=")),
+        "{label}: the fakes did not report at exit:\n{log}"
+    );
+    for line in exits {
+        assert!(
+            fields(line).values().all(|v| *v == "0"),
+            "{label}: left alive at exit: {line}"
+        );
+    }
+}
+
 /// "0x7f00+384" as the byte range it names.
 fn range(text: &str) -> std::ops::Range<u64> {
     let (at, len) = text.split_once('+').expect("ADDRESS+BYTES");
@@ -304,6 +325,7 @@ fn check_batch(
         .filter(|l| l.starts_with("context destroy"))
         .count();
     assert_eq!(created, destroyed, "{label}: contexts left alive");
+    assert_nothing_left_alive(label, log);
 }
 
 /// A build that never returns (the H200's LPT hangs blocked the host inside the enqueue):
@@ -563,6 +585,7 @@ fn accel_build_compacts_each_gas_through_its_builder_and_instances_them_all() {
         .filter(|l| l.starts_with("context destroy"))
         .count();
     assert_eq!((created, destroyed), (1 + 4 + 4, 1 + 4 + 4), "{text}");
+    assert_nothing_left_alive("Accel::build", &text);
 }
 
 /// The Cornell box (no textures) and the sponza-like scene (textures, cut-outs: the any-hit
@@ -648,6 +671,7 @@ fn an_optix_render_makes_only_calls_the_driver_accepts() {
         );
         let launches = text.lines().filter(|l| l.starts_with("launch ")).count();
         assert!(launches >= 2, "{name}: {launches} launches:\n{text}");
+        assert_nothing_left_alive(name, &text);
     }
 }
 

@@ -6,6 +6,7 @@
  * Declarations are written from the CUDA driver API's documented signatures. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -20,6 +21,23 @@ enum { OK = 0, INVALID_VALUE = 1, OUT_OF_MEMORY = 2, INVALID_DEVICE = 101 };
 
 static int primary_context; /* its address is the one context handle */
 static __thread void *current;
+
+/* What is alive: allocations, streams, events. At exit (a normal one: _exit skips this) the
+ * counts are appended to FAKE_GPU_LOG, so that a test can find what the host never freed. */
+static long live_allocations, live_streams, live_events;
+static long long live_bytes;
+
+static void count(long *n, int delta) { __atomic_add_fetch(n, delta, __ATOMIC_SEQ_CST); }
+
+__attribute__((destructor)) static void report_live(void) {
+    const char *path = getenv("FAKE_GPU_LOG");
+    if (!path) return;
+    FILE *f = fopen(path, "a");
+    if (!f) return;
+    fprintf(f, "exit: live allocations=%ld bytes=%lld streams=%ld events=%ld\n", live_allocations,
+            live_bytes, live_streams, live_events);
+    fclose(f);
+}
 
 static double now_ms(void) {
     struct timespec t;
@@ -85,11 +103,22 @@ CUresult cuGetErrorString(CUresult error, const char **text) { return cuGetError
 CUresult cuMemAlloc_v2(CUdeviceptr *ptr, size_t bytes) {
     void *p = NULL;
     if (bytes == 0 || bytes > TOTAL_MEMORY) return bytes ? OUT_OF_MEMORY : INVALID_VALUE;
-    if (posix_memalign(&p, 256, (bytes + 255) & ~(size_t)255) != 0) return OUT_OF_MEMORY;
-    *ptr = (CUdeviceptr)(uintptr_t)p;
+    /* A size word before the block, so that cuMemFree can count the bytes freed. */
+    if (posix_memalign(&p, 256, ((bytes + 255) & ~(size_t)255) + 256) != 0) return OUT_OF_MEMORY;
+    *(size_t *)p = bytes;
+    *ptr = (CUdeviceptr)(uintptr_t)p + 256;
+    count(&live_allocations, 1);
+    __atomic_add_fetch(&live_bytes, (long long)bytes, __ATOMIC_SEQ_CST);
     return OK;
 }
-CUresult cuMemFree_v2(CUdeviceptr ptr) { free((void *)(uintptr_t)ptr); return OK; }
+CUresult cuMemFree_v2(CUdeviceptr ptr) {
+    if (!ptr) return INVALID_VALUE;
+    void *p = (void *)(uintptr_t)(ptr - 256);
+    count(&live_allocations, -1);
+    __atomic_sub_fetch(&live_bytes, (long long)*(size_t *)p, __ATOMIC_SEQ_CST);
+    free(p);
+    return OK;
+}
 CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total) {
     *free_bytes = TOTAL_MEMORY / 2;
     *total = TOTAL_MEMORY;
@@ -123,13 +152,15 @@ CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char value, size_t n) { return 
 CUresult cuStreamCreate(void **stream, unsigned int flags) {
     (void)flags;
     *stream = malloc(1);
-    return *stream ? OK : OUT_OF_MEMORY;
+    if (!*stream) return OUT_OF_MEMORY;
+    count(&live_streams, 1);
+    return OK;
 }
 CUresult cuStreamCreateWithPriority(void **stream, unsigned int flags, int priority) {
     (void)priority;
     return cuStreamCreate(stream, flags);
 }
-CUresult cuStreamDestroy_v2(void *stream) { free(stream); return OK; }
+CUresult cuStreamDestroy_v2(void *stream) { count(&live_streams, -1); free(stream); return OK; }
 CUresult cuStreamSynchronize(void *stream) { (void)stream; return OK; }
 CUresult cuStreamQuery(void *stream) { (void)stream; return OK; }
 CUresult cuStreamWaitEvent(void *stream, void *event, unsigned int flags) {
@@ -144,9 +175,10 @@ CUresult cuEventCreate(void **event, unsigned int flags) {
     if (!e) return OUT_OF_MEMORY;
     *e = now_ms();
     *event = e;
+    count(&live_events, 1);
     return OK;
 }
-CUresult cuEventDestroy_v2(void *event) { free(event); return OK; }
+CUresult cuEventDestroy_v2(void *event) { count(&live_events, -1); free(event); return OK; }
 CUresult cuEventRecord(void *event, void *stream) {
     (void)stream;
     *(double *)event = now_ms();

@@ -15,7 +15,8 @@
  *   NAME("), the pipeline's launch-parameter variable must be declared in it (".const ... NAME[N]"),
  *   and a launch must pass exactly N bytes of parameters and a shader binding table whose
  *   records are aligned, carry headers packed here, and have the right kinds.
- * Environment: FAKE_GPU_LOG=FILE appends one line per call ("build ctx=2 stream=0x... temp=...");
+ * Environment: FAKE_GPU_LOG=FILE appends one line per call ("build ctx=2 stream=0x... temp=...")
+ * and, at a normal exit, what is still alive ("exit: live contexts=0 modules=0 ...");
  * FAKE_OPTIX_HANG_AT_BUILD=K makes the K-th optixAccelBuild of the process never return (a
  * hung driver); FAKE_OPTIX_ABORT_AT_CONTEXT=N aborts the process on a build through the N-th
  * context created or a later one (a crash inside the driver); FAKE_OPTIX_HANG_AT_LAUNCH=K makes
@@ -64,6 +65,9 @@ typedef struct { uint64_t id; } context;
 
 static uint64_t contexts_created;
 static uint64_t builds_started;
+/* What is alive; appended to FAKE_GPU_LOG at a normal exit, so that a test finds leaks. */
+static long live_contexts, live_modules, live_groups, live_pipelines;
+static void add_live(long *n, int delta) { __atomic_add_fetch(n, delta, __ATOMIC_SEQ_CST); }
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void log_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -86,6 +90,11 @@ static void log_line(const char *fmt, ...) {
         close(fd);
     }
     pthread_mutex_unlock(&log_lock);
+}
+
+__attribute__((destructor)) static void report_live(void) {
+    log_line("exit: live contexts=%ld modules=%ld program_groups=%ld pipelines=%ld", live_contexts, live_modules,
+             live_groups, live_pipelines);
 }
 
 static uint64_t env_u64(const char *name) {
@@ -111,12 +120,14 @@ static optix_result context_create(void *cu_context, const void *options, contex
     context *c = malloc(sizeof *c);
     if (!c) return INVALID_VALUE;
     c->id = __atomic_add_fetch(&contexts_created, 1, __ATOMIC_SEQ_CST);
+    add_live(&live_contexts, 1);
     *out = c;
     log_line("context create id=%llu", (unsigned long long)c->id);
     return SUCCESS;
 }
 static optix_result context_destroy(context *c) {
     log_line("context destroy id=%llu", (unsigned long long)c->id);
+    add_live(&live_contexts, -1);
     free(c);
     return SUCCESS;
 }
@@ -354,11 +365,17 @@ static optix_result module_create(context *c, const void *module_options, const 
     memcpy(m->ptx, ptx, size);
     m->size = size;
     *out = m;
+    add_live(&live_modules, 1);
     write_log(log, log_size, "");
     log_line("module create ctx=%llu bytes=%zu", (unsigned long long)c->id, size);
     return SUCCESS;
 }
-static optix_result module_destroy(module *m) { free(m->ptx); free(m); return SUCCESS; }
+static optix_result module_destroy(module *m) {
+    add_live(&live_modules, -1);
+    free(m->ptx);
+    free(m);
+    return SUCCESS;
+}
 
 static optix_result program_group_create(context *c, const unsigned char *descs, unsigned count,
                                          const void *options, char *log, size_t *log_size,
@@ -393,13 +410,18 @@ static optix_result program_group_create(context *c, const unsigned char *descs,
         g->kind = kind;
         g->m = mods[0] ? mods[0] : mods[1] ? mods[1] : mods[2];
         out[i] = g;
+        add_live(&live_groups, 1);
         log_line("program group ctx=%llu kind=0x%x entries=%s,%s,%s", (unsigned long long)c->id, kind,
                  names[0] ? names[0] : "-", names[1] ? names[1] : "-", names[2] ? names[2] : "-");
     }
     write_log(log, log_size, "");
     return SUCCESS;
 }
-static optix_result program_group_destroy(program_group *g) { free(g); return SUCCESS; }
+static optix_result program_group_destroy(program_group *g) {
+    add_live(&live_groups, -1);
+    free(g);
+    return SUCCESS;
+}
 static optix_result program_group_get_stack_size(program_group *g, uint32_t *sizes, void *pipeline) {
     (void)pipeline;
     memset(sizes, 0, 7 * sizeof *sizes);
@@ -436,11 +458,16 @@ static optix_result pipeline_create(context *c, const unsigned char *compile_opt
     if (!p) return INVALID_VALUE;
     p->params_size = size;
     *out = p;
+    add_live(&live_pipelines, 1);
     write_log(log, log_size, "");
     log_line("pipeline create ctx=%llu groups=%u params=%s[%zu]", (unsigned long long)c->id, count, name, size);
     return SUCCESS;
 }
-static optix_result pipeline_destroy(pipeline *p) { free(p); return SUCCESS; }
+static optix_result pipeline_destroy(pipeline *p) {
+    add_live(&live_pipelines, -1);
+    free(p);
+    return SUCCESS;
+}
 static optix_result pipeline_set_stack_size(pipeline *p, unsigned dc_traversal, unsigned dc_state,
                                             unsigned continuation, unsigned graph_depth) {
     (void)p;
