@@ -748,3 +748,76 @@ fn build_bench_names_a_gpu_the_machine_lacks() {
         );
     }
 }
+
+/// A GPU short of memory (the fake made small with FAKE_CUDA_MEMORY): `--backend auto` says why
+/// and renders on the CPU, `--backend optix` fails naming what it was allocating; either way
+/// nothing on the GPU is left alive. Failing in the acceleration structures' buffers (100 kB)
+/// and, past them, in the scene's upload (3 MB).
+#[test]
+#[cfg_attr(
+    gasworks_no_cc,
+    ignore = "no C compiler when the tests were built (see build.rs)"
+)]
+fn a_gpu_short_of_memory_falls_back_or_fails_by_name() {
+    let Some(f) = fixture() else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    for (bytes, failing) in [
+        (
+            "100000",
+            "building the acceleration structures: GPU out of memory: cuMemAlloc asked for ",
+        ),
+        (
+            "3000000",
+            "uploading the scene's materials, textures, lights and shading geometry (",
+        ),
+    ] {
+        for backend in ["auto", "optix"] {
+            let log = dir.path().join(format!("{bytes}-{backend}.log"));
+            let png = dir.path().join(format!("{bytes}-{backend}.png"));
+            let label = format!("{bytes} bytes, --backend {backend}");
+            let out = gasworks_on_fake(
+                f,
+                "render",
+                &f.scene,
+                &[
+                    "--backend",
+                    backend,
+                    "--width",
+                    "32",
+                    "--height",
+                    "32",
+                    "--spp",
+                    "1",
+                    "-o",
+                ],
+                &[("FAKE_GPU_LOG", &log)],
+            )
+            .arg(&png)
+            .env("FAKE_CUDA_MEMORY", bytes)
+            .output()
+            .expect("run gasworks render");
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            if backend == "auto" {
+                assert!(out.status.success(), "{label}: {stderr}");
+                // "backend: cpu (N threads; auto: ...": the reason the GPU was not used.
+                assert!(
+                    stderr.contains(&format!(
+                        "; auto: the OptiX backend could not be used: {failing}"
+                    )),
+                    "{label}: {stderr}"
+                );
+                assert!(png.exists(), "{label}: no image");
+            } else {
+                assert_eq!(out.status.code(), Some(1), "{label}: {stderr}");
+                assert!(
+                    stderr.contains(&format!("error: --backend optix\n  caused by: {failing}")),
+                    "{label}: {stderr}"
+                );
+                assert!(stderr.contains("free of "), "{label}: {stderr}");
+                assert!(!png.exists(), "{label}: an image was written");
+            }
+            let text = std::fs::read_to_string(&log).expect("the fake's log");
+            assert_nothing_left_alive(&label, &text);
+        }
+    }
+}

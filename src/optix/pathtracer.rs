@@ -96,6 +96,10 @@ pub enum PathTracerError {
     Accel(#[from] AccelError),
     #[error("preparing the scene for the GPU: {0}")]
     Pack(#[from] PackError),
+    /// The scene blob's upload (its size said: on a GPU short of memory, the allocation that
+    /// failed is otherwise a bare byte count).
+    #[error("uploading the scene's materials, textures, lights and shading geometry ({bytes} bytes): {source}")]
+    SceneUpload { bytes: usize, source: CudaError },
     /// The scene or the settings, refused by the checks both backends run.
     #[error(transparent)]
     Input(#[from] InputError),
@@ -201,7 +205,11 @@ impl OptixBackend {
         let stream = accel.stream();
         let scene_buffer = {
             let _range = nvtx::range_with(|| format!("upload scene: {} bytes", packed.bytes.len()));
-            gpu.upload(stream, &packed.bytes)?
+            gpu.upload(stream, &packed.bytes)
+                .map_err(|source| PathTracerError::SceneUpload {
+                    bytes: packed.bytes.len(),
+                    source,
+                })?
         };
         let base = scene_buffer.device_ptr();
 

@@ -3,7 +3,9 @@
  * its partner is fake_gpu_optix.c. Every call completes at once: a stream is a name, an event
  * a time stamp taken when it is recorded, a copy a memcpy. Device pointers are host pointers,
  * so the OptiX stand-in can write where a build's buffers lie and read what others wrote.
- * Declarations are written from the CUDA driver API's documented signatures. */
+ * FAKE_CUDA_MEMORY=BYTES makes the device that small (allocations past it fail with
+ * CUDA_ERROR_OUT_OF_MEMORY). Declarations are written from the CUDA driver API's documented
+ * signatures. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdint.h>
 #include <stdio.h>
@@ -99,10 +101,17 @@ CUresult cuGetErrorName(CUresult error, const char **name) {
 }
 CUresult cuGetErrorString(CUresult error, const char **text) { return cuGetErrorName(error, text); }
 
+/* The device's size (FAKE_CUDA_MEMORY, else TOTAL_MEMORY). */
+static long long memory_size(void) {
+    const char *text = getenv("FAKE_CUDA_MEMORY");
+    return text ? atoll(text) : (long long)TOTAL_MEMORY;
+}
 /* Memory: 256-byte aligned, as cuMemAlloc's is at least. */
 CUresult cuMemAlloc_v2(CUdeviceptr *ptr, size_t bytes) {
     void *p = NULL;
-    if (bytes == 0 || bytes > TOTAL_MEMORY) return bytes ? OUT_OF_MEMORY : INVALID_VALUE;
+    if (bytes == 0) return INVALID_VALUE;
+    /* FAKE_CUDA_MEMORY=BYTES: a smaller GPU, whose allocations fail past it. */
+    if ((long long)bytes > memory_size() - __atomic_load_n(&live_bytes, __ATOMIC_SEQ_CST)) return OUT_OF_MEMORY;
     /* A size word before the block, so that cuMemFree can count the bytes freed. */
     if (posix_memalign(&p, 256, ((bytes + 255) & ~(size_t)255) + 256) != 0) return OUT_OF_MEMORY;
     *(size_t *)p = bytes;
@@ -120,8 +129,10 @@ CUresult cuMemFree_v2(CUdeviceptr ptr) {
     return OK;
 }
 CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total) {
-    *free_bytes = TOTAL_MEMORY / 2;
-    *total = TOTAL_MEMORY;
+    long long size = memory_size();
+    long long used = __atomic_load_n(&live_bytes, __ATOMIC_SEQ_CST);
+    *free_bytes = (size_t)(size > used ? size - used : 0);
+    *total = (size_t)size;
     return OK;
 }
 CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, void *stream) {
