@@ -589,8 +589,8 @@ fn accel_build_compacts_each_gas_through_its_builder_and_instances_them_all() {
 }
 
 /// The Cornell box (no textures) and the sponza-like scene (textures, cut-outs: the any-hit
-/// program) rendered with `--backend optix` on two GPU workers, in two passes: every call the
-/// host makes is one the fake driver accepts.
+/// program) rendered with `--backend optix` on two GPU workers, in two passes, and the Cornell
+/// box through ABI 87's table too: every call the host makes is one the fake driver accepts.
 #[test]
 #[cfg_attr(
     gasworks_no_cc,
@@ -600,9 +600,11 @@ fn an_optix_render_makes_only_calls_the_driver_accepts() {
     let Some(f) = fixture() else { return };
     let dir = tempfile::tempdir().expect("temp dir");
     let cornell = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/cornell/cornell.obj");
-    for (name, scene) in [
-        ("cornell", cornell.as_path()),
-        ("sponza-like", f.scene.as_path()),
+    for (name, scene, abi) in [
+        ("cornell", cornell.as_path(), "105"),
+        ("sponza-like", f.scene.as_path(), "105"),
+        // OptiX 8.0's table: optixSbtRecordPackHeader and optixLaunch two entries earlier.
+        ("cornell-abi87", cornell.as_path(), "87"),
     ] {
         let log = dir.path().join(format!("{name}.log"));
         let png = dir.path().join(format!("{name}.png"));
@@ -611,6 +613,8 @@ fn an_optix_render_makes_only_calls_the_driver_accepts() {
             "render",
             scene,
             &[
+                "--optix-abi",
+                abi,
                 "--backend",
                 "optix",
                 "--devices",
@@ -633,7 +637,8 @@ fn an_optix_render_makes_only_calls_the_driver_accepts() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "{name}: {stderr}");
         assert!(
-            stderr.contains("backend: optix on GPU 0: Fake GPU (host memory)"),
+            stderr.contains("backend: optix on GPU 0: Fake GPU (host memory)")
+                && stderr.contains(&format!("OptiX ABI {abi} ")),
             "{name}: {stderr}"
         );
         assert!(png.exists(), "{name}: no image");
