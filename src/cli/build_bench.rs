@@ -456,15 +456,9 @@ pub fn run(a: BuildBenchArgs) -> anyhow::Result<()> {
         crate::optix::probe().map_err(|e| gpu_error(e, "asking the CUDA driver for its GPUs"))?;
     if a.gpu >= gpus.len() {
         anyhow::bail!(
-            "--gpu {}: this machine has {} NVIDIA GPU{} (--gpu 0{})",
+            "--gpu {}: this machine has {}",
             a.gpu,
-            gpus.len(),
-            if gpus.len() == 1 { "" } else { "s" },
-            if gpus.len() > 1 {
-                format!(" to {}", gpus.len() - 1)
-            } else {
-                String::new()
-            }
+            crate::optix::cuda::gpus_text(gpus.len(), |i| format!("--gpu {i}"))
         );
     }
     if a.isolate && job.is_none() {

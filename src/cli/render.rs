@@ -580,13 +580,8 @@ fn check_named_gpus(
         ))),
         Ok(count) => match named.iter().find(|&&d| d as usize >= count) {
             Some(d) => anyhow::bail!(
-                "--devices gpu{d}: this machine has {count} NVIDIA GPU{}{}",
-                if count == 1 { "" } else { "s" },
-                match count {
-                    0 => String::new(),
-                    1 => " (gpu0)".into(),
-                    n => format!(" (gpu0 to gpu{})", n - 1),
-                }
+                "--devices gpu{d}: this machine has {}",
+                crate::optix::cuda::gpus_text(count, |i| format!("gpu{i}"))
             ),
             None => Ok(()),
         },

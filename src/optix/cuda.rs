@@ -159,6 +159,17 @@ pub fn cuda_driver_version() -> Result<i32, CudaError> {
     Ok(version)
 }
 
+/// "1 NVIDIA GPU (gpu0)", "4 NVIDIA GPUs (gpu0 to gpu3)": how many GPUs a machine has, as the
+/// messages about a GPU it lacks say it, each ordinal named by `name` (`gpu3` for `--devices`,
+/// `--gpu 3` for build-bench).
+pub fn gpus_text(count: usize, name: impl Fn(usize) -> String) -> String {
+    match count {
+        0 => "0 NVIDIA GPUs".into(),
+        1 => format!("1 NVIDIA GPU ({})", name(0)),
+        n => format!("{n} NVIDIA GPUs ({} to {})", name(0), name(n - 1)),
+    }
+}
+
 /// Lists the GPUs without creating contexts. On a machine without an NVIDIA GPU this returns
 /// `Err(CudaError::NoDevice)` (e.g. "no NVIDIA GPU found (libcuda.so.1 not loadable)") and never
 /// panics.
@@ -724,6 +735,18 @@ impl<'a> DeviceSlice<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gpu_counts_name_the_ordinals_there_are() {
+        let devices = |i| format!("gpu{i}");
+        assert_eq!(gpus_text(1, devices), "1 NVIDIA GPU (gpu0)");
+        assert_eq!(gpus_text(4, devices), "4 NVIDIA GPUs (gpu0 to gpu3)");
+        assert_eq!(gpus_text(0, devices), "0 NVIDIA GPUs");
+        assert_eq!(
+            gpus_text(2, |i| format!("--gpu {i}")),
+            "2 NVIDIA GPUs (--gpu 0 to --gpu 1)"
+        );
+    }
 
     #[test]
     fn polling_stops_when_done_or_past_the_limit() {
