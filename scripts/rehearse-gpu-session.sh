@@ -14,10 +14,10 @@
 #                       and --width/--height are divided by 8, so a render takes seconds
 #   tests/              one test binary (optix_gpu_context): its GPU tests fail here, which
 #                       exercises the failure report of the tests step
-#   build-bench         runs for real on a fake GPU: the stand-ins of libcuda and libnvoptix
-#                       that tests/fake_gpu.rs uses (tests/support/fake_gpu_*.c, built here with
-#                       cc), whose device memory is host memory; so the bench, sanitizer, race
-#                       and watchdog steps parse build-bench's real lines, CSVs and messages
+#   build-bench         runs for real on a fake GPU (scripts/with-fake-gpu.sh): the stand-ins of
+#                       libcuda and libnvoptix that tests/fake_gpu.rs uses, whose device memory
+#                       is host memory; so the bench, sanitizer, race and watchdog steps parse
+#                       build-bench's real lines, CSVs and messages
 #
 # Checked: each step ran and printed its time; the tests step counted passes and failures and
 # quoted the failing tests; the bench step quoted its headline lines and wrote its CSVs, the
@@ -71,28 +71,25 @@ else
 fi
 exit $rc
 EOF
-# The fake GPU that build-bench runs on (tests/support/fake_gpu_*.c).
-mkdir -p "$work/fakegpu"
-cc -shared -fPIC -O1 -o "$work/fakegpu/libcuda.so.1" tests/support/fake_gpu_cuda.c
-cp "$work/fakegpu/libcuda.so.1" "$work/fakegpu/libcuda.so" # cudarc tries libcuda.so first
-cc -shared -fPIC -O1 -o "$work/fakegpu/libnvoptix.so.1" tests/support/fake_gpu_optix.c
+# The fake GPU that build-bench runs on (scripts/with-fake-gpu.sh builds it here, once).
+GW_FAKE_GPU_DIR="$work/fakegpu" scripts/with-fake-gpu.sh true
 cat > "$work/stage/gasworks" <<EOF
 #!/usr/bin/env bash
 # gasworks behind the rehearsal's rewrites (scripts/rehearse-gpu-session.sh).
 real="$real"
-fake="$work/fakegpu"
+with_fake_gpu="$root/scripts/with-fake-gpu.sh"
+export GW_FAKE_GPU_DIR="$work/fakegpu"
 EOF
 cat >> "$work/stage/gasworks" <<'EOF'
 # build-bench on the fake GPU. GW_REHEARSE_BUILD_BENCH=hang: it blocks where no watchdog sees
 # (the watchdog step must then report the hang its cap killed); =watchdog: its third
 # optixAccelBuild never returns, and the watchdog must end it (half a second in).
 if [ "${1:-}" = build-bench ]; then
-    export LD_LIBRARY_PATH="$fake${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" GASWORKS_OPTIX_LIBRARY="$fake/libnvoptix.so.1"
     case "${GW_REHEARSE_BUILD_BENCH:-}" in
         hang) exec sleep 600 ;;
         watchdog) export FAKE_OPTIX_HANG_AT_BUILD=3 GASWORKS_BUILD_WAIT_S=0.5 ;;
     esac
-    exec "$real" "$@"
+    exec "$with_fake_gpu" "$real" "$@"
 fi
 args=()
 while [ $# -gt 0 ]; do
