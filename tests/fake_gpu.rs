@@ -500,25 +500,10 @@ fn accel_build_compacts_each_gas_through_its_builder_and_instances_them_all() {
     let Some(f) = fixture() else { return };
     let dir = tempfile::tempdir().expect("temp dir");
     let log = dir.path().join("accel.log");
-    let out = Command::new(std::env::current_exe().expect("test binary"))
-        .args([
-            "--exact",
-            "accel_build_child",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .envs(f.fake.env())
-        .env("FAKE_GPU_LOG", &log)
-        .env(ACCEL_CHILD_ENV, &f.scene)
-        .output()
-        .expect("run the child");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && stdout.contains("1 passed"),
-        "child failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let mut env = f.fake.env();
+    env.push(("FAKE_GPU_LOG", log.clone().into_os_string()));
+    env.push((ACCEL_CHILD_ENV, f.scene.clone().into_os_string()));
+    support::run_child_test("accel_build_child", env);
     let text = std::fs::read_to_string(&log).expect("the fake's log");
     let lines: Vec<_> = text.lines().map(|l| (l, fields(l))).collect();
     assert!(

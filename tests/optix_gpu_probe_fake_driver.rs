@@ -40,23 +40,12 @@ fn run(defines: &[&str], expected: &str) {
     };
     // cudarc tries libcuda.so before libcuda.so.1: shadow both names.
     std::fs::copy(&lib, dir.join("libcuda.so")).expect("copy");
-    let output = Command::new(std::env::current_exe().expect("test binary"))
-        .args([
-            "--exact",
-            "child_probe",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("LD_LIBRARY_PATH", &dir)
-        .env(CHILD, expected)
-        .output()
-        .expect("spawn");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success() && stdout.contains("1 passed"),
-        "child failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
+    support::run_child_test(
+        "child_probe",
+        [
+            ("LD_LIBRARY_PATH", dir.into_os_string()),
+            (CHILD, expected.into()),
+        ],
     );
 }
 

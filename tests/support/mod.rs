@@ -83,16 +83,33 @@ pub const GPU_HIDDEN_ENV: &str = "GASWORKS_TEST_GPU_HIDDEN";
 /// [`assert_gpu_hidden_worked`]).
 #[allow(dead_code)] // not every test binary that includes this module tests the no-GPU path
 pub fn run_test_without_gpu(name: &str) {
+    run_child_test(name, [("CUDA_VISIBLE_DEVICES", ""), (GPU_HIDDEN_ENV, "1")]);
+}
+
+/// Runs test `name` of the current test binary (ignored or not: a child is often an ignored
+/// test that only its parent runs) in a child process with `envs` added, and asserts that the
+/// child ran that one test and it passed.
+#[allow(dead_code)] // not every test binary that includes this module runs a child
+pub fn run_child_test<K, V>(name: &str, envs: impl IntoIterator<Item = (K, V)>)
+where
+    K: AsRef<std::ffi::OsStr>,
+    V: AsRef<std::ffi::OsStr>,
+{
     let out = Command::new(std::env::current_exe().expect("test binary"))
-        .args(["--exact", name, "--nocapture", "--test-threads=1"])
-        .env("CUDA_VISIBLE_DEVICES", "")
-        .env(GPU_HIDDEN_ENV, "1")
+        .args([
+            "--exact",
+            name,
+            "--include-ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .envs(envs)
         .output()
         .expect("spawn the child");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success() && stdout.contains("1 passed"),
-        "{name} with the GPU hidden failed:\n{stdout}\n{}",
+        "child test {name} failed:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
 }
