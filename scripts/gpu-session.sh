@@ -9,9 +9,10 @@
 #   sanitizer  compute-sanitizer memcheck + racecheck: one 8-stream shared-scratch GAS batch and
 #              one short path-traced render of the (textured) sponza-like scene
 #   bench      build-bench on the sponza-like scene (390 groups) and a ~10M-triangle toystore:
-#              streams 1,2,4,8,16,32 x fast-build off/on, merge-below 0/64/256/1024, assign
-#              round-robin/lpt x scratch shared/per-stream, compaction off/on (CSV + SVG); the
-#              LPT and enqueue-thread runs with --isolate (a process per configuration)
+#              streams 1,2,4,8,16,32 x fast-build off/on, enqueue threads 1/4/8 x contexts,
+#              merge-below 0/64/256/1024, assign round-robin/lpt x scratch shared/per-stream,
+#              compaction off/on (CSV + SVG); the LPT and enqueue-thread runs with --isolate (a
+#              process per configuration)
 #   render     GPU and CPU renders on this host: Cornell 1024x1024 256 spp, sponza-like and the
 #              10M toystore at 1920x1080 64 spp; samples/s and rays/s side by side, PNGs kept;
 #              each GPU image's mean luminance against the CPU's, in standard errors
@@ -312,27 +313,29 @@ step_bench() {
     local bench_cap="${GW_CMD_TIMEOUT_S:-200}" # read by bench_one
     # One factor at a time around the default (fast-trace, round-robin, shared scratch, one GAS
     # per group, no compaction): the whole cross product would be 320 configurations.
-    # The headline runs first (8 streams against 1, the single GAS), the isolated ones last:
-    # a call's budget that runs out cuts the slowest, least telling runs.
+    # The headline runs first (8 streams against 1, the single GAS), then the enqueue threads
+    # (the open question), the isolated assign/scratch run last: a call's budget that runs out
+    # cuts the slowest, least telling runs (2026-11-27: 407 s in all, cut 2 rows short).
     bench_one sponza-flags "$sponza" "$r" --streams "$s" --flags both
     bench_one toystore-flags "$toystore" "$rb" --streams "$s" --flags both
+    # LPT and threaded enqueues through one context have crashed and hung (docs/gas-builds.md,
+    # known issue): each configuration of the runs below runs in a process of its own
+    # (--isolate), so that one crash costs one row, not every row after it (the H200's
+    # enqueue-threads run crashed in its 10th of 16 and never timed the 6 after). A process
+    # each costs a context and the scene's load, about a second, so these get twice the cap.
+    local iso=(--isolate --config-timeout-s "${GW_CONFIG_TIMEOUT_S:-60}")
+    # Host-bound? From 16 streams the toystore's batch is its host enqueue (52 ms, 2026-11-27).
+    # Through a context per stream the enqueue threads' calls run side by side: on sponza-like
+    # 4 threads on 16 streams took 9.07 ms against 15.7 through one context. Does it carry to
+    # the 10M toystore? `auto` gives 1 thread one context, 4 and 8 threads a context each.
+    bench_cap=$((2 * bench_cap)) bench_one toystore-enqueue-threads "$toystore" "$rb" --streams 8,16,32 \
+        --enqueue-threads 1,4,8 --build-contexts auto "${iso[@]}"
+    bench_cap=$((2 * bench_cap)) bench_one sponza-enqueue-threads "$sponza" "$r" --streams 8,16,32 --enqueue-threads 1,4,8 \
+        --build-contexts shared,per-stream "${iso[@]}"
     bench_one sponza-compact "$sponza" "$r" --streams "$s" --flags both --compact
     bench_one sponza-merge "$sponza" "$r" --streams "$s" --merge-below 0,64,256,1024,4096
     bench_one toystore-merge-compact "$toystore" "$rb" --streams "$s" --merge-below 0,64,256,1024 --compact
-    # LPT and threaded enqueues have crashed and hung (docs/gas-builds.md, known issue): each
-    # configuration of these two runs in a process of its own (--isolate), so that one crash
-    # costs one row, not every row after it (the H200's enqueue-threads run crashed in its
-    # 10th of 16 and never timed the 6 after). A process each costs a context and the scene's
-    # load, about a second, so these two get twice the cap.
-    local iso=(--isolate --config-timeout-s "${GW_CONFIG_TIMEOUT_S:-60}")
     bench_cap=$((2 * bench_cap)) bench_one sponza-assign-scratch "$sponza" "$r" --streams "$s" --assign round-robin,lpt --scratch shared,per-stream "${iso[@]}"
-    # Host-bound? 390 builds at 8 streams took 15.2 ms, 39 us a build, and the toystore's 1009
-    # at 32 streams 36 us a build: the printed host enqueue time says whether one thread's
-    # optixAccelBuild calls are the limit, and more enqueue threads whether that can be lifted:
-    # through one context their calls are serialised, through a context per stream they run
-    # side by side.
-    bench_cap=$((2 * bench_cap)) bench_one sponza-enqueue-threads "$sponza" "$r" --streams 8,16,32 --enqueue-threads 1,4,8 \
-        --build-contexts shared,per-stream "${iso[@]}"
     note "bench: $r repeats on sponza-like, $rb on the toystore (GW_REPEAT, GW_REPEAT_BIG)"
     # The headline: median build time per stream count, and 8 streams against 1.
     local f
@@ -513,16 +516,16 @@ step_lpt() {
     # 4, round-robin never failed; every crash was with shared scratch): LPT's streams in build
     # order, round-robin's streams in LPT's order, per-stream scratch, every launch serialised
     # (a race goes away under CUDA_LAUNCH_BLOCKING=1, a bad build does not), OptiX validation.
-    bench_one lpt-w0-issued-build "$sponza" "$r" --streams 4,8 --assign lpt --lpt-build-weight 0 --issue-order build
-    bench_one rr-issued-largest-first "$sponza" "$r" --streams 4,8 --assign round-robin --issue-order largest-first
-    bench_one lpt-w0-per-stream "$sponza" "$r" --streams 4,8 --assign lpt --lpt-build-weight 0 --scratch per-stream
-    CUDA_LAUNCH_BLOCKING=1 bench_one lpt-w0-launch-blocking "$sponza" "$r" --streams 4,8 --assign lpt --lpt-build-weight 0
-    bench_one lpt-w0-validation "$sponza" 3 --streams 8 --assign lpt --lpt-build-weight 0 --validation
+    bench_one lpt-w0-issued-build "$sponza" "$r" --streams 4,8 --assign lpt --lpt-build-weight 0 --issue-order build --build-contexts shared
+    bench_one rr-issued-largest-first "$sponza" "$r" --streams 4,8 --assign round-robin --issue-order largest-first --build-contexts shared
+    bench_one lpt-w0-per-stream "$sponza" "$r" --streams 4,8 --assign lpt --lpt-build-weight 0 --scratch per-stream --build-contexts shared
+    CUDA_LAUNCH_BLOCKING=1 bench_one lpt-w0-launch-blocking "$sponza" "$r" --streams 4,8 --assign lpt --lpt-build-weight 0 --build-contexts shared
+    bench_one lpt-w0-validation "$sponza" 3 --streams 8 --assign lpt --lpt-build-weight 0 --validation --build-contexts shared
     for a in round-robin lpt; do
         bench_one "guards-$a" "$sponza" "$r" --streams 4,8,16 --assign "$a" --scratch shared,per-stream --guard-bytes 65536
     done
     for w in ${GW_LPT_WEIGHTS:-0 1000 5000 20000}; do
-        bench_one "lpt-w$w" "$sponza" "$r" --streams 1,2,4,8,16 --assign lpt --lpt-build-weight "$w"
+        bench_one "lpt-w$w" "$sponza" "$r" --streams 1,2,4,8,16 --assign lpt --lpt-build-weight "$w" --build-contexts shared
     done
     grep -h "streams |\|^guards\|^error\|caused by\|^# stopped\|exit status" "$out"/bench-guards-*.log "$out"/bench-lpt-*.log \
         "$out"/bench-rr-*.log 2>/dev/null \
@@ -582,18 +585,21 @@ step_race() {
     race_run - --streams 8 --assign round-robin --issue-order largest-first --repeat 20 "${pc[@]}"
     race_run - --streams 8 --enqueue-threads 4 --repeat 20 "${pc[@]}"
     grep -c "^## exit 0" "$race_log" | sed 's/^/race: with a context per stream, build-bench runs that passed (of 6): /' | tee -a "$summary" >&2
+    # Then as they crashed: through one context (build-bench's `auto` would now pick a context
+    # per stream for every one of them).
     race_log="$out/race.log"
-    header "$race_log" "build-bench $sponza ARGS, each capped at $race_cap s, GASWORKS_BUILD_WAIT_S=10"
-    race_run - --streams 8 --assign lpt --lpt-build-weight 0 --repeat 1 --warmup 0
-    race_run - --streams 8 --assign lpt --lpt-build-weight 0 --repeat 1 --warmup 0
-    race_run - --streams 8 --assign lpt --lpt-build-weight 0 --repeat 1 --warmup 0
-    race_run - --streams 8 --assign lpt --lpt-build-weight 0 --repeat 20
-    race_run CUDA_DEVICE_MAX_CONNECTIONS=1 --streams 8 --assign lpt --lpt-build-weight 0 --repeat 20
-    race_run CUDA_DEVICE_MAX_CONNECTIONS=2 --streams 8 --assign lpt --lpt-build-weight 0 --repeat 20
-    race_run - --streams 8 --assign round-robin --issue-order largest-first --repeat 20
-    race_run CUDA_DEVICE_MAX_CONNECTIONS=1 --streams 8 --assign round-robin --issue-order largest-first --repeat 20
-    race_run - --streams 8 --assign lpt --lpt-build-weight 0 --flags fast-build --repeat 20
-    race_run - --streams 8 --enqueue-threads 4 --repeat 20
+    local sc=(--build-contexts shared)
+    header "$race_log" "build-bench $sponza ARGS --build-contexts shared, each capped at $race_cap s, GASWORKS_BUILD_WAIT_S=10"
+    race_run - --streams 8 --assign lpt --lpt-build-weight 0 --repeat 1 --warmup 0 "${sc[@]}"
+    race_run - --streams 8 --assign lpt --lpt-build-weight 0 --repeat 1 --warmup 0 "${sc[@]}"
+    race_run - --streams 8 --assign lpt --lpt-build-weight 0 --repeat 1 --warmup 0 "${sc[@]}"
+    race_run - --streams 8 --assign lpt --lpt-build-weight 0 --repeat 20 "${sc[@]}"
+    race_run CUDA_DEVICE_MAX_CONNECTIONS=1 --streams 8 --assign lpt --lpt-build-weight 0 --repeat 20 "${sc[@]}"
+    race_run CUDA_DEVICE_MAX_CONNECTIONS=2 --streams 8 --assign lpt --lpt-build-weight 0 --repeat 20 "${sc[@]}"
+    race_run - --streams 8 --assign round-robin --issue-order largest-first --repeat 20 "${sc[@]}"
+    race_run CUDA_DEVICE_MAX_CONNECTIONS=1 --streams 8 --assign round-robin --issue-order largest-first --repeat 20 "${sc[@]}"
+    race_run - --streams 8 --assign lpt --lpt-build-weight 0 --flags fast-build --repeat 20 "${sc[@]}"
+    race_run - --streams 8 --enqueue-threads 4 --repeat 20 "${sc[@]}"
     # Does the crash follow the number of builds in a batch? OptiX's last words on the H200
     # were about its queue of outstanding requests ("syncing on outstanding request event
     # (T = 229, H = 696)", "acquiring CBL command list buffer"): the same LPT weight-0 batch
@@ -603,7 +609,7 @@ step_race() {
         dir="$(dirname "$(dirname "$sponza")")/sponza-like-$groups"
         [ -s "$dir/sponza_like.obj" ] || "$bin" gen sponza-like --groups "$groups" --quiet -o "$dir" > /dev/null 2>&1
         race_scene="$dir/sponza_like.obj"
-        race_run - --streams 8 --assign lpt --lpt-build-weight 0 --repeat 20
+        race_run - --streams 8 --assign lpt --lpt-build-weight 0 --repeat 20 "${sc[@]}"
     done
     race_scene=""
     rm -f "$out/race-run.tmp"
@@ -611,7 +617,7 @@ step_race() {
     if [ -n "$cs" ]; then
         for tool in racecheck synccheck; do
             logged "$out/sanitizer-$tool-lpt.log" timeout -k 5 $((race_cap * 3)) "$cs" --tool "$tool" \
-                "$bin" build-bench "$sponza" --streams 8 --assign lpt --lpt-build-weight 0 --repeat 2 --warmup 0
+                "$bin" build-bench "$sponza" --streams 8 --assign lpt --lpt-build-weight 0 --repeat 2 --warmup 0 --build-contexts shared
             grep -h "ERROR SUMMARY\|RACECHECK SUMMARY" "$out/sanitizer-$tool-lpt.log" | sed "s/^/$tool lpt: /" | tee -a "$summary" >&2
         done
     fi
@@ -630,7 +636,7 @@ step_watchdog() {
     need_sponza
     local log="$out/watchdog.log" try tries="${GW_WATCHDOG_TRIES:-4}" wd_cap="${GW_WATCHDOG_CAP_S:-45}"
     local limit="${GW_WATCHDOG_S:-10}" weight rc t0 said
-    header "$log" "GASWORKS_BUILD_WAIT_S=$limit build-bench $sponza --streams 4 --assign lpt --lpt-build-weight W --repeat 20, each capped at $wd_cap s, until one hangs"
+    header "$log" "GASWORKS_BUILD_WAIT_S=$limit build-bench $sponza --streams 4 --assign lpt --lpt-build-weight W --repeat 20 --build-contexts shared, each capped at $wd_cap s, until one hangs"
     for ((try = 1; try <= tries; try++)); do
         [ "$(left)" -gt $((wd_cap + 15)) ] || { note "watchdog: try $try not run (budget)"; return; }
         weight=$(( try % 2 == 1 ? 1000 : 250 ))
@@ -638,7 +644,7 @@ step_watchdog() {
         rc=0
         t0=$(date +%s)
         GASWORKS_BUILD_WAIT_S="$limit" timeout -k 5 "$wd_cap" "$bin" build-bench "$sponza" --streams 4 \
-            --assign lpt --lpt-build-weight "$weight" --repeat 20 > "$out/watchdog-run.tmp" 2>&1 || rc=$?
+            --assign lpt --lpt-build-weight "$weight" --repeat 20 --build-contexts shared > "$out/watchdog-run.tmp" 2>&1 || rc=$?
         cat "$out/watchdog-run.tmp" >> "$log"
         echo "## exit $rc after $(( $(date +%s) - t0 )) s" >> "$log"
         said="$(grep -m1 -E "ending the process now|did not finish within" "$out/watchdog-run.tmp" | cut -c1-400)"

@@ -196,12 +196,18 @@ for run in sponza-flags toystore-flags sponza-compact sponza-merge toystore-merg
          grep -qE '^bench-$run:  8 streams \\| fast-trace, round-robin, shared scratch' '$work/session.log' &&
          grep -qE '^bench-$run: single GAS \\| single GAS, fast-trace' '$work/session.log'"
 done
-# --isolate: 6 stream counts x 2 assignments x 2 scratch modes, and 3 x 3 enqueue threads x 2
-# context modes, each a process of its own, and the reference: every row back in the CSV.
+# --isolate: 6 stream counts x 2 assignments x 2 scratch modes, 3 x 3 enqueue threads x 2
+# context modes, and on the toystore 3 x 3 with `auto`, each a process of its own, and the
+# reference: every row back in the CSV.
 check "bench: the isolated assign/scratch run wrote its 24 rows and the reference" \
     test "$(grep -c '^sponza' "$work/results/bench-sponza-assign-scratch.csv")" -eq 25
 check "bench: the isolated enqueue-thread run wrote its 18 rows and the reference" \
     test "$(grep -c '^sponza' "$work/results/bench-sponza-enqueue-threads.csv")" -eq 19
+check "bench: the toystore's enqueue threads (auto contexts) wrote 9 rows and the reference" \
+    test "$(grep -c '^toystore' "$work/results/bench-toystore-enqueue-threads.csv")" -eq 10
+check "bench: auto gave 1 thread one context and 4 and 8 threads a context per stream" bash -c \
+    "grep -qE '^ 8 streams \| fast-trace, round-robin, shared scratch \| ' '$work/results/bench-toystore-enqueue-threads.log' &&
+     grep -qE '^16 streams \| fast-trace, round-robin, shared scratch, a context per stream, 4 enqueue threads \| ' '$work/results/bench-toystore-enqueue-threads.log'"
 check "bench: an isolated run names its scene and device once" \
     test "$(grep -c ' groups, .* triangles; ' "$work/results/bench-sponza-enqueue-threads.log")" -eq 1
 for scene in cornell sponza-like toystore; do

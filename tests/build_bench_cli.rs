@@ -215,7 +215,8 @@ fn isolated_build_bench_runs_every_configuration_in_a_child_and_names_each_failu
         "1 streams | fast-trace, round-robin, shared scratch: exit status 1",
         "4 streams | fast-trace, round-robin, shared scratch: exit status 1",
         "1 streams | fast-trace, lpt, shared scratch: exit status 1",
-        "4 streams | fast-trace, lpt, shared scratch: exit status 1",
+        // LPT weight 0 on more than one stream: `auto` gives it a context per stream.
+        "4 streams | fast-trace, lpt, shared scratch, a context per stream: exit status 1",
         "single GAS: exit status 1",
     ] {
         assert!(

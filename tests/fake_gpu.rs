@@ -180,8 +180,15 @@ fn batched_builds_keep_their_invariants_through_the_real_ffi() {
     for streams in ["1", "4"] {
         for scratch in ["shared", "per-stream"] {
             for assign in ["round-robin", "lpt"] {
-                for contexts in ["shared", "per-stream"] {
+                for contexts in ["shared", "per-stream", "auto"] {
                     for (merge, threads) in [("0", "1"), ("1024", "2")] {
+                        // `auto`, the default: a context per stream for more than one enqueue
+                        // thread on more than one stream (LPT here has the safe default weight).
+                        let expect_contexts = match contexts {
+                            "auto" if threads != "1" && streams != "1" => "per-stream",
+                            "auto" => "shared",
+                            given => given,
+                        };
                         let label = format!(
                             "--streams {streams} --scratch {scratch} --assign {assign} \
                              --build-contexts {contexts} --merge-below {merge} --enqueue-threads {threads}"
@@ -227,7 +234,7 @@ fn batched_builds_keep_their_invariants_through_the_real_ffi() {
                             &text,
                             gases,
                             streams.parse().unwrap(),
-                            contexts,
+                            expect_contexts,
                             f.triangles,
                         );
                         checked += 1;
@@ -236,7 +243,7 @@ fn batched_builds_keep_their_invariants_through_the_real_ffi() {
             }
         }
     }
-    assert_eq!(checked, 32);
+    assert_eq!(checked, 48);
 }
 
 /// The invariants of one batch's enqueue, as the fake driver logged it.
@@ -354,6 +361,54 @@ fn a_build_that_never_returns_ends_build_bench_through_the_watchdog() {
     ] {
         assert!(stderr.contains(says), "no {says:?} in:\n{stderr}");
     }
+}
+
+/// A run stopped part-way (here the watchdog ending a hung batch; on the H200 of 2026-11-27 a
+/// session's time limit) keeps the rows of the configurations it timed: the CSV is written
+/// after every row, and no half-written file is left beside it.
+#[test]
+#[cfg_attr(
+    gasworks_no_cc,
+    ignore = "no C compiler when the tests were built (see build.rs)"
+)]
+fn a_run_stopped_part_way_keeps_the_rows_it_timed() {
+    let Some(f) = fixture() else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let csv = dir.path().join("part.csv");
+    let csv_arg = csv.to_str().expect("a UTF-8 temp path");
+    // The fixture's batch is 40 builds: build 45 is the second configuration's fifth.
+    let mut child = build_bench(
+        f,
+        &[
+            "--streams",
+            "1,4,8",
+            "--repeat",
+            "1",
+            "--warmup",
+            "0",
+            "--csv",
+            csv_arg,
+        ],
+        &[],
+    )
+    .env("FAKE_OPTIX_HANG_AT_BUILD", "45")
+    .env("GASWORKS_BUILD_WAIT_S", "1")
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped())
+    .spawn()
+    .expect("run build-bench");
+    let out = wait_capped(&mut child);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(75), "{stderr}");
+    let rows = csv_rows(&csv);
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0]["streams"], "1");
+    assert_eq!(rows[0]["build"], "batch");
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .expect("the temp dir")
+        .map(|e| e.expect("an entry").file_name())
+        .collect();
+    assert_eq!(left, [std::ffi::OsString::from("part.csv")]);
 }
 
 /// Waits for a child that should end by itself; kills it past a cap (a watchdog that never

@@ -157,16 +157,22 @@ pub enum ScratchArg {
 /// Which OptiX contexts the GAS builds go through.
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BuildContextsArg {
+    /// A context per stream where one context crashed on a GPU or would waste the threads
+    /// (more than one enqueue thread, LPT below build weight 5000, largest-first order), one
+    /// shared context otherwise (docs/gas-builds.md)
+    Auto,
     /// One context, the renderer's, for every build.
     Shared,
-    /// A context of its own for each stream (a diagnostic of the known LPT crash:
-    /// docs/gas-builds.md).
+    /// A context of its own for each stream.
     PerStream,
 }
 
-impl From<BuildContextsArg> for BuildContexts {
-    fn from(a: BuildContextsArg) -> BuildContexts {
-        match a {
+impl BuildContextsArg {
+    /// The optix layer's contexts for the build options `o` (whose own `contexts` is not
+    /// looked at): `auto` is [`AccelOptions::suited_contexts`].
+    pub fn resolve(self, o: &AccelOptions) -> BuildContexts {
+        match self {
+            BuildContextsArg::Auto => o.suited_contexts(),
             BuildContextsArg::Shared => BuildContexts::Shared,
             BuildContextsArg::PerStream => BuildContexts::PerStream,
         }
@@ -201,13 +207,14 @@ pub struct AccelArgs {
     #[arg(long, default_value_t = DEFAULT_LPT_BUILD_WEIGHT)]
     pub lpt_build_weight: u64,
     /// Host threads that enqueue the GAS builds, each owning whole streams (1: one thread).
-    /// The OptiX calls of one context are serialised (concurrent builds broke on an H200), so
-    /// more threads gain nothing unless --build-contexts per-stream; measured slower there
-    /// even before (docs/gas-builds.md)
+    /// They lift a host-bound enqueue only through a context per stream (one context
+    /// serialises its OptiX calls): with --build-contexts auto, more than one thread gets a
+    /// context per stream (4 threads on 16 streams: 1.73x faster on an H200; docs/gas-builds.md)
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub enqueue_threads: u32,
-    /// OptiX contexts the GAS builds are enqueued through: one shared, or one per stream
-    #[arg(long, value_enum, default_value_t = BuildContextsArg::Shared)]
+    /// OptiX contexts the GAS builds are enqueued through: one shared, one per stream, or
+    /// `auto` (per stream where one context failed on a GPU or would serialise the threads)
+    #[arg(long, value_enum, default_value_t = BuildContextsArg::Auto)]
     pub build_contexts: BuildContextsArg,
     /// Turn on OptiX validation mode (slow; reports API misuse)
     #[arg(long)]
@@ -237,7 +244,7 @@ impl AccelArgs {
 
 impl From<&AccelArgs> for AccelOptions {
     fn from(a: &AccelArgs) -> AccelOptions {
-        AccelOptions {
+        let o = AccelOptions {
             // The parser refuses 0; a struct built in code still gets at least one stream.
             streams: a.streams.max(1),
             fast_build: a.fast_build,
@@ -247,8 +254,11 @@ impl From<&AccelArgs> for AccelOptions {
             merge: MergeOptions::new(u64::from(a.merge_below)),
             lpt_build_weight: a.lpt_build_weight,
             enqueue_threads: a.enqueue_threads,
-            contexts: a.build_contexts.into(),
             ..AccelOptions::default()
+        };
+        AccelOptions {
+            contexts: a.build_contexts.resolve(&o),
+            ..o
         }
     }
 }

@@ -100,10 +100,11 @@ pub struct BuildBenchArgs {
     /// enqueue time with the batch time: when they are close, the host bounds the batch
     #[arg(long, value_delimiter = ',', default_value = "1")]
     pub enqueue_threads: Vec<u32>,
-    /// OptiX contexts to time, comma-separated: `shared` (every build through one context)
-    /// and `per-stream` (a context of its own for each stream: does the known LPT crash go
-    /// with it? docs/gas-builds.md)
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "shared")]
+    /// OptiX contexts to time, comma-separated: `shared` (every build through one context),
+    /// `per-stream` (a context of its own for each stream) and `auto` (what render picks: per
+    /// stream where one context failed on a GPU or would serialise the threads;
+    /// docs/gas-builds.md)
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "auto")]
     pub build_contexts: Vec<BuildContextsArg>,
     /// Build with ALLOW_COMPACTION and report the compacted bytes
     #[arg(long)]
@@ -202,7 +203,7 @@ fn configurations(a: &BuildBenchArgs) -> Vec<AccelOptions> {
                         for &contexts in &a.build_contexts {
                             for &enqueue_threads in &a.enqueue_threads {
                                 for &streams in &a.streams {
-                                    out.push(AccelOptions {
+                                    let o = AccelOptions {
                                         streams,
                                         fast_build,
                                         assign: assign.into(),
@@ -213,8 +214,17 @@ fn configurations(a: &BuildBenchArgs) -> Vec<AccelOptions> {
                                         guard_bytes: a.guard_bytes,
                                         issue: a.issue_order.into(),
                                         enqueue_threads,
-                                        contexts: contexts.into(),
-                                    });
+                                        ..AccelOptions::default()
+                                    };
+                                    let o = AccelOptions {
+                                        contexts: contexts.resolve(&o),
+                                        ..o
+                                    };
+                                    // `auto` beside `shared` or `per-stream` can name a
+                                    // configuration twice: it is timed once.
+                                    if !out.contains(&o) {
+                                        out.push(o);
+                                    }
                                 }
                             }
                         }
@@ -412,18 +422,48 @@ fn print_row(r: &BenchRow) {
     );
 }
 
+/// Writes the CSV and plot of `rows`, saying so.
 fn write_outputs(a: &BuildBenchArgs, rows: &[BenchRow], title: &str) -> anyhow::Result<()> {
-    if let Some(path) = &a.csv {
-        let f = std::fs::File::create(path).with_context(|| format!("--csv {}", path.display()))?;
-        write_csv(f, rows).with_context(|| format!("writing {}", path.display()))?;
-        eprintln!("wrote {}", path.display());
-    }
-    if let Some(path) = &a.plot {
-        std::fs::write(path, plot_svg(rows, title))
-            .with_context(|| format!("--plot {}", path.display()))?;
+    for path in write_rows_so_far(a, rows, title)? {
         eprintln!("wrote {}", path.display());
     }
     Ok(())
+}
+
+/// Writes the CSV and plot of the rows timed so far, silently; the paths written. Called after
+/// every row, so that a run stopped part-way (a time limit's kill, a crash, Ctrl-C) leaves
+/// every row it timed: the H200's 18-configuration `--isolate` run of 2026-11-27 was stopped by
+/// its session's budget two rows short, and left no CSV at all. Each file is written beside
+/// itself and renamed over the last, so a kill never leaves half a file.
+fn write_rows_so_far(
+    a: &BuildBenchArgs,
+    rows: &[BenchRow],
+    title: &str,
+) -> anyhow::Result<Vec<PathBuf>> {
+    let mut written = Vec::new();
+    if let Some(path) = &a.csv {
+        let mut bytes = Vec::new();
+        write_csv(&mut bytes, rows).with_context(|| format!("writing {}", path.display()))?;
+        replace_file(path, &bytes).with_context(|| format!("--csv {}", path.display()))?;
+        written.push(path.clone());
+    }
+    if let Some(path) = &a.plot {
+        replace_file(path, plot_svg(rows, title).as_bytes())
+            .with_context(|| format!("--plot {}", path.display()))?;
+        written.push(path.clone());
+    }
+    Ok(written)
+}
+
+/// `path` now holds `bytes`, or (on an error) what it held before.
+fn replace_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let mut partial = path.as_os_str().to_owned();
+    partial.push(".partial");
+    let partial = PathBuf::from(partial);
+    std::fs::write(&partial, bytes)?;
+    std::fs::rename(&partial, path).inspect_err(|_| {
+        let _ = std::fs::remove_file(&partial);
+    })
 }
 
 fn scene_name(path: &Path) -> String {
@@ -491,7 +531,19 @@ fn run_isolated(a: &BuildBenchArgs) -> anyhow::Result<()> {
         "build-bench --isolate: {} configurations and the single-GAS reference, each in a process of its own",
         configs.len()
     );
-    let (rows, failed) = isolated::run_jobs(&jobs, |job| {
+    let title_of = |rows: &[BenchRow]| {
+        rows.first().map(|r| {
+            format!(
+                "{}: {} groups, {} triangles, {}",
+                r.scene, r.groups, r.triangles, r.device
+            )
+        })
+    };
+    let so_far = |rows: &[BenchRow]| match title_of(rows) {
+        Some(title) => write_rows_so_far(a, rows, &title).map(drop),
+        None => Ok(()),
+    };
+    let (rows, failed) = isolated::run_jobs(&jobs, so_far, |job| {
         let path = isolated::rows_path(job);
         let _ = std::fs::remove_file(&path);
         let args = isolated::child_args(parent_args.iter().cloned(), job, &path);
@@ -504,11 +556,7 @@ fn run_isolated(a: &BuildBenchArgs) -> anyhow::Result<()> {
         let _ = std::fs::remove_file(&path);
         Ok((ending, rows))
     })?;
-    if let Some(r) = rows.first() {
-        let title = format!(
-            "{}: {} groups, {} triangles, {}",
-            r.scene, r.groups, r.triangles, r.device
-        );
+    if let Some(title) = title_of(&rows) {
         write_outputs(a, &rows, &title)?;
     }
     if failed.is_empty() {
@@ -605,11 +653,16 @@ fn run_on(
         // The groups' geometry, uploaded only where a batch is timed (not for an --isolate
         // child timing the reference alone), and freed before the reference's upload.
         let geometry = DeviceGeometry::upload(gpu, &upload_stream, scene)?;
+        let mut so_far = Vec::new();
         time_each(timed, |o| {
             let m = time_batch(ctx, &geometry, &group_triangles, o, a.warmup, a.repeat)
                 .with_context(|| format!("{} streams, {}", o.streams, flags_name(o.fast_build)))?;
             let r = row(BuildKind::Batch, o, &m);
             print_row(&r);
+            if job.is_none() {
+                so_far.push(r.clone());
+                write_rows_so_far(a, &so_far, &title)?;
+            }
             Ok(r)
         })
     };
@@ -783,10 +836,36 @@ mod tests {
 
     #[test]
     fn build_contexts_multiply_outside_the_enqueue_threads() {
+        let pairs = |a: &BuildBenchArgs| -> Vec<(BuildContexts, u32)> {
+            configurations(a)
+                .iter()
+                .map(|o| (o.contexts, o.enqueue_threads))
+                .collect()
+        };
+        // The default, `auto`: one thread through one context, more through a context each.
         let a = parse(&["--streams", "8", "--enqueue-threads", "1,4"]).unwrap();
-        assert!(configurations(&a)
-            .iter()
-            .all(|o| o.contexts == BuildContexts::Shared));
+        assert_eq!(
+            pairs(&a),
+            [(BuildContexts::Shared, 1), (BuildContexts::PerStream, 4)]
+        );
+        // `auto` beside what it resolves to: each configuration timed once.
+        let a = parse(&[
+            "--streams",
+            "8",
+            "--enqueue-threads",
+            "1,4",
+            "--build-contexts",
+            "auto,shared",
+        ])
+        .unwrap();
+        assert_eq!(
+            pairs(&a),
+            [
+                (BuildContexts::Shared, 1),
+                (BuildContexts::PerStream, 4),
+                (BuildContexts::Shared, 4)
+            ]
+        );
         let a = parse(&[
             "--streams",
             "8",
@@ -796,12 +875,8 @@ mod tests {
             "shared,per-stream",
         ])
         .unwrap();
-        let got: Vec<(BuildContexts, u32)> = configurations(&a)
-            .iter()
-            .map(|o| (o.contexts, o.enqueue_threads))
-            .collect();
         assert_eq!(
-            got,
+            pairs(&a),
             [
                 (BuildContexts::Shared, 1),
                 (BuildContexts::Shared, 4),
@@ -871,6 +946,21 @@ mod tests {
         assert_eq!(o.merge.merge_below, 64);
         assert_eq!(o.enqueue_threads, 3);
         assert_eq!(o.contexts, BuildContexts::PerStream);
+        // `auto` (the default) resolves from the other options: 3 threads want a context each,
+        // one thread on round-robin keeps the one context.
+        let auto = |enqueue_threads| {
+            AccelOptions::from(&AccelArgs {
+                streams: 8,
+                enqueue_threads,
+                build_contexts: BuildContextsArg::Auto,
+                assign: AssignArg::RoundRobin,
+                lpt_build_weight: DEFAULT_LPT_BUILD_WEIGHT,
+                ..args.clone()
+            })
+            .contexts
+        };
+        assert_eq!(auto(3), BuildContexts::PerStream);
+        assert_eq!(auto(1), BuildContexts::Shared);
     }
 
     #[test]

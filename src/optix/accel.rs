@@ -202,53 +202,77 @@ pub const LPT_WEIGHT_SEEN_SAFE: u64 = 5000;
 impl AccelOptions {
     /// What crashed or hung on a GPU in configurations like this one (docs/gas-builds.md, known
     /// issue), one sentence each; empty for the configurations that never failed (round-robin
-    /// in build order: hundreds of batches at 1 to 32 streams on an H100 and an H200).
+    /// in build order through one context: hundreds of batches at 1 to 32 streams on an H100
+    /// and an H200; and, since 2026-11-27, everything through a context per stream).
     ///
-    /// The failures are a race between builds running at once on different streams, not an
-    /// overlap in gasworks' plan: the plan's ranges are proven disjoint ([`validate`]), guard
-    /// bands around every range stayed clean, and with one hardware queue
-    /// (`CUDA_DEVICE_MAX_CONNECTIONS=1`) the same batches passed. They are said (logged) before
-    /// such a batch is built, so that a crash does not come as a surprise.
+    /// The failures are a race between builds running at once on different streams of ONE
+    /// OptiX context, not an overlap in gasworks' plan: the plan's ranges are proven disjoint
+    /// ([`validate`]), guard bands around every range stayed clean, with one hardware queue
+    /// (`CUDA_DEVICE_MAX_CONNECTIONS=1`) the same batches passed, and through a context per
+    /// stream ([`BuildContexts::PerStream`]) every one of them passed on an H200 (driver 580):
+    /// LPT weight 0, largest-first and 4 enqueue threads at 8 streams, 6 runs of 6, where one
+    /// context passed 9 of 12 (bench/results/2026-11-27-NVIDIA-H200/, `race-contexts.log` and
+    /// `race.log`). They
+    /// are said (logged) before such a batch is built, so that a crash does not come as a
+    /// surprise.
     pub fn known_risks(&self) -> Vec<String> {
-        let mut risks = Vec::new();
-        if self.streams <= 1 {
-            return risks;
+        if self.streams <= 1 || self.contexts == BuildContexts::PerStream {
+            return Vec::new();
         }
+        const CURE: &str = "a context per stream (--build-contexts per-stream) ran it cleanly \
+                            on an H200 (driver 580, 2026-11-27)";
+        let mut risks = Vec::new();
         if self.assign == Assign::Lpt && self.lpt_build_weight < LPT_WEIGHT_SEEN_SAFE {
             risks.push(format!(
-                "LPT with a build weight of {} (below {LPT_WEIGHT_SEEN_SAFE}) crashed \
-                 (CUDA_ERROR_ILLEGAL_ADDRESS) or hung at 4 to 8 streams on an H100 and an H200 \
-                 (driver 580), even on a first batch; weights 5000 and 20000 (the default) never did",
+                "LPT with a build weight of {} (below {LPT_WEIGHT_SEEN_SAFE}) through one context \
+                 crashed (CUDA_ERROR_ILLEGAL_ADDRESS) or hung at 4 to 8 streams on an H100 and \
+                 an H200 (driver 580), even on a first batch; weights 5000 and 20000 (the \
+                 default) never did, and {CURE}",
                 self.lpt_build_weight
             ));
         }
         if self.issue == IssueOrder::LargestFirst {
-            risks.push(
-                "round-robin streams issued largest first crashed (CUDA_ERROR_ILLEGAL_ADDRESS) \
-                 or hung at 8 streams on an H200 (driver 580)"
-                    .into(),
-            );
+            risks.push(format!(
+                "round-robin streams issued largest first through one context crashed \
+                 (CUDA_ERROR_ILLEGAL_ADDRESS) or hung at 8 streams on an H200 (driver 580), \
+                 and {CURE}"
+            ));
         }
         if self.enqueue_threads > 1 {
-            // Through one context the calls are serialised; through a context per stream they
-            // run side by side, which no GPU has run yet.
-            let gain = match self.contexts {
-                BuildContexts::Shared => {
-                    "the threads gain nothing there (each context serialises its \
-                     optixAccelBuild calls)"
-                }
-                BuildContexts::PerStream => {
-                    "through a context per stream the threads' calls run side by side, \
-                     which no GPU has run yet"
-                }
-            };
             risks.push(format!(
-                "{} enqueue threads: 4 threads on 8 streams through one context crashed \
-                 (CUDA_ERROR_INVALID_ADDRESS_SPACE) on an H200 (driver 580), and {gain}",
+                "{} enqueue threads through one context: 4 threads on 8 streams crashed \
+                 (CUDA_ERROR_INVALID_ADDRESS_SPACE) on an H200 (driver 580), and the threads \
+                 gain nothing there (one context serialises its optixAccelBuild calls; 16 \
+                 streams took 19.5 ms with 4 threads against 15.7 ms with 1); {CURE}, and there \
+                 4 threads on 16 streams took 9.07 ms",
                 self.enqueue_threads
             ));
         }
         risks
+    }
+
+    /// The contexts `--build-contexts auto` (the command line's default) picks: a context per
+    /// stream wherever one context is known to fail or to waste the work (more than one
+    /// enqueue thread, or an issue order that crashed through one context: [`known_risks`]),
+    /// one shared context otherwise.
+    ///
+    /// Not a context per stream everywhere: with one enqueue thread, 16 and 32 streams through
+    /// a context each took 22.4 and 24.3 ms on sponza-like against 15.7 and 15.8 ms through one
+    /// (an H200, 2026-11-27), and every extra context costs its creation and OptiX's memory.
+    /// With 4 enqueue threads through a context each, 16 streams took 9.07 ms: the threads'
+    /// calls then run side by side and lift the host-bound enqueue.
+    ///
+    /// [`known_risks`]: AccelOptions::known_risks
+    pub fn suited_contexts(&self) -> BuildContexts {
+        let shared = AccelOptions {
+            contexts: BuildContexts::Shared,
+            ..*self
+        };
+        if shared.known_risks().is_empty() {
+            BuildContexts::Shared
+        } else {
+            BuildContexts::PerStream
+        }
     }
 
     /// `OptixAccelBuildOptions::buildFlags` of the GAS builds.
@@ -1541,19 +1565,71 @@ mod tests {
             ..lpt(0)
         };
         assert_eq!(all.known_risks().len(), 3, "{:?}", all.known_risks());
-        // Threads through a context per stream are not said to be serialised.
-        let threads = |contexts| {
-            AccelOptions {
-                enqueue_threads: 2,
-                contexts,
-                ..AccelOptions::default()
-            }
-            .known_risks()
+        // Threads through one context are said to gain nothing, and the cure is named.
+        let threads = |contexts| AccelOptions {
+            enqueue_threads: 2,
+            contexts,
+            ..AccelOptions::default()
         };
-        assert!(threads(BuildContexts::Shared)[0].contains("gain nothing there"));
-        let per_stream = threads(BuildContexts::PerStream);
-        assert!(!per_stream[0].contains("gain nothing"), "{per_stream:?}");
-        assert!(per_stream[0].contains("run side by side"), "{per_stream:?}");
+        let shared = threads(BuildContexts::Shared).known_risks();
+        assert!(shared[0].contains("gain nothing there"), "{shared:?}");
+        assert!(
+            shared[0].contains("--build-contexts per-stream"),
+            "{shared:?}"
+        );
+        // Through a context per stream every one of them ran cleanly: nothing to warn of.
+        assert!(threads(BuildContexts::PerStream).known_risks().is_empty());
+        let all_per_stream = AccelOptions {
+            contexts: BuildContexts::PerStream,
+            ..all
+        };
+        assert!(all_per_stream.known_risks().is_empty());
+    }
+
+    #[test]
+    fn auto_contexts_are_per_stream_exactly_where_one_context_failed() {
+        let lpt = |w| AccelOptions {
+            assign: Assign::Lpt,
+            lpt_build_weight: w,
+            ..AccelOptions::default()
+        };
+        // The default and the configurations that never failed keep the one context (faster
+        // with one enqueue thread at 16 and 32 streams).
+        assert_eq!(
+            AccelOptions::default().suited_contexts(),
+            BuildContexts::Shared
+        );
+        assert_eq!(
+            lpt(DEFAULT_LPT_BUILD_WEIGHT).suited_contexts(),
+            BuildContexts::Shared
+        );
+        for o in [
+            lpt(0),
+            lpt(LPT_WEIGHT_SEEN_SAFE - 1),
+            AccelOptions {
+                issue: IssueOrder::LargestFirst,
+                ..AccelOptions::default()
+            },
+            AccelOptions {
+                enqueue_threads: 4,
+                ..AccelOptions::default()
+            },
+        ] {
+            assert_eq!(o.suited_contexts(), BuildContexts::PerStream, "{o:?}");
+            // Whatever the options asked for before: the pick looks at the rest only.
+            let asked_per_stream = AccelOptions {
+                contexts: BuildContexts::PerStream,
+                ..o
+            };
+            assert_eq!(asked_per_stream.suited_contexts(), BuildContexts::PerStream);
+        }
+        // One stream: nothing runs at once, one context.
+        let one = AccelOptions {
+            streams: 1,
+            enqueue_threads: 4,
+            ..lpt(0)
+        };
+        assert_eq!(one.suited_contexts(), BuildContexts::Shared);
     }
 
     #[test]

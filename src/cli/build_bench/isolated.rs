@@ -129,9 +129,12 @@ pub struct Failed {
 }
 
 /// The rows of every job that passed, in job order, and the jobs that failed. Every job runs,
-/// whatever the ones before it did: that is the point of isolating them.
+/// whatever the ones before it did: that is the point of isolating them. After each job that
+/// passed, `rows_so_far` gets every row so far (build-bench writes them out, so that a run
+/// stopped part-way keeps them).
 pub fn run_jobs(
     jobs: &[(Job, String)],
+    mut rows_so_far: impl FnMut(&[BenchRow]) -> anyhow::Result<()>,
     mut run: impl FnMut(Job) -> anyhow::Result<(Ending, Vec<BenchRow>)>,
 ) -> anyhow::Result<(Vec<BenchRow>, Vec<Failed>)> {
     let mut rows = Vec::new();
@@ -142,6 +145,7 @@ pub fn run_jobs(
         let (ending, mut job_rows) = run(*job)?;
         if ending == Ending::Passed {
             rows.append(&mut job_rows);
+            rows_so_far(&rows)?;
         } else {
             eprintln!("build-bench --isolate: {label}: {ending}");
             failed.push(Failed {
@@ -282,16 +286,29 @@ mod tests {
             .chain([(Job::Reference, "single GAS".to_string())])
             .collect();
         let mut ran = Vec::new();
-        let (rows, failed) = run_jobs(&jobs, |job| {
-            ran.push(job);
-            Ok(match job {
-                Job::Config(1) => (Ending::Signalled(11), vec![]),
-                Job::Config(2) => (Ending::Exited(EXIT_GPU_HUNG), vec![]),
-                _ => (Ending::Passed, vec![row(&job.spec())]),
-            })
-        })
+        // What was handed on after each job: the rows so far, each time a job passed.
+        let mut handed = Vec::new();
+        let (rows, failed) = run_jobs(
+            &jobs,
+            |so_far| {
+                handed.push(so_far.iter().map(|r| r.scene.clone()).collect::<Vec<_>>());
+                Ok(())
+            },
+            |job| {
+                ran.push(job);
+                Ok(match job {
+                    Job::Config(1) => (Ending::Signalled(11), vec![]),
+                    Job::Config(2) => (Ending::Exited(EXIT_GPU_HUNG), vec![]),
+                    _ => (Ending::Passed, vec![row(&job.spec())]),
+                })
+            },
+        )
         .unwrap();
         assert_eq!(ran.len(), 5);
+        assert_eq!(
+            handed,
+            [vec!["0"], vec!["0", "3"], vec!["0", "3", "reference"]]
+        );
         assert_eq!(
             rows.iter().map(|r| r.scene.as_str()).collect::<Vec<_>>(),
             ["0", "3", "reference"]
@@ -318,7 +335,14 @@ mod tests {
         assert!(failure_summary(&failed, 2)
             .starts_with("all 2 isolated configurations failed (no rows"));
         // The parent's own failure stops the run.
-        assert!(run_jobs(&jobs, |_| anyhow::bail!("cannot start")).is_err());
+        assert!(run_jobs(&jobs, |_| Ok(()), |_| anyhow::bail!("cannot start")).is_err());
+        // So does a failure to keep the rows so far (a full disk, a folder gone).
+        let kept = run_jobs(
+            &jobs,
+            |_| anyhow::bail!("cannot write"),
+            |job| Ok((Ending::Passed, vec![row(&job.spec())])),
+        );
+        assert!(kept.is_err());
     }
 
     /// A row named `scene` (test data).
