@@ -14,7 +14,8 @@
 #              compaction off/on (CSV + SVG); the LPT and enqueue-thread runs with --isolate (a
 #              process per configuration)
 #   render     GPU and CPU renders on this host: Cornell 1024x1024 256 spp, sponza-like and the
-#              10M toystore at 1920x1080 64 spp; samples/s and rays/s side by side, PNGs kept;
+#              10M toystore at 1920x1080 64 spp; samples/s and rays/s side by side, images kept
+#              (lossless WebP);
 #              each GPU image's mean luminance against the CPU's, in standard errors
 #   sched      the tile scheduler with GPU workers (--devices gpu0x2 and gpu0x2,cpu, --stats) on
 #              the toystore; the image must be bit-identical across GPU worker counts and schedules,
@@ -55,6 +56,8 @@
 #   GW_SHELVES        toystore size (default 1007 shelves: about 10M triangles)
 #   GW_SCENES_DIR     generated scenes (default /tmp/gasworks-scenes; large, never committed)
 #   GW_SKIP_CPU=1     render step: GPU renders only (no GPU vs CPU comparison then)
+#   GW_COMMITTED_RESULTS  render step: where earlier sessions' images are (default bench/results):
+#                     an image bit for bit one of them is kept as IMAGE.same, naming it
 #   GW_RENDER_SE      render step: the most standard errors the GPU's mean luminance may lie
 #                     from the CPU's before the step fails (default 6)
 set -uo pipefail
@@ -348,21 +351,42 @@ step_bench() {
     done | tee -a "$summary" >&2
 }
 
+# same_as_committed IMAGE: an image bit for bit the same as one an earlier session committed
+# under bench/results (the renderer is deterministic: 2026-11-27's GPU images at 4e0653b were
+# those of 2026-11-26 at 04c3eb4 and e162ad4) is kept as IMAGE.same, a line naming that file
+# and the checksum, not as a second copy: the committed results travel with every device call.
+same_as_committed() {
+    local img="$1" committed="${GW_COMMITTED_RESULTS:-$root/bench/results}" here sum match
+    [ -s "$img" ] || return 0
+    here="$(cd "$(dirname "$img")" && pwd)"
+    committed="$(cd "$committed" 2>/dev/null && pwd)" || return 0
+    sum="$(sha256sum "$img" | cut -d' ' -f1)"
+    match="$(find "$committed" -name '*.webp' ! -path "$here/*" -print0 2>/dev/null \
+        | xargs -0 -r sha256sum | awk -v s="$sum" '$1 == s {print $2; exit}')"
+    [ -n "$match" ] || return 0
+    match="${match#"$root"/}"
+    echo "$(basename "$img"): bit for bit $match (sha256 $sum, $(stat -c %s "$img") bytes)" > "$img.same"
+    rm -f "$img"
+    note "render: $(basename "$img") is bit for bit $match (kept as $(basename "$img").same)"
+}
+
 render_csv="$out/render-figures.csv"
 # render_one NAME OBJ BACKEND WIDTH HEIGHT SPP: one render, its log, image and CSV row. The
 # render is an EXR (linear radiance, kept with the scenes: too big to bring back) for
-# compare_backends; the PNG committed with the results is made from it by `gasworks merge`.
+# compare_backends; the image committed with the results is made from it by `gasworks merge`.
 render_one() {
     local name="$1" obj="$2" backend="$3" w="$4" h="$5" spp="$6"
-    local log="$out/render-$name-$backend.log" exr="$scenes/render-$name-$backend.exr" img="$out/$name-$backend.png"
+    local log="$out/render-$name-$backend.log" exr="$scenes/render-$name-$backend.exr" img="$out/$name-$backend.webp"
     rm -f "$exr"
     local cmd=("$bin" render "$obj" -o "$exr" --backend "$backend" --width "$w" --height "$h" --spp "$spp" --max-depth 8)
     logged "$log" "${cmd[@]}" || { fail "render $name on $backend (see $log)"; return; }
-    # Every GPU image is kept as a PNG; of the CPU's, only the Cornell box's: the others are
-    # 3.4 MB each, anyone can make them again without a GPU (the log holds the command), and
-    # the committed results travel with every later device call (64 MiB in all).
+    # Every GPU image is kept, as a lossless WebP (a PNG's pixels in about 35% fewer bytes:
+    # the committed results travel with every later device call, 64 MiB in all); of the CPU's,
+    # only the Cornell box's: anyone can make the others again without a GPU (the log holds
+    # the command).
     if [ "$backend" != cpu ] || [ "$name" = cornell ]; then
-        "$bin" merge "$exr" -o "$img" >> "$log" 2>&1 || fail "PNG of $exr (see $log)"
+        "$bin" merge "$exr" -o "$img" >> "$log" 2>&1 || fail "WebP of $exr (see $log)"
+        same_as_committed "$img"
     fi
     # The render's timings line (tests/cli_render_output.rs pins its format):
     # "time: load L s, build B s, render R s, S M samples/s" and, for OptiX,

@@ -154,6 +154,12 @@ PATH="$work/bin:$PATH" OUT="$work/out2" GW_ARCHIVE="$work/archive.tar.xz" GW_UNP
     GW_RESULTS_DIR="$work/results2" GW_SCENES_DIR="$work/scenes" GW_BUDGET_S=600 \
     bash scripts/gpu-session.sh race watchdog > "$work/session2.log" 2>&1
 rc2=$?
+# The render step again, GPU only, against the first run's results as the committed ones: the
+# stand-in renders the same pixels again, so every image must be named, not copied.
+PATH="$work/bin:$PATH" OUT="$work/out3" GW_ARCHIVE="$work/archive.tar.xz" GW_UNPACK_DIR="$work/dev3" \
+    GW_RESULTS_DIR="$work/results3" GW_SCENES_DIR="$work/scenes" GW_SHELVES=2 GW_BUDGET_S=600 \
+    GW_SKIP_CPU=1 GW_COMMITTED_RESULTS="$work/results" \
+    bash scripts/gpu-session.sh render > "$work/session3.log" 2>&1 || true
 # The watchdog step's other two outcomes: a run its cap had to kill (a failure), and a run the
 # watchdog ended (what the step looks for).
 for mode in hang watchdog; do
@@ -216,7 +222,13 @@ for scene in cornell sponza-like toystore; do
             grep -qE "^$scene,$b,[0-9]+,[0-9]+,[0-9]+,8,[0-9.]+,[0-9.]+,[0-9.]+,[0-9.]+," "$work/results/render-figures.csv"
     done
 done
-check "render: PNGs kept" test -s "$work/results/cornell-optix.png"
+check "render: images kept as lossless WebP (or named, where bit for bit a committed one)" bash -c \
+    "test -s '$work/results/cornell-optix.webp' || grep -q '^cornell-optix.webp: bit for bit bench/results/' '$work/results/cornell-optix.webp.same'"
+for scene in cornell sponza-like toystore; do
+    check "render: $scene's image, bit for bit one already committed, named and not copied" bash -c \
+        "test ! -e '$work/results3/$scene-optix.webp' &&
+         grep -qE '^$scene-optix.webp: bit for bit .*/results/$scene-optix.webp \(sha256 [0-9a-f]{64}, [0-9]+ bytes\)$' '$work/results3/$scene-optix.webp.same'"
+done
 # The stand-in GPU renders on the CPU with another seed: the images differ by noise alone.
 for scene in cornell sponza-like toystore; do
     check "render: $scene compared with the CPU's, within noise" \

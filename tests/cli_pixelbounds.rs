@@ -220,6 +220,50 @@ fn bad_pixelbounds_are_refused_before_rendering() {
         assert!(e.contains("--pixelbounds"), "{bad}: {e}");
     }
     assert!(!d.join("x.exr").exists());
+    // A WebP cannot say where a crop lies: refused before rendering, named.
+    let e = fails(
+        d,
+        &[
+            "render",
+            s,
+            "-o",
+            "crop.webp",
+            "--width",
+            "64",
+            "--height",
+            "64",
+            "--pixelbounds",
+            "0,32,0,10",
+        ],
+    );
+    assert!(
+        e.contains("crop.webp: a crop (32x10 at 0,0 of a 64x64 frame) cannot be written as WebP"),
+        "{e}"
+    );
+    assert!(!d.join("crop.webp").exists());
+}
+
+/// A whole frame written as WebP holds the PNG's pixels exactly, in fewer bytes (what the GPU
+/// protocol commits), from `render` and from `merge` of EXR crops alike.
+#[test]
+fn a_webp_render_holds_the_pngs_pixels() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    render(d, "full.png", &[]);
+    render(d, "full.webp", &[]);
+    render(d, "full.exr", &[]);
+    render(d, "top.exr", &["--pixelbounds", "0,37,0,13"]);
+    render(d, "bottom.exr", &["--pixelbounds", "0,37,13,29"]);
+    ok(d, &["merge", "top.exr", "bottom.exr", "-o", "joined.webp"]);
+    let png = image::open(d.join("full.png")).unwrap().to_rgb8();
+    for webp in ["full.webp", "joined.webp"] {
+        let got = image::open(d.join(webp)).unwrap().to_rgb8();
+        assert_eq!(got.dimensions(), (37, 29), "{webp}");
+        assert!(
+            got.as_raw() == png.as_raw(),
+            "{webp}: pixels differ from the PNG's"
+        );
+    }
 }
 
 /// The cost map and the statistics cover the window: a 16x8 crop at cost-map scale 0.5 has

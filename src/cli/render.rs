@@ -155,6 +155,7 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
     // spending minutes on a render.
     let window = window::resolve(a.pixelbounds, a.width, a.height)?;
     output::check_writable(&a.output)?;
+    output::check_window_fits_format(&a.output, window, a.width, a.height)?;
     check_report_paths(&a)?;
     check_frame_memory(window.w, window.h)?;
     // A malformed camera comment fails now, not after minutes of loading (checked again,

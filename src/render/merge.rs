@@ -234,7 +234,8 @@ pub fn merge(crops: &[(PathBuf, ReadImage)]) -> Result<Merged, MergeError> {
         meta: ImageMeta::whole(fw, fh, first.meta.render.clone()),
         pixels: match first.format {
             ImageFormat::Exr => Pixels::Linear(linear),
-            ImageFormat::Png => Pixels::Srgb8(srgb),
+            // read_image reads no WebP: PNG's pixels, here only in name.
+            ImageFormat::Png | ImageFormat::Webp => Pixels::Srgb8(srgb),
         },
     })
 }
@@ -247,7 +248,8 @@ pub struct MergeSummary {
     pub height: u32,
 }
 
-/// Reads the crops, joins them and writes the frame to `output` (EXR or PNG by extension).
+/// Reads the crops, joins them and writes the frame to `output` (EXR, PNG or WebP by
+/// extension).
 /// Nothing is written unless every check passes.
 /// Joins the crop files `inputs` into `output`; `exposure` (stops) applies to a PNG made from
 /// EXR crops, as `render --exposure` would have.
@@ -280,7 +282,9 @@ pub fn merge_files(
     merged.meta.exposure = exposure;
     match (&merged.pixels, out_format) {
         (Pixels::Linear(p), _) => output::write_pixels(p, output, &merged.meta)?,
-        (Pixels::Srgb8(p), ImageFormat::Png) => output::write_png(p, output, &merged.meta)?,
+        (Pixels::Srgb8(p), format @ (ImageFormat::Png | ImageFormat::Webp)) => {
+            output::write_srgb8(format, p, output, &merged.meta)?
+        }
         (Pixels::Srgb8(_), ImageFormat::Exr) => {
             return Err(MergeError::PngToExr {
                 path: crops[0].0.clone(),
@@ -366,6 +370,44 @@ mod tests {
             e.contains("crop_0_2.exr was stopped in the middle of a pass (spp stopped: 16 everywhere, 16..32 in 3 of 8 tiles)"),
             "{e}"
         );
+    }
+
+    /// PNG crops join into a WebP holding exactly the pixels they join into as a PNG: how the
+    /// GPU protocol's images, and the committed PNGs before them, became lossless WebPs.
+    #[test]
+    fn png_crops_join_into_a_webp_of_the_same_pixels() {
+        let dir = tempfile::tempdir().unwrap();
+        let (fw, fh) = (6u32, 4u32);
+        let mut inputs = Vec::new();
+        for (y, h) in [(0u32, 1u32), (1, 3)] {
+            let window = Tile { x: 0, y, w: fw, h };
+            let srgb: Vec<[u8; 3]> = (0..fw * h)
+                .map(|i| [(i * 37 % 256) as u8, (y * 50) as u8, (i * 11) as u8])
+                .collect();
+            let meta = ImageMeta {
+                full_width: fw,
+                full_height: fh,
+                window,
+                render: "spp 4".into(),
+                exposure: 0.0,
+            };
+            let path = dir.path().join(format!("crop_{y}.png"));
+            output::write_png(&srgb, &path, &meta).unwrap();
+            inputs.push(path);
+        }
+        let (png, webp) = (dir.path().join("all.png"), dir.path().join("all.webp"));
+        merge_files(&inputs, &png, 0.0).unwrap();
+        let summary = merge_files(&inputs, &webp, 0.0).unwrap();
+        assert_eq!((summary.crops, summary.width, summary.height), (2, fw, fh));
+        let a = image::open(&png).unwrap().to_rgb8();
+        let b = image::open(&webp).unwrap().to_rgb8();
+        assert_eq!(a.dimensions(), (fw, fh));
+        assert!(a.as_raw() == b.as_raw());
+        // Not the other way: a WebP is not read back as a crop.
+        let e = merge_files(&[webp], &dir.path().join("again.png"), 0.0)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("reads back only PNG and EXR"), "{e}");
     }
 
     #[test]
