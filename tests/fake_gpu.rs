@@ -344,16 +344,7 @@ fn check_batch(
 )]
 fn a_build_that_never_returns_ends_build_bench_through_the_watchdog() {
     let Some(f) = fixture() else { return };
-    let mut child = build_bench(f, &["--streams", "4", "--repeat", "1"], &[])
-        .env("FAKE_OPTIX_HANG_AT_BUILD", "5")
-        .env("GASWORKS_BUILD_WAIT_S", "1")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run build-bench");
-    let out = wait_capped(&mut child);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(75), "{stderr}");
+    let stderr = build_bench_hung_at(f, &["--streams", "4", "--repeat", "1"], 5);
     for says in [
         "error: 40 GAS builds on 4 streams (Shared scratch, 1 enqueue thread): the host was blocked for 1 s inside their enqueue",
         "(4 of 40 optixAccelBuild calls returned; the last optixAccelBuild called: GAS group 4 stream 0)",
@@ -377,7 +368,7 @@ fn a_run_stopped_part_way_keeps_the_rows_it_timed() {
     let csv = dir.path().join("part.csv");
     let csv_arg = csv.to_str().expect("a UTF-8 temp path");
     // The fixture's batch is 40 builds: build 45 is the second configuration's fifth.
-    let mut child = build_bench(
+    build_bench_hung_at(
         f,
         &[
             "--streams",
@@ -389,17 +380,8 @@ fn a_run_stopped_part_way_keeps_the_rows_it_timed() {
             "--csv",
             csv_arg,
         ],
-        &[],
-    )
-    .env("FAKE_OPTIX_HANG_AT_BUILD", "45")
-    .env("GASWORKS_BUILD_WAIT_S", "1")
-    .stdout(Stdio::null())
-    .stderr(Stdio::piped())
-    .spawn()
-    .expect("run build-bench");
-    let out = wait_capped(&mut child);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(75), "{stderr}");
+        45,
+    );
     let rows = csv_rows(&csv);
     assert_eq!(rows.len(), 1, "{rows:?}");
     assert_eq!(rows[0]["streams"], "1");
@@ -409,6 +391,22 @@ fn a_run_stopped_part_way_keeps_the_rows_it_timed() {
         .map(|e| e.expect("an entry").file_name())
         .collect();
     assert_eq!(left, [std::ffi::OsString::from("part.csv")]);
+}
+
+/// Runs build-bench on the fake GPU with its `hang_at`-th `optixAccelBuild` never returning
+/// and a 1 s watchdog, and requires that the watchdog ended it (status 75); its stderr.
+fn build_bench_hung_at(f: &Fixture, args: &[&str], hang_at: u32) -> String {
+    let mut child = build_bench(f, args, &[])
+        .env("FAKE_OPTIX_HANG_AT_BUILD", hang_at.to_string())
+        .env("GASWORKS_BUILD_WAIT_S", "1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run build-bench");
+    let out = wait_capped(&mut child);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(75), "{args:?}: {stderr}");
+    stderr
 }
 
 /// Waits for a child that should end by itself; kills it past a cap (a watchdog that never
@@ -640,11 +638,21 @@ fn an_optix_render_makes_only_calls_the_driver_accepts() {
     let Some(f) = fixture() else { return };
     let dir = tempfile::tempdir().expect("temp dir");
     let cornell = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/cornell/cornell.obj");
-    for (name, scene, abi) in [
-        ("cornell", cornell.as_path(), "105"),
-        ("sponza-like", f.scene.as_path(), "105"),
+    // (name, scene, ABI, more arguments, the OptiX contexts the GAS builds go through)
+    for (name, scene, abi, more, build_contexts) in [
+        ("cornell", cornell.as_path(), "105", &[][..], 1),
+        ("sponza-like", f.scene.as_path(), "105", &[][..], 1),
         // OptiX 8.0's table: optixSbtRecordPackHeader and optixLaunch two entries earlier.
-        ("cornell-abi87", cornell.as_path(), "87"),
+        ("cornell-abi87", cornell.as_path(), "87", &[][..], 1),
+        // Enqueue threads: `--build-contexts auto` gives each of the 4 streams a context of
+        // its own for its GAS builds; the IAS is built through the renderer's.
+        (
+            "sponza-like-threads",
+            f.scene.as_path(),
+            "105",
+            &["--streams", "4", "--enqueue-threads", "2"][..],
+            4,
+        ),
     ] {
         let log = dir.path().join(format!("{name}.log"));
         let png = dir.path().join(format!("{name}.png"));
@@ -667,10 +675,11 @@ fn an_optix_render_makes_only_calls_the_driver_accepts() {
                 "4",
                 "--pass-spp",
                 "2",
-                "-o",
             ],
             &[("FAKE_GPU_LOG", &log)],
         )
+        .args(more)
+        .arg("-o")
         .arg(&png)
         .output()
         .expect("run gasworks render");
@@ -716,6 +725,20 @@ fn an_optix_render_makes_only_calls_the_driver_accepts() {
         );
         let launches = text.lines().filter(|l| l.starts_with("launch ")).count();
         assert!(launches >= 2, "{name}: {launches} launches:\n{text}");
+        let contexts_of = |kind: &str| -> BTreeSet<String> {
+            text.lines()
+                .filter(|l| l.starts_with(kind))
+                .map(|l| fields(l)["ctx"].to_string())
+                .collect()
+        };
+        let (gas, ias) = (contexts_of("build "), contexts_of("ias "));
+        assert_eq!(gas.len(), build_contexts, "{name}: GAS contexts {gas:?}");
+        assert_eq!(ias.len(), 1, "{name}: IAS contexts {ias:?}");
+        if build_contexts > 1 {
+            assert!(ias.is_disjoint(&gas), "{name}: {ias:?} among {gas:?}");
+        } else {
+            assert_eq!(ias, gas, "{name}");
+        }
         assert_nothing_left_alive(name, &text);
     }
 }

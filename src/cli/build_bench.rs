@@ -848,33 +848,28 @@ mod tests {
             pairs(&a),
             [(BuildContexts::Shared, 1), (BuildContexts::PerStream, 4)]
         );
+        // 8 streams, 1 and 4 threads, through `contexts`.
+        let through = |contexts: &str| {
+            parse(&[
+                "--streams",
+                "8",
+                "--enqueue-threads",
+                "1,4",
+                "--build-contexts",
+                contexts,
+            ])
+            .unwrap()
+        };
         // `auto` beside what it resolves to: each configuration timed once.
-        let a = parse(&[
-            "--streams",
-            "8",
-            "--enqueue-threads",
-            "1,4",
-            "--build-contexts",
-            "auto,shared",
-        ])
-        .unwrap();
         assert_eq!(
-            pairs(&a),
+            pairs(&through("auto,shared")),
             [
                 (BuildContexts::Shared, 1),
                 (BuildContexts::PerStream, 4),
                 (BuildContexts::Shared, 4)
             ]
         );
-        let a = parse(&[
-            "--streams",
-            "8",
-            "--enqueue-threads",
-            "1,4",
-            "--build-contexts",
-            "shared,per-stream",
-        ])
-        .unwrap();
+        let a = through("shared,per-stream");
         assert_eq!(
             pairs(&a),
             [
