@@ -212,9 +212,8 @@ impl AccelOptions {
     /// stream ([`BuildContexts::PerStream`]) every one of them passed on an H200 (driver 580):
     /// LPT weight 0, largest-first and 4 enqueue threads at 8 streams, 6 runs of 6, where one
     /// context passed 9 of 12 (bench/results/2026-11-27-NVIDIA-H200/, `race-contexts.log` and
-    /// `race.log`). They
-    /// are said (logged) before such a batch is built, so that a crash does not come as a
-    /// surprise.
+    /// `race.log`). They are said (logged) before such a batch is built, so that a crash does
+    /// not come as a surprise.
     pub fn known_risks(&self) -> Vec<String> {
         if self.streams <= 1 || self.contexts == BuildContexts::PerStream {
             return Vec::new();
