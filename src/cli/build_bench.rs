@@ -653,16 +653,17 @@ fn run_on(
         // The groups' geometry, uploaded only where a batch is timed (not for an --isolate
         // child timing the reference alone), and freed before the reference's upload.
         let geometry = DeviceGeometry::upload(gpu, &upload_stream, scene)?;
-        let mut so_far = Vec::new();
-        time_each(timed, |o| {
+        // A whole run keeps its rows written as it goes; an --isolate child hands them to its
+        // parent at the end.
+        let keep = |rows: &[BenchRow]| match job {
+            None => write_rows_so_far(a, rows, &title).map(drop),
+            Some(_) => Ok(()),
+        };
+        time_each(timed, keep, |o| {
             let m = time_batch(ctx, &geometry, &group_triangles, o, a.warmup, a.repeat)
                 .with_context(|| format!("{} streams, {}", o.streams, flags_name(o.fast_build)))?;
             let r = row(BuildKind::Batch, o, &m);
             print_row(&r);
-            if job.is_none() {
-                so_far.push(r.clone());
-                write_rows_so_far(a, &so_far, &title)?;
-            }
             Ok(r)
         })
     };
@@ -732,9 +733,11 @@ fn write_child_rows(a: &BuildBenchArgs, rows: &[BenchRow]) -> anyhow::Result<()>
 }
 
 /// Times each configuration in order until one fails: the rows timed, and the failure if
-/// there was one.
+/// there was one. After each configuration timed, `rows_so_far` gets every row so far (as
+/// [`isolated::run_jobs`] does); its failure ends the timing like a configuration's.
 fn time_each<R>(
     configs: &[AccelOptions],
+    mut rows_so_far: impl FnMut(&[R]) -> anyhow::Result<()>,
     mut time: impl FnMut(&AccelOptions) -> anyhow::Result<R>,
 ) -> (Vec<R>, Option<anyhow::Error>) {
     let mut rows = Vec::with_capacity(configs.len());
@@ -742,6 +745,9 @@ fn time_each<R>(
         match time(o) {
             Ok(r) => rows.push(r),
             Err(e) => return (rows, Some(e)),
+        }
+        if let Err(e) = rows_so_far(&rows) {
+            return (rows, Some(e));
         }
     }
     (rows, None)
@@ -1046,7 +1052,12 @@ mod tests {
     fn a_failing_configuration_keeps_the_rows_timed_before_it() {
         let a = parse(&["--streams", "1,2,4,8"]).unwrap();
         let configs = configurations(&a);
-        let (rows, failed) = time_each(&configs, |o| {
+        let mut handed = Vec::new();
+        let keep = |rows: &[u32]| {
+            handed.push(rows.len());
+            Ok(())
+        };
+        let (rows, failed) = time_each(&configs, keep, |o| {
             if o.streams == 4 {
                 anyhow::bail!("cuEventQuery failed: CUDA_ERROR_ILLEGAL_ADDRESS")
             }
@@ -1054,7 +1065,9 @@ mod tests {
         });
         assert_eq!(rows, [1, 2]);
         assert!(format!("{:#}", failed.unwrap()).contains("CUDA_ERROR_ILLEGAL_ADDRESS"));
-        let (rows, failed) = time_each(&configs, |o| Ok(o.streams));
+        // The rows so far were handed on after each configuration timed.
+        assert_eq!(handed, [1, 2]);
+        let (rows, failed) = time_each(&configs, |_| Ok(()), |o| Ok(o.streams));
         assert_eq!(rows.len(), 4);
         assert!(failed.is_none());
     }
