@@ -107,6 +107,9 @@ if ! tar -C "$dev" -xJf "$archive"; then
     exit 2
 fi
 bin="$dev/gasworks"
+# A GPU worker that fails must fail its check, not be retired while the CPU workers beside it
+# finish the frame (the render's default, `--on-worker-error retire`).
+export GASWORKS_ON_WORKER_ERROR=stop
 tests_dir="$dev/tests"
 commit="$(cat "$dev/git-commit" 2>/dev/null || echo unknown)"
 [ -x "$bin" ] || { say "$archive holds no gasworks binary"; exit 2; }

@@ -97,6 +97,9 @@ fn gasworks_on_fake(
         "FAKE_OPTIX_HANG_AT_BUILD",
         "FAKE_OPTIX_ABORT_AT_CONTEXT",
         "FAKE_OPTIX_HANG_AT_LAUNCH",
+        "FAKE_OPTIX_FAIL_LAUNCHES_FROM",
+        // scripts/gpu-session.sh sets it for its own renders.
+        "GASWORKS_ON_WORKER_ERROR",
     ] {
         cmd.env_remove(k);
     }
@@ -792,6 +795,93 @@ fn a_launch_that_never_returns_ends_the_render_through_the_tile_watch() {
         assert!(stderr.contains(says), "no {says:?} in:\n{stderr}");
     }
     assert!(!png.exists(), "an image was written by a hung render");
+}
+
+/// A GPU whose launches start failing mid-frame (a lost device): its workers are retired and
+/// the CPU workers beside them finish the frame. When it fails from its first launch (the
+/// calibration's), every tile is the CPU's, so the image is the bits of a CPU-only render.
+/// With `--on-worker-error stop` the first failure ends the render, naming the call, and no
+/// image is written.
+#[test]
+#[cfg_attr(
+    gasworks_no_cc,
+    ignore = "no C compiler when the tests were built (see build.rs)"
+)]
+fn a_gpu_that_fails_mid_frame_is_retired_and_the_cpu_finishes() {
+    let Some(f) = fixture() else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let cornell = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/cornell/cornell.obj");
+    // Tiles enough for every worker to hold some (the fake GPU would want one big one).
+    let size = [
+        "--width",
+        "40",
+        "--height",
+        "24",
+        "--spp",
+        "4",
+        "--pass-spp",
+        "2",
+        "--tiles",
+        "16",
+    ];
+    let render = |name: &str, devices: &str, more: &[&str], fail_from: &str| {
+        let png = dir.path().join(format!("{name}.png"));
+        let mut cmd = gasworks_on_fake(f, "render", &cornell, &size, &[]);
+        cmd.args(["--devices", devices])
+            .args(more)
+            .arg("-o")
+            .arg(&png);
+        if !fail_from.is_empty() {
+            cmd.env("FAKE_OPTIX_FAIL_LAUNCHES_FROM", fail_from);
+        }
+        let out = cmd.output().expect("run gasworks render");
+        (out, png)
+    };
+    let pixels = |png: &Path| image::open(png).expect("the image").to_rgba16().into_raw();
+
+    let (cpu, cpu_png) = render("cpu", "cpu:2", &[], "");
+    assert!(
+        cpu.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cpu.stderr)
+    );
+    let optix = ["--backend", "optix"];
+    for fail_from in ["1", "4"] {
+        let name = format!("from-{fail_from}");
+        let (out, png) = render(&name, "gpu0x2,cpu:2", &optix, fail_from);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{name}: {stderr}");
+        for says in [
+            "warning: worker gpu0/s0 (optix:0/w0) failed on tile",
+            "warning: worker gpu0/s1 (optix:0/w1) failed on tile",
+            "optixLaunch failed: OPTIX_ERROR_LAUNCH_FAILURE; the worker is retired, the other \
+             workers take its tiles",
+            "warning: the frame went on without 2 of 4 workers (gpu0/s",
+        ] {
+            assert!(stderr.contains(says), "{name}: no {says:?} in:\n{stderr}");
+        }
+        if fail_from == "1" {
+            assert!(
+                stderr.contains("the first pass is planned without calibration"),
+                "{stderr}"
+            );
+            assert!(
+                pixels(&png) == pixels(&cpu_png),
+                "{name}: not the CPU's image"
+            );
+        }
+    }
+    let (out, png) = render(
+        "stop",
+        "gpu0x2,cpu:2",
+        &[&optix[..], &["--on-worker-error", "stop"]].concat(),
+        "4",
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("OPTIX_ERROR_LAUNCH_FAILURE"), "{stderr}");
+    assert!(stderr.contains("worker gpu0/s"), "{stderr}");
+    assert!(!png.exists(), "an image was written by a failed render");
 }
 
 /// A `--gpu` past the driver's count is named as such, not as "no NVIDIA GPU".

@@ -3,37 +3,11 @@
 
 mod sched_support;
 
-use gasworks::render::Tile;
 use gasworks::scene::MaterialKind;
 use gasworks::sched::{render_frame, DeviceSpec, SchedConfig, Strategy};
-use sched_support::{assert_no_cpu_ran_a_gpu_tile, room, room_settings, MockFactory, MockRenderer};
-
-/// Checks the calls of a render: per pixel, the sample ranges received are disjoint, in
-/// increasing order, and together are exactly `0..spp`; and per pass each tile once.
-fn check_calls(calls: &[(Tile, std::ops::Range<u32>)], width: u32, height: u32, spp: u32) {
-    let mut next = vec![0u32; (width * height) as usize];
-    // Calls of one pass may interleave across threads; sort by the pass (sample start).
-    let mut calls = calls.to_vec();
-    calls.sort_by_key(|(t, s)| (s.start, t.y, t.x));
-    for (tile, samples) in &calls {
-        assert!(
-            tile.x + tile.w <= width && tile.y + tile.h <= height,
-            "{tile:?}"
-        );
-        for y in tile.y..tile.y + tile.h {
-            for x in tile.x..tile.x + tile.w {
-                let p = (y * width + x) as usize;
-                assert_eq!(
-                    next[p], samples.start,
-                    "pixel ({x},{y}) got samples {samples:?} after {}",
-                    next[p]
-                );
-                next[p] = samples.end;
-            }
-        }
-    }
-    assert!(next.iter().all(|&n| n == spp), "some pixel missed samples");
-}
+use sched_support::{
+    assert_no_cpu_ran_a_gpu_tile, check_calls, room, room_settings, MockFactory, MockRenderer,
+};
 
 #[test]
 fn every_tile_once_under_every_schedule() {

@@ -292,6 +292,15 @@ pub enum ScheduleArg {
     Adaptive,
 }
 
+/// `--on-worker-error`.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WorkerErrorArg {
+    /// Retire the worker; the others take its tiles.
+    Retire,
+    /// End the frame with the error.
+    Stop,
+}
+
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OnOff {
     On,
@@ -327,6 +336,12 @@ pub struct ScheduleArgs {
     /// Samples per pixel of each pass over the tiles (progressive rendering) [default: all in one pass]
     #[arg(long)]
     pub pass_spp: Option<u32>,
+    /// When a worker's renderer fails on a tile (a GPU out of memory, a lost context): retire
+    /// the worker and let the others render its tiles, every pixel still getting all its
+    /// samples (the frame fails only when no worker is left), or stop the frame at the first
+    /// error. Under mpirun a worker's error ends the job either way
+    #[arg(long, value_enum, env = "GASWORKS_ON_WORKER_ERROR", default_value_t = WorkerErrorArg::Retire)]
+    pub on_worker_error: WorkerErrorArg,
     /// Write per-render scheduling statistics to this CSV file
     #[arg(long)]
     pub stats: Option<std::path::PathBuf>,
@@ -358,6 +373,10 @@ impl ScheduleArgs {
             costmap_scale: self.costmap_scale,
             calibrate: self.calibrate == OnOff::On,
             slow_worker_pieces: self.slow_worker_pieces,
+            on_worker_error: match self.on_worker_error {
+                WorkerErrorArg::Retire => crate::sched::OnWorkerError::Retire,
+                WorkerErrorArg::Stop => crate::sched::OnWorkerError::Stop,
+            },
             ..SchedConfig::default()
         };
         config.validate()?;

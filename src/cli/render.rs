@@ -331,6 +331,9 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
     if !frame.report.passes.is_empty() {
         out.detail(a.schedule.stats.is_some(), frame.report.summary());
     }
+    if let Some(line) = retirements_line(&frame.report) {
+        out.warn(line);
+    }
     if let Some([csv, tiles, map]) = &published.stats {
         out.status(format_args!(
             "statistics: {}, {}, {}",
@@ -375,6 +378,26 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
     ));
     finish_checkpoints(&a, &checkpoints, out);
     Ok(())
+}
+
+/// "the frame went on without 1 of 3 workers (gpu0/s1, retired in pass 2)...": said once
+/// more after the render, as the errors themselves scrolled by while it ran.
+fn retirements_line(report: &crate::sched::report::FrameReport) -> Option<String> {
+    if report.retirements.is_empty() {
+        return None;
+    }
+    let who: Vec<String> = report
+        .retirements
+        .iter()
+        .map(|r| format!("{}, retired in pass {}", r.label, r.pass + 1))
+        .collect();
+    Some(format!(
+        "the frame went on without {} of {} workers ({}); every pixel got all its samples, \
+         from the workers left (--on-worker-error stop ends the frame instead)",
+        report.retirements.len(),
+        report.workers.len(),
+        who.join("; ")
+    ))
 }
 
 /// A frame a stop signal ended, its image written (and the resume file, when `resume` names

@@ -999,6 +999,8 @@ impl Master {
             }),
             // Empty unless the ranks' devices differ (docs/cluster.md, "Speeds").
             calibration: self.calibration,
+            // A worker's error ends a cluster frame (`--on-worker-error` is one process's).
+            retirements: Vec::new(),
         };
         Frame {
             film: self.film,

@@ -54,7 +54,7 @@ use policy::WorkQueues;
 use report::{FrameReport, PassReport};
 use sat::MapScale;
 pub use tiles::Strategy;
-pub use workers::{CpuOnlyFactory, DeviceSpec, RendererFactory, Worker};
+pub use workers::{CpuOnlyFactory, DeviceSpec, OnWorkerError, RendererFactory, Retirement, Worker};
 
 /// How a frame is scheduled.
 #[derive(Clone, Debug, PartialEq)]
@@ -83,6 +83,9 @@ pub struct SchedConfig {
     /// CPU thread beside a GPU gets tiles it can finish ([`tiles::cut_for_slow_workers`]); 0
     /// leaves the tiles as laid out.
     pub slow_worker_pieces: u32,
+    /// What a renderer error does: retire its worker and go on with the others (the default),
+    /// or end the frame (`--on-worker-error`).
+    pub on_worker_error: OnWorkerError,
 }
 
 impl Default for SchedConfig {
@@ -98,6 +101,7 @@ impl Default for SchedConfig {
             window: None,
             calibrate: true,
             slow_worker_pieces: tiles::DEFAULT_SLOW_WORKER_PIECES,
+            on_worker_error: OnWorkerError::default(),
         }
     }
 }
@@ -506,6 +510,10 @@ pub fn render_frame_until(
     let carry_over = measured_costs_carry_over(workers.iter().map(|w| w.device.as_str()));
     let mut planned_with_measured = false;
     let mut weights = vec![1.0f64; workers.len()];
+    // Workers retired by a renderer error ([`OnWorkerError::Retire`]): they plan at speed 0
+    // and take nothing in the passes after.
+    let mut retired = vec![false; workers.len()];
+    let mut retirements = Vec::new();
     // Whether `weights` are speeds (calibrated or measured) rather than worker counts.
     let mut weights_are_speeds = false;
     let mut calibration = Vec::new();
@@ -559,8 +567,15 @@ pub fn render_frame_until(
         let mut predicted = tile_costs(&tiles);
         if pass == first_pass && config.calibrate && calibrate::needed(&workers) {
             // Nothing has been timed in this run yet: time each device on a piece of the image.
-            calibration =
-                calibrate::calibrate(&workers, &tiles, &predicted, &plan_sat, scale, samples)?;
+            match calibrate::calibrate(&workers, &tiles, &predicted, &plan_sat, scale, samples) {
+                Ok(c) => calibration = c,
+                // A worker that cannot render a piece will fail its first tile as well, and
+                // be retired there like any other; the pass is planned by worker counts.
+                Err(e) if config.on_worker_error == OnWorkerError::Retire => progress.warn(
+                    format_args!("{e:#}; the first pass is planned without calibration"),
+                ),
+                Err(e) => return Err(e),
+            }
             weights = calibrate::worker_speeds(&workers, &calibration);
             weights_are_speeds = !calibration.is_empty();
         }
@@ -592,7 +607,8 @@ pub fn render_frame_until(
         let deques = policy::initial_deques(config.strategy, &predicted, &weights);
         let queues = WorkQueues::new(deques.clone(), config.steal)
             .with_speeds(&weights, &predicted)
-            .with_task_floors(&tiles::area_floors(&tiles, &predicted));
+            .with_task_floors(&tiles::area_floors(&tiles, &predicted))
+            .with_retired(&retired);
         let job = workers::PassJob {
             tiles: &tiles,
             samples: samples.clone(),
@@ -600,9 +616,14 @@ pub fn render_frame_until(
             pass,
             seed: settings.seed,
             stop,
+            on_error: config.on_worker_error,
         };
         progress.set_message(format!("pass {}/{}", pass + 1, passes.len()));
         let run = workers::run_pass(&workers, &queues, &job, &progress)?;
+        for r in &run.retired {
+            retired[r.worker] = true;
+        }
+        retirements.extend(run.retired);
         tiles_before += tiles.len() as u64;
         if !run.complete {
             complete_passes_film = Some(film.clone());
@@ -655,6 +676,9 @@ pub fn render_frame_until(
             }
             weights = speeds;
             weights_are_speeds = true;
+            for (w, _) in retired.iter().enumerate().filter(|(_, &r)| r) {
+                weights[w] = 0.0;
+            }
             if let Some(hook) = between_passes.as_mut() {
                 hook(&film, samples.end);
             }
@@ -677,6 +701,7 @@ pub fn render_frame_until(
         render_s: render_start.elapsed().as_secs_f64(),
         cluster: None,
         calibration,
+        retirements,
     };
     Ok(Frame {
         film,

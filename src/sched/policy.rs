@@ -24,7 +24,9 @@
 //!   through everything queued before it got through that one ([`keep_own_tile`]). With equal
 //!   speeds neither rule refuses anything, so the policy is unchanged.
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 use super::tiles::Strategy;
@@ -158,6 +160,11 @@ pub struct WorkQueues {
     steal: bool,
     /// With [`WorkQueues::with_speeds`]: what the steal guard weighs.
     speeds: Option<Speeds>,
+    /// Per worker: whether it was retired ([`WorkQueues::retire`]): it takes nothing more, and
+    /// the others take its deque from the back, whatever `steal` and the guard say.
+    retired: Vec<AtomicBool>,
+    /// Whether any worker is retired (saves looking at every flag while none is).
+    any_retired: AtomicBool,
 }
 
 /// The steal guard's knowledge: each worker's speed and each task's cost, in any units whose
@@ -254,11 +261,110 @@ pub fn keep_own_tile(cost: f64, queued: f64, w: usize, speeds: &[f64]) -> bool {
 
 impl WorkQueues {
     pub fn new(deques: Vec<Vec<usize>>, steal: bool) -> WorkQueues {
+        let workers = deques.len();
         WorkQueues {
             deques: deques.into_iter().map(|d| Mutex::new(d.into())).collect(),
             steal,
             speeds: None,
+            retired: (0..workers).map(|_| AtomicBool::new(false)).collect(),
+            any_retired: AtomicBool::new(false),
         }
+    }
+
+    /// Marks the workers whose flag is set as retired from the start (workers a renderer error
+    /// retired in an earlier pass): whatever the plan gave them goes to the others.
+    pub fn with_retired(self, retired: &[bool]) -> WorkQueues {
+        for (w, _) in retired.iter().enumerate().filter(|(_, &r)| r) {
+            if w < self.deques.len() {
+                self.retired[w].store(true, Ordering::Relaxed);
+                self.any_retired.store(true, Ordering::Relaxed);
+            }
+        }
+        self
+    }
+
+    /// Retires worker `w`, whose renderer failed on `failed_task`: the task goes back to the
+    /// back of `w`'s deque, and from now on the other workers take that deque from the back
+    /// (stealing on or off, the guard not asked: `w` will run none of it). `w` must take
+    /// nothing more.
+    pub fn retire(&self, w: usize, failed_task: usize) {
+        self.retired[w].store(true, Ordering::Relaxed);
+        self.any_retired.store(true, Ordering::Relaxed);
+        self.push_back(w, failed_task);
+    }
+
+    /// Whether worker `w` is retired.
+    pub fn is_retired(&self, w: usize) -> bool {
+        self.retired
+            .get(w)
+            .is_some_and(|r| r.load(Ordering::Relaxed))
+    }
+
+    /// Every task still queued, by worker, front first (a snapshot; what a pass left when its
+    /// threads are done).
+    pub fn remaining(&self) -> Vec<usize> {
+        self.deques
+            .iter()
+            .flat_map(|d| d.lock().unwrap_or_else(|e| e.into_inner()).clone())
+            .collect()
+    }
+
+    /// New queues for `tasks`, for the workers that are not retired: the tasks a pass could not
+    /// finish on its first go (a worker retired after the others had run out of work). They
+    /// are cut into one contiguous run per working worker by their speeds and the tasks' costs
+    /// when the guard knows them (equal shares otherwise), stealing is on, and the guard, with
+    /// the retired workers' speeds at zero, still keeps a slow worker off a fast one's tiles.
+    /// The retired workers keep empty deques.
+    pub fn requeue(&self, tasks: &[usize]) -> WorkQueues {
+        let live: Vec<usize> = (0..self.deques.len())
+            .filter(|&w| !self.is_retired(w))
+            .collect();
+        let mut deques = vec![Vec::new(); self.deques.len()];
+        if !live.is_empty() {
+            let (costs, speeds): (Vec<f64>, Vec<f64>) = match &self.speeds {
+                Some(sp) => (
+                    tasks.iter().map(|&t| sp.cost(t)).collect(),
+                    live.iter().map(|&w| sp.per_worker[w]).collect(),
+                ),
+                None => (vec![1.0; tasks.len()], vec![1.0; live.len()]),
+            };
+            for (run, &w) in contiguous_runs(&costs, &speeds).into_iter().zip(&live) {
+                deques[w] = run.map(|i| tasks[i]).collect();
+            }
+        }
+        let mut q = WorkQueues::new(deques, true);
+        if let Some(sp) = &self.speeds {
+            let speeds: Vec<f64> = (0..self.deques.len())
+                .map(|w| {
+                    if self.is_retired(w) {
+                        0.0
+                    } else {
+                        sp.per_worker[w]
+                    }
+                })
+                .collect();
+            q = q.with_speeds(&speeds, &sp.task_cost);
+            if let Some(new) = q.speeds.as_mut() {
+                new.floor = sp.floor.clone();
+            }
+        }
+        let retired: Vec<bool> = (0..self.deques.len()).map(|w| self.is_retired(w)).collect();
+        q.with_retired(&retired)
+    }
+
+    /// The guard's speeds with the retired workers' at zero (which the guard counts as
+    /// unknown: a retired worker is no one's "other" that would take the work).
+    fn live_speeds<'a>(&self, sp: &'a Speeds) -> Cow<'a, [f64]> {
+        if !self.any_retired.load(Ordering::Relaxed) {
+            return Cow::Borrowed(&sp.per_worker);
+        }
+        Cow::Owned(
+            sp.per_worker
+                .iter()
+                .enumerate()
+                .map(|(w, &s)| if self.is_retired(w) { 0.0 } else { s })
+                .collect(),
+        )
     }
 
     /// Guards stealing with the workers' speeds (`speeds[w]`) and the tasks' estimated costs
@@ -273,9 +379,14 @@ impl WorkQueues {
             .max()
             .map_or(0, |t| t + 1);
         // Only speeds [`SIMILAR_SPEEDS`] apart or more can make the guard refuse anything.
-        let (lo, hi) = speeds.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), &s| {
-            (lo.min(s), hi.max(s))
-        });
+        // (A zero speed is a retired worker's, [`WorkQueues::requeue`]: it takes nothing, so it
+        // does not make the others unequal.)
+        let (lo, hi) = speeds
+            .iter()
+            .filter(|&&s| s > 0.0)
+            .fold((f64::INFINITY, 0.0f64), |(lo, hi), &s| {
+                (lo.min(s), hi.max(s))
+            });
         let unequal = lo > 0.0 && hi.is_finite() && hi >= SIMILAR_SPEEDS * lo;
         if speeds.len() == self.deques.len() && task_cost.len() >= tasks && unequal {
             let costs: Vec<f64> = task_cost[..tasks]
@@ -341,7 +452,7 @@ impl WorkQueues {
         let queued = others + d.iter().map(|&t| sp.cost(t)).sum::<f64>();
         // (The floor only matters to a slower worker: the fastest always keep their tiles.)
         let cost = sp.guarded_cost(task);
-        if keep_own_tile(cost, queued, w, &sp.per_worker) {
+        if keep_own_tile(cost, queued, w, &self.live_speeds(sp)) {
             d.pop_front()
         } else {
             None
@@ -379,7 +490,12 @@ impl WorkQueues {
     /// so that its queue cannot change in between. `None` when the deque is empty or holds
     /// only work the thief should leave.
     fn steal_back(&self, thief: usize, victim: usize) -> Option<usize> {
-        let Some(sp) = self.speeds.as_ref().filter(|_| self.slow(thief)) else {
+        // A retired owner runs nothing: its deque is anyone's.
+        let Some(sp) = self
+            .speeds
+            .as_ref()
+            .filter(|_| self.slow(thief) && !self.is_retired(victim))
+        else {
             return self.pop_back(victim);
         };
         let others = self.queued_cost_except(victim, sp);
@@ -399,7 +515,7 @@ impl WorkQueues {
                 sp.guarded_cost(task),
                 others + in_victim,
                 thief,
-                &sp.per_worker,
+                &self.live_speeds(sp),
             )
         {
             d.pop_back()
@@ -518,11 +634,15 @@ impl WorkQueues {
                 probes: 0,
             });
         }
-        if !self.steal {
+        // Without stealing, only a retired worker's deque is open to the others.
+        let any_retired = self.any_retired.load(Ordering::Relaxed);
+        if !self.steal && !any_retired {
             return None;
         }
         // Victims in a uniformly random order (Fisher-Yates over the other workers).
-        let mut victims: Vec<usize> = (0..self.deques.len()).filter(|&v| v != w).collect();
+        let mut victims: Vec<usize> = (0..self.deques.len())
+            .filter(|&v| v != w && (self.steal || self.is_retired(v)))
+            .collect();
         for probe in 0..victims.len() {
             let pick = probe + rng.below(victims.len() - probe);
             victims.swap(probe, pick);
@@ -676,6 +796,61 @@ mod tests {
         assert!(!q.guarded());
         let q = WorkQueues::new(vec![vec![0, 7], vec![]], true).with_speeds(&[1.0, 0.5], &costs);
         assert!(!q.guarded(), "task 7 has no cost");
+    }
+
+    /// A retired worker's deque is anyone's: stealing off, or a slow thief the guard would
+    /// keep off a faster owner's tiles.
+    #[test]
+    fn a_retired_workers_deque_goes_to_the_others() {
+        let costs = [1.0; 6];
+        // Worker 0 (fast) fails on task 0 with 1 and 2 still queued; stealing is off.
+        let q = WorkQueues::new(vec![vec![1, 2], vec![3]], false).with_speeds(&[10.0, 1.0], &costs);
+        assert!(q.guarded());
+        let mut rng = StealRng::new(0, 1, 0);
+        assert_eq!(q.next(1, &mut rng).map(|t| t.task), Some(3));
+        assert_eq!(q.next(1, &mut rng), None, "no stealing, no retirement");
+        q.retire(0, 0);
+        assert!(q.is_retired(0) && !q.is_retired(1));
+        let mut taken = Vec::new();
+        while let Some(t) = q.next(1, &mut rng) {
+            assert_eq!(t.stolen_from, Some(0));
+            taken.push(t.task);
+        }
+        // From the back: the failed task first, then the rest.
+        assert_eq!(taken, [0, 2, 1]);
+        assert!(q.remaining().is_empty());
+    }
+
+    /// What a pass left after a late retirement is queued again on the workers left only, by
+    /// their speeds, with stealing on and the guard still keeping the slow off the fast's tiles.
+    #[test]
+    fn requeued_tasks_go_to_the_workers_left() {
+        let costs = [1.0; 12];
+        let q = WorkQueues::new(vec![vec![]; 3], false)
+            .with_speeds(&[10.0, 10.0, 1.0], &costs)
+            .with_retired(&[true, false, false]);
+        let tasks: Vec<usize> = (0..11).collect();
+        let again = q.requeue(&tasks);
+        assert!(again.is_retired(0) && !again.is_retired(1) && !again.is_retired(2));
+        assert!(again.guarded(), "a zero speed must not disarm the guard");
+        let deques: Vec<usize> = (0..3)
+            .map(|w| again.deques[w].lock().unwrap().len())
+            .collect();
+        // 11 tasks at speeds 10 and 1: 10 and 1.
+        assert_eq!(deques, [0, 10, 1]);
+        let mut all = again.remaining();
+        all.sort();
+        assert_eq!(all, tasks);
+        // Stealing is on in the new queues: the fast worker, run dry, takes the slow one's.
+        let mut rng = StealRng::new(0, 1, 1);
+        let mut n = 0;
+        while again.next(1, &mut rng).is_some() {
+            n += 1;
+        }
+        assert_eq!(n, 11);
+        // With nobody left, nothing is queued anywhere.
+        let none = q.with_retired(&[true, true, true]).requeue(&tasks);
+        assert!(none.remaining().is_empty());
     }
 
     proptest::proptest! {

@@ -118,6 +118,13 @@ impl Progress {
         }
     }
 
+    /// A warning line on stderr, whatever the mode (even `--quiet` shows warnings), above the
+    /// bar when one is drawn.
+    pub fn warn(&self, message: impl std::fmt::Display) {
+        self.bar
+            .suspend(|| crate::stderr_line::write_whole(format_args!("warning: {message}")));
+    }
+
     /// The render is over: the bar is cleared (the summary follows).
     pub fn finish(&self) {
         self.bar.finish_and_clear();

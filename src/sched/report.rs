@@ -129,9 +129,10 @@ impl PassReport {
     /// and this 96%. `None` when the pass was not planned by speeds, or they are not all
     /// positive and finite.
     pub fn efficiency_by_speed(&self) -> Option<f64> {
+        // (A zero speed is a retired worker's: it adds no capacity.)
         let known = self.speeds.len() == self.workers.len()
-            && !self.speeds.is_empty()
-            && self.speeds.iter().all(|s| s.is_finite() && *s > 0.0);
+            && self.speeds.iter().any(|&s| s > 0.0)
+            && self.speeds.iter().all(|s| s.is_finite() && *s >= 0.0);
         if !known || self.makespan_s <= 0.0 {
             return None;
         }
@@ -152,6 +153,7 @@ impl PassReport {
         let (lo, hi) = self
             .speeds
             .iter()
+            .filter(|&&s| s > 0.0)
             .fold((f64::INFINITY, 0.0f64), |(lo, hi), &s| {
                 (lo.min(s), hi.max(s))
             });
@@ -269,6 +271,8 @@ pub struct FrameReport {
     /// The speeds timed before the first pass ([`super::calibrate`]); empty when the workers
     /// were all of one device (or calibration was off).
     pub calibration: Vec<super::calibrate::Calibration>,
+    /// The workers a renderer error retired ([`super::OnWorkerError::Retire`]), in order.
+    pub retirements: Vec<super::Retirement>,
 }
 
 impl FrameReport {
@@ -364,6 +368,9 @@ impl FrameReport {
         );
         if !self.calibration.is_empty() {
             let _ = writeln!(s, "  {}", super::calibrate::describe(&self.calibration));
+        }
+        for r in &self.retirements {
+            let _ = writeln!(s, "  {}", r.describe());
         }
         let steals: usize = self.passes.iter().map(PassReport::steals).sum();
         let by_speed = match self.efficiency_by_speed() {
@@ -548,6 +555,7 @@ pub fn write_stats(report: &FrameReport, path: &Path) -> Result<(), StatsError> 
         "rank",
         "speed",
         "efficiency_by_speed",
+        "retired_in_pass",
     ])
     .map_err(csv_err(path))?;
     for (pi, p) in report.passes.iter().enumerate() {
@@ -571,6 +579,13 @@ pub fn write_stats(report: &FrameReport, path: &Path) -> Result<(), StatsError> 
                     .map_or(String::new(), |v| format!("{v:.6}")),
                 p.efficiency_by_speed()
                     .map_or(String::new(), |e| format!("{e:.6}")),
+                // The pass (from 0) whose renderer error retired the worker, in this pass or
+                // an earlier one; empty for a worker still working.
+                report
+                    .retirements
+                    .iter()
+                    .find(|r| r.worker == wi && r.pass <= pi)
+                    .map_or(String::new(), |r| r.pass.to_string()),
             ])
             .map_err(csv_err(path))?;
         }

@@ -86,6 +86,35 @@ impl DeviceSpec {
                 reason: "no device given".into(),
             });
         }
+        // A device named twice would get two groups of workers on the same hardware: two
+        // CPU entries oversubscribe the cores (each thread of the second group competes with
+        // one of the first), and two entries of one GPU are what `gpuDxS` says in one, with
+        // the speeds measured per group split for nothing.
+        for (i, spec) in specs.iter().enumerate() {
+            if let Some(first) = specs[..i]
+                .iter()
+                .find(|s| s.device_name() == spec.device_name())
+            {
+                let entries: Vec<&str> = list
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|e| !e.is_empty())
+                    .collect();
+                let once = match first {
+                    DeviceSpec::Cpu { .. } => {
+                        "name the CPU once: cpu for one worker per thread, or cpu:N for N workers"
+                            .to_string()
+                    }
+                    DeviceSpec::Gpu { device, .. } => format!(
+                        "name each GPU once, with its workers as streams: gpu{device}xS for S"
+                    ),
+                };
+                return Err(DeviceSpecError {
+                    entry: entries.get(i).copied().unwrap_or(list).to_string(),
+                    reason: format!("{} is already in the list; {once}", spec.device_name()),
+                });
+            }
+        }
         Ok(specs)
     }
 
@@ -209,6 +238,49 @@ pub fn build_workers(
     Ok(workers)
 }
 
+/// What a pass does when a worker's renderer fails on a tile (`--on-worker-error`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum OnWorkerError {
+    /// The worker is retired: it takes no more tiles, in this pass or the later ones, and
+    /// the others render its tiles, the failed one again from the film's sums, so every pixel
+    /// still gets every sample once (and where the workers left are of the failed one's kind,
+    /// the image is bit for bit the one it would have made). The frame goes on while a worker
+    /// is left. A GPU that runs out of memory or loses its context mid-frame costs its share
+    /// of the time, not the frame.
+    #[default]
+    Retire,
+    /// The first error stops every worker and ends the frame (for benchmarks and checks, which
+    /// must not pass on the strength of the workers that were left).
+    Stop,
+}
+
+/// A worker whose renderer failed, and that rendered no more of the frame.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Retirement {
+    pub worker: usize,
+    /// "gpu0/s1".
+    pub label: String,
+    /// The pass (0-based) and the tile it failed on.
+    pub pass: usize,
+    pub tile: Tile,
+    pub samples: Range<u32>,
+    /// The renderer's error with its causes, one line.
+    pub error: String,
+}
+
+impl Retirement {
+    /// "worker gpu0/s1 retired in pass 1, its tiles rendered by the others: worker gpu0/s1
+    /// (optix:0/w1) failed on tile ...".
+    pub fn describe(&self) -> String {
+        format!(
+            "worker {} retired in pass {}, its tiles rendered by the others: {}",
+            self.label,
+            self.pass + 1,
+            self.error
+        )
+    }
+}
+
 /// One pass over the tiles: which samples, on which film.
 pub struct PassJob<'a> {
     /// The tiles, indexed by task number.
@@ -222,6 +294,7 @@ pub struct PassJob<'a> {
     /// Set (by a Ctrl-C handler) to stop: the workers take no new tile, the tiles in flight
     /// finish, and the pass ends incomplete ([`PassRun::complete`] false).
     pub stop: &'a AtomicBool,
+    pub on_error: OnWorkerError,
 }
 
 /// When and where one tile was rendered.
@@ -257,12 +330,27 @@ pub struct PassRun {
     pub makespan_s: f64,
     /// False when [`PassJob::stop`] ended the pass before every tile was rendered.
     pub complete: bool,
+    /// The workers this pass retired ([`OnWorkerError::Retire`]), in the order they failed.
+    pub retired: Vec<Retirement>,
 }
 
-/// Runs one pass: one thread per worker, each taking tasks from `queues` until none is left
-/// for it. Tiles are rendered into private buffers (copies of the film's tile); the caller
-/// writes them into the film after the pass. The first renderer error stops every worker
-/// and is returned, naming the tile and the worker.
+/// What one round of a pass's threads left behind.
+struct Round {
+    /// (worker, task, error) of each renderer failure, in the order they came.
+    failures: Vec<(usize, usize, anyhow::Error)>,
+    duplicate: Option<usize>,
+}
+
+/// Runs one pass: one thread per worker that is not retired (`queues`), each taking tasks
+/// from `queues` until none is left for it. Tiles are rendered into private buffers (copies
+/// of the film's tile); the caller writes them into the film after the pass.
+///
+/// A renderer error, under [`OnWorkerError::Stop`], stops every worker and is returned,
+/// naming the tile and the worker. Under [`OnWorkerError::Retire`] only the failing worker
+/// stops ([`WorkQueues::retire`]): the others take its deque, and when a worker failed after
+/// the others had already run dry, the tiles left are queued again for the workers left
+/// ([`WorkQueues::requeue`]) and they run another round. The pass fails only when no worker
+/// is left, with the first error.
 pub fn run_pass(
     workers: &[Worker],
     queues: &WorkQueues,
@@ -271,16 +359,107 @@ pub fn run_pass(
 ) -> anyhow::Result<PassRun> {
     assert_eq!(workers.len(), queues.workers(), "one deque per worker");
     let start = Instant::now();
-    let abort = AtomicBool::new(false);
-    let first_error: Mutex<Option<anyhow::Error>> = Mutex::new(None);
-    let (tx, rx) = mpsc::channel::<(TileRecord, Vec<[f32; 4]>)>();
     let mut records: Vec<Option<TileRecord>> = vec![None; job.tiles.len()];
     let mut buffers: Vec<Vec<[f32; 4]>> = vec![Vec::new(); job.tiles.len()];
+    let mut retired = Vec::new();
+    let mut first_error = None;
+    let mut requeued: Option<WorkQueues> = None;
+    loop {
+        let q = requeued.as_ref().unwrap_or(queues);
+        let round = run_round(workers, q, job, progress, start, &mut records, &mut buffers);
+        if let Some(task) = round.duplicate {
+            anyhow::bail!(
+                "scheduler bug: tile {task} was rendered twice in pass {}",
+                job.pass
+            );
+        }
+        let new_failures = !round.failures.is_empty();
+        for (w, task, e) in round.failures {
+            if job.on_error == OnWorkerError::Stop {
+                return Err(e);
+            }
+            retired.push(Retirement {
+                worker: w,
+                label: workers[w].label.clone(),
+                pass: job.pass,
+                tile: job.tiles[task],
+                samples: job.samples.clone(),
+                error: format!("{e:#}"),
+            });
+            first_error.get_or_insert(e);
+        }
+        let missing: Vec<usize> = (0..records.len())
+            .filter(|&t| records[t].is_none())
+            .collect();
+        if missing.is_empty() || job.stop.load(Ordering::Relaxed) {
+            break;
+        }
+        if live_workers(q) == 0 {
+            let labels: Vec<&str> = retired.iter().map(|r| r.label.as_str()).collect();
+            let e = first_error
+                .take()
+                .unwrap_or_else(|| anyhow::anyhow!("every worker was retired before the pass"));
+            return Err(e.context(format!(
+                "every worker failed ({}), {} of {} tiles of pass {} unrendered; the first \
+                 failure",
+                labels.join(", "),
+                missing.len(),
+                records.len(),
+                job.pass + 1
+            )));
+        }
+        if !new_failures {
+            anyhow::bail!(
+                "scheduler bug: tile {} was never rendered in pass {}",
+                missing[0],
+                job.pass
+            );
+        }
+        // Workers that had run dry before the failure have ended: the tiles left start
+        // another round on the workers left.
+        requeued = Some(q.requeue(&missing));
+    }
+    let complete = records.iter().all(Option::is_some);
+    let records: Vec<TileRecord> = records.into_iter().flatten().collect();
+    let makespan_s = records.iter().map(|r| r.end_s).fold(0.0, f64::max);
+    Ok(PassRun {
+        records,
+        buffers,
+        makespan_s,
+        complete,
+        retired,
+    })
+}
+
+/// How many workers of `queues` are not retired.
+fn live_workers(queues: &WorkQueues) -> usize {
+    (0..queues.workers())
+        .filter(|&w| !queues.is_retired(w))
+        .count()
+}
+
+/// One round of [`run_pass`]: a thread for each worker not retired, until no task is left
+/// for any of them; each rendered tile's record and sums go into `records` and `buffers`.
+fn run_round(
+    workers: &[Worker],
+    queues: &WorkQueues,
+    job: &PassJob,
+    progress: &super::progress::Progress,
+    start: Instant,
+    records: &mut [Option<TileRecord>],
+    buffers: &mut [Vec<[f32; 4]>],
+) -> Round {
+    let abort = AtomicBool::new(false);
+    let failures: Mutex<Vec<(usize, usize, anyhow::Error)>> = Mutex::new(Vec::new());
+    let (tx, rx) = mpsc::channel::<(TileRecord, Vec<[f32; 4]>)>();
     let mut duplicate = None;
     std::thread::scope(|scope| {
         for (w, worker) in workers.iter().enumerate() {
+            if queues.is_retired(w) {
+                continue;
+            }
             let tx = tx.clone();
-            let (abort, first_error) = (&abort, &first_error);
+            let (abort, failures) = (&abort, &failures);
             scope.spawn(move || {
                 let mut rng = StealRng::new(job.seed, w, job.pass);
                 while !abort.load(Ordering::Relaxed) && !job.stop.load(Ordering::Relaxed) {
@@ -307,9 +486,22 @@ pub fn run_pass(
                             tile.h,
                             job.samples
                         ));
-                        let mut slot = first_error.lock().unwrap_or_else(|p| p.into_inner());
-                        slot.get_or_insert(e);
-                        abort.store(true, Ordering::Relaxed);
+                        match job.on_error {
+                            OnWorkerError::Stop => abort.store(true, Ordering::Relaxed),
+                            OnWorkerError::Retire => {
+                                // Said now, not at the end: the render may go on for hours
+                                // on the workers left.
+                                progress.warn(format_args!(
+                                    "{e:#}; the worker is retired, the other workers take its \
+                                     tiles"
+                                ));
+                                queues.retire(w, take.task);
+                            }
+                        }
+                        failures
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .push((w, take.task, e));
                         break;
                     }
                     let record = TileRecord {
@@ -339,45 +531,10 @@ pub fn run_pass(
             progress.inc();
         }
     });
-    if let Some(e) = first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
-        return Err(e);
+    Round {
+        failures: failures.into_inner().unwrap_or_else(|p| p.into_inner()),
+        duplicate,
     }
-    if let Some(task) = duplicate {
-        anyhow::bail!(
-            "scheduler bug: tile {task} was rendered twice in pass {}",
-            job.pass
-        );
-    }
-    if job.stop.load(Ordering::Relaxed) && records.iter().any(Option::is_none) {
-        // Stopped: what was rendered, without the tiles never taken.
-        let records: Vec<TileRecord> = records.into_iter().flatten().collect();
-        let makespan_s = records.iter().map(|r| r.end_s).fold(0.0, f64::max);
-        return Ok(PassRun {
-            records,
-            buffers,
-            makespan_s,
-            complete: false,
-        });
-    }
-    let records: Vec<TileRecord> = records
-        .into_iter()
-        .enumerate()
-        .map(|(task, r)| {
-            r.with_context(|| {
-                format!(
-                    "scheduler bug: tile {task} was never rendered in pass {}",
-                    job.pass
-                )
-            })
-        })
-        .collect::<anyhow::Result<_>>()?;
-    let makespan_s = records.iter().map(|r| r.end_s).fold(0.0, f64::max);
-    Ok(PassRun {
-        records,
-        buffers,
-        makespan_s,
-        complete: true,
-    })
 }
 
 #[cfg(test)]
@@ -396,9 +553,8 @@ mod tests {
     #[test]
     fn device_lists_parse() {
         assert_eq!(
-            DeviceSpec::parse_list("cpu, gpu0x2,cpu:3,GPU1").unwrap(),
+            DeviceSpec::parse_list("gpu0x2,cpu:3,GPU1").unwrap(),
             vec![
-                DeviceSpec::Cpu { workers: None },
                 DeviceSpec::Gpu {
                     device: 0,
                     streams: 2
@@ -425,5 +581,114 @@ mod tests {
         let e = DeviceSpec::parse_list("cpu,fpga").unwrap_err();
         assert_eq!(e.entry, "fpga");
         assert!(e.to_string().contains("unknown device"));
+    }
+
+    /// A renderer that fails on its first tile after `delay`, or renders ones.
+    struct Flaky {
+        fail_after: Option<std::time::Duration>,
+    }
+
+    impl TileRenderer for Flaky {
+        fn name(&self) -> String {
+            "flaky".into()
+        }
+
+        fn render_tile(
+            &self,
+            _tile: Tile,
+            samples: Range<u32>,
+            accum: &mut [[f32; 4]],
+        ) -> anyhow::Result<()> {
+            if let Some(delay) = self.fail_after {
+                std::thread::sleep(delay);
+                anyhow::bail!("device lost");
+            }
+            for a in accum.iter_mut() {
+                a[3] += (samples.end - samples.start) as f32;
+            }
+            Ok(())
+        }
+    }
+
+    fn worker(label: &str, fail_after: Option<std::time::Duration>) -> Worker {
+        Worker {
+            label: label.into(),
+            device: "test".into(),
+            group: 0,
+            cpu_timed: false,
+            renderer: Arc::new(Flaky { fail_after }),
+        }
+    }
+
+    /// Worker 0 holds every tile and fails on its first after the others have found nothing
+    /// to do without stealing and ended: the tiles left are queued again for them, and the
+    /// pass completes. (Were a thread slow to end, it would take them from the retired deque
+    /// in the first round instead; the outcome is the same.)
+    #[test]
+    fn tiles_of_a_worker_retired_after_the_others_ended_are_run_again() {
+        let workers = [
+            worker("w0", Some(std::time::Duration::from_millis(50))),
+            worker("w1", None),
+            worker("w2", None),
+        ];
+        let tiles: Vec<Tile> = (0..6)
+            .map(|i| Tile {
+                x: 4 * i,
+                y: 0,
+                w: 4,
+                h: 4,
+            })
+            .collect();
+        let film = Film::new(24, 4);
+        let stop = AtomicBool::new(false);
+        let job = PassJob {
+            tiles: &tiles,
+            samples: 0..3,
+            film: &film,
+            pass: 0,
+            seed: 1,
+            stop: &stop,
+            on_error: OnWorkerError::Retire,
+        };
+        let queues = WorkQueues::new(vec![(0..6).collect(), vec![], vec![]], false);
+        let progress = super::super::progress::Progress::new(true);
+        let run = run_pass(&workers, &queues, &job, &progress).unwrap();
+        assert!(run.complete);
+        assert_eq!(run.records.len(), 6);
+        assert!(run.records.iter().all(|r| r.worker != 0));
+        assert!(run.buffers.iter().all(|b| b.iter().all(|p| p[3] == 3.0)));
+        assert_eq!(run.retired.len(), 1);
+        assert_eq!(run.retired[0].label, "w0");
+        assert_eq!(run.retired[0].tile, tiles[0]);
+        assert!(run.retired[0].error.contains("device lost"));
+        assert!(run.retired[0]
+            .error
+            .contains("worker w0 (flaky) failed on tile"));
+
+        // Stop instead: the error, naming the worker and the tile.
+        let job = PassJob {
+            on_error: OnWorkerError::Stop,
+            ..job
+        };
+        let queues = WorkQueues::new(vec![(0..6).collect(), vec![], vec![]], false);
+        let e = run_pass(&workers, &queues, &job, &progress).err().unwrap();
+        assert!(format!("{e:#}").contains("worker w0 (flaky) failed on tile x=0 y=0 4x4"));
+    }
+
+    /// A device named twice is refused, naming the second entry and the one-entry spelling.
+    #[test]
+    fn a_device_named_twice_is_refused() {
+        for (list, entry, cure) in [
+            ("cpu,cpu", "cpu", "cpu:N"),
+            ("cpu, gpu0x2,cpu:3", "cpu:3", "cpu:N"),
+            ("gpu0,gpu1,GPU0x2", "GPU0x2", "gpu0xS"),
+            ("gpu1x2,cpu,gpu1", "gpu1", "gpu1xS"),
+        ] {
+            let e = DeviceSpec::parse_list(list).unwrap_err();
+            assert_eq!(e.entry, entry, "{list}");
+            assert!(e.to_string().contains("already in the list"), "{e}");
+            assert!(e.to_string().contains(cure), "{e}");
+        }
+        assert!(DeviceSpec::parse_list("gpu0,gpu1,cpu").is_ok());
     }
 }

@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use std::ops::Range;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use gasworks::render::sampler::mix64;
@@ -32,6 +32,16 @@ pub struct MockRenderer {
     sink: AtomicU64,
     /// Sets the flag during the call that makes this many calls (a Ctrl-C mid-frame).
     pub stop_after: Option<(usize, Arc<AtomicBool>)>,
+    /// From this attempt on (1-based), every call fails, as a GPU that ran out of memory or
+    /// lost its context does. Failed calls are not in `calls`.
+    pub fail_from: Option<usize>,
+    attempts: AtomicUsize,
+    /// Fails only tiles whose samples start here or later (a failure in a later pass).
+    pub fail_from_sample: u32,
+    /// A gate: a failing mock opens it when it fails; any other mock waits at it (for at most
+    /// 10 s) before each tile whose samples start at `fail_from_sample` or later, so that the
+    /// failure comes before the others run dry.
+    pub gate: Option<Arc<AtomicBool>>,
 }
 
 impl MockRenderer {
@@ -47,7 +57,36 @@ impl MockRenderer {
             hardware: String::new(),
             sink: AtomicU64::new(0),
             stop_after: None,
+            fail_from: None,
+            attempts: AtomicUsize::new(0),
+            fail_from_sample: 0,
+            gate: None,
         }
+    }
+
+    /// Fails (and gates) only tiles whose samples start at `sample` or later.
+    pub fn failing_at_samples_from(mut self, sample: u32) -> Self {
+        self.fail_from_sample = sample;
+        self
+    }
+
+    /// Opens `gate` on failing (a failing mock) or waits for it before each tile (any other).
+    pub fn with_gate(mut self, gate: Arc<AtomicBool>) -> Self {
+        self.gate = Some(gate);
+        self
+    }
+
+    /// Fails every call from the `attempt`-th on (1-based).
+    pub fn failing_from(mut self, attempt: usize) -> Self {
+        self.fail_from = Some(attempt);
+        self
+    }
+
+    /// Calls that failed (counting attempts from `fail_from_sample` on).
+    pub fn failures(&self) -> usize {
+        let attempts = self.attempts.load(Ordering::SeqCst);
+        self.fail_from
+            .map_or(0, |from| attempts.saturating_sub(from - 1))
     }
 
     /// Sets `flag` during the `calls`-th call to `render_tile`.
@@ -119,6 +158,33 @@ impl TileRenderer for MockRenderer {
         accum: &mut [[f32; 4]],
     ) -> anyhow::Result<()> {
         assert_eq!(accum.len(), tile.pixel_count());
+        let later = samples.start >= self.fail_from_sample;
+        let attempt = if later {
+            self.attempts.fetch_add(1, Ordering::SeqCst) + 1
+        } else {
+            0
+        };
+        let failing = later && self.fail_from.is_some_and(|from| attempt >= from);
+        if let Some(gate) = self.gate.as_ref().filter(|_| later) {
+            if failing {
+                gate.store(true, Ordering::SeqCst);
+            } else if self.fail_from.is_none() {
+                let t0 = std::time::Instant::now();
+                while !gate.load(Ordering::SeqCst) && t0.elapsed().as_secs() < 10 {
+                    std::thread::sleep(std::time::Duration::from_micros(100));
+                }
+            }
+        }
+        if failing {
+            // Half the tile written first: a failed tile's sums must not reach the film.
+            for acc in accum.iter_mut().take(tile.pixel_count() / 2) {
+                acc[0] = f32::NAN;
+            }
+            anyhow::bail!(
+                "{}: out of memory (a mock failure, attempt {attempt})",
+                self.name
+            );
+        }
         let calls = {
             let mut all = self.calls.lock().unwrap();
             all.push((tile, samples.clone()));
@@ -167,6 +233,14 @@ pub struct MockFactory {
     pub gpus: Mutex<Vec<Arc<MockRenderer>>>,
     /// What the GPU mocks answer to `min_tile_work`.
     pub gpu_min_work: Option<u64>,
+    /// The GPU mocks' `max_sleep_us` (0: none).
+    pub gpu_sleep_us: u64,
+    /// ((device, stream), attempt): that stream's mock fails from that attempt on.
+    pub failing: Vec<((u32, u32), usize)>,
+    /// Given to every GPU mock ([`MockRenderer::with_gate`]); give the CPU mock the same.
+    pub gate: Option<Arc<AtomicBool>>,
+    /// Every GPU mock's [`MockRenderer::failing_at_samples_from`].
+    pub from_sample: u32,
 }
 
 impl MockFactory {
@@ -175,7 +249,17 @@ impl MockFactory {
             cpu: Arc::new(cpu),
             gpus: Mutex::new(Vec::new()),
             gpu_min_work: None,
+            gpu_sleep_us: 0,
+            failing: Vec::new(),
+            gate: None,
+            from_sample: 0,
         }
+    }
+
+    /// Makes GPU `device`'s stream `stream` fail from its `attempt`-th call on.
+    pub fn with_failing_gpu(mut self, device: u32, stream: u32, attempt: usize) -> Self {
+        self.failing.push(((device, stream), attempt));
+        self
     }
 
     /// Every call to every renderer of this factory.
@@ -194,11 +278,18 @@ impl RendererFactory for MockFactory {
     }
 
     fn gpu(&self, device: u32, stream: u32) -> anyhow::Result<Arc<dyn TileRenderer>> {
-        let r = Arc::new(
-            MockRenderer::new(self.cpu.width, self.cpu.seed)
-                .named(&format!("gpu{device}/s{stream}"))
-                .with_min_tile_work(self.gpu_min_work),
-        );
+        let mut mock = MockRenderer::new(self.cpu.width, self.cpu.seed)
+            .named(&format!("gpu{device}/s{stream}"))
+            .with_min_tile_work(self.gpu_min_work)
+            .with_sleep(self.gpu_sleep_us);
+        if let Some(&(_, attempt)) = self.failing.iter().find(|(ds, _)| *ds == (device, stream)) {
+            mock = mock.failing_from(attempt);
+        }
+        if let Some(gate) = &self.gate {
+            mock = mock.with_gate(gate.clone());
+        }
+        mock = mock.failing_at_samples_from(self.from_sample);
+        let r = Arc::new(mock);
         self.gpus.lock().unwrap().push(r.clone());
         Ok(r)
     }
@@ -310,4 +401,31 @@ pub fn assert_no_cpu_ran_a_gpu_tile(
             );
         }
     }
+}
+
+/// Checks the calls of a render: per pixel, the sample ranges received are disjoint, in
+/// increasing order, and together are exactly `0..spp`; and per pass each tile once.
+pub fn check_calls(calls: &[(Tile, Range<u32>)], width: u32, height: u32, spp: u32) {
+    let mut next = vec![0u32; (width * height) as usize];
+    // Calls of one pass may interleave across threads; sort by the pass (sample start).
+    let mut calls = calls.to_vec();
+    calls.sort_by_key(|(t, s)| (s.start, t.y, t.x));
+    for (tile, samples) in &calls {
+        assert!(
+            tile.x + tile.w <= width && tile.y + tile.h <= height,
+            "{tile:?}"
+        );
+        for y in tile.y..tile.y + tile.h {
+            for x in tile.x..tile.x + tile.w {
+                let p = (y * width + x) as usize;
+                assert_eq!(
+                    next[p], samples.start,
+                    "pixel ({x},{y}) got samples {samples:?} after {}",
+                    next[p]
+                );
+                next[p] = samples.end;
+            }
+        }
+    }
+    assert!(next.iter().all(|&n| n == spp), "some pixel missed samples");
 }

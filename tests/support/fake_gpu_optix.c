@@ -20,8 +20,9 @@
  * FAKE_OPTIX_HANG_AT_BUILD=K makes the K-th optixAccelBuild of the process never return (a
  * hung driver); FAKE_OPTIX_ABORT_AT_CONTEXT=N aborts the process on a build through the N-th
  * context created or a later one (a crash inside the driver); FAKE_OPTIX_HANG_AT_LAUNCH=K makes
- * the K-th optixLaunch never return. A launch runs no device code: the buffers it would write
- * keep what they held.
+ * the K-th optixLaunch never return; FAKE_OPTIX_FAIL_LAUNCHES_FROM=K makes the K-th optixLaunch
+ * and every later one fail with OPTIX_ERROR_LAUNCH_FAILURE (a device lost mid-frame). A launch
+ * runs no device code: the buffers it would write keep what they held.
  * Declarations are written from the ABI facts (function-table order, struct offsets). */
 #define _GNU_SOURCE /* memmem */
 #include <fcntl.h>
@@ -44,6 +45,7 @@ enum {
     UNSUPPORTED_ABI = 7801,
     TABLE_SIZE_MISMATCH = 7802,
     NOT_SUPPORTED = 7800,
+    LAUNCH_FAILURE = 7050,
 };
 #define ALIGN 128
 #define TYPE_TRIANGLES 0x2141
@@ -109,6 +111,7 @@ static const char *error_name(optix_result r) {
     case SUCCESS: return "OPTIX_SUCCESS";
     case INVALID_VALUE: return "OPTIX_ERROR_INVALID_VALUE";
     case NOT_SUPPORTED: return "OPTIX_ERROR_NOT_SUPPORTED";
+    case LAUNCH_FAILURE: return "OPTIX_ERROR_LAUNCH_FAILURE";
     default: return "OPTIX_ERROR_UNKNOWN";
     }
 }
@@ -501,6 +504,12 @@ static optix_result launch(pipeline *p, void *stream, devptr params, size_t para
     if (env_u64("FAKE_OPTIX_HANG_AT_LAUNCH") == k) {
         log_line("launch %llu hangs (FAKE_OPTIX_HANG_AT_LAUNCH)", (unsigned long long)k);
         for (;;) pause();
+    }
+    uint64_t fail_from = env_u64("FAKE_OPTIX_FAIL_LAUNCHES_FROM");
+    if (fail_from && k >= fail_from) {
+        log_line("launch %llu fails (FAKE_OPTIX_FAIL_LAUNCHES_FROM) result=%d", (unsigned long long)k,
+                 LAUNCH_FAILURE);
+        return LAUNCH_FAILURE;
     }
     devptr raygen, miss, hit;
     unsigned miss_stride, miss_count, hit_stride, hit_count;

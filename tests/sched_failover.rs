@@ -1,0 +1,197 @@
+//! A worker whose renderer fails is retired and the others finish the frame: every pixel still
+//! gets every sample once, and the image is the bits a render without the failure makes. With
+//! `--on-worker-error stop`, or when no worker is left, the frame fails with the error.
+
+mod sched_support;
+
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use gasworks::render::Film;
+use gasworks::scene::MaterialKind;
+use gasworks::sched::{render_frame, DeviceSpec, Frame, OnWorkerError, SchedConfig, Strategy};
+use sched_support::{check_calls, room, room_settings, MockFactory, MockRenderer};
+
+const W: u32 = 36;
+const H: u32 = 24;
+const SPP: u32 = 6;
+
+fn bits(f: &Film) -> Vec<[u32; 4]> {
+    f.pixels.iter().map(|p| p.map(f32::to_bits)).collect()
+}
+
+/// Two GPU streams and two CPU workers (mocks alike in speed), three passes of 2 spp.
+fn config(strategy: Strategy, steal: bool, on_worker_error: OnWorkerError) -> SchedConfig {
+    SchedConfig {
+        strategy,
+        tiles: Some(16),
+        steal,
+        devices: vec![
+            DeviceSpec::Gpu {
+                device: 0,
+                streams: 2,
+            },
+            DeviceSpec::Cpu { workers: Some(2) },
+        ],
+        pass_spp: Some(2),
+        // Calibration renders pieces too; without it the failing attempt is a tile's.
+        calibrate: false,
+        on_worker_error,
+        ..SchedConfig::default()
+    }
+}
+
+/// Mocks that sleep up to `sleep_us` a tile, GPU streams too: without it one stream could
+/// take every tile before the other's thread starts, and the failing one would never fail.
+fn factory(sleep_us: u64) -> MockFactory {
+    let mut f = MockFactory::new(MockRenderer::new(W, 5).with_sleep(sleep_us));
+    f.gpu_sleep_us = sleep_us;
+    f
+}
+
+fn reference() -> Film {
+    let scene = room(MaterialKind::Mirror, MaterialKind::Diffuse);
+    let settings = room_settings(W, H, SPP, 5);
+    let config = SchedConfig {
+        devices: vec![DeviceSpec::Cpu { workers: Some(1) }],
+        ..config(Strategy::Regular, false, OnWorkerError::Stop)
+    };
+    render_frame(&scene, &settings, &config, &factory(0), true)
+        .unwrap()
+        .film
+}
+
+/// Checks a frame in which gpu0/s1 failed once and was retired: the image, every sample once,
+/// the retirement, and no tile for it after.
+fn check_retired_once(frame: &Frame, f: &MockFactory, what: &str) {
+    assert!(
+        bits(&frame.film) == bits(&reference()),
+        "{what}: the image changed"
+    );
+    check_calls(&f.all_calls(), W, H, SPP);
+    let gpus = f.gpus.lock().unwrap();
+    assert_eq!(gpus[1].failures(), 1, "{what}: not once");
+    let r = &frame.report.retirements;
+    assert_eq!(r.len(), 1, "{what}");
+    assert_eq!(r[0].label, "gpu0/s1");
+    assert_eq!(r[0].worker, 1);
+    assert!(r[0].error.contains("out of memory"), "{}", r[0].error);
+    assert!(r[0].error.contains("worker gpu0/s1"), "{}", r[0].error);
+    // Nothing for it in the passes after the one it failed in; each pass's statistics still
+    // count every tile once.
+    for (i, p) in frame.report.passes.iter().enumerate() {
+        let counted: usize = p.workers.iter().map(|s| s.tiles).sum();
+        assert_eq!(counted, p.tiles.len(), "{what}, pass {i}");
+        if i > r[0].pass {
+            assert_eq!(p.workers[1].tiles, 0, "{what}, pass {i}");
+        }
+    }
+    assert!(frame
+        .report
+        .summary()
+        .contains("worker gpu0/s1 retired in pass"));
+}
+
+/// Every strategy, stealing on or off: the stream fails on its first tile of a pass, while
+/// the others wait for it at a gate before their first tile of that pass, so that the failure
+/// is sure to come mid-pass. In the first pass its deque's front is its first tile; in a later
+/// one (its share measured, maybe empty) it may have to steal it, so stealing is on there.
+#[test]
+fn a_failing_stream_is_retired_and_the_image_is_unchanged() {
+    let scene = room(MaterialKind::Mirror, MaterialKind::Diffuse);
+    let settings = room_settings(W, H, SPP, 5);
+    for pass in [0usize, 1, 2] {
+        for strategy in Strategy::ALL {
+            for steal in [true, false].into_iter().filter(|&s| s || pass == 0) {
+                let from_sample = 2 * pass as u32;
+                let gate = Arc::new(AtomicBool::new(false));
+                let cpu = MockRenderer::new(W, 5)
+                    .with_gate(gate.clone())
+                    .failing_at_samples_from(from_sample);
+                let mut f = MockFactory::new(cpu).with_failing_gpu(0, 1, 1);
+                f.gate = Some(gate);
+                f.from_sample = from_sample;
+                let config = config(strategy, steal, OnWorkerError::Retire);
+                let what = format!("pass {pass}, {strategy:?}, steal {steal}");
+                let frame = render_frame(&scene, &settings, &config, &f, true)
+                    .unwrap_or_else(|e| panic!("{what}: {e:#}"));
+                check_retired_once(&frame, &f, &what);
+                assert_eq!(frame.report.retirements[0].pass, pass, "{what}");
+            }
+        }
+    }
+}
+
+/// Without stealing, regular tiles of the first pass: each worker runs exactly its own 4, so
+/// the stream's third attempt comes after two good tiles, gate or none.
+#[test]
+fn a_stream_failing_mid_share_is_retired() {
+    let scene = room(MaterialKind::Mirror, MaterialKind::Diffuse);
+    let settings = room_settings(W, H, SPP, 5);
+    let f = factory(200).with_failing_gpu(0, 1, 3);
+    let config = config(Strategy::Regular, false, OnWorkerError::Retire);
+    let frame = render_frame(&scene, &settings, &config, &f, true).unwrap();
+    check_retired_once(&frame, &f, "failing from attempt 3");
+    assert_eq!(frame.report.retirements[0].pass, 0);
+    assert_eq!(f.gpus.lock().unwrap()[1].calls().len(), 2);
+}
+
+/// Both streams of the GPU fail (a lost context takes every stream): the CPU workers finish.
+#[test]
+fn the_cpu_finishes_when_every_gpu_stream_fails() {
+    let scene = room(MaterialKind::Mirror, MaterialKind::Diffuse);
+    let settings = room_settings(W, H, SPP, 5);
+    let f = factory(100)
+        .with_failing_gpu(0, 0, 2)
+        .with_failing_gpu(0, 1, 2);
+    let config = config(Strategy::Sorted, true, OnWorkerError::Retire);
+    let frame = render_frame(&scene, &settings, &config, &f, true).unwrap();
+    assert!(bits(&frame.film) == bits(&reference()));
+    check_calls(&f.all_calls(), W, H, SPP);
+    let mut labels: Vec<&str> = frame
+        .report
+        .retirements
+        .iter()
+        .map(|r| r.label.as_str())
+        .collect();
+    labels.sort();
+    assert_eq!(labels, ["gpu0/s0", "gpu0/s1"]);
+    let last = frame.report.passes.last().unwrap();
+    assert_eq!(last.workers[0].tiles + last.workers[1].tiles, 0);
+}
+
+#[test]
+fn stop_ends_the_frame_at_the_first_error() {
+    let scene = room(MaterialKind::Mirror, MaterialKind::Diffuse);
+    let settings = room_settings(W, H, SPP, 5);
+    // (Failing from the first attempt: a worker's first tile is its own deque's front.)
+    let f = factory(200).with_failing_gpu(0, 1, 1);
+    let config = config(Strategy::Sorted, true, OnWorkerError::Stop);
+    let e = render_frame(&scene, &settings, &config, &f, true)
+        .err()
+        .expect("the frame should fail");
+    let text = format!("{e:#}");
+    assert!(text.contains("worker gpu0/s1"), "{text}");
+    assert!(text.contains("out of memory"), "{text}");
+}
+
+/// A failure that every worker meets (a scene the renderer cannot take) fails the frame, with
+/// every worker named and the first error.
+#[test]
+fn the_frame_fails_when_no_worker_is_left() {
+    let scene = room(MaterialKind::Mirror, MaterialKind::Diffuse);
+    let settings = room_settings(W, H, SPP, 5);
+    let f = MockFactory::new(MockRenderer::new(W, 5).failing_from(4))
+        .with_failing_gpu(0, 0, 1)
+        .with_failing_gpu(0, 1, 1);
+    let config = config(Strategy::Sorted, true, OnWorkerError::Retire);
+    let e = render_frame(&scene, &settings, &config, &f, true)
+        .err()
+        .expect("the frame should fail");
+    let text = format!("{e:#}");
+    assert!(text.contains("every worker failed"), "{text}");
+    for label in ["gpu0/s0", "gpu0/s1", "cpu#0", "cpu#1"] {
+        assert!(text.contains(label), "{label}: {text}");
+    }
+    assert!(text.contains("out of memory"), "{text}");
+}
