@@ -49,16 +49,18 @@ fn factory(sleep_us: u64) -> MockFactory {
     f
 }
 
-fn reference() -> Film {
+/// The room at W x H and SPP samples, through `f`'s mocks.
+fn render(f: &MockFactory, config: &SchedConfig) -> anyhow::Result<Frame> {
     let scene = room(MaterialKind::Mirror, MaterialKind::Diffuse);
-    let settings = room_settings(W, H, SPP, 5);
+    render_frame(&scene, &room_settings(W, H, SPP, 5), config, f, true)
+}
+
+fn reference() -> Film {
     let config = SchedConfig {
         devices: vec![DeviceSpec::Cpu { workers: Some(1) }],
         ..config(Strategy::Regular, false, OnWorkerError::Stop)
     };
-    render_frame(&scene, &settings, &config, &factory(0), true)
-        .unwrap()
-        .film
+    render(&factory(0), &config).unwrap().film
 }
 
 /// Checks a frame in which gpu0/s1 failed once and was retired: the image, every sample once,
@@ -92,29 +94,32 @@ fn check_retired_once(frame: &Frame, f: &MockFactory, what: &str) {
         .contains("worker gpu0/s1 retired in pass"));
 }
 
-/// Every strategy, stealing on or off: the stream fails on its first tile of a pass, while
-/// the others wait for it at a gate before their first tile of that pass, so that the failure
-/// is sure to come mid-pass. In the first pass its deque's front is its first tile; in a later
-/// one (its share measured, maybe empty) it may have to steal it, so stealing is on there.
+/// Every strategy, stealing on or off, a failure in each of the three passes: the stream fails
+/// on its first tile of the pass, while the others wait for it at a gate before their first
+/// tile of that pass, so that the failure is sure to come mid-pass. The workers are four
+/// streams of one GPU, one `--devices` entry: their measured speeds are one speed, so no speed
+/// guard keeps the failing one off any tile. In the first pass its share is a quarter of the
+/// tiles; later passes cut the shares by measured tile costs, and a tile that a loaded machine
+/// held up could leave its share empty, so there it must be free to steal its first tile.
 #[test]
 fn a_failing_stream_is_retired_and_the_image_is_unchanged() {
-    let scene = room(MaterialKind::Mirror, MaterialKind::Diffuse);
-    let settings = room_settings(W, H, SPP, 5);
     for pass in [0usize, 1, 2] {
         for strategy in Strategy::ALL {
             for steal in [true, false].into_iter().filter(|&s| s || pass == 0) {
                 let from_sample = 2 * pass as u32;
                 let gate = Arc::new(AtomicBool::new(false));
-                let cpu = MockRenderer::new(W, 5)
-                    .with_gate(gate.clone())
-                    .failing_at_samples_from(from_sample);
-                let mut f = MockFactory::new(cpu).with_failing_gpu(0, 1, 1);
+                let mut f = MockFactory::new(MockRenderer::new(W, 5)).with_failing_gpu(0, 1, 1);
                 f.gate = Some(gate);
                 f.from_sample = from_sample;
-                let config = config(strategy, steal, OnWorkerError::Retire);
+                let config = SchedConfig {
+                    devices: vec![DeviceSpec::Gpu {
+                        device: 0,
+                        streams: 4,
+                    }],
+                    ..config(strategy, steal, OnWorkerError::Retire)
+                };
                 let what = format!("pass {pass}, {strategy:?}, steal {steal}");
-                let frame = render_frame(&scene, &settings, &config, &f, true)
-                    .unwrap_or_else(|e| panic!("{what}: {e:#}"));
+                let frame = render(&f, &config).unwrap_or_else(|e| panic!("{what}: {e:#}"));
                 check_retired_once(&frame, &f, &what);
                 assert_eq!(frame.report.retirements[0].pass, pass, "{what}");
             }
@@ -126,26 +131,23 @@ fn a_failing_stream_is_retired_and_the_image_is_unchanged() {
 /// the stream's third attempt comes after two good tiles, gate or none.
 #[test]
 fn a_stream_failing_mid_share_is_retired() {
-    let scene = room(MaterialKind::Mirror, MaterialKind::Diffuse);
-    let settings = room_settings(W, H, SPP, 5);
     let f = factory(200).with_failing_gpu(0, 1, 3);
     let config = config(Strategy::Regular, false, OnWorkerError::Retire);
-    let frame = render_frame(&scene, &settings, &config, &f, true).unwrap();
+    let frame = render(&f, &config).unwrap();
     check_retired_once(&frame, &f, "failing from attempt 3");
     assert_eq!(frame.report.retirements[0].pass, 0);
     assert_eq!(f.gpus.lock().unwrap()[1].calls().len(), 2);
 }
 
-/// Both streams of the GPU fail (a lost context takes every stream): the CPU workers finish.
+/// Both streams of the GPU fail (a lost context takes every stream) on their second tile: the
+/// CPU workers finish. (Regular tiles without stealing: each stream has 4 tiles of its own.)
 #[test]
 fn the_cpu_finishes_when_every_gpu_stream_fails() {
-    let scene = room(MaterialKind::Mirror, MaterialKind::Diffuse);
-    let settings = room_settings(W, H, SPP, 5);
     let f = factory(100)
         .with_failing_gpu(0, 0, 2)
         .with_failing_gpu(0, 1, 2);
-    let config = config(Strategy::Sorted, true, OnWorkerError::Retire);
-    let frame = render_frame(&scene, &settings, &config, &f, true).unwrap();
+    let config = config(Strategy::Regular, false, OnWorkerError::Retire);
+    let frame = render(&f, &config).unwrap();
     assert!(bits(&frame.film) == bits(&reference()));
     check_calls(&f.all_calls(), W, H, SPP);
     let mut labels: Vec<&str> = frame
@@ -162,14 +164,10 @@ fn the_cpu_finishes_when_every_gpu_stream_fails() {
 
 #[test]
 fn stop_ends_the_frame_at_the_first_error() {
-    let scene = room(MaterialKind::Mirror, MaterialKind::Diffuse);
-    let settings = room_settings(W, H, SPP, 5);
-    // (Failing from the first attempt: a worker's first tile is its own deque's front.)
+    // (Without stealing, the stream's own tiles are its alone: it is sure to try one.)
     let f = factory(200).with_failing_gpu(0, 1, 1);
-    let config = config(Strategy::Sorted, true, OnWorkerError::Stop);
-    let e = render_frame(&scene, &settings, &config, &f, true)
-        .err()
-        .expect("the frame should fail");
+    let config = config(Strategy::Sorted, false, OnWorkerError::Stop);
+    let e = render(&f, &config).err().expect("the frame should fail");
     let text = format!("{e:#}");
     assert!(text.contains("worker gpu0/s1"), "{text}");
     assert!(text.contains("out of memory"), "{text}");
@@ -179,15 +177,11 @@ fn stop_ends_the_frame_at_the_first_error() {
 /// every worker named and the first error.
 #[test]
 fn the_frame_fails_when_no_worker_is_left() {
-    let scene = room(MaterialKind::Mirror, MaterialKind::Diffuse);
-    let settings = room_settings(W, H, SPP, 5);
     let f = MockFactory::new(MockRenderer::new(W, 5).failing_from(4))
         .with_failing_gpu(0, 0, 1)
         .with_failing_gpu(0, 1, 1);
     let config = config(Strategy::Sorted, true, OnWorkerError::Retire);
-    let e = render_frame(&scene, &settings, &config, &f, true)
-        .err()
-        .expect("the frame should fail");
+    let e = render(&f, &config).err().expect("the frame should fail");
     let text = format!("{e:#}");
     assert!(text.contains("every worker failed"), "{text}");
     for label in ["gpu0/s0", "gpu0/s1", "cpu#0", "cpu#1"] {
