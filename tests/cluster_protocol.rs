@@ -9,7 +9,9 @@
 //! - tiles do move across ranks when one rank is slower (and never with stealing off);
 //! - a rank that cannot get ready gives every rank the same error; ranks that would render
 //!   different images refuse to start;
-//! - a rank that falls silent, or whose worker fails, ends the job with an error naming it;
+//! - a rank that falls silent, or whose every worker fails, ends the job with an error naming
+//!   it; a worker that fails beside working ones is retired and its rank-mates render its
+//!   tiles, the film still one process's;
 //! - rank 0's film at each pass boundary (what a checkpoint holds) is one process's at that
 //!   many samples, and a cluster resumed from it finishes one process's film, bit for bit;
 //! - a time limit ends the frame whole at a pass boundary, on every rank;
@@ -89,6 +91,8 @@ struct RankSpec {
     deadline: Option<Instant>,
     /// This rank's stop requests (what a signal sets).
     stop: Option<&'static AtomicU8>,
+    /// (device, stream, attempt): that GPU stream's mock fails from that attempt on.
+    failing_gpus: Vec<(u32, u32, usize)>,
 }
 
 type Boundaries = Arc<Mutex<Vec<(u32, Vec<[u32; 4]>)>>>;
@@ -120,6 +124,7 @@ impl RankSpec {
             boundaries: None,
             deadline: None,
             stop: None,
+            failing_gpus: Vec::new(),
         }
     }
 }
@@ -223,12 +228,15 @@ fn run_cluster_over(
                 let (scene, settings, config) = (&scene, settings, config.clone());
                 s.spawn(move || {
                     let spin = spec.cpu_spin;
-                    let factory = MockFactory::new(
+                    let mut factory = MockFactory::new(
                         MockRenderer::new(W, SEED)
                             .with_sleep(spec.sleep_us)
                             .with_spin(move |_, _| spin)
                             .on_hardware(spec.hardware),
                     );
+                    for &(device, stream, attempt) in &spec.failing_gpus {
+                        factory = factory.with_failing_gpu(device, stream, attempt);
+                    }
                     let devices = spec.devices.clone().unwrap_or_else(|| {
                         vec![DeviceSpec::Cpu {
                             workers: Some(spec.workers),
@@ -788,6 +796,61 @@ fn a_failing_worker_ends_the_job_with_its_rank_named() {
             other.as_ref().map(|_| ())
         ),
     }
+}
+
+/// Rank 1's second GPU stream fails on its first tile: it is retired (`--on-worker-error
+/// retire`, the default), its rank-mate renders its tiles, rank 0's report names it, and later
+/// passes give it nothing; the film is one process's, every sample once. Stealing is off, so
+/// the failing stream's tiles are its own until it fails (it is sure to try one).
+#[test]
+fn a_failing_worker_beside_working_ones_is_retired_and_the_film_is_one_process_s() {
+    let mut gpu = RankSpec::new(2, 0);
+    gpu.devices = Some(DeviceSpec::parse_list("gpu0x2").unwrap());
+    gpu.failing_gpus = vec![(0, 1, 1)];
+    let config = SchedConfig {
+        calibrate: false,
+        ..config(Strategy::Regular, false, Some(2))
+    };
+    let outcomes = run_cluster(&[RankSpec::new(1, 0), gpu], &config, test_timing(), None);
+    let (frame, calls) = frame_and_calls(outcomes, "retired");
+    assert!(bits(&frame.film) == reference(&config), "film differs");
+    check_every_sample_once(calls);
+    let r = &frame.report.retirements;
+    assert_eq!(r.len(), 1, "{r:?}");
+    assert_eq!(
+        (r[0].worker, r[0].label.as_str(), r[0].pass),
+        (2, "r1/gpu0/s1", 0)
+    );
+    assert!(r[0].error.contains("out of memory"), "{}", r[0].error);
+    for (i, p) in frame.report.passes.iter().enumerate() {
+        let counted: usize = p.workers.iter().map(|s| s.tiles).sum();
+        assert_eq!(counted, p.tiles.len(), "pass {i}");
+        if i > 0 {
+            assert_eq!(p.workers[2].tiles, 0, "pass {i}: {:?}", p.workers);
+            assert_eq!(p.speeds[2], 0.0, "pass {i} planned it at {:?}", p.speeds);
+        }
+    }
+    assert!(frame
+        .report
+        .summary()
+        .contains("worker r1/gpu0/s1 retired in pass 1"));
+}
+
+/// Both of rank 1's workers fail: nobody on the rank is left to render its tiles, and the job
+/// ends with the rank named, as before retirement.
+#[test]
+fn a_rank_whose_every_worker_fails_ends_the_job() {
+    let mut gpu = RankSpec::new(2, 0);
+    gpu.devices = Some(DeviceSpec::parse_list("gpu0x2").unwrap());
+    gpu.failing_gpus = vec![(0, 0, 1), (0, 1, 1)];
+    let config = SchedConfig {
+        calibrate: false,
+        ..config(Strategy::Regular, false, None)
+    };
+    let outcomes = run_cluster(&[RankSpec::new(1, 0), gpu], &config, test_timing(), None);
+    let text = own_failure(1, &outcomes[1].0);
+    assert!(text.contains("out of memory"), "{text}");
+    assert!(outcomes[0].0.is_err(), "rank 0 went on without rank 1");
 }
 
 #[test]

@@ -338,8 +338,8 @@ pub struct ScheduleArgs {
     pub pass_spp: Option<u32>,
     /// When a worker's renderer fails on a tile (a GPU out of memory, a lost context): retire
     /// the worker and let the others render its tiles, every pixel still getting all its
-    /// samples (the frame fails only when no worker is left), or stop the frame at the first
-    /// error. Under mpirun a worker's error ends the job either way
+    /// samples (the frame fails only when no worker is left; under mpirun, when no worker of
+    /// a rank is left), or stop the frame at the first error
     #[arg(long, value_enum, env = "GASWORKS_ON_WORKER_ERROR", default_value_t = WorkerErrorArg::Retire)]
     pub on_worker_error: WorkerErrorArg,
     /// Write per-render scheduling statistics to this CSV file

@@ -382,7 +382,7 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
 
 /// "the frame went on without 1 of 3 workers (gpu0/s1, retired in pass 2)...": said once
 /// more after the render, as the errors themselves scrolled by while it ran.
-fn retirements_line(report: &crate::sched::report::FrameReport) -> Option<String> {
+pub(super) fn retirements_line(report: &crate::sched::report::FrameReport) -> Option<String> {
     if report.retirements.is_empty() {
         return None;
     }

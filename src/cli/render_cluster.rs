@@ -290,6 +290,9 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
         if let Some(c) = &frame.report.cluster {
             out.detail(a.schedule.stats.is_some(), c.summary(&frame.report));
         }
+        if let Some(line) = super::render::retirements_line(&frame.report) {
+            out.warn(line);
+        }
         Ok(())
     };
     let mut outputs = RankZeroOutputs {

@@ -11,7 +11,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::ops::Range;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -31,7 +31,7 @@ use crate::sched::progress::Progress;
 use crate::sched::raster::RasterStats;
 use crate::sched::report::{self, FrameReport, PassReport};
 use crate::sched::sat::MapScale;
-use crate::sched::workers::{TileRecord, Worker};
+use crate::sched::workers::{OnWorkerError, Retirement, TileRecord, Worker};
 use crate::sched::{tiles, Frame, PartialPass, PassTimes, Resume, SchedConfig, Stopped};
 
 /// The progress loop's clocks.
@@ -291,6 +291,13 @@ pub fn run_node<T: Transport>(
 enum Event {
     Done(TileDone),
     Failed(String),
+    /// A worker failed and was retired; its tile is queued again on the rank.
+    Retired {
+        local: usize,
+        global: u32,
+        tile: Tile,
+        error: String,
+    },
 }
 
 /// A task held by this rank: its tile, its prior sums, and (when it came from another rank)
@@ -317,6 +324,10 @@ struct PassShared {
     wake: Mutex<(u64, bool)>,
     cv: Condvar,
     start: Instant,
+    /// What a renderer error does (`--on-worker-error`), and how many of the rank's workers
+    /// are not retired: the last one's error ends the job, as nobody would render its tiles.
+    on_error: OnWorkerError,
+    live: AtomicUsize,
 }
 
 impl PassShared {
@@ -388,6 +399,10 @@ fn worker_loop(
             return;
         };
         let tile = held.tile;
+        // Kept to queue the tile again should this worker fail on it and be retired.
+        let prior = (shared.on_error == OnWorkerError::Retire)
+            .then(|| held.prior.clone())
+            .flatten();
         let mut acc = held
             .prior
             .unwrap_or_else(|| vec![[0.0; 4]; tile.pixel_count()]);
@@ -399,7 +414,7 @@ fn worker_loop(
         let t1 = shared.start.elapsed().as_secs_f64();
         let cpu1 = worker.cpu_timed.then(thread_cpu_seconds).flatten();
         if let Err(e) = result {
-            let _ = tx.send(Event::Failed(format!(
+            let error = format!(
                 "worker {} ({}) failed on tile x={} y={} {}x{}, samples {:?}: {e:#}",
                 worker.label,
                 worker.renderer.name(),
@@ -408,7 +423,36 @@ fn worker_loop(
                 tile.w,
                 tile.h,
                 shared.samples
-            )));
+            );
+            // The rank's last working worker cannot hand its tiles to anyone: the job ends.
+            let retire = shared.on_error == OnWorkerError::Retire
+                && shared.live.fetch_sub(1, Ordering::SeqCst) > 1;
+            if !retire {
+                let _ = tx.send(Event::Failed(error));
+                return;
+            }
+            // Said before the tile is queued again: its next rendering's `Done` comes after
+            // this in the channel, so rank 0 hears of the retirement before the pass can end.
+            let _ = tx.send(Event::Retired {
+                local,
+                global: global as u32,
+                tile,
+                error,
+            });
+            shared
+                .tasks
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(
+                    task,
+                    Held {
+                        tile,
+                        prior,
+                        origin: held.origin,
+                    },
+                );
+            shared.queues.retire(local, take.task);
+            shared.wake();
             return;
         }
         let done = TileDone {
@@ -499,6 +543,9 @@ struct Master {
     counters: Vec<Vec<RankPassCounters>>,
     progress: Progress,
     render_start: Instant,
+    /// Workers retired by a renderer error, as their ranks reported them; they plan at
+    /// speed 0 from the next pass on.
+    retirements: Vec<Retirement>,
 }
 
 type Outbox = Vec<(usize, Msg)>;
@@ -605,6 +652,7 @@ impl Master {
             counters: Vec::new(),
             progress,
             render_start: Instant::now(),
+            retirements: Vec::new(),
             settings,
             config: job.config.clone(),
             inputs,
@@ -793,6 +841,40 @@ impl Master {
         out
     }
 
+    /// Rank `from` retired one of its workers ([`Msg::Retired`]).
+    fn on_retired(&mut self, from: usize, msg: Msg) -> Result<(), String> {
+        let Msg::Retired {
+            pass,
+            worker,
+            tile,
+            error,
+        } = msg
+        else {
+            return Err(format!("{} taken for a retirement", msg.name()));
+        };
+        let w = worker as usize;
+        let mine = self.offsets[from]..self.offsets[from + 1];
+        if !mine.contains(&w) || self.retirements.iter().any(|r| r.worker == w) {
+            return Err(format!(
+                "a retirement of worker {w}, not a working one of its own"
+            ));
+        }
+        let samples = self
+            .passes
+            .get(pass as usize)
+            .cloned()
+            .ok_or_else(|| format!("a retirement in pass {pass}, past the last"))?;
+        self.retirements.push(Retirement {
+            worker: w,
+            label: self.labels[w].0.clone(),
+            pass: pass as usize,
+            tile,
+            samples,
+            error,
+        });
+        Ok(())
+    }
+
     fn on_tile(&mut self, from: usize, d: TileDone) -> Result<Outbox, String> {
         let pass = self
             .current
@@ -911,6 +993,9 @@ impl Master {
                 self.planned_with_measured = true;
             }
             self.weights = speeds;
+            for r in &self.retirements {
+                self.weights[r.worker] = 0.0;
+            }
             let spp_done = report.samples.end;
             self.pass_times
                 .record(report.makespan_s, report.samples.len() as u32);
@@ -999,8 +1084,7 @@ impl Master {
             }),
             // Empty unless the ranks' devices differ (docs/cluster.md, "Speeds").
             calibration: self.calibration,
-            // A worker's error ends a cluster frame (`--on-worker-error` is one process's).
-            retirements: Vec::new(),
+            retirements: self.retirements,
         };
         Frame {
             film: self.film,
@@ -1033,6 +1117,9 @@ struct Node<'t, T: Transport> {
     stop_request: Option<StopRequest>,
     /// Another rank: its stop request went to rank 0.
     stop_passed_on: bool,
+    /// Per local worker: retired by a renderer error (`--on-worker-error retire`); it renders
+    /// nothing more, and the rank's other workers take whatever the plans give it.
+    retired: Vec<bool>,
 }
 
 impl<'t, T: Transport> Node<'t, T> {
@@ -1052,6 +1139,7 @@ impl<'t, T: Transport> Node<'t, T> {
             tiles_rendered: 0,
             stop_request: None,
             stop_passed_on: false,
+            retired: Vec::new(),
         }
     }
 
@@ -1315,6 +1403,33 @@ impl<'t, T: Transport> Node<'t, T> {
                             message,
                         })
                     }
+                    Event::Retired {
+                        local,
+                        global,
+                        tile,
+                        error,
+                    } => {
+                        self.retired[local] = true;
+                        // Said where it happened, at once (rank 0's summary says it again).
+                        crate::stderr_line::write_whole(format_args!(
+                            "warning: rank {}: {error}; the worker is retired, the rank's \
+                             other workers take its tiles",
+                            self.rank
+                        ));
+                        let pass = current.as_ref().map_or(0, |c| c.shared.pass);
+                        let msg = Msg::Retired {
+                            pass,
+                            worker: global,
+                            tile,
+                            error,
+                        };
+                        if let Some(m) = master.as_mut() {
+                            m.on_retired(self.rank, msg)
+                                .map_err(|e| self.protocol(self.rank, e))?;
+                        } else {
+                            self.send(0, msg)?;
+                        }
+                    }
                 }
             }
             // Messages.
@@ -1461,6 +1576,16 @@ impl<'t, T: Transport> Node<'t, T> {
                         // Handled at the top of the loop, after the messages already here.
                         self.stop_request
                             .get_or_insert(StopRequest { rank: from, signal });
+                    }
+                    msg @ Msg::Retired { .. } => {
+                        let Some(m) = master.as_mut() else {
+                            return Err(self.protocol(
+                                from,
+                                "a retirement sent to a rank other than 0".into(),
+                            ));
+                        };
+                        m.on_retired(from, msg)
+                            .map_err(|e| self.protocol(from, e))?;
                     }
                     Msg::Heartbeat => {}
                     m => return Err(self.protocol(from, format!("an unexpected {}", m.name()))),
@@ -1619,13 +1744,16 @@ impl<'t, T: Transport> Node<'t, T> {
             .iter()
             .map(|d| d.iter().map(|&t| t as usize).collect())
             .collect();
+        self.retired.resize(workers.len(), false);
+        let live = self.retired.iter().filter(|&&r| !r).count();
         let shared = Arc::new(PassShared {
             pass: plan.pass,
             samples: plan.samples,
             seed: self.job.settings.seed,
             queues: WorkQueues::new(deques, plan.steal)
                 .with_speeds(&plan.speeds, &plan.costs)
-                .with_task_floors(&plan.floors),
+                .with_task_floors(&plan.floors)
+                .with_retired(&self.retired),
             speeds: plan.speeds,
             costs: plan.costs,
             floors: plan.floors,
@@ -1633,8 +1761,13 @@ impl<'t, T: Transport> Node<'t, T> {
             wake: Mutex::new((0, false)),
             cv: Condvar::new(),
             start: Instant::now(),
+            on_error: self.job.config.on_worker_error,
+            live: AtomicUsize::new(live),
         });
         for (local, worker) in workers.iter().enumerate() {
+            if self.retired[local] {
+                continue;
+            }
             let shared = shared.clone();
             let tx = tx.clone();
             scope.spawn(move || worker_loop(&shared, local, offset + local, offset, worker, tx));

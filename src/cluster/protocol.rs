@@ -14,7 +14,7 @@ use crate::sched::calibrate::PieceTime;
 
 /// Bumped whenever a message changes; part of every rank's fingerprint, so that ranks of
 /// different builds refuse to work together instead of misreading each other.
-pub const PROTOCOL_VERSION: u32 = 4;
+pub const PROTOCOL_VERSION: u32 = 5;
 
 /// One worker of a rank, as rank 0 reports it.
 #[derive(Clone, Debug, PartialEq)]
@@ -160,6 +160,15 @@ pub enum Msg {
     /// The answer to `Calibrate`: one timing per `--devices` entry of the rank, or why the
     /// calibration failed.
     Calibrated(Result<Vec<PieceTime>, String>),
+    /// A rank to rank 0: its worker `worker` (global index) failed on `tile` in `pass` and was
+    /// retired (`--on-worker-error retire`); the rank's other workers render its tiles. Sent
+    /// before the rank's `PassStats` of that pass, so rank 0 plans the next pass without it.
+    Retired {
+        pass: u32,
+        worker: u32,
+        tile: Tile,
+        error: String,
+    },
 }
 
 /// Why bytes could not be decoded.
@@ -190,6 +199,7 @@ const TAG_HEARTBEAT: u8 = 10;
 const TAG_STOP: u8 = 11;
 const TAG_CALIBRATE: u8 = 12;
 const TAG_CALIBRATED: u8 = 13;
+const TAG_RETIRED: u8 = 14;
 
 struct Writer(Vec<u8>);
 
@@ -477,6 +487,18 @@ impl Msg {
                     }
                 });
             }
+            Msg::Retired {
+                pass,
+                worker,
+                tile,
+                error,
+            } => {
+                w.u8(TAG_RETIRED);
+                w.u32(*pass);
+                w.u32(*worker);
+                w.tile(*tile);
+                w.str(error);
+            }
         }
         w.0
     }
@@ -587,6 +609,12 @@ impl Msg {
                 tile: r.tile()?,
                 samples: r.range()?,
             },
+            TAG_RETIRED => Msg::Retired {
+                pass: r.u32()?,
+                worker: r.u32()?,
+                tile: r.tile()?,
+                error: r.str()?,
+            },
             TAG_CALIBRATED => Msg::Calibrated(r.result(|r| {
                 // group, empty name, tile, samples, seconds: at least 4+4+16+8+8 bytes.
                 let n = r.len(40)?;
@@ -626,6 +654,7 @@ impl Msg {
             Msg::Stop { .. } => "Stop",
             Msg::Calibrate { .. } => "Calibrate",
             Msg::Calibrated(_) => "Calibrated",
+            Msg::Retired { .. } => "Retired",
         }
     }
 }
@@ -755,6 +784,12 @@ mod tests {
                 },
             ])),
             Msg::Calibrated(Err("calibrating worker gpu0/s0: device lost".into())),
+            Msg::Retired {
+                pass: 2,
+                worker: 5,
+                tile: tile(3),
+                error: "worker gpu0/s1 (optix:0/w1) failed on tile x=0 y=0: device lost".into(),
+            },
         ]
     }
 
