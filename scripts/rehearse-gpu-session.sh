@@ -10,8 +10,9 @@
 #   compute-sanitizer   runs the command it is given and prints a clean ERROR SUMMARY
 #   gasworks            the debug binary (GW_REHEARSE_BIN to choose another) behind a wrapper:
 #                       --backend optix becomes cpu with another --seed (its images differ from
-#                       the CPU's by noise), --devices gpuDxS becomes cpu:S (gpuD, cpu:1),
-#                       and --width/--height are divided by 8, so a render takes seconds
+#                       the CPU's by noise), --devices gpuDxS becomes cpu:S (gpuD, cpu:1;
+#                       one CPU entry in all: gpu0x2,cpu becomes cpu), and --width/--height
+#                       are divided by 8, so a render takes seconds
 #   tests/              one test binary (optix_gpu_context): its GPU tests fail here, which
 #                       exercises the failure report of the tests step
 #   build-bench         runs for real on a fake GPU (scripts/with-fake-gpu.sh): the stand-ins of
@@ -100,7 +101,20 @@ while [ $# -gt 0 ]; do
             # real GPU's does: the render step's comparison then takes its real path.
             if [ "${1:-}" = optix ]; then args+=(--backend cpu --seed 7); shift; continue; fi ;;
         --devices)
-            args+=(--devices "$(echo "$1" | sed -E 's/gpu[0-9]+x([0-9]+)/cpu:\1/g; s/gpu[0-9]+/cpu:1/g')")
+            # One CPU entry, as --devices refuses a device named twice: gpu0x2 becomes cpu:2,
+            # gpu0x2,cpu becomes cpu (every thread), gpu0x2,cpu:3 becomes cpu:5.
+            args+=(--devices "$(echo "$1" | awk -F, '{
+                n = 0; all = 0
+                for (i = 1; i <= NF; i++) {
+                    e = $i
+                    if (e == "cpu") all = 1
+                    else if (e ~ /^cpu:[0-9]+$/) n += substr(e, 5)
+                    else if (e ~ /^gpu[0-9]+x[0-9]+$/) { sub(/^gpu[0-9]+x/, "", e); n += e }
+                    else if (e ~ /^gpu[0-9]+$/) n += 1
+                    else { print $0; exit }
+                }
+                print (all ? "cpu" : "cpu:" n)
+            }')")
             shift; continue ;;
         --width|--height)
             args+=("$a" $(( ($1 + 7) / 8 ))); shift; continue ;;

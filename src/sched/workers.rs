@@ -400,12 +400,12 @@ pub fn run_pass(
                 .take()
                 .unwrap_or_else(|| anyhow::anyhow!("every worker was retired before the pass"));
             return Err(e.context(format!(
-                "every worker failed ({}), {} of {} tiles of pass {} unrendered; the first \
-                 failure",
+                "no worker is left ({} failed in pass {}, any others earlier), {} of {} tiles \
+                 of the pass unrendered; the first failure",
                 labels.join(", "),
+                job.pass + 1,
                 missing.len(),
                 records.len(),
-                job.pass + 1
             )));
         }
         if !new_failures {
