@@ -189,3 +189,35 @@ fn the_frame_fails_when_no_worker_is_left() {
     }
     assert!(text.contains("out of memory"), "{text}");
 }
+
+/// Tiles are laid out for the workers still working: once the GPU stream (which wants a
+/// launch's worth of work per tile, so few big tiles) is retired, the next passes cut the
+/// default tiles for the CPU thread left. (One stream and one thread, stealing off: the
+/// stream's share of the first pass is half its tiles, and it is sure to try the first.)
+#[test]
+fn tiles_are_laid_out_again_for_the_workers_left() {
+    let (w, h) = (256, 128);
+    let scene = room(MaterialKind::Mirror, MaterialKind::Diffuse);
+    let settings = room_settings(w, h, SPP, 5);
+    let mut f = MockFactory::new(MockRenderer::new(w, 5)).with_failing_gpu(0, 0, 1);
+    // A quarter of a pass's pixel-samples per launch: 4 tiles.
+    f.gpu_min_work = Some(u64::from(w * h) * 2 / 4);
+    let config = SchedConfig {
+        tiles: None,
+        devices: vec![
+            DeviceSpec::Gpu {
+                device: 0,
+                streams: 1,
+            },
+            DeviceSpec::Cpu { workers: Some(1) },
+        ],
+        ..config(Strategy::Regular, false, OnWorkerError::Retire)
+    };
+    let frame = render_frame(&scene, &settings, &config, &f, true).unwrap();
+    check_calls(&f.all_calls(), w, h, SPP);
+    let counts: Vec<usize> = frame.report.passes.iter().map(|p| p.tiles.len()).collect();
+    let default = gasworks::sched::tiles::default_tile_count(w, h) as usize;
+    assert_eq!(default, 8);
+    assert_eq!(counts, [4, default, default]);
+    assert_eq!(frame.report.retirements.len(), 1);
+}

@@ -479,15 +479,16 @@ pub fn render_frame_until(
     let passes = config.passes(settings.spp);
 
     // Workers that want big tiles (GPU workers: a launch's worth of work to fill the device)
-    // set the tile count unless --tiles does.
-    let min_work = workers
-        .iter()
-        .filter_map(|w| w.renderer.min_tile_work())
-        .max();
-    let wanting = workers
-        .iter()
-        .filter(|w| w.renderer.min_tile_work().is_some())
-        .count() as u32;
+    // set the tile count unless --tiles does; only those still working (a pass after every
+    // GPU worker was retired lays out tiles for the CPU threads left).
+    let tile_wants = |retired: &[bool]| {
+        let wants = workers
+            .iter()
+            .zip(retired)
+            .filter(|(_, &r)| !r)
+            .filter_map(|(w, _)| w.renderer.min_tile_work());
+        (wants.clone().max(), wants.count() as u32)
+    };
 
     let mut film = Film::new(window.w, window.h);
     let mut first_pass = 0;
@@ -546,6 +547,7 @@ pub fn render_frame_until(
         }
         let pass_start = Instant::now();
         let plan_sat = plan_map.sat();
+        let (min_work, wanting) = tile_wants(&retired);
         let count = config.tiles.or_else(|| {
             min_work.map(|work| {
                 tiles::tile_count_for_work(

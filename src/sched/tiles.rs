@@ -317,8 +317,12 @@ pub const MIN_PIECE_SIDE: u32 = 8;
 /// replace their tile in place, so the order stays a locality order, and the pieces of a
 /// tile cover exactly its pixels: the image does not change.
 ///
-/// Unchanged: tiles when `pieces` is 0, when the weights are not all positive and finite
-/// (counts rather than speeds, or nothing known), or when no worker is that much slower.
+/// A weight of 0 is a retired worker's ([`super::OnWorkerError::Retire`]): its share is empty,
+/// and the others are cut as if it were not there.
+///
+/// Unchanged: tiles when `pieces` is 0, when the weights are not all finite and at least 0
+/// with one positive (counts rather than speeds, or nothing known), or when no working worker
+/// is that much slower.
 pub fn cut_for_slow_workers(
     tiles: Vec<Tile>,
     weights: &[f64],
@@ -326,9 +330,11 @@ pub fn cut_for_slow_workers(
     sat: &Sat,
     scale: MapScale,
 ) -> Vec<Tile> {
-    let known = !weights.is_empty() && weights.iter().all(|w| w.is_finite() && *w > 0.0);
+    let known =
+        weights.iter().any(|&w| w > 0.0) && weights.iter().all(|w| w.is_finite() && *w >= 0.0);
     let fastest = weights.iter().copied().fold(0.0, f64::max);
-    let slow = |w: f64| fastest >= SIMILAR_SPEEDS * w;
+    // (A retired worker, weight 0, is not slow: its empty share limits nothing.)
+    let slow = |w: f64| w > 0.0 && fastest >= SIMILAR_SPEEDS * w;
     if pieces == 0 || !known || !weights.iter().any(|&w| slow(w)) {
         return tiles;
     }
@@ -554,8 +560,17 @@ mod tests {
         assert!(same(&[1.0; 18], 8), "equal speeds (or worker counts)");
         assert!(same(&[1.0, 1.0, 0.6, 0.6], 8), "speeds within 2x");
         assert!(same(&[1.0, f64::NAN, 0.001], 8), "a speed not known");
-        assert!(same(&[1.0, 0.0, 0.001], 8), "a speed of 0");
         assert!(same(&[], 8), "no workers");
+        assert!(same(&[0.0, 0.0], 8), "every worker retired");
+        assert!(
+            same(&[1.0, 0.0, 1.0], 8),
+            "a retired worker beside equal ones"
+        );
+        // A retired worker (speed 0) is not there: the others are cut as without it.
+        let cut = |weights: &[f64]| cut_for_slow_workers(tiles.clone(), weights, 8, &sat, scale);
+        assert!(cut(&[1.0, 0.001]) != tiles);
+        assert!(cut(&[1.0, 0.0, 0.001]) == cut(&[1.0, 0.001]));
+        assert!(cut(&[0.0, 1.0, 0.001]) == cut(&[1.0, 0.001]));
         // Slower by 2.5x, with a share of 29% of the frame: 8 pieces of it are still larger
         // than the tiles, which stay whole. Slower by 50x (a 2% share): cut.
         assert!(same(&[1.0, 0.4], 8), "2.5x slower, a large share");
