@@ -1410,12 +1410,19 @@ impl<'t, T: Transport> Node<'t, T> {
                         error,
                     } => {
                         self.retired[local] = true;
-                        // Said where it happened, at once (rank 0's summary says it again).
-                        crate::stderr_line::write_whole(format_args!(
-                            "warning: rank {}: {error}; the worker is retired, the rank's \
-                             other workers take its tiles",
+                        // Said where it happened, at once (rank 0's summary says it again),
+                        // above rank 0's progress bar.
+                        let line = format!(
+                            "rank {}: {error}; the worker is retired, the rank's other workers \
+                             take its tiles",
                             self.rank
-                        ));
+                        );
+                        match master.as_ref() {
+                            Some(m) => m.progress.warn(line),
+                            None => {
+                                crate::stderr_line::write_whole(format_args!("warning: {line}"))
+                            }
+                        }
                         let pass = current.as_ref().map_or(0, |c| c.shared.pass);
                         let msg = Msg::Retired {
                             pass,

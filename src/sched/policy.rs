@@ -300,6 +300,11 @@ impl WorkQueues {
             .is_some_and(|r| r.load(Ordering::Relaxed))
     }
 
+    /// How many workers are not retired.
+    pub fn working(&self) -> usize {
+        (0..self.workers()).filter(|&w| !self.is_retired(w)).count()
+    }
+
     /// Every task still queued, by worker, front first (a snapshot; what a pass left when its
     /// threads are done).
     pub fn remaining(&self) -> Vec<usize> {
@@ -334,16 +339,7 @@ impl WorkQueues {
         }
         let mut q = WorkQueues::new(deques, true);
         if let Some(sp) = &self.speeds {
-            let speeds: Vec<f64> = (0..self.deques.len())
-                .map(|w| {
-                    if self.is_retired(w) {
-                        0.0
-                    } else {
-                        sp.per_worker[w]
-                    }
-                })
-                .collect();
-            q = q.with_speeds(&speeds, &sp.task_cost);
+            q = q.with_speeds(&self.live_speeds(sp), &sp.task_cost);
             if let Some(new) = q.speeds.as_mut() {
                 new.floor = sp.floor.clone();
             }

@@ -394,7 +394,7 @@ pub fn run_pass(
         if missing.is_empty() || job.stop.load(Ordering::Relaxed) {
             break;
         }
-        if live_workers(q) == 0 {
+        if q.working() == 0 {
             let labels: Vec<&str> = retired.iter().map(|r| r.label.as_str()).collect();
             let e = first_error
                 .take()
@@ -429,13 +429,6 @@ pub fn run_pass(
         complete,
         retired,
     })
-}
-
-/// How many workers of `queues` are not retired.
-fn live_workers(queues: &WorkQueues) -> usize {
-    (0..queues.workers())
-        .filter(|&w| !queues.is_retired(w))
-        .count()
 }
 
 /// One round of [`run_pass`]: a thread for each worker not retired, until no task is left
