@@ -859,17 +859,14 @@ impl Master {
                 "a retirement of worker {w}, not a working one of its own"
             ));
         }
-        let samples = self
-            .passes
-            .get(pass as usize)
-            .cloned()
-            .ok_or_else(|| format!("a retirement in pass {pass}, past the last"))?;
+        if pass as usize >= self.passes.len() {
+            return Err(format!("a retirement in pass {pass}, past the last"));
+        }
         self.retirements.push(Retirement {
             worker: w,
             label: self.labels[w].0.clone(),
             pass: pass as usize,
             tile,
-            samples,
             error,
         });
         Ok(())

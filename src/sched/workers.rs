@@ -260,10 +260,9 @@ pub struct Retirement {
     pub worker: usize,
     /// "gpu0/s1".
     pub label: String,
-    /// The pass (0-based) and the tile it failed on.
+    /// The pass (0-based; its samples are the pass's) and the tile it failed on.
     pub pass: usize,
     pub tile: Tile,
-    pub samples: Range<u32>,
     /// The renderer's error with its causes, one line.
     pub error: String,
 }
@@ -383,7 +382,6 @@ pub fn run_pass(
                 label: workers[w].label.clone(),
                 pass: job.pass,
                 tile: job.tiles[task],
-                samples: job.samples.clone(),
                 error: format!("{e:#}"),
             });
             first_error.get_or_insert(e);
