@@ -23,6 +23,9 @@
 #              --calibrate off, and gpu0x2 against gpu0x2,cpu at 256 spp (CPU shares cut into
 #              pieces, and not: --slow-worker-pieces 0)
 #   nsys       best effort: any Nsight Systems found on the host, on a short render
+#   failover   a GPU that faults mid-frame on purpose (GASWORKS_FAULT_AT_TILE: an illegal address,
+#              the sticky error a kernel bug leaves): every stream of the GPU must be retired at
+#              once, in one warning, and the CPU workers must finish the frame (exit 0, an image)
 # Investigations (not in the calls below; run by name):
 #   lpt        which part of LPT crashes (LPT's streams in build order, round-robin's in LPT's
 #              order, per-stream scratch, CUDA_LAUNCH_BLOCKING=1, OptiX validation), then guard
@@ -36,7 +39,8 @@
 #   depth      GPU vs CPU on the Cornell box at --max-depth 1..8: the bounce a bias starts at
 #   connections  build-bench at 8..32 streams with CUDA_DEVICE_MAX_CONNECTIONS 8 and 32
 # Groups sized for device calls of under 9 minutes each:
-#   call1 = tests sanitizer     call2 = bench     call3 = render sched nsys     all = the three
+#   call1 = tests sanitizer     call2 = bench     call3 = render sched failover nsys
+#   all = the three
 #
 # Results: bench/results/<date>-<device>/ (or $GW_RESULTS_DIR): one log per command, CSVs, plots
 # and images, every file starting with the command, device, driver, git commit and date. At the
@@ -75,9 +79,9 @@ for a in "$@"; do
     case "$a" in
         call1) steps+=(tests sanitizer) ;;
         call2) steps+=(bench) ;;
-        call3) steps+=(render sched nsys) ;;
-        all) steps+=(tests sanitizer bench render sched nsys) ;;
-        tests|sanitizer|bench|render|sched|nsys|lpt|race|watchdog|depth|connections) steps+=("$a") ;;
+        call3) steps+=(render sched failover nsys) ;;
+        all) steps+=(tests sanitizer bench render sched failover nsys) ;;
+        tests|sanitizer|bench|render|sched|failover|nsys|lpt|race|watchdog|depth|connections) steps+=("$a") ;;
         -h|--help) usage; exit 0 ;;
         *) echo "gpu-session: unknown step '$a'" >&2; usage >&2; exit 2 ;;
     esac
@@ -691,6 +695,27 @@ step_watchdog() {
     done
     rm -f "$out/watchdog-run.tmp"
     note "watchdog: none of $tries tries hung (nothing learned of the watchdog)"
+}
+
+# A GPU whose context is lost mid-frame: gasworks faults on purpose on the GPU's 5th tile (a
+# kernel storing to address 0), under the render's default --on-worker-error retire. The sticky
+# error must retire all four streams in one warning, and the CPU threads finish the frame.
+# (tests/gpu_lost_context.rs checks the same within the tests step; this keeps the words.)
+step_failover() {
+    local log="$out/failover.log" img="$scenes/failover.exr" warning
+    GASWORKS_FAULT_AT_TILE=5 GASWORKS_ON_WORKER_ERROR=retire logged "$log" "$bin" render "$cornell" -o "$img" \
+        --backend optix --devices gpu0x4,cpu --calibrate off --width 512 --height 512 --spp 16 --pass-spp 4 \
+        --stats "$out/failover-stats.csv" \
+        || { fail "the render whose GPU faulted on purpose did not finish on the CPU (see $log)"; return; }
+    warning="$(grep -m1 '^warning: worker gpu0/s' "$log" || true)"
+    note "failover: ${warning:-no retirement warning}"
+    note "failover: $(grep -m1 '^warning: the frame went on without' "$log" || echo 'no closing warning')"
+    [ "$(grep -c '^warning: worker gpu0/s' "$log")" = 1 ] || fail "failover: not exactly one retirement warning (see $log)"
+    grep -qE 'CUDA_ERROR_(ILLEGAL_ADDRESS|LAUNCH_FAILED)' <<< "$warning" || fail "failover: the warning names no sticky CUDA error (see $log)"
+    grep -q 'gpu0 can render no more (its device is lost), so its workers' <<< "$warning" \
+        || fail "failover: the GPU's streams were not retired together (see $log)"
+    grep -q '^warning: the frame went on without 4 of ' "$log" || fail "failover: the closing line does not count 4 retired streams (see $log)"
+    [ -s "$img" ] || fail "failover: no image"
 }
 
 # GPU against CPU on the Cornell box path depth by path depth (--max-depth 1..8): where the two

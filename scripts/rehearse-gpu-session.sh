@@ -15,6 +15,8 @@
 #                       are divided by 8, so a render takes seconds
 #   tests/              one test binary (optix_gpu_context): its GPU tests fail here, which
 #                       exercises the failure report of the tests step
+#   failover's render   runs for real on the fake GPU too (GASWORKS_FAULT_AT_TILE set): the fake
+#                       libcuda's kernel launch is the fault, so the step parses real warnings
 #   build-bench         runs for real on a fake GPU (scripts/with-fake-gpu.sh): the stand-ins of
 #                       libcuda and libnvoptix that tests/fake_gpu.rs uses, whose device memory
 #                       is host memory; so the bench, sanitizer, race and watchdog steps parse
@@ -90,6 +92,10 @@ if [ "${1:-}" = build-bench ]; then
         hang) exec sleep 600 ;;
         watchdog) export FAKE_OPTIX_HANG_AT_BUILD=3 GASWORKS_BUILD_WAIT_S=0.5 ;;
     esac
+    exec "$with_fake_gpu" "$real" "$@"
+fi
+# The failover step's render (a fault on purpose) on the fake GPU as well, its arguments kept.
+if [ -n "${GASWORKS_FAULT_AT_TILE:-}" ]; then
     exec "$with_fake_gpu" "$real" "$@"
 fi
 args=()
@@ -199,7 +205,7 @@ echo "rehearse-gpu-session: the session exited with $rc; its output:"
 sed 's/^/    | /' "$work/session.log"
 echo "rehearse-gpu-session: checks"
 check "the session exits non-zero (the GPU-only commands failed)" test "$rc" -ne 0
-for s in tests sanitizer bench render sched nsys; do
+for s in tests sanitizer bench render sched failover nsys; do
     check "step $s ran and printed its time" has "^step $s: [0-9]+ s, [0-9]+ failure"
 done
 check "tests: passes and failures counted" has "^tests: [0-9]+ passed, [1-9][0-9]* failed"
@@ -251,6 +257,9 @@ done
 check "sched: one image across worker counts and schedules" has "^sched: every GPU worker count and schedule gave one image"
 check "sched: a time-limit stop and --resume gave the uninterrupted image" has "^sched: stopped at a time limit and resumed"
 check "sched: per-worker efficiency quoted" has "[Ee]fficiency"
+check "failover: the fake GPU's fault retired its four streams in one warning" \
+    has "^failover: warning: worker gpu0/s[0-3] .*CUDA_ERROR_ILLEGAL_ADDRESS.*gpu0 can render no more \(its device is lost\), so its workers gpu0/s"
+check "failover: no failure" has "^step failover: [0-9]+ s, 0 failure"
 check "nsys: a line for the best effort" has "^nsys: "
 # The failures the rehearsal expects: the test binary and the hung stand-in test. Anything more
 # is a plumbing bug.

@@ -93,6 +93,8 @@ struct RankSpec {
     stop: Option<&'static AtomicU8>,
     /// (device, stream, attempt): that GPU stream's mock fails from that attempt on.
     failing_gpus: Vec<(u32, u32, usize)>,
+    /// GPUs whose mocks' failure loses the device (`MockFactory::with_sticky_gpu`).
+    sticky_gpus: Vec<u32>,
 }
 
 type Boundaries = Arc<Mutex<Vec<(u32, Vec<[u32; 4]>)>>>;
@@ -125,6 +127,7 @@ impl RankSpec {
             deadline: None,
             stop: None,
             failing_gpus: Vec::new(),
+            sticky_gpus: Vec::new(),
         }
     }
 }
@@ -236,6 +239,9 @@ fn run_cluster_over(
                     );
                     for &(device, stream, attempt) in &spec.failing_gpus {
                         factory = factory.with_failing_gpu(device, stream, attempt);
+                    }
+                    for &device in &spec.sticky_gpus {
+                        factory = factory.with_sticky_gpu(device);
                     }
                     let devices = spec.devices.clone().unwrap_or_else(|| {
                         vec![DeviceSpec::Cpu {
@@ -836,21 +842,70 @@ fn a_failing_worker_beside_working_ones_is_retired_and_the_film_is_one_process_s
         .contains("worker r1/gpu0/s1 retired in pass 1"));
 }
 
-/// Both of rank 1's workers fail: nobody on the rank is left to render its tiles, and the job
-/// ends with the rank named, as before retirement.
+/// A failure that loses rank 1's first GPU retires both of its streams at once, within the
+/// rank: rank 0 hears of both (one `Retired` each) and plans them at speed 0; the rank's other
+/// GPU renders their tiles, and the film is one process's, every sample once.
 #[test]
-fn a_rank_whose_every_worker_fails_ends_the_job() {
-    let mut gpu = RankSpec::new(2, 0);
-    gpu.devices = Some(DeviceSpec::parse_list("gpu0x2").unwrap());
-    gpu.failing_gpus = vec![(0, 0, 1), (0, 1, 1)];
+fn a_lost_device_retires_every_stream_of_it_on_its_rank() {
+    let mut gpu = RankSpec::new(3, 0);
+    gpu.devices = Some(DeviceSpec::parse_list("gpu0x2,gpu1").unwrap());
+    gpu.failing_gpus = vec![(0, 1, 1)];
+    gpu.sticky_gpus = vec![0];
     let config = SchedConfig {
         calibrate: false,
-        ..config(Strategy::Regular, false, None)
+        ..config(Strategy::Regular, false, Some(2))
     };
     let outcomes = run_cluster(&[RankSpec::new(1, 0), gpu], &config, test_timing(), None);
-    let text = own_failure(1, &outcomes[1].0);
-    assert!(text.contains("out of memory"), "{text}");
-    assert!(outcomes[0].0.is_err(), "rank 0 went on without rank 1");
+    let (frame, calls) = frame_and_calls(outcomes, "device lost");
+    assert!(bits(&frame.film) == reference(&config), "film differs");
+    check_every_sample_once(calls);
+    let r = &frame.report.retirements;
+    let mut who: Vec<(usize, &str, usize)> = r
+        .iter()
+        .map(|r| (r.worker, r.label.as_str(), r.pass))
+        .collect();
+    who.sort();
+    assert_eq!(who, [(1, "r1/gpu0/s0", 0), (2, "r1/gpu0/s1", 0)], "{r:?}");
+    // The first to fail is named in the other's error.
+    let first = r[0].label.trim_start_matches("r1/");
+    assert!(
+        r[1].error
+            .starts_with(&format!("gpu0 was lost when {first} failed: ")),
+        "{}",
+        r[1].error
+    );
+    for (i, p) in frame.report.passes.iter().enumerate().skip(1) {
+        assert_eq!(p.workers[1].tiles + p.workers[2].tiles, 0, "pass {i}");
+        assert_eq!(&p.speeds[1..3], [0.0, 0.0], "pass {i}: {:?}", p.speeds);
+    }
+}
+
+/// Both of rank 1's workers fail: nobody on the rank is left to render its tiles, and the job
+/// ends with the rank named, as before retirement.
+/// (So does one failure that loses the rank's only device.)
+#[test]
+fn a_rank_whose_every_worker_fails_ends_the_job() {
+    for sticky in [false, true] {
+        let mut gpu = RankSpec::new(2, 0);
+        gpu.devices = Some(DeviceSpec::parse_list("gpu0x2").unwrap());
+        if sticky {
+            gpu.failing_gpus = vec![(0, 1, 1)];
+            gpu.sticky_gpus = vec![0];
+        } else {
+            gpu.failing_gpus = vec![(0, 0, 1), (0, 1, 1)];
+        }
+        let config = SchedConfig {
+            calibrate: false,
+            ..config(Strategy::Regular, false, None)
+        };
+        let outcomes = run_cluster(&[RankSpec::new(1, 0), gpu], &config, test_timing(), None);
+        let text = own_failure(1, &outcomes[1].0);
+        assert!(
+            text.contains("out of memory") || text.contains("lost earlier"),
+            "sticky {sticky}: {text}"
+        );
+        assert!(outcomes[0].0.is_err(), "rank 0 went on without rank 1");
+    }
 }
 
 #[test]

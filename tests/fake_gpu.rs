@@ -98,6 +98,8 @@ fn gasworks_on_fake(
         "FAKE_OPTIX_ABORT_AT_CONTEXT",
         "FAKE_OPTIX_HANG_AT_LAUNCH",
         "FAKE_OPTIX_FAIL_LAUNCHES_FROM",
+        "FAKE_OPTIX_FAULT_AT_LAUNCH",
+        "GASWORKS_FAULT_AT_TILE",
         // scripts/gpu-session.sh sets it for its own renders.
         "GASWORKS_ON_WORKER_ERROR",
     ] {
@@ -882,6 +884,83 @@ fn a_gpu_that_fails_mid_frame_is_retired_and_the_cpu_finishes() {
     assert!(stderr.contains("OPTIX_ERROR_LAUNCH_FAILURE"), "{stderr}");
     assert!(stderr.contains("worker gpu0/s"), "{stderr}");
     assert!(!png.exists(), "an image was written by a failed render");
+}
+
+/// A fault in device code (an illegal address) leaves the sticky CUDA_ERROR_ILLEGAL_ADDRESS in
+/// the context all of the GPU's streams share: the first stream to meet it is retired with
+/// every other stream of the GPU, in one warning, and the CPU workers finish the frame. The
+/// fault comes from an OptiX launch (the fake's 4th, mid-frame) or from gasworks' own fault on
+/// purpose (`GASWORKS_FAULT_AT_TILE`, which `scripts/gpu-session.sh` runs on a real GPU): in
+/// the calibration (tile 1: the calibration warns, and the first pass's tiles find the GPU
+/// lost) or mid-frame (tile 3). The releases that fail after the loss are not warned about.
+#[test]
+#[cfg_attr(
+    gasworks_no_cc,
+    ignore = "no C compiler when the tests were built (see build.rs)"
+)]
+fn a_gpu_whose_context_is_lost_is_retired_with_all_its_streams() {
+    let Some(f) = fixture() else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let cornell = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/cornell/cornell.obj");
+    let size = [
+        "--width",
+        "40",
+        "--height",
+        "24",
+        "--spp",
+        "4",
+        "--pass-spp",
+        "2",
+        "--tiles",
+        "16",
+    ];
+    for (hook, at, calibrate) in [
+        ("FAKE_OPTIX_FAULT_AT_LAUNCH", "4", "off"),
+        ("GASWORKS_FAULT_AT_TILE", "1", "on"),
+        ("GASWORKS_FAULT_AT_TILE", "3", "off"),
+    ] {
+        let what = format!("{hook}={at}, calibration {calibrate}");
+        let log = dir.path().join(format!("fake-{hook}-{at}.log"));
+        let png = dir.path().join(format!("lost-{hook}-{at}.png"));
+        let out = gasworks_on_fake(f, "render", &cornell, &size, &[("FAKE_GPU_LOG", &log)])
+            .args(["--backend", "optix", "--devices", "gpu0x3,cpu:2"])
+            .args(["--calibrate", calibrate, "-o"])
+            .arg(&png)
+            .env(hook, at)
+            .output()
+            .expect("run gasworks render");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{what}: {stderr}");
+        assert!(png.exists(), "{what}: no image");
+        support::check_lost_gpu_stderr(&what, &stderr, 3, 5);
+        assert_eq!(
+            stderr.contains("warning: calibrating worker gpu0/s0"),
+            calibrate == "on",
+            "{what}: {stderr}"
+        );
+        if hook == "FAKE_OPTIX_FAULT_AT_LAUNCH" {
+            let log_text = std::fs::read_to_string(&log).expect("the fake's log");
+            let faulted = format!("launch {at} faults (FAKE_OPTIX_FAULT_AT_LAUNCH)");
+            assert!(log_text.contains(&faulted), "{what}: {log_text}");
+        } else {
+            let armed =
+                format!("warning: GASWORKS_FAULT_AT_TILE={at}: this GPU's tile {at} will fault");
+            assert!(stderr.contains(&armed), "{what}: {stderr}");
+        }
+    }
+    // A value that is no tile number is refused at the backend's setup, naming it.
+    let out = gasworks_on_fake(f, "render", &cornell, &size, &[])
+        .args(["--backend", "optix", "-o"])
+        .arg(dir.path().join("refused.png"))
+        .env("GASWORKS_FAULT_AT_TILE", "0")
+        .output()
+        .expect("run gasworks render");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("GASWORKS_FAULT_AT_TILE=\"0\": expected a tile number from 1"),
+        "{stderr}"
+    );
 }
 
 /// A `--gpu` past the driver's count is named as such, not as "no NVIDIA GPU".

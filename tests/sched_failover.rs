@@ -88,10 +88,30 @@ fn check_retired_once(frame: &Frame, f: &MockFactory, what: &str) {
             assert_eq!(p.workers[1].tiles, 0, "{what}, pass {i}");
         }
     }
-    assert!(frame
-        .report
-        .summary()
-        .contains("worker gpu0/s1 retired in pass"));
+    let summary = frame.report.summary();
+    assert!(summary.contains("worker gpu0/s1 retired in pass"));
+    // The efficiency over the workers left: no retirement before the first pass, so it is
+    // the plain one there; later passes count one worker fewer.
+    let report = &frame.report;
+    let left = report.efficiency_of_working().unwrap();
+    let capacity: f64 = report
+        .passes
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let n = p.workers.len() - usize::from(i > r[0].pass);
+            n as f64 * p.makespan_s
+        })
+        .sum();
+    assert!((left - report.busy_s() / capacity).abs() < 1e-12, "{what}");
+    assert!(left >= report.efficiency(), "{what}");
+    assert!(
+        summary.contains(&format!(
+            "({:.1}% over the workers not retired before each pass)",
+            100.0 * left
+        )),
+        "{summary}"
+    );
 }
 
 /// Every strategy, stealing on or off, a failure in each of the three passes: the stream fails
@@ -220,4 +240,102 @@ fn tiles_are_laid_out_again_for_the_workers_left() {
     assert_eq!(default, 8);
     assert_eq!(counts, [4, default, default]);
     assert_eq!(frame.report.retirements.len(), 1);
+}
+
+/// A failure that loses its device (a sticky CUDA error takes the context every stream of the
+/// GPU shares) retires all the device's workers at once: one retirement for the stream whose
+/// failure came first, one for each other stream of its GPU, naming it; the other GPU's
+/// streams finish the frame, the image unchanged, and no stream of the lost GPU renders a tile
+/// of a later pass. (The stream that failed first is usually gpu0/s1, whose failure loses the
+/// device; but a stream that found the device lost can report before it.)
+#[test]
+fn a_lost_device_retires_every_stream_of_it_at_once() {
+    // The first pass, for every strategy, stealing on and off: planned by worker counts, it
+    // gives every stream a share, so the failing one is sure to fail in it. (In a later pass,
+    // the measured speeds of two GPU entries could leave its share empty and keep it off the
+    // others' tiles; `a_failing_stream_is_retired_and_the_image_is_unchanged` covers later
+    // passes with one entry.)
+    let pass = 0;
+    let cases = Strategy::ALL
+        .into_iter()
+        .flat_map(|s| [(s, true), (s, false)]);
+    for (strategy, steal) in cases {
+        let gate = Arc::new(AtomicBool::new(false));
+        let mut f = MockFactory::new(MockRenderer::new(W, 5))
+            .with_failing_gpu(0, 1, 1)
+            .with_sticky_gpu(0);
+        f.gate = Some(gate);
+        let config = SchedConfig {
+            devices: vec![
+                DeviceSpec::Gpu {
+                    device: 0,
+                    streams: 3,
+                },
+                DeviceSpec::Gpu {
+                    device: 1,
+                    streams: 2,
+                },
+            ],
+            ..config(strategy, steal, OnWorkerError::Retire)
+        };
+        let what = format!("{strategy:?}, steal {steal}");
+        let frame = render(&f, &config).unwrap_or_else(|e| panic!("{what}: {e:#}"));
+        assert!(
+            bits(&frame.film) == bits(&reference()),
+            "{what}: the image changed"
+        );
+        check_calls(&f.all_calls(), W, H, SPP);
+        let r = &frame.report.retirements;
+        let mut labels: Vec<&str> = r.iter().map(|r| r.label.as_str()).collect();
+        labels.sort();
+        assert_eq!(labels, ["gpu0/s0", "gpu0/s1", "gpu0/s2"], "{what}");
+        assert!(r.iter().all(|r| r.pass == pass), "{what}");
+        let first = &r[0].label;
+        assert!(
+            r[0].error.contains("out of memory") || r[0].error.contains("lost earlier"),
+            "{what}: {}",
+            r[0].error
+        );
+        for other in &r[1..] {
+            let says = format!("gpu0 was lost when {first} failed: worker {first}");
+            assert!(other.error.starts_with(&says), "{what}: {}", other.error);
+        }
+        for (i, p) in frame.report.passes.iter().enumerate().skip(pass + 1) {
+            let gpu0: usize = p.workers[..3].iter().map(|s| s.tiles).sum();
+            assert_eq!(gpu0, 0, "{what}, pass {i}");
+        }
+        let gpus = f.gpus.lock().unwrap();
+        assert_eq!(gpus[1].failures(), 1, "{what}");
+    }
+}
+
+/// Without a lost device, the other streams of the failing one's GPU are not retired.
+#[test]
+fn a_failure_that_keeps_the_device_retires_only_its_stream() {
+    let gate = Arc::new(AtomicBool::new(false));
+    let mut f = MockFactory::new(MockRenderer::new(W, 5)).with_failing_gpu(0, 1, 1);
+    f.gate = Some(gate);
+    let config = SchedConfig {
+        devices: vec![
+            DeviceSpec::Gpu {
+                device: 0,
+                streams: 3,
+            },
+            DeviceSpec::Gpu {
+                device: 1,
+                streams: 2,
+            },
+        ],
+        ..config(Strategy::Regular, false, OnWorkerError::Retire)
+    };
+    let frame = render(&f, &config).unwrap();
+    let labels: Vec<&str> = frame
+        .report
+        .retirements
+        .iter()
+        .map(|r| r.label.as_str())
+        .collect();
+    assert_eq!(labels, ["gpu0/s1"]);
+    assert!(bits(&frame.film) == bits(&reference()));
+    check_calls(&f.all_calls(), W, H, SPP);
 }

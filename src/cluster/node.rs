@@ -31,7 +31,9 @@ use crate::sched::progress::Progress;
 use crate::sched::raster::RasterStats;
 use crate::sched::report::{self, FrameReport, PassReport};
 use crate::sched::sat::MapScale;
-use crate::sched::workers::{OnWorkerError, Retirement, TileRecord, Worker};
+use crate::sched::workers::{
+    lost_with, retired_with, retirement_note, OnWorkerError, Retirement, TileRecord, Worker,
+};
 use crate::sched::{tiles, Frame, PartialPass, PassTimes, Resume, SchedConfig, Stopped};
 
 /// The progress loop's clocks.
@@ -297,6 +299,11 @@ enum Event {
         global: u32,
         tile: Tile,
         error: String,
+        /// What the warning says after the error: who is retired, who takes the tiles.
+        note: String,
+        /// The other workers of its device retired with it, its device being lost: (local,
+        /// global, error).
+        with_it: Vec<(usize, u32, String)>,
     },
 }
 
@@ -328,6 +335,9 @@ struct PassShared {
     /// are not retired: the last one's error ends the job, as nobody would render its tiles.
     on_error: OnWorkerError,
     live: AtomicUsize,
+    /// Held while a failure is handled: a worker's failure and those of its device's other
+    /// workers, retired with it, are told apart under it.
+    retiring: Mutex<()>,
 }
 
 impl PassShared {
@@ -365,13 +375,17 @@ struct RankPass {
 fn worker_loop(
     shared: &PassShared,
     local: usize,
-    global: usize,
     offset: usize,
-    worker: &Worker,
+    workers: &[Worker],
     tx: Sender<Event>,
 ) {
+    let (global, worker) = (offset + local, &workers[local]);
     let mut rng = StealRng::new(shared.seed, global, shared.pass as usize);
     loop {
+        // (Retired with its device by another worker's failure.)
+        if shared.queues.is_retired(local) {
+            return;
+        }
         let generation = {
             let s = shared.wake.lock().unwrap_or_else(|p| p.into_inner());
             if s.1 {
@@ -424,12 +438,43 @@ fn worker_loop(
                 tile.h,
                 shared.samples
             );
-            // The rank's last working worker cannot hand its tiles to anyone: the job ends.
+            let _retiring = shared.retiring.lock().unwrap_or_else(|p| p.into_inner());
+            let requeue = || {
+                shared
+                    .tasks
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(
+                        task,
+                        Held {
+                            tile,
+                            prior,
+                            origin: held.origin,
+                        },
+                    );
+                shared.queues.retire(local, take.task);
+                shared.wake();
+            };
+            if shared.on_error == OnWorkerError::Retire && shared.queues.is_retired(local) {
+                // Retired with its device by another worker's failure, which rank 0 has been
+                // told: the tile in flight failed too, and goes back.
+                requeue();
+                return;
+            }
+            let with_it = match shared.on_error {
+                OnWorkerError::Retire => retired_with(workers, local, &shared.queues),
+                OnWorkerError::Stop => Vec::new(),
+            };
+            // The rank's last working workers cannot hand their tiles to anyone: the job ends.
+            let leaving = 1 + with_it.len();
             let retire = shared.on_error == OnWorkerError::Retire
-                && shared.live.fetch_sub(1, Ordering::SeqCst) > 1;
+                && shared.live.fetch_sub(leaving, Ordering::SeqCst) > leaving;
             if !retire {
                 let _ = tx.send(Event::Failed(error));
                 return;
+            }
+            for &v in &with_it {
+                shared.queues.retire_idle(v);
             }
             // Said before the tile is queued again: its next rendering's `Done` comes after
             // this in the channel, so rank 0 hears of the retirement before the pass can end.
@@ -437,22 +482,14 @@ fn worker_loop(
                 local,
                 global: global as u32,
                 tile,
+                note: retirement_note(workers, local, &with_it, "the rank's other workers"),
+                with_it: with_it
+                    .iter()
+                    .map(|&v| (v, (offset + v) as u32, lost_with(workers, local, &error)))
+                    .collect(),
                 error,
             });
-            shared
-                .tasks
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(
-                    task,
-                    Held {
-                        tile,
-                        prior,
-                        origin: held.origin,
-                    },
-                );
-            shared.queues.retire(local, take.task);
-            shared.wake();
+            requeue();
             return;
         }
         let done = TileDone {
@@ -1405,15 +1442,13 @@ impl<'t, T: Transport> Node<'t, T> {
                         global,
                         tile,
                         error,
+                        note,
+                        with_it,
                     } => {
                         self.retired[local] = true;
                         // Said where it happened, at once (rank 0's summary says it again),
                         // above rank 0's progress bar.
-                        let line = format!(
-                            "rank {}: {error}; the worker is retired, the rank's other workers \
-                             take its tiles",
-                            self.rank
-                        );
+                        let line = format!("rank {}: {error}; {note}", self.rank);
                         match master.as_ref() {
                             Some(m) => m.progress.warn(line),
                             None => {
@@ -1421,17 +1456,25 @@ impl<'t, T: Transport> Node<'t, T> {
                             }
                         }
                         let pass = current.as_ref().map_or(0, |c| c.shared.pass);
-                        let msg = Msg::Retired {
-                            pass,
-                            worker: global,
-                            tile,
-                            error,
-                        };
-                        if let Some(m) = master.as_mut() {
-                            m.on_retired(self.rank, msg)
-                                .map_err(|e| self.protocol(self.rank, e))?;
-                        } else {
-                            self.send(0, msg)?;
+                        // One message per worker: rank 0 plans each at speed 0 from now on.
+                        let mut retired = vec![(global, error)];
+                        for (v, global, error) in with_it {
+                            self.retired[v] = true;
+                            retired.push((global, error));
+                        }
+                        for (worker, error) in retired {
+                            let msg = Msg::Retired {
+                                pass,
+                                worker,
+                                tile,
+                                error,
+                            };
+                            if let Some(m) = master.as_mut() {
+                                m.on_retired(self.rank, msg)
+                                    .map_err(|e| self.protocol(self.rank, e))?;
+                            } else {
+                                self.send(0, msg)?;
+                            }
                         }
                     }
                 }
@@ -1607,12 +1650,13 @@ impl<'t, T: Transport> Node<'t, T> {
                     if let Some(victim) = c.search.next_victim() {
                         c.outstanding = Some(victim);
                         c.counters.requests += 1;
-                        let want = c.shared.queues.workers() as u32;
+                        let want = c.shared.queues.working() as u32;
+                        // The fastest working worker: a retired one takes nothing.
                         let speed = c
                             .shared
-                            .speeds
-                            .iter()
-                            .copied()
+                            .queues
+                            .zero_retired(&c.shared.speeds)
+                            .into_iter()
                             .filter(|s| s.is_finite())
                             .fold(0.0, f64::max);
                         request = Some((
@@ -1682,9 +1726,12 @@ impl<'t, T: Transport> Node<'t, T> {
         if let Some(c) = current.as_mut().filter(|c| c.shared.pass == pass) {
             c.counters.served += 1;
             if !c.over {
+                // A worker retired in this pass (planned at its speed) does none of the
+                // work queued here.
+                let own_speeds = c.shared.queues.zero_retired(&c.shared.speeds);
                 let guard = cluster_policy::GrantGuard {
                     thief_speed,
-                    own_speeds: &c.shared.speeds,
+                    own_speeds: &own_speeds,
                     costs: &c.shared.costs,
                     floors: &c.shared.floors,
                 };
@@ -1767,14 +1814,15 @@ impl<'t, T: Transport> Node<'t, T> {
             start: Instant::now(),
             on_error: self.job.config.on_worker_error,
             live: AtomicUsize::new(live),
+            retiring: Mutex::new(()),
         });
-        for (local, worker) in workers.iter().enumerate() {
+        for local in 0..workers.len() {
             if self.retired[local] {
                 continue;
             }
             let shared = shared.clone();
             let tx = tx.clone();
-            scope.spawn(move || worker_loop(&shared, local, offset + local, offset, worker, tx));
+            scope.spawn(move || worker_loop(&shared, local, offset, workers, tx));
         }
         Ok(RankPass {
             search: VictimSearch::new(

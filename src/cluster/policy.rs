@@ -111,12 +111,20 @@ pub fn give_away(queues: &WorkQueues, want: usize, guard: GrantGuard) -> Vec<(us
 }
 
 /// Puts tiles received from a victim (in the order it took them) into the thief's deques:
-/// dealt round-robin over its workers, the last taken (the victim's more expensive ones)
-/// first, so that each worker starts with its most expensive received tile.
+/// dealt round-robin over its working workers (a retired one would only hand them on), the
+/// last taken (the victim's more expensive ones) first, so that each worker starts with its
+/// most expensive received tile.
 pub fn accept(queues: &WorkQueues, tasks: &[usize]) {
-    let workers = queues.workers().max(1);
+    let mut working: Vec<usize> = (0..queues.workers())
+        .filter(|&w| !queues.is_retired(w))
+        .collect();
+    if working.is_empty() {
+        // (A rank with no working worker has ended its job; the tiles go somewhere all the
+        // same.)
+        working = (0..queues.workers().max(1)).collect();
+    }
     for (i, &task) in tasks.iter().rev().enumerate() {
-        queues.push_back(i % workers, task);
+        queues.push_back(working[i % working.len()], task);
     }
 }
 
@@ -197,5 +205,45 @@ mod tests {
             floors: &[],
         };
         assert_eq!(give_away(&v, 3, g).len(), 3);
+    }
+
+    /// A victim whose fast worker was retired in this pass weighs a thief against the workers
+    /// it has left (`zero_retired`): the slow thread left would take 10 s per tile of the 10
+    /// queued, so a thief 4 times faster gets tiles; counted at the retired GPU's planned
+    /// speed, the victim would have kept them.
+    #[test]
+    fn a_victim_that_lost_its_fast_worker_weighs_the_thief_against_the_ones_left() {
+        let costs = [1.0; 10];
+        let planned = [10.0, 0.1];
+        let victim = || WorkQueues::new(vec![(0..5).collect(), (5..10).collect()], true);
+        let guard = |own_speeds| GrantGuard {
+            thief_speed: 0.4,
+            own_speeds,
+            costs: &costs,
+            floors: &[],
+        };
+        assert_eq!(give_away(&victim(), 2, guard(&planned)), vec![]);
+        let v = victim();
+        v.retire_idle(0);
+        let left = v.zero_retired(&planned);
+        assert_eq!(left, [0.0, 0.1]);
+        assert_eq!(give_away(&v, 2, guard(&left)).len(), 2);
+    }
+
+    /// Tiles a rank receives go to its working workers only.
+    #[test]
+    fn received_tiles_skip_retired_workers() {
+        // (Stealing off: each worker takes its own deque only.)
+        let thief = WorkQueues::new(vec![vec![], vec![], vec![]], false);
+        thief.retire_idle(1);
+        accept(&thief, &[10, 11, 12, 13]);
+        let mut rng = StealRng::new(0, 0, 0);
+        let mut own = |w| {
+            std::iter::from_fn(|| thief.next(w, &mut rng))
+                .map(|t| t.task)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(own(0), [13, 11]);
+        assert_eq!(own(2), [12, 10]);
     }
 }

@@ -674,7 +674,10 @@ impl Drop for GasBatch {
             .then(|| self.watch(Watched::Drop, limit + watchdog_grace(limit)));
         for stream in &self.in_flight {
             if let Err(e) = stream.synchronize() {
-                log::warn!("waiting for the GAS builds before freeing their memory: {e}");
+                super::error::log_release_failure(
+                    format_args!("waiting for the GAS builds before freeing their memory"),
+                    &e,
+                );
             }
         }
     }
@@ -1369,7 +1372,10 @@ impl Drop for Accel {
         // The buffers must outlive the work that uses them: wait for everything on the main
         // stream (launches that trace the IAS run there) before they are freed.
         if let Err(e) = self.streams.main().synchronize() {
-            log::warn!("waiting for the acceleration structures before freeing them: {e}");
+            super::error::log_release_failure(
+                format_args!("waiting for the acceleration structures before freeing them"),
+                &e,
+            );
         }
     }
 }

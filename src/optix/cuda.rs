@@ -20,11 +20,31 @@ use bytemuck::Pod;
 use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags, CUresult};
 use cudarc::driver::{result, CudaContext, CudaEvent, CudaStream, DriverError};
 
-use super::error::{cuda_error_name, CudaError, CudaResultExt};
+use super::error::{cuda_error_name, log_release_failure, CudaError, CudaResultExt};
 use super::sys::{CUcontext, CUdeviceptr, CUstream};
 
 /// The CUDA driver library every NVIDIA driver installs.
 pub const CUDA_LIBRARY_NAME: &str = "libcuda.so.1";
+
+/// The kernel of [`Stream::fault_on_purpose`]: one thread storing to address 0. Written by hand
+/// (the PTX version and target of the shipped path tracer's, which the lent H100s and H200s
+/// load), NUL-terminated for `cuModuleLoadData`.
+const FAULT_PTX: &str = "\
+.version 8.2
+.target sm_75
+.address_size 64
+
+.visible .entry gasworks_fault()
+{
+	.reg .b64 %rd<2>;
+	.reg .b32 %r<2>;
+	mov.u64 %rd1, 0;
+	mov.u32 %r1, 1;
+	st.volatile.global.u32 [%rd1], %r1;
+	ret;
+}
+\0";
+const FAULT_ENTRY: &std::ffi::CStr = c"gasworks_fault";
 
 /// What the CLI and the benchmarks say about one GPU.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -340,6 +360,41 @@ impl Stream {
     /// Blocks until all work enqueued so far on this stream is done.
     pub fn synchronize(&self) -> Result<(), CudaError> {
         self.inner.synchronize().during("cuStreamSynchronize")
+    }
+
+    /// Runs, on this stream, a one-thread kernel that stores to address 0, and waits for it:
+    /// the context is left with the sticky `CUDA_ERROR_ILLEGAL_ADDRESS` (or, should the
+    /// compiler turn the store into a trap, `CUDA_ERROR_LAUNCH_FAILED`), which the wait
+    /// returns. A fault on purpose, for `GASWORKS_FAULT_AT_TILE`: what a kernel's illegal
+    /// address does to a render can then be checked on a real GPU.
+    pub fn fault_on_purpose(&self) -> Result<(), CudaError> {
+        self.bind_to_thread()?;
+        // SAFETY: FAULT_PTX is NUL-terminated PTX text; the module is unloaded below, after
+        // the wait for the only launch of its kernel.
+        let module = unsafe { result::module::load_data(FAULT_PTX.as_ptr().cast()) }
+            .during("cuModuleLoadData")?;
+        let faulted = (|| {
+            // SAFETY: `module` is loaded and names this entry; the kernel takes no parameters.
+            let kernel = unsafe { result::module::get_function(module, FAULT_ENTRY.to_owned()) }
+                .during("cuModuleGetFunction")?;
+            // SAFETY: as above; one block of one thread on this stream.
+            unsafe {
+                result::launch_kernel(
+                    kernel,
+                    (1, 1, 1),
+                    (1, 1, 1),
+                    0,
+                    self.inner.cu_stream(),
+                    &mut [],
+                )
+            }
+            .during("cuLaunchKernel")?;
+            self.synchronize()
+        })();
+        // SAFETY: loaded above, unloaded once. In a context the fault left unusable this fails
+        // too; the context takes the module with it.
+        let _ = unsafe { result::module::unload(module) };
+        faulted
     }
 
     /// Records `event` at the current end of this stream.
@@ -686,15 +741,18 @@ impl Drop for DeviceBuffer {
         // recorded in the shared context (`record_err`), where the next `bind_to_thread` of
         // any worker would return them as its own `cuCtxSetCurrent` failure.
         if let Err(e) = self.ctx.bind_to_thread() {
-            log::warn!(
-                "cuCtxSetCurrent before freeing {} device bytes: {e}",
-                self.bytes
+            log_release_failure(
+                format_args!("before freeing {} device bytes", self.bytes),
+                &CudaError::call("cuCtxSetCurrent", e),
             );
             return;
         }
         // SAFETY: `ptr` came from cuMemAlloc and is freed exactly once, here.
         if let Err(e) = unsafe { result::free_sync(self.ptr) } {
-            log::warn!("cuMemFree of {} device bytes: {e}", self.bytes);
+            log_release_failure(
+                format_args!("freeing {} device bytes", self.bytes),
+                &CudaError::call("cuMemFree", e),
+            );
         }
     }
 }

@@ -57,6 +57,25 @@ pub fn cuda_error_name(error: &DriverError) -> String {
     format!("{:?}", error.0)
 }
 
+/// The CUDA errors after which the context is unusable: the driver documents each as leaving
+/// "the process in an inconsistent state", every later call in the context returning the same
+/// error until the process ends. They come from device code (a kernel's illegal address or
+/// instruction, a trap, an assert, a hardware stack overflow, a watchdog timeout) or from the
+/// context being gone. Any other error (out of memory, an invalid value) concerns only the
+/// call that returned it.
+pub const STICKY_CUDA_ERRORS: [&str; 10] = [
+    "CUDA_ERROR_ILLEGAL_ADDRESS",
+    "CUDA_ERROR_LAUNCH_TIMEOUT",
+    "CUDA_ERROR_CONTEXT_IS_DESTROYED",
+    "CUDA_ERROR_ASSERT",
+    "CUDA_ERROR_HARDWARE_STACK_ERROR",
+    "CUDA_ERROR_ILLEGAL_INSTRUCTION",
+    "CUDA_ERROR_MISALIGNED_ADDRESS",
+    "CUDA_ERROR_INVALID_ADDRESS_SPACE",
+    "CUDA_ERROR_INVALID_PC",
+    "CUDA_ERROR_LAUNCH_FAILED",
+];
+
 impl CudaError {
     /// Wraps a driver error with the name of the call that returned it.
     pub fn call(call: &'static str, error: DriverError) -> CudaError {
@@ -64,6 +83,24 @@ impl CudaError {
             call,
             name: cuda_error_name(&error),
         }
+    }
+
+    /// Whether the error leaves the CUDA context unusable ([`STICKY_CUDA_ERRORS`]).
+    pub fn is_sticky(&self) -> bool {
+        matches!(self, CudaError::Call { name, .. } if STICKY_CUDA_ERRORS.contains(&name.as_str()))
+    }
+}
+
+/// Logs an error met while releasing a GPU resource (in a `Drop`, where it cannot be
+/// returned). After a sticky error every release in the context fails with it; that loss was
+/// reported where it happened, and the driver frees the context's memory with the context, so
+/// those failures are logged at debug level: a render that lost its GPU and finished on the
+/// other workers does not end in a screenful of them.
+pub fn log_release_failure(what: std::fmt::Arguments, error: &CudaError) {
+    if error.is_sticky() {
+        log::debug!("{what}: {error} (the context is lost; its memory goes with it)");
+    } else {
+        log::warn!("{what}: {error}");
     }
 }
 
@@ -143,6 +180,16 @@ pub enum OptixError {
     Cuda(#[from] CudaError),
 }
 
+impl OptixError {
+    /// Whether the error is a CUDA error that leaves the context unusable
+    /// ([`CudaError::is_sticky`]). An OptiX call's own error names no CUDA error, so it is not
+    /// taken for one: OPTIX_ERROR_CUDA_ERROR and OPTIX_ERROR_LAUNCH_FAILURE may follow a
+    /// sticky error, and then the next CUDA call on the stream names it.
+    pub fn is_sticky(&self) -> bool {
+        matches!(self, OptixError::Cuda(e) if e.is_sticky())
+    }
+}
+
 fn log_suffix(log: &str) -> String {
     let log = log.trim();
     if log.is_empty() {
@@ -202,6 +249,44 @@ mod tests {
         let e = r.during("cuCtxSynchronize").unwrap_err();
         assert!(e.to_string().contains("CUDA_ERROR_OUT_OF_MEMORY"));
         assert!(e.to_string().starts_with("cuCtxSynchronize failed"));
+    }
+
+    /// The sticky errors are named as cudarc names them (a misspelt name would never match),
+    /// and errors of one call are not sticky.
+    #[test]
+    fn sticky_errors_are_the_ones_that_leave_the_context_unusable() {
+        use CUresult::*;
+        for code in [
+            CUDA_ERROR_ILLEGAL_ADDRESS,
+            CUDA_ERROR_LAUNCH_TIMEOUT,
+            CUDA_ERROR_CONTEXT_IS_DESTROYED,
+            CUDA_ERROR_ASSERT,
+            CUDA_ERROR_HARDWARE_STACK_ERROR,
+            CUDA_ERROR_ILLEGAL_INSTRUCTION,
+            CUDA_ERROR_MISALIGNED_ADDRESS,
+            CUDA_ERROR_INVALID_ADDRESS_SPACE,
+            CUDA_ERROR_INVALID_PC,
+            CUDA_ERROR_LAUNCH_FAILED,
+        ] {
+            let e = CudaError::call("cuStreamSynchronize", DriverError(code));
+            assert!(e.is_sticky(), "{e}");
+        }
+        for code in [
+            CUDA_ERROR_OUT_OF_MEMORY,
+            CUDA_ERROR_INVALID_VALUE,
+            CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES,
+            CUDA_ERROR_NOT_READY,
+        ] {
+            let e = CudaError::call("cuLaunchKernel", DriverError(code));
+            assert!(!e.is_sticky(), "{e}");
+        }
+        let oom = CudaError::OutOfMemory {
+            call: "cuMemAlloc",
+            requested: 1,
+            free: None,
+            total: None,
+        };
+        assert!(!oom.is_sticky());
     }
 
     #[test]

@@ -49,7 +49,7 @@ pub mod pack;
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use thiserror::Error;
@@ -63,7 +63,7 @@ use self::pack::{hit_group_data, pack_scene, PackError};
 use super::accel::{Accel, AccelError, AccelOptions, AccelStats};
 use super::context::{ContextOptions, DeviceContext};
 use super::cuda::{DeviceBuffer, Gpu, GpuInfo, Stream};
-use super::error::{CudaError, OptixError};
+use super::error::{log_release_failure, CudaError, OptixError};
 use super::pipeline::{
     self, Module, ModuleCompileOptions, Pipeline, PipelineCompileOptions, ProgramGroup, SbtRecord,
     ShaderBindingTable,
@@ -109,6 +109,38 @@ pub enum PathTracerError {
         "an OptiX worker's buffers were left in an unknown state by a panic in another thread"
     )]
     Poisoned,
+    /// An earlier call on this GPU failed with a sticky CUDA error ([`CudaError::is_sticky`]):
+    /// the context every worker of the GPU shares can run nothing more, so the workers fail at
+    /// once instead of enqueueing work the driver would refuse.
+    #[error(
+        "GPU {gpu}'s CUDA context is unusable since {first}, a sticky error (every later call \
+         in the context fails with it; a new process is needed to use this GPU again)"
+    )]
+    ContextLost {
+        gpu: usize,
+        /// The error that made it unusable, with the worker that met it.
+        first: String,
+    },
+    /// An environment variable the backend reads, with a value it cannot use.
+    #[error("{0}")]
+    Environment(String),
+}
+
+impl PathTracerError {
+    /// Whether the error leaves the GPU's CUDA context unusable ([`CudaError::is_sticky`]),
+    /// wherever in the layers below it came from.
+    pub fn is_sticky(&self) -> bool {
+        match self {
+            PathTracerError::Cuda(e) | PathTracerError::SceneUpload { source: e, .. } => {
+                e.is_sticky()
+            }
+            PathTracerError::Optix(e) => e.is_sticky(),
+            PathTracerError::Accel(AccelError::Cuda(e)) => e.is_sticky(),
+            PathTracerError::Accel(AccelError::Optix(e)) => e.is_sticky(),
+            PathTracerError::ContextLost { .. } => true,
+            _ => false,
+        }
+    }
 }
 
 /// How to set the backend up: which GPU, how to create the OptiX context and how to build the
@@ -168,6 +200,56 @@ struct Shared {
     rays: AtomicU64,
     non_finite: AtomicU64,
     next_worker: AtomicU32,
+    /// Set by the first sticky error a worker meets ([`PathTracerError::is_sticky`]): what it
+    /// was, and which worker met it. From then on every worker fails at once.
+    lost: OnceLock<String>,
+    /// `GASWORKS_FAULT_AT_TILE=K`: the K-th tile any worker of this GPU starts (1-based,
+    /// calibration pieces included) first runs [`Stream::fault_on_purpose`].
+    fault_at_tile: Option<u64>,
+    tiles_started: AtomicU64,
+}
+
+/// The environment variable of the fault-on-purpose test hook ([`Stream::fault_on_purpose`]).
+pub const FAULT_AT_TILE_ENV: &str = "GASWORKS_FAULT_AT_TILE";
+
+/// `GASWORKS_FAULT_AT_TILE`, when set: a tile number from 1.
+fn fault_at_tile() -> Result<Option<u64>, PathTracerError> {
+    let Some(value) = std::env::var_os(FAULT_AT_TILE_ENV) else {
+        return Ok(None);
+    };
+    match value.to_str().and_then(|v| v.trim().parse::<u64>().ok()) {
+        Some(k) if k >= 1 => {
+            crate::stderr_line::write_whole(format_args!(
+                "warning: {FAULT_AT_TILE_ENV}={k}: this GPU's tile {k} will fault on purpose \
+                 (an illegal address: a test of what a lost GPU context does to a render)"
+            ));
+            Ok(Some(k))
+        }
+        _ => Err(PathTracerError::Environment(format!(
+            "{FAULT_AT_TILE_ENV}={value:?}: expected a tile number from 1 (the tile of this GPU \
+             that faults on purpose)"
+        ))),
+    }
+}
+
+impl Shared {
+    /// `Err(ContextLost)` once a worker met a sticky error.
+    fn check_context(&self) -> Result<(), PathTracerError> {
+        match self.lost.get() {
+            Some(first) => Err(PathTracerError::ContextLost {
+                gpu: self.ctx.gpu().ordinal(),
+                first: first.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Remembers `error` when it is sticky (the first one only), saying who met it.
+    fn note_failure(&self, error: &PathTracerError, who: &str) {
+        if error.is_sticky() && !matches!(error, PathTracerError::ContextLost { .. }) {
+            let _ = self.lost.set(format!("{who} met \"{error}\""));
+        }
+    }
 }
 
 /// The OptiX backend on one GPU: acceleration structures, scene, pipeline and SBT, shared by
@@ -285,6 +367,9 @@ impl OptixBackend {
                 rays: AtomicU64::new(0),
                 non_finite: AtomicU64::new(0),
                 next_worker: AtomicU32::new(0),
+                lost: OnceLock::new(),
+                fault_at_tile: fault_at_tile()?,
+                tiles_started: AtomicU64::new(0),
             }),
             pool: Arc::new(Mutex::new(Vec::new())),
         })
@@ -350,6 +435,10 @@ impl TileRenderer for OptixBackend {
         Some(self.shared.launch_work)
     }
 
+    fn device_lost(&self) -> bool {
+        self.shared.lost.get().is_some()
+    }
+
     /// Renders on a pooled worker (a new one when every pooled worker is busy), so that calls
     /// from several threads run on several streams.
     fn render_tile(
@@ -358,6 +447,7 @@ impl TileRenderer for OptixBackend {
         samples: Range<u32>,
         accum: &mut [[f32; 4]],
     ) -> anyhow::Result<()> {
+        self.shared.check_context()?;
         let pooled = self
             .pool
             .lock()
@@ -365,7 +455,10 @@ impl TileRenderer for OptixBackend {
             .pop();
         let worker = match pooled {
             Some(w) => w,
-            None => self.worker()?,
+            None => self.worker().inspect_err(|e| {
+                self.shared
+                    .note_failure(e, &format!("a new worker of {}", self.name()))
+            })?,
         };
         let result = worker.render(tile, samples, accum);
         // A worker whose launch failed may hold a broken stream: do not lend it again.
@@ -469,7 +562,24 @@ impl OptixWorker {
     /// GPU) are enqueued on the worker's stream with their copies, all asynchronous: the
     /// accumulation up, every launch's parameters up, the launches, the accumulation and the
     /// counters down; then the worker waits for its stream once.
+    ///
+    /// Once any worker of this GPU met a sticky CUDA error, this fails at once with
+    /// [`PathTracerError::ContextLost`], naming that error.
     pub fn render(
+        &self,
+        tile: Tile,
+        samples: Range<u32>,
+        accum: &mut [[f32; 4]],
+    ) -> Result<(), PathTracerError> {
+        self.shared.check_context()?;
+        let result = self.render_on_stream(tile, samples, accum);
+        if let Err(e) = &result {
+            self.shared.note_failure(e, &self.label());
+        }
+        result
+    }
+
+    fn render_on_stream(
         &self,
         tile: Tile,
         samples: Range<u32>,
@@ -483,6 +593,11 @@ impl OptixWorker {
         }
         let mut guard = self.state.lock().map_err(|_| PathTracerError::Poisoned)?;
         let st = &mut *guard;
+        if let Some(k) = self.shared.fault_at_tile {
+            if self.shared.tiles_started.fetch_add(1, Ordering::Relaxed) + 1 == k {
+                st.stream.fault_on_purpose()?;
+            }
+        }
         let gpu = self.shared.ctx.gpu();
         let bytes = std::mem::size_of_val(accum);
         if st.accum.len_bytes() < bytes {
@@ -663,6 +778,10 @@ impl TileRenderer for OptixWorker {
         Some(self.launch_work)
     }
 
+    fn device_lost(&self) -> bool {
+        self.shared.lost.get().is_some()
+    }
+
     fn render_tile(
         &self,
         tile: Tile,
@@ -678,7 +797,10 @@ impl Drop for WorkerState {
         // Launches are waited for before render() returns; this covers an error path that
         // left copies in flight, so the buffers are not freed under them.
         if let Err(e) = self.stream.synchronize() {
-            log::warn!("waiting for an OptiX worker's stream before freeing its buffers: {e}");
+            log_release_failure(
+                format_args!("waiting for an OptiX worker's stream before freeing its buffers"),
+                &e,
+            );
         }
     }
 }
@@ -686,6 +808,53 @@ impl Drop for WorkerState {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Sticky CUDA errors are found through every layer a render can return them from; an
+    /// out-of-memory is not one, and the lost context's own error is.
+    #[test]
+    fn sticky_errors_are_found_in_every_layer() {
+        use cudarc::driver::{sys::CUresult, DriverError};
+        let sticky = || {
+            CudaError::call(
+                "cuStreamSynchronize",
+                DriverError(CUresult::CUDA_ERROR_ILLEGAL_ADDRESS),
+            )
+        };
+        let oom = || {
+            CudaError::call(
+                "cuMemAlloc",
+                DriverError(CUresult::CUDA_ERROR_OUT_OF_MEMORY),
+            )
+        };
+        assert!(PathTracerError::Cuda(sticky()).is_sticky());
+        assert!(PathTracerError::Optix(OptixError::Cuda(sticky())).is_sticky());
+        assert!(PathTracerError::Accel(AccelError::Cuda(sticky())).is_sticky());
+        assert!(PathTracerError::Accel(AccelError::Optix(OptixError::Cuda(sticky()))).is_sticky());
+        assert!(PathTracerError::SceneUpload {
+            bytes: 1,
+            source: sticky()
+        }
+        .is_sticky());
+        assert!(!PathTracerError::Cuda(oom()).is_sticky());
+        assert!(!PathTracerError::Optix(OptixError::Call {
+            call: "optixLaunch",
+            name: "OPTIX_ERROR_LAUNCH_FAILURE".into(),
+            log: String::new(),
+        })
+        .is_sticky());
+        let lost = PathTracerError::ContextLost {
+            gpu: 1,
+            first: "optix:1/w2 met \"cuStreamSynchronize failed: CUDA_ERROR_ILLEGAL_ADDRESS\""
+                .into(),
+        };
+        assert!(lost.is_sticky());
+        let text = lost.to_string();
+        assert!(
+            text.starts_with("GPU 1's CUDA context is unusable since optix:1/w2 met"),
+            "{text}"
+        );
+        assert!(text.contains("CUDA_ERROR_ILLEGAL_ADDRESS"), "{text}");
+    }
 
     #[test]
     fn the_embedded_ptx_has_the_programs_and_parameters_the_host_names() {

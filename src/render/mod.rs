@@ -241,6 +241,16 @@ pub trait TileRenderer: Send + Sync {
     fn min_tile_work(&self) -> Option<u64> {
         None
     }
+
+    /// Whether this renderer's device can render no more, for any worker on it: after a
+    /// sticky CUDA error (an illegal address in a kernel, say) every call in the CUDA context
+    /// returns that error, and all the streams of one GPU share its context. Asked by the tile
+    /// scheduler when a tile failed, to retire every worker of the device at once instead of
+    /// one by one as each meets the error. `false` (the default) where a failure concerns
+    /// only the call that failed (out of memory) or the renderer cannot tell.
+    fn device_lost(&self) -> bool {
+        false
+    }
 }
 
 /// Luminance of linear Rec.709 RGB.

@@ -288,9 +288,17 @@ impl WorkQueues {
     /// (stealing on or off, the guard not asked: `w` will run none of it). `w` must take
     /// nothing more.
     pub fn retire(&self, w: usize, failed_task: usize) {
+        self.retire_idle(w);
+        self.push_back(w, failed_task);
+    }
+
+    /// Retires worker `w` without a failed task of its own: a worker of a device that another
+    /// worker's failure showed to be lost. Its deque opens to the others as with
+    /// [`WorkQueues::retire`]; its thread must take nothing more (a tile it has in flight and
+    /// fails goes back through `retire`).
+    pub fn retire_idle(&self, w: usize) {
         self.retired[w].store(true, Ordering::Relaxed);
         self.any_retired.store(true, Ordering::Relaxed);
-        self.push_back(w, failed_task);
     }
 
     /// Whether worker `w` is retired.
@@ -354,13 +362,18 @@ impl WorkQueues {
         if !self.any_retired.load(Ordering::Relaxed) {
             return Cow::Borrowed(&sp.per_worker);
         }
-        Cow::Owned(
-            sp.per_worker
-                .iter()
-                .enumerate()
-                .map(|(w, &s)| if self.is_retired(w) { 0.0 } else { s })
-                .collect(),
-        )
+        Cow::Owned(self.zero_retired(&sp.per_worker))
+    }
+
+    /// `speeds` (one per worker) with the retired workers' at zero, which the guards count as
+    /// unknown: what a rank's workers can still do, for a cross-rank steal weighed in the pass
+    /// that retired one of them.
+    pub fn zero_retired(&self, speeds: &[f64]) -> Vec<f64> {
+        speeds
+            .iter()
+            .enumerate()
+            .map(|(w, &s)| if self.is_retired(w) { 0.0 } else { s })
+            .collect()
     }
 
     /// Guards stealing with the workers' speeds (`speeds[w]`) and the tasks' estimated costs

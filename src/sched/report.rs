@@ -304,6 +304,27 @@ impl FrameReport {
         efficiency(self.busy_s(), self.workers.len(), self.makespan_s())
     }
 
+    /// The efficiency over the workers still working in each pass, when a renderer error
+    /// retired some: each pass's capacity counts the workers not retired in an earlier pass
+    /// (the one retired in the pass counts there: it held its share until it failed). This is
+    /// the figure to compare with a run that lost no worker; [`FrameReport::efficiency`] counts
+    /// the retired ones as idle. `None` when no worker was retired.
+    pub fn efficiency_of_working(&self) -> Option<f64> {
+        if self.retirements.is_empty() {
+            return None;
+        }
+        let capacity: f64 = self
+            .passes
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let gone = self.retirements.iter().filter(|r| r.pass < i).count();
+                self.workers.len().saturating_sub(gone) as f64 * p.makespan_s
+            })
+            .sum();
+        (capacity > 0.0).then(|| self.busy_s() / capacity)
+    }
+
     /// [`PassReport::efficiency_by_speed`] over the frame, each pass weighted by its makespan
     /// (a pass shared by worker counts counts at its plain efficiency). `None` unless some
     /// pass was planned for workers of speeds 2x apart or more: otherwise it says what
@@ -373,10 +394,16 @@ impl FrameReport {
             let _ = writeln!(s, "  {}", r.describe());
         }
         let steals: usize = self.passes.iter().map(PassReport::steals).sum();
-        let by_speed = match self.efficiency_by_speed() {
+        let mut by_speed = match self.efficiency_by_speed() {
             Some(e) => format!(" ({:.1}% by the workers' speeds)", 100.0 * e),
             None => String::new(),
         };
+        if let Some(e) = self.efficiency_of_working() {
+            by_speed += &format!(
+                " ({:.1}% over the workers not retired before each pass)",
+                100.0 * e
+            );
+        }
         let _ = writeln!(
             s,
             "  makespan {:.3} s, busy {:.3} s, efficiency {:.1}%{by_speed}, steals {}",

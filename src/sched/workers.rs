@@ -333,10 +333,24 @@ pub struct PassRun {
     pub retired: Vec<Retirement>,
 }
 
+/// A renderer's failure on a tile, in a round of [`run_pass`].
+struct Failure {
+    worker: usize,
+    task: usize,
+    error: anyhow::Error,
+    /// False for a worker that had been retired with its device by another worker's failure
+    /// (its tile in flight failed too, as expected): its tile goes back, and it is not retired
+    /// a second time.
+    retires: bool,
+    /// The other workers of the device, retired with this one because its renderer said the
+    /// device is lost ([`TileRenderer::device_lost`]).
+    with_it: Vec<usize>,
+}
+
 /// What one round of a pass's threads left behind.
 struct Round {
-    /// (worker, task, error) of each renderer failure, in the order they came.
-    failures: Vec<(usize, usize, anyhow::Error)>,
+    /// Each renderer failure, in the order they came.
+    failures: Vec<Failure>,
     duplicate: Option<usize>,
 }
 
@@ -373,18 +387,34 @@ pub fn run_pass(
             );
         }
         let new_failures = !round.failures.is_empty();
-        for (w, task, e) in round.failures {
+        for f in round.failures {
             if job.on_error == OnWorkerError::Stop {
-                return Err(e);
+                return Err(f.error);
             }
+            if !f.retires {
+                continue;
+            }
+            let (tile, error) = (job.tiles[f.task], format!("{:#}", f.error));
+            let siblings: Vec<Retirement> = f
+                .with_it
+                .iter()
+                .map(|&v| Retirement {
+                    worker: v,
+                    label: workers[v].label.clone(),
+                    pass: job.pass,
+                    tile,
+                    error: lost_with(workers, f.worker, &error),
+                })
+                .collect();
             retired.push(Retirement {
-                worker: w,
-                label: workers[w].label.clone(),
+                worker: f.worker,
+                label: workers[f.worker].label.clone(),
                 pass: job.pass,
-                tile: job.tiles[task],
-                error: format!("{e:#}"),
+                tile,
+                error,
             });
-            first_error.get_or_insert(e);
+            retired.extend(siblings);
+            first_error.get_or_insert(f.error);
         }
         let missing: Vec<usize> = (0..records.len())
             .filter(|&t| records[t].is_none())
@@ -429,6 +459,56 @@ pub fn run_pass(
     })
 }
 
+/// The workers retired with worker `w` when its renderer failed: the other working workers of
+/// its device, when the renderer says the device is lost ([`TileRenderer::device_lost`]: a
+/// sticky CUDA error takes the context all of a GPU's streams share), else none.
+pub(crate) fn retired_with(workers: &[Worker], w: usize, queues: &WorkQueues) -> Vec<usize> {
+    if !workers[w].renderer.device_lost() {
+        return Vec::new();
+    }
+    (0..workers.len())
+        .filter(|&v| v != w && workers[v].device == workers[w].device && !queues.is_retired(v))
+        .collect()
+}
+
+/// What a retirement's warning says after the error: who is retired, and that `others` ("the
+/// other workers") take the tiles.
+pub(crate) fn retirement_note(
+    workers: &[Worker],
+    w: usize,
+    with_it: &[usize],
+    others: &str,
+) -> String {
+    let worker = &workers[w];
+    if !worker.renderer.device_lost() {
+        return format!("the worker is retired, {others} take its tiles");
+    }
+    if with_it.is_empty() {
+        return format!(
+            "{} can render no more (its device is lost); the worker is retired, {others} take \
+             its tiles",
+            worker.device
+        );
+    }
+    let mut labels = vec![worker.label.as_str()];
+    labels.extend(with_it.iter().map(|&v| workers[v].label.as_str()));
+    format!(
+        "{} can render no more (its device is lost), so its workers {} are retired; {others} \
+         take their tiles",
+        worker.device,
+        labels.join(", ")
+    )
+}
+
+/// The error of a worker retired with `failed`'s device ([`retired_with`]), `error` being
+/// `failed`'s.
+pub(crate) fn lost_with(workers: &[Worker], failed: usize, error: &str) -> String {
+    format!(
+        "{} was lost when {} failed: {error}",
+        workers[failed].device, workers[failed].label
+    )
+}
+
 /// One round of [`run_pass`]: a thread for each worker not retired, until no task is left
 /// for any of them; each rendered tile's record and sums go into `records` and `buffers`.
 fn run_round(
@@ -441,7 +521,9 @@ fn run_round(
     buffers: &mut [Vec<[f32; 4]>],
 ) -> Round {
     let abort = AtomicBool::new(false);
-    let failures: Mutex<Vec<(usize, usize, anyhow::Error)>> = Mutex::new(Vec::new());
+    // Also what serialises retirements: a worker's failure and its device's other workers'
+    // are told apart under this lock.
+    let failures: Mutex<Vec<Failure>> = Mutex::new(Vec::new());
     let (tx, rx) = mpsc::channel::<(TileRecord, Vec<[f32; 4]>)>();
     let mut duplicate = None;
     std::thread::scope(|scope| {
@@ -454,6 +536,10 @@ fn run_round(
             scope.spawn(move || {
                 let mut rng = StealRng::new(job.seed, w, job.pass);
                 while !abort.load(Ordering::Relaxed) && !job.stop.load(Ordering::Relaxed) {
+                    // (Retired with its device by another worker's failure.)
+                    if queues.is_retired(w) {
+                        break;
+                    }
                     let Some(take) = queues.next(w, &mut rng) else {
                         break;
                     };
@@ -477,22 +563,41 @@ fn run_round(
                             tile.h,
                             job.samples
                         ));
+                        let mut failures = failures.lock().unwrap_or_else(|p| p.into_inner());
+                        let mut failure = Failure {
+                            worker: w,
+                            task: take.task,
+                            error: e,
+                            retires: true,
+                            with_it: Vec::new(),
+                        };
                         match job.on_error {
                             OnWorkerError::Stop => abort.store(true, Ordering::Relaxed),
+                            OnWorkerError::Retire if queues.is_retired(w) => {
+                                failure.retires = false;
+                                queues.retire(w, take.task);
+                            }
                             OnWorkerError::Retire => {
+                                failure.with_it = retired_with(workers, w, queues);
                                 // Said now, not at the end: the render may go on for hours
                                 // on the workers left.
                                 progress.warn(format_args!(
-                                    "{e:#}; the worker is retired, the other workers take its \
-                                     tiles"
+                                    "{:#}; {}",
+                                    failure.error,
+                                    retirement_note(
+                                        workers,
+                                        w,
+                                        &failure.with_it,
+                                        "the other workers"
+                                    )
                                 ));
                                 queues.retire(w, take.task);
+                                for &v in &failure.with_it {
+                                    queues.retire_idle(v);
+                                }
                             }
                         }
-                        failures
-                            .lock()
-                            .unwrap_or_else(|p| p.into_inner())
-                            .push((w, take.task, e));
+                        failures.push(failure);
                         break;
                     }
                     let record = TileRecord {

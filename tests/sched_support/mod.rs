@@ -42,6 +42,10 @@ pub struct MockRenderer {
     /// 10 s) before each tile whose samples start at `fail_from_sample` or later, so that the
     /// failure comes before the others run dry.
     pub gate: Option<Arc<AtomicBool>>,
+    /// The device's lost flag, shared by the mocks of one GPU: a failing mock sets it (a
+    /// sticky error that takes the whole context), and from then on every mock sharing it
+    /// fails at once and answers `device_lost`.
+    pub lost: Option<Arc<AtomicBool>>,
 }
 
 impl MockRenderer {
@@ -61,7 +65,18 @@ impl MockRenderer {
             attempts: AtomicUsize::new(0),
             fail_from_sample: 0,
             gate: None,
+            lost: None,
         }
+    }
+
+    /// Shares `lost` with the other mocks of its device (see [`MockRenderer::lost`]).
+    pub fn with_lost_flag(mut self, lost: Arc<AtomicBool>) -> Self {
+        self.lost = Some(lost);
+        self
+    }
+
+    fn is_lost(&self) -> bool {
+        self.lost.as_ref().is_some_and(|l| l.load(Ordering::SeqCst))
     }
 
     /// Fails (and gates) only tiles whose samples start at `sample` or later.
@@ -151,6 +166,10 @@ impl TileRenderer for MockRenderer {
         self.hardware.clone()
     }
 
+    fn device_lost(&self) -> bool {
+        self.is_lost()
+    }
+
     fn render_tile(
         &self,
         tile: Tile,
@@ -165,6 +184,12 @@ impl TileRenderer for MockRenderer {
             0
         };
         let failing = later && self.fail_from.is_some_and(|from| attempt >= from);
+        if failing {
+            // Lost before the gate opens: the mocks it lets go find the device lost.
+            if let Some(lost) = &self.lost {
+                lost.store(true, Ordering::SeqCst);
+            }
+        }
         if let Some(gate) = self.gate.as_ref().filter(|_| later) {
             if failing {
                 gate.store(true, Ordering::SeqCst);
@@ -174,6 +199,9 @@ impl TileRenderer for MockRenderer {
                     std::thread::sleep(std::time::Duration::from_micros(100));
                 }
             }
+        }
+        if !failing && self.is_lost() {
+            anyhow::bail!("{}: the device was lost earlier (a mock)", self.name);
         }
         if failing {
             // Half the tile written first: a failed tile's sums must not reach the film.
@@ -241,6 +269,9 @@ pub struct MockFactory {
     pub gate: Option<Arc<AtomicBool>>,
     /// Every GPU mock's [`MockRenderer::failing_at_samples_from`].
     pub from_sample: u32,
+    /// GPUs whose failure is sticky: the mocks of each share a lost flag
+    /// ([`MockRenderer::with_lost_flag`]).
+    pub sticky: Vec<(u32, Arc<AtomicBool>)>,
 }
 
 impl MockFactory {
@@ -253,7 +284,14 @@ impl MockFactory {
             failing: Vec::new(),
             gate: None,
             from_sample: 0,
+            sticky: Vec::new(),
         }
+    }
+
+    /// Makes a failure on GPU `device` take every stream of it (a lost CUDA context).
+    pub fn with_sticky_gpu(mut self, device: u32) -> Self {
+        self.sticky.push((device, Arc::new(AtomicBool::new(false))));
+        self
     }
 
     /// Makes GPU `device`'s stream `stream` fail from its `attempt`-th call on.
@@ -289,6 +327,9 @@ impl RendererFactory for MockFactory {
             mock = mock.with_gate(gate.clone());
         }
         mock = mock.failing_at_samples_from(self.from_sample);
+        if let Some((_, lost)) = self.sticky.iter().find(|(d, _)| *d == device) {
+            mock = mock.with_lost_flag(lost.clone());
+        }
         let r = Arc::new(mock);
         self.gpus.lock().unwrap().push(r.clone());
         Ok(r)

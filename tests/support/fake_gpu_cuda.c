@@ -4,8 +4,11 @@
  * a time stamp taken when it is recorded, a copy a memcpy. Device pointers are host pointers,
  * so the OptiX stand-in can write where a build's buffers lie and read what others wrote.
  * FAKE_CUDA_MEMORY=BYTES makes the device that small (allocations past it fail with
- * CUDA_ERROR_OUT_OF_MEMORY). Declarations are written from the CUDA driver API's documented
- * signatures. */
+ * CUDA_ERROR_OUT_OF_MEMORY). fake_cuda_fault(CODE), which the OptiX stand-in calls for
+ * FAKE_OPTIX_FAULT_AT_LAUNCH, gives the context a sticky error, as a kernel's illegal address
+ * does: from then on every call that works in the context returns CODE (frees and destroys
+ * still release what they name, so that the counts at exit stay true, but return it too).
+ * Declarations are written from the CUDA driver API's documented signatures. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdint.h>
 #include <stdio.h>
@@ -16,7 +19,22 @@
 typedef int CUresult;
 typedef unsigned long long CUdeviceptr;
 
-enum { OK = 0, INVALID_VALUE = 1, OUT_OF_MEMORY = 2, INVALID_DEVICE = 101 };
+enum { OK = 0, INVALID_VALUE = 1, OUT_OF_MEMORY = 2, INVALID_DEVICE = 101, ILLEGAL_ADDRESS = 700 };
+
+/* The context's sticky error (0: none); see fake_cuda_fault. */
+static int sticky;
+
+__attribute__((visibility("default"))) void fake_cuda_fault(int code) {
+    __atomic_store_n(&sticky, code, __ATOMIC_SEQ_CST);
+}
+
+/* Returns the sticky error from the calling function, when there is one. */
+#define RETURN_IF_STICKY()                                      \
+    do {                                                        \
+        int sticky_ = __atomic_load_n(&sticky, __ATOMIC_SEQ_CST); \
+        if (sticky_) return sticky_;                            \
+    } while (0)
+#define STICKY_OR_OK() (__atomic_load_n(&sticky, __ATOMIC_SEQ_CST))
 
 /* The memory the "GPU" reports (cuMemGetInfo, cuDeviceTotalMem). */
 #define TOTAL_MEMORY ((size_t)16 << 30)
@@ -87,7 +105,7 @@ CUresult cuCtxGetCurrent(void **ctx) { *ctx = current; return OK; }
 CUresult cuCtxPushCurrent_v2(void *ctx) { current = ctx; return OK; }
 CUresult cuCtxPopCurrent_v2(void **ctx) { if (ctx) *ctx = current; return OK; }
 CUresult cuCtxGetDevice(int *device) { *device = 0; return OK; }
-CUresult cuCtxSynchronize(void) { return OK; }
+CUresult cuCtxSynchronize(void) { return STICKY_OR_OK(); }
 
 CUresult cuGetErrorName(CUresult error, const char **name) {
     switch (error) {
@@ -95,6 +113,7 @@ CUresult cuGetErrorName(CUresult error, const char **name) {
     case INVALID_VALUE: *name = "CUDA_ERROR_INVALID_VALUE"; break;
     case OUT_OF_MEMORY: *name = "CUDA_ERROR_OUT_OF_MEMORY"; break;
     case INVALID_DEVICE: *name = "CUDA_ERROR_INVALID_DEVICE"; break;
+    case ILLEGAL_ADDRESS: *name = "CUDA_ERROR_ILLEGAL_ADDRESS"; break;
     default: *name = "CUDA_ERROR_UNKNOWN"; break;
     }
     return OK;
@@ -109,6 +128,7 @@ static long long memory_size(void) {
 /* Memory: 256-byte aligned, as cuMemAlloc's is at least. */
 CUresult cuMemAlloc_v2(CUdeviceptr *ptr, size_t bytes) {
     void *p = NULL;
+    RETURN_IF_STICKY();
     if (bytes == 0) return INVALID_VALUE;
     /* FAKE_CUDA_MEMORY=BYTES: a smaller GPU, whose allocations fail past it. */
     if ((long long)bytes > memory_size() - __atomic_load_n(&live_bytes, __ATOMIC_SEQ_CST)) return OUT_OF_MEMORY;
@@ -126,7 +146,7 @@ CUresult cuMemFree_v2(CUdeviceptr ptr) {
     count(&live_allocations, -1);
     __atomic_sub_fetch(&live_bytes, (long long)*(size_t *)p, __ATOMIC_SEQ_CST);
     free(p);
-    return OK;
+    return STICKY_OR_OK();
 }
 CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total) {
     long long size = memory_size();
@@ -137,16 +157,19 @@ CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total) {
 }
 CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, void *stream) {
     (void)stream;
+    RETURN_IF_STICKY();
     memcpy((void *)(uintptr_t)dst, src, n);
     return OK;
 }
 CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, void *stream) {
     (void)stream;
+    RETURN_IF_STICKY();
     memcpy(dst, (const void *)(uintptr_t)src, n);
     return OK;
 }
 CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, void *stream) {
     (void)stream;
+    RETURN_IF_STICKY();
     memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
     return OK;
 }
@@ -154,6 +177,7 @@ CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n) { return cu
 CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) { return cuMemcpyDtoHAsync_v2(dst, src, n, 0); }
 CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t n, void *stream) {
     (void)stream;
+    RETURN_IF_STICKY();
     memset((void *)(uintptr_t)dst, value, n);
     return OK;
 }
@@ -162,6 +186,7 @@ CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char value, size_t n) { return 
 /* Streams: everything on them is done when it is enqueued. */
 CUresult cuStreamCreate(void **stream, unsigned int flags) {
     (void)flags;
+    RETURN_IF_STICKY();
     *stream = malloc(1);
     if (!*stream) return OUT_OF_MEMORY;
     count(&live_streams, 1);
@@ -171,17 +196,18 @@ CUresult cuStreamCreateWithPriority(void **stream, unsigned int flags, int prior
     (void)priority;
     return cuStreamCreate(stream, flags);
 }
-CUresult cuStreamDestroy_v2(void *stream) { count(&live_streams, -1); free(stream); return OK; }
-CUresult cuStreamSynchronize(void *stream) { (void)stream; return OK; }
-CUresult cuStreamQuery(void *stream) { (void)stream; return OK; }
+CUresult cuStreamDestroy_v2(void *stream) { count(&live_streams, -1); free(stream); return STICKY_OR_OK(); }
+CUresult cuStreamSynchronize(void *stream) { (void)stream; return STICKY_OR_OK(); }
+CUresult cuStreamQuery(void *stream) { (void)stream; return STICKY_OR_OK(); }
 CUresult cuStreamWaitEvent(void *stream, void *event, unsigned int flags) {
     (void)stream; (void)event; (void)flags;
-    return OK;
+    return STICKY_OR_OK();
 }
 
 /* Events: the time they were recorded. */
 CUresult cuEventCreate(void **event, unsigned int flags) {
     (void)flags;
+    RETURN_IF_STICKY();
     double *e = malloc(sizeof *e);
     if (!e) return OUT_OF_MEMORY;
     *e = now_ms();
@@ -189,9 +215,10 @@ CUresult cuEventCreate(void **event, unsigned int flags) {
     count(&live_events, 1);
     return OK;
 }
-CUresult cuEventDestroy_v2(void *event) { count(&live_events, -1); free(event); return OK; }
+CUresult cuEventDestroy_v2(void *event) { count(&live_events, -1); free(event); return STICKY_OR_OK(); }
 CUresult cuEventRecord(void *event, void *stream) {
     (void)stream;
+    RETURN_IF_STICKY();
     *(double *)event = now_ms();
     return OK;
 }
@@ -199,10 +226,40 @@ CUresult cuEventRecordWithFlags(void *event, void *stream, unsigned int flags) {
     (void)flags;
     return cuEventRecord(event, stream);
 }
-CUresult cuEventQuery(void *event) { (void)event; return OK; }
-CUresult cuEventSynchronize(void *event) { (void)event; return OK; }
+CUresult cuEventQuery(void *event) { (void)event; return STICKY_OR_OK(); }
+CUresult cuEventSynchronize(void *event) { (void)event; return STICKY_OR_OK(); }
 CUresult cuEventElapsedTime(float *ms, void *start, void *end) {
     *ms = (float)(*(double *)end - *(double *)start);
     return OK;
 }
 CUresult cuEventElapsedTime_v2(float *ms, void *start, void *end) { return cuEventElapsedTime(ms, start, end); }
+
+/* Modules and kernels: only gasworks' fault on purpose (GASWORKS_FAULT_AT_TILE), a kernel named
+ * gasworks_fault that stores to address 0. Its launch gives the context the sticky
+ * CUDA_ERROR_ILLEGAL_ADDRESS (returned by the next call, as the device's fault would be); any
+ * other module or kernel is refused. */
+enum { INVALID_IMAGE = 200, NOT_FOUND = 500 };
+static char fault_kernel; /* its address is the kernel handle */
+static int fault_module;  /* its address is the module handle */
+CUresult cuModuleLoadData(void **module, const void *image) {
+    RETURN_IF_STICKY();
+    if (!image || !strstr((const char *)image, ".entry gasworks_fault(")) return INVALID_IMAGE;
+    *module = &fault_module;
+    return OK;
+}
+CUresult cuModuleGetFunction(void **function, void *module, const char *name) {
+    RETURN_IF_STICKY();
+    if (module != &fault_module || strcmp(name, "gasworks_fault") != 0) return NOT_FOUND;
+    *function = &fault_kernel;
+    return OK;
+}
+CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                        unsigned bz, unsigned shared_bytes, void *stream, void **params, void **extra) {
+    (void)gx; (void)gy; (void)gz; (void)bx; (void)by; (void)bz; (void)shared_bytes; (void)stream;
+    (void)params; (void)extra;
+    RETURN_IF_STICKY();
+    if (f != &fault_kernel) return INVALID_VALUE;
+    fake_cuda_fault(ILLEGAL_ADDRESS);
+    return OK;
+}
+CUresult cuModuleUnload(void *module) { (void)module; return STICKY_OR_OK(); }

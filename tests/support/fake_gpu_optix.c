@@ -21,10 +21,15 @@
  * hung driver); FAKE_OPTIX_ABORT_AT_CONTEXT=N aborts the process on a build through the N-th
  * context created or a later one (a crash inside the driver); FAKE_OPTIX_HANG_AT_LAUNCH=K makes
  * the K-th optixLaunch never return; FAKE_OPTIX_FAIL_LAUNCHES_FROM=K makes the K-th optixLaunch
- * and every later one fail with OPTIX_ERROR_LAUNCH_FAILURE (a device lost mid-frame). A launch
- * runs no device code: the buffers it would write keep what they held.
+ * and every later one fail with OPTIX_ERROR_LAUNCH_FAILURE (a launch the driver refuses);
+ * FAKE_OPTIX_FAULT_AT_LAUNCH=K makes the K-th optixLaunch fault as a kernel with an illegal
+ * address does: the launch itself returns success, and the fake libcuda's context has the sticky
+ * CUDA_ERROR_ILLEGAL_ADDRESS from then on (fake_cuda_fault), every later launch failing with
+ * OPTIX_ERROR_CUDA_ERROR. A launch runs no device code: the buffers it would write keep what
+ * they held.
  * Declarations are written from the ABI facts (function-table order, struct offsets). */
 #define _GNU_SOURCE /* memmem */
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
@@ -46,7 +51,9 @@ enum {
     TABLE_SIZE_MISMATCH = 7802,
     NOT_SUPPORTED = 7800,
     LAUNCH_FAILURE = 7050,
+    CUDA_ERROR = 7900,
 };
+#define CUDA_ERROR_ILLEGAL_ADDRESS 700
 #define ALIGN 128
 #define TYPE_TRIANGLES 0x2141
 #define TYPE_INSTANCES 0x2143
@@ -504,6 +511,32 @@ static optix_result launch(pipeline *p, void *stream, devptr params, size_t para
     if (env_u64("FAKE_OPTIX_HANG_AT_LAUNCH") == k) {
         log_line("launch %llu hangs (FAKE_OPTIX_HANG_AT_LAUNCH)", (unsigned long long)k);
         for (;;) pause();
+    }
+    uint64_t fault_at = env_u64("FAKE_OPTIX_FAULT_AT_LAUNCH");
+    if (fault_at && k > fault_at) {
+        log_line("launch %llu after the fault (FAKE_OPTIX_FAULT_AT_LAUNCH) result=%d", (unsigned long long)k,
+                 CUDA_ERROR);
+        return CUDA_ERROR;
+    }
+    if (fault_at == k) {
+        /* The fake libcuda the process loaded: the tests put one copy under each name cudarc
+         * and gasworks' probe may open, so every loaded copy gets the error. */
+        int faulted = 0;
+        const char *names[] = {"libcuda.so", "libcuda.so.1"};
+        for (unsigned i = 0; i < sizeof names / sizeof *names; ++i) {
+            void *cuda = dlopen(names[i], RTLD_NOW | RTLD_NOLOAD);
+            if (!cuda) continue;
+            void (*fault)(int) = (void (*)(int))dlsym(cuda, "fake_cuda_fault");
+            if (fault) fault(CUDA_ERROR_ILLEGAL_ADDRESS), faulted = 1;
+            dlclose(cuda);
+        }
+        if (!faulted) {
+            log_line("launch %llu cannot fault: no fake libcuda loaded", (unsigned long long)k);
+            return INVALID_VALUE;
+        }
+        log_line("launch %llu faults (FAKE_OPTIX_FAULT_AT_LAUNCH): the context's sticky error is "
+                 "CUDA_ERROR_ILLEGAL_ADDRESS", (unsigned long long)k);
+        return SUCCESS;
     }
     uint64_t fail_from = env_u64("FAKE_OPTIX_FAIL_LAUNCHES_FROM");
     if (fail_from && k >= fail_from) {

@@ -211,3 +211,44 @@ impl FakeGpu {
         ]
     }
 }
+
+/// Checks what a render said whose GPU 0 (`streams` streams, among `workers` workers) lost its
+/// CUDA context mid-frame to a sticky error: one warning, at the first stream to fail, naming
+/// the error and retiring every stream of the GPU; the closing line counting them; and none of
+/// the releases that fail after the loss warned about one by one.
+#[allow(dead_code)] // for the test binaries that render on a fake or a real GPU
+pub fn check_lost_gpu_stderr(what: &str, stderr: &str, streams: usize, workers: usize) {
+    let warnings: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("warning: worker gpu0/s"))
+        .collect();
+    assert_eq!(
+        warnings.len(),
+        1,
+        "{what}: one warning for the GPU:\n{stderr}"
+    );
+    let w = warnings[0];
+    assert!(
+        w.contains("CUDA_ERROR_ILLEGAL_ADDRESS") || w.contains("CUDA_ERROR_LAUNCH_FAILED"),
+        "{what}: no sticky error named in:\n{stderr}"
+    );
+    for says in [
+        "gpu0 can render no more (its device is lost), so its workers gpu0/s",
+        "are retired; the other workers take their tiles",
+    ] {
+        assert!(w.contains(says), "{what}: no {says:?} in:\n{stderr}");
+    }
+    for s in 0..streams {
+        assert!(
+            w.contains(&format!("gpu0/s{s}")),
+            "{what}: gpu0/s{s} not retired:\n{stderr}"
+        );
+    }
+    let closing =
+        format!("warning: the frame went on without {streams} of {workers} workers (gpu0/s");
+    assert!(
+        stderr.contains(&closing),
+        "{what}: no {closing:?} in:\n{stderr}"
+    );
+    assert!(!stderr.contains("WARN"), "{what}: {stderr}");
+}

@@ -1,0 +1,47 @@
+//! A GPU whose CUDA context is lost mid-frame, on a real GPU: gasworks faults on purpose
+//! (`GASWORKS_FAULT_AT_TILE`, a kernel that stores to address 0), and the driver's sticky
+//! error must retire every stream of the GPU at once while the CPU workers finish the frame.
+//! The fake GPU runs the same scenario without a GPU (`tests/fake_gpu.rs`); this is the check
+//! that the real driver behaves as the fake does. The render runs in a child process: the
+//! fault leaves the process's context unusable, which would fail the tests after it in this
+//! one.
+
+mod support;
+
+use std::path::Path;
+use std::process::Command;
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn a_gpu_that_faults_mid_frame_is_retired_with_all_its_streams() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let cornell = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/cornell/cornell.obj");
+    let png = dir.path().join("lost.png");
+    let out = Command::new(env!("CARGO_BIN_EXE_gasworks"))
+        .arg("render")
+        .arg(&cornell)
+        .args([
+            "--width",
+            "128",
+            "--height",
+            "96",
+            "--spp",
+            "8",
+            "--pass-spp",
+            "2",
+        ])
+        .args(["--tiles", "24", "--calibrate", "off"])
+        .args(["--backend", "optix", "--devices", "gpu0x2,cpu:2", "-o"])
+        .arg(&png)
+        // The third tile of the GPU: mid-way through the first pass.
+        .env("GASWORKS_FAULT_AT_TILE", "3")
+        // scripts/gpu-session.sh sets it to stop for its own renders.
+        .env_remove("GASWORKS_ON_WORKER_ERROR")
+        .output()
+        .expect("run gasworks render");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    eprintln!("{stderr}");
+    assert!(out.status.success(), "{stderr}");
+    assert!(png.exists(), "no image");
+    support::check_lost_gpu_stderr("a real GPU", &stderr, 2, 4);
+}
