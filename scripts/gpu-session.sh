@@ -712,7 +712,7 @@ step_failover() {
     note "failover: $(grep -m1 '^warning: the frame went on without' "$log" || echo 'no closing warning')"
     [ "$(grep -c '^warning: worker gpu0/s' "$log")" = 1 ] || fail "failover: not exactly one retirement warning (see $log)"
     grep -qE 'CUDA_ERROR_(ILLEGAL_ADDRESS|LAUNCH_FAILED)' <<< "$warning" || fail "failover: the warning names no sticky CUDA error (see $log)"
-    grep -q 'gpu0 can render no more (its device is lost), so its workers' <<< "$warning" \
+    grep -qE 'gpu0 can render no more \(its device is lost.*\), so its workers' <<< "$warning" \
         || fail "failover: the GPU's streams were not retired together (see $log)"
     grep -q '^warning: the frame went on without 4 of ' "$log" || fail "failover: the closing line does not count 4 retired streams (see $log)"
     [ -s "$img" ] || fail "failover: no image"

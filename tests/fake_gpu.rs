@@ -642,7 +642,7 @@ fn accel_build_compacts_each_gas_through_its_builder_and_instances_them_all() {
 fn an_optix_render_makes_only_calls_the_driver_accepts() {
     let Some(f) = fixture() else { return };
     let dir = tempfile::tempdir().expect("temp dir");
-    let cornell = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/cornell/cornell.obj");
+    let cornell = cornell();
     // (name, scene, ABI, more arguments, the OptiX contexts the GAS builds go through)
     for (name, scene, abi, more, build_contexts) in [
         ("cornell", cornell.as_path(), "105", &[][..], 1),
@@ -759,7 +759,7 @@ fn a_launch_that_never_returns_ends_the_render_through_the_tile_watch() {
     let Some(f) = fixture() else { return };
     let dir = tempfile::tempdir().expect("temp dir");
     let png = dir.path().join("hung.png");
-    let cornell = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/cornell/cornell.obj");
+    let cornell = cornell();
     let mut child = gasworks_on_fake(
         f,
         "render",
@@ -799,6 +799,26 @@ fn a_launch_that_never_returns_ends_the_render_through_the_tile_watch() {
     assert!(!png.exists(), "an image was written by a hung render");
 }
 
+/// The bundled Cornell box.
+fn cornell() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/cornell/cornell.obj")
+}
+
+/// A small render in two passes, with tiles enough for every worker to hold some (the fake GPU
+/// would want one big one).
+const SMALL_PASSES: [&str; 10] = [
+    "--width",
+    "40",
+    "--height",
+    "24",
+    "--spp",
+    "4",
+    "--pass-spp",
+    "2",
+    "--tiles",
+    "16",
+];
+
 /// A GPU whose launches start failing mid-frame (a lost device): its workers are retired and
 /// the CPU workers beside them finish the frame. When it fails from its first launch (the
 /// calibration's), every tile is the CPU's, so the image is the bits of a CPU-only render.
@@ -812,20 +832,7 @@ fn a_launch_that_never_returns_ends_the_render_through_the_tile_watch() {
 fn a_gpu_that_fails_mid_frame_is_retired_and_the_cpu_finishes() {
     let Some(f) = fixture() else { return };
     let dir = tempfile::tempdir().expect("temp dir");
-    let cornell = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/cornell/cornell.obj");
-    // Tiles enough for every worker to hold some (the fake GPU would want one big one).
-    let size = [
-        "--width",
-        "40",
-        "--height",
-        "24",
-        "--spp",
-        "4",
-        "--pass-spp",
-        "2",
-        "--tiles",
-        "16",
-    ];
+    let (cornell, size) = (cornell(), SMALL_PASSES);
     let render = |name: &str, devices: &str, more: &[&str], fail_from: &str| {
         let png = dir.path().join(format!("{name}.png"));
         let mut cmd = gasworks_on_fake(f, "render", &cornell, &size, &[]);
@@ -901,19 +908,7 @@ fn a_gpu_that_fails_mid_frame_is_retired_and_the_cpu_finishes() {
 fn a_gpu_whose_context_is_lost_is_retired_with_all_its_streams() {
     let Some(f) = fixture() else { return };
     let dir = tempfile::tempdir().expect("temp dir");
-    let cornell = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/cornell/cornell.obj");
-    let size = [
-        "--width",
-        "40",
-        "--height",
-        "24",
-        "--spp",
-        "4",
-        "--pass-spp",
-        "2",
-        "--tiles",
-        "16",
-    ];
+    let (cornell, size) = (cornell(), SMALL_PASSES);
     for (hook, at, calibrate) in [
         ("FAKE_OPTIX_FAULT_AT_LAUNCH", "4", "off"),
         ("GASWORKS_FAULT_AT_TILE", "1", "on"),
@@ -924,7 +919,9 @@ fn a_gpu_whose_context_is_lost_is_retired_with_all_its_streams() {
         let png = dir.path().join(format!("lost-{hook}-{at}.png"));
         let out = gasworks_on_fake(f, "render", &cornell, &size, &[("FAKE_GPU_LOG", &log)])
             .args(["--backend", "optix", "--devices", "gpu0x3,cpu:2"])
-            .args(["--calibrate", calibrate, "-o"])
+            // Each worker its own share of the first pass (planned by worker counts without a
+            // calibration): the GPU is sure to reach the launch or tile that faults.
+            .args(["--steal", "off", "--calibrate", calibrate, "-o"])
             .arg(&png)
             .env(hook, at)
             .output()

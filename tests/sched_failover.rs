@@ -242,6 +242,14 @@ fn tiles_are_laid_out_again_for_the_workers_left() {
     assert_eq!(frame.report.retirements.len(), 1);
 }
 
+/// Two GPUs: three streams of gpu0 and two of gpu1, retiring failed workers.
+fn two_gpus(strategy: Strategy, steal: bool) -> SchedConfig {
+    SchedConfig {
+        devices: DeviceSpec::parse_list("gpu0x3,gpu1x2").unwrap(),
+        ..config(strategy, steal, OnWorkerError::Retire)
+    }
+}
+
 /// A failure that loses its device (a sticky CUDA error takes the context every stream of the
 /// GPU shares) retires all the device's workers at once: one retirement for the stream whose
 /// failure came first, one for each other stream of its GPU, naming it; the other GPU's
@@ -265,19 +273,7 @@ fn a_lost_device_retires_every_stream_of_it_at_once() {
             .with_failing_gpu(0, 1, 1)
             .with_sticky_gpu(0);
         f.gate = Some(gate);
-        let config = SchedConfig {
-            devices: vec![
-                DeviceSpec::Gpu {
-                    device: 0,
-                    streams: 3,
-                },
-                DeviceSpec::Gpu {
-                    device: 1,
-                    streams: 2,
-                },
-            ],
-            ..config(strategy, steal, OnWorkerError::Retire)
-        };
+        let config = two_gpus(strategy, steal);
         let what = format!("{strategy:?}, steal {steal}");
         let frame = render(&f, &config).unwrap_or_else(|e| panic!("{what}: {e:#}"));
         assert!(
@@ -315,19 +311,7 @@ fn a_failure_that_keeps_the_device_retires_only_its_stream() {
     let gate = Arc::new(AtomicBool::new(false));
     let mut f = MockFactory::new(MockRenderer::new(W, 5)).with_failing_gpu(0, 1, 1);
     f.gate = Some(gate);
-    let config = SchedConfig {
-        devices: vec![
-            DeviceSpec::Gpu {
-                device: 0,
-                streams: 3,
-            },
-            DeviceSpec::Gpu {
-                device: 1,
-                streams: 2,
-            },
-        ],
-        ..config(Strategy::Regular, false, OnWorkerError::Retire)
-    };
+    let config = two_gpus(Strategy::Regular, false);
     let frame = render(&f, &config).unwrap();
     let labels: Vec<&str> = frame
         .report

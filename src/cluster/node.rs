@@ -482,7 +482,7 @@ fn worker_loop(
                 local,
                 global: global as u32,
                 tile,
-                note: retirement_note(workers, local, &with_it, "the rank's other workers"),
+                note: retirement_note(workers, local, &error, &with_it, "the rank's other workers"),
                 with_it: with_it
                     .iter()
                     .map(|&v| (v, (offset + v) as u32, lost_with(workers, local, &error)))

@@ -362,6 +362,19 @@ impl Stream {
         self.inner.synchronize().during("cuStreamSynchronize")
     }
 
+    /// Whether everything enqueued on this stream is done (`cuStreamQuery`), without waiting.
+    /// After a sticky error in the context it returns that error: a cheap probe of whether
+    /// the context is still usable.
+    pub fn query(&self) -> Result<bool, CudaError> {
+        self.bind_to_thread()?;
+        // SAFETY: the stream is alive (we hold it); cuStreamQuery only reads its state.
+        match unsafe { cudarc::driver::sys::cuStreamQuery(self.inner.cu_stream()) } {
+            CUresult::CUDA_SUCCESS => Ok(true),
+            CUresult::CUDA_ERROR_NOT_READY => Ok(false),
+            code => Err(CudaError::call("cuStreamQuery", DriverError(code))),
+        }
+    }
+
     /// Runs, on this stream, a one-thread kernel that stores to address 0, and waits for it:
     /// the context is left with the sticky `CUDA_ERROR_ILLEGAL_ADDRESS` (or, should the
     /// compiler turn the store into a trap, `CUDA_ERROR_LAUNCH_FAILED`), which the wait

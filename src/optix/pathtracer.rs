@@ -200,9 +200,9 @@ struct Shared {
     rays: AtomicU64,
     non_finite: AtomicU64,
     next_worker: AtomicU32,
-    /// Set by the first sticky error a worker meets ([`PathTracerError::is_sticky`]): what it
-    /// was, and which worker met it. From then on every worker fails at once.
-    lost: OnceLock<String>,
+    /// Set by the first sticky error a worker meets ([`PathTracerError::is_sticky`]): which
+    /// worker met it, and the error. From then on every worker fails at once.
+    lost: OnceLock<(String, String)>,
     /// `GASWORKS_FAULT_AT_TILE=K`: the K-th tile any worker of this GPU starts (1-based,
     /// calibration pieces included) first runs [`Stream::fault_on_purpose`].
     fault_at_tile: Option<u64>,
@@ -236,18 +236,40 @@ impl Shared {
     /// `Err(ContextLost)` once a worker met a sticky error.
     fn check_context(&self) -> Result<(), PathTracerError> {
         match self.lost.get() {
-            Some(first) => Err(PathTracerError::ContextLost {
+            Some((who, error)) => Err(PathTracerError::ContextLost {
                 gpu: self.ctx.gpu().ordinal(),
-                first: first.clone(),
+                first: format!("{who} met \"{error}\""),
             }),
             None => Ok(()),
         }
     }
 
+    /// The sticky error the context was lost to, once one was met
+    /// ([`TileRenderer::device_lost`]).
+    fn lost_to(&self) -> Option<String> {
+        self.lost.get().map(|(_, error)| error.clone())
+    }
+
     /// Remembers `error` when it is sticky (the first one only), saying who met it.
     fn note_failure(&self, error: &PathTracerError, who: &str) {
         if error.is_sticky() && !matches!(error, PathTracerError::ContextLost { .. }) {
-            let _ = self.lost.set(format!("{who} met \"{error}\""));
+            let _ = self.lost.set((who.to_string(), error.to_string()));
+        }
+    }
+
+    /// After a failure that is not itself sticky (OptiX's OPTIX_ERROR_CUDA_ERROR, say, which a
+    /// fault on another stream can cause), asks the context through `stream` whether it still
+    /// works, and remembers the sticky error it answers with, if any.
+    fn probe_after(&self, error: &PathTracerError, stream: &Stream, who: &str) {
+        if error.is_sticky() || self.lost.get().is_some() {
+            return;
+        }
+        if let Err(e) = stream.query() {
+            if e.is_sticky() {
+                let _ = self
+                    .lost
+                    .set((format!("{who} (after \"{error}\")"), e.to_string()));
+            }
         }
     }
 }
@@ -435,8 +457,8 @@ impl TileRenderer for OptixBackend {
         Some(self.shared.launch_work)
     }
 
-    fn device_lost(&self) -> bool {
-        self.shared.lost.get().is_some()
+    fn device_lost(&self) -> Option<String> {
+        self.shared.lost_to()
     }
 
     /// Renders on a pooled worker (a new one when every pooled worker is busy), so that calls
@@ -574,7 +596,11 @@ impl OptixWorker {
         self.shared.check_context()?;
         let result = self.render_on_stream(tile, samples, accum);
         if let Err(e) = &result {
-            self.shared.note_failure(e, &self.label());
+            let who = self.label();
+            self.shared.note_failure(e, &who);
+            if let Ok(st) = self.state.lock() {
+                self.shared.probe_after(e, &st.stream, &who);
+            }
         }
         result
     }
@@ -778,8 +804,8 @@ impl TileRenderer for OptixWorker {
         Some(self.launch_work)
     }
 
-    fn device_lost(&self) -> bool {
-        self.shared.lost.get().is_some()
+    fn device_lost(&self) -> Option<String> {
+        self.shared.lost_to()
     }
 
     fn render_tile(

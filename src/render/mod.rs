@@ -242,14 +242,18 @@ pub trait TileRenderer: Send + Sync {
         None
     }
 
-    /// Whether this renderer's device can render no more, for any worker on it: after a
-    /// sticky CUDA error (an illegal address in a kernel, say) every call in the CUDA context
-    /// returns that error, and all the streams of one GPU share its context. Asked by the tile
+    /// Why this renderer's device can render no more, for any worker on it: after a sticky
+    /// CUDA error (an illegal address in a kernel, say) every call in the CUDA context returns
+    /// that error, and all the streams of one GPU share its context. Asked by the tile
     /// scheduler when a tile failed, to retire every worker of the device at once instead of
-    /// one by one as each meets the error. `false` (the default) where a failure concerns
-    /// only the call that failed (out of memory) or the renderer cannot tell.
-    fn device_lost(&self) -> bool {
-        false
+    /// one by one as each meets the error, and to say why: the answer is the error the device
+    /// was lost to (`cuStreamSynchronize failed: CUDA_ERROR_ILLEGAL_ADDRESS`), which the
+    /// warning quotes unless the failing worker's own error already does (that error may be a
+    /// consequence, such as OptiX's `OPTIX_ERROR_CUDA_ERROR`). `None` (the default) where
+    /// a failure concerns only the call that failed (out of memory) or the renderer cannot
+    /// tell.
+    fn device_lost(&self) -> Option<String> {
+        None
     }
 }
 

@@ -463,7 +463,7 @@ pub fn run_pass(
 /// its device, when the renderer says the device is lost ([`TileRenderer::device_lost`]: a
 /// sticky CUDA error takes the context all of a GPU's streams share), else none.
 pub(crate) fn retired_with(workers: &[Worker], w: usize, queues: &WorkQueues) -> Vec<usize> {
-    if !workers[w].renderer.device_lost() {
+    if workers[w].renderer.device_lost().is_none() {
         return Vec::new();
     }
     (0..workers.len())
@@ -471,30 +471,37 @@ pub(crate) fn retired_with(workers: &[Worker], w: usize, queues: &WorkQueues) ->
         .collect()
 }
 
-/// What a retirement's warning says after the error: who is retired, and that `others` ("the
-/// other workers") take the tiles.
+/// What a retirement's warning says after worker `w`'s `error`: who is retired, and that
+/// `others` ("the other workers") take the tiles. Where the device is lost, why, unless the
+/// error says it already (a worker whose own error is a consequence of another's loss, such
+/// as OptiX's OPTIX_ERROR_CUDA_ERROR, may be the first to report).
 pub(crate) fn retirement_note(
     workers: &[Worker],
     w: usize,
+    error: &str,
     with_it: &[usize],
     others: &str,
 ) -> String {
     let worker = &workers[w];
-    if !worker.renderer.device_lost() {
+    let Some(why) = worker.renderer.device_lost() else {
         return format!("the worker is retired, {others} take its tiles");
-    }
+    };
+    let lost = if error.contains(&why) {
+        "its device is lost".to_string()
+    } else {
+        format!("its device is lost: {why}")
+    };
     if with_it.is_empty() {
         return format!(
-            "{} can render no more (its device is lost); the worker is retired, {others} take \
-             its tiles",
+            "{} can render no more ({lost}); the worker is retired, {others} take its tiles",
             worker.device
         );
     }
     let mut labels = vec![worker.label.as_str()];
     labels.extend(with_it.iter().map(|&v| workers[v].label.as_str()));
     format!(
-        "{} can render no more (its device is lost), so its workers {} are retired; {others} \
-         take their tiles",
+        "{} can render no more ({lost}), so its workers {} are retired; {others} take their \
+         tiles",
         worker.device,
         labels.join(", ")
     )
@@ -581,16 +588,15 @@ fn run_round(
                                 failure.with_it = retired_with(workers, w, queues);
                                 // Said now, not at the end: the render may go on for hours
                                 // on the workers left.
-                                progress.warn(format_args!(
-                                    "{:#}; {}",
-                                    failure.error,
-                                    retirement_note(
-                                        workers,
-                                        w,
-                                        &failure.with_it,
-                                        "the other workers"
-                                    )
-                                ));
+                                let error = format!("{:#}", failure.error);
+                                let note = retirement_note(
+                                    workers,
+                                    w,
+                                    &error,
+                                    &failure.with_it,
+                                    "the other workers",
+                                );
+                                progress.warn(format_args!("{error}; {note}"));
                                 queues.retire(w, take.task);
                                 for &v in &failure.with_it {
                                     queues.retire_idle(v);
@@ -769,6 +775,73 @@ mod tests {
         let queues = WorkQueues::new(vec![(0..6).collect(), vec![], vec![]], false);
         let e = run_pass(&workers, &queues, &job, &progress).err().unwrap();
         assert!(format!("{e:#}").contains("worker w0 (flaky) failed on tile x=0 y=0 4x4"));
+    }
+
+    /// A renderer of a lost device, saying why.
+    struct Lost;
+
+    impl TileRenderer for Lost {
+        fn name(&self) -> String {
+            "lost".into()
+        }
+
+        fn render_tile(&self, _: Tile, _: Range<u32>, _: &mut [[f32; 4]]) -> anyhow::Result<()> {
+            anyhow::bail!("OPTIX_ERROR_CUDA_ERROR")
+        }
+
+        fn device_lost(&self) -> Option<String> {
+            Some("s1 met CUDA_ERROR_ILLEGAL_ADDRESS".into())
+        }
+    }
+
+    /// The warning of a lost device names every worker retired with it, and why it was lost
+    /// unless the error said so already; a failure that keeps the device retires one worker.
+    #[test]
+    fn retirement_warnings_say_who_and_why() {
+        let lost = |label: &str| Worker {
+            label: label.into(),
+            device: "g".into(),
+            group: 0,
+            cpu_timed: false,
+            renderer: Arc::new(Lost),
+        };
+        let workers = [
+            lost("g/s0"),
+            lost("g/s1"),
+            lost("g/s2"),
+            worker("cpu#0", None),
+        ];
+        let queues = WorkQueues::new(vec![vec![]; 4], true);
+        queues.retire_idle(2);
+        let with_it = retired_with(&workers, 0, &queues);
+        assert_eq!(with_it, [1]);
+        assert_eq!(
+            retirement_note(
+                &workers,
+                0,
+                "OPTIX_ERROR_CUDA_ERROR",
+                &with_it,
+                "the others"
+            ),
+            "g can render no more (its device is lost: s1 met CUDA_ERROR_ILLEGAL_ADDRESS), so \
+             its workers g/s0, g/s1 are retired; the others take their tiles"
+        );
+        let error = "since s1 met CUDA_ERROR_ILLEGAL_ADDRESS";
+        assert_eq!(
+            retirement_note(&workers, 1, error, &[], "the others"),
+            "g can render no more (its device is lost); the worker is retired, the others take \
+             its tiles"
+        );
+        // (The CPU worker's device is "test", and its renderer keeps it.)
+        assert!(retired_with(&workers, 3, &queues).is_empty());
+        assert_eq!(
+            retirement_note(&workers, 3, "out of memory", &[], "the others"),
+            "the worker is retired, the others take its tiles"
+        );
+        assert_eq!(
+            lost_with(&workers, 0, "E"),
+            "g was lost when g/s0 failed: E"
+        );
     }
 
     /// A device named twice is refused, naming the second entry and the one-entry spelling.

@@ -166,8 +166,8 @@ impl TileRenderer for MockRenderer {
         self.hardware.clone()
     }
 
-    fn device_lost(&self) -> bool {
-        self.is_lost()
+    fn device_lost(&self) -> Option<String> {
+        self.is_lost().then(|| "a mock's device, lost".to_string())
     }
 
     fn render_tile(
