@@ -23,9 +23,10 @@
 #              --calibrate off, and gpu0x2 against gpu0x2,cpu at 256 spp (CPU shares cut into
 #              pieces, and not: --slow-worker-pieces 0)
 #   nsys       best effort: any Nsight Systems found on the host, on a short render
-#   failover   a GPU that faults mid-frame on purpose (GASWORKS_FAULT_AT_TILE: an illegal address,
-#              the sticky error a kernel bug leaves): every stream of the GPU must be retired at
-#              once, in one warning, and the CPU workers must finish the frame (exit 0, an image)
+#   failover   a GPU that faults on purpose (GASWORKS_FAULT_AT_TILE: an illegal address, the
+#              sticky error a kernel bug leaves), mid-frame and then in its calibration: every
+#              stream of the GPU must be retired at once, in one warning, and the CPU workers
+#              must finish the frame (exit 0, an image)
 # Investigations (not in the calls below; run by name):
 #   lpt        which part of LPT crashes (LPT's streams in build order, round-robin's in LPT's
 #              order, per-stream scratch, CUDA_LAUNCH_BLOCKING=1, OptiX validation), then guard
@@ -702,20 +703,32 @@ step_watchdog() {
 # error must retire all four streams in one warning, and the CPU threads finish the frame.
 # (tests/gpu_lost_context.rs checks the same within the tests step; this keeps the words.)
 step_failover() {
-    local log="$out/failover.log" img="$scenes/failover.exr" warning
-    GASWORKS_FAULT_AT_TILE=5 GASWORKS_ON_WORKER_ERROR=retire logged "$log" "$bin" render "$cornell" -o "$img" \
-        --backend optix --devices gpu0x4,cpu --calibrate off --width 512 --height 512 --spp 16 --pass-spp 4 \
-        --stats "$out/failover-stats.csv" \
-        || { fail "the render whose GPU faulted on purpose did not finish on the CPU (see $log)"; return; }
-    warning="$(grep -m1 '^warning: worker gpu0/s' "$log" || true)"
-    note "failover: ${warning:-no retirement warning}"
-    note "failover: $(grep -m1 '^warning: the frame went on without' "$log" || echo 'no closing warning')"
-    [ "$(grep -c '^warning: worker gpu0/s' "$log")" = 1 ] || fail "failover: not exactly one retirement warning (see $log)"
-    grep -qE 'CUDA_ERROR_(ILLEGAL_ADDRESS|LAUNCH_FAILED)' <<< "$warning" || fail "failover: the warning names no sticky CUDA error (see $log)"
+    # Mid-frame (the GPU's 5th tile, uncalibrated), then in the calibration (its first tile is
+    # its calibration piece: the streams must be retired before the first pass).
+    failover_run failover 5 off "in pass"
+    failover_run failover-calibration 1 on "before pass 1"
+}
+
+# failover_run NAME TILE CALIBRATE WHEN: the render whose GPU tile TILE faults on purpose, and
+# its checks; WHEN is how the closing line must say the streams were retired.
+failover_run() {
+    local name="$1" tile="$2" calibrate="$3" when="$4"
+    local log="$out/$name.log" img="$scenes/$name.exr" warnings warning
+    GASWORKS_FAULT_AT_TILE=$tile GASWORKS_ON_WORKER_ERROR=retire logged "$log" "$bin" render "$cornell" -o "$img" \
+        --backend optix --devices gpu0x4,cpu --calibrate "$calibrate" --width 512 --height 512 --spp 16 --pass-spp 4 \
+        --stats "$out/$name-stats.csv" \
+        || { fail "$name: the render whose GPU faulted on purpose did not finish on the CPU (see $log)"; return; }
+    warnings="$(grep -E '^warning: (calibrating )?worker gpu0/s' "$log" || true)"
+    warning="$(head -n1 <<< "$warnings")"
+    note "$name: ${warning:-no retirement warning}"
+    note "$name: $(grep -m1 '^warning: the frame went on without' "$log" || echo 'no closing warning')"
+    [ -n "$warning" ] && [ "$(wc -l <<< "$warnings")" = 1 ] || fail "$name: not exactly one retirement warning (see $log)"
+    grep -qE 'CUDA_ERROR_(ILLEGAL_ADDRESS|LAUNCH_FAILED)' <<< "$warning" || fail "$name: the warning names no sticky CUDA error (see $log)"
     grep -qE 'gpu0 can render no more \(its device is lost.*\), so its workers' <<< "$warning" \
-        || fail "failover: the GPU's streams were not retired together (see $log)"
-    grep -q '^warning: the frame went on without 4 of ' "$log" || fail "failover: the closing line does not count 4 retired streams (see $log)"
-    [ -s "$img" ] || fail "failover: no image"
+        || fail "$name: the GPU's streams were not retired together (see $log)"
+    grep -q '^warning: the frame went on without 4 of ' "$log" || fail "$name: the closing line does not count 4 retired streams (see $log)"
+    grep -q "^warning: the frame went on without .*retired $when" "$log" || fail "$name: the closing line does not say \"retired $when\" (see $log)"
+    [ -s "$img" ] || fail "$name: no image"
 }
 
 # GPU against CPU on the Cornell box path depth by path depth (--max-depth 1..8): where the two

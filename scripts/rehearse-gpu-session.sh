@@ -259,6 +259,8 @@ check "sched: a time-limit stop and --resume gave the uninterrupted image" has "
 check "sched: per-worker efficiency quoted" has "[Ee]fficiency"
 check "failover: the fake GPU's fault retired its four streams in one warning" \
     has "^failover: warning: worker gpu0/s[0-3] .*CUDA_ERROR_ILLEGAL_ADDRESS.*gpu0 can render no more \(its device is lost.*\), so its workers gpu0/s"
+check "failover: a fault in the calibration retired the four streams before the first pass" \
+    has "^failover-calibration: warning: calibrating worker gpu0/s0 .*CUDA_ERROR_ILLEGAL_ADDRESS.*gpu0 can render no more \(its device is lost.*\), so its workers gpu0/s"
 check "failover: no failure" has "^step failover: [0-9]+ s, 0 failure"
 check "nsys: a line for the best effort" has "^nsys: "
 # The failures the rehearsal expects: the test binary and the hung stand-in test. Anything more

@@ -880,6 +880,68 @@ fn a_lost_device_retires_every_stream_of_it_on_its_rank() {
     }
 }
 
+/// A failure that loses rank 1's first GPU in its calibration (the piece of its first stream)
+/// retires both of its streams on the rank before the first pass: rank 0 hears of both before
+/// the rank's timings, records them "before pass 1", plans them at speed 0 from the first pass
+/// on, and uses the timings that came (the CPU rank's and the rank's other GPU's). No tile is
+/// theirs, and the film is one process's, every sample once.
+#[test]
+fn a_device_lost_in_its_calibration_is_retired_on_its_rank_before_the_first_pass() {
+    let mut gpu = RankSpec::new(3, 0);
+    gpu.devices = Some(DeviceSpec::parse_list("gpu0x2,gpu1").unwrap());
+    gpu.failing_gpus = vec![(0, 0, 1)];
+    gpu.sticky_gpus = vec![0];
+    let config = config(Strategy::Regular, true, Some(2));
+    assert!(config.calibrate);
+    let outcomes = run_cluster(&[RankSpec::new(1, 0), gpu], &config, test_timing(), None);
+    let (frame, mut calls) = frame_and_calls(outcomes, "device lost in calibration");
+    assert!(bits(&frame.film) == reference(&config), "film differs");
+    let cal = &frame.report.calibration;
+    let timed: Vec<&str> = cal.iter().map(|c| c.worker.as_str()).collect();
+    assert_eq!(timed, ["r0/cpu#0", "r1/gpu1/s0"], "{cal:?}");
+    for c in cal {
+        for _ in 0..2 {
+            let i = calls
+                .iter()
+                .position(|(t, s)| *t == c.piece && *s == c.samples)
+                .unwrap_or_else(|| panic!("{c:?} was not rendered twice"));
+            calls.remove(i);
+        }
+    }
+    check_every_sample_once(calls);
+    let r = &frame.report.retirements;
+    let who: Vec<(usize, &str, usize, bool)> = r
+        .iter()
+        .map(|r| (r.worker, r.label.as_str(), r.pass, r.before_tiles))
+        .collect();
+    assert_eq!(
+        who,
+        [(1, "r1/gpu0/s0", 0, true), (2, "r1/gpu0/s1", 0, true)],
+        "{r:?}"
+    );
+    assert!(
+        r[0].error.starts_with("calibrating worker gpu0/s0")
+            && r[0].error.contains("out of memory"),
+        "{}",
+        r[0].error
+    );
+    assert!(
+        r[1].error
+            .starts_with("gpu0 was lost when gpu0/s0 failed: calibrating worker gpu0/s0"),
+        "{}",
+        r[1].error
+    );
+    for (i, p) in frame.report.passes.iter().enumerate() {
+        assert_eq!(p.workers[1].tiles + p.workers[2].tiles, 0, "pass {i}");
+        assert_eq!(&p.speeds[1..3], [0.0, 0.0], "pass {i}: {:?}", p.speeds);
+    }
+    let summary = frame.report.summary();
+    assert!(
+        summary.contains("worker r1/gpu0/s0 retired before pass 1"),
+        "{summary}"
+    );
+}
+
 /// Both of rank 1's workers fail: nobody on the rank is left to render its tiles, and the job
 /// ends with the rank named, as before retirement.
 /// (So does one failure that loses the rank's only device.)

@@ -821,7 +821,8 @@ const SMALL_PASSES: [&str; 10] = [
 
 /// A GPU whose launches start failing mid-frame (a lost device): its workers are retired and
 /// the CPU workers beside them finish the frame. When it fails from its first launch (the
-/// calibration's), every tile is the CPU's, so the image is the bits of a CPU-only render.
+/// calibration's), the calibrating stream is retired before the first pass, the other on its
+/// first tile, and every tile is the CPU's, so the image is the bits of a CPU-only render.
 /// With `--on-worker-error stop` the first failure ends the render, naming the call, and no
 /// image is written.
 #[test]
@@ -855,13 +856,22 @@ fn a_gpu_that_fails_mid_frame_is_retired_and_the_cpu_finishes() {
         String::from_utf8_lossy(&cpu.stderr)
     );
     let optix = ["--backend", "optix"];
-    for fail_from in ["1", "4"] {
+    // From launch 4 without a calibration (whose pieces would take the first launches): a
+    // failure mid-frame.
+    for (fail_from, calibrate) in [("1", "on"), ("4", "off")] {
         let name = format!("from-{fail_from}");
-        let (out, png) = render(&name, "gpu0x2,cpu:2", &optix, fail_from);
+        let more = [&optix[..], &["--calibrate", calibrate]].concat();
+        let (out, png) = render(&name, "gpu0x2,cpu:2", &more, fail_from);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "{name}: {stderr}");
+        let first = if fail_from == "1" {
+            // Its calibration piece, before the first pass.
+            "warning: calibrating worker gpu0/s0 (optix:0/w0) on"
+        } else {
+            "warning: worker gpu0/s0 (optix:0/w0) failed on tile"
+        };
         for says in [
-            "warning: worker gpu0/s0 (optix:0/w0) failed on tile",
+            first,
             "warning: worker gpu0/s1 (optix:0/w1) failed on tile",
             "optixLaunch failed: OPTIX_ERROR_LAUNCH_FAILURE; the worker is retired, the other \
              workers take its tiles",
@@ -869,9 +879,12 @@ fn a_gpu_that_fails_mid_frame_is_retired_and_the_cpu_finishes() {
         ] {
             assert!(stderr.contains(says), "{name}: no {says:?} in:\n{stderr}");
         }
+        // Not a lost device: a failure retires its own worker only.
+        assert!(!stderr.contains("can render no more"), "{name}: {stderr}");
         if fail_from == "1" {
             assert!(
-                stderr.contains("the first pass is planned without calibration"),
+                stderr.contains("gpu0/s0, retired before pass 1")
+                    && stderr.contains("gpu0/s1, retired in pass 1"),
                 "{stderr}"
             );
             assert!(
@@ -898,8 +911,9 @@ fn a_gpu_that_fails_mid_frame_is_retired_and_the_cpu_finishes() {
 /// every other stream of the GPU, in one warning, and the CPU workers finish the frame. The
 /// fault comes from an OptiX launch (the fake's 4th, mid-frame) or from gasworks' own fault on
 /// purpose (`GASWORKS_FAULT_AT_TILE`, which `scripts/gpu-session.sh` runs on a real GPU): in
-/// the calibration (tile 1: the calibration warns, and the first pass's tiles find the GPU
-/// lost) or mid-frame (tile 3). The releases that fail after the loss are not warned about.
+/// the calibration (tile 1: the GPU's streams are retired before the first pass, which is laid
+/// out for the CPU threads left) or mid-frame (tile 3). The releases that fail after the loss
+/// are not warned about.
 #[test]
 #[cfg_attr(
     gasworks_no_cc,
@@ -932,6 +946,11 @@ fn a_gpu_whose_context_is_lost_is_retired_with_all_its_streams() {
         support::check_lost_gpu_stderr(&what, &stderr, 3, 5);
         assert_eq!(
             stderr.contains("warning: calibrating worker gpu0/s0"),
+            calibrate == "on",
+            "{what}: {stderr}"
+        );
+        assert_eq!(
+            stderr.contains("gpu0/s0, retired before pass 1"),
             calibrate == "on",
             "{what}: {stderr}"
         );

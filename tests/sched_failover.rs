@@ -323,3 +323,231 @@ fn a_failure_that_keeps_the_device_retires_only_its_stream() {
     assert!(bits(&frame.film) == bits(&reference()));
     check_calls(&f.all_calls(), W, H, SPP);
 }
+
+/// One GPU stream that fails on its calibration piece, beside two CPU threads, at 256 x 128
+/// with the GPU wanting launch-sized tiles (4 a pass), calibrated, stealing on.
+fn failing_in_calibration(
+    sticky: bool,
+    on_worker_error: OnWorkerError,
+) -> (anyhow::Result<Frame>, MockFactory) {
+    let (w, h) = (256, 128);
+    let scene = room(MaterialKind::Mirror, MaterialKind::Diffuse);
+    let settings = room_settings(w, h, SPP, 5);
+    let mut f = MockFactory::new(MockRenderer::new(w, 5)).with_failing_gpu(0, 0, 1);
+    if sticky {
+        f = f.with_sticky_gpu(0);
+    }
+    f.gpu_min_work = Some(u64::from(w * h) * 2 / 4);
+    let config = SchedConfig {
+        tiles: None,
+        calibrate: true,
+        devices: DeviceSpec::parse_list("gpu0x2,cpu:2").unwrap(),
+        ..config(Strategy::Regular, true, on_worker_error)
+    };
+    (render_frame(&scene, &settings, &config, &f, true), f)
+}
+
+/// The calls of a render less the calibration's pieces (each run twice beside the frame's own
+/// tiles), to check every sample once.
+fn frame_calls(
+    frame: &Frame,
+    f: &MockFactory,
+) -> Vec<(gasworks::render::Tile, std::ops::Range<u32>)> {
+    f.all_calls()
+        .into_iter()
+        .filter(|(t, s)| {
+            !frame
+                .report
+                .calibration
+                .iter()
+                .any(|c| c.piece == *t && c.samples == *s)
+        })
+        .collect()
+}
+
+/// A GPU lost in its calibration (the piece of its first stream meets a sticky error) is
+/// retired before the first pass, every stream at once: no tile of any pass is planned for it
+/// or rendered by it, the first pass is laid out for the CPU threads left (the default tiles,
+/// not the GPU's launch-sized ones), the CPU's calibration stands, the retirements say
+/// "before pass 1", the efficiency over the workers left counts the two CPU threads in every
+/// pass, and the image is a CPU-only render's.
+#[test]
+fn a_device_lost_in_its_calibration_is_retired_before_the_first_pass() {
+    let (frame, f) = failing_in_calibration(true, OnWorkerError::Retire);
+    let frame = frame.unwrap();
+    let (w, h) = (256, 128);
+    let r = &frame.report.retirements;
+    let labels: Vec<&str> = r.iter().map(|r| r.label.as_str()).collect();
+    assert_eq!(labels, ["gpu0/s0", "gpu0/s1"]);
+    assert!(r.iter().all(|r| r.pass == 0 && r.before_tiles), "{r:?}");
+    assert!(
+        r[0].error.starts_with("calibrating worker gpu0/s0")
+            && r[0].error.contains("out of memory"),
+        "{}",
+        r[0].error
+    );
+    assert!(
+        r[1].error
+            .starts_with("gpu0 was lost when gpu0/s0 failed: calibrating worker gpu0/s0"),
+        "{}",
+        r[1].error
+    );
+    // The GPU's second stream never rendered anything, and its first only failed.
+    let gpus = f.gpus.lock().unwrap();
+    assert!(gpus[0].calls().is_empty() && gpus[1].calls().is_empty());
+    assert_eq!(gpus[0].failures(), 1);
+    drop(gpus);
+    let default = gasworks::sched::tiles::default_tile_count(w, h) as usize;
+    for (i, p) in frame.report.passes.iter().enumerate() {
+        assert_eq!(p.tiles.len(), default, "pass {i}");
+        assert_eq!(p.workers[0].tiles + p.workers[1].tiles, 0, "pass {i}");
+        assert!(p.initial_deques[..2].iter().all(Vec::is_empty), "pass {i}");
+    }
+    let cal = &frame.report.calibration;
+    assert_eq!(cal.len(), 1, "{cal:?}");
+    assert_eq!(cal[0].worker, "cpu#0");
+    check_calls(&frame_calls(&frame, &f), w, h, SPP);
+    let report = &frame.report;
+    let capacity: f64 = report.passes.iter().map(|p| 2.0 * p.makespan_s).sum();
+    let left = report.efficiency_of_working().unwrap();
+    assert!((left - report.busy_s() / capacity).abs() < 1e-12);
+    let summary = report.summary();
+    assert!(
+        summary.contains("worker gpu0/s0 retired before pass 1"),
+        "{summary}"
+    );
+    // The image: a CPU-only render's at the same size.
+    let scene = room(MaterialKind::Mirror, MaterialKind::Diffuse);
+    let cpu = render_frame(
+        &scene,
+        &room_settings(w, h, SPP, 5),
+        &SchedConfig {
+            devices: vec![DeviceSpec::Cpu { workers: Some(1) }],
+            ..config(Strategy::Regular, false, OnWorkerError::Stop)
+        },
+        &MockFactory::new(MockRenderer::new(w, 5)),
+        true,
+    )
+    .unwrap();
+    assert!(bits(&frame.film) == bits(&cpu.film), "the image changed");
+}
+
+/// A calibration failure that keeps the device retires the failing stream alone, before the
+/// first pass; the GPU's other stream renders its share (at the speed of the groups that were
+/// timed: the GPU's was not), and every sample is rendered once.
+#[test]
+fn a_calibration_failure_that_keeps_the_device_retires_only_its_stream() {
+    let (frame, f) = failing_in_calibration(false, OnWorkerError::Retire);
+    let frame = frame.unwrap();
+    let r = &frame.report.retirements;
+    assert_eq!(r.len(), 1, "{r:?}");
+    assert_eq!(
+        (r[0].label.as_str(), r[0].pass, r[0].before_tiles),
+        ("gpu0/s0", 0, true)
+    );
+    let p = &frame.report.passes[0];
+    assert_eq!(p.workers[0].tiles, 0);
+    assert!(p.initial_deques[0].is_empty() && !p.initial_deques[1].is_empty());
+    check_calls(&frame_calls(&frame, &f), 256, 128, SPP);
+}
+
+/// Under `--on-worker-error stop` a failed calibration ends the frame with its error; when
+/// every worker fails its piece, the frame fails under `retire` too, naming them.
+#[test]
+fn a_failed_calibration_ends_the_frame_under_stop_or_with_no_worker_left() {
+    let (frame, _) = failing_in_calibration(true, OnWorkerError::Stop);
+    let text = format!("{:#}", frame.err().expect("the frame should fail"));
+    assert!(text.contains("calibrating worker gpu0/s0"), "{text}");
+
+    let f = MockFactory::new(MockRenderer::new(W, 5).failing_from(1))
+        .with_failing_gpu(0, 0, 1)
+        .with_sticky_gpu(0);
+    let config = SchedConfig {
+        calibrate: true,
+        devices: DeviceSpec::parse_list("gpu0x2,cpu:1").unwrap(),
+        ..config(Strategy::Sorted, true, OnWorkerError::Retire)
+    };
+    let text = format!(
+        "{:#}",
+        render(&f, &config).err().expect("the frame should fail")
+    );
+    assert!(
+        text.contains("no worker is left: the calibration before pass 1 retired every one"),
+        "{text}"
+    );
+    for label in ["gpu0/s0", "gpu0/s1", "cpu#0"] {
+        assert!(text.contains(label), "{label}: {text}");
+    }
+    assert!(text.contains("out of memory"), "{text}");
+}
+
+/// A resumed render numbers its passes from the frame's first, as its retirements do: gpu0/s1
+/// fails in the run's first pass, which is the frame's second (`first_pass` 1). The
+/// efficiency over the workers left counts it in that pass and not after, and the `--stats`
+/// CSV's `pass` and `retired_in_pass` columns agree.
+#[test]
+fn a_resumed_render_counts_passes_from_the_frames_first() {
+    let scene = room(MaterialKind::Mirror, MaterialKind::Diffuse);
+    let config = config(Strategy::Regular, false, OnWorkerError::Retire);
+    let first = render_frame(
+        &scene,
+        &room_settings(W, H, 2, 5),
+        &config,
+        &factory(0),
+        true,
+    )
+    .unwrap()
+    .film;
+    let f = factory(200).with_failing_gpu(0, 1, 1);
+    let frame = gasworks::sched::render_frame_until(
+        &scene,
+        &room_settings(W, H, SPP, 5),
+        &config,
+        &f,
+        true,
+        gasworks::sched::FrameControl {
+            stop: &AtomicBool::new(false),
+            resume: Some(gasworks::sched::Resume {
+                film: first,
+                spp_done: 2,
+            }),
+            ..gasworks::sched::FrameControl::default()
+        },
+    )
+    .unwrap();
+    assert!(bits(&frame.film) == bits(&reference()), "the image changed");
+    let report = &frame.report;
+    assert_eq!(report.first_pass, 1);
+    assert_eq!(report.passes.len(), 2);
+    let r = &report.retirements;
+    assert_eq!(r.len(), 1, "{r:?}");
+    assert_eq!(
+        (r[0].label.as_str(), r[0].pass, r[0].before_tiles),
+        ("gpu0/s1", 1, false)
+    );
+    let capacity = 4.0 * report.passes[0].makespan_s + 3.0 * report.passes[1].makespan_s;
+    let left = report.efficiency_of_working().unwrap();
+    assert!((left - report.busy_s() / capacity).abs() < 1e-12);
+    assert!(report
+        .summary()
+        .contains("worker gpu0/s1 retired in pass 2"));
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("stats.csv");
+    gasworks::sched::report::write_stats(report, &path).unwrap();
+    let mut rows = csv::Reader::from_path(&path).unwrap();
+    let headers = rows.headers().unwrap().clone();
+    let col = |name: &str| headers.iter().position(|h| h == name).unwrap();
+    let (pass, worker, retired) = (col("pass"), col("worker"), col("retired_in_pass"));
+    let mut seen = Vec::new();
+    for row in rows.records() {
+        let row = row.unwrap();
+        if &row[worker] == "1" {
+            seen.push((row[pass].to_string(), row[retired].to_string()));
+        }
+    }
+    assert_eq!(
+        seen,
+        [("1".into(), "1".into()), ("2".into(), "1".into())] as [(String, String); 2]
+    );
+}

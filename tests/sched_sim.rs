@@ -292,3 +292,69 @@ fn schedule_sim_names_the_missing_file() {
     );
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
+
+/// A resumed render's statistics number its passes from the frame's first (here the third of
+/// three): schedule-sim replays them all the same, and `--replay-corrections` names the pass
+/// by its number in the frame.
+#[test]
+fn schedule_sim_replays_a_resumed_render() {
+    let (w, h) = (48, 32);
+    let scene = room(MaterialKind::Mirror, MaterialKind::Diffuse);
+    let config = SchedConfig {
+        strategy: Strategy::Sorted,
+        tiles: Some(24),
+        devices: vec![DeviceSpec::Cpu { workers: Some(2) }],
+        pass_spp: Some(1),
+        ..SchedConfig::default()
+    };
+    let factory = || MockFactory::new(MockRenderer::new(w, 1));
+    let film = render_frame(
+        &scene,
+        &room_settings(w, h, 2, 1),
+        &config,
+        &factory(),
+        true,
+    )
+    .unwrap()
+    .film;
+    let frame = gasworks::sched::render_frame_until(
+        &scene,
+        &room_settings(w, h, 3, 1),
+        &config,
+        &factory(),
+        true,
+        gasworks::sched::FrameControl {
+            stop: &std::sync::atomic::AtomicBool::new(false),
+            resume: Some(gasworks::sched::Resume { film, spp_done: 2 }),
+            ..gasworks::sched::FrameControl::default()
+        },
+    )
+    .unwrap();
+    assert_eq!((frame.report.first_pass, frame.report.passes.len()), (2, 1));
+    let dir = tempfile::tempdir().unwrap();
+    let stats = dir.path().join("resumed.csv");
+    write_stats(&frame.report, &stats).unwrap();
+    let rows = read_tiles(&dir.path().join("resumed.tiles.csv")).unwrap();
+    assert!(rows.iter().all(|r| r.pass == 2));
+    for (options, says) in [
+        (&["--workers", "1,2"][..], "1 pass,"),
+        (&["--replay-corrections"][..], "pass 3: 24 tiles"),
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_gasworks"))
+            .arg("schedule-sim")
+            .arg(&stats)
+            .args(options)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{options:?}: {stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            stdout.contains(says),
+            "{options:?}: no {says:?} in:\n{stdout}"
+        );
+    }
+}

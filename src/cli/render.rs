@@ -389,7 +389,10 @@ pub(super) fn retirements_line(report: &crate::sched::report::FrameReport) -> Op
     let who: Vec<String> = report
         .retirements
         .iter()
-        .map(|r| format!("{}, retired in pass {}", r.label, r.pass + 1))
+        .map(|r| {
+            let when = if r.before_tiles { "before" } else { "in" };
+            format!("{}, retired {when} pass {}", r.label, r.pass + 1)
+        })
         .collect();
     Some(format!(
         "the frame went on without {} of {} workers ({}); every pixel got all its samples, \

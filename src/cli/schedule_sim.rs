@@ -255,19 +255,22 @@ pub fn run(a: ScheduleSimArgs) -> anyhow::Result<()> {
     if a.replay_corrections {
         return replay_corrections_table(&files, &rows, &estimate, (width, height));
     }
-    let passes = rows.iter().map(|r| r.pass).max().unwrap_or(0) + 1;
+    // A resumed render's passes start past 0 (the CSV numbers them from the frame's first).
+    let first = rows.iter().map(|r| r.pass).min().unwrap_or(0);
+    let passes = rows.iter().map(|r| r.pass).max().unwrap_or(0) + 1 - first;
     let mut by_pass = vec![(Vec::new(), Vec::new()); passes];
     for r in &rows {
-        by_pass[r.pass].0.push(r.tile());
-        by_pass[r.pass].1.push(r.measured_s);
+        by_pass[r.pass - first].0.push(r.tile());
+        by_pass[r.pass - first].1.push(r.measured_s);
     }
     // Every pass must cover the image exactly once, or the replayed costs would be wrong.
     for (p, (tiles, _)) in by_pass.iter().enumerate() {
         let area: u64 = tiles.iter().map(|t| t.pixel_count() as u64).sum();
         if area != width as u64 * height as u64 {
             anyhow::bail!(
-                "{}: the tiles of pass {p} cover {area} pixels, not the image's {}x{}",
+                "{}: the tiles of pass {} cover {area} pixels, not the image's {}x{}",
                 tiles_path.display(),
+                p + first,
                 width,
                 height
             );

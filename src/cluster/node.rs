@@ -32,7 +32,8 @@ use crate::sched::raster::RasterStats;
 use crate::sched::report::{self, FrameReport, PassReport};
 use crate::sched::sat::MapScale;
 use crate::sched::workers::{
-    lost_with, retired_with, retirement_note, OnWorkerError, Retirement, TileRecord, Worker,
+    lost_with, retire_after_calibration, retired_with, retirement_note, OnWorkerError, Retirement,
+    TileRecord, Worker,
 };
 use crate::sched::{tiles, Frame, PartialPass, PassTimes, Resume, SchedConfig, Stopped};
 
@@ -462,7 +463,9 @@ fn worker_loop(
                 return;
             }
             let with_it = match shared.on_error {
-                OnWorkerError::Retire => retired_with(workers, local, &shared.queues),
+                OnWorkerError::Retire => {
+                    retired_with(workers, local, |v| shared.queues.is_retired(v))
+                }
                 OnWorkerError::Stop => Vec::new(),
             };
             // The rank's last working workers cannot hand their tiles to anyone: the job ends.
@@ -786,6 +789,10 @@ impl Master {
             }
         }
         self.weights = calibrate::speeds_by_group(&self.groups, &calibration);
+        // Workers their ranks retired when their pieces failed take nothing.
+        for r in &self.retirements {
+            self.weights[r.worker] = 0.0;
+        }
         self.weights_are_speeds = !calibration.is_empty();
         self.calibration = calibration;
         Ok(self.start_pass(self.first_pass))
@@ -899,12 +906,21 @@ impl Master {
         if pass as usize >= self.passes.len() {
             return Err(format!("a retirement in pass {pass}, past the last"));
         }
+        // While the ranks calibrate, a retirement is of a worker whose piece failed
+        // ([`retire_after_calibration`]): before the first pass's first tile. (Its rank,
+        // which does not know the frame's first pass, sends 0.)
+        let before_tiles = self.calibrating.is_some();
         self.retirements.push(Retirement {
             worker: w,
             label: self.labels[w].0.clone(),
-            pass: pass as usize,
+            pass: if before_tiles {
+                self.first_pass
+            } else {
+                pass as usize
+            },
             tile,
             error,
+            before_tiles,
         });
         Ok(())
     }
@@ -1119,6 +1135,7 @@ impl Master {
             // Empty unless the ranks' devices differ (docs/cluster.md, "Speeds").
             calibration: self.calibration,
             retirements: self.retirements,
+            first_pass: self.first_pass,
         };
         Frame {
             film: self.film,
@@ -1192,6 +1209,69 @@ impl<'t, T: Transport> Node<'t, T> {
             self.last_sent[to] = Instant::now();
         }
         Ok(())
+    }
+
+    /// Tells rank 0 of a retirement (`Msg::Retired`), rank 0 itself at once.
+    fn tell_retired(&mut self, master: &mut Option<Master>, msg: Msg) -> Result<(), ClusterError> {
+        match master.as_mut() {
+            Some(m) => m
+                .on_retired(self.rank, msg)
+                .map_err(|e| self.protocol(self.rank, e)),
+            None => self.send(0, msg),
+        }
+    }
+
+    /// The pieces of this rank's calibration that failed (`failures`, by local worker). Under
+    /// `--on-worker-error retire` each failing worker is retired before the first pass, as
+    /// its first tile would have retired it, with its device's other workers when the device
+    /// is lost, and rank 0 is told before it gets the rank's timings. Under `stop`, or when no
+    /// worker of the rank is left, the rank's first failure ends the job, in the rank's words
+    /// (rank 0 gets them in place of the timings).
+    fn retire_failed_pieces(
+        &mut self,
+        workers: &[Worker],
+        offset: usize,
+        master: &mut Option<Master>,
+        failures: Vec<calibrate::PieceFailure>,
+    ) -> Result<(), ClusterError> {
+        let Some(first) = failures.first() else {
+            return Ok(());
+        };
+        let mut message = format!("{:#}", first.error);
+        self.retired.resize(workers.len(), false);
+        if self.job.config.on_worker_error == OnWorkerError::Retire {
+            let rank = self.rank;
+            let gone = retire_after_calibration(
+                workers,
+                failures,
+                &mut self.retired,
+                0,
+                "the rank's other workers",
+                |line| warn_on_rank(rank, master, &line),
+            );
+            if self.retired.iter().any(|&r| !r) {
+                for r in gone {
+                    let msg = Msg::Retired {
+                        pass: 0,
+                        worker: (offset + r.worker) as u32,
+                        tile: r.tile,
+                        error: r.error,
+                    };
+                    self.tell_retired(master, msg)?;
+                }
+                return Ok(());
+            }
+            message = format!(
+                "no worker of the rank is left: the calibration retired every one; the first \
+                 failure: {message}"
+            );
+        }
+        // Rank 0 ends the job with this rank's words.
+        self.send(0, Msg::Calibrated(Err(message.clone())))?;
+        Err(ClusterError::RankFailed {
+            rank: self.rank,
+            message,
+        })
     }
 
     fn send_all(&mut self, out: Outbox) -> Result<(), ClusterError> {
@@ -1448,13 +1528,7 @@ impl<'t, T: Transport> Node<'t, T> {
                         self.retired[local] = true;
                         // Said where it happened, at once (rank 0's summary says it again),
                         // above rank 0's progress bar.
-                        let line = format!("rank {}: {error}; {note}", self.rank);
-                        match master.as_ref() {
-                            Some(m) => m.progress.warn(line),
-                            None => {
-                                crate::stderr_line::write_whole(format_args!("warning: {line}"))
-                            }
-                        }
+                        warn_on_rank(self.rank, master, &format!("{error}; {note}"));
                         let pass = current.as_ref().map_or(0, |c| c.shared.pass);
                         // One message per worker: rank 0 plans each at speed 0 from now on.
                         let mut retired = vec![(global, error)];
@@ -1469,12 +1543,7 @@ impl<'t, T: Transport> Node<'t, T> {
                                 tile,
                                 error,
                             };
-                            if let Some(m) = master.as_mut() {
-                                m.on_retired(self.rank, msg)
-                                    .map_err(|e| self.protocol(self.rank, e))?;
-                            } else {
-                                self.send(0, msg)?;
-                            }
+                            self.tell_retired(master, msg)?;
                         }
                     }
                 }
@@ -1511,18 +1580,9 @@ impl<'t, T: Transport> Node<'t, T> {
                         }
                         // On this thread: the workers are idle until the first plan, and the
                         // pieces take milliseconds (a CPU piece) to one tile's launch (a GPU).
-                        match calibrate::time_pieces(workers, tile, &samples) {
-                            Ok(times) => self.send(0, Msg::Calibrated(Ok(times)))?,
-                            Err(e) => {
-                                let message = format!("{e:#}");
-                                // Rank 0 ends the job with this rank's words.
-                                self.send(0, Msg::Calibrated(Err(message.clone())))?;
-                                return Err(ClusterError::RankFailed {
-                                    rank: self.rank,
-                                    message,
-                                });
-                            }
-                        }
+                        let timed = calibrate::time_pieces(workers, tile, &samples);
+                        self.retire_failed_pieces(workers, offset, master, timed.failures)?;
+                        self.send(0, Msg::Calibrated(Ok(timed.times)))?;
                     }
                     Msg::Calibrated(result) => {
                         let Some(m) = master.as_mut() else {
@@ -1839,6 +1899,16 @@ impl<'t, T: Transport> Node<'t, T> {
             steal: plan.steal,
             first_worker: offset,
         })
+    }
+}
+
+/// A warning from this rank ("rank 1: ..."), at once: above rank 0's progress bar on rank 0,
+/// a whole line on stderr elsewhere.
+fn warn_on_rank(rank: usize, master: &Option<Master>, line: &str) {
+    let line = format!("rank {rank}: {line}");
+    match master.as_ref() {
+        Some(m) => m.progress.warn(line),
+        None => crate::stderr_line::write_whole(format_args!("warning: {line}")),
     }
 }
 

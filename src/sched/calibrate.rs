@@ -120,77 +120,114 @@ pub struct PieceTime {
     pub seconds: f64,
 }
 
+/// A piece a worker could not render ([`time_pieces`]).
+#[derive(Debug)]
+pub struct PieceFailure {
+    /// The worker, by its index in the workers given.
+    pub worker: usize,
+    pub piece: Tile,
+    /// The renderer's error, in the context of "calibrating worker ... on ...".
+    pub error: anyhow::Error,
+}
+
+/// What [`time_pieces`] measured: one time per `--devices` entry whose worker rendered its
+/// piece, in group order, and the entries whose worker failed, in group order too.
+#[derive(Debug, Default)]
+pub struct TimedPieces {
+    pub times: Vec<PieceTime>,
+    pub failures: Vec<PieceFailure>,
+}
+
 /// Times the first worker of every `--devices` entry of `workers` on its piece of `tile`
 /// ([`piece_for`]) at the pass's `samples`, [`RUNS`] times each, the entries at once, one
-/// thread each. The pieces start from zero sums and are thrown away. One entry per group, in
-/// group order; a renderer's error fails the calibration, naming the worker.
-pub fn time_pieces(
-    workers: &[Worker],
-    tile: Tile,
-    samples: &Range<u32>,
-) -> anyhow::Result<Vec<PieceTime>> {
+/// thread each. The pieces start from zero sums and are thrown away. A renderer's error is
+/// the entry's failure, naming the worker; the other entries' times stand (under
+/// `--on-worker-error retire` the failing worker is retired before the pass, as it would be
+/// on its first tile: [`super::workers::retire_after_calibration`]).
+pub fn time_pieces(workers: &[Worker], tile: Tile, samples: &Range<u32>) -> TimedPieces {
     // The first worker of every group.
-    let mut firsts: Vec<&Worker> = Vec::new();
-    for w in workers {
-        if !firsts.iter().any(|f| f.group == w.group) {
-            firsts.push(w);
+    let mut firsts: Vec<usize> = Vec::new();
+    for (i, w) in workers.iter().enumerate() {
+        if !firsts.iter().any(|&f| workers[f].group == w.group) {
+            firsts.push(i);
         }
     }
-    let results: Vec<anyhow::Result<PieceTime>> = std::thread::scope(|scope| {
+    let results: Vec<Result<PieceTime, PieceFailure>> = std::thread::scope(|scope| {
         let handles: Vec<_> = firsts
             .iter()
-            .map(|&worker| {
-                scope.spawn(move || {
-                    let (piece, piece_samples) = piece_for(worker, tile, samples);
-                    let mut best = f64::INFINITY;
-                    for _ in 0..RUNS {
-                        let mut acc = vec![[0.0f32; 4]; piece.pixel_count()];
-                        let cpu0 = worker.cpu_timed.then(thread_cpu_seconds).flatten();
-                        let t0 = Instant::now();
-                        worker
-                            .renderer
-                            .render_tile(piece, piece_samples.clone(), &mut acc)
-                            .with_context(|| {
-                                format!(
-                                    "calibrating worker {} ({}) on x={} y={} {}x{}, samples {:?}",
-                                    worker.label,
-                                    worker.renderer.name(),
-                                    piece.x,
-                                    piece.y,
-                                    piece.w,
-                                    piece.h,
-                                    piece_samples
-                                )
-                            })?;
-                        let wall = t0.elapsed().as_secs_f64();
-                        let cpu1 = worker.cpu_timed.then(thread_cpu_seconds).flatten();
-                        let seconds = match (cpu0, cpu1) {
-                            (Some(a), Some(b)) if b > a => b - a,
-                            _ => wall,
-                        };
-                        best = best.min(seconds);
-                    }
-                    Ok(PieceTime {
-                        group: worker.group as u32,
-                        worker: worker.label.clone(),
-                        piece,
-                        samples: piece_samples,
-                        seconds: best,
-                    })
-                })
+            .map(|&index| {
+                let worker = &workers[index];
+                let (piece, piece_samples) = piece_for(worker, tile, samples);
+                let handle = scope.spawn(move || time_piece(worker, piece, &piece_samples));
+                (index, piece, handle)
             })
             .collect();
         handles
             .into_iter()
-            .map(|h| {
+            .map(|(index, piece, h)| {
                 h.join()
                     .unwrap_or_else(|_| Err(anyhow::anyhow!("a calibration thread panicked")))
+                    .map_err(|error| PieceFailure {
+                        worker: index,
+                        piece,
+                        error,
+                    })
             })
             .collect()
     });
-    let mut out = results.into_iter().collect::<anyhow::Result<Vec<_>>>()?;
-    out.sort_by_key(|t| t.group);
-    Ok(out)
+    let mut out = TimedPieces::default();
+    for r in results {
+        match r {
+            Ok(t) => out.times.push(t),
+            Err(f) => out.failures.push(f),
+        }
+    }
+    out.times.sort_by_key(|t| t.group);
+    out.failures.sort_by_key(|f| workers[f.worker].group);
+    out
+}
+
+/// One worker's piece, [`RUNS`] times; the faster run's seconds.
+fn time_piece(
+    worker: &Worker,
+    piece: Tile,
+    piece_samples: &Range<u32>,
+) -> anyhow::Result<PieceTime> {
+    let mut best = f64::INFINITY;
+    for _ in 0..RUNS {
+        let mut acc = vec![[0.0f32; 4]; piece.pixel_count()];
+        let cpu0 = worker.cpu_timed.then(thread_cpu_seconds).flatten();
+        let t0 = Instant::now();
+        worker
+            .renderer
+            .render_tile(piece, piece_samples.clone(), &mut acc)
+            .with_context(|| {
+                format!(
+                    "calibrating worker {} ({}) on x={} y={} {}x{}, samples {:?}",
+                    worker.label,
+                    worker.renderer.name(),
+                    piece.x,
+                    piece.y,
+                    piece.w,
+                    piece.h,
+                    piece_samples
+                )
+            })?;
+        let wall = t0.elapsed().as_secs_f64();
+        let cpu1 = worker.cpu_timed.then(thread_cpu_seconds).flatten();
+        let seconds = match (cpu0, cpu1) {
+            (Some(a), Some(b)) if b > a => b - a,
+            _ => wall,
+        };
+        best = best.min(seconds);
+    }
+    Ok(PieceTime {
+        group: worker.group as u32,
+        worker: worker.label.clone(),
+        piece,
+        samples: piece_samples.clone(),
+        seconds: best,
+    })
 }
 
 /// The speed of a timed piece: its estimated cost (the piece's cost in `plan_sat` at `scale`,
@@ -224,8 +261,8 @@ pub fn calibration_of(
 
 /// Calibrates one worker of every `--devices` entry of `workers` on the pieces of the
 /// reference tile of a pass (`tiles`, their `predicted` costs in units of `plan_sat` at
-/// `scale`, `samples` the pass's). Returns one entry per group, in group order; empty when no
-/// tile has a cost. A renderer's error fails the calibration, naming the worker.
+/// `scale`, `samples` the pass's). Returns one entry per group that rendered its piece, in
+/// group order (none when no tile has a cost), and the failures of the others.
 pub fn calibrate(
     workers: &[Worker],
     tiles: &[Tile],
@@ -233,14 +270,17 @@ pub fn calibrate(
     plan_sat: &Sat,
     scale: MapScale,
     samples: &Range<u32>,
-) -> anyhow::Result<Vec<Calibration>> {
+) -> (Vec<Calibration>, Vec<PieceFailure>) {
     let Some(reference) = reference_tile(tiles, predicted) else {
-        return Ok(Vec::new());
+        return (Vec::new(), Vec::new());
     };
-    Ok(time_pieces(workers, tiles[reference], samples)?
+    let timed = time_pieces(workers, tiles[reference], samples);
+    let calibration = timed
+        .times
         .iter()
         .map(|t| calibration_of(t, t.group as usize, plan_sat, scale, samples))
-        .collect())
+        .collect();
+    (calibration, timed.failures)
 }
 
 /// Each worker's weight from the calibrations of the groups: its group's speed, or, for a group

@@ -122,7 +122,8 @@ pub fn replay_corrections(
             makespan_s: 0.0,
             workers: Vec::new(),
             speeds: speeds.clone().unwrap_or_default(),
-            planned_with_measured: pass > 0,
+            // (A resumed render's first pass, past 0, was planned with the estimate.)
+            planned_with_measured: speeds.is_some(),
         };
         out.push(PassReplay {
             pass,

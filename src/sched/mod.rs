@@ -547,19 +547,22 @@ pub fn render_frame_until(
         }
         let pass_start = Instant::now();
         let plan_sat = plan_map.sat();
-        let (min_work, wanting) = tile_wants(&retired);
-        let count = config.tiles.or_else(|| {
-            min_work.map(|work| {
-                tiles::tile_count_for_work(
-                    window.w,
-                    window.h,
-                    samples.end - samples.start,
-                    work,
-                    wanting,
-                )
-            })
-        });
-        let mut tiles = tiles::layout(config.strategy, window.w, window.h, count, &plan_sat, scale);
+        let lay_out = |retired: &[bool]| {
+            let (min_work, wanting) = tile_wants(retired);
+            let count = config.tiles.or_else(|| {
+                min_work.map(|work| {
+                    tiles::tile_count_for_work(
+                        window.w,
+                        window.h,
+                        samples.end - samples.start,
+                        work,
+                        wanting,
+                    )
+                })
+            });
+            tiles::layout(config.strategy, window.w, window.h, count, &plan_sat, scale)
+        };
+        let mut tiles = lay_out(&retired);
         let tile_costs = |tiles: &[Tile]| -> Vec<f64> {
             tiles
                 .iter()
@@ -569,16 +572,47 @@ pub fn render_frame_until(
         let mut predicted = tile_costs(&tiles);
         if pass == first_pass && config.calibrate && calibrate::needed(&workers) {
             // Nothing has been timed in this run yet: time each device on a piece of the image.
-            match calibrate::calibrate(&workers, &tiles, &predicted, &plan_sat, scale, samples) {
-                Ok(c) => calibration = c,
-                // A worker that cannot render a piece will fail its first tile as well, and
-                // be retired there like any other; the pass is planned by worker counts.
-                Err(e) if config.on_worker_error == OnWorkerError::Retire => progress.warn(
-                    format_args!("{e:#}; the first pass is planned without calibration"),
-                ),
-                Err(e) => return Err(e),
+            let (timed, failures) =
+                calibrate::calibrate(&workers, &tiles, &predicted, &plan_sat, scale, samples);
+            calibration = timed;
+            if config.on_worker_error == OnWorkerError::Stop {
+                if let Some(f) = failures.into_iter().next() {
+                    return Err(f.error);
+                }
+            } else if let Some(first) = failures.first() {
+                // A worker that cannot render its piece would fail its first tile as well:
+                // it is retired now, with its device's other workers when the device is lost
+                // (a sticky CUDA error), so that the pass is laid out and shared among the
+                // workers left instead of failing over in its first tiles.
+                let first_error = format!("{:#}", first.error);
+                let gone = workers::retire_after_calibration(
+                    &workers,
+                    failures,
+                    &mut retired,
+                    pass,
+                    "the other workers",
+                    |line| progress.warn(line),
+                );
+                retirements.extend(gone);
+                if retired.iter().all(|&r| r) {
+                    anyhow::bail!(
+                        "no worker is left: the calibration before pass {} retired every one \
+                         ({}); the first failure: {first_error}",
+                        pass + 1,
+                        retirements
+                            .iter()
+                            .map(|r| r.label.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                    );
+                }
+                tiles = lay_out(&retired);
+                predicted = tile_costs(&tiles);
             }
             weights = calibrate::worker_speeds(&workers, &calibration);
+            for (w, _) in retired.iter().enumerate().filter(|(_, &r)| r) {
+                weights[w] = 0.0;
+            }
             weights_are_speeds = !calibration.is_empty();
         }
         // Pieces per slow worker, once the speeds are known (0: the tiles stay as laid out).
@@ -704,6 +738,7 @@ pub fn render_frame_until(
         cluster: None,
         calibration,
         retirements,
+        first_pass,
     };
     Ok(Frame {
         film,

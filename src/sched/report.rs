@@ -273,6 +273,10 @@ pub struct FrameReport {
     pub calibration: Vec<super::calibrate::Calibration>,
     /// The workers a renderer error retired ([`super::OnWorkerError::Retire`]), in order.
     pub retirements: Vec<super::Retirement>,
+    /// The frame's number of `passes[0]` (0-based): past 0 in a resumed render, whose
+    /// earlier passes are in the film but not in this report. Retirements count passes from
+    /// the frame's first.
+    pub first_pass: usize,
 }
 
 impl FrameReport {
@@ -306,7 +310,8 @@ impl FrameReport {
 
     /// The efficiency over the workers still working in each pass, when a renderer error
     /// retired some: each pass's capacity counts the workers not retired in an earlier pass
-    /// (the one retired in the pass counts there: it held its share until it failed). This is
+    /// (the one retired in the pass counts there: it held its share until it failed; one
+    /// retired by the pass's calibration does not: it held none). This is
     /// the figure to compare with a run that lost no worker; [`FrameReport::efficiency`] counts
     /// the retired ones as idle. `None` when no worker was retired.
     pub fn efficiency_of_working(&self) -> Option<f64> {
@@ -318,7 +323,12 @@ impl FrameReport {
             .iter()
             .enumerate()
             .map(|(i, p)| {
-                let gone = self.retirements.iter().filter(|r| r.pass < i).count();
+                let pass = self.first_pass + i;
+                let gone = self
+                    .retirements
+                    .iter()
+                    .filter(|r| r.pass < pass || (r.pass == pass && r.before_tiles))
+                    .count();
                 self.workers.len().saturating_sub(gone) as f64 * p.makespan_s
             })
             .sum();
@@ -585,7 +595,10 @@ pub fn write_stats(report: &FrameReport, path: &Path) -> Result<(), StatsError> 
         "retired_in_pass",
     ])
     .map_err(csv_err(path))?;
-    for (pi, p) in report.passes.iter().enumerate() {
+    for (i, p) in report.passes.iter().enumerate() {
+        // The frame's pass number, as `retired_in_pass` counts (a resumed render's first
+        // pass is past 0).
+        let pi = report.first_pass + i;
         for (wi, (ws, (label, device))) in p.workers.iter().zip(&report.workers).enumerate() {
             w.write_record([
                 pi.to_string(),
@@ -640,10 +653,10 @@ pub fn write_stats(report: &FrameReport, path: &Path) -> Result<(), StatsError> 
         "rank",
     ])
     .map_err(csv_err(&tiles_path))?;
-    for (pi, p) in report.passes.iter().enumerate() {
+    for (i, p) in report.passes.iter().enumerate() {
         for (task, (t, r)) in p.tiles.iter().zip(&p.records).enumerate() {
             w.write_record([
-                pi.to_string(),
+                (report.first_pass + i).to_string(),
                 task.to_string(),
                 t.x.to_string(),
                 t.y.to_string(),

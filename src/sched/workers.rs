@@ -265,19 +265,71 @@ pub struct Retirement {
     pub tile: Tile,
     /// The renderer's error with its causes, one line.
     pub error: String,
+    /// Retired by its calibration, before the pass's first tile (`tile` is then the piece it
+    /// failed on): it rendered none of the pass.
+    pub before_tiles: bool,
 }
 
 impl Retirement {
     /// "worker gpu0/s1 retired in pass 1, its tiles rendered by the others: worker gpu0/s1
-    /// (optix:0/w1) failed on tile ...".
+    /// (optix:0/w1) failed on tile ..." ("retired before pass 1" when its calibration failed).
     pub fn describe(&self) -> String {
         format!(
-            "worker {} retired in pass {}, its tiles rendered by the others: {}",
+            "worker {} retired {} pass {}, its tiles rendered by the others: {}",
             self.label,
+            if self.before_tiles { "before" } else { "in" },
             self.pass + 1,
             self.error
         )
     }
+}
+
+/// Under [`OnWorkerError::Retire`], the retirements that calibration `failures` make before
+/// pass `pass` (0-based): each failing worker, as its first tile would have retired it, and,
+/// when its renderer says its device is lost, the device's other workers not yet `retired`
+/// (marked in it). One warning per failure goes to `warn` ("{error}; {note}", the note saying
+/// that `others` take the tiles), as in a pass.
+pub(crate) fn retire_after_calibration(
+    workers: &[Worker],
+    failures: Vec<super::calibrate::PieceFailure>,
+    retired: &mut [bool],
+    pass: usize,
+    others: &str,
+    mut warn: impl FnMut(String),
+) -> Vec<Retirement> {
+    let mut out = Vec::new();
+    for f in failures {
+        let w = f.worker;
+        if retired[w] {
+            // Retired with its device by an earlier failure of this calibration.
+            continue;
+        }
+        let with_it = retired_with(workers, w, |v| retired[v]);
+        let error = format!("{:#}", f.error);
+        let note = retirement_note(workers, w, &error, &with_it, others);
+        warn(format!("{error}; {note}"));
+        retired[w] = true;
+        out.push(Retirement {
+            worker: w,
+            label: workers[w].label.clone(),
+            pass,
+            tile: f.piece,
+            error: error.clone(),
+            before_tiles: true,
+        });
+        for v in with_it {
+            retired[v] = true;
+            out.push(Retirement {
+                worker: v,
+                label: workers[v].label.clone(),
+                pass,
+                tile: f.piece,
+                error: lost_with(workers, w, &error),
+                before_tiles: true,
+            });
+        }
+    }
+    out
 }
 
 /// One pass over the tiles: which samples, on which film.
@@ -404,6 +456,7 @@ pub fn run_pass(
                     pass: job.pass,
                     tile,
                     error: lost_with(workers, f.worker, &error),
+                    before_tiles: false,
                 })
                 .collect();
             retired.push(Retirement {
@@ -412,6 +465,7 @@ pub fn run_pass(
                 pass: job.pass,
                 tile,
                 error,
+                before_tiles: false,
             });
             retired.extend(siblings);
             first_error.get_or_insert(f.error);
@@ -462,12 +516,17 @@ pub fn run_pass(
 /// The workers retired with worker `w` when its renderer failed: the other working workers of
 /// its device, when the renderer says the device is lost ([`TileRenderer::device_lost`]: a
 /// sticky CUDA error takes the context all of a GPU's streams share), else none.
-pub(crate) fn retired_with(workers: &[Worker], w: usize, queues: &WorkQueues) -> Vec<usize> {
+/// `is_retired` tells the workers retired already (a pass's [`WorkQueues::is_retired`]).
+pub(crate) fn retired_with(
+    workers: &[Worker],
+    w: usize,
+    is_retired: impl Fn(usize) -> bool,
+) -> Vec<usize> {
     if workers[w].renderer.device_lost().is_none() {
         return Vec::new();
     }
     (0..workers.len())
-        .filter(|&v| v != w && workers[v].device == workers[w].device && !queues.is_retired(v))
+        .filter(|&v| v != w && workers[v].device == workers[w].device && !is_retired(v))
         .collect()
 }
 
@@ -585,7 +644,8 @@ fn run_round(
                                 queues.retire(w, take.task);
                             }
                             OnWorkerError::Retire => {
-                                failure.with_it = retired_with(workers, w, queues);
+                                failure.with_it =
+                                    retired_with(workers, w, |v| queues.is_retired(v));
                                 // Said now, not at the end: the render may go on for hours
                                 // on the workers left.
                                 let error = format!("{:#}", failure.error);
@@ -813,7 +873,7 @@ mod tests {
         ];
         let queues = WorkQueues::new(vec![vec![]; 4], true);
         queues.retire_idle(2);
-        let with_it = retired_with(&workers, 0, &queues);
+        let with_it = retired_with(&workers, 0, |v| queues.is_retired(v));
         assert_eq!(with_it, [1]);
         assert_eq!(
             retirement_note(
@@ -833,7 +893,7 @@ mod tests {
              its tiles"
         );
         // (The CPU worker's device is "test", and its renderer keeps it.)
-        assert!(retired_with(&workers, 3, &queues).is_empty());
+        assert!(retired_with(&workers, 3, |v| queues.is_retired(v)).is_empty());
         assert_eq!(
             retirement_note(&workers, 3, "out of memory", &[], "the others"),
             "the worker is retired, the others take its tiles"

@@ -213,14 +213,18 @@ impl FakeGpu {
 }
 
 /// Checks what a render said whose GPU 0 (`streams` streams, among `workers` workers) lost its
-/// CUDA context mid-frame to a sticky error: one warning, at the first stream to fail, naming
-/// the error and retiring every stream of the GPU; the closing line counting them; and none of
-/// the releases that fail after the loss warned about one by one.
+/// CUDA context to a sticky error, mid-frame or in its calibration: one warning, at the
+/// first stream to fail, naming the error and retiring every stream of the GPU; the closing
+/// line counting them; and none of the releases that fail after the loss warned about one by
+/// one.
 #[allow(dead_code)] // for the test binaries that render on a fake or a real GPU
 pub fn check_lost_gpu_stderr(what: &str, stderr: &str, streams: usize, workers: usize) {
     let warnings: Vec<&str> = stderr
         .lines()
-        .filter(|l| l.starts_with("warning: worker gpu0/s"))
+        .filter(|l| {
+            l.starts_with("warning: worker gpu0/s")
+                || l.starts_with("warning: calibrating worker gpu0/s")
+        })
         .collect();
     assert_eq!(
         warnings.len(),
