@@ -213,7 +213,12 @@ need_toystore() {
 
 # The compute-sanitizer binary: on the PATH, else in a CUDA or NVIDIA folder; empty if none.
 find_sanitizer() {
-    command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer /opt/nvidia/*/compute-sanitizer 2>/dev/null | head -n1
+    command -v compute-sanitizer && return
+    local c
+    for c in /usr/local/cuda*/bin/compute-sanitizer /opt/nvidia/*/compute-sanitizer; do
+        [ -x "$c" ] && { echo "$c"; return; }
+    done
+    return 0
 }
 
 # ---- steps ----------------------------------------------------------------------------------
@@ -259,7 +264,7 @@ step_tests() {
             skips+=(--skip "$hung" --exact)
             attempt=$((attempt + 1))
         done
-        if [ $rc -ne 0 ]; then
+        if [ "$rc" -ne 0 ]; then
             fail "tests in $name (see $log)"
             # The failing tests, where they panicked and the panic message (the line after),
             # so the summary alone says what broke.
@@ -722,7 +727,9 @@ failover_run() {
     warning="$(head -n1 <<< "$warnings")"
     note "$name: ${warning:-no retirement warning}"
     note "$name: $(grep -m1 '^warning: the frame went on without' "$log" || echo 'no closing warning')"
-    [ -n "$warning" ] && [ "$(wc -l <<< "$warnings")" = 1 ] || fail "$name: not exactly one retirement warning (see $log)"
+    if [ -z "$warning" ] || [ "$(wc -l <<< "$warnings")" != 1 ]; then
+        fail "$name: not exactly one retirement warning (see $log)"
+    fi
     grep -qE 'CUDA_ERROR_(ILLEGAL_ADDRESS|LAUNCH_FAILED)' <<< "$warning" || fail "$name: the warning names no sticky CUDA error (see $log)"
     grep -qE 'gpu0 can render no more \(its device is lost.*\), so its workers' <<< "$warning" \
         || fail "$name: the GPU's streams were not retired together (see $log)"
@@ -794,7 +801,7 @@ step_nsys() {
                 ln -s "$lib" "$lend/$name"
             fi
         done
-        echo "# lent to nsys (not on this host): $(cd "$lend" && ls | tr '\n' ' ')" >> "$log"
+        echo "# lent to nsys (not on this host): $(cd "$lend" && printf '%s ' *)" >> "$log"
     fi
     local rep="/tmp/gasworks-nsys-$stamp" path="${LD_LIBRARY_PATH:-}"
     [ -n "$lend" ] && path="$lend${path:+:$path}"
@@ -850,7 +857,8 @@ size=$(stat -c %s "$pack")
 if [ "$size" -gt $((15 * 1048576)) ]; then
     split -b 15M -d "$pack" "$pack.part"
     rm -f "$pack"
-    note "results: $(ls "$pack".part* | wc -l) parts of $pack (join with cat before tar -xzf)"
+    parts=("$pack".part*)
+    note "results: ${#parts[@]} parts of $pack (join with cat before tar -xzf)"
 else
     note "results: $pack ($((size / 1024)) KiB): unpack at the repository root with tar -xzf"
 fi
