@@ -80,6 +80,34 @@ fn replay_of_a_uniform_map_charges_each_tile_its_measured_time() {
         .all(|r| (r.makespan - 7.0).abs() < 1e-9 && r.steals == 1));
 }
 
+/// schedule-sim on the stats, with these options: its stdout, after checking it succeeded.
+fn schedule_sim(stats: &std::path::Path, options: &[&str]) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gasworks"))
+        .arg("schedule-sim")
+        .arg(stats)
+        .args(options)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{options:?}: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// Sorted tiles (`tiles` of them) on two CPU threads, one sample per pass.
+fn two_threads(tiles: u32) -> SchedConfig {
+    SchedConfig {
+        strategy: Strategy::Sorted,
+        tiles: Some(tiles),
+        devices: vec![DeviceSpec::Cpu { workers: Some(2) }],
+        pass_spp: Some(1),
+        ..SchedConfig::default()
+    }
+}
+
 #[test]
 fn schedule_sim_replays_a_mock_render() {
     let (w, h) = (96, 64);
@@ -89,13 +117,7 @@ fn schedule_sim_replays_a_mock_render() {
     let mock = MockRenderer::new(w, 1)
         .with_spin(move |x, y| if x < w / 2 && y > h / 2 { 400 } else { 40 });
     let factory = MockFactory::new(mock);
-    let config = SchedConfig {
-        strategy: Strategy::Sorted,
-        tiles: Some(96),
-        devices: vec![DeviceSpec::Cpu { workers: Some(2) }],
-        pass_spp: Some(1),
-        ..SchedConfig::default()
-    };
+    let config = two_threads(96);
     let frame = render_frame(&scene, &settings, &config, &factory, true).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let stats = dir.path().join("run.csv");
@@ -108,22 +130,7 @@ fn schedule_sim_replays_a_mock_render() {
     ));
     assert_eq!(summary.lines().count(), 1 + 2 * 2);
 
-    // schedule-sim on the stats, with these options: its stdout, after checking it succeeded.
-    let replay = |options: &[&str]| -> String {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_gasworks"))
-            .arg("schedule-sim")
-            .arg(&stats)
-            .args(options)
-            .output()
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        assert!(
-            out.status.success(),
-            "{options:?}: {stdout}\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        stdout
-    };
+    let replay = |options: &[&str]| schedule_sim(&stats, options);
     let stdout = replay(&["--workers", "1,4,16", "--seeds", "3"]);
     eprintln!("{}{stdout}", frame.report.summary());
     for needle in [
@@ -300,13 +307,7 @@ fn schedule_sim_names_the_missing_file() {
 fn schedule_sim_replays_a_resumed_render() {
     let (w, h) = (48, 32);
     let scene = room(MaterialKind::Mirror, MaterialKind::Diffuse);
-    let config = SchedConfig {
-        strategy: Strategy::Sorted,
-        tiles: Some(24),
-        devices: vec![DeviceSpec::Cpu { workers: Some(2) }],
-        pass_spp: Some(1),
-        ..SchedConfig::default()
-    };
+    let config = two_threads(24);
     let factory = || MockFactory::new(MockRenderer::new(w, 1));
     let film = render_frame(
         &scene,
@@ -340,18 +341,7 @@ fn schedule_sim_replays_a_resumed_render() {
         (&["--workers", "1,2"][..], "1 pass,"),
         (&["--replay-corrections"][..], "pass 3: 24 tiles"),
     ] {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_gasworks"))
-            .arg("schedule-sim")
-            .arg(&stats)
-            .args(options)
-            .output()
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "{options:?}: {stdout}\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let stdout = schedule_sim(&stats, options);
         assert!(
             stdout.contains(says),
             "{options:?}: no {says:?} in:\n{stdout}"

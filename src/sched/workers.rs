@@ -308,23 +308,17 @@ pub(crate) fn retire_after_calibration(
         let error = format!("{:#}", f.error);
         let note = retirement_note(workers, w, &error, &with_it, others);
         warn(format!("{error}; {note}"));
-        retired[w] = true;
-        out.push(Retirement {
-            worker: w,
-            label: workers[w].label.clone(),
-            pass,
-            tile: f.piece,
-            error: error.clone(),
-            before_tiles: true,
-        });
-        for v in with_it {
+        let lost = lost_with(workers, w, &error);
+        let gone =
+            std::iter::once((w, error)).chain(with_it.into_iter().map(|v| (v, lost.clone())));
+        for (v, error) in gone {
             retired[v] = true;
             out.push(Retirement {
                 worker: v,
                 label: workers[v].label.clone(),
                 pass,
                 tile: f.piece,
-                error: lost_with(workers, w, &error),
+                error,
                 before_tiles: true,
             });
         }

@@ -470,3 +470,19 @@ pub fn check_calls(calls: &[(Tile, Range<u32>)], width: u32, height: u32, spp: u
     }
     assert!(next.iter().all(|&n| n == spp), "some pixel missed samples");
 }
+
+/// Checks the errors of the two streams of GPU 0 retired when the first one's calibration
+/// piece lost the device: the first names its piece and the mock's failure, the second the
+/// first.
+pub fn check_lost_in_calibration(errors: [&str; 2]) {
+    assert!(
+        errors[0].starts_with("calibrating worker gpu0/s0") && errors[0].contains("out of memory"),
+        "{}",
+        errors[0]
+    );
+    assert!(
+        errors[1].starts_with("gpu0 was lost when gpu0/s0 failed: calibrating worker gpu0/s0"),
+        "{}",
+        errors[1]
+    );
+}
