@@ -6,6 +6,8 @@
 #     gasworks                 the release binary
 #     tests/NAME               every test binary (cargo test --no-run), symbols stripped
 #     libnvtx_recorder.so      the NVTX injection recorder (GPU hosts may have no C compiler)
+#     stream_race              repro/stream-race/stream_race.c, the one-context build race's
+#                              reproducer for NVIDIA (the race step runs it)
 #     nsys-libs/               libdw.so.1 and the libraries it needs but libc, from this
 #                              machine: the Nsight Systems importer on the lent GPU hosts
 #                              lacks libdw.so.1 and so made no report (2026-11-24, -26); the
@@ -69,6 +71,9 @@ strip --strip-all "$stage/gasworks" "$stage"/tests/* 2>/dev/null || true
 
 echo "build-for-device: NVTX recorder" >&2
 ${CC:-cc} -shared -fPIC -O1 -o "$stage/libnvtx_recorder.so" tests/support/nvtx_recorder.c
+
+echo "build-for-device: the stream-race reproducer" >&2
+${CC:-cc} -O2 -o "$stage/stream_race" repro/stream-race/stream_race.c -ldl
 
 # Best effort: without libdw here the archive simply has no nsys-libs/, and the nsys step says
 # what the importer lacks.

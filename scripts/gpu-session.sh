@@ -604,10 +604,61 @@ race_run() {
     echo "## exit $rc after $(( $(date +%s) - t0 )) s" >> "$race_log"
 }
 
+# repro_run ENV ARGS...: the reproducer (repro/stream-race/stream_race.c) on the sponza-like
+# triangle counts, capped like a build-bench run, into repro.log with its exit status.
+repro_run() {
+    local env="$1" rc=0 t0
+    shift
+    [ "$(left)" -gt $((race_cap + 15)) ] || { echo "## not run (budget): $env $*" >> "$repro_log"; return; }
+    echo "## $env $*" >> "$repro_log"
+    t0=$(date +%s)
+    if [ "$env" = - ]; then
+        timeout -k 5 "$race_cap" "$repro" "$repro_counts" "$@" > "$out/repro-run.tmp" 2>&1 || rc=$?
+    else
+        env "$env" timeout -k 5 "$race_cap" "$repro" "$repro_counts" "$@" > "$out/repro-run.tmp" 2>&1 || rc=$?
+    fi
+    # The setup line, the failure and OptiX's last words; of the batches' times, the last.
+    {
+        grep -v "^batch " "$out/repro-run.tmp" | tail -n 12 | cut -c1-300
+        grep "^batch " "$out/repro-run.tmp" | tail -n 1
+        echo "## exit $rc after $(( $(date +%s) - t0 )) s"
+    } >> "$repro_log"
+}
+
+# The reproducer for NVIDIA: no gasworks code, the same batch as build-bench's failing ones
+# (the sponza-like scene's 390 triangle counts, 8 streams, one scratch allocation cut per
+# stream), issued largest first through one context, beside build order, a context per
+# stream and one hardware queue, which passed in build-bench.
+step_race_repro() {
+    repro="$dev/stream_race"
+    if [ ! -x "$repro" ]; then
+        repro="$dev/stream_race.built"
+        if ! cc -O2 -o "$repro" "$root/repro/stream-race/stream_race.c" -ldl 2> "$out/repro-cc.log"; then
+            note "race: no stream_race in the archive and no C compiler here: the reproducer was not run"
+            return
+        fi
+    fi
+    repro_counts="$out/sponza-like-triangle-counts.txt"
+    "$bin" info "$sponza" --groups --quiet | sed -n '/^group list:/,$p' | awk 'NR > 1 {print $1}' > "$repro_counts"
+    repro_log="$out/repro.log"
+    header "$repro_log" "stream_race $repro_counts ARGS ($(wc -l < "$repro_counts") GASes), each capped at $race_cap s"
+    repro_run - --streams 8 --order largest --repeat 20
+    repro_run - --streams 8 --order largest --repeat 20
+    repro_run - --streams 8 --order largest --repeat 20
+    repro_run - --streams 8 --order largest --assign lpt --repeat 20
+    repro_run - --streams 8 --order build --repeat 20
+    repro_run - --streams 8 --order largest --contexts per-stream --repeat 20
+    repro_run CUDA_DEVICE_MAX_CONNECTIONS=1 --streams 8 --order largest --repeat 20
+    note "race: the reproducer (stream_race, no gasworks code): $(grep -c "^## exit 0" "$repro_log") of 7 runs passed; exit statuses (largest first x3, LPT largest first, build order, a context per stream, one hardware queue): $(grep "^## exit" "$repro_log" | awk '{printf "%s ", $3}')"
+}
+
 step_race() {
     need_sponza
     local cs tool
     race_cap="${GW_RACE_CAP_S:-30}"
+    # First the smallest question: does a program with no gasworks code in it crash the same
+    # way? (If it does, NVIDIA gets it.)
+    step_race_repro
     # First the question of this step: do the crashes go with a context per stream? The
     # failing batches share nothing of gasworks' with each other but the one OptiX context's
     # internal state (docs/gas-builds.md). The same configurations as below, each build

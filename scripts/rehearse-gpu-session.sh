@@ -15,6 +15,7 @@
 #                       are divided by 8, so a render takes seconds
 #   tests/              one test binary (optix_gpu_context): its GPU tests fail here, which
 #                       exercises the failure report of the tests step
+#   stream_race         repro/stream-race/stream_race.c, built here, runs on the fake GPU
 #   failover's render   runs for real on the fake GPU too (GASWORKS_FAULT_AT_TILE set): the fake
 #                       libcuda's kernel launch is the fault, so the step parses real warnings
 #   build-bench         runs for real on a fake GPU (scripts/with-fake-gpu.sh): the stand-ins of
@@ -156,6 +157,13 @@ printf 'test slow_one ... '
 exec sleep 600
 EOF2
 chmod +x "$work/stage/tests/stand_in_hang"
+# The stream-race reproducer, built as build-for-device.sh builds it, on the fake GPU.
+${CC:-cc} -O2 -o "$work/stream_race" repro/stream-race/stream_race.c -ldl
+cat > "$work/stage/stream_race" <<EOF2
+#!/usr/bin/env bash
+GW_FAKE_GPU_DIR="$work/fakegpu" exec "$root/scripts/with-fake-gpu.sh" "$work/stream_race" "\$@"
+EOF2
+chmod +x "$work/stage/stream_race"
 echo "rehearsal-$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)" > "$work/stage/git-commit"
 echo "$root" > "$work/stage/build-root"
 echo "rehearsal archive: a wrapper around $real" > "$work/stage/MANIFEST"
@@ -277,6 +285,10 @@ echo "rehearse-gpu-session: the race and watchdog session exited with $rc2; its 
 sed 's/^/    | /' "$work/session2.log"
 has2() { grep -qE "$1" "$work/session2.log"; }
 check "race: the step ran and printed its time" has2 "^step race: [0-9]+ s, 0 failure"
+check "race: the reproducer's seven runs logged with their exit status, on the 390 GASes" bash -c \
+    "test \$(grep -c '^## exit ' '$work/results2/repro.log') -eq 7 && grep -q '^stream_race: 390 GASes, 260202 triangles (largest 80514), 8 streams' '$work/results2/repro.log'"
+check "race: the reproducer's runs counted in the summary" \
+    has2 "^race: the reproducer \(stream_race, no gasworks code\): 7 of 7 runs passed; exit statuses .*: 0 0 0 0 0 0 0 $"
 check "race: twelve build-bench runs logged with their exit status" \
     test "$(grep -c '^## exit ' "$work/results2/race.log")" -eq 12
 check "race: the passing runs counted in the summary" has2 "^race: build-bench runs that passed \(of 12\): 12$"

@@ -1074,3 +1074,128 @@ fn a_gpu_short_of_memory_falls_back_or_fails_by_name() {
         }
     }
 }
+
+/// The stream-race reproducer for NVIDIA (`repro/stream-race/stream_race.c`, no gasworks code)
+/// on the fake GPU, over the fixture's triangle counts: it builds every GAS once a batch, on
+/// the streams it says, through one context or one per stream, no two streams' builds sharing
+/// scratch bytes and no two GASes output bytes, largest first when asked, and frees all. A
+/// failing call is named, with exit status 1; a bad counts file is named, with 2.
+#[test]
+#[cfg_attr(
+    gasworks_no_cc,
+    ignore = "no C compiler when the tests were built (see build.rs)"
+)]
+fn the_stream_race_reproducer_builds_its_batches_as_gasworks_does() {
+    let Some(f) = fixture() else { return };
+    let Some(cc) = support::compiler("CC", "cc", "repro/stream-race/stream_race.c") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let repro = dir.path().join("stream_race");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("repro/stream-race/stream_race.c");
+    let built = Command::new(&cc)
+        .args(["-O2", "-Wall", "-Wextra", "-Werror", "-o"])
+        .arg(&repro)
+        .arg(&src)
+        .arg("-ldl")
+        .output()
+        .expect("run cc");
+    assert!(
+        built.status.success(),
+        "{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    // The fixture scene's triangle counts, as the race step writes them.
+    let info = Command::new(env!("CARGO_BIN_EXE_gasworks"))
+        .args(["info", "--groups", "--quiet"])
+        .arg(&f.scene)
+        .output()
+        .expect("run gasworks info");
+    let text = String::from_utf8_lossy(&info.stdout);
+    let counts: Vec<u64> = text
+        .split("group list:\n")
+        .nth(1)
+        .expect("a group list")
+        .lines()
+        .map(|l| l.split_whitespace().next().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(counts.iter().sum::<u64>(), f.triangles);
+    let counts_file = dir.path().join("counts.txt");
+    std::fs::write(
+        &counts_file,
+        counts.iter().map(|c| format!("{c}\n")).collect::<String>(),
+    )
+    .unwrap();
+    let run = |args: &[&str], env: &[(&str, &str)], log: &Path| {
+        Command::new(&repro)
+            .arg(&counts_file)
+            .args(args)
+            .envs(f.fake.env())
+            .env("FAKE_GPU_LOG", log)
+            .envs(env.iter().copied())
+            .output()
+            .expect("run stream_race")
+    };
+    for (args, contexts) in [
+        (&["--streams", "4", "--order", "largest"][..], "shared"),
+        (
+            &["--streams", "3", "--order", "build", "--assign", "lpt"][..],
+            "shared",
+        ),
+        (
+            &["--streams", "4", "--contexts", "per-stream"][..],
+            "per-stream",
+        ),
+    ] {
+        let label = format!("stream_race {args:?}");
+        let log = dir.path().join("fake.log");
+        let _ = std::fs::remove_file(&log);
+        let out = run(&[args, &["--repeat", "2"]].concat(), &[], &log);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains("stream_race: every batch completed"),
+            "{label}: {stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(stdout.contains("batch 2 of 2: "), "{label}: {stdout}");
+        let log = std::fs::read_to_string(&log).expect("the fake's log");
+        let streams: usize = args[1].parse().unwrap();
+        check_batch(&label, &log, counts.len(), streams, contexts, f.triangles);
+        let first = log
+            .lines()
+            .find(|l| l.starts_with("build "))
+            .map(fields)
+            .expect("a build");
+        let first_prims: u64 = first["prims"].parse().unwrap();
+        if args.contains(&"largest") || !args.contains(&"build") {
+            assert_eq!(first_prims, *counts.iter().max().unwrap(), "{label}");
+        } else {
+            assert_eq!(first_prims, counts[0], "{label}");
+        }
+    }
+    // Device memory runs out: the failing call is named, exit 1.
+    let out = run(
+        &[],
+        &[("FAKE_CUDA_MEMORY", "1000")],
+        &dir.path().join("oom.log"),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("stream_race: cuMemAlloc (vertices) failed: CUDA_ERROR_OUT_OF_MEMORY"),
+        "{stderr}"
+    );
+    // Not a counts file: named, exit 2.
+    let bad = dir.path().join("bad.txt");
+    std::fs::write(&bad, "12\nseven\n").unwrap();
+    let out = Command::new(&repro)
+        .arg(&bad)
+        .output()
+        .expect("run stream_race");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("bad.txt: expected one positive triangle count per line"),
+        "{stderr}"
+    );
+}
