@@ -477,6 +477,25 @@ step_sched() {
         done
     done
     [ -n "$ref" ] && note "sched: every GPU worker count and schedule gave one image (sha256 $ref)" 
+    # The GAS builds as render enqueues them with threads: 4 enqueue threads on 16 streams, for
+    # which --build-contexts auto (the default) picks a context per stream. The backend line
+    # must say so; the image is expected to be the one above (the same GASes, built through
+    # other contexts), and is reported either way.
+    local threaded="$scenes/sched-enqueue-threads.exr" tlog="$out/sched-enqueue-threads.log" tsum
+    if logged "$tlog" "$bin" render "$toystore" -o "$threaded" --backend optix --devices gpu0 \
+        --streams 16 --enqueue-threads 4 --width $w --height $h --spp $spp; then
+        grep -q "16 streams (.*4 enqueue threads, a context per stream)" "$tlog" \
+            || fail "sched: --enqueue-threads 4 did not get a context per stream under --build-contexts auto (see $tlog)"
+        tsum="$(sha256sum "$threaded" | cut -d' ' -f1)"
+        if [ "$tsum" = "$ref" ]; then
+            note "sched: 4 enqueue threads through a context per stream (auto): the same image"
+        else
+            note "sched: 4 enqueue threads through a context per stream (auto): another image (sha256 $tsum; image-stats in $tlog)"
+            "$bin" image-stats "$scenes/sched-gpu0-regular.exr" "$threaded" >> "$tlog" 2>&1
+        fi
+    else
+        fail "sched: the render with 4 enqueue threads on 16 streams (see $tlog)"
+    fi
     # GPU and CPU workers together: per-worker busy time and efficiency, calibrated (the
     # default) and not (how the H100 ran it on 2026-11-24: 1.564 s against 0.05 s without the
     # CPU); then a frame heavy enough (256 spp) for the CPU threads to help, beside gpu0x2 alone.

@@ -95,10 +95,14 @@ if [ "${1:-}" = build-bench ]; then
     esac
     exec "$with_fake_gpu" "$real" "$@"
 fi
-# The failover step's render (a fault on purpose) on the fake GPU as well, its arguments kept.
+# The failover step's render (a fault on purpose) and the sched step's threaded enqueue (whose
+# backend line is checked) on the fake GPU as well, their arguments kept.
 if [ -n "${GASWORKS_FAULT_AT_TILE:-}" ]; then
     exec "$with_fake_gpu" "$real" "$@"
 fi
+case " $* " in
+    *" --enqueue-threads "*) exec "$with_fake_gpu" "$real" "$@" ;;
+esac
 args=()
 while [ $# -gt 0 ]; do
     a="$1"; shift
@@ -265,6 +269,8 @@ done
 check "sched: one image across worker counts and schedules" has "^sched: every GPU worker count and schedule gave one image"
 check "sched: a time-limit stop and --resume gave the uninterrupted image" has "^sched: stopped at a time limit and resumed"
 check "sched: per-worker efficiency quoted" has "[Ee]fficiency"
+check "sched: 4 enqueue threads got a context per stream (the fake GPU's render)" \
+    has "^sched: 4 enqueue threads through a context per stream \(auto\): another image"
 check "failover: the fake GPU's fault retired its four streams in one warning" \
     has "^failover: warning: worker gpu0/s[0-3] .*CUDA_ERROR_ILLEGAL_ADDRESS.*gpu0 can render no more \(its device is lost.*\), so its workers gpu0/s"
 check "failover: a fault in the calibration retired the four streams before the first pass" \

@@ -226,9 +226,13 @@ fn optix_backend(
 ) -> Result<Backend, PathTracerError> {
     let optix = OptixBackend::new(scene, settings, options)?;
     let report = optix.report();
+    let enqueue = match options.accel.enqueue_description() {
+        e if e.is_empty() => e,
+        e => format!(", {e}"),
+    };
     Ok(Backend {
         description: format!(
-            "{} ({why}); GAS builds over {} streams ({} hardware queues), setup {:.3} s",
+            "{} ({why}); GAS builds over {} streams ({} hardware queues{enqueue}), setup {:.3} s",
             optix.describe(),
             options.accel.streams.max(1),
             crate::optix::cuda::work_queues(),

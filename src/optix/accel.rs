@@ -274,6 +274,20 @@ impl AccelOptions {
         }
     }
 
+    /// How the builds are enqueued, when not by one thread through one context: "4 enqueue
+    /// threads, a context per stream" (what `--build-contexts auto` chose, said where the
+    /// backend is described); empty for the plain case.
+    pub fn enqueue_description(&self) -> String {
+        let mut parts = Vec::new();
+        if self.enqueue_threads > 1 {
+            parts.push(format!("{} enqueue threads", self.enqueue_threads));
+        }
+        if self.contexts == BuildContexts::PerStream {
+            parts.push("a context per stream".to_string());
+        }
+        parts.join(", ")
+    }
+
     /// `OptixAccelBuildOptions::buildFlags` of the GAS builds.
     pub fn gas_build_flags(&self) -> u32 {
         let speed = if self.fast_build {
@@ -1589,6 +1603,29 @@ mod tests {
             ..all
         };
         assert!(all_per_stream.known_risks().is_empty());
+    }
+
+    #[test]
+    fn the_enqueue_is_described_only_when_it_is_not_the_plain_one() {
+        assert_eq!(AccelOptions::default().enqueue_description(), "");
+        let threads = AccelOptions {
+            enqueue_threads: 4,
+            ..AccelOptions::default()
+        };
+        assert_eq!(threads.enqueue_description(), "4 enqueue threads");
+        let auto = AccelOptions {
+            contexts: threads.suited_contexts(),
+            ..threads
+        };
+        assert_eq!(
+            auto.enqueue_description(),
+            "4 enqueue threads, a context per stream"
+        );
+        let contexts = AccelOptions {
+            contexts: BuildContexts::PerStream,
+            ..AccelOptions::default()
+        };
+        assert_eq!(contexts.enqueue_description(), "a context per stream");
     }
 
     #[test]
