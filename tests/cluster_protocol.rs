@@ -902,33 +902,59 @@ fn a_device_lost_in_its_calibration_is_retired_on_its_rank_before_the_first_pass
     gpu.sticky_gpus = vec![0];
     let config = config(Strategy::Regular, true, Some(2));
     assert!(config.calibrate);
-    let outcomes = run_cluster(&[RankSpec::new(1, 0), gpu], &config, test_timing(), None);
-    let (frame, calls) = frame_and_calls(outcomes, "device lost in calibration");
-    assert!(bits(&frame.film) == reference(&config), "film differs");
-    let cal = &frame.report.calibration;
-    let timed: Vec<&str> = cal.iter().map(|c| c.worker.as_str()).collect();
-    assert_eq!(timed, ["r0/cpu#0", "r1/gpu1/s0"], "{cal:?}");
-    check_every_sample_once(without_pieces(calls, cal));
-    let r = &frame.report.retirements;
-    let who: Vec<(usize, &str, usize, bool)> = r
-        .iter()
-        .map(|r| (r.worker, r.label.as_str(), r.pass, r.before_tiles))
-        .collect();
-    assert_eq!(
-        who,
-        [(1, "r1/gpu0/s0", 0, true), (2, "r1/gpu0/s1", 0, true)],
-        "{r:?}"
-    );
-    sched_support::check_lost_in_calibration([&r[0].error, &r[1].error]);
-    for (i, p) in frame.report.passes.iter().enumerate() {
-        assert_eq!(p.workers[1].tiles + p.workers[2].tiles, 0, "pass {i}");
-        assert_eq!(&p.speeds[1..3], [0.0, 0.0], "pass {i}: {:?}", p.speeds);
+    // The GPU rank as rank 1, then as rank 0 (which tells itself).
+    for gpu_rank in [1usize, 0] {
+        let what = format!("device lost in calibration on rank {gpu_rank}");
+        let ranks = if gpu_rank == 1 {
+            [RankSpec::new(1, 0), gpu.clone()]
+        } else {
+            [gpu.clone(), RankSpec::new(1, 0)]
+        };
+        let outcomes = run_cluster(&ranks, &config, test_timing(), None);
+        let (frame, calls) = frame_and_calls(outcomes, &what);
+        assert!(
+            bits(&frame.film) == reference(&config),
+            "{what}: film differs"
+        );
+        let cal = &frame.report.calibration;
+        let mut timed: Vec<String> = cal.iter().map(|c| c.worker.clone()).collect();
+        timed.sort();
+        let (cpu_rank, first_gpu) = if gpu_rank == 1 { (0, 1) } else { (1, 0) };
+        let mut expected = vec![format!("r{gpu_rank}/gpu1/s0"), format!("r{cpu_rank}/cpu#0")];
+        expected.sort();
+        assert_eq!(timed, expected, "{what}: {cal:?}");
+        check_every_sample_once(without_pieces(calls, cal));
+        let r = &frame.report.retirements;
+        let who: Vec<(usize, String, usize, bool)> = r
+            .iter()
+            .map(|r| (r.worker, r.label.clone(), r.pass, r.before_tiles))
+            .collect();
+        assert_eq!(
+            who,
+            [
+                (first_gpu, format!("r{gpu_rank}/gpu0/s0"), 0, true),
+                (first_gpu + 1, format!("r{gpu_rank}/gpu0/s1"), 0, true)
+            ],
+            "{what}: {r:?}"
+        );
+        sched_support::check_lost_in_calibration([&r[0].error, &r[1].error]);
+        let lost = first_gpu..first_gpu + 2;
+        for (i, p) in frame.report.passes.iter().enumerate() {
+            let tiles: usize = p.workers[lost.clone()].iter().map(|w| w.tiles).sum();
+            assert_eq!(tiles, 0, "{what}, pass {i}");
+            assert_eq!(
+                &p.speeds[lost.clone()],
+                [0.0, 0.0],
+                "{what}, pass {i}: {:?}",
+                p.speeds
+            );
+        }
+        let summary = frame.report.summary();
+        assert!(
+            summary.contains(&format!("worker r{gpu_rank}/gpu0/s0 retired before pass 1")),
+            "{what}: {summary}"
+        );
     }
-    let summary = frame.report.summary();
-    assert!(
-        summary.contains("worker r1/gpu0/s0 retired before pass 1"),
-        "{summary}"
-    );
 }
 
 /// Both of rank 1's workers fail: nobody on the rank is left to render its tiles, and the job
