@@ -160,23 +160,17 @@ static const char *optix_name(OptixResult r) {
     return name ? name : "unknown OptiX error";
 }
 
-#define CU_CHECK(call, what)                                                                       \
+/* A failed call, named with its error's name (`name_of`), ends the program with status 1. */
+#define CHECK(call, what, name_of)                                                                 \
     do {                                                                                           \
-        CUresult r_ = (call);                                                                      \
+        int r_ = (call);                                                                           \
         if (r_ != 0) {                                                                             \
-            fprintf(stderr, "stream_race: %s failed: %s (%d)\n", what, cu_name(r_), r_);           \
+            fprintf(stderr, "stream_race: %s failed: %s (%d)\n", what, name_of(r_), r_);           \
             exit(1);                                                                               \
         }                                                                                          \
     } while (0)
-
-#define OPTIX_CHECK(call, what)                                                                    \
-    do {                                                                                           \
-        OptixResult r_ = (call);                                                                   \
-        if (r_ != 0) {                                                                             \
-            fprintf(stderr, "stream_race: %s failed: %s (%d)\n", what, optix_name(r_), r_);        \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
+#define CU_CHECK(call, what) CHECK(call, what, cu_name)
+#define OPTIX_CHECK(call, what) CHECK(call, what, optix_name)
 
 static void *need_symbol(void *lib, const char *name) {
     void *s = dlsym(lib, name);
