@@ -11,6 +11,8 @@
 //! - a rank that dies (SIGABRT, SIGKILL) or falls silent mid-frame fails the job with a
 //!   message naming it, within a timeout; after a death, rank 0 (sent SIGTERM by mpirun)
 //!   writes the tiles that arrived and says so, and nothing else is left;
+//! - on the fake GPU, a GPU lost in its calibration on every rank leaves the CPU threads the
+//!   frame, one process's image bit for bit;
 //! - SIGTERM to mpirun stops the job with the image of what has arrived and a resume file;
 //!   all ranks killed leave rank 0's checkpoint; either way `--resume` under mpirun finishes
 //!   one process's image bit for bit; a time limit ends the job whole at a pass boundary.
@@ -21,6 +23,7 @@
 #![cfg(feature = "mpi")]
 
 mod mpirun_support;
+mod support;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -548,4 +551,70 @@ fn the_supervisor_tells_a_stuck_mpirun_from_a_finished_job() {
         Some(vec![Exit::Code(3), Exit::Signal(15)])
     );
     assert_eq!(r.stderr, "said\n");
+}
+
+/// Under mpirun, on the fake GPU (tests/support/fake_gpu_*.c): each rank's GPU faults on its
+/// calibration piece (`GASWORKS_FAULT_AT_TILE=1`), its rank retires both of its streams
+/// before the first pass and tells rank 0 before sending its timings, and the ranks' CPU
+/// threads render the frame: exit 0, the image of one process on the CPU bit for bit, each
+/// rank's warning and rank 0's closing line saying "retired before pass 1".
+#[test]
+#[cfg_attr(
+    gasworks_no_cc,
+    ignore = "no C compiler when the tests were built (see build.rs)"
+)]
+fn a_gpu_lost_in_its_calibration_on_every_rank_leaves_the_cpus_the_frame() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(fake) = support::FakeGpu::build(&dir.path().join("fake-gpu")) else {
+        return;
+    };
+    let scene = cornell();
+    let single = dir.path().join("single.exr");
+    let r = run({
+        let mut c = Command::new(BIN);
+        c.args(render_args(&scene, &single, &["--pass-spp", "2"]));
+        c
+    });
+    assert_eq!(r.code, Some(0), "single process: {}", r.stderr);
+    let out = dir.path().join("lost.exr");
+    let mut args = render_args(&scene, &out, &["--pass-spp", "2"]);
+    // The GPU beside one CPU thread on each rank (not quiet: the warnings are the point).
+    let backend = args.iter().position(|a| a == "cpu").unwrap();
+    args[backend] = "optix".into();
+    args.retain(|a| a != "-q");
+    args.extend(["--devices".into(), "gpu0x2,cpu:1".into()]);
+    let mut c = mpirun();
+    c.arg("-np").arg("2");
+    for (k, v) in fake.env() {
+        c.arg("-x").arg(format!("{k}={}", v.to_string_lossy()));
+    }
+    c.args(["-x", "GASWORKS_FAULT_AT_TILE=1"])
+        .arg(BIN)
+        .args(&args);
+    let r = run(c);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(
+        image_bits(&out) == image_bits(&single),
+        "not one process's image"
+    );
+    for rank in 0..2 {
+        let says = format!("rank {rank}: calibrating worker gpu0/s0 (optix:0/w0) on ");
+        let line = r
+            .stderr
+            .lines()
+            .find(|l| l.contains(&says))
+            .unwrap_or_else(|| panic!("no {says:?} in:\n{}", r.stderr));
+        assert!(
+            line.contains("CUDA_ERROR_ILLEGAL_ADDRESS")
+                && line.contains("so its workers gpu0/s0, gpu0/s1 are retired"),
+            "{line}"
+        );
+    }
+    assert!(
+        r.stderr
+            .contains("the frame went on without 4 of 6 workers")
+            && r.stderr.contains("r1/gpu0/s1, retired before pass 1"),
+        "{}",
+        r.stderr
+    );
 }
