@@ -957,6 +957,34 @@ fn a_device_lost_in_its_calibration_is_retired_on_its_rank_before_the_first_pass
     }
 }
 
+/// A calibration failure that keeps the device (not sticky) retires the calibrating stream
+/// alone, before the first pass; the GPU's other stream renders (its group untimed, at the
+/// mean speed of the groups that were), and the film is one process's, every sample once.
+#[test]
+fn a_calibration_failure_that_keeps_the_device_retires_only_its_stream_on_its_rank() {
+    let mut gpu = RankSpec::new(2, 0);
+    gpu.devices = Some(DeviceSpec::parse_list("gpu0x2").unwrap());
+    gpu.failing_gpus = vec![(0, 0, 1)];
+    let config = config(Strategy::Regular, true, Some(2));
+    let outcomes = run_cluster(&[RankSpec::new(1, 0), gpu], &config, test_timing(), None);
+    let (frame, calls) = frame_and_calls(outcomes, "calibration failure, device kept");
+    assert!(bits(&frame.film) == reference(&config), "film differs");
+    let cal = &frame.report.calibration;
+    let timed: Vec<&str> = cal.iter().map(|c| c.worker.as_str()).collect();
+    assert_eq!(timed, ["r0/cpu#0"], "{cal:?}");
+    check_every_sample_once(without_pieces(calls, cal));
+    let r = &frame.report.retirements;
+    let who: Vec<(usize, &str, usize, bool)> = r
+        .iter()
+        .map(|r| (r.worker, r.label.as_str(), r.pass, r.before_tiles))
+        .collect();
+    assert_eq!(who, [(1, "r1/gpu0/s0", 0, true)], "{r:?}");
+    let p = &frame.report.passes[0];
+    assert_eq!(p.speeds[1], 0.0, "{:?}", p.speeds);
+    assert!(p.speeds[2] > 0.0, "{:?}", p.speeds);
+    assert_eq!(p.workers[1].tiles, 0);
+}
+
 /// Both of rank 1's workers fail: nobody on the rank is left to render its tiles, and the job
 /// ends with the rank named, as before retirement.
 /// (So does one failure that loses the rank's only device.)
