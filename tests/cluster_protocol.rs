@@ -1293,10 +1293,10 @@ fn a_stop_signal_on_any_rank_ends_the_frame_with_what_arrived_and_it_resumes() {
                 assert!(*p == after_one[i], "{what}: pixel {i} holds neither");
             }
         }
-        // The third tile may still be on its way to rank 0's master when the signal is seen,
-        // and on a loaded machine the second too (seen once in 12 runs with four copies of
-        // this binary on two cores): rank 0 stops without draining its own workers' tiles.
-        assert!(done >= 1, "{what}: {done} tiles arrived");
+        // The first two tiles were in rank 0's channel before the signal was raised, and rank
+        // 0 drains its own workers' finished tiles when it stops; the third may still be in
+        // its worker's hands.
+        assert!(done >= 2, "{what}: {done} tiles arrived");
         assert!(with_two > 0, "{what}");
 
         let point = frame.resume_point().expect("a resume point");

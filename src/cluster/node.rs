@@ -1478,6 +1478,7 @@ impl<'t, T: Transport> Node<'t, T> {
             }
             if let Some(request) = self.stop_request {
                 if let Some(mut m) = master.take() {
+                    self.drain_own_tiles(&mut m, pending_event.take(), rx)?;
                     m.stop(request);
                     return self.finish_frame(m, sink);
                 }
@@ -1754,6 +1755,28 @@ impl<'t, T: Transport> Node<'t, T> {
                 Err(RecvTimeoutError::Timeout) | Err(RecvTimeoutError::Disconnected) => {}
             }
         }
+    }
+
+    /// Rank 0, at a stop request: the tiles its own workers finished and put in its channel
+    /// have arrived as surely as a peer's received tile, so the image written at the stop
+    /// holds them too (the resume file keeps only the complete passes either way). What they
+    /// would send (a pass's end) is not sent: the frame ends here. Tiles still in a worker's
+    /// hands are not waited for.
+    fn drain_own_tiles(
+        &mut self,
+        master: &mut Master,
+        pending: Option<Event>,
+        rx: &mpsc::Receiver<Event>,
+    ) -> Result<(), ClusterError> {
+        for ev in pending.into_iter().chain(rx.try_iter()) {
+            if let Event::Done(d) = ev {
+                self.tiles_rendered += 1;
+                master
+                    .on_tile(self.rank, d)
+                    .map_err(|e| self.protocol(self.rank, e))?;
+            }
+        }
+        Ok(())
     }
 
     /// Rank 0, at the end of the frame (complete or stopped): the outputs are written and
