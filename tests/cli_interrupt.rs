@@ -210,6 +210,72 @@ fn a_stopped_render_resumed_is_the_uninterrupted_render() {
     assert_same_pixels(&direct, &stopped);
 }
 
+/// A render in one pass (the default) stopped by SIGTERM keeps its finished tiles in a resume
+/// file, though no pass is complete; resumed under another layout (adaptive tiles of another
+/// count), it renders the pixels those tiles did not cover and writes the uninterrupted image,
+/// bit for bit.
+#[test]
+fn a_stop_inside_the_only_pass_leaves_a_resume_file_of_its_finished_tiles() {
+    let dir = tempfile::tempdir().unwrap();
+    let stopped = dir.path().join("one-pass.exr");
+    let direct = dir.path().join("direct.exr");
+    let one_pass = |out: &Path, extra: &[&str]| render_args(out, 1000, 1000, extra);
+    let mut child = start(&one_pass(
+        &stopped,
+        &["--tiles", "16", "--progress", "lines"],
+    ));
+    // The signal comes once a tile is finished (its progress line), whatever the machine's
+    // speed: 16 tiles of 256 pixels at 1000 samples take seconds on one thread.
+    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut stderr = String::new();
+    loop {
+        let mut line = String::new();
+        let n = std::io::BufRead::read_line(&mut lines, &mut line).unwrap();
+        assert!(n > 0, "the render ended before a progress line: {stderr}");
+        stderr += &line;
+        if line.starts_with("progress: ") && line.contains(" of 16 tiles") {
+            break;
+        }
+    }
+    signal(child.id(), "TERM");
+    std::io::Read::read_to_string(&mut lines, &mut stderr).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(143), "{stderr}");
+    let resume = dir.path().join("one-pass.exr.gasworks-resume");
+    assert!(
+        stderr.contains("holds samples 0..1000 in ")
+            && stderr.contains(&format!(
+                "to finish it, run the same command with --resume {}",
+                resume.display()
+            )),
+        "{stderr}"
+    );
+    let resume_arg = resume.to_str().unwrap();
+    let resumed = gasworks_with(&one_pass(
+        &stopped,
+        &[
+            "--tiles",
+            "5",
+            "--schedule",
+            "adaptive",
+            "--resume",
+            resume_arg,
+        ],
+    ));
+    let stderr = String::from_utf8_lossy(&resumed.stderr);
+    assert!(resumed.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "resume: {resume_arg}: 0 of 1000 samples per pixel done, and samples 0..1000 in "
+        )) && stderr.contains(" of 4096 pixels (the stopped pass's finished tiles)"),
+        "{stderr}"
+    );
+    assert!(!resume.exists(), "the resume file is used up");
+    let full = gasworks_with(&one_pass(&direct, &[]));
+    assert!(full.status.success());
+    assert_same_pixels(&direct, &stopped);
+}
+
 /// The pixels of two linear images agree bit for bit (image-stats compares values, not bytes).
 fn assert_same_pixels(a: &Path, b: &Path) {
     let stats = gasworks(&[

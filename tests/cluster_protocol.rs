@@ -1263,6 +1263,7 @@ fn a_stop_signal_on_any_rank_ends_the_frame_with_what_arrived_and_it_resumes() {
                     samples: 2..4,
                     tiles_done: done,
                     tiles,
+                    carried_pixels: 0,
                 }),
                 at_time_limit: false,
             },
@@ -1299,14 +1300,23 @@ fn a_stop_signal_on_any_rank_ends_the_frame_with_what_arrived_and_it_resumes() {
         assert!(done >= 2, "{what}: {done} tiles arrived");
         assert!(with_two > 0, "{what}");
 
+        // The resume point keeps the arrived tiles of the interrupted pass: its film is the
+        // image's, and the resumed run renders the second pass only where it is missing.
         let point = frame.resume_point().expect("a resume point");
         assert_eq!(point.spp_done, 2, "{what}");
-        assert!(bits(&point.film) == after_one, "{what}: the resume film");
+        assert!(bits(&point.film) == film, "{what}: the resume film");
         let mut ranks = vec![RankSpec::new(2, 0), RankSpec::new(1, 0)];
         ranks[0].resume = Some(point);
         let outcomes = run_cluster(&ranks, &config, test_timing(), None);
-        let (resumed, _) = frame_and_calls(outcomes, &format!("{what}, resumed"));
+        let (resumed, calls) = frame_and_calls(outcomes, &format!("{what}, resumed"));
         assert!(resumed.stopped.is_none());
+        // The second pass went only to the pixels without it: once each.
+        let second: u64 = calls
+            .iter()
+            .filter(|(_, s)| *s == (2..4))
+            .map(|(t, _)| t.pixel_count() as u64)
+            .sum();
+        assert_eq!(second, (film.len() - with_two) as u64, "{what}");
         assert!(
             bits(&resumed.film) == reference(&config),
             "{what}: the resumed film"

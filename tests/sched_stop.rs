@@ -1,8 +1,8 @@
 //! A frame stopped part way (Ctrl-C in `gasworks render`) keeps exactly what was rendered:
 //! every pass that ended, plus the tiles of the interrupted pass, each bit for bit what a
 //! complete render of that many samples gives; the report covers the complete passes only.
-//! Resumed from its complete passes, it finishes as the uninterrupted render would, bit for
-//! bit.
+//! Resumed from there (the complete passes and the interrupted pass's finished tiles), it
+//! finishes as the uninterrupted render would, bit for bit.
 
 mod sched_support;
 
@@ -12,7 +12,7 @@ use std::sync::Arc;
 use gasworks::render::Film;
 use gasworks::scene::MaterialKind;
 use gasworks::sched::{
-    render_frame_until, DeviceSpec, Frame, FrameControl, Resume, SchedConfig, Strategy,
+    render_frame_until, DeviceSpec, Frame, FrameControl, PartialPass, Resume, SchedConfig, Strategy,
 };
 use sched_support::{room, room_settings, MockFactory, MockRenderer};
 
@@ -145,18 +145,14 @@ fn a_stopped_frame_keeps_whole_passes_and_the_tiles_of_the_last() {
         // The interrupted pass's tiles cover exactly the pixels that got its samples.
         assert_eq!(counted > 0, partial_tiles > 0, "{what}");
 
-        // Resumed from the complete passes (other workers, no stop): the finished film is the
-        // uninterrupted one, bit for bit.
-        let point = frame.resume_point();
-        if stopped.spp_complete == 0 {
-            assert!(point.is_none(), "{what}: no pass to resume from");
-            continue;
-        }
-        let point = point.unwrap();
+        // Resumed from the stop (other workers, no stop): the film of the complete passes
+        // and the interrupted pass's finished tiles, even with no complete pass; the finished
+        // film is the uninterrupted one, bit for bit.
+        let point = frame.resume_point().expect("a resume point");
         assert_eq!(point.spp_done, stopped.spp_complete, "{what}");
         assert_eq!(
             bits(&point.film),
-            bits(&complete),
+            bits(&frame.film),
             "{what}: the resume film"
         );
         let factory = MockFactory::new(MockRenderer::new(W, 11));
@@ -176,9 +172,18 @@ fn a_stopped_frame_keeps_whole_passes_and_the_tiles_of_the_last() {
             bits(&reference(SPP)),
             "{what}: resumed"
         );
-        // Only the passes after the resume point were rendered.
-        let first = factory.all_calls().iter().map(|c| c.1.start).min().unwrap();
+        // Only the passes after the resume point were rendered, and the interrupted one only
+        // where it was missing: each pixel got each sample once.
+        let calls = factory.all_calls();
+        let first = calls.iter().map(|c| c.1.start).min().unwrap();
         assert_eq!(first, stopped.spp_complete, "{what}");
+        let interrupted: usize = calls
+            .iter()
+            .filter(|c| c.1.start == stopped.spp_complete)
+            .map(|c| c.0.pixel_count())
+            .sum();
+        let pixels = frame.film.pixels.len();
+        assert_eq!(interrupted, pixels - counted, "{what}");
         resumed += 1;
     }
     assert!(resumed >= 4, "{resumed} resumes exercised");
@@ -346,4 +351,129 @@ fn a_pass_fits_when_its_predicted_time_ends_by_the_deadline() {
         deadline,
         0.0
     ));
+}
+
+/// A film whose pixels hold neither the complete passes' samples nor those and the next
+/// pass's is not this render's: refused, naming the pixel. One whose every pixel has the next
+/// pass too (a stop after that pass's last tile arrived) goes on after that pass.
+#[test]
+fn a_resume_film_is_checked_pixel_by_pixel() {
+    let factory = MockFactory::new(MockRenderer::new(W, 11));
+    let run = |film: Film, spp_done: u32| {
+        frame_of(
+            &factory,
+            SPP,
+            2,
+            FrameControl {
+                resume: Some(Resume { film, spp_done }),
+                ..FrameControl::default()
+            },
+        )
+    };
+    let mut film = reference(PASS);
+    film.pixels[W as usize + 5][3] = 7.0;
+    let e = run(film, PASS).err().unwrap().to_string();
+    assert!(
+        e.contains("pixel (5, 1) of the render to resume holds 7 samples, where its complete passes give 4 and the pass it stopped in 8"),
+        "{e}"
+    );
+    let finished = run(reference(2 * PASS), PASS).unwrap();
+    assert_eq!(bits(&finished.film), bits(&reference(SPP)));
+    let calls = factory.all_calls();
+    assert!(!calls.is_empty() && calls.iter().all(|c| c.1 == (2 * PASS..SPP)));
+}
+
+/// The default render is one pass: a stop inside it keeps the finished tiles, and the render
+/// resumed with another layout (adaptive tiles of another count, which cut across the
+/// stopped run's) renders exactly the pixels those tiles did not cover, into the image an
+/// uninterrupted render gives, bit for bit.
+#[test]
+fn a_stop_inside_the_only_pass_resumes_under_another_layout() {
+    let scene = room(MaterialKind::Mirror, MaterialKind::Glass);
+    let settings = room_settings(W, H, SPP, 11);
+    let one_pass = |strategy: Strategy, tiles: u32, workers: usize| SchedConfig {
+        strategy,
+        tiles: Some(tiles),
+        pass_spp: None,
+        ..config(workers)
+    };
+    let uninterrupted = {
+        let factory = MockFactory::new(MockRenderer::new(W, 11));
+        let config = one_pass(Strategy::Sorted, TILES, 1);
+        render_frame_until(
+            &scene,
+            &settings,
+            &config,
+            &factory,
+            true,
+            FrameControl::default(),
+        )
+        .unwrap()
+        .film
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let factory = MockFactory::new(MockRenderer::new(W, 11).with_stop_after(9, stop.clone()));
+    let control = FrameControl {
+        stop: &stop,
+        ..FrameControl::default()
+    };
+    let config = one_pass(Strategy::Sorted, TILES, 1);
+    let frame = render_frame_until(&scene, &settings, &config, &factory, true, control).unwrap();
+    let stopped = frame.stopped.clone().expect("stopped");
+    assert_eq!(stopped.spp_complete, 0);
+    let done = stopped.partial.as_ref().map_or(0, |p| p.tiles_done);
+    assert!(done > 0 && done < TILES as usize, "{done} tiles");
+    let point = frame
+        .resume_point()
+        .expect("a resume point with no complete pass");
+    assert_eq!(point.spp_done, 0);
+    let have: usize = point
+        .film
+        .pixels
+        .iter()
+        .filter(|p| p[3] == SPP as f32)
+        .count();
+    assert!(have > 0 && have < point.film.pixels.len());
+
+    // Stopped again before this run's first tile: the stop still says (and the image key,
+    // through it) that the pass is in some pixels, and the film is the same resume point.
+    let factory = MockFactory::new(MockRenderer::new(W, 11));
+    let control = FrameControl {
+        stop: &AtomicBool::new(true),
+        resume: Some(point.clone()),
+        ..FrameControl::default()
+    };
+    let config = one_pass(Strategy::Adaptive, 7, 3);
+    let again = render_frame_until(&scene, &settings, &config, &factory, true, control).unwrap();
+    let partial = again.stopped.as_ref().and_then(|s| s.partial.clone());
+    assert_eq!(
+        partial,
+        Some(PartialPass {
+            samples: 0..SPP,
+            tiles_done: 0,
+            tiles: 0,
+            carried_pixels: have,
+        })
+    );
+    let stopped = again.stopped.as_ref().unwrap();
+    assert!(stopped.rendered_any());
+    assert_eq!(
+        stopped.describe(SPP),
+        format!("samples 0..{SPP} in 0 of 0 tiles and {have} pixels an earlier run finished; the other tiles are black")
+    );
+    assert!(factory.all_calls().is_empty());
+    assert_eq!(again.resume_point(), Some(point.clone()));
+
+    let factory = MockFactory::new(MockRenderer::new(W, 11));
+    let control = FrameControl {
+        resume: Some(point),
+        ..FrameControl::default()
+    };
+    let config = one_pass(Strategy::Adaptive, 7, 3);
+    let resumed = render_frame_until(&scene, &settings, &config, &factory, true, control).unwrap();
+    assert!(resumed.stopped.is_none());
+    assert_eq!(bits(&resumed.film), bits(&uninterrupted));
+    let calls = factory.all_calls();
+    let pixels: usize = calls.iter().map(|c| c.0.pixel_count()).sum();
+    assert_eq!(pixels, resumed.film.pixels.len() - have);
 }

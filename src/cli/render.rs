@@ -199,7 +199,7 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
         )?),
         None => None,
     };
-    let spp_resumed_from = resume.as_ref().map_or(0, |r| r.spp_done);
+    let samples_resumed = resume.as_ref().map_or(0.0, crate::sched::Resume::samples);
 
     let (backend, prepared_estimate) =
         set_up_backend(&a, &scene, &settings, &schedule, &optix_options, true)?;
@@ -313,9 +313,9 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
             "time: load {load_s:.2} s, build {build_seconds:.3} s, render {render_s:.2} s (stopped)"
         ));
     } else {
-        // The samples this run rendered: after the resume point, if any.
+        // The samples this run rendered: those the resumed film did not hold, if any.
         let spp_end = at_time_limit.map_or(a.spp, |s| s.spp_complete);
-        let samples = window.pixel_count() as f64 * spp_end.saturating_sub(spp_resumed_from) as f64;
+        let samples = (window.pixel_count() as f64 * f64::from(spp_end) - samples_resumed).max(0.0);
         let mut time = format!(
             "time: load {load_s:.2} s, build {build_seconds:.3} s, render {render_s:.2} s, {:.3} M samples/s",
             samples / render_s / 1e6,
@@ -437,17 +437,22 @@ pub(super) fn image_key(render_key: &str, stopped: Option<&crate::sched::Stopped
         return render_key.to_string();
     };
     match &s.partial {
-        // No tile of the cut pass was rendered: whole at the complete passes.
-        Some(p) if p.tiles_done > 0 => output::key_with_spp(
+        // No tile of the cut pass was rendered, in this run or the one it resumed: whole at
+        // the complete passes.
+        Some(p) if p.tiles_done > 0 || p.carried_pixels > 0 => output::key_with_spp(
             render_key,
             &format!(
-                "{} {} everywhere, {}..{} in {} of {} tiles",
+                "{} {} everywhere, {}..{} in {} of {} tiles{}",
                 output::SPP_STOPPED,
                 s.spp_complete,
                 p.samples.start,
                 p.samples.end,
                 p.tiles_done,
-                p.tiles
+                p.tiles,
+                match p.carried_pixels {
+                    0 => String::new(),
+                    n => format!(" and {n} earlier pixels"),
+                }
             ),
         ),
         _ => output::key_with_spp(render_key, &s.spp_complete.to_string()),
@@ -767,9 +772,33 @@ pub(super) fn read_resume(
             pass_spp
         );
     }
+    let resume = crate::sched::Resume {
+        film,
+        spp_done: header.spp_done,
+    };
+    // Every pixel must have the complete passes' samples, or those and the next pass's (a
+    // stop inside a pass keeps its finished tiles): anything else is not this render's film.
+    let passes = crate::sched::pass_ranges(pass_spp, spp);
+    let start = crate::sched::resume_start(&passes, spp, &resume)
+        .map_err(|e| anyhow::anyhow!("{here}: damaged resume file: {e:#}"))?;
+    let done = passes.get(start.first_pass).map_or(spp, |p| p.start);
+    let ahead = match start.ahead {
+        Some(end) => {
+            let n = resume
+                .film
+                .pixels
+                .iter()
+                .filter(|p| p[3] == end as f32)
+                .count();
+            format!(
+                ", and samples {done}..{end} in {n} of {} pixels (the stopped pass's finished tiles)",
+                resume.film.pixels.len()
+            )
+        }
+        None => String::new(),
+    };
     out.status(format_args!(
-        "resume: {here}: {} of {spp} samples per pixel done",
-        header.spp_done
+        "resume: {here}: {done} of {spp} samples per pixel done{ahead}"
     ));
     let ours = output::software();
     if header.software != ours {
@@ -782,10 +811,7 @@ pub(super) fn read_resume(
             "{here} was rendered by {theirs}, and this is {ours}: its samples may differ from this build's in their last bits, so the finished image converges to the same picture but is not bit for bit what one uninterrupted run gives"
         ));
     }
-    Ok(crate::sched::Resume {
-        film,
-        spp_done: header.spp_done,
-    })
+    Ok(resume)
 }
 
 /// The render was stopped by a signal (Ctrl-C, SIGTERM, SIGHUP); its image was written with
@@ -1056,6 +1082,7 @@ mod tests {
                 samples: 16..32,
                 tiles_done: 3,
                 tiles: 8,
+                carried_pixels: 0,
             }),
             at_time_limit: false,
         };
@@ -1069,12 +1096,27 @@ mod tests {
                 samples: 16..32,
                 tiles_done: 0,
                 tiles: 8,
+                carried_pixels: 0,
             }),
             ..cut
         };
         assert_eq!(
             image_key(key, Some(&untouched)),
             "scene a.obj; spp 16; max-depth 8"
+        );
+        // ... unless a resumed run's film had the pass in some pixels already.
+        let resumed = Stopped {
+            partial: Some(PartialPass {
+                samples: 16..32,
+                tiles_done: 0,
+                tiles: 8,
+                carried_pixels: 100,
+            }),
+            ..cut
+        };
+        assert_eq!(
+            image_key(key, Some(&resumed)),
+            "scene a.obj; spp stopped: 16 everywhere, 16..32 in 0 of 8 tiles and 100 earlier pixels; max-depth 8"
         );
     }
 

@@ -137,9 +137,10 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
                     a.spp,
                     out,
                 )?;
-                crate::sched::first_pass_after(&schedule, a.spp, r.spp_done)
+                let passes = crate::sched::pass_ranges(pass_spp, a.spp);
+                let start = crate::sched::resume_start(&passes, a.spp, &r)
                     .with_context(|| path.display().to_string())?;
-                if r.spp_done >= a.spp {
+                if start.first_pass >= passes.len() {
                     anyhow::bail!(
                         "{}: it holds all {} samples per pixel: that render is complete",
                         path.display(),
@@ -168,7 +169,7 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
         ),
         Err(e) => (Err(e), None),
     };
-    let spp_resumed_from = resume.as_ref().map_or(0, |r| r.spp_done);
+    let samples_resumed = resume.as_ref().map_or(0.0, crate::sched::Resume::samples);
     let (setup, factory) = match &loaded {
         Ok((scene, content, settings, schedule, optix_options, _)) => {
             match get_ready(
@@ -246,8 +247,9 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
         if frame.stopped.is_some() {
             // Written here, before rank 0 tells the others the frame is over: mpirun kills
             // what is left of a job it was asked to end a grace period after its SIGTERM. The
-            // resume file first: it keeps every complete pass, and it is written faster than
-            // an encoded image (at 4K, 0.5 s against over 1 s, mpirun's default grace).
+            // resume file first: it keeps every complete pass and the tiles that arrived, and
+            // it is written faster than an encoded image (at 4K, 0.5 s against over 1 s,
+            // mpirun's default grace).
             if let Some((film, spp_done)) = frame.resume_film() {
                 let header = CheckpointHeader {
                     spp_done,
@@ -327,13 +329,13 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
     if let Some(frame) = frame {
         // The four lines of a single process's render, the ranks in the second.
         let render_s = render_start.elapsed().as_secs_f64();
-        // The samples this run rendered: after the resume point, if any, and up to the time
-        // limit's boundary, if it stopped the frame.
+        // The samples this run rendered: those the resumed film did not hold, if any, and up
+        // to the time limit's boundary, if it stopped the frame.
         let at_time_limit = frame.stopped.as_ref().filter(|s| s.at_time_limit);
         let by_signal = frame.stopped.as_ref().filter(|s| !s.at_time_limit);
         let spp_end = at_time_limit.map_or(a.spp, |s| s.spp_complete);
         let samples =
-            a.width as f64 * a.height as f64 * spp_end.saturating_sub(spp_resumed_from) as f64;
+            (a.width as f64 * a.height as f64 * f64::from(spp_end) - samples_resumed).max(0.0);
         let request = frame.report.cluster.as_ref().and_then(|c| c.stop);
         let stopped_by = request
             .and_then(|r| signals::StopSignal::from_number(r.signal))

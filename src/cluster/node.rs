@@ -149,7 +149,7 @@ pub struct PlanInputs {
     pub raster: RasterStats,
     pub estimate_stats: EstimateStats,
     /// Checked against the pass plan before the handshake (see
-    /// [`crate::sched::first_pass_after`]).
+    /// [`crate::sched::resume_start`]).
     pub resume: Option<Resume>,
 }
 
@@ -530,6 +530,9 @@ struct MasterPass {
     stats: Vec<Option<RankPassCounters>>,
     start: Instant,
     makespan_s: f64,
+    /// The pass covers part of the image (resumed from a stop inside it): its measured costs
+    /// do not correct the cost map.
+    trimmed: bool,
 }
 
 /// Rank 0 while the ranks calibrate: the first pass's samples and each rank's timings so far.
@@ -550,6 +553,11 @@ struct Master {
     passes: Vec<Range<u32>>,
     /// The first pass this run renders: 0, or where a resumed render goes on.
     first_pass: usize,
+    /// The end of the first pass, when a stop inside it had given some pixels of the resumed
+    /// film its samples ([`crate::sched::ResumeStart`]): that pass renders only the others.
+    ahead: Option<u32>,
+    /// How many pixels have the first pass already.
+    ahead_pixels: usize,
     weights: Vec<f64>,
     /// Each worker's group, numbered across ranks (rank r's groups from `group_base[r]`).
     groups: Vec<usize>,
@@ -574,8 +582,6 @@ struct Master {
     reports: Vec<PassReport>,
     /// Set when the deadline or a stop request ended the frame before its last pass.
     stopped: Option<Stopped>,
-    /// When a stop request interrupted a pass: the film of the complete passes.
-    complete_passes_film: Option<Film>,
     stop_request: Option<StopRequest>,
     deadline: Option<Instant>,
     /// This run's passes, timed, to predict the next against the deadline.
@@ -637,12 +643,12 @@ impl Master {
             (inputs.estimate.width, inputs.estimate.height),
         );
         let passes = job.config.passes(settings.spp);
-        let (film, first_pass) = match inputs.resume.take() {
-            None => (Film::new(settings.width, settings.height), 0),
+        let (film, first_pass, ahead, ahead_pixels) = match inputs.resume.take() {
+            None => (Film::new(settings.width, settings.height), 0, None, 0),
             Some(r) => {
-                let first = crate::sched::first_pass_after(&job.config, settings.spp, r.spp_done)
+                let start = crate::sched::resume_start(&passes, settings.spp, &r)
                     .map_err(|e| e.to_string())?;
-                if first >= passes.len()
+                if start.first_pass >= passes.len()
                     || (r.film.width, r.film.height) != (settings.width, settings.height)
                 {
                     return Err(format!(
@@ -650,7 +656,7 @@ impl Master {
                         r.film.width, r.film.height, r.spp_done
                     ));
                 }
-                (r.film, first)
+                (r.film, start.first_pass, start.ahead, start.ahead_pixels)
             }
         };
         let progress = Progress::new(job.quiet);
@@ -662,6 +668,8 @@ impl Master {
             scale,
             passes,
             first_pass,
+            ahead,
+            ahead_pixels,
             weights: vec![1.0; worker_rank.len()],
             groups,
             group_base: bases,
@@ -685,7 +693,6 @@ impl Master {
             current: None,
             reports: Vec::new(),
             stopped: None,
-            complete_passes_film: None,
             stop_request: None,
             deadline: job.deadline,
             pass_times: PassTimes::default(),
@@ -817,6 +824,15 @@ impl Master {
                 self.scale,
             );
         }
+        // As in one process: resumed from a stop inside this pass, only the pixels that do
+        // not have it yet are rendered.
+        let trimmed = index == self.first_pass && self.ahead.is_some();
+        if let Some(end) = self.ahead.filter(|_| trimmed) {
+            let (film, width) = (&self.film, self.film.width);
+            tiles = tiles::without_done(tiles, |x, y| {
+                film.pixels[(y * width + x) as usize][3] == end as f32
+            });
+        }
         let total = self.tiles_before + (tiles.len() * (self.passes.len() - index)) as u64;
         if index == self.first_pass {
             self.progress.set_length(total);
@@ -881,6 +897,7 @@ impl Master {
             stats: vec![None; self.ranks],
             start: Instant::now(),
             makespan_s: 0.0,
+            trimmed,
         });
         out
     }
@@ -999,6 +1016,7 @@ impl Master {
         let Some(pass) = self.current.take() else {
             return Ok((Vec::new(), PassOutcome::Waiting));
         };
+        let trimmed = pass.trimmed;
         for (t, buf) in pass.tiles.iter().zip(&pass.buffers) {
             self.film.write_tile(*t, buf);
         }
@@ -1033,7 +1051,10 @@ impl Master {
             let (speeds, normalized) =
                 crate::sched::measured_costs_by_group(&self.groups, &report, previous);
             self.weights_are_speeds = true;
-            if crate::sched::measured_costs_carry_over(self.labels.iter().map(|(_, d)| d.as_str()))
+            if !trimmed
+                && crate::sched::measured_costs_carry_over(
+                    self.labels.iter().map(|(_, d)| d.as_str()),
+                )
             {
                 self.plan_map = self.plan_map.corrected(
                     (self.film.width, self.film.height),
@@ -1080,20 +1101,30 @@ impl Master {
     fn stop(&mut self, request: StopRequest) {
         self.stop_request = Some(request);
         let Some(pass) = self.current.take() else {
-            // Not inside a pass (the frame loop always is): the film is at a boundary.
+            // Not inside a pass (calibrating before the first): the film is at a boundary, or
+            // as the resumed run left it inside the first pass.
             let spp_complete = self.reports.last().map_or_else(
                 || self.passes.get(self.first_pass).map_or(0, |p| p.start),
                 |r| r.samples.end,
             );
+            let carried_pixels = if self.reports.is_empty() {
+                self.ahead_pixels
+            } else {
+                0
+            };
             self.stopped = Some(Stopped {
                 spp_complete,
-                partial: None,
+                partial: (carried_pixels > 0).then(|| PartialPass {
+                    samples: self.passes[self.first_pass].clone(),
+                    tiles_done: 0,
+                    tiles: 0,
+                    carried_pixels,
+                }),
                 at_time_limit: false,
             });
             return;
         };
         let samples = self.passes[pass.index].clone();
-        self.complete_passes_film = Some(self.film.clone());
         for (t, buf) in pass.tiles.iter().zip(&pass.buffers) {
             if !buf.is_empty() {
                 self.film.write_tile(*t, buf);
@@ -1105,6 +1136,7 @@ impl Master {
                 samples,
                 tiles_done: pass.done,
                 tiles: pass.tiles.len(),
+                carried_pixels: if pass.trimmed { self.ahead_pixels } else { 0 },
             }),
             at_time_limit: false,
         });
@@ -1143,7 +1175,6 @@ impl Master {
             // A cluster frame runs to the end, to the boundary where the time limit stopped
             // it, or to a stop request.
             stopped: self.stopped,
-            complete_passes_film: self.complete_passes_film,
         }
     }
 }

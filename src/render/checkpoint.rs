@@ -1,10 +1,13 @@
-//! Resume files: a stopped render's film at a pass boundary, so that `gasworks render
-//! --resume FILE` finishes it later with the image an uninterrupted render gives, bit for bit.
+//! Resume files: a stopped render's film, at a pass boundary or with the finished tiles of the
+//! pass a stop interrupted, so that `gasworks render --resume FILE` finishes it later with the
+//! image an uninterrupted render gives, bit for bit.
 //!
 //! The image a stopped render writes holds mean radiance, rounded to the output's format; a
 //! render goes on from the film's exact sums and sample counts instead. The file is:
 //!
-//! - the 16 bytes `gasworks-resume\n`;
+//! - the 16 bytes `gasworks-resume\n` (every pixel at the header's samples per pixel), or
+//!   `gasworks-resum2\n` (some pixels have the next pass's samples too; earlier builds
+//!   refuse such a file rather than add that pass to them twice);
 //! - a little-endian `u32` length, then that many bytes of JSON: the render key
 //!   (`output::render_key`: scene, size, spp, depth, seed, camera...), the window, the pass
 //!   size and the samples per pixel done;
@@ -22,6 +25,12 @@ use super::{Film, Tile};
 use crate::fnv::fnv1a;
 
 const MAGIC: &[u8; 16] = b"gasworks-resume\n";
+
+/// The magic of a film some of whose pixels are past `spp_done`: a stop inside a pass kept
+/// that pass's finished tiles. Builds from before such files existed would take every pixel
+/// to be at `spp_done` and add the pass to those pixels twice, a wrong image without a word;
+/// with another magic they refuse the file instead.
+const MAGIC_PARTIAL_PASS: &[u8; 16] = b"gasworks-resum2\n";
 
 /// What a resume file says about the render it belongs to.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -65,8 +74,9 @@ pub enum CheckpointError {
     Damaged { path: PathBuf, why: String },
 }
 
-/// Writes `film` (at `header.spp_done` samples per pixel) to `path`, through a temporary
-/// file renamed into place, so that a file under that name is always whole.
+/// Writes `film` (at `header.spp_done` samples per pixel, with the next pass's too in the
+/// pixels a stop inside it reached) to `path`, through a temporary file renamed into place, so
+/// that a file under that name is always whole.
 pub fn write(path: &Path, header: &CheckpointHeader, film: &Film) -> Result<(), CheckpointError> {
     let io = |what: &'static str| {
         move |source| CheckpointError::Io {
@@ -77,7 +87,12 @@ pub fn write(path: &Path, header: &CheckpointHeader, film: &Film) -> Result<(), 
     };
     let json = serde_json::to_vec(header).expect("the header serializes");
     let mut bytes = Vec::with_capacity(24 + json.len() + film.pixels.len() * 16);
-    bytes.extend_from_slice(MAGIC);
+    let at_boundary = film.pixels.iter().all(|p| p[3] == header.spp_done as f32);
+    bytes.extend_from_slice(if at_boundary {
+        MAGIC
+    } else {
+        MAGIC_PARTIAL_PASS
+    });
     bytes.extend_from_slice(&(json.len() as u32).to_le_bytes());
     bytes.extend_from_slice(&json);
     for p in &film.pixels {
@@ -228,7 +243,7 @@ fn read_bytes(path: &Path) -> std::io::Result<Vec<u8>> {
     let mut bytes = Vec::new();
     let head = MAGIC.len() + 4;
     (&mut file).take(head as u64).read_to_end(&mut bytes)?;
-    if bytes.len() < head || &bytes[..MAGIC.len()] != MAGIC {
+    if bytes.len() < head || !is_magic(&bytes[..MAGIC.len()]) {
         return Ok(bytes);
     }
     let json_len = u32::from_le_bytes(bytes[MAGIC.len()..head].try_into().expect("4 bytes"));
@@ -252,7 +267,7 @@ fn parse(path: &Path, bytes: &[u8]) -> Result<(CheckpointHeader, Film), Checkpoi
         path: path.to_path_buf(),
         why,
     };
-    if bytes.len() < MAGIC.len() || &bytes[..MAGIC.len()] != MAGIC {
+    if bytes.len() < MAGIC.len() || !is_magic(&bytes[..MAGIC.len()]) {
         return Err(CheckpointError::NotACheckpoint {
             path: path.to_path_buf(),
         });
@@ -297,6 +312,10 @@ fn parse(path: &Path, bytes: &[u8]) -> Result<(CheckpointHeader, Film), Checkpoi
         }
     }
     Ok((header, film))
+}
+
+fn is_magic(bytes: &[u8]) -> bool {
+    bytes == MAGIC || bytes == MAGIC_PARTIAL_PASS
 }
 
 /// Where `gasworks render -o OUT` keeps its resume file: `OUT.gasworks-resume`, beside it.
@@ -348,6 +367,27 @@ mod tests {
         assert_eq!(bits(&f), bits(&film));
         // No temporary file is left beside it.
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    /// A film at its pass boundary keeps the first magic, which every build reads; one with
+    /// pixels past it (a stop inside a pass) gets the second, which earlier builds refuse.
+    #[test]
+    fn a_film_past_its_boundary_gets_the_magic_earlier_builds_refuse() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.exr.gasworks-resume");
+        let (header, mut film) = sample();
+        for p in &mut film.pixels {
+            p[3] = header.spp_done as f32;
+        }
+        write(&path, &header, &film).unwrap();
+        assert_eq!(&std::fs::read(&path).unwrap()[..16], MAGIC);
+        film.pixels[4][3] = (header.spp_done + header.pass_spp) as f32;
+        write(&path, &header, &film).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(&bytes[..16], b"gasworks-resum2\n");
+        assert_ne!(&bytes[..16], MAGIC);
+        let (h, f) = read(&path).unwrap();
+        assert_eq!((h, f.pixels[4][3]), (header, 24.0));
     }
 
     #[test]

@@ -6,8 +6,9 @@
 //! out-of-memory killer may end it hours later instead.
 
 /// Bytes a frame needs per pixel at its peak, on the process that holds the film: the film's
-/// sums (16), the copy of the complete passes kept at a stop (16), the resume file's bytes
-/// (16) and the image's own pixels (12 for EXR), rounded up.
+/// sums (16), the resume file's bytes (16) and the image's own pixels (12 for EXR), with 16 to
+/// spare (a stop no longer keeps a copy of the complete passes' film; the figure stays, as
+/// the frame size the checks and the docs promise), rounded up.
 pub const FRAME_BYTES_PER_PIXEL: u64 = 64;
 
 /// The memory a frame of `width` x `height` pixels needs where its film is held.

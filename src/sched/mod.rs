@@ -140,11 +140,7 @@ impl SchedConfig {
 
     /// The sample ranges of the passes.
     pub fn passes(&self, spp: u32) -> Vec<Range<u32>> {
-        let step = self.pass_spp.unwrap_or(spp).max(1);
-        (0..spp)
-            .step_by(step as usize)
-            .map(|s| s..(s + step).min(spp))
-            .collect()
+        pass_ranges(self.pass_spp.unwrap_or(spp), spp)
     }
 }
 
@@ -156,15 +152,12 @@ pub struct Frame {
     pub report: FrameReport,
     /// Set when a stop request ended the frame early: the film then holds what was rendered.
     pub stopped: Option<Stopped>,
-    /// When stopped inside a pass: the film as the complete passes left it (without the
-    /// interrupted pass's tiles), from which [`Resume`] continues. `None` otherwise (a stop
-    /// between passes leaves `film` itself at a pass boundary).
-    pub complete_passes_film: Option<Film>,
 }
 
 impl Frame {
-    /// Where a stopped frame can be continued from: the film of its complete passes and
-    /// their samples. `None` for a frame that ran to the end or completed no pass.
+    /// Where a stopped frame can be continued from: its film (the complete passes, and the
+    /// interrupted pass's samples in the pixels its finished tiles cover) and the samples per
+    /// pixel of its complete passes. `None` for a frame that ran to the end or rendered nothing.
     pub fn resume_point(&self) -> Option<Resume> {
         self.resume_film().map(|(film, spp_done)| Resume {
             film: film.clone(),
@@ -173,39 +166,108 @@ impl Frame {
     }
 
     /// [`Frame::resume_point`] without copying the film (a 4K film is 130 MB): the film to
-    /// write into a resume file, and its samples per pixel.
+    /// write into a resume file, and the samples per pixel of its complete passes.
     pub fn resume_film(&self) -> Option<(&Film, u32)> {
         let stopped = self.stopped.as_ref()?;
-        if stopped.spp_complete == 0 {
-            return None;
-        }
-        let film = self.complete_passes_film.as_ref().unwrap_or(&self.film);
-        Some((film, stopped.spp_complete))
+        stopped
+            .rendered_any()
+            .then_some((&self.film, stopped.spp_complete))
     }
 }
 
-/// The index of the first pass of `config`'s plan for `spp` samples per pixel that starts at
-/// `spp_done` (the passes' count when `spp_done` is all of them): where a resumed render goes
-/// on. An error when `spp_done` is not a pass boundary of this plan.
-pub fn first_pass_after(config: &SchedConfig, spp: u32, spp_done: u32) -> anyhow::Result<usize> {
-    let passes = config.passes(spp);
-    match passes.iter().position(|p| p.start == spp_done) {
-        Some(i) => Ok(i),
-        None if spp_done == spp => Ok(passes.len()),
+/// Where a resumed render goes on: the first pass it renders, and, when a stop inside that
+/// pass had given some pixels its samples already, the pass's end (those pixels' count).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ResumeStart {
+    pub first_pass: usize,
+    pub ahead: Option<u32>,
+    /// How many pixels have that pass already (0 when `ahead` is `None`).
+    pub ahead_pixels: usize,
+}
+
+/// Checks a resume point against the pass plan `passes` of a render of `spp` samples per
+/// pixel and says where the render goes on. Every pixel of the film must hold the samples of
+/// the complete passes (`resume.spp_done`, a pass boundary of the plan) or those and the next
+/// pass's: a stop inside a pass keeps the tiles that were finished. A film whose every pixel
+/// has the next pass is at the boundary after it.
+pub fn resume_start(
+    passes: &[Range<u32>],
+    spp: u32,
+    resume: &Resume,
+) -> anyhow::Result<ResumeStart> {
+    let done = resume.spp_done;
+    let first = match passes.iter().position(|p| p.start == done) {
+        Some(i) => i,
+        None if done == spp => passes.len(),
         None => anyhow::bail!(
-            "the render to resume stopped after {spp_done} samples per pixel, which is not where a pass of this render starts (passes of {} samples)",
-            config.pass_spp.unwrap_or(spp)
+            "the render to resume stopped after {done} samples per pixel, which is not where a pass of this render starts (passes of {} samples)",
+            passes.first().map_or(spp, |p| p.end - p.start)
         ),
+    };
+    let end = passes.get(first).map_or(done, |p| p.end);
+    let width = resume.film.width.max(1) as usize;
+    let mut ahead = 0usize;
+    for (i, p) in resume.film.pixels.iter().enumerate() {
+        if p[3] == end as f32 && end != done {
+            ahead += 1;
+        } else if p[3] != done as f32 {
+            anyhow::bail!(
+                "pixel ({}, {}) of the render to resume holds {} samples, where its complete passes give {done}{}",
+                i % width,
+                i / width,
+                p[3],
+                if end != done {
+                    format!(" and the pass it stopped in {end}")
+                } else {
+                    String::new()
+                }
+            );
+        }
     }
+    let at_boundary = |first_pass| ResumeStart {
+        first_pass,
+        ahead: None,
+        ahead_pixels: 0,
+    };
+    Ok(if ahead == 0 {
+        at_boundary(first)
+    } else if ahead == resume.film.pixels.len() {
+        at_boundary(first + 1)
+    } else {
+        ResumeStart {
+            first_pass: first,
+            ahead: Some(end),
+            ahead_pixels: ahead,
+        }
+    })
+}
+
+/// The sample ranges of passes of `pass_spp` samples per pixel (the last may be shorter) over
+/// `spp` samples per pixel.
+pub fn pass_ranges(pass_spp: u32, spp: u32) -> Vec<Range<u32>> {
+    let step = pass_spp.max(1);
+    (0..spp)
+        .step_by(step as usize)
+        .map(|s| s..(s + step).min(spp))
+        .collect()
 }
 
 /// A render to continue: the film after its first `spp_done` samples per pixel, at a pass
-/// boundary of the same pass plan. The passes from there add their samples in the order an
-/// uninterrupted render would, so the finished film is bit-identical to one.
+/// boundary of the same pass plan, and with the next pass's samples too in the pixels that a
+/// stop inside that pass had reached ([`resume_start`]). The passes from there add their
+/// samples in the order an uninterrupted render would (the next pass only where it is
+/// missing), so the finished film is bit-identical to one.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Resume {
     pub film: Film,
     pub spp_done: u32,
+}
+
+impl Resume {
+    /// The samples the film holds, over all its pixels: what a resumed run did not render.
+    pub fn samples(&self) -> f64 {
+        self.film.pixels.iter().map(|p| f64::from(p[3])).sum()
+    }
 }
 
 /// How far a stopped frame got. Every pixel has the samples of the complete passes; the tiles
@@ -222,32 +284,51 @@ pub struct Stopped {
     pub at_time_limit: bool,
 }
 
-/// The pass a stop interrupted: its samples reached `tiles_done` of its `tiles` tiles.
+/// The pass a stop interrupted: its samples reached `tiles_done` of its `tiles` tiles, and
+/// `carried_pixels` pixels more that an earlier run, stopped inside the same pass, had
+/// finished (0 unless this run was resumed from such a stop).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PartialPass {
     pub samples: Range<u32>,
     pub tiles_done: usize,
     pub tiles: usize,
+    pub carried_pixels: usize,
 }
 
 impl Stopped {
     /// Whether any sample reached the film.
     pub fn rendered_any(&self) -> bool {
-        self.spp_complete > 0 || self.partial.as_ref().is_some_and(|p| p.tiles_done > 0)
+        self.spp_complete > 0
+            || self
+                .partial
+                .as_ref()
+                .is_some_and(|p| p.tiles_done > 0 || p.carried_pixels > 0)
     }
 
     /// "16 of 64 samples per pixel everywhere, and samples 16..32 in 30 of 64 tiles";
     /// "samples 0..64 in 32 of 64 tiles; the other tiles are black".
     pub fn describe(&self, spp: u32) -> String {
+        let carried = |p: &PartialPass| match p.carried_pixels {
+            0 => String::new(),
+            n => format!(" and {n} pixels an earlier run finished"),
+        };
         match (&self.partial, self.spp_complete) {
             (None, done) => format!("{done} of {spp} samples per pixel everywhere"),
             (Some(p), 0) => format!(
-                "samples {}..{} in {} of {} tiles; the other tiles are black",
-                p.samples.start, p.samples.end, p.tiles_done, p.tiles
+                "samples {}..{} in {} of {} tiles{}; the other tiles are black",
+                p.samples.start,
+                p.samples.end,
+                p.tiles_done,
+                p.tiles,
+                carried(p)
             ),
             (Some(p), done) => format!(
-                "{done} of {spp} samples per pixel everywhere, and samples {}..{} in {} of {} tiles",
-                p.samples.start, p.samples.end, p.tiles_done, p.tiles
+                "{done} of {spp} samples per pixel everywhere, and samples {}..{} in {} of {} tiles{}",
+                p.samples.start,
+                p.samples.end,
+                p.tiles_done,
+                p.tiles,
+                carried(p)
             ),
         }
     }
@@ -492,6 +573,9 @@ pub fn render_frame_until(
 
     let mut film = Film::new(window.w, window.h);
     let mut first_pass = 0;
+    // The end of the first pass, when a stop inside it had given some pixels its samples, and
+    // how many.
+    let (mut ahead, mut ahead_pixels) = (None, 0);
     if let Some(r) = resume {
         if (r.film.width, r.film.height) != (window.w, window.h) {
             anyhow::bail!(
@@ -502,10 +586,11 @@ pub fn render_frame_until(
                 window.h
             );
         }
-        first_pass = first_pass_after(config, settings.spp, r.spp_done)?;
+        let start = resume_start(&passes, settings.spp, &r)?;
+        first_pass = start.first_pass;
+        (ahead, ahead_pixels) = (start.ahead, start.ahead_pixels);
         film = r.film;
     }
-    let mut complete_passes_film = None;
     let mut plan_map = estimate.clone();
     // Whether measured costs correct `plan_map` after each pass, and whether they have.
     let carry_over = measured_costs_carry_over(workers.iter().map(|w| w.device.as_str()));
@@ -527,10 +612,17 @@ pub fn render_frame_until(
     // Tiles of this run's earlier passes (the progress bar's count so far).
     let mut tiles_before = 0u64;
     for (pass, samples) in passes.iter().enumerate().skip(first_pass) {
+        // This run's share of the pixels that have this pass (an earlier run's, resumed).
+        let carried_pixels = if pass == first_pass { ahead_pixels } else { 0 };
         if stop.load(Ordering::Relaxed) {
             stopped = Some(Stopped {
                 spp_complete: samples.start,
-                partial: None,
+                partial: (carried_pixels > 0).then(|| PartialPass {
+                    samples: samples.clone(),
+                    tiles_done: 0,
+                    tiles: 0,
+                    carried_pixels,
+                }),
                 at_time_limit: false,
             });
             break;
@@ -628,6 +720,17 @@ pub fn render_frame_until(
                 predicted = tile_costs(&tiles);
             }
         }
+        // Resumed from a stop inside this pass: the pixels its finished tiles covered have
+        // this pass already, and only the others are rendered (the tiles laid out now need
+        // not be the stopped run's). Its measured costs then cover part of the image, so they
+        // do not correct the cost map.
+        let trimmed = pass == first_pass && ahead.is_some();
+        if let Some(end) = ahead.filter(|_| trimmed) {
+            let has_pass =
+                |x: u32, y: u32| film.pixels[(y * window.w + x) as usize][3] == end as f32;
+            tiles = tiles::without_done(tiles, has_pass);
+            predicted = tile_costs(&tiles);
+        }
         // The tiles of the passes still to come, as far as this one tells (cut for slow
         // workers, a pass may have more tiles than the one before).
         let total = tiles_before + (tiles.len() * (passes.len() - pass)) as u64;
@@ -661,9 +764,6 @@ pub fn render_frame_until(
         }
         retirements.extend(run.retired);
         tiles_before += tiles.len() as u64;
-        if !run.complete {
-            complete_passes_film = Some(film.clone());
-        }
         for (t, buf) in tiles.iter().zip(&run.buffers) {
             // Empty: a tile a stop left unrendered keeps the film's sums.
             if !buf.is_empty() {
@@ -677,6 +777,7 @@ pub fn render_frame_until(
                     samples: samples.clone(),
                     tiles_done: run.records.len(),
                     tiles: tiles.len(),
+                    carried_pixels,
                 }),
                 at_time_limit: false,
             });
@@ -706,7 +807,7 @@ pub fn render_frame_until(
         if pass + 1 < passes.len() {
             let previous = weights_are_speeds.then_some(&weights[..]);
             let (speeds, normalized) = measured_costs(&workers, &pass_report, previous);
-            if carry_over {
+            if carry_over && !trimmed {
                 plan_map = plan_map.corrected(image, &pass_report.tiles, &normalized);
                 planned_with_measured = true;
             }
@@ -744,7 +845,6 @@ pub fn render_frame_until(
         film,
         report,
         stopped,
-        complete_passes_film,
     })
 }
 
@@ -936,6 +1036,7 @@ mod tests {
                 samples: 16..32,
                 tiles_done: 30,
                 tiles: 64,
+                carried_pixels: 0,
             }),
             at_time_limit: false,
         };
@@ -949,6 +1050,7 @@ mod tests {
                 samples: 0..64,
                 tiles_done: 32,
                 tiles: 64,
+                carried_pixels: 0,
             }),
             at_time_limit: false,
         };
@@ -963,6 +1065,7 @@ mod tests {
                 samples: 0..64,
                 tiles_done: 0,
                 tiles: 64,
+                carried_pixels: 0,
             }),
             at_time_limit: false,
         };

@@ -412,6 +412,81 @@ pub fn cut_for_slow_workers(
     out
 }
 
+/// The tiles with the pixels for which `done(x, y)` holds taken out: a tile none of whose
+/// pixels is done stays whole, one whose pixels are all done goes, and one that is partly done
+/// is replaced, in place, by rectangles that cover exactly its pixels still to render (rows'
+/// runs of such pixels, with the runs of consecutive rows that span the same columns merged).
+///
+/// This is how a render resumed from a stop inside a pass renders only what that pass had not
+/// reached: the film's sample counts say which pixels have the pass already, and the new
+/// layout need not be the stopped one (another schedule, other workers, other speeds). Since a
+/// pixel's sums do not depend on the tile that renders it, the image stays bit-identical.
+pub fn without_done(tiles: Vec<Tile>, done: impl Fn(u32, u32) -> bool) -> Vec<Tile> {
+    let mut out = Vec::with_capacity(tiles.len());
+    for t in tiles {
+        let (mut any_done, mut all_done) = (false, true);
+        for y in t.y..t.y + t.h {
+            for x in t.x..t.x + t.w {
+                let d = done(x, y);
+                any_done |= d;
+                all_done &= d;
+            }
+        }
+        if !any_done {
+            out.push(t);
+            continue;
+        }
+        if all_done {
+            continue;
+        }
+        // Rectangles still open: (x0, x1, first row), extended while the next row has the
+        // same run; closed ones go out in the order they close, which keeps them within the
+        // tile's place in the list.
+        let mut open: Vec<(u32, u32, u32)> = Vec::new();
+        let close = |(x0, x1, y0): (u32, u32, u32), y: u32, out: &mut Vec<Tile>| {
+            out.push(Tile {
+                x: x0,
+                y: y0,
+                w: x1 - x0,
+                h: y - y0,
+            })
+        };
+        for y in t.y..t.y + t.h {
+            let mut runs = Vec::new();
+            let mut x = t.x;
+            while x < t.x + t.w {
+                if done(x, y) {
+                    x += 1;
+                    continue;
+                }
+                let x0 = x;
+                while x < t.x + t.w && !done(x, y) {
+                    x += 1;
+                }
+                runs.push((x0, x));
+            }
+            let mut next = Vec::with_capacity(runs.len());
+            for r in open.drain(..) {
+                if runs.contains(&(r.0, r.1)) {
+                    next.push(r);
+                } else {
+                    close(r, y, &mut out);
+                }
+            }
+            for (x0, x1) in runs {
+                if !next.iter().any(|r| (r.0, r.1) == (x0, x1)) {
+                    next.push((x0, x1, y));
+                }
+            }
+            open = next;
+        }
+        for r in open {
+            close(r, t.y + t.h, &mut out);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -609,5 +684,82 @@ mod tests {
         let t = kd_tiles(2, 1, 5, &sat, scale);
         assert_eq!(t.len(), 2);
         assert!(t.iter().all(|t| t.w == 1 && t.h == 1));
+    }
+
+    /// Every pixel of the tiles is either done or in exactly one output rectangle, and the
+    /// rectangles lie within the tile they came from, in its place in the list.
+    fn check_without_done(tiles: &[Tile], done: &dyn Fn(u32, u32) -> bool) -> Vec<Tile> {
+        let out = without_done(tiles.to_vec(), done);
+        for t in tiles {
+            for y in t.y..t.y + t.h {
+                for x in t.x..t.x + t.w {
+                    let covering = out
+                        .iter()
+                        .filter(|r| x >= r.x && x < r.x + r.w && y >= r.y && y < r.y + r.h)
+                        .count();
+                    assert_eq!(covering, usize::from(!done(x, y)), "pixel ({x}, {y})");
+                }
+            }
+        }
+        // In place: the pieces of tile i come before those of tile i + 1.
+        let owner = |r: &Tile| {
+            tiles
+                .iter()
+                .position(|t| {
+                    r.x >= t.x && r.y >= t.y && r.x + r.w <= t.x + t.w && r.y + r.h <= t.y + t.h
+                })
+                .expect("a piece inside one tile")
+        };
+        assert!(out.windows(2).all(|p| owner(&p[0]) <= owner(&p[1])));
+        assert!(out.iter().all(|r| r.w > 0 && r.h > 0));
+        out
+    }
+
+    #[test]
+    fn without_done_keeps_untouched_tiles_and_drops_finished_ones() {
+        let tiles = equal_tiles(64, 48, 4, 3);
+        // The first two tiles were finished (the stopped pass had reached them).
+        let finished = |x: u32, y: u32| {
+            tiles[..2]
+                .iter()
+                .any(|t| x >= t.x && x < t.x + t.w && y >= t.y && y < t.y + t.h)
+        };
+        let out = check_without_done(&tiles, &finished);
+        assert_eq!(out, tiles[2..].to_vec());
+        assert_eq!(check_without_done(&tiles, &|_, _| false), tiles);
+        assert!(check_without_done(&tiles, &|_, _| true).is_empty());
+    }
+
+    #[test]
+    fn without_done_cuts_a_partly_done_tile_into_few_rectangles() {
+        let tile = Tile {
+            x: 3,
+            y: 5,
+            w: 20,
+            h: 10,
+        };
+        // The stopped layout's tile covered the top-left corner of this one.
+        let corner = |x: u32, y: u32| x < 13 && y < 9;
+        let out = check_without_done(&[tile], &corner);
+        assert_eq!(
+            out,
+            vec![
+                Tile {
+                    x: 13,
+                    y: 5,
+                    w: 10,
+                    h: 4
+                },
+                Tile {
+                    x: 3,
+                    y: 9,
+                    w: 20,
+                    h: 6
+                },
+            ]
+        );
+        // Any pattern at all, the layout of another schedule: exact cover all the same.
+        let scattered = |x: u32, y: u32| (x * 7 + y * 13) % 5 < 2 || (x > 15 && y > 11);
+        check_without_done(&equal_tiles(40, 30, 3, 2), &scattered);
     }
 }
