@@ -1789,10 +1789,10 @@ impl<'t, T: Transport> Node<'t, T> {
     }
 
     /// Rank 0, at a stop request: the tiles its own workers finished and put in its channel
-    /// have arrived as surely as a peer's received tile, so the image written at the stop
-    /// holds them too (the resume file keeps only the complete passes either way). What they
-    /// would send (a pass's end) is not sent: the frame ends here. Tiles still in a worker's
-    /// hands are not waited for.
+    /// have arrived as surely as a peer's received tile, so the image and the resume file
+    /// written at the stop hold them too (a resumed job does not render them again). What
+    /// they would send (a pass's end) is not sent: the frame ends here. Tiles still in a
+    /// worker's hands are not waited for.
     fn drain_own_tiles(
         &mut self,
         master: &mut Master,
