@@ -213,20 +213,23 @@ fn a_stop_before_the_first_tile_renders_nothing() {
     assert!(frame.report.passes.is_empty());
 }
 
+/// The frame of `SPP` samples on two workers of `factory`, resumed from `film` at `spp_done`.
+fn resumed_on_two(factory: &MockFactory, film: Film, spp_done: u32) -> anyhow::Result<Frame> {
+    frame_of(
+        factory,
+        SPP,
+        2,
+        FrameControl {
+            resume: Some(Resume { film, spp_done }),
+            ..FrameControl::default()
+        },
+    )
+}
+
 #[test]
 fn a_resume_point_off_the_pass_plan_is_refused() {
     let factory = MockFactory::new(MockRenderer::new(W, 11));
-    let run = |film: Film, spp_done: u32| {
-        frame_of(
-            &factory,
-            SPP,
-            2,
-            FrameControl {
-                resume: Some(Resume { film, spp_done }),
-                ..FrameControl::default()
-            },
-        )
-    };
+    let run = |film: Film, spp_done: u32| resumed_on_two(&factory, film, spp_done);
     let e = run(reference(PASS), 6).err().unwrap().to_string();
     assert!(e.contains("not where a pass of this render starts"), "{e}");
     let e = run(Film::new(W + 1, H), PASS).err().unwrap().to_string();
@@ -359,17 +362,7 @@ fn a_pass_fits_when_its_predicted_time_ends_by_the_deadline() {
 #[test]
 fn a_resume_film_is_checked_pixel_by_pixel() {
     let factory = MockFactory::new(MockRenderer::new(W, 11));
-    let run = |film: Film, spp_done: u32| {
-        frame_of(
-            &factory,
-            SPP,
-            2,
-            FrameControl {
-                resume: Some(Resume { film, spp_done }),
-                ..FrameControl::default()
-            },
-        )
-    };
+    let run = |film: Film, spp_done: u32| resumed_on_two(&factory, film, spp_done);
     let mut film = reference(PASS);
     film.pixels[W as usize + 5][3] = 7.0;
     let e = run(film, PASS).err().unwrap().to_string();
