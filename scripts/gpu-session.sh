@@ -19,7 +19,8 @@
 #              each GPU image's mean luminance against the CPU's, in standard errors
 #   sched      the tile scheduler with GPU workers (--devices gpu0x2 and gpu0x2,cpu, --stats) on
 #              the toystore; the image must be bit-identical across GPU worker counts and schedules,
-#              and after a --time-limit stop and --resume; gpu0x2,cpu calibrated and with
+#              and after a --time-limit stop and --resume, and after a SIGTERM inside a render's
+#              one pass and --resume under other tiles; gpu0x2,cpu calibrated and with
 #              --calibrate off, and gpu0x2 against gpu0x2,cpu at 256 spp (CPU shares cut into
 #              pieces, and not: --slow-worker-pieces 0)
 #   nsys       best effort: any Nsight Systems found on the host, on a short render
@@ -554,6 +555,51 @@ step_sched() {
         fi
     else
         fail "time-limit/resume renders on the GPU (see $out/sched-time-limit.log, $out/sched-resumed.log)"
+    fi
+    step_sched_mid_pass_stop
+}
+
+# A GPU render in one pass (the default) stopped by SIGTERM once some tiles are done, then
+# resumed under another layout: the resume file keeps the finished tiles (since 2026-11-27),
+# the resumed run renders the pass only where it is missing, and the image is the
+# uninterrupted one, bit for bit.
+step_sched_mid_pass_stop() {
+    local one=(--backend optix --devices gpu0x2 --width 960 --height 540 --spp 1024)
+    local whole="$scenes/sched-one-pass.exr" part="$scenes/sched-one-pass-stopped.exr"
+    local slog="$out/sched-stopped-mid-pass.log" rlog="$out/sched-resumed-mid-pass.log"
+    rm -f "$part" "$part.gasworks-resume"
+    if [ "$(left)" -le 60 ]; then
+        note "skipped (budget spent): the mid-pass stop and resume"
+        return
+    fi
+    header "$slog" "$bin" render "$toystore" -o "$part" "${one[@]}" --tiles 64 --progress lines
+    "$bin" render "$toystore" -o "$part" "${one[@]}" --tiles 64 --progress lines >> "$slog" 2>&1 &
+    local pid=$! waited=0 rc=0
+    # The first progress line comes once a tenth of the tiles are done: then the signal.
+    until grep -q "^progress: .* of 64 tiles" "$slog" || ! kill -0 "$pid" 2>/dev/null || [ $waited -ge 600 ]; do
+        sleep 0.1
+        waited=$((waited + 1))
+    done
+    kill -TERM "$pid" 2>/dev/null || true
+    wait "$pid" || rc=$?
+    echo "# exit status $rc" >> "$slog"
+    if [ "$rc" != 143 ] || [ ! -s "$part.gasworks-resume" ]; then
+        fail "sched: the one-pass GPU render was not stopped inside its pass with a resume file (exit $rc; see $slog)"
+        return
+    fi
+    if logged "$rlog" "$bin" render "$toystore" -o "$part" "${one[@]}" --tiles 23 --schedule adaptive \
+            --resume "$part.gasworks-resume" \
+        && logged "$out/sched-one-pass.log" "$bin" render "$toystore" -o "$whole" "${one[@]}"; then
+        local a b
+        a="$(sha256sum "$whole" | cut -d' ' -f1)"
+        b="$(sha256sum "$part" | cut -d' ' -f1)"
+        if [ "$a" = "$b" ]; then
+            note "sched: stopped inside its one pass and resumed under other tiles on the GPU: the uninterrupted image (sha256 $a; $(grep -m1 -o 'samples 0..1024 in [0-9]* of [0-9]* pixels' "$rlog"))"
+        else
+            fail "the GPU render resumed from a stop inside its pass differs from the uninterrupted one (sha256 $b, expected $a)"
+        fi
+    else
+        fail "sched: the resumed or the uninterrupted one-pass render (see $rlog, $out/sched-one-pass.log)"
     fi
 }
 

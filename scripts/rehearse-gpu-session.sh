@@ -268,6 +268,8 @@ for scene in cornell sponza-like toystore; do
 done
 check "sched: one image across worker counts and schedules" has "^sched: every GPU worker count and schedule gave one image"
 check "sched: a time-limit stop and --resume gave the uninterrupted image" has "^sched: stopped at a time limit and resumed"
+check "sched: a stop inside the one pass and --resume under other tiles gave the uninterrupted image" \
+    has "^sched: stopped inside its one pass and resumed under other tiles on the GPU: the uninterrupted image .*samples 0..1024 in [0-9]* of [0-9]* pixels"
 check "sched: per-worker efficiency quoted" has "[Ee]fficiency"
 check "sched: 4 enqueue threads got a context per stream (the fake GPU's render)" \
     has "^sched: 4 enqueue threads through a context per stream \(auto\): another image"
