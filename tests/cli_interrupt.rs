@@ -336,7 +336,7 @@ fn a_crop_at_its_time_limit_merges_as_the_samples_it_holds() {
     assert!(!path("refused.exr").exists());
 }
 
-/// SIGUSR1 writes a checkpoint at the next pass boundary and the render goes on; SIGTERM (what
+/// SIGUSR1 writes a checkpoint once the next tile is done and the render goes on; SIGTERM (what
 /// `kill`, Slurm and Kubernetes send) then stops it as Ctrl-C does, with status 143.
 #[test]
 fn sigusr1_writes_a_checkpoint_and_sigterm_stops_with_143() {
@@ -353,7 +353,7 @@ fn sigusr1_writes_a_checkpoint_and_sigterm_stops_with_143() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(143), "{stderr}");
     for said in [
-        "SIGUSR1: writing a checkpoint at the next pass boundary",
+        "SIGUSR1: writing a checkpoint once the next tile is done",
         "SIGTERM: finishing the tiles in flight",
         "error: stopped by SIGTERM: ",
         "of 1000000 samples per pixel everywhere",
@@ -367,18 +367,25 @@ fn sigusr1_writes_a_checkpoint_and_sigterm_stops_with_143() {
 
 /// A render killed outright (SIGKILL: no chance to write anything) after `--checkpoint-every`
 /// wrote checkpoints is finished from the latest by `--resume`, into exactly the image of an
-/// uninterrupted render. The checkpoint file is whole at every moment (written aside and
-/// renamed), so a kill during a write still leaves the one before.
+/// uninterrupted render: in passes, and in one pass, whose checkpoints hold its finished
+/// tiles. The checkpoint file is whole at every moment (written aside and renamed), so a kill
+/// during a write still leaves the one before.
 #[test]
 fn a_killed_render_resumes_from_its_latest_checkpoint_bit_for_bit() {
+    for pass_spp in [10, 1200] {
+        killed_render_resumes_from_its_latest_checkpoint(pass_spp);
+    }
+}
+
+fn killed_render_resumes_from_its_latest_checkpoint(pass_spp: u32) {
     let dir = tempfile::tempdir().unwrap();
     let killed = dir.path().join("killed.exr");
     let direct = dir.path().join("direct.exr");
     let resume = dir.path().join("killed.exr.gasworks-resume");
     let args = |out: &Path, extra: &[&str]| {
         let mut extra = extra.to_vec();
-        extra.extend(["--checkpoint-every", "0.05s"]);
-        render_args(out, 1200, 10, &extra)
+        extra.extend(["--checkpoint-every", "0.05s", "--tiles", "16"]);
+        render_args(out, 1200, pass_spp, &extra)
     };
     let child = start(&args(&killed, &[]));
     wait_for(&resume);
@@ -395,6 +402,13 @@ fn a_killed_render_resumes_from_its_latest_checkpoint_bit_for_bit() {
     let stderr = String::from_utf8_lossy(&resumed.stderr);
     assert!(resumed.status.success(), "{stderr}");
     assert!(stderr.contains("samples per pixel done"), "{stderr}");
+    if pass_spp == 1200 {
+        // The checkpoints of a render in one pass hold its finished tiles.
+        assert!(
+            stderr.contains("0 of 1200 samples per pixel done, and samples 0..1200 in "),
+            "{stderr}"
+        );
+    }
     assert!(stderr.contains("the render is complete"), "{stderr}");
     assert!(!resume.exists(), "the checkpoint is used up");
 
@@ -410,7 +424,7 @@ fn a_killed_render_resumes_from_its_latest_checkpoint_bit_for_bit() {
 }
 
 #[test]
-fn checkpoints_need_passes_and_a_leftover_checkpoint_is_pointed_out() {
+fn time_limits_need_passes_and_a_leftover_checkpoint_is_pointed_out() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("a.png");
     let one_pass = gasworks(&[
@@ -420,13 +434,13 @@ fn checkpoints_need_passes_and_a_leftover_checkpoint_is_pointed_out() {
         out.to_str().unwrap(),
         "--spp",
         "4",
-        "--checkpoint-every",
+        "--time-limit",
         "10m",
     ]);
     let e = String::from_utf8_lossy(&one_pass.stderr);
     assert_eq!(one_pass.status.code(), Some(1), "{e}");
     assert!(
-        e.contains("--checkpoint-every writes the film between passes, and without --pass-spp"),
+        e.contains("--time-limit stops between passes, and without --pass-spp"),
         "{e}"
     );
     let bad = gasworks(&["render", CORNELL, "-o", "x.png", "--checkpoint-every", "0"]);

@@ -86,8 +86,10 @@ struct RankSpec {
     renderer: Option<Arc<dyn TileRenderer>>,
     /// Rank 0: the film to go on from.
     resume: Option<Resume>,
-    /// Rank 0: where the films at pass boundaries are kept (samples per pixel, film bits).
+    /// Rank 0: where the films at pass boundaries are kept (samples per pixel, film bits),
+    /// and those after every tile that arrived inside a pass.
     boundaries: Option<Boundaries>,
+    within: Option<Boundaries>,
     /// Rank 0: the time limit.
     deadline: Option<Instant>,
     /// This rank's stop requests (what a signal sets).
@@ -100,12 +102,18 @@ struct RankSpec {
 
 type Boundaries = Arc<Mutex<Vec<(u32, Vec<[u32; 4]>)>>>;
 
-/// Rank 0's sink in a test: keeps the film of every pass boundary.
-struct Keep(Boundaries);
+/// Rank 0's sink in a test: keeps the film of every pass boundary, and, when asked, of every
+/// moment a tile arrived inside a pass.
+struct Keep(Boundaries, Option<Boundaries>);
 
 impl FrameSink for Keep {
     fn between_passes(&mut self, film: &Film, spp_done: u32) {
         self.0.lock().unwrap().push((spp_done, bits(film)));
+    }
+    fn within_pass(&mut self, spp_done: u32, film: &dyn Fn() -> Film) {
+        if let Some(within) = &self.1 {
+            within.lock().unwrap().push((spp_done, bits(&film())));
+        }
     }
     fn finish(&mut self, _: &Frame) -> anyhow::Result<()> {
         Ok(())
@@ -125,6 +133,7 @@ impl RankSpec {
             renderer: None,
             resume: None,
             boundaries: None,
+            within: None,
             deadline: None,
             stop: None,
             failing_gpus: Vec::new(),
@@ -291,7 +300,12 @@ fn run_cluster_over(
                         stop: spec.stop,
                     };
                     let result = match &spec.boundaries {
-                        Some(b) => run_node(&mut t, setup, &job, &mut Keep(b.clone())),
+                        Some(b) => run_node(
+                            &mut t,
+                            setup,
+                            &job,
+                            &mut Keep(b.clone(), spec.within.clone()),
+                        ),
                         None => run_node(&mut t, setup, &job, &mut Discard),
                     };
                     (result, factory.all_calls())
@@ -1091,6 +1105,58 @@ fn schedule_sim_models_ranks_as_one_table() {
     assert!(!sim(&["--ranks", "2", "--rank-steal-latency-ms", "-1"])
         .status
         .success());
+}
+
+/// A checkpoint inside a pass: rank 0's film after any tile arrived (the complete passes and
+/// the arrived tiles) is a point from which a cluster finishes one process's film, bit for
+/// bit, rendering the interrupted pass only where it is missing.
+#[test]
+fn a_cluster_resumed_from_inside_a_pass_finishes_one_process_film() {
+    let config = config(Strategy::Sorted, true, Some(2));
+    let expected = reference(&config);
+    let within: Boundaries = Default::default();
+    let mut ranks = vec![RankSpec::new(2, 200), RankSpec::new(1, 0)];
+    ranks[0].boundaries = Some(Default::default());
+    ranks[0].within = Some(within.clone());
+    let outcomes = run_cluster(&ranks, &config, test_timing(), None);
+    let (frame, _) = frame_and_calls(outcomes, "checkpointed inside passes");
+    assert!(bits(&frame.film) == expected);
+    let within = within.lock().unwrap().clone();
+    let tiles: usize = frame.report.passes.iter().map(|p| p.tiles.len()).sum();
+    assert_eq!(within.len(), tiles, "one film after every tile");
+    // The first tile, the first pass's last (every pixel has that pass: the resume starts at
+    // the next), one in the middle, and the last pass's last but one. (After the very last
+    // tile the film is complete: nothing is left to resume.)
+    let end_of_first = within.iter().position(|w| w.0 != within[0].0).unwrap() - 1;
+    for i in [0, end_of_first, within.len() / 2 + 1, within.len() - 2] {
+        let (spp_done, film_bits) = within[i].clone();
+        let mut film = Film::new(W, H);
+        for (p, b) in film.pixels.iter_mut().zip(&film_bits) {
+            *p = b.map(f32::from_bits);
+        }
+        let carried: u64 = film
+            .pixels
+            .iter()
+            .filter(|p| p[3] as u32 > spp_done)
+            .count() as u64;
+        let mut ranks = vec![RankSpec::new(1, 0), RankSpec::new(2, 300)];
+        ranks[0].resume = Some(Resume { film, spp_done });
+        let outcomes = run_cluster(&ranks, &config, test_timing(), None);
+        let (resumed, calls) = frame_and_calls(outcomes, &format!("from tile {i}"));
+        assert!(bits(&resumed.film) == expected, "resumed from tile {i}");
+        // The interrupted pass only where it was missing (the last point has it everywhere:
+        // the next pass is where that resume starts).
+        let pass: u64 = calls
+            .iter()
+            .filter(|(_, s)| s.start == spp_done)
+            .map(|(t, _)| t.pixel_count() as u64)
+            .sum();
+        if carried < u64::from(W * H) {
+            assert_eq!(pass, u64::from(W * H) - carried, "from tile {i}");
+        } else {
+            assert_eq!(pass, 0, "from tile {i}");
+        }
+    }
 }
 
 /// What a cluster checkpoint holds: rank 0's film at each pass boundary is one process's

@@ -470,3 +470,45 @@ fn a_stop_inside_the_only_pass_resumes_under_another_layout() {
     let pixels: usize = calls.iter().map(|c| c.0.pixel_count()).sum();
     assert_eq!(pixels, resumed.film.pixels.len() - have);
 }
+
+/// The film a checkpoint inside a pass sees, after any tile: a resume point (the complete
+/// passes and the pass's finished tiles) from which the frame finishes as the uninterrupted
+/// one, bit for bit, in passes and in one pass.
+#[test]
+fn the_film_within_a_pass_is_a_resume_point_of_the_uninterrupted_render() {
+    let scene = room(MaterialKind::Mirror, MaterialKind::Glass);
+    let settings = room_settings(W, H, SPP, 11);
+    for pass_spp in [Some(PASS), None] {
+        let config = SchedConfig {
+            pass_spp,
+            ..config(3)
+        };
+        let mut seen: Vec<(u32, Film)> = Vec::new();
+        let mut hook = |spp_done: u32, film: &dyn Fn() -> Film| seen.push((spp_done, film()));
+        let factory = MockFactory::new(MockRenderer::new(W, 11));
+        let control = FrameControl {
+            within_pass: Some(&mut hook),
+            ..FrameControl::default()
+        };
+        let frame =
+            render_frame_until(&scene, &settings, &config, &factory, true, control).unwrap();
+        let tiles: usize = frame.report.passes.iter().map(|p| p.tiles.len()).sum();
+        assert_eq!(seen.len(), tiles, "{pass_spp:?}: once after every tile");
+        // Some points inside passes: the first tile, one in the middle, the last.
+        for &i in &[0, seen.len() / 2 + 1, seen.len() - 1] {
+            let (spp_done, film) = seen[i].clone();
+            let factory = MockFactory::new(MockRenderer::new(W, 11));
+            let control = FrameControl {
+                resume: Some(Resume { film, spp_done }),
+                ..FrameControl::default()
+            };
+            let resumed =
+                render_frame_until(&scene, &settings, &config, &factory, true, control).unwrap();
+            assert_eq!(
+                bits(&resumed.film),
+                bits(&frame.film),
+                "{pass_spp:?}: resumed from the film after tile {i}"
+            );
+        }
+    }
+}

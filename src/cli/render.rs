@@ -117,9 +117,10 @@ pub struct RenderArgs {
     /// for bit what an uninterrupted render gives
     #[arg(long, value_name = "FILE")]
     pub resume: Option<PathBuf>,
-    /// Write a checkpoint (OUT.gasworks-resume) between passes, at most this often (600, 90s,
-    /// 10m, 2h), so that a render killed, crashed or cut off by a time limit can be finished
-    /// with --resume; needs --pass-spp. SIGUSR1 asks for one at the next pass boundary
+    /// Write a checkpoint (OUT.gasworks-resume: the complete passes and the current pass's
+    /// finished tiles) at most this often (600, 90s, 10m, 2h), so that a render killed,
+    /// crashed or cut off by a time limit can be finished with --resume. SIGUSR1 asks for one
+    /// once the next tile is done
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub checkpoint_every: Option<Duration>,
     /// Finish by this long after the command started (600, 90s, 10m, 2h): a pass that would
@@ -221,10 +222,17 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
         spp_done: 0,
         software: output::software(),
     };
-    let mut checkpoints =
-        Checkpointer::new(checkpoint_file.clone(), header.clone(), a.checkpoint_every);
+    // Written at pass boundaries and inside passes, by the two hooks below.
+    let checkpoints = std::cell::RefCell::new(Checkpointer::new(
+        checkpoint_file.clone(),
+        header.clone(),
+        a.checkpoint_every,
+    ));
     let mut between_passes = |film: &crate::render::Film, spp_done: u32| {
-        checkpoint_between_passes(&mut checkpoints, film, spp_done, out)
+        checkpoint_between_passes(&mut checkpoints.borrow_mut(), film, spp_done, out)
+    };
+    let mut within_pass = |spp_done: u32, film: &dyn Fn() -> crate::render::Film| {
+        checkpoint_within_pass(&mut checkpoints.borrow_mut(), spp_done, film, out)
     };
     // From here Ctrl-C, SIGTERM and SIGHUP stop the frame and keep what is rendered; before,
     // while loading and building, they end the process as usual.
@@ -240,13 +248,14 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
             stop: &signals::STOP,
             resume,
             between_passes: Some(&mut between_passes),
+            within_pass: Some(&mut within_pass),
             deadline: pass_deadline(&a, started, u64::from(window.w) * u64::from(window.h)),
             estimate: prepared_estimate,
         },
     );
     let frame = match frame {
         Ok(frame) => frame,
-        Err(e) => return Err(after_checkpoints(e, &checkpoints)),
+        Err(e) => return Err(after_checkpoints(e, &checkpoints.borrow())),
     };
     let render_s = t1.elapsed().as_secs_f64();
     let stopped_by = signals::stopped_by().unwrap_or(StopSignal::Interrupt);
@@ -376,7 +385,7 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
         a.output.display(),
         a.spp
     ));
-    finish_checkpoints(&a, &checkpoints, out);
+    finish_checkpoints(&a, &checkpoints.borrow(), out);
     Ok(())
 }
 
@@ -633,27 +642,14 @@ fn format_duration(d: Duration) -> String {
 
 /// Before the render: says that an earlier render of this output left a resume file (this
 /// one, without --resume, starts afresh and replaces it at its first checkpoint), or that
-/// --checkpoint-every has no pass boundary to write at.
+/// --time-limit has no pass boundary to stop at.
 pub(super) fn warn_about_checkpoints(a: &RenderArgs, out: Verbosity) {
-    for (flag, given, what) in [
-        (
-            "--checkpoint-every",
-            a.checkpoint_every.is_some(),
-            "writes no checkpoint",
-        ),
-        (
-            "--time-limit",
-            a.time_limit.is_some(),
-            "cannot stop between passes",
-        ),
-    ] {
-        match a.schedule.pass_spp {
-            Some(k) if given && k >= a.spp => out.warn(format_args!(
-                "--pass-spp {k} is not fewer than --spp {}: the render is one pass, so {flag} {what}",
-                a.spp
-            )),
-            _ => {}
-        }
+    match a.schedule.pass_spp {
+        Some(k) if a.time_limit.is_some() && k >= a.spp => out.warn(format_args!(
+            "--pass-spp {k} is not fewer than --spp {}: the render is one pass, so --time-limit cannot stop between passes",
+            a.spp
+        )),
+        _ => {}
     }
     let file = checkpoint::path_for(&a.output);
     if a.resume.is_none() && file.exists() {
@@ -667,7 +663,7 @@ pub(super) fn warn_about_checkpoints(a: &RenderArgs, out: Verbosity) {
 }
 
 /// At a pass boundary: a checkpoint when one is due or SIGUSR1 asked. A failed write (a full
-/// disk) warns and the render goes on: the next boundary tries again.
+/// disk) warns and the render goes on: the next tile or boundary tries again.
 pub(super) fn checkpoint_between_passes(
     checkpoints: &mut Checkpointer,
     film: &crate::render::Film,
@@ -682,16 +678,37 @@ pub(super) fn checkpoint_between_passes(
     }
 }
 
+/// Inside a pass, after a tile: a checkpoint (the complete passes, `spp_done` samples per
+/// pixel, and the pass's finished tiles) when one is due or SIGUSR1 asked, so that a render
+/// in one pass, or in long ones, is not lost to a kill. The film is copied only then.
+pub(super) fn checkpoint_within_pass(
+    checkpoints: &mut Checkpointer,
+    spp_done: u32,
+    film: &dyn Fn() -> crate::render::Film,
+    out: Verbosity,
+) {
+    let asked = signals::take_checkpoint_request();
+    if !(asked || checkpoints.due()) {
+        return;
+    }
+    if let Some(Err(e)) = checkpoints.at_boundary(&film(), spp_done, true) {
+        out.warn(format_args!(
+            "checkpoint not written, the render goes on: {e}"
+        ));
+    }
+}
+
 /// A render that fails after a checkpoint (a GPU lost, a rank dead) can still be finished:
 /// the error says from where.
 pub(super) fn after_checkpoints(e: anyhow::Error, checkpoints: &Checkpointer) -> anyhow::Error {
     if checkpoints.written == 0 {
         return e;
     }
-    let file = checkpoints.path().display();
+    let (Some(latest), file) = (checkpoints.latest(), checkpoints.path().display()) else {
+        return e;
+    };
     e.context(format!(
-        "the render failed; its checkpoint {file} holds {} samples per pixel: to finish it, run the same command with --resume {file}",
-        checkpoints.latest_spp.unwrap_or(0),
+        "the render failed; its checkpoint {file} holds {latest}: to finish it, run the same command with --resume {file}",
     ))
 }
 
@@ -707,15 +724,17 @@ pub(super) fn finish_checkpoints(a: &RenderArgs, checkpoints: &Checkpointer, out
             ""
         };
         out.status(format_args!(
-            "checkpoints: {} written to {} (the latest at {} spp, the slowest in {:.2} s){removed}",
+            "checkpoints: {} written to {} (the latest holding {}, the slowest in {:.2} s){removed}",
             checkpoints.written,
             ours.display(),
-            checkpoints.latest_spp.unwrap_or(0),
+            checkpoints.latest().unwrap_or_default(),
             checkpoints.slowest.as_secs_f64()
         ));
     }
     if signals::checkpoint_request_pending() {
-        out.warn("SIGUSR1 asked for a checkpoint, but no pass boundary came before the end (render in passes with --pass-spp)");
+        out.warn(
+            "SIGUSR1 asked for a checkpoint, but the render ended before another tile was done",
+        );
     }
     if let Some(path) = &a.resume {
         if std::fs::remove_file(path).is_ok() {
@@ -833,20 +852,12 @@ pub(super) fn check_args(a: &RenderArgs) -> anyhow::Result<()> {
         anyhow::bail!("--max-depth must be at least 1");
     }
     output::check_exposure(a.exposure, &a.output).map_err(anyhow::Error::msg)?;
-    for (flag, given, does) in [
-        (
-            "--checkpoint-every",
-            a.checkpoint_every.is_some(),
-            "writes the film",
-        ),
-        ("--time-limit", a.time_limit.is_some(), "stops"),
-    ] {
-        if given && a.schedule.pass_spp.is_none() {
-            anyhow::bail!(
-                "{flag} {does} between passes, and without --pass-spp the render is one pass: give --pass-spp too (e.g. --pass-spp {})",
-                (a.spp / 8).max(1)
-            );
-        }
+    // (--checkpoint-every needs no passes: checkpoints are written inside a pass too.)
+    if a.time_limit.is_some() && a.schedule.pass_spp.is_none() {
+        anyhow::bail!(
+            "--time-limit stops between passes, and without --pass-spp the render is one pass: give --pass-spp too (e.g. --pass-spp {})",
+            (a.spp / 8).max(1)
+        );
     }
     Ok(())
 }

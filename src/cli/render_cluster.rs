@@ -21,10 +21,10 @@ use anyhow::Context;
 use super::console::Verbosity;
 use super::render::{
     after_checkpoints, check_args, check_frame_memory, check_outputs_against_textures,
-    check_report_paths, checkpoint_between_passes, finish_at_time_limit, finish_checkpoints,
-    image_key, load_scene, pass_deadline, print_load_warnings, read_resume, render_settings,
-    set_up_backend, stopped_with_image, warn_about_checkpoints, write_resume_or_rescue,
-    Interrupted, RenderArgs,
+    check_report_paths, checkpoint_between_passes, checkpoint_within_pass, finish_at_time_limit,
+    finish_checkpoints, image_key, load_scene, pass_deadline, print_load_warnings, read_resume,
+    render_settings, set_up_backend, stopped_with_image, warn_about_checkpoints,
+    write_resume_or_rescue, Interrupted, RenderArgs,
 };
 use super::signals;
 use crate::backend::WorkerFactory;
@@ -41,7 +41,8 @@ use crate::scene::camera::CameraFrame;
 use crate::scene::Scene;
 use crate::sched::{Frame, Resume, SchedConfig};
 
-/// Rank 0's outputs: checkpoints between passes, the image and statistics at the end.
+/// Rank 0's outputs: checkpoints between passes and inside them, the image and statistics at
+/// the end.
 struct RankZeroOutputs<'c, W: FnMut(&Frame) -> anyhow::Result<()>> {
     write: W,
     checkpoints: &'c mut Checkpointer,
@@ -51,6 +52,9 @@ struct RankZeroOutputs<'c, W: FnMut(&Frame) -> anyhow::Result<()>> {
 impl<W: FnMut(&Frame) -> anyhow::Result<()>> FrameSink for RankZeroOutputs<'_, W> {
     fn between_passes(&mut self, film: &Film, spp_done: u32) {
         checkpoint_between_passes(self.checkpoints, film, spp_done, self.out);
+    }
+    fn within_pass(&mut self, spp_done: u32, film: &dyn Fn() -> Film) {
+        checkpoint_within_pass(self.checkpoints, spp_done, film, self.out);
     }
     fn finish(&mut self, frame: &Frame) -> anyhow::Result<()> {
         (self.write)(frame)

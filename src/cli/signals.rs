@@ -6,7 +6,7 @@
 //!   render-farm managers send before they kill a job, usually with a grace period of about
 //!   30 s. SIGHUP is a closed terminal or SSH session.
 //! - A second stop signal quits at once, with that signal's exit status.
-//! - SIGUSR1 asks for a checkpoint at the next pass boundary, and the render goes on (Slurm's
+//! - SIGUSR1 asks for a checkpoint once the next tile is done, and the render goes on (Slurm's
 //!   `--signal=USR1@120` sends it two minutes before the time limit).
 //!
 //! The stop handlers are installed when the frame starts; before (loading, building), those
@@ -88,7 +88,7 @@ pub static STOP: AtomicBool = AtomicBool::new(false);
 /// The number of the signal that set [`STOP`] ([`StopSignal::number`]), 0 before any: a
 /// cluster rank's stop request ([`crate::cluster::ClusterJob::stop`]).
 pub static STOPPED_BY: AtomicU8 = AtomicU8::new(0);
-/// Set by SIGUSR1, taken by the next pass boundary.
+/// Set by SIGUSR1, taken once the next tile is done (or at the next pass boundary).
 static CHECKPOINT_ASKED: AtomicBool = AtomicBool::new(false);
 
 /// The signal that stopped the render, if one did.
@@ -101,7 +101,7 @@ pub fn take_checkpoint_request() -> bool {
     CHECKPOINT_ASKED.swap(false, Ordering::SeqCst)
 }
 
-/// Whether a SIGUSR1 request is still waiting for a pass boundary.
+/// Whether a SIGUSR1 request is still waiting for a tile to be done.
 pub fn checkpoint_request_pending() -> bool {
     CHECKPOINT_ASKED.load(Ordering::SeqCst)
 }
@@ -139,7 +139,7 @@ fn on_stop(signal: StopSignal, stopping: Stopping, out: Verbosity) {
     }
 }
 
-/// From the start of `render`: SIGUSR1 asks for a checkpoint at the next pass boundary.
+/// From the start of `render`: SIGUSR1 asks for a checkpoint once the next tile is done.
 /// Caught from the start (its default action ends the process), and on every rank under
 /// mpirun, which passes it on to every rank (rank 0 writes the checkpoint).
 pub fn watch_checkpoint_requests(out: Verbosity) {
@@ -194,7 +194,7 @@ fn serve(signals: &'static [std::ffi::c_int], stopping: Stopping, out: Verbosity
                         CHECKPOINT_ASKED.store(true, Ordering::SeqCst);
                         if !out.is_quiet() {
                             crate::stderr_line::write_whole(
-                                "gasworks: SIGUSR1: writing a checkpoint at the next pass boundary",
+                                "gasworks: SIGUSR1: writing a checkpoint once the next tile is done",
                             );
                         }
                     }

@@ -160,6 +160,10 @@ pub trait FrameSink {
     /// per pixel (as [`crate::sched::FrameControl::between_passes`]). The other ranks render
     /// the next pass meanwhile.
     fn between_passes(&mut self, _film: &Film, _spp_done: u32) {}
+    /// After every tile that arrives, with the samples per pixel of the complete passes and a
+    /// way to make the film as it stands (as [`crate::sched::FrameControl::within_pass`]): a
+    /// checkpoint inside a pass, when one is due.
+    fn within_pass(&mut self, _spp_done: u32, _film: &dyn Fn() -> Film) {}
     /// The frame is complete, or a stop request ended it early ([`Frame::stopped`]: the film
     /// holds what arrived, [`Frame::resume_point`] where to go on from): write the outputs.
     /// An error is every rank's error.
@@ -993,6 +997,17 @@ impl Master {
             .collect())
     }
 
+    /// After a tile arrived: `sink` may checkpoint the film as it stands (the complete passes
+    /// and the current pass's arrived tiles).
+    fn after_tile(&self, sink: &mut dyn FrameSink) {
+        if let Some(pass) = &self.current {
+            let spp_done = self.passes[pass.index].start;
+            sink.within_pass(spp_done, &|| {
+                crate::sched::workers::film_with(&self.film, &pass.tiles, &pass.buffers)
+            });
+        }
+    }
+
     /// A rank's counters after `PassEnd`. When every rank's are in, the pass is complete:
     /// its tiles go into the film and the next pass is planned. Returns the messages to send
     /// and where the frame stands.
@@ -1526,6 +1541,7 @@ impl<'t, T: Transport> Node<'t, T> {
                                 .on_tile(self.rank, d)
                                 .map_err(|e| self.protocol(self.rank, e))?;
                             self.send_all(out)?;
+                            m.after_tile(sink);
                         } else {
                             self.send(0, Msg::TileDone(d))?;
                         }
@@ -1686,6 +1702,7 @@ impl<'t, T: Transport> Node<'t, T> {
                         };
                         let out = m.on_tile(from, d).map_err(|e| self.protocol(from, e))?;
                         self.send_all(out)?;
+                        m.after_tile(sink);
                     }
                     Msg::PassStats { pass, counters } => {
                         let Some(m) = master.as_mut() else {

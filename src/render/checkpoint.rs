@@ -155,8 +155,9 @@ pub fn write_or_rescue(
     }
 }
 
-/// Writes a render's checkpoints between passes: when `every` has passed since the last one
-/// (or since the render started), or when asked (SIGUSR1), to one file that each replaces.
+/// Writes a render's checkpoints, between passes and inside them: when `every` has passed since
+/// the last one (or since the render started), or when asked (SIGUSR1), to one file that each
+/// replaces.
 pub struct Checkpointer {
     path: PathBuf,
     header: CheckpointHeader,
@@ -166,6 +167,8 @@ pub struct Checkpointer {
     pub written: u32,
     /// Samples per pixel of the latest one written.
     pub latest_spp: Option<u32>,
+    /// Pixels of the latest one that have the next pass's samples too (written inside a pass).
+    pub latest_ahead_pixels: usize,
     /// The longest a write took.
     pub slowest: std::time::Duration,
 }
@@ -185,6 +188,7 @@ impl Checkpointer {
             last: std::time::Instant::now(),
             written: 0,
             latest_spp: None,
+            latest_ahead_pixels: 0,
             slowest: std::time::Duration::ZERO,
         }
     }
@@ -194,8 +198,23 @@ impl Checkpointer {
         &self.path
     }
 
-    /// At a pass boundary (`film` after `spp_done` samples per pixel): writes a checkpoint
-    /// when one is due or `asked`. `None` when none was due; else the write's outcome (a
+    /// What the latest checkpoint holds: "16 samples per pixel", "16 samples per pixel, and
+    /// the next pass in 1792 pixels"; `None` before any.
+    pub fn latest(&self) -> Option<String> {
+        let spp = self.latest_spp?;
+        Some(match self.latest_ahead_pixels {
+            0 => format!("{spp} samples per pixel"),
+            n => format!("{spp} samples per pixel, and the next pass in {n} pixels"),
+        })
+    }
+
+    /// Whether `every` has passed since the last checkpoint (or since the render started).
+    pub fn due(&self) -> bool {
+        self.every.is_some_and(|every| self.last.elapsed() >= every)
+    }
+
+    /// At a pass boundary (`film` after `spp_done` samples per pixel), or inside a pass (`film`
+    /// with its finished tiles too): writes a checkpoint when one is due or `asked`. `None` when none was due; else the write's outcome (a
     /// failed write leaves the previous checkpoint, if any, whole, and the next boundary
     /// tries again).
     pub fn at_boundary(
@@ -204,8 +223,7 @@ impl Checkpointer {
         spp_done: u32,
         asked: bool,
     ) -> Option<Result<(), CheckpointError>> {
-        let due = self.every.is_some_and(|every| self.last.elapsed() >= every);
-        if !(due || asked) {
+        if !(self.due() || asked) {
             return None;
         }
         let t0 = std::time::Instant::now();
@@ -215,6 +233,11 @@ impl Checkpointer {
         if result.is_ok() {
             self.written += 1;
             self.latest_spp = Some(spp_done);
+            self.latest_ahead_pixels = film
+                .pixels
+                .iter()
+                .filter(|p| p[3] != spp_done as f32)
+                .count();
             self.slowest = self.slowest.max(t0.elapsed());
         }
         Some(result)
@@ -400,14 +423,23 @@ mod tests {
         assert!(hourly.at_boundary(&film, 8, false).is_none(), "not due");
         assert!(!path.exists());
         assert!(matches!(hourly.at_boundary(&film, 8, true), Some(Ok(()))));
+        assert_eq!(hourly.latest().unwrap(), "8 samples per pixel");
         let mut always = Checkpointer::new(path.clone(), header.clone(), Some(Default::default()));
         film.pixels[0][0] = 42.0;
+        // Inside the pass after 24 samples: 2 pixels have its 8 samples already.
+        for (i, p) in film.pixels.iter_mut().enumerate() {
+            p[3] = if i < 2 { 32.0 } else { 24.0 };
+        }
         assert!(matches!(always.at_boundary(&film, 24, false), Some(Ok(()))));
         let (h, f) = read(&path).unwrap();
         assert_eq!(h.spp_done, 24);
         assert_eq!(h.render, header.render);
         assert_eq!(f.pixels[0][0], 42.0);
         assert_eq!((always.written, always.latest_spp), (1, Some(24)));
+        assert_eq!(
+            always.latest().unwrap(),
+            "24 samples per pixel, and the next pass in 2 pixels"
+        );
         // Only when asked, without an interval.
         let mut asked_only = Checkpointer::new(path.clone(), header.clone(), None);
         assert!(asked_only.at_boundary(&film, 32, false).is_none());

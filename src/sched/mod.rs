@@ -451,6 +451,12 @@ pub struct FrameControl<'a> {
     /// samples per pixel: a point [`Resume`] can continue from (a checkpoint). The workers are
     /// idle meanwhile (the next pass starts when it returns).
     pub between_passes: Option<&'a mut PassBoundaryHook<'a>>,
+    /// Called after every tile, with the samples per pixel of the complete passes and a way
+    /// to make the film as it stands (those passes, and the current pass's finished tiles): a
+    /// point [`Resume`] can continue from too, for a checkpoint inside a pass (a render in one
+    /// pass has no boundary to write one at). Called on the thread that gathers the tiles,
+    /// while the workers render on.
+    pub within_pass: Option<&'a mut PassInsideHook<'a>>,
     /// A time limit: a pass after this run's first starts only if it is predicted to end by
     /// then ([`PassTimes`]); otherwise the frame stops at that boundary, whole, with
     /// [`Stopped::at_time_limit`] set.
@@ -505,6 +511,10 @@ pub fn next_pass_fits(now: Instant, deadline: Instant, predicted_s: f64) -> bool
 /// samples per pixel every pixel of it has.
 pub type PassBoundaryHook<'a> = dyn FnMut(&Film, u32) + 'a;
 
+/// What [`FrameControl::within_pass`] is given: the samples per pixel of the complete passes,
+/// and a way to make the film as it stands (a copy: call it only when a checkpoint is due).
+pub type PassInsideHook<'a> = dyn FnMut(u32, &dyn Fn() -> Film) + 'a;
+
 /// Never set: a frame that runs to its end.
 static NEVER: AtomicBool = AtomicBool::new(false);
 
@@ -514,6 +524,7 @@ impl Default for FrameControl<'_> {
             stop: &NEVER,
             resume: None,
             between_passes: None,
+            within_pass: None,
             deadline: None,
             estimate: None,
         }
@@ -533,6 +544,7 @@ pub fn render_frame_until(
         stop,
         resume,
         mut between_passes,
+        mut within_pass,
         deadline,
         estimate: prepared,
     } = control;
@@ -758,7 +770,14 @@ pub fn render_frame_until(
             on_error: config.on_worker_error,
         };
         progress.set_message(format!("pass {}/{}", pass + 1, passes.len()));
-        let run = workers::run_pass(&workers, &queues, &job, &progress)?;
+        let spp_before = samples.start;
+        let mut after_tile = within_pass
+            .as_deref_mut()
+            .map(|hook| move |film: &dyn Fn() -> Film| hook(spp_before, film));
+        let after_tile = after_tile
+            .as_mut()
+            .map(|f| f as &mut workers::AfterTileHook<'_>);
+        let run = workers::run_pass(&workers, &queues, &job, &progress, after_tile)?;
         for r in &run.retired {
             retired[r.worker] = true;
         }

@@ -393,6 +393,23 @@ struct Failure {
     with_it: Vec<usize>,
 }
 
+/// What [`run_pass`] calls after every tile that arrives: given a way to make the film as it
+/// stands, it makes it only when it wants it (a checkpoint due), since at 4K that is a copy
+/// of 130 MB.
+pub type AfterTileHook<'a> = dyn FnMut(&dyn Fn() -> Film) + 'a;
+
+/// `film` with the finished tiles of a pass written in (`buffers[i]` of `tiles[i]`; an empty
+/// buffer is a tile not finished).
+pub fn film_with(film: &Film, tiles: &[Tile], buffers: &[Vec<[f32; 4]>]) -> Film {
+    let mut out = film.clone();
+    for (t, buf) in tiles.iter().zip(buffers) {
+        if !buf.is_empty() {
+            out.write_tile(*t, buf);
+        }
+    }
+    out
+}
+
 /// What one round of a pass's threads left behind.
 struct Round {
     /// Each renderer failure, in the order they came.
@@ -410,11 +427,16 @@ struct Round {
 /// the others had already run dry, the tiles left are queued again for the workers left
 /// ([`WorkQueues::requeue`]) and they run another round. The pass fails only when no worker
 /// is left, with the first error.
+///
+/// `after_tile`, when given, is called on this thread after every tile that arrives, with a
+/// way to make the film as it stands (the pass's film plus the tiles finished so far): a
+/// checkpoint inside the pass, when the caller finds one due.
 pub fn run_pass(
     workers: &[Worker],
     queues: &WorkQueues,
     job: &PassJob,
     progress: &super::progress::Progress,
+    mut after_tile: Option<&mut AfterTileHook<'_>>,
 ) -> anyhow::Result<PassRun> {
     assert_eq!(workers.len(), queues.workers(), "one deque per worker");
     let start = Instant::now();
@@ -425,7 +447,15 @@ pub fn run_pass(
     let mut requeued: Option<WorkQueues> = None;
     loop {
         let q = requeued.as_ref().unwrap_or(queues);
-        let round = run_round(workers, q, job, progress, start, &mut records, &mut buffers);
+        let round = run_round(
+            workers,
+            q,
+            job,
+            progress,
+            start,
+            (&mut records, &mut buffers),
+            after_tile.as_deref_mut(),
+        );
         if let Some(task) = round.duplicate {
             anyhow::bail!(
                 "scheduler bug: tile {task} was rendered twice in pass {}",
@@ -577,8 +607,8 @@ fn run_round(
     job: &PassJob,
     progress: &super::progress::Progress,
     start: Instant,
-    records: &mut [Option<TileRecord>],
-    buffers: &mut [Vec<[f32; 4]>],
+    (records, buffers): (&mut [Option<TileRecord>], &mut [Vec<[f32; 4]>]),
+    mut after_tile: Option<&mut AfterTileHook<'_>>,
 ) -> Round {
     let abort = AtomicBool::new(false);
     // Also what serialises retirements: a worker's failure and its device's other workers'
@@ -685,6 +715,10 @@ fn run_round(
             buffers[record.task] = acc;
             records[record.task] = Some(record);
             progress.inc();
+            if let Some(hook) = after_tile.as_deref_mut() {
+                let done: &[Vec<[f32; 4]>] = buffers;
+                hook(&|| film_with(job.film, job.tiles, done));
+            }
         }
     });
     Round {
@@ -808,7 +842,7 @@ mod tests {
         };
         let queues = WorkQueues::new(vec![(0..6).collect(), vec![], vec![]], false);
         let progress = super::super::progress::Progress::new(true);
-        let run = run_pass(&workers, &queues, &job, &progress).unwrap();
+        let run = run_pass(&workers, &queues, &job, &progress, None).unwrap();
         assert!(run.complete);
         assert_eq!(run.records.len(), 6);
         assert!(run.records.iter().all(|r| r.worker != 0));
@@ -827,7 +861,9 @@ mod tests {
             ..job
         };
         let queues = WorkQueues::new(vec![(0..6).collect(), vec![], vec![]], false);
-        let e = run_pass(&workers, &queues, &job, &progress).err().unwrap();
+        let e = run_pass(&workers, &queues, &job, &progress, None)
+            .err()
+            .unwrap();
         assert!(format!("{e:#}").contains("worker w0 (flaky) failed on tile x=0 y=0 4x4"));
     }
 
