@@ -345,6 +345,15 @@ fn frame_and_calls(outcomes: Vec<RankOutcome>, what: &str) -> (Frame, Vec<(Tile,
     (frame.expect("rank 0's frame"), calls)
 }
 
+/// The film whose pixels' bits are `film_bits` (as [`bits`] gives them).
+fn film_of_bits(film_bits: &[[u32; 4]]) -> Film {
+    let mut film = Film::new(W, H);
+    for (p, b) in film.pixels.iter_mut().zip(film_bits) {
+        *p = b.map(f32::from_bits);
+    }
+    film
+}
+
 fn reference(config: &SchedConfig) -> Vec<[u32; 4]> {
     reference_at(config, SPP)
 }
@@ -1130,10 +1139,7 @@ fn a_cluster_resumed_from_inside_a_pass_finishes_one_process_film() {
     let end_of_first = within.iter().position(|w| w.0 != within[0].0).unwrap() - 1;
     for i in [0, end_of_first, within.len() / 2 + 1, within.len() - 2] {
         let (spp_done, film_bits) = within[i].clone();
-        let mut film = Film::new(W, H);
-        for (p, b) in film.pixels.iter_mut().zip(&film_bits) {
-            *p = b.map(f32::from_bits);
-        }
+        let film = film_of_bits(&film_bits);
         let carried: u64 = film
             .pixels
             .iter()
@@ -1180,10 +1186,7 @@ fn a_cluster_resumed_from_a_pass_boundary_finishes_one_process_film() {
             film_bits == reference_at(&config, spp_done),
             "the film at {spp_done} spp"
         );
-        let mut film = Film::new(W, H);
-        for (p, b) in film.pixels.iter_mut().zip(&film_bits) {
-            *p = b.map(f32::from_bits);
-        }
+        let film = film_of_bits(&film_bits);
         let later: Boundaries = Default::default();
         let mut ranks = vec![RankSpec::new(1, 0), RankSpec::new(2, 300)];
         ranks[0].resume = Some(Resume { film, spp_done });
