@@ -1134,10 +1134,11 @@ fn a_cluster_resumed_from_inside_a_pass_finishes_one_process_film() {
     let tiles: usize = frame.report.passes.iter().map(|p| p.tiles.len()).sum();
     assert_eq!(within.len(), tiles, "one film after every tile");
     // The first tile, the first pass's last (every pixel has that pass: the resume starts at
-    // the next), one in the middle, and the last pass's last but one. (After the very last
-    // tile the film is complete: nothing is left to resume.)
+    // the next), one in the middle, the last pass's last but one, and the very last (the
+    // film is complete, the job ended before the ranks' statistics: it is given back).
     let end_of_first = within.iter().position(|w| w.0 != within[0].0).unwrap() - 1;
-    for i in [0, end_of_first, within.len() / 2 + 1, within.len() - 2] {
+    let last = within.len() - 1;
+    for i in [0, end_of_first, within.len() / 2 + 1, last - 1, last] {
         let (spp_done, film_bits) = within[i].clone();
         let film = film_of_bits(&film_bits);
         let carried: u64 = film
@@ -1161,6 +1162,11 @@ fn a_cluster_resumed_from_inside_a_pass_finishes_one_process_film() {
             assert_eq!(pass, u64::from(W * H) - carried, "from tile {i}");
         } else {
             assert_eq!(pass, 0, "from tile {i}");
+        }
+        if i == last {
+            assert!(calls.is_empty(), "nothing rendered: {calls:?}");
+            assert!(resumed.report.passes.is_empty());
+            assert!(resumed.stopped.is_none());
         }
     }
 }

@@ -480,6 +480,60 @@ fn a_killed_cluster_render_resumes_from_rank_0s_checkpoint_bit_for_bit() {
     resume_into_the_single_process_image(dir.path(), &scene, &out, &resume);
 }
 
+/// A checkpoint written after the frame's last tile, then rank 0 killed before the ranks'
+/// statistics of the pass, and so before the image: the resume file holds every sample. The
+/// same command plus `--resume` under mpirun renders nothing, writes that film as the image
+/// (one process's, bit for bit) and removes the file, as one process does.
+#[test]
+fn a_cluster_checkpoint_after_the_last_tile_gives_its_image_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("last.exr");
+    let resume = dir.path().join("last.exr.gasworks-resume");
+    // Two ranks, one pass of 6 tiles; rank 0 writes a checkpoint after each tile that reaches
+    // it (every microsecond: each write takes longer), and kills itself after the sixth's.
+    let args = render_args_sized(
+        &cornell(),
+        &out,
+        "6",
+        "4",
+        &["--checkpoint-every", "0.000001s"],
+    );
+    let mut c = mpirun();
+    c.env("GASWORKS_TEST_FAULT", "rank=0,after=6,kind=kill")
+        .args(["-np", "2"])
+        .arg(BIN)
+        .args(&args);
+    let killed = run(c);
+    assert_ne!(killed.code, Some(0), "rank 0 was killed: {}", killed.stderr);
+    assert!(!out.exists(), "killed before its image");
+    assert!(resume.exists(), "no checkpoint: {}", killed.stderr);
+
+    let mut resumed = args.clone();
+    resumed.retain(|a| a != "-q");
+    resumed.extend(["--resume".to_string(), resume.to_str().unwrap().to_string()]);
+    let r = mpi_render(2, &resumed);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("4 of 4 samples per pixel done"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("the render is complete"), "{}", r.stderr);
+    assert!(!resume.exists(), "the resume file is used up");
+
+    let single = dir.path().join("single.exr");
+    let r = run({
+        let mut c = Command::new(BIN);
+        c.args(render_args_sized(&cornell(), &single, "6", "4", &[]));
+        c
+    });
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(
+        image_bits(&out) == image_bits(&single),
+        "not one process's image"
+    );
+}
+
 /// `--time-limit` under mpirun: rank 0 plans no pass predicted to end past the limit, the job
 /// succeeds with the image whole at that boundary and a resume file, and the same command
 /// plus `--resume` finishes one process's image bit for bit.

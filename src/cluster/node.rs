@@ -61,7 +61,8 @@ impl Default for Timing {
 }
 
 /// A test hook: make one rank fail in the middle of the frame, after it has rendered
-/// `after_tiles` tiles, to check that the job ends with a clear message and no hang.
+/// `after_tiles` tiles (rank 0: after its master took that many, from any rank), to check
+/// that the job ends with a clear message and no hang.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FaultHook {
     pub rank: usize,
@@ -650,16 +651,16 @@ impl Master {
         let (film, first_pass, ahead, ahead_pixels) = match inputs.resume.take() {
             None => (Film::new(settings.width, settings.height), 0, None, 0),
             Some(r) => {
-                let start = crate::sched::resume_start(&passes, settings.spp, &r)
-                    .map_err(|e| e.to_string())?;
-                if start.first_pass >= passes.len()
-                    || (r.film.width, r.film.height) != (settings.width, settings.height)
-                {
+                if (r.film.width, r.film.height) != (settings.width, settings.height) {
                     return Err(format!(
-                        "the render to resume ({}x{} pixels, {} spp) has nothing left to render in this job",
-                        r.film.width, r.film.height, r.spp_done
+                        "the render to resume is {}x{} pixels, this one {}x{}",
+                        r.film.width, r.film.height, settings.width, settings.height
                     ));
                 }
+                // A film with every pass (a checkpoint after the last tile, before the
+                // ranks' statistics) is a frame with nothing left to render: `complete`.
+                let start = crate::sched::resume_start(&passes, settings.spp, &r)
+                    .map_err(|e| e.to_string())?;
                 (r.film, start.first_pass, start.ahead, start.ahead_pixels)
             }
         };
@@ -708,6 +709,12 @@ impl Master {
             config: job.config.clone(),
             inputs,
         })
+    }
+
+    /// Whether the film resumed from already holds every pass: the frame is its film, with
+    /// nothing to plan or render (as one process gives it back).
+    fn complete(&self) -> bool {
+        self.first_pass >= self.passes.len()
     }
 
     /// The tiles of a pass, cut by the plan's cost map.
@@ -1210,6 +1217,8 @@ struct Node<'t, T: Transport> {
     /// Liveness checks are on (during the frame, not while ranks load their scenes).
     live: bool,
     tiles_rendered: usize,
+    /// Rank 0: the tiles its master took (its own and the other ranks').
+    tiles_taken: usize,
     /// Rank 0: the stop request that ends the frame (its own signal or a peer's message).
     stop_request: Option<StopRequest>,
     /// Another rank: its stop request went to rank 0.
@@ -1234,6 +1243,7 @@ impl<'t, T: Transport> Node<'t, T> {
             last_sent: vec![now; size],
             live: false,
             tiles_rendered: 0,
+            tiles_taken: 0,
             stop_request: None,
             stop_passed_on: false,
             retired: Vec::new(),
@@ -1462,6 +1472,10 @@ impl<'t, T: Transport> Node<'t, T> {
         self.last_heard.fill(now);
         self.last_sent.fill(now);
         self.live = true;
+        if let Some(m) = master.take_if(|m| m.complete()) {
+            // The other ranks learn that the frame is over as at its end.
+            return self.finish_frame(m, sink);
+        }
         if let Some(m) = master.as_mut() {
             let out = m.begin();
             self.send_all(out)?;
@@ -1542,21 +1556,12 @@ impl<'t, T: Transport> Node<'t, T> {
                                 .map_err(|e| self.protocol(self.rank, e))?;
                             self.send_all(out)?;
                             m.after_tile(sink);
+                            self.tiles_taken += 1;
                         } else {
                             self.send(0, Msg::TileDone(d))?;
                         }
-                        if let Some(f) = self.job.fault {
-                            if f.rank == self.rank && self.tiles_rendered >= f.after_tiles {
-                                match f.kind {
-                                    FaultKind::Abort => std::process::abort(),
-                                    FaultKind::Exit => std::process::exit(3),
-                                    FaultKind::Kill => {
-                                        // SAFETY: raise only sends a signal to this process.
-                                        unsafe { libc::raise(libc::SIGKILL) };
-                                    }
-                                    FaultKind::Silence => return Ok(None),
-                                }
-                            }
+                        if self.fault_lands() {
+                            return Ok(None);
                         }
                     }
                     Event::Failed(message) => {
@@ -1703,6 +1708,10 @@ impl<'t, T: Transport> Node<'t, T> {
                         let out = m.on_tile(from, d).map_err(|e| self.protocol(from, e))?;
                         self.send_all(out)?;
                         m.after_tile(sink);
+                        self.tiles_taken += 1;
+                        if self.fault_lands() {
+                            return Ok(None);
+                        }
                     }
                     Msg::PassStats { pass, counters } => {
                         let Some(m) = master.as_mut() else {
@@ -1825,6 +1834,34 @@ impl<'t, T: Transport> Node<'t, T> {
             }
         }
         Ok(())
+    }
+
+    /// The test hook ([`FaultHook`]), after a tile: true when this rank is to fall silent
+    /// now; the other kinds end the process here. Rank 0 counts every tile its master took,
+    /// so that a fault can land after the frame's last tile (and its checkpoint); another
+    /// rank counts the tiles it rendered.
+    fn fault_lands(&self) -> bool {
+        let Some(f) = self.job.fault.filter(|f| f.rank == self.rank) else {
+            return false;
+        };
+        let count = if self.rank == 0 {
+            self.tiles_taken
+        } else {
+            self.tiles_rendered
+        };
+        if count < f.after_tiles {
+            return false;
+        }
+        match f.kind {
+            FaultKind::Abort => std::process::abort(),
+            FaultKind::Exit => std::process::exit(3),
+            FaultKind::Kill => {
+                // SAFETY: raise only sends a signal to this process.
+                unsafe { libc::raise(libc::SIGKILL) };
+                true
+            }
+            FaultKind::Silence => true,
+        }
     }
 
     /// Rank 0, at the end of the frame (complete or stopped): the outputs are written and

@@ -232,12 +232,16 @@ impl Checkpointer {
         self.last = std::time::Instant::now();
         if result.is_ok() {
             self.written += 1;
-            self.latest_spp = Some(spp_done);
-            self.latest_ahead_pixels = film
+            let ahead = film
                 .pixels
                 .iter()
                 .filter(|p| p[3] != spp_done as f32)
                 .count();
+            // After a pass's last tile every pixel has that pass: the film is at its end.
+            (self.latest_spp, self.latest_ahead_pixels) = match film.pixels.first() {
+                Some(p) if ahead == film.pixels.len() => (Some(p[3] as u32), 0),
+                _ => (Some(spp_done), ahead),
+            };
             self.slowest = self.slowest.max(t0.elapsed());
         }
         Some(result)
@@ -440,6 +444,12 @@ mod tests {
             always.latest().unwrap(),
             "24 samples per pixel, and the next pass in 2 pixels"
         );
+        // After the pass's last tile: every pixel has it, and that is what the file holds.
+        for p in &mut film.pixels {
+            p[3] = 32.0;
+        }
+        assert!(matches!(always.at_boundary(&film, 24, false), Some(Ok(()))));
+        assert_eq!(always.latest().unwrap(), "32 samples per pixel");
         // Only when asked, without an interval.
         let mut asked_only = Checkpointer::new(path.clone(), header.clone(), None);
         assert!(asked_only.at_boundary(&film, 32, false).is_none());
