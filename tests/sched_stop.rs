@@ -452,7 +452,7 @@ fn a_stop_inside_the_only_pass_resumes_under_another_layout() {
     assert!(stopped.rendered_any());
     assert_eq!(
         stopped.describe(SPP),
-        format!("samples 0..{SPP} in 0 of 0 tiles and {have} pixels an earlier run finished; the other tiles are black")
+        format!("samples 0..{SPP} in the {have} pixels an earlier run finished; the other pixels are black")
     );
     assert!(factory.all_calls().is_empty());
     assert_eq!(again.resume_point(), Some(point.clone()));

@@ -306,29 +306,33 @@ impl Stopped {
     }
 
     /// "16 of 64 samples per pixel everywhere, and samples 16..32 in 30 of 64 tiles";
-    /// "samples 0..64 in 32 of 64 tiles; the other tiles are black".
+    /// "samples 0..64 in 32 of 64 tiles; the other tiles are black"; a resumed run stopped
+    /// before its first tile: "samples 0..64 in the 300 pixels an earlier run finished; the
+    /// other pixels are black".
     pub fn describe(&self, spp: u32) -> String {
-        let carried = |p: &PartialPass| match p.carried_pixels {
-            0 => String::new(),
-            n => format!(" and {n} pixels an earlier run finished"),
+        let Some(p) = &self.partial else {
+            return format!(
+                "{} of {spp} samples per pixel everywhere",
+                self.spp_complete
+            );
         };
-        match (&self.partial, self.spp_complete) {
-            (None, done) => format!("{done} of {spp} samples per pixel everywhere"),
-            (Some(p), 0) => format!(
-                "samples {}..{} in {} of {} tiles{}; the other tiles are black",
-                p.samples.start,
-                p.samples.end,
-                p.tiles_done,
-                p.tiles,
-                carried(p)
+        // Where the stopped pass's samples are, and what the rest of the image is.
+        let (where_, rest) = match (p.tiles, p.carried_pixels) {
+            (0, n) => (format!("the {n} pixels an earlier run finished"), "pixels"),
+            (t, 0) => (format!("{} of {t} tiles", p.tiles_done), "tiles"),
+            (t, n) => (
+                format!(
+                    "{} of {t} tiles and {n} pixels an earlier run finished",
+                    p.tiles_done
+                ),
+                "tiles",
             ),
-            (Some(p), done) => format!(
-                "{done} of {spp} samples per pixel everywhere, and samples {}..{} in {} of {} tiles{}",
-                p.samples.start,
-                p.samples.end,
-                p.tiles_done,
-                p.tiles,
-                carried(p)
+        };
+        let (start, end) = (p.samples.start, p.samples.end);
+        match self.spp_complete {
+            0 => format!("samples {start}..{end} in {where_}; the other {rest} are black"),
+            done => format!(
+                "{done} of {spp} samples per pixel everywhere, and samples {start}..{end} in {where_}"
             ),
         }
     }
@@ -1078,6 +1082,21 @@ mod tests {
             "samples 0..64 in 32 of 64 tiles; the other tiles are black"
         );
         assert!(first.rendered_any());
+        // Resumed from a stop inside the pass: this run's tiles cover the pixels still missing.
+        let resumed = Stopped {
+            spp_complete: 16,
+            partial: Some(PartialPass {
+                samples: 16..32,
+                tiles_done: 3,
+                tiles: 10,
+                carried_pixels: 400,
+            }),
+            at_time_limit: false,
+        };
+        assert_eq!(
+            resumed.describe(64),
+            "16 of 64 samples per pixel everywhere, and samples 16..32 in 3 of 10 tiles and 400 pixels an earlier run finished"
+        );
         let none = Stopped {
             spp_complete: 0,
             partial: Some(PartialPass {
