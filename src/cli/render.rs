@@ -802,18 +802,12 @@ pub(super) fn read_resume(
         .map_err(|e| anyhow::anyhow!("{here}: damaged resume file: {e:#}"))?;
     let done = passes.get(start.first_pass).map_or(spp, |p| p.start);
     let ahead = match start.ahead {
-        Some(end) => {
-            let n = resume
-                .film
-                .pixels
-                .iter()
-                .filter(|p| p[3] == end as f32)
-                .count();
-            format!(
-                ", and samples {done}..{end} in {n} of {} pixels (the stopped pass's finished tiles)",
-                resume.film.pixels.len()
-            )
-        }
+        Some(a) => format!(
+            ", and samples {done}..{} in {} of {} pixels (the stopped pass's finished tiles)",
+            a.end,
+            a.pixels,
+            resume.film.pixels.len()
+        ),
         None => String::new(),
     };
     out.status(format_args!(

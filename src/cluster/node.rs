@@ -35,7 +35,7 @@ use crate::sched::workers::{
     lost_with, retire_after_calibration, retired_with, retirement_note, OnWorkerError, Retirement,
     TileRecord, Worker,
 };
-use crate::sched::{tiles, Frame, PartialPass, PassTimes, Resume, SchedConfig, Stopped};
+use crate::sched::{tiles, Ahead, Frame, PartialPass, PassTimes, Resume, SchedConfig, Stopped};
 
 /// The progress loop's clocks.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -535,9 +535,9 @@ struct MasterPass {
     stats: Vec<Option<RankPassCounters>>,
     start: Instant,
     makespan_s: f64,
-    /// The pass covers part of the image (resumed from a stop inside it): its measured costs
-    /// do not correct the cost map.
-    trimmed: bool,
+    /// Resumed from a stop inside this pass: the pixels that had it, which it does not
+    /// cover (its measured costs then do not correct the cost map).
+    ahead: Option<Ahead>,
 }
 
 /// Rank 0 while the ranks calibrate: the first pass's samples and each rank's timings so far.
@@ -558,11 +558,9 @@ struct Master {
     passes: Vec<Range<u32>>,
     /// The first pass this run renders: 0, or where a resumed render goes on.
     first_pass: usize,
-    /// The end of the first pass, when a stop inside it had given some pixels of the resumed
-    /// film its samples ([`crate::sched::ResumeStart`]): that pass renders only the others.
-    ahead: Option<u32>,
-    /// How many pixels have the first pass already.
-    ahead_pixels: usize,
+    /// The pixels of the resumed film that have the first pass already (a stop inside it
+    /// had finished them): that pass renders only the others.
+    ahead: Option<Ahead>,
     weights: Vec<f64>,
     /// Each worker's group, numbered across ranks (rank r's groups from `group_base[r]`).
     groups: Vec<usize>,
@@ -648,8 +646,8 @@ impl Master {
             (inputs.estimate.width, inputs.estimate.height),
         );
         let passes = job.config.passes(settings.spp);
-        let (film, first_pass, ahead, ahead_pixels) = match inputs.resume.take() {
-            None => (Film::new(settings.width, settings.height), 0, None, 0),
+        let (film, first_pass, ahead) = match inputs.resume.take() {
+            None => (Film::new(settings.width, settings.height), 0, None),
             Some(r) => {
                 if (r.film.width, r.film.height) != (settings.width, settings.height) {
                     return Err(format!(
@@ -661,7 +659,7 @@ impl Master {
                 // ranks' statistics) is a frame with nothing left to render: `complete`.
                 let start = crate::sched::resume_start(&passes, settings.spp, &r)
                     .map_err(|e| e.to_string())?;
-                (r.film, start.first_pass, start.ahead, start.ahead_pixels)
+                (r.film, start.first_pass, start.ahead)
             }
         };
         let progress = Progress::new(job.quiet);
@@ -674,7 +672,6 @@ impl Master {
             passes,
             first_pass,
             ahead,
-            ahead_pixels,
             weights: vec![1.0; worker_rank.len()],
             groups,
             group_base: bases,
@@ -837,12 +834,9 @@ impl Master {
         }
         // As in one process: resumed from a stop inside this pass, only the pixels that do
         // not have it yet are rendered.
-        let trimmed = index == self.first_pass && self.ahead.is_some();
-        if let Some(end) = self.ahead.filter(|_| trimmed) {
-            let (film, width) = (&self.film, self.film.width);
-            tiles = tiles::without_done(tiles, |x, y| {
-                film.pixels[(y * width + x) as usize][3] == end as f32
-            });
+        let ahead = self.ahead.filter(|_| index == self.first_pass);
+        if let Some(a) = ahead {
+            tiles = tiles::without_done(tiles, |x, y| a.has_pass(&self.film, x, y));
         }
         let total = self.tiles_before + (tiles.len() * (self.passes.len() - index)) as u64;
         if index == self.first_pass {
@@ -908,7 +902,7 @@ impl Master {
             stats: vec![None; self.ranks],
             start: Instant::now(),
             makespan_s: 0.0,
-            trimmed,
+            ahead,
         });
         out
     }
@@ -1038,7 +1032,7 @@ impl Master {
         let Some(pass) = self.current.take() else {
             return Ok((Vec::new(), PassOutcome::Waiting));
         };
-        let trimmed = pass.trimmed;
+        let trimmed = pass.ahead.is_some();
         for (t, buf) in pass.tiles.iter().zip(&pass.buffers) {
             self.film.write_tile(*t, buf);
         }
@@ -1129,10 +1123,9 @@ impl Master {
                 || self.passes.get(self.first_pass).map_or(0, |p| p.start),
                 |r| r.samples.end,
             );
-            let carried_pixels = if self.reports.is_empty() {
-                self.ahead_pixels
-            } else {
-                0
+            let carried_pixels = match self.ahead {
+                Some(a) if self.reports.is_empty() => a.pixels,
+                _ => 0,
             };
             self.stopped = Some(Stopped {
                 spp_complete,
@@ -1158,7 +1151,7 @@ impl Master {
                 samples,
                 tiles_done: pass.done,
                 tiles: pass.tiles.len(),
-                carried_pixels: if pass.trimmed { self.ahead_pixels } else { 0 },
+                carried_pixels: pass.ahead.map_or(0, |a| a.pixels),
             }),
             at_time_limit: false,
         });

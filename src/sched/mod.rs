@@ -175,14 +175,30 @@ impl Frame {
     }
 }
 
-/// Where a resumed render goes on: the first pass it renders, and, when a stop inside that
-/// pass had given some pixels its samples already, the pass's end (those pixels' count).
+/// Where a resumed render goes on: the first pass it renders, and the pixels that a stop
+/// inside that pass had given its samples already, if any.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ResumeStart {
     pub first_pass: usize,
-    pub ahead: Option<u32>,
-    /// How many pixels have that pass already (0 when `ahead` is `None`).
-    pub ahead_pixels: usize,
+    pub ahead: Option<Ahead>,
+}
+
+/// The pixels of a resumed film that already have the first pass it renders (a stop inside
+/// that pass had finished their tiles): that pass is rendered only in the others, and, as it
+/// covers part of the image, its measured costs do not correct the cost map.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ahead {
+    /// The pass's end: the samples per pixel those pixels hold.
+    pub end: u32,
+    /// How many pixels.
+    pub pixels: usize,
+}
+
+impl Ahead {
+    /// Whether the pixel of `film` at (`x`, `y`) has the pass.
+    pub fn has_pass(&self, film: &Film, x: u32, y: u32) -> bool {
+        film.pixels[(y * film.width + x) as usize][3] == self.end as f32
+    }
 }
 
 /// Checks a resume point against the pass plan `passes` of a render of `spp` samples per
@@ -227,7 +243,6 @@ pub fn resume_start(
     let at_boundary = |first_pass| ResumeStart {
         first_pass,
         ahead: None,
-        ahead_pixels: 0,
     };
     Ok(if ahead == 0 {
         at_boundary(first)
@@ -236,8 +251,7 @@ pub fn resume_start(
     } else {
         ResumeStart {
             first_pass: first,
-            ahead: Some(end),
-            ahead_pixels: ahead,
+            ahead: Some(Ahead { end, pixels: ahead }),
         }
     })
 }
@@ -589,9 +603,8 @@ pub fn render_frame_until(
 
     let mut film = Film::new(window.w, window.h);
     let mut first_pass = 0;
-    // The end of the first pass, when a stop inside it had given some pixels its samples, and
-    // how many.
-    let (mut ahead, mut ahead_pixels) = (None, 0);
+    // The pixels that have the first pass already (a stop inside it had finished them).
+    let mut ahead: Option<Ahead> = None;
     if let Some(r) = resume {
         if (r.film.width, r.film.height) != (window.w, window.h) {
             anyhow::bail!(
@@ -604,7 +617,7 @@ pub fn render_frame_until(
         }
         let start = resume_start(&passes, settings.spp, &r)?;
         first_pass = start.first_pass;
-        (ahead, ahead_pixels) = (start.ahead, start.ahead_pixels);
+        ahead = start.ahead;
         film = r.film;
     }
     let mut plan_map = estimate.clone();
@@ -629,7 +642,8 @@ pub fn render_frame_until(
     let mut tiles_before = 0u64;
     for (pass, samples) in passes.iter().enumerate().skip(first_pass) {
         // This run's share of the pixels that have this pass (an earlier run's, resumed).
-        let carried_pixels = if pass == first_pass { ahead_pixels } else { 0 };
+        let ahead_here = ahead.filter(|_| pass == first_pass);
+        let carried_pixels = ahead_here.map_or(0, |a| a.pixels);
         if stop.load(Ordering::Relaxed) {
             stopped = Some(Stopped {
                 spp_complete: samples.start,
@@ -740,11 +754,8 @@ pub fn render_frame_until(
         // this pass already, and only the others are rendered (the tiles laid out now need
         // not be the stopped run's). Its measured costs then cover part of the image, so they
         // do not correct the cost map.
-        let trimmed = pass == first_pass && ahead.is_some();
-        if let Some(end) = ahead.filter(|_| trimmed) {
-            let has_pass =
-                |x: u32, y: u32| film.pixels[(y * window.w + x) as usize][3] == end as f32;
-            tiles = tiles::without_done(tiles, has_pass);
+        if let Some(a) = ahead_here {
+            tiles = tiles::without_done(tiles, |x, y| a.has_pass(&film, x, y));
             predicted = tile_costs(&tiles);
         }
         // The tiles of the passes still to come, as far as this one tells (cut for slow
@@ -830,7 +841,7 @@ pub fn render_frame_until(
         if pass + 1 < passes.len() {
             let previous = weights_are_speeds.then_some(&weights[..]);
             let (speeds, normalized) = measured_costs(&workers, &pass_report, previous);
-            if carry_over && !trimmed {
+            if carry_over && ahead_here.is_none() {
                 plan_map = plan_map.corrected(image, &pass_report.tiles, &normalized);
                 planned_with_measured = true;
             }
