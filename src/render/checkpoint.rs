@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::{Film, Tile};
-use crate::fnv::fnv1a;
+use crate::fnv::{fnv1a, Fnv};
 
 const MAGIC: &[u8; 16] = b"gasworks-resume\n";
 
@@ -85,29 +85,13 @@ pub fn write(path: &Path, header: &CheckpointHeader, film: &Film) -> Result<(), 
             source,
         }
     };
-    let json = serde_json::to_vec(header).expect("the header serializes");
-    let mut bytes = Vec::with_capacity(24 + json.len() + film.pixels.len() * 16);
-    let at_boundary = film.pixels.iter().all(|p| p[3] == header.spp_done as f32);
-    bytes.extend_from_slice(if at_boundary {
-        MAGIC
-    } else {
-        MAGIC_PARTIAL_PASS
-    });
-    bytes.extend_from_slice(&(json.len() as u32).to_le_bytes());
-    bytes.extend_from_slice(&json);
-    for p in &film.pixels {
-        for v in p {
-            bytes.extend_from_slice(&v.to_le_bytes());
-        }
-    }
-    let hash = fnv1a(&bytes);
-    bytes.extend_from_slice(&hash.to_le_bytes());
     super::output::remove_stale_partials(path);
     let tmp = super::output::partial_path(path);
     let written = std::fs::File::create(&tmp)
-        .and_then(|mut f| {
-            f.write_all(&bytes)?;
-            f.sync_all()
+        .and_then(|f| {
+            let mut out = std::io::BufWriter::new(f);
+            encode(&mut out, header, film)?;
+            out.into_inner().map_err(|e| e.into_error())?.sync_all()
         })
         .and_then(|()| std::fs::rename(&tmp, path));
     if written.is_err() {
@@ -128,6 +112,40 @@ pub fn write(path: &Path, header: &CheckpointHeader, film: &Film) -> Result<(), 
         }
     }
     Ok(())
+}
+
+/// Pixels encoded at a time (64 KiB): the file is streamed out, so a checkpoint holds no
+/// second copy of the film's bytes (130 MB more at 4K).
+const ENCODE_CHUNK_PIXELS: usize = 4096;
+
+/// The file's bytes (the layout in the module's documentation), hashed as they go out.
+fn encode(out: &mut impl Write, header: &CheckpointHeader, film: &Film) -> std::io::Result<()> {
+    let mut hash = Fnv::default();
+    let mut put = |out: &mut dyn Write, bytes: &[u8]| {
+        hash.bytes(bytes);
+        out.write_all(bytes)
+    };
+    let json = serde_json::to_vec(header).expect("the header serializes");
+    let at_boundary = film.pixels.iter().all(|p| p[3] == header.spp_done as f32);
+    put(
+        out,
+        if at_boundary {
+            MAGIC
+        } else {
+            MAGIC_PARTIAL_PASS
+        },
+    )?;
+    put(out, &(json.len() as u32).to_le_bytes())?;
+    put(out, &json)?;
+    let mut chunk = Vec::with_capacity(ENCODE_CHUNK_PIXELS * 16);
+    for pixels in film.pixels.chunks(ENCODE_CHUNK_PIXELS) {
+        chunk.clear();
+        for v in pixels.iter().flatten() {
+            chunk.extend_from_slice(&v.to_le_bytes());
+        }
+        put(out, &chunk)?;
+    }
+    out.write_all(&hash.finish().to_le_bytes())
 }
 
 /// [`write()`], and when that fails (a full disk, the folder gone), the same file in
@@ -369,6 +387,34 @@ mod tests {
             software: "gasworks 0.1.0 (test)".into(),
         };
         (header, film)
+    }
+
+    /// The file streamed out in chunks is byte for byte the layout the module documents,
+    /// across chunk boundaries and with a short last chunk.
+    #[test]
+    fn the_streamed_file_is_the_documented_layout() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("big.gasworks-resume");
+        let (header, _) = sample();
+        let mut film = Film::new(70, 70);
+        assert!(film.pixels.len() > ENCODE_CHUNK_PIXELS);
+        assert!(film.pixels.len() % ENCODE_CHUNK_PIXELS != 0);
+        for (i, p) in film.pixels.iter_mut().enumerate() {
+            *p = [i as f32, -(i as f32) * 0.5, 1.0 / (i as f32 + 1.0), 16.0];
+        }
+        write(&path, &header, &film).unwrap();
+        let json = serde_json::to_vec(&header).unwrap();
+        let mut expected = MAGIC.to_vec();
+        expected.extend_from_slice(&(json.len() as u32).to_le_bytes());
+        expected.extend_from_slice(&json);
+        for p in &film.pixels {
+            for v in p {
+                expected.extend_from_slice(&v.to_le_bytes());
+            }
+        }
+        let hash = fnv1a(&expected);
+        expected.extend_from_slice(&hash.to_le_bytes());
+        assert!(std::fs::read(&path).unwrap() == expected);
     }
 
     #[test]
