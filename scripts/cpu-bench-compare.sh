@@ -54,7 +54,7 @@ echo "A = $a"
 echo "B = $b"
 echo "cpu-bench $* ; $rounds interleaved rounds"
 printf '%-8s %7s  %-34s %-34s %s\n' figure threads "A min / median / max" "B min / median / max" "B/A (medians)"
-for key in $(awk '{print $2 "/" $3}' "$tmp/all" | sort -u); do
+while read -r key; do
     s="${key%/*}"
     t="${key#*/}"
     stats() {
@@ -70,4 +70,4 @@ for key in $(awk '{print $2 "/" $3}' "$tmp/all" | sort -u); do
     printf '%-8s %7s  %-34s %-34s %.2fx\n' "$s" "$t" \
         "$amin / $amed / $amax $unit" "$bmin / $bmed / $bmax $unit" \
         "$(awk -v x="$bmed" -v y="$amed" 'BEGIN { print (y > 0) ? x / y : 0 }')"
-done
+done < <(awk '{print $2 "/" $3}' "$tmp/all" | sort -u)
