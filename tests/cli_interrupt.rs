@@ -597,6 +597,44 @@ fn a_resume_by_another_build_warns_that_it_is_not_bit_for_bit() {
     );
 }
 
+/// A resume file that holds every sample (a checkpoint written after the last tile, the
+/// process killed before its image) gives its image back: nothing is rendered, the image is
+/// the film's, and the file is removed.
+#[test]
+fn a_resume_file_holding_every_sample_gives_its_image_back() {
+    use gasworks::render::checkpoint;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("whole.exr");
+    let resume = dir.path().join("whole.exr.gasworks-resume");
+    // 4 of 8 samples per pixel, stopped at the time limit: an image and a resume file.
+    let r = gasworks_with(&render_args(&out, 8, 4, &["--time-limit", "0.001s"]));
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let first = dir.path().join("first.exr");
+    std::fs::copy(&out, &first).unwrap();
+    // Every pixel given the second pass too, as sums and counts doubled: the same means, bit
+    // for bit (doubling is exact).
+    let (header, mut film) = checkpoint::read(&resume).unwrap();
+    assert_eq!(header.spp_done, 4);
+    for p in &mut film.pixels {
+        *p = p.map(|v| v * 2.0);
+    }
+    checkpoint::write(&resume, &header, &film).unwrap();
+
+    let resumed = gasworks_with(&render_args(
+        &out,
+        8,
+        4,
+        &["--resume", resume.to_str().unwrap()],
+    ));
+    let e = String::from_utf8_lossy(&resumed.stderr);
+    assert!(resumed.status.success(), "{e}");
+    assert!(e.contains("8 of 8 samples per pixel done"), "{e}");
+    assert!(e.contains("nothing left to render"), "{e}");
+    assert!(e.contains("removed (the render is complete)"), "{e}");
+    assert!(!resume.exists());
+    assert_same_pixels(&out, &first);
+}
+
 /// A stop after the output's folder was removed (as a full disk also fails a write): the
 /// resume file and the image are both rescued to the temporary folder, each named in a
 /// message, so the complete passes are not lost.

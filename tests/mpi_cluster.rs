@@ -519,6 +519,7 @@ fn a_cluster_checkpoint_after_the_last_tile_gives_its_image_back() {
         r.stderr
     );
     assert!(r.stderr.contains("the render is complete"), "{}", r.stderr);
+    assert!(r.stderr.contains("nothing left to render"), "{}", r.stderr);
     assert!(!resume.exists(), "the resume file is used up");
 
     let single = dir.path().join("single.exr");

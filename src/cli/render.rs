@@ -321,6 +321,11 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
         out.status(format_args!(
             "time: load {load_s:.2} s, build {build_seconds:.3} s, render {render_s:.2} s (stopped)"
         ));
+    } else if frame.report.passes.is_empty() {
+        // Resumed from a file that held every sample: nothing was rendered, nothing to rate.
+        out.status(format_args!(
+            "time: load {load_s:.2} s, build {build_seconds:.3} s, render {render_s:.2} s (nothing left to render: the resume file held every sample)"
+        ));
     } else {
         // The samples this run rendered: those the resumed film did not hold, if any.
         let spp_end = at_time_limit.map_or(a.spp, |s| s.spp_complete);

@@ -360,6 +360,11 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
             out.status(format_args!(
                 "time: load {load_s:.2} s, render {render_s:.2} s (stopped)"
             ));
+        } else if frame.report.passes.is_empty() {
+            // Resumed from a file that held every sample: no rank rendered anything.
+            out.status(format_args!(
+                "time: load {load_s:.2} s, render {render_s:.2} s (nothing left to render: the resume file held every sample)"
+            ));
         } else {
             let mut time = format!(
                 "time: load {load_s:.2} s, render {render_s:.2} s, {:.3} M samples/s",
