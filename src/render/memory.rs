@@ -6,9 +6,10 @@
 //! out-of-memory killer may end it hours later instead.
 
 /// Bytes a frame needs per pixel at its peak, on the process that holds the film: the film's
-/// sums (16), the resume file's bytes (16) and the image's own pixels (12 for EXR), with 16 to
-/// spare (a stop no longer keeps a copy of the complete passes' film; the figure stays, as
-/// the frame size the checks and the docs promise), rounded up.
+/// sums (16), the copy a checkpoint inside a pass takes of it (16) and the image's own pixels
+/// (12 for EXR), with 20 to spare. (A stop no longer keeps a copy of the complete passes'
+/// film, and a resume file is streamed out rather than put together in memory; the figure
+/// stays, as the frame size the checks and the docs promise.)
 pub const FRAME_BYTES_PER_PIXEL: u64 = 64;
 
 /// The memory a frame of `width` x `height` pixels needs where its film is held.
