@@ -981,8 +981,8 @@ fn a_device_lost_in_its_calibration_is_retired_on_its_rank_before_the_first_pass
 }
 
 /// A calibration failure that keeps the device (not sticky) retires the calibrating stream
-/// alone, before the first pass; the GPU's other stream renders (its group untimed, at the
-/// mean speed of the groups that were), and the film is one process's, every sample once.
+/// alone, before the first pass; the GPU's other stream is timed in its place and renders at
+/// that speed, and the film is one process's, every sample once.
 #[test]
 fn a_calibration_failure_that_keeps_the_device_retires_only_its_stream_on_its_rank() {
     let mut gpu = RankSpec::new(2, 0);
@@ -994,7 +994,7 @@ fn a_calibration_failure_that_keeps_the_device_retires_only_its_stream_on_its_ra
     assert!(bits(&frame.film) == reference(&config), "film differs");
     let cal = &frame.report.calibration;
     let timed: Vec<&str> = cal.iter().map(|c| c.worker.as_str()).collect();
-    assert_eq!(timed, ["r0/cpu#0"], "{cal:?}");
+    assert_eq!(timed, ["r0/cpu#0", "r1/gpu0/s1"], "{cal:?}");
     check_every_sample_once(without_pieces(calls, cal));
     let r = &frame.report.retirements;
     let who: Vec<(usize, &str, usize, bool)> = r
@@ -1004,7 +1004,8 @@ fn a_calibration_failure_that_keeps_the_device_retires_only_its_stream_on_its_ra
     assert_eq!(who, [(1, "r1/gpu0/s0", 0, true)], "{r:?}");
     let p = &frame.report.passes[0];
     assert_eq!(p.speeds[1], 0.0, "{:?}", p.speeds);
-    assert!(p.speeds[2] > 0.0, "{:?}", p.speeds);
+    assert_eq!(p.speeds[2], cal[1].speed, "{:?}", p.speeds);
+    assert!(cal[1].speed > 0.0);
     assert_eq!(p.workers[1].tiles, 0);
 }
 

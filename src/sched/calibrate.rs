@@ -143,48 +143,83 @@ pub struct TimedPieces {
 /// thread each. The pieces start from zero sums and are thrown away. A renderer's error is
 /// the entry's failure, naming the worker; the other entries' times stand (under
 /// `--on-worker-error retire` the failing worker is retired before the pass, as it would be
-/// on its first tile: [`super::workers::retire_after_calibration`]).
+/// on its first tile: [`super::workers::retire_after_calibration`]). A failure that keeps
+/// the device (not a sticky CUDA error: [`TileRenderer::device_lost`] says nothing) times the
+/// entry's next worker instead, so that the entry's workers left plan at their own measured
+/// speed rather than at a guess; one that loses the device does not, as every worker of it
+/// would fail.
+///
+/// [`TileRenderer::device_lost`]: crate::render::TileRenderer::device_lost
 pub fn time_pieces(workers: &[Worker], tile: Tile, samples: &Range<u32>) -> TimedPieces {
-    // The first worker of every group.
-    let mut firsts: Vec<usize> = Vec::new();
+    // The workers of every group, in order.
+    let mut groups: Vec<Vec<usize>> = Vec::new();
     for (i, w) in workers.iter().enumerate() {
-        if !firsts.iter().any(|&f| workers[f].group == w.group) {
-            firsts.push(i);
+        match groups.iter_mut().find(|g| workers[g[0]].group == w.group) {
+            Some(g) => g.push(i),
+            None => groups.push(vec![i]),
         }
     }
-    let results: Vec<Result<PieceTime, PieceFailure>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = firsts
+    let results: Vec<(Option<PieceTime>, Vec<PieceFailure>)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = groups
             .iter()
-            .map(|&index| {
-                let worker = &workers[index];
-                let (piece, piece_samples) = piece_for(worker, tile, samples);
-                let handle = scope.spawn(move || time_piece(worker, piece, &piece_samples));
-                (index, piece, handle)
+            .map(|members| {
+                let handle = scope.spawn(move || time_group(workers, members, tile, samples));
+                (members[0], handle)
             })
             .collect();
         handles
             .into_iter()
-            .map(|(index, piece, h)| {
-                h.join()
-                    .unwrap_or_else(|_| Err(anyhow::anyhow!("a calibration thread panicked")))
-                    .map_err(|error| PieceFailure {
-                        worker: index,
-                        piece,
-                        error,
-                    })
+            .map(|(first, h)| {
+                h.join().unwrap_or_else(|_| {
+                    let failure = PieceFailure {
+                        worker: first,
+                        piece: piece_for(&workers[first], tile, samples).0,
+                        error: anyhow::anyhow!("a calibration thread panicked"),
+                    };
+                    (None, vec![failure])
+                })
             })
             .collect()
     });
     let mut out = TimedPieces::default();
-    for r in results {
-        match r {
-            Ok(t) => out.times.push(t),
-            Err(f) => out.failures.push(f),
-        }
+    for (time, failures) in results {
+        out.times.extend(time);
+        out.failures.extend(failures);
     }
     out.times.sort_by_key(|t| t.group);
-    out.failures.sort_by_key(|f| workers[f.worker].group);
+    out.failures
+        .sort_by_key(|f| (workers[f.worker].group, f.worker));
     out
+}
+
+/// [`time_pieces`] for one group (`members`, its workers in order): the first worker that
+/// renders its piece, after the failures of those before it; none after a failure that
+/// loses the device.
+fn time_group(
+    workers: &[Worker],
+    members: &[usize],
+    tile: Tile,
+    samples: &Range<u32>,
+) -> (Option<PieceTime>, Vec<PieceFailure>) {
+    let mut failures = Vec::new();
+    for &index in members {
+        let worker = &workers[index];
+        let (piece, piece_samples) = piece_for(worker, tile, samples);
+        match time_piece(worker, piece, &piece_samples) {
+            Ok(t) => return (Some(t), failures),
+            Err(error) => {
+                failures.push(PieceFailure {
+                    worker: index,
+                    piece,
+                    error,
+                });
+                if worker.renderer.device_lost().is_some() {
+                    break;
+                }
+            }
+        }
+    }
+    (None, failures)
 }
 
 /// One worker's piece, [`RUNS`] times; the faster run's seconds.
