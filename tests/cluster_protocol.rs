@@ -32,13 +32,14 @@ use gasworks::cluster::{
 };
 use gasworks::render::{Film, RenderSettings, Tile, TileRenderer};
 use gasworks::scene::{MaterialKind, Scene};
-use gasworks::sched::calibrate::Calibration;
 use gasworks::sched::workers::build_workers;
 use gasworks::sched::{
     estimate_costmap, render_frame, DeviceSpec, Frame, PartialPass, RendererFactory, Resume,
     SchedConfig, Stopped, Strategy,
 };
-use sched_support::{assert_no_cpu_ran_a_gpu_tile, room, room_settings, MockFactory, MockRenderer};
+use sched_support::{
+    assert_no_cpu_ran_a_gpu_tile, room, room_settings, without_pieces, MockFactory, MockRenderer,
+};
 
 const W: u32 = 37;
 const H: u32 = 23;
@@ -368,23 +369,6 @@ fn reference_at(config: &SchedConfig, spp: u32) -> Vec<[u32; 4]> {
             .unwrap()
             .film,
     )
-}
-
-/// `calls` less two runs of every calibration piece, which must be among them.
-fn without_pieces(
-    mut calls: Vec<(Tile, Range<u32>)>,
-    calibration: &[Calibration],
-) -> Vec<(Tile, Range<u32>)> {
-    for c in calibration {
-        for _ in 0..2 {
-            let i = calls
-                .iter()
-                .position(|(t, s)| *t == c.piece && *s == c.samples)
-                .unwrap_or_else(|| panic!("{c:?} was not rendered twice"));
-            calls.remove(i);
-        }
-    }
-    calls
 }
 
 /// Per pixel, the sample ranges received over all ranks are disjoint, in order, and cover

@@ -353,18 +353,7 @@ fn frame_calls(
     frame: &Frame,
     f: &MockFactory,
 ) -> Vec<(gasworks::render::Tile, std::ops::Range<u32>)> {
-    // Each piece's two runs, and no more: a frame tile may be the same rectangle and samples.
-    let mut calls = f.all_calls();
-    for c in &frame.report.calibration {
-        for _ in 0..2 {
-            let i = calls
-                .iter()
-                .position(|(t, s)| *t == c.piece && *s == c.samples)
-                .unwrap_or_else(|| panic!("{c:?} was not rendered twice"));
-            calls.remove(i);
-        }
-    }
-    calls
+    sched_support::without_pieces(f.all_calls(), &frame.report.calibration)
 }
 
 /// A GPU lost in its calibration (the piece of its first stream meets a sticky error) is

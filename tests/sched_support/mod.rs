@@ -444,6 +444,27 @@ pub fn assert_no_cpu_ran_a_gpu_tile(
     }
 }
 
+/// `calls` less the calibration's pieces: each was rendered [`calibrate::RUNS`] times beside
+/// the frame's own tiles, and no more is taken away (a frame tile may be the same rectangle
+/// and samples).
+///
+/// [`calibrate::RUNS`]: gasworks::sched::calibrate::RUNS
+pub fn without_pieces(
+    mut calls: Vec<(Tile, Range<u32>)>,
+    calibration: &[gasworks::sched::calibrate::Calibration],
+) -> Vec<(Tile, Range<u32>)> {
+    for c in calibration {
+        for _ in 0..gasworks::sched::calibrate::RUNS {
+            let i = calls
+                .iter()
+                .position(|(t, s)| *t == c.piece && *s == c.samples)
+                .unwrap_or_else(|| panic!("{c:?} was not rendered twice"));
+            calls.remove(i);
+        }
+    }
+    calls
+}
+
 /// Checks the calls of a render: per pixel, the sample ranges received are disjoint, in
 /// increasing order, and together are exactly `0..spp`; and per pass each tile once.
 pub fn check_calls(calls: &[(Tile, Range<u32>)], width: u32, height: u32, spp: u32) {
