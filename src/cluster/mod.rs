@@ -13,7 +13,8 @@
 //! - [`protocol`]: the messages and their wire format;
 //! - [`transport`]: the nonblocking point-to-point transport the protocol runs on, and an
 //!   in-process channel transport for tests;
-//! - [`node`]: one rank: the handshake, its workers, the progress loop, rank 0's master role;
+//! - [`node`]: one rank: the handshake, its workers, the progress loop;
+//! - `master`: rank 0's master role: the passes' plans, the film, the frame's end;
 //! - [`policy`]: stealing across ranks (shared with the simulator);
 //! - [`sim`]: the discrete-event model of a cluster for `schedule-sim --ranks`;
 //! - [`report`]: per-rank statistics;
@@ -23,6 +24,7 @@
 //! docs/cluster.md describes the protocol, with a sequence sketch.
 
 pub mod fingerprint;
+mod master;
 #[cfg(feature = "mpi")]
 pub mod mpi;
 pub mod node;

@@ -1,0 +1,719 @@
+//! Rank 0's master role in a cluster render: it plans each pass over the workers of every
+//! rank (as one process plans over its own), gathers the finished tiles into the film, takes
+//! the ranks' calibrations, statistics and retirements, and ends the frame: complete, at a
+//! time limit, or at a stop. It only computes the messages to send ([`Outbox`]); the rank's
+//! progress loop ([`super::node`]) sends them and feeds it what arrives.
+
+use std::ops::Range;
+use std::time::Instant;
+
+use super::node::{ClusterJob, FrameSink, PlanInputs};
+use super::protocol::{Msg, Plan, RankPassCounters, RankReady, TaskData, TileDone, WorkerInfo};
+use super::report::{ClusterReport, RankInfo, StopRequest};
+use crate::render::{Film, RenderSettings, Tile};
+use crate::sched::calibrate::{self, Calibration, PieceTime};
+use crate::sched::costmap::CostMap;
+use crate::sched::policy;
+use crate::sched::progress::Progress;
+use crate::sched::report::{self, FrameReport, PassReport};
+use crate::sched::sat::MapScale;
+use crate::sched::workers::{Retirement, TileRecord};
+use crate::sched::{tiles, Ahead, Frame, PartialPass, PassTimes, SchedConfig, Stopped};
+
+/// A rank's hardware for the summary: its workers' kinds, each once, in `--devices` order
+/// ("gpu: NVIDIA H100 80GB HBM3, 132 SMs + cpu: AMD EPYC 7B13"); empty where none is known.
+fn hardware_of(workers: &[WorkerInfo]) -> String {
+    let mut kinds: Vec<&str> = Vec::new();
+    for w in workers {
+        if !w.hardware.is_empty() && !kinds.contains(&w.hardware.as_str()) {
+            kinds.push(&w.hardware);
+        }
+    }
+    kinds.join(" + ")
+}
+
+/// Rank 0's view of one pass.
+struct MasterPass {
+    index: usize,
+    tiles: Vec<Tile>,
+    predicted: Vec<f64>,
+    estimated: Vec<f64>,
+    deques: Vec<Vec<usize>>,
+    records: Vec<Option<TileRecord>>,
+    buffers: Vec<Vec<[f32; 4]>>,
+    done: usize,
+    stats: Vec<Option<RankPassCounters>>,
+    start: Instant,
+    makespan_s: f64,
+    /// Resumed from a stop inside this pass: the pixels that had it, which it does not
+    /// cover (its measured costs then do not correct the cost map).
+    ahead: Option<Ahead>,
+}
+
+/// Rank 0 while the ranks calibrate: the first pass's samples and each rank's timings so far.
+type Calibrating = (Range<u32>, Vec<Option<Vec<PieceTime>>>);
+
+/// Rank 0's master role: plans the passes, gathers the tiles into the film.
+pub(super) struct Master {
+    ranks: usize,
+    settings: RenderSettings,
+    config: SchedConfig,
+    film: Film,
+    inputs: PlanInputs,
+    plan_map: CostMap,
+    /// Whether `plan_map` has been corrected by measured costs
+    /// ([`crate::sched::measured_costs_carry_over`]).
+    planned_with_measured: bool,
+    scale: MapScale,
+    passes: Vec<Range<u32>>,
+    /// The first pass this run renders: 0, or where a resumed render goes on.
+    first_pass: usize,
+    /// The pixels of the resumed film that have the first pass already (a stop inside it
+    /// had finished them): that pass renders only the others.
+    ahead: Option<Ahead>,
+    weights: Vec<f64>,
+    /// Each worker's group, numbered across ranks (rank r's groups from `group_base[r]`).
+    groups: Vec<usize>,
+    group_base: Vec<usize>,
+    /// The calibration before the first pass (empty when the devices are alike).
+    calibration: Vec<Calibration>,
+    /// Whether `weights` are speeds (calibrated or measured) rather than worker counts.
+    weights_are_speeds: bool,
+    /// Tiles of this run's passes planned so far (the progress bar's count).
+    tiles_before: u64,
+    /// While the ranks calibrate: the pass's samples and each rank's answer so far.
+    calibrating: Option<Calibrating>,
+    worker_rank: Vec<usize>,
+    /// First global worker of each rank, and the total at the end.
+    offsets: Vec<usize>,
+    labels: Vec<(String, String)>,
+    /// Each worker's device and hardware ([`WorkerInfo::hardware`]): workers alike in both
+    /// are taken to be equally fast; any two unlike make the first pass wait for calibration.
+    kinds: Vec<(String, String)>,
+    rank_info: Vec<RankInfo>,
+    current: Option<MasterPass>,
+    reports: Vec<PassReport>,
+    /// Set when the deadline or a stop request ended the frame before its last pass.
+    stopped: Option<Stopped>,
+    stop_request: Option<StopRequest>,
+    deadline: Option<Instant>,
+    /// This run's passes, timed, to predict the next against the deadline.
+    pass_times: PassTimes,
+    counters: Vec<Vec<RankPassCounters>>,
+    progress: Progress,
+    render_start: Instant,
+    /// Workers retired by a renderer error, as their ranks reported them; they plan at
+    /// speed 0 from the next pass on.
+    retirements: Vec<Retirement>,
+}
+
+pub(super) type Outbox = Vec<(usize, Msg)>;
+
+/// Where the frame stands after a rank's pass statistics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum PassOutcome {
+    /// Other ranks' statistics of the pass are still to come.
+    Waiting,
+    /// The pass is complete and the next one planned; the film holds `spp_done` samples per
+    /// pixel until the next pass completes.
+    NextPass { spp_done: u32 },
+    /// The last pass is complete.
+    FrameComplete,
+}
+
+impl Master {
+    /// The master of `job`, with the ranks of `hellos`; an error when `inputs.resume` is not
+    /// a point of this job's pass plan (checked before the handshake too).
+    pub(super) fn new(
+        job: &ClusterJob,
+        mut inputs: PlanInputs,
+        hellos: &[RankReady],
+    ) -> Result<Master, String> {
+        let settings = job.settings;
+        let mut offsets = vec![0usize];
+        let (mut groups, mut worker_rank, mut labels) = (Vec::new(), Vec::new(), Vec::new());
+        let mut kinds = Vec::new();
+        let mut group_base = 0usize;
+        let mut bases = Vec::with_capacity(hellos.len());
+        for (r, h) in hellos.iter().enumerate() {
+            bases.push(group_base);
+            for w in &h.workers {
+                groups.push(group_base + w.group as usize);
+                worker_rank.push(r);
+                labels.push((format!("r{r}/{}", w.label), w.device.clone()));
+                kinds.push((w.device.clone(), w.hardware.clone()));
+            }
+            group_base += h
+                .workers
+                .iter()
+                .map(|w| w.group as usize + 1)
+                .max()
+                .unwrap_or(0);
+            offsets.push(worker_rank.len());
+        }
+        let scale = MapScale::between(
+            (settings.width, settings.height),
+            (inputs.estimate.width, inputs.estimate.height),
+        );
+        let passes = job.config.passes(settings.spp);
+        let (film, first_pass, ahead) = match inputs.resume.take() {
+            None => (Film::new(settings.width, settings.height), 0, None),
+            Some(r) => {
+                if (r.film.width, r.film.height) != (settings.width, settings.height) {
+                    return Err(format!(
+                        "the render to resume is {}x{} pixels, this one {}x{}",
+                        r.film.width, r.film.height, settings.width, settings.height
+                    ));
+                }
+                // A film with every pass (a checkpoint after the last tile, before the
+                // ranks' statistics) is a frame with nothing left to render: `complete`.
+                let start = crate::sched::resume_start(&passes, settings.spp, &r)
+                    .map_err(|e| e.to_string())?;
+                (r.film, start.first_pass, start.ahead)
+            }
+        };
+        let progress = Progress::new(job.quiet);
+        Ok(Master {
+            ranks: hellos.len(),
+            film,
+            plan_map: inputs.estimate.clone(),
+            planned_with_measured: false,
+            scale,
+            passes,
+            first_pass,
+            ahead,
+            weights: vec![1.0; worker_rank.len()],
+            groups,
+            group_base: bases,
+            calibration: Vec::new(),
+            weights_are_speeds: false,
+            tiles_before: 0,
+            calibrating: None,
+            worker_rank,
+            offsets,
+            labels,
+            kinds,
+            rank_info: hellos
+                .iter()
+                .map(|h| RankInfo {
+                    host: h.host.clone(),
+                    backend: h.backend.clone(),
+                    hardware: hardware_of(&h.workers),
+                    workers: h.workers.len(),
+                })
+                .collect(),
+            current: None,
+            reports: Vec::new(),
+            stopped: None,
+            stop_request: None,
+            deadline: job.deadline,
+            pass_times: PassTimes::default(),
+            counters: Vec::new(),
+            progress,
+            render_start: Instant::now(),
+            retirements: Vec::new(),
+            settings,
+            config: job.config.clone(),
+            inputs,
+        })
+    }
+
+    /// Whether the film resumed from already holds every pass: the frame is its film, with
+    /// nothing to plan or render (as one process gives it back).
+    pub(super) fn complete(&self) -> bool {
+        self.first_pass >= self.passes.len()
+    }
+
+    /// The film as it stands: the complete passes (at a pass boundary, every pixel's).
+    pub(super) fn film(&self) -> &Film {
+        &self.film
+    }
+
+    /// A warning printed above the progress bar.
+    pub(super) fn warn(&self, line: &str) {
+        self.progress.warn(line);
+    }
+
+    /// The tiles of a pass, cut by the plan's cost map.
+    fn layout(&self, plan_sat: &crate::sched::sat::Sat) -> Vec<Tile> {
+        tiles::layout(
+            self.config.strategy,
+            self.settings.width,
+            self.settings.height,
+            self.config.tiles,
+            plan_sat,
+            self.scale,
+        )
+    }
+
+    /// The frame's first messages: the first pass's plans, or, when the workers of the
+    /// cluster are not all of one device and one hardware (a GPU rank beside a CPU rank, or
+    /// CPU ranks on machines of different CPUs; `--calibrate on`, the default), a `Calibrate` for
+    /// every rank first. Each rank times one worker of each of its `--devices` entries on
+    /// its piece of the first pass's reference tile (`sched::calibrate`), and the first
+    /// pass is shared by those speeds ([`Master::on_calibrated`]) instead of by worker
+    /// counts. Like one process's calibration, it changes no bit of the image.
+    pub(super) fn begin(&mut self) -> Outbox {
+        let mixed = self.kinds.windows(2).any(|p| p[0] != p[1]);
+        if self.config.calibrate && mixed {
+            let plan_sat = self.plan_map.sat();
+            let tiles = self.layout(&plan_sat);
+            let predicted: Vec<f64> = tiles
+                .iter()
+                .map(|t| self.scale.tile_cost(&plan_sat, *t))
+                .collect();
+            if let Some(reference) = calibrate::reference_tile(&tiles, &predicted) {
+                let samples = self.passes[self.first_pass].clone();
+                self.calibrating = Some((samples.clone(), vec![None; self.ranks]));
+                return (0..self.ranks)
+                    .map(|r| {
+                        (
+                            r,
+                            Msg::Calibrate {
+                                tile: tiles[reference],
+                                samples: samples.clone(),
+                            },
+                        )
+                    })
+                    .collect();
+            }
+        }
+        self.start_pass(self.first_pass)
+    }
+
+    /// A rank's calibration. Once every rank's is in, the workers' speeds are its group's
+    /// (a group that measured nothing gets the mean of the others) and the first pass is
+    /// planned with them.
+    pub(super) fn on_calibrated(
+        &mut self,
+        from: usize,
+        times: Vec<PieceTime>,
+    ) -> Result<Outbox, String> {
+        let Some((_, answers)) = self.calibrating.as_mut() else {
+            return Err("a calibration that was not asked for".into());
+        };
+        let groups_of_rank = self.groups[self.offsets[from]..self.offsets[from + 1]]
+            .iter()
+            .map(|&g| g - self.group_base[from])
+            .max()
+            .map_or(0, |g| g + 1);
+        if let Some(t) = times.iter().find(|t| t.group as usize >= groups_of_rank) {
+            return Err(format!(
+                "a calibration of group {} of a rank with {groups_of_rank} groups",
+                t.group
+            ));
+        }
+        if answers[from].replace(times).is_some() {
+            return Err("a calibration sent twice".into());
+        }
+        if answers.iter().any(Option::is_none) {
+            return Ok(Vec::new());
+        }
+        let Some((samples, answers)) = self.calibrating.take() else {
+            return Ok(Vec::new());
+        };
+        let plan_sat = self.plan_map.sat();
+        let mut calibration = Vec::new();
+        for (r, times) in answers.into_iter().enumerate() {
+            for t in times.into_iter().flatten() {
+                let mut c = calibrate::calibration_of(
+                    &t,
+                    self.group_base[r] + t.group as usize,
+                    &plan_sat,
+                    self.scale,
+                    &samples,
+                );
+                c.worker = format!("r{r}/{}", c.worker);
+                calibration.push(c);
+            }
+        }
+        self.weights = calibrate::speeds_by_group(&self.groups, &calibration);
+        // Workers their ranks retired when their pieces failed take nothing.
+        for r in &self.retirements {
+            self.weights[r.worker] = 0.0;
+        }
+        self.weights_are_speeds = !calibration.is_empty();
+        self.calibration = calibration;
+        Ok(self.start_pass(self.first_pass))
+    }
+
+    /// Plans pass `index` and gives every rank its share: the tiles are cut and assigned to
+    /// all workers of all ranks at once, in rank order, so each rank gets one contiguous run
+    /// of about equal estimated cost (weighted by its workers' measured speed after the first
+    /// pass).
+    fn start_pass(&mut self, index: usize) -> Outbox {
+        let plan_sat = self.plan_map.sat();
+        let estimate_sat = self.inputs.estimate.sat();
+        let mut tiles = self.layout(&plan_sat);
+        if self.weights_are_speeds {
+            // As in one process: slow workers (a CPU rank beside GPU ranks) get pieces they
+            // can finish.
+            tiles = tiles::cut_for_slow_workers(
+                tiles,
+                &self.weights,
+                tiles::slow_worker_pieces(self.config.strategy, self.config.slow_worker_pieces),
+                &plan_sat,
+                self.scale,
+            );
+        }
+        // As in one process: resumed from a stop inside this pass, only the pixels that do
+        // not have it yet are rendered.
+        let ahead = self.ahead.filter(|_| index == self.first_pass);
+        if let Some(a) = ahead {
+            tiles = tiles::without_done(tiles, |x, y| a.has_pass(&self.film, x, y));
+        }
+        let total = self.tiles_before + (tiles.len() * (self.passes.len() - index)) as u64;
+        if index == self.first_pass {
+            self.progress.set_length(total);
+            self.render_start = Instant::now();
+        } else {
+            self.progress.set_total(total);
+        }
+        self.tiles_before += tiles.len() as u64;
+        self.progress
+            .set_message(format!("pass {}/{}", index + 1, self.passes.len()));
+        let predicted: Vec<f64> = tiles
+            .iter()
+            .map(|t| self.scale.tile_cost(&plan_sat, *t))
+            .collect();
+        let estimated: Vec<f64> = tiles
+            .iter()
+            .map(|t| self.scale.tile_cost(&estimate_sat, *t))
+            .collect();
+        let deques = policy::initial_deques(self.config.strategy, &predicted, &self.weights);
+        let floors = tiles::area_floors(&tiles, &predicted);
+        let samples = self.passes[index].clone();
+        let mut out = Vec::with_capacity(self.ranks);
+        for r in 0..self.ranks {
+            let speeds = self.weights[self.offsets[r]..self.offsets[r + 1]].to_vec();
+            let mine = &deques[self.offsets[r]..self.offsets[r + 1]];
+            let tasks = mine
+                .iter()
+                .flatten()
+                .map(|&t| TaskData {
+                    task: t as u32,
+                    tile: tiles[t],
+                    prior: (index > 0).then(|| self.film.read_tile(tiles[t])),
+                })
+                .collect();
+            out.push((
+                r,
+                Msg::Plan(Plan {
+                    pass: index as u32,
+                    samples: samples.clone(),
+                    steal: self.config.steal,
+                    deques: mine
+                        .iter()
+                        .map(|d| d.iter().map(|&t| t as u32).collect())
+                        .collect(),
+                    tasks,
+                    speeds,
+                    costs: predicted.clone(),
+                    floors: floors.clone(),
+                }),
+            ));
+        }
+        let n = tiles.len();
+        self.current = Some(MasterPass {
+            index,
+            tiles,
+            predicted,
+            estimated,
+            deques,
+            records: vec![None; n],
+            buffers: vec![Vec::new(); n],
+            done: 0,
+            stats: vec![None; self.ranks],
+            start: Instant::now(),
+            makespan_s: 0.0,
+            ahead,
+        });
+        out
+    }
+
+    /// Rank `from` retired one of its workers ([`Msg::Retired`]).
+    pub(super) fn on_retired(&mut self, from: usize, msg: Msg) -> Result<(), String> {
+        let Msg::Retired {
+            pass,
+            worker,
+            tile,
+            error,
+        } = msg
+        else {
+            return Err(format!("{} taken for a retirement", msg.name()));
+        };
+        let w = worker as usize;
+        let mine = self.offsets[from]..self.offsets[from + 1];
+        if !mine.contains(&w) || self.retirements.iter().any(|r| r.worker == w) {
+            return Err(format!(
+                "a retirement of worker {w}, not a working one of its own"
+            ));
+        }
+        if pass as usize >= self.passes.len() {
+            return Err(format!("a retirement in pass {pass}, past the last"));
+        }
+        // While the ranks calibrate, a retirement is of a worker whose piece failed
+        // ([`retire_after_calibration`]): before the first pass's first tile. (Its rank,
+        // which does not know the frame's first pass, sends 0.)
+        let before_tiles = self.calibrating.is_some();
+        self.retirements.push(Retirement {
+            worker: w,
+            label: self.labels[w].0.clone(),
+            pass: if before_tiles {
+                self.first_pass
+            } else {
+                pass as usize
+            },
+            tile,
+            error,
+            before_tiles,
+        });
+        Ok(())
+    }
+
+    pub(super) fn on_tile(&mut self, from: usize, d: TileDone) -> Result<Outbox, String> {
+        let pass = self
+            .current
+            .as_mut()
+            .filter(|p| p.index == d.pass as usize)
+            .ok_or_else(|| format!("a tile of pass {} arrived outside that pass", d.pass))?;
+        let task = d.task as usize;
+        let tile = *pass
+            .tiles
+            .get(task)
+            .ok_or_else(|| format!("tile {task} does not exist"))?;
+        if self.worker_rank.get(d.worker as usize) != Some(&from) {
+            return Err(format!(
+                "tile {task} claims worker {} that is not one of rank {from}'s",
+                d.worker
+            ));
+        }
+        if d.pixels.len() != tile.pixel_count() {
+            return Err(format!(
+                "tile {task} came with {} pixels, not {}",
+                d.pixels.len(),
+                tile.pixel_count()
+            ));
+        }
+        if pass.records[task].is_some() {
+            return Err(format!(
+                "scheduler bug: tile {task} was rendered twice in pass {}",
+                pass.index
+            ));
+        }
+        pass.records[task] = Some(TileRecord {
+            task,
+            worker: d.worker as usize,
+            stolen_from: d.stolen_from.map(|v| v as usize),
+            start_s: d.start_s,
+            end_s: d.end_s,
+            cost_s: d.cost_s,
+        });
+        pass.buffers[task] = d.pixels;
+        pass.done += 1;
+        self.progress.inc();
+        if pass.done < pass.tiles.len() {
+            return Ok(Vec::new());
+        }
+        pass.makespan_s = pass.start.elapsed().as_secs_f64();
+        let end = pass.index as u32;
+        Ok((0..self.ranks)
+            .map(|r| (r, Msg::PassEnd { pass: end }))
+            .collect())
+    }
+
+    /// After a tile arrived: `sink` may checkpoint the film as it stands (the complete passes
+    /// and the current pass's arrived tiles).
+    pub(super) fn after_tile(&self, sink: &mut dyn FrameSink) {
+        if let Some(pass) = &self.current {
+            let spp_done = self.passes[pass.index].start;
+            sink.within_pass(spp_done, &|| {
+                crate::sched::workers::film_with(&self.film, &pass.tiles, &pass.buffers)
+            });
+        }
+    }
+
+    /// A rank's counters after `PassEnd`. When every rank's are in, the pass is complete:
+    /// its tiles go into the film and the next pass is planned. Returns the messages to send
+    /// and where the frame stands.
+    pub(super) fn on_stats(
+        &mut self,
+        from: usize,
+        pass_index: u32,
+        counters: RankPassCounters,
+    ) -> Result<(Outbox, PassOutcome), String> {
+        let pass = self
+            .current
+            .as_mut()
+            .filter(|p| p.index == pass_index as usize && p.done == p.tiles.len())
+            .ok_or_else(|| format!("statistics of pass {pass_index} before its end"))?;
+        if pass.stats[from].replace(counters).is_some() {
+            return Err(format!("statistics of pass {pass_index} sent twice"));
+        }
+        if pass.stats.iter().any(Option::is_none) {
+            return Ok((Vec::new(), PassOutcome::Waiting));
+        }
+        let Some(pass) = self.current.take() else {
+            return Ok((Vec::new(), PassOutcome::Waiting));
+        };
+        let trimmed = pass.ahead.is_some();
+        for (t, buf) in pass.tiles.iter().zip(&pass.buffers) {
+            self.film.write_tile(*t, buf);
+        }
+        let records: Vec<TileRecord> = pass.records.into_iter().flatten().collect();
+        let workers = self.worker_rank.len();
+        let report = PassReport {
+            samples: self.passes[pass.index].clone(),
+            workers: report::worker_stats(workers, &records),
+            tiles: pass.tiles,
+            predicted: pass.predicted,
+            estimated: pass.estimated,
+            initial_deques: pass.deques,
+            records,
+            makespan_s: pass.makespan_s,
+            // Not yet replaced by this pass's measurements (below).
+            speeds: if self.weights_are_speeds {
+                self.weights.clone()
+            } else {
+                Vec::new()
+            },
+            planned_with_measured: self.planned_with_measured,
+        };
+        self.counters.push(
+            pass.stats
+                .into_iter()
+                .map(Option::unwrap_or_default)
+                .collect(),
+        );
+        let next = pass.index + 1;
+        if next < self.passes.len() {
+            let previous = self.weights_are_speeds.then_some(&self.weights[..]);
+            let (speeds, normalized) =
+                crate::sched::measured_costs_by_group(&self.groups, &report, previous);
+            self.weights_are_speeds = true;
+            if !trimmed
+                && crate::sched::measured_costs_carry_over(
+                    self.labels.iter().map(|(_, d)| d.as_str()),
+                )
+            {
+                self.plan_map = self.plan_map.corrected(
+                    (self.film.width, self.film.height),
+                    &report.tiles,
+                    &normalized,
+                );
+                self.planned_with_measured = true;
+            }
+            self.weights = speeds;
+            for r in &self.retirements {
+                self.weights[r.worker] = 0.0;
+            }
+            let spp_done = report.samples.end;
+            self.pass_times
+                .record(report.makespan_s, report.samples.len() as u32);
+            self.reports.push(report);
+            let next_spp = self.passes[next].len() as u32;
+            if let Some(deadline) = self.deadline {
+                if !self
+                    .pass_times
+                    .next_fits(Instant::now(), deadline, next_spp)
+                {
+                    // Whole at this boundary: the frame ends here.
+                    self.stopped = Some(Stopped {
+                        spp_complete: spp_done,
+                        partial: None,
+                        at_time_limit: true,
+                    });
+                    return Ok((Vec::new(), PassOutcome::FrameComplete));
+                }
+            }
+            Ok((self.start_pass(next), PassOutcome::NextPass { spp_done }))
+        } else {
+            self.reports.push(report);
+            Ok((Vec::new(), PassOutcome::FrameComplete))
+        }
+    }
+
+    /// Ends the frame at a stop request, without waiting for the tiles in flight (the ranks
+    /// rendering them may be going down too): the tiles of the current pass that arrived go
+    /// into the film, the others keep the samples of the complete passes, and the film of the
+    /// complete passes is kept to resume from. A pass whose tiles have all arrived is still
+    /// taken as interrupted (its statistics are not in); resuming renders it again.
+    pub(super) fn stop(&mut self, request: StopRequest) {
+        self.stop_request = Some(request);
+        let Some(pass) = self.current.take() else {
+            // Not inside a pass (calibrating before the first): the film is at a boundary, or
+            // as the resumed run left it inside the first pass.
+            let spp_complete = self.reports.last().map_or_else(
+                || self.passes.get(self.first_pass).map_or(0, |p| p.start),
+                |r| r.samples.end,
+            );
+            let carried_pixels = match self.ahead {
+                Some(a) if self.reports.is_empty() => a.pixels,
+                _ => 0,
+            };
+            self.stopped = Some(Stopped {
+                spp_complete,
+                partial: (carried_pixels > 0).then(|| PartialPass {
+                    samples: self.passes[self.first_pass].clone(),
+                    tiles_done: 0,
+                    tiles: 0,
+                    carried_pixels,
+                }),
+                at_time_limit: false,
+            });
+            return;
+        };
+        let samples = self.passes[pass.index].clone();
+        for (t, buf) in pass.tiles.iter().zip(&pass.buffers) {
+            if !buf.is_empty() {
+                self.film.write_tile(*t, buf);
+            }
+        }
+        self.stopped = Some(Stopped {
+            spp_complete: samples.start,
+            partial: Some(PartialPass {
+                samples,
+                tiles_done: pass.done,
+                tiles: pass.tiles.len(),
+                carried_pixels: pass.ahead.map_or(0, |a| a.pixels),
+            }),
+            at_time_limit: false,
+        });
+    }
+
+    pub(super) fn into_frame(self) -> Frame {
+        self.progress.finish();
+        let report = FrameReport {
+            width: self.settings.width,
+            height: self.settings.height,
+            // Cluster renders are of the whole frame (render_cluster refuses --pixelbounds).
+            window: crate::render::Tile::whole(self.settings.width, self.settings.height),
+            strategy: self.config.strategy,
+            steal: self.config.steal,
+            workers: self.labels,
+            raster: self.inputs.raster,
+            estimate: self.inputs.estimate_stats,
+            estimated_before: false,
+            costmap: self.inputs.estimate,
+            passes: self.reports,
+            render_s: self.render_start.elapsed().as_secs_f64(),
+            cluster: Some(ClusterReport {
+                ranks: self.rank_info,
+                worker_rank: self.worker_rank,
+                counters: self.counters,
+                stop: self.stop_request,
+            }),
+            // Empty unless the ranks' devices differ (docs/cluster.md, "Speeds").
+            calibration: self.calibration,
+            retirements: self.retirements,
+            first_pass: self.first_pass,
+        };
+        Frame {
+            film: self.film,
+            report,
+            // A cluster frame runs to the end, to the boundary where the time limit stopped
+            // it, or to a stop request.
+            stopped: self.stopped,
+        }
+    }
+}
