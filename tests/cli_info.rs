@@ -203,3 +203,64 @@ fn a_closed_stdout_ends_info_quietly() {
         );
     }
 }
+
+/// `info` on a resume file says which render it belongs to and how far its pixels got,
+/// rather than failing to read it as OBJ; on a damaged one it fails naming the file.
+#[test]
+fn info_on_a_resume_file_says_what_it_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let asset = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/cornell/cornell.obj");
+    let out = dir.path().join("r.exr");
+    let resume = dir.path().join("r.exr.gasworks-resume");
+    // 4 of 8 samples per pixel: stopped by the time limit after the first pass.
+    let r = gasworks(&[
+        "render",
+        asset.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--backend",
+        "cpu",
+        "--width",
+        "16",
+        "--height",
+        "8",
+        "--spp",
+        "8",
+        "--pass-spp",
+        "4",
+        "--time-limit",
+        "0.001s",
+        "-q",
+    ]);
+    assert!(r.status.success(), "{}", text(&r.stderr));
+    let info = gasworks(&["info", resume.to_str().unwrap()]);
+    let stdout = text(&info.stdout);
+    assert!(info.status.success(), "{}", text(&info.stderr));
+    for says in [
+        "resume file: ",
+        "(written by gasworks ",
+        "  scene cornell.obj\n",
+        "  size 16x8\n",
+        "pixels: 16x8 at (0, 0) of the frame, in passes of 4 samples per pixel",
+        "samples per pixel (of 8): 4 in all 128 pixels",
+        "to finish it: the command that wrote it, plus --resume ",
+    ] {
+        assert!(stdout.contains(says), "no {says:?} in:\n{stdout}");
+    }
+    let json = gasworks(&["info", resume.to_str().unwrap(), "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).expect("one JSON object");
+    assert_eq!(
+        (v["spp"].as_u64(), v["spp_done"].as_u64()),
+        (Some(8), Some(4))
+    );
+    assert_eq!(v["samples_per_pixel"][0]["pixels"], 128);
+
+    // Cut short: refused, naming the file.
+    let bytes = std::fs::read(&resume).unwrap();
+    std::fs::write(&resume, &bytes[..bytes.len() - 9]).unwrap();
+    let bad = gasworks(&["info", resume.to_str().unwrap()]);
+    let stderr = text(&bad.stderr);
+    assert_eq!(bad.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("r.exr.gasworks-resume"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}

@@ -1,4 +1,5 @@
-//! `gasworks info`: what a scene holds, as text for people or one JSON object for scripts.
+//! `gasworks info`: what a scene holds (or a resume file: the render it belongs to and how far
+//! its pixels got), as text for people or one JSON object for scripts.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -6,12 +7,14 @@ use std::path::PathBuf;
 use clap::Args;
 use serde::Serialize;
 
+use crate::render::checkpoint;
 use crate::scene::lights::{facing_warnings_of, light_facing, LightFacing, AXES};
 use crate::scene::{obj, Bounds, MaterialKind, Scene};
 
 #[derive(Args, Debug)]
 pub struct InfoArgs {
-    /// The scene, a Wavefront OBJ file
+    /// The scene, a Wavefront OBJ file (or a resume file, OUT.gasworks-resume: which render
+    /// it belongs to and how far its pixels got)
     pub scene: PathBuf,
     /// Print one JSON object instead of text
     #[arg(long)]
@@ -403,6 +406,15 @@ pub fn render_text(info: &SceneInfo, list_groups: bool) -> String {
 }
 
 pub fn run(a: InfoArgs) -> anyhow::Result<()> {
+    if checkpoint::looks_like_resume_file(&a.scene) {
+        let info = resume_info(&a.scene)?;
+        if a.json {
+            println!("{}", serde_json::to_string_pretty(&info)?);
+        } else {
+            print!("{}", resume_text(&info));
+        }
+        return Ok(());
+    }
     let scene = obj::load_obj(&a.scene, &obj::LoadOptions { quiet: a.quiet })?;
     let mut info = scene_info(&scene);
     // A malformed camera comment, which render refuses: said here too.
@@ -417,9 +429,158 @@ pub fn run(a: InfoArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// What a resume file (`OUT.gasworks-resume`) holds: the render it belongs to and how far
+/// each of its pixels got, so that a stopped render can be told apart from another before
+/// `render --resume` is given it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ResumeInfo {
+    pub resume_file: String,
+    /// The render's settings as the file keys them (`output::render_key`'s items: "scene
+    /// cornell.obj", "spp 64", "size 512x512", ...): `render --resume` must match them.
+    pub render: Vec<String>,
+    /// The render's samples per pixel (the key's `spp`), where it says.
+    pub spp: Option<u32>,
+    /// The pixels the film covers: x, y, width, height within the frame.
+    pub window: [u32; 4],
+    pub pass_spp: u32,
+    /// Samples per pixel that every pixel has.
+    pub spp_done: u32,
+    /// What wrote it ("gasworks 0.1.0 (abcdef123456)"); empty in older files.
+    pub software: String,
+    /// How many pixels hold each sample count, fewest samples first: one entry at a pass
+    /// boundary; two when a stop inside a pass kept its finished tiles.
+    pub samples_per_pixel: Vec<SampleCount>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct SampleCount {
+    pub samples: u32,
+    pub pixels: usize,
+}
+
+/// Reads and checks a resume file ([`checkpoint::read`]) and says what it holds.
+pub fn resume_info(path: &std::path::Path) -> anyhow::Result<ResumeInfo> {
+    let (header, film) = checkpoint::read(path)?;
+    let mut counts = std::collections::BTreeMap::<u32, usize>::new();
+    for p in &film.pixels {
+        *counts.entry(p[3] as u32).or_default() += 1;
+    }
+    let render: Vec<String> = header
+        .render
+        .split("; ")
+        .filter(|item| !item.is_empty())
+        .map(str::to_string)
+        .collect();
+    let spp = render
+        .iter()
+        .find_map(|item| item.strip_prefix("spp ")?.parse().ok());
+    Ok(ResumeInfo {
+        resume_file: path.display().to_string(),
+        render,
+        spp,
+        window: header.window,
+        pass_spp: header.pass_spp,
+        spp_done: header.spp_done,
+        software: header.software,
+        samples_per_pixel: counts
+            .into_iter()
+            .map(|(samples, pixels)| SampleCount { samples, pixels })
+            .collect(),
+    })
+}
+
+/// [`ResumeInfo`] for people.
+pub fn resume_text(info: &ResumeInfo) -> String {
+    let mut s = String::new();
+    let by = if info.software.is_empty() {
+        "an earlier gasworks build"
+    } else {
+        info.software.as_str()
+    };
+    let _ = writeln!(s, "resume file: {} (written by {by})", info.resume_file);
+    let _ = writeln!(s, "render:");
+    for item in &info.render {
+        let _ = writeln!(s, "  {item}");
+    }
+    let [x, y, w, h] = info.window;
+    let _ = writeln!(
+        s,
+        "pixels: {w}x{h} at ({x}, {y}) of the frame, in passes of {} samples per pixel",
+        info.pass_spp
+    );
+    let of = info.spp.map(|n| format!(" (of {n})")).unwrap_or_default();
+    let total: usize = info.samples_per_pixel.iter().map(|c| c.pixels).sum();
+    let counts: Vec<String> = match &info.samples_per_pixel[..] {
+        [one] => vec![format!("{} in all {total} pixels", one.samples)],
+        many => many
+            .iter()
+            .map(|c| format!("{} in {} of {total} pixels", c.samples, c.pixels))
+            .collect(),
+    };
+    let _ = writeln!(s, "samples per pixel{of}: {}", counts.join(", "));
+    let complete = info
+        .spp
+        .is_some_and(|n| info.samples_per_pixel.iter().all(|c| c.samples == n));
+    let resume = format!("--resume {}", info.resume_file);
+    if complete {
+        let _ = writeln!(
+            s,
+            "the render is complete: the command that wrote it, plus {resume}, writes its image and renders nothing"
+        );
+    } else {
+        let _ = writeln!(s, "to finish it: the command that wrote it, plus {resume}");
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_resume_file_inside_a_pass_and_a_complete_one_read_as_such() {
+        let mut info = ResumeInfo {
+            resume_file: "o.exr.gasworks-resume".into(),
+            render: vec!["scene a.obj".into(), "spp 8".into()],
+            spp: Some(8),
+            window: [0, 0, 64, 64],
+            pass_spp: 4,
+            spp_done: 4,
+            software: String::new(),
+            samples_per_pixel: vec![
+                SampleCount {
+                    samples: 4,
+                    pixels: 3000,
+                },
+                SampleCount {
+                    samples: 8,
+                    pixels: 1096,
+                },
+            ],
+        };
+        let text = resume_text(&info);
+        assert!(
+            text.contains("(written by an earlier gasworks build)"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "samples per pixel (of 8): 4 in 3000 of 4096 pixels, 8 in 1096 of 4096 pixels\n"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("to finish it: "), "{text}");
+        info.samples_per_pixel = vec![SampleCount {
+            samples: 8,
+            pixels: 4096,
+        }];
+        let text = resume_text(&info);
+        assert!(text.contains("8 in all 4096 pixels"), "{text}");
+        assert!(
+            text.contains("the render is complete: the command that wrote it, plus --resume o.exr.gasworks-resume, writes its image"),
+            "{text}"
+        );
+    }
 
     #[test]
     fn histogram_buckets_are_powers_of_two() {

@@ -363,6 +363,16 @@ fn is_magic(bytes: &[u8]) -> bool {
     bytes == MAGIC || bytes == MAGIC_PARTIAL_PASS
 }
 
+/// Whether `path` begins as a resume file does (either magic): `gasworks info` describes such
+/// a file rather than reading it as a scene. False when it cannot be read.
+pub fn looks_like_resume_file(path: &Path) -> bool {
+    use std::io::Read;
+    let mut head = [0u8; 16];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut head))
+        .is_ok_and(|()| is_magic(&head))
+}
+
 /// Where `gasworks render -o OUT` keeps its resume file: `OUT.gasworks-resume`, beside it.
 pub fn path_for(output: &Path) -> PathBuf {
     let mut name = output.as_os_str().to_owned();
