@@ -433,6 +433,12 @@ fn needs_what(args: &[String]) -> Option<&'static str> {
         // Run end to end by tests/cli_interrupt.rs (a render stopped with SIGINT, resumed).
         return Some("a stopped render's resume file (--resume)");
     }
+    if args.first().map(String::as_str) == Some("info")
+        && args.iter().any(|a| a.ends_with(".gasworks-resume"))
+    {
+        // Run end to end by tests/cli_info.rs (on a render stopped at its time limit).
+        return Some("a stopped render's resume file (info)");
+    }
     None
 }
 
