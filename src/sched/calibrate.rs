@@ -130,8 +130,9 @@ pub struct PieceFailure {
     pub error: anyhow::Error,
 }
 
-/// What [`time_pieces`] measured: one time per `--devices` entry whose worker rendered its
-/// piece, in group order, and the entries whose worker failed, in group order too.
+/// What [`time_pieces`] measured: one time per `--devices` entry one of whose workers
+/// rendered its piece, in group order, and every worker's failure, in group and worker order
+/// (an entry may have several: the workers tried before one rendered its piece, or all).
 #[derive(Debug, Default)]
 pub struct TimedPieces {
     pub times: Vec<PieceTime>,
