@@ -24,7 +24,7 @@ use super::protocol::{
 use super::report::StopRequest;
 use super::transport::{Transport, TransportError};
 use crate::render::{Film, RenderSettings, Tile};
-use crate::sched::calibrate::{self};
+use crate::sched::calibrate;
 use crate::sched::costmap::{CostMap, EstimateStats};
 use crate::sched::cputime::thread_cpu_seconds;
 use crate::sched::policy::{StealRng, WorkQueues};
