@@ -5,7 +5,7 @@
 // Every function here mirrors one in the Rust sources, named in its comment, line by line and
 // in the same order of float operations (only FMA contraction, which NVRTC does by default,
 // and the last ulp of sqrtf/powf/cosf may differ). Change one side, change the other:
-//   src/render/sampler.rs   -> Sampler (SplitMix64 keyed on (pixel, sample, seed))
+//   src/render/sampler.rs   -> Sampler (Owen-scrambled Sobol' keyed on (pixel, sample, seed))
 //   src/cpu/sampling.rs     -> bases, hemisphere and lobe sampling, power heuristic
 //   src/cpu/material.rs     -> ShadingFrame, Bsdf (eval / sample / glass), Fresnel
 //   src/scene/mod.rs        -> Texture::sample (bilinear with wrap), Texture::height_gradient
@@ -95,29 +95,76 @@ GW_INLINE unsigned long long mix64(unsigned long long z)
     return z ^ (z >> 31);
 }
 
-// Sampler: the random stream of one sample of one pixel (`pixel` = y * width + x in the image).
+// Sampler: the random numbers of one sample of one pixel (`pixel` = y * width + x in the
+// image): Owen-scrambled Sobol' points, padded. Each draw is a slot: a 1D slot is the first
+// Sobol' dimension (van der Corput), a 2D slot the first two, of the sample index shuffled by a
+// nested uniform scramble, then Owen-scrambled; the shuffles and scrambles are hashes of
+// (pixel, seed, slot) (Burley 2020, "Practical Hash-based Owen Scrambling").
 struct Sampler {
-    unsigned long long key;
-    unsigned long long dim;
+    unsigned long long pixel_key;
+    unsigned int index_reversed;
+    unsigned long long slot;
 };
+
+// sampler::laine_karras_permutation (Burley's variant): bit k changes only through bits 0..k.
+GW_INLINE unsigned int laine_karras_permutation(unsigned int x, unsigned int seed)
+{
+    x ^= x * 0x3d20adeau;
+    x += seed;
+    x *= (seed >> 16) | 1u;
+    x ^= x * 0x05526c56u;
+    x ^= x * 0x53a22864u;
+    return x;
+}
+
+// sampler::superset_parity: bit k is the parity of the bits of x at positions b with b & k == k
+// (the Sobol' second dimension's point, bit-reversed).
+GW_INLINE unsigned int superset_parity(unsigned int x)
+{
+    x ^= (x >> 1) & 0x55555555u;
+    x ^= (x >> 2) & 0x33333333u;
+    x ^= (x >> 4) & 0x0F0F0F0Fu;
+    x ^= (x >> 8) & 0x00FF00FFu;
+    x ^= (x >> 16) & 0x0000FFFFu;
+    return x;
+}
+
+// sampler::unit_f32: the top 24 bits of a 32-bit fraction (exact in f32).
+GW_INLINE float unit_f32(unsigned int bits) { return (float)(bits >> 8) * (1.0f / 16777216.0f); }
 
 GW_INLINE Sampler sampler_new(unsigned int pixel, unsigned int sample, unsigned long long seed)
 {
     Sampler s;
-    s.key = mix64((((unsigned long long)pixel) << 32 | (unsigned long long)sample) ^
-                  mix64(seed ^ GW_GOLDEN_GAMMA));
-    s.dim = 0;
+    s.pixel_key = mix64((unsigned long long)pixel ^ mix64(seed ^ GW_GOLDEN_GAMMA));
+    s.index_reversed = __brev(sample);
+    s.slot = 0;
     return s;
 }
 
-GW_INLINE unsigned int next_u32(Sampler& s)
+// Sampler::next_slot: the 64 bits the slot's shuffle and scrambles come from.
+GW_INLINE unsigned long long next_slot(Sampler& s)
 {
-    s.dim += 1;
-    return (unsigned int)(mix64(s.key + s.dim * GW_GOLDEN_GAMMA) >> 32);
+    s.slot += 1;
+    return mix64(s.pixel_key + s.slot * GW_GOLDEN_GAMMA);
 }
 
-// A uniform float in [0, 1) from the top 24 bits (exact in f32).
-GW_INLINE float next_f32(Sampler& s) { return (float)(next_u32(s) >> 8) * (1.0f / 16777216.0f); }
+// Sampler::next_1d
+GW_INLINE float next_1d(Sampler& s)
+{
+    const unsigned long long h = next_slot(s);
+    const unsigned int shuffled = __brev(laine_karras_permutation(s.index_reversed, (unsigned int)h));
+    return unit_f32(__brev(laine_karras_permutation(shuffled, (unsigned int)(h >> 32))));
+}
+
+// Sampler::next_2d
+GW_INLINE void next_2d(Sampler& s, float& u1, float& u2)
+{
+    const unsigned long long h = next_slot(s);
+    const unsigned int scramble_y = (unsigned int)((h * GW_GOLDEN_GAMMA) >> 32);
+    const unsigned int shuffled = __brev(laine_karras_permutation(s.index_reversed, (unsigned int)h));
+    u1 = unit_f32(__brev(laine_karras_permutation(shuffled, (unsigned int)(h >> 32))));
+    u2 = unit_f32(__brev(laine_karras_permutation(superset_parity(shuffled), scramble_y)));
+}
 
 // scene::dissolve_number: the random number in [0, 1) of a hit at barycentrics (u, v) of
 // triangle prim of group group, which a see-through material compares with its opacity.

@@ -34,9 +34,9 @@
 // with an emission map (map_Ke) emits Ke times the map at the point, hit or sampled
 // (Material::emission_at, Scene::light_emission_at).
 //
-// Random numbers: Sampler(pixel = y * width + x, sample, seed), drawn in the CPU's order:
-// jitter (2), then at every vertex where the path may continue exactly 7 numbers: light
-// choice (1), point on the light (2), lobe (1), direction (2), Russian roulette (1).
+// Random numbers: Sampler(pixel = y * width + x, sample, seed), drawn in the CPU's order and
+// slots: jitter (2D), then at every vertex where the path may continue exactly 5 slots: light
+// choice (1D), point on the light (2D), lobe (1D), direction (2D), Russian roulette (1D).
 //
 // The structs below are mirrored by src/optix/pathtracer/layout.rs; its tests assert the same
 // sizes and offsets as the static_asserts here.
@@ -488,13 +488,13 @@ GW_INLINE V3 radiance(V3 origin, V3 dir, Sampler& rng, unsigned long long& rays)
         if (depth == P.max_depth) {
             break;
         }
-        const float u_light = next_f32(rng);
-        const float u_l1 = next_f32(rng);
-        const float u_l2 = next_f32(rng);
-        const float u_lobe = next_f32(rng);
-        const float u_b1 = next_f32(rng);
-        const float u_b2 = next_f32(rng);
-        const float u_rr = next_f32(rng);
+        const float u_light = next_1d(rng);
+        float u_l1, u_l2;
+        next_2d(rng, u_l1, u_l2);
+        const float u_lobe = next_1d(rng);
+        float u_b1, u_b2;
+        next_2d(rng, u_b1, u_b2);
+        const float u_rr = next_1d(rng);
 
         const ShadingFrame frame = shading_frame(sp.n_geo, sp.n_shade, wo);
         const Bsdf bsdf = bsdf_new(material, P.textures, P.texture_count, P.texels, sp.has_uv,
@@ -531,8 +531,8 @@ GW_INLINE V3 sample_pixel(unsigned int x, unsigned int y, unsigned int sample, u
 {
     const GwLaunchParams& P = pathtrace_params;
     Sampler rng = sampler_new(y * P.image_width + x, sample, P.seed);
-    const float jx = next_f32(rng);
-    const float jy = next_f32(rng);
+    float jx, jy;
+    next_2d(rng, jx, jy);
     const float px = (float)x + jx;
     const float py = (float)y + jy;
     const float sx = 2.0f * px / (float)P.image_width - 1.0f;

@@ -506,13 +506,13 @@ fn fixtures() -> Vec<(&'static str, Scene, RenderSettings, u64)> {
                 seed: 0,
                 camera: camera.frame(32, 32).unwrap(),
             },
-            0x5787_6567_6fab_1986,
+            0x28d5_bc08_a045_9f4b,
         ),
         (
             "cornell_like 24x24, 8 spp",
             cornell_like(),
             cornell_settings(24, 24, 8, 8, 3),
-            0x118b_5eb3_8e85_cacf,
+            0x1b4d_a71c_cca9_3490,
         ),
         (
             "lamp seen from behind 24x24, 8 spp",
@@ -525,7 +525,7 @@ fn fixtures() -> Vec<(&'static str, Scene, RenderSettings, u64)> {
                 seed: 7,
                 camera: lamp_camera.frame(24, 24).unwrap(),
             },
-            0x093d_e928_3cea_757d,
+            0x61e1_e86d_fab8_7463,
         ),
     ]
 }
@@ -534,23 +534,30 @@ fn fixtures() -> Vec<(&'static str, Scene, RenderSettings, u64)> {
 /// the Cornell-like box with every material kind; a lamp whose back the camera sees) have the
 /// very bits the code before one-sided lights gave them: the hashes were printed by that code
 /// (commit 3a9b552) and held until the ray offsets changed (commit a731565: offsets scaled by
-/// the hit triangle, which moves every secondary ray origin); they are that commit's now,
-/// printed by it with one-sided lights' code path switched off as here. With one-sided lights
-/// (the default) all three differ.
+/// the hit triangle, which moves every secondary ray origin), then until the random numbers
+/// became scrambled Sobol' points (2026-11-27: every sample's numbers changed); each time the
+/// new hashes were printed by the changed code with one-sided lights' code path switched off
+/// as here, so the flag keeps giving what the former code gives with today's ray offsets and
+/// random numbers. With one-sided lights (the default) all three differ.
 #[test]
 fn two_sided_lights_render_the_old_images_bit_for_bit() {
+    // Every fixture is rendered before any assertion, so that a failure names every hash
+    // that moved at once.
+    let mut wrong = Vec::new();
     for (name, mut scene, settings, old_hash) in fixtures() {
         scene.two_sided_lights = true;
         let two = film_hash(&render(&scene, &settings));
-        assert_eq!(
-            two, old_hash,
-            "{name}: two-sided film hash {two:#018x}, the old code gave {old_hash:#018x}"
-        );
+        if two != old_hash {
+            wrong.push(format!(
+                "{name}: two-sided film hash {two:#018x}, the old code gave {old_hash:#018x}"
+            ));
+        }
         scene.two_sided_lights = false;
         let one = film_hash(&render(&scene, &settings));
         assert_ne!(one, old_hash, "{name}: one-sided lights changed nothing");
-        eprintln!("{name}: two-sided {two:#018x} (= old), one-sided {one:#018x}");
+        eprintln!("{name}: two-sided {two:#018x}, one-sided {one:#018x}");
     }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -81,8 +81,13 @@
 //! Only [`Sampler::new`]`(y * width + x, sample, seed)`, drawn in this order:
 //! 1. pixel jitter `jx`, `jy` (2 numbers): the primary ray goes through `(x + jx, y + jy)`;
 //! 2. at every vertex where the path may continue (hit, and `d < max_depth`), exactly 7
-//!    numbers, drawn whether or not they are used: light choice (1), point on the light (2),
-//!    BSDF lobe or Fresnel choice (1), BSDF direction (2), Russian roulette (1).
+//!    numbers in 5 slots, drawn whether or not they are used: light choice (1D), point on the
+//!    light (2D), BSDF lobe or Fresnel choice (1D), BSDF direction (2D), Russian roulette
+//!    (1D).
+//!
+//! A slot is one dimension (or pair) of Owen-scrambled Sobol' points over the pixel's
+//! samples, so each slot's numbers are stratified across the samples ([`Sampler`]); the fixed
+//! count keeps every vertex depth in the same slots in every sample.
 //!
 //! # Rays
 //!
@@ -298,7 +303,7 @@ impl PathTracer<'_> {
     }
 
     /// The radiance arriving at `origin` from direction `-dir` (`dir` unit length), estimated
-    /// with the random numbers of `rng` (7 per path vertex).
+    /// with the random numbers of `rng` (5 slots, 7 numbers, per path vertex).
     pub fn radiance(&self, origin: Vec3, dir: Vec3, rng: &mut Sampler) -> Vec3 {
         let scene = self.scene;
         let env = scene.environment_radiance();
@@ -334,11 +339,11 @@ impl PathTracer<'_> {
             if depth == self.max_depth {
                 break;
             }
-            let u_light = rng.next_f32();
+            let u_light = rng.next_1d();
             let (u_l1, u_l2) = rng.next_2d();
-            let u_lobe = rng.next_f32();
+            let u_lobe = rng.next_1d();
             let (u_b1, u_b2) = rng.next_2d();
-            let u_rr = rng.next_f32();
+            let u_rr = rng.next_1d();
 
             let frame = ShadingFrame::new(sp.n_geo, sp.n_shade, wo);
             let bsdf = Bsdf::new(material, &scene.textures, sp.uv, frame);

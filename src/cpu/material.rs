@@ -375,7 +375,7 @@ pub fn fresnel_dielectric(cos_i: f32, eta_i: f32, eta_t: f32) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::render::Sampler;
+    use crate::render::sampler::RandomStream;
     use std::f32::consts::PI;
 
     fn material(kind: MaterialKind) -> Material {
@@ -528,7 +528,7 @@ mod tests {
         m.shininess = ns;
         let b = Bsdf::new(&m, &[], None, up_frame(wo));
         let mirror = dir(50.0, 210.0);
-        let mut s = Sampler::new(0, 0, 9);
+        let mut s = RandomStream::new(0, 0, 9);
         let (mut checked, mut in_lobe) = (0, 0);
         for _ in 0..2000 {
             let (ul, u1, u2) = (s.next_f32(), s.next_f32(), s.next_f32());
@@ -608,7 +608,7 @@ mod tests {
             for theta in [0.0, 30.0, 60.0, 85.0] {
                 let wo = dir(theta, 0.0);
                 let b = glossy(kd, ks, ns, wo);
-                let mut s = Sampler::new(theta as u32, 0, 5);
+                let mut s = RandomStream::new(theta as u32, 0, 5);
                 let (mut sum, mut sum2) = (0.0f64, 0.0f64);
                 for _ in 0..n {
                     let (ul, u1, u2) = (s.next_f32(), s.next_f32(), s.next_f32());
@@ -654,7 +654,7 @@ mod tests {
             };
             let samples = 400_000;
             let mut observed = vec![0f64; n_cos * n_phi + 1];
-            let mut s = Sampler::new(7, 7, 7);
+            let mut s = RandomStream::new(7, 7, 7);
             for _ in 0..samples {
                 let (ul, u1, u2) = (s.next_f32(), s.next_f32(), s.next_f32());
                 match b.sample(wo, ul, u1, u2) {

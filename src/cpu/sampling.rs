@@ -123,7 +123,7 @@ pub fn reflect(w: Vec3, n: Vec3) -> Vec3 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::render::Sampler;
+    use crate::render::sampler::RandomStream;
 
     #[test]
     fn basis_is_orthonormal_for_awkward_normals() {
@@ -145,7 +145,7 @@ mod tests {
 
     #[test]
     fn triangle_samples_stay_inside() {
-        let mut s = Sampler::new(1, 2, 3);
+        let mut s = RandomStream::new(1, 2, 3);
         for _ in 0..10_000 {
             let (b1, b2) = uniform_triangle(s.next_f32(), s.next_f32());
             assert!(b1 >= 0.0 && b2 >= 0.0 && b1 + b2 <= 1.0 + 1e-6);

@@ -428,7 +428,7 @@ pub fn compare(a: &PixelStats, b: &PixelStats, o: &CompareOptions) -> Comparison
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::render::Sampler;
+    use crate::render::sampler::RandomStream;
 
     #[test]
     fn quantiles_match_tables() {
@@ -441,7 +441,7 @@ mod tests {
     }
 
     /// A standard normal number from two uniforms (Box-Muller).
-    fn normal(s: &mut Sampler) -> f64 {
+    fn normal(s: &mut RandomStream) -> f64 {
         let (u1, u2) = (f64::from(s.next_f32()).max(1e-12), f64::from(s.next_f32()));
         (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
     }
@@ -462,8 +462,8 @@ mod tests {
             let mu = DVec3::new(1.0 + x as f64 / 64.0, 0.5 + y as f64 / 128.0, 0.8);
             let factor = if biased(x, y) { 1.0 + bias } else { 1.0 };
             for i in 0..n {
-                let mut shared = Sampler::new(p, i, seed);
-                let mut own = Sampler::new(p, i, seed ^ 0xABCD);
+                let mut shared = RandomStream::new(p, i, seed);
+                let mut own = RandomStream::new(p, i, seed ^ 0xABCD);
                 let common = DVec3::new(
                     normal(&mut shared),
                     normal(&mut shared),

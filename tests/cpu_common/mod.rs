@@ -4,7 +4,8 @@
 
 use gasworks::cpu::integrator::{LightSampler, PathTracer};
 use gasworks::cpu::SceneBvh;
-use gasworks::render::{Film, RenderSettings, Sampler, Tile, TileRenderer};
+use gasworks::render::sampler::RandomStream;
+use gasworks::render::{Film, RenderSettings, Tile, TileRenderer};
 use gasworks::scene::camera::CameraFrame;
 use gasworks::scene::{Camera, Environment, Group, Material, MaterialKind, Scene};
 use glam::{DVec3, Vec3};
@@ -12,11 +13,11 @@ use rayon::prelude::*;
 use std::ops::Range;
 
 /// Uniform random numbers for building test scenes and rays.
-pub struct Rng(Sampler);
+pub struct Rng(RandomStream);
 
 impl Rng {
     pub fn new(seed: u64) -> Rng {
-        Rng(Sampler::new(0, 0, seed))
+        Rng(RandomStream::new(0, 0, seed))
     }
     pub fn f(&mut self) -> f32 {
         self.0.next_f32()
