@@ -561,8 +561,8 @@ fn a_resume_after_the_scene_was_edited_is_refused() {
 }
 
 /// A resume file rendered by another gasworks build is resumed, with a warning that the image
-/// will not be bit for bit one uninterrupted run's (the samples may differ in their last
-/// bits); one of this build resumes without a warning.
+/// will not be bit for bit one uninterrupted run's (the samples may differ, in their last
+/// bits or wholly); one of this build resumes without a warning.
 #[test]
 fn a_resume_by_another_build_warns_that_it_is_not_bit_for_bit() {
     use gasworks::render::checkpoint;

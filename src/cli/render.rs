@@ -826,7 +826,7 @@ pub(super) fn read_resume(
             header.software.as_str()
         };
         out.warn(format_args!(
-            "{here} was rendered by {theirs}, and this is {ours}: its samples may differ from this build's in their last bits, so the finished image converges to the same picture but is not bit for bit what one uninterrupted run gives"
+            "{here} was rendered by {theirs}, and this is {ours}: its samples may differ from this build's (in their last bits, or wholly where the random numbers changed, as they did on 2026-11-27), so the finished image converges to the same picture but is not bit for bit what one uninterrupted run gives"
         ));
     }
     Ok(resume)

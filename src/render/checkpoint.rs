@@ -45,8 +45,9 @@ pub struct CheckpointHeader {
     /// Samples per pixel every pixel of the film has.
     pub spp_done: u32,
     /// What rendered the film (`output::software()`: version and git commit). Another build
-    /// may compute samples differently in their last bits, so a render resumed by it is not
-    /// bit for bit an uninterrupted one (it converges to the same image). Empty in files
+    /// may compute samples differently (in their last bits, or wholly where it draws other
+    /// random numbers), so a render resumed by it is not bit for bit an uninterrupted one (it
+    /// converges to the same image: every sample of either build is unbiased). Empty in files
     /// written before this was recorded.
     #[serde(default)]
     pub software: String,
