@@ -15,8 +15,27 @@ use crate::sched::SchedConfig;
 /// The fingerprint of a frame: the scene's geometry, materials and textures (`content`, its
 /// [`content_hash`], which the caller computes once), its environment, the render settings,
 /// and the schedule's options that shape the tiles and passes (not `--devices`, which may
-/// differ from rank to rank), plus the protocol version.
+/// differ from rank to rank), plus the protocol version and the random-number scheme (ranks
+/// that draw other numbers would each render unbiased samples, but not one image bit for bit
+/// what one process renders).
 pub fn fingerprint(
+    scene: &Scene,
+    content: u64,
+    settings: &RenderSettings,
+    config: &SchedConfig,
+) -> u64 {
+    fingerprint_of_scheme(
+        crate::render::sampler::SCHEME,
+        scene,
+        content,
+        settings,
+        config,
+    )
+}
+
+/// [`fingerprint`] with the random-number scheme given (tests vary it).
+fn fingerprint_of_scheme(
+    scheme: &str,
     scene: &Scene,
     content: u64,
     settings: &RenderSettings,
@@ -24,6 +43,7 @@ pub fn fingerprint(
 ) -> u64 {
     let mut h = Fnv::default();
     h.field(&super::protocol::PROTOCOL_VERSION.to_le_bytes());
+    h.field(scheme.as_bytes());
     h.field(format!("{settings:?}").as_bytes());
     h.field(
         format!(
@@ -40,4 +60,59 @@ pub fn fingerprint(
     h.field(&content.to_le_bytes());
     h.field(format!("{:?} {}", scene.environment, scene.two_sided_lights).as_bytes());
     h.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::render::sampler::SCHEME;
+    use crate::scene::content_hash::content_hash;
+    use crate::scene::gen::cornell;
+    use crate::scene::Camera;
+    use glam::Vec3;
+
+    fn settings(seed: u64) -> RenderSettings {
+        let camera = Camera {
+            eye: Vec3::new(278.0, 273.0, -800.0),
+            look_at: Vec3::new(278.0, 273.0, 0.0),
+            up: Vec3::Y,
+            fov_y_deg: 39.3,
+        };
+        RenderSettings {
+            width: 32,
+            height: 16,
+            spp: 4,
+            max_depth: 5,
+            seed,
+            camera: camera.frame(32, 16).unwrap(),
+        }
+    }
+
+    #[test]
+    fn ranks_agree_only_on_the_same_frame_and_the_same_random_numbers() {
+        let scene = cornell();
+        let content = content_hash(&scene);
+        let config = SchedConfig::default();
+        let print = |scheme: &str, seed: u64, content: u64| {
+            fingerprint_of_scheme(scheme, &scene, content, &settings(seed), &config)
+        };
+        let ours = print(SCHEME, 1, content);
+        assert_eq!(ours, fingerprint(&scene, content, &settings(1), &config));
+        assert_eq!(
+            ours,
+            print(SCHEME, 1, content),
+            "not a function of its inputs"
+        );
+        assert_ne!(ours, print(SCHEME, 2, content), "the seed is not in it");
+        assert_ne!(
+            ours,
+            print(SCHEME, 1, content ^ 1),
+            "the scene's content is not in it"
+        );
+        assert_ne!(
+            ours,
+            print("independent hashes per number", 1, content),
+            "ranks drawing other random numbers would share a frame"
+        );
+    }
 }

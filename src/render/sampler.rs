@@ -7,6 +7,11 @@
 //! are simple to write again in CUDA (`ptx/gasworks_common.h` carries the same constants).
 //! [`RandomStream`] is a plain hash per draw, for numbers that must be independent.
 
+/// The name of the numbers [`Sampler`] draws: a cluster's ranks compare it (in their
+/// fingerprint), so that ranks of builds that draw other numbers refuse to share a frame.
+/// Change it whenever a change to this file or `ptx/gasworks_common.h` changes a number.
+pub const SCHEME: &str = "padded Owen-scrambled Sobol' (Burley 2020), slots 1D/2D, v1";
+
 /// The SplitMix64 finalizer: a bijective 64-bit mix with good avalanche.
 #[inline(always)]
 pub const fn mix64(mut z: u64) -> u64 {
