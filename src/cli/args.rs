@@ -333,7 +333,7 @@ pub struct ScheduleArgs {
     /// image is the same either way)
     #[arg(long, default_value_t = crate::sched::tiles::DEFAULT_SLOW_WORKER_PIECES)]
     pub slow_worker_pieces: u32,
-    /// Samples per pixel of each pass over the tiles (progressive rendering) [default: all in one pass]
+    /// Samples per pixel of each pass over the tiles (progressive rendering; a power of two keeps each pass stratified) [default: all in one pass]
     #[arg(long)]
     pub pass_spp: Option<u32>,
     /// When a worker's renderer fails on a tile (a GPU out of memory, a lost context): retire

@@ -56,7 +56,8 @@ pub struct RenderArgs {
     /// Output image: .png (tone-mapped sRGB) or .exr (linear radiance)
     #[arg(short, long)]
     pub output: PathBuf,
-    /// Samples per pixel
+    /// Samples per pixel (a power of two stratifies best: the scrambled Sobol' numbers cover
+    /// each dimension evenly over every power-of-two run of a pixel's samples)
     #[arg(long, default_value_t = 64)]
     pub spp: u32,
     /// Image width in pixels

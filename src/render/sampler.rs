@@ -74,10 +74,10 @@ impl Sampler {
     #[inline]
     pub fn next_1d(&mut self) -> f32 {
         let (shuffle, scramble, _) = self.next_slot();
-        // The shuffled index is `nested_uniform_scramble(index, shuffle)`, and its van der
-        // Corput point is its bit reversal, which is what the shuffle's hash left before its
-        // last reversal: the Owen scramble of the point, `nested_uniform_scramble(point,
-        // scramble)`, starts by undoing the reversal again. So one reversal each.
+        // By the definitions: shuffled = reverse(hash(reverse(index))); the van der Corput
+        // point is reverse(shuffled); its Owen scramble is reverse(hash(reverse(point))) =
+        // reverse(hash(shuffled)). So two reversals a slot (the index's is done in `new`),
+        // where the definitions spelt out take five.
         let shuffled = laine_karras_permutation(self.index_reversed, shuffle).reverse_bits();
         unit_f32(laine_karras_permutation(shuffled, scramble).reverse_bits())
     }
@@ -88,8 +88,8 @@ impl Sampler {
         let (shuffle, scramble_x, h) = self.next_slot();
         let scramble_y = (h.wrapping_mul(GOLDEN_GAMMA) >> 32) as u32;
         let shuffled = laine_karras_permutation(self.index_reversed, shuffle).reverse_bits();
-        // As in next_1d; the second dimension's point bit-reversed is the superset transform
-        // of the index (see sobol_second_dimension), so it too skips the reversals.
+        // As in next_1d; the second dimension's point, reversed, is superset_parity of the
+        // shuffled index (see sobol_second_dimension), which its scramble takes as it is.
         (
             unit_f32(laine_karras_permutation(shuffled, scramble_x).reverse_bits()),
             unit_f32(
