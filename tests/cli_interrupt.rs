@@ -424,25 +424,31 @@ fn killed_render_resumes_from_its_latest_checkpoint(pass_spp: u32) {
 }
 
 #[test]
-fn time_limits_need_passes_and_a_leftover_checkpoint_is_pointed_out() {
+fn a_time_limit_without_passes_chooses_them_and_a_leftover_checkpoint_is_pointed_out() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("a.png");
+    // --spp 1 has no pass boundary: said, and rendered.
     let one_pass = gasworks(&[
         "render",
         CORNELL,
         "-o",
         out.to_str().unwrap(),
+        "--width",
+        "16",
+        "--height",
+        "16",
         "--spp",
-        "4",
+        "1",
         "--time-limit",
         "10m",
     ]);
     let e = String::from_utf8_lossy(&one_pass.stderr);
-    assert_eq!(one_pass.status.code(), Some(1), "{e}");
+    assert!(one_pass.status.success(), "{e}");
     assert!(
-        e.contains("--time-limit stops between passes, and without --pass-spp"),
+        e.contains("warning: --spp 1 is one pass, so --time-limit cannot stop between passes"),
         "{e}"
     );
+    std::fs::remove_file(&out).unwrap();
     let bad = gasworks(&["render", CORNELL, "-o", "x.png", "--checkpoint-every", "0"]);
     assert_eq!(bad.status.code(), Some(2));
 
@@ -502,13 +508,42 @@ fn a_time_limit_writes_a_whole_image_and_a_resume_file() {
     assert!(full.status.success());
     assert_same_pixels(&direct, &limited);
 
-    let one_pass = gasworks(&["render", CORNELL, "-o", "x.png", "--time-limit", "1h"]);
-    let e = String::from_utf8_lossy(&one_pass.stderr);
-    assert_eq!(one_pass.status.code(), Some(1), "{e}");
+    // Without --pass-spp, --time-limit renders in passes of spp/16 rounded down to a power
+    // of two (here 40 -> 2): the image of a render in passes of 2, bit for bit, and a resume
+    // file whose key the same command finds again.
+    let chosen = dir.path().join("chosen.exr");
+    let chosen_resume = dir.path().join("chosen.exr.gasworks-resume");
+    let without_passes = |extra: &[&str]| {
+        let mut v = render_args(&chosen, 40, 2, extra);
+        let at = v.iter().position(|s| s == "--pass-spp").unwrap();
+        v.drain(at..at + 2);
+        v
+    };
+    let first = gasworks_with(&without_passes(&["--time-limit", "0.001s"]));
+    let e = String::from_utf8_lossy(&first.stderr);
+    assert_eq!(first.status.code(), Some(0), "{e}");
     assert!(
-        e.contains("--time-limit stops between passes, and without --pass-spp"),
+        e.contains("passes: 20 of 2 samples per pixel, for --time-limit to stop between"),
         "{e}"
     );
+    assert!(
+        e.contains("at the time limit: 2 of 40 samples per pixel everywhere"),
+        "{e}"
+    );
+    let again = gasworks_with(&without_passes(&[
+        "--time-limit",
+        "1h",
+        "--resume",
+        chosen_resume.to_str().unwrap(),
+    ]));
+    let e = String::from_utf8_lossy(&again.stderr);
+    assert!(again.status.success(), "{e}");
+    assert!(!chosen_resume.exists(), "{e}");
+    let in_passes = dir.path().join("in-passes.exr");
+    assert!(gasworks_with(&render_args(&in_passes, 40, 2, &[]))
+        .status
+        .success());
+    assert_same_pixels(&in_passes, &chosen);
 }
 
 /// A scene edited between the stop and the resume (a colour changed in its MTL file, the

@@ -126,9 +126,13 @@ pub struct RenderArgs {
     pub checkpoint_every: Option<Duration>,
     /// Finish by this long after the command started (600, 90s, 10m, 2h): a pass that would
     /// end later is not started, and the image is written whole with the passes done, plus a
-    /// resume file to go on from later; needs --pass-spp
+    /// resume file to go on from later; without --pass-spp, passes of --spp/16 rounded down to
+    /// a power of two (at least 1)
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub time_limit: Option<Duration>,
+    /// Whether the pass size was chosen for --time-limit rather than given (set by `run`).
+    #[arg(skip)]
+    pub pass_spp_chosen: bool,
     #[command(flatten)]
     pub camera: CameraArgs,
     #[command(flatten)]
@@ -138,6 +142,9 @@ pub struct RenderArgs {
 }
 
 pub fn run(a: RenderArgs) -> anyhow::Result<()> {
+    // Before the ranks part: every rank, and a later --resume of the same command, must
+    // choose the same passes.
+    let a = choose_passes_for_time_limit(a);
     crate::sched::progress::set_mode(a.progress.into());
     // Under mpirun with several ranks, the ranks render the frame together. With one rank, MPI
     // stays initialized until this function returns and the render is a single process's.
@@ -646,11 +653,37 @@ fn format_duration(d: Duration) -> String {
     }
 }
 
+/// The pass size of a render with --time-limit and no --pass-spp: about 16 passes, so that
+/// the time a stop leaves unused (at most one pass) is about a sixteenth of the render's, in
+/// passes of a power of two samples, each of which the scrambled Sobol' numbers stratify.
+pub(super) fn time_limit_pass_spp(spp: u32) -> u32 {
+    let target = (spp / 16).max(1);
+    1 << (31 - target.leading_zeros())
+}
+
+/// --time-limit stops between passes, and without --pass-spp a render is one pass: then the
+/// passes are [`time_limit_pass_spp`]'s, a pure function of --spp, so that the same command
+/// with --resume finds the same passes in the resume file's key.
+pub(super) fn choose_passes_for_time_limit(mut a: RenderArgs) -> RenderArgs {
+    if a.time_limit.is_some() && a.schedule.pass_spp.is_none() {
+        a.schedule.pass_spp = Some(time_limit_pass_spp(a.spp));
+        a.pass_spp_chosen = true;
+    }
+    a
+}
+
 /// Before the render: says that an earlier render of this output left a resume file (this
-/// one, without --resume, starts afresh and replaces it at its first checkpoint), or that
-/// --time-limit has no pass boundary to stop at.
+/// one, without --resume, starts afresh and replaces it at its first checkpoint), that
+/// --time-limit has no pass boundary to stop at, or which passes it chose.
 pub(super) fn warn_about_checkpoints(a: &RenderArgs, out: Verbosity) {
     match a.schedule.pass_spp {
+        Some(_) if a.pass_spp_chosen && a.spp == 1 => out.warn(format_args!(
+            "--spp 1 is one pass, so --time-limit cannot stop between passes"
+        )),
+        Some(k) if a.pass_spp_chosen => out.status(format_args!(
+            "passes: {} of {k} samples per pixel, for --time-limit to stop between (--pass-spp sets another size; a --resume of this render without --time-limit needs --pass-spp {k})",
+            a.spp.div_ceil(k)
+        )),
         Some(k) if a.time_limit.is_some() && k >= a.spp => out.warn(format_args!(
             "--pass-spp {k} is not fewer than --spp {}: the render is one pass, so --time-limit cannot stop between passes",
             a.spp
@@ -852,13 +885,8 @@ pub(super) fn check_args(a: &RenderArgs) -> anyhow::Result<()> {
         anyhow::bail!("--max-depth must be at least 1");
     }
     output::check_exposure(a.exposure, &a.output).map_err(anyhow::Error::msg)?;
-    // (--checkpoint-every needs no passes: checkpoints are written inside a pass too.)
-    if a.time_limit.is_some() && a.schedule.pass_spp.is_none() {
-        anyhow::bail!(
-            "--time-limit stops between passes, and without --pass-spp the render is one pass: give --pass-spp too (e.g. --pass-spp {})",
-            (a.spp / 8).max(1)
-        );
-    }
+    // (--checkpoint-every needs no passes: checkpoints are written inside a pass too;
+    // --time-limit chooses its passes when none are given: choose_passes_for_time_limit.)
     Ok(())
 }
 
@@ -1144,6 +1172,24 @@ mod tests {
         assert!(parse_radiance("1e38,1,1")
             .unwrap_err()
             .contains("at most 1e20"));
+    }
+
+    #[test]
+    fn a_time_limit_without_passes_renders_about_sixteen_of_a_power_of_two() {
+        for (spp, k) in [
+            (1, 1),
+            (4, 1),
+            (31, 1),
+            (32, 2),
+            (64, 4),
+            (100, 4),
+            (1000, 32),
+            (4096, 256),
+            (u32::MAX, 1 << 27),
+        ] {
+            assert_eq!(time_limit_pass_spp(spp), k, "--spp {spp}");
+            assert!(k.is_power_of_two() && (spp < 32 || spp.div_ceil(k) >= 16));
+        }
     }
 
     #[test]
