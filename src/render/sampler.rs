@@ -282,14 +282,34 @@ mod tests {
         }
     }
 
+    /// Chi-square of 16 equal bins, to compare with 37.7, the 0.1% critical value for 15
+    /// degrees of freedom, which a sound generator stays far below.
+    fn chi_square(bins: &[u32; 16]) -> f64 {
+        let expected = bins.iter().sum::<u32>() as f64 / 16.0;
+        bins.iter()
+            .map(|&o| (o as f64 - expected).powi(2) / expected)
+            .sum()
+    }
+
+    /// Pearson's correlation of pairs of numbers uniform on [0, 1) (centred on 1/2).
+    fn correlation(pairs: impl Iterator<Item = (f32, f32)>) -> f64 {
+        let (mut sab, mut saa, mut sbb) = (0.0f64, 0.0f64, 0.0f64);
+        for (a, b) in pairs {
+            let (a, b) = (a as f64 - 0.5, b as f64 - 0.5);
+            sab += a * b;
+            saa += a * a;
+            sbb += b * b;
+        }
+        sab / (saa * sbb).sqrt()
+    }
+
     #[test]
     fn slots_and_pixels_are_uniform_and_uncorrelated() {
-        // Chi-square over 16 bins of one draw of each of 64k pixels (one sample each: what
-        // the scrambles alone make of it), per coordinate; 0.1% critical value of 37.7 for 15
-        // degrees of freedom.
+        // One draw of each of 64k pixels (one sample each: what the scrambles alone make of
+        // it), per coordinate.
         let n = 65_536u32;
         let mut bins = [[0u32; 16]; 3];
-        let mut sums = [0.0f64; 4];
+        let mut pairs = Vec::new();
         for p in 0..n {
             let mut s = Sampler::new(p, 0, 1);
             let a = s.next_1d();
@@ -297,33 +317,19 @@ mod tests {
             for (bin, v) in bins.iter_mut().zip([a, b, c]) {
                 bin[(v * 16.0) as usize] += 1;
             }
-            let (a, b) = (a as f64 - 0.5, b as f64 - 0.5);
-            sums[0] += a * b;
-            sums[1] += a * a;
-            sums[2] += b * b;
+            pairs.push((a, b));
         }
-        for bin in bins {
-            let expected = n as f64 / 16.0;
-            let chi2: f64 = bin
-                .iter()
-                .map(|&o| (o as f64 - expected).powi(2) / expected)
-                .sum();
+        for bin in &bins {
+            let chi2 = chi_square(bin);
             assert!(chi2 < 37.7, "chi2 = {chi2}");
         }
         // Slot 1 against slot 2 across pixels: a correlation of 0 has a standard error of
         // 1/sqrt(n) = 0.004.
-        let r = sums[0] / (sums[1] * sums[2]).sqrt();
+        let r = correlation(pairs.into_iter());
         assert!(r.abs() < 0.02, "r = {r}");
         // And across one pixel's samples: 4096 samples, slot 1 against slot 3's x.
         let pts = slots(99, 0, 4096, 5);
-        let (mut sab, mut saa, mut sbb) = (0.0f64, 0.0f64, 0.0f64);
-        for (a, b) in pts[0].iter().zip(&pts[2]) {
-            let (a, b) = (a.0 as f64 - 0.5, b.0 as f64 - 0.5);
-            sab += a * b;
-            saa += a * a;
-            sbb += b * b;
-        }
-        let r = sab / (saa * sbb).sqrt();
+        let r = correlation(pts[0].iter().zip(&pts[2]).map(|(a, b)| (a.0, b.0)));
         assert!(r.abs() < 0.08, "r = {r}");
     }
 
@@ -353,11 +359,7 @@ mod tests {
             assert!((0.0..1.0).contains(&x));
             bins[(x * 16.0) as usize] += 1;
         }
-        let expected = n as f64 / 16.0;
-        let chi2: f64 = bins
-            .iter()
-            .map(|&o| (o as f64 - expected).powi(2) / expected)
-            .sum();
+        let chi2 = chi_square(&bins);
         assert!(chi2 < 37.7, "chi2 = {chi2}");
     }
 
