@@ -5,7 +5,7 @@
 // Every function here mirrors one in the Rust sources, named in its comment, line by line and
 // in the same order of float operations (only FMA contraction, which NVRTC does by default,
 // and the last ulp of sqrtf/powf/cosf may differ). Change one side, change the other:
-//   src/render/sampler.rs   -> Sampler (Owen-scrambled Sobol' keyed on (pixel, sample, seed))
+//   src/render/sampler.rs   -> Sampler (Owen-scrambled Sobol' keyed on (pixel, sample, spp, seed))
 //   src/cpu/sampling.rs     -> bases, hemisphere and lobe sampling, power heuristic
 //   src/cpu/material.rs     -> ShadingFrame, Bsdf (eval / sample / glass), Fresnel
 //   src/scene/mod.rs        -> Texture::sample (bilinear with wrap), Texture::height_gradient
@@ -95,13 +95,14 @@ GW_INLINE unsigned long long mix64(unsigned long long z)
     return z ^ (z >> 31);
 }
 
-// Sampler: the random numbers of one sample of one pixel (`pixel` = y * width + x in the
-// image): Owen-scrambled Sobol' points, padded. Each draw is a slot: a 1D slot is the first
-// Sobol' dimension (van der Corput), a 2D slot the first two, of the sample index shuffled by a
-// nested uniform scramble, then Owen-scrambled; the shuffles and scrambles are hashes of
-// (pixel, seed, slot) (Burley 2020, "Practical Hash-based Owen Scrambling").
+// Sampler: the random numbers of one sample of one pixel: Owen-scrambled Sobol' points,
+// padded, pixels in Z order (sampler.rs says why). Each draw is a slot: a 1D slot is the first
+// Sobol' dimension (van der Corput), a 2D slot the first two, of the sample's index in the
+// frame (the pixel's Morton index << sample_bits, plus the sample) shuffled by a nested
+// uniform scramble, then Owen-scrambled; the shuffles and scrambles are hashes of (the
+// index's region of 2^24, seed, slot) (Burley 2020; Ahmed and Wonka 2020).
 struct Sampler {
-    unsigned long long pixel_key;
+    unsigned long long region_key;
     unsigned int index_reversed;
     unsigned long long slot;
 };
@@ -132,11 +133,27 @@ GW_INLINE unsigned int superset_parity(unsigned int x)
 // sampler::unit_f32: the top 24 bits of a 32-bit fraction (exact in f32).
 GW_INLINE float unit_f32(unsigned int bits) { return (float)(bits >> 8) * (1.0f / 16777216.0f); }
 
-GW_INLINE Sampler sampler_new(unsigned int pixel, unsigned int sample, unsigned long long seed)
+// sampler::spread_bits: bit i of v to bit 2i.
+GW_INLINE unsigned long long spread_bits(unsigned int v)
 {
+    unsigned long long w = v;
+    w = (w | (w << 16)) & 0x0000FFFF0000FFFFull;
+    w = (w | (w << 8)) & 0x00FF00FF00FF00FFull;
+    w = (w | (w << 4)) & 0x0F0F0F0F0F0F0F0Full;
+    w = (w | (w << 2)) & 0x3333333333333333ull;
+    return (w | (w << 1)) & 0x5555555555555555ull;
+}
+
+// Sampler::new: sample `sample` of pixel (x, y) of a render whose samples per pixel, rounded
+// up to a power of two, are 2^sample_bits (sampler::sample_bits; GwLaunchParams.sample_bits).
+GW_INLINE Sampler sampler_new(unsigned int x, unsigned int y, unsigned int sample,
+                              unsigned int sample_bits, unsigned long long seed)
+{
+    const unsigned long long index =
+        ((spread_bits(x) | (spread_bits(y) << 1)) << sample_bits) + (unsigned long long)sample;
     Sampler s;
-    s.pixel_key = mix64((unsigned long long)pixel ^ mix64(seed ^ GW_GOLDEN_GAMMA));
-    s.index_reversed = __brev(sample);
+    s.region_key = mix64((index >> 24) ^ mix64(seed ^ GW_GOLDEN_GAMMA));
+    s.index_reversed = __brev((unsigned int)index & 0xFFFFFFu);
     s.slot = 0;
     return s;
 }
@@ -145,7 +162,7 @@ GW_INLINE Sampler sampler_new(unsigned int pixel, unsigned int sample, unsigned 
 GW_INLINE unsigned long long next_slot(Sampler& s)
 {
     s.slot += 1;
-    return mix64(s.pixel_key + s.slot * GW_GOLDEN_GAMMA);
+    return mix64(s.region_key + s.slot * GW_GOLDEN_GAMMA);
 }
 
 // Sampler::next_1d

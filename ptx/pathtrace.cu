@@ -34,7 +34,7 @@
 // with an emission map (map_Ke) emits Ke times the map at the point, hit or sampled
 // (Material::emission_at, Scene::light_emission_at).
 //
-// Random numbers: Sampler(pixel = y * width + x, sample, seed), drawn in the CPU's order and
+// Random numbers: Sampler(x, y, sample, sample_bits, seed), drawn in the CPU's order and
 // slots: jitter (2D), then at every vertex where the path may continue exactly 5 slots: light
 // choice (1D), point on the light (2D), lobe (1D), direction (2D), Russian roulette (1D).
 //
@@ -127,7 +127,7 @@ struct GwLaunchParams {
     unsigned int texture_count;
     unsigned int two_sided_lights; // 0: lights emit from the front face only; 1: both faces
     unsigned int mode;  // GW_LAUNCH_ACCUMULATE, GW_LAUNCH_SAMPLES or GW_LAUNCH_REDUCE
-    unsigned int pad;
+    unsigned int sample_bits; // the render's samples per pixel, rounded up to 2^sample_bits
     GwSample* samples;  // SAMPLES / REDUCE: (sample_end - sample_begin) x tile pixels, sample-major
 };
 
@@ -154,6 +154,7 @@ static_assert(GW_OFFSETOF(GwLaunchParams, max_depth) == 164, "GwLaunchParams.max
 static_assert(GW_OFFSETOF(GwLaunchParams, texture_count) == 176, "GwLaunchParams.texture_count");
 static_assert(GW_OFFSETOF(GwLaunchParams, two_sided_lights) == 180, "GwLaunchParams.two_sided_lights");
 static_assert(GW_OFFSETOF(GwLaunchParams, mode) == 184, "GwLaunchParams.mode");
+static_assert(GW_OFFSETOF(GwLaunchParams, sample_bits) == 188, "GwLaunchParams.sample_bits");
 static_assert(GW_OFFSETOF(GwLaunchParams, samples) == 192, "GwLaunchParams.samples");
 
 #define GW_NO_LIGHT 0xffffffffu
@@ -530,7 +531,7 @@ GW_INLINE V3 radiance(V3 origin, V3 dir, Sampler& rng, unsigned long long& rays)
 GW_INLINE V3 sample_pixel(unsigned int x, unsigned int y, unsigned int sample, unsigned long long& rays)
 {
     const GwLaunchParams& P = pathtrace_params;
-    Sampler rng = sampler_new(y * P.image_width + x, sample, P.seed);
+    Sampler rng = sampler_new(x, y, sample, P.sample_bits, P.seed);
     float jx, jy;
     next_2d(rng, jx, jy);
     const float px = (float)x + jx;

@@ -3,7 +3,9 @@
 # one scene: both render the same frames with the same seeds, and each frame's RMS difference
 # from a converged reference (rendered once by NEW) is its error. Two unbiased renderers differ
 # only in noise, so the ratio OLD / NEW of their errors, seed by seed, says which converges
-# faster per sample (min, median and max over the seeds).
+# faster per sample (min, median and max over the seeds). The same for the error of 4x4 block
+# means (image-stats --block 4): the noise left at a coarser scale, where blue noise (errors
+# that offset their neighbours') is lower than independent pixels' for the same RMS.
 #
 #   scripts/compare-noise.sh OLD_BIN NEW_BIN SCENE [SPP [SEEDS [REF_SPP [SIZE]]]]
 #
@@ -30,25 +32,38 @@ render() { # BIN SPP SEED OUT
     "$1" render "$scene" -o "$4" --width "$size" --height "$size" --spp "$2" --seed "$3" \
         "${opts[@]}" > /dev/null 2>&1 || { echo "compare-noise: $1 failed to render $4" >&2; exit 1; }
 }
-rms() { # REFERENCE IMAGE: the RMS difference, from image-stats' JSON
-    "$new" image-stats "$1" "$2" --json | python3 -c \
-        'import json, sys; print(json.load(sys.stdin)[1]["rms_difference_from_first"])'
+rms() { # REFERENCE IMAGE: the RMS difference and that of 4x4 block means, from image-stats' JSON
+    "$new" image-stats "$1" "$2" --json --block 4 | python3 -c '
+import json, sys
+r = json.load(sys.stdin)[1]
+print(r["rms_difference_from_first"], r["rms_block_difference_from_first"])'
 }
 
 echo "scene $scene, ${size}x${size}, $spp spp, seeds 1..$seeds, reference $ref_spp spp (seed 1000) by $new"
 render "$new" "$ref_spp" 1000 "$work/reference.exr"
 ratios=()
+block_ratios=()
 for seed in $(seq 1 "$seeds"); do
     render "$old" "$spp" "$seed" "$work/old-$seed.exr"
     render "$new" "$spp" "$seed" "$work/new-$seed.exr"
-    e_old=$(rms "$work/reference.exr" "$work/old-$seed.exr")
-    e_new=$(rms "$work/reference.exr" "$work/new-$seed.exr")
+    read -r e_old b_old < <(rms "$work/reference.exr" "$work/old-$seed.exr")
+    read -r e_new b_new < <(rms "$work/reference.exr" "$work/new-$seed.exr")
     ratio=$(python3 -c "print(f'{$e_old / $e_new:.3f}')")
+    block_ratio=$(python3 -c "print(f'{$b_old / $b_new:.3f}')")
     ratios+=("$ratio")
-    echo "seed $seed: RMS error old $e_old, new $e_new, old/new $ratio"
+    block_ratios+=("$block_ratio")
+    echo "seed $seed: RMS error old $e_old, new $e_new, old/new $ratio;" \
+        "4x4 block means old $b_old, new $b_new, old/new $block_ratio"
 done
-printf '%s\n' "${ratios[@]}" | sort -g | python3 -c '
+summary() { # LABEL RATIO...
+    local label="$1"
+    shift
+    printf '%s\n' "$@" | sort -g | python3 -c '
 import sys
+label = sys.argv[1]
 r = [float(x) for x in sys.stdin]
-print(f"old/new RMS error over {len(r)} seeds: min {r[0]:.3f}, median {r[len(r) // 2]:.3f}, max {r[-1]:.3f}")'
+print(f"old/new {label} over {len(r)} seeds: min {r[0]:.3f}, median {r[len(r) // 2]:.3f}, max {r[-1]:.3f}")' "$label"
+}
+summary "RMS error" "${ratios[@]}"
+summary "RMS error of 4x4 block means" "${block_ratios[@]}"
 echo "images in $work"

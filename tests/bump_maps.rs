@@ -56,7 +56,7 @@ fn floor_samples(scene: &Scene, n: u32) -> Vec<Vec3> {
             .enumerate()
         {
             for s in 0..n {
-                let mut rng = Sampler::new(i as u32, s, 29);
+                let mut rng = Sampler::new(i as u32, 0, s, n, 29);
                 out.push(tracer.radiance(Vec3::new(x, 1.0, z), -Vec3::Y, &mut rng));
             }
         }

@@ -341,7 +341,7 @@ fn glossy_direct_lighting_matches_the_brdf_integrated_over_the_light() {
         let origin = (wo * 0.05).as_vec3();
         let dir = (-wo).as_vec3();
         let (mean, se, _) = mean_and_se((0..60_000u32).map(|i| {
-            let mut rng = Sampler::new(k as u32, i, 23);
+            let mut rng = Sampler::new(k as u32, 0, i, 60_000, 23);
             tracer.radiance(origin, dir, &mut rng)
         }));
         assert_converges(

@@ -343,7 +343,7 @@ fn direct_lighting_matches_lamberts_polygon_formula() {
             * polygon_irradiance(p, Vec3::Y, &corners, le as f64);
         let origin = p + Vec3::new(0.0, 0.05, 0.0);
         let samples = (0..40_000u32).map(|s| {
-            let mut rng = Sampler::new(k as u32, s, 5);
+            let mut rng = Sampler::new(k as u32, 0, s, 40_000, 5);
             tracer.radiance(origin, -Vec3::Y, &mut rng)
         });
         assert_converges(

@@ -1344,7 +1344,7 @@ fn path_tracer_structs_have_the_rust_layout_on_the_device_side() {
             texture_count,
             two_sided_lights,
             mode,
-            pad,
+            sample_bits,
             samples
         ]
     ));

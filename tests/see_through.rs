@@ -32,7 +32,7 @@ fn samples_down(scene: &Scene, y: f32, n: u32) -> Vec<Vec3> {
             .enumerate()
         {
             for s in 0..n {
-                let mut rng = Sampler::new(i as u32, s, 5);
+                let mut rng = Sampler::new(i as u32, 0, s, n, 5);
                 let origin = Vec3::new(x + spot.range(-0.1, 0.1), y, z + spot.range(-0.1, 0.1));
                 out.push(tracer.radiance(origin, -Vec3::Y, &mut rng));
             }

@@ -51,7 +51,7 @@ fn a_specular_mapped_mirror_reflects_ks_times_its_map() {
             let got = tracer.radiance(
                 Vec3::new(x, 1.0, z),
                 -Vec3::Y,
-                &mut Sampler::new(i as u32, 0, 1),
+                &mut Sampler::new(i as u32, 0, 0, 1, 1),
             );
             // The floor's UVs at (x, z): u = (x + 2) / 4, v = (2 - z) / 4.
             let uv = Vec2::new((x + 2.0) / 4.0, (2.0 - z) / 4.0);

@@ -51,6 +51,11 @@ pub struct ImageStatsArgs {
     /// DIR/NAME.fireflies.png, NAME being the image's file name without its extension
     #[arg(long)]
     pub overlay: Option<PathBuf>,
+    /// Also compare each image with the first by the means of BLOCKxBLOCK pixel squares: the
+    /// error left at a coarser scale, as a viewer at a distance or a denoiser's filter sees it
+    /// (independent pixels' error falls BLOCK times from the pixels' RMS; blue noise's more)
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(2..=64))]
+    pub block: u32,
     /// Print one JSON array (one object per image) instead of text
     #[arg(long)]
     pub json: bool,
@@ -103,11 +108,20 @@ pub struct ImageReport {
     /// channel of every pixel: with the first image a converged reference, the error of this
     /// one (its noise, for an unbiased renderer), to compare renderers or settings by.
     pub rms_difference_from_first: Option<f64>,
+    /// The same over the means of `block` x `block` squares of pixels (whole squares only;
+    /// None when the image has none): for pixels with independent errors about
+    /// `rms_difference_from_first / block`, less when neighbours' errors offset one another
+    /// (blue noise, as gasworks' sampler makes them), more when they agree (clumps).
+    pub rms_block_difference_from_first: Option<f64>,
+    /// The side of those squares, in pixels (`--block`).
+    pub block: u32,
     /// The mean over pixels of this image's luminance minus the first image's, pixel by pixel.
     pub mean_luminance_difference: Option<f64>,
     /// The standard error of [`ImageReport::mean_luminance_difference`]: the standard
     /// deviation of the pixels' luminance differences over the square root of their number
-    /// (pixels taken as independent, as a path tracer's are). Two unbiased renders of one scene
+    /// (pixels taken as independent; gasworks' sampler makes neighbours' errors offset one
+    /// another, so for its renders this overstates the error a little and the count of
+    /// standard errors below errs low, never high). Two unbiased renders of one scene
     /// by different renderers (the GPU and the CPU backends) differ by a few of these at most;
     /// a bias in one shows as many. None when the luminances are the same pixel for pixel.
     pub mean_luminance_difference_standard_error: Option<f64>,
@@ -236,7 +250,7 @@ pub fn run(a: ImageStatsArgs) -> anyhow::Result<()> {
         } = read_radiance(path)?;
         // Bit-level comparison with the first image (EXR files of equal pixels need not be
         // equal bytes: the encoder may order compressed blocks differently).
-        let (differing, max_diff, rms, luminance_difference) = match &first_pixels {
+        let (differing, max_diff, rms, block_rms, luminance_difference) = match &first_pixels {
             Some((w, h, first)) if (*w, *h) == (width, height) => {
                 let differing = first
                     .iter()
@@ -268,9 +282,16 @@ pub fn run(a: ImageStatsArgs) -> anyhow::Result<()> {
                 // Sample variance over n: the square of the mean's standard error.
                 let se = (n > 1.0 && sum2 > 0.0)
                     .then(|| ((sum2 / n - mean * mean).max(0.0) / (n - 1.0)).sqrt());
-                (Some(differing), Some(max_diff), Some(rms), Some((mean, se)))
+                let block_rms = rms_block_difference(first, &pixels, width, height, a.block);
+                (
+                    Some(differing),
+                    Some(max_diff),
+                    Some(rms),
+                    block_rms,
+                    Some((mean, se)),
+                )
             }
-            _ => (None, None, None, None),
+            _ => (None, None, None, None, None),
         };
         // A crop's mask is the whole frame's (the camera frames the whole), cut to its window.
         let mask: Option<std::borrow::Cow<[bool]>> = match (masker.as_mut(), crop) {
@@ -312,6 +333,8 @@ pub fn run(a: ImageStatsArgs) -> anyhow::Result<()> {
             pixels_differing_from_first: differing,
             max_abs_difference_from_first: max_diff,
             rms_difference_from_first: rms,
+            rms_block_difference_from_first: block_rms,
+            block: a.block,
             mean_luminance_difference: luminance_difference.map(|(mean, _)| mean),
             mean_luminance_difference_standard_error: luminance_difference.and_then(|(_, se)| se),
             firefly_list: found
@@ -341,6 +364,40 @@ pub fn run(a: ImageStatsArgs) -> anyhow::Result<()> {
         }
         _ => Ok(()),
     }
+}
+
+/// The RMS of the channel differences `b - a` averaged over each whole `block` x `block`
+/// square of pixels (row-major images of `width` x `height`); None without a whole square.
+pub fn rms_block_difference(
+    a: &[[f32; 3]],
+    b: &[[f32; 3]],
+    width: u32,
+    height: u32,
+    block: u32,
+) -> Option<f64> {
+    let (bw, bh, k) = (width / block, height / block, block as usize);
+    if bw == 0 || bh == 0 {
+        return None;
+    }
+    let mut squares = 0.0f64;
+    for by in 0..bh as usize {
+        for bx in 0..bw as usize {
+            let mut sum = [0.0f64; 3];
+            for y in by * k..(by + 1) * k {
+                for x in bx * k..(bx + 1) * k {
+                    let i = y * width as usize + x;
+                    for (c, s) in sum.iter_mut().enumerate() {
+                        *s += f64::from(b[i][c]) - f64::from(a[i][c]);
+                    }
+                }
+            }
+            squares += sum
+                .iter()
+                .map(|s| (s / (k * k) as f64).powi(2))
+                .sum::<f64>();
+        }
+    }
+    Some((squares / (3 * bw as usize * bh as usize) as f64).sqrt())
 }
 
 /// Writes `dir/STEM.fireflies.png` (`STEM`: the image file's name without its extension): the
@@ -441,6 +498,14 @@ pub fn render_text(reports: &[ImageReport]) -> String {
                         "            {n} pixels differ from the first image (largest channel difference {d:.6}, RMS difference {rms:.6}, {:.3}% of its mean luminance)",
                         100.0 * rms / first.mean_luminance
                     );
+                    if let Some(block_rms) = r.rms_block_difference_from_first {
+                        let _ = writeln!(
+                            s,
+                            "            RMS difference of {b}x{b} block means {block_rms:.6} (the pixels' / {:.2}; / {b} for independent pixels)",
+                            rms / block_rms,
+                            b = r.block
+                        );
+                    }
                     if let (Some(mean), Some(se)) = (
                         r.mean_luminance_difference,
                         r.mean_luminance_difference_standard_error,
@@ -460,4 +525,34 @@ pub fn render_text(reports: &[ImageReport]) -> String {
         }
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rms_block_difference;
+
+    #[test]
+    fn block_means_keep_offsets_and_cancel_alternating_errors() {
+        let (w, h) = (8u32, 6u32);
+        let a = vec![[1.0f32, 2.0, 3.0]; (w * h) as usize];
+        // A constant offset survives averaging: the block RMS is the pixels' RMS.
+        let offset: Vec<[f32; 3]> = a.iter().map(|p| p.map(|v| v + 0.5)).collect();
+        assert_eq!(rms_block_difference(&a, &offset, w, h, 2), Some(0.5));
+        // A checkerboard of +-0.5 cancels in every 2x2 block (blue noise at its bluest).
+        let checker: Vec<[f32; 3]> = (0..w * h)
+            .map(|i| {
+                let sign = if (i % w + i / w) % 2 == 0 { 0.5 } else { -0.5 };
+                a[i as usize].map(|v| v + sign)
+            })
+            .collect();
+        assert_eq!(rms_block_difference(&a, &checker, w, h, 2), Some(0.0));
+        // Only whole blocks count: 8x6 has two whole 4x4 blocks, and the rows below them
+        // (here +9) are left out.
+        let mut ragged = offset.clone();
+        for p in &mut ragged[(4 * w) as usize..] {
+            *p = p.map(|v| v + 9.0);
+        }
+        assert_eq!(rms_block_difference(&a, &ragged, w, h, 4), Some(0.5));
+        assert_eq!(rms_block_difference(&a, &offset, w, h, 7), None);
+    }
 }

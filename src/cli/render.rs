@@ -452,8 +452,9 @@ pub(super) fn stopped_with_image(
 }
 
 /// The render key an image carries: the render's, with the samples it holds when a stop or
-/// the time limit ended it early, so that `merge` joins it only with crops of the same samples
-/// and refuses it when a pass was cut ([`output::key_with_spp`]).
+/// the time limit ended it early (`spp 16 of 64`), so that `merge` joins it only with crops
+/// of the same samples of the same render and refuses it when a pass was cut
+/// ([`output::key_with_spp`]).
 pub(super) fn image_key(render_key: &str, stopped: Option<&crate::sched::Stopped>) -> String {
     let Some(s) = stopped else {
         return render_key.to_string();
@@ -477,7 +478,7 @@ pub(super) fn image_key(render_key: &str, stopped: Option<&crate::sched::Stopped
                 }
             ),
         ),
-        _ => output::key_with_spp(render_key, &s.spp_complete.to_string()),
+        _ => output::key_with_spp_held(render_key, s.spp_complete),
     }
 }
 
@@ -1113,7 +1114,7 @@ mod tests {
         };
         assert_eq!(
             image_key(key, Some(&whole)),
-            "scene a.obj; spp 16; max-depth 8"
+            "scene a.obj; spp 16 of 64; max-depth 8"
         );
         let cut = Stopped {
             spp_complete: 16,
@@ -1141,7 +1142,7 @@ mod tests {
         };
         assert_eq!(
             image_key(key, Some(&untouched)),
-            "scene a.obj; spp 16; max-depth 8"
+            "scene a.obj; spp 16 of 64; max-depth 8"
         );
         // ... unless a resumed run's film had the pass in some pixels already.
         let resumed = Stopped {

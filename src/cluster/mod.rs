@@ -7,7 +7,7 @@
 //! workers take and steal tiles as in one process ([`crate::sched::policy`]); a rank whose
 //! deques run dry asks a random other rank for tiles from its cheap end ([`policy`]). Finished
 //! tiles go to rank 0, which writes the image: a sample depends only on (pixel, sample,
-//! seed) and each tile's pass starts from the film's sums, so the image is the
+//! spp, seed) and each tile's pass starts from the film's sums, so the image is the
 //! single-process image bit for bit.
 //!
 //! - [`protocol`]: the messages and their wire format;

@@ -78,16 +78,17 @@
 //!
 //! # Random numbers
 //!
-//! Only [`Sampler::new`]`(y * width + x, sample, seed)`, drawn in this order:
+//! Only [`Sampler::new`]`(x, y, sample, spp, seed)`, drawn in this order:
 //! 1. pixel jitter `jx`, `jy` (2 numbers): the primary ray goes through `(x + jx, y + jy)`;
 //! 2. at every vertex where the path may continue (hit, and `d < max_depth`), exactly 7
 //!    numbers in 5 slots, drawn whether or not they are used: light choice (1D), point on the
 //!    light (2D), BSDF lobe or Fresnel choice (1D), BSDF direction (2D), Russian roulette
 //!    (1D).
 //!
-//! A slot is one dimension (or pair) of Owen-scrambled Sobol' points over the pixel's
-//! samples, so each slot's numbers are stratified across the samples ([`Sampler`]); the fixed
-//! count keeps every vertex depth in the same slots in every sample.
+//! A slot is one dimension (or pair) of Owen-scrambled Sobol' points over the frame's
+//! samples, pixels in Z order, so each slot's numbers are stratified across a pixel's samples
+//! and across the samples of neighbouring pixels together (blue-noise error, [`Sampler`]); the
+//! fixed count keeps every vertex depth in the same slots in every sample.
 //!
 //! # Rays
 //!
@@ -294,9 +295,17 @@ pub struct PathTracer<'a> {
 }
 
 impl PathTracer<'_> {
-    /// The radiance estimate of sample `sample` of pixel `(x, y)`: see the module comment.
-    pub fn sample(&self, camera: &CameraFrame, x: u32, y: u32, sample: u32, seed: u64) -> Vec3 {
-        let mut rng = Sampler::new(y * camera.width + x, sample, seed);
+    /// The radiance estimate of sample `sample` of pixel `(x, y)` in a render of `spp`
+    /// samples per pixel: see the module comment.
+    pub fn sample(
+        &self,
+        camera: &CameraFrame,
+        (x, y): (u32, u32),
+        sample: u32,
+        spp: u32,
+        seed: u64,
+    ) -> Vec3 {
+        let mut rng = Sampler::new(x, y, sample, spp, seed);
         let (jx, jy) = rng.next_2d();
         let dir = camera.direction(x as f32 + jx, y as f32 + jy);
         self.radiance(camera.eye, dir, &mut rng)

@@ -90,8 +90,13 @@ impl CpuBackend {
     /// The radiance of one sample of one pixel, exactly as [`TileRenderer::render_tile`]
     /// computes it (non-finite values included).
     pub fn sample(&self, x: u32, y: u32, sample: u32) -> Vec3 {
-        self.tracer()
-            .sample(&self.settings.camera, x, y, sample, self.settings.seed)
+        self.tracer().sample(
+            &self.settings.camera,
+            (x, y),
+            sample,
+            self.settings.spp,
+            self.settings.seed,
+        )
     }
 }
 
@@ -115,12 +120,13 @@ impl TileRenderer for CpuBackend {
         tile.check(self.settings.width, self.settings.height, accum.len())?;
         let tracer = self.tracer();
         let camera = &self.settings.camera;
+        let spp = self.settings.spp;
         let mut dropped = 0u64;
         for (j, y) in (tile.y..tile.y + tile.h).enumerate() {
             for (i, x) in (tile.x..tile.x + tile.w).enumerate() {
                 let px = &mut accum[j * tile.w as usize + i];
                 for s in samples.clone() {
-                    let l = tracer.sample(camera, x, y, s, self.settings.seed);
+                    let l = tracer.sample(camera, (x, y), s, spp, self.settings.seed);
                     if l.is_finite() {
                         px[0] += l.x;
                         px[1] += l.y;

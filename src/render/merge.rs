@@ -345,15 +345,21 @@ mod tests {
     #[test]
     fn a_crop_cut_short_merges_by_the_samples_it_holds_and_a_pass_cut_by_a_stop_never() {
         let key = "scene a.obj; size 6x4; spp 64; seed 0";
-        // At the time limit (whole at 16 spp): joins crops rendered with --spp 16, not 64.
-        let limited = output::key_with_spp(key, "16");
-        assert_eq!(limited, "scene a.obj; size 6x4; spp 16; seed 0");
+        // At the time limit (whole at 16 of 64 spp): joins crops that stopped there too, not
+        // crops rendered with --spp 16 (their samples draw other numbers) or 64.
+        let limited = output::key_with_spp_held(key, 16);
+        assert_eq!(limited, "scene a.obj; size 6x4; spp 16 of 64; seed 0");
         let sixteen = "scene a.obj; size 6x4; spp 16; seed 0";
-        assert!(merge(&[crop(0, 0, 6, 2, &limited), crop(0, 2, 6, 2, sixteen)]).is_ok());
-        let e = merge(&[crop(0, 0, 6, 2, &limited), crop(0, 2, 6, 2, key)])
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("spp 64") && e.contains("spp 16"), "{e}");
+        assert!(merge(&[crop(0, 0, 6, 2, &limited), crop(0, 2, 6, 2, &limited)]).is_ok());
+        for other in [sixteen, key] {
+            let e = merge(&[crop(0, 0, 6, 2, &limited), crop(0, 2, 6, 2, other)])
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("spp 16 of 64") && e.contains(other.split("; ").nth(2).unwrap()),
+                "{e}"
+            );
+        }
         // Stopped in a pass: refused even beside a crop stopped the same way.
         let cut = output::key_with_spp(
             key,

@@ -3,7 +3,7 @@
 //!
 //! A backend renders *tiles* (a rectangle of the image and a range of sample indices), never
 //! whole frames: the tile scheduler hands tiles to workers, CPU threads or GPU streams alike.
-//! Because a sample's random numbers depend only on (pixel, sample, seed), and a pixel's
+//! Because a sample's random numbers depend only on (pixel, sample, spp, seed), and a pixel's
 //! samples are always added in sample order, the image does not depend on who rendered which
 //! tile or when.
 
@@ -40,15 +40,16 @@ pub struct RenderSettings {
     pub camera: CameraFrame,
 }
 
-/// The largest image side, in pixels, either way. The sampler's pixel key `y * width + x` and
-/// the film's row offsets are `u32` arithmetic: with both sides at most 2^15 the largest pixel
-/// index is below 2^30, so nothing wraps (and an OptiX launch, at most 2^30 threads, can
-/// cover any tile).
+/// The largest image side, in pixels, either way. The film's row offsets are `u32`
+/// arithmetic: with both sides at most 2^15 the largest pixel index is below 2^30, so nothing
+/// wraps (and an OptiX launch, at most 2^30 threads, can cover any tile); the sampler's
+/// Morton index of a pixel takes 30 bits.
 pub const MAX_IMAGE_SIDE: u32 = 1 << 15;
 
 /// The most samples per pixel. A pixel's sample count is kept in an `f32` of the film, exact
 /// up to 2^24: beyond it the count stops growing and the image would be silently wrong. With
-/// at most 2^30 pixels, `pixels x spp` is at most 2^54 and fits every `u64` index.
+/// at most 2^30 pixels, `pixels x spp` is at most 2^54 and fits every `u64` index (the
+/// sampler's among them).
 pub const MAX_SPP: u32 = 1 << 24;
 
 /// Why render settings cannot be used.

@@ -124,6 +124,21 @@ pub fn key_with_spp(render_key: &str, spp: &str) -> String {
         .join("; ")
 }
 
+/// The key of an image that holds the first `held` samples per pixel of its render, every
+/// pixel alike (the time limit, or a stop between passes): `spp 16 of 64`. Not `spp 16`: a
+/// sample's random numbers depend on the render's samples per pixel (the sampler puts a
+/// pixel's samples in one block of the sequence, [`crate::render::sampler::Sampler`]), so
+/// these 16 samples are not those a render of 16 draws, and the image joins only crops that
+/// stopped at 16 of 64 too.
+pub fn key_with_spp_held(render_key: &str, held: u32) -> String {
+    let planned = render_key
+        .split("; ")
+        .find_map(|item| item.strip_prefix("spp "))
+        .unwrap_or("?")
+        .to_string();
+    key_with_spp(render_key, &format!("{held} of {planned}"))
+}
+
 /// Whether a key is that of an image a stop cut in the middle of a pass ([`SPP_STOPPED`]).
 pub fn stopped_mid_pass(render_key: &str) -> bool {
     render_key

@@ -1,4 +1,4 @@
-//! Random numbers keyed on (pixel, sample index, seed).
+//! Random numbers keyed on (pixel, sample index, samples per pixel, seed).
 //!
 //! The numbers a sample uses depend on nothing else: not the thread, not the tile, not the
 //! order in which tiles run, not the device. That is what makes a render bit-identical under
@@ -10,7 +10,8 @@
 /// The name of the numbers [`Sampler`] draws: a cluster's ranks compare it (in their
 /// fingerprint), so that ranks of builds that draw other numbers refuse to share a frame.
 /// Change it whenever a change to this file or `ptx/gasworks_common.h` changes a number.
-pub const SCHEME: &str = "padded Owen-scrambled Sobol' (Burley 2020), slots 1D/2D, v1";
+pub const SCHEME: &str =
+    "Z-order padded Owen-scrambled Sobol' (Burley 2020, Ahmed-Wonka 2020), slots 1D/2D, regions 2^24, v2";
 
 /// The SplitMix64 finalizer: a bijective 64-bit mix with good avalanche.
 #[inline(always)]
@@ -23,38 +24,89 @@ pub const fn mix64(mut z: u64) -> u64 {
 /// The golden-ratio increment of SplitMix64, used to space the dimensions.
 pub const GOLDEN_GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
 
-/// The random numbers of one sample of one pixel: Owen-scrambled Sobol' points, padded.
+/// The random numbers of one sample of one pixel: Owen-scrambled Sobol' points, padded, with
+/// the pixels in Z order so that neighbours share out one sequence (blue-noise error).
 ///
-/// Each draw ([`Sampler::next_1d`], [`Sampler::next_2d`]) is a *slot*. Within a slot, the
-/// pixel's samples `0, 1, 2, ...` are the points of one Sobol' sequence (the first dimension,
-/// van der Corput, for a 1D slot; the first two for a 2D slot), put in a pixel- and
-/// slot-specific order (a nested uniform shuffle of the index) and Owen-scrambled with a
-/// pixel- and slot-specific seed (Burley, "Practical Hash-based Owen Scrambling", JCGT 2020).
-/// So the first 2^k samples of a pixel cover every slot's square in 2^k strata of every
-/// elementary shape (a (0, k, 2)-net), where independent numbers clump: less noise for the
-/// same samples, most of all for the pixel footprint, the light points and the first
-/// bounces. Slots are decorrelated by their own shuffles and scrambles (pbrt-v4's
-/// `PaddedSobolSampler` does the same), and every number is still uniform on [0, 1): the
-/// estimator is as unbiased as with independent numbers.
+/// Each draw ([`Sampler::next_1d`], [`Sampler::next_2d`]) is a *slot*. Within a slot, every
+/// sample of the frame has an index into one Sobol' sequence (the first dimension, van der
+/// Corput, for a 1D slot; the first two for a 2D slot): the pixel's Z-order (Morton) index,
+/// times the render's samples per pixel rounded up to a power of two, plus the sample's. The
+/// index goes through a slot-specific nested uniform shuffle, and the point through a
+/// slot-specific Owen scramble (Burley, "Practical Hash-based Owen Scrambling", JCGT 2020).
 ///
-/// The numbers depend only on (pixel, sample, seed) and the slot, never on the schedule, and
-/// `ptx/gasworks_common.h` computes the same bits on the GPU.
+/// Both keep aligned blocks of indices together, so:
+/// - the first 2^k samples of a pixel (or any aligned block of them, as a later pass renders
+///   it) cover every slot's square in 2^k strata of every elementary shape (a (0, k, 2)-net),
+///   where independent numbers clump: less noise for the same samples;
+/// - the pixels of an aligned 2x2, 4x4, ... square, whose Morton indices are one aligned
+///   block, draw their samples from one bigger net together, so their errors offset one
+///   another: what is left of the noise is at high spatial frequencies (blue noise), which
+///   the eye and any reconstruction or denoising filter average away. This is Ahmed and
+///   Wonka's "screen-space blue-noise diffusion" (SIGGRAPH Asia 2020), pbrt-v4's
+///   `ZSobolSampler`, with hashed nested scrambles in place of its tabled digit permutations.
+///
+/// Slots are decorrelated by their own shuffles and scrambles (pbrt-v4's samplers do the
+/// same), and every number is still uniform on [0, 1): the estimator is as unbiased as with
+/// independent numbers.
+///
+/// A float keeps 24 bits of a fraction, so the sequence is cut into regions of 2^24 indices
+/// ([`REGION_BITS`]), each with its own shuffles and scrambles: pixels in far regions of a
+/// large frame (2^18 pixels apart at 64 spp) are independent rather than sharing numbers.
+///
+/// The numbers depend only on (pixel, sample, samples per pixel, seed) and the slot, never
+/// on the schedule, and `ptx/gasworks_common.h` computes the same bits on the GPU.
 #[derive(Clone, Copy, Debug)]
 pub struct Sampler {
-    /// The pixel's and seed's hash: the shuffles and scrambles derive from it and the slot.
-    pixel_key: u64,
-    /// The sample index, bit-reversed: the form the index shuffle takes it in.
+    /// The region's and seed's hash: the shuffles and scrambles derive from it and the slot.
+    region_key: u64,
+    /// The sample's index in its region, bit-reversed: the form the index shuffle takes it in.
     index_reversed: u32,
     slot: u64,
 }
 
+/// Index bits per scramble region (see [`Sampler`]): the first dimension's float takes 24
+/// bits, so a region holds exactly the indices that can all draw different numbers.
+pub const REGION_BITS: u32 = 24;
+
+/// The index bits a pixel's samples take: `spp` rounded up to a power of two, as a power
+/// (so the samples of a pixel are one aligned block of the sequence).
+#[inline]
+pub const fn sample_bits(spp: u32) -> u32 {
+    if spp <= 1 {
+        0
+    } else {
+        32 - (spp - 1).leading_zeros()
+    }
+}
+
+/// The Z-order (Morton) index of pixel (x, y): x's bits at the even positions, y's at the
+/// odd ones, so every aligned 2^k x 2^k square of pixels is one aligned block of 4^k indices.
+#[inline(always)]
+pub const fn morton2(x: u32, y: u32) -> u64 {
+    spread_bits(x) | spread_bits(y) << 1
+}
+
+/// The bits of `v`, one every other bit (bit i to bit 2i).
+#[inline(always)]
+const fn spread_bits(v: u32) -> u64 {
+    let mut v = v as u64;
+    v = (v | v << 16) & 0x0000_FFFF_0000_FFFF;
+    v = (v | v << 8) & 0x00FF_00FF_00FF_00FF;
+    v = (v | v << 4) & 0x0F0F_0F0F_0F0F_0F0F;
+    v = (v | v << 2) & 0x3333_3333_3333_3333;
+    (v | v << 1) & 0x5555_5555_5555_5555
+}
+
 impl Sampler {
-    /// `pixel` is the linear index `y * width + x` in the whole image (not in a tile).
+    /// Sample `sample` of pixel `(x, y)` (in the whole image, not in a tile) of a render of
+    /// `spp` samples per pixel with seed `seed`. `sample` is below `spp`: a larger one draws
+    /// the numbers of another pixel's samples (still uniform, but not independent).
     #[inline]
-    pub fn new(pixel: u32, sample: u32, seed: u64) -> Sampler {
+    pub fn new(x: u32, y: u32, sample: u32, spp: u32, seed: u64) -> Sampler {
+        let index = (morton2(x, y) << sample_bits(spp)).wrapping_add(sample as u64);
         Sampler {
-            pixel_key: mix64(pixel as u64 ^ mix64(seed ^ GOLDEN_GAMMA)),
-            index_reversed: sample.reverse_bits(),
+            region_key: mix64((index >> REGION_BITS) ^ mix64(seed ^ GOLDEN_GAMMA)),
+            index_reversed: ((index as u32) & ((1 << REGION_BITS) - 1)).reverse_bits(),
             slot: 0,
         }
     }
@@ -64,7 +116,7 @@ impl Sampler {
     fn next_slot(&mut self) -> (u32, u32, u64) {
         self.slot += 1;
         let h = mix64(
-            self.pixel_key
+            self.region_key
                 .wrapping_add(self.slot.wrapping_mul(GOLDEN_GAMMA)),
         );
         (h as u32, (h >> 32) as u32, h)
@@ -193,12 +245,13 @@ impl RandomStream {
 mod tests {
     use super::*;
 
-    /// Draws `n` samples of `pixel` and returns, per slot of the draw pattern 1D, 2D, 1D, 2D,
-    /// the points (1D slots with y = 0).
-    fn slots(pixel: u32, first: u32, n: u32, seed: u64) -> Vec<Vec<(f32, f32)>> {
+    /// Draws samples `first..first + n` of pixel `(x, y)` of a render of `spp` samples per
+    /// pixel and returns, per slot of the draw pattern 1D, 2D, 1D, 2D, the points (1D slots
+    /// with y = 0).
+    fn slots(pixel: (u32, u32), first: u32, n: u32, spp: u32, seed: u64) -> Vec<Vec<(f32, f32)>> {
         let mut out = vec![Vec::new(); 4];
         for i in first..first + n {
-            let mut s = Sampler::new(pixel, i, seed);
+            let mut s = Sampler::new(pixel.0, pixel.1, i, spp, seed);
             out[0].push((s.next_1d(), 0.0));
             out[1].push(s.next_2d());
             out[2].push((s.next_1d(), 0.0));
@@ -207,53 +260,162 @@ mod tests {
         out
     }
 
+    /// Whether `points` (2^k of them, from slot `slot` of the pattern of [`slots`]) put one
+    /// point in each of the 2^k intervals of a 1D slot and in each elementary box
+    /// 2^-a x 2^-(k-a) of a 2D slot: the (0, k, 2)-net property, exactly. On failure, the
+    /// shape of the box that held two points.
+    fn net_failure(points: &[(f32, f32)], slot: usize) -> Option<(u32, u32)> {
+        let k = points.len().trailing_zeros();
+        assert_eq!(points.len(), 1 << k);
+        let shapes: Vec<u32> = if slot % 2 == 0 {
+            vec![k]
+        } else {
+            (0..=k).collect()
+        };
+        for a in shapes {
+            let nx = 1u32 << a;
+            let ny = if slot % 2 == 0 { 1 } else { 1u32 << (k - a) };
+            let mut seen = vec![false; (nx * ny) as usize];
+            for &(x, y) in points {
+                assert!((0.0..1.0).contains(&x) && (0.0..1.0).contains(&y));
+                let cell = (y * ny as f32) as u32 * nx + (x * nx as f32) as u32;
+                if std::mem::replace(&mut seen[cell as usize], true) {
+                    return Some((nx, ny));
+                }
+            }
+        }
+        None
+    }
+
     #[test]
-    fn numbers_depend_only_on_pixel_sample_seed_and_slot() {
-        let draw = |p, i, seed| {
-            let mut s = Sampler::new(p, i, seed);
+    fn numbers_depend_only_on_pixel_sample_spp_seed_and_slot() {
+        let draw = |x, y, i, spp, seed| {
+            let mut s = Sampler::new(x, y, i, spp, seed);
             (s.next_1d(), s.next_2d(), s.next_1d())
         };
-        assert_eq!(draw(7, 3, 42), draw(7, 3, 42));
-        for other in [draw(7, 4, 42), draw(8, 3, 42), draw(7, 3, 43)] {
-            assert_ne!(draw(7, 3, 42).0, other.0);
+        let base = draw(7, 2, 3, 16, 42);
+        assert_eq!(base, draw(7, 2, 3, 16, 42));
+        for other in [
+            draw(7, 2, 4, 16, 42),
+            draw(8, 2, 3, 16, 42),
+            draw(7, 3, 3, 16, 42),
+            draw(7, 2, 3, 64, 42),
+            draw(7, 2, 3, 16, 43),
+        ] {
+            assert_ne!(base.0, other.0);
         }
+        // The samples per pixel count as their power of two: 9 to 16 draw the same numbers.
+        assert_eq!(base, draw(7, 2, 3, 9, 42));
     }
 
     #[test]
     fn every_power_of_two_block_of_samples_is_stratified_in_every_slot() {
-        // The (0, k, 2)-net property, exactly: the 2^k samples of an aligned block (the first
-        // 2^k, or a later block, as a later pass renders it) put one point in each of the 2^k
-        // intervals of a 1D slot and in each elementary box 2^-a x 2^-(k-a) of a 2D slot.
-        for (pixel, seed) in [(0u32, 0u64), (12_345, 7), (u32::MAX, u64::MAX)] {
+        // The 2^k samples of an aligned block (the first 2^k, or a later block, as a later
+        // pass renders it) of one pixel are a (0, k, 2)-net in every slot.
+        for (pixel, spp, seed) in [
+            ((0u32, 0u32), 4096u32, 0u64),
+            ((1234, 567), 2000, 7),
+            ((32_767, 32_767), 4096, u64::MAX),
+        ] {
             for k in 0..=8u32 {
                 let n = 1u32 << k;
                 for first in [0, n, 5 * n] {
-                    let pts = slots(pixel, first, n, seed);
-                    for (slot, points) in pts.iter().enumerate() {
-                        let shapes: Vec<u32> = if slot % 2 == 0 {
-                            vec![k]
-                        } else {
-                            (0..=k).collect()
-                        };
-                        for a in shapes {
-                            let (nx, ny) = (1u32 << a, 1u32 << (k - a));
-                            let ny = if slot % 2 == 0 { 1 } else { ny };
-                            let mut seen = vec![false; (nx * ny) as usize];
-                            for &(x, y) in points {
-                                assert!((0.0..1.0).contains(&x) && (0.0..1.0).contains(&y));
-                                let cell = (y * ny as f32) as u32 * nx + (x * nx as f32) as u32;
-                                assert!(
-                                    !std::mem::replace(&mut seen[cell as usize], true),
-                                    "pixel {pixel} seed {seed}: samples {first}..{} of slot {slot} \
-                                     put two points in one {nx}x{ny} box",
-                                    first + n
-                                );
-                            }
+                    for (slot, points) in slots(pixel, first, n, spp, seed).iter().enumerate() {
+                        if let Some((nx, ny)) = net_failure(points, slot) {
+                            panic!(
+                                "pixel {pixel:?} seed {seed}: samples {first}..{} of slot \
+                                 {slot} put two points in one {nx}x{ny} box",
+                                first + n
+                            );
                         }
                     }
                 }
             }
         }
+    }
+
+    #[test]
+    fn every_aligned_square_of_pixels_shares_one_net() {
+        // The blue-noise property, exactly: all the samples of the pixels of an aligned
+        // 2^j x 2^j square are one (0, 2j + log2 spp, 2)-net in every slot, so neighbours'
+        // errors offset one another.
+        for (spp, seed) in [(1u32, 3u64), (4, 0), (16, 99)] {
+            for j in 0..=3u32 {
+                let side = 1u32 << j;
+                for (x0, y0) in [(0u32, 0u32), (side * 5, side * 2), (1000 / side * side, 0)] {
+                    let mut per_slot = vec![Vec::new(); 4];
+                    for y in y0..y0 + side {
+                        for x in x0..x0 + side {
+                            for (all, pts) in
+                                per_slot.iter_mut().zip(slots((x, y), 0, spp, spp, seed))
+                            {
+                                all.extend(pts);
+                            }
+                        }
+                    }
+                    for (slot, points) in per_slot.iter().enumerate() {
+                        assert_eq!(
+                            net_failure(points, slot),
+                            None,
+                            "{side}x{side} pixels at ({x0}, {y0}), {spp} spp, seed {seed}, slot {slot}"
+                        );
+                    }
+                }
+            }
+        }
+        // An unaligned square is not one block: its points clump somewhere.
+        let mut points = Vec::new();
+        for (x, y) in [(1u32, 0u32), (2, 0), (1, 1), (2, 1)] {
+            points.extend(slots((x, y), 0, 4, 4, 3)[1].iter().copied());
+        }
+        assert!(net_failure(&points, 1).is_some());
+    }
+
+    #[test]
+    fn pixels_in_different_regions_draw_independent_numbers() {
+        // At 2^24 samples per pixel every pixel is a region of its own: pixels side by side
+        // no longer share a net, and their first samples differ as independent numbers do.
+        let spp = 1 << REGION_BITS;
+        let mut points = Vec::new();
+        for (x, y) in [(0u32, 0u32), (1, 0), (0, 1), (1, 1)] {
+            points.extend(slots((x, y), 0, 1, spp, 5)[1].iter().copied());
+        }
+        let mut again = Vec::new();
+        for (x, y) in [(0u32, 0u32), (1, 0), (0, 1), (1, 1)] {
+            again.extend(slots((x, y), 0, 1, 1, 5)[1].iter().copied());
+        }
+        assert_eq!(net_failure(&again, 1), None);
+        assert_ne!(points, again);
+        // Regions are keyed: two pixels one region apart at 64 spp (2^18 Morton indices)
+        // do not repeat each other's numbers.
+        let far = morton2(512, 0);
+        assert_eq!(far, 1 << 18);
+        assert_ne!(slots((0, 0), 0, 64, 64, 5), slots((512, 0), 0, 64, 64, 5));
+    }
+
+    #[test]
+    fn morton_indices_interleave_the_bits() {
+        let by_loop = |x: u32, y: u32| {
+            (0..32).fold(0u64, |m, b| {
+                m | (((x >> b) & 1) as u64) << (2 * b) | (((y >> b) & 1) as u64) << (2 * b + 1)
+            })
+        };
+        for (x, y) in [
+            (0, 0),
+            (1, 0),
+            (0, 1),
+            (3, 5),
+            (32_767, 1),
+            (0x1234_5678, u32::MAX),
+        ] {
+            assert_eq!(morton2(x, y), by_loop(x, y), "({x}, {y})");
+        }
+        assert_eq!(sample_bits(1), 0);
+        assert_eq!(sample_bits(2), 1);
+        assert_eq!(sample_bits(3), 2);
+        assert_eq!(sample_bits(64), 6);
+        assert_eq!(sample_bits(65), 7);
+        assert_eq!(sample_bits(1 << 24), 24);
     }
 
     #[test]
@@ -305,13 +467,13 @@ mod tests {
 
     #[test]
     fn slots_and_pixels_are_uniform_and_uncorrelated() {
-        // One draw of each of 64k pixels (one sample each: what the scrambles alone make of
-        // it), per coordinate.
+        // One draw of each of 64k pixels in a row of a wide frame at 1 spp (pixels of one
+        // row are not one net), per coordinate.
         let n = 65_536u32;
         let mut bins = [[0u32; 16]; 3];
         let mut pairs = Vec::new();
         for p in 0..n {
-            let mut s = Sampler::new(p, 0, 1);
+            let mut s = Sampler::new(p % 32_768, p / 32_768 * 1000, 0, 1, 1);
             let a = s.next_1d();
             let (b, c) = s.next_2d();
             for (bin, v) in bins.iter_mut().zip([a, b, c]) {
@@ -328,7 +490,7 @@ mod tests {
         let r = correlation(pairs.into_iter());
         assert!(r.abs() < 0.02, "r = {r}");
         // And across one pixel's samples: 4096 samples, slot 1 against slot 3's x.
-        let pts = slots(99, 0, 4096, 5);
+        let pts = slots((99, 3), 0, 4096, 4096, 5);
         let r = correlation(pts[0].iter().zip(&pts[2]).map(|(a, b)| (a.0, b.0)));
         assert!(r.abs() < 0.08, "r = {r}");
     }
@@ -397,12 +559,18 @@ mod tests {
     #[test]
     fn the_sampler_is_the_scrambled_sobol_points_it_says() {
         // The folded reversals of Sampler against the definition spelt out.
-        for (pixel, sample, seed) in [(0u32, 0u32, 0u64), (5, 3, 11), (77, 1_000_003, 9)] {
-            let mut s = Sampler::new(pixel, sample, seed);
-            let key = mix64(pixel as u64 ^ mix64(seed ^ GOLDEN_GAMMA));
+        for ((x, y), sample, spp, seed) in [
+            ((0u32, 0u32), 0u32, 1u32, 0u64),
+            ((5, 9), 3, 8, 11),
+            ((20_000, 30_000), 1_000_003, 1 << 20, 9),
+        ] {
+            let mut s = Sampler::new(x, y, sample, spp, seed);
+            let index = (morton2(x, y) << sample_bits(spp)) + sample as u64;
+            let key = mix64((index >> 24) ^ mix64(seed ^ GOLDEN_GAMMA));
+            let local = (index % (1 << 24)) as u32;
             for slot in 1..=6u64 {
                 let h = mix64(key.wrapping_add(slot.wrapping_mul(GOLDEN_GAMMA)));
-                let i = nested_uniform_scramble(sample, h as u32);
+                let i = nested_uniform_scramble(local, h as u32);
                 let x = unit_f32(nested_uniform_scramble(i.reverse_bits(), (h >> 32) as u32));
                 if slot % 2 == 1 {
                     assert_eq!(s.next_1d(), x);
@@ -424,7 +592,7 @@ mod tests {
         assert_eq!(sobol_second_dimension(2), 3 << 30);
         assert_eq!(sobol_second_dimension(3), 1 << 30);
         assert_eq!(sobol_second_dimension(4), 0xA << 28);
-        let mut s = Sampler::new(5, 3, 11);
+        let mut s = Sampler::new(5, 9, 3, 8, 11);
         let a = s.next_1d();
         let (b, c) = s.next_2d();
         let v = [a, b, c];
@@ -432,5 +600,5 @@ mod tests {
         assert_eq!(bits, KNOWN, "{v:?}");
     }
 
-    const KNOWN: [u32; 3] = [1_064_067_694, 1_065_243_322, 1_044_592_544];
+    const KNOWN: [u32; 3] = [1_060_786_152, 1_050_703_302, 1_057_118_192];
 }

@@ -5,7 +5,7 @@
 //! over the window only, [`super::raster::rasterize_window`]), the tile layouts and the
 //! statistics are the window's, as if it were a small image. Only the renderers see the
 //! whole image: [`Shifted`] moves every tile by the window's offset before handing it on, so
-//! a pixel gets the same camera ray and the same (pixel, sample, seed) random numbers as in a
+//! a pixel gets the same camera ray and the same (pixel, sample, spp, seed) random numbers as in a
 //! full render, and crops joined together are bit-identical to the full image.
 
 use std::ops::Range;

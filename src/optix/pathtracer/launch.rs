@@ -35,6 +35,7 @@ use thiserror::Error;
 
 use super::layout::GwLaunchParams;
 use super::pack::PackedScene;
+use crate::render::sampler::sample_bits;
 use crate::render::{RenderSettings, Tile, TileError};
 
 /// The most threads one `optixLaunch` may have (width x height x depth <= 2^30).
@@ -234,6 +235,7 @@ pub fn frame_params(
         lights: packed.lights.device_ptr(scene_base),
         light_cdf: packed.light_cdf.device_ptr(scene_base),
         seed: settings.seed,
+        sample_bits: sample_bits(settings.spp),
         eye: c.eye.to_array(),
         cam_u: c.u.to_array(),
         cam_v: c.v.to_array(),

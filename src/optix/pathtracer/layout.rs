@@ -160,8 +160,9 @@ pub struct GwLaunchParams {
     pub two_sided_lights: u32,
     /// [`super::launch::LaunchMode`] code: how the launch's threads map to the work.
     pub mode: u32,
-    /// Keeps `samples` 8-aligned without implicit padding (the struct is `Pod`).
-    pub pad: u32,
+    /// The render's samples per pixel rounded up to a power of two, as the power
+    /// ([`crate::render::sampler::sample_bits`]): the sampler's index of a pixel's samples.
+    pub sample_bits: u32,
     /// `GwSample` per (sample, pixel) of the launch's sample range, sample-major; 0 in
     /// `ACCUMULATE` launches.
     pub samples: u64,
