@@ -34,12 +34,9 @@ render_s() { sed -n 's/^time: .* render \([0-9.]*\) s.*/\1/p' "$1"; }
 # "N" and "S" of "checkpoints: N written ... the slowest in S s".
 checkpoints() { sed -n 's/^checkpoints: \([0-9]*\) written .*the slowest in \([0-9.]*\) s.*/\1 \2/p' "$1"; }
 
-# min / median / max of the numbers on stdin.
-stats() {
-    sort -g | awk '{ v[NR] = $1 } END {
-        m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
-        printf "%.3f %.3f %.3f\n", v[1], m, v[NR] }'
-}
+# shellcheck source=lib/stats.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib/stats.sh"
+stats() { min_median_max; }
 
 for ((r = 1; r <= rounds; r++)); do
     for mode in plain checkpointed; do

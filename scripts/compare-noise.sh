@@ -26,6 +26,8 @@ seeds="${5:-7}"
 ref_spp="${6:-4096}"
 size="${7:-128}"
 work="${WORK:-$(mktemp -d)}"
+# shellcheck source=lib/stats.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib/stats.sh"
 read -r -a opts <<< "${RENDER_OPTS:-}"
 
 render() { # BIN SPP SEED OUT
@@ -56,13 +58,10 @@ for seed in $(seq 1 "$seeds"); do
         "4x4 block means old $b_old, new $b_new, old/new $block_ratio"
 done
 summary() { # LABEL RATIO...
-    local label="$1"
+    local label="$1" min med max
     shift
-    printf '%s\n' "$@" | sort -g | python3 -c '
-import sys
-label = sys.argv[1]
-r = [float(x) for x in sys.stdin]
-print(f"old/new {label} over {len(r)} seeds: min {r[0]:.3f}, median {r[len(r) // 2]:.3f}, max {r[-1]:.3f}")' "$label"
+    read -r min med max < <(printf '%s\n' "$@" | min_median_max)
+    echo "old/new $label over $# seeds: min $min, median $med, max $max"
 }
 summary "RMS error" "${ratios[@]}"
 summary "RMS error of 4x4 block means" "${block_ratios[@]}"

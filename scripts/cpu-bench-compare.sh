@@ -28,6 +28,9 @@ for bin in "$a" "$b"; do
     [ -x "$bin" ] || { echo "cpu-bench-compare: $bin is not an executable" >&2; exit 2; }
 done
 
+# shellcheck source=lib/stats.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib/stats.sh"
+
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 
@@ -59,9 +62,7 @@ while read -r key; do
     t="${key#*/}"
     stats() {
         awk -v w="$1" -v s="$s" -v t="$t" '$1 == w && $2 == s && $3 == t { print $4 }' "$tmp/all" |
-            sort -g | awk '{ v[NR] = $1 } END {
-                m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
-                printf "%.3f %.3f %.3f\n", v[1], m, v[NR] }'
+            min_median_max
     }
     read -r amin amed amax <<<"$(stats A)"
     read -r bmin bmed bmax <<<"$(stats B)"
