@@ -335,35 +335,20 @@ fn gpu_crops_merged_are_the_full_gpu_render_bit_for_bit() {
     );
 }
 
-/// `--exposure 1` on a PNG: the render of the whole frame and the merge of its EXR crops with
-/// `merge --exposure 1` are the same file, byte for byte, and brighter than without; PNG crops
-/// of another exposure do not merge with it; an EXR output refuses an exposure (it holds
-/// radiance as rendered), and so do PNG crops (tone-mapped already).
+/// `--exposure 1` and `--tonemap aces` on a PNG: the render of the whole frame and the merge
+/// of its EXR crops with the same options are the same file, byte for byte, and not the
+/// plain one (the exposure's brighter); PNG crops of another look do not merge with it; an
+/// EXR output refuses either option (it holds radiance as rendered), and so do PNG crops
+/// (tone-mapped already).
 #[test]
-fn exposure_applies_to_pngs_in_render_and_merge_alike() {
+fn exposure_and_tone_curve_apply_to_pngs_in_render_and_merge_alike() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     render(d, "plain.png", &[]);
-    render(d, "bright.png", &["--exposure", "1"]);
     render(d, "top.exr", &["--pixelbounds", "0,37,0,10"]);
     render(d, "bottom.exr", &["--pixelbounds", "0,37,10,29"]);
-    ok(
-        d,
-        &[
-            "merge",
-            "top.exr",
-            "bottom.exr",
-            "-o",
-            "merged.png",
-            "--exposure",
-            "1",
-        ],
-    );
+    render(d, "bottom.png", &["--pixelbounds", "0,37,10,29"]);
     let bytes = |name: &str| std::fs::read(d.join(name)).unwrap();
-    assert!(
-        bytes("merged.png") == bytes("bright.png"),
-        "merged != rendered"
-    );
     let sum = |name: &str| -> u64 {
         image::open(d.join(name))
             .unwrap()
@@ -373,55 +358,61 @@ fn exposure_applies_to_pngs_in_render_and_merge_alike() {
             .map(|&v| u64::from(v))
             .sum()
     };
-    assert!(sum("bright.png") > sum("plain.png"));
-
-    render(
-        d,
-        "top.png",
-        &["--pixelbounds", "0,37,0,10", "--exposure", "1"],
-    );
-    render(d, "bottom.png", &["--pixelbounds", "0,37,10,29"]);
-    let e = fails(d, &["merge", "top.png", "bottom.png", "-o", "mixed.png"]);
-    assert!(e.contains("exposure 1"), "{e}");
-
     let scene = cornell();
-    let e = fails(
-        d,
-        &[
-            "render",
-            scene.to_str().unwrap(),
-            "-o",
-            "x.exr",
-            "--exposure",
-            "1",
-        ],
-    );
-    assert!(e.contains("x.exr holds linear radiance as rendered"), "{e}");
-    assert!(!d.join("x.exr").exists());
-    let e = fails(
-        d,
-        &[
-            "merge",
-            "top.exr",
-            "bottom.exr",
-            "-o",
-            "m.exr",
-            "--exposure",
-            "-1",
-        ],
-    );
-    assert!(e.contains("m.exr holds linear radiance as rendered"), "{e}");
-    let e = fails(
-        d,
-        &[
-            "merge",
-            "top.png",
-            "top.png",
-            "-o",
-            "m.png",
-            "--exposure",
-            "1",
-        ],
-    );
-    assert!(e.contains("tone-mapped already"), "{e}");
+    for (look, item) in [
+        (&["--exposure", "1"][..], "exposure 1"),
+        (&["--tonemap", "aces"][..], "tonemap aces"),
+        (
+            &["--exposure", "-1", "--tonemap", "aces"][..],
+            "exposure -1; tonemap aces",
+        ),
+    ] {
+        fn with<'a>(args: &[&'a str], look: &[&'a str]) -> Vec<&'a str> {
+            [args, look].concat()
+        }
+        render(d, "look.png", look);
+        ok(
+            d,
+            &with(
+                &["merge", "top.exr", "bottom.exr", "-o", "merged.png"],
+                look,
+            ),
+        );
+        assert!(
+            bytes("merged.png") == bytes("look.png"),
+            "{item}: merged != rendered"
+        );
+        assert!(bytes("plain.png") != bytes("look.png"), "{item}");
+        if item == "exposure 1" {
+            assert!(sum("look.png") > sum("plain.png"));
+        }
+
+        render(d, "top.png", &with(&["--pixelbounds", "0,37,0,10"], look));
+        // (The error names the first item that differs.)
+        let e = fails(d, &["merge", "top.png", "bottom.png", "-o", "mixed.png"]);
+        assert!(e.contains(item.split("; ").next().unwrap()), "{e}");
+        let e = fails(
+            d,
+            &with(&["merge", "top.png", "top.png", "-o", "m.png"], look),
+        );
+        assert!(e.contains("tone-mapped already"), "{e}");
+
+        let e = fails(
+            d,
+            &with(&["render", scene.to_str().unwrap(), "-o", "x.exr"], look),
+        );
+        assert!(
+            e.contains("x.exr holds linear radiance as rendered"),
+            "{item}: {e}"
+        );
+        assert!(!d.join("x.exr").exists());
+        let e = fails(
+            d,
+            &with(&["merge", "top.exr", "bottom.exr", "-o", "m.exr"], look),
+        );
+        assert!(
+            e.contains("m.exr holds linear radiance as rendered"),
+            "{item}: {e}"
+        );
+    }
 }

@@ -136,6 +136,25 @@ impl CameraArgs {
     }
 }
 
+/// How a PNG shows radiance above 1 (`--tonemap`): [`crate::render::output::ToneCurve`].
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ToneCurveArg {
+    /// Radiance as it is, clamped to [0, 1]: exact up to 1, brighter is white
+    Clamp,
+    /// The ACES filmic look (Hill's fit): highlights roll off towards white, mid grey a stop
+    /// darker than the clamp
+    Aces,
+}
+
+impl From<ToneCurveArg> for crate::render::output::ToneCurve {
+    fn from(a: ToneCurveArg) -> Self {
+        match a {
+            ToneCurveArg::Clamp => Self::Clamp,
+            ToneCurveArg::Aces => Self::Aces,
+        }
+    }
+}
+
 /// Which stream each GAS build goes to.
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AssignArg {

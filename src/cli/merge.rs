@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+use super::args::ToneCurveArg;
 use super::console::Verbosity;
 use crate::render::merge;
 
@@ -24,6 +25,9 @@ pub struct MergeArgs {
         allow_negative_numbers = true
     )]
     pub exposure: f32,
+    /// Tone curve of a PNG joined from EXR crops, as `render --tonemap`
+    #[arg(long, value_enum, default_value_t = ToneCurveArg::Clamp)]
+    pub tonemap: ToneCurveArg,
     /// Print only warnings and errors
     #[arg(long, short)]
     pub quiet: bool,
@@ -42,7 +46,7 @@ pub fn run(a: MergeArgs) -> anyhow::Result<()> {
             crop.display()
         );
     }
-    let s = merge::merge_files(&a.crops, &a.output, a.exposure)?;
+    let s = merge::merge_files(&a.crops, &a.output, a.exposure, a.tonemap.into())?;
     out.status(format_args!(
         "output: {} ({}x{}, joined from {} crop{})",
         a.output.display(),

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 
-use super::args::{parse_duration, parse_vec3, AccelArgs, CameraArgs, ScheduleArgs};
+use super::args::{parse_duration, parse_vec3, AccelArgs, CameraArgs, ScheduleArgs, ToneCurveArg};
 use super::console::Verbosity;
 use super::signals::{self, StopSignal};
 use crate::render::checkpoint::{self, CheckpointHeader, Checkpointer};
@@ -97,6 +97,11 @@ pub struct RenderArgs {
         allow_negative_numbers = true
     )]
     pub exposure: f32,
+    /// Tone curve of a PNG, after --exposure: clamp (radiance as it is, clamped to [0, 1]) or
+    /// aces (filmic: highlights roll off towards white; mid grey a stop darker, so often with
+    /// --exposure 1). An EXR holds linear radiance as rendered
+    #[arg(long, value_enum, default_value_t = ToneCurveArg::Clamp)]
+    pub tonemap: ToneCurveArg,
     /// Print only warnings and errors (no progress bar, no summary)
     #[arg(long, short, conflicts_with = "verbose")]
     pub quiet: bool,
@@ -286,6 +291,7 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
         window,
         render: image_key(&render_key, frame.stopped.as_ref()),
         exposure: a.exposure,
+        tonemap: a.tonemap.into(),
     };
     // A frame a stop or the time limit ended keeps its complete passes in a resume file,
     // written first (as under mpirun), so that a failure to write the image cannot lose it;
@@ -886,6 +892,7 @@ pub(super) fn check_args(a: &RenderArgs) -> anyhow::Result<()> {
         anyhow::bail!("--max-depth must be at least 1");
     }
     output::check_exposure(a.exposure, &a.output).map_err(anyhow::Error::msg)?;
+    output::check_tonemap(a.tonemap.into(), &a.output).map_err(anyhow::Error::msg)?;
     // (--checkpoint-every needs no passes: checkpoints are written inside a pass too;
     // --time-limit chooses its passes when none are given: choose_passes_for_time_limit.)
     Ok(())

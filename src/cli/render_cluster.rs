@@ -261,6 +261,7 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
         }
         let meta = ImageMeta {
             exposure: a.exposure,
+            tonemap: a.tonemap.into(),
             ..ImageMeta::whole(
                 a.width,
                 a.height,

@@ -57,7 +57,7 @@ pub enum MergeError {
     Exposure(String),
     #[error("{0}")]
     Memory(String),
-    #[error("{path}: PNG crops are tone-mapped already, so --exposure cannot apply to them; merge the EXR crops into a .png with --exposure")]
+    #[error("{path}: PNG crops are tone-mapped already, so --exposure and --tonemap cannot apply to them; merge the EXR crops into a .png with them")]
     ExposedPng { path: PathBuf },
     #[error("{a} ({}) and {b} ({}) overlap in pixels {}", describe(*.wa), describe(*.wb), describe(*.overlap))]
     Overlap {
@@ -251,20 +251,22 @@ pub struct MergeSummary {
 /// Reads the crops, joins them and writes the frame to `output` (EXR, PNG or WebP by
 /// extension).
 /// Nothing is written unless every check passes.
-/// Joins the crop files `inputs` into `output`; `exposure` (stops) applies to a PNG made from
-/// EXR crops, as `render --exposure` would have.
+/// Joins the crop files `inputs` into `output`; `exposure` (stops) and `tonemap` apply to a
+/// PNG made from EXR crops, as `render --exposure --tonemap` would have.
 pub fn merge_files(
     inputs: &[PathBuf],
     output: &Path,
     exposure: f32,
+    tonemap: output::ToneCurve,
 ) -> Result<MergeSummary, MergeError> {
     output::check_exposure(exposure, output).map_err(MergeError::Exposure)?;
+    output::check_tonemap(tonemap, output).map_err(MergeError::Exposure)?;
     let out_format = output::check_writable(output)?;
     let crops = inputs
         .iter()
         .map(|p| Ok((p.clone(), output::read_image(p)?)))
         .collect::<Result<Vec<_>, MergeError>>()?;
-    if exposure != 0.0 {
+    if exposure != 0.0 || tonemap != output::ToneCurve::Clamp {
         if let Some((path, _)) = crops.iter().find(|(_, c)| c.format == ImageFormat::Png) {
             return Err(MergeError::ExposedPng { path: path.clone() });
         }
@@ -280,6 +282,7 @@ pub fn merge_files(
     }
     let mut merged = merge(&crops)?;
     merged.meta.exposure = exposure;
+    merged.meta.tonemap = tonemap;
     match (&merged.pixels, out_format) {
         (Pixels::Linear(p), _) => output::write_pixels(p, output, &merged.meta)?,
         (Pixels::Srgb8(p), format @ (ImageFormat::Png | ImageFormat::Webp)) => {
@@ -319,6 +322,7 @@ mod tests {
                     window: Tile { x, y, w, h },
                     render: render.into(),
                     exposure: 0.0,
+                    tonemap: output::ToneCurve::Clamp,
                 },
                 pixels: Pixels::Linear(pixels),
             },
@@ -396,23 +400,29 @@ mod tests {
                 window,
                 render: "spp 4".into(),
                 exposure: 0.0,
+                tonemap: output::ToneCurve::Clamp,
             };
             let path = dir.path().join(format!("crop_{y}.png"));
             output::write_png(&srgb, &path, &meta).unwrap();
             inputs.push(path);
         }
         let (png, webp) = (dir.path().join("all.png"), dir.path().join("all.webp"));
-        merge_files(&inputs, &png, 0.0).unwrap();
-        let summary = merge_files(&inputs, &webp, 0.0).unwrap();
+        merge_files(&inputs, &png, 0.0, output::ToneCurve::Clamp).unwrap();
+        let summary = merge_files(&inputs, &webp, 0.0, output::ToneCurve::Clamp).unwrap();
         assert_eq!((summary.crops, summary.width, summary.height), (2, fw, fh));
         let a = image::open(&png).unwrap().to_rgb8();
         let b = image::open(&webp).unwrap().to_rgb8();
         assert_eq!(a.dimensions(), (fw, fh));
         assert!(a.as_raw() == b.as_raw());
         // Not the other way: a WebP is not read back as a crop.
-        let e = merge_files(&[webp], &dir.path().join("again.png"), 0.0)
-            .unwrap_err()
-            .to_string();
+        let e = merge_files(
+            &[webp],
+            &dir.path().join("again.png"),
+            0.0,
+            output::ToneCurve::Clamp,
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("reads back only PNG and EXR"), "{e}");
     }
 

@@ -43,6 +43,9 @@ pub struct ImageMeta {
     /// key then has an `exposure` item, so that crops of other exposures do not merge with
     /// it. An EXR holds radiance as rendered whatever this says.
     pub exposure: f32,
+    /// The curve from exposed radiance to a PNG's [0, 1] (`--tonemap`): a PNG's render key
+    /// has a `tonemap` item unless it is the default clamp. Ignored by an EXR, as `exposure`.
+    pub tonemap: ToneCurve,
 }
 
 impl ImageMeta {
@@ -59,6 +62,7 @@ impl ImageMeta {
             },
             render,
             exposure: 0.0,
+            tonemap: ToneCurve::Clamp,
         }
     }
 }
@@ -336,6 +340,88 @@ pub fn linear_to_srgb(x: f32) -> f32 {
     }
 }
 
+/// The curve that takes exposed linear radiance to the [0, 1] that a PNG (or WebP) encodes in
+/// sRGB (`--tonemap`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ToneCurve {
+    /// The radiance as it is, clamped to [0, 1]: exact up to 1 (a furnace-white object is
+    /// exactly white); everything brighter is white, so highlights clip flat.
+    #[default]
+    Clamp,
+    /// The ACES filmic look: the reference rendering and sRGB output transforms of the
+    /// Academy Color Encoding System, as Stephen Hill's fit of them (a 3x3 matrix into the
+    /// transforms' working space with their saturation step, a rational curve per channel,
+    /// a 3x3 matrix back). A toe (radiance below 0.0032 is black) and a shoulder:
+    /// highlights roll off towards white (reached at 25.7) and keep their gradients, and
+    /// bright saturated colours desaturate as on film instead of clipping to a hue; mid grey
+    /// 0.18 shows at 0.106 (about a stop darker than the clamp), so such images often want
+    /// `--exposure 1`.
+    Aces,
+}
+
+impl ToneCurve {
+    /// The name `--tonemap` takes and a PNG's render key records.
+    pub fn name(self) -> &'static str {
+        match self {
+            ToneCurve::Clamp => "clamp",
+            ToneCurve::Aces => "aces",
+        }
+    }
+
+    /// Exposed linear radiance to display-linear values in [0, 1] (before the sRGB
+    /// encoding). A channel that is not a finite non-negative number counts as 0 (as the
+    /// clamp always showed NaN and infinities: black).
+    pub fn apply(self, rgb: [f32; 3]) -> [f32; 3] {
+        let rgb = rgb.map(|c| if c.is_finite() { c.max(0.0) } else { 0.0 });
+        match self {
+            ToneCurve::Clamp => rgb.map(|c| c.min(1.0)),
+            ToneCurve::Aces => aces_fitted(rgb),
+        }
+    }
+}
+
+/// sRGB-primaries radiance into the ACES transforms' working space (AP1), with the
+/// reference rendering transform's saturation step folded in. Rows sum to 1: greys stay grey.
+const ACES_INPUT: [[f64; 3]; 3] = [
+    [0.597_19, 0.354_58, 0.048_23],
+    [0.076_00, 0.908_34, 0.015_66],
+    [0.028_40, 0.133_83, 0.837_77],
+];
+
+/// Back to sRGB primaries, with the output transform's saturation step. Rows sum to 1.
+const ACES_OUTPUT: [[f64; 3]; 3] = [
+    [1.604_75, -0.531_08, -0.073_67],
+    [-0.102_08, 1.108_13, -0.006_05],
+    [-0.003_27, -0.072_76, 1.076_02],
+];
+
+/// [`ToneCurve::Aces`] of finite non-negative radiance, in f64 so that no radiance a float
+/// holds overflows the curve's squares.
+fn aces_fitted(rgb: [f32; 3]) -> [f32; 3] {
+    let times =
+        |m: &[[f64; 3]; 3], v: [f64; 3]| m.map(|row| row[0] * v[0] + row[1] * v[1] + row[2] * v[2]);
+    // The transforms' tone curve, fitted (Hill): rational, 0 at 0 (to 4e-4), 1 at 25.7,
+    // tending to 1.0165.
+    let curve = |v: f64| {
+        (v * (v + 0.024_578_6) - 0.000_090_537) / (v * (0.983_729 * v + 0.432_951) + 0.238_081)
+    };
+    let v = times(&ACES_INPUT, rgb.map(f64::from)).map(curve);
+    times(&ACES_OUTPUT, v).map(|c| c.clamp(0.0, 1.0) as f32)
+}
+
+/// Checks `--tonemap` for an output at `path`: the clamp, unless the output is a PNG or WebP
+/// (an EXR holds linear radiance as rendered).
+pub fn check_tonemap(tonemap: ToneCurve, path: &Path) -> Result<(), String> {
+    if tonemap != ToneCurve::Clamp && ImageFormat::from_path(path).ok() == Some(ImageFormat::Exr) {
+        return Err(format!(
+            "--tonemap {} sets a PNG's tone mapping, and {} holds linear radiance as rendered: tone-map it in its viewer, or write a .png",
+            tonemap.name(),
+            path.display()
+        ));
+    }
+    Ok(())
+}
+
 /// Checks `--exposure EV` for an output at `path`: a finite number of stops within +-64, and
 /// 0 unless the output is a PNG (an EXR holds linear radiance as rendered).
 pub fn check_exposure(exposure: f32, path: &Path) -> Result<(), String> {
@@ -361,15 +447,14 @@ pub fn to_srgb8(rgb: [f32; 3]) -> [u8; 3] {
 
 /// [`to_srgb8`] of radiance times `scale` (`2^exposure`; 1 leaves every value as it is).
 pub fn to_srgb8_scaled(rgb: [f32; 3], scale: f32) -> [u8; 3] {
-    rgb.map(|c| {
-        let c = c * scale;
-        let c = if c.is_finite() {
-            c.clamp(0.0, 1.0)
-        } else {
-            0.0
-        };
-        (linear_to_srgb(c) * 255.0 + 0.5) as u8
-    })
+    to_srgb8_toned(rgb, scale, ToneCurve::Clamp)
+}
+
+/// A PNG's pixel: radiance times `scale` (`2^exposure`), through `curve`, sRGB-encoded.
+pub fn to_srgb8_toned(rgb: [f32; 3], scale: f32, curve: ToneCurve) -> [u8; 3] {
+    curve
+        .apply(rgb.map(|c| c * scale))
+        .map(|c| (linear_to_srgb(c) * 255.0 + 0.5) as u8)
 }
 
 /// Writes the film's mean radiance to `path`, in the format its extension names, with `meta`
@@ -393,17 +478,27 @@ pub fn write_pixels(rgb: &[[f32; 3]], path: &Path, meta: &ImageMeta) -> Result<(
     remove_stale_partials(path);
     let tmp = partial_path(path);
     let written = match format {
-        ImageFormat::Png | ImageFormat::Webp if meta.exposure != 0.0 => {
+        ImageFormat::Png | ImageFormat::Webp
+            if meta.exposure != 0.0 || meta.tonemap != ToneCurve::Clamp =>
+        {
             let scale = meta.exposure.exp2();
-            let bytes: Vec<[u8; 3]> = rgb.iter().map(|&p| to_srgb8_scaled(p, scale)).collect();
-            let mut exposed = meta.clone();
-            let item = format!("exposure {}", meta.exposure);
-            exposed.render = if meta.render.is_empty() {
-                item
-            } else {
-                format!("{}; {item}", meta.render)
-            };
-            write_srgb8(format, &bytes, &tmp, &exposed)
+            let bytes: Vec<[u8; 3]> = rgb
+                .iter()
+                .map(|&p| to_srgb8_toned(p, scale, meta.tonemap))
+                .collect();
+            let mut toned = meta.clone();
+            let mut items: Vec<String> = Vec::new();
+            if !meta.render.is_empty() {
+                items.push(meta.render.clone());
+            }
+            if meta.exposure != 0.0 {
+                items.push(format!("exposure {}", meta.exposure));
+            }
+            if meta.tonemap != ToneCurve::Clamp {
+                items.push(format!("tonemap {}", meta.tonemap.name()));
+            }
+            toned.render = items.join("; ");
+            write_srgb8(format, &bytes, &tmp, &toned)
         }
         ImageFormat::Png | ImageFormat::Webp => {
             let bytes: Vec<[u8; 3]> = rgb.iter().map(|&p| to_srgb8(p)).collect();
@@ -862,6 +957,7 @@ fn read_exr(path: &Path) -> Result<ReadImage, ReadError> {
             },
             render,
             exposure: 0.0,
+            tonemap: ToneCurve::Clamp,
         },
         pixels: Pixels::Linear(layer.channel_data.pixels.1.clone()),
     })
@@ -940,6 +1036,7 @@ fn read_png(path: &Path) -> Result<ReadImage, ReadError> {
             window,
             render,
             exposure: 0.0,
+            tonemap: ToneCurve::Clamp,
         },
         pixels: Pixels::Srgb8(pixels),
     })
@@ -1256,6 +1353,7 @@ mod tests {
             window,
             render: "scene caf\u{e9}.obj; spp 4".into(),
             exposure: 0.0,
+            tonemap: ToneCurve::Clamp,
         };
         let rgb: Vec<[f32; 3]> = (0..8).map(|i| [i as f32 * 0.1, 0.5, 7.25]).collect();
         for name in ["c.exr", "c.png"] {
@@ -1321,6 +1419,125 @@ mod tests {
         assert!(check_exposure(65.0, &png).is_err());
     }
 
+    /// The clamp is the former tone mapping exactly (the formula as it was), for every byte.
+    #[test]
+    fn the_clamp_is_the_former_tone_mapping() {
+        let former = |c: f32| {
+            let c = if c.is_finite() {
+                c.clamp(0.0, 1.0)
+            } else {
+                0.0
+            };
+            (linear_to_srgb(c) * 255.0 + 0.5) as u8
+        };
+        let values = (0..=2000).map(|i| i as f32 / 1000.0).chain([
+            -1.0,
+            1e30,
+            f32::MAX,
+            f32::INFINITY,
+            f32::NAN,
+            f32::NEG_INFINITY,
+            1e-9,
+        ]);
+        for v in values {
+            for scale in [1.0f32, 2.0, 0.25] {
+                let want = former(v * scale);
+                assert_eq!(
+                    to_srgb8_scaled([v, 0.5, v], scale),
+                    [want, former(0.5 * scale), want],
+                    "{v} x {scale}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_aces_curve_rolls_off_and_keeps_greys_grey() {
+        let aces = |v: f32| ToneCurve::Aces.apply([v, v, v]);
+        // Greys stay grey (to rounding: both matrices' rows sum to 1, to 1e-5).
+        for v in [0.0f32, 0.01, 0.18, 1.0, 4.0, 20.0] {
+            let [r, g, b] = aces(v);
+            assert!(
+                (r - g).abs() < 1e-4 && (g - b).abs() < 1e-4,
+                "{v}: {r} {g} {b}"
+            );
+        }
+        // Pinned points of the curve: black, mid grey a stop darker than the clamp's, 1
+        // well below white, white from 25.7.
+        assert_eq!(aces(0.0), [0.0; 3]);
+        assert!((aces(0.18)[1] - 0.1056).abs() < 5e-4, "{:?}", aces(0.18));
+        assert!((aces(1.0)[1] - 0.619).abs() < 2e-3, "{:?}", aces(1.0));
+        assert!(aces(25.0)[1] < 1.0 && aces(26.0)[1] == 1.0);
+        // Rising: every step of a ramp over 12 stops brightens, but in the toe, black below
+        // 0.0032 (the fit's crushed blacks), and at white.
+        let mut last = -1.0f32;
+        for i in 0..=120 {
+            let v = 0.001f32 * 2f32.powf(i as f32 / 10.0);
+            let y = aces(v)[1];
+            assert!(
+                y > last || y == 1.0 || (y == 0.0 && v < 0.0033),
+                "{v}: {y} after {last}"
+            );
+            last = y;
+        }
+        // A bright saturated red desaturates towards white instead of clipping to pure red,
+        // and any radiance a float holds, or none, maps into [0, 1].
+        let [r, g, b] = ToneCurve::Aces.apply([50.0, 0.0, 0.0]);
+        assert!(r == 1.0 && g > 0.05 && b > 0.0, "{r} {g} {b}");
+        for rgb in [
+            [f32::MAX; 3],
+            [f32::NAN, 1.0, f32::INFINITY],
+            [-5.0, 0.0, 1e-30],
+        ] {
+            let out = ToneCurve::Aces.apply(rgb);
+            assert!(
+                out.iter().all(|c| (0.0..=1.0).contains(c)),
+                "{rgb:?}: {out:?}"
+            );
+        }
+        assert_eq!(ToneCurve::Aces.apply([f32::MAX; 3]), [1.0; 3]);
+    }
+
+    /// A PNG with a tone curve other than the clamp says so in its render key (after an
+    /// exposure), holds the curve's pixels, and an EXR refuses the curve.
+    #[test]
+    fn a_tone_curve_is_applied_to_a_png_and_recorded_in_its_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let rgb: Vec<[f32; 3]> = vec![[0.05, 0.2, 0.45], [0.3, 6.0, 2.0]];
+        let png = dir.path().join("t.png");
+        for (exposure, key) in [
+            (0.0, "spp 4; tonemap aces"),
+            (1.0, "spp 4; exposure 1; tonemap aces"),
+        ] {
+            let meta = ImageMeta {
+                exposure,
+                tonemap: ToneCurve::Aces,
+                ..ImageMeta::whole(2, 1, "spp 4".into())
+            };
+            write_pixels(&rgb, &png, &meta).unwrap();
+            let back = read_image(&png).unwrap();
+            assert_eq!(back.meta.render, key);
+            let scale = 2f32.powf(exposure);
+            let want = rgb
+                .iter()
+                .map(|&c| to_srgb8_toned(c, scale, ToneCurve::Aces))
+                .collect();
+            assert_eq!(back.pixels, Pixels::Srgb8(want));
+            assert_ne!(
+                back.pixels,
+                Pixels::Srgb8(rgb.iter().map(|&c| to_srgb8_scaled(c, scale)).collect())
+            );
+        }
+        assert!(check_tonemap(ToneCurve::Aces, &png).is_ok());
+        let exr = dir.path().join("t.exr");
+        assert!(check_tonemap(ToneCurve::Clamp, &exr).is_ok());
+        let e = check_tonemap(ToneCurve::Aces, &exr).unwrap_err();
+        assert!(
+            e.contains("--tonemap aces") && e.contains("t.exr holds linear radiance"),
+            "{e}"
+        );
+    }
+
     #[test]
     fn pixelbounds_parse_as_pbrt_writes_them() {
         assert_eq!(
@@ -1349,6 +1566,7 @@ mod tests {
                 window,
                 render: String::new(),
                 exposure: 0.0,
+                tonemap: ToneCurve::Clamp,
             };
             let pixels = vec![[9u8; 3]; window.pixel_count()];
             write_png(&pixels, &path, &meta).unwrap();
