@@ -183,6 +183,32 @@ GW_INLINE void next_2d(Sampler& s, float& u1, float& u2)
     u2 = unit_f32(__brev(laine_karras_permutation(superset_parity(shuffled), scramble_y)));
 }
 
+// PixelFilter codes (src/optix/pathtracer/layout.rs: pixel_filter_code).
+#define GW_FILTER_BOX 0u
+#define GW_FILTER_TENT 1u
+
+// camera::tent_offset: the inverse of the tent's distribution function on [-1, 1].
+GW_INLINE float tent_offset(float u)
+{
+    if (u < 0.5f) {
+        return sqrtf(2.0f * u) - 1.0f;
+    }
+    return 1.0f - sqrtf(2.0f * (1.0f - u));
+}
+
+// PixelFilter::place: the image-plane point of the sample of pixel (x, y) with numbers (u1, u2).
+GW_INLINE void pixel_filter_place(unsigned int filter, unsigned int x, unsigned int y, float u1,
+                                  float u2, float& px, float& py)
+{
+    if (filter == GW_FILTER_TENT) {
+        px = (float)x + 0.5f + tent_offset(u1);
+        py = (float)y + 0.5f + tent_offset(u2);
+    } else {
+        px = (float)x + u1;
+        py = (float)y + u2;
+    }
+}
+
 // scene::dissolve_number: the random number in [0, 1) of a hit at barycentrics (u, v) of
 // triangle prim of group group, which a see-through material compares with its opacity.
 GW_INLINE float dissolve_number(unsigned int group, unsigned int prim, float u, float v)

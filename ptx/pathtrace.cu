@@ -97,7 +97,7 @@ enum : unsigned int {
     GW_LAUNCH_REDUCE = 2u,
 };
 
-// The launch parameters (200 bytes).
+// The launch parameters (208 bytes).
 struct GwLaunchParams {
     OptixTraversableHandle handle; // the IAS
     float* accum;                  // tile_w * tile_h float4 [r, g, b, n], row-major in the tile
@@ -129,6 +129,8 @@ struct GwLaunchParams {
     unsigned int mode;  // GW_LAUNCH_ACCUMULATE, GW_LAUNCH_SAMPLES or GW_LAUNCH_REDUCE
     unsigned int sample_bits; // the render's samples per pixel, rounded up to 2^sample_bits
     GwSample* samples;  // SAMPLES / REDUCE: (sample_end - sample_begin) x tile pixels, sample-major
+    unsigned int pixel_filter; // GW_FILTER_BOX or GW_FILTER_TENT
+    unsigned int pad;
 };
 
 static_assert(sizeof(GwLight) == 96, "GwLight layout");
@@ -142,7 +144,7 @@ static_assert(sizeof(GwHitGroupData) == 64, "GwHitGroupData layout");
 static_assert(GW_OFFSETOF(GwHitGroupData, light_index) == 40, "GwHitGroupData.light_index");
 static_assert(GW_OFFSETOF(GwHitGroupData, group) == 48, "GwHitGroupData.group");
 static_assert(sizeof(GwSample) == 16, "GwSample layout");
-static_assert(sizeof(GwLaunchParams) == 200, "GwLaunchParams layout");
+static_assert(sizeof(GwLaunchParams) == 208, "GwLaunchParams layout");
 static_assert(GW_OFFSETOF(GwLaunchParams, counters) == 56, "GwLaunchParams.counters");
 static_assert(GW_OFFSETOF(GwLaunchParams, seed) == 64, "GwLaunchParams.seed");
 static_assert(GW_OFFSETOF(GwLaunchParams, eye) == 72, "GwLaunchParams.eye");
@@ -156,6 +158,7 @@ static_assert(GW_OFFSETOF(GwLaunchParams, two_sided_lights) == 180, "GwLaunchPar
 static_assert(GW_OFFSETOF(GwLaunchParams, mode) == 184, "GwLaunchParams.mode");
 static_assert(GW_OFFSETOF(GwLaunchParams, sample_bits) == 188, "GwLaunchParams.sample_bits");
 static_assert(GW_OFFSETOF(GwLaunchParams, samples) == 192, "GwLaunchParams.samples");
+static_assert(GW_OFFSETOF(GwLaunchParams, pixel_filter) == 200, "GwLaunchParams.pixel_filter");
 
 #define GW_NO_LIGHT 0xffffffffu
 
@@ -534,8 +537,8 @@ GW_INLINE V3 sample_pixel(unsigned int x, unsigned int y, unsigned int sample, u
     Sampler rng = sampler_new(x, y, sample, P.sample_bits, P.seed);
     float jx, jy;
     next_2d(rng, jx, jy);
-    const float px = (float)x + jx;
-    const float py = (float)y + jy;
+    float px, py;
+    pixel_filter_place(P.pixel_filter, x, y, jx, jy, px, py);
     const float sx = 2.0f * px / (float)P.image_width - 1.0f;
     const float sy = 1.0f - 2.0f * py / (float)P.image_height;
     const V3 dir = normalize(v3_load(P.cam_w) + sx * v3_load(P.cam_u) + sy * v3_load(P.cam_v));

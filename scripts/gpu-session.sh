@@ -873,6 +873,14 @@ step_depth() {
     done
     logged "$out/depth-8-two-sided-compare.log" "$bin" image-stats "$scenes/depth-8-two-sided-cpu.exr" "$scenes/depth-8-two-sided-optix.exr"
     note "depth 8, two-sided lights: $(grep -m1 'mean luminance difference' "$out/depth-8-two-sided-compare.log" | sed 's/.*difference//')"
+    # The tent pixel filter puts the jitter through sqrt: at depth 1 still bit for bit.
+    for b in optix cpu; do
+        logged "$out/depth-1-tent-$b.log" "$bin" render "$cornell" -o "$scenes/depth-1-tent-$b.exr" --backend "$b" \
+            --width $w --height $h --spp $spp --max-depth 1 --filter tent --quiet || fail "tent render on $b"
+    done
+    logged "$out/depth-1-tent-compare.log" "$bin" image-stats "$scenes/depth-1-tent-cpu.exr" "$scenes/depth-1-tent-optix.exr" \
+        || fail "image-stats of the tent renders"
+    note "depth 1, tent filter: $(grep -m1 -e 'bit-identical' -e 'pixels differ' "$out/depth-1-tent-compare.log" | sed 's/^ *//')"
 }
 
 # Streams past 8: CUDA gives a context 8 hardware work queues unless CUDA_DEVICE_MAX_CONNECTIONS

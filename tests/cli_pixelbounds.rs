@@ -142,6 +142,43 @@ fn crops_merged_are_the_full_render_bit_for_bit() {
     }
 }
 
+/// `--filter tent`: crops of a tent-filtered frame merge into the whole tent-filtered render
+/// bit for bit (a pixel's samples land beside it, but they are still its own), its key
+/// names the filter, and a box crop refuses to join it.
+#[test]
+fn tent_filtered_crops_merge_into_the_tent_filtered_frame_and_never_with_box_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let tent = ["--filter", "tent"];
+    render(d, "full.exr", &tent);
+    render(d, "box.exr", &[]);
+    render(
+        d,
+        "top.exr",
+        &[&["--pixelbounds", "0,37,0,13"][..], &tent].concat(),
+    );
+    render(
+        d,
+        "bottom.exr",
+        &[&["--pixelbounds", "0,37,13,29"][..], &tent].concat(),
+    );
+    render(d, "box-bottom.exr", &["--pixelbounds", "0,37,13,29"]);
+    ok(d, &["merge", "top.exr", "bottom.exr", "-o", "merged.exr"]);
+    assert_eq!(
+        exr_pixels(&d.join("merged.exr")),
+        exr_pixels(&d.join("full.exr"))
+    );
+    assert_ne!(
+        exr_pixels(&d.join("box.exr")),
+        exr_pixels(&d.join("full.exr"))
+    );
+    let e = fails(
+        d,
+        &["merge", "top.exr", "box-bottom.exr", "-o", "mixed.exr"],
+    );
+    assert!(e.contains("filter tent"), "{e}");
+}
+
 #[test]
 fn overlapping_missing_and_foreign_crops_are_clear_errors() {
     let dir = tempfile::tempdir().unwrap();

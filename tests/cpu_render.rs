@@ -15,7 +15,7 @@ use cpu_common::*;
 use gasworks::cpu::integrator::{LightSampler, PathTracer};
 use gasworks::cpu::{CpuBackend, SceneBvh};
 use gasworks::render::{RenderSettings, Sampler, Tile};
-use gasworks::scene::{Environment, Material, Scene};
+use gasworks::scene::{Environment, Material, PixelFilter, Scene};
 use glam::{DVec3, Vec3};
 
 fn assert_converges(what: &str, values: impl IntoIterator<Item = Vec3>, expected: Vec3) {
@@ -457,4 +457,53 @@ fn bad_tiles_are_errors_not_panics() {
     assert!(backend
         .render_tile(t, 0..1, &mut vec![[0.0; 4]; 16])
         .is_ok());
+}
+
+/// The pixel filter decides which pixels see an edge: a black square over the left half of
+/// the view in front of a uniform environment, at depth 1 (so a pixel is the environment's
+/// radiance times the share of its samples that miss the square). The edge lies on a pixel
+/// boundary. With the box filter the pixels on either side are exactly black and exactly
+/// the environment; with the tent (radius 1) both take a share of the other side, the
+/// pixels a whole pixel further away do not, and both sides' shares are as the tent's
+/// area beyond the edge (1/8 of it) says, to the sampler's stratification.
+#[test]
+fn the_tent_filter_spreads_an_edge_over_the_pixels_beside_it_and_no_further() {
+    let l = Vec3::new(0.5, 0.8, 1.2);
+    let square = quad(
+        "left",
+        Vec3::new(-50.0, -50.0, -1.0),
+        Vec3::new(50.0, 0.0, 0.0),
+        Vec3::new(0.0, 100.0, 0.0),
+        0,
+    );
+    let scene = with_environment(
+        Scene::new(
+            "edge",
+            vec![square],
+            vec![Material::diffuse("black", Vec3::ZERO)],
+        ),
+        l,
+    );
+    // 8 columns: x = 0 (the view's centre) is the boundary between columns 3 and 4.
+    let mut s = look(Vec3::ZERO, Vec3::new(0.0, 0.0, -1.0), 8, 4, 64, 1, 3);
+    // The share of column x's samples (row 1) that see the environment: each sample sees
+    // either it or the black square.
+    let column = |s: &RenderSettings, x: u32| -> f64 {
+        let backend = CpuBackend::new(&scene, s).unwrap();
+        let seen = (0..s.spp)
+            .map(|i| backend.sample(x, 1, i))
+            .inspect(|&v| assert!(v == l || v == Vec3::ZERO, "{v}"))
+            .filter(|&v| v == l)
+            .count();
+        seen as f64 / s.spp as f64
+    };
+    assert_eq!([2, 3, 4, 5].map(|x| column(&s, x)), [0.0, 0.0, 1.0, 1.0]);
+    s.camera.filter = PixelFilter::Tent;
+    assert_eq!(column(&s, 2), 0.0, "the tent reaches 1 pixel, not 1.5");
+    assert_eq!(column(&s, 5), 1.0);
+    // The tent centred half a pixel from the edge has 1/8 of its area beyond it.
+    let (beyond, short) = (column(&s, 3), 1.0 - column(&s, 4));
+    for share in [beyond, short] {
+        assert!((share - 0.125).abs() < 0.02, "{beyond} {short}");
+    }
 }

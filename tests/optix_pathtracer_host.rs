@@ -39,7 +39,7 @@ use gasworks::optix::pathtracer::launch::{
 };
 use gasworks::optix::pathtracer::pack::{hit_group_data, pack_scene};
 use gasworks::render::{RenderSettings, Tile, TileRenderer};
-use gasworks::scene::{Material, MaterialKind, Scene, Texture};
+use gasworks::scene::{Material, MaterialKind, PixelFilter, Scene, Texture};
 use glam::{Vec2, Vec3};
 
 const PATHTRACE_CU: &str = include_str!("../ptx/pathtrace.cu");
@@ -1017,16 +1017,14 @@ fn device_code_matches_the_cpu_on_glass_and_mirror_spheres_in_an_environment() {
     ignore = "no C++ compiler when the tests were built (see build.rs)"
 )]
 fn device_code_matches_the_cpu_at_depth_one_and_two() {
-    // Depth 1: emitters seen directly only; depth 2: one bounce, no Russian roulette.
+    // Depth 1: emitters seen directly only; depth 2: one bounce, no Russian roulette. Both
+    // pixel filters (the tent's samples land in the neighbours' squares too).
     for depth in [1, 2] {
-        let s = cornell_settings(16, 16, 4, depth, 9);
-        let tile = Tile {
-            x: 0,
-            y: 0,
-            w: 16,
-            h: 16,
-        };
-        assert_device_code_matches_cpu(&textured_cornell(), &s, tile);
+        for filter in [PixelFilter::Box, PixelFilter::Tent] {
+            let mut s = cornell_settings(16, 16, 4, depth, 9);
+            s.camera.filter = filter;
+            assert_device_code_matches_cpu(&textured_cornell(), &s, tile_of(16, 16));
+        }
     }
 }
 
@@ -1345,7 +1343,8 @@ fn path_tracer_structs_have_the_rust_layout_on_the_device_side() {
             two_sided_lights,
             mode,
             sample_bits,
-            samples
+            samples,
+            pixel_filter
         ]
     ));
     asserts.extend(layout_asserts!(GwSample, "GwSample", [radiance, rays]));

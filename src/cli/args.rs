@@ -155,6 +155,24 @@ impl From<ToneCurveArg> for crate::render::output::ToneCurve {
     }
 }
 
+/// The pixel filter (`--filter`): [`crate::scene::PixelFilter`].
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PixelFilterArg {
+    /// Each pixel averages its own square
+    Box,
+    /// A tent of radius 1 pixel: neighbours overlap, smoother edges
+    Tent,
+}
+
+impl From<PixelFilterArg> for crate::scene::PixelFilter {
+    fn from(a: PixelFilterArg) -> Self {
+        match a {
+            PixelFilterArg::Box => Self::Box,
+            PixelFilterArg::Tent => Self::Tent,
+        }
+    }
+}
+
 /// Which stream each GAS build goes to.
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AssignArg {

@@ -6,7 +6,9 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 
-use super::args::{parse_duration, parse_vec3, AccelArgs, CameraArgs, ScheduleArgs, ToneCurveArg};
+use super::args::{
+    parse_duration, parse_vec3, AccelArgs, CameraArgs, PixelFilterArg, ScheduleArgs, ToneCurveArg,
+};
 use super::console::Verbosity;
 use super::signals::{self, StopSignal};
 use crate::render::checkpoint::{self, CheckpointHeader, Checkpointer};
@@ -102,6 +104,10 @@ pub struct RenderArgs {
     /// --exposure 1). An EXR holds linear radiance as rendered
     #[arg(long, value_enum, default_value_t = ToneCurveArg::Clamp)]
     pub tonemap: ToneCurveArg,
+    /// Pixel filter: box (each pixel averages its own square) or tent (radius 1 pixel:
+    /// neighbours overlap, smoother edges for slightly softer detail)
+    #[arg(long, value_enum, default_value_t = PixelFilterArg::Box)]
+    pub filter: PixelFilterArg,
     /// Print only warnings and errors (no progress bar, no summary)
     #[arg(long, short, conflicts_with = "verbose")]
     pub quiet: bool,
@@ -1051,7 +1057,7 @@ pub(super) fn render_settings(
             a.camera.origin(hint.is_some())
         ),
     );
-    let camera = camera.frame(a.width, a.height).with_context(|| {
+    let mut camera = camera.frame(a.width, a.height).with_context(|| {
         format!(
             "{}: bad camera (from {}; {})",
             a.scene.display(),
@@ -1059,6 +1065,7 @@ pub(super) fn render_settings(
             camera_flags(&camera)
         )
     })?;
+    camera.filter = a.filter.into();
     Ok(RenderSettings {
         width: a.width,
         height: a.height,

@@ -475,6 +475,7 @@ fn placeholder_settings() -> RenderSettings {
             w: glam::Vec3::Z,
             width: 1,
             height: 1,
+            filter: crate::scene::PixelFilter::Box,
         },
     }
 }

@@ -307,7 +307,8 @@ impl PathTracer<'_> {
     ) -> Vec3 {
         let mut rng = Sampler::new(x, y, sample, spp, seed);
         let (jx, jy) = rng.next_2d();
-        let dir = camera.direction(x as f32 + jx, y as f32 + jy);
+        let (px, py) = camera.filter.place(x, y, jx, jy);
+        let dir = camera.direction(px, py);
         self.radiance(camera.eye, dir, &mut rng)
     }
 

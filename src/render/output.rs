@@ -87,8 +87,14 @@ pub fn render_key(
     let v = |v: glam::Vec3| format!("{:?},{:?},{:?}", v.x, v.y, v.z);
     let c = &settings.camera;
     let env = scene.environment_radiance();
+    // The pixel filter is named only when it is not the box, so that box renders (all of
+    // them before `--filter`) keep their keys, and their resume files and crops still match.
+    let filter = match c.filter {
+        crate::scene::PixelFilter::Box => String::new(),
+        f => format!("; filter {}", f.name()),
+    };
     ascii(&format!(
-        "scene {name}; triangles {}; content {:016x}; size {}x{}; spp {}; max-depth {}; seed {}; camera eye {} u {} v {} w {}; environment {}; lights {}",
+        "scene {name}; triangles {}; content {:016x}; size {}x{}; spp {}; max-depth {}; seed {}; camera eye {} u {} v {} w {}; environment {}; lights {}{filter}",
         scene.triangle_count(),
         content,
         settings.width,

@@ -1,5 +1,5 @@
-//! A pinhole camera. Both backends generate primary rays from the same [`CameraFrame`], so
-//! one pixel and one jitter give the same ray on the CPU and on the GPU.
+//! A pinhole camera and its pixel filter. Both backends generate primary rays from the same
+//! [`CameraFrame`], so one pixel and one jitter give the same ray on the CPU and on the GPU.
 
 use glam::{DVec3, Vec3};
 
@@ -15,9 +15,62 @@ pub struct Camera {
     pub fov_y_deg: f32,
 }
 
+/// How a pixel's samples spread over the image plane (`--filter`): the pixel filter, applied
+/// by filter importance sampling (each sample's point drawn with the filter's density, every
+/// sample weighing the same), so the image stays a plain mean of samples and bit-identical
+/// under any schedule. Both filters are separable.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PixelFilter {
+    /// Uniform over the pixel's own square: each pixel averages what it covers, and nothing
+    /// of its neighbours (sharpest, but edges alias most).
+    #[default]
+    Box,
+    /// A tent of radius 1 pixel along each axis (pbrt's triangle filter): weights fall
+    /// linearly from the pixel's centre to its neighbours' centres, so pixels overlap and
+    /// edges come out smoother for slightly softer detail.
+    Tent,
+}
+
+impl PixelFilter {
+    /// The name `--filter` takes and a render's key records.
+    pub fn name(self) -> &'static str {
+        match self {
+            PixelFilter::Box => "box",
+            PixelFilter::Tent => "tent",
+        }
+    }
+
+    /// The point of the image plane (continuous pixel coordinates, origin top-left) of the
+    /// sample of pixel `(x, y)` whose two numbers (its first 2D slot) are `(u1, u2)`.
+    /// `ptx/gasworks_common.h` computes the same bits (only exact operations and `sqrt`).
+    #[inline]
+    pub fn place(self, x: u32, y: u32, u1: f32, u2: f32) -> (f32, f32) {
+        match self {
+            PixelFilter::Box => (x as f32 + u1, y as f32 + u2),
+            PixelFilter::Tent => (
+                x as f32 + 0.5 + tent_offset(u1),
+                y as f32 + 0.5 + tent_offset(u2),
+            ),
+        }
+    }
+}
+
+/// The inverse of the tent's distribution function on [-1, 1] (`(1 + t)^2 / 2` left of 0,
+/// `1 - (1 - t)^2 / 2` right of it): a number uniform in [0, 1) to an offset with the tent's
+/// density. Monotone, so the sampler's stratification carries over to the offsets.
+#[inline]
+pub fn tent_offset(u: f32) -> f32 {
+    if u < 0.5 {
+        (2.0 * u).sqrt() - 1.0
+    } else {
+        1.0 - (2.0 * (1.0 - u)).sqrt()
+    }
+}
+
 /// The camera resolved for one image: origin plus the three vectors that span the image plane
-/// at distance 1. A ray through pixel coordinates `(px, py)` (continuous, origin top-left) is
-/// `normalize(w + (2 px / width - 1) u + (1 - 2 py / height) v)`.
+/// at distance 1, and the pixel filter. A ray through pixel coordinates `(px, py)`
+/// (continuous, origin top-left) is `normalize(w + (2 px / width - 1) u + (1 - 2 py / height)
+/// v)`; a pixel's samples go through the points [`PixelFilter::place`] gives.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct CameraFrame {
     pub eye: Vec3,
@@ -29,6 +82,8 @@ pub struct CameraFrame {
     pub w: Vec3,
     pub width: u32,
     pub height: u32,
+    /// The pixel filter (box unless set: [`Camera::frame`] makes box frames).
+    pub filter: PixelFilter,
 }
 
 /// Why a camera cannot be used.
@@ -128,6 +183,7 @@ impl Camera {
             w,
             width,
             height,
+            filter: PixelFilter::Box,
         })
     }
 }
@@ -290,6 +346,42 @@ pub struct CameraHintError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_box_filter_is_the_plain_jitter_and_the_tent_inverts_its_distribution() {
+        // Box: x + u exactly, as every render before --filter.
+        for (x, u) in [(0u32, 0.0f32), (7, 0.25), (4095, 0.999_999_9)] {
+            assert_eq!(
+                PixelFilter::Box.place(x, x + 1, u, 1.0 - u),
+                (x as f32 + u, (x + 1) as f32 + (1.0 - u))
+            );
+        }
+        // Tent: the tent's distribution function F(t) = (1 + t)^2 / 2 left of 0 and
+        // 1 - (1 - t)^2 / 2 right of it, at the offset of u, gives u back; the offsets rise
+        // with u over [-1, 1], with 0 in the middle.
+        let cdf = |t: f64| {
+            if t <= 0.0 {
+                (1.0 + t).powi(2) / 2.0
+            } else {
+                1.0 - (1.0 - t).powi(2) / 2.0
+            }
+        };
+        assert_eq!(tent_offset(0.0), -1.0);
+        assert_eq!(tent_offset(0.5), 0.0);
+        let mut last = -1.0f32;
+        for i in 1..(1 << 16) {
+            let u = i as f32 / 65_536.0;
+            let t = tent_offset(u);
+            assert!(t >= last && t < 1.0, "{u}: {t} after {last}");
+            assert!(
+                (cdf(t as f64) - u as f64).abs() < 1e-6,
+                "{u}: F({t}) = {}",
+                cdf(t as f64)
+            );
+            last = t;
+        }
+        assert_eq!(PixelFilter::Tent.place(3, 5, 0.5, 0.0), (3.5, 4.5));
+    }
 
     #[test]
     fn camera_hints_round_trip() {

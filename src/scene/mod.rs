@@ -19,7 +19,7 @@ use serde::Serialize;
 use thiserror::Error;
 
 pub use bump::BumpMap;
-pub use camera::Camera;
+pub use camera::{Camera, PixelFilter};
 
 /// An axis-aligned bounding box.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]

@@ -236,6 +236,7 @@ pub fn frame_params(
         light_cdf: packed.light_cdf.device_ptr(scene_base),
         seed: settings.seed,
         sample_bits: sample_bits(settings.spp),
+        pixel_filter: super::layout::pixel_filter_code(c.filter),
         eye: c.eye.to_array(),
         cam_u: c.u.to_array(),
         cam_v: c.v.to_array(),

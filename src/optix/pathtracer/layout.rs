@@ -121,7 +121,7 @@ pub struct GwSample {
     pub rays: u32,
 }
 
-/// `GwLaunchParams`: the `__constant__ pathtrace_params` of one launch (200 bytes).
+/// `GwLaunchParams`: the `__constant__ pathtrace_params` of one launch (208 bytes).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
 pub struct GwLaunchParams {
@@ -166,6 +166,18 @@ pub struct GwLaunchParams {
     /// `GwSample` per (sample, pixel) of the launch's sample range, sample-major; 0 in
     /// `ACCUMULATE` launches.
     pub samples: u64,
+    /// The pixel filter ([`pixel_filter_code`]): where a sample's jitter puts its ray.
+    pub pixel_filter: u32,
+    /// Rounds the struct to its 8-byte alignment without implicit padding.
+    pub pad: u32,
+}
+
+/// The device code's code for a pixel filter (`GW_FILTER_BOX`... in `gasworks_common.h`).
+pub fn pixel_filter_code(filter: crate::scene::PixelFilter) -> u32 {
+    match filter {
+        crate::scene::PixelFilter::Box => 0,
+        crate::scene::PixelFilter::Tent => 1,
+    }
 }
 
 /// The device code's code for a material kind (`GW_DIFFUSE`... in `gasworks_common.h`).
@@ -267,7 +279,7 @@ mod tests {
     #[test]
     fn launch_params_layout_matches_the_device() {
         assert_eq!(size_of::<GwSample>(), 16);
-        assert_eq!(size_of::<GwLaunchParams>(), 200);
+        assert_eq!(size_of::<GwLaunchParams>(), 208);
         assert_eq!(align_of::<GwLaunchParams>(), 8);
         let expect = [
             (offset_of!(GwLaunchParams, handle), 0),
@@ -299,6 +311,7 @@ mod tests {
             (offset_of!(GwLaunchParams, two_sided_lights), 180),
             (offset_of!(GwLaunchParams, mode), 184),
             (offset_of!(GwLaunchParams, samples), 192),
+            (offset_of!(GwLaunchParams, pixel_filter), 200),
         ];
         for (i, (got, want)) in expect.iter().enumerate() {
             assert_eq!(got, want, "field {i}");
