@@ -53,8 +53,10 @@ pub enum MergeError {
     },
     #[error("{path}: PNG crops are tone-mapped 8-bit sRGB and cannot make an EXR; merge the EXR crops, or write a .png")]
     PngToExr { path: PathBuf },
+    /// An `--exposure` or `--tonemap` the output cannot take (an EXR holds radiance as
+    /// rendered).
     #[error("{0}")]
-    Exposure(String),
+    Look(String),
     #[error("{0}")]
     Memory(String),
     #[error("{path}: PNG crops are tone-mapped already, so --exposure and --tonemap cannot apply to them; merge the EXR crops into a .png with them")]
@@ -259,8 +261,8 @@ pub fn merge_files(
     exposure: f32,
     tonemap: output::ToneCurve,
 ) -> Result<MergeSummary, MergeError> {
-    output::check_exposure(exposure, output).map_err(MergeError::Exposure)?;
-    output::check_tonemap(tonemap, output).map_err(MergeError::Exposure)?;
+    output::check_exposure(exposure, output).map_err(MergeError::Look)?;
+    output::check_tonemap(tonemap, output).map_err(MergeError::Look)?;
     let out_format = output::check_writable(output)?;
     let crops = inputs
         .iter()
