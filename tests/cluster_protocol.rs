@@ -1298,7 +1298,7 @@ fn a_stop_signal_on_any_rank_ends_the_frame_with_what_arrived_and_it_resumes() {
         let slow_once_signalled = || SlowOnceSignalled {
             inner: MockRenderer::new(W, SEED).with_sleep(300),
             flags: flags.clone(),
-            delay: Duration::from_millis(20),
+            delay: Duration::from_millis(100),
         };
         ranks[1].renderer = Some(Arc::new(slow_once_signalled()));
         // Rank 0's worker renders three tiles of the second pass, then the signal comes.
