@@ -209,6 +209,28 @@ GW_INLINE void pixel_filter_place(unsigned int filter, unsigned int x, unsigned 
     }
 }
 
+// camera::concentric_disk: Shirley and Chiu's concentric map of [0, 1)^2 to the unit disk.
+GW_INLINE void concentric_disk(float u1, float u2, float& a, float& b)
+{
+    const float ox = 2.0f * u1 - 1.0f;
+    const float oy = 2.0f * u2 - 1.0f;
+    if (ox == 0.0f && oy == 0.0f) {
+        a = 0.0f;
+        b = 0.0f;
+        return;
+    }
+    float r, theta;
+    if (fabsf(ox) > fabsf(oy)) {
+        r = ox;
+        theta = (GW_PI / 4.0f) * (oy / ox);
+    } else {
+        r = oy;
+        theta = (GW_PI / 2.0f) - (GW_PI / 4.0f) * (ox / oy);
+    }
+    a = r * cosf(theta);
+    b = r * sinf(theta);
+}
+
 // scene::dissolve_number: the random number in [0, 1) of a hit at barycentrics (u, v) of
 // triangle prim of group group, which a see-through material compares with its opacity.
 GW_INLINE float dissolve_number(unsigned int group, unsigned int prim, float u, float v)

@@ -35,7 +35,7 @@
 // (Material::emission_at, Scene::light_emission_at).
 //
 // Random numbers: Sampler(x, y, sample, sample_bits, seed), drawn in the CPU's order and
-// slots: jitter (2D), then at every vertex where the path may continue exactly 5 slots: light
+// slots: jitter (2D), the lens point (2D, a thin lens only: lens_radius > 0), then at every vertex where the path may continue exactly 5 slots: light
 // choice (1D), point on the light (2D), lobe (1D), direction (2D), Russian roulette (1D).
 //
 // The structs below are mirrored by src/optix/pathtracer/layout.rs; its tests assert the same
@@ -97,7 +97,7 @@ enum : unsigned int {
     GW_LAUNCH_REDUCE = 2u,
 };
 
-// The launch parameters (208 bytes).
+// The launch parameters (240 bytes).
 struct GwLaunchParams {
     OptixTraversableHandle handle; // the IAS
     float* accum;                  // tile_w * tile_h float4 [r, g, b, n], row-major in the tile
@@ -130,6 +130,10 @@ struct GwLaunchParams {
     unsigned int sample_bits; // the render's samples per pixel, rounded up to 2^sample_bits
     GwSample* samples;  // SAMPLES / REDUCE: (sample_end - sample_begin) x tile pixels, sample-major
     unsigned int pixel_filter; // GW_FILTER_BOX or GW_FILTER_TENT
+    float lens_radius;         // 0: a pinhole (no lens numbers drawn); else a thin lens
+    float lens_u[3];           // the lens disk's axes: cam_u and cam_v normalized, times the radius
+    float lens_v[3];
+    float focus_distance;      // the plane in focus, along cam_w
     unsigned int pad;
 };
 
@@ -144,7 +148,7 @@ static_assert(sizeof(GwHitGroupData) == 64, "GwHitGroupData layout");
 static_assert(GW_OFFSETOF(GwHitGroupData, light_index) == 40, "GwHitGroupData.light_index");
 static_assert(GW_OFFSETOF(GwHitGroupData, group) == 48, "GwHitGroupData.group");
 static_assert(sizeof(GwSample) == 16, "GwSample layout");
-static_assert(sizeof(GwLaunchParams) == 208, "GwLaunchParams layout");
+static_assert(sizeof(GwLaunchParams) == 240, "GwLaunchParams layout");
 static_assert(GW_OFFSETOF(GwLaunchParams, counters) == 56, "GwLaunchParams.counters");
 static_assert(GW_OFFSETOF(GwLaunchParams, seed) == 64, "GwLaunchParams.seed");
 static_assert(GW_OFFSETOF(GwLaunchParams, eye) == 72, "GwLaunchParams.eye");
@@ -159,6 +163,10 @@ static_assert(GW_OFFSETOF(GwLaunchParams, mode) == 184, "GwLaunchParams.mode");
 static_assert(GW_OFFSETOF(GwLaunchParams, sample_bits) == 188, "GwLaunchParams.sample_bits");
 static_assert(GW_OFFSETOF(GwLaunchParams, samples) == 192, "GwLaunchParams.samples");
 static_assert(GW_OFFSETOF(GwLaunchParams, pixel_filter) == 200, "GwLaunchParams.pixel_filter");
+static_assert(GW_OFFSETOF(GwLaunchParams, lens_radius) == 204, "GwLaunchParams.lens_radius");
+static_assert(GW_OFFSETOF(GwLaunchParams, lens_u) == 208, "GwLaunchParams.lens_u");
+static_assert(GW_OFFSETOF(GwLaunchParams, lens_v) == 220, "GwLaunchParams.lens_v");
+static_assert(GW_OFFSETOF(GwLaunchParams, focus_distance) == 232, "GwLaunchParams.focus_distance");
 
 #define GW_NO_LIGHT 0xffffffffu
 
@@ -530,7 +538,8 @@ GW_INLINE V3 radiance(V3 origin, V3 dir, Sampler& rng, unsigned long long& rays)
     return result;
 }
 
-// PathTracer::sample: the primary ray through (x + jx, y + jy) (CameraFrame::direction).
+// PathTracer::sample: the primary ray through the filter's point (CameraFrame::direction), or
+// a thin lens's through it (CameraFrame::thin_lens_ray), its lens numbers drawn only then.
 GW_INLINE V3 sample_pixel(unsigned int x, unsigned int y, unsigned int sample, unsigned long long& rays)
 {
     const GwLaunchParams& P = pathtrace_params;
@@ -541,8 +550,23 @@ GW_INLINE V3 sample_pixel(unsigned int x, unsigned int y, unsigned int sample, u
     pixel_filter_place(P.pixel_filter, x, y, jx, jy, px, py);
     const float sx = 2.0f * px / (float)P.image_width - 1.0f;
     const float sy = 1.0f - 2.0f * py / (float)P.image_height;
-    const V3 dir = normalize(v3_load(P.cam_w) + sx * v3_load(P.cam_u) + sy * v3_load(P.cam_v));
-    return radiance(v3_load(P.eye), dir, rng, rays);
+    V3 origin = v3_load(P.eye);
+    V3 dir;
+    if (P.lens_radius == 0.0f) {
+        dir = normalize(v3_load(P.cam_w) + sx * v3_load(P.cam_u) + sy * v3_load(P.cam_v));
+    } else {
+        float l1, l2;
+        next_2d(rng, l1, l2);
+        float a, b;
+        concentric_disk(l1, l2, a, b);
+        const V3 offset = a * v3_load(P.lens_u) + b * v3_load(P.lens_v);
+        const V3 focus =
+            (v3_load(P.cam_w) + sx * v3_load(P.cam_u) + sy * v3_load(P.cam_v)) * P.focus_distance;
+        origin = origin + offset;
+        dir = normalize(focus - offset);
+    }
+    // One call of the path tracer, so that the PTX holds one copy of it.
+    return radiance(origin, dir, rng, rays);
 }
 
 // ---------------------------------------------------------------------------------------------

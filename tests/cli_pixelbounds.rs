@@ -142,41 +142,70 @@ fn crops_merged_are_the_full_render_bit_for_bit() {
     }
 }
 
-/// `--filter tent`: crops of a tent-filtered frame merge into the whole tent-filtered render
-/// bit for bit (a pixel's samples land beside it, but they are still its own), its key
-/// names the filter, and a box crop refuses to join it.
+/// `--filter tent` and a thin lens (`--lens-radius`): crops of such a frame merge into the
+/// whole render bit for bit (a tent's samples land beside their pixel, a lens's rays leave
+/// from beside the eye, but they are still that pixel's), its key names the filter or the
+/// lens, and a crop of the plain render (box filter, pinhole) refuses to join it.
 #[test]
-fn tent_filtered_crops_merge_into_the_tent_filtered_frame_and_never_with_box_ones() {
+fn tent_filtered_and_thin_lens_crops_merge_into_their_frame_and_never_with_plain_ones() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let tent = ["--filter", "tent"];
-    render(d, "full.exr", &tent);
-    render(d, "box.exr", &[]);
-    render(
-        d,
-        "top.exr",
-        &[&["--pixelbounds", "0,37,0,13"][..], &tent].concat(),
-    );
-    render(
-        d,
-        "bottom.exr",
-        &[&["--pixelbounds", "0,37,13,29"][..], &tent].concat(),
-    );
-    render(d, "box-bottom.exr", &["--pixelbounds", "0,37,13,29"]);
-    ok(d, &["merge", "top.exr", "bottom.exr", "-o", "merged.exr"]);
-    assert_eq!(
-        exr_pixels(&d.join("merged.exr")),
-        exr_pixels(&d.join("full.exr"))
-    );
-    assert_ne!(
-        exr_pixels(&d.join("box.exr")),
-        exr_pixels(&d.join("full.exr"))
-    );
-    let e = fails(
-        d,
-        &["merge", "top.exr", "box-bottom.exr", "-o", "mixed.exr"],
-    );
-    assert!(e.contains("filter tent"), "{e}");
+    render(d, "plain.exr", &[]);
+    render(d, "plain-bottom.exr", &["--pixelbounds", "0,37,13,29"]);
+    // The bundled Cornell box's look-at point is 800 units from its eye: the focus distance
+    // when none is given.
+    let looks: [(&str, &[&str], &str); 3] = [
+        ("tent", &["--filter", "tent"], "filter tent"),
+        (
+            "lens",
+            &["--lens-radius", "20", "--focus-distance", "1100"],
+            "lens radius 20.0 focus 1100.0",
+        ),
+        (
+            "lens-default-focus",
+            &["--lens-radius", "20"],
+            "lens radius 20.0 focus 800.0",
+        ),
+    ];
+    for (name, flags, key) in looks {
+        let out = |part: &str| format!("{name}-{part}.exr");
+        render(d, &out("full"), flags);
+        render(
+            d,
+            &out("top"),
+            &[&["--pixelbounds", "0,37,0,13"][..], flags].concat(),
+        );
+        render(
+            d,
+            &out("bottom"),
+            &[&["--pixelbounds", "0,37,13,29"][..], flags].concat(),
+        );
+        ok(
+            d,
+            &["merge", &out("top"), &out("bottom"), "-o", &out("merged")],
+        );
+        assert_eq!(
+            exr_pixels(&d.join(out("merged"))),
+            exr_pixels(&d.join(out("full"))),
+            "{name}"
+        );
+        assert_ne!(
+            exr_pixels(&d.join("plain.exr")),
+            exr_pixels(&d.join(out("full"))),
+            "{name}"
+        );
+        let e = fails(
+            d,
+            &[
+                "merge",
+                &out("top"),
+                "plain-bottom.exr",
+                "-o",
+                &out("mixed"),
+            ],
+        );
+        assert!(e.contains(key), "{name}: {e}");
+    }
 }
 
 #[test]

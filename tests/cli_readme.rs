@@ -341,6 +341,8 @@ fn placeholder(word: &str, flag: &str) -> Option<String> {
         ("X,Y,Z", "--up") => "0,1,0",
         ("DEG", "--fov") => "39.3",
         ("EV", "--exposure") => "1",
+        ("R", "--lens-radius") => "20",
+        ("D", "--focus-distance") => "1100",
         ("R,G,B", _) => "0.5,0.5,0.5",
         ("T", "--threads") => "2",
         ("S", "--seed") => "7",

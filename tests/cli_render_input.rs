@@ -192,6 +192,40 @@ fn negative_values_are_read_as_values() {
     ]);
 }
 
+/// A lens that cannot be is refused naming the scene, the flags and the fault (a negative
+/// radius is read as a value, not as a flag); a focus distance without a lens would change
+/// nothing, so it is refused too; a good lens renders.
+#[test]
+fn bad_lenses_are_refused_and_a_focus_distance_needs_a_lens() {
+    refused(
+        &["--lens-radius", "-0.1"],
+        "tri.obj: bad lens (--lens-radius -0.1 --focus-distance",
+    );
+    refused(
+        &["--lens-radius", "-0.1"],
+        "the lens radius must be a finite number, 0 or more, got -0.1",
+    );
+    refused(
+        &["--lens-radius", "0.1", "--focus-distance", "0"],
+        "the focus distance must be a finite number above 0, got 0",
+    );
+    refused(
+        &["--lens-radius", "0.1", "--focus-distance", "inf"],
+        "the focus distance must be a finite number above 0, got inf",
+    );
+    let out = render(&["--focus-distance", "3"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--lens-radius <R>"), "{stderr}");
+    for lens in [
+        &["--lens-radius", "0.05"][..],
+        &["--lens-radius", "0.05", "--focus-distance", "2.5"],
+        &["--lens-radius", "0"],
+    ] {
+        renders(&[&["--width", "8", "--height", "8", "--spp", "2"][..], lens].concat());
+    }
+}
+
 /// A malformed `# gasworks camera:` comment is an error naming the file, the line and the
 /// fault: a typo there must not quietly render from the automatic camera instead.
 #[test]

@@ -507,3 +507,88 @@ fn the_tent_filter_spreads_an_edge_over_the_pixels_beside_it_and_no_further() {
         assert!((share - 0.125).abs() < 0.02, "{beyond} {short}");
     }
 }
+
+/// A thin lens blurs an edge off the plane of focus by exactly its circle of confusion, and
+/// keeps it sharp on that plane: the black square over the left half of the view (as above)
+/// at depth 1, in front of a uniform environment, at depth 1 of the path.
+///
+/// A ray from lens point `L` (a uniform point of the disk of radius `R`) through image-plane
+/// point `s` crosses depth `z` at `s z + L (1 - z / F)` across the view, for focus distance
+/// `F`: at the square (`z = 1`) an image point at `d` pixels right of the edge sees the
+/// environment when `d + X > 0`, `X` the lens point's horizontal offset scaled by
+/// `|1 - 1/F|` into pixels, a disk of radius `r`. So a column's share is the mean over its
+/// pixel width of `P(X < d)` for a uniform disk, `1/2 + (t sqrt(1 - t^2) + asin t) / pi` at
+/// `t = d / r`: each column within `r` pixels of the edge is checked against it (4 standard
+/// errors, as the module's bound), and columns further than `r + 1` pixels away must be
+/// exactly pure.
+#[test]
+fn a_thin_lens_blurs_an_edge_by_its_circle_of_confusion_and_keeps_the_focus_plane_sharp() {
+    let l = Vec3::new(0.5, 0.8, 1.2);
+    let square = quad(
+        "left",
+        Vec3::new(-50.0, -50.0, -1.0),
+        Vec3::new(50.0, 0.0, 0.0),
+        Vec3::new(0.0, 100.0, 0.0),
+        0,
+    );
+    let scene = with_environment(
+        Scene::new(
+            "edge",
+            vec![square],
+            vec![Material::diffuse("black", Vec3::ZERO)],
+        ),
+        l,
+    );
+    let (w, rows, spp) = (32u32, 8u32, 1024u32);
+    let mut s = look(Vec3::ZERO, Vec3::new(0.0, 0.0, -1.0), w, rows, spp, 1, 5);
+    // Pixels per unit of the image plane at distance 1.
+    let pixels_per_unit = w as f64 / (2.0 * s.camera.u.length() as f64);
+    // The share of column x's samples (over every row) that see the environment.
+    let column = |s: &RenderSettings, x: u32| -> f64 {
+        let backend = CpuBackend::new(&scene, s).unwrap();
+        let mut seen = 0usize;
+        for y in 0..rows {
+            for i in 0..s.spp {
+                let v = backend.sample(x, y, i);
+                assert!(v == l || v == Vec3::ZERO, "{v}");
+                seen += usize::from(v == l);
+            }
+        }
+        seen as f64 / (rows * s.spp) as f64
+    };
+    // In focus (F = 1, the square's depth): the box's columns, pure on either side.
+    s.camera.set_thin_lens(0.05, 1.0).unwrap();
+    assert_eq!(
+        [13, 14, 15, 16, 17, 18].map(|x| column(&s, x)),
+        [0.0, 0.0, 0.0, 1.0, 1.0, 1.0]
+    );
+    // Focused at 2: the circle of confusion at the square is R |1 - 1/F| = R / 2 on the plane
+    // at distance 1; R is chosen to make it 4.5 pixels.
+    let r = 4.5;
+    let radius = (2.0 * r / pixels_per_unit) as f32;
+    s.camera.set_thin_lens(radius, 2.0).unwrap();
+    let disk_cdf = |d: f64| -> f64 {
+        let t = (d / r).clamp(-1.0, 1.0);
+        0.5 + (t * (1.0 - t * t).sqrt() + t.asin()) / std::f64::consts::PI
+    };
+    for x in 0..w {
+        // Column x spans d in [x - 16, x - 15] pixels from the edge (x = 16 is its image).
+        let d0 = x as f64 - 16.0;
+        let got = column(&s, x);
+        if d0 + 1.0 < -(r + 1.0) || d0 > r + 1.0 {
+            assert_eq!(got, if d0 < 0.0 { 0.0 } else { 1.0 }, "column {x}");
+            continue;
+        }
+        let steps = 1000;
+        let want = (0..steps)
+            .map(|k| disk_cdf(d0 + (k as f64 + 0.5) / steps as f64))
+            .sum::<f64>()
+            / steps as f64;
+        let n = (rows * spp) as f64;
+        let se = (want * (1.0 - want) / n).sqrt().max(0.5 / n);
+        assert!(
+            (got - want).abs() < 4.0 * se + 1e-4,
+            "column {x}: {got} of its samples see the environment, the lens says {want} (se {se})"
+        );
+    }
+}

@@ -1018,12 +1018,16 @@ fn device_code_matches_the_cpu_on_glass_and_mirror_spheres_in_an_environment() {
 )]
 fn device_code_matches_the_cpu_at_depth_one_and_two() {
     // Depth 1: emitters seen directly only; depth 2: one bounce, no Russian roulette. Both
-    // pixel filters (the tent's samples land in the neighbours' squares too).
+    // pixel filters (the tent's samples land in the neighbours' squares too), a pinhole and
+    // a thin lens (whose samples draw one more slot, the lens point).
     for depth in [1, 2] {
         for filter in [PixelFilter::Box, PixelFilter::Tent] {
-            let mut s = cornell_settings(16, 16, 4, depth, 9);
-            s.camera.filter = filter;
-            assert_device_code_matches_cpu(&textured_cornell(), &s, tile_of(16, 16));
+            for lens_radius in [0.0, 0.05] {
+                let mut s = cornell_settings(16, 16, 4, depth, 9);
+                s.camera.filter = filter;
+                s.camera.set_thin_lens(lens_radius, 1.9).unwrap();
+                assert_device_code_matches_cpu(&textured_cornell(), &s, tile_of(16, 16));
+            }
         }
     }
 }
@@ -1344,7 +1348,11 @@ fn path_tracer_structs_have_the_rust_layout_on_the_device_side() {
             mode,
             sample_bits,
             samples,
-            pixel_filter
+            pixel_filter,
+            lens_radius,
+            lens_u,
+            lens_v,
+            focus_distance
         ]
     ));
     asserts.extend(layout_asserts!(GwSample, "GwSample", [radiance, rays]));

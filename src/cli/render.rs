@@ -108,6 +108,19 @@ pub struct RenderArgs {
     /// neighbours overlap, smoother edges for slightly softer detail)
     #[arg(long, value_enum, default_value_t = PixelFilterArg::Box)]
     pub filter: PixelFilterArg,
+    /// Depth of field: the radius of a thin lens, in scene units [default: 0, a pinhole, where
+    /// everything is sharp]
+    #[arg(long, value_name = "R", allow_hyphen_values = true)]
+    pub lens_radius: Option<f32>,
+    /// The distance from the eye, along the view direction, of the plane the lens focuses on
+    /// [default: the look-at point's]
+    #[arg(
+        long,
+        value_name = "D",
+        requires = "lens_radius",
+        allow_hyphen_values = true
+    )]
+    pub focus_distance: Option<f32>,
     /// Print only warnings and errors (no progress bar, no summary)
     #[arg(long, short, conflicts_with = "verbose")]
     pub quiet: bool,
@@ -1049,6 +1062,8 @@ pub(super) fn render_settings(
 ) -> anyhow::Result<RenderSettings> {
     let hint = scene_camera(a, out)?;
     let camera = a.camera.camera(&scene.bounds(), hint, a.width, a.height);
+    // The look-at point's distance, in f64: the f32 square of a far one overflows.
+    let look_at_distance = (camera.look_at.as_dvec3() - camera.eye.as_dvec3()).length() as f32;
     out.detail(
         false,
         format_args!(
@@ -1066,6 +1081,33 @@ pub(super) fn render_settings(
         )
     })?;
     camera.filter = a.filter.into();
+    if let Some(radius) = a.lens_radius {
+        let focus = a.focus_distance.unwrap_or(look_at_distance);
+        camera.set_thin_lens(radius, focus).with_context(|| {
+            format!(
+                "{}: bad lens (--lens-radius {radius} --focus-distance {focus}{})",
+                a.scene.display(),
+                if a.focus_distance.is_none() {
+                    ", the look-at point's distance"
+                } else {
+                    ""
+                }
+            )
+        })?;
+        if radius > 0.0 {
+            out.detail(
+                false,
+                format_args!(
+                    "lens: radius {radius}, focused at {focus} along the view direction{}",
+                    if a.focus_distance.is_none() {
+                        " (the look-at point's distance)"
+                    } else {
+                        ""
+                    }
+                ),
+            );
+        }
+    }
     Ok(RenderSettings {
         width: a.width,
         height: a.height,

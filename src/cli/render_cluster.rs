@@ -476,6 +476,7 @@ fn placeholder_settings() -> RenderSettings {
             width: 1,
             height: 1,
             filter: crate::scene::PixelFilter::Box,
+            lens: crate::scene::ThinLens::default(),
         },
     }
 }

@@ -79,7 +79,10 @@
 //! # Random numbers
 //!
 //! Only [`Sampler::new`]`(x, y, sample, spp, seed)`, drawn in this order:
-//! 1. pixel jitter `jx`, `jy` (2 numbers): the primary ray goes through `(x + jx, y + jy)`;
+//! 1. pixel jitter `jx`, `jy` (2 numbers): the primary ray goes through the image-plane point
+//!    [`crate::scene::PixelFilter::place`] makes of them (`(x + jx, y + jy)` for the box);
+//!    then, with a thin lens only (`--lens-radius`), the lens point (2 numbers, one 2D slot:
+//!    a pinhole draws none, so its later slots are those of every render before the lens);
 //! 2. at every vertex where the path may continue (hit, and `d < max_depth`), exactly 7
 //!    numbers in 5 slots, drawn whether or not they are used: light choice (1D), point on the
 //!    light (2D), BSDF lobe or Fresnel choice (1D), BSDF direction (2D), Russian roulette
@@ -308,8 +311,14 @@ impl PathTracer<'_> {
         let mut rng = Sampler::new(x, y, sample, spp, seed);
         let (jx, jy) = rng.next_2d();
         let (px, py) = camera.filter.place(x, y, jx, jy);
-        let dir = camera.direction(px, py);
-        self.radiance(camera.eye, dir, &mut rng)
+        // A pinhole draws no lens numbers, so its renders keep every later slot's numbers.
+        let (origin, dir) = if camera.lens.is_pinhole() {
+            (camera.eye, camera.direction(px, py))
+        } else {
+            let (l1, l2) = rng.next_2d();
+            camera.thin_lens_ray(px, py, l1, l2)
+        };
+        self.radiance(origin, dir, &mut rng)
     }
 
     /// The radiance arriving at `origin` from direction `-dir` (`dir` unit length), estimated

@@ -93,8 +93,17 @@ pub fn render_key(
         crate::scene::PixelFilter::Box => String::new(),
         f => format!("; filter {}", f.name()),
     };
+    // Likewise the lens: named only when it is not the pinhole.
+    let lens = if c.lens.is_pinhole() {
+        String::new()
+    } else {
+        format!(
+            "; lens radius {:?} focus {:?}",
+            c.lens.radius, c.lens.focus_distance
+        )
+    };
     ascii(&format!(
-        "scene {name}; triangles {}; content {:016x}; size {}x{}; spp {}; max-depth {}; seed {}; camera eye {} u {} v {} w {}; environment {}; lights {}{filter}",
+        "scene {name}; triangles {}; content {:016x}; size {}x{}; spp {}; max-depth {}; seed {}; camera eye {} u {} v {} w {}; environment {}; lights {}{filter}{lens}",
         scene.triangle_count(),
         content,
         settings.width,

@@ -1,5 +1,6 @@
-//! A pinhole camera and its pixel filter. Both backends generate primary rays from the same
-//! [`CameraFrame`], so one pixel and one jitter give the same ray on the CPU and on the GPU.
+//! A pinhole or thin-lens camera and its pixel filter. Both backends generate primary rays
+//! from the same [`CameraFrame`], so one pixel and one jitter give the same ray on the CPU and
+//! on the GPU.
 
 use glam::{DVec3, Vec3};
 
@@ -67,10 +68,60 @@ pub fn tent_offset(u: f32) -> f32 {
     }
 }
 
+/// A thin lens (`--lens-radius`, `--focus-distance`): depth of field. Rays leave from a
+/// disk of radius `radius` around the eye, across the view direction, and every ray of one
+/// image-plane point meets the others on the plane of focus, `focus_distance` along the view
+/// direction: what lies on that plane is sharp, and a point at depth `z` blurs into a disk of
+/// radius `radius * |1/focus_distance - 1/z|` on the image plane at distance 1 (pbrt's
+/// `PerspectiveCamera`). The default, radius 0, is the pinhole: everything sharp, and no
+/// random numbers drawn for the lens.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ThinLens {
+    /// The lens's radius in scene units (0: a pinhole).
+    pub radius: f32,
+    /// The distance from the eye, along the view direction, of the plane in focus.
+    pub focus_distance: f32,
+    /// The frame's `u` normalized, times `radius`: the lens disk's point `(a, b)` (in the unit
+    /// disk) is `eye + a * axis_u + b * axis_v`.
+    pub axis_u: Vec3,
+    /// The frame's `v` normalized, times `radius`.
+    pub axis_v: Vec3,
+}
+
+impl ThinLens {
+    /// Whether this is a pinhole (radius 0): no lens sample, the eye is every ray's origin.
+    #[inline]
+    pub fn is_pinhole(&self) -> bool {
+        self.radius == 0.0
+    }
+}
+
+/// A point of the unit disk from two numbers in [0, 1), by Shirley and Chiu's concentric map
+/// (as pbrt's `SampleUniformDiskConcentric`): squares go to rings, so the sampler's strata of
+/// the square stay compact on the lens. `ptx/gasworks_common.h` computes the same operations.
+#[inline]
+pub fn concentric_disk(u1: f32, u2: f32) -> (f32, f32) {
+    let ox = 2.0 * u1 - 1.0;
+    let oy = 2.0 * u2 - 1.0;
+    if ox == 0.0 && oy == 0.0 {
+        return (0.0, 0.0);
+    }
+    let (r, theta) = if ox.abs() > oy.abs() {
+        (ox, std::f32::consts::FRAC_PI_4 * (oy / ox))
+    } else {
+        (
+            oy,
+            std::f32::consts::FRAC_PI_2 - std::f32::consts::FRAC_PI_4 * (ox / oy),
+        )
+    };
+    (r * theta.cos(), r * theta.sin())
+}
+
 /// The camera resolved for one image: origin plus the three vectors that span the image plane
-/// at distance 1, and the pixel filter. A ray through pixel coordinates `(px, py)`
-/// (continuous, origin top-left) is `normalize(w + (2 px / width - 1) u + (1 - 2 py / height)
-/// v)`; a pixel's samples go through the points [`PixelFilter::place`] gives.
+/// at distance 1, the pixel filter and the lens. A pinhole's ray through pixel coordinates
+/// `(px, py)` (continuous, origin top-left) is `normalize(w + (2 px / width - 1) u + (1 - 2 py
+/// / height) v)` from the eye; a pixel's samples go through the points [`PixelFilter::place`]
+/// gives, and a thin lens's from points of its disk ([`CameraFrame::thin_lens_ray`]).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct CameraFrame {
     pub eye: Vec3,
@@ -84,6 +135,8 @@ pub struct CameraFrame {
     pub height: u32,
     /// The pixel filter (box unless set: [`Camera::frame`] makes box frames).
     pub filter: PixelFilter,
+    /// The lens (a pinhole unless set: [`CameraFrame::set_thin_lens`]).
+    pub lens: ThinLens,
 }
 
 /// Why a camera cannot be used.
@@ -97,6 +150,10 @@ pub enum CameraError {
     BadFov(f32),
     #[error("camera values must be finite numbers")]
     NotFinite,
+    #[error("the lens radius must be a finite number, 0 or more, got {0}")]
+    BadLensRadius(f32),
+    #[error("the focus distance must be a finite number above 0, got {0}")]
+    BadFocusDistance(f32),
 }
 
 /// How much of the narrower side of the image the default camera's bounding sphere fills: a
@@ -184,11 +241,51 @@ impl Camera {
             width,
             height,
             filter: PixelFilter::Box,
+            lens: ThinLens::default(),
         })
     }
 }
 
 impl CameraFrame {
+    /// Gives the frame a thin lens of radius `radius` (scene units; 0 is the pinhole) focused
+    /// at `focus_distance` along the view direction.
+    pub fn set_thin_lens(&mut self, radius: f32, focus_distance: f32) -> Result<(), CameraError> {
+        if !(radius.is_finite() && radius >= 0.0) {
+            return Err(CameraError::BadLensRadius(radius));
+        }
+        if !(focus_distance.is_finite() && focus_distance > 0.0) {
+            return Err(CameraError::BadFocusDistance(focus_distance));
+        }
+        self.lens = if radius == 0.0 {
+            ThinLens::default()
+        } else {
+            ThinLens {
+                radius,
+                focus_distance,
+                axis_u: self.u.normalize() * radius,
+                axis_v: self.v.normalize() * radius,
+            }
+        };
+        Ok(())
+    }
+
+    /// The ray (origin, unit direction) of a thin lens through continuous pixel coordinates
+    /// `(px, py)` from the lens point of the numbers `(l1, l2)`: it leaves the disk at that
+    /// point and passes through the point of the plane of focus that the pinhole's ray through
+    /// `(px, py)` passes through. With radius 0 it is the pinhole's ray (up to rounding: the
+    /// renderers take [`CameraFrame::direction`] then, and draw no lens numbers).
+    #[inline]
+    pub fn thin_lens_ray(&self, px: f32, py: f32, l1: f32, l2: f32) -> (Vec3, Vec3) {
+        let sx = 2.0 * px / self.width as f32 - 1.0;
+        let sy = 1.0 - 2.0 * py / self.height as f32;
+        let (a, b) = concentric_disk(l1, l2);
+        let offset = a * self.lens.axis_u + b * self.lens.axis_v;
+        // The pinhole's direction before normalizing has length 1 along w, so this is the
+        // point at focus_distance along the view direction (relative to the eye).
+        let focus = (self.w + sx * self.u + sy * self.v) * self.lens.focus_distance;
+        (self.eye + offset, (focus - offset).normalize())
+    }
+
     /// The direction (unit length) through continuous pixel coordinates `(px, py)`.
     #[inline]
     pub fn direction(&self, px: f32, py: f32) -> Vec3 {
@@ -381,6 +478,85 @@ mod tests {
             last = t;
         }
         assert_eq!(PixelFilter::Tent.place(3, 5, 0.5, 0.0), (3.5, 4.5));
+    }
+
+    /// The concentric map sends the square ring at Chebyshev distance `r` from the centre to
+    /// the circle of radius `r` (so it keeps areas: the ring's share of the square is the
+    /// circle's of the disk), and each eighth of a ring to an eighth of the circle, in order.
+    #[test]
+    fn the_concentric_map_sends_square_rings_to_circles_and_octants_to_octants() {
+        assert_eq!(concentric_disk(0.5, 0.5), (0.0, 0.0));
+        let n = 256;
+        for i in 0..n {
+            for j in 0..n {
+                let (u1, u2) = ((i as f32 + 0.5) / n as f32, (j as f32 + 0.5) / n as f32);
+                let (ox, oy) = (2.0 * u1 - 1.0, 2.0 * u2 - 1.0);
+                let (a, b) = concentric_disk(u1, u2);
+                let ring = ox.abs().max(oy.abs());
+                assert!(((a * a + b * b).sqrt() - ring).abs() < 1e-6, "{u1} {u2}");
+                // The octant: the signs, and which coordinate is the larger, are kept.
+                let keep = |p: f32, q: f32| p == 0.0 || q == 0.0 || p.signum() == q.signum();
+                assert!(keep(a, ox) && keep(b, oy), "{u1} {u2}: ({a}, {b})");
+                if (ox.abs() - oy.abs()).abs() > 1e-3 {
+                    assert_eq!(
+                        a.abs() > b.abs(),
+                        ox.abs() > oy.abs(),
+                        "{u1} {u2}: ({a}, {b})"
+                    );
+                }
+            }
+        }
+    }
+
+    /// Every ray of one image-plane point meets the pinhole's ray on the plane of focus, and
+    /// leaves from the lens disk across the view direction; a bad lens is an error, and radius
+    /// 0 is the pinhole.
+    #[test]
+    fn thin_lens_rays_of_one_pixel_point_meet_on_the_plane_of_focus() {
+        let cam = Camera {
+            eye: Vec3::new(1.0, 2.0, 5.0),
+            look_at: Vec3::new(0.0, 1.0, 0.0),
+            up: Vec3::Y,
+            fov_y_deg: 40.0,
+        };
+        let mut f = cam.frame(64, 32).unwrap();
+        assert!(f.lens.is_pinhole());
+        f.set_thin_lens(0.25, 4.0).unwrap();
+        assert!(!f.lens.is_pinhole());
+        for (px, py) in [(32.0, 16.0), (0.0, 0.0), (63.9, 31.9), (10.25, 20.5)] {
+            let pinhole = f.direction(px, py);
+            let on_focus_plane = f.eye + pinhole * (4.0 / pinhole.dot(f.w));
+            for (l1, l2) in [(0.5, 0.5), (0.0, 0.0), (0.99, 0.2), (0.3, 0.8)] {
+                let (o, d) = f.thin_lens_ray(px, py, l1, l2);
+                assert!((d.length() - 1.0).abs() < 1e-6);
+                let lens = o - f.eye;
+                assert!(lens.dot(f.w).abs() < 1e-6 && lens.length() <= 0.25 + 1e-6);
+                let t = (4.0 - lens.dot(f.w)) / d.dot(f.w);
+                let hit = o + d * t;
+                assert!(
+                    (hit - on_focus_plane).length() < 1e-5,
+                    "({px}, {py}) from lens ({l1}, {l2}): {hit} against {on_focus_plane}"
+                );
+            }
+        }
+        assert_eq!(
+            f.set_thin_lens(-1.0, 4.0),
+            Err(CameraError::BadLensRadius(-1.0))
+        );
+        assert_eq!(
+            f.set_thin_lens(f32::NAN, 4.0).unwrap_err().to_string(),
+            "the lens radius must be a finite number, 0 or more, got NaN"
+        );
+        assert_eq!(
+            f.set_thin_lens(1.0, 0.0),
+            Err(CameraError::BadFocusDistance(0.0))
+        );
+        assert_eq!(
+            f.set_thin_lens(1.0, f32::INFINITY),
+            Err(CameraError::BadFocusDistance(f32::INFINITY))
+        );
+        f.set_thin_lens(0.0, 4.0).unwrap();
+        assert_eq!(f.lens, ThinLens::default());
     }
 
     #[test]

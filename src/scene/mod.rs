@@ -19,7 +19,7 @@ use serde::Serialize;
 use thiserror::Error;
 
 pub use bump::BumpMap;
-pub use camera::{Camera, PixelFilter};
+pub use camera::{Camera, PixelFilter, ThinLens};
 
 /// An axis-aligned bounding box.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]

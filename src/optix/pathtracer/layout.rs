@@ -121,7 +121,7 @@ pub struct GwSample {
     pub rays: u32,
 }
 
-/// `GwLaunchParams`: the `__constant__ pathtrace_params` of one launch (208 bytes).
+/// `GwLaunchParams`: the `__constant__ pathtrace_params` of one launch (240 bytes).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
 pub struct GwLaunchParams {
@@ -168,6 +168,14 @@ pub struct GwLaunchParams {
     pub samples: u64,
     /// The pixel filter ([`pixel_filter_code`]): where a sample's jitter puts its ray.
     pub pixel_filter: u32,
+    /// The thin lens's radius ([`crate::scene::ThinLens`]); 0: a pinhole, whose samples draw
+    /// no lens numbers.
+    pub lens_radius: f32,
+    /// The lens disk's axes (`ThinLens::axis_u`, `axis_v`).
+    pub lens_u: [f32; 3],
+    pub lens_v: [f32; 3],
+    /// The distance of the plane in focus along `cam_w`.
+    pub focus_distance: f32,
     /// Rounds the struct to its 8-byte alignment without implicit padding.
     pub pad: u32,
 }
@@ -279,7 +287,7 @@ mod tests {
     #[test]
     fn launch_params_layout_matches_the_device() {
         assert_eq!(size_of::<GwSample>(), 16);
-        assert_eq!(size_of::<GwLaunchParams>(), 208);
+        assert_eq!(size_of::<GwLaunchParams>(), 240);
         assert_eq!(align_of::<GwLaunchParams>(), 8);
         let expect = [
             (offset_of!(GwLaunchParams, handle), 0),
@@ -312,6 +320,10 @@ mod tests {
             (offset_of!(GwLaunchParams, mode), 184),
             (offset_of!(GwLaunchParams, samples), 192),
             (offset_of!(GwLaunchParams, pixel_filter), 200),
+            (offset_of!(GwLaunchParams, lens_radius), 204),
+            (offset_of!(GwLaunchParams, lens_u), 208),
+            (offset_of!(GwLaunchParams, lens_v), 220),
+            (offset_of!(GwLaunchParams, focus_distance), 232),
         ];
         for (i, (got, want)) in expect.iter().enumerate() {
             assert_eq!(got, want, "field {i}");
