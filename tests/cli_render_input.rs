@@ -213,6 +213,10 @@ fn bad_lenses_are_refused_and_a_focus_distance_needs_a_lens() {
         &["--lens-radius", "0.1", "--focus-distance", "inf"],
         "the focus distance must be a finite number above 0, got inf",
     );
+    refused(
+        &["--lens-radius", "1e30"],
+        "is too large for single-precision rays",
+    );
     let out = render(&["--focus-distance", "3"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");

@@ -154,6 +154,8 @@ pub enum CameraError {
     BadLensRadius(f32),
     #[error("the focus distance must be a finite number above 0, got {0}")]
     BadFocusDistance(f32),
+    #[error("a lens of radius {radius} focused at {focus_distance} is too large for single-precision rays (their directions would overflow, and the image come out black)")]
+    LensTooLarge { radius: f32, focus_distance: f32 },
 }
 
 /// How much of the narrower side of the image the default camera's bounding sphere fills: a
@@ -255,6 +257,18 @@ impl CameraFrame {
         }
         if !(focus_distance.is_finite() && focus_distance > 0.0) {
             return Err(CameraError::BadFocusDistance(focus_distance));
+        }
+        // The longest vector a lens ray's direction is normalized from: the corner ray out to
+        // the plane of focus, plus the radius. Its squared length (three squares summed) must
+        // be a finite f32, or the direction comes out zero and every sample black.
+        let corner =
+            (1.0 + self.u.as_dvec3().length_squared() + self.v.as_dvec3().length_squared()).sqrt();
+        let longest = f64::from(focus_distance) * corner + f64::from(radius);
+        if radius > 0.0 && 3.0 * longest * longest >= f64::from(f32::MAX) {
+            return Err(CameraError::LensTooLarge {
+                radius,
+                focus_distance,
+            });
         }
         self.lens = if radius == 0.0 {
             ThinLens::default()
@@ -555,6 +569,21 @@ mod tests {
             f.set_thin_lens(1.0, f32::INFINITY),
             Err(CameraError::BadFocusDistance(f32::INFINITY))
         );
+        // Past single precision: three squares of 1.1e19 overflow f32 (a lens of 1e30 gave a
+        // black image); a pinhole focused anywhere has no such rays.
+        for (radius, focus) in [(1.1e19, 4.0), (1.0, 1e19), (1e30, 1e30)] {
+            assert_eq!(
+                f.set_thin_lens(radius, focus),
+                Err(CameraError::LensTooLarge {
+                    radius,
+                    focus_distance: focus
+                })
+            );
+        }
+        f.set_thin_lens(1e17, 1e17).unwrap();
+        let (o, d) = f.thin_lens_ray(63.9, 31.9, 0.99, 0.01);
+        assert!(o.is_finite() && (d.length() - 1.0).abs() < 1e-6, "{o} {d}");
+        f.set_thin_lens(0.0, 1e30).unwrap();
         f.set_thin_lens(0.0, 4.0).unwrap();
         assert_eq!(f.lens, ThinLens::default());
     }
