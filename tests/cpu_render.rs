@@ -459,15 +459,10 @@ fn bad_tiles_are_errors_not_panics() {
         .is_ok());
 }
 
-/// The pixel filter decides which pixels see an edge: a black square over the left half of
-/// the view in front of a uniform environment, at depth 1 (so a pixel is the environment's
-/// radiance times the share of its samples that miss the square). The edge lies on a pixel
-/// boundary. With the box filter the pixels on either side are exactly black and exactly
-/// the environment; with the tent (radius 1) both take a share of the other side, the
-/// pixels a whole pixel further away do not, and both sides' shares are as the tent's
-/// area beyond the edge (1/8 of it) says, to the sampler's stratification.
-#[test]
-fn the_tent_filter_spreads_an_edge_over_the_pixels_beside_it_and_no_further() {
+/// A black square over the left half of the view from the origin along -Z, at depth 1 (its
+/// edge on the view's centre line), in front of a uniform environment: the scene and the
+/// environment's radiance.
+fn edge_scene() -> (Scene, Vec3) {
     let l = Vec3::new(0.5, 0.8, 1.2);
     let square = quad(
         "left",
@@ -484,6 +479,19 @@ fn the_tent_filter_spreads_an_edge_over_the_pixels_beside_it_and_no_further() {
         ),
         l,
     );
+    (scene, l)
+}
+
+/// The pixel filter decides which pixels see an edge: a black square over the left half of
+/// the view in front of a uniform environment, at depth 1 (so a pixel is the environment's
+/// radiance times the share of its samples that miss the square). The edge lies on a pixel
+/// boundary. With the box filter the pixels on either side are exactly black and exactly
+/// the environment; with the tent (radius 1) both take a share of the other side, the
+/// pixels a whole pixel further away do not, and both sides' shares are as the tent's
+/// area beyond the edge (1/8 of it) says, to the sampler's stratification.
+#[test]
+fn the_tent_filter_spreads_an_edge_over_the_pixels_beside_it_and_no_further() {
+    let (scene, l) = edge_scene();
     // 8 columns: x = 0 (the view's centre) is the boundary between columns 3 and 4.
     let mut s = look(Vec3::ZERO, Vec3::new(0.0, 0.0, -1.0), 8, 4, 64, 1, 3);
     // The share of column x's samples (row 1) that see the environment: each sample sees
@@ -523,22 +531,7 @@ fn the_tent_filter_spreads_an_edge_over_the_pixels_beside_it_and_no_further() {
 /// exactly pure.
 #[test]
 fn a_thin_lens_blurs_an_edge_by_its_circle_of_confusion_and_keeps_the_focus_plane_sharp() {
-    let l = Vec3::new(0.5, 0.8, 1.2);
-    let square = quad(
-        "left",
-        Vec3::new(-50.0, -50.0, -1.0),
-        Vec3::new(50.0, 0.0, 0.0),
-        Vec3::new(0.0, 100.0, 0.0),
-        0,
-    );
-    let scene = with_environment(
-        Scene::new(
-            "edge",
-            vec![square],
-            vec![Material::diffuse("black", Vec3::ZERO)],
-        ),
-        l,
-    );
+    let (scene, l) = edge_scene();
     let (w, rows, spp) = (32u32, 8u32, 1024u32);
     let mut s = look(Vec3::ZERO, Vec3::new(0.0, 0.0, -1.0), w, rows, spp, 1, 5);
     // Pixels per unit of the image plane at distance 1.
