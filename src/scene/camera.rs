@@ -154,7 +154,7 @@ pub enum CameraError {
     BadLensRadius(f32),
     #[error("the focus distance must be a finite number above 0, got {0}")]
     BadFocusDistance(f32),
-    #[error("a lens of radius {radius} focused at {focus_distance} is too large for single-precision rays (their directions would overflow, and the image come out black)")]
+    #[error("a lens of radius {radius} focused at {focus_distance} is too large for single-precision rays (their directions would overflow, or their rounding blur the plane of focus by more than a pixel)")]
     LensTooLarge { radius: f32, focus_distance: f32 },
 }
 
@@ -264,7 +264,13 @@ impl CameraFrame {
         let corner =
             (1.0 + self.u.as_dvec3().length_squared() + self.v.as_dvec3().length_squared()).sqrt();
         let longest = f64::from(focus_distance) * corner + f64::from(radius);
-        if radius > 0.0 && 3.0 * longest * longest >= f64::from(f32::MAX) {
+        // And a ray's rounding (a few units in the last place of the lens offset, about
+        // radius * 2^-23 each) must stay below a pixel's footprint on the plane of focus, or
+        // that plane is no longer sharp: a lens of 1e18 on a box of 500 units came out black.
+        let pixel = f64::from(focus_distance) * 2.0 * self.v.as_dvec3().length()
+            / f64::from(self.height.max(1));
+        let rounding = f64::from(radius) * (2.0f64).powi(-20);
+        if radius > 0.0 && (3.0 * longest * longest >= f64::from(f32::MAX) || rounding > pixel) {
             return Err(CameraError::LensTooLarge {
                 radius,
                 focus_distance,
@@ -570,8 +576,18 @@ mod tests {
             Err(CameraError::BadFocusDistance(f32::INFINITY))
         );
         // Past single precision: three squares of 1.1e19 overflow f32 (a lens of 1e30 gave a
-        // black image); a pinhole focused anywhere has no such rays.
-        for (radius, focus) in [(1.1e19, 4.0), (1.0, 1e19), (1e30, 1e30)] {
+        // black image), and a radius past 2^20 pixels' footprints on the plane of focus
+        // (4 * 0.0227 here, so past 95,300) rounds the rays by more than one; a pinhole
+        // focused anywhere has no such rays.
+        let footprint = 4.0 * 2.0 * f.v.length() / 32.0;
+        let limit = footprint * (1u32 << 20) as f32;
+        assert!((95_000.0..96_000.0).contains(&limit), "{limit}");
+        for (radius, focus) in [
+            (1.1e19, 4.0),
+            (1.0, 1e19),
+            (1e30, 1e30),
+            (limit * 1.01, 4.0),
+        ] {
             assert_eq!(
                 f.set_thin_lens(radius, focus),
                 Err(CameraError::LensTooLarge {
@@ -580,6 +596,7 @@ mod tests {
                 })
             );
         }
+        f.set_thin_lens(limit * 0.99, 4.0).unwrap();
         f.set_thin_lens(1e17, 1e17).unwrap();
         let (o, d) = f.thin_lens_ray(63.9, 31.9, 0.99, 0.01);
         assert!(o.is_finite() && (d.length() - 1.0).abs() < 1e-6, "{o} {d}");
