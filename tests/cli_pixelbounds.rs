@@ -153,12 +153,18 @@ fn tent_filtered_and_thin_lens_crops_merge_into_their_frame_and_never_with_plain
     render(d, "plain.exr", &[]);
     render(d, "plain-bottom.exr", &["--pixelbounds", "0,37,13,29"]);
     // The bundled Cornell box's look-at point is 800 units from its eye: the focus distance
-    // when none is given.
-    let looks: [(&str, &[&str], &str); 3] = [
+    // when none is given. Its eye is at z = -800 looking along +z, so a --focus-on point at
+    // z = 300 is 1100 away along the view.
+    let looks: [(&str, &[&str], &str); 4] = [
         ("tent", &["--filter", "tent"], "filter tent"),
         (
             "lens",
             &["--lens-radius", "20", "--focus-distance", "1100"],
+            "lens radius 20.0 focus 1100.0",
+        ),
+        (
+            "lens-focus-on",
+            &["--lens-radius", "20", "--focus-on", "100,-50,300"],
             "lens radius 20.0 focus 1100.0",
         ),
         (

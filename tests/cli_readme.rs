@@ -339,6 +339,7 @@ fn placeholder(word: &str, flag: &str) -> Option<String> {
         ("X,Y,Z", "--eye") => "278,273,-800",
         ("X,Y,Z", "--look-at") => "278,273,0",
         ("X,Y,Z", "--up") => "0,1,0",
+        ("X,Y,Z", "--focus-on") => "278,273,300",
         ("DEG", "--fov") => "39.3",
         ("EV", "--exposure") => "1",
         ("R", "--lens-radius") => "20",

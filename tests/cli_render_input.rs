@@ -217,6 +217,22 @@ fn bad_lenses_are_refused_and_a_focus_distance_needs_a_lens() {
         &["--lens-radius", "1e30"],
         "is too large for single-precision rays",
     );
+    // The triangle's default camera looks along -z from z > 0: a point at z = 100 is behind.
+    refused(
+        &["--lens-radius", "0.1", "--focus-on", "0,0,100"],
+        ", from --focus-on 0,0,100)",
+    );
+    let out = render(&[
+        "--lens-radius",
+        "0.1",
+        "--focus-on",
+        "0,0,0",
+        "--focus-distance",
+        "2",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("cannot be used with"), "{stderr}");
     let out = render(&["--focus-distance", "3"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
@@ -224,6 +240,7 @@ fn bad_lenses_are_refused_and_a_focus_distance_needs_a_lens() {
     for lens in [
         &["--lens-radius", "0.05"][..],
         &["--lens-radius", "0.05", "--focus-distance", "2.5"],
+        &["--lens-radius", "0.05", "--focus-on", "0.3,0.3,0"],
         &["--lens-radius", "0"],
     ] {
         renders(&[&["--width", "8", "--height", "8", "--spp", "2"][..], lens].concat());

@@ -121,6 +121,17 @@ pub struct RenderArgs {
         allow_hyphen_values = true
     )]
     pub focus_distance: Option<f32>,
+    /// Focus the lens on the plane (across the view direction) through this point, x,y,z, in
+    /// place of --focus-distance
+    #[arg(
+        long,
+        value_name = "X,Y,Z",
+        value_parser = parse_vec3,
+        requires = "lens_radius",
+        conflicts_with = "focus_distance",
+        allow_hyphen_values = true
+    )]
+    pub focus_on: Option<glam::Vec3>,
     /// Print only warnings and errors (no progress bar, no summary)
     #[arg(long, short, conflicts_with = "verbose")]
     pub quiet: bool,
@@ -1082,16 +1093,23 @@ pub(super) fn render_settings(
     })?;
     camera.filter = a.filter.into();
     if let Some(radius) = a.lens_radius {
-        let focus = a.focus_distance.unwrap_or(look_at_distance);
+        let (focus, from) = match (a.focus_distance, a.focus_on) {
+            (Some(d), _) => (d, None),
+            // The point's distance along the view direction, in f64 as above.
+            (None, Some(p)) => (
+                (p.as_dvec3() - camera.eye.as_dvec3()).dot(camera.w.as_dvec3()) as f32,
+                Some(format!("from --focus-on {},{},{}", p.x, p.y, p.z)),
+            ),
+            (None, None) => (
+                look_at_distance,
+                Some("the look-at point's distance".to_string()),
+            ),
+        };
         camera.set_thin_lens(radius, focus).with_context(|| {
             format!(
                 "{}: bad lens (--lens-radius {radius} --focus-distance {focus}{})",
                 a.scene.display(),
-                if a.focus_distance.is_none() {
-                    ", the look-at point's distance"
-                } else {
-                    ""
-                }
+                from.as_ref().map_or(String::new(), |f| format!(", {f}"))
             )
         })?;
         if radius > 0.0 {
@@ -1099,11 +1117,7 @@ pub(super) fn render_settings(
                 false,
                 format_args!(
                     "lens: radius {radius}, focused at {focus} along the view direction{}",
-                    if a.focus_distance.is_none() {
-                        " (the look-at point's distance)"
-                    } else {
-                        ""
-                    }
+                    from.as_ref().map_or(String::new(), |f| format!(" ({f})"))
                 ),
             );
         }
