@@ -17,6 +17,8 @@
 #              10M toystore at 1920x1080 64 spp; samples/s and rays/s side by side, images kept
 #              (lossless WebP);
 #              each GPU image's mean luminance against the CPU's, in standard errors
+#   depth      GPU vs CPU on the Cornell box at --max-depth 1..8 (the bounce a bias starts at;
+#              depth 1 bit for bit), and the tent filter's and a thin lens's pairs
 #   sched      the tile scheduler with GPU workers (--devices gpu0x2 and gpu0x2,cpu, --stats) on
 #              the toystore; the image must be bit-identical across GPU worker counts and schedules,
 #              and after a --time-limit stop and --resume, and after a SIGTERM inside a render's
@@ -38,10 +40,9 @@
 #              the same with CUDA_DEVICE_MAX_CONNECTIONS=1, then racecheck and synccheck on LPT
 #   watchdog   batches known to hang (LPT weight 1000 or 250, 4 streams) with GASWORKS_BUILD_WAIT_S=10:
 #              the hang must end in the error naming the batch
-#   depth      GPU vs CPU on the Cornell box at --max-depth 1..8: the bounce a bias starts at
 #   connections  build-bench at 8..32 streams with CUDA_DEVICE_MAX_CONNECTIONS 8 and 32
 # Groups sized for device calls of under 9 minutes each:
-#   call1 = tests sanitizer     call2 = bench     call3 = render sched failover nsys
+#   call1 = tests sanitizer     call2 = bench     call3 = render depth sched failover nsys
 #   all = the three
 #
 # Results: bench/results/<date>-<device>/ (or $GW_RESULTS_DIR): one log per command, CSVs, plots
@@ -81,8 +82,8 @@ for a in "$@"; do
     case "$a" in
         call1) steps+=(tests sanitizer) ;;
         call2) steps+=(bench) ;;
-        call3) steps+=(render sched failover nsys) ;;
-        all) steps+=(tests sanitizer bench render sched failover nsys) ;;
+        call3) steps+=(render depth sched failover nsys) ;;
+        all) steps+=(tests sanitizer bench render depth sched failover nsys) ;;
         tests|sanitizer|bench|render|sched|failover|nsys|lpt|race|watchdog|depth|connections) steps+=("$a") ;;
         -h|--help) usage; exit 0 ;;
         *) echo "gpu-session: unknown step '$a'" >&2; usage >&2; exit 2 ;;

@@ -181,12 +181,10 @@ PATH="$work/bin:$PATH" OUT="$work/out" GW_ARCHIVE="$work/archive.tar.xz" GW_UNPA
     GW_REPEAT_BIG=1 GW_BUDGET_S=1500 GW_TEST_TIMEOUT_S=5 bash scripts/gpu-session.sh all > "$work/session.log" 2>&1
 rc=$?
 # The investigation steps run by name (race, watchdog), in a session of their own: on the fake
-# GPU their build-bench runs pass (it neither races nor hangs unless told to). The depth step
-# (GPU against CPU depth by depth, the tent and thin-lens pairs) runs there too: `all` leaves it
-# out, and its renders are the stand-in's.
+# GPU their build-bench runs pass (it neither races nor hangs unless told to).
 PATH="$work/bin:$PATH" OUT="$work/out2" GW_ARCHIVE="$work/archive.tar.xz" GW_UNPACK_DIR="$work/dev2" \
     GW_RESULTS_DIR="$work/results2" GW_SCENES_DIR="$work/scenes" GW_BUDGET_S=600 \
-    bash scripts/gpu-session.sh race watchdog depth > "$work/session2.log" 2>&1
+    bash scripts/gpu-session.sh race watchdog > "$work/session2.log" 2>&1
 rc2=$?
 # The render step again, GPU only, against the first run's results as the committed ones: the
 # stand-in renders the same pixels again, so every image must be named, not copied.
@@ -219,7 +217,7 @@ echo "rehearse-gpu-session: the session exited with $rc; its output:"
 sed 's/^/    | /' "$work/session.log"
 echo "rehearse-gpu-session: checks"
 check "the session exits non-zero (the GPU-only commands failed)" test "$rc" -ne 0
-for s in tests sanitizer bench render sched failover nsys; do
+for s in tests sanitizer bench render depth sched failover nsys; do
     check "step $s ran and printed its time" has "^step $s: [0-9]+ s, [0-9]+ failure"
 done
 check "tests: passes and failures counted" has "^tests: [0-9]+ passed, [1-9][0-9]* failed"
@@ -280,6 +278,9 @@ check "failover: the fake GPU's fault retired its four streams in one warning" \
 check "failover: a fault in the calibration retired the four streams before the first pass" \
     has "^failover-calibration: warning: calibrating worker gpu0/s0 .*CUDA_ERROR_ILLEGAL_ADDRESS.*gpu0 can render no more \(its device is lost.*\), so its workers gpu0/s"
 check "failover: no failure" has "^step failover: [0-9]+ s, 0 failure"
+check "depth: no failure" has "^step depth: [0-9]+ s, 0 failure"
+check "depth: every depth compared, and the tent and thin-lens pairs" bash -c \
+    "for d in 1 2 3 4 6 8; do grep -q \"^depth \$d: \" '$work/session.log' || exit 1; done; grep -q '^depth 1, tent filter: ' '$work/session.log' && grep -q '^depth 8, thin lens: ' '$work/session.log'"
 check "nsys: a line for the best effort" has "^nsys: "
 # The failures the rehearsal expects: the test binary and the hung stand-in test. Anything more
 # is a plumbing bug.
@@ -291,7 +292,7 @@ check "the tar.gz holds the summary, the CSVs and the logs" bash -c \
 check "every result file starts with its provenance" bash -c \
     "for f in '$work'/results/*.log '$work'/results/*.meta; do head -n1 \"\$f\" | grep -q '^# command: ' || exit 1; done"
 
-echo "rehearse-gpu-session: the race, watchdog and depth session exited with $rc2; its output:"
+echo "rehearse-gpu-session: the race and watchdog session exited with $rc2; its output:"
 sed 's/^/    | /' "$work/session2.log"
 has2() { grep -qE "$1" "$work/session2.log"; }
 check "race: the step ran and printed its time" has2 "^step race: [0-9]+ s, 0 failure"
@@ -309,10 +310,7 @@ check "race: those counted apart in the summary" \
 check "watchdog: runs that pass are not hangs, and the next is tried" \
     has2 "^watchdog: try 4 \(weight 250\) did not hang \(passed\)"
 check "watchdog: the step says when no try hung" has2 "^watchdog: none of 4 tries hung"
-check "depth: the step ran and printed its time" has2 "^step depth: [0-9]+ s, 0 failure"
-check "depth: every depth compared, and the tent and thin-lens pairs" bash -c \
-    "for d in 1 2 3 4 6 8; do grep -q \"^depth \$d: \" '$work/session2.log' || exit 1; done; grep -q '^depth 1, tent filter: ' '$work/session2.log' && grep -q '^depth 8, thin lens: ' '$work/session2.log'"
-check "race, watchdog and depth: no failure" has2 "^gpu-session: 0 failure\(s\)"
+check "race and watchdog: no failure" has2 "^gpu-session: 0 failure\(s\)"
 for mode in hang watchdog; do
     echo "rehearse-gpu-session: the watchdog step with build-bench standing in as '$mode':"
     sed 's/^/    | /' "$work/session-$mode.log"
