@@ -550,18 +550,19 @@ GW_INLINE V3 sample_pixel(unsigned int x, unsigned int y, unsigned int sample, u
     pixel_filter_place(P.pixel_filter, x, y, jx, jy, px, py);
     const float sx = 2.0f * px / (float)P.image_width - 1.0f;
     const float sy = 1.0f - 2.0f * py / (float)P.image_height;
+    // The image-plane point at distance 1 (CameraFrame::image_plane_point).
+    const V3 plane = v3_load(P.cam_w) + sx * v3_load(P.cam_u) + sy * v3_load(P.cam_v);
     V3 origin = v3_load(P.eye);
     V3 dir;
     if (P.lens_radius == 0.0f) {
-        dir = normalize(v3_load(P.cam_w) + sx * v3_load(P.cam_u) + sy * v3_load(P.cam_v));
+        dir = normalize(plane);
     } else {
         float l1, l2;
         next_2d(rng, l1, l2);
         float a, b;
         concentric_disk(l1, l2, a, b);
         const V3 offset = a * v3_load(P.lens_u) + b * v3_load(P.lens_v);
-        const V3 focus =
-            (v3_load(P.cam_w) + sx * v3_load(P.cam_u) + sy * v3_load(P.cam_v)) * P.focus_distance;
+        const V3 focus = plane * P.focus_distance;
         origin = origin + offset;
         dir = normalize(focus - offset);
     }

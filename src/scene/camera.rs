@@ -296,22 +296,27 @@ impl CameraFrame {
     /// renderers take [`CameraFrame::direction`] then, and draw no lens numbers).
     #[inline]
     pub fn thin_lens_ray(&self, px: f32, py: f32, l1: f32, l2: f32) -> (Vec3, Vec3) {
-        let sx = 2.0 * px / self.width as f32 - 1.0;
-        let sy = 1.0 - 2.0 * py / self.height as f32;
         let (a, b) = concentric_disk(l1, l2);
         let offset = a * self.lens.axis_u + b * self.lens.axis_v;
-        // The pinhole's direction before normalizing has length 1 along w, so this is the
-        // point at focus_distance along the view direction (relative to the eye).
-        let focus = (self.w + sx * self.u + sy * self.v) * self.lens.focus_distance;
+        // The image-plane point has length 1 along w, so this is the point at focus_distance
+        // along the view direction (relative to the eye).
+        let focus = self.image_plane_point(px, py) * self.lens.focus_distance;
         (self.eye + offset, (focus - offset).normalize())
     }
 
     /// The direction (unit length) through continuous pixel coordinates `(px, py)`.
     #[inline]
     pub fn direction(&self, px: f32, py: f32) -> Vec3 {
+        self.image_plane_point(px, py).normalize()
+    }
+
+    /// The point of the image plane at distance 1 (relative to the eye) at continuous pixel
+    /// coordinates `(px, py)`: the pinhole's direction before normalizing.
+    #[inline]
+    fn image_plane_point(&self, px: f32, py: f32) -> Vec3 {
         let sx = 2.0 * px / self.width as f32 - 1.0;
         let sy = 1.0 - 2.0 * py / self.height as f32;
-        (self.w + sx * self.u + sy * self.v).normalize()
+        self.w + sx * self.u + sy * self.v
     }
 
     /// Projects a world point to continuous pixel coordinates and its depth along `w`;
