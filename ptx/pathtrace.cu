@@ -97,7 +97,7 @@ enum : unsigned int {
     GW_LAUNCH_REDUCE = 2u,
 };
 
-// The launch parameters (240 bytes).
+// The launch parameters (288 bytes).
 struct GwLaunchParams {
     OptixTraversableHandle handle; // the IAS
     float* accum;                  // tile_w * tile_h float4 [r, g, b, n], row-major in the tile
@@ -134,6 +134,14 @@ struct GwLaunchParams {
     float lens_u[3];           // the lens disk's axes: cam_u and cam_v normalized, times the radius
     float lens_v[3];
     float focus_distance;      // the plane in focus, along cam_w
+    unsigned int env_width;    // the environment map's width in texels; 0: no map
+    const float* env_texels;   // 3 floats per texel, rows top (up, +Y) to bottom
+    const float* env_row_cdf;  // env_height entries; null for a black map
+    const float* env_col_cdf;  // per row, env_width entries
+    const float* env_uv_pdf;   // per texel, its density over the (u, v) square
+    unsigned int env_height;
+    float env_rotation_turns;  // --env-rotate / 360
+    float env_share;           // P(env): the probability NEE samples the map
     unsigned int pad;
 };
 
@@ -148,7 +156,7 @@ static_assert(sizeof(GwHitGroupData) == 64, "GwHitGroupData layout");
 static_assert(GW_OFFSETOF(GwHitGroupData, light_index) == 40, "GwHitGroupData.light_index");
 static_assert(GW_OFFSETOF(GwHitGroupData, group) == 48, "GwHitGroupData.group");
 static_assert(sizeof(GwSample) == 16, "GwSample layout");
-static_assert(sizeof(GwLaunchParams) == 240, "GwLaunchParams layout");
+static_assert(sizeof(GwLaunchParams) == 288, "GwLaunchParams layout");
 static_assert(GW_OFFSETOF(GwLaunchParams, counters) == 56, "GwLaunchParams.counters");
 static_assert(GW_OFFSETOF(GwLaunchParams, seed) == 64, "GwLaunchParams.seed");
 static_assert(GW_OFFSETOF(GwLaunchParams, eye) == 72, "GwLaunchParams.eye");
@@ -167,6 +175,10 @@ static_assert(GW_OFFSETOF(GwLaunchParams, lens_radius) == 204, "GwLaunchParams.l
 static_assert(GW_OFFSETOF(GwLaunchParams, lens_u) == 208, "GwLaunchParams.lens_u");
 static_assert(GW_OFFSETOF(GwLaunchParams, lens_v) == 220, "GwLaunchParams.lens_v");
 static_assert(GW_OFFSETOF(GwLaunchParams, focus_distance) == 232, "GwLaunchParams.focus_distance");
+static_assert(GW_OFFSETOF(GwLaunchParams, env_width) == 236, "GwLaunchParams.env_width");
+static_assert(GW_OFFSETOF(GwLaunchParams, env_texels) == 240, "GwLaunchParams.env_texels");
+static_assert(GW_OFFSETOF(GwLaunchParams, env_height) == 272, "GwLaunchParams.env_height");
+static_assert(GW_OFFSETOF(GwLaunchParams, env_share) == 280, "GwLaunchParams.env_share");
 
 #define GW_NO_LIGHT 0xffffffffu
 
@@ -204,11 +216,11 @@ GW_INLINE Hit trace_closest(V3 o, V3 d, unsigned long long& rays)
 }
 
 // Whether anything lies on the segment o + s d, 0 < s < 1 (the CPU's occluded_ray(ray, 0, 1)).
-GW_INLINE bool occluded(V3 o, V3 d, unsigned long long& rays)
+GW_INLINE bool occluded(V3 o, V3 d, float tmax, unsigned long long& rays)
 {
     // "Occluded" unless the miss program runs: no closest-hit program runs for this ray.
     unsigned int p0 = 1u, p1 = 0u, prim = 0u, t = 0u, u = 0u, v = 0u;
-    trace6(pathtrace_params.handle, o.x, o.y, o.z, d.x, d.y, d.z, 0.0f, 1.0f, 0xffu,
+    trace6(pathtrace_params.handle, o.x, o.y, o.z, d.x, d.y, d.z, 0.0f, tmax, 0xffu,
            GW_RAY_FLAG_TERMINATE_ON_FIRST_HIT | GW_RAY_FLAG_DISABLE_CLOSESTHIT, 0u, 1u, 0u, p0,
            p1, prim, t, u, v);
     rays += 1;
@@ -361,12 +373,123 @@ GW_INLINE unsigned int pick_light(float u)
     return min(lo, pathtrace_params.light_count - 1u);
 }
 
-// LightSampler::probability: cdf[i] - cdf[i - 1].
+// LightSampler::probability: (cdf[i] - cdf[i - 1]) (1 - P(env)).
 GW_INLINE float light_probability(unsigned int i)
 {
     const float* cdf = pathtrace_params.light_cdf;
     const float lo = (i == 0u) ? 0.0f : cdf[i - 1u];
-    return cdf[i] - lo;
+    return (cdf[i] - lo) * (1.0f - pathtrace_params.env_share);
+}
+
+// LightSampler::choose: true for the environment map; else the area light in `li`.
+GW_INLINE bool choose_environment(float u, unsigned int& li)
+{
+    const GwLaunchParams& P = pathtrace_params;
+    if (P.env_share > 0.0f) {
+        if (u < P.env_share || P.light_count == 0u) {
+            return true;
+        }
+        const float rest = (u - P.env_share) / (1.0f - P.env_share);
+        // min(rest, 1 - EPSILON / 2): the largest float below 1.
+        li = pick_light(fminf(rest, __int_as_float(0x3f7fffff)));
+        return false;
+    }
+    li = pick_light(u);
+    return false;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The environment map: src/scene/environment_map.rs
+// ---------------------------------------------------------------------------------------------
+
+// Rust's `x as usize` for x below 2^32: NaN and negatives give 0, the rest truncates.
+GW_INLINE unsigned int float_to_index(float x) { return x >= 1.0f ? (unsigned int)x : 0u; }
+
+// EnvironmentMap::uv_of.
+GW_INLINE void env_uv_of(V3 d, float& u, float& v)
+{
+    const float theta = acosf(clampf(d.y, -1.0f, 1.0f));
+    const float phi = atan2f(d.x, -d.z);
+    float uu = 0.5f + phi / (2.0f * GW_PI) - pathtrace_params.env_rotation_turns;
+    uu = uu - floorf(uu);
+    u = uu < 1.0f ? uu : 0.0f;
+    v = theta / GW_PI;
+}
+
+// EnvironmentMap::texel_index.
+GW_INLINE unsigned int env_texel_index(V3 d)
+{
+    const GwLaunchParams& P = pathtrace_params;
+    float u, v;
+    env_uv_of(d, u, v);
+    const unsigned int i = min(float_to_index(u * (float)P.env_width), P.env_width - 1u);
+    const unsigned int j = min(float_to_index(v * (float)P.env_height), P.env_height - 1u);
+    return j * P.env_width + i;
+}
+
+// EnvironmentMap::lookup: the radiance from d and the density of d, its texel found once.
+GW_INLINE V3 env_lookup(V3 d, float& pdf)
+{
+    const unsigned int k = env_texel_index(d);
+    const float* t = pathtrace_params.env_texels + 3ull * k;
+    const V3 radiance = v3(t[0], t[1], t[2]);
+    pdf = 0.0f;
+    if (pathtrace_params.env_row_cdf == nullptr) {
+        return radiance;
+    }
+    const float sin_theta = sqrtf(fmaxf(1.0f - d.y * d.y, 0.0f));
+    if (!(sin_theta > 0.0f)) {
+        return radiance;
+    }
+    pdf = pathtrace_params.env_uv_pdf[k] / (2.0f * GW_PI * GW_PI * sin_theta);
+    return radiance;
+}
+
+// environment_map.rs `pick`: the first k with u < cdf[k] (clamped to the last), and where u
+// lies in that entry's interval, in [0, 1).
+GW_INLINE unsigned int env_pick(const float* cdf, unsigned int n, float u, float& f)
+{
+    unsigned int lo = 0u, hi = n;
+    while (lo < hi) {
+        const unsigned int mid = lo + (hi - lo) / 2u;
+        if (cdf[mid] <= u) {
+            lo = mid + 1u;
+        } else {
+            hi = mid;
+        }
+    }
+    const unsigned int k = min(lo, n - 1u);
+    const float below = (k == 0u) ? 0.0f : cdf[k - 1u];
+    const float width = cdf[k] - below;
+    const float x = width > 0.0f ? (u - below) / width : 0.5f;
+    f = clampf(x, 0.0f, __int_as_float(0x3f7fffff));
+    return k;
+}
+
+// EnvironmentMap::direction_of.
+GW_INLINE V3 env_direction_of(float u, float v)
+{
+    const float phi = 2.0f * GW_PI * (u - 0.5f + pathtrace_params.env_rotation_turns);
+    const float theta = GW_PI * v;
+    const float st = sinf(theta), ct = cosf(theta);
+    const float sp = sinf(phi), cp = cosf(phi);
+    return v3(st * sp, ct, -st * cp);
+}
+
+// EnvironmentMap::sample. Returns false for a black map.
+GW_INLINE bool env_sample(float u1, float u2, V3& d)
+{
+    const GwLaunchParams& P = pathtrace_params;
+    if (P.env_row_cdf == nullptr) {
+        return false;
+    }
+    float fv, fu;
+    const unsigned int j = env_pick(P.env_row_cdf, P.env_height, u1, fv);
+    const unsigned int i = env_pick(P.env_col_cdf + (unsigned long long)j * P.env_width, P.env_width, u2, fu);
+    const float u = ((float)i + fu) / (float)P.env_width;
+    const float v = ((float)j + fv) / (float)P.env_height;
+    d = env_direction_of(u, v);
+    return true;
 }
 
 // PathTracer::emits_towards: whether a light of unit normal n_light emits towards w (pointing
@@ -394,15 +517,23 @@ GW_INLINE bool light_pdf(const Hit& h, const SurfacePoint& sp, V3 dir, float& pd
     return true;
 }
 
-// PathTracer::next_event: one light point, one shadow ray; throughput not included.
-GW_INLINE V3 next_event(const SurfacePoint& sp, const Bsdf& bsdf, V3 wo, float u_light, float u1,
-                        float u2, unsigned long long& rays)
+// A next event's shadow ray, and what it adds (throughput not included) unless occluded.
+// Both kinds of next event fill one, so that the PTX holds one shadow-ray trace.
+struct ShadowRay {
+    V3 origin, dir;
+    float tmax;
+    V3 value;
+};
+
+// PathTracer::next_event: one light point; false where the CPU returns zero before its shadow
+// ray.
+GW_INLINE bool next_event(const SurfacePoint& sp, const Bsdf& bsdf, V3 wo, unsigned int li,
+                          float u1, float u2, ShadowRay& shadow)
 {
     const V3 zero = v3s(0.0f);
-    const unsigned int li = pick_light(u_light);
     const float p_pick = light_probability(li);
     if (!(p_pick > 0.0f)) {
-        return zero;
+        return false;
     }
     const GwLight& light = pathtrace_params.lights[li];
     const V3 q0 = v3_load(light.p0), q1 = v3_load(light.p1), q2 = v3_load(light.p2);
@@ -422,7 +553,7 @@ GW_INLINE V3 next_event(const SurfacePoint& sp, const Bsdf& bsdf, V3 wo, float u
     if (masked) {
         const GwTexture& mask = pathtrace_params.textures[light.opacity_texture];
         if (texture_sample(mask, pathtrace_params.texels, uv_u, uv_v).x < 0.5f) {
-            return zero;
+            return false;
         }
     }
     // Scene::light_emission_at.
@@ -436,20 +567,20 @@ GW_INLINE V3 next_event(const SurfacePoint& sp, const Bsdf& bsdf, V3 wo, float u
     const V3 to_light = q - sp.p;
     const float dist2 = length_squared(to_light);
     if (!(dist2 > 0.0f)) {
-        return zero;
+        return false;
     }
     const V3 wi = to_light / sqrtf(dist2);
     const float cos_l = fabsf(dot(n_light, wi));
     if (!(cos_l > 0.0f)) {
-        return zero;
+        return false;
     }
     // A light point seen from behind emits nothing towards the shading point: no shadow ray.
     if (!(pathtrace_params.two_sided_lights != 0u || dot(n_light, wi) < 0.0f)) {
-        return zero;
+        return false;
     }
     const BsdfEval e = bsdf_eval(bsdf, wo, wi);
     if (e.f_cos == zero) {
-        return zero;
+        return false;
     }
     const float p_light = p_pick / light.area * dist2 / cos_l;
     const float side = dot(wi, sp.n_geo) >= 0.0f ? 1.0f : -1.0f;
@@ -458,12 +589,45 @@ GW_INLINE V3 next_event(const SurfacePoint& sp, const Bsdf& bsdf, V3 wo, float u
     const V3 target = offset_ray_origin(q, light_side * n_light, triangle_scale(q0, q1, q2));
     const V3 d = target - origin;
     if (!ray_is_valid(origin, d)) {
-        return zero;
+        return false;
     }
-    if (occluded(origin, d, rays)) {
-        return zero;
+    shadow.origin = origin;
+    shadow.dir = d;
+    shadow.tmax = 1.0f;
+    shadow.value = e.f_cos * le * (power_heuristic(p_light, e.pdf) / p_light);
+    return true;
+}
+
+// PathTracer::next_event_environment: one direction drawn from the map, its shadow ray to
+// infinity; false where the CPU returns zero before its shadow ray.
+GW_INLINE bool next_event_environment(const SurfacePoint& sp, const Bsdf& bsdf, V3 wo, float u1,
+                                      float u2, ShadowRay& shadow)
+{
+    const V3 zero = v3s(0.0f);
+    V3 wi;
+    if (!env_sample(u1, u2, wi)) {
+        return false;
     }
-    return e.f_cos * le * (power_heuristic(p_light, e.pdf) / p_light);
+    float pdf;
+    const V3 le = env_lookup(wi, pdf);
+    const float p_env = pathtrace_params.env_share * pdf;
+    if (!(p_env > 0.0f)) {
+        return false;
+    }
+    const BsdfEval e = bsdf_eval(bsdf, wo, wi);
+    if (e.f_cos == zero) {
+        return false;
+    }
+    const float side = dot(wi, sp.n_geo) >= 0.0f ? 1.0f : -1.0f;
+    const V3 origin = offset_ray_origin(sp.p, side * sp.n_geo, sp.scale);
+    if (!ray_is_valid(origin, wi)) {
+        return false;
+    }
+    shadow.origin = origin;
+    shadow.dir = wi;
+    shadow.tmax = __int_as_float(0x7f800000);
+    shadow.value = e.f_cos * le * (power_heuristic(p_env, e.pdf) / p_env);
+    return true;
 }
 
 // PathTracer::radiance.
@@ -484,6 +648,16 @@ GW_INLINE V3 radiance(V3 origin, V3 dir, Sampler& rng, unsigned long long& rays)
         const Hit hit = trace_closest(ray_o, ray_d, rays);
         if (hit.data == nullptr) {
             result += throughput * env;
+            if (P.env_width != 0u) {
+                float pdf;
+                const V3 le = env_lookup(ray_d, pdf);
+                const float share = P.env_share;
+                float w = 1.0f;
+                if (!(prev_delta || share == 0.0f)) {
+                    w = power_heuristic(prev_pdf, share * pdf);
+                }
+                result += throughput * le * w;
+            }
             break;
         }
         const SurfacePoint sp = surface_point(hit);
@@ -511,8 +685,19 @@ GW_INLINE V3 radiance(V3 origin, V3 dir, Sampler& rng, unsigned long long& rays)
         const ShadingFrame frame = shading_frame(sp.n_geo, sp.n_shade, wo);
         const Bsdf bsdf = bsdf_new(material, P.textures, P.texture_count, P.texels, sp.has_uv,
                                    sp.uv_u, sp.uv_v, frame);
-        if (!bsdf_is_delta(bsdf) && P.light_count > 0u) {
-            result += throughput * next_event(sp, bsdf, wo, u_light, u_l1, u_l2, rays);
+        if (!bsdf_is_delta(bsdf) && (P.light_count > 0u || P.env_share > 0.0f)) {
+            unsigned int li = 0u;
+            ShadowRay shadow;
+            const bool cast = choose_environment(u_light, li)
+                                  ? P.env_width != 0u &&
+                                        next_event_environment(sp, bsdf, wo, u_l1, u_l2, shadow)
+                                  : next_event(sp, bsdf, wo, li, u_l1, u_l2, shadow);
+            // The CPU adds throughput x zero where nothing arrives: so does this.
+            V3 arrives = v3s(0.0f);
+            if (cast && !occluded(shadow.origin, shadow.dir, shadow.tmax, rays)) {
+                arrives = shadow.value;
+            }
+            result += throughput * arrives;
         }
         BsdfSample bs;
         if (!bsdf_sample(bsdf, wo, u_lobe, u_b1, u_b2, bs)) {

@@ -18,7 +18,8 @@
 #              (lossless WebP);
 #              each GPU image's mean luminance against the CPU's, in standard errors
 #   depth      GPU vs CPU on the Cornell box at --max-depth 1..8 (the bounce a bias starts at;
-#              depth 1 bit for bit), and the tent filter's and a thin lens's pairs
+#              depth 1 bit for bit), the tent filter's and a thin lens's pairs, and an
+#              environment map (gen sky) over the sponza-like atrium
 #   sched      the tile scheduler with GPU workers (--devices gpu0x2 and gpu0x2,cpu, --stats) on
 #              the toystore; the image must be bit-identical across GPU worker counts and schedules,
 #              and after a --time-limit stop and --resume, and after a SIGTERM inside a render's
@@ -892,6 +893,18 @@ step_depth() {
     logged "$out/depth-8-lens-compare.log" "$bin" image-stats "$scenes/depth-8-lens-cpu.exr" "$scenes/depth-8-lens-optix.exr" \
         || fail "image-stats of the thin-lens renders"
     note "depth 8, thin lens: $(grep -m1 'mean luminance difference' "$out/depth-8-lens-compare.log" | sed 's/.*difference//')"
+    # An environment map (gen sky: a sun that next events must sample) over the sponza-like
+    # atrium, open to the sky: its lookups go through acosf and atan2f, compared by the mean.
+    need_sponza
+    logged "$out/gen-sky.log" "$bin" gen sky -o "$scenes/sky" --sun-elevation 50 || fail "gen sky"
+    for b in optix cpu; do
+        logged "$out/depth-8-env-map-$b.log" "$bin" render "$sponza" -o "$scenes/depth-8-env-map-$b.exr" --backend "$b" \
+            --width $w --height $h --spp 64 --max-depth 8 --env-map "$scenes/sky/sky.exr" --quiet \
+            || fail "environment-map render on $b"
+    done
+    logged "$out/depth-8-env-map-compare.log" "$bin" image-stats "$scenes/depth-8-env-map-cpu.exr" "$scenes/depth-8-env-map-optix.exr" \
+        || fail "image-stats of the environment-map renders"
+    note "depth 8, environment map: $(grep -m1 'mean luminance difference' "$out/depth-8-env-map-compare.log" | sed 's/.*difference//')"
 }
 
 # Streams past 8: CUDA gives a context 8 hardware work queues unless CUDA_DEVICE_MAX_CONNECTIONS

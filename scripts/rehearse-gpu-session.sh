@@ -279,8 +279,8 @@ check "failover: a fault in the calibration retired the four streams before the 
     has "^failover-calibration: warning: calibrating worker gpu0/s0 .*CUDA_ERROR_ILLEGAL_ADDRESS.*gpu0 can render no more \(its device is lost.*\), so its workers gpu0/s"
 check "failover: no failure" has "^step failover: [0-9]+ s, 0 failure"
 check "depth: no failure" has "^step depth: [0-9]+ s, 0 failure"
-check "depth: every depth compared, and the tent and thin-lens pairs" bash -c \
-    "for d in 1 2 3 4 6 8; do grep -q \"^depth \$d: \" '$work/session.log' || exit 1; done; grep -q '^depth 1, tent filter: ' '$work/session.log' && grep -q '^depth 8, thin lens: ' '$work/session.log'"
+check "depth: every depth compared, and the tent, thin-lens and environment-map pairs" bash -c \
+    "for d in 1 2 3 4 6 8; do grep -q \"^depth \$d: \" '$work/session.log' || exit 1; done; grep -q '^depth 1, tent filter: ' '$work/session.log' && grep -q '^depth 8, thin lens: ' '$work/session.log' && grep -q '^depth 8, environment map: ' '$work/session.log'"
 check "nsys: a line for the best effort" has "^nsys: "
 # The failures the rehearsal expects: the test binary and the hung stand-in test. Anything more
 # is a plumbing bug.

@@ -341,6 +341,7 @@ fn placeholder(word: &str, flag: &str) -> Option<String> {
         ("X,Y,Z", "--up") => "0,1,0",
         ("X,Y,Z", "--focus-on") => "278,273,300",
         ("DEG", "--fov") => "39.3",
+        ("DEG", "--env-rotate") => "30",
         ("EV", "--exposure") => "1",
         ("R", "--lens-radius") => "20",
         ("D", "--focus-distance") => "1100",

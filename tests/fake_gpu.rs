@@ -714,7 +714,7 @@ fn an_optix_render_makes_only_calls_the_driver_accepts() {
         assert!(
             pipelines
                 .iter()
-                .all(|l| l.ends_with("groups=3 params=pathtrace_params[240]")),
+                .all(|l| l.ends_with("groups=3 params=pathtrace_params[288]")),
             "{name}: {pipelines:?}"
         );
         assert!(

@@ -708,6 +708,43 @@ fn gpu_glass_and_mirror_scenes_agree_with_the_cpu() {
     );
 }
 
+/// Environment maps: the spheres of `spheres_under_a_sky` under a map with a sun (every next
+/// event samples the map), and with a lamp added (next events split between the map and the
+/// lamp). The map's lookups go through `acosf` and `atan2f`, which the GPU rounds its own way,
+/// so a direction on a texel's edge may read the neighbour: the checks are the statistical
+/// ones, as for every other scene here.
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn gpu_environment_maps_agree_with_the_cpu() {
+    let s = sky_settings(64, 64, 5);
+    let mut sky = spheres_under_a_sky();
+    sky.set_environment_map(sun_map(35.0));
+    assert_gpu_agrees(
+        "spheres under a map with a sun",
+        &sky,
+        &reference(&sky, &s),
+        AccelOptions::default(),
+    );
+    let mut lamp = Material::diffuse("lamp", Vec3::ZERO);
+    lamp.emission = Vec3::new(8.0, 7.0, 6.0);
+    sky.materials.push(lamp);
+    // Normal x x z = -y: down, towards the spheres.
+    sky.groups.push(quad(
+        "lamp",
+        Vec3::new(-0.5, 1.5, -0.5),
+        Vec3::X,
+        Vec3::Z,
+        sky.materials.len() as u32 - 1,
+    ));
+    sky.finalize();
+    assert_gpu_agrees(
+        "spheres under a map with a sun, and a lamp",
+        &sky,
+        &reference(&sky, &s),
+        AccelOptions::default(),
+    );
+}
+
 /// The sponza-like courtyard under every kind of GAS build: one GAS per group, and the small
 /// groups merged into shared GASes (their SBT records per build input), with compaction, LPT,
 /// per-stream scratch and fast-build flags.

@@ -14,7 +14,7 @@ use super::signals::{self, StopSignal};
 use crate::render::checkpoint::{self, CheckpointHeader, Checkpointer};
 use crate::render::output::{self, ImageMeta};
 use crate::render::{RenderSettings, Tile};
-use crate::scene::{obj, Camera, Environment, Scene};
+use crate::scene::{obj, Camera, Environment, EnvironmentMap, Scene};
 use crate::sched::progress::ProgressMode;
 use crate::sched::window;
 
@@ -85,6 +85,21 @@ pub struct RenderArgs {
     // (clap alone took "-1,0,0" for an unknown flag).
     #[arg(long, value_parser = parse_radiance, allow_hyphen_values = true)]
     pub env: Option<glam::Vec3>,
+    /// Environment map: the light arriving from every direction, a latitude-longitude image of
+    /// linear radiance (.exr or .hdr; top row up, +Y; its centre towards -Z, where the default
+    /// camera looks), importance-sampled. The CPU backend renders it (the GPU backend does
+    /// not yet)
+    #[arg(long, value_name = "FILE", conflicts_with = "env")]
+    pub env_map: Option<PathBuf>,
+    /// Turn the environment map about the up axis by this many degrees (from -Z towards +X)
+    #[arg(
+        long,
+        value_name = "DEG",
+        requires = "env_map",
+        default_value_t = 0.0,
+        allow_negative_numbers = true
+    )]
+    pub env_rotate: f32,
     /// Area lights emit from both faces (default: the front face only, the side the
     /// winding's normal points to, as in pbrt and Mitsuba)
     #[arg(long)]
@@ -1007,6 +1022,15 @@ pub(super) fn check_outputs_against_textures(a: &RenderArgs, scene: &Scene) -> a
                 t.path
             );
         }
+        if let Some(map) = &a.env_map {
+            if super::paths::same_file(path, map) {
+                anyhow::bail!(
+                    "{flag} {} is the environment map (--env-map): writing there would \
+                     overwrite it",
+                    path.display()
+                );
+            }
+        }
     }
     Ok(())
 }
@@ -1027,12 +1051,17 @@ fn parse_radiance(s: &str) -> Result<glam::Vec3, String> {
     Ok(v)
 }
 
-/// Loads the scene (with `--env` and `--two-sided-lights` applied) and says how long it took.
+/// Loads the scene (with `--env` or `--env-map`, and `--two-sided-lights` applied) and says
+/// how long it took.
 pub(super) fn load_scene(a: &RenderArgs) -> anyhow::Result<(Scene, f64)> {
     let t0 = Instant::now();
     let mut scene = obj::load_obj(&a.scene, &obj::LoadOptions { quiet: a.quiet })?;
     if let Some(env) = a.env {
-        scene.environment = Some(Environment { radiance: env });
+        scene.set_environment(Environment { radiance: env });
+    }
+    if let Some(path) = &a.env_map {
+        let map = EnvironmentMap::open(path, a.env_rotate)?;
+        scene.set_environment_map(std::sync::Arc::new(map));
     }
     scene.two_sided_lights = a.two_sided_lights;
     Ok((scene, t0.elapsed().as_secs_f64()))

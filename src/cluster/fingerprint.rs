@@ -59,6 +59,16 @@ fn fingerprint_of_scheme(
     );
     h.field(&content.to_le_bytes());
     h.field(format!("{:?} {}", scene.environment, scene.two_sided_lights).as_bytes());
+    // The map's Debug names its content hash and rotation, not its texels.
+    if let Some(map) = &scene.environment_map {
+        h.field(
+            format!(
+                "{:?}",
+                (map.content, map.rotation_deg, map.width, map.height)
+            )
+            .as_bytes(),
+        );
+    }
     h.finish()
 }
 

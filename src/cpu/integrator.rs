@@ -10,8 +10,11 @@
 //! A path starts at the camera; segment `d = 1, 2, ...` is traced from vertex `d - 1`. At most
 //! `max_depth` segments are traced. At the vertex a segment reaches:
 //!
-//! - *escape*: add `throughput * environment`. The environment is not light-sampled, so a
-//!   BSDF-sampled escape has full weight.
+//! - *escape*: add `throughput * environment`. A uniform environment (`--env`, the default
+//!   sky) is not light-sampled, so a BSDF-sampled escape has full weight. An environment map
+//!   (`--env-map`) is: the escape adds `throughput * L_map(dir) * w`, with `w` the power
+//!   heuristic of the BSDF's pdf against the map's (see *Environment maps* below), or 1 after
+//!   the camera or a Dirac lobe.
 //! - *emitter hit* on its front face (either face with [`Scene::two_sided_lights`]): add
 //!   `throughput * Le * w`, where `w = 1` for the camera segment and after a Dirac lobe, and
 //!   otherwise the power-heuristic weight of BSDF sampling against light sampling,
@@ -58,6 +61,18 @@
 //! ([`crate::scene::Material::emission_at`]; Ke alone where the mesh has no UVs), at a hit and
 //! at a light point alike. Its light is picked by the power the map leaves and sampled
 //! uniformly over its triangle, as a cut-out is.
+//!
+//! # Environment maps
+//!
+//! With an environment map that is not black, next-event estimation has one more light to
+//! choose: the map, with probability `P(env)` = 1/2 when the scene has area lights too and 1
+//! when it has none; an area light is then picked by power with the light-choice number
+//! rescaled to the rest of the interval, so each has `(1 - P(env))` times the probability it
+//! has without a map. The map is sampled by [`crate::scene::EnvironmentMap::sample`] (its
+//! luminance times the solid angle of each texel) with the point-on-light numbers, and a
+//! shadow ray to infinity decides visibility. Its density as a light is
+//! `p_env = P(env) pdf_map(wi)`, in the power heuristic both of the map's sample and of a
+//! BSDF sample that escapes. Scenes without a map draw and use every number as before.
 //!
 //! # See-through materials
 //!
@@ -110,7 +125,7 @@ use super::sampling::{power_heuristic, uniform_triangle};
 use crate::render::Sampler;
 use crate::scene::camera::CameraFrame;
 use crate::scene::light_power::light_weights;
-use crate::scene::{bump, Scene};
+use crate::scene::{bump, EnvironmentMap, Scene};
 
 /// The light-selection CDF: the weights of [`light_weights`] (`luminance(emission) * area`,
 /// scaled by what an emission map or opacity mask leaves; plain area when they all vanish),
@@ -143,13 +158,39 @@ pub fn light_cdf(scene: &Scene) -> Vec<f32> {
 }
 
 /// Picks an area light with probability proportional to its weight in [`light_cdf`] (its
-/// power up to a constant; plain area when every light has zero luminance).
+/// power up to a constant; plain area when every light has zero luminance), or the
+/// environment map (see the module comment).
 #[derive(Clone, Debug, Default)]
 pub struct LightSampler {
     /// `cdf[i]` = probability of picking a light with index `<= i`; the last entry is 1.
     cdf: Vec<f32>,
     /// [`Scene::light_index_table`]: the table the GPU backend uploads too.
     index: Vec<Option<Vec<u32>>>,
+    /// `P(env)`: the probability of sampling the environment map; 0 without a map (or with a
+    /// black one), 1 without area lights, else 1/2.
+    env_share: f32,
+}
+
+/// What next-event estimation samples: the environment map or an area light.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LightChoice {
+    Environment,
+    Area(usize),
+}
+
+/// `P(env)`, the probability that next-event estimation samples the environment map: 0
+/// without a map or with a black one, 1 when the scene has no area lights, else 1/2. The GPU
+/// backend uploads this value.
+pub fn environment_share(scene: &Scene) -> f32 {
+    let sampleable_map = scene
+        .environment_map
+        .as_ref()
+        .is_some_and(|m| m.is_sampleable());
+    match (sampleable_map, scene.lights.is_empty()) {
+        (false, _) => 0.0,
+        (true, true) => 1.0,
+        (true, false) => 0.5,
+    }
 }
 
 impl LightSampler {
@@ -157,7 +198,32 @@ impl LightSampler {
         LightSampler {
             cdf: light_cdf(scene),
             index: scene.light_index_table(),
+            env_share: environment_share(scene),
         }
+    }
+
+    /// Whether next-event estimation has anything to sample: an area light or a map.
+    pub fn can_sample(&self) -> bool {
+        !self.cdf.is_empty() || self.env_share > 0.0
+    }
+
+    /// `P(env)`: the probability that [`LightSampler::choose`] picks the environment map.
+    pub fn environment_share(&self) -> f32 {
+        self.env_share
+    }
+
+    /// The light the light-choice number `u` picks: the environment map for `u < P(env)`,
+    /// else the area light [`LightSampler::pick`] gives for `u` rescaled to the rest of
+    /// `[0, 1)` (`u` itself without a map, so the choices of map-less scenes are unchanged).
+    pub fn choose(&self, u: f32) -> LightChoice {
+        if self.env_share > 0.0 {
+            if u < self.env_share || self.cdf.is_empty() {
+                return LightChoice::Environment;
+            }
+            let rest = (u - self.env_share) / (1.0 - self.env_share);
+            return LightChoice::Area(self.pick(rest.min(1.0 - f32::EPSILON / 2.0)));
+        }
+        LightChoice::Area(self.pick(u))
     }
 
     /// The selection CDF ([`light_cdf`]), as the GPU backend uploads it.
@@ -176,11 +242,11 @@ impl LightSampler {
             .min(self.cdf.len() - 1)
     }
 
-    /// The probability that [`LightSampler::pick`] returns `i` for a uniform `u`:
-    /// `cdf[i] - cdf[i - 1]`.
+    /// The probability that [`LightSampler::choose`] returns area light `i` for a uniform `u`:
+    /// `(cdf[i] - cdf[i - 1]) (1 - P(env))` (exactly `cdf[i] - cdf[i - 1]` without a map).
     pub fn probability(&self, i: usize) -> f32 {
         let lo = if i == 0 { 0.0 } else { self.cdf[i - 1] };
-        self.cdf[i] - lo
+        (self.cdf[i] - lo) * (1.0 - self.env_share)
     }
 
     /// The light index of a triangle, if it is one.
@@ -326,6 +392,7 @@ impl PathTracer<'_> {
     pub fn radiance(&self, origin: Vec3, dir: Vec3, rng: &mut Sampler) -> Vec3 {
         let scene = self.scene;
         let env = scene.environment_radiance();
+        let env_map = scene.environment_map.as_deref();
         let mut ray_o = origin;
         let mut ray_d = dir;
         let mut throughput = Vec3::ONE;
@@ -341,6 +408,16 @@ impl PathTracer<'_> {
             };
             let Some(hit) = self.bvh.intersect_ray(self.scene, &ray, 0.0, f32::INFINITY) else {
                 radiance += throughput * env;
+                if let Some(map) = env_map {
+                    let (le, pdf) = map.lookup(ray_d);
+                    let share = self.lights.environment_share();
+                    let w = if prev_delta || share == 0.0 {
+                        1.0
+                    } else {
+                        power_heuristic(prev_pdf, share * pdf)
+                    };
+                    radiance += throughput * le * w;
+                }
                 break;
             };
             let sp = SurfacePoint::new(scene, &hit);
@@ -366,8 +443,17 @@ impl PathTracer<'_> {
 
             let frame = ShadingFrame::new(sp.n_geo, sp.n_shade, wo);
             let bsdf = Bsdf::new(material, &scene.textures, sp.uv, frame);
-            if !bsdf.is_delta() && !self.lights.is_empty() {
-                radiance += throughput * self.next_event(&sp, &bsdf, wo, u_light, u_l1, u_l2);
+            if !bsdf.is_delta() && self.lights.can_sample() {
+                radiance += throughput
+                    * match (self.lights.choose(u_light), env_map) {
+                        (LightChoice::Area(li), _) => {
+                            self.next_event(&sp, &bsdf, wo, li, u_l1, u_l2)
+                        }
+                        (LightChoice::Environment, Some(map)) => {
+                            self.next_event_environment(map, &sp, &bsdf, wo, u_l1, u_l2)
+                        }
+                        (LightChoice::Environment, None) => Vec3::ZERO,
+                    };
             }
             let Some(bs) = bsdf.sample(wo, u_lobe, u_b1, u_b2) else {
                 break;
@@ -417,18 +503,52 @@ impl PathTracer<'_> {
         Some(self.lights.probability(li) / light.area * hit.t * hit.t / cos_l)
     }
 
-    /// Next-event estimation at `sp`: one light point, one shadow ray, the MIS-weighted
-    /// contribution `f cos * Le * w_light / p_light` (throughput not included).
+    /// Next-event estimation on the environment map: one direction drawn from the map, one
+    /// shadow ray to infinity, the MIS-weighted contribution `f cos * L_map * w_env / p_env`
+    /// with `p_env = P(env) pdf_map(wi)` (throughput not included).
+    fn next_event_environment(
+        &self,
+        map: &EnvironmentMap,
+        sp: &SurfacePoint,
+        bsdf: &Bsdf,
+        wo: Vec3,
+        u1: f32,
+        u2: f32,
+    ) -> Vec3 {
+        let Some(wi) = map.sample(u1, u2) else {
+            return Vec3::ZERO;
+        };
+        let (le, pdf) = map.lookup(wi);
+        let p_env = self.lights.environment_share() * pdf;
+        if !(p_env > 0.0) {
+            return Vec3::ZERO;
+        }
+        let e = bsdf.eval(wo, wi);
+        if e.f_cos == Vec3::ZERO {
+            return Vec3::ZERO;
+        }
+        let side = if wi.dot(sp.n_geo) >= 0.0 { 1.0 } else { -1.0 };
+        let origin = offset_ray_origin(sp.p, side * sp.n_geo, sp.scale);
+        let Some(ray) = RayData::new(origin, wi) else {
+            return Vec3::ZERO;
+        };
+        if self.bvh.occluded_ray(self.scene, &ray, 0.0, f32::INFINITY) {
+            return Vec3::ZERO;
+        }
+        e.f_cos * le * (power_heuristic(p_env, e.pdf) / p_env)
+    }
+
+    /// Next-event estimation at `sp` on area light `li`: one light point, one shadow ray, the
+    /// MIS-weighted contribution `f cos * Le * w_light / p_light` (throughput not included).
     fn next_event(
         &self,
         sp: &SurfacePoint,
         bsdf: &Bsdf,
         wo: Vec3,
-        u_light: f32,
+        li: usize,
         u1: f32,
         u2: f32,
     ) -> Vec3 {
-        let li = self.lights.pick(u_light);
         let p_pick = self.lights.probability(li);
         if !(p_pick > 0.0) {
             return Vec3::ZERO;

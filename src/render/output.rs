@@ -102,8 +102,17 @@ pub fn render_key(
             c.lens.radius, c.lens.focus_distance
         )
     };
+    // Likewise an environment map: its content hash and rotation (not its file name: the
+    // same map under another name renders the same pixels).
+    let env_map = match &scene.environment_map {
+        None => String::new(),
+        Some(m) => format!(
+            "; environment map {}x{} content {:016x} rotate {:?}",
+            m.width, m.height, m.content, m.rotation_deg
+        ),
+    };
     ascii(&format!(
-        "scene {name}; triangles {}; content {:016x}; size {}x{}; spp {}; max-depth {}; seed {}; camera eye {} u {} v {} w {}; environment {}; lights {}{filter}{lens}",
+        "scene {name}; triangles {}; content {:016x}; size {}x{}; spp {}; max-depth {}; seed {}; camera eye {} u {} v {} w {}; environment {}; lights {}{filter}{lens}{env_map}",
         scene.triangle_count(),
         content,
         settings.width,

@@ -8,10 +8,13 @@
 pub mod bump;
 pub mod camera;
 pub mod content_hash;
+pub mod environment_map;
 pub mod gen;
 pub mod light_power;
 pub mod lights;
 pub mod obj;
+
+use std::sync::Arc;
 
 use glam::{Vec2, Vec3};
 use rayon::prelude::*;
@@ -20,6 +23,7 @@ use thiserror::Error;
 
 pub use bump::BumpMap;
 pub use camera::{Camera, PixelFilter, ThinLens};
+pub use environment_map::{EnvironmentMap, EnvironmentMapError};
 
 /// An axis-aligned bounding box.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
@@ -458,6 +462,9 @@ pub struct Scene {
     pub lights: Vec<AreaLight>,
     /// `Some` when the scene has no emitter (a default sky is used) or when the user set one.
     pub environment: Option<Environment>,
+    /// A map of the light arriving from each direction (`--env-map`), in place of a uniform
+    /// [`Scene::environment`]: see [`Scene::set_environment_map`].
+    pub environment_map: Option<Arc<EnvironmentMap>>,
     /// Whether area lights emit from both faces. `false` (the default, as in pbrt and
     /// Mitsuba): only the front face emits, the side of the winding's normal; a light seen, hit
     /// or sampled from behind contributes nothing. `true` (`--two-sided-lights`): both faces
@@ -484,6 +491,7 @@ impl Scene {
             textures: Vec::new(),
             lights: Vec::new(),
             environment: None,
+            environment_map: None,
             two_sided_lights: false,
             report: LoadReport::default(),
         };
@@ -522,15 +530,40 @@ impl Scene {
                 }
             }
         }
-        if self.lights.is_empty() && self.environment.is_none() {
+        if self.lights.is_empty() && self.environment.is_none() && self.environment_map.is_none() {
             self.environment = Some(Environment {
                 radiance: DEFAULT_ENVIRONMENT,
             });
-            self.report.warnings.push(format!(
-                "{}: the scene has no emissive material; lighting it with a uniform white environment (set one with --env R,G,B)",
-                self.source
-            ));
+            self.report
+                .warnings
+                .push(self.default_environment_warning());
         }
+    }
+
+    /// The warning [`Scene::finalize`] gives an emitter-less scene along with the default sky.
+    fn default_environment_warning(&self) -> String {
+        format!(
+            "{}: the scene has no emissive material; lighting it with a uniform white environment (set one with --env R,G,B or --env-map FILE)",
+            self.source
+        )
+    }
+
+    /// Lights the scene with a uniform environment (`--env`), in place of the default sky or
+    /// a map; the warning about the default sky goes with it.
+    pub fn set_environment(&mut self, environment: Environment) {
+        self.environment = Some(environment);
+        self.environment_map = None;
+        let default = self.default_environment_warning();
+        self.report.warnings.retain(|w| *w != default);
+    }
+
+    /// Lights the scene with an environment map (`--env-map`), in place of the default sky or
+    /// a uniform environment; the warning about the default sky goes with it.
+    pub fn set_environment_map(&mut self, map: Arc<EnvironmentMap>) {
+        self.environment = None;
+        self.environment_map = Some(map);
+        let default = self.default_environment_warning();
+        self.report.warnings.retain(|w| *w != default);
     }
 
     pub fn triangle_count(&self) -> usize {

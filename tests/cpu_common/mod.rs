@@ -7,7 +7,7 @@ use gasworks::cpu::SceneBvh;
 use gasworks::render::sampler::RandomStream;
 use gasworks::render::{Film, RenderSettings, Tile, TileRenderer};
 use gasworks::scene::camera::CameraFrame;
-use gasworks::scene::{Camera, Environment, Group, Material, MaterialKind, Scene};
+use gasworks::scene::{Camera, Environment, EnvironmentMap, Group, Material, MaterialKind, Scene};
 use glam::{DVec3, Vec3};
 use rayon::prelude::*;
 use std::ops::Range;
@@ -303,6 +303,25 @@ pub fn spheres_under_a_sky() -> Scene {
         radiance: Vec3::new(1.0, 0.9, 0.7),
     });
     scene
+}
+
+/// A 32x16 environment map: a sky brightening towards the horizon, a ground half, and a
+/// "sun" of two texels over a thousand times brighter than the sky, up and to one side.
+pub fn sun_map(rotation: f32) -> std::sync::Arc<EnvironmentMap> {
+    let (w, h) = (32u32, 16u32);
+    let texels = (0..w * h)
+        .map(|k| {
+            let (i, j) = (k % w, k / w);
+            if (i == 21 || i == 22) && j == 3 {
+                Vec3::new(900.0, 800.0, 700.0)
+            } else if j < h / 2 {
+                Vec3::new(0.2, 0.3, 0.6) * (1.0 + j as f32 / h as f32)
+            } else {
+                Vec3::new(0.3, 0.2, 0.1)
+            }
+        })
+        .collect();
+    std::sync::Arc::new(EnvironmentMap::from_texels("sun", w, h, texels, rotation).unwrap())
 }
 
 /// A view of [`spheres_under_a_sky`], `size` pixels square.

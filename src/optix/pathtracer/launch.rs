@@ -227,8 +227,17 @@ pub fn frame_params(
     environment: [f32; 3],
 ) -> GwLaunchParams {
     let c = &settings.camera;
+    let env = packed.environment_map.unwrap_or_default();
     GwLaunchParams {
         handle,
+        env_width: env.width,
+        env_height: env.height,
+        env_texels: env.texels.device_ptr(scene_base),
+        env_row_cdf: env.row_cdf.device_ptr(scene_base),
+        env_col_cdf: env.col_cdf.device_ptr(scene_base),
+        env_uv_pdf: env.uv_pdf.device_ptr(scene_base),
+        env_rotation_turns: env.rotation_turns,
+        env_share: env.share,
         materials: packed.materials.device_ptr(scene_base),
         textures: packed.textures.device_ptr(scene_base),
         texels: packed.texels.device_ptr(scene_base),

@@ -121,7 +121,7 @@ pub struct GwSample {
     pub rays: u32,
 }
 
-/// `GwLaunchParams`: the `__constant__ pathtrace_params` of one launch (240 bytes).
+/// `GwLaunchParams`: the `__constant__ pathtrace_params` of one launch (288 bytes).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
 pub struct GwLaunchParams {
@@ -176,6 +176,22 @@ pub struct GwLaunchParams {
     pub lens_v: [f32; 3],
     /// The distance of the plane in focus along `cam_w`.
     pub focus_distance: f32,
+    /// The environment map's width in texels; 0: no map (the other `env_` fields unused).
+    pub env_width: u32,
+    /// The map's texels, 3 floats each, rows top (up) to bottom
+    /// ([`crate::scene::EnvironmentMap::texels`]).
+    pub env_texels: u64,
+    /// Its sampling tables ([`crate::scene::EnvironmentMap::sampling_tables`]): the row CDF,
+    /// the per-row column CDFs and each texel's `(u, v)` density; 0 for a black map.
+    pub env_row_cdf: u64,
+    pub env_col_cdf: u64,
+    pub env_uv_pdf: u64,
+    pub env_height: u32,
+    /// `--env-rotate` as a fraction of a turn.
+    pub env_rotation_turns: f32,
+    /// `P(env)` ([`crate::cpu::integrator::environment_share`]): the probability that
+    /// next-event estimation samples the map.
+    pub env_share: f32,
     /// Rounds the struct to its 8-byte alignment without implicit padding.
     pub pad: u32,
 }
@@ -287,7 +303,7 @@ mod tests {
     #[test]
     fn launch_params_layout_matches_the_device() {
         assert_eq!(size_of::<GwSample>(), 16);
-        assert_eq!(size_of::<GwLaunchParams>(), 240);
+        assert_eq!(size_of::<GwLaunchParams>(), 288);
         assert_eq!(align_of::<GwLaunchParams>(), 8);
         let expect = [
             (offset_of!(GwLaunchParams, handle), 0),
@@ -324,6 +340,14 @@ mod tests {
             (offset_of!(GwLaunchParams, lens_u), 208),
             (offset_of!(GwLaunchParams, lens_v), 220),
             (offset_of!(GwLaunchParams, focus_distance), 232),
+            (offset_of!(GwLaunchParams, env_width), 236),
+            (offset_of!(GwLaunchParams, env_texels), 240),
+            (offset_of!(GwLaunchParams, env_row_cdf), 248),
+            (offset_of!(GwLaunchParams, env_col_cdf), 256),
+            (offset_of!(GwLaunchParams, env_uv_pdf), 264),
+            (offset_of!(GwLaunchParams, env_height), 272),
+            (offset_of!(GwLaunchParams, env_rotation_turns), 276),
+            (offset_of!(GwLaunchParams, env_share), 280),
         ];
         for (i, (got, want)) in expect.iter().enumerate() {
             assert_eq!(got, want, "field {i}");

@@ -1,6 +1,7 @@
 //! The scene as the device code reads it, packed on the host into ONE byte blob (uploaded as
 //! one allocation): the material table, the textures (a table of offsets and sizes, and all
-//! texels), the lights and their selection CDF, and per group its vertices, indices, normals,
+//! texels), the lights and their selection CDF, the environment map's texels and sampling
+//! tables, and per group its vertices, indices, normals,
 //! UVs, face materials and per-triangle light indices. Every region starts on a 16-byte
 //! boundary; an empty region is a null pointer on the device. Pure: no GPU needed, and the
 //! tests check the packing against the scene. The light tables are the CPU's own
@@ -72,6 +73,23 @@ pub struct PackedScene {
     pub light_count: u32,
     /// The scene's [`Scene::two_sided_lights`]: the launch parameters carry it to the device.
     pub two_sided_lights: bool,
+    /// The environment map ([`Scene::environment_map`]), when there is one.
+    pub environment_map: Option<PackedEnvironmentMap>,
+}
+
+/// Where an environment map's data sits in the blob, and what the launch parameters carry of
+/// it.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct PackedEnvironmentMap {
+    pub texels: Region,
+    pub row_cdf: Region,
+    pub col_cdf: Region,
+    pub uv_pdf: Region,
+    pub width: u32,
+    pub height: u32,
+    pub rotation_turns: f32,
+    /// `P(env)`: [`crate::cpu::integrator::environment_share`].
+    pub share: f32,
 }
 
 /// Appends aligned regions to a byte vector.
@@ -224,6 +242,19 @@ pub fn pack_scene(scene: &Scene) -> Result<PackedScene, PackError> {
         two_sided_lights: scene.two_sided_lights,
         ..PackedScene::default()
     };
+    packed.environment_map = scene.environment_map.as_ref().map(|map| {
+        let (row_cdf, col_cdf, uv_pdf) = map.sampling_tables();
+        PackedEnvironmentMap {
+            texels: blob.push(map.texels()),
+            row_cdf: blob.push(row_cdf),
+            col_cdf: blob.push(col_cdf),
+            uv_pdf: blob.push(uv_pdf),
+            width: map.width,
+            height: map.height,
+            rotation_turns: map.rotation_turns(),
+            share: crate::cpu::integrator::environment_share(scene),
+        }
+    });
     packed.groups = scene
         .groups
         .iter()
@@ -364,6 +395,34 @@ mod tests {
         assert_eq!(r.offset % REGION_ALIGNMENT, 0);
         let bytes = &packed.bytes[r.offset as usize..(r.offset + r.len) as usize];
         bytemuck::pod_collect_to_vec(bytes)
+    }
+
+    /// An environment map's texels and sampling tables are in the blob as the CPU holds them,
+    /// with its size, rotation and share of next events; a scene without one packs none.
+    #[test]
+    fn an_environment_map_packs_its_texels_and_tables() {
+        let mut scene = test_scene();
+        assert_eq!(pack_scene(&scene).unwrap().environment_map, None);
+        let texels: Vec<glam::Vec3> = (0..8 * 4)
+            .map(|k| glam::Vec3::new(k as f32, 1.0, 0.5))
+            .collect();
+        let map = crate::scene::EnvironmentMap::from_texels("m", 8, 4, texels, 30.0).unwrap();
+        scene.set_environment_map(std::sync::Arc::new(map.clone()));
+        let packed = pack_scene(&scene).unwrap();
+        let env = packed.environment_map.unwrap();
+        assert_eq!((env.width, env.height), (8, 4));
+        assert_eq!(env.rotation_turns, 30.0 / 360.0);
+        assert_eq!(
+            env.share, 0.5,
+            "the test scene has lights: half the next events"
+        );
+        let got: Vec<glam::Vec3> = read(&packed, env.texels);
+        assert_eq!(got, map.texels());
+        let (rows, cols, pdf) = map.sampling_tables();
+        assert_eq!(read::<f32>(&packed, env.row_cdf), rows);
+        assert_eq!(read::<f32>(&packed, env.col_cdf), cols);
+        assert_eq!(read::<f32>(&packed, env.uv_pdf), pdf);
+        assert_eq!((rows.len(), cols.len(), pdf.len()), (4, 32, 32));
     }
 
     #[test]

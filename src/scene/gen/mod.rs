@@ -4,7 +4,9 @@
 //! - [`sponza_like()`]: Crytek Sponza's heavy-tailed group sizes in an atrium, the benchmark
 //!   scene of the batched GAS builds;
 //! - [`toystore()`] / [`toystore_groups`]: shelves of unique toys, from ten thousand to a
-//!   hundred million triangles, streamable group by group.
+//!   hundred million triangles, streamable group by group;
+//! - [`sky::sky`]: not a scene but the light around one, a daylight sky with a sun as an
+//!   environment map (`render --env-map`).
 //!
 //! Every generator is a pure function of its parameters and seed, and makes no degenerate
 //! triangle. The scenes open toward +Z, where the default camera (looking along -Z) and other
@@ -14,6 +16,7 @@
 mod cornell;
 pub mod mesh;
 mod rng;
+pub mod sky;
 mod sponza_like;
 mod textures;
 mod toystore;

@@ -1,0 +1,547 @@
+//! An environment map: light arriving from infinitely far away, a different radiance in every
+//! direction, read from a latitude-longitude (equirectangular) image of linear radiance, an
+//! OpenEXR or Radiance HDR file (`render --env-map`).
+//!
+//! # Directions
+//!
+//! The map's top row looks up (+Y), its bottom row down, and its columns go once around the
+//! up axis: its centre is towards -Z, where the default camera looks (from +Z), with +X to
+//! the right of it, so that the map appears unmirrored behind a scene seen from the front.
+//! A unit direction `d` reads the texel at
+//! ```text
+//! theta = acos(d.y)                                (0 up, pi down)
+//! phi   = atan2(d.x, -d.z)                         (0 towards -Z, pi/2 towards +X)
+//! u     = frac(1/2 + phi / 2 pi - rotation / 360)  v = theta / pi
+//! ```
+//! the nearest texel, no filtering: the map is a function constant on each texel's patch of
+//! the sphere, which is what the importance sampling below samples exactly. `--env-rotate
+//! DEG` turns the map about the up axis: what the unrotated map shows in a direction is seen
+//! `DEG` degrees further round, from -Z towards +X.
+//!
+//! # Importance sampling
+//!
+//! Next-event estimation picks a direction with a density proportional to the luminance the
+//! map sends from it (pbrt's piecewise-constant 2D distribution): a texel `(i, j)` is picked
+//! with probability `p_ij = w_ij / sum w`, where `w_ij = luminance(texel) sin(theta_j)` is its
+//! luminance times the solid angle of its patch up to a constant (`theta_j` at the row's
+//! centre), by its row (the marginal) then its column (the conditional); a uniform point of
+//! the texel's `(u, v)` cell is then mapped to the sphere. The density of the direction is
+//! ```text
+//! pdf(d) = p_ij W H / (2 pi^2 sin(theta))
+//! ```
+//! with `(i, j)` the texel `d` reads: the same lookup as the radiance, so the estimator
+//! `L(d) / pdf(d)` and the MIS weights at a BSDF sample's escape use the very function the
+//! sampler drew from. A black texel is never sampled; light from it is zero anyway.
+
+// Tests are written `!(x > 0.0)` on purpose: a NaN must fail them.
+#![allow(clippy::neg_cmp_op_on_partial_ord)]
+
+use std::f32::consts::PI;
+use std::path::Path;
+use std::sync::Arc;
+
+use glam::Vec3;
+use thiserror::Error;
+
+use crate::fnv::Fnv;
+use crate::render::luminance;
+
+/// Why an environment map was refused. Each names the file.
+#[derive(Debug, Error)]
+pub enum EnvironmentMapError {
+    #[error("environment map {path}: {reason}")]
+    Unusable { path: String, reason: String },
+    #[error("environment map {path}: reading it: {source}")]
+    Read {
+        path: String,
+        source: image::ImageError,
+    },
+}
+
+/// A latitude-longitude map of radiance, ready for lookups and importance sampling. Built once
+/// per render and shared ([`Arc`]) by every thread and every clone of the scene.
+#[derive(Clone)]
+pub struct EnvironmentMap {
+    /// The file it was read from (or a name, for one made in memory), for messages and keys.
+    pub path: String,
+    pub width: u32,
+    pub height: u32,
+    /// Rows top (up, +Y) to bottom, linear radiance.
+    texels: Vec<Vec3>,
+    /// `--env-rotate`, in degrees, and as a fraction of a turn.
+    pub rotation_deg: f32,
+    rotation_turns: f32,
+    /// [`crate::fnv`] of the size and the texels: the render key and the cluster fingerprint
+    /// carry it, so that crops or resume files of renders under other maps never mix.
+    pub content: u64,
+    /// `row_cdf[j]`: the probability of a row `<= j`; the last entry is 1. Empty when the map
+    /// is black (nothing to sample).
+    row_cdf: Vec<f32>,
+    /// Per row, `col_cdf[j W + i]`: the probability of a column `<= i` given row `j`.
+    col_cdf: Vec<f32>,
+    /// `p_ij W H`: the density, over the `(u, v)` square, of the texel's cell.
+    uv_pdf: Vec<f32>,
+}
+
+impl EnvironmentMap {
+    /// Reads an OpenEXR (`.exr`) or Radiance HDR (`.hdr`) file. Refused, naming the file:
+    /// other formats (an 8-bit image holds display values, not radiance), an empty image, and
+    /// a texel that is negative, not finite, or beyond [`super::MAX_RADIANCE`].
+    pub fn open(path: &Path, rotation_deg: f32) -> Result<EnvironmentMap, EnvironmentMapError> {
+        let name = path.display().to_string();
+        let ext = path
+            .extension()
+            .map(|e| e.to_string_lossy().to_ascii_lowercase())
+            .unwrap_or_default();
+        if ext != "exr" && ext != "hdr" {
+            return Err(EnvironmentMapError::Unusable {
+                path: name,
+                reason: "expected linear radiance, an OpenEXR (.exr) or Radiance HDR (.hdr) \
+                         file (an 8-bit image holds display values, not light)"
+                    .into(),
+            });
+        }
+        let image = image::open(path).map_err(|source| EnvironmentMapError::Read {
+            path: name.clone(),
+            source,
+        })?;
+        let rgb = image.into_rgb32f();
+        let (width, height) = rgb.dimensions();
+        let texels = rgb.pixels().map(|p| Vec3::from(p.0)).collect();
+        EnvironmentMap::from_texels(&name, width, height, texels, rotation_deg)
+    }
+
+    /// A map from texels in memory (rows top to bottom), checked as [`EnvironmentMap::open`]
+    /// checks a file's.
+    pub fn from_texels(
+        path: &str,
+        width: u32,
+        height: u32,
+        texels: Vec<Vec3>,
+        rotation_deg: f32,
+    ) -> Result<EnvironmentMap, EnvironmentMapError> {
+        let unusable = |reason: String| EnvironmentMapError::Unusable {
+            path: path.to_string(),
+            reason,
+        };
+        if width == 0 || height == 0 || texels.len() as u64 != u64::from(width) * u64::from(height)
+        {
+            return Err(unusable(format!(
+                "{width}x{height} with {} texels: an environment map needs at least one",
+                texels.len()
+            )));
+        }
+        if !rotation_deg.is_finite() {
+            return Err(unusable(format!(
+                "rotation {rotation_deg} degrees: expected a finite angle"
+            )));
+        }
+        if let Some((k, t)) = texels.iter().enumerate().find(|(_, t)| {
+            !t.is_finite() || t.min_element() < 0.0 || t.max_element() > super::MAX_RADIANCE
+        }) {
+            let (x, y) = (k as u32 % width, k as u32 / width);
+            return Err(unusable(format!(
+                "texel ({x}, {y}) is ({}, {}, {}): a radiance must be finite, not negative and \
+                 at most {:e}",
+                t.x,
+                t.y,
+                t.z,
+                super::MAX_RADIANCE
+            )));
+        }
+        let mut h = Fnv::default();
+        h.field(&[width.to_le_bytes(), height.to_le_bytes()].concat());
+        h.field(bytemuck::cast_slice(&texels));
+        let content = h.finish();
+        let (row_cdf, col_cdf, uv_pdf) = distribution(width as usize, height as usize, &texels);
+        Ok(EnvironmentMap {
+            path: path.to_string(),
+            width,
+            height,
+            texels,
+            rotation_deg,
+            rotation_turns: rotation_deg / 360.0,
+            content,
+            row_cdf,
+            col_cdf,
+            uv_pdf,
+        })
+    }
+
+    /// A map of one radiance everywhere (tests; equal to a uniform `--env` of that radiance).
+    pub fn uniform(radiance: Vec3) -> Result<Arc<EnvironmentMap>, EnvironmentMapError> {
+        EnvironmentMap::from_texels("uniform", 1, 1, vec![radiance], 0.0).map(Arc::new)
+    }
+
+    /// The texels, rows top (up) to bottom: what the GPU backend uploads.
+    pub fn texels(&self) -> &[Vec3] {
+        &self.texels
+    }
+
+    /// `rotation_deg / 360`, as [`EnvironmentMap::uv_of`] subtracts it (the GPU reads it).
+    pub fn rotation_turns(&self) -> f32 {
+        self.rotation_turns
+    }
+
+    /// The sampling tables as the GPU backend uploads them: the row CDF (`height` entries),
+    /// the per-row column CDFs (`width x height`) and each texel's `(u, v)` density
+    /// (`width x height`); all empty for a black map.
+    pub fn sampling_tables(&self) -> (&[f32], &[f32], &[f32]) {
+        (&self.row_cdf, &self.col_cdf, &self.uv_pdf)
+    }
+
+    /// Whether next-event estimation can sample it: false for a black map.
+    pub fn is_sampleable(&self) -> bool {
+        !self.row_cdf.is_empty()
+    }
+
+    /// The texel a unit direction reads, as its index.
+    fn texel_index(&self, d: Vec3) -> usize {
+        let (u, v) = self.uv_of(d);
+        let w = self.width as usize;
+        let h = self.height as usize;
+        let i = ((u * w as f32) as usize).min(w - 1);
+        let j = ((v * h as f32) as usize).min(h - 1);
+        j * w + i
+    }
+
+    /// `(u, v)` in `[0, 1)` x `[0, 1]` of a unit direction (see the module comment).
+    pub fn uv_of(&self, d: Vec3) -> (f32, f32) {
+        let theta = d.y.clamp(-1.0, 1.0).acos();
+        let phi = d.x.atan2(-d.z);
+        let u = 0.5 + phi / (2.0 * PI) - self.rotation_turns;
+        let u = u - u.floor();
+        // `u - floor(u)` of a tiny negative `u` rounds to 1.
+        let u = if u < 1.0 { u } else { 0.0 };
+        (u, theta / PI)
+    }
+
+    /// The unit direction of `(u, v)`: the inverse of [`EnvironmentMap::uv_of`].
+    pub fn direction_of(&self, u: f32, v: f32) -> Vec3 {
+        lat_long_direction(u, v, self.rotation_turns)
+    }
+
+    /// The radiance arriving from the unit direction `d` (travelling along `-d`).
+    pub fn radiance(&self, d: Vec3) -> Vec3 {
+        self.lookup(d).0
+    }
+
+    /// The solid-angle density with which [`EnvironmentMap::sample`] picks `d` (unit): zero
+    /// for a black map, a black texel, and the poles.
+    pub fn pdf(&self, d: Vec3) -> f32 {
+        self.lookup(d).1
+    }
+
+    /// [`EnvironmentMap::radiance`] and [`EnvironmentMap::pdf`] of one direction, its texel
+    /// found once (the path tracer needs both wherever it needs one).
+    pub fn lookup(&self, d: Vec3) -> (Vec3, f32) {
+        let k = self.texel_index(d);
+        if !self.is_sampleable() {
+            return (self.texels[k], 0.0);
+        }
+        let sin_theta = (1.0 - d.y * d.y).max(0.0).sqrt();
+        if !(sin_theta > 0.0) {
+            return (self.texels[k], 0.0);
+        }
+        (self.texels[k], self.uv_pdf[k] / (2.0 * PI * PI * sin_theta))
+    }
+
+    /// A direction drawn with density [`EnvironmentMap::pdf`] from two uniform numbers, or
+    /// `None` for a black map.
+    pub fn sample(&self, u1: f32, u2: f32) -> Option<Vec3> {
+        if !self.is_sampleable() {
+            return None;
+        }
+        let w = self.width as usize;
+        let (j, fv) = pick(&self.row_cdf, u1);
+        let (i, fu) = pick(&self.col_cdf[j * w..(j + 1) * w], u2);
+        let u = (i as f32 + fu) / self.width as f32;
+        let v = (j as f32 + fv) / self.height as f32;
+        Some(self.direction_of(u, v))
+    }
+}
+
+/// The unit direction of the point `(u, v)` of a latitude-longitude map turned by
+/// `rotation_turns` of a turn (see the module comment).
+pub fn lat_long_direction(u: f32, v: f32, rotation_turns: f32) -> Vec3 {
+    let phi = 2.0 * PI * (u - 0.5 + rotation_turns);
+    let theta = PI * v;
+    let (st, ct) = theta.sin_cos();
+    let (sp, cp) = phi.sin_cos();
+    Vec3::new(st * sp, ct, -st * cp)
+}
+
+/// The file, size, rotation and content hash: what identifies the map (not its texels).
+impl std::fmt::Debug for EnvironmentMap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EnvironmentMap")
+            .field("path", &self.path)
+            .field("width", &self.width)
+            .field("height", &self.height)
+            .field("rotation_deg", &self.rotation_deg)
+            .field("content", &format_args!("{:016x}", self.content))
+            .finish()
+    }
+}
+
+/// The entry of a CDF whose interval holds `u` (the first with `u < cdf[k]`), and where in
+/// that interval `u` lies, in `[0, 1)`: the continuous offset within the texel.
+fn pick(cdf: &[f32], u: f32) -> (usize, f32) {
+    let k = cdf.partition_point(|&c| c <= u).min(cdf.len() - 1);
+    let lo = if k == 0 { 0.0 } else { cdf[k - 1] };
+    let width = cdf[k] - lo;
+    let f = if width > 0.0 { (u - lo) / width } else { 0.5 };
+    (k, f.clamp(0.0, 1.0 - f32::EPSILON / 2.0))
+}
+
+/// The marginal (rows) and conditional (columns) CDFs and the `(u, v)` densities of the
+/// texels, weights `luminance x sin(theta)` summed in f64. Empty row CDF for a black map.
+fn distribution(w: usize, h: usize, texels: &[Vec3]) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+    let weights: Vec<f64> = texels
+        .iter()
+        .enumerate()
+        .map(|(k, t)| {
+            let theta = PI as f64 * ((k / w) as f64 + 0.5) / h as f64;
+            f64::from(luminance(*t)).max(0.0) * theta.sin()
+        })
+        .collect();
+    let total: f64 = weights.iter().sum();
+    if !(total > 0.0) {
+        return (Vec::new(), Vec::new(), Vec::new());
+    }
+    let mut row_cdf = Vec::with_capacity(h);
+    let mut col_cdf = Vec::with_capacity(w * h);
+    let mut acc_rows = 0.0f64;
+    for row in weights.chunks(w) {
+        let row_total: f64 = row.iter().sum();
+        acc_rows += row_total;
+        row_cdf.push((acc_rows / total) as f32);
+        let mut acc = 0.0f64;
+        for (i, x) in row.iter().enumerate() {
+            acc += x;
+            col_cdf.push(if row_total > 0.0 {
+                (acc / row_total) as f32
+            } else {
+                (i + 1) as f32 / w as f32
+            });
+        }
+        if let Some(last) = col_cdf.last_mut() {
+            *last = 1.0;
+        }
+    }
+    if let Some(last) = row_cdf.last_mut() {
+        *last = 1.0;
+    }
+    // The density of a texel as the f32 CDFs give it, so that `pdf` agrees with what
+    // `sample` does after rounding.
+    let uv_pdf = (0..w * h)
+        .map(|k| {
+            let (i, j) = (k % w, k / w);
+            let p_row = row_cdf[j] - if j == 0 { 0.0 } else { row_cdf[j - 1] };
+            let c = &col_cdf[j * w..(j + 1) * w];
+            let p_col = c[i] - if i == 0 { 0.0 } else { c[i - 1] };
+            p_row * p_col * (w * h) as f32
+        })
+        .collect();
+    (row_cdf, col_cdf, uv_pdf)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A small deterministic generator of uniform numbers in [0, 1).
+    fn uniform_stream(seed: u64) -> impl FnMut() -> f32 {
+        let mut s = seed;
+        move || {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (s >> 40) as f32 / (1u64 << 24) as f32
+        }
+    }
+
+    /// An 8x4 map: a dim sky, a bright texel (a "sun"), black ground rows and one black texel.
+    fn sun_map(rotation: f32) -> EnvironmentMap {
+        let (w, h) = (8u32, 4u32);
+        let mut texels = vec![Vec3::new(0.2, 0.3, 0.5); (w * h) as usize];
+        texels[(w + 5) as usize] = Vec3::new(40.0, 35.0, 30.0);
+        texels[2] = Vec3::ZERO;
+        for t in &mut texels[(2 * w) as usize..] {
+            *t = Vec3::ZERO;
+        }
+        texels[(3 * w + 1) as usize] = Vec3::new(0.1, 0.1, 0.1);
+        EnvironmentMap::from_texels("sun", w, h, texels, rotation).unwrap()
+    }
+
+    #[test]
+    fn the_axes_read_the_texels_the_convention_names() {
+        let (w, h) = (4u32, 2u32);
+        let texels: Vec<Vec3> = (0..w * h).map(|k| Vec3::splat(k as f32)).collect();
+        let m = EnvironmentMap::from_texels("axes", w, h, texels.clone(), 0.0).unwrap();
+        // Upper half: row 0. The centre (u = 1/2) is towards -Z: column 2 spans -Z to +X,
+        // column 3 +X to +Z, column 0 +Z to -X, column 1 -X to -Z.
+        let at = |x: f32, z: f32| Vec3::new(x, 0.3, z).normalize();
+        assert_eq!(m.radiance(at(0.7, -0.7)).x, 2.0);
+        assert_eq!(m.radiance(at(0.7, 0.7)).x, 3.0);
+        assert_eq!(m.radiance(at(-0.7, 0.7)).x, 0.0);
+        assert_eq!(m.radiance(at(-0.7, -0.7)).x, 1.0);
+        // Straight down is in the bottom row (its column is arbitrary: every column meets
+        // at the pole).
+        assert!(m.radiance(-Vec3::Y).x >= 4.0);
+        assert_eq!(m.uv_of(-Vec3::Z), (0.5, 0.5));
+        // A quarter turn: what was between -Z and +X is between +X and +Z.
+        let turned = EnvironmentMap::from_texels("axes", w, h, texels, 90.0).unwrap();
+        assert_eq!(turned.radiance(at(0.7, 0.7)).x, 2.0);
+        assert_eq!(turned.radiance(at(-0.7, -0.7)).x, 0.0);
+    }
+
+    #[test]
+    fn direction_of_inverts_uv_of() {
+        for rotation in [0.0, 37.0, -200.0] {
+            let m = sun_map(rotation);
+            let mut next = uniform_stream(3);
+            for _ in 0..10_000 {
+                let (u, v) = (next(), 0.001 + 0.998 * next());
+                let d = m.direction_of(u, v);
+                assert!((d.length() - 1.0).abs() < 1e-5);
+                let (u2, v2) = m.uv_of(d);
+                let du = (u2 - u).abs().min(1.0 - (u2 - u).abs());
+                assert!(du < 1e-4 && (v2 - v).abs() < 1e-4, "{u},{v} -> {u2},{v2}");
+            }
+        }
+    }
+
+    /// Samples land in each texel with its probability `p_ij` (within 5 standard errors), and
+    /// never in a black one.
+    #[test]
+    fn samples_fall_in_each_texel_in_proportion_to_its_weight() {
+        let m = sun_map(25.0);
+        let n = 400_000usize;
+        let mut counts = vec![0usize; m.texels.len()];
+        let mut next = uniform_stream(11);
+        for _ in 0..n {
+            let d = m.sample(next(), next()).unwrap();
+            counts[m.texel_index(d)] += 1;
+        }
+        let (w, h) = (m.width as usize, m.height as usize);
+        let total: f64 = (0..w * h)
+            .map(|k| {
+                let theta = PI as f64 * ((k / w) as f64 + 0.5) / h as f64;
+                luminance(m.texels[k]) as f64 * theta.sin()
+            })
+            .sum();
+        for (k, &c) in counts.iter().enumerate() {
+            let theta = PI as f64 * ((k / w) as f64 + 0.5) / h as f64;
+            let p = luminance(m.texels[k]) as f64 * theta.sin() / total;
+            if p == 0.0 {
+                assert_eq!(c, 0, "texel {k} is black and was sampled");
+                continue;
+            }
+            let se = (p * (1.0 - p) / n as f64).sqrt();
+            let got = c as f64 / n as f64;
+            assert!(
+                (got - p).abs() < 5.0 * se,
+                "texel {k}: {got} vs {p} (se {se})"
+            );
+        }
+    }
+
+    /// The importance-sampled estimate of the integral of the map's luminance over the sphere
+    /// agrees with the exact sum over texels of luminance x the patch's solid angle, and the
+    /// density the sampler reports for its own samples is the one `pdf` computes.
+    #[test]
+    fn importance_sampling_integrates_the_map_exactly_in_expectation() {
+        let m = sun_map(0.0);
+        let (w, h) = (m.width as usize, m.height as usize);
+        let exact: f64 = (0..w * h)
+            .map(|k| {
+                let j = k / w;
+                let (t0, t1) = (
+                    PI as f64 * j as f64 / h as f64,
+                    PI as f64 * (j + 1) as f64 / h as f64,
+                );
+                let solid_angle = 2.0 * std::f64::consts::PI / w as f64 * (t0.cos() - t1.cos());
+                luminance(m.texels[k]) as f64 * solid_angle
+            })
+            .sum();
+        let n = 200_000;
+        let mut next = uniform_stream(5);
+        let (mut sum, mut sum2) = (0.0f64, 0.0f64);
+        for _ in 0..n {
+            let d = m.sample(next(), next()).unwrap();
+            let p = m.pdf(d);
+            assert!(p > 0.0, "a sampled direction has density {p}");
+            let x = luminance(m.radiance(d)) as f64 / p as f64;
+            sum += x;
+            sum2 += x * x;
+        }
+        let mean = sum / n as f64;
+        let se = ((sum2 / n as f64 - mean * mean).max(0.0) / n as f64).sqrt();
+        assert!(
+            (mean - exact).abs() < 5.0 * se + 1e-6 * exact,
+            "{mean} vs {exact} (se {se})"
+        );
+        // The ratio L / pdf varies only by sin(theta) against the row centre's: the standard
+        // error is far below what uniform sampling of the sun would give.
+        assert!(se < 0.01 * exact, "se {se} of {exact}");
+    }
+
+    #[test]
+    fn the_density_integrates_to_one_over_the_sphere() {
+        let m = sun_map(10.0);
+        // Uniform directions: E[pdf / (1 / 4 pi)] = 1.
+        let n = 400_000;
+        let mut next = uniform_stream(9);
+        let mut sum = 0.0f64;
+        for _ in 0..n {
+            let z = 1.0 - 2.0 * next();
+            let r = (1.0 - z * z).max(0.0).sqrt();
+            let phi = 2.0 * PI * next();
+            let d = Vec3::new(r * phi.cos(), z, r * phi.sin());
+            sum += m.pdf(d) as f64 * 4.0 * std::f64::consts::PI;
+        }
+        let mean = sum / n as f64;
+        assert!((mean - 1.0).abs() < 0.02, "{mean}");
+    }
+
+    #[test]
+    fn bad_maps_are_refused_naming_the_file_and_the_texel() {
+        let e = EnvironmentMap::from_texels("sky.exr", 2, 1, vec![Vec3::ONE, -Vec3::X], 0.0)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("sky.exr") && e.contains("texel (1, 0)"), "{e}");
+        let e = EnvironmentMap::from_texels("sky.exr", 1, 1, vec![Vec3::NAN], 0.0)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("texel (0, 0)"), "{e}");
+        let e = EnvironmentMap::from_texels("sky.exr", 0, 0, vec![], 0.0)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("at least one"), "{e}");
+        let e = EnvironmentMap::open(Path::new("sky.png"), 0.0)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("sky.png") && e.contains(".exr"), "{e}");
+        let e = EnvironmentMap::open(Path::new("/nonexistent/sky.hdr"), 0.0)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("/nonexistent/sky.hdr"), "{e}");
+        let black = EnvironmentMap::from_texels("black", 2, 2, vec![Vec3::ZERO; 4], 0.0).unwrap();
+        assert!(!black.is_sampleable());
+        assert_eq!(black.sample(0.5, 0.5), None);
+        assert_eq!(black.pdf(Vec3::Y), 0.0);
+    }
+
+    #[test]
+    fn the_content_hash_follows_the_texels_not_the_name() {
+        let a = sun_map(0.0);
+        let mut texels = a.texels.clone();
+        let b =
+            EnvironmentMap::from_texels("other", a.width, a.height, texels.clone(), 0.0).unwrap();
+        assert_eq!(a.content, b.content);
+        texels[7].y += 0.25;
+        let c = EnvironmentMap::from_texels("sun", a.width, a.height, texels, 0.0).unwrap();
+        assert_ne!(a.content, c.content);
+    }
+}

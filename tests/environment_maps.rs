@@ -1,0 +1,421 @@
+//! Environment maps (`render --env-map`): the CPU path tracer against answers computed here,
+//! and the command line's handling of map files.
+//!
+//! - White furnace: white diffuse objects under a map of one radiance vanish into it (every
+//!   pixel converges to the map's radiance), which checks the map's next-event estimation and
+//!   the MIS weights of escapes together: a wrong weight or density shows as a bias.
+//! - A diffuse plane under a map with a sun: its radiance is `rho / pi` times the irradiance
+//!   from the upper hemisphere, summed here in f64 texel by texel (a texel is constant over
+//!   its patch, so the sum is exact).
+//! - Area lights and a map together: light is linear, so the render with both equals the sum
+//!   of the render with the lamp alone and the render with the map alone (the lamp's geometry
+//!   there, not emitting). This checks the split of next-event estimation between them.
+//!
+//! Statistical bounds as in `cpu_analytic.rs`: per channel `|mean - expected| < 4 se + eps
+//! expected`.
+
+mod cpu_common;
+
+use std::process::Command;
+use std::sync::Arc;
+
+use cpu_common::*;
+use gasworks::cpu::CpuBackend;
+use gasworks::render::RenderSettings;
+use gasworks::scene::{EnvironmentMap, Material, Scene};
+use glam::{DVec3, Vec3};
+
+fn assert_converges(what: &str, mean: DVec3, se: DVec3, expected: DVec3, eps: f64) {
+    eprintln!("{what}: mean {mean:.6} se {se:.6} expected {expected:.6}");
+    for c in 0..3 {
+        let bound = 4.0 * se[c] + eps * expected[c].abs();
+        assert!(
+            (mean[c] - expected[c]).abs() < bound,
+            "{what}: channel {c}: mean {} +- {}, expected {} (bound {bound})",
+            mean[c],
+            se[c],
+            expected[c]
+        );
+    }
+}
+
+fn settings(eye: Vec3, at: Vec3, fov: f32, w: u32, spp: u32, depth: u32) -> RenderSettings {
+    RenderSettings {
+        width: w,
+        height: w,
+        spp,
+        max_depth: depth,
+        seed: 23,
+        camera: camera_at(eye, at, fov, w, w),
+    }
+}
+
+/// Every sample of every pixel.
+fn all_samples(backend: &CpuBackend, s: &RenderSettings) -> Vec<Vec3> {
+    (0..s.width * s.height)
+        .flat_map(|p| (0..s.spp).map(move |i| (p, i)))
+        .map(|(p, i)| backend.sample(p % s.width, p / s.width, i))
+        .collect()
+}
+
+/// The irradiance a surface facing +Y receives from the upper half of `map` (rows above the
+/// horizon, which must be a row boundary): per texel, its radiance times the integral of
+/// `cos(theta)` over its patch, `dphi (sin^2 theta1 - sin^2 theta0) / 2`.
+fn upper_irradiance(map: &EnvironmentMap) -> DVec3 {
+    let (w, h) = (map.width as usize, map.height as usize);
+    assert_eq!(h % 2, 0);
+    let mut e = DVec3::ZERO;
+    for j in 0..h / 2 {
+        let t0 = std::f64::consts::PI * j as f64 / h as f64;
+        let t1 = std::f64::consts::PI * (j + 1) as f64 / h as f64;
+        let weight =
+            2.0 * std::f64::consts::PI / w as f64 * (t1.sin().powi(2) - t0.sin().powi(2)) / 2.0;
+        for i in 0..w {
+            // The texel's centre direction reads the texel itself.
+            let u = (i as f32 + 0.5) / w as f32;
+            let v = (j as f32 + 0.5) / h as f32;
+            e += map.radiance(map.direction_of(u, v)).as_dvec3() * weight;
+        }
+    }
+    e
+}
+
+fn floor(material: u32) -> gasworks::scene::Group {
+    // Normal z x x = +y.
+    quad(
+        "floor",
+        Vec3::new(-50.0, 0.0, -50.0),
+        Vec3::new(0.0, 0.0, 100.0),
+        Vec3::new(100.0, 0.0, 0.0),
+        material,
+    )
+}
+
+#[test]
+fn white_furnace_diffuse_objects_vanish_under_a_uniform_map() {
+    let mut scene = diffuse_furnace();
+    scene.set_environment_map(EnvironmentMap::uniform(FURNACE_ENV).unwrap());
+    let s = settings(
+        Vec3::new(0.0, 1.5, -3.0),
+        Vec3::new(0.0, 0.4, 0.0),
+        40.0,
+        16,
+        64,
+        64,
+    );
+    let backend = CpuBackend::new(&scene, &s).unwrap();
+    let (mean, se, _) = mean_and_se(all_samples(&backend, &s));
+    assert_converges(
+        "diffuse furnace, uniform map",
+        mean,
+        se,
+        FURNACE_ENV.as_dvec3(),
+        1e-4,
+    );
+}
+
+/// Direct light only (two segments: camera to floor, floor to sky), camera looking straight
+/// down at a floor that fills the view: the radiance is `rho / pi E`. With the map turned by
+/// any angle the irradiance of a horizontal floor is the same.
+#[test]
+fn a_diffuse_floor_under_a_sun_reflects_the_maps_cosine_weighted_irradiance() {
+    let rho = Vec3::new(0.5, 0.6, 0.7);
+    for rotation in [0.0, 73.0] {
+        let map = sun_map(rotation);
+        let mut scene = Scene::new(
+            "floor under a sun",
+            vec![floor(0)],
+            vec![Material::diffuse("floor", rho)],
+        );
+        scene.set_environment_map(map.clone());
+        let s = settings(Vec3::new(0.0, 5.0, 0.5), Vec3::ZERO, 30.0, 16, 256, 2);
+        let backend = CpuBackend::new(&scene, &s).unwrap();
+        let (mean, se, _) = mean_and_se(all_samples(&backend, &s));
+        let expected = rho.as_dvec3() / std::f64::consts::PI * upper_irradiance(&map);
+        assert_converges(
+            &format!("floor under a sun, rotation {rotation}"),
+            mean,
+            se,
+            expected,
+            1e-4,
+        );
+        // Importance sampling: the sun is a thousandth of the sky's solid angle and most of
+        // its light, and still the error is a small fraction of the value.
+        assert!(se.max_element() < 0.01 * expected.max_element(), "{se}");
+    }
+}
+
+/// The render with a lamp and a map is the sum of the lamp's render (no map) and the map's
+/// (the lamp there but dark): one-to-one the split of next-event estimation between the map
+/// and the area lights, and the MIS weights of both.
+#[test]
+fn a_lamp_and_a_map_add_up_to_their_renders_apart() {
+    let rho = Vec3::splat(0.6);
+    let lamp_le = Vec3::new(30.0, 25.0, 20.0);
+    let build = |lamp_emits: bool, map: bool| {
+        let mut lamp = Material::diffuse("lamp", Vec3::ZERO);
+        if lamp_emits {
+            lamp.emission = lamp_le;
+        }
+        let mut scene = Scene::new(
+            "lamp and map",
+            vec![
+                floor(0),
+                // Normal x x z = -y: down, towards the floor.
+                quad("lamp", Vec3::new(-0.5, 2.0, -0.5), Vec3::X, Vec3::Z, 1),
+            ],
+            vec![Material::diffuse("floor", rho), lamp],
+        );
+        if map {
+            scene.set_environment_map(sun_map(40.0));
+        } else {
+            scene.environment = None;
+        }
+        scene
+    };
+    let s = settings(
+        Vec3::new(0.0, 3.0, 3.0),
+        Vec3::new(0.0, 0.0, 0.0),
+        40.0,
+        16,
+        128,
+        4,
+    );
+    let stats = |scene: &Scene| {
+        let backend = CpuBackend::new(scene, &s).unwrap();
+        mean_and_se(all_samples(&backend, &s))
+    };
+    let (both, se_both, _) = stats(&build(true, true));
+    let (lamp, se_lamp, _) = stats(&build(true, false));
+    let (map, se_map, _) = stats(&build(false, true));
+    let se = (se_both * se_both + se_lamp * se_lamp + se_map * se_map).sqrt();
+    eprintln!("lamp {lamp:.5} (se {se_lamp:.5}), map {map:.5} (se {se_map:.5})");
+    assert!(lamp.min_element() > 0.05 && map.min_element() > 0.05);
+    assert_converges("lamp and map together", both, se, lamp + map, 1e-4);
+}
+
+/// The map seen directly (camera rays that escape) is the map itself: with a map constant
+/// over wide bands, a camera looking straight up sees the top band only.
+#[test]
+fn the_map_seen_directly_is_its_texels() {
+    let (w, h) = (8u32, 4u32);
+    let texels = (0..w * h)
+        .map(|k| Vec3::splat(1.0 + (k / w) as f32))
+        .collect();
+    let map = EnvironmentMap::from_texels("bands", w, h, texels, 0.0).unwrap();
+    // A triangle far away below, so the scene is not empty.
+    let mut scene = Scene::new(
+        "bands",
+        vec![quad(
+            "far",
+            Vec3::new(0.0, -100.0, 0.0),
+            Vec3::X,
+            Vec3::Z,
+            0,
+        )],
+        vec![Material::diffuse("far", Vec3::ONE)],
+    );
+    scene.set_environment_map(Arc::new(map));
+    // Within 27 degrees of straight up: all in the top band (0 to 45 degrees).
+    let s = settings(Vec3::ZERO, Vec3::new(0.0, 1.0, 0.3), 20.0, 8, 4, 3);
+    let backend = CpuBackend::new(&scene, &s).unwrap();
+    for l in all_samples(&backend, &s) {
+        assert_eq!(l, Vec3::ONE);
+    }
+}
+
+/// Writes `texels` (rows top to bottom) as an EXR.
+fn write_exr(path: &std::path::Path, w: u32, h: u32, texel: impl Fn(u32, u32) -> [f32; 3]) {
+    image::Rgb32FImage::from_fn(w, h, |x, y| image::Rgb(texel(x, y)))
+        .save(path)
+        .unwrap();
+}
+
+fn gasworks(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_gasworks"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// A floor and a wall, as an OBJ file.
+fn write_scene(dir: &std::path::Path) -> std::path::PathBuf {
+    let obj = dir.join("scene.obj");
+    std::fs::write(
+        &obj,
+        "v -5 0 -5\nv 5 0 -5\nv 5 0 5\nv -5 0 5\nv -1 0 -1\nv 1 0 -1\nv 1 2 -1\nv -1 2 -1\n\
+         g ground\nf 1 4 3 2\ng wall\nf 5 6 7 8\n",
+    )
+    .unwrap();
+    obj
+}
+
+#[test]
+fn the_command_line_renders_a_map_and_refuses_bad_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let obj = write_scene(dir.path());
+    let sky = dir.path().join("sky.exr");
+    write_exr(&sky, 16, 8, |x, y| {
+        if y < 4 {
+            [0.3, 0.5, 1.0 + x as f32 / 16.0]
+        } else {
+            [0.2, 0.1, 0.05]
+        }
+    });
+    let obj = obj.to_str().unwrap();
+    let sky_s = sky.to_str().unwrap();
+    let out = dir.path().join("out.exr");
+    let out_s = out.to_str().unwrap();
+    let base = [
+        "render", obj, "-o", out_s, "--width", "16", "--height", "16", "--spp", "4",
+    ];
+    let run = |extra: &[&str]| {
+        let mut args = base.to_vec();
+        args.extend_from_slice(extra);
+        gasworks(&args)
+    };
+
+    let ok = run(&["--env-map", sky_s, "--env-rotate", "-30"]);
+    let stderr = String::from_utf8_lossy(&ok.stderr);
+    assert!(ok.status.success(), "{stderr}");
+    // No emitter, but the map lights the scene: no word of the default sky.
+    assert!(!stderr.contains("uniform white environment"), "{stderr}");
+    let key = std::fs::read(&out).unwrap();
+    let key = String::from_utf8_lossy(&key);
+    assert!(
+        key.contains("environment map 16x8 content") && key.contains("rotate -30.0"),
+        "the render key names the map"
+    );
+
+    let refused = |extra: &[&str], expected: &str| {
+        let _ = std::fs::remove_file(&out);
+        let o = run(extra);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{extra:?} was accepted");
+        assert!(stderr.contains(expected), "{extra:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{extra:?}: {stderr}");
+        assert!(!out.exists(), "{extra:?}: an image was written");
+    };
+    let missing = dir.path().join("missing.hdr");
+    refused(&["--env-map", missing.to_str().unwrap()], "environment map");
+    refused(&["--env-map", missing.to_str().unwrap()], "missing.hdr");
+    let png = dir.path().join("sky.png");
+    image::RgbImage::new(4, 2).save(&png).unwrap();
+    refused(&["--env-map", png.to_str().unwrap()], "OpenEXR (.exr)");
+    let garbage = dir.path().join("garbage.exr");
+    std::fs::write(&garbage, b"not an image").unwrap();
+    refused(&["--env-map", garbage.to_str().unwrap()], "garbage.exr");
+    let negative = dir.path().join("negative.exr");
+    write_exr(&negative, 4, 2, |x, y| {
+        if (x, y) == (3, 1) {
+            [0.5, -1.0, 0.5]
+        } else {
+            [1.0; 3]
+        }
+    });
+    refused(
+        &["--env-map", negative.to_str().unwrap()],
+        "texel (3, 1) is (0.5, -1, 0.5)",
+    );
+    refused(
+        &["--env-map", sky_s, "--env", "1,1,1"],
+        "cannot be used with",
+    );
+    refused(&["--env-rotate", "10"], "--env-map");
+    // The output may not be the map it reads.
+    let o = gasworks(&[
+        "render",
+        obj,
+        "-o",
+        sky_s,
+        "--env-map",
+        sky_s,
+        "--width",
+        "8",
+        "--height",
+        "8",
+    ]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && stderr.contains("is the environment map"),
+        "{stderr}"
+    );
+    assert!(
+        EnvironmentMap::open(&sky, 0.0).is_ok(),
+        "the map was overwritten"
+    );
+}
+
+/// Crops of a render under a map merge into the whole render bit for bit, and crops of
+/// renders under different maps (or rotations) are refused.
+#[test]
+fn crops_under_a_map_merge_and_crops_under_another_map_do_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let obj = write_scene(dir.path());
+    let obj = obj.to_str().unwrap();
+    let sky = dir.path().join("sky.exr");
+    write_exr(&sky, 16, 8, |x, y| [1.0 + x as f32, 1.0 + y as f32, 2.0]);
+    let other = dir.path().join("other.exr");
+    write_exr(&other, 16, 8, |x, y| [1.0 + x as f32, 1.0 + y as f32, 2.5]);
+    let path = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+    let render = |out: &str, map: &std::path::Path, rotate: &str, bounds: Option<&str>| {
+        let mut args = vec![
+            "render".to_string(),
+            obj.to_string(),
+            "-o".into(),
+            path(out),
+            "--width".into(),
+            "16".into(),
+            "--height".into(),
+            "12".into(),
+            "--spp".into(),
+            "4".into(),
+            "--env-map".into(),
+            map.to_str().unwrap().into(),
+            "--env-rotate".into(),
+            rotate.into(),
+        ];
+        if let Some(b) = bounds {
+            args.extend(["--pixelbounds".into(), b.into()]);
+        }
+        let o = Command::new(env!("CARGO_BIN_EXE_gasworks"))
+            .args(&args)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    };
+    render("whole.exr", &sky, "15", None);
+    render("top.exr", &sky, "15", Some("0,16,0,5"));
+    render("bottom.exr", &sky, "15", Some("0,16,5,12"));
+    render("bottom-other.exr", &other, "15", Some("0,16,5,12"));
+    render("bottom-turned.exr", &sky, "16", Some("0,16,5,12"));
+    let merged = path("merged.exr");
+    let o = gasworks(&[
+        "merge",
+        &path("top.exr"),
+        &path("bottom.exr"),
+        "-o",
+        &merged,
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let stats = gasworks(&["image-stats", &path("whole.exr"), &merged]);
+    let printed = String::from_utf8_lossy(&stats.stdout);
+    assert!(
+        printed.contains("bit-identical"),
+        "{printed}{}",
+        String::from_utf8_lossy(&stats.stderr)
+    );
+    for odd in ["bottom-other.exr", "bottom-turned.exr"] {
+        let o = gasworks(&[
+            "merge",
+            &path("top.exr"),
+            &path(odd),
+            "-o",
+            &path("mixed.exr"),
+        ]);
+        assert!(
+            !o.status.success(),
+            "{odd}: crops of two renders were merged"
+        );
+    }
+}
