@@ -357,11 +357,11 @@ GW_INLINE V3 emission_at(const GwMaterial& m, const SurfacePoint& sp)
                                sp.uv_u, sp.uv_v);
 }
 
-// LightSampler::pick: the first i with u < cdf[i] (clamped to the last light).
-GW_INLINE unsigned int pick_light(float u)
+// Rust's `cdf.partition_point(|&c| c <= u).min(n - 1)`: the first k with u < cdf[k], clamped
+// to the last entry (n >= 1).
+GW_INLINE unsigned int cdf_search(const float* cdf, unsigned int n, float u)
 {
-    const float* cdf = pathtrace_params.light_cdf;
-    unsigned int lo = 0u, hi = pathtrace_params.light_count;
+    unsigned int lo = 0u, hi = n;
     while (lo < hi) {
         const unsigned int mid = lo + (hi - lo) / 2u;
         if (cdf[mid] <= u) {
@@ -370,7 +370,13 @@ GW_INLINE unsigned int pick_light(float u)
             hi = mid;
         }
     }
-    return min(lo, pathtrace_params.light_count - 1u);
+    return min(lo, n - 1u);
+}
+
+// LightSampler::pick: the first i with u < cdf[i] (clamped to the last light).
+GW_INLINE unsigned int pick_light(float u)
+{
+    return cdf_search(pathtrace_params.light_cdf, pathtrace_params.light_count, u);
 }
 
 // LightSampler::probability: (cdf[i] - cdf[i - 1]) (1 - P(env)).
@@ -449,16 +455,7 @@ GW_INLINE V3 env_lookup(V3 d, float& pdf)
 // lies in that entry's interval, in [0, 1).
 GW_INLINE unsigned int env_pick(const float* cdf, unsigned int n, float u, float& f)
 {
-    unsigned int lo = 0u, hi = n;
-    while (lo < hi) {
-        const unsigned int mid = lo + (hi - lo) / 2u;
-        if (cdf[mid] <= u) {
-            lo = mid + 1u;
-        } else {
-            hi = mid;
-        }
-    }
-    const unsigned int k = min(lo, n - 1u);
+    const unsigned int k = cdf_search(cdf, n, u);
     const float below = (k == 0u) ? 0.0f : cdf[k - 1u];
     const float width = cdf[k] - below;
     const float x = width > 0.0f ? (u - below) / width : 0.5f;

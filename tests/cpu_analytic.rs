@@ -27,21 +27,6 @@ use gasworks::render::{RenderSettings, Sampler};
 use gasworks::scene::{Camera, Environment, Material, MaterialKind, Scene, Texture};
 use glam::{DVec3, Vec2, Vec3};
 
-/// Asserts `|mean - expected| < 4 se + eps |expected|` per channel.
-fn assert_converges(what: &str, mean: DVec3, se: DVec3, expected: DVec3, eps: f64) {
-    eprintln!("{what}: mean {mean:.6} se {se:.6} expected {expected:.6}");
-    for c in 0..3 {
-        let bound = 4.0 * se[c] + eps * expected[c].abs();
-        assert!(
-            (mean[c] - expected[c]).abs() < bound,
-            "{what}: channel {c}: mean {} +- {}, expected {} (bound {bound})",
-            mean[c],
-            se[c],
-            expected[c]
-        );
-    }
-}
-
 fn settings(eye: Vec3, at: Vec3, fov: f32, w: u32, h: u32, spp: u32, depth: u32) -> RenderSettings {
     RenderSettings {
         width: w,
@@ -186,7 +171,7 @@ fn a_small_light_appears_in_the_mirror_where_the_law_of_reflection_puts_it() {
         assert!(lit || *l == Vec3::ZERO, "a sample is Ks Le or black: {l}");
     }
     let (mean, se, _) = mean_and_se(all);
-    assert_converges(
+    assert_mean_within(
         "small lamp in a mirror",
         mean,
         se,
@@ -256,7 +241,7 @@ fn a_light_seen_through_a_glass_slab_follows_the_fresnel_series() {
     factor /= (s.width * s.height) as f64;
     let expected = (LE * tf * tf).as_dvec3() * factor;
     let (mean, se, _) = mean_and_se(samples(&backend, &s).into_iter().flatten());
-    assert_converges("lamp through a glass slab", mean, se, expected, 2e-4);
+    assert_mean_within("lamp through a glass slab", mean, se, expected, 2e-4);
     // The single-crossing term alone is refused: the internal reflections are there.
     let r0 = fresnel(1.0, 1.0, ior as f64);
     let first_term = (LE * tf * tf).as_dvec3() * (1.0 - r0) * (1.0 - r0);
@@ -344,7 +329,7 @@ fn glossy_direct_lighting_matches_the_brdf_integrated_over_the_light() {
             let mut rng = Sampler::new(k as u32, 0, i, 60_000, 23);
             tracer.radiance(origin, dir, &mut rng)
         }));
-        assert_converges(
+        assert_mean_within(
             &format!("glossy direct light at {elevation} degrees"),
             mean,
             se,
@@ -411,7 +396,7 @@ fn a_texture_under_uniform_light_shows_its_mean_and_its_quadrants() {
     let scale = (kd * env).as_dvec3();
     let all_mean = (t(0, 0) + t(0, 1) + t(1, 0) + t(1, 1)) / 4.0;
     let (mean, se, _) = mean_and_se(per_pixel.iter().flatten().copied());
-    assert_converges("textured wall", mean, se, all_mean * scale, 1e-4);
+    assert_mean_within("textured wall", mean, se, all_mean * scale, 1e-4);
 
     let (w, h) = (s.width as usize, s.height as usize);
     for (name, top, left) in [
@@ -429,6 +414,6 @@ fn a_texture_under_uniform_light_shows_its_mean_and_its_quadrants() {
             .filter(|p| ((p / w) < h / 2) == top && ((p % w) < w / 2) == left)
             .flat_map(|p| per_pixel[p].iter().copied());
         let (mean, se, _) = mean_and_se(quadrant);
-        assert_converges(&format!("textured wall, {name}"), mean, se, expected, 1e-4);
+        assert_mean_within(&format!("textured wall, {name}"), mean, se, expected, 1e-4);
     }
 }

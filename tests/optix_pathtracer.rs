@@ -725,18 +725,7 @@ fn gpu_environment_maps_agree_with_the_cpu() {
         &reference(&sky, &s),
         AccelOptions::default(),
     );
-    let mut lamp = Material::diffuse("lamp", Vec3::ZERO);
-    lamp.emission = Vec3::new(8.0, 7.0, 6.0);
-    sky.materials.push(lamp);
-    // Normal x x z = -y: down, towards the spheres.
-    sky.groups.push(quad(
-        "lamp",
-        Vec3::new(-0.5, 1.5, -0.5),
-        Vec3::X,
-        Vec3::Z,
-        sky.materials.len() as u32 - 1,
-    ));
-    sky.finalize();
+    let sky = with_lamp(sky);
     assert_gpu_agrees(
         "spheres under a map with a sun, and a lamp",
         &sky,

@@ -1031,18 +1031,7 @@ fn device_code_matches_the_cpu_under_environment_maps() {
     sky.set_environment_map(sun_map(35.0));
     assert_device_code_matches_cpu(&sky, &s, tile);
 
-    let mut lamp = Material::diffuse("lamp", Vec3::ZERO);
-    lamp.emission = Vec3::new(8.0, 7.0, 6.0);
-    sky.materials.push(lamp);
-    // Normal x x z = -y: down, towards the spheres.
-    sky.groups.push(quad(
-        "lamp",
-        Vec3::new(-0.5, 1.5, -0.5),
-        Vec3::X,
-        Vec3::Z,
-        sky.materials.len() as u32 - 1,
-    ));
-    sky.finalize();
+    let sky = with_lamp(sky);
     assert_eq!(sky.lights.len(), 2);
     assert_device_code_matches_cpu(&sky, &s, tile);
 
@@ -1050,18 +1039,7 @@ fn device_code_matches_the_cpu_under_environment_maps() {
     let map = gasworks::scene::EnvironmentMap::from_texels("black", 4, 2, vec![Vec3::ZERO; 8], 0.0)
         .unwrap();
     black.set_environment_map(std::sync::Arc::new(map));
-    black.groups.push(quad(
-        "lamp",
-        Vec3::new(-0.5, 1.5, -0.5),
-        Vec3::X,
-        Vec3::Z,
-        black.materials.len() as u32,
-    ));
-    let mut lamp = Material::diffuse("lamp", Vec3::ZERO);
-    lamp.emission = Vec3::new(8.0, 7.0, 6.0);
-    black.materials.push(lamp);
-    black.finalize();
-    assert_device_code_matches_cpu(&black, &s, tile);
+    assert_device_code_matches_cpu(&with_lamp(black), &s, tile);
 }
 
 #[test]

@@ -443,6 +443,39 @@ pub fn glass_furnace() -> Scene {
     ))
 }
 
+/// Asserts `|mean - expected| < 4 se + eps |expected|` per channel.
+pub fn assert_mean_within(what: &str, mean: DVec3, se: DVec3, expected: DVec3, eps: f64) {
+    eprintln!("{what}: mean {mean:.6} se {se:.6} expected {expected:.6}");
+    for c in 0..3 {
+        let bound = 4.0 * se[c] + eps * expected[c].abs();
+        assert!(
+            (mean[c] - expected[c]).abs() < bound,
+            "{what}: channel {c}: mean {} +- {}, expected {} (bound {bound})",
+            mean[c],
+            se[c],
+            expected[c]
+        );
+    }
+}
+
+/// [`spheres_under_a_sky`] (or any scene) with a 1x1 lamp added at height 1.5 above the
+/// origin, facing down.
+pub fn with_lamp(mut scene: Scene) -> Scene {
+    let mut lamp = Material::diffuse("lamp", Vec3::ZERO);
+    lamp.emission = Vec3::new(8.0, 7.0, 6.0);
+    scene.materials.push(lamp);
+    // Normal x x z = -y: down, towards the floor.
+    scene.groups.push(quad(
+        "lamp",
+        Vec3::new(-0.5, 1.5, -0.5),
+        Vec3::X,
+        Vec3::Z,
+        scene.materials.len() as u32 - 1,
+    ));
+    scene.finalize();
+    scene
+}
+
 /// Mean and standard error (of the mean) per channel, and the count.
 pub fn mean_and_se(values: impl IntoIterator<Item = Vec3>) -> (DVec3, DVec3, usize) {
     let (mut sum, mut sum2, mut n) = (DVec3::ZERO, DVec3::ZERO, 0usize);
