@@ -87,8 +87,7 @@ pub struct RenderArgs {
     pub env: Option<glam::Vec3>,
     /// Environment map: the light arriving from every direction, a latitude-longitude image of
     /// linear radiance (.exr or .hdr; top row up, +Y; its centre towards -Z, where the default
-    /// camera looks), importance-sampled. The CPU backend renders it (the GPU backend does
-    /// not yet)
+    /// camera looks), importance-sampled (`gasworks gen sky` writes one)
     #[arg(long, value_name = "FILE", conflicts_with = "env")]
     pub env_map: Option<PathBuf>,
     /// Turn the environment map about the up axis by this many degrees (from -Z towards +X)
