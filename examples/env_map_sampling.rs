@@ -118,7 +118,10 @@ fn main() {
         lights,
         max_depth: 4,
     };
-    println!("{}: {size}x{size} pixels, {spp} spp, max depth 4, one thread", scene.source);
+    println!(
+        "{}: {size}x{size} pixels, {spp} spp, max depth 4, one thread",
+        scene.source
+    );
     println!("strategy                mean luminance   variance/sample   ns/sample");
     let mut figures = Vec::new();
     for (name, lights) in [
