@@ -59,7 +59,7 @@ fn fingerprint_of_scheme(
     );
     h.field(&content.to_le_bytes());
     h.field(format!("{:?} {}", scene.environment, scene.two_sided_lights).as_bytes());
-    // The map's Debug names its content hash and rotation, not its texels.
+    // The map by its content hash, rotation and size (not its file name, nor its texels).
     if let Some(map) = &scene.environment_map {
         h.field(
             format!(
