@@ -342,6 +342,7 @@ fn placeholder(word: &str, flag: &str) -> Option<String> {
         ("X,Y,Z", "--focus-on") => "278,273,300",
         ("DEG", "--fov") => "39.3",
         ("DEG", "--env-rotate") => "30",
+        ("K", "--env-scale") => "2",
         ("EV", "--exposure") => "1",
         ("R", "--lens-radius") => "20",
         ("D", "--focus-distance") => "1100",

@@ -131,6 +131,25 @@ fn a_diffuse_floor_under_a_sun_reflects_the_maps_cosine_weighted_irradiance() {
     }
 }
 
+/// `--env-scale`: the floor under a map scaled by 3 is three times as bright, to the bound of
+/// the irradiance test.
+#[test]
+fn a_scaled_map_lights_in_proportion() {
+    let rho = Vec3::splat(0.5);
+    let map = Arc::new(sun_map(0.0).as_ref().clone().scaled(3.0).unwrap());
+    let mut scene = Scene::new(
+        "floor",
+        vec![floor(0)],
+        vec![Material::diffuse("floor", rho)],
+    );
+    scene.set_environment_map(map);
+    let s = settings(Vec3::new(0.0, 5.0, 0.5), Vec3::ZERO, 30.0, 16, 64, 2);
+    let backend = CpuBackend::new(&scene, &s).unwrap();
+    let (mean, se, _) = mean_and_se(all_samples(&backend, &s));
+    let expected = rho.as_dvec3() / std::f64::consts::PI * upper_irradiance(&sun_map(0.0)) * 3.0;
+    assert_mean_within("floor under a map scaled by 3", mean, se, expected, 1e-4);
+}
+
 /// The render with a lamp and a map is the sum of the lamp's render (no map) and the map's
 /// (the lamp there but dark): one-to-one the split of next-event estimation between the map
 /// and the area lights, and the MIS weights of both.
@@ -308,6 +327,17 @@ fn the_command_line_renders_a_map_and_refuses_bad_ones() {
         "cannot be used with",
     );
     refused(&["--env-rotate", "10"], "--env-map");
+    refused(&["--env-scale", "2"], "--env-map");
+    refused(
+        &["--env-map", sky_s, "--env-scale", "0"],
+        "positive, finite",
+    );
+    let scaled = run(&["--env-map", sky_s, "--env-scale", "2.5"]);
+    assert!(
+        scaled.status.success(),
+        "{}",
+        String::from_utf8_lossy(&scaled.stderr)
+    );
     // The output may not be the map it reads.
     let o = gasworks(&[
         "render",

@@ -99,6 +99,16 @@ pub struct RenderArgs {
         allow_negative_numbers = true
     )]
     pub env_rotate: f32,
+    /// Multiply the environment map's radiance by this factor (its brightness against the
+    /// scene's lamps; a PNG's overall brightness is --exposure's)
+    #[arg(
+        long,
+        value_name = "K",
+        requires = "env_map",
+        default_value_t = 1.0,
+        allow_negative_numbers = true
+    )]
+    pub env_scale: f32,
     /// Area lights emit from both faces (default: the front face only, the side the
     /// winding's normal points to, as in pbrt and Mitsuba)
     #[arg(long)]
@@ -1059,7 +1069,7 @@ pub(super) fn load_scene(a: &RenderArgs) -> anyhow::Result<(Scene, f64)> {
         scene.set_environment(Environment { radiance: env });
     }
     if let Some(path) = &a.env_map {
-        let map = EnvironmentMap::open(path, a.env_rotate)?;
+        let map = EnvironmentMap::open(path, a.env_rotate)?.scaled(a.env_scale)?;
         scene.set_environment_map(std::sync::Arc::new(map));
     }
     scene.two_sided_lights = a.two_sided_lights;

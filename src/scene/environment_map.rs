@@ -168,6 +168,37 @@ impl EnvironmentMap {
         })
     }
 
+    /// The map with every texel multiplied by `scale` (`--env-scale`; the map itself for 1):
+    /// the sampling tables and the content hash follow the new texels, so a render's key
+    /// tells scaled maps apart. Refused, naming the file and the scale, when the scale is not
+    /// positive and finite or a scaled texel passes [`super::MAX_RADIANCE`].
+    pub fn scaled(self, scale: f32) -> Result<EnvironmentMap, EnvironmentMapError> {
+        if scale == 1.0 {
+            return Ok(self);
+        }
+        if !(scale > 0.0 && scale.is_finite()) {
+            return Err(EnvironmentMapError::Unusable {
+                path: self.path,
+                reason: format!("scale {scale}: expected a positive, finite factor"),
+            });
+        }
+        let texels = self.texels.iter().map(|t| *t * scale).collect();
+        EnvironmentMap::from_texels(
+            &self.path,
+            self.width,
+            self.height,
+            texels,
+            self.rotation_deg,
+        )
+        .map_err(|e| match e {
+            EnvironmentMapError::Unusable { path, reason } => EnvironmentMapError::Unusable {
+                path,
+                reason: format!("scaled by {scale}: {reason}"),
+            },
+            other => other,
+        })
+    }
+
     /// A map of one radiance everywhere (tests; equal to a uniform `--env` of that radiance).
     pub fn uniform(radiance: Vec3) -> Result<Arc<EnvironmentMap>, EnvironmentMapError> {
         EnvironmentMap::from_texels("uniform", 1, 1, vec![radiance], 0.0).map(Arc::new)
@@ -531,6 +562,29 @@ mod tests {
         assert!(!black.is_sampleable());
         assert_eq!(black.sample(0.5, 0.5), None);
         assert_eq!(black.pdf(Vec3::Y), 0.0);
+    }
+
+    #[test]
+    fn a_scaled_map_scales_its_texels_and_keeps_its_distribution() {
+        let m = sun_map(20.0);
+        let content = m.content;
+        let same = m.clone().scaled(1.0).unwrap();
+        assert_eq!(same.content, content);
+        let doubled = m.clone().scaled(2.0).unwrap();
+        assert_ne!(doubled.content, content, "the key must tell them apart");
+        assert_eq!(doubled.rotation_deg, 20.0);
+        for (a, b) in m.texels.iter().zip(&doubled.texels) {
+            assert_eq!(*b, *a * 2.0);
+        }
+        for (a, b) in m.uv_pdf.iter().zip(&doubled.uv_pdf) {
+            assert!((a - b).abs() <= 1e-6 * a.abs(), "{a} {b}");
+        }
+        for bad in [0.0, -1.0, f32::NAN, f32::INFINITY] {
+            let e = m.clone().scaled(bad).unwrap_err().to_string();
+            assert!(e.contains("sun") && e.contains("scale"), "{e}");
+        }
+        let e = m.scaled(1e19).unwrap_err().to_string();
+        assert!(e.contains("scaled by") && e.contains("texel"), "{e}");
     }
 
     #[test]
