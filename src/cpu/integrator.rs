@@ -231,10 +231,6 @@ impl LightSampler {
         &self.cdf
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.cdf.is_empty()
-    }
-
     /// The light whose CDF interval contains `u`: the first `i` with `u < cdf[i]`.
     pub fn pick(&self, u: f32) -> usize {
         self.cdf
