@@ -437,7 +437,13 @@ fn a_calibration_failure_that_keeps_the_device_retires_only_its_stream() {
     );
     let p = &frame.report.passes[0];
     assert_eq!(p.workers[0].tiles, 0);
-    assert!(p.initial_deques[0].is_empty() && !p.initial_deques[1].is_empty());
+    assert!(p.initial_deques[0].is_empty());
+    // The speeds are measured in wall time: on a loaded machine the GPU stream's piece can be
+    // timed so slow that its share of the first pass rounds to no tile (seen once in a full
+    // `cargo test` beside a build). Where it was timed at a comparable speed, it has tiles.
+    if p.speeds[1] >= 0.25 * p.speeds[2] {
+        assert!(!p.initial_deques[1].is_empty(), "{:?}", p.speeds);
+    }
     check_calls(&frame_calls(&frame, &f), 256, 128, SPP);
 }
 
