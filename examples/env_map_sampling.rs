@@ -1,15 +1,18 @@
 //! What importance sampling the environment map buys: the same scene and samples rendered
-//! with next-event estimation on the map (and MIS against BSDF sampling), as `render` does,
-//! and with BSDF sampling alone (an empty light sampler: escapes then count in full). Both
-//! estimate the same image; the figures are each one's mean, its variance per sample, the
-//! time per sample, and the efficiency ratio (1 / (variance x time)), side by side in one run.
+//! with next-event estimation on the map and MIS against BSDF sampling, as `render` does
+//! (the map's tables MIS-compensated: see `src/scene/environment_map.rs`), the same without
+//! the compensation, and with BSDF sampling alone (an empty light sampler: escapes then count
+//! in full). All three estimate the same image; the figures are each one's mean, its variance
+//! per sample, the time per sample, and the efficiency (1 / (variance x time)) against BSDF
+//! sampling alone, side by side in one run.
 //!
-//!     cargo run --release --example env_map_sampling
+//!     cargo run --release --example env_map_sampling [SCENE.obj]
 //!
 //! The scene: a grey floor with a box standing on it, under `gen sky`'s daylight sky (a
-//! 0.75-degree sun that gives some ten times the sky's light), seen from above, 64x64 pixels
-//! at 64 samples, max depth 4, one thread. The timings are of this machine, loaded or not:
-//! the variance ratio is the figure that does not depend on it.
+//! 0.75-degree sun that gives some ten times the sky's light), seen from above; or an OBJ
+//! scene with a camera comment (`gen sponza-like` writes one) under the sky with the sun 50
+//! degrees up. 64x64 pixels at 64 samples, max depth 4, one thread. The timings are of this
+//! machine, loaded or not: the variance ratios are the figures that do not depend on it.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -19,7 +22,8 @@ use gasworks::cpu::SceneBvh;
 use gasworks::render::Sampler;
 use gasworks::scene::camera::CameraFrame;
 use gasworks::scene::gen::sky::{sky, Sun};
-use gasworks::scene::{Camera, Group, Material, Scene};
+use gasworks::scene::obj::{load_obj, LoadOptions};
+use gasworks::scene::{Camera, EnvironmentMap, Group, Material, Scene};
 use glam::{DVec3, Vec3};
 
 fn quad(name: &str, p: Vec3, a: Vec3, b: Vec3) -> Group {
@@ -32,7 +36,7 @@ fn quad(name: &str, p: Vec3, a: Vec3, b: Vec3) -> Group {
     }
 }
 
-fn scene() -> Scene {
+fn floor_and_box() -> Scene {
     let (x, y, z) = (Vec3::X, Vec3::Y, Vec3::Z);
     let lo = Vec3::new(-0.5, 0.0, -0.5);
     let groups = vec![
@@ -49,16 +53,40 @@ fn scene() -> Scene {
         groups,
         vec![Material::diffuse("grey", Vec3::splat(0.5))],
     );
-    let map = sky(
+    scene.set_environment_map(Arc::new(sky_map(35.0)));
+    scene
+}
+
+/// `gen sky`'s map, 512 texels round, the sun `elevation_deg` up.
+fn sky_map(elevation_deg: f32) -> EnvironmentMap {
+    sky(
         512,
         Sun {
-            elevation_deg: 35.0,
+            elevation_deg,
             azimuth_deg: 30.0,
         },
     )
-    .expect("the sky is a valid map");
-    scene.set_environment_map(Arc::new(map));
-    scene
+    .expect("the sky is a valid map")
+}
+
+/// The scene and its camera: the floor and box, or the OBJ file named on the command line.
+fn scene_and_camera() -> Result<(Scene, Camera), String> {
+    let Some(path) = std::env::args().nth(1) else {
+        let camera = Camera {
+            eye: Vec3::new(0.0, 6.0, 4.0),
+            look_at: Vec3::new(0.0, 0.0, 0.0),
+            up: Vec3::Y,
+            fov_y_deg: 40.0,
+        };
+        return Ok((floor_and_box(), camera));
+    };
+    let path = std::path::Path::new(&path);
+    let mut scene = load_obj(path, &LoadOptions { quiet: true }).map_err(|e| format!("{e:#}"))?;
+    let camera = Camera::hint_from_obj(path)
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("{}: no camera comment", path.display()))?;
+    scene.set_environment_map(Arc::new(sky_map(50.0)));
+    Ok((scene, camera))
 }
 
 struct Figures {
@@ -98,51 +126,71 @@ fn run(tracer: &PathTracer, camera: &CameraFrame, size: u32, spp: u32) -> Figure
 }
 
 fn main() {
-    let scene = scene();
+    let (scene, camera) = match scene_and_camera() {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("env_map_sampling: {e}");
+            std::process::exit(2);
+        }
+    };
     let bvh = SceneBvh::build(&scene);
     let size = 64;
     let spp = 64;
-    let camera = Camera {
-        eye: Vec3::new(0.0, 6.0, 4.0),
-        look_at: Vec3::new(0.0, 0.0, 0.0),
-        up: Vec3::Y,
-        fov_y_deg: 40.0,
-    }
-    .frame(size, size)
-    .expect("a valid camera");
-    let map_sampling = LightSampler::new(&scene);
+    let camera = camera.frame(size, size).expect("a valid camera");
+    // The same geometry (so the same BVH) with the map's tables built without compensation.
+    let mut plain = scene.clone();
+    let map = scene.environment_map.clone().expect("the scene has a map");
+    plain.set_environment_map(Arc::new(map.as_ref().clone().without_compensation()));
+    let (compensated_lights, plain_lights) = (LightSampler::new(&scene), LightSampler::new(&plain));
     let bsdf_only = LightSampler::default();
-    let tracer = |lights| PathTracer {
-        scene: &scene,
-        bvh: &bvh,
-        lights,
-        max_depth: 4,
-    };
     println!(
         "{}: {size}x{size} pixels, {spp} spp, max depth 4, one thread",
         scene.source
     );
-    println!("strategy                mean luminance   variance/sample   ns/sample");
+    println!("strategy                              mean luminance   variance/sample   ns/sample");
     let mut figures = Vec::new();
-    for (name, lights) in [
-        ("map sampling + MIS", &map_sampling),
-        ("BSDF sampling alone", &bsdf_only),
+    for (name, scene, lights) in [
+        (
+            "map sampling + MIS, compensated",
+            &scene,
+            &compensated_lights,
+        ),
+        ("map sampling + MIS, not compensated", &plain, &plain_lights),
+        ("BSDF sampling alone", &scene, &bsdf_only),
     ] {
-        let f = run(&tracer(lights), &camera, size, spp);
+        let tracer = PathTracer {
+            scene,
+            bvh: &bvh,
+            lights,
+            max_depth: 4,
+        };
+        let f = run(&tracer, &camera, size, spp);
         println!(
-            "{name:<22} {:>15.5} {:>17.5} {:>11.0}",
+            "{name:<36} {:>15.5} {:>17.5} {:>11.0}",
             gasworks::render::luminance(f.mean.as_vec3()),
             f.variance,
             f.ns_per_sample
         );
         figures.push(f);
     }
-    let (a, b) = (&figures[0], &figures[1]);
+    let bsdf = &figures[2];
+    for (name, f) in [
+        ("compensated", &figures[0]),
+        ("not compensated", &figures[1]),
+    ] {
+        println!(
+            "{name}: variance {:.1}x less than BSDF alone, time per sample {:.2}x, efficiency \
+             {:.1}x",
+            bsdf.variance / f.variance,
+            f.ns_per_sample / bsdf.ns_per_sample,
+            (bsdf.variance * bsdf.ns_per_sample) / (f.variance * f.ns_per_sample)
+        );
+    }
+    let (c, p) = (&figures[0], &figures[1]);
     println!(
-        "BSDF alone / map sampling: variance {:.1}x, time per sample {:.2}x, efficiency of map \
-         sampling {:.1}x",
-        b.variance / a.variance,
-        b.ns_per_sample / a.ns_per_sample,
-        (b.variance * b.ns_per_sample) / (a.variance * a.ns_per_sample)
+        "compensation: variance {:.2}x less, time per sample {:.2}x, efficiency {:.2}x",
+        p.variance / c.variance,
+        c.ns_per_sample / p.ns_per_sample,
+        (p.variance * p.ns_per_sample) / (c.variance * c.ns_per_sample)
     );
 }

@@ -422,32 +422,62 @@ GW_INLINE void env_uv_of(V3 d, float& u, float& v)
     v = theta / GW_PI;
 }
 
-// EnvironmentMap::texel_index.
-GW_INLINE unsigned int env_texel_index(V3 d)
+// EnvironmentMap::cell_index: the cell of the (u, v) square that (u, v) falls in.
+GW_INLINE unsigned int env_cell_index(float u, float v)
 {
     const GwLaunchParams& P = pathtrace_params;
-    float u, v;
-    env_uv_of(d, u, v);
     const unsigned int i = min(float_to_index(u * (float)P.env_width), P.env_width - 1u);
     const unsigned int j = min(float_to_index(v * (float)P.env_height), P.env_height - 1u);
     return j * P.env_width + i;
 }
 
-// EnvironmentMap::lookup: the radiance from d and the density of d, its texel found once.
+GW_INLINE V3 env_texel(unsigned int i, unsigned int j)
+{
+    const float* t = pathtrace_params.env_texels + 3ull * (j * pathtrace_params.env_width + i);
+    return v3(t[0], t[1], t[2]);
+}
+
+// a + (b - a) f, per channel, as the Rust side writes it.
+GW_INLINE V3 env_lerp(V3 a, V3 b, float f)
+{
+    return v3(a.x + (b.x - a.x) * f, a.y + (b.y - a.y) * f, a.z + (b.z - a.z) * f);
+}
+
+// EnvironmentMap::bilinear: between the four nearest texel centres, columns wrapped round the
+// seam, rows clamped at the poles; the same operations in the same order.
+GW_INLINE V3 env_bilinear(float u, float v)
+{
+    const GwLaunchParams& P = pathtrace_params;
+    const unsigned int w = P.env_width, h = P.env_height;
+    const float x = u * (float)w - 0.5f;
+    const float y = v * (float)h - 0.5f;
+    const float x0 = floorf(x), y0 = floorf(y);
+    const float fx = x - x0, fy = y - y0;
+    const unsigned int i0 = x0 < 0.0f ? w - 1u : min(float_to_index(x0), w - 1u);
+    const unsigned int i1 = i0 + 1u >= w ? 0u : i0 + 1u;
+    const unsigned int j0 = y0 < 0.0f ? 0u : min(float_to_index(y0), h - 1u);
+    const unsigned int j1 = y0 < 0.0f ? 0u : min(j0 + 1u, h - 1u);
+    const V3 top = env_lerp(env_texel(i0, j0), env_texel(i1, j0), fx);
+    const V3 bottom = env_lerp(env_texel(i0, j1), env_texel(i1, j1), fx);
+    return env_lerp(top, bottom, fy);
+}
+
+// EnvironmentMap::lookup: the radiance from d and the density of d, its (u, v) found once.
 GW_INLINE V3 env_lookup(V3 d, float& pdf)
 {
-    const unsigned int k = env_texel_index(d);
-    const float* t = pathtrace_params.env_texels + 3ull * k;
-    const V3 radiance = v3(t[0], t[1], t[2]);
+    float u, v;
+    env_uv_of(d, u, v);
+    const V3 radiance = env_bilinear(u, v);
     pdf = 0.0f;
     if (pathtrace_params.env_row_cdf == nullptr) {
         return radiance;
     }
-    const float sin_theta = sqrtf(fmaxf(1.0f - d.y * d.y, 0.0f));
+    // From x and z, not sqrtf(1 - y^2): near a pole y rounds to +-1.
+    const float sin_theta = sqrtf(d.x * d.x + d.z * d.z);
     if (!(sin_theta > 0.0f)) {
         return radiance;
     }
-    pdf = pathtrace_params.env_uv_pdf[k] / (2.0f * GW_PI * GW_PI * sin_theta);
+    pdf = pathtrace_params.env_uv_pdf[env_cell_index(u, v)] / (2.0f * GW_PI * GW_PI * sin_theta);
     return radiance;
 }
 
