@@ -136,13 +136,13 @@ struct GwLaunchParams {
     float focus_distance;      // the plane in focus, along cam_w
     unsigned int env_width;    // the environment map's width in texels; 0: no map
     const float* env_texels;   // 3 floats per texel, rows top (up, +Y) to bottom
-    const float* env_row_cdf;  // env_height entries; null for a black map
-    const float* env_col_cdf;  // per row, env_width entries
-    const float* env_uv_pdf;   // per texel, its density over the (u, v) square
+    const float* env_row_cdf;  // env_height + 1 patch rows; null for a black map
+    const float* env_col_cdf;  // per patch row, env_width entries
+    const float* env_uv_pdf;   // per patch, the factor of its density over the (u, v) square
     unsigned int env_height;
     float env_rotation_turns;  // --env-rotate / 360
     float env_share;           // P(env): the probability NEE samples the map
-    unsigned int pad;
+    float env_compensation;    // the luminance the sampling takes off each texel's
 };
 
 static_assert(sizeof(GwLight) == 96, "GwLight layout");
@@ -179,6 +179,7 @@ static_assert(GW_OFFSETOF(GwLaunchParams, env_width) == 236, "GwLaunchParams.env
 static_assert(GW_OFFSETOF(GwLaunchParams, env_texels) == 240, "GwLaunchParams.env_texels");
 static_assert(GW_OFFSETOF(GwLaunchParams, env_height) == 272, "GwLaunchParams.env_height");
 static_assert(GW_OFFSETOF(GwLaunchParams, env_share) == 280, "GwLaunchParams.env_share");
+static_assert(GW_OFFSETOF(GwLaunchParams, env_compensation) == 284, "GwLaunchParams.env_compensation");
 
 #define GW_NO_LIGHT 0xffffffffu
 
@@ -422,13 +423,31 @@ GW_INLINE void env_uv_of(V3 d, float& u, float& v)
     v = theta / GW_PI;
 }
 
-// EnvironmentMap::cell_index: the cell of the (u, v) square that (u, v) falls in.
-GW_INLINE unsigned int env_cell_index(float u, float v)
+// environment_map.rs `Footprint`: the four texels around a point, its offsets from the first,
+// and its patch of the sampling tables.
+struct EnvFootprint {
+    unsigned int i0, i1, j0, j1;
+    float fx, fy;
+    unsigned int patch;
+};
+
+// EnvironmentMap::footprint: columns wrapped round the seam, rows clamped at the poles.
+GW_INLINE EnvFootprint env_footprint(float u, float v)
 {
     const GwLaunchParams& P = pathtrace_params;
-    const unsigned int i = min(float_to_index(u * (float)P.env_width), P.env_width - 1u);
-    const unsigned int j = min(float_to_index(v * (float)P.env_height), P.env_height - 1u);
-    return j * P.env_width + i;
+    const unsigned int w = P.env_width, h = P.env_height;
+    const float x = u * (float)w - 0.5f;
+    const float y = v * (float)h - 0.5f;
+    const float x0 = floorf(x), y0 = floorf(y);
+    EnvFootprint f;
+    f.i0 = x0 < 0.0f ? w - 1u : min(float_to_index(x0), w - 1u);
+    f.i1 = f.i0 + 1u >= w ? 0u : f.i0 + 1u;
+    f.j0 = y0 < 0.0f ? 0u : min(float_to_index(y0), h - 1u);
+    f.j1 = y0 < 0.0f ? 0u : min(f.j0 + 1u, h - 1u);
+    f.fx = x - x0;
+    f.fy = y - y0;
+    f.patch = (y0 < 0.0f ? 0u : f.j0 + 1u) * w + f.i0;
+    return f;
 }
 
 GW_INLINE V3 env_texel(unsigned int i, unsigned int j)
@@ -437,37 +456,28 @@ GW_INLINE V3 env_texel(unsigned int i, unsigned int j)
     return v3(t[0], t[1], t[2]);
 }
 
+// environment_map.rs `compensated` of texel (i, j): its luminance less the compensation.
+GW_INLINE float env_weight(unsigned int i, unsigned int j)
+{
+    return fmaxf(luminance(env_texel(i, j)) - pathtrace_params.env_compensation, 0.0f);
+}
+
 // a + (b - a) f, per channel, as the Rust side writes it.
 GW_INLINE V3 env_lerp(V3 a, V3 b, float f)
 {
     return v3(a.x + (b.x - a.x) * f, a.y + (b.y - a.y) * f, a.z + (b.z - a.z) * f);
 }
 
-// EnvironmentMap::bilinear: between the four nearest texel centres, columns wrapped round the
-// seam, rows clamped at the poles; the same operations in the same order.
-GW_INLINE V3 env_bilinear(float u, float v)
-{
-    const GwLaunchParams& P = pathtrace_params;
-    const unsigned int w = P.env_width, h = P.env_height;
-    const float x = u * (float)w - 0.5f;
-    const float y = v * (float)h - 0.5f;
-    const float x0 = floorf(x), y0 = floorf(y);
-    const float fx = x - x0, fy = y - y0;
-    const unsigned int i0 = x0 < 0.0f ? w - 1u : min(float_to_index(x0), w - 1u);
-    const unsigned int i1 = i0 + 1u >= w ? 0u : i0 + 1u;
-    const unsigned int j0 = y0 < 0.0f ? 0u : min(float_to_index(y0), h - 1u);
-    const unsigned int j1 = y0 < 0.0f ? 0u : min(j0 + 1u, h - 1u);
-    const V3 top = env_lerp(env_texel(i0, j0), env_texel(i1, j0), fx);
-    const V3 bottom = env_lerp(env_texel(i0, j1), env_texel(i1, j1), fx);
-    return env_lerp(top, bottom, fy);
-}
-
-// EnvironmentMap::lookup: the radiance from d and the density of d, its (u, v) found once.
+// EnvironmentMap::lookup: the radiance from d, interpolated between the four nearest texel
+// centres, and the density of d, its (u, v) found once.
 GW_INLINE V3 env_lookup(V3 d, float& pdf)
 {
     float u, v;
     env_uv_of(d, u, v);
-    const V3 radiance = env_bilinear(u, v);
+    const EnvFootprint f = env_footprint(u, v);
+    const V3 top = env_lerp(env_texel(f.i0, f.j0), env_texel(f.i1, f.j0), f.fx);
+    const V3 bottom = env_lerp(env_texel(f.i0, f.j1), env_texel(f.i1, f.j1), f.fx);
+    const V3 radiance = env_lerp(top, bottom, f.fy);
     pdf = 0.0f;
     if (pathtrace_params.env_row_cdf == nullptr) {
         return radiance;
@@ -477,8 +487,27 @@ GW_INLINE V3 env_lookup(V3 d, float& pdf)
     if (!(sin_theta > 0.0f)) {
         return radiance;
     }
-    pdf = pathtrace_params.env_uv_pdf[env_cell_index(u, v)] / (2.0f * GW_PI * GW_PI * sin_theta);
+    const float w00 = env_weight(f.i0, f.j0), w10 = env_weight(f.i1, f.j0);
+    const float w01 = env_weight(f.i0, f.j1), w11 = env_weight(f.i1, f.j1);
+    const float w_top = w00 + (w10 - w00) * f.fx;
+    const float w_bottom = w01 + (w11 - w01) * f.fx;
+    const float w = w_top + (w_bottom - w_top) * f.fy;
+    const float pdf_uv = pathtrace_params.env_uv_pdf[f.patch] * w;
+    pdf = pdf_uv / (2.0f * GW_PI * GW_PI * sin_theta);
     return radiance;
+}
+
+// environment_map.rs `sample_linear`: a number in [0, 1) with density a (1 - x) + b x.
+GW_INLINE float env_sample_linear(float u, float a, float b)
+{
+    if (!(a + b > 0.0f)) {
+        return u;
+    }
+    if (u == 0.0f && a == 0.0f) {
+        return 0.0f;
+    }
+    const float x = u * (a + b) / (a + sqrtf((1.0f - u) * a * a + u * b * b));
+    return fminf(x, __int_as_float(0x3f7fffff));
 }
 
 // environment_map.rs `pick`: the first k with u < cdf[k] (clamped to the last), and where u
@@ -503,19 +532,31 @@ GW_INLINE V3 env_direction_of(float u, float v)
     return v3(st * sp, ct, -st * cp);
 }
 
-// EnvironmentMap::sample. Returns false for a black map.
+// EnvironmentMap::sample: a patch by the tables, then a point of its bilinear patch.
+// Returns false for a black map.
 GW_INLINE bool env_sample(float u1, float u2, V3& d)
 {
     const GwLaunchParams& P = pathtrace_params;
     if (P.env_row_cdf == nullptr) {
         return false;
     }
+    const unsigned int w = P.env_width, h = P.env_height;
     float fv, fu;
-    const unsigned int j = env_pick(P.env_row_cdf, P.env_height, u1, fv);
-    const unsigned int i = env_pick(P.env_col_cdf + (unsigned long long)j * P.env_width, P.env_width, u2, fu);
-    const float u = ((float)i + fu) / (float)P.env_width;
-    const float v = ((float)j + fv) / (float)P.env_height;
-    d = env_direction_of(u, v);
+    const unsigned int r = env_pick(P.env_row_cdf, h + 1u, u1, fv);
+    const unsigned int c = env_pick(P.env_col_cdf + (unsigned long long)r * w, w, u2, fu);
+    const unsigned int j0 = r == 0u ? 0u : r - 1u;
+    const unsigned int j1 = min(r, h - 1u);
+    const unsigned int i1 = c + 1u >= w ? 0u : c + 1u;
+    const float w00 = env_weight(c, j0), w10 = env_weight(i1, j0);
+    const float w01 = env_weight(c, j1), w11 = env_weight(i1, j1);
+    const float t = env_sample_linear(fv, w00 + w10, w01 + w11);
+    const float s = env_sample_linear(fu, w00 + (w01 - w00) * t, w10 + (w11 - w10) * t);
+    float x = (float)c + 0.5f + s;
+    x = x >= (float)w ? x - (float)w : x;
+    const float y = r == 0u   ? 0.5f * t
+                    : r == h ? (float)h - 0.5f + 0.5f * t
+                             : (float)r - 0.5f + t;
+    d = env_direction_of(x / (float)w, y / (float)h);
     return true;
 }
 

@@ -7,7 +7,7 @@
 //! The map's top row looks up (+Y), its bottom row down, and its columns go once around the
 //! up axis: its centre is towards -Z, where the default camera looks (from +Z), with +X to
 //! the right of it, so that the map appears unmirrored behind a scene seen from the front.
-//! A unit direction `d` reads the texel at
+//! A unit direction `d` reads the map at
 //! ```text
 //! theta = acos(d.y)                                (0 up, pi down)
 //! phi   = atan2(d.x, -d.z)                         (0 towards -Z, pi/2 towards +X)
@@ -23,38 +23,41 @@
 //!
 //! # Importance sampling
 //!
-//! Next-event estimation picks a direction with a density proportional to the luminance the
-//! map sends from it, up to the interpolation (pbrt's piecewise-constant 2D distribution):
-//! the cell `(i, j)` of the `(u, v)` square around texel `(i, j)` is picked with probability
-//! `p_ij = w_ij / sum w`, where `w_ij = a_ij sin(theta_j)` is the mean `a_ij` of the
-//! interpolated luminance over the cell times the solid angle of its patch up to a constant
-//! (`theta_j` at the row's centre), by its row (the marginal) then its column (the
-//! conditional); a uniform point of the cell is then mapped to the sphere. The mean over a
-//! cell of the bilinear interpolation is exactly a 3x3 filter of the texels' luminance, with
-//! weights `1/8, 3/4, 1/8` along each axis (wrapped and clamped as the lookup is), so it is
-//! positive wherever the interpolated light is: a direction with light always has a
-//! density. The density of a direction is
+//! Next-event estimation picks a direction with a density proportional to the interpolated
+//! luminance, exactly (pbrt's piecewise 2D distribution, with bilinear patches for pieces):
+//! - the `(u, v)` square is cut into *patches* between texel centres: `W` columns (the last
+//!   across the seam) by `H + 1` rows, the first and last of them half rows between a pole
+//!   and the first (last) row's centres. Over a patch the interpolation is one bilinear
+//!   function of its four corner texels (at the poles, two texels repeated);
+//! - a patch is picked with probability `p = w / sum w`, its weight `w` the mean of its
+//!   corners' luminance (the bilinear function's mean) times its height and `sin(theta)` at
+//!   its middle (its solid angle up to a constant), by its row (the marginal) then its
+//!   column (the conditional);
+//! - the point in the patch is drawn from the bilinear function itself (pbrt-v4's
+//!   `SampleBilinear`: the row offset by its marginal, a linear density, then the column
+//!   offset given it), and mapped to the sphere.
+//!
+//! The density of a direction `d` in patch `(c, r)` at offsets `(s, t)` is then
 //! ```text
-//! pdf(d) = p_ij W H / (2 pi^2 sin(theta))
+//! pdf(d) = k_rc b(s, t) / (2 pi^2 sin(theta)),   k_rc = p_rc W H / (height_r mean_rc)
 //! ```
-//! with `(i, j)` the cell `d` falls in. Within a cell the radiance varies (linearly between
-//! texel centres) while the density is constant, so `L(d) / pdf(d)` is no longer constant
-//! over a cell as it was when each texel was looked up alone, but the MIS weights at a BSDF
-//! sample's escape use this same density, and every estimate stays unbiased. A cell whose
-//! 3x3 neighbourhood is black is never sampled; no light comes from it.
+//! with `b` the bilinear function of the corners' luminance: `L(d) / pdf(d)` varies only by
+//! the colour against the luminance and by `sin(theta)` against the patch middle's, so a
+//! small sun, interpolated over a few texels, is sampled as well as if it were one constant
+//! texel. The MIS weights at a BSDF sample's escape use this same density.
 //!
 //! # MIS compensation
 //!
 //! The path tracer always combines this sampling with BSDF sampling under MIS, and BSDF
-//! sampling alone already does well where the map is dim and even. So each cell's mean is
-//! lowered by the map's average luminance over the sphere (clamped at zero) before it
-//! becomes a weight: light sampling spends its samples on what stands out, the sun, and the
-//! dim sky is left to the BSDF samples (Karlik et al., "MIS compensation", SIGGRAPH Asia
-//! 2019; pbrt-v4's image infinite light does the same). Light sampling alone then no longer
-//! covers the whole map, but the two strategies together do (a cell without density gets
-//! MIS weight 1 on the BSDF's side), so the estimate is unbiased. A map with nothing above
-//! its average (a uniform one) is sampled whole. On `gen sky`'s sky with a 0.75-degree sun,
-//! the variance per sample falls by half or more (`examples/env_map_sampling.rs`).
+//! sampling alone already does well where the map is dim and even. So the luminance the
+//! patches are weighted and sampled by is each texel's less the map's average luminance over
+//! the sphere (clamped at zero): light sampling spends its samples on what stands out, the
+//! sun, and the dim sky is left to the BSDF samples (Karlik et al., "MIS compensation",
+//! SIGGRAPH Asia 2019; pbrt-v4's image infinite light does the same). Light sampling alone
+//! then no longer covers the whole map, but the two strategies together do (a direction
+//! without light-sampling density gets MIS weight 1 on the BSDF's side), so the estimate is
+//! unbiased. A map with nothing above its average (a uniform one) is sampled whole.
+//! `examples/env_map_sampling.rs` measures what each step buys.
 
 // Tests are written `!(x > 0.0)` on purpose: a NaN must fail them.
 #![allow(clippy::neg_cmp_op_on_partial_ord)]
@@ -97,12 +100,16 @@ pub struct EnvironmentMap {
     /// [`crate::fnv`] of the size and the texels: the render key and the cluster fingerprint
     /// carry it, so that crops or resume files of renders under other maps never mix.
     pub content: u64,
-    /// `row_cdf[j]`: the probability of a row `<= j`; the last entry is 1. Empty when the map
-    /// is black (nothing to sample).
+    /// The luminance the MIS compensation takes off every texel's (0 without compensation):
+    /// the map's average over the sphere.
+    average: f32,
+    /// `row_cdf[r]`: the probability of a patch row `<= r` (`H + 1` rows, see the module
+    /// comment); the last entry is 1. Empty when the map is black (nothing to sample).
     row_cdf: Vec<f32>,
-    /// Per row, `col_cdf[j W + i]`: the probability of a column `<= i` given row `j`.
+    /// Per patch row, `col_cdf[r W + c]`: the probability of a patch column `<= c` given row `r`.
     col_cdf: Vec<f32>,
-    /// `p_ij W H`: the density, over the `(u, v)` square, of the texel's cell.
+    /// Per patch, the factor `k` of its density over the `(u, v)` square, `k` times the
+    /// bilinear interpolation of its corners' compensated luminances.
     uv_pdf: Vec<f32>,
 }
 
@@ -176,8 +183,7 @@ impl EnvironmentMap {
         h.field(&[width.to_le_bytes(), height.to_le_bytes()].concat());
         h.field(bytemuck::cast_slice(&texels));
         let content = h.finish();
-        let (row_cdf, col_cdf, uv_pdf) =
-            distribution(width as usize, height as usize, &texels, true);
+        let tables = SamplingTables::new(width, height, &texels, true);
         Ok(EnvironmentMap {
             path: path.to_string(),
             width,
@@ -186,9 +192,10 @@ impl EnvironmentMap {
             rotation_deg,
             rotation_turns: rotation_deg / 360.0,
             content,
-            row_cdf,
-            col_cdf,
-            uv_pdf,
+            average: tables.average,
+            row_cdf: tables.row_cdf,
+            col_cdf: tables.col_cdf,
+            uv_pdf: tables.uv_pdf,
         })
     }
 
@@ -228,19 +235,15 @@ impl EnvironmentMap {
         EnvironmentMap::from_texels("uniform", 1, 1, vec![radiance], 0.0).map(Arc::new)
     }
 
-    /// The map sampled in proportion to the cells' whole means, without the MIS compensation
+    /// The map sampled in proportion to its whole luminance, without the MIS compensation
     /// (see the module comment): for comparisons (`examples/env_map_sampling.rs`); renders use
     /// the compensated tables.
     pub fn without_compensation(mut self) -> EnvironmentMap {
-        let (row_cdf, col_cdf, uv_pdf) = distribution(
-            self.width as usize,
-            self.height as usize,
-            &self.texels,
-            false,
-        );
-        self.row_cdf = row_cdf;
-        self.col_cdf = col_cdf;
-        self.uv_pdf = uv_pdf;
+        let tables = SamplingTables::new(self.width, self.height, &self.texels, false);
+        self.average = tables.average;
+        self.row_cdf = tables.row_cdf;
+        self.col_cdf = tables.col_cdf;
+        self.uv_pdf = tables.uv_pdf;
         self
     }
 
@@ -254,11 +257,17 @@ impl EnvironmentMap {
         self.rotation_turns
     }
 
-    /// The sampling tables as the GPU backend uploads them: the row CDF (`height` entries),
-    /// the per-row column CDFs (`width x height`) and each texel's `(u, v)` density
-    /// (`width x height`); all empty for a black map.
+    /// The sampling tables as the GPU backend uploads them: the patch rows' CDF (`height + 1`
+    /// entries), the per-row column CDFs (`width x (height + 1)`) and each patch's density
+    /// factor (`width x (height + 1)`); all empty for a black map.
     pub fn sampling_tables(&self) -> (&[f32], &[f32], &[f32]) {
         (&self.row_cdf, &self.col_cdf, &self.uv_pdf)
+    }
+
+    /// The luminance the MIS compensation takes off each texel's (the launch parameters
+    /// carry it): the map's average, or 0 without compensation.
+    pub fn compensation(&self) -> f32 {
+        self.average
     }
 
     /// Whether next-event estimation can sample it: false for a black map.
@@ -266,27 +275,15 @@ impl EnvironmentMap {
         !self.row_cdf.is_empty()
     }
 
-    /// The index of the cell (and texel) of the `(u, v)` square that `(u, v)` falls in:
-    /// what the sampling tables are indexed by.
-    fn cell_index(&self, u: f32, v: f32) -> usize {
-        let w = self.width as usize;
-        let h = self.height as usize;
-        let i = ((u * w as f32) as usize).min(w - 1);
-        let j = ((v * h as f32) as usize).min(h - 1);
-        j * w + i
-    }
-
-    /// The radiance at `(u, v)`, interpolated bilinearly between the four nearest texel
-    /// centres (texel `(i, j)`'s centre is at `((i + 1/2) / W, (j + 1/2) / H)`): columns wrap
-    /// round the seam, rows clamp at the poles. Written `a + (b - a) f`, so that where the
-    /// four texels are equal the result is exactly their value. The device code
-    /// (`ptx/pathtrace.cu`, `env_bilinear`) computes the same operations in the same order.
-    pub fn bilinear(&self, u: f32, v: f32) -> Vec3 {
+    /// Where `(u, v)` falls between the texel centres (texel `(i, j)`'s centre is at
+    /// `((i + 1/2) / W, (j + 1/2) / H)`): the four texels around it and its offsets from the
+    /// first, columns wrapped round the seam and rows clamped at the poles; and its patch.
+    /// The device code (`ptx/pathtrace.cu`, `env_footprint`) computes the same.
+    fn footprint(&self, u: f32, v: f32) -> Footprint {
         let (w, h) = (self.width, self.height);
         let x = u * w as f32 - 0.5;
         let y = v * h as f32 - 0.5;
         let (x0, y0) = (x.floor(), y.floor());
-        let (fx, fy) = (x - x0, y - y0);
         // x0 is in [-1, W - 1] for u in [0, 1): -1 is the last column, across the seam.
         let i0 = if x0 < 0.0 {
             w - 1
@@ -298,10 +295,31 @@ impl EnvironmentMap {
         // last's the rows clamp. (`as u32` takes NaN to 0.)
         let j0 = if y0 < 0.0 { 0 } else { (y0 as u32).min(h - 1) };
         let j1 = if y0 < 0.0 { 0 } else { (j0 + 1).min(h - 1) };
-        let t = |i: u32, j: u32| self.texels[(j * w + i) as usize];
-        let top = t(i0, j0) + (t(i1, j0) - t(i0, j0)) * fx;
-        let bottom = t(i0, j1) + (t(i1, j1) - t(i0, j1)) * fx;
-        top + (bottom - top) * fy
+        Footprint {
+            i0,
+            i1,
+            j0,
+            j1,
+            fx: x - x0,
+            fy: y - y0,
+            patch: (if y0 < 0.0 { 0 } else { j0 + 1 }) * w + i0,
+        }
+    }
+
+    /// The radiance at `(u, v)`, interpolated bilinearly between the four nearest texel
+    /// centres ([`EnvironmentMap::footprint`]). Written `a + (b - a) f`, so that where the
+    /// four texels are equal the result is exactly their value.
+    pub fn bilinear(&self, u: f32, v: f32) -> Vec3 {
+        let f = self.footprint(u, v);
+        let t = |i: u32, j: u32| self.texels[(j * self.width + i) as usize];
+        let top = t(f.i0, f.j0) + (t(f.i1, f.j0) - t(f.i0, f.j0)) * f.fx;
+        let bottom = t(f.i0, f.j1) + (t(f.i1, f.j1) - t(f.i0, f.j1)) * f.fx;
+        top + (bottom - top) * f.fy
+    }
+
+    /// A texel's compensated luminance: what the sampling is proportional to, interpolated.
+    fn weight(&self, i: u32, j: u32) -> f32 {
+        compensated(self.texels[(j * self.width + i) as usize], self.average)
     }
 
     /// `(u, v)` in `[0, 1)` x `[0, 1]` of a unit direction (see the module comment).
@@ -326,7 +344,7 @@ impl EnvironmentMap {
     }
 
     /// The solid-angle density with which [`EnvironmentMap::sample`] picks `d` (unit): zero
-    /// for a black map, in a cell whose 3x3 neighbourhood of texels is black, and exactly at
+    /// for a black map, where the interpolated compensated luminance is zero, and exactly at
     /// the poles.
     pub fn pdf(&self, d: Vec3) -> f32 {
         self.lookup(d).1
@@ -336,7 +354,11 @@ impl EnvironmentMap {
     /// found once (the path tracer needs both wherever it needs one).
     pub fn lookup(&self, d: Vec3) -> (Vec3, f32) {
         let (u, v) = self.uv_of(d);
-        let radiance = self.bilinear(u, v);
+        let f = self.footprint(u, v);
+        let t = |i: u32, j: u32| self.texels[(j * self.width + i) as usize];
+        let top = t(f.i0, f.j0) + (t(f.i1, f.j0) - t(f.i0, f.j0)) * f.fx;
+        let bottom = t(f.i0, f.j1) + (t(f.i1, f.j1) - t(f.i0, f.j1)) * f.fx;
+        let radiance = top + (bottom - top) * f.fy;
         if !self.is_sampleable() {
             return (radiance, 0.0);
         }
@@ -346,8 +368,13 @@ impl EnvironmentMap {
         if !(sin_theta > 0.0) {
             return (radiance, 0.0);
         }
-        let k = self.cell_index(u, v);
-        (radiance, self.uv_pdf[k] / (2.0 * PI * PI * sin_theta))
+        let (w00, w10) = (self.weight(f.i0, f.j0), self.weight(f.i1, f.j0));
+        let (w01, w11) = (self.weight(f.i0, f.j1), self.weight(f.i1, f.j1));
+        let w_top = w00 + (w10 - w00) * f.fx;
+        let w_bottom = w01 + (w11 - w01) * f.fx;
+        let w = w_top + (w_bottom - w_top) * f.fy;
+        let pdf_uv = self.uv_pdf[f.patch as usize] * w;
+        (radiance, pdf_uv / (2.0 * PI * PI * sin_theta))
     }
 
     /// A direction drawn with density [`EnvironmentMap::pdf`] from two uniform numbers, or
@@ -356,12 +383,33 @@ impl EnvironmentMap {
         if !self.is_sampleable() {
             return None;
         }
-        let w = self.width as usize;
-        let (j, fv) = pick(&self.row_cdf, u1);
-        let (i, fu) = pick(&self.col_cdf[j * w..(j + 1) * w], u2);
-        let u = (i as f32 + fu) / self.width as f32;
-        let v = (j as f32 + fv) / self.height as f32;
-        Some(self.direction_of(u, v))
+        let (w, h) = (self.width, self.height);
+        let (r, fv) = pick(&self.row_cdf, u1);
+        let ws = w as usize;
+        let (c, fu) = pick(&self.col_cdf[r * ws..(r + 1) * ws], u2);
+        let (r, c) = (r as u32, c as u32);
+        // The patch's corners: rows r - 1 and r, clamped; columns c and c + 1, wrapped.
+        let j0 = r.saturating_sub(1);
+        let j1 = r.min(h - 1);
+        let i1 = if c + 1 >= w { 0 } else { c + 1 };
+        let (w00, w10) = (self.weight(c, j0), self.weight(i1, j0));
+        let (w01, w11) = (self.weight(c, j1), self.weight(i1, j1));
+        // The bilinear patch sampled exactly (pbrt-v4's SampleBilinear): t along the rows by
+        // its marginal, then s along the columns given t.
+        let t = sample_linear(fv, w00 + w10, w01 + w11);
+        let s = sample_linear(fu, w00 + (w01 - w00) * t, w10 + (w11 - w10) * t);
+        let x = c as f32 + 0.5 + s;
+        let x = if x >= w as f32 { x - w as f32 } else { x };
+        // Patch rows 0 and H are the half rows at the poles, between the pole and the first
+        // (last) row's centres.
+        let y = if r == 0 {
+            0.5 * t
+        } else if r == h {
+            h as f32 - 0.5 + 0.5 * t
+        } else {
+            r as f32 - 0.5 + t
+        };
+        Some(self.direction_of(x / w as f32, y / h as f32))
     }
 }
 
@@ -389,7 +437,7 @@ impl std::fmt::Debug for EnvironmentMap {
 }
 
 /// The entry of a CDF whose interval holds `u` (the first with `u < cdf[k]`), and where in
-/// that interval `u` lies, in `[0, 1)`: the continuous offset within the texel.
+/// that interval `u` lies, in `[0, 1)`: the number left for the offset within the patch.
 fn pick(cdf: &[f32], u: f32) -> (usize, f32) {
     let k = cdf.partition_point(|&c| c <= u).min(cdf.len() - 1);
     let lo = if k == 0 { 0.0 } else { cdf[k - 1] };
@@ -398,113 +446,160 @@ fn pick(cdf: &[f32], u: f32) -> (usize, f32) {
     (k, f.clamp(0.0, 1.0 - f32::EPSILON / 2.0))
 }
 
-/// The mean of the bilinearly interpolated luminance over each texel's cell (see the module
-/// comment), in f64: the 3x3 filter `1/8, 3/4, 1/8` along each axis, columns wrapped and
-/// rows clamped as [`EnvironmentMap::bilinear`] does.
-fn cell_means(w: usize, h: usize, texels: &[Vec3]) -> Vec<f64> {
-    const TAPS: [(isize, f64); 3] = [(-1, 0.125), (0, 0.75), (1, 0.125)];
-    let lum: Vec<f64> = texels
-        .iter()
-        .map(|t| f64::from(luminance(*t)).max(0.0))
-        .collect();
-    // Along the rows first (wrapped), then down the columns (clamped).
-    let mut across = vec![0.0f64; w * h];
-    for j in 0..h {
-        for i in 0..w {
-            across[j * w + i] = TAPS
-                .iter()
-                .map(|&(d, k)| k * lum[j * w + (i as isize + d).rem_euclid(w as isize) as usize])
-                .sum();
-        }
-    }
-    let mut means = vec![0.0f64; w * h];
-    for j in 0..h {
-        for i in 0..w {
-            means[j * w + i] = TAPS
-                .iter()
-                .map(|&(d, k)| {
-                    k * across[(j as isize + d).clamp(0, h as isize - 1) as usize * w + i]
-                })
-                .sum();
-        }
-    }
-    means
+/// Where a point falls between the texel centres: see [`EnvironmentMap::footprint`].
+struct Footprint {
+    i0: u32,
+    i1: u32,
+    j0: u32,
+    j1: u32,
+    fx: f32,
+    fy: f32,
+    /// The patch (`r W + c`, `r` in `0..=H`) of the sampling tables.
+    patch: u32,
 }
 
-/// Each cell's sampling weight, `a_ij sin(theta_j)`: `a_ij` the cell's mean luminance
-/// ([`cell_means`]), less the map's average luminance over the sphere when `compensate`
-/// (clamped at zero; the whole means where nothing is above the average, a uniform map).
-fn sampling_weights(w: usize, h: usize, texels: &[Vec3], compensate: bool) -> Vec<f64> {
-    let sin_row = |k: usize| (PI as f64 * ((k / w) as f64 + 0.5) / h as f64).sin();
-    let mut means = cell_means(w, h, texels);
-    if compensate {
-        let solid_angle: f64 = (0..w * h).map(sin_row).sum();
-        let average = means
-            .iter()
-            .enumerate()
-            .map(|(k, m)| m * sin_row(k))
-            .sum::<f64>()
-            / solid_angle;
-        let above: Vec<f64> = means.iter().map(|m| (m - average).max(0.0)).collect();
-        if above.iter().any(|&a| a > 0.0) {
-            means = above;
-        }
-    }
-    means
-        .into_iter()
-        .enumerate()
-        .map(|(k, mean)| mean * sin_row(k))
-        .collect()
+/// A texel's luminance less the compensation's average, clamped at zero; in f32, as the
+/// device code computes it.
+fn compensated(texel: Vec3, average: f32) -> f32 {
+    (luminance(texel) - average).max(0.0)
 }
 
-/// The marginal (rows) and conditional (columns) CDFs and the `(u, v)` densities of the
-/// cells, from [`sampling_weights`] summed in f64. Empty row CDF for a black map.
-fn distribution(
-    w: usize,
-    h: usize,
-    texels: &[Vec3],
-    compensate: bool,
-) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
-    let weights = sampling_weights(w, h, texels, compensate);
-    let total: f64 = weights.iter().sum();
-    if !(total > 0.0) {
-        return (Vec::new(), Vec::new(), Vec::new());
+/// A number in `[0, 1)` with density proportional to `a (1 - x) + b x` from a uniform `u`
+/// (pbrt-v4's SampleLinear: the inverse CDF, in the form that stays exact as `a` nears `b`);
+/// `u` itself when both are zero.
+fn sample_linear(u: f32, a: f32, b: f32) -> f32 {
+    if !(a + b > 0.0) {
+        return u;
     }
-    let mut row_cdf = Vec::with_capacity(h);
-    let mut col_cdf = Vec::with_capacity(w * h);
-    let mut acc_rows = 0.0f64;
-    for row in weights.chunks(w) {
-        let row_total: f64 = row.iter().sum();
-        acc_rows += row_total;
-        row_cdf.push((acc_rows / total) as f32);
-        let mut acc = 0.0f64;
-        for (i, x) in row.iter().enumerate() {
-            acc += x;
-            col_cdf.push(if row_total > 0.0 {
-                (acc / row_total) as f32
+    if u == 0.0 && a == 0.0 {
+        return 0.0;
+    }
+    let x = u * (a + b) / (a + ((1.0 - u) * a * a + u * b * b).sqrt());
+    x.min(1.0 - f32::EPSILON / 2.0)
+}
+
+/// The importance-sampling tables of a map (see the module comment).
+struct SamplingTables {
+    average: f32,
+    row_cdf: Vec<f32>,
+    col_cdf: Vec<f32>,
+    uv_pdf: Vec<f32>,
+}
+
+impl SamplingTables {
+    /// The patches between texel centres, `W` columns (the last across the seam) by `H + 1`
+    /// rows (the first and last half rows at the poles), each weighted by its mean
+    /// compensated luminance (the mean of its corners'), its height and `sin(theta)` at its
+    /// middle, summed in f64.
+    fn new(width: u32, height: u32, texels: &[Vec3], compensate: bool) -> SamplingTables {
+        let (w, h) = (width as usize, height as usize);
+        let average = if compensate {
+            let sin_row = |j: usize| (PI as f64 * (j as f64 + 0.5) / h as f64).sin();
+            let (mut sum, mut solid_angle) = (0.0f64, 0.0f64);
+            for (k, t) in texels.iter().enumerate() {
+                sum += f64::from(luminance(*t)) * sin_row(k / w);
+                solid_angle += sin_row(k / w);
+            }
+            let average = (sum / solid_angle) as f32;
+            // Nothing above the average (a uniform map): sampled whole.
+            if texels.iter().any(|t| compensated(*t, average) > 0.0) {
+                average
             } else {
-                (i + 1) as f32 / w as f32
-            });
+                0.0
+            }
+        } else {
+            0.0
+        };
+        let lum: Vec<f32> = texels.iter().map(|t| compensated(*t, average)).collect();
+        let corners = |r: usize, c: usize| {
+            let (j0, j1) = (r.saturating_sub(1), r.min(h - 1));
+            let c1 = (c + 1) % w;
+            [
+                lum[j0 * w + c],
+                lum[j0 * w + c1],
+                lum[j1 * w + c],
+                lum[j1 * w + c1],
+            ]
+        };
+        // Each patch's rows: its height in texel rows and the v of its middle.
+        let row_shape = |r: usize| {
+            if r == 0 {
+                (0.5, 0.25 / h as f64)
+            } else if r == h {
+                (0.5, (h as f64 - 0.25) / h as f64)
+            } else {
+                (1.0, r as f64 / h as f64)
+            }
+        };
+        let mut weights = vec![0.0f64; w * (h + 1)];
+        for r in 0..=h {
+            let (height_rows, v_mid) = row_shape(r);
+            let scale = height_rows * (PI as f64 * v_mid).sin();
+            for c in 0..w {
+                let mean: f64 = corners(r, c).iter().map(|&x| f64::from(x)).sum::<f64>() / 4.0;
+                weights[r * w + c] = mean * scale;
+            }
         }
-        if let Some(last) = col_cdf.last_mut() {
+        let total: f64 = weights.iter().sum();
+        if !(total > 0.0) {
+            return SamplingTables {
+                average,
+                row_cdf: Vec::new(),
+                col_cdf: Vec::new(),
+                uv_pdf: Vec::new(),
+            };
+        }
+        let mut row_cdf = Vec::with_capacity(h + 1);
+        let mut col_cdf = Vec::with_capacity(w * (h + 1));
+        let mut acc_rows = 0.0f64;
+        for row in weights.chunks(w) {
+            let row_total: f64 = row.iter().sum();
+            acc_rows += row_total;
+            row_cdf.push((acc_rows / total) as f32);
+            let mut acc = 0.0f64;
+            for (i, x) in row.iter().enumerate() {
+                acc += x;
+                col_cdf.push(if row_total > 0.0 {
+                    (acc / row_total) as f32
+                } else {
+                    (i + 1) as f32 / w as f32
+                });
+            }
+            if let Some(last) = col_cdf.last_mut() {
+                *last = 1.0;
+            }
+        }
+        if let Some(last) = row_cdf.last_mut() {
             *last = 1.0;
         }
+        // A patch's density over the (u, v) square is P(patch) times the bilinear patch's
+        // density over its own unit square, `interpolated / mean of the corners`, over the
+        // patch's area `height_rows / (W H)`: `k = P(patch) W H / (height_rows mean)`, with
+        // P(patch) as the f32 CDFs give it and the mean of the f32 corners, so that `pdf`
+        // agrees with what `sample` does after rounding.
+        let uv_pdf = (0..w * (h + 1))
+            .map(|k| {
+                let (c, r) = (k % w, k / w);
+                let p_row = row_cdf[r] - if r == 0 { 0.0 } else { row_cdf[r - 1] };
+                let cdf = &col_cdf[r * w..(r + 1) * w];
+                let p_col = cdf[c] - if c == 0 { 0.0 } else { cdf[c - 1] };
+                let [a, b, c2, d] = corners(r, c);
+                let mean = (a + b + c2 + d) * 0.25;
+                let height_rows = row_shape(r).0 as f32;
+                if mean > 0.0 {
+                    p_row * p_col * (w * h) as f32 / (height_rows * mean)
+                } else {
+                    0.0
+                }
+            })
+            .collect();
+        SamplingTables {
+            average,
+            row_cdf,
+            col_cdf,
+            uv_pdf,
+        }
     }
-    if let Some(last) = row_cdf.last_mut() {
-        *last = 1.0;
-    }
-    // The density of a texel as the f32 CDFs give it, so that `pdf` agrees with what
-    // `sample` does after rounding.
-    let uv_pdf = (0..w * h)
-        .map(|k| {
-            let (i, j) = (k % w, k / w);
-            let p_row = row_cdf[j] - if j == 0 { 0.0 } else { row_cdf[j - 1] };
-            let c = &col_cdf[j * w..(j + 1) * w];
-            let p_col = c[i] - if i == 0 { 0.0 } else { c[i - 1] };
-            p_row * p_col * (w * h) as f32
-        })
-        .collect();
-    (row_cdf, col_cdf, uv_pdf)
 }
 
 #[cfg(test)]
@@ -604,112 +699,91 @@ mod tests {
         }
     }
 
-    /// The mean of the interpolated luminance over each cell, by quadrature (64 x 64 points
-    /// a cell): what the 3x3 filter of the sampling weights claims to be.
+    /// The samples' density is the one `pdf` reports: on a grid of 4 x 4 bins a texel, the
+    /// share of samples in each bin against the integral of `pdf` over it (8 x 8 points a
+    /// bin), within 5 standard errors, with and without compensation. A wrong patch weight,
+    /// a wrong offset inside a patch or a wrong factor in `pdf` shows in some bins.
     #[test]
-    fn the_sampling_weights_are_the_cells_mean_interpolated_luminance() {
-        let m = sun_map(0.0);
-        let (w, h) = (m.width as usize, m.height as usize);
-        let means = cell_means(w, h, &m.texels);
-        let n = 64;
-        for j in 0..h {
-            for i in 0..w {
-                let mut sum = 0.0f64;
-                for b in 0..n {
-                    for a in 0..n {
-                        let u = (i as f32 + (a as f32 + 0.5) / n as f32) / w as f32;
-                        let v = (j as f32 + (b as f32 + 0.5) / n as f32) / h as f32;
-                        sum += f64::from(luminance(m.bilinear(u, v)));
-                    }
-                }
-                let quad = sum / (n * n) as f64;
-                let got = means[j * w + i];
-                assert!(
-                    (got - quad).abs() <= 1e-5 * quad.max(1.0),
-                    "({i}, {j}): {got} vs {quad}"
-                );
-            }
-        }
-    }
-
-    #[test]
-    fn direction_of_inverts_uv_of() {
-        for rotation in [0.0, 37.0, -200.0] {
-            let m = sun_map(rotation);
-            let mut next = uniform_stream(3);
-            for _ in 0..10_000 {
-                let (u, v) = (next(), 0.001 + 0.998 * next());
-                let d = m.direction_of(u, v);
-                assert!((d.length() - 1.0).abs() < 1e-5);
-                let (u2, v2) = m.uv_of(d);
-                let du = (u2 - u).abs().min(1.0 - (u2 - u).abs());
-                assert!(du < 1e-4 && (v2 - v).abs() < 1e-4, "{u},{v} -> {u2},{v2}");
-            }
-        }
-    }
-
-    /// Samples land in each cell with its probability `p_ij` (within 5 standard errors), and
-    /// never in one whose neighbourhood is black.
-    #[test]
-    fn samples_fall_in_each_cell_in_proportion_to_its_weight() {
+    fn samples_follow_the_density_pdf_reports() {
         for compensated in [true, false] {
             let mut m = sun_map(25.0);
             if !compensated {
                 m = m.without_compensation();
             }
-            let n = 400_000usize;
-            let mut counts = vec![0usize; m.texels.len()];
+            let (nu, nv) = (4 * m.width as usize, 4 * m.height as usize);
+            let n = 1_000_000usize;
+            let mut counts = vec![0usize; nu * nv];
             let mut next = uniform_stream(11);
             for _ in 0..n {
                 let d = m.sample(next(), next()).unwrap();
+                assert!(m.pdf(d) > 0.0, "a sample with no density: {d}");
                 let (u, v) = m.uv_of(d);
-                counts[m.cell_index(u, v)] += 1;
-            }
-            let (w, h) = (m.width as usize, m.height as usize);
-            let weights = sampling_weights(w, h, &m.texels, compensated);
-            let total: f64 = weights.iter().sum();
-            for (k, &c) in counts.iter().enumerate() {
-                let p = weights[k] / total;
-                if p == 0.0 {
-                    assert_eq!(c, 0, "cell {k} has no weight and was sampled");
-                    continue;
-                }
-                let se = (p * (1.0 - p) / n as f64).sqrt();
-                let got = c as f64 / n as f64;
-                assert!(
-                    (got - p).abs() < 5.0 * se,
-                    "cell {k} (compensated: {compensated}): {got} vs {p} (se {se})"
+                let (a, b) = (
+                    ((u * nu as f32) as usize).min(nu - 1),
+                    ((v * nv as f32) as usize).min(nv - 1),
                 );
+                counts[b * nu + a] += 1;
             }
+            let q = 8;
+            let mut total = 0.0f64;
+            for b in 0..nv {
+                for a in 0..nu {
+                    let mut p = 0.0f64;
+                    for y in 0..q {
+                        for x in 0..q {
+                            let u = (a as f64 + (x as f64 + 0.5) / q as f64) / nu as f64;
+                            let v = (b as f64 + (y as f64 + 0.5) / q as f64) / nv as f64;
+                            let d = m.direction_of(u as f32, v as f32);
+                            p += f64::from(m.pdf(d)) * (std::f64::consts::PI * v).sin();
+                        }
+                    }
+                    // d(omega) = 2 pi^2 sin(pi v) du dv.
+                    let p = p * 2.0 * std::f64::consts::PI * std::f64::consts::PI
+                        / (q * q * nu * nv) as f64;
+                    total += p;
+                    let se = (p * (1.0 - p) / n as f64).sqrt();
+                    let got = counts[b * nu + a] as f64 / n as f64;
+                    assert!(
+                        (got - p).abs() < 5.0 * se + 1e-3 * p + 1e-6,
+                        "bin ({a}, {b}), compensated {compensated}: {got} vs {p} (se {se})"
+                    );
+                }
+            }
+            assert!(
+                (total - 1.0).abs() < 1e-3,
+                "the density integrates to {total}"
+            );
         }
     }
 
-    /// MIS compensation: the cells whose mean is at or below the map's average luminance are
-    /// not sampled, the others in proportion to what they have above it; a uniform map, with
-    /// nothing above its average, is sampled whole.
+    /// MIS compensation: the texels' luminance less the map's average over the sphere is what
+    /// is sampled. On the sun map only the sun is above the average, so every sample falls
+    /// in the patches around it (within a texel of its centre); a uniform map, with nothing
+    /// above its average, is sampled whole.
     #[test]
     fn compensation_samples_only_what_is_above_the_average() {
         let m = sun_map(0.0);
         let (w, h) = (m.width as usize, m.height as usize);
-        let means = cell_means(w, h, &m.texels);
         let sin_row = |k: usize| (PI as f64 * ((k / w) as f64 + 0.5) / h as f64).sin();
-        let average = (0..w * h).map(|k| means[k] * sin_row(k)).sum::<f64>()
+        let average = (0..w * h)
+            .map(|k| f64::from(luminance(m.texels[k])) * sin_row(k))
+            .sum::<f64>()
             / (0..w * h).map(sin_row).sum::<f64>();
-        let weights = sampling_weights(w, h, &m.texels, true);
-        let mut sampled = 0;
-        for k in 0..w * h {
-            let expected = (means[k] - average).max(0.0) * sin_row(k);
-            assert!((weights[k] - expected).abs() <= 1e-12, "cell {k}");
-            sampled += usize::from(weights[k] > 0.0);
+        assert!((f64::from(m.compensation()) - average).abs() < 1e-6 * average);
+        let mut next = uniform_stream(4);
+        for _ in 0..100_000 {
+            let (u, v) = m.uv_of(m.sample(next(), next()).unwrap());
+            // The sun is texel (5, 1): centre (5.5, 1.5) in texel units.
+            let (x, y) = (u * w as f32, v * h as f32);
+            assert!(
+                (x - 5.5).abs() <= 1.0 && (y - 1.5).abs() <= 1.0,
+                "({x}, {y})"
+            );
         }
-        // The sun's cell and its neighbours' only: the dim sky is left to BSDF sampling.
-        assert!((1..=9).contains(&sampled), "{sampled} cells sampled");
-        let flat = vec![Vec3::splat(0.5); 8];
-        assert_eq!(
-            sampling_weights(4, 2, &flat, true),
-            sampling_weights(4, 2, &flat, false)
-        );
-        assert!(sampling_weights(4, 2, &flat, true).iter().all(|&x| x > 0.0));
+        let flat =
+            EnvironmentMap::from_texels("flat", 4, 2, vec![Vec3::splat(0.5); 8], 0.0).unwrap();
+        assert_eq!(flat.compensation(), 0.0);
+        assert!(flat.sampling_tables().2.iter().all(|&k| k > 0.0));
     }
 
     /// With compensation light sampling alone misses the dim sky: it is the sum of it and BSDF
@@ -757,7 +831,7 @@ mod tests {
     }
 
     /// The integral of the map's luminance over the sphere, by the midpoint rule on 32 x 32
-    /// points a cell (the interpolation is linear between them, the `sin(theta)` of the solid
+    /// points a texel (the interpolation is linear between them, the `sin(theta)` of the solid
     /// angle smooth).
     fn integral_by_quadrature(m: &EnvironmentMap) -> f64 {
         let (w, h) = (m.width as usize, m.height as usize);
@@ -863,8 +937,13 @@ mod tests {
         for (a, b) in m.texels.iter().zip(&doubled.texels) {
             assert_eq!(*b, *a * 2.0);
         }
-        for (a, b) in m.uv_pdf.iter().zip(&doubled.uv_pdf) {
-            assert!((a - b).abs() <= 1e-6 * a.abs(), "{a} {b}");
+        // The same density: the patches' factors halve as their luminance doubles.
+        assert!((doubled.average - 2.0 * m.average).abs() <= 1e-6 * m.average);
+        let mut next = uniform_stream(8);
+        for _ in 0..1000 {
+            let d = m.sample(next(), next()).unwrap();
+            let (a, b) = (m.pdf(d), doubled.pdf(d));
+            assert!((a - b).abs() <= 1e-5 * a, "{a} {b}");
         }
         for bad in [0.0, -1.0, f32::NAN, f32::INFINITY] {
             let e = m.clone().scaled(bad).unwrap_err().to_string();

@@ -238,6 +238,7 @@ pub fn frame_params(
         env_uv_pdf: env.uv_pdf.device_ptr(scene_base),
         env_rotation_turns: env.rotation_turns,
         env_share: env.share,
+        env_compensation: env.compensation,
         materials: packed.materials.device_ptr(scene_base),
         textures: packed.textures.device_ptr(scene_base),
         texels: packed.texels.device_ptr(scene_base),

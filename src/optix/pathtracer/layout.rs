@@ -181,8 +181,9 @@ pub struct GwLaunchParams {
     /// The map's texels, 3 floats each, rows top (up) to bottom
     /// ([`crate::scene::EnvironmentMap::texels`]).
     pub env_texels: u64,
-    /// Its sampling tables ([`crate::scene::EnvironmentMap::sampling_tables`]): the row CDF,
-    /// the per-row column CDFs and each texel's `(u, v)` density; 0 for a black map.
+    /// Its sampling tables ([`crate::scene::EnvironmentMap::sampling_tables`]): the patch
+    /// rows' CDF (`env_height + 1` entries), the per-row column CDFs and each patch's density
+    /// factor; 0 for a black map.
     pub env_row_cdf: u64,
     pub env_col_cdf: u64,
     pub env_uv_pdf: u64,
@@ -192,8 +193,10 @@ pub struct GwLaunchParams {
     /// `P(env)` ([`crate::cpu::integrator::environment_share`]): the probability that
     /// next-event estimation samples the map.
     pub env_share: f32,
-    /// Rounds the struct to its 8-byte alignment without implicit padding.
-    pub pad: u32,
+    /// The luminance the map's sampling takes off each texel's
+    /// ([`crate::scene::EnvironmentMap::compensation`]); the struct's last 4 bytes, which
+    /// round it to its 8-byte alignment.
+    pub env_compensation: f32,
 }
 
 /// The device code's code for a pixel filter (`GW_FILTER_BOX`... in `gasworks_common.h`).
@@ -348,6 +351,7 @@ mod tests {
             (offset_of!(GwLaunchParams, env_height), 272),
             (offset_of!(GwLaunchParams, env_rotation_turns), 276),
             (offset_of!(GwLaunchParams, env_share), 280),
+            (offset_of!(GwLaunchParams, env_compensation), 284),
         ];
         for (i, (got, want)) in expect.iter().enumerate() {
             assert_eq!(got, want, "field {i}");

@@ -90,6 +90,9 @@ pub struct PackedEnvironmentMap {
     pub rotation_turns: f32,
     /// `P(env)`: [`crate::cpu::integrator::environment_share`].
     pub share: f32,
+    /// [`crate::scene::EnvironmentMap::compensation`]: the luminance the sampling takes off
+    /// each texel's.
+    pub compensation: f32,
 }
 
 /// Appends aligned regions to a byte vector.
@@ -253,6 +256,7 @@ pub fn pack_scene(scene: &Scene) -> Result<PackedScene, PackError> {
             height: map.height,
             rotation_turns: map.rotation_turns(),
             share: crate::cpu::integrator::environment_share(scene),
+            compensation: map.compensation(),
         }
     });
     packed.groups = scene
@@ -422,7 +426,10 @@ mod tests {
         assert_eq!(read::<f32>(&packed, env.row_cdf), rows);
         assert_eq!(read::<f32>(&packed, env.col_cdf), cols);
         assert_eq!(read::<f32>(&packed, env.uv_pdf), pdf);
-        assert_eq!((rows.len(), cols.len(), pdf.len()), (4, 32, 32));
+        // The patches between texel centres: H + 1 rows of W.
+        assert_eq!((rows.len(), cols.len(), pdf.len()), (5, 40, 40));
+        assert_eq!(env.compensation, map.compensation());
+        assert!(env.compensation > 0.0);
     }
 
     #[test]
