@@ -797,8 +797,7 @@ mod tests {
         let uniform_pdf = 1.0 / (4.0 * std::f64::consts::PI);
         let n = 200_000;
         let mut next = uniform_stream(17);
-        let (mut sum, mut sum2) = (0.0f64, 0.0f64);
-        for _ in 0..n {
+        let (mean, se) = mean_and_se(n, || {
             let d = m.sample(next(), next()).unwrap();
             let p = f64::from(m.pdf(d));
             let from_light = f64::from(luminance(m.radiance(d))) / (p + uniform_pdf);
@@ -807,13 +806,8 @@ mod tests {
             let phi = 2.0 * PI * next();
             let d = Vec3::new(r * phi.cos(), z, r * phi.sin());
             let p = f64::from(m.pdf(d));
-            let from_uniform = f64::from(luminance(m.radiance(d))) / (p + uniform_pdf);
-            let x = from_light + from_uniform;
-            sum += x;
-            sum2 += x * x;
-        }
-        let mean = sum / n as f64;
-        let se = ((sum2 / n as f64 - mean * mean).max(0.0) / n as f64).sqrt();
+            from_light + f64::from(luminance(m.radiance(d))) / (p + uniform_pdf)
+        });
         assert!(
             (mean - exact).abs() < 5.0 * se + 1e-6 * exact,
             "{mean} vs {exact} (se {se})"
@@ -828,6 +822,21 @@ mod tests {
             .sum::<f64>()
             / n as f64;
         assert!(m_light < 0.99 * exact, "{m_light} vs {exact}");
+    }
+
+    /// The mean of `n` draws of `x` and its standard error.
+    fn mean_and_se(n: usize, mut x: impl FnMut() -> f64) -> (f64, f64) {
+        let (mut sum, mut sum2) = (0.0f64, 0.0f64);
+        for _ in 0..n {
+            let v = x();
+            sum += v;
+            sum2 += v * v;
+        }
+        let mean = sum / n as f64;
+        (
+            mean,
+            ((sum2 / n as f64 - mean * mean).max(0.0) / n as f64).sqrt(),
+        )
     }
 
     /// The integral of the map's luminance over the sphere, by the midpoint rule on 32 x 32
@@ -857,26 +866,21 @@ mod tests {
     fn importance_sampling_integrates_the_map_exactly_in_expectation() {
         let m = sun_map(0.0).without_compensation();
         let exact = integral_by_quadrature(&m);
-        let n = 200_000;
         let mut next = uniform_stream(5);
-        let (mut sum, mut sum2) = (0.0f64, 0.0f64);
-        for _ in 0..n {
+        let (mean, se) = mean_and_se(200_000, || {
             let d = m.sample(next(), next()).unwrap();
             let p = m.pdf(d);
             assert!(p > 0.0, "a sampled direction has density {p}");
-            let x = luminance(m.radiance(d)) as f64 / p as f64;
-            sum += x;
-            sum2 += x * x;
-        }
-        let mean = sum / n as f64;
-        let se = ((sum2 / n as f64 - mean * mean).max(0.0) / n as f64).sqrt();
+            luminance(m.radiance(d)) as f64 / p as f64
+        });
         assert!(
             (mean - exact).abs() < 5.0 * se + 1e-6 * exact,
             "{mean} vs {exact} (se {se})"
         );
-        // The ratio L / pdf varies only by sin(theta) against the row centre's: the standard
-        // error is far below what uniform sampling of the sun would give.
-        assert!(se < 0.01 * exact, "se {se} of {exact}");
+        // The luminance over the density varies only by sin(theta) against the patch
+        // middle's: the standard error is far below what even constant-density sampling of
+        // the patches gives (3e-4 of the value, seen).
+        assert!(se < 1e-3 * exact, "se {se} of {exact}");
     }
 
     #[test]
