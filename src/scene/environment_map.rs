@@ -310,7 +310,11 @@ impl EnvironmentMap {
     /// centres ([`EnvironmentMap::footprint`]). Written `a + (b - a) f`, so that where the
     /// four texels are equal the result is exactly their value.
     pub fn bilinear(&self, u: f32, v: f32) -> Vec3 {
-        let f = self.footprint(u, v);
+        self.interpolate(&self.footprint(u, v))
+    }
+
+    /// The radiance at a footprint: the texels interpolated by its offsets.
+    fn interpolate(&self, f: &Footprint) -> Vec3 {
         let t = |i: u32, j: u32| self.texels[(j * self.width + i) as usize];
         let top = t(f.i0, f.j0) + (t(f.i1, f.j0) - t(f.i0, f.j0)) * f.fx;
         let bottom = t(f.i0, f.j1) + (t(f.i1, f.j1) - t(f.i0, f.j1)) * f.fx;
@@ -355,10 +359,7 @@ impl EnvironmentMap {
     pub fn lookup(&self, d: Vec3) -> (Vec3, f32) {
         let (u, v) = self.uv_of(d);
         let f = self.footprint(u, v);
-        let t = |i: u32, j: u32| self.texels[(j * self.width + i) as usize];
-        let top = t(f.i0, f.j0) + (t(f.i1, f.j0) - t(f.i0, f.j0)) * f.fx;
-        let bottom = t(f.i0, f.j1) + (t(f.i1, f.j1) - t(f.i0, f.j1)) * f.fx;
-        let radiance = top + (bottom - top) * f.fy;
+        let radiance = self.interpolate(&f);
         if !self.is_sampleable() {
             return (radiance, 0.0);
         }
