@@ -271,27 +271,48 @@ int main(int argc, char** argv) {
 }
 "#;
 
-/// The harness binary, compiled once per test run; `None` where a missing C++ compiler may be
-/// skipped (see `support::compiler`).
+/// The harness binary, compiled once per version of its sources; `None` where a missing C++
+/// compiler may be skipped (see `support::compiler`).
+///
+/// It lives in the system's temporary folder under a name that carries a hash of every source
+/// and of the compiler's name, so a test run reuses the binary an earlier run built from the
+/// same sources and the folder does not grow by one copy per run. It is built in a private
+/// folder and renamed into place, so two test processes that build it at once never run a
+/// half-written binary: the loser of the rename uses the winner's.
 fn harness() -> Option<&'static Path> {
     static HARNESS_BIN: OnceLock<Option<PathBuf>> = OnceLock::new();
     HARNESS_BIN
         .get_or_init(|| {
             let cxx = support::compiler("CXX", "c++", "the host harness of the device code")?;
+            // The sources are embedded, so the test binary runs anywhere (a GPU host too).
+            let sources = [
+                ("pathtrace.cu", PATHTRACE_CU),
+                ("gasworks_common.h", GASWORKS_COMMON_H),
+                ("prelude.h", PRELUDE),
+                ("optix_device_min.h", OPTIX_SHIM),
+                ("harness.cpp", HARNESS),
+            ];
+            let mut hash = gasworks::fnv::Fnv::default();
+            hash.field(cxx.as_bytes());
+            for (name, text) in sources {
+                hash.field(name.as_bytes());
+                hash.field(text.as_bytes());
+            }
+            let tmp = std::env::temp_dir();
+            let cached = tmp.join(format!("gasworks-device-harness-{:016x}", hash.finish()));
+            let bin = cached.join("harness");
+            if bin.is_file() {
+                return Some(bin);
+            }
             let dir = tempfile::Builder::new()
                 .prefix("gasworks-device-port")
-                .tempdir()
-                .unwrap()
-                .keep();
-            // The sources are embedded, so the test binary runs anywhere (a GPU host too).
-            std::fs::write(dir.join("pathtrace.cu"), PATHTRACE_CU).unwrap();
-            std::fs::write(dir.join("gasworks_common.h"), GASWORKS_COMMON_H).unwrap();
-            std::fs::write(dir.join("prelude.h"), PRELUDE).unwrap();
-            std::fs::write(dir.join("optix_device_min.h"), OPTIX_SHIM).unwrap();
-            std::fs::write(dir.join("harness.cpp"), HARNESS).unwrap();
-            let bin = dir.join("harness");
+                .tempdir_in(&tmp)
+                .unwrap();
+            for (name, text) in sources {
+                std::fs::write(dir.path().join(name), text).unwrap();
+            }
             let out = Command::new(&cxx)
-                .current_dir(&dir)
+                .current_dir(dir.path())
                 .args([
                     "-std=c++17",
                     "-O2",
@@ -301,8 +322,8 @@ fn harness() -> Option<&'static Path> {
                     "prelude.h",
                     "harness.cpp",
                     "-o",
+                    "harness",
                 ])
-                .arg(&bin)
                 .output()
                 .unwrap();
             assert!(
@@ -310,6 +331,13 @@ fn harness() -> Option<&'static Path> {
                 "the device code does not compile on the host:\n{}",
                 String::from_utf8_lossy(&out.stderr)
             );
+            // Another process may have renamed its build into place meanwhile: then ours is
+            // removed and theirs, built from the same sources, is used.
+            let built = dir.keep();
+            if std::fs::rename(&built, &cached).is_err() {
+                let _ = std::fs::remove_dir_all(&built);
+            }
+            assert!(bin.is_file(), "{} was not built", bin.display());
             Some(bin)
         })
         .as_deref()
