@@ -343,6 +343,7 @@ fn placeholder(word: &str, flag: &str) -> Option<String> {
         ("DEG", "--fov") => "39.3",
         ("DEG", "--env-rotate") => "30",
         ("K", "--env-scale") => "2",
+        ("P", "--env-share") => "0.25",
         ("EV", "--exposure") => "1",
         ("R", "--lens-radius") => "20",
         ("D", "--focus-distance") => "1100",

@@ -155,7 +155,9 @@ fn a_scaled_map_lights_in_proportion() {
 
 /// The render with a lamp and a map is the sum of the lamp's render (no map) and the map's
 /// (the lamp there but dark): one-to-one the split of next-event estimation between the map
-/// and the area lights, and the MIS weights of both.
+/// and the area lights, and the MIS weights of both; and so for every share of the light
+/// samples the map may get (`--env-share`: 1/2, the probe's smallest and largest, and what
+/// the probe measures here).
 #[test]
 fn a_lamp_and_a_map_add_up_to_their_renders_apart() {
     let rho = Vec3::splat(0.6);
@@ -193,13 +195,33 @@ fn a_lamp_and_a_map_add_up_to_their_renders_apart() {
         let backend = CpuBackend::new(scene, &s).unwrap();
         mean_and_se(all_samples(&backend, &s))
     };
-    let (both, se_both, _) = stats(&build(true, true));
     let (lamp, se_lamp, _) = stats(&build(true, false));
     let (map, se_map, _) = stats(&build(false, true));
-    let se = (se_both * se_both + se_lamp * se_lamp + se_map * se_map).sqrt();
     eprintln!("lamp {lamp:.5} (se {se_lamp:.5}), map {map:.5} (se {se_map:.5})");
     assert!(lamp.min_element() > 0.05 && map.min_element() > 0.05);
-    assert_mean_within("lamp and map together", both, se, lamp + map, 1e-4);
+    let both = build(true, true);
+    let probed = gasworks::cpu::environment_share::probe(
+        &both,
+        &gasworks::cpu::SceneBvh::build(&both),
+        &s.camera,
+        s.max_depth,
+    );
+    eprintln!("probe: {probed:?}");
+    assert!(probed.paths > 0 && probed.share > 0.0 && probed.share < 1.0);
+    let min = gasworks::cpu::environment_share::MIN_SHARE;
+    for share in [None, Some(min), Some(1.0 - min), Some(probed.share)] {
+        let mut scene = both.clone();
+        scene.environment_share = share;
+        let (together, se_together, _) = stats(&scene);
+        let se = (se_together * se_together + se_lamp * se_lamp + se_map * se_map).sqrt();
+        assert_mean_within(
+            &format!("lamp and map together, share {share:?}"),
+            together,
+            se,
+            lamp + map,
+            1e-4,
+        );
+    }
 }
 
 /// The map seen directly (camera rays that escape) is the map itself: with a map constant
@@ -364,6 +386,106 @@ fn the_command_line_renders_a_map_and_refuses_bad_ones() {
         EnvironmentMap::open(&sky, 0.0).is_ok(),
         "the map was overwritten"
     );
+}
+
+/// `--env-share`: measured (`auto`, the default) or given, said with -v, named in the render's
+/// key where the scene has area lights too, refused out of [0, 1] or without a map, and
+/// without effect (said so) where the scene has no area lights.
+#[test]
+fn the_maps_share_of_the_light_samples_is_measured_or_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let plain = write_scene(dir.path());
+    // The same floor and wall, and a lamp above them.
+    let lit = dir.path().join("lit.obj");
+    std::fs::write(
+        dir.path().join("lit.mtl"),
+        "newmtl lamp\nKd 0 0 0\nKe 20 20 20\n",
+    )
+    .unwrap();
+    std::fs::write(
+        &lit,
+        format!(
+            "{}mtllib lit.mtl\nv -0.5 3 -0.5\nv 0.5 3 -0.5\nv 0.5 3 0.5\nv -0.5 3 0.5\n\
+             g lamp\nusemtl lamp\nf 9 10 11 12\n",
+            std::fs::read_to_string(&plain).unwrap()
+        ),
+    )
+    .unwrap();
+    let sky = dir.path().join("sky.exr");
+    write_exr(&sky, 16, 8, |x, y| {
+        if (x, y) == (5, 2) {
+            [500.0; 3]
+        } else {
+            [0.3, 0.5, 1.0]
+        }
+    });
+    let out = dir.path().join("out.exr");
+    let render = |scene: &std::path::Path, extra: &[&str]| {
+        let _ = std::fs::remove_file(&out);
+        let mut args = vec![
+            "render",
+            scene.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "--width",
+            "16",
+            "--height",
+            "16",
+            "--spp",
+            "2",
+        ];
+        args.extend_from_slice(extra);
+        let o = gasworks(&args);
+        let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert!(!stderr.contains("panicked"), "{extra:?}: {stderr}");
+        let key = std::fs::read(&out)
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default();
+        (o.status.success(), stderr, key)
+    };
+    let sky_s = sky.to_str().unwrap();
+
+    let (ok, stderr, key) = render(&lit, &["--env-map", sky_s, "-v"]);
+    assert!(ok, "{stderr}");
+    assert!(stderr.contains("environment share: "), "{stderr}");
+    assert!(stderr.contains("(auto: over 16384 probe paths"), "{stderr}");
+    assert!(
+        key.contains("; environment-share "),
+        "the key names the share"
+    );
+
+    let (ok, stderr, key) = render(&lit, &["--env-map", sky_s, "--env-share", "0.25", "-v"]);
+    assert!(ok, "{stderr}");
+    assert!(
+        stderr.contains("environment share: 0.25 of the light samples (--env-share)"),
+        "{stderr}"
+    );
+    assert!(
+        key.contains("; environment-share 0.25"),
+        "the key names the share"
+    );
+
+    for bad in ["1.5", "-0.1", "half", "NaN"] {
+        let (ok, stderr, _) = render(&lit, &["--env-map", sky_s, "--env-share", bad]);
+        assert!(!ok, "--env-share {bad} was accepted");
+        assert!(
+            stderr.contains("expected auto or a probability from 0 to 1"),
+            "{bad}: {stderr}"
+        );
+        assert!(!out.exists());
+    }
+    let (ok, stderr, _) = render(&lit, &["--env-share", "0.3"]);
+    assert!(!ok && stderr.contains("--env-map"), "{stderr}");
+
+    // No area lights: every light sample goes to the map whatever is asked, and the key is
+    // the one it was before the share existed.
+    let (ok, stderr, key) = render(&plain, &["--env-map", sky_s, "--env-share", "0.3"]);
+    assert!(ok, "{stderr}");
+    assert!(
+        stderr.contains("--env-share 0.3 has no effect: the scene has no area lights"),
+        "{stderr}"
+    );
+    assert!(!key.contains("environment-share"), "{key}");
 }
 
 /// Crops of a render under a map merge into the whole render bit for bit, and crops of

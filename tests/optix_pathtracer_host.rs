@@ -1059,9 +1059,15 @@ fn device_code_matches_the_cpu_under_environment_maps() {
     sky.set_environment_map(sun_map(35.0));
     assert_device_code_matches_cpu(&sky, &s, tile);
 
-    let sky = with_lamp(sky);
+    let mut sky = with_lamp(sky);
     assert_eq!(sky.lights.len(), 2);
     assert_device_code_matches_cpu(&sky, &s, tile);
+    // The share of next events chosen for a render (`--env-share`, or the probe's), the
+    // extremes included: 0 never samples the map, 1 never the lamp.
+    for share in [0.0625, 0.875, 0.0, 1.0] {
+        sky.environment_share = Some(share);
+        assert_device_code_matches_cpu(&sky, &s, tile);
+    }
 
     let mut black = spheres_under_a_sky();
     let map = gasworks::scene::EnvironmentMap::from_texels("black", 4, 2, vec![Vec3::ZERO; 8], 0.0)

@@ -109,6 +109,19 @@ pub struct RenderArgs {
         allow_negative_numbers = true
     )]
     pub env_scale: f32,
+    /// The share of light samples that go to the environment map in a scene with area lights
+    /// too: auto (measured before the render from short paths through the frame: each source
+    /// in proportion to the light it brings) or a number from 0 to 1 (1/2 was the rule before
+    /// auto)
+    #[arg(
+        long,
+        value_name = "auto|P",
+        requires = "env_map",
+        default_value = "auto",
+        value_parser = parse_env_share,
+        allow_hyphen_values = true
+    )]
+    pub env_share: EnvShareArg,
     /// Area lights emit from both faces (default: the front face only, the side the
     /// winding's normal points to, as in pbrt and Mitsuba)
     #[arg(long)]
@@ -241,7 +254,7 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
             .context("cannot set the number of threads")?;
     }
 
-    let (scene, load_s) = load_scene(&a)?;
+    let (mut scene, load_s) = load_scene(&a)?;
     check_outputs_against_textures(&a, &scene)?;
     print_load_warnings(&a, &scene, out);
     out.status(format_args!(
@@ -251,6 +264,7 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
         scene.triangle_count(),
     ));
     let settings = render_settings(&a, &scene, out)?;
+    choose_environment_share(&a, &mut scene, &settings, out);
     let content = crate::scene::content_hash::content_hash(&scene);
     let render_key = output::render_key(&a.scene, &scene, content, &settings);
     let pass_spp = schedule.pass_spp.unwrap_or(a.spp);
@@ -1042,6 +1056,94 @@ pub(super) fn check_outputs_against_textures(a: &RenderArgs, scene: &Scene) -> a
         }
     }
     Ok(())
+}
+
+/// `--env-share`: measured, or given.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum EnvShareArg {
+    Auto,
+    Fixed(f32),
+}
+
+/// `--env-share auto|P`: `auto` or a probability, 0 to 1.
+fn parse_env_share(s: &str) -> Result<EnvShareArg, String> {
+    if s == "auto" {
+        return Ok(EnvShareArg::Auto);
+    }
+    match s.parse::<f32>() {
+        Ok(p) if (0.0..=1.0).contains(&p) => Ok(EnvShareArg::Fixed(p)),
+        _ => Err(format!(
+            "{s:?}: expected auto or a probability from 0 to 1 (the share of light samples \
+             for the environment map)"
+        )),
+    }
+}
+
+/// Sets [`Scene::environment_share`] for the render (`--env-share`): measured by
+/// [`crate::cpu::environment_share::probe`] through the render's camera for `auto`, where the
+/// scene has both a map and area lights (it builds a CPU BVH for that, on every backend), or
+/// the number given. Says which with -v.
+pub(super) fn choose_environment_share(
+    a: &RenderArgs,
+    scene: &mut Scene,
+    settings: &RenderSettings,
+    out: Verbosity,
+) {
+    use crate::cpu::integrator::fixed_environment_share;
+    if scene.environment_map.is_none() {
+        return;
+    }
+    if let Some(share) = fixed_environment_share(scene) {
+        if let EnvShareArg::Fixed(p) = a.env_share {
+            if p != share {
+                out.warn(format_args!(
+                    "--env-share {p} has no effect: {}",
+                    if share == 1.0 {
+                        "the scene has no area lights, so every light sample goes to the map"
+                    } else {
+                        "the environment map is black"
+                    }
+                ));
+            }
+        }
+        return;
+    }
+    match a.env_share {
+        EnvShareArg::Fixed(p) => {
+            scene.environment_share = Some(p);
+            out.detail(
+                false,
+                format_args!("environment share: {p} of the light samples (--env-share)"),
+            );
+        }
+        EnvShareArg::Auto => {
+            let t0 = Instant::now();
+            let bvh = crate::cpu::SceneBvh::build(scene);
+            let probe = crate::cpu::environment_share::probe(
+                scene,
+                &bvh,
+                &settings.camera,
+                settings.max_depth,
+            );
+            scene.environment_share = Some(probe.share);
+            let total = probe.environment + probe.area_lights;
+            let part = |x: f64| if total > 0.0 { 100.0 * x / total } else { 0.0 };
+            out.detail(
+                false,
+                format_args!(
+                    "environment share: {} of the light samples (auto: over {} probe paths, \
+                     {} vertices, the map brought {:.1}% of the sampled light, the area \
+                     lights {:.1}%; {:.2} s)",
+                    probe.share,
+                    probe.paths,
+                    probe.vertices,
+                    part(probe.environment),
+                    part(probe.area_lights),
+                    t0.elapsed().as_secs_f64()
+                ),
+            );
+        }
+    }
 }
 
 /// `--env R,G,B`: three numbers, none negative (a negative radiance is no light; it made

@@ -21,10 +21,10 @@ use anyhow::Context;
 use super::console::Verbosity;
 use super::render::{
     after_checkpoints, check_args, check_frame_memory, check_outputs_against_textures,
-    check_report_paths, checkpoint_between_passes, checkpoint_within_pass, finish_at_time_limit,
-    finish_checkpoints, image_key, load_scene, pass_deadline, print_load_warnings, read_resume,
-    render_settings, set_up_backend, stopped_with_image, warn_about_checkpoints,
-    write_resume_or_rescue, Interrupted, RenderArgs,
+    check_report_paths, checkpoint_between_passes, checkpoint_within_pass,
+    choose_environment_share, finish_at_time_limit, finish_checkpoints, image_key, load_scene,
+    pass_deadline, print_load_warnings, read_resume, render_settings, set_up_backend,
+    stopped_with_image, warn_about_checkpoints, write_resume_or_rescue, Interrupted, RenderArgs,
 };
 use super::signals;
 use crate::backend::WorkerFactory;
@@ -121,12 +121,15 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
             .num_threads(threads)
             .build_global()
             .context("cannot set the number of threads")?;
-        let (scene, load_s) = load_scene(&a)?;
+        let (mut scene, load_s) = load_scene(&a)?;
         if rank == 0 {
             check_outputs_against_textures(&a, &scene)?;
             print_load_warnings(&a, &scene, out);
         }
         let settings = render_settings(&a, &scene, out)?;
+        // Every rank measures the same share (the probe is deterministic); the fingerprint
+        // compares it with the others' before the frame.
+        choose_environment_share(&a, &mut scene, &settings, out);
         let content = crate::scene::content_hash::content_hash(&scene);
         // Rank 0 holds the film: it reads the resume file (the other ranks need not see it).
         let resume = match (&a.resume, rank) {

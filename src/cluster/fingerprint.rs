@@ -59,6 +59,13 @@ fn fingerprint_of_scheme(
     );
     h.field(&content.to_le_bytes());
     h.field(format!("{:?} {}", scene.environment, scene.two_sided_lights).as_bytes());
+    // P(env), which each rank measured itself (`--env-share auto`): ranks that disagree would
+    // weigh the map's samples differently in one image.
+    h.field(
+        &crate::cpu::integrator::environment_share(scene)
+            .to_bits()
+            .to_le_bytes(),
+    );
     // The map by its content hash, rotation and size (not its file name, nor its texels).
     if let Some(map) = &scene.environment_map {
         h.field(

@@ -65,8 +65,9 @@
 //! # Environment maps
 //!
 //! With an environment map that is not black, next-event estimation has one more light to
-//! choose: the map, with probability `P(env)` = 1/2 when the scene has area lights too and 1
-//! when it has none; an area light is then picked by power with the light-choice number
+//! choose: the map, with probability `P(env)` = 1 when the scene has no area lights and
+//! otherwise the share chosen for the render (measured before it by
+//! [`super::environment_share::probe`], or `--env-share`; 1/2 where neither ran); an area light is then picked by power with the light-choice number
 //! rescaled to the rest of the interval, so each has `(1 - P(env))` times the probability it
 //! has without a map. The map is sampled by [`crate::scene::EnvironmentMap::sample`] (its
 //! luminance times the solid angle of each texel) with the point-on-light numbers, and a
@@ -167,7 +168,7 @@ pub struct LightSampler {
     /// [`Scene::light_index_table`]: the table the GPU backend uploads too.
     index: Vec<Option<Vec<u32>>>,
     /// `P(env)`: the probability of sampling the environment map; 0 without a map (or with a
-    /// black one), 1 without area lights, else 1/2.
+    /// black one), 1 without area lights, else the render's share ([`environment_share`]).
     env_share: f32,
 }
 
@@ -179,26 +180,41 @@ pub enum LightChoice {
 }
 
 /// `P(env)`, the probability that next-event estimation samples the environment map: 0
-/// without a map or with a black one, 1 when the scene has no area lights, else 1/2. The GPU
-/// backend uploads this value.
+/// without a map or with a black one, 1 when the scene has no area lights, else the share
+/// chosen for the render ([`Scene::environment_share`]: `--env-share`, or measured by
+/// [`super::environment_share::probe`]), 1/2 when none was. The GPU backend uploads this
+/// value.
 pub fn environment_share(scene: &Scene) -> f32 {
+    fixed_environment_share(scene).unwrap_or_else(|| scene.environment_share.unwrap_or(0.5))
+}
+
+/// `P(env)` where the scene leaves no choice: 0 without a sampleable map, 1 with one and no
+/// area lights; `None` when it has both, and a share must be chosen.
+pub fn fixed_environment_share(scene: &Scene) -> Option<f32> {
     let sampleable_map = scene
         .environment_map
         .as_ref()
         .is_some_and(|m| m.is_sampleable());
     match (sampleable_map, scene.lights.is_empty()) {
-        (false, _) => 0.0,
-        (true, true) => 1.0,
-        (true, false) => 0.5,
+        (false, _) => Some(0.0),
+        (true, true) => Some(1.0),
+        (true, false) => None,
     }
 }
 
 impl LightSampler {
     pub fn new(scene: &Scene) -> LightSampler {
+        Self::with_environment_share(scene, environment_share(scene))
+    }
+
+    /// The sampler of `scene` with `P(env)` = `share` (where the scene has a map and area
+    /// lights; [`environment_share`]'s 0 or 1 otherwise): what
+    /// [`super::environment_share::probe`] samples with before any share is chosen.
+    pub fn with_environment_share(scene: &Scene, share: f32) -> LightSampler {
         LightSampler {
             cdf: light_cdf(scene),
             index: scene.light_index_table(),
-            env_share: environment_share(scene),
+            env_share: fixed_environment_share(scene).unwrap_or(share),
         }
     }
 
@@ -511,27 +527,43 @@ impl PathTracer<'_> {
         u1: f32,
         u2: f32,
     ) -> Vec3 {
-        let Some(wi) = map.sample(u1, u2) else {
-            return Vec3::ZERO;
-        };
+        self.environment_light_sample(map, sp, bsdf, wo, u1, u2)
+            .map_or(Vec3::ZERO, LightSample::weighted)
+    }
+
+    /// The environment map's light sample at `sp` ([`PathTracer::next_event_environment`]
+    /// before its MIS weight): `None` where it carries nothing (occluded, below the surface,
+    /// or where the map's density is 0).
+    pub fn environment_light_sample(
+        &self,
+        map: &EnvironmentMap,
+        sp: &SurfacePoint,
+        bsdf: &Bsdf,
+        wo: Vec3,
+        u1: f32,
+        u2: f32,
+    ) -> Option<LightSample> {
+        let wi = map.sample(u1, u2)?;
         let (le, pdf) = map.lookup(wi);
         let p_env = self.lights.environment_share() * pdf;
         if !(p_env > 0.0) {
-            return Vec3::ZERO;
+            return None;
         }
         let e = bsdf.eval(wo, wi);
         if e.f_cos == Vec3::ZERO {
-            return Vec3::ZERO;
+            return None;
         }
         let side = if wi.dot(sp.n_geo) >= 0.0 { 1.0 } else { -1.0 };
         let origin = offset_ray_origin(sp.p, side * sp.n_geo, sp.scale);
-        let Some(ray) = RayData::new(origin, wi) else {
-            return Vec3::ZERO;
-        };
+        let ray = RayData::new(origin, wi)?;
         if self.bvh.occluded_ray(self.scene, &ray, 0.0, f32::INFINITY) {
-            return Vec3::ZERO;
+            return None;
         }
-        e.f_cos * le * (power_heuristic(p_env, e.pdf) / p_env)
+        Some(LightSample {
+            f_cos_le: e.f_cos * le,
+            p_light: p_env,
+            p_bsdf: e.pdf,
+        })
     }
 
     /// Next-event estimation at `sp` on area light `li`: one light point, one shadow ray, the
@@ -545,9 +577,24 @@ impl PathTracer<'_> {
         u1: f32,
         u2: f32,
     ) -> Vec3 {
+        self.area_light_sample(sp, bsdf, wo, li, u1, u2)
+            .map_or(Vec3::ZERO, LightSample::weighted)
+    }
+
+    /// Area light `li`'s light sample at `sp` ([`PathTracer::next_event`] before its MIS
+    /// weight): `None` where it carries nothing (occluded, in a hole, seen from behind).
+    pub fn area_light_sample(
+        &self,
+        sp: &SurfacePoint,
+        bsdf: &Bsdf,
+        wo: Vec3,
+        li: usize,
+        u1: f32,
+        u2: f32,
+    ) -> Option<LightSample> {
         let p_pick = self.lights.probability(li);
         if !(p_pick > 0.0) {
-            return Vec3::ZERO;
+            return None;
         }
         let light = &self.scene.lights[li];
         let g = &self.scene.groups[light.group as usize];
@@ -557,7 +604,7 @@ impl PathTracer<'_> {
         // still sampled uniformly over its whole triangle, so both strategies estimate the
         // emission of the opaque part; see the module comment).
         if self.scene.is_cut_out(light.group, light.prim, b1, b2) {
-            return Vec3::ZERO;
+            return None;
         }
         let le = self.scene.light_emission_at(light, b1, b2);
         let q = (1.0 - b1 - b2) * q0 + b1 * q1 + b2 * q2;
@@ -565,21 +612,21 @@ impl PathTracer<'_> {
         let to_light = q - sp.p;
         let dist2 = to_light.length_squared();
         if !(dist2 > 0.0) {
-            return Vec3::ZERO;
+            return None;
         }
         let wi = to_light / dist2.sqrt();
         let cos_l = n_light.dot(wi).abs();
         if !(cos_l > 0.0) {
-            return Vec3::ZERO;
+            return None;
         }
         // The light point emits towards the shading point only if that lies on its front
         // side: n_light . (-wi) > 0. No shadow ray for a light seen from behind.
         if !(self.scene.two_sided_lights || n_light.dot(wi) < 0.0) {
-            return Vec3::ZERO;
+            return None;
         }
         let e = bsdf.eval(wo, wi);
         if e.f_cos == Vec3::ZERO {
-            return Vec3::ZERO;
+            return None;
         }
         let p_light = p_pick / light.area * dist2 / cos_l;
         let side = if wi.dot(sp.n_geo) >= 0.0 { 1.0 } else { -1.0 };
@@ -588,16 +635,38 @@ impl PathTracer<'_> {
         let target = offset_ray_origin(q, light_side * n_light, triangle_scale(q0, q1, q2));
         if self.bvh.occluded_ray(
             self.scene,
-            &match RayData::new(origin, target - origin) {
-                Some(r) => r,
-                None => return Vec3::ZERO,
-            },
+            &RayData::new(origin, target - origin)?,
             0.0,
             1.0,
         ) {
-            return Vec3::ZERO;
+            return None;
         }
-        e.f_cos * le * (power_heuristic(p_light, e.pdf) / p_light)
+        Some(LightSample {
+            f_cos_le: e.f_cos * le,
+            p_light,
+            p_bsdf: e.pdf,
+        })
+    }
+}
+
+/// One next-event sample that reached its light, before its MIS weight.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LightSample {
+    /// `f cos * Le`: the BSDF (cosine included) times the radiance arriving.
+    pub f_cos_le: Vec3,
+    /// The solid-angle density of the light strategy for this direction, the choice of the
+    /// light included (`P(env) pdf_map`, or `P(light) / area * t^2 / cos_light`).
+    pub p_light: f32,
+    /// The density with which BSDF sampling would have picked the same direction.
+    pub p_bsdf: f32,
+}
+
+impl LightSample {
+    /// The contribution next-event estimation adds: `f cos * Le * w_light / p_light`, with the
+    /// power heuristic `w_light` against BSDF sampling.
+    #[inline]
+    pub fn weighted(self) -> Vec3 {
+        self.f_cos_le * (power_heuristic(self.p_light, self.p_bsdf) / self.p_light)
     }
 }
 

@@ -11,6 +11,7 @@
 //! comes from rendering many tiles at once (the backend is `Sync`).
 
 pub mod bvh;
+pub mod environment_share;
 pub mod first_hit;
 pub mod integrator;
 pub mod material;

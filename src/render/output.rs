@@ -111,8 +111,17 @@ pub fn render_key(
             m.width, m.height, m.content, m.rotation_deg
         ),
     };
+    // And the map's share of the light samples, where the scene has area lights too (the
+    // only case where it is chosen: `--env-share`).
+    let env_share = match crate::cpu::integrator::fixed_environment_share(scene) {
+        Some(_) => String::new(),
+        None => format!(
+            "; environment-share {:?}",
+            crate::cpu::integrator::environment_share(scene)
+        ),
+    };
     ascii(&format!(
-        "scene {name}; triangles {}; content {:016x}; size {}x{}; spp {}; max-depth {}; seed {}; camera eye {} u {} v {} w {}; environment {}; lights {}{filter}{lens}{env_map}",
+        "scene {name}; triangles {}; content {:016x}; size {}x{}; spp {}; max-depth {}; seed {}; camera eye {} u {} v {} w {}; environment {}; lights {}{filter}{lens}{env_map}{env_share}",
         scene.triangle_count(),
         content,
         settings.width,

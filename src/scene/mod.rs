@@ -465,6 +465,11 @@ pub struct Scene {
     /// A map of the light arriving from each direction (`--env-map`), in place of a uniform
     /// [`Scene::environment`]: see [`Scene::set_environment_map`].
     pub environment_map: Option<Arc<EnvironmentMap>>,
+    /// `P(env)`, the share of next-event samples that go to the environment map when the scene
+    /// has area lights too, as chosen for this render (`--env-share`, or measured by
+    /// [`crate::cpu::environment_share::probe`]); `None`: 1/2. Read through
+    /// [`crate::cpu::integrator::environment_share`], which both backends use.
+    pub environment_share: Option<f32>,
     /// Whether area lights emit from both faces. `false` (the default, as in pbrt and
     /// Mitsuba): only the front face emits, the side of the winding's normal; a light seen, hit
     /// or sampled from behind contributes nothing. `true` (`--two-sided-lights`): both faces
@@ -492,6 +497,7 @@ impl Scene {
             lights: Vec::new(),
             environment: None,
             environment_map: None,
+            environment_share: None,
             two_sided_lights: false,
             report: LoadReport::default(),
         };

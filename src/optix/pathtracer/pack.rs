@@ -420,6 +420,12 @@ mod tests {
             env.share, 0.5,
             "the test scene has lights: half the next events"
         );
+        // The share chosen for a render (`--env-share`, or the probe's) is the one uploaded,
+        // as the CPU's light sampler uses it.
+        scene.environment_share = Some(0.1875);
+        let chosen = pack_scene(&scene).unwrap().environment_map.unwrap();
+        assert_eq!(chosen.share, 0.1875);
+        assert_eq!(LightSampler::new(&scene).environment_share(), 0.1875);
         let got: Vec<glam::Vec3> = read(&packed, env.texels);
         assert_eq!(got, map.texels());
         let (rows, cols, pdf) = map.sampling_tables();
