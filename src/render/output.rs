@@ -193,10 +193,7 @@ pub fn render_key_differences(a: &str, b: &str) -> Vec<(String, String)> {
     let items = |key: &str| -> Vec<(String, String)> {
         key.split("; ")
             .filter(|item| !item.is_empty())
-            .map(|item| {
-                let name = item.split(' ').next().unwrap_or("").to_string();
-                (name, item.to_string())
-            })
+            .map(|item| (key_item_name(item).to_string(), item.to_string()))
             .collect()
     };
     let (ia, ib) = (items(a), items(b));
@@ -224,6 +221,18 @@ pub fn render_key_differences(a: &str, b: &str) -> Vec<(String, String)> {
         differ.push((a.to_string(), b.to_string()));
     }
     differ
+}
+
+/// The name of a render key's item: its first word, but the first two of `environment map
+/// ...`, whose first word is also the name of the uniform `environment R,G,B` (every key has
+/// that item; a key under a map has both, and matched by the first word alone the map's
+/// item was compared with the other key's uniform environment and reported as differing).
+fn key_item_name(item: &str) -> &str {
+    const TWO_WORDS: [&str; 1] = ["environment map"];
+    TWO_WORDS
+        .into_iter()
+        .find(|name| item == *name || item.starts_with(&format!("{name} ")))
+        .unwrap_or_else(|| item.split(' ').next().unwrap_or(""))
 }
 
 /// EXR text and PNG `tEXt` hold Latin-1: other characters are written as `\u{..}`.
@@ -1104,6 +1113,45 @@ pub fn parse_pixelbounds(s: &str) -> Result<Tile, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Under a map a key has both `environment R,G,B` and `environment map ...`: each is
+    /// matched with its own kind, so only the item that differs is named.
+    #[test]
+    fn the_uniform_environment_and_the_map_are_two_items() {
+        let key = |share: &str| {
+            format!(
+                "spp 4; environment 0.0,0.0,0.0; lights one-sided; environment map 16x8 \
+                 content 01 rotate 0.0{share}"
+            )
+        };
+        let pair = |a: &str, b: &str| (a.to_string(), b.to_string());
+        let (a, b) = (
+            key("; environment-share 0.5"),
+            key("; environment-share 0.25"),
+        );
+        assert_eq!(
+            render_key_differences(&a, &b),
+            [pair("environment-share 0.5", "environment-share 0.25")]
+        );
+        let other_map = a.replace("content 01", "content 02");
+        assert_eq!(
+            render_key_differences(&a, &other_map),
+            [pair(
+                "environment map 16x8 content 01 rotate 0.0",
+                "environment map 16x8 content 02 rotate 0.0"
+            )]
+        );
+        let no_map = "spp 4; environment 0.0,0.0,0.0; lights one-sided";
+        assert_eq!(
+            render_key_differences(no_map, &key("")),
+            [pair(
+                "(not set)",
+                "environment map 16x8 content 01 rotate 0.0"
+            )]
+        );
+        assert_eq!(key_item_name("environment map"), "environment map");
+        assert_eq!(key_item_name("environment mapping 2"), "environment");
+    }
 
     #[test]
     fn render_keys_differ_item_by_item_matched_by_name() {
