@@ -477,6 +477,59 @@ fn the_maps_share_of_the_light_samples_is_measured_or_given() {
     let (ok, stderr, _) = render(&lit, &["--env-share", "0.3"]);
     assert!(!ok && stderr.contains("--env-map"), "{stderr}");
 
+    // Crops measure the whole frame, so their shares agree and they merge into the whole
+    // render bit for bit; a crop rendered at another share is refused.
+    let path = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+    let crop = |name: &str, extra: &[&str]| {
+        let mut args = vec![
+            "render".to_string(),
+            lit.to_str().unwrap().into(),
+            "-o".into(),
+            path(name),
+            "--width".into(),
+            "16".into(),
+            "--height".into(),
+            "12".into(),
+            "--spp".into(),
+            "4".into(),
+            "--env-map".into(),
+            sky_s.into(),
+        ];
+        args.extend(extra.iter().map(|a| a.to_string()));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let o = gasworks(&args);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    };
+    crop("whole.exr", &[]);
+    crop("top.exr", &["--pixelbounds", "0,16,0,5"]);
+    crop("bottom.exr", &["--pixelbounds", "0,16,5,12"]);
+    crop(
+        "bottom-other.exr",
+        &["--pixelbounds", "0,16,5,12", "--env-share", "0.25"],
+    );
+    let merged = path("merged.exr");
+    let o = gasworks(&[
+        "merge",
+        &path("top.exr"),
+        &path("bottom.exr"),
+        "-o",
+        &merged,
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let stats = gasworks(&["image-stats", &path("whole.exr"), &merged]);
+    let printed = String::from_utf8_lossy(&stats.stdout);
+    assert!(printed.contains("bit-identical"), "{printed}");
+    let o = gasworks(&[
+        "merge",
+        &path("top.exr"),
+        &path("bottom-other.exr"),
+        "-o",
+        &path("mixed.exr"),
+    ]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "crops at two shares were merged");
+    assert!(stderr.contains("environment-share"), "{stderr}");
+
     // No area lights: every light sample goes to the map whatever is asked, and the key is
     // the one it was before the share existed.
     let (ok, stderr, key) = render(&plain, &["--env-map", sky_s, "--env-share", "0.3"]);
