@@ -187,6 +187,51 @@ fn n_ranks_render_the_single_process_image_bit_for_bit() {
     }
 }
 
+/// Under an environment map beside the Cornell box's lamp every rank measures the map's share
+/// of the light samples itself (`--env-share auto`, on its own threads): the ranks agree (the
+/// share is in the fingerprint they compare) and the frame is one process's, bit for bit.
+#[test]
+fn ranks_measure_one_environment_share_and_render_the_single_process_image() {
+    let dir = tempfile::tempdir().unwrap();
+    let sky = dir.path().join("sky.exr");
+    image::Rgb32FImage::from_fn(16, 8, |x, y| {
+        if (x, y) == (9, 2) {
+            image::Rgb([4000.0, 3800.0, 3000.0])
+        } else {
+            image::Rgb([0.4, 0.6, 1.0])
+        }
+    })
+    .save(&sky)
+    .unwrap();
+    let scene = cornell();
+    let map = ["--env-map", sky.to_str().unwrap()];
+    let single = dir.path().join("single.exr");
+    let mut args = render_args(&scene, &single, &map);
+    args.retain(|a| a != "-q" && a != "--threads" && a != "1");
+    args.push("-v".into());
+    let r = run({
+        let mut c = Command::new(BIN);
+        c.args(&args);
+        c
+    });
+    assert_eq!(r.code, Some(0), "single process: {}", r.stderr);
+    assert!(
+        r.stderr.contains("environment share: ") && r.stderr.contains("(auto: over"),
+        "{}",
+        r.stderr
+    );
+    let expected = image_bits(&single);
+    for np in [2usize, 3] {
+        let out = dir.path().join(format!("n{np}.exr"));
+        let r = mpi_render(np, &render_args(&scene, &out, &map));
+        assert_eq!(r.code, Some(0), "{np} ranks: {}", r.stderr);
+        assert!(
+            image_bits(&out) == expected,
+            "{np} ranks: the image differs from one process's"
+        );
+    }
+}
+
 #[test]
 fn one_rank_under_mpirun_is_a_single_process() {
     let dir = tempfile::tempdir().unwrap();
