@@ -110,9 +110,9 @@ pub struct RenderArgs {
     )]
     pub env_scale: f32,
     /// The share of light samples that go to the environment map in a scene with area lights
-    /// too: auto (measured before the render from short paths through the frame: each source
-    /// in proportion to the light it brings) or a number from 0 to 1 (1/2 was the rule before
-    /// auto)
+    /// too: auto (measured before the render by short paths through the frame, in proportion
+    /// to the root mean square of what each one's samples bring) or a number from 0 to 1 (1/2
+    /// was the rule before auto)
     #[arg(
         long,
         value_name = "auto|P",

@@ -5,20 +5,21 @@
 //! one of them. A fixed 1/2 spends half of them on the map even where the map cannot be seen:
 //! a room lit by lamps, its windows closed, loses half its lamp samples to shadow rays that
 //! are all blocked, and a sunlit street with one faint lamp loses half its sun samples. The
-//! variance of a strategy's part of the estimate goes as the inverse of its share, so each
-//! should get samples in proportion to the light it brings into the image.
+//! variance of a strategy's part of the estimate goes as the inverse of its share, so the
+//! strategies whose samples bring more light into the image should get more of them.
 //!
 //! [`probe`] measures that. It traces [`PROBE_PATHS`] short paths from the camera, spread over
 //! the whole frame on a grid (a crop's render measures the same frame, so crops of one frame
 //! agree), and at every vertex where next-event estimation would run draws one sample of each
 //! strategy with the integrator's own routines ([`PathTracer::environment_light_sample`],
 //! [`PathTracer::area_light_sample`]): the map's compensated importance sampling, the lights'
-//! choice by power, the shadow rays, the material's BSDF. Their luminances times the path's
-//! throughput, without MIS weights, summed over every vertex of every path, estimate the
-//! light each strategy delivers to the image (the vertices after the first count too: a
-//! room seen from inside may be lit by the sun only where it falls through a window). The
-//! share is the map's part of the sum, clamped to [[`MIN_SHARE`], 1 - [`MIN_SHARE`]] so that
-//! light the probe missed is still sampled, and rounded to a multiple of 1/256.
+//! choice by power, the shadow rays, the material's BSDF. Each sample's luminance times the
+//! path's throughput, without MIS weight, is what that strategy would add to the image there
+//! (the vertices after the first count too: a room seen from inside may be lit by the sun
+//! only where it falls through a window). The share follows the root mean squares of the two
+//! ([`share_of`]: the split with the least variance), clamped to [[`MIN_SHARE`], 1 -
+//! [`MIN_SHARE`]] so that light the probe missed is still sampled, and rounded to a multiple
+//! of 1/256.
 //!
 //! The probe is a pure function of the scene, the camera and the depth: its random numbers
 //! come from the sampler with a fixed seed, the paths are traced in parallel but summed in

@@ -67,8 +67,9 @@
 //! With an environment map that is not black, next-event estimation has one more light to
 //! choose: the map, with probability `P(env)` = 1 when the scene has no area lights and
 //! otherwise the share chosen for the render (measured before it by
-//! [`super::environment_share::probe`], or `--env-share`; 1/2 where neither ran); an area light is then picked by power with the light-choice number
-//! rescaled to the rest of the interval, so each has `(1 - P(env))` times the probability it
+//! [`super::environment_share::probe`], or `--env-share`; 1/2 where neither ran); an area
+//! light is then picked by power with the light-choice number rescaled to the rest of the
+//! interval, so each has `(1 - P(env))` times the probability it
 //! has without a map. The map is sampled by [`crate::scene::EnvironmentMap::sample`] (its
 //! luminance times the solid angle of each texel) with the point-on-light numbers, and a
 //! shadow ray to infinity decides visibility. Its density as a light is
