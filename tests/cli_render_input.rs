@@ -247,6 +247,126 @@ fn bad_lenses_are_refused_and_a_focus_distance_needs_a_lens() {
     }
 }
 
+/// A camera comment with a thin lens renders as the same camera with `--lens-radius` and
+/// `--focus-distance` does, bit for bit; `--lens-radius 0` makes it a pinhole again, and so
+/// do flags that give the whole camera; a lens too large for single precision is refused
+/// naming the comment.
+#[test]
+fn a_camera_comment_may_carry_a_thin_lens() {
+    let dir = tempfile::tempdir().unwrap();
+    let cornell = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/cornell/cornell.obj"),
+    )
+    .unwrap();
+    std::fs::copy(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/cornell/cornell.mtl"),
+        dir.path().join("cornell.mtl"),
+    )
+    .unwrap();
+    let camera = "# gasworks camera: eye 278 273 -800 look_at 278 273 0 up 0 1 0 fov 39.3";
+    assert!(cornell.contains(camera), "the Cornell box's camera changed");
+    let with_lens = |lens: &str| {
+        let path = dir.path().join(format!("lens{}.obj", lens.len()));
+        std::fs::write(&path, cornell.replace(camera, &format!("{camera}{lens}"))).unwrap();
+        path
+    };
+    let render = |obj: &std::path::Path, out: &str, extra: &[&str]| {
+        let out = dir.path().join(out);
+        let o = Command::new(env!("CARGO_BIN_EXE_gasworks"))
+            .args(["render", obj.to_str().unwrap(), "-o", out.to_str().unwrap()])
+            .args([
+                "--backend",
+                "cpu",
+                "--width",
+                "24",
+                "--height",
+                "24",
+                "--spp",
+                "4",
+                "-v",
+            ])
+            .args(extra)
+            .output()
+            .unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+            out,
+        )
+    };
+    let bits = |p: &std::path::Path| -> Vec<u32> {
+        image::open(p)
+            .unwrap()
+            .to_rgb32f()
+            .into_raw()
+            .into_iter()
+            .map(f32::to_bits)
+            .collect()
+    };
+    let plain = with_lens("");
+    let lens = with_lens(" lens_radius 20 focus_distance 1100");
+    let (code, stderr, hinted) = render(&lens, "hinted.exr", &[]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stderr.contains(
+            "lens: radius 20, focused at 1100 along the view direction (the scene's camera hint)"
+        ),
+        "{stderr}"
+    );
+    let (code, stderr, flags) = render(
+        &plain,
+        "flags.exr",
+        &["--lens-radius", "20", "--focus-distance", "1100"],
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(
+        bits(&hinted),
+        bits(&flags),
+        "the comment's lens is the flags' lens"
+    );
+
+    let (code, stderr, pinhole) = render(&plain, "pinhole.exr", &[]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let (code, stderr, off) = render(&lens, "off.exr", &["--lens-radius", "0"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(!stderr.contains("lens:"), "{stderr}");
+    assert_eq!(bits(&off), bits(&pinhole), "--lens-radius 0 is a pinhole");
+    assert_ne!(bits(&hinted), bits(&pinhole));
+    let whole = [
+        "--eye",
+        "278,273,-800",
+        "--look-at",
+        "278,273,0",
+        "--up",
+        "0,1,0",
+        "--fov",
+        "39.3",
+    ];
+    let (code, stderr, overridden) = render(&lens, "whole.exr", &whole);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(
+        bits(&overridden),
+        bits(&pinhole),
+        "the whole camera from flags"
+    );
+
+    // Focused at the look-at point's distance when the comment names no distance.
+    let (code, stderr, _) = render(&with_lens(" lens_radius 20"), "at.exr", &[]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stderr.contains("focused at 800 along the view direction (the scene's camera hint, at the look-at point's distance)"),
+        "{stderr}"
+    );
+    let (code, stderr, out) = render(&with_lens(" lens_radius 1e30"), "huge.exr", &[]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("bad lens (lens_radius 1000000000000000000000000000000 focus_distance 800, from the scene's camera hint")
+            && stderr.contains("too large for single-precision rays"),
+        "{stderr}"
+    );
+    assert!(!out.exists());
+}
+
 /// A malformed `# gasworks camera:` comment is an error naming the file, the line and the
 /// fault: a typo there must not quietly render from the automatic camera instead.
 #[test]

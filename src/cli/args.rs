@@ -111,7 +111,16 @@ impl CameraArgs {
         scene: &std::path::Path,
         warn: impl FnOnce(String),
     ) -> Result<Option<Camera>, CameraHintError> {
-        match Camera::hint_from_obj(scene) {
+        Ok(self.scene_hint_with_lens(scene, warn)?.map(|h| h.camera))
+    }
+
+    /// [`CameraArgs::scene_hint`] with the lens the comment may name.
+    pub fn scene_hint_with_lens(
+        &self,
+        scene: &std::path::Path,
+        warn: impl FnOnce(String),
+    ) -> Result<Option<crate::scene::CameraHint>, CameraHintError> {
+        match crate::scene::CameraHint::from_obj(scene) {
             Ok(hint) => Ok(hint),
             Err(e) if self.overrides_all() => {
                 warn(format!(

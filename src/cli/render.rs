@@ -1198,21 +1198,18 @@ pub(super) fn print_load_warnings(a: &RenderArgs, scene: &Scene, out: Verbosity)
     }
 }
 
-/// The scene's own camera (its `# gasworks camera:` comment), if any: see
-/// [`super::args::CameraArgs::scene_hint`].
-pub(super) fn scene_camera(a: &RenderArgs, out: Verbosity) -> anyhow::Result<Option<Camera>> {
-    Ok(a.camera.scene_hint(&a.scene, |w| out.warn(w))?)
-}
-
 /// The settings of the render: the image, the samples and the camera (printed with -v, as the
-/// flags that reproduce it).
+/// flags that reproduce it). The camera and its lens fall back to the scene's own (its `# gasworks
+/// camera:` comment: [`super::args::CameraArgs::scene_hint_with_lens`]).
 pub(super) fn render_settings(
     a: &RenderArgs,
     scene: &Scene,
     out: Verbosity,
 ) -> anyhow::Result<RenderSettings> {
-    let hint = scene_camera(a, out)?;
-    let camera = a.camera.camera(&scene.bounds(), hint, a.width, a.height);
+    let hint = a.camera.scene_hint_with_lens(&a.scene, |w| out.warn(w))?;
+    let camera = a
+        .camera
+        .camera(&scene.bounds(), hint.map(|h| h.camera), a.width, a.height);
     // The look-at point's distance, in f64: the f32 square of a far one overflows.
     let look_at_distance = (camera.look_at.as_dvec3() - camera.eye.as_dvec3()).length() as f32;
     out.detail(
@@ -1232,9 +1229,20 @@ pub(super) fn render_settings(
         )
     })?;
     camera.filter = a.filter.into();
-    if let Some(radius) = a.lens_radius {
-        let (focus, from) = match (a.focus_distance, a.focus_on) {
-            (Some(d), _) => (d, None),
+    // The lens: the command line's (`--lens-radius 0` is a pinhole), else the scene's camera
+    // comment's, unless the flags give the whole camera (the comment is then not used).
+    let hint_lens = hint
+        .and_then(|h| h.lens)
+        .filter(|_| !a.camera.overrides_all());
+    let lens = match (a.lens_radius, hint_lens) {
+        (Some(radius), _) => Some((radius, a.focus_distance, a.focus_on, false)),
+        (None, Some(l)) => Some((l.radius, l.focus_distance, None, true)),
+        (None, None) => None,
+    };
+    if let Some((radius, focus_distance, focus_on, from_hint)) = lens {
+        const HINT: &str = "the scene's camera hint";
+        let (focus, from) = match (focus_distance, focus_on) {
+            (Some(d), _) => (d, from_hint.then(|| HINT.to_string())),
             // The point's distance along the view direction, in f64 as above.
             (None, Some(p)) => (
                 (p.as_dvec3() - camera.eye.as_dvec3()).dot(camera.w.as_dvec3()) as f32,
@@ -1242,15 +1250,27 @@ pub(super) fn render_settings(
             ),
             (None, None) => (
                 look_at_distance,
-                Some("the look-at point's distance".to_string()),
+                Some(if from_hint {
+                    format!("{HINT}, at the look-at point's distance")
+                } else {
+                    "the look-at point's distance".to_string()
+                }),
             ),
         };
         camera.set_thin_lens(radius, focus).with_context(|| {
-            format!(
-                "{}: bad lens (--lens-radius {radius} --focus-distance {focus}{})",
-                a.scene.display(),
-                from.as_ref().map_or(String::new(), |f| format!(", {f}"))
-            )
+            if from_hint {
+                format!(
+                    "{}: bad lens (lens_radius {radius} focus_distance {focus}, from {})",
+                    a.scene.display(),
+                    from.as_deref().unwrap_or(HINT)
+                )
+            } else {
+                format!(
+                    "{}: bad lens (--lens-radius {radius} --focus-distance {focus}{})",
+                    a.scene.display(),
+                    from.as_ref().map_or(String::new(), |f| format!(", {f}"))
+                )
+            }
         })?;
         if radius > 0.0 {
             out.detail(

@@ -341,7 +341,75 @@ impl CameraFrame {
 /// tools ignore:
 ///
 /// `# gasworks camera: eye 278 273 -800 look_at 278 273 0 up 0 1 0 fov 39.3`
+///
+/// It may carry a thin lens too, `lens_radius R` and optionally `focus_distance D` (without
+/// it the lens focuses at the look-at point's distance), as `--lens-radius` and
+/// `--focus-distance` give one: see [`CameraHint`].
 pub const CAMERA_HINT_PREFIX: &str = "# gasworks camera:";
+
+/// A scene's own camera as its `# gasworks camera:` comment gives it: the camera, and the
+/// thin lens when the comment names one.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CameraHint {
+    pub camera: Camera,
+    pub lens: Option<LensHint>,
+}
+
+/// The thin lens of a camera hint (`lens_radius R [focus_distance D]`), checked as far as a
+/// comment can be: a radius of 0 or more, a focus distance above 0. Whether it suits single
+/// precision is [`CameraFrame::set_thin_lens`]'s to say, with the frame.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LensHint {
+    pub radius: f32,
+    /// `None`: focused at the look-at point's distance along the view direction.
+    pub focus_distance: Option<f32>,
+}
+
+impl CameraHint {
+    /// Parses a camera hint comment: `None` when the line is not one, an error saying what is
+    /// wrong when it is one but malformed.
+    pub fn from_line(line: &str) -> Option<Result<CameraHint, String>> {
+        let rest = line.trim().strip_prefix(CAMERA_HINT_PREFIX)?;
+        Some(Camera::parse_hint(rest))
+    }
+
+    /// The camera hint of an OBJ file, looked for among its leading comment lines: `None`
+    /// when it has none (or cannot be read: the loader reports that), an error naming the
+    /// file and line when its hint is malformed or there are two.
+    pub fn from_obj(path: &std::path::Path) -> Result<Option<CameraHint>, CameraHintError> {
+        use std::io::BufRead;
+        let Ok(file) = std::fs::File::open(path) else {
+            return Ok(None);
+        };
+        let mut found: Option<(usize, CameraHint)> = None;
+        // The hint is among the first lines: a bounded read, so that a file without line
+        // ends (`/dev/zero`) is left for the loader to refuse.
+        for (n, line) in std::io::BufReader::new(std::io::Read::take(file, 1 << 20))
+            .lines()
+            .take(64)
+            .map_while(Result::ok)
+            .enumerate()
+        {
+            let fail = |why: String| CameraHintError {
+                path: path.to_path_buf(),
+                line: n + 1,
+                why,
+            };
+            match (CameraHint::from_line(&line), found) {
+                (None, _) => continue,
+                (Some(Err(why)), _) => return Err(fail(why)),
+                // Which one was meant cannot be known: neither is used silently.
+                (Some(Ok(_)), Some((first, _))) => {
+                    return Err(fail(format!(
+                        "a second camera comment (the first is on line {first}); keep one"
+                    )))
+                }
+                (Some(Ok(hint)), None) => found = Some((n + 1, hint)),
+            }
+        }
+        Ok(found.map(|(_, hint)| hint))
+    }
+}
 
 impl Camera {
     /// The comment line that [`Camera::from_hint`] reads back.
@@ -358,12 +426,12 @@ impl Camera {
 
     /// Parses a camera hint comment: `None` when the line is not one, an error saying what is
     /// wrong when it is one but malformed (a typo there must not quietly give another camera).
+    /// The lens the comment may name is left out: [`CameraHint::from_line`] keeps it.
     pub fn from_hint(line: &str) -> Option<Result<Camera, String>> {
-        let rest = line.trim().strip_prefix(CAMERA_HINT_PREFIX)?;
-        Some(Camera::parse_hint(rest))
+        CameraHint::from_line(line).map(|r| r.map(|h| h.camera))
     }
 
-    fn parse_hint(rest: &str) -> Result<Camera, String> {
+    fn parse_hint(rest: &str) -> Result<CameraHint, String> {
         let words: Vec<&str> = rest.split_whitespace().collect();
         let mut cam = Camera {
             eye: Vec3::ZERO,
@@ -372,6 +440,7 @@ impl Camera {
             fov_y_deg: 39.3,
         };
         let mut seen_eye = false;
+        let (mut lens_radius, mut focus_distance) = (None, None);
         let mut i = 0;
         let num = |key: &str, j: usize| -> Result<f32, String> {
             let word = words
@@ -404,55 +473,51 @@ impl Camera {
                     cam.fov_y_deg = num("fov", i + 1)?;
                     i += 2;
                 }
+                "lens_radius" => {
+                    let r = num("lens_radius", i + 1)?;
+                    if r < 0.0 {
+                        return Err(format!("`lens_radius`: {r} is below 0"));
+                    }
+                    lens_radius = Some(r);
+                    i += 2;
+                }
+                "focus_distance" => {
+                    let d = num("focus_distance", i + 1)?;
+                    if d <= 0.0 {
+                        return Err(format!("`focus_distance`: {d} is not above 0"));
+                    }
+                    focus_distance = Some(d);
+                    i += 2;
+                }
                 other => {
                     return Err(format!(
-                    "unknown word {other:?} (expected eye X Y Z, look_at X Y Z, up X Y Z, fov DEG)"
+                    "unknown word {other:?} (expected eye X Y Z, look_at X Y Z, up X Y Z, fov DEG, \
+                     lens_radius R, focus_distance D)"
                 ))
                 }
             }
         }
-        if seen_eye {
-            Ok(cam)
-        } else {
-            Err("no `eye X Y Z`".into())
+        if !seen_eye {
+            return Err("no `eye X Y Z`".into());
         }
+        let lens = match (lens_radius, focus_distance) {
+            (None, Some(_)) => {
+                return Err(
+                    "`focus_distance` without `lens_radius` (a pinhole has no focus)".into(),
+                )
+            }
+            (None, None) => None,
+            (Some(radius), focus_distance) => Some(LensHint {
+                radius,
+                focus_distance,
+            }),
+        };
+        Ok(CameraHint { camera: cam, lens })
     }
 
-    /// The camera hint of an OBJ file, looked for among its leading comment lines: `None`
-    /// when it has none (or cannot be read: the loader reports that), an error naming the
-    /// file and line when its hint is malformed.
+    /// The camera of an OBJ file's hint ([`CameraHint::from_obj`]; its lens left out).
     pub fn hint_from_obj(path: &std::path::Path) -> Result<Option<Camera>, CameraHintError> {
-        use std::io::BufRead;
-        let Ok(file) = std::fs::File::open(path) else {
-            return Ok(None);
-        };
-        let mut found: Option<(usize, Camera)> = None;
-        // The hint is among the first lines: a bounded read, so that a file without line
-        // ends (`/dev/zero`) is left for the loader to refuse.
-        for (n, line) in std::io::BufReader::new(std::io::Read::take(file, 1 << 20))
-            .lines()
-            .take(64)
-            .map_while(Result::ok)
-            .enumerate()
-        {
-            let fail = |why: String| CameraHintError {
-                path: path.to_path_buf(),
-                line: n + 1,
-                why,
-            };
-            match (Camera::from_hint(&line), found) {
-                (None, _) => continue,
-                (Some(Err(why)), _) => return Err(fail(why)),
-                // Which one was meant cannot be known: neither is used silently.
-                (Some(Ok(_)), Some((first, _))) => {
-                    return Err(fail(format!(
-                        "a second camera comment (the first is on line {first}); keep one"
-                    )))
-                }
-                (Some(Ok(cam)), None) => found = Some((n + 1, cam)),
-            }
-        }
-        Ok(found.map(|(_, cam)| cam))
+        Ok(CameraHint::from_obj(path)?.map(|h| h.camera))
     }
 }
 
@@ -634,6 +699,53 @@ mod tests {
             err("# gasworks camera: eye 1 2 3 lookat 0 0 0").starts_with("unknown word \"lookat\"")
         );
         assert_eq!(err("# gasworks camera: fov 40"), "no `eye X Y Z`");
+    }
+
+    /// A camera comment may name a thin lens; the words are checked as the flags are.
+    #[test]
+    fn camera_hints_carry_a_thin_lens() {
+        let base = "# gasworks camera: eye 278 273 -800 look_at 278 273 0 up 0 1 0 fov 39.3";
+        let hint = |extra: &str| CameraHint::from_line(&format!("{base}{extra}")).unwrap();
+        let plain = hint("").unwrap();
+        assert_eq!(plain.lens, None);
+        assert_eq!(Camera::from_hint(base), Some(Ok(plain.camera)));
+        assert_eq!(
+            hint(" lens_radius 20 focus_distance 1100").unwrap().lens,
+            Some(LensHint {
+                radius: 20.0,
+                focus_distance: Some(1100.0)
+            })
+        );
+        // Without a focus distance: the look-at point's, chosen with the frame.
+        let lens = hint(" lens_radius 0.5").unwrap();
+        assert_eq!(
+            lens.lens,
+            Some(LensHint {
+                radius: 0.5,
+                focus_distance: None
+            })
+        );
+        // The lens does not change the camera, and `Camera::from_hint` leaves it out.
+        assert_eq!(lens.camera, plain.camera);
+        assert_eq!(
+            Camera::from_hint(&format!("{base} lens_radius 0.5")),
+            Some(Ok(plain.camera))
+        );
+        let err = |extra: &str| hint(extra).unwrap_err();
+        assert_eq!(err(" lens_radius -1"), "`lens_radius`: -1 is below 0");
+        assert_eq!(
+            err(" lens_radius 1 focus_distance 0"),
+            "`focus_distance`: 0 is not above 0"
+        );
+        assert_eq!(
+            err(" lens_radius inf"),
+            "`lens_radius`: \"inf\" is not a finite number"
+        );
+        assert_eq!(
+            err(" focus_distance 10"),
+            "`focus_distance` without `lens_radius` (a pinhole has no focus)"
+        );
+        assert_eq!(err(" lens_radius"), "`lens_radius` lacks a number");
     }
 
     #[test]

@@ -22,7 +22,7 @@ use serde::Serialize;
 use thiserror::Error;
 
 pub use bump::BumpMap;
-pub use camera::{Camera, PixelFilter, ThinLens};
+pub use camera::{Camera, CameraHint, LensHint, PixelFilter, ThinLens};
 pub use environment_map::{EnvironmentMap, EnvironmentMapError};
 
 /// An axis-aligned bounding box.
