@@ -507,27 +507,8 @@ fn the_maps_share_of_the_light_samples_is_measured_or_given() {
         "bottom-other.exr",
         &["--pixelbounds", "0,16,5,12", "--env-share", "0.25"],
     );
-    let merged = path("merged.exr");
-    let o = gasworks(&[
-        "merge",
-        &path("top.exr"),
-        &path("bottom.exr"),
-        "-o",
-        &merged,
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let stats = gasworks(&["image-stats", &path("whole.exr"), &merged]);
-    let printed = String::from_utf8_lossy(&stats.stdout);
-    assert!(printed.contains("bit-identical"), "{printed}");
-    let o = gasworks(&[
-        "merge",
-        &path("top.exr"),
-        &path("bottom-other.exr"),
-        "-o",
-        &path("mixed.exr"),
-    ]);
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(!o.status.success(), "crops at two shares were merged");
+    assert_crops_merge_into_the_whole(&path);
+    let stderr = merge_refused(&path, "bottom-other.exr");
     assert!(stderr.contains("environment-share"), "{stderr}");
 
     // No area lights: every light sample goes to the map whatever is asked, and the key is
@@ -584,6 +565,14 @@ fn crops_under_a_map_merge_and_crops_under_another_map_do_not() {
     render("bottom.exr", &sky, "15", Some("0,16,5,12"));
     render("bottom-other.exr", &other, "15", Some("0,16,5,12"));
     render("bottom-turned.exr", &sky, "16", Some("0,16,5,12"));
+    assert_crops_merge_into_the_whole(&path);
+    for odd in ["bottom-other.exr", "bottom-turned.exr"] {
+        merge_refused(&path, odd);
+    }
+}
+
+/// `top.exr` and `bottom.exr` (paths by name from `path`) merge into `whole.exr` bit for bit.
+fn assert_crops_merge_into_the_whole(path: &dyn Fn(&str) -> String) {
     let merged = path("merged.exr");
     let o = gasworks(&[
         "merge",
@@ -600,17 +589,20 @@ fn crops_under_a_map_merge_and_crops_under_another_map_do_not() {
         "{printed}{}",
         String::from_utf8_lossy(&stats.stderr)
     );
-    for odd in ["bottom-other.exr", "bottom-turned.exr"] {
-        let o = gasworks(&[
-            "merge",
-            &path("top.exr"),
-            &path(odd),
-            "-o",
-            &path("mixed.exr"),
-        ]);
-        assert!(
-            !o.status.success(),
-            "{odd}: crops of two renders were merged"
-        );
-    }
+}
+
+/// `top.exr` and the crop `odd` do not merge: the error message.
+fn merge_refused(path: &dyn Fn(&str) -> String, odd: &str) -> String {
+    let o = gasworks(&[
+        "merge",
+        &path("top.exr"),
+        &path(odd),
+        "-o",
+        &path("mixed.exr"),
+    ]);
+    assert!(
+        !o.status.success(),
+        "{odd}: crops of two renders were merged"
+    );
+    String::from_utf8_lossy(&o.stderr).into_owned()
 }

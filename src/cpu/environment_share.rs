@@ -38,7 +38,7 @@ use std::f64::consts::PI;
 
 use super::bvh::{RayData, SceneBvh};
 use super::integrator::{
-    fixed_environment_share, offset_ray_origin, LightSample, LightSampler, PathTracer, SurfacePoint,
+    fixed_environment_share, LightSample, LightSampler, PathTracer, SurfacePoint,
 };
 use super::material::{Bsdf, ShadingFrame};
 use crate::render::luminance;
@@ -238,12 +238,7 @@ fn probe_path(
         if throughput.max_element() <= 0.0 || !throughput.is_finite() {
             break;
         }
-        let side = if bs.wi.dot(sp.n_geo) >= 0.0 {
-            1.0
-        } else {
-            -1.0
-        };
-        ray_o = offset_ray_origin(sp.p, side * sp.n_geo, sp.scale);
+        ray_o = sp.origin_towards(bs.wi);
         ray_d = bs.wi;
     }
     // A non-finite sum (a degenerate sample) says nothing: the cell is left out.

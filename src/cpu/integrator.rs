@@ -368,6 +368,17 @@ impl SurfacePoint {
     }
 }
 
+impl SurfacePoint {
+    /// The origin of a ray leaving the surface along `wi`: the point pushed off by
+    /// [`offset_ray_origin`] to the side of the geometric normal `wi` leaves on (the front
+    /// for `wi . n_geo >= 0`).
+    #[inline]
+    pub fn origin_towards(&self, wi: Vec3) -> Vec3 {
+        let side = if wi.dot(self.n_geo) >= 0.0 { 1.0 } else { -1.0 };
+        offset_ray_origin(self.p, side * self.n_geo, self.scale)
+    }
+}
+
 /// The path tracer over one scene and its BVH.
 pub struct PathTracer<'a> {
     pub scene: &'a Scene,
@@ -484,12 +495,7 @@ impl PathTracer<'_> {
             }
             prev_pdf = bs.pdf;
             prev_delta = bs.delta;
-            let side = if bs.wi.dot(sp.n_geo) >= 0.0 {
-                1.0
-            } else {
-                -1.0
-            };
-            ray_o = offset_ray_origin(sp.p, side * sp.n_geo, sp.scale);
+            ray_o = sp.origin_towards(bs.wi);
             ray_d = bs.wi;
         }
         radiance
@@ -554,8 +560,7 @@ impl PathTracer<'_> {
         if e.f_cos == Vec3::ZERO {
             return None;
         }
-        let side = if wi.dot(sp.n_geo) >= 0.0 { 1.0 } else { -1.0 };
-        let origin = offset_ray_origin(sp.p, side * sp.n_geo, sp.scale);
+        let origin = sp.origin_towards(wi);
         let ray = RayData::new(origin, wi)?;
         if self.bvh.occluded_ray(self.scene, &ray, 0.0, f32::INFINITY) {
             return None;
@@ -630,8 +635,7 @@ impl PathTracer<'_> {
             return None;
         }
         let p_light = p_pick / light.area * dist2 / cos_l;
-        let side = if wi.dot(sp.n_geo) >= 0.0 { 1.0 } else { -1.0 };
-        let origin = offset_ray_origin(sp.p, side * sp.n_geo, sp.scale);
+        let origin = sp.origin_towards(wi);
         let light_side = if n_light.dot(wi) < 0.0 { 1.0 } else { -1.0 };
         let target = offset_ray_origin(q, light_side * n_light, triangle_scale(q0, q1, q2));
         if self.bvh.occluded_ray(
