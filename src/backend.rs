@@ -13,6 +13,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 
+use crate::cpu::SceneBvh;
 use crate::optix::pathtracer::{OptixBackend, OptixOptions, PathTracerError};
 use crate::render::{RenderSettings, TileRenderer};
 use crate::scene::Scene;
@@ -64,7 +65,7 @@ pub fn select(
     settings: &RenderSettings,
     options: &OptixOptions,
 ) -> anyhow::Result<Backend> {
-    select_beside(choice, scene, settings, options, false)
+    select_beside(choice, scene, settings, options, false, None)
 }
 
 /// [`select`], and when `cpu_too` (`--devices` has a `cpu` entry) and the GPU is tried, the
@@ -74,25 +75,33 @@ pub fn select(
 /// with `gpu0x2,cpu` against 0.75 s with `gpu0x2`; the CPU setup took 0.468 s of it). When the
 /// GPU cannot be used (`auto`), the CPU backend built meanwhile becomes the selected one: it
 /// is never built twice.
+///
+/// `cpu_bvh`: the scene's CPU BVH when one was built before (by the environment-share probe,
+/// [`crate::cpu::environment_share`]): a CPU backend, selected or beside the GPU, traces it
+/// rather than building its own. A GPU without CPU workers has no use for it: it is dropped
+/// before the GPU's setup, unless `auto` may yet fall back to the CPU.
 pub fn select_beside(
     choice: BackendChoice,
     scene: &Scene,
     settings: &RenderSettings,
     options: &OptixOptions,
     cpu_too: bool,
+    cpu_bvh: Option<Arc<SceneBvh>>,
 ) -> anyhow::Result<Backend> {
     match choice {
         BackendChoice::Cpu => Ok(cpu_backend(
             scene,
             settings,
             "requested with --backend cpu",
+            cpu_bvh,
         )?),
         BackendChoice::Optix => {
+            let beside = if cpu_too { Some(cpu_bvh) } else { None };
             let (optix, cpu) = optix_and_cpu(
                 scene,
                 settings,
                 options,
-                cpu_too,
+                beside,
                 "requested with --backend optix",
             );
             let mut backend = optix.context("--backend optix")?;
@@ -101,13 +110,24 @@ pub fn select_beside(
         }
         BackendChoice::Auto => {
             if let Err(e) = crate::optix::probe() {
-                return Ok(cpu_backend(scene, settings, &format!("auto: {e}"))?);
+                return Ok(cpu_backend(
+                    scene,
+                    settings,
+                    &format!("auto: {e}"),
+                    cpu_bvh,
+                )?);
             }
+            // Without CPU workers, kept for the fallback below (a GPU that cannot be used).
+            let (beside, fallback_bvh) = if cpu_too {
+                (Some(cpu_bvh), None)
+            } else {
+                (None, cpu_bvh)
+            };
             let (optix, cpu) = optix_and_cpu(
                 scene,
                 settings,
                 options,
-                cpu_too,
+                beside,
                 "picked by --backend auto: an NVIDIA GPU and driver are present",
             );
             match optix {
@@ -124,13 +144,14 @@ pub fn select_beside(
                             let built = built?;
                             Ok(Backend {
                                 description: cpu_description(&why),
-                                build_seconds: built.seconds,
+                                build_seconds: built.seconds
+                                    + built.backend.bvh_seconds_before_setup(),
                                 renderer: Box::new(built.backend),
                                 optix: None,
                                 cpu_beside: None,
                             })
                         }
-                        None => Ok(cpu_backend(scene, settings, &why)?),
+                        None => Ok(cpu_backend(scene, settings, &why, fallback_bvh)?),
                     }
                 }
             }
@@ -138,26 +159,27 @@ pub fn select_beside(
     }
 }
 
-/// The OptiX backend, and when `cpu_too` the CPU backend, built on a scoped thread at the same
-/// time (the CPU BVH build is host work; the OptiX setup mostly waits for the driver and the
-/// GPU).
+/// The OptiX backend, and when `beside` is given the CPU backend (on its BVH when it holds
+/// one), built on a scoped thread at the same time (the CPU BVH build is host work; the OptiX
+/// setup mostly waits for the driver and the GPU).
 fn optix_and_cpu(
     scene: &Scene,
     settings: &RenderSettings,
     options: &OptixOptions,
-    cpu_too: bool,
+    beside: Option<Option<Arc<SceneBvh>>>,
     why: &str,
 ) -> (
     Result<Backend, PathTracerError>,
     Option<anyhow::Result<BuiltCpu>>,
 ) {
-    if !cpu_too {
+    let Some(cpu_bvh) = beside else {
         return (optix_backend(scene, settings, options, why), None);
-    }
+    };
     std::thread::scope(|scope| {
         let cpu = scope.spawn(|| {
             let t = Instant::now();
-            let cpu = crate::cpu::CpuBackend::new(scene, settings)?;
+            let cpu = crate::cpu::CpuBackend::with_bvh(scene, settings, cpu_bvh)?;
+            // The seconds this thread took: beside the GPU, what overlapped its setup.
             Ok::<_, crate::render::InputError>((cpu, t.elapsed().as_secs_f64()))
         });
         let t = Instant::now();
@@ -206,12 +228,13 @@ fn cpu_backend(
     scene: &Scene,
     settings: &RenderSettings,
     why: &str,
+    bvh: Option<Arc<SceneBvh>>,
 ) -> Result<Backend, crate::render::InputError> {
     let t = Instant::now();
-    let cpu = crate::cpu::CpuBackend::new(scene, settings)?;
+    let cpu = crate::cpu::CpuBackend::with_bvh(scene, settings, bvh)?;
     Ok(Backend {
         description: cpu_description(why),
-        build_seconds: t.elapsed().as_secs_f64(),
+        build_seconds: t.elapsed().as_secs_f64() + cpu.bvh_seconds_before_setup(),
         renderer: Box::new(cpu),
         optix: None,
         cpu_beside: None,

@@ -224,6 +224,62 @@ fn a_lamp_and_a_map_add_up_to_their_renders_apart() {
     }
 }
 
+/// The BVH the probe built is the one a CPU backend then traces (`CpuBackend::with_bvh`, as
+/// `render` hands it on): every sample as a backend that builds its own draws, bit for bit,
+/// and the build counted as before its setup. A BVH of other geometry is not used: the
+/// backend builds the scene's own, and its samples are still the scene's.
+#[test]
+fn the_probes_bvh_is_the_cpu_backends_and_another_scenes_is_not() {
+    let mut scene = Scene::new(
+        "lamp and map",
+        vec![
+            floor(0),
+            quad("lamp", Vec3::new(-0.5, 2.0, -0.5), Vec3::X, Vec3::Z, 1),
+        ],
+        vec![Material::diffuse("floor", Vec3::splat(0.6)), {
+            let mut lamp = Material::diffuse("lamp", Vec3::ZERO);
+            lamp.emission = Vec3::splat(20.0);
+            lamp
+        }],
+    );
+    scene.set_environment_map(sun_map(40.0));
+    let s = settings(Vec3::new(0.0, 3.0, 3.0), Vec3::ZERO, 40.0, 8, 8, 4);
+    let bvh = Arc::new(gasworks::cpu::SceneBvh::build(&scene));
+    scene.environment_share =
+        Some(gasworks::cpu::environment_share::probe(&scene, &bvh, &s.camera, s.max_depth).share);
+    let own = CpuBackend::new(&scene, &s).unwrap();
+    assert_eq!(own.bvh_seconds_before_setup(), 0.0);
+    let given = CpuBackend::with_bvh(&scene, &s, Some(bvh.clone())).unwrap();
+    assert_eq!(
+        Arc::strong_count(&bvh),
+        2,
+        "the backend holds the probe's BVH"
+    );
+    assert_eq!(
+        given.bvh_seconds_before_setup(),
+        bvh.stats().seconds,
+        "its build is counted"
+    );
+    let samples = all_samples(&own, &s);
+    assert!(samples.iter().any(|l| l.max_element() > 0.0));
+    assert_eq!(all_samples(&given, &s), samples);
+
+    // The floor alone: one group fewer.
+    let other = Arc::new(gasworks::cpu::SceneBvh::build(&Scene::new(
+        "floor",
+        vec![floor(0)],
+        vec![Material::diffuse("floor", Vec3::splat(0.6))],
+    )));
+    let refused = CpuBackend::with_bvh(&scene, &s, Some(other.clone())).unwrap();
+    assert_eq!(
+        Arc::strong_count(&other),
+        1,
+        "another scene's BVH is dropped"
+    );
+    assert_eq!(refused.bvh_seconds_before_setup(), 0.0);
+    assert_eq!(all_samples(&refused, &s), samples);
+}
+
 /// The map seen directly (camera rays that escape) is the map itself: with a map constant
 /// over wide bands, a camera looking straight up sees the top band only (above the first
 /// row's centre the rows clamp: no interpolation with the next band).

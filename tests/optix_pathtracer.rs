@@ -158,7 +158,7 @@ fn a_bad_optix_abi_is_refused_whichever_backend_would_run() {
 #[test]
 fn the_cpu_backend_beside_a_gpu_is_only_built_when_a_gpu_is_tried() {
     let (scene, s) = small_scene();
-    let b = select_beside(BackendChoice::Cpu, &scene, &s, &accel_args(&[]), true).unwrap();
+    let b = select_beside(BackendChoice::Cpu, &scene, &s, &accel_args(&[]), true, None).unwrap();
     assert_eq!(b.renderer.name(), "cpu");
     assert!(b.cpu_beside.is_none() && b.optix.is_none());
     if gpu_present() {
@@ -168,14 +168,115 @@ fn the_cpu_backend_beside_a_gpu_is_only_built_when_a_gpu_is_tried() {
         );
         return;
     }
-    let b = select_beside(BackendChoice::Auto, &scene, &s, &accel_args(&[]), true).unwrap();
+    let b = select_beside(
+        BackendChoice::Auto,
+        &scene,
+        &s,
+        &accel_args(&[]),
+        true,
+        None,
+    )
+    .unwrap();
     assert!(
         b.description.contains("auto: no NVIDIA GPU found"),
         "{}",
         b.description
     );
     assert!(b.cpu_beside.is_none() && b.optix.is_none());
-    assert!(select_beside(BackendChoice::Optix, &scene, &s, &accel_args(&[]), true).is_err());
+    assert!(select_beside(
+        BackendChoice::Optix,
+        &scene,
+        &s,
+        &accel_args(&[]),
+        true,
+        None
+    )
+    .is_err());
+}
+
+/// The CPU BVH the environment-share probe built goes to the CPU backend, selected (`cpu`,
+/// `auto` without a GPU) or beside a GPU for CPU workers; a GPU without CPU workers drops it
+/// (a ten-million-triangle BVH is not kept through a GPU render for nothing).
+#[test]
+fn a_bvh_built_before_goes_to_the_cpu_backend_only() {
+    let (scene, s) = small_scene();
+    let bvh = Arc::new(gasworks::cpu::SceneBvh::build(&scene));
+    let held = |choice, cpu_too| {
+        let b = select_beside(
+            choice,
+            &scene,
+            &s,
+            &accel_args(&[]),
+            cpu_too,
+            Some(bvh.clone()),
+        );
+        (b.map(|b| b.renderer.name()).ok(), Arc::strong_count(&bvh))
+    };
+    // The backend is still alive while the count is taken: 2 when it holds the BVH.
+    let held_alive = |choice, cpu_too| {
+        let b = select_beside(
+            choice,
+            &scene,
+            &s,
+            &accel_args(&[]),
+            cpu_too,
+            Some(bvh.clone()),
+        )
+        .unwrap();
+        let count = Arc::strong_count(&bvh);
+        (b.renderer.name(), b.cpu_beside.is_some(), count)
+    };
+    assert_eq!(
+        held_alive(BackendChoice::Cpu, false),
+        ("cpu".to_string(), false, 2)
+    );
+    assert_eq!(Arc::strong_count(&bvh), 1);
+    if gpu_present() {
+        support::assert_gpu_hidden_worked();
+        support::run_test_without_gpu("a_bvh_built_before_goes_to_the_cpu_backend_only");
+        return;
+    }
+    assert_eq!(
+        held_alive(BackendChoice::Auto, false),
+        ("cpu".to_string(), false, 2)
+    );
+    assert_eq!(
+        held_alive(BackendChoice::Auto, true),
+        ("cpu".to_string(), false, 2)
+    );
+    assert_eq!(held(BackendChoice::Optix, true), (None, 1));
+}
+
+/// On a GPU: a GPU without CPU workers drops the probe's BVH before its setup; with them, the
+/// CPU backend beside it traces that BVH.
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn gpu_a_bvh_built_before_goes_to_the_cpu_workers_beside_the_gpu() {
+    let (scene, s) = small_scene();
+    let bvh = Arc::new(gasworks::cpu::SceneBvh::build(&scene));
+    for (choice, cpu_too, held) in [
+        (BackendChoice::Optix, false, 1),
+        (BackendChoice::Auto, false, 1),
+        (BackendChoice::Optix, true, 2),
+        (BackendChoice::Auto, true, 2),
+    ] {
+        let b = select_beside(
+            choice,
+            &scene,
+            &s,
+            &accel_args(&[]),
+            cpu_too,
+            Some(bvh.clone()),
+        )
+        .expect("the OptiX backend on a GPU host");
+        assert!(b.optix.is_some(), "{choice:?}: {}", b.description);
+        assert_eq!(b.cpu_beside.is_some(), cpu_too);
+        assert_eq!(
+            Arc::strong_count(&bvh),
+            held,
+            "{choice:?}, CPU workers {cpu_too}"
+        );
+    }
 }
 
 /// `--devices gpu0x2,cpu:1`: the CPU workers' backend is the one built during the GPU's setup
@@ -186,7 +287,7 @@ fn gpu_the_cpu_workers_use_the_backend_built_beside_the_gpu() {
     use gasworks::sched::{workers::build_workers, DeviceSpec};
     let (scene, s) = small_scene();
     let options = accel_args(&[]);
-    let b = select_beside(BackendChoice::Optix, &scene, &s, &options, true)
+    let b = select_beside(BackendChoice::Optix, &scene, &s, &options, true, None)
         .expect("--backend optix on a GPU host");
     let beside = b.cpu_beside.as_ref().expect("a CPU backend beside the GPU");
     assert_eq!(beside.renderer.name(), "cpu");

@@ -264,7 +264,7 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
         scene.triangle_count(),
     ));
     let settings = render_settings(&a, &scene, out)?;
-    choose_environment_share(&a, &mut scene, &settings, out);
+    let probe_bvh = choose_environment_share(&a, &mut scene, &settings, out);
     let content = crate::scene::content_hash::content_hash(&scene);
     let render_key = output::render_key(&a.scene, &scene, content, &settings);
     let pass_spp = schedule.pass_spp.unwrap_or(a.spp);
@@ -283,8 +283,15 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
     };
     let samples_resumed = resume.as_ref().map_or(0.0, crate::sched::Resume::samples);
 
-    let (backend, prepared_estimate) =
-        set_up_backend(&a, &scene, &settings, &schedule, &optix_options, true)?;
+    let (backend, prepared_estimate) = set_up_backend(
+        &a,
+        &scene,
+        &settings,
+        &schedule,
+        &optix_options,
+        true,
+        probe_bvh,
+    )?;
     out.status(format_args!("backend: {}", backend.description));
     let build_seconds = backend.build_seconds;
     // Without --devices, the selected backend decides the workers: two streams on GPU 0 (one
@@ -640,6 +647,8 @@ pub(super) fn output_write_reserve(pixels: u64) -> Duration {
 /// camera, and the GPU's setup mostly waits for the driver and the device. Beside the CPU
 /// backend's own BVH build the two would only share the cores: there the frame estimates it.
 /// A failed or panicked estimate is `None`: the frame makes it again, and reports it.
+/// `cpu_bvh`: the CPU BVH the environment-share probe built ([`choose_environment_share`]),
+/// which a CPU backend traces rather than building another.
 pub(crate) fn set_up_backend(
     a: &RenderArgs,
     scene: &Scene,
@@ -647,6 +656,7 @@ pub(crate) fn set_up_backend(
     schedule: &crate::sched::SchedConfig,
     optix_options: &crate::optix::pathtracer::OptixOptions,
     estimate_too: bool,
+    cpu_bvh: Option<std::sync::Arc<crate::cpu::SceneBvh>>,
 ) -> anyhow::Result<(
     crate::backend::Backend,
     Option<crate::sched::PreparedEstimate>,
@@ -685,7 +695,7 @@ pub(crate) fn set_up_backend(
             scope.spawn(|| crate::sched::PreparedEstimate::new(scene, settings, schedule))
         });
         let backend =
-            crate::backend::select_beside(choice, scene, settings, optix_options, cpu_too);
+            crate::backend::select_beside(choice, scene, settings, optix_options, cpu_too, cpu_bvh);
         (
             backend,
             estimate.and_then(|h| h.join().ok()).and_then(Result::ok),
@@ -1082,17 +1092,16 @@ fn parse_env_share(s: &str) -> Result<EnvShareArg, String> {
 /// Sets [`Scene::environment_share`] for the render (`--env-share`): measured by
 /// [`crate::cpu::environment_share::probe`] through the render's camera for `auto`, where the
 /// scene has both a map and area lights (it builds a CPU BVH for that, on every backend), or
-/// the number given. Says which with -v.
+/// the number given. Says which with -v. Returns the BVH the probe built, for the CPU
+/// backend to trace rather than build another ([`set_up_backend`]).
 pub(super) fn choose_environment_share(
     a: &RenderArgs,
     scene: &mut Scene,
     settings: &RenderSettings,
     out: Verbosity,
-) {
+) -> Option<std::sync::Arc<crate::cpu::SceneBvh>> {
     use crate::cpu::integrator::fixed_environment_share;
-    if scene.environment_map.is_none() {
-        return;
-    }
+    scene.environment_map.as_ref()?;
     if let Some(share) = fixed_environment_share(scene) {
         if let EnvShareArg::Fixed(p) = a.env_share {
             if p != share {
@@ -1106,7 +1115,7 @@ pub(super) fn choose_environment_share(
                 ));
             }
         }
-        return;
+        return None;
     }
     match a.env_share {
         EnvShareArg::Fixed(p) => {
@@ -1115,10 +1124,11 @@ pub(super) fn choose_environment_share(
                 false,
                 format_args!("environment share: {p} of the light samples (--env-share)"),
             );
+            None
         }
         EnvShareArg::Auto => {
-            let t0 = Instant::now();
             let bvh = crate::cpu::SceneBvh::build(scene);
+            let t0 = Instant::now();
             let probe = crate::cpu::environment_share::probe(
                 scene,
                 &bvh,
@@ -1133,15 +1143,18 @@ pub(super) fn choose_environment_share(
                 format_args!(
                     "environment share: {} of the light samples (auto: over {} probe paths, \
                      {} vertices, the map brought {:.1}% of the sampled light, the area \
-                     lights {:.1}%; {:.2} s)",
+                     lights {:.1}%; {:.2} s, after {:.2} s building the CPU BVH it traces, \
+                     which a CPU backend then reuses)",
                     probe.share,
                     probe.paths,
                     probe.vertices,
                     part(probe.environment),
                     part(probe.area_lights),
-                    t0.elapsed().as_secs_f64()
+                    t0.elapsed().as_secs_f64(),
+                    bvh.stats().seconds,
                 ),
             );
+            Some(std::sync::Arc::new(bvh))
         }
     }
 }

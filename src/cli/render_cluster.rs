@@ -14,6 +14,7 @@
 //! (`rank=R,after=N,kind=abort|exit|kill|silence`): a test hook that makes rank R fail after it
 //! has rendered N tiles (rank 0: after N tiles of any rank reached it).
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -33,6 +34,7 @@ use crate::cluster::{
     fingerprint::fingerprint, run_node, ClusterJob, Discard, FaultHook, FaultKind, FrameSink,
     PlanInputs, RankSetup, Timing, Transport,
 };
+use crate::cpu::SceneBvh;
 use crate::optix::pathtracer::OptixOptions;
 use crate::render::checkpoint::{self, CheckpointHeader, Checkpointer};
 use crate::render::output::{self, ImageMeta};
@@ -102,6 +104,7 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
         OptixOptions,
         f64,
         Option<Resume>,
+        Option<Arc<SceneBvh>>,
     );
     let loaded = (|| -> anyhow::Result<Loaded> {
         check_args(&a)?;
@@ -129,7 +132,7 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
         let settings = render_settings(&a, &scene, out)?;
         // Every rank measures the same share (the probe is deterministic); the fingerprint
         // compares it with the others' before the frame.
-        choose_environment_share(&a, &mut scene, &settings, out);
+        let probe_bvh = choose_environment_share(&a, &mut scene, &settings, out);
         let content = crate::scene::content_hash::content_hash(&scene);
         // Rank 0 holds the film: it reads the resume file (the other ranks need not see it).
         let resume = match (&a.resume, rank) {
@@ -158,15 +161,18 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
             optix_options,
             load_s,
             resume,
+            probe_bvh,
         ))
     })();
-    // The film to resume from goes to the master as it is (a 4K film is 130 MB: not copied).
-    let (loaded, mut resume) = match loaded {
-        Ok((scene, content, settings, schedule, optix_options, load_s, resume)) => (
+    // The film to resume from goes to the master as it is (a 4K film is 130 MB: not copied);
+    // the probe's BVH to the CPU backend.
+    let (loaded, mut resume, mut probe_bvh) = match loaded {
+        Ok((scene, content, settings, schedule, optix_options, load_s, resume, bvh)) => (
             Ok((scene, content, settings, schedule, optix_options, load_s)),
             resume,
+            bvh,
         ),
-        Err(e) => (Err(e), None),
+        Err(e) => (Err(e), None, None),
     };
     let samples_resumed = resume.as_ref().map_or(0.0, crate::sched::Resume::samples);
     let (setup, factory) = match &loaded {
@@ -181,6 +187,7 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
                 schedule,
                 optix_options,
                 resume.take(),
+                probe_bvh.take(),
             ) {
                 Ok((setup, factory)) => (Ok(setup), Some(factory)),
                 Err(e) => (Err(format!("{host}: {}", error_text(&e))), None),
@@ -421,10 +428,19 @@ fn get_ready<'s>(
     schedule: &SchedConfig,
     optix_options: &OptixOptions,
     resume: Option<Resume>,
+    probe_bvh: Option<Arc<SceneBvh>>,
 ) -> anyhow::Result<(RankSetup, WorkerFactory<'s>)> {
     let print = fingerprint(scene, content, settings, schedule);
     // Rank 0's cost map, as in one process: rasterized while a GPU is set up, else after.
-    let (backend, early) = set_up_backend(a, scene, settings, schedule, optix_options, rank == 0)?;
+    let (backend, early) = set_up_backend(
+        a,
+        scene,
+        settings,
+        schedule,
+        optix_options,
+        rank == 0,
+        probe_bvh,
+    )?;
     let description = backend.description.clone();
     let mut devices = schedule.devices.clone();
     // As in one process: without --devices, a GPU rank runs two streams on GPU 0.

@@ -38,6 +38,8 @@ pub struct CpuBackend {
     lights: Arc<LightSampler>,
     settings: RenderSettings,
     stats: BuildStats,
+    /// Whether the BVH was handed in ([`CpuBackend::with_bvh`]) rather than built here.
+    bvh_given: bool,
     /// Samples whose radiance was not finite: counted, and added as black (see
     /// [`CpuBackend::dropped_samples`]).
     dropped: AtomicU64,
@@ -48,20 +50,47 @@ impl CpuBackend {
     /// backend's), copies the scene, builds the BVH (in parallel over the groups, on the
     /// current rayon pool) and the light-selection table.
     pub fn new(scene: &Scene, settings: &RenderSettings) -> Result<CpuBackend, InputError> {
+        CpuBackend::with_bvh(scene, settings, None)
+    }
+
+    /// [`CpuBackend::new`], tracing `bvh` when it is given rather than building another: the
+    /// BVH the environment-share probe built for the same scene before the backend was chosen
+    /// (at ten million triangles, seconds of build). It must be `scene`'s: a BVH of other
+    /// geometry (another group or triangle count) is not used, and one is built.
+    pub fn with_bvh(
+        scene: &Scene,
+        settings: &RenderSettings,
+        bvh: Option<Arc<SceneBvh>>,
+    ) -> Result<CpuBackend, InputError> {
         validate_inputs(scene, settings)?;
-        let (bvh, stats) = SceneBvh::build_with_stats(scene);
+        let given = bvh.filter(|b| b.is_built_from(scene));
+        let bvh_given = given.is_some();
+        let bvh = given.unwrap_or_else(|| Arc::new(SceneBvh::build(scene)));
         Ok(CpuBackend {
             lights: Arc::new(LightSampler::new(scene)),
             scene: Arc::new(scene.clone()),
-            bvh: Arc::new(bvh),
+            stats: bvh.stats(),
+            bvh,
+            bvh_given,
             settings: *settings,
-            stats,
             dropped: AtomicU64::new(0),
         })
     }
 
     pub fn bvh_stats(&self) -> BuildStats {
         self.stats
+    }
+
+    /// The seconds of the BVH's build that were spent before this backend's setup: its whole
+    /// build when [`CpuBackend::with_bvh`] was given it, else 0 (it was built inside the
+    /// setup). Added to the setup's own time, the build time a render reports stays the
+    /// BVH's, wherever it was built.
+    pub fn bvh_seconds_before_setup(&self) -> f64 {
+        if self.bvh_given {
+            self.stats.seconds
+        } else {
+            0.0
+        }
     }
 
     pub fn bvh(&self) -> &SceneBvh {

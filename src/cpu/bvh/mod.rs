@@ -298,6 +298,13 @@ impl SceneBvh {
         self.stats
     }
 
+    /// Whether this BVH was built from `scene`'s geometry, as far as its counts tell: the
+    /// same number of groups and of triangles (a cheap check against handing one
+    /// scene's BVH to another's backend, not a proof).
+    pub fn is_built_from(&self, scene: &Scene) -> bool {
+        self.stats.groups == scene.groups.len() && self.stats.triangles == scene.triangle_count()
+    }
+
     /// Sizes of the structure, for figures and tests: `(nodes, packets)`.
     pub fn size(&self) -> (usize, usize) {
         (self.nodes.len(), self.packets.len())
