@@ -61,7 +61,7 @@ impl Backend {
 /// context, GAS builds) when it is tried.
 pub fn select(
     choice: BackendChoice,
-    scene: &Scene,
+    scene: &Arc<Scene>,
     settings: &RenderSettings,
     options: &OptixOptions,
 ) -> anyhow::Result<Backend> {
@@ -82,7 +82,7 @@ pub fn select(
 /// before the GPU's setup, unless `auto` may yet fall back to the CPU.
 pub fn select_beside(
     choice: BackendChoice,
-    scene: &Scene,
+    scene: &Arc<Scene>,
     settings: &RenderSettings,
     options: &OptixOptions,
     cpu_too: bool,
@@ -163,7 +163,7 @@ pub fn select_beside(
 /// one), built on a scoped thread at the same time (the CPU BVH build is host work; the OptiX
 /// setup mostly waits for the driver and the GPU).
 fn optix_and_cpu(
-    scene: &Scene,
+    scene: &Arc<Scene>,
     settings: &RenderSettings,
     options: &OptixOptions,
     beside: Option<Option<Arc<SceneBvh>>>,
@@ -178,7 +178,7 @@ fn optix_and_cpu(
     std::thread::scope(|scope| {
         let cpu = scope.spawn(|| {
             let t = Instant::now();
-            let cpu = crate::cpu::CpuBackend::with_bvh(scene, settings, cpu_bvh)?;
+            let cpu = crate::cpu::CpuBackend::sharing(Arc::clone(scene), settings, cpu_bvh)?;
             // The seconds this thread took: beside the GPU, what overlapped its setup.
             Ok::<_, crate::render::InputError>((cpu, t.elapsed().as_secs_f64()))
         });
@@ -225,13 +225,13 @@ fn cpu_description(why: &str) -> String {
 }
 
 fn cpu_backend(
-    scene: &Scene,
+    scene: &Arc<Scene>,
     settings: &RenderSettings,
     why: &str,
     bvh: Option<Arc<SceneBvh>>,
 ) -> Result<Backend, crate::render::InputError> {
     let t = Instant::now();
-    let cpu = crate::cpu::CpuBackend::with_bvh(scene, settings, bvh)?;
+    let cpu = crate::cpu::CpuBackend::sharing(Arc::clone(scene), settings, bvh)?;
     Ok(Backend {
         description: cpu_description(why),
         build_seconds: t.elapsed().as_secs_f64() + cpu.bvh_seconds_before_setup(),
@@ -277,8 +277,9 @@ fn optix_backend(
 ///   GPU D's acceleration structures. GPU 0's backend is the selected one when it is OptiX;
 ///   other GPUs (and GPU 0 after a CPU selection) are set up on first use with the same build
 ///   options, and fail with the driver's reason when they cannot be.
-pub struct WorkerFactory<'a> {
-    scene: &'a Scene,
+pub struct WorkerFactory {
+    /// The scene, shared with the CPU backend (never copied for it).
+    scene: Arc<Scene>,
     settings: RenderSettings,
     /// How GPUs set up on first use are built (`device` is replaced by theirs).
     options: OptixOptions,
@@ -290,13 +291,13 @@ pub struct WorkerFactory<'a> {
     gpus: Mutex<HashMap<u32, OptixBackend>>,
 }
 
-impl<'a> WorkerFactory<'a> {
+impl WorkerFactory {
     pub fn new(
-        scene: &'a Scene,
+        scene: &Arc<Scene>,
         settings: &RenderSettings,
         options: &OptixOptions,
         backend: Backend,
-    ) -> WorkerFactory<'a> {
+    ) -> WorkerFactory {
         let mut gpus = HashMap::new();
         let selected_is_cpu = backend.optix.is_none();
         if let Some(optix) = backend.optix {
@@ -312,7 +313,7 @@ impl<'a> WorkerFactory<'a> {
             let _ = cpu.set(beside.renderer);
         }
         WorkerFactory {
-            scene,
+            scene: Arc::clone(scene),
             settings: *settings,
             options: options.clone(),
             late_backends: Mutex::new(said),
@@ -343,7 +344,7 @@ impl<'a> WorkerFactory<'a> {
     }
 }
 
-impl crate::sched::RendererFactory for WorkerFactory<'_> {
+impl crate::sched::RendererFactory for WorkerFactory {
     fn cpu(&self) -> anyhow::Result<Arc<dyn TileRenderer>> {
         if self.selected_is_cpu {
             return Ok(self.selected.clone());
@@ -356,8 +357,11 @@ impl crate::sched::RendererFactory for WorkerFactory<'_> {
         // threads end up taking no tile. (On an H200, a 10M-triangle toystore's frame took
         // 1.22 s with `gpu0x2,cpu` against 0.75 s with `gpu0x2`; this setup took 0.468 s.)
         let t = Instant::now();
-        let cpu: Arc<dyn TileRenderer> =
-            Arc::new(crate::cpu::CpuBackend::new(self.scene, &self.settings)?);
+        let cpu: Arc<dyn TileRenderer> = Arc::new(crate::cpu::CpuBackend::sharing(
+            Arc::clone(&self.scene),
+            &self.settings,
+            None,
+        )?);
         if let Ok(mut late) = self.late_backends.lock() {
             late.push(format!(
                 "cpu: the CPU backend beside the GPU workers, set up in {:.3} s",
@@ -377,7 +381,7 @@ impl crate::sched::RendererFactory for WorkerFactory<'_> {
             std::collections::hash_map::Entry::Vacant(e) => {
                 let mut options = self.options.clone();
                 options.device = device as usize;
-                let backend = OptixBackend::new(self.scene, &self.settings, &options)
+                let backend = OptixBackend::new(&self.scene, &self.settings, &options)
                     .with_context(|| {
                         format!("--devices gpu{device}: cannot set up the OptiX backend")
                     })?;

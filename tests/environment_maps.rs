@@ -224,8 +224,8 @@ fn a_lamp_and_a_map_add_up_to_their_renders_apart() {
     }
 }
 
-/// The BVH the probe built is the one a CPU backend then traces (`CpuBackend::with_bvh`, as
-/// `render` hands it on): every sample as a backend that builds its own draws, bit for bit,
+/// The BVH the probe built is the one a CPU backend then traces (`CpuBackend::sharing`, as
+/// `render` hands it on, with the scene itself): every sample as a backend that builds its own draws, bit for bit,
 /// and the build counted as before its setup. A BVH of other geometry is not used: the
 /// backend builds the scene's own, and its samples are still the scene's.
 #[test]
@@ -247,9 +247,12 @@ fn the_probes_bvh_is_the_cpu_backends_and_another_scenes_is_not() {
     let bvh = Arc::new(gasworks::cpu::SceneBvh::build(&scene));
     scene.environment_share =
         Some(gasworks::cpu::environment_share::probe(&scene, &bvh, &s.camera, s.max_depth).share);
+    let scene = Arc::new(scene);
     let own = CpuBackend::new(&scene, &s).unwrap();
     assert_eq!(own.bvh_seconds_before_setup(), 0.0);
-    let given = CpuBackend::with_bvh(&scene, &s, Some(bvh.clone())).unwrap();
+    assert_eq!(Arc::strong_count(&scene), 1, "new copies the scene");
+    let given = CpuBackend::sharing(scene.clone(), &s, Some(bvh.clone())).unwrap();
+    assert_eq!(Arc::strong_count(&scene), 2, "sharing holds it, not a copy");
     assert_eq!(
         Arc::strong_count(&bvh),
         2,
@@ -270,7 +273,7 @@ fn the_probes_bvh_is_the_cpu_backends_and_another_scenes_is_not() {
         vec![floor(0)],
         vec![Material::diffuse("floor", Vec3::splat(0.6))],
     )));
-    let refused = CpuBackend::with_bvh(&scene, &s, Some(other.clone())).unwrap();
+    let refused = CpuBackend::sharing(scene.clone(), &s, Some(other.clone())).unwrap();
     assert_eq!(
         Arc::strong_count(&other),
         1,

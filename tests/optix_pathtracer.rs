@@ -76,8 +76,9 @@ fn accel_args(args: &[&str]) -> OptixOptions {
     optix_options(args).unwrap()
 }
 
-fn small_scene() -> (Scene, RenderSettings) {
-    (cornell_like(), cornell_settings(8, 8, 1, 3, 0))
+/// Shared, as `render` shares its scene with the backends.
+fn small_scene() -> (Arc<Scene>, RenderSettings) {
+    (Arc::new(cornell_like()), cornell_settings(8, 8, 1, 3, 0))
 }
 
 fn gpu_present() -> bool {

@@ -265,6 +265,8 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
     ));
     let settings = render_settings(&a, &scene, out)?;
     let probe_bvh = choose_environment_share(&a, &mut scene, &settings, out);
+    // From here on the scene is only read: shared with the CPU backend, not copied for it.
+    let scene = std::sync::Arc::new(scene);
     let content = crate::scene::content_hash::content_hash(&scene);
     let render_key = output::render_key(&a.scene, &scene, content, &settings);
     let pass_spp = schedule.pass_spp.unwrap_or(a.spp);
@@ -651,7 +653,7 @@ pub(super) fn output_write_reserve(pixels: u64) -> Duration {
 /// which a CPU backend traces rather than building another.
 pub(crate) fn set_up_backend(
     a: &RenderArgs,
-    scene: &Scene,
+    scene: &std::sync::Arc<Scene>,
     settings: &RenderSettings,
     schedule: &crate::sched::SchedConfig,
     optix_options: &crate::optix::pathtracer::OptixOptions,

@@ -97,7 +97,7 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
     // The scene's content hash is computed once: it reads every byte of the scene, and both
     // the render key and the fingerprint name it.
     type Loaded = (
-        Scene,
+        Arc<Scene>,
         u64,
         RenderSettings,
         SchedConfig,
@@ -154,7 +154,8 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
             _ => None,
         };
         Ok((
-            scene,
+            // Only read from here on: shared with the CPU backend, not copied for it.
+            Arc::new(scene),
             content,
             settings,
             schedule,
@@ -418,18 +419,18 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
 /// The backend, the workers and (on rank 0) the cost map and the film to resume from: this
 /// rank's part of the handshake.
 #[allow(clippy::too_many_arguments)]
-fn get_ready<'s>(
+fn get_ready(
     a: &RenderArgs,
     rank: usize,
     host: &str,
-    scene: &'s Scene,
+    scene: &Arc<Scene>,
     content: u64,
     settings: &RenderSettings,
     schedule: &SchedConfig,
     optix_options: &OptixOptions,
     resume: Option<Resume>,
     probe_bvh: Option<Arc<SceneBvh>>,
-) -> anyhow::Result<(RankSetup, WorkerFactory<'s>)> {
+) -> anyhow::Result<(RankSetup, WorkerFactory)> {
     let print = fingerprint(scene, content, settings, schedule);
     // Rank 0's cost map, as in one process: rasterized while a GPU is set up, else after.
     let (backend, early) = set_up_backend(

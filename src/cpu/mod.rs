@@ -38,7 +38,7 @@ pub struct CpuBackend {
     lights: Arc<LightSampler>,
     settings: RenderSettings,
     stats: BuildStats,
-    /// Whether the BVH was handed in ([`CpuBackend::with_bvh`]) rather than built here.
+    /// Whether the BVH was handed in ([`CpuBackend::sharing`]) rather than built here.
     bvh_given: bool,
     /// Samples whose radiance was not finite: counted, and added as black (see
     /// [`CpuBackend::dropped_samples`]).
@@ -47,28 +47,32 @@ pub struct CpuBackend {
 
 impl CpuBackend {
     /// Checks the scene and the settings ([`validate_inputs`], the same checks as the OptiX
-    /// backend's), copies the scene, builds the BVH (in parallel over the groups, on the
+    /// backend's), copies the scene (for callers that keep theirs: [`CpuBackend::sharing`]
+    /// shares it instead), builds the BVH (in parallel over the groups, on the
     /// current rayon pool) and the light-selection table.
     pub fn new(scene: &Scene, settings: &RenderSettings) -> Result<CpuBackend, InputError> {
-        CpuBackend::with_bvh(scene, settings, None)
+        CpuBackend::sharing(Arc::new(scene.clone()), settings, None)
     }
 
-    /// [`CpuBackend::new`], tracing `bvh` when it is given rather than building another: the
-    /// BVH the environment-share probe built for the same scene before the backend was chosen
-    /// (at ten million triangles, seconds of build). It must be `scene`'s: a BVH of other
-    /// geometry (another group or triangle count) is not used, and one is built.
-    pub fn with_bvh(
-        scene: &Scene,
+    /// [`CpuBackend::new`] on the caller's scene, shared rather than copied (the copy held a
+    /// second set of the vertices and triangles for the whole render: 178 MB for a toystore
+    /// of six million triangles, whose renders' peak memory it raised by about a fifth),
+    /// tracing `bvh` when it is given rather than building another:
+    /// the BVH the environment-share probe built for the same scene before the backend was
+    /// chosen (at ten million triangles, seconds of build). It must be `scene`'s: a BVH of
+    /// other geometry (another group or triangle count) is not used, and one is built.
+    pub fn sharing(
+        scene: Arc<Scene>,
         settings: &RenderSettings,
         bvh: Option<Arc<SceneBvh>>,
     ) -> Result<CpuBackend, InputError> {
-        validate_inputs(scene, settings)?;
-        let given = bvh.filter(|b| b.is_built_from(scene));
+        validate_inputs(&scene, settings)?;
+        let given = bvh.filter(|b| b.is_built_from(&scene));
         let bvh_given = given.is_some();
-        let bvh = given.unwrap_or_else(|| Arc::new(SceneBvh::build(scene)));
+        let bvh = given.unwrap_or_else(|| Arc::new(SceneBvh::build(&scene)));
         Ok(CpuBackend {
-            lights: Arc::new(LightSampler::new(scene)),
-            scene: Arc::new(scene.clone()),
+            lights: Arc::new(LightSampler::new(&scene)),
+            scene,
             stats: bvh.stats(),
             bvh,
             bvh_given,
@@ -82,7 +86,7 @@ impl CpuBackend {
     }
 
     /// The seconds of the BVH's build that were spent before this backend's setup: its whole
-    /// build when [`CpuBackend::with_bvh`] was given it, else 0 (it was built inside the
+    /// build when [`CpuBackend::sharing`] was given it, else 0 (it was built inside the
     /// setup). Added to the setup's own time, the build time a render reports stays the
     /// BVH's, wherever it was built.
     pub fn bvh_seconds_before_setup(&self) -> f64 {
