@@ -220,6 +220,21 @@ impl Material {
         self.emission.max_element() > 0.0
     }
 
+    /// Whether a path that reaches this surface ends there: it reflects nothing (black `Kd`,
+    /// and black `Ks` where the kind has a specular lobe; textures only scale these, so they
+    /// cannot make it reflect) and it is opaque. Most lamps' faces (`Kd 0 0 0` with a `Ke`),
+    /// black cloth. Glass always reflects some light (Fresnel), so it never is one.
+    pub fn ends_paths(&self) -> bool {
+        let black = |c: Vec3| c.max_element() <= 0.0;
+        let reflects_nothing = match self.kind {
+            MaterialKind::Diffuse => black(self.diffuse),
+            MaterialKind::Glossy => black(self.diffuse) && black(self.specular),
+            MaterialKind::Mirror => black(self.specular),
+            MaterialKind::Glass => false,
+        };
+        reflects_nothing && !self.dissolves()
+    }
+
     /// Whether hits on it are kept only with probability [`Material::opacity`]: an opacity
     /// below 1 (NaN counts as 1) on a material that does not emit.
     pub fn dissolves(&self) -> bool {
@@ -913,6 +928,37 @@ fn drop_degenerate(g: &mut Group) -> (usize, usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Paths end on what reflects nothing and is opaque, of every kind but glass; a texture
+    /// scales a colour, so a black `Kd` with a `map_Kd` still ends them.
+    #[test]
+    fn paths_end_on_opaque_surfaces_that_reflect_nothing() {
+        let with = |kind: MaterialKind, kd: f32, ks: f32| Material {
+            kind,
+            specular: Vec3::splat(ks),
+            ..Material::diffuse("m", Vec3::splat(kd))
+        };
+        assert!(with(MaterialKind::Diffuse, 0.0, 0.5).ends_paths());
+        assert!(!with(MaterialKind::Diffuse, 0.1, 0.0).ends_paths());
+        assert!(with(MaterialKind::Glossy, 0.0, 0.0).ends_paths());
+        assert!(!with(MaterialKind::Glossy, 0.0, 0.5).ends_paths());
+        assert!(!with(MaterialKind::Glossy, 0.5, 0.0).ends_paths());
+        assert!(with(MaterialKind::Mirror, 0.5, 0.0).ends_paths());
+        assert!(!with(MaterialKind::Mirror, 0.0, 0.5).ends_paths());
+        assert!(!with(MaterialKind::Glass, 0.0, 0.0).ends_paths());
+        let mut lamp = with(MaterialKind::Diffuse, 0.0, 0.0);
+        lamp.emission = Vec3::splat(10.0);
+        lamp.diffuse_texture = Some(0);
+        assert!(lamp.ends_paths(), "a lamp's black face, textured or not");
+        let mut veil = with(MaterialKind::Diffuse, 0.0, 0.0);
+        veil.opacity = 0.5;
+        assert!(!veil.ends_paths(), "rays pass through a dissolving surface");
+        veil.emission = Vec3::splat(1.0);
+        assert!(
+            veil.ends_paths(),
+            "emitters are opaque whatever their opacity"
+        );
+    }
 
     /// Opaque materials without a bump map print (and so hash: `content_hash`) exactly as the
     /// derived `Debug` of the struct before bump maps and opacity did, plainly and

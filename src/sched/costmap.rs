@@ -2,7 +2,9 @@
 //! (the paper's Algorithm 1, adapted to gasworks' materials and path tracer).
 //!
 //! For every pixel of the G-buffer:
-//! 1. the cost starts at a base cost for the visible material kind (or for a miss);
+//! 1. the cost starts at a base cost for the visible material kind (or for a miss, or for a
+//!    surface where paths end, such as a black lamp face: that cost is the pixel's whole
+//!    cost, with no search);
 //! 2. a sampling pattern of [`CostModel::samples`] points is laid in image space from the
 //!    pixel along the projection of the direction its secondary rays mostly take: the normal
 //!    for Lambertian surfaces, the mirror reflection vector for glossy and mirror ones, and
@@ -57,6 +59,12 @@ pub struct CostModel {
     pub mirror: f32,
     /// A glass hit: Fresnel, a choice of reflection or refraction, no light sample.
     pub glass: f32,
+    /// A hit on a surface where paths end ([`Material::ends_paths`]: it reflects nothing,
+    /// as most lamps' faces): shading and a light sample whose BSDF is zero (no shadow ray),
+    /// and no secondary ray, so no search either. Counted as a diffuse hit, a sponza-like
+    /// frame's tiles that see its lamp were estimated as dear as the rest and measured ten
+    /// times cheaper.
+    pub path_end: f32,
     /// Extra cost of the refracted path through a glass object: it crosses a second
     /// interface (the exit) before it can reach anything else.
     pub refraction_exit: f32,
@@ -94,6 +102,7 @@ impl Default for CostModel {
             glossy: 1.25,
             mirror: 0.7,
             glass: 0.8,
+            path_end: 0.25,
             refraction_exit: 0.8,
             samples: 16,
             search_length: 0.3,
@@ -112,6 +121,9 @@ impl CostModel {
     /// The base cost of a hit on `m` (line 2 of Algorithm 1; also the weight of a sample that
     /// lands on `m`, line 10).
     pub fn base(&self, m: &Material) -> f32 {
+        if m.ends_paths() {
+            return self.path_end;
+        }
         match m.kind {
             MaterialKind::Diffuse => self.diffuse,
             MaterialKind::Glossy => self.glossy,
@@ -133,7 +145,7 @@ impl CostModel {
 }
 
 fn is_specular(m: &Material) -> bool {
-    !matches!(m.kind, MaterialKind::Diffuse)
+    !matches!(m.kind, MaterialKind::Diffuse) && !m.ends_paths()
 }
 
 /// A per-pixel cost estimate at the G-buffer's resolution, row-major.
@@ -318,7 +330,7 @@ impl Estimator<'_> {
         let m = self.material(i);
         let mut cost = self.model.base(m);
         let (mut reach, mut searches) = (0.0f32, 0u32);
-        if self.max_depth >= 2 {
+        if self.max_depth >= 2 && !m.ends_paths() {
             let n = self.g.normal[i];
             let view = (self.g.position[i] - self.g.frame.eye).normalize_or_zero();
             let reflected = view - 2.0 * view.dot(n) * n;
