@@ -195,6 +195,25 @@ fn the_cpu_backend_beside_a_gpu_is_only_built_when_a_gpu_is_tried() {
     .is_err());
 }
 
+/// [`select_beside`] with the default build options, handed `bvh` as `render` hands it the
+/// environment-share probe's.
+fn select_with_bvh(
+    choice: BackendChoice,
+    scene: &Arc<Scene>,
+    s: &RenderSettings,
+    cpu_too: bool,
+    bvh: &Arc<gasworks::cpu::SceneBvh>,
+) -> anyhow::Result<gasworks::backend::Backend> {
+    select_beside(
+        choice,
+        scene,
+        s,
+        &accel_args(&[]),
+        cpu_too,
+        Some(bvh.clone()),
+    )
+}
+
 /// The CPU BVH the environment-share probe built goes to the CPU backend, selected (`cpu`,
 /// `auto` without a GPU) or beside a GPU for CPU workers; a GPU without CPU workers drops it
 /// (a ten-million-triangle BVH is not kept through a GPU render for nothing).
@@ -202,49 +221,26 @@ fn the_cpu_backend_beside_a_gpu_is_only_built_when_a_gpu_is_tried() {
 fn a_bvh_built_before_goes_to_the_cpu_backend_only() {
     let (scene, s) = small_scene();
     let bvh = Arc::new(gasworks::cpu::SceneBvh::build(&scene));
+    // What the selection gives, and how many hold the BVH while that backend lives (2: the
+    // backend holds it too).
     let held = |choice, cpu_too| {
-        let b = select_beside(
-            choice,
-            &scene,
-            &s,
-            &accel_args(&[]),
-            cpu_too,
-            Some(bvh.clone()),
-        );
-        (b.map(|b| b.renderer.name()).ok(), Arc::strong_count(&bvh))
-    };
-    // The backend is still alive while the count is taken: 2 when it holds the BVH.
-    let held_alive = |choice, cpu_too| {
-        let b = select_beside(
-            choice,
-            &scene,
-            &s,
-            &accel_args(&[]),
-            cpu_too,
-            Some(bvh.clone()),
-        )
-        .unwrap();
+        let b = select_with_bvh(choice, &scene, &s, cpu_too, &bvh);
         let count = Arc::strong_count(&bvh);
-        (b.renderer.name(), b.cpu_beside.is_some(), count)
+        (
+            b.map(|b| (b.renderer.name(), b.cpu_beside.is_some())).ok(),
+            count,
+        )
     };
-    assert_eq!(
-        held_alive(BackendChoice::Cpu, false),
-        ("cpu".to_string(), false, 2)
-    );
+    let cpu = Some(("cpu".to_string(), false));
+    assert_eq!(held(BackendChoice::Cpu, false), (cpu.clone(), 2));
     assert_eq!(Arc::strong_count(&bvh), 1);
     if gpu_present() {
         support::assert_gpu_hidden_worked();
         support::run_test_without_gpu("a_bvh_built_before_goes_to_the_cpu_backend_only");
         return;
     }
-    assert_eq!(
-        held_alive(BackendChoice::Auto, false),
-        ("cpu".to_string(), false, 2)
-    );
-    assert_eq!(
-        held_alive(BackendChoice::Auto, true),
-        ("cpu".to_string(), false, 2)
-    );
+    assert_eq!(held(BackendChoice::Auto, false), (cpu.clone(), 2));
+    assert_eq!(held(BackendChoice::Auto, true), (cpu, 2));
     assert_eq!(held(BackendChoice::Optix, true), (None, 1));
 }
 
@@ -261,15 +257,8 @@ fn gpu_a_bvh_built_before_goes_to_the_cpu_workers_beside_the_gpu() {
         (BackendChoice::Optix, true, 2),
         (BackendChoice::Auto, true, 2),
     ] {
-        let b = select_beside(
-            choice,
-            &scene,
-            &s,
-            &accel_args(&[]),
-            cpu_too,
-            Some(bvh.clone()),
-        )
-        .expect("the OptiX backend on a GPU host");
+        let b = select_with_bvh(choice, &scene, &s, cpu_too, &bvh)
+            .expect("the OptiX backend on a GPU host");
         assert!(b.optix.is_some(), "{choice:?}: {}", b.description);
         assert_eq!(b.cpu_beside.is_some(), cpu_too);
         assert_eq!(
