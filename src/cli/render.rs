@@ -1146,7 +1146,7 @@ pub(super) fn choose_environment_share(
                     "environment share: {} of the light samples (auto: over {} probe paths, \
                      {} vertices, the map brought {:.1}% of the sampled light, the area \
                      lights {:.1}%; {:.2} s, after {:.2} s building the CPU BVH it traces, \
-                     which a CPU backend then reuses)",
+                     the CPU backend's too when there is one)",
                     probe.share,
                     probe.paths,
                     probe.vertices,

@@ -37,7 +37,6 @@ pub struct CpuBackend {
     bvh: Arc<SceneBvh>,
     lights: Arc<LightSampler>,
     settings: RenderSettings,
-    stats: BuildStats,
     /// Whether the BVH was handed in ([`CpuBackend::sharing`]) rather than built here.
     bvh_given: bool,
     /// Samples whose radiance was not finite: counted, and added as black (see
@@ -73,7 +72,6 @@ impl CpuBackend {
         Ok(CpuBackend {
             lights: Arc::new(LightSampler::new(&scene)),
             scene,
-            stats: bvh.stats(),
             bvh,
             bvh_given,
             settings: *settings,
@@ -82,7 +80,7 @@ impl CpuBackend {
     }
 
     pub fn bvh_stats(&self) -> BuildStats {
-        self.stats
+        self.bvh.stats()
     }
 
     /// The seconds of the BVH's build that were spent before this backend's setup: its whole
@@ -91,7 +89,7 @@ impl CpuBackend {
     /// BVH's, wherever it was built.
     pub fn bvh_seconds_before_setup(&self) -> f64 {
         if self.bvh_given {
-            self.stats.seconds
+            self.bvh.stats().seconds
         } else {
             0.0
         }
