@@ -394,7 +394,8 @@ render_one() {
     local name="$1" obj="$2" backend="$3" w="$4" h="$5" spp="$6"
     local log="$out/render-$name-$backend.log" exr="$scenes/render-$name-$backend.exr" img="$out/$name-$backend.webp"
     rm -f "$exr"
-    local cmd=("$bin" render "$obj" -o "$exr" --backend "$backend" --width "$w" --height "$h" --spp "$spp" --max-depth 8)
+    # -v: the scheduler's summary too, with how well the cost map ranked the tiles.
+    local cmd=("$bin" render "$obj" -o "$exr" --backend "$backend" --width "$w" --height "$h" --spp "$spp" --max-depth 8 -v)
     logged "$log" "${cmd[@]}" || { fail "render $name on $backend (see $log)"; return; }
     # Every GPU image is kept, as a lossless WebP (a PNG's pixels in about 35% fewer bytes:
     # the committed results travel with every later device call, 64 MiB in all); of the CPU's,
@@ -414,6 +415,9 @@ render_one() {
     [ -n "$rays" ] || rays=","
     echo "$name,$backend,$w,$h,$spp,8,$figures,$rays" >> "$render_csv"
     note "render $name $backend ${w}x${h} ${spp} spp: load,build,render s, M samples/s = $figures; rays, M rays/s = $rays"
+    local ranked
+    ranked="$(grep -m1 'cost map vs measured tile times' "$log" | sed 's/^ *//')"
+    [ -z "$ranked" ] || note "render $name $backend: $ranked"
 }
 
 step_render() {

@@ -252,6 +252,8 @@ for scene in cornell sponza-like toystore; do
     for b in optix cpu; do
         check "render: figures of $scene on $b parsed" \
             grep -qE "^$scene,$b,[0-9]+,[0-9]+,[0-9]+,8,[0-9.]+,[0-9.]+,[0-9.]+,[0-9.]+," "$work/results/render-figures.csv"
+        check "render: how well the cost map ranked $scene's tiles on $b, noted" \
+            has "^render $scene $b: cost map vs measured tile times \(pass 1, [0-9]+ tiles\): Spearman "
     done
 done
 check "render: images kept as lossless WebP (or named, where bit for bit a committed one)" bash -c \
