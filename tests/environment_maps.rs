@@ -539,26 +539,9 @@ fn the_maps_share_of_the_light_samples_is_measured_or_given() {
     // Crops measure the whole frame, so their shares agree and they merge into the whole
     // render bit for bit; a crop rendered at another share is refused.
     let path = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
-    let crop = |name: &str, extra: &[&str]| {
-        let mut args = vec![
-            "render".to_string(),
-            lit.to_str().unwrap().into(),
-            "-o".into(),
-            path(name),
-            "--width".into(),
-            "16".into(),
-            "--height".into(),
-            "12".into(),
-            "--spp".into(),
-            "4".into(),
-            "--env-map".into(),
-            sky_s.into(),
-        ];
-        args.extend(extra.iter().map(|a| a.to_string()));
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let o = gasworks(&args);
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    };
+    let lit_s = lit.to_str().unwrap();
+    let crop =
+        |name: &str, extra: &[&str]| render_16x12_under_map(lit_s, &path(name), sky_s, extra);
     crop("whole.exr", &[]);
     crop("top.exr", &["--pixelbounds", "0,16,0,5"]);
     crop("bottom.exr", &["--pixelbounds", "0,16,5,12"]);
@@ -594,30 +577,9 @@ fn crops_under_a_map_merge_and_crops_under_another_map_do_not() {
     write_exr(&other, 16, 8, |x, y| [1.0 + x as f32, 1.0 + y as f32, 2.5]);
     let path = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
     let render = |out: &str, map: &std::path::Path, rotate: &str, bounds: Option<&str>| {
-        let mut args = vec![
-            "render".to_string(),
-            obj.to_string(),
-            "-o".into(),
-            path(out),
-            "--width".into(),
-            "16".into(),
-            "--height".into(),
-            "12".into(),
-            "--spp".into(),
-            "4".into(),
-            "--env-map".into(),
-            map.to_str().unwrap().into(),
-            "--env-rotate".into(),
-            rotate.into(),
-        ];
-        if let Some(b) = bounds {
-            args.extend(["--pixelbounds".into(), b.into()]);
-        }
-        let o = Command::new(env!("CARGO_BIN_EXE_gasworks"))
-            .args(&args)
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let mut extra = vec!["--env-rotate", rotate];
+        extra.extend(bounds.map(|b| ["--pixelbounds", b]).into_iter().flatten());
+        render_16x12_under_map(obj, &path(out), map.to_str().unwrap(), &extra);
     };
     render("whole.exr", &sky, "15", None);
     render("top.exr", &sky, "15", Some("0,16,0,5"));
@@ -628,6 +590,28 @@ fn crops_under_a_map_merge_and_crops_under_another_map_do_not() {
     for odd in ["bottom-other.exr", "bottom-turned.exr"] {
         merge_refused(&path, odd);
     }
+}
+
+/// Renders `obj` to `out` at 16x12 pixels and 4 spp under the environment map `map`, with
+/// the `extra` arguments after those; the render must succeed.
+fn render_16x12_under_map(obj: &str, out: &str, map: &str, extra: &[&str]) {
+    let mut args = vec![
+        "render",
+        obj,
+        "-o",
+        out,
+        "--width",
+        "16",
+        "--height",
+        "12",
+        "--spp",
+        "4",
+        "--env-map",
+        map,
+    ];
+    args.extend_from_slice(extra);
+    let o = gasworks(&args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
 
 /// `top.exr` and `bottom.exr` (paths by name from `path`) merge into `whole.exr` bit for bit.

@@ -389,12 +389,9 @@ impl EnvironmentMap {
         let ws = w as usize;
         let (c, fu) = pick(&self.col_cdf[r * ws..(r + 1) * ws], u2);
         let (r, c) = (r as u32, c as u32);
-        // The patch's corners: rows r - 1 and r, clamped; columns c and c + 1, wrapped.
-        let j0 = r.saturating_sub(1);
-        let j1 = r.min(h - 1);
-        let i1 = if c + 1 >= w { 0 } else { c + 1 };
-        let (w00, w10) = (self.weight(c, j0), self.weight(i1, j0));
-        let (w01, w11) = (self.weight(c, j1), self.weight(i1, j1));
+        let [i0, i1, j0, j1] = patch_corners(r, c, w, h);
+        let (w00, w10) = (self.weight(i0, j0), self.weight(i1, j0));
+        let (w01, w11) = (self.weight(i0, j1), self.weight(i1, j1));
         // The bilinear patch sampled exactly (pbrt-v4's SampleBilinear): t along the rows by
         // its marginal, then s along the columns given t.
         let t = sample_linear(fv, w00 + w10, w01 + w11);
@@ -412,6 +409,15 @@ impl EnvironmentMap {
         };
         Some(self.direction_of(x / w as f32, y / h as f32))
     }
+}
+
+/// The texels at the corners of patch `(r, c)` (`r` in `0..=H`, `c` in `0..W`) of a `W x H`
+/// map, as `[i0, i1, j0, j1]`: columns `c` and `c + 1` (wrapped round the seam), rows `r - 1`
+/// and `r` (clamped at the poles, where a half row's two corners repeat one row).
+/// [`EnvironmentMap::footprint`] goes the other way, from a point to its patch.
+fn patch_corners(r: u32, c: u32, w: u32, h: u32) -> [u32; 4] {
+    let i1 = if c + 1 >= w { 0 } else { c + 1 };
+    [c, i1, r.saturating_sub(1), r.min(h - 1)]
 }
 
 /// The unit direction of the point `(u, v)` of a latitude-longitude map turned by
@@ -513,13 +519,13 @@ impl SamplingTables {
         };
         let lum: Vec<f32> = texels.iter().map(|t| compensated(*t, average)).collect();
         let corners = |r: usize, c: usize| {
-            let (j0, j1) = (r.saturating_sub(1), r.min(h - 1));
-            let c1 = (c + 1) % w;
+            let [i0, i1, j0, j1] =
+                patch_corners(r as u32, c as u32, w as u32, h as u32).map(|k| k as usize);
             [
-                lum[j0 * w + c],
-                lum[j0 * w + c1],
-                lum[j1 * w + c],
-                lum[j1 * w + c1],
+                lum[j0 * w + i0],
+                lum[j0 * w + i1],
+                lum[j1 * w + i0],
+                lum[j1 * w + i1],
             ]
         };
         // Each patch's rows: its height in texel rows and the v of its middle.
