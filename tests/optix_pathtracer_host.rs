@@ -697,12 +697,7 @@ fn settings(
 )]
 fn device_code_matches_the_cpu_on_a_textured_cornell_box() {
     let s = cornell_settings(40, 32, 6, 8, 5);
-    let tile = Tile {
-        x: 3,
-        y: 2,
-        w: 33,
-        h: 28,
-    };
+    let tile = tile_at(3, 2, 33, 28);
     assert_device_code_matches_cpu(&textured_cornell(), &s, tile);
 }
 
@@ -833,12 +828,7 @@ fn bumpy_cornell(bumped: bool) -> Scene {
 )]
 fn device_code_matches_the_cpu_on_bump_and_normal_maps() {
     let s = cornell_settings(40, 32, 6, 8, 13);
-    let tile = Tile {
-        x: 1,
-        y: 2,
-        w: 37,
-        h: 29,
-    };
+    let tile = tile_at(1, 2, 37, 29);
     let (bumpy, smooth) = (bumpy_cornell(true), bumpy_cornell(false));
     assert_most_of_the_tile_differs(&bumpy, &smooth, &s, tile);
     assert_device_code_matches_cpu(&bumpy, &s, tile);
@@ -899,12 +889,7 @@ fn specular_mapped_cornell(mapped: bool) -> Scene {
 )]
 fn device_code_matches_the_cpu_on_specular_maps() {
     let s = cornell_settings(40, 32, 6, 8, 19);
-    let tile = Tile {
-        x: 1,
-        y: 1,
-        w: 38,
-        h: 30,
-    };
+    let tile = tile_at(1, 1, 38, 30);
     let (mapped, plain) = (
         specular_mapped_cornell(true),
         specular_mapped_cornell(false),
@@ -924,12 +909,7 @@ fn device_code_matches_the_cpu_on_specular_maps() {
 )]
 fn device_code_matches_the_cpu_on_see_through_materials() {
     let s = cornell_settings(40, 32, 6, 8, 17);
-    let tile = Tile {
-        x: 2,
-        y: 1,
-        w: 36,
-        h: 30,
-    };
+    let tile = tile_at(2, 1, 36, 30);
     let solid = cornell_like();
     let mut see_through = cornell_like();
     for (name, opacity) in [("glossy", 0.45), ("red", 0.7), ("light", 0.2)] {
@@ -961,12 +941,7 @@ fn device_code_matches_the_cpu_on_see_through_materials() {
 )]
 fn device_code_matches_the_cpu_on_cut_outs() {
     let s = cornell_settings(40, 32, 6, 8, 11);
-    let tile = Tile {
-        x: 2,
-        y: 3,
-        w: 34,
-        h: 27,
-    };
+    let tile = tile_at(2, 3, 34, 27);
     let (cut, solid) = (cut_out_cornell(true), cut_out_cornell(false));
     assert_eq!(cut.cutout_groups().iter().filter(|&&c| c).count(), 2);
     assert_most_of_the_tile_differs(&cut, &solid, &s, tile);
@@ -983,12 +958,7 @@ fn device_code_matches_the_cpu_on_cut_outs() {
 )]
 fn device_code_matches_the_cpu_on_a_cut_out_lamp() {
     let s = cornell_settings(40, 32, 6, 8, 23);
-    let tile = Tile {
-        x: 4,
-        y: 0,
-        w: 31,
-        h: 30,
-    };
+    let tile = tile_at(4, 0, 31, 30);
     let (cut, solid) = (
         mapped_lamp_cornell(true, false),
         mapped_lamp_cornell(false, false),
@@ -1010,12 +980,7 @@ fn device_code_matches_the_cpu_on_a_cut_out_lamp() {
 )]
 fn device_code_matches_the_cpu_on_an_emission_mapped_lamp() {
     let s = cornell_settings(40, 32, 6, 8, 29);
-    let tile = Tile {
-        x: 0,
-        y: 1,
-        w: 36,
-        h: 30,
-    };
+    let tile = tile_at(0, 1, 36, 30);
     for masked in [false, true] {
         let mapped = mapped_lamp_cornell(masked, true);
         assert_most_of_the_tile_differs(&mapped, &mapped_lamp_cornell(masked, false), &s, tile);
@@ -1032,12 +997,7 @@ fn device_code_matches_the_cpu_on_an_emission_mapped_lamp() {
 )]
 fn device_code_matches_the_cpu_on_glass_and_mirror_spheres_in_an_environment() {
     let s = settings(Vec3::new(0.3, 0.6, 3.0), Vec3::ZERO, 36, 24, 6, 10, 77);
-    let tile = Tile {
-        x: 0,
-        y: 0,
-        w: 36,
-        h: 24,
-    };
+    let tile = tile_of(36, 24);
     // Glass, mirror and glossy spheres under a coloured environment, no area light: the escape
     // path and the environment term.
     assert_device_code_matches_cpu(&spheres_under_a_sky(), &s, tile);
@@ -1112,12 +1072,7 @@ fn device_code_matches_the_cpu_with_one_and_two_sided_lights() {
         6,
         21,
     );
-    let tile = Tile {
-        x: 0,
-        y: 0,
-        w: 32,
-        h: 24,
-    };
+    let tile = tile_of(32, 24);
     let mut films = Vec::new();
     for two_sided in [false, true] {
         let mut scene = lamps_seen_from_both_sides();
@@ -1145,7 +1100,12 @@ fn device_code_matches_the_cpu_with_one_and_two_sided_lights() {
 }
 
 fn tile_of(w: u32, h: u32) -> Tile {
-    Tile { x: 0, y: 0, w, h }
+    tile_at(0, 0, w, h)
+}
+
+/// The `w x h` tile whose top-left pixel is `(x, y)`.
+fn tile_at(x: u32, y: u32, w: u32, h: u32) -> Tile {
+    Tile { x, y, w, h }
 }
 
 /// The Cornell-like box with five more lamps of different colours and powers on the ceiling
@@ -1187,12 +1147,7 @@ fn many_lights() -> Scene {
 )]
 fn device_code_matches_the_cpu_with_many_lights_of_different_power() {
     let s = cornell_settings(24, 20, 6, 6, 13);
-    let tile = Tile {
-        x: 0,
-        y: 0,
-        w: 24,
-        h: 20,
-    };
+    let tile = tile_of(24, 20);
     assert_device_code_matches_cpu(&many_lights(), &s, tile);
 }
 
