@@ -38,7 +38,7 @@ use std::f64::consts::PI;
 
 use super::bvh::{RayData, SceneBvh};
 use super::integrator::{
-    fixed_environment_share, LightSample, LightSampler, PathTracer, SurfacePoint,
+    camera_ray, fixed_environment_share, LightSample, LightSampler, PathTracer, SurfacePoint,
 };
 use super::material::{Bsdf, ShadingFrame};
 use crate::render::luminance;
@@ -184,12 +184,7 @@ fn probe_path(
     let (jx, jy) = rng.next_2d();
     let px = (gx as f32 + jx) / gw as f32 * camera.width as f32;
     let py = (gy as f32 + jy) / gh as f32 * camera.height as f32;
-    let (mut ray_o, mut ray_d) = if camera.lens.is_pinhole() {
-        (camera.eye, camera.direction(px, py))
-    } else {
-        let (l1, l2) = rng.next_2d();
-        camera.thin_lens_ray(px, py, l1, l2)
-    };
+    let (mut ray_o, mut ray_d) = camera_ray(camera, px, py, &mut rng);
     let mut throughput = Vec3::ONE;
     let mut sums = PathSums::default();
     for depth in 1..=tracer.max_depth {

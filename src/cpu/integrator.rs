@@ -379,6 +379,26 @@ impl SurfacePoint {
     }
 }
 
+/// The camera ray of a sample of pixel `(x, y)`, from its first numbers: the pixel filter's
+/// jitter, then ([`camera_ray`]) the lens point. The `--aov` layers trace the same rays.
+pub fn pixel_ray(camera: &CameraFrame, (x, y): (u32, u32), rng: &mut Sampler) -> (Vec3, Vec3) {
+    let (jx, jy) = rng.next_2d();
+    let (px, py) = camera.filter.place(x, y, jx, jy);
+    camera_ray(camera, px, py, rng)
+}
+
+/// The camera ray (origin, unit direction) through the film point `(px, py)`: from the eye
+/// for a pinhole, from a point of the thin lens drawn from `rng` otherwise. A pinhole draws
+/// no lens numbers, so its renders keep every later slot's numbers.
+pub fn camera_ray(camera: &CameraFrame, px: f32, py: f32, rng: &mut Sampler) -> (Vec3, Vec3) {
+    if camera.lens.is_pinhole() {
+        (camera.eye, camera.direction(px, py))
+    } else {
+        let (l1, l2) = rng.next_2d();
+        camera.thin_lens_ray(px, py, l1, l2)
+    }
+}
+
 /// The path tracer over one scene and its BVH.
 pub struct PathTracer<'a> {
     pub scene: &'a Scene,
@@ -399,15 +419,7 @@ impl PathTracer<'_> {
         seed: u64,
     ) -> Vec3 {
         let mut rng = Sampler::new(x, y, sample, spp, seed);
-        let (jx, jy) = rng.next_2d();
-        let (px, py) = camera.filter.place(x, y, jx, jy);
-        // A pinhole draws no lens numbers, so its renders keep every later slot's numbers.
-        let (origin, dir) = if camera.lens.is_pinhole() {
-            (camera.eye, camera.direction(px, py))
-        } else {
-            let (l1, l2) = rng.next_2d();
-            camera.thin_lens_ray(px, py, l1, l2)
-        };
+        let (origin, dir) = pixel_ray(camera, (x, y), &mut rng);
         self.radiance(origin, dir, &mut rng)
     }
 
