@@ -441,6 +441,27 @@ step_render() {
     for name in cornell sponza-like toystore; do
         compare_backends "$name"
     done
+    compare_aov_layers
+}
+
+# `--aov` on a GPU render: the layers are traced on the CPU BVH whatever the backend (the GPU
+# render builds one for them), so the GPU render's layer files are the CPU render's, byte for
+# byte. A few seconds: the Cornell box at 256x256, 4 spp.
+compare_aov_layers() {
+    local b layer log
+    for b in optix cpu; do
+        log="$out/aov-$b.log"
+        logged "$log" "$bin" render "$cornell" -o "$scenes/aov-$b.exr" --backend "$b" \
+            --width 256 --height 256 --spp 4 --aov albedo,normal \
+            || { fail "render --aov on $b (see $log)"; return; }
+    done
+    for layer in albedo normal; do
+        if cmp -s "$scenes/aov-optix.$layer.exr" "$scenes/aov-cpu.$layer.exr"; then
+            note "render aov: the GPU render's $layer layer is the CPU render's, byte for byte"
+        else
+            fail "render aov: the GPU render's $layer layer differs from the CPU render's (see $out/aov-optix.log)"
+        fi
+    done
 }
 
 # Agreement of the GPU render with the CPU's, scene by scene: the difference of their mean

@@ -102,6 +102,9 @@ if [ -n "${GASWORKS_FAULT_AT_TILE:-}" ]; then
 fi
 case " $* " in
     *" --enqueue-threads "*) exec "$with_fake_gpu" "$real" "$@" ;;
+    # The --aov layers are traced on the CPU whatever the backend: on the fake GPU, the real
+    # render's host path, they must be the CPU render's (its image is not looked at).
+    *" --aov "*) exec "$with_fake_gpu" "$real" "$@" ;;
 esac
 args=()
 while [ $# -gt 0 ]; do
@@ -268,6 +271,9 @@ for scene in cornell sponza-like toystore; do
     check "render: $scene compared with the CPU's, within noise" \
         has "^render compare $scene: GPU vs CPU mean luminance [-+][0-9.]+%, .*: [0-9.]+ standard errors$"
 done
+check "render: a GPU render's --aov layers are a CPU render's, byte for byte" bash -c \
+    "grep -q '^render aov: the GPU render.s albedo layer is the CPU render.s, byte for byte' '$work/session.log' &&
+     grep -q '^render aov: the GPU render.s normal layer is the CPU render.s, byte for byte' '$work/session.log'"
 check "sched: one image across worker counts and schedules" has "^sched: every GPU worker count and schedule gave one image"
 check "sched: a time-limit stop and --resume gave the uninterrupted image" has "^sched: stopped at a time limit and resumed"
 check "sched: a stop inside the one pass and --resume under other tiles gave the uninterrupted image" \

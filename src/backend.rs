@@ -77,7 +77,7 @@ pub fn select(
 /// is never built twice.
 ///
 /// `cpu_bvh`: the scene's CPU BVH when one was built before (by the environment-share probe,
-/// [`crate::cpu::environment_share`]): a CPU backend, selected or beside the GPU, traces it
+/// [`crate::cpu::environment_share`], or for `render --aov`'s layers): a CPU backend, selected or beside the GPU, traces it
 /// rather than building its own. A GPU without CPU workers has no use for it: it is dropped
 /// before the GPU's setup, unless `auto` may yet fall back to the CPU.
 pub fn select_beside(

@@ -819,6 +819,36 @@ const SMALL_PASSES: [&str; 10] = [
     "16",
 ];
 
+/// `--aov` on a GPU render: the layers are traced on the CPU BVH (built for them, since the
+/// GPU render needs none), so they are the bits of a CPU render's layers.
+#[test]
+#[cfg_attr(
+    gasworks_no_cc,
+    ignore = "no C compiler when the tests were built (see build.rs)"
+)]
+fn a_gpu_renders_layers_are_the_cpus() {
+    let Some(f) = fixture() else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let cornell = cornell();
+    for backend in ["optix", "cpu"] {
+        let out = gasworks_on_fake(f, "render", &cornell, &SMALL_PASSES, &[])
+            .args(["--backend", backend, "--aov", "albedo,normal", "-o"])
+            .arg(dir.path().join(format!("{backend}.exr")))
+            .output()
+            .expect("run gasworks render");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{backend}: {stderr}");
+        assert!(stderr.contains(&format!("backend: {backend}")), "{stderr}");
+        assert!(stderr.contains("normal, 4 spp"), "{backend}: {stderr}");
+    }
+    for layer in ["albedo", "normal"] {
+        let read = |backend: &str| {
+            std::fs::read(dir.path().join(format!("{backend}.{layer}.exr"))).expect("a layer")
+        };
+        assert!(read("optix") == read("cpu"), "{layer}");
+    }
+}
+
 /// A GPU whose launches start failing mid-frame (a lost device): its workers are retired and
 /// the CPU workers beside them finish the frame. When it fails from its first launch (the
 /// calibration's), the calibrating stream is retired before the first pass, and so is the

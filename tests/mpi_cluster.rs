@@ -15,7 +15,8 @@
 //!   frame, one process's image bit for bit;
 //! - SIGTERM to mpirun stops the job with the image of what has arrived and a resume file;
 //!   all ranks killed leave rank 0's checkpoint; either way `--resume` under mpirun finishes
-//!   one process's image bit for bit; a time limit ends the job whole at a pass boundary.
+//!   one process's image bit for bit; a time limit ends the job whole at a pass boundary;
+//! - `--aov` layers, traced by rank 0 after the frame, are one process's bit for bit.
 //!
 //! The timeouts only tell a hang from an answer; nothing here measures speed. Every run goes
 //! through `tests/mpirun_support`, which bounds every wait and tells a hang of gasworks from
@@ -229,6 +230,28 @@ fn ranks_measure_one_environment_share_and_render_the_single_process_image() {
             image_bits(&out) == expected,
             "{np} ranks: the image differs from one process's"
         );
+    }
+}
+
+/// `--aov` under mpirun: rank 0 traces the layers once the frame is in, the single process's
+/// layers bit for bit.
+#[test]
+fn the_layers_of_a_cluster_render_are_the_single_process_layers() {
+    let dir = tempfile::tempdir().unwrap();
+    let aov = ["--aov", "albedo,normal"];
+    let single = dir.path().join("single.exr");
+    let r = run({
+        let mut c = Command::new(BIN);
+        c.args(render_args(&cornell(), &single, &aov));
+        c
+    });
+    assert_eq!(r.code, Some(0), "single process: {}", r.stderr);
+    let out = dir.path().join("n2.exr");
+    let r = mpi_render(2, &render_args(&cornell(), &out, &aov));
+    assert_eq!(r.code, Some(0), "2 ranks: {}", r.stderr);
+    for layer in ["albedo", "normal"] {
+        let bits = |name: &str| image_bits(&dir.path().join(format!("{name}.{layer}.exr")));
+        assert!(bits("n2") == bits("single"), "{layer}");
     }
 }
 

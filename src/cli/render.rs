@@ -169,6 +169,22 @@ pub struct RenderArgs {
         allow_hyphen_values = true
     )]
     pub focus_on: Option<glam::Vec3>,
+    /// Guide layers for a denoiser, written beside the image as linear EXRs named after it
+    /// (OUT.albedo.exr, OUT.normal.exr): the albedo and the world-space shading normal of what
+    /// each pixel sees, through mirrors and glass, for Open Image Denoise or the OptiX
+    /// denoiser. Traced on the CPU whatever the backend, through the render's own camera rays
+    #[arg(long, value_enum, value_delimiter = ',', value_name = "LAYER,...")]
+    pub aov: Vec<crate::cpu::aov::Aov>,
+    /// Samples per pixel the --aov layers average (the first of the render's own; at most
+    /// --spp, rounded down to a power of two)
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 16,
+        requires = "aov",
+        value_parser = clap::builder::RangedU64ValueParser::<u32>::new().range(1..)
+    )]
+    pub aov_spp: u32,
     /// Print only warnings and errors (no progress bar, no summary)
     #[arg(long, short, conflicts_with = "verbose")]
     pub quiet: bool,
@@ -237,6 +253,7 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
     let window = window::resolve(a.pixelbounds, a.width, a.height)?;
     output::check_writable(&a.output)?;
     output::check_window_fits_format(&a.output, window, a.width, a.height)?;
+    check_aov_paths(&a)?;
     check_report_paths(&a)?;
     check_frame_memory(window.w, window.h)?;
     // A malformed camera comment fails now, not after minutes of loading (checked again,
@@ -265,6 +282,13 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
     ));
     let settings = render_settings(&a, &scene, out)?;
     let probe_bvh = choose_environment_share(&a, &mut scene, &settings, out);
+    // The --aov layers trace the CPU BVH: the probe's, or one built now and shared with a CPU
+    // backend (a GPU render without CPU workers builds it for the layers alone).
+    let probe_bvh = match (probe_bvh, a.aov.is_empty()) {
+        (None, false) => Some(std::sync::Arc::new(crate::cpu::SceneBvh::build(&scene))),
+        (bvh, _) => bvh,
+    };
+    let aov_bvh = probe_bvh.clone().filter(|_| !a.aov.is_empty());
     // From here on the scene is only read: shared with the CPU backend, not copied for it.
     let scene = std::sync::Arc::new(scene);
     let content = crate::scene::content_hash::content_hash(&scene);
@@ -387,6 +411,10 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
     // A write that fails after the render (folder gone, disk full) keeps the pixels in the
     // temporary folder and says where, rather than losing the render.
     output::write_image_or_rescue(&frame.film, &a.output, &meta, &std::env::temp_dir())?;
+    // After the image: a failure here cannot cost the render.
+    if let Some(bvh) = &aov_bvh {
+        write_aovs(&a, &scene, bvh, &settings, window, &meta.render, out)?;
+    }
     let resume_file = resume_written.transpose().map_err(|e| {
         e.context(format!(
             "{} is written, but not its resume file",
@@ -649,8 +677,9 @@ pub(super) fn output_write_reserve(pixels: u64) -> Duration {
 /// camera, and the GPU's setup mostly waits for the driver and the device. Beside the CPU
 /// backend's own BVH build the two would only share the cores: there the frame estimates it.
 /// A failed or panicked estimate is `None`: the frame makes it again, and reports it.
-/// `cpu_bvh`: the CPU BVH the environment-share probe built ([`choose_environment_share`]),
-/// which a CPU backend traces rather than building another.
+/// `cpu_bvh`: the CPU BVH built before the backend, by the environment-share probe
+/// ([`choose_environment_share`]) or for the `--aov` layers, which a CPU backend traces
+/// rather than building another.
 pub(crate) fn set_up_backend(
     a: &RenderArgs,
     scene: &std::sync::Arc<Scene>,
@@ -965,6 +994,59 @@ pub struct Interrupted {
 
 /// The checks of the numeric arguments: --width, --height (at most 32768 each), --spp and
 /// --max-depth, before anything is loaded.
+/// Where the --aov layer `aov` of the image `output` goes: beside it, its name with the
+/// layer's before `.exr` (`cornell.png` -> `cornell.albedo.exr`).
+pub fn aov_path(output: &Path, aov: crate::cpu::aov::Aov) -> PathBuf {
+    let stem = output.file_stem().unwrap_or_default().to_string_lossy();
+    output.with_file_name(format!("{stem}.{}.exr", aov.name()))
+}
+
+/// Refuses, before the render, --aov layers that could not be written. (A layer's name is
+/// never the image's: `-o X.albedo.exr` puts its albedo in `X.albedo.albedo.exr`.)
+pub(super) fn check_aov_paths(a: &RenderArgs) -> anyhow::Result<()> {
+    for &aov in &a.aov {
+        output::check_writable(&aov_path(&a.output, aov))?;
+    }
+    Ok(())
+}
+
+/// Traces and writes the --aov layers of `window` ([`crate::cpu::aov`]), each an EXR whose
+/// render key is the image's (`image_key`) plus the layer and its samples: crops of one
+/// layer merge with `gasworks merge`, and never with the image or another layer.
+pub(super) fn write_aovs(
+    a: &RenderArgs,
+    scene: &Scene,
+    bvh: &crate::cpu::SceneBvh,
+    settings: &RenderSettings,
+    window: Tile,
+    image_key: &str,
+    out: Verbosity,
+) -> anyhow::Result<()> {
+    use crate::cpu::aov::{guide_layers, guide_samples};
+    let samples = guide_samples(a.aov_spp, a.spp);
+    let t = Instant::now();
+    let layers = guide_layers(scene, bvh, settings, window, samples);
+    let seconds = t.elapsed().as_secs_f64();
+    for &aov in &a.aov {
+        let path = aov_path(&a.output, aov);
+        let meta = ImageMeta {
+            full_width: a.width,
+            full_height: a.height,
+            window,
+            render: format!("{image_key}; aov {}; aov-spp {samples}", aov.name()),
+            exposure: 0.0,
+            tonemap: output::ToneCurve::Clamp,
+        };
+        output::write_pixels(layers.layer(aov), &path, &meta)?;
+        out.status(format_args!(
+            "aov: {} ({}, {samples} spp, traced in {seconds:.2} s)",
+            path.display(),
+            aov.name()
+        ));
+    }
+    Ok(())
+}
+
 pub(super) fn check_args(a: &RenderArgs) -> anyhow::Result<()> {
     crate::render::check_image_size(a.width, a.height, a.spp)
         .map_err(|e| anyhow::anyhow!("--width/--height/--spp: {e}"))?;

@@ -21,11 +21,12 @@ use anyhow::Context;
 
 use super::console::Verbosity;
 use super::render::{
-    after_checkpoints, check_args, check_frame_memory, check_outputs_against_textures,
-    check_report_paths, checkpoint_between_passes, checkpoint_within_pass,
-    choose_environment_share, finish_at_time_limit, finish_checkpoints, image_key, load_scene,
-    pass_deadline, print_load_warnings, read_resume, render_settings, set_up_backend,
-    stopped_with_image, warn_about_checkpoints, write_resume_or_rescue, Interrupted, RenderArgs,
+    after_checkpoints, check_aov_paths, check_args, check_frame_memory,
+    check_outputs_against_textures, check_report_paths, checkpoint_between_passes,
+    checkpoint_within_pass, choose_environment_share, finish_at_time_limit, finish_checkpoints,
+    image_key, load_scene, pass_deadline, print_load_warnings, read_resume, render_settings,
+    set_up_backend, stopped_with_image, warn_about_checkpoints, write_aovs, write_resume_or_rescue,
+    Interrupted, RenderArgs,
 };
 use super::signals;
 use crate::backend::WorkerFactory;
@@ -115,6 +116,7 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
         }
         if rank == 0 {
             output::check_writable(&a.output)?;
+            check_aov_paths(&a)?;
             check_report_paths(&a)?;
             check_frame_memory(a.width, a.height)?;
         }
@@ -175,6 +177,8 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
         ),
         Err(e) => (Err(e), None, None),
     };
+    // Rank 0 traces the --aov layers after the frame, on the probe's BVH where there is one.
+    let aov_bvh = probe_bvh.clone().filter(|_| rank == 0 && !a.aov.is_empty());
     let samples_resumed = resume.as_ref().map_or(0.0, crate::sched::Resume::samples);
     let (setup, factory) = match &loaded {
         Ok((scene, content, settings, schedule, optix_options, _)) => {
@@ -280,6 +284,20 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
             )
         };
         output::write_image_or_rescue(&frame.film, &a.output, &meta, &std::env::temp_dir())?;
+        // Not for a frame stopped by a signal: mpirun's grace period is short, and the
+        // resumed run writes them.
+        if !a.aov.is_empty() && stopped.is_none() {
+            let built;
+            let bvh = match &aov_bvh {
+                Some(bvh) => bvh.as_ref(),
+                None => {
+                    built = SceneBvh::build(scene);
+                    &built
+                }
+            };
+            let whole = Tile::whole(a.width, a.height);
+            write_aovs(&a, scene, bvh, settings, whole, &meta.render, out)?;
+        }
         if let Some(e) = resume_failed.borrow_mut().take() {
             return Err(e.context(format!(
                 "{} is written, but not its resume file",

@@ -5,11 +5,13 @@
 //! - [`sampling`] and [`material`]: the scattering code the CUDA programs are ported from;
 //! - [`integrator`]: the path tracer (next-event estimation, MIS, Russian roulette);
 //! - [`first_hit`]: what the camera sees first through each pixel (masks for image statistics);
+//! - [`aov`]: guide layers for denoisers (`render --aov`): each pixel's albedo and normal;
 //! - [`model`]: the name of the machine's CPU (what a cluster's ranks are told apart by).
 //!
 //! [`CpuBackend`] renders tiles. One tile is rendered on the calling thread; parallelism
 //! comes from rendering many tiles at once (the backend is `Sync`).
 
+pub mod aov;
 pub mod bvh;
 pub mod environment_share;
 pub mod first_hit;
