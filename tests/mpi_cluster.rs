@@ -16,7 +16,7 @@
 //! - SIGTERM to mpirun stops the job with the image of what has arrived and a resume file;
 //!   all ranks killed leave rank 0's checkpoint; either way `--resume` under mpirun finishes
 //!   one process's image bit for bit; a time limit ends the job whole at a pass boundary;
-//! - `--aov` layers, traced by rank 0 after the frame, are one process's bit for bit.
+//! - `--aov` layers, traced by rank 0 before the frame, are one process's bit for bit.
 //!
 //! The timeouts only tell a hang from an answer; nothing here measures speed. Every run goes
 //! through `tests/mpirun_support`, which bounds every wait and tells a hang of gasworks from
@@ -233,8 +233,8 @@ fn ranks_measure_one_environment_share_and_render_the_single_process_image() {
     }
 }
 
-/// `--aov` under mpirun: rank 0 traces the layers once the frame is in, the single process's
-/// layers bit for bit.
+/// `--aov` under mpirun: rank 0 traces the layers before the frame and writes them with the
+/// image, the single process's layers bit for bit.
 #[test]
 fn the_layers_of_a_cluster_render_are_the_single_process_layers() {
     let dir = tempfile::tempdir().unwrap();

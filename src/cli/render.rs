@@ -348,6 +348,10 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
     let mut within_pass = |spp_done: u32, film: &dyn Fn() -> crate::render::Film| {
         checkpoint_within_pass(&mut checkpoints.borrow_mut(), spp_done, film, out)
     };
+    // The --aov layers before the frame, so that --time-limit counts them; the BVH is then
+    // the CPU backend's alone (or, beside a GPU, dropped).
+    let aovs = trace_aovs(&a, &scene, aov_bvh.as_deref(), &settings, window);
+    drop(aov_bvh);
     // From here Ctrl-C, SIGTERM and SIGHUP stop the frame and keep what is rendered; before,
     // while loading and building, they end the process as usual.
     signals::watch_stops(signals::Stopping::Process, out);
@@ -411,10 +415,6 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
     // A write that fails after the render (folder gone, disk full) keeps the pixels in the
     // temporary folder and says where, rather than losing the render.
     output::write_image_or_rescue(&frame.film, &a.output, &meta, &std::env::temp_dir())?;
-    // After the image: a failure here cannot cost the render.
-    if let Some(bvh) = &aov_bvh {
-        write_aovs(&a, &scene, bvh, &settings, window, &meta.render, out)?;
-    }
     let resume_file = resume_written.transpose().map_err(|e| {
         e.context(format!(
             "{} is written, but not its resume file",
@@ -432,6 +432,10 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
             a.schedule.costmap.as_deref(),
         )?
     };
+    // After the image, its resume file and the statistics: a failure here costs none of them.
+    if let Some(aovs) = &aovs {
+        write_aovs(&a, aovs, &meta.render, out)?;
+    }
 
     // A time limit stops between passes: every pixel has the samples of the complete passes.
     let at_time_limit = frame.stopped.as_ref().filter(|s| s.at_time_limit);
@@ -992,8 +996,6 @@ pub struct Interrupted {
     pub message: String,
 }
 
-/// The checks of the numeric arguments: --width, --height (at most 32768 each), --spp and
-/// --max-depth, before anything is loaded.
 /// Where the --aov layer `aov` of the image `output` goes: beside it, its name with the
 /// layer's before `.exr` (`cornell.png` -> `cornell.albedo.exr`).
 pub fn aov_path(output: &Path, aov: crate::cpu::aov::Aov) -> PathBuf {
@@ -1010,29 +1012,67 @@ pub(super) fn check_aov_paths(a: &RenderArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Traces and writes the --aov layers of `window` ([`crate::cpu::aov`]), each an EXR whose
-/// render key is the image's (`image_key`) plus the layer and its samples: crops of one
-/// layer merge with `gasworks merge`, and never with the image or another layer.
-pub(super) fn write_aovs(
+/// The --aov layers of a window, traced before the frame (so that a --time-limit counts
+/// them) and written after its image ([`write_aovs`]).
+pub(super) struct TracedAovs {
+    layers: crate::cpu::aov::GuideLayers,
+    window: Tile,
+    samples: u32,
+    seconds: f64,
+}
+
+/// Traces the --aov layers of `window` ([`crate::cpu::aov`]) on `bvh`, or on one built here
+/// when it is `None`; `None` when no layer is asked for.
+pub(super) fn trace_aovs(
     a: &RenderArgs,
     scene: &Scene,
-    bvh: &crate::cpu::SceneBvh,
+    bvh: Option<&crate::cpu::SceneBvh>,
     settings: &RenderSettings,
     window: Tile,
+) -> Option<TracedAovs> {
+    use crate::cpu::aov::{guide_layers, guide_samples};
+    if a.aov.is_empty() {
+        return None;
+    }
+    let t = Instant::now();
+    let built;
+    let bvh = match bvh {
+        Some(bvh) => bvh,
+        None => {
+            built = crate::cpu::SceneBvh::build(scene);
+            &built
+        }
+    };
+    let samples = guide_samples(a.aov_spp, a.spp);
+    Some(TracedAovs {
+        layers: guide_layers(scene, bvh, settings, window, samples),
+        window,
+        samples,
+        seconds: t.elapsed().as_secs_f64(),
+    })
+}
+
+/// Writes the traced --aov layers, each an EXR whose render key is the image's (`image_key`)
+/// plus the layer and its samples: crops of one layer merge with `gasworks merge`, and never
+/// with the image or another layer.
+pub(super) fn write_aovs(
+    a: &RenderArgs,
+    traced: &TracedAovs,
     image_key: &str,
     out: Verbosity,
 ) -> anyhow::Result<()> {
-    use crate::cpu::aov::{guide_layers, guide_samples};
-    let samples = guide_samples(a.aov_spp, a.spp);
-    let t = Instant::now();
-    let layers = guide_layers(scene, bvh, settings, window, samples);
-    let seconds = t.elapsed().as_secs_f64();
+    let TracedAovs {
+        layers,
+        window,
+        samples,
+        seconds,
+    } = traced;
     for &aov in &a.aov {
         let path = aov_path(&a.output, aov);
         let meta = ImageMeta {
             full_width: a.width,
             full_height: a.height,
-            window,
+            window: *window,
             render: format!("{image_key}; aov {}; aov-spp {samples}", aov.name()),
             exposure: 0.0,
             tonemap: output::ToneCurve::Clamp,
@@ -1047,6 +1087,8 @@ pub(super) fn write_aovs(
     Ok(())
 }
 
+/// The checks of the numeric arguments: --width, --height (at most 32768 each), --spp and
+/// --max-depth, before anything is loaded.
 pub(super) fn check_args(a: &RenderArgs) -> anyhow::Result<()> {
     crate::render::check_image_size(a.width, a.height, a.spp)
         .map_err(|e| anyhow::anyhow!("--width/--height/--spp: {e}"))?;

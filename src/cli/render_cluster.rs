@@ -25,8 +25,8 @@ use super::render::{
     check_outputs_against_textures, check_report_paths, checkpoint_between_passes,
     checkpoint_within_pass, choose_environment_share, finish_at_time_limit, finish_checkpoints,
     image_key, load_scene, pass_deadline, print_load_warnings, read_resume, render_settings,
-    set_up_backend, stopped_with_image, warn_about_checkpoints, write_aovs, write_resume_or_rescue,
-    Interrupted, RenderArgs,
+    set_up_backend, stopped_with_image, trace_aovs, warn_about_checkpoints, write_aovs,
+    write_resume_or_rescue, Interrupted, RenderArgs,
 };
 use super::signals;
 use crate::backend::WorkerFactory;
@@ -177,7 +177,7 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
         ),
         Err(e) => (Err(e), None, None),
     };
-    // Rank 0 traces the --aov layers after the frame, on the probe's BVH where there is one.
+    // Rank 0 traces the --aov layers before the frame, on the probe's BVH where there is one.
     let aov_bvh = probe_bvh.clone().filter(|_| rank == 0 && !a.aov.is_empty());
     let samples_resumed = resume.as_ref().map_or(0.0, crate::sched::Resume::samples);
     let (setup, factory) = match &loaded {
@@ -219,6 +219,20 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
         };
         return Err(report_everywhere(world, &e));
     };
+    // Before the handshake, as more of rank 0's setup (a --time-limit counts them); written
+    // after the image.
+    let aovs = (rank == 0)
+        .then(|| {
+            trace_aovs(
+                &a,
+                scene,
+                aov_bvh.as_deref(),
+                settings,
+                Tile::whole(a.width, a.height),
+            )
+        })
+        .flatten();
+    drop(aov_bvh);
     let job = ClusterJob {
         settings: *settings,
         config: schedule.clone(),
@@ -284,25 +298,14 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
             )
         };
         output::write_image_or_rescue(&frame.film, &a.output, &meta, &std::env::temp_dir())?;
-        // Not for a frame stopped by a signal: mpirun's grace period is short, and the
-        // resumed run writes them.
-        if !a.aov.is_empty() && stopped.is_none() {
-            let built;
-            let bvh = match &aov_bvh {
-                Some(bvh) => bvh.as_ref(),
-                None => {
-                    built = SceneBvh::build(scene);
-                    &built
-                }
-            };
-            let whole = Tile::whole(a.width, a.height);
-            write_aovs(&a, scene, bvh, settings, whole, &meta.render, out)?;
-        }
         if let Some(e) = resume_failed.borrow_mut().take() {
             return Err(e.context(format!(
                 "{} is written, but not its resume file",
                 a.output.display()
             )));
+        }
+        if let Some(aovs) = &aovs {
+            write_aovs(&a, aovs, &meta.render, out)?;
         }
         if frame.report.passes.is_empty() {
             // The statistics are those of the complete passes: none, nothing measured.
