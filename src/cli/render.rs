@@ -658,10 +658,12 @@ pub(super) fn finish_at_time_limit(
 
 /// The end of `--time-limit` for the passes: the limit less what writing the outputs of an
 /// image of `pixels` pixels is expected to take once the last pass has ended
-/// ([`output_write_reserve`]), counted from `started`.
+/// ([`output_write_reserve`]; each `--aov` layer, 12 bytes a pixel, counted as one more
+/// image), counted from `started`.
 pub(super) fn pass_deadline(a: &RenderArgs, started: Instant, pixels: u64) -> Option<Instant> {
+    let images = 1 + a.aov.len() as u64;
     a.time_limit
-        .map(|limit| started + limit.saturating_sub(output_write_reserve(pixels)))
+        .map(|limit| started + limit.saturating_sub(output_write_reserve(pixels * images)))
 }
 
 /// What `--time-limit` keeps for writing the outputs after the last pass: the image and the
