@@ -1,18 +1,10 @@
 //! `gasworks build-bench` from the outside: on a machine without an NVIDIA GPU it must fail
 //! with a clear message and a non-zero exit code, never a panic.
 
+mod cli_support;
 mod support;
 
-use std::process::Command;
-
-/// The binary under test: `$GASWORKS_BIN` when set (scripts/gpu-session.sh points it at the
-/// carried release binary, since cargo's path is that of the build machine), else cargo's.
-fn gasworks() -> Command {
-    match std::env::var_os("GASWORKS_BIN") {
-        Some(bin) => Command::new(bin),
-        None => Command::new(env!("CARGO_BIN_EXE_gasworks")),
-    }
-}
+use cli_support::gasworks_command;
 
 /// `build-bench OBJ --streams 1,4 --assign round-robin,lpt ARGS --isolate --csv CSV` (4
 /// configurations and the reference), with `env` set: its exit code, stdout and stderr. Checks
@@ -23,7 +15,7 @@ fn isolated_run(
     args: &[&str],
     env: &[(&str, &std::path::Path)],
 ) -> (Option<i32>, String, String) {
-    let mut cmd = gasworks();
+    let mut cmd = gasworks_command();
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -54,7 +46,7 @@ fn build_bench_without_gpu_says_so_and_fails() {
     let dir = tempfile::tempdir().unwrap();
     let obj = dir.path().join("tri.obj");
     std::fs::write(&obj, "v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\n").unwrap();
-    let out = gasworks()
+    let out = gasworks_command()
         .env("CUDA_VISIBLE_DEVICES", "")
         .args([
             "build-bench",
@@ -77,7 +69,7 @@ fn build_bench_without_gpu_says_so_and_fails() {
 
 #[test]
 fn build_bench_refuses_bad_arguments_before_looking_for_a_gpu() {
-    let out = gasworks()
+    let out = gasworks_command()
         .args(["build-bench", "missing.obj", "--streams", "0"])
         .output()
         .unwrap();
@@ -89,7 +81,7 @@ fn build_bench_refuses_bad_arguments_before_looking_for_a_gpu() {
     );
 
     // clap's own refusals exit with 2.
-    let out = gasworks()
+    let out = gasworks_command()
         .args(["build-bench", "x.obj", "--fast-build", "--flags", "both"])
         .output()
         .unwrap();
@@ -103,7 +95,7 @@ fn isolated_build_bench_without_gpu_says_so_once() {
     let dir = tempfile::tempdir().unwrap();
     let obj = dir.path().join("tri.obj");
     std::fs::write(&obj, "v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\n").unwrap();
-    let out = gasworks()
+    let out = gasworks_command()
         .env("CUDA_VISIBLE_DEVICES", "")
         .args(["build-bench", obj.to_str().unwrap(), "--streams", "1,2,4"])
         .args(["--repeat", "1", "--isolate", "--config-timeout-s", "60"])
@@ -121,7 +113,7 @@ fn isolated_build_bench_without_gpu_says_so_once() {
     assert!(!stderr.contains("panicked"), "stderr: {stderr}");
 
     // A child's limit means nothing without children.
-    let out = gasworks()
+    let out = gasworks_command()
         .args(["build-bench", "x.obj", "--config-timeout-s", "60"])
         .output()
         .unwrap();

@@ -2,18 +2,13 @@
 //! as a user runs it; their crops merge like the image's; bad requests are refused before
 //! the render.
 
+mod cli_support;
+
+use cli_support::gasworks_in;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use gasworks::render::output::{read_image, Pixels};
-
-fn gasworks(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_gasworks"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("the gasworks binary runs")
-}
 
 fn cornell() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/cornell/cornell.obj")
@@ -37,7 +32,7 @@ fn render(dir: &Path, out: &str, extra: &[&str]) -> Output {
         "cpu",
     ];
     args.extend_from_slice(extra);
-    gasworks(dir, &args)
+    gasworks_in(dir, &args)
 }
 
 fn linear(path: &Path) -> (Vec<[f32; 3]>, String) {
@@ -109,7 +104,7 @@ fn crops_of_a_layer_merge_into_the_whole_layer_and_not_with_the_image() {
     ok(render(dir.path(), "bottom.exr", &bottom));
     for layer in ["albedo", "normal"] {
         let merged = format!("merged.{layer}.exr");
-        ok(gasworks(
+        ok(gasworks_in(
             dir.path(),
             &[
                 "merge",
@@ -127,7 +122,7 @@ fn crops_of_a_layer_merge_into_the_whole_layer_and_not_with_the_image() {
     }
     // A layer's crop is not a crop of the image, nor of the other layer.
     for other in ["bottom.exr", "bottom.normal.exr"] {
-        let o = gasworks(
+        let o = gasworks_in(
             dir.path(),
             &["merge", "top.albedo.exr", other, "-o", "mixed.exr"],
         );

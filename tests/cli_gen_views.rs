@@ -3,15 +3,14 @@
 //! toy store was with a camera that framed its whole floor from the front). Without their
 //! hints the default camera (looking along -Z at the bounding sphere) shows much less.
 
-use std::path::Path;
-use std::process::Command;
+mod cli_support;
 
-fn gasworks(dir: &Path, args: &[&str]) {
-    let out = Command::new(env!("CARGO_BIN_EXE_gasworks"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("the gasworks binary runs");
+use cli_support::gasworks_in;
+use std::path::Path;
+
+/// `gasworks ARGS` in `dir`, which must succeed.
+fn gasworks_ok(dir: &Path, args: &[&str]) {
+    let out = gasworks_in(dir, args);
     assert!(
         out.status.success(),
         "{args:?}: {}",
@@ -45,7 +44,7 @@ fn every_generated_scene_renders_a_full_picture_by_default() {
     for (preset, obj, extra) in scenes {
         let mut args = vec!["gen", preset, "-o", preset, "-q"];
         args.extend(extra);
-        gasworks(d, &args);
+        gasworks_ok(d, &args);
         let text = std::fs::read_to_string(d.join(obj)).unwrap();
         assert!(
             text.lines()
@@ -54,7 +53,7 @@ fn every_generated_scene_renders_a_full_picture_by_default() {
             "{obj} carries no camera hint"
         );
         let png = format!("{preset}.png");
-        gasworks(
+        gasworks_ok(
             d,
             &[
                 "render", obj, "-o", &png, "--width", "40", "--height", "30", "--spp", "16", "-q",
@@ -70,7 +69,7 @@ fn every_generated_scene_renders_a_full_picture_by_default() {
             .collect();
         std::fs::write(d.join(&bare), without).unwrap();
         let bare_png = format!("{preset}_bare.png");
-        gasworks(
+        gasworks_ok(
             d,
             &[
                 "render", &bare, "-o", &bare_png, "--width", "40", "--height", "30", "--spp", "16",

@@ -1,8 +1,10 @@
 //! `gasworks image-stats` comparing two renders: the mean luminance difference and its
 //! standard error over the pixels, against a brute-force computation of the same figures.
 
+mod cli_support;
+
+use cli_support::gasworks_command;
 use std::path::Path;
-use std::process::Command;
 
 /// Writes a linear-radiance EXR of `width` x `height` pixels.
 fn write_exr(path: &Path, width: u32, height: u32, pixels: &[[f32; 3]]) {
@@ -14,7 +16,7 @@ fn write_exr(path: &Path, width: u32, height: u32, pixels: &[[f32; 3]]) {
 }
 
 fn image_stats_json(images: &[&Path]) -> serde_json::Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_gasworks"))
+    let out = gasworks_command()
         .arg("image-stats")
         .args(images)
         .arg("--json")
@@ -92,7 +94,7 @@ fn the_mean_luminance_difference_and_its_standard_error_match_brute_force() {
     assert!(multiples[0] < 4.0 && multiples[1] > 3.0, "{multiples:?}");
 
     // The text output says it in one line scripts read (scripts/gpu-session.sh).
-    let out = Command::new(env!("CARGO_BIN_EXE_gasworks"))
+    let out = gasworks_command()
         .arg("image-stats")
         .args([&paths[0], &paths[2]])
         .output()

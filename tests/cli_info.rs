@@ -1,14 +1,9 @@
 //! `gasworks info` and `gasworks gen` as a user runs them: exit codes, messages, JSON.
 
-use std::path::Path;
-use std::process::{Command, Output};
+mod cli_support;
 
-fn gasworks(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_gasworks"))
-        .args(args)
-        .output()
-        .expect("the gasworks binary runs")
-}
+use cli_support::{gasworks, gasworks_command};
+use std::path::Path;
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
@@ -185,7 +180,7 @@ fn a_closed_stdout_ends_info_quietly() {
         if json {
             args.push("--json");
         }
-        let mut child = Command::new(env!("CARGO_BIN_EXE_gasworks"))
+        let mut child = gasworks_command()
             .args(&args)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

@@ -4,6 +4,9 @@
 //! files between passes, from which even a killed render is finished bit for bit.
 #![cfg(unix)]
 
+mod cli_support;
+
+use cli_support::{gasworks, gasworks_command};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -65,7 +68,7 @@ fn render_args(out: &std::path::Path, spp: u32, pass_spp: u32, extra: &[&str]) -
 
 /// Starts `gasworks ARGS` with stderr captured.
 fn start(args: &[String]) -> std::process::Child {
-    Command::new(env!("CARGO_BIN_EXE_gasworks"))
+    gasworks_command()
         .args(args)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -128,7 +131,7 @@ fn ctrl_c_writes_the_passes_rendered_so_far_and_exits_130() {
     );
 
     // The image: every pixel has the samples of the complete passes; the box is lit.
-    let stats = Command::new(env!("CARGO_BIN_EXE_gasworks"))
+    let stats = gasworks_command()
         .args(["image-stats", exr.to_str().unwrap(), "--json"])
         .output()
         .unwrap();
@@ -143,18 +146,6 @@ fn ctrl_c_writes_the_passes_rendered_so_far_and_exits_130() {
         .as_f64()
         .unwrap_or_else(|| panic!("{json}"));
     assert!(mean > 0.05 && mean < 0.5, "mean luminance {mean}");
-}
-
-/// `gasworks ARGS` run to its end, for argument lists built as strings.
-fn gasworks_with(args: &[String]) -> std::process::Output {
-    gasworks(&args.iter().map(String::as_str).collect::<Vec<_>>())
-}
-
-fn gasworks(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_gasworks"))
-        .args(args)
-        .output()
-        .unwrap()
 }
 
 /// Stopped by Ctrl-C, then finished with `--resume`: the image is bit for bit the one an
@@ -188,7 +179,7 @@ fn a_stopped_render_resumed_is_the_uninterrupted_render() {
 
     // Another seed: refused, the file kept.
     let resume_arg = resume.to_str().unwrap();
-    let other = gasworks_with(&with(&stopped, &["--seed", "3", "--resume", resume_arg]));
+    let other = gasworks(&with(&stopped, &["--seed", "3", "--resume", resume_arg]));
     let e = String::from_utf8_lossy(&other.stderr);
     assert_eq!(other.status.code(), Some(1), "{e}");
     assert!(
@@ -197,14 +188,14 @@ fn a_stopped_render_resumed_is_the_uninterrupted_render() {
     );
     assert!(resume.exists());
 
-    let resumed = gasworks_with(&with(&stopped, &["--resume", resume_arg]));
+    let resumed = gasworks(&with(&stopped, &["--resume", resume_arg]));
     assert!(
         resumed.status.success(),
         "{}",
         String::from_utf8_lossy(&resumed.stderr)
     );
     assert!(!resume.exists(), "the resume file is used up");
-    let full = gasworks_with(&with(&direct, &[]));
+    let full = gasworks(&with(&direct, &[]));
     assert!(full.status.success());
 
     assert_same_pixels(&direct, &stopped);
@@ -251,7 +242,7 @@ fn a_stop_inside_the_only_pass_leaves_a_resume_file_of_its_finished_tiles() {
         "{stderr}"
     );
     let resume_arg = resume.to_str().unwrap();
-    let resumed = gasworks_with(&one_pass(
+    let resumed = gasworks(&one_pass(
         &stopped,
         &[
             "--tiles",
@@ -271,7 +262,7 @@ fn a_stop_inside_the_only_pass_leaves_a_resume_file_of_its_finished_tiles() {
         "{stderr}"
     );
     assert!(!resume.exists(), "the resume file is used up");
-    let full = gasworks_with(&one_pass(&direct, &[]));
+    let full = gasworks(&one_pass(&direct, &[]));
     assert!(full.status.success());
     assert_same_pixels(&direct, &stopped);
 }
@@ -302,7 +293,7 @@ fn a_crop_at_its_time_limit_merges_as_the_samples_it_holds() {
         if let Some(bounds) = bounds {
             args.extend_from_slice(&["--pixelbounds", bounds]);
         }
-        let o = gasworks_with(&render_args(out, spp, 4, &args));
+        let o = gasworks(&render_args(out, spp, 4, &args));
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     };
     let limit = ["--time-limit", "0.001s"];
@@ -402,7 +393,7 @@ fn killed_render_resumes_from_its_latest_checkpoint(pass_spp: u32) {
 
     // The same command plus --resume.
     let resume_arg = resume.to_str().unwrap();
-    let resumed = gasworks_with(&args(&killed, &["--resume", resume_arg]));
+    let resumed = gasworks(&args(&killed, &["--resume", resume_arg]));
     let stderr = String::from_utf8_lossy(&resumed.stderr);
     assert!(resumed.status.success(), "{stderr}");
     assert!(stderr.contains("samples per pixel done"), "{stderr}");
@@ -416,7 +407,7 @@ fn killed_render_resumes_from_its_latest_checkpoint(pass_spp: u32) {
     assert!(stderr.contains("the render is complete"), "{stderr}");
     assert!(!resume.exists(), "the checkpoint is used up");
 
-    let full = gasworks_with(&args(&direct, &[]));
+    let full = gasworks(&args(&direct, &[]));
     let stderr = String::from_utf8_lossy(&full.stderr);
     assert!(full.status.success(), "{stderr}");
     assert!(stderr.contains("checkpoints: "), "{stderr}");
@@ -458,7 +449,7 @@ fn a_time_limit_without_passes_chooses_them_and_a_leftover_checkpoint_is_pointed
 
     // A checkpoint left by an earlier render of this output, and a render without --resume.
     std::fs::write(dir.path().join("a.png.gasworks-resume"), b"old").unwrap();
-    let fresh = gasworks_with(&render_args(&out, 2, 1, &["--quiet"]));
+    let fresh = gasworks(&render_args(&out, 2, 1, &["--quiet"]));
     let e = String::from_utf8_lossy(&fresh.stderr);
     assert!(fresh.status.success(), "{e}");
     assert!(
@@ -484,7 +475,7 @@ fn a_time_limit_writes_a_whole_image_and_a_resume_file() {
     let direct = dir.path().join("direct.exr");
     let resume = dir.path().join("limited.exr.gasworks-resume");
     // A limit passed before the first pass ends: that pass alone is rendered.
-    let first = gasworks_with(&render_args(&limited, 40, 4, &["--time-limit", "0.001s"]));
+    let first = gasworks(&render_args(&limited, 40, 4, &["--time-limit", "0.001s"]));
     let stderr = String::from_utf8_lossy(&first.stderr);
     assert_eq!(first.status.code(), Some(0), "{stderr}");
     assert!(
@@ -496,7 +487,7 @@ fn a_time_limit_writes_a_whole_image_and_a_resume_file() {
         "{stderr}"
     );
     assert!(resume.exists());
-    let resumed = gasworks_with(&render_args(
+    let resumed = gasworks(&render_args(
         &limited,
         40,
         4,
@@ -508,7 +499,7 @@ fn a_time_limit_writes_a_whole_image_and_a_resume_file() {
         String::from_utf8_lossy(&resumed.stderr)
     );
     assert!(!resume.exists());
-    let full = gasworks_with(&render_args(&direct, 40, 4, &[]));
+    let full = gasworks(&render_args(&direct, 40, 4, &[]));
     assert!(full.status.success());
     assert_same_pixels(&direct, &limited);
 
@@ -523,7 +514,7 @@ fn a_time_limit_writes_a_whole_image_and_a_resume_file() {
         v.drain(at..at + 2);
         v
     };
-    let first = gasworks_with(&without_passes(&["--time-limit", "0.001s"]));
+    let first = gasworks(&without_passes(&["--time-limit", "0.001s"]));
     let e = String::from_utf8_lossy(&first.stderr);
     assert_eq!(first.status.code(), Some(0), "{e}");
     assert!(
@@ -534,7 +525,7 @@ fn a_time_limit_writes_a_whole_image_and_a_resume_file() {
         e.contains("at the time limit: 2 of 40 samples per pixel everywhere"),
         "{e}"
     );
-    let again = gasworks_with(&without_passes(&[
+    let again = gasworks(&without_passes(&[
         "--time-limit",
         "1h",
         "--resume",
@@ -544,7 +535,7 @@ fn a_time_limit_writes_a_whole_image_and_a_resume_file() {
     assert!(again.status.success(), "{e}");
     assert!(!chosen_resume.exists(), "{e}");
     let in_passes = dir.path().join("in-passes.exr");
-    assert!(gasworks_with(&render_args(&in_passes, 40, 2, &[]))
+    assert!(gasworks(&render_args(&in_passes, 40, 2, &[]))
         .status
         .success());
     assert_same_pixels(&in_passes, &chosen);
@@ -568,7 +559,7 @@ fn a_resume_after_the_scene_was_edited_is_refused() {
         v[1] = scene.to_str().unwrap().into();
         v
     };
-    let first = gasworks_with(&args(&["--time-limit", "0.001s"]));
+    let first = gasworks(&args(&["--time-limit", "0.001s"]));
     assert!(
         first.status.success(),
         "{}",
@@ -584,7 +575,7 @@ fn a_resume_after_the_scene_was_edited_is_refused() {
         text.replace("Kd 0.63 0.065 0.05", "Kd 0.05 0.065 0.63"),
     )
     .unwrap();
-    let resumed = gasworks_with(&args(&["--resume", resume.to_str().unwrap()]));
+    let resumed = gasworks(&args(&["--resume", resume.to_str().unwrap()]));
     let e = String::from_utf8_lossy(&resumed.stderr);
     assert_eq!(resumed.status.code(), Some(1), "{e}");
     assert!(
@@ -610,13 +601,13 @@ fn a_resume_by_another_build_warns_that_it_is_not_bit_for_bit() {
     let resume = dir.path().join("built.exr.gasworks-resume");
     let resume_arg = resume.to_str().unwrap();
     let limited = |spp: u32| render_args(&out, spp, 4, &["--time-limit", "0.001s"]);
-    assert!(gasworks_with(&limited(40)).status.success());
+    assert!(gasworks(&limited(40)).status.success());
     let (header, film) = checkpoint::read(&resume).unwrap();
     assert!(header.software.starts_with("gasworks "), "{header:?}");
 
     let mut same = limited(40);
     same.extend(["--resume".into(), resume_arg.into()]);
-    let r = gasworks_with(&same);
+    let r = gasworks(&same);
     let e = String::from_utf8_lossy(&r.stderr);
     assert!(r.status.success(), "{e}");
     assert!(!e.contains("warning"), "{e}");
@@ -626,7 +617,7 @@ fn a_resume_by_another_build_warns_that_it_is_not_bit_for_bit() {
         ..header
     };
     checkpoint::write(&resume, &older, &film).unwrap();
-    let r = gasworks_with(&same);
+    let r = gasworks(&same);
     let e = String::from_utf8_lossy(&r.stderr);
     assert!(r.status.success(), "{e}");
     assert!(
@@ -646,7 +637,7 @@ fn a_resume_file_holding_every_sample_gives_its_image_back() {
     let out = dir.path().join("whole.exr");
     let resume = dir.path().join("whole.exr.gasworks-resume");
     // 4 of 8 samples per pixel, stopped at the time limit: an image and a resume file.
-    let r = gasworks_with(&render_args(&out, 8, 4, &["--time-limit", "0.001s"]));
+    let r = gasworks(&render_args(&out, 8, 4, &["--time-limit", "0.001s"]));
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
     let first = dir.path().join("first.exr");
     std::fs::copy(&out, &first).unwrap();
@@ -659,7 +650,7 @@ fn a_resume_file_holding_every_sample_gives_its_image_back() {
     }
     checkpoint::write(&resume, &header, &film).unwrap();
 
-    let resumed = gasworks_with(&render_args(
+    let resumed = gasworks(&render_args(
         &out,
         8,
         4,
@@ -686,7 +677,7 @@ fn a_stop_that_cannot_write_beside_the_image_rescues_the_resume_file_too() {
     std::fs::create_dir_all(&rescue).unwrap();
     let exr = out_dir.join("x.exr");
     let args = render_args(&exr, 1_000_000, 2, &[]);
-    let child = Command::new(env!("CARGO_BIN_EXE_gasworks"))
+    let child = gasworks_command()
         .args(&args)
         .env("TMPDIR", &rescue)
         .stdout(Stdio::null())
@@ -722,7 +713,7 @@ fn a_stop_that_cannot_write_beside_the_image_rescues_the_resume_file_too() {
     let again = dir.path().join("again.exr");
     let mut other = render_args(&again, 64, 2, &[]);
     other.extend(["--resume".into(), resume.to_str().unwrap().into()]);
-    let o = gasworks_with(&other);
+    let o = gasworks(&other);
     let e = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{e}");
     assert!(e.contains("spp 1000000") && !e.contains("damaged"), "{e}");
@@ -740,7 +731,7 @@ fn a_time_limited_resume_keeps_the_file_it_replaced_whatever_its_spelling() {
     let limited = |extra: &[&str]| {
         let mut args = vec!["--time-limit", "0.001s"];
         args.extend_from_slice(extra);
-        let o = gasworks_with(&render_args(&exr, 40, 4, &args));
+        let o = gasworks(&render_args(&exr, 40, 4, &args));
         let e = String::from_utf8_lossy(&o.stderr).into_owned();
         assert_eq!(o.status.code(), Some(0), "{e}");
         e

@@ -1,15 +1,10 @@
 //! One-sided lights on the command line: `render --two-sided-lights`, the light facing report
 //! of `info` (text and JSON), and `image-stats`.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod cli_support;
 
-fn gasworks(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_gasworks"))
-        .args(args)
-        .output()
-        .expect("the gasworks binary runs")
-}
+use cli_support::gasworks;
+use std::path::{Path, PathBuf};
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()

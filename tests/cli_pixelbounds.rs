@@ -3,26 +3,20 @@
 //! the joined frame is bit-identical to a render of the whole frame, whatever each crop's
 //! schedule and workers. Bad crops give errors that name the files and the pixels.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod cli_support;
 
-fn gasworks(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_gasworks"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("the gasworks binary runs")
-}
+use cli_support::gasworks_in;
+use std::path::{Path, PathBuf};
 
 fn ok(dir: &Path, args: &[&str]) -> String {
-    let out = gasworks(dir, args);
+    let out = gasworks_in(dir, args);
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "{args:?}: {stderr}");
     stderr
 }
 
 fn fails(dir: &Path, args: &[&str]) -> String {
-    let out = gasworks(dir, args);
+    let out = gasworks_in(dir, args);
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(out.status.code(), Some(1), "{args:?} should fail: {stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
@@ -286,7 +280,7 @@ fn bad_pixelbounds_are_refused_before_rendering() {
         "{e}"
     );
     for bad in ["10,10,0,5", "0,5,0", "a,b,c,d", "-1,5,0,5"] {
-        let out = gasworks(d, &["render", s, "-o", "x.exr", "--pixelbounds", bad]);
+        let out = gasworks_in(d, &["render", s, "-o", "x.exr", "--pixelbounds", bad]);
         let e = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{bad}: {e}");
         assert!(e.contains("--pixelbounds"), "{bad}: {e}");

@@ -23,8 +23,10 @@
 //! image (unless they have `--pixelbounds`), `--repeat 1` and small generated scenes, so
 //! that the whole README runs in seconds; see [`quick`].
 
+mod cli_support;
+
+use cli_support::gasworks_in;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use clap::{CommandFactory, Parser};
 use gasworks::cli::Cli;
@@ -507,14 +509,6 @@ fn provide_images(args: &[String], dir: &Path, stock: &Path) {
     }
 }
 
-fn gasworks(dir: &Path, args: &[String]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_gasworks"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("the gasworks binary runs")
-}
-
 fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for e in std::fs::read_dir(from).unwrap() {
@@ -536,7 +530,7 @@ fn check_files(files: &[(PathBuf, bool)]) -> usize {
     // The repository's relative paths (assets/cornell/cornell.obj) and SCENE.obj.
     copy_dir(&repo().join("assets"), &d.join("assets"));
     let setup = |args: &[&str]| {
-        let out = gasworks(d, &args.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        let out = gasworks_in(d, args);
         assert!(
             out.status.success(),
             "setup {args:?}: {}",
@@ -599,7 +593,7 @@ fn check_files(files: &[(PathBuf, bool)]) -> usize {
                 let run = quick(&args);
                 provide_images(&run, d, &stock);
                 let started = std::time::Instant::now();
-                let out = gasworks(d, &run);
+                let out = gasworks_in(d, &run);
                 eprintln!(
                     "{}:{}: gasworks {} ({:.1} s)",
                     src.file,

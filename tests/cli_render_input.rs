@@ -2,7 +2,10 @@
 //! before loading or rendering anything: image sizes past the 32-bit pixel index, sample counts
 //! past what the film can count.
 
-use std::process::{Command, Output};
+mod cli_support;
+
+use cli_support::gasworks_command;
+use std::process::Output;
 
 /// Renders a one-triangle scene on the CPU with `args` added: the output, and whether an image
 /// was written.
@@ -21,10 +24,7 @@ fn render_triangle(args: &[&str]) -> (Output, bool) {
         "--quiet",
     ];
     all.extend_from_slice(args);
-    let output = Command::new(env!("CARGO_BIN_EXE_gasworks"))
-        .args(&all)
-        .output()
-        .unwrap();
+    let output = gasworks_command().args(&all).output().unwrap();
     (output, out.exists())
 }
 
@@ -79,10 +79,7 @@ fn a_small_render_within_the_limits_works() {
 fn a_folder_as_scene_and_a_missing_output_folder_are_one_clear_line() {
     let dir = tempfile::tempdir().unwrap();
     let run = |args: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_gasworks"))
-            .args(args)
-            .output()
-            .unwrap();
+        let out = gasworks_command().args(args).output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
         assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
         assert!(!stderr.contains("panicked"), "{stderr}");
@@ -272,7 +269,7 @@ fn a_camera_comment_may_carry_a_thin_lens() {
     };
     let render = |obj: &std::path::Path, out: &str, extra: &[&str]| {
         let out = dir.path().join(out);
-        let o = Command::new(env!("CARGO_BIN_EXE_gasworks"))
+        let o = gasworks_command()
             .args(["render", obj.to_str().unwrap(), "-o", out.to_str().unwrap()])
             .args([
                 "--backend",
@@ -380,7 +377,7 @@ fn a_malformed_camera_comment_is_refused_by_file_and_line() {
     .unwrap();
     let png = dir.path().join("out.png");
     let render_typo = |output: &std::path::Path, camera: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_gasworks"))
+        gasworks_command()
             .args([
                 "render",
                 obj.to_str().unwrap(),
@@ -461,7 +458,7 @@ fn a_malformed_camera_comment_is_refused_by_file_and_line() {
         ],
     ] {
         for (camera, ok) in [(&[][..], false), (&whole_camera[..], true)] {
-            let out = Command::new(env!("CARGO_BIN_EXE_gasworks"))
+            let out = gasworks_command()
                 .args(&command)
                 .args(camera)
                 .output()
@@ -476,7 +473,7 @@ fn a_malformed_camera_comment_is_refused_by_file_and_line() {
         }
     }
     // info says it too.
-    let out = Command::new(env!("CARGO_BIN_EXE_gasworks"))
+    let out = gasworks_command()
         .args(["info", obj.to_str().unwrap()])
         .output()
         .unwrap();

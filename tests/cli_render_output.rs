@@ -2,16 +2,11 @@
 //! warnings with `--quiet`, the schedule's tables with `-v` or `--stats`; and which camera it
 //! uses.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod cli_support;
 
-fn gasworks(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_gasworks"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("the gasworks binary runs")
-}
+use cli_support::gasworks_in;
+use std::path::{Path, PathBuf};
+use std::process::Output;
 
 fn cornell() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/cornell/cornell.obj")
@@ -41,7 +36,7 @@ fn try_render(dir: &Path, scene: &Path, extra: &[&str]) -> (Output, Vec<String>)
         "cpu",
     ];
     args.extend_from_slice(extra);
-    let out = gasworks(dir, &args);
+    let out = gasworks_in(dir, &args);
     let lines = stderr_lines(&out);
     (out, lines)
 }
@@ -180,7 +175,7 @@ fn quiet_prints_nothing_but_warnings() {
 fn bad_gpu_options_are_refused_even_for_the_cpu_backend() {
     let dir = tempfile::tempdir().unwrap();
     let scene = cornell();
-    let out = gasworks(
+    let out = gasworks_in(
         dir.path(),
         &[
             "render",
@@ -202,7 +197,7 @@ fn bad_gpu_options_are_refused_even_for_the_cpu_backend() {
 #[test]
 fn quiet_and_verbose_together_are_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let out = gasworks(dir.path(), &["render", "x.obj", "-o", "x.png", "-q", "-v"]);
+    let out = gasworks_in(dir.path(), &["render", "x.obj", "-o", "x.png", "-q", "-v"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot be used with"));
 }
@@ -352,7 +347,7 @@ fn stats_files_that_would_overwrite_inputs_or_cannot_be_written_are_refused_firs
         );
     }
     // The image over a texture: known once the scene is loaded.
-    let out = gasworks(
+    let out = gasworks_in(
         dir.path(),
         &[
             "render",

@@ -18,8 +18,10 @@
 //! - a stop signal on any rank ends the frame on rank 0 with what has arrived, every rank
 //!   ends cleanly, and the film of the complete passes resumes into one process's film.
 
+mod cli_support;
 mod sched_support;
 
+use cli_support::gasworks_command;
 use std::collections::VecDeque;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
@@ -1051,7 +1053,7 @@ fn schedule_sim_models_ranks_as_one_table() {
     let stats = dir.path().join("run.csv");
     gasworks::sched::report::write_stats(&frame.report, &stats).unwrap();
     let sim = |extra: &[&str]| {
-        std::process::Command::new(env!("CARGO_BIN_EXE_gasworks"))
+        gasworks_command()
             .args(["schedule-sim", stats.to_str().unwrap(), "--seeds", "3"])
             .args(extra)
             .output()

@@ -14,9 +14,10 @@
 //! Statistical bounds as in `cpu_analytic.rs`: per channel `|mean - expected| < 4 se + eps
 //! expected`.
 
+mod cli_support;
 mod cpu_common;
 
-use std::process::Command;
+use cli_support::gasworks;
 use std::sync::Arc;
 
 use cpu_common::*;
@@ -319,13 +320,6 @@ fn write_exr(path: &std::path::Path, w: u32, h: u32, texel: impl Fn(u32, u32) ->
     image::Rgb32FImage::from_fn(w, h, |x, y| image::Rgb(texel(x, y)))
         .save(path)
         .unwrap();
-}
-
-fn gasworks(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_gasworks"))
-        .args(args)
-        .output()
-        .unwrap()
 }
 
 /// A floor and a wall, as an OBJ file.

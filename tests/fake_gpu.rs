@@ -25,8 +25,10 @@
 //! None of this replaces the GPU: the fake completes every call at once, so nothing runs
 //! concurrently, and it runs no device code; docs/gpu-checks.md lists what still needs one.
 
+mod cli_support;
 mod support;
 
+use cli_support::gasworks_command;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -46,7 +48,7 @@ fn fixture() -> Option<&'static Fixture> {
         .get_or_init(|| {
             let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("fake_gpu");
             let fake = support::FakeGpu::build(&dir)?;
-            let out = Command::new(env!("CARGO_BIN_EXE_gasworks"))
+            let out = gasworks_command()
                 .args([
                     "gen",
                     "sponza-like",
@@ -65,7 +67,7 @@ fn fixture() -> Option<&'static Fixture> {
                 String::from_utf8_lossy(&out.stderr)
             );
             let scene = dir.join("scene/sponza_like.obj");
-            let info = Command::new(env!("CARGO_BIN_EXE_gasworks"))
+            let info = gasworks_command()
                 .args(["info", "--json"])
                 .arg(&scene)
                 .output()
@@ -90,7 +92,7 @@ fn gasworks_on_fake(
     args: &[&str],
     env: &[(&str, &Path)],
 ) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_gasworks"));
+    let mut cmd = gasworks_command();
     cmd.arg(subcommand).arg(scene).args(args).envs(f.fake.env());
     for k in [
         "FAKE_GPU_LOG",
@@ -1152,7 +1154,7 @@ fn the_stream_race_reproducer_builds_its_batches_as_gasworks_does() {
         String::from_utf8_lossy(&built.stderr)
     );
     // The fixture scene's triangle counts, as the race step writes them.
-    let info = Command::new(env!("CARGO_BIN_EXE_gasworks"))
+    let info = gasworks_command()
         .args(["info", "--groups", "--quiet"])
         .arg(&f.scene)
         .output()

@@ -4,6 +4,9 @@
 //! handlers (the CUDA driver's would block on a hung device). No GPU needed: the child blocks
 //! in a sleep instead of the driver.
 
+mod cli_support;
+
+use cli_support::gasworks_path;
 use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -73,10 +76,7 @@ fn a_thread_blocked_past_its_watch_ends_the_process_with_its_message() {
 #[test]
 #[ignore = "needs an NVIDIA GPU"]
 fn a_tile_past_its_launch_limit_ends_the_render_with_its_message() {
-    let gasworks = match std::env::var_os("GASWORKS_BIN") {
-        Some(bin) => std::path::PathBuf::from(bin),
-        None => std::path::PathBuf::from(env!("CARGO_BIN_EXE_gasworks")),
-    };
+    let gasworks = gasworks_path();
     let scene = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/cornell/cornell.obj");
     let dir = tempfile::tempdir().expect("temp dir");
     let out = Command::new(gasworks)

@@ -7,10 +7,11 @@
 //! fault leaves the process's context unusable, which would fail the tests after it in this
 //! one.
 
+mod cli_support;
 mod support;
 
+use cli_support::gasworks_command;
 use std::path::Path;
-use std::process::Command;
 
 /// Renders the Cornell box on two GPU streams and two CPU threads with the GPU's tile
 /// `fault_at` faulting, calibrated or not; returns stderr once the render has succeeded with
@@ -19,7 +20,7 @@ fn render_with_a_fault(fault_at: &str, calibrate: &str) -> String {
     let dir = tempfile::tempdir().expect("temp dir");
     let cornell = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/cornell/cornell.obj");
     let png = dir.path().join("lost.png");
-    let out = Command::new(env!("CARGO_BIN_EXE_gasworks"))
+    let out = gasworks_command()
         .arg("render")
         .arg(&cornell)
         .args([

@@ -2,8 +2,10 @@
 //! repaired is, with exactly one warning per kind of repair that names the file, the first
 //! line and the count. What cannot stays an error (tests/loader_errors.rs).
 
+mod cli_support;
+
+use cli_support::gasworks_command;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use gasworks::scene::obj::{load_obj, LoadOptions};
 use gasworks::scene::Scene;
@@ -306,7 +308,7 @@ fn info_prints_each_warning_once() {
          mtllib m.mtl\nmtllib gone.mtl\ng b\nusemtl nosuch\nf 1 3 4\nl 1 2\n"
     );
     let path = write(dir.path(), "scene.obj", text);
-    let out = Command::new(env!("CARGO_BIN_EXE_gasworks"))
+    let out = gasworks_command()
         .args(["info", path.to_str().unwrap()])
         .output()
         .expect("the gasworks binary runs");

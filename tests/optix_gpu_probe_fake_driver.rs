@@ -2,10 +2,11 @@
 //! (tests/support/fake_cuda.c) is put first on LD_LIBRARY_PATH of a child process, which must
 //! get `CudaError::NoDevice` with the driver's reason, and no panic.
 
+mod cli_support;
 mod support;
 
+use cli_support::gasworks_command;
 use std::path::Path;
-use std::process::Command;
 
 use gasworks::optix::error::CudaError;
 
@@ -99,7 +100,7 @@ fn render_refuses_devices_the_driver_lacks_before_setting_up_a_backend() {
         };
         // cudarc tries libcuda.so before libcuda.so.1: shadow both names.
         std::fs::copy(&lib, lib_dir.join("libcuda.so")).expect("copy");
-        let out = Command::new(env!("CARGO_BIN_EXE_gasworks"))
+        let out = gasworks_command()
             .args(["render", obj.to_str().expect("utf-8 path"), "-o"])
             .arg(&png)
             .args(["--devices", devices, "--spp", "1", "--width", "8", "--height", "8"])

@@ -13,8 +13,10 @@
 //! `CostMap::corrected` and `measured_costs_by_group`; where the run planned with corrected
 //! costs, it must find the costs the run planned with.
 
+mod cli_support;
+
+use cli_support::gasworks_command;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use gasworks::sched::correction_replay::{device_names, replay_corrections, PassReplay};
 use gasworks::sched::report::{costmap_path, read_costmap, read_tiles, read_workers};
@@ -86,7 +88,7 @@ fn costs_measured_on_a_gpu_rank_its_own_later_tiles_better_than_the_estimate() {
 
 #[test]
 fn schedule_sim_prints_the_replay() {
-    let out = Command::new(env!("CARGO_BIN_EXE_gasworks"))
+    let out = gasworks_command()
         .arg("schedule-sim")
         .arg(evidence(GPU_ONLY, ".csv"))
         .arg("--replay-corrections")

@@ -2,8 +2,10 @@
 //! lost or doubled, zero-latency stealing never loses to no stealing, and the command replays
 //! the statistics files a render writes.
 
+mod cli_support;
 mod sched_support;
 
+use cli_support::gasworks_command;
 use gasworks::scene::MaterialKind;
 use gasworks::sched::costmap::CostMap;
 use gasworks::sched::policy::initial_deques;
@@ -82,7 +84,7 @@ fn replay_of_a_uniform_map_charges_each_tile_its_measured_time() {
 
 /// schedule-sim on the stats, with these options: its stdout, after checking it succeeded.
 fn schedule_sim(stats: &std::path::Path, options: &[&str]) -> String {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gasworks"))
+    let out = gasworks_command()
         .arg("schedule-sim")
         .arg(stats)
         .args(options)
@@ -213,7 +215,7 @@ fn schedule_sim_replays_a_mock_render() {
     }
 
     // A bad file is an error that names it.
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gasworks"))
+    let out = gasworks_command()
         .args([
             "schedule-sim",
             dir.path().join("missing.csv").to_str().unwrap(),
@@ -253,7 +255,7 @@ fn schedule_sim_replays_a_mock_render() {
             "at most 65536 simulated workers",
         ),
     ] {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_gasworks"))
+        let out = gasworks_command()
             .arg("schedule-sim")
             .arg(&stats)
             .args(args)
@@ -271,7 +273,7 @@ fn schedule_sim_replays_a_mock_render() {
 fn schedule_sim_names_the_missing_file() {
     let dir = tempfile::tempdir().unwrap();
     let run = |given: &std::path::Path| {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_gasworks"))
+        let out = gasworks_command()
             .arg("schedule-sim")
             .arg(given)
             .output()
