@@ -893,10 +893,9 @@ fn a_gpu_that_fails_mid_frame_is_retired_and_the_cpu_finishes() {
     // workers, planned by worker counts in the first pass, by speeds in the second). So both
     // GPU streams are sure to launch past the failing launch: the one that does not meet
     // launch 4 has made at most 3 launches, and has tiles of its own left in this pass or the
-    // next. With stealing
-    // a loaded machine's CPU threads may take every tile left before the second stream's next
-    // launch (seen once in 40 runs of this binary beside 2 busy loops), and only one stream
-    // would be retired.
+    // next. With stealing, a loaded machine's CPU threads may take every tile left before the
+    // second stream's next launch (seen once in 40 runs of this binary beside 2 busy loops),
+    // and only one stream would be retired.
     let optix = ["--backend", "optix", "--steal", "off"];
     // From launch 4 without a calibration (whose pieces would take the first launches): a
     // failure mid-frame.
