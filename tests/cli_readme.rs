@@ -497,7 +497,8 @@ fn quick(args: &[String]) -> Vec<String> {
     out
 }
 
-/// Input images a line names that no earlier line wrote get a small render to read.
+/// Input images a line names that no earlier line wrote get a small render to read (an EXR
+/// with its --aov layers beside it, for `denoise`).
 fn provide_images(args: &[String], dir: &Path, stock: &Path) {
     let output = value_of(args, "-o").or(value_of(args, "--output"));
     for a in args {
@@ -505,6 +506,16 @@ fn provide_images(args: &[String], dir: &Path, stock: &Path) {
         if is_image && Some(a.as_str()) != output && !dir.join(a).exists() {
             let ext = if a.ends_with(".exr") { "exr" } else { "png" };
             std::fs::copy(stock.with_extension(ext), dir.join(a)).unwrap();
+            if ext == "exr" {
+                let stem = a.trim_end_matches(".exr");
+                for layer in ["albedo", "normal"] {
+                    std::fs::copy(
+                        stock.with_extension(format!("{layer}.exr")),
+                        dir.join(format!("{stem}.{layer}.exr")),
+                    )
+                    .unwrap();
+                }
+            }
         }
     }
 }
@@ -553,6 +564,8 @@ fn check_files(files: &[(PathBuf, bool)]) -> usize {
             "8",
             "--spp",
             "1",
+            "--aov",
+            "albedo,normal",
             "-q",
         ]);
     }

@@ -4,6 +4,7 @@ mod args;
 mod build_bench;
 mod console;
 mod cpu_bench;
+mod denoise;
 mod gen;
 mod image_stats;
 mod info;
@@ -49,6 +50,8 @@ pub enum Command {
     ScheduleSim(schedule_sim::ScheduleSimArgs),
     /// Mean radiance and firefly count of rendered EXR images (each compared with the first).
     ImageStats(image_stats::ImageStatsArgs),
+    /// Filter a render's noise, guided by its --aov albedo and normal layers (an edge-avoiding à-trous filter).
+    Denoise(denoise::DenoiseArgs),
 }
 
 /// An error whose message has already been printed: the command exits with this status
@@ -98,6 +101,7 @@ pub fn main() -> i32 {
         Command::ScheduleSim(a) => schedule_sim::run(a),
         Command::CpuBench(a) => cpu_bench::run(a),
         Command::ImageStats(a) => image_stats::run(a),
+        Command::Denoise(a) => denoise::run(a),
     };
     match result {
         Ok(()) => 0,

@@ -171,8 +171,9 @@ pub struct RenderArgs {
     pub focus_on: Option<glam::Vec3>,
     /// Guide layers for a denoiser, written beside the image as linear EXRs named after it
     /// (OUT.albedo.exr, OUT.normal.exr): the albedo and the world-space shading normal of what
-    /// each pixel sees, through mirrors and glass, for Open Image Denoise or the OptiX
-    /// denoiser. Traced on the CPU whatever the backend, through the render's own camera rays
+    /// each pixel sees, through mirrors and glass, for `gasworks denoise`, Open Image Denoise
+    /// or the OptiX denoiser. Traced on the CPU whatever the backend, through the render's own
+    /// camera rays
     #[arg(long, value_enum, value_delimiter = ',', value_name = "LAYER,...")]
     pub aov: Vec<crate::cpu::aov::Aov>,
     /// Samples per pixel the --aov layers average (the first of the render's own; at most

@@ -9,6 +9,7 @@
 
 pub mod checkpoint;
 pub mod compare;
+pub mod denoise;
 pub mod film;
 pub mod memory;
 pub mod merge;
