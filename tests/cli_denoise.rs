@@ -196,6 +196,22 @@ fn inputs_that_are_not_a_render_and_its_layers_are_refused_naming_the_file() {
         "--sigma-albedo 0: give a positive number",
     );
     refused(
+        &["denoise", "a.exr", "-o", "x.exr", "--firefly-ratio", "0.5"],
+        "--firefly-ratio 0.5: give a ratio of at least 1",
+    );
+    refused(
+        &[
+            "denoise",
+            "a.exr",
+            "-o",
+            "x.exr",
+            "--firefly-ratio",
+            "3",
+            "--keep-fireflies",
+        ],
+        "cannot be used with",
+    );
+    refused(
         &["denoise", "a.exr", "-o", "x.exr", "--exposure", "1"],
         "--exposure sets a PNG's tone mapping",
     );

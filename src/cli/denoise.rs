@@ -153,10 +153,19 @@ fn check_options(o: &DenoiseOptions) -> anyhow::Result<()> {
     for (flag, v) in [
         ("--sigma-luminance", o.sigma_luminance),
         ("--sigma-albedo", o.sigma_albedo),
-        ("--firefly-ratio", o.firefly_ratio.unwrap_or(1.0)),
     ] {
         if !(v.is_finite() && v > 0.0) {
             anyhow::bail!("{flag} {v}: give a positive number");
+        }
+    }
+    // Below 1, a pixel only a little brighter than its neighbours would be scaled down too:
+    // not fireflies but the image's own contrast.
+    if let Some(r) = o.firefly_ratio {
+        if !(r.is_finite() && r >= 1.0) {
+            anyhow::bail!(
+                "--firefly-ratio {r}: give a ratio of at least 1 (2: a pixel more than twice \
+                 as bright as every neighbour), or --keep-fireflies"
+            );
         }
     }
     Ok(())
