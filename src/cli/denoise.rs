@@ -87,7 +87,8 @@ pub fn run(a: DenoiseArgs) -> anyhow::Result<()> {
         firefly_ratio: (!a.keep_fireflies).then_some(a.firefly_ratio),
         ..DenoiseOptions::default()
     };
-    check_options(&options)?;
+    // Before any file is read: a typo in a number costs no wait.
+    options.check()?;
     let albedo_path = a
         .albedo
         .clone()
@@ -139,35 +140,6 @@ pub fn run(a: DenoiseArgs) -> anyhow::Result<()> {
         a.output.display(),
         options.iterations
     ));
-    Ok(())
-}
-
-/// The filter's numbers must be ones it can use.
-fn check_options(o: &DenoiseOptions) -> anyhow::Result<()> {
-    if !(1..=10).contains(&o.iterations) {
-        anyhow::bail!(
-            "--iterations {}: give 1 to 10 passes (10 reach 2046 pixels either side)",
-            o.iterations
-        );
-    }
-    for (flag, v) in [
-        ("--sigma-luminance", o.sigma_luminance),
-        ("--sigma-albedo", o.sigma_albedo),
-    ] {
-        if !(v.is_finite() && v > 0.0) {
-            anyhow::bail!("{flag} {v}: give a positive number");
-        }
-    }
-    // Below 1, a pixel only a little brighter than its neighbours would be scaled down too:
-    // not fireflies but the image's own contrast.
-    if let Some(r) = o.firefly_ratio {
-        if !(r.is_finite() && r >= 1.0) {
-            anyhow::bail!(
-                "--firefly-ratio {r}: give a ratio of at least 1 (2: a pixel more than twice \
-                 as bright as every neighbour), or --keep-fireflies"
-            );
-        }
-    }
     Ok(())
 }
 

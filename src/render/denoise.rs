@@ -132,10 +132,49 @@ pub enum DenoiseError {
         y: u32,
         value: [f32; 3],
     },
-    #[error(
-        "--iterations {0}: the filter takes 1 to 10 passes (10 reach 2046 pixels either side)"
-    )]
+    #[error("--iterations {0}: give 1 to 10 passes (10 reach 2046 pixels either side)")]
     Iterations(u32),
+    #[error("--{flag} {value}: give a positive number")]
+    NotPositive { flag: &'static str, value: f32 },
+    #[error(
+        "--firefly-ratio {0}: give a ratio of at least 1 (2: a pixel more than twice as \
+         bright as every neighbour), or --keep-fireflies"
+    )]
+    FireflyRatio(f32),
+    #[error("the normals' power {0}: give 0 (normals ignored) or more")]
+    NormalPower(i32),
+}
+
+impl DenoiseOptions {
+    /// Whether the filter can use these numbers: [`denoise`] refuses others, and a caller
+    /// with files to read can ask first. The errors name the `gasworks denoise` flags.
+    pub fn check(&self) -> Result<(), DenoiseError> {
+        if !(1..=10).contains(&self.iterations) {
+            return Err(DenoiseError::Iterations(self.iterations));
+        }
+        for (flag, value) in [
+            ("sigma-luminance", self.sigma_luminance),
+            ("sigma-albedo", self.sigma_albedo),
+        ] {
+            // Zero or below would divide by zero or turn the weights around; NaN and
+            // infinity weigh every neighbour alike or none.
+            if !(value.is_finite() && value > 0.0) {
+                return Err(DenoiseError::NotPositive { flag, value });
+            }
+        }
+        // Below 1, a pixel only a little brighter than its neighbours would be scaled down
+        // too: not fireflies but the image's own contrast.
+        if let Some(r) = self.firefly_ratio {
+            if !(r.is_finite() && r >= 1.0) {
+                return Err(DenoiseError::FireflyRatio(r));
+            }
+        }
+        // A negative power would make the weight grow as the normals part.
+        if self.normal_power < 0 {
+            return Err(DenoiseError::NormalPower(self.normal_power));
+        }
+        Ok(())
+    }
 }
 
 /// Denoises `color` (`width x height` linear RGB, row-major) guided by the `albedo` and
@@ -148,9 +187,7 @@ pub fn denoise(
     height: u32,
     options: &DenoiseOptions,
 ) -> Result<Vec<[f32; 3]>, DenoiseError> {
-    if !(1..=10).contains(&options.iterations) {
-        return Err(DenoiseError::Iterations(options.iterations));
-    }
+    options.check()?;
     let n = width as usize * height as usize;
     for (layer, pixels) in [("colour", color), ("albedo", albedo), ("normal", normal)] {
         check_layer(layer, pixels, n, width, height)?;
@@ -740,7 +777,59 @@ mod tests {
         );
         // A negative normal is a normal.
         assert!(denoise(&ok, &ok, &bad, W, H, &o).is_ok());
-        let e = denoise(&ok, &ok, &ok, W, H, &DenoiseOptions { iterations: 0, ..o }).unwrap_err();
-        assert!(e.to_string().contains("1 to 10 passes"), "{e}");
+        // Numbers the filter cannot use are refused, not turned into NaN weights.
+        for (bad, says) in [
+            (
+                DenoiseOptions { iterations: 0, ..o },
+                "--iterations 0: give 1 to 10 passes",
+            ),
+            (
+                DenoiseOptions {
+                    iterations: 11,
+                    ..o
+                },
+                "--iterations 11",
+            ),
+            (
+                DenoiseOptions {
+                    sigma_luminance: 0.0,
+                    ..o
+                },
+                "--sigma-luminance 0: give a positive number",
+            ),
+            (
+                DenoiseOptions {
+                    sigma_albedo: f32::NAN,
+                    ..o
+                },
+                "--sigma-albedo NaN: give a positive number",
+            ),
+            (
+                DenoiseOptions {
+                    firefly_ratio: Some(0.5),
+                    ..o
+                },
+                "--firefly-ratio 0.5: give a ratio of at least 1",
+            ),
+            (
+                DenoiseOptions {
+                    normal_power: -1,
+                    ..o
+                },
+                "normals' power -1",
+            ),
+        ] {
+            let e = denoise(&ok, &ok, &ok, W, H, &bad).unwrap_err();
+            assert!(e.to_string().contains(says), "{e}");
+            // (As text: a NaN in the error is unequal to itself.)
+            assert_eq!(bad.check().map_err(|e| e.to_string()), Err(e.to_string()));
+        }
+        let edges = DenoiseOptions {
+            firefly_ratio: Some(1.0),
+            normal_power: 0,
+            ..o
+        };
+        assert_eq!(edges.check(), Ok(()));
+        assert!(denoise(&ok, &ok, &ok, W, H, &edges).is_ok());
     }
 }
