@@ -145,6 +145,44 @@ impl CameraArgs {
     }
 }
 
+/// How a PNG shows the linear radiance it is made from (`--exposure`, `--tonemap`): one
+/// group for every command that writes images (`render`, `merge`, `denoise`), so that the
+/// flags read and check alike.
+#[derive(Args, Clone, Copy, Debug)]
+pub struct PngToneArgs {
+    /// Exposure of a PNG, in stops: its radiance is multiplied by 2^EV before the clamp to
+    /// [0, 1] and the sRGB encoding (+1 twice as bright, -1 half). An EXR holds linear radiance
+    /// as rendered: apply the exposure in its viewer
+    #[arg(
+        long,
+        value_name = "EV",
+        default_value_t = 0.0,
+        allow_negative_numbers = true
+    )]
+    pub exposure: f32,
+    /// Tone curve of a PNG, after --exposure: clamp (radiance as it is, clamped to [0, 1]) or
+    /// aces (filmic: highlights roll off towards white; mid grey a stop darker, so often with
+    /// --exposure 1). An EXR holds linear radiance as rendered
+    #[arg(long, value_enum, default_value_t = ToneCurveArg::Clamp)]
+    pub tonemap: ToneCurveArg,
+}
+
+impl PngToneArgs {
+    /// The tone curve the flags chose.
+    pub fn curve(&self) -> crate::render::output::ToneCurve {
+        self.tonemap.into()
+    }
+
+    /// Refuses what `output` cannot take: an exposure out of range, or any tone mapping of
+    /// an EXR (it holds radiance as rendered).
+    pub fn check(&self, output: &std::path::Path) -> anyhow::Result<()> {
+        use crate::render::output::{check_exposure, check_tonemap};
+        check_exposure(self.exposure, output).map_err(anyhow::Error::msg)?;
+        check_tonemap(self.curve(), output).map_err(anyhow::Error::msg)?;
+        Ok(())
+    }
+}
+
 /// How a PNG shows radiance above 1 (`--tonemap`): [`crate::render::output::ToneCurve`].
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ToneCurveArg {

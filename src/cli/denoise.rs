@@ -15,7 +15,7 @@ use std::time::Instant;
 use anyhow::Context;
 use clap::Args;
 
-use super::args::ToneCurveArg;
+use super::args::PngToneArgs;
 use super::console::Verbosity;
 use crate::cpu::aov::Aov;
 use crate::render::denoise::{denoise, DenoiseOptions};
@@ -62,17 +62,8 @@ pub struct DenoiseArgs {
     /// little, by the measurements in the README)
     #[arg(long)]
     pub keep_fireflies: bool,
-    /// Exposure in stops of a PNG, as `render --exposure`
-    #[arg(
-        long,
-        value_name = "EV",
-        default_value_t = 0.0,
-        allow_negative_numbers = true
-    )]
-    pub exposure: f32,
-    /// Tone curve of a PNG, as `render --tonemap`
-    #[arg(long, value_enum, default_value_t = ToneCurveArg::Clamp)]
-    pub tonemap: ToneCurveArg,
+    #[command(flatten)]
+    pub tone: PngToneArgs,
     /// Print only warnings and errors
     #[arg(long, short)]
     pub quiet: bool,
@@ -111,8 +102,7 @@ pub fn run(a: DenoiseArgs) -> anyhow::Result<()> {
             );
         }
     }
-    output::check_exposure(a.exposure, &a.output).map_err(anyhow::Error::msg)?;
-    output::check_tonemap(a.tonemap.into(), &a.output).map_err(anyhow::Error::msg)?;
+    a.tone.check(&a.output)?;
     output::check_writable(&a.output)?;
 
     let (image, color) = read_linear(&a.image, "the noisy image")?;
@@ -130,8 +120,8 @@ pub fn run(a: DenoiseArgs) -> anyhow::Result<()> {
     };
     let meta = ImageMeta {
         render,
-        exposure: a.exposure,
-        tonemap: a.tonemap.into(),
+        exposure: a.tone.exposure,
+        tonemap: a.tone.curve(),
         ..image
     };
     output::write_pixels(&denoised, &a.output, &meta)?;

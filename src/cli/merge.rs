@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::args::ToneCurveArg;
+use super::args::PngToneArgs;
 use super::console::Verbosity;
 use crate::render::merge;
 
@@ -17,17 +17,8 @@ pub struct MergeArgs {
     /// The whole image: .exr (from EXR crops) or .png (from EXR or PNG crops)
     #[arg(short, long)]
     pub output: PathBuf,
-    /// Exposure in stops of a PNG joined from EXR crops, as `render --exposure`
-    #[arg(
-        long,
-        value_name = "EV",
-        default_value_t = 0.0,
-        allow_negative_numbers = true
-    )]
-    pub exposure: f32,
-    /// Tone curve of a PNG joined from EXR crops, as `render --tonemap`
-    #[arg(long, value_enum, default_value_t = ToneCurveArg::Clamp)]
-    pub tonemap: ToneCurveArg,
+    #[command(flatten)]
+    pub tone: PngToneArgs,
     /// Print only warnings and errors
     #[arg(long, short)]
     pub quiet: bool,
@@ -46,7 +37,7 @@ pub fn run(a: MergeArgs) -> anyhow::Result<()> {
             crop.display()
         );
     }
-    let s = merge::merge_files(&a.crops, &a.output, a.exposure, a.tonemap.into())?;
+    let s = merge::merge_files(&a.crops, &a.output, a.tone.exposure, a.tone.curve())?;
     out.status(format_args!(
         "output: {} ({}x{}, joined from {} crop{})",
         a.output.display(),

@@ -7,7 +7,7 @@ use anyhow::Context;
 use clap::{Args, ValueEnum};
 
 use super::args::{
-    parse_duration, parse_vec3, AccelArgs, CameraArgs, PixelFilterArg, ScheduleArgs, ToneCurveArg,
+    parse_duration, parse_vec3, AccelArgs, CameraArgs, PixelFilterArg, PngToneArgs, ScheduleArgs,
 };
 use super::console::Verbosity;
 use super::signals::{self, StopSignal};
@@ -126,21 +126,8 @@ pub struct RenderArgs {
     /// winding's normal points to, as in pbrt and Mitsuba)
     #[arg(long)]
     pub two_sided_lights: bool,
-    /// Exposure of a PNG, in stops: its radiance is multiplied by 2^EV before the clamp to
-    /// [0, 1] and the sRGB encoding (+1 twice as bright, -1 half). An EXR holds linear radiance
-    /// as rendered: apply the exposure in its viewer
-    #[arg(
-        long,
-        value_name = "EV",
-        default_value_t = 0.0,
-        allow_negative_numbers = true
-    )]
-    pub exposure: f32,
-    /// Tone curve of a PNG, after --exposure: clamp (radiance as it is, clamped to [0, 1]) or
-    /// aces (filmic: highlights roll off towards white; mid grey a stop darker, so often with
-    /// --exposure 1). An EXR holds linear radiance as rendered
-    #[arg(long, value_enum, default_value_t = ToneCurveArg::Clamp)]
-    pub tonemap: ToneCurveArg,
+    #[command(flatten)]
+    pub tone: PngToneArgs,
     /// Pixel filter: box (each pixel averages its own square) or tent (radius 1 pixel:
     /// neighbours overlap, smoother edges for slightly softer detail)
     #[arg(long, value_enum, default_value_t = PixelFilterArg::Box)]
@@ -396,8 +383,8 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
         full_height: a.height,
         window,
         render: image_key(&render_key, frame.stopped.as_ref()),
-        exposure: a.exposure,
-        tonemap: a.tonemap.into(),
+        exposure: a.tone.exposure,
+        tonemap: a.tone.curve(),
     };
     // A frame a stop or the time limit ended keeps its complete passes in a resume file,
     // written first (as under mpirun), so that a failure to write the image cannot lose it;
@@ -1098,8 +1085,7 @@ pub(super) fn check_args(a: &RenderArgs) -> anyhow::Result<()> {
     if a.max_depth == 0 {
         anyhow::bail!("--max-depth must be at least 1");
     }
-    output::check_exposure(a.exposure, &a.output).map_err(anyhow::Error::msg)?;
-    output::check_tonemap(a.tonemap.into(), &a.output).map_err(anyhow::Error::msg)?;
+    a.tone.check(&a.output)?;
     // (--checkpoint-every needs no passes: checkpoints are written inside a pass too;
     // --time-limit chooses its passes when none are given: choose_passes_for_time_limit.)
     Ok(())

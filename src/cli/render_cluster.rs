@@ -289,8 +289,8 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
             }
         }
         let meta = ImageMeta {
-            exposure: a.exposure,
-            tonemap: a.tonemap.into(),
+            exposure: a.tone.exposure,
+            tonemap: a.tone.curve(),
             ..ImageMeta::whole(
                 a.width,
                 a.height,
