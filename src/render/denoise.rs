@@ -434,9 +434,14 @@ impl Guide<'_> {
         out
     }
 
-    /// The variance blurred by a 3x3 binomial kernel: the luminance weight's scale, steadier
-    /// than one pixel's estimate.
-    fn blurred_variance(&self, variance: &[f32], p: usize) -> f32 {
+    /// The 3x3 binomial average of `value` around `p`, each neighbour `q` weighted further by
+    /// `weight(q)` (0 leaves it out), over the neighbours inside the image.
+    fn binomial_3x3(
+        &self,
+        p: usize,
+        weight: impl Fn(usize) -> f32,
+        value: impl Fn(usize) -> f32,
+    ) -> f32 {
         let (x, y) = (p % self.w, p / self.w);
         let k = [0.25f32, 0.5, 0.25];
         let (mut s, mut sw) = (0f32, 0f32);
@@ -449,47 +454,39 @@ impl Guide<'_> {
                     continue;
                 };
                 let q = qy * self.w + qx;
-                if self.normal[q].is_some() {
-                    s += ky * kx * variance[q];
-                    sw += ky * kx;
+                let g = weight(q);
+                if g > 0.0 {
+                    s += ky * kx * g * value(q);
+                    sw += ky * kx * g;
                 }
             }
         }
         s / sw
     }
 
+    /// The variance blurred by a 3x3 binomial kernel over the pixels that see a surface: the
+    /// luminance weight's scale, steadier than one pixel's estimate.
+    fn blurred_variance(&self, variance: &[f32], p: usize) -> f32 {
+        let sees_surface = |q: usize| if self.normal[q].is_some() { 1.0 } else { 0.0 };
+        self.binomial_3x3(p, sees_surface, |q| variance[q])
+    }
+
     /// The luminance of the light blurred by a 3x3 binomial kernel over the same surface
     /// (each neighbour weighted further by [`Guide::geometry_weight`]), for the first pass's
     /// luminance weight.
     fn prefiltered_luminance(&self, light: &[[f32; 3]]) -> Vec<f32> {
-        let (w, h) = (self.w, self.h);
-        let mut out: Vec<f32> = light.iter().map(|&c| luminance(c)).collect();
-        let k = [0.25f32, 0.5, 0.25];
-        out.par_chunks_mut(w).enumerate().for_each(|(y, row)| {
-            for (x, v) in row.iter_mut().enumerate() {
-                let p = y * w + x;
-                let Some(np) = self.normal[p] else { continue };
-                let (mut s, mut sw) = (0f32, 0f32);
-                for (dy, ky) in k.iter().enumerate() {
-                    let Some(qy) = (y + dy).checked_sub(1).filter(|&v| v < h) else {
-                        continue;
-                    };
-                    for (dx, kx) in k.iter().enumerate() {
-                        let Some(qx) = (x + dx).checked_sub(1).filter(|&v| v < w) else {
-                            continue;
-                        };
-                        let q = qy * w + qx;
-                        let g = if q == p {
-                            1.0
-                        } else {
-                            self.geometry_weight(np, p, q)
-                        };
-                        s += ky * kx * g * luminance(light[q]);
-                        sw += ky * kx * g;
-                    }
+        let lum: Vec<f32> = light.iter().map(|&c| luminance(c)).collect();
+        let mut out = lum.clone();
+        out.par_iter_mut().enumerate().for_each(|(p, v)| {
+            let Some(np) = self.normal[p] else { return };
+            let same_surface = |q: usize| {
+                if q == p {
+                    1.0
+                } else {
+                    self.geometry_weight(np, p, q)
                 }
-                *v = s / sw;
-            }
+            };
+            *v = self.binomial_3x3(p, same_surface, |q| lum[q]);
         });
         out
     }
