@@ -4,15 +4,9 @@
 
 mod cli_support;
 
-use cli_support::gasworks_in;
-use std::path::{Path, PathBuf};
+use cli_support::{cornell, gasworks_in, linear, stderr};
+use std::path::Path;
 use std::process::Output;
-
-use gasworks::render::output::{read_image, Pixels};
-
-fn cornell() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/cornell/cornell.obj")
-}
 
 /// Renders the Cornell box at 32x24, 8 spp, on the CPU, to `dir/out`, with `extra`.
 fn render(dir: &Path, out: &str, extra: &[&str]) -> Output {
@@ -33,18 +27,6 @@ fn render(dir: &Path, out: &str, extra: &[&str]) -> Output {
     ];
     args.extend_from_slice(extra);
     gasworks_in(dir, &args)
-}
-
-fn linear(path: &Path) -> (Vec<[f32; 3]>, String) {
-    let image = read_image(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    match image.pixels {
-        Pixels::Linear(p) => (p, image.meta.render),
-        Pixels::Srgb8(_) => panic!("{}: not linear", path.display()),
-    }
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 #[test]

@@ -5,15 +5,12 @@
 
 mod cli_support;
 
-use cli_support::gasworks_in;
-use std::path::{Path, PathBuf};
+use cli_support::{cornell, gasworks_in, linear, stderr};
+use std::path::Path;
 use std::process::Output;
 
-use gasworks::render::output::{read_image, Pixels};
-
-fn cornell() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/cornell/cornell.obj")
-}
+use gasworks::render::output::read_image;
+use gasworks::render::stats::rms_difference;
 
 /// Renders the Cornell box at 48x48 on the CPU to `dir/out`, at `spp`, with `extra`.
 fn render(dir: &Path, out: &str, spp: u32, extra: &[&str]) -> Output {
@@ -36,27 +33,6 @@ fn render(dir: &Path, out: &str, spp: u32, extra: &[&str]) -> Output {
     ];
     args.extend_from_slice(extra);
     gasworks_in(dir, &args)
-}
-
-fn linear(path: &Path) -> (Vec<[f32; 3]>, String) {
-    let image = read_image(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    match image.pixels {
-        Pixels::Linear(p) => (p, image.meta.render),
-        Pixels::Srgb8(_) => panic!("{}: not linear", path.display()),
-    }
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn rms(a: &[[f32; 3]], b: &[[f32; 3]]) -> f64 {
-    let s: f64 = a
-        .iter()
-        .zip(b)
-        .flat_map(|(p, q)| (0..3).map(move |k| f64::from(p[k] - q[k]).powi(2)))
-        .sum();
-    (s / (3 * a.len()) as f64).sqrt()
 }
 
 fn median_error(a: &[[f32; 3]], b: &[[f32; 3]]) -> f32 {
@@ -93,7 +69,7 @@ fn a_denoised_render_is_closer_to_the_converged_one_than_the_noisy_render() {
         after < 0.75 * before,
         "median error against 1024 spp: {after:.4} denoised, {before:.4} noisy"
     );
-    assert!(rms(&clean, &reference) < rms(&noisy, &reference));
+    assert!(rms_difference(&clean, &reference) < rms_difference(&noisy, &reference));
     // The result says what it is: the render's key and the filter's.
     assert!(key.starts_with(&noisy_key), "{key}");
     assert!(key.contains("; denoised atrous iterations 5"), "{key}");

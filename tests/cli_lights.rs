@@ -3,15 +3,11 @@
 
 mod cli_support;
 
-use cli_support::gasworks;
+use cli_support::{cornell, gasworks};
 use std::path::{Path, PathBuf};
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn cornell() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/cornell/cornell.obj")
 }
 
 /// The bundled Cornell box with its light's two faces wound the other way (facing up, at the

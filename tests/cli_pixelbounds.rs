@@ -5,8 +5,8 @@
 
 mod cli_support;
 
-use cli_support::gasworks_in;
-use std::path::{Path, PathBuf};
+use cli_support::{cornell, gasworks_in};
+use std::path::Path;
 
 fn ok(dir: &Path, args: &[&str]) -> String {
     let out = gasworks_in(dir, args);
@@ -21,10 +21,6 @@ fn fails(dir: &Path, args: &[&str]) -> String {
     assert_eq!(out.status.code(), Some(1), "{args:?} should fail: {stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
     stderr
-}
-
-fn cornell() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/cornell/cornell.obj")
 }
 
 const SIZE: [&str; 4] = ["--width", "37", "--height", "29"];

@@ -4,13 +4,9 @@
 
 mod cli_support;
 
-use cli_support::gasworks_in;
-use std::path::{Path, PathBuf};
+use cli_support::{cornell, gasworks_in};
+use std::path::Path;
 use std::process::Output;
-
-fn cornell() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/cornell/cornell.obj")
-}
 
 fn stderr_lines(out: &Output) -> Vec<String> {
     String::from_utf8_lossy(&out.stderr)

@@ -28,7 +28,7 @@
 mod cli_support;
 mod support;
 
-use cli_support::gasworks_command;
+use cli_support::{cornell, gasworks_command};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -802,10 +802,6 @@ fn a_launch_that_never_returns_ends_the_render_through_the_tile_watch() {
 }
 
 /// The bundled Cornell box.
-fn cornell() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/cornell/cornell.obj")
-}
-
 /// A small render in two passes, with tiles enough for every worker to hold some (the fake GPU
 /// would want one big one).
 const SMALL_PASSES: [&str; 10] = [

@@ -23,6 +23,7 @@ use crate::cpu::first_hit::light_or_background;
 use crate::cpu::SceneBvh;
 use crate::render::output::to_srgb8;
 use crate::render::stats::{dilate, fireflies, mean_radiance, FireflyCriterion};
+use crate::render::stats::{rms_block_difference, rms_difference};
 use crate::render::{output, Tile};
 use crate::scene::{obj, Camera, Scene};
 
@@ -262,13 +263,7 @@ pub fn run(a: ImageStatsArgs) -> anyhow::Result<()> {
                     .zip(&pixels)
                     .flat_map(|(a, b)| (0..3).map(move |c| (a[c] - b[c]).abs()))
                     .fold(0.0f32, f32::max);
-                let squares: f64 = first
-                    .iter()
-                    .zip(&pixels)
-                    .flat_map(|(a, b)| (0..3).map(move |c| f64::from(a[c]) - f64::from(b[c])))
-                    .map(|d| d * d)
-                    .sum();
-                let rms = (squares / (3 * pixels.len()) as f64).sqrt();
+                let rms = rms_difference(first, &pixels);
                 let luminance = |p: &[f32; 3]| {
                     0.2126 * f64::from(p[0]) + 0.7152 * f64::from(p[1]) + 0.0722 * f64::from(p[2])
                 };
@@ -364,40 +359,6 @@ pub fn run(a: ImageStatsArgs) -> anyhow::Result<()> {
         }
         _ => Ok(()),
     }
-}
-
-/// The RMS of the channel differences `b - a` averaged over each whole `block` x `block`
-/// square of pixels (row-major images of `width` x `height`); None without a whole square.
-pub fn rms_block_difference(
-    a: &[[f32; 3]],
-    b: &[[f32; 3]],
-    width: u32,
-    height: u32,
-    block: u32,
-) -> Option<f64> {
-    let (bw, bh, k) = (width / block, height / block, block as usize);
-    if bw == 0 || bh == 0 {
-        return None;
-    }
-    let mut squares = 0.0f64;
-    for by in 0..bh as usize {
-        for bx in 0..bw as usize {
-            let mut sum = [0.0f64; 3];
-            for y in by * k..(by + 1) * k {
-                for x in bx * k..(bx + 1) * k {
-                    let i = y * width as usize + x;
-                    for (c, s) in sum.iter_mut().enumerate() {
-                        *s += f64::from(b[i][c]) - f64::from(a[i][c]);
-                    }
-                }
-            }
-            squares += sum
-                .iter()
-                .map(|s| (s / (k * k) as f64).powi(2))
-                .sum::<f64>();
-        }
-    }
-    Some((squares / (3 * bw as usize * bh as usize) as f64).sqrt())
 }
 
 /// Writes `dir/STEM.fireflies.png` (`STEM`: the image file's name without its extension): the
@@ -525,34 +486,4 @@ pub fn render_text(reports: &[ImageReport]) -> String {
         }
     }
     s
-}
-
-#[cfg(test)]
-mod tests {
-    use super::rms_block_difference;
-
-    #[test]
-    fn block_means_keep_offsets_and_cancel_alternating_errors() {
-        let (w, h) = (8u32, 6u32);
-        let a = vec![[1.0f32, 2.0, 3.0]; (w * h) as usize];
-        // A constant offset survives averaging: the block RMS is the pixels' RMS.
-        let offset: Vec<[f32; 3]> = a.iter().map(|p| p.map(|v| v + 0.5)).collect();
-        assert_eq!(rms_block_difference(&a, &offset, w, h, 2), Some(0.5));
-        // A checkerboard of +-0.5 cancels in every 2x2 block (blue noise at its bluest).
-        let checker: Vec<[f32; 3]> = (0..w * h)
-            .map(|i| {
-                let sign = if (i % w + i / w) % 2 == 0 { 0.5 } else { -0.5 };
-                a[i as usize].map(|v| v + sign)
-            })
-            .collect();
-        assert_eq!(rms_block_difference(&a, &checker, w, h, 2), Some(0.0));
-        // Only whole blocks count: 8x6 has two whole 4x4 blocks, and the rows below them
-        // (here +9) are left out.
-        let mut ragged = offset.clone();
-        for p in &mut ragged[(4 * w) as usize..] {
-            *p = p.map(|v| v + 9.0);
-        }
-        assert_eq!(rms_block_difference(&a, &ragged, w, h, 4), Some(0.5));
-        assert_eq!(rms_block_difference(&a, &offset, w, h, 7), None);
-    }
 }

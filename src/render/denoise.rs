@@ -102,6 +102,36 @@ impl Default for DenoiseOptions {
 }
 
 impl DenoiseOptions {
+    /// Whether the filter can use these numbers: [`denoise`] refuses others, and a caller
+    /// with files to read can ask first. The errors name the `gasworks denoise` flags.
+    pub fn check(&self) -> Result<(), DenoiseError> {
+        if !(1..=10).contains(&self.iterations) {
+            return Err(DenoiseError::Iterations(self.iterations));
+        }
+        for (flag, value) in [
+            ("sigma-luminance", self.sigma_luminance),
+            ("sigma-albedo", self.sigma_albedo),
+        ] {
+            // Zero or below would divide by zero or turn the weights around; NaN and
+            // infinity weigh every neighbour alike or none.
+            if !(value.is_finite() && value > 0.0) {
+                return Err(DenoiseError::NotPositive { flag, value });
+            }
+        }
+        // Below 1, a pixel only a little brighter than its neighbours would be scaled down
+        // too: not fireflies but the image's own contrast.
+        if let Some(r) = self.firefly_ratio {
+            if !(r.is_finite() && r >= 1.0) {
+                return Err(DenoiseError::FireflyRatio(r));
+            }
+        }
+        // A negative power would make the weight grow as the normals part.
+        if self.normal_power < 0 {
+            return Err(DenoiseError::NormalPower(self.normal_power));
+        }
+        Ok(())
+    }
+
     /// The item a denoised image's render key gains: crops denoised otherwise (or not at all)
     /// are other pixels, and do not merge with it. (`prefiltered` names the first pass's
     /// luminance weight, so that crops an older gasworks denoised with the same numbers but
@@ -154,38 +184,6 @@ pub enum DenoiseError {
     FireflyRatio(f32),
     #[error("the normals' power {0}: give 0 (normals ignored) or more")]
     NormalPower(i32),
-}
-
-impl DenoiseOptions {
-    /// Whether the filter can use these numbers: [`denoise`] refuses others, and a caller
-    /// with files to read can ask first. The errors name the `gasworks denoise` flags.
-    pub fn check(&self) -> Result<(), DenoiseError> {
-        if !(1..=10).contains(&self.iterations) {
-            return Err(DenoiseError::Iterations(self.iterations));
-        }
-        for (flag, value) in [
-            ("sigma-luminance", self.sigma_luminance),
-            ("sigma-albedo", self.sigma_albedo),
-        ] {
-            // Zero or below would divide by zero or turn the weights around; NaN and
-            // infinity weigh every neighbour alike or none.
-            if !(value.is_finite() && value > 0.0) {
-                return Err(DenoiseError::NotPositive { flag, value });
-            }
-        }
-        // Below 1, a pixel only a little brighter than its neighbours would be scaled down
-        // too: not fireflies but the image's own contrast.
-        if let Some(r) = self.firefly_ratio {
-            if !(r.is_finite() && r >= 1.0) {
-                return Err(DenoiseError::FireflyRatio(r));
-            }
-        }
-        // A negative power would make the weight grow as the normals part.
-        if self.normal_power < 0 {
-            return Err(DenoiseError::NormalPower(self.normal_power));
-        }
-        Ok(())
-    }
 }
 
 /// Denoises `color` (`width x height` linear RGB, row-major) guided by the `albedo` and
@@ -558,6 +556,7 @@ impl Guide<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::render::stats::rms_difference;
 
     /// A deterministic generator for the tests' noise (SplitMix64), uniform in [0, 1).
     struct Rng(u64);
@@ -569,15 +568,6 @@ mod tests {
             z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
             ((z ^ (z >> 31)) >> 40) as f32 / (1u64 << 24) as f32
         }
-    }
-
-    fn rms(a: &[[f32; 3]], b: &[[f32; 3]]) -> f64 {
-        let s: f64 = a
-            .iter()
-            .zip(b)
-            .flat_map(|(p, q)| (0..3).map(move |k| f64::from(p[k] - q[k]).powi(2)))
-            .sum();
-        (s / (3 * a.len()) as f64).sqrt()
     }
 
     const W: u32 = 64;
@@ -647,7 +637,7 @@ mod tests {
             })
             .collect();
         let out = denoise(&noisy, &albedo, &normal, W, H, &DenoiseOptions::default()).unwrap();
-        let (before, after) = (rms(&noisy, &truth), rms(&out, &truth));
+        let (before, after) = (rms_difference(&noisy, &truth), rms_difference(&out, &truth));
         // The noise's RMS is 0.5 of the signal's; 5 passes average hundreds of pixels. A
         // filter that blurred the texture would leave errors of the squares' contrast (about
         // 0.3 to 0.9 at their edges), far above this bound.
@@ -731,7 +721,7 @@ mod tests {
                 assert!((o - t).abs() < 0.1 * t, "pixel ({x}, {y}): {o}, truth {t}");
             }
         }
-        assert!(rms(&out, &truth) < rms(&noisy, &truth));
+        assert!(rms_difference(&out, &truth) < rms_difference(&noisy, &truth));
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! Image statistics for comparing renders: the mean radiance and a firefly count.
+//! Image statistics for comparing renders: the mean radiance, a firefly count, and the RMS
+//! difference from a reference, of the pixels and of block means.
 //!
 //! A *firefly* is an isolated pixel far brighter than its surroundings: a few samples that
 //! carried huge weights. Counted here as a pixel whose luminance exceeds `ratio` times the
@@ -62,6 +63,56 @@ pub fn mean_radiance(pixels: &[[f32; 3]]) -> MeanRadiance {
         rgb,
         luminance: 0.2126 * rgb[0] + 0.7152 * rgb[1] + 0.0722 * rgb[2],
     }
+}
+
+/// The RMS of the channel differences `b - a` over every pixel (the two images of one size,
+/// differences taken in f64): how far a render is from a reference. Zero for empty images.
+pub fn rms_difference(a: &[[f32; 3]], b: &[[f32; 3]]) -> f64 {
+    assert_eq!(a.len(), b.len(), "images of different sizes");
+    if a.is_empty() {
+        return 0.0;
+    }
+    let squares: f64 = a
+        .iter()
+        .zip(b)
+        .flat_map(|(p, q)| (0..3).map(move |c| f64::from(q[c]) - f64::from(p[c])))
+        .map(|d| d * d)
+        .sum();
+    (squares / (3 * a.len()) as f64).sqrt()
+}
+
+/// The RMS of the channel differences `b - a` averaged over each whole `block` x `block`
+/// square of pixels (row-major images of `width` x `height`); None without a whole square.
+pub fn rms_block_difference(
+    a: &[[f32; 3]],
+    b: &[[f32; 3]],
+    width: u32,
+    height: u32,
+    block: u32,
+) -> Option<f64> {
+    let (bw, bh, k) = (width / block, height / block, block as usize);
+    if bw == 0 || bh == 0 {
+        return None;
+    }
+    let mut squares = 0.0f64;
+    for by in 0..bh as usize {
+        for bx in 0..bw as usize {
+            let mut sum = [0.0f64; 3];
+            for y in by * k..(by + 1) * k {
+                for x in bx * k..(bx + 1) * k {
+                    let i = y * width as usize + x;
+                    for (c, s) in sum.iter_mut().enumerate() {
+                        *s += f64::from(b[i][c]) - f64::from(a[i][c]);
+                    }
+                }
+            }
+            squares += sum
+                .iter()
+                .map(|s| (s / (k * k) as f64).powi(2))
+                .sum::<f64>();
+        }
+    }
+    Some((squares / (3 * bw as usize * bh as usize) as f64).sqrt())
 }
 
 /// Grows `mask` (row-major `width` x `height`) by `margin` pixels in every direction (a square
@@ -238,5 +289,42 @@ mod tests {
         let m = mean_radiance(&img);
         assert_eq!(m.rgb, [0.5, 0.5, 0.5]);
         assert!((m.luminance - 0.5).abs() < 1e-12);
+    }
+
+    #[test]
+    fn block_means_keep_offsets_and_cancel_alternating_errors() {
+        let (w, h) = (8u32, 6u32);
+        let a = vec![[1.0f32, 2.0, 3.0]; (w * h) as usize];
+        // A constant offset survives averaging: the block RMS is the pixels' RMS.
+        let offset: Vec<[f32; 3]> = a.iter().map(|p| p.map(|v| v + 0.5)).collect();
+        assert_eq!(rms_block_difference(&a, &offset, w, h, 2), Some(0.5));
+        // A checkerboard of +-0.5 cancels in every 2x2 block (blue noise at its bluest).
+        let checker: Vec<[f32; 3]> = (0..w * h)
+            .map(|i| {
+                let sign = if (i % w + i / w) % 2 == 0 { 0.5 } else { -0.5 };
+                a[i as usize].map(|v| v + sign)
+            })
+            .collect();
+        assert_eq!(rms_block_difference(&a, &checker, w, h, 2), Some(0.0));
+        // Only whole blocks count: 8x6 has two whole 4x4 blocks, and the rows below them
+        // (here +9) are left out.
+        let mut ragged = offset.clone();
+        for p in &mut ragged[(4 * w) as usize..] {
+            *p = p.map(|v| v + 9.0);
+        }
+        assert_eq!(rms_block_difference(&a, &ragged, w, h, 4), Some(0.5));
+        assert_eq!(rms_block_difference(&a, &offset, w, h, 7), None);
+    }
+
+    #[test]
+    fn rms_difference_is_the_root_mean_square_of_every_channel() {
+        let a = vec![[1.0f32, 2.0, 3.0]; 4];
+        let mut b = a.clone();
+        // One channel of one pixel off by 2.4: sqrt(2.4^2 / 12).
+        b[3][1] += 2.4;
+        let want = (2.4f64 * 2.4 / 12.0).sqrt();
+        assert!((rms_difference(&a, &b) - want).abs() < 1e-6);
+        assert_eq!(rms_difference(&a, &a), 0.0);
+        assert_eq!(rms_difference(&[], &[]), 0.0);
     }
 }

@@ -11,6 +11,8 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use gasworks::render::output::{read_image, Pixels};
+
 /// The binary under test: `$GASWORKS_BIN` when set (`scripts/gpu-session.sh` points it at the
 /// carried release binary), else the one cargo built with these tests.
 pub fn gasworks_path() -> PathBuf {
@@ -40,4 +42,24 @@ pub fn gasworks_in<S: AsRef<OsStr>>(dir: &Path, args: &[S]) -> Output {
         .current_dir(dir)
         .output()
         .expect("the gasworks binary runs")
+}
+
+/// The bundled Cornell box, `assets/cornell/cornell.obj`.
+pub fn cornell() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/cornell/cornell.obj")
+}
+
+/// What a run printed on stderr, for assertions' messages.
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// A linear (EXR) image's pixels and its render key; panics, naming the file, on anything
+/// else.
+pub fn linear(path: &Path) -> (Vec<[f32; 3]>, String) {
+    let image = read_image(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    match image.pixels {
+        Pixels::Linear(p) => (p, image.meta.render),
+        Pixels::Srgb8(_) => panic!("{}: not linear", path.display()),
+    }
 }
