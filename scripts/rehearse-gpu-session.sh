@@ -274,6 +274,8 @@ done
 check "render: a GPU render's --aov layers are a CPU render's, byte for byte" bash -c \
     "grep -q '^render aov: the GPU render.s albedo layer is the CPU render.s, byte for byte' '$work/session.log' &&
      grep -q '^render aov: the GPU render.s normal layer is the CPU render.s, byte for byte' '$work/session.log'"
+check "render: a GPU render's --aov layers traced beside it, its wall time without and with them" \
+    has "^render aov toystore 1920x1080 64 spp on the GPU: process wall time [0-9.]+ s without --aov, [0-9.]+ s with albedo,normal \\(16 spp, traced in [0-9.]+ s beside the GPU's setup and frame\\)$"
 check "sched: one image across worker counts and schedules" has "^sched: every GPU worker count and schedule gave one image"
 check "sched: a time-limit stop and --resume gave the uninterrupted image" has "^sched: stopped at a time limit and resumed"
 check "sched: a stop inside the one pass and --resume under other tiles gave the uninterrupted image" \

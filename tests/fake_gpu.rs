@@ -828,22 +828,50 @@ fn a_gpu_renders_layers_are_the_cpus() {
     let Some(f) = fixture() else { return };
     let dir = tempfile::tempdir().expect("temp dir");
     let cornell = cornell();
-    for backend in ["optix", "cpu"] {
+    // (name, arguments, whether the layers are traced beside the GPU): a frame on GPUs alone
+    // traces them on a thread of its own; beside CPU workers, under a time limit (which counts
+    // them), or on the CPU, before the frame.
+    let runs: [(&str, &[&str], bool); 4] = [
+        ("optix", &["--backend", "optix"], true),
+        (
+            "mixed",
+            &["--backend", "optix", "--devices", "gpu0x2,cpu:1"],
+            false,
+        ),
+        (
+            "limited",
+            &["--backend", "optix", "--time-limit", "1h"],
+            false,
+        ),
+        ("cpu", &["--backend", "cpu"], false),
+    ];
+    for (name, args, beside) in runs {
         let out = gasworks_on_fake(f, "render", &cornell, &SMALL_PASSES, &[])
-            .args(["--backend", backend, "--aov", "albedo,normal", "-o"])
-            .arg(dir.path().join(format!("{backend}.exr")))
+            .args(args)
+            .args(["--aov", "albedo,normal", "-o"])
+            .arg(dir.path().join(format!("{name}.exr")))
             .output()
             .expect("run gasworks render");
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "{backend}: {stderr}");
-        assert!(stderr.contains(&format!("backend: {backend}")), "{stderr}");
-        assert!(stderr.contains("normal, 4 spp"), "{backend}: {stderr}");
+        assert!(out.status.success(), "{name}: {stderr}");
+        assert!(
+            stderr.contains(&format!("backend: {}", args[1])),
+            "{stderr}"
+        );
+        assert!(stderr.contains("normal, 4 spp"), "{name}: {stderr}");
+        assert_eq!(
+            stderr.contains("beside the GPU's setup and frame"),
+            beside,
+            "{name}: {stderr}"
+        );
     }
     for layer in ["albedo", "normal"] {
-        let read = |backend: &str| {
-            std::fs::read(dir.path().join(format!("{backend}.{layer}.exr"))).expect("a layer")
+        let read = |name: &str| {
+            std::fs::read(dir.path().join(format!("{name}.{layer}.exr"))).expect("a layer")
         };
         assert!(read("optix") == read("cpu"), "{layer}");
+        assert!(read("mixed") == read("cpu"), "{layer}");
+        assert!(read("limited") == read("cpu"), "{layer}");
     }
 }
 

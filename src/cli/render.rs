@@ -270,15 +270,26 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
     ));
     let settings = render_settings(&a, &scene, out)?;
     let probe_bvh = choose_environment_share(&a, &mut scene, &settings, out);
-    // The --aov layers trace the CPU BVH: the probe's, or one built now and shared with a CPU
-    // backend (a GPU render without CPU workers builds it for the layers alone).
-    let probe_bvh = match (probe_bvh, a.aov.is_empty()) {
+    // The --aov layers trace the CPU BVH. Where the frame will run on GPUs alone, the cores
+    // would idle through the GPU's setup and frame: the layers are traced then, on a thread of
+    // their own, which builds the BVH too (unless the probe built one). Elsewhere, and under a
+    // --time-limit (whose passes are planned without them), they are traced before the frame,
+    // on the probe's BVH or on one built now and shared with the CPU backend.
+    let aovs_beside_gpu =
+        !a.aov.is_empty() && a.time_limit.is_none() && frame_on_gpus_alone(&a, &schedule);
+    let probe_bvh = match (probe_bvh, a.aov.is_empty() || aovs_beside_gpu) {
         (None, false) => Some(std::sync::Arc::new(crate::cpu::SceneBvh::build(&scene))),
         (bvh, _) => bvh,
     };
     let aov_bvh = probe_bvh.clone().filter(|_| !a.aov.is_empty());
     // From here on the scene is only read: shared with the CPU backend, not copied for it.
     let scene = std::sync::Arc::new(scene);
+    let (aov_bvh, aovs_beside) = if aovs_beside_gpu {
+        let job = trace_aovs_beside_gpu(&a, scene.clone(), aov_bvh, &settings, window);
+        (None, Some(job))
+    } else {
+        (aov_bvh, None)
+    };
     let content = crate::scene::content_hash::content_hash(&scene);
     let render_key = output::render_key(&a.scene, &scene, content, &settings);
     let pass_spp = schedule.pass_spp.unwrap_or(a.spp);
@@ -336,8 +347,8 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
     let mut within_pass = |spp_done: u32, film: &dyn Fn() -> crate::render::Film| {
         checkpoint_within_pass(&mut checkpoints.borrow_mut(), spp_done, film, out)
     };
-    // The --aov layers before the frame, so that --time-limit counts them; the BVH is then
-    // the CPU backend's alone (or, beside a GPU, dropped).
+    // The --aov layers before the frame (unless they are being traced beside the GPU), so
+    // that --time-limit counts them; the BVH is then the CPU backend's alone.
     let aovs = trace_aovs(&a, &scene, aov_bvh.as_deref(), &settings, window);
     drop(aov_bvh);
     // From here Ctrl-C, SIGTERM and SIGHUP stop the frame and keep what is rendered; before,
@@ -421,6 +432,10 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
         )?
     };
     // After the image, its resume file and the statistics: a failure here costs none of them.
+    let aovs = match aovs_beside {
+        Some(job) => Some(job.join()?),
+        None => aovs,
+    };
     if let Some(aovs) = &aovs {
         write_aovs(&a, aovs, &meta.render, out)?;
     }
@@ -1003,12 +1018,16 @@ pub(super) fn check_aov_paths(a: &RenderArgs) -> anyhow::Result<()> {
 }
 
 /// The --aov layers of a window, traced before the frame (so that a --time-limit counts
-/// them) and written after its image ([`write_aovs`]).
+/// them) or beside a frame on GPUs alone ([`trace_aovs_beside_gpu`]), and written after its image
+/// ([`write_aovs`]).
 pub(super) struct TracedAovs {
     layers: crate::cpu::aov::GuideLayers,
     window: Tile,
     samples: u32,
     seconds: f64,
+    /// Traced on a thread of their own while the frame ran on GPUs alone
+    /// ([`trace_aovs_beside_gpu`]).
+    beside_gpu: bool,
 }
 
 /// Traces the --aov layers of `window` ([`crate::cpu::aov`]) on `bvh`, or on one built here
@@ -1039,7 +1058,87 @@ pub(super) fn trace_aovs(
         window,
         samples,
         seconds: t.elapsed().as_secs_f64(),
+        beside_gpu: false,
     })
+}
+
+/// Whether the frame `a` asks for will run on GPUs alone: a backend that may pick the GPU, a
+/// GPU the driver lists, and no CPU worker named by `--devices` (without `--devices` a GPU
+/// backend makes GPU workers only). A GPU that then fails its setup falls back to the CPU
+/// backend (`--backend auto`), which builds its own BVH: that render builds two.
+fn frame_on_gpus_alone(a: &RenderArgs, schedule: &crate::sched::SchedConfig) -> bool {
+    let choice: crate::backend::BackendChoice = a.backend.into();
+    let cpu_workers =
+        a.schedule.devices.is_some() && crate::sched::workers::has_cpu(&schedule.devices);
+    choice != crate::backend::BackendChoice::Cpu && !cpu_workers && crate::optix::probe().is_ok()
+}
+
+/// Starts tracing the --aov layers of a render whose frame runs on GPUs alone, on a thread of
+/// their own while the GPU is set up and renders; [`AovsBeside::join`] waits for them after
+/// the frame. The thread builds the CPU BVH when `bvh` is `None`, then traces the layers, both
+/// on a pool of low-priority threads ([`crate::cpu::background`]: as many as the render's),
+/// which takes the cores the GPU's setup and the cost map leave idle.
+fn trace_aovs_beside_gpu(
+    a: &RenderArgs,
+    scene: std::sync::Arc<Scene>,
+    bvh: Option<std::sync::Arc<crate::cpu::SceneBvh>>,
+    settings: &RenderSettings,
+    window: Tile,
+) -> AovsBeside {
+    let settings = *settings;
+    let samples = crate::cpu::aov::guide_samples(a.aov_spp, a.spp);
+    let handle = std::thread::Builder::new()
+        .name("gasworks-aov".into())
+        .spawn(move || {
+            let t = Instant::now();
+            let trace = || {
+                let built;
+                let bvh = match &bvh {
+                    Some(bvh) => bvh.as_ref(),
+                    None => {
+                        built = crate::cpu::SceneBvh::build(&scene);
+                        &built
+                    }
+                };
+                crate::cpu::aov::guide_layers(&scene, bvh, &settings, window, samples)
+            };
+            // Without a pool of its own (threads refused), the global one: the same layers,
+            // sharing its queues with the cost map.
+            let layers = match crate::cpu::background::background_pool(rayon::current_num_threads())
+            {
+                Ok(pool) => pool.install(trace),
+                Err(_) => trace(),
+            };
+            TracedAovs {
+                layers,
+                window,
+                samples,
+                seconds: t.elapsed().as_secs_f64(),
+                beside_gpu: true,
+            }
+        });
+    AovsBeside(handle)
+}
+
+/// The thread of [`trace_aovs_beside_gpu`] (or the error that kept it from starting).
+struct AovsBeside(std::io::Result<std::thread::JoinHandle<TracedAovs>>);
+
+impl AovsBeside {
+    /// The traced layers, once the thread has finished; an error (naming the layers) where the
+    /// thread could not start or panicked.
+    fn join(self) -> anyhow::Result<TracedAovs> {
+        let handle = self
+            .0
+            .context("cannot start the thread that traces the --aov layers")?;
+        handle.join().map_err(|panic| {
+            let why = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "no message".into());
+            anyhow::anyhow!("tracing the --aov layers failed (it panicked: {why})")
+        })
+    }
 }
 
 /// Writes the traced --aov layers, each an EXR whose render key is the image's (`image_key`)
@@ -1056,7 +1155,13 @@ pub(super) fn write_aovs(
         window,
         samples,
         seconds,
+        beside_gpu,
     } = traced;
+    let beside = if *beside_gpu {
+        " beside the GPU's setup and frame"
+    } else {
+        ""
+    };
     for &aov in &a.aov {
         let path = aov_path(&a.output, aov);
         let meta = ImageMeta {
@@ -1069,7 +1174,7 @@ pub(super) fn write_aovs(
         };
         output::write_pixels(layers.layer(aov), &path, &meta)?;
         out.status(format_args!(
-            "aov: {} ({}, {samples} spp, traced in {seconds:.2} s)",
+            "aov: {} ({}, {samples} spp, traced in {seconds:.2} s{beside})",
             path.display(),
             aov.name()
         ));

@@ -6,12 +6,14 @@
 //! - [`integrator`]: the path tracer (next-event estimation, MIS, Russian roulette);
 //! - [`first_hit`]: what the camera sees first through each pixel (masks for image statistics);
 //! - [`aov`]: guide layers for denoisers (`render --aov`): each pixel's albedo and normal;
+//! - [`background`]: a low-priority thread pool, for the `--aov` layers traced beside a GPU;
 //! - [`model`]: the name of the machine's CPU (what a cluster's ranks are told apart by).
 //!
 //! [`CpuBackend`] renders tiles. One tile is rendered on the calling thread; parallelism
 //! comes from rendering many tiles at once (the backend is `Sync`).
 
 pub mod aov;
+pub mod background;
 pub mod bvh;
 pub mod environment_share;
 pub mod first_hit;
