@@ -83,11 +83,11 @@ pub fn run(a: DenoiseArgs) -> anyhow::Result<()> {
     let albedo_path = a
         .albedo
         .clone()
-        .unwrap_or_else(|| super::render::aov_path(&a.image, Aov::Albedo));
+        .unwrap_or_else(|| super::render_aovs::aov_path(&a.image, Aov::Albedo));
     let normal_path = a
         .normal
         .clone()
-        .unwrap_or_else(|| super::render::aov_path(&a.image, Aov::Normal));
+        .unwrap_or_else(|| super::render_aovs::aov_path(&a.image, Aov::Normal));
     // Nothing lost: the result never replaces one of its inputs.
     for (what, input) in [
         ("the noisy image", &a.image),

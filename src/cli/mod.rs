@@ -11,6 +11,7 @@ mod info;
 mod merge;
 mod paths;
 mod render;
+mod render_aovs;
 #[cfg(feature = "mpi")]
 mod render_cluster;
 mod schedule_sim;

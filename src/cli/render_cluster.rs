@@ -21,13 +21,13 @@ use anyhow::Context;
 
 use super::console::Verbosity;
 use super::render::{
-    after_checkpoints, check_aov_paths, check_args, check_frame_memory,
-    check_outputs_against_textures, check_report_paths, checkpoint_between_passes,
-    checkpoint_within_pass, choose_environment_share, finish_at_time_limit, finish_checkpoints,
-    image_key, load_scene, pass_deadline, print_load_warnings, read_resume, render_settings,
-    set_up_backend, stopped_with_image, trace_aovs, warn_about_checkpoints, write_aovs,
-    write_resume_or_rescue, Interrupted, RenderArgs,
+    after_checkpoints, check_args, check_frame_memory, check_outputs_against_textures,
+    check_report_paths, checkpoint_between_passes, checkpoint_within_pass,
+    choose_environment_share, finish_at_time_limit, finish_checkpoints, image_key, load_scene,
+    pass_deadline, print_load_warnings, read_resume, render_settings, set_up_backend,
+    stopped_with_image, warn_about_checkpoints, write_resume_or_rescue, Interrupted, RenderArgs,
 };
+use super::render_aovs::{check_aov_paths, trace_aovs, write_aovs};
 use super::signals;
 use crate::backend::WorkerFactory;
 use crate::cluster::mpi::MpiWorld;

@@ -1,0 +1,196 @@
+//! The `--aov` layers of a render (`src/cpu/aov.rs` traces them): where they are written,
+//! the refusal of paths that could not take them, tracing them before the frame or, where the
+//! frame runs on GPUs alone, beside it on low-priority threads ([`trace_aovs_beside_gpu`]),
+//! and writing them after the image. `render` and `render` under `mpirun` share them.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::Context;
+
+use super::console::Verbosity;
+use super::render::RenderArgs;
+use crate::render::output::{self, ImageMeta};
+use crate::render::{RenderSettings, Tile};
+use crate::scene::Scene;
+
+/// Where the --aov layer `aov` of the image `output` goes: beside it, its name with the
+/// layer's before `.exr` (`cornell.png` -> `cornell.albedo.exr`).
+pub fn aov_path(output: &Path, aov: crate::cpu::aov::Aov) -> PathBuf {
+    let stem = output.file_stem().unwrap_or_default().to_string_lossy();
+    output.with_file_name(format!("{stem}.{}.exr", aov.name()))
+}
+
+/// Refuses, before the render, --aov layers that could not be written. (A layer's name is
+/// never the image's: `-o X.albedo.exr` puts its albedo in `X.albedo.albedo.exr`.)
+pub(super) fn check_aov_paths(a: &RenderArgs) -> anyhow::Result<()> {
+    for &aov in &a.aov {
+        output::check_writable(&aov_path(&a.output, aov))?;
+    }
+    Ok(())
+}
+
+/// The --aov layers of a window, traced before the frame (so that a --time-limit counts
+/// them) or beside a frame on GPUs alone ([`trace_aovs_beside_gpu`]), and written after its image
+/// ([`write_aovs`]).
+pub(super) struct TracedAovs {
+    layers: crate::cpu::aov::GuideLayers,
+    window: Tile,
+    samples: u32,
+    seconds: f64,
+    /// Traced on a thread of their own while the frame ran on GPUs alone
+    /// ([`trace_aovs_beside_gpu`]).
+    beside_gpu: bool,
+}
+
+/// Traces the --aov layers of `window` ([`crate::cpu::aov`]) on `bvh`, or on one built here
+/// when it is `None`; `None` when no layer is asked for.
+pub(super) fn trace_aovs(
+    a: &RenderArgs,
+    scene: &Scene,
+    bvh: Option<&crate::cpu::SceneBvh>,
+    settings: &RenderSettings,
+    window: Tile,
+) -> Option<TracedAovs> {
+    use crate::cpu::aov::{guide_layers, guide_samples};
+    if a.aov.is_empty() {
+        return None;
+    }
+    let t = Instant::now();
+    let built;
+    let bvh = match bvh {
+        Some(bvh) => bvh,
+        None => {
+            built = crate::cpu::SceneBvh::build(scene);
+            &built
+        }
+    };
+    let samples = guide_samples(a.aov_spp, a.spp);
+    Some(TracedAovs {
+        layers: guide_layers(scene, bvh, settings, window, samples),
+        window,
+        samples,
+        seconds: t.elapsed().as_secs_f64(),
+        beside_gpu: false,
+    })
+}
+
+/// Whether the frame `a` asks for will run on GPUs alone: a backend that may pick the GPU, a
+/// GPU the driver lists, and no CPU worker named by `--devices` (without `--devices` a GPU
+/// backend makes GPU workers only). A GPU that then fails its setup falls back to the CPU
+/// backend (`--backend auto`), which builds its own BVH: that render builds two.
+pub(super) fn frame_on_gpus_alone(a: &RenderArgs, schedule: &crate::sched::SchedConfig) -> bool {
+    let choice: crate::backend::BackendChoice = a.backend.into();
+    let cpu_workers =
+        a.schedule.devices.is_some() && crate::sched::workers::has_cpu(&schedule.devices);
+    choice != crate::backend::BackendChoice::Cpu && !cpu_workers && crate::optix::probe().is_ok()
+}
+
+/// Starts tracing the --aov layers of a render whose frame runs on GPUs alone, on a thread of
+/// their own while the GPU is set up and renders; [`AovsBeside::join`] waits for them after
+/// the frame. The thread builds the CPU BVH when `bvh` is `None`, then traces the layers, both
+/// on a pool of low-priority threads ([`crate::cpu::background`]: as many as the render's),
+/// which takes the cores the GPU's setup and the cost map leave idle.
+pub(super) fn trace_aovs_beside_gpu(
+    a: &RenderArgs,
+    scene: std::sync::Arc<Scene>,
+    bvh: Option<std::sync::Arc<crate::cpu::SceneBvh>>,
+    settings: &RenderSettings,
+    window: Tile,
+) -> AovsBeside {
+    let settings = *settings;
+    let samples = crate::cpu::aov::guide_samples(a.aov_spp, a.spp);
+    let handle = std::thread::Builder::new()
+        .name("gasworks-aov".into())
+        .spawn(move || {
+            let t = Instant::now();
+            let trace = || {
+                let built;
+                let bvh = match &bvh {
+                    Some(bvh) => bvh.as_ref(),
+                    None => {
+                        built = crate::cpu::SceneBvh::build(&scene);
+                        &built
+                    }
+                };
+                crate::cpu::aov::guide_layers(&scene, bvh, &settings, window, samples)
+            };
+            // Without a pool of its own (threads refused), the global one: the same layers,
+            // sharing its queues with the cost map.
+            let layers = match crate::cpu::background::background_pool(rayon::current_num_threads())
+            {
+                Ok(pool) => pool.install(trace),
+                Err(_) => trace(),
+            };
+            TracedAovs {
+                layers,
+                window,
+                samples,
+                seconds: t.elapsed().as_secs_f64(),
+                beside_gpu: true,
+            }
+        });
+    AovsBeside(handle)
+}
+
+/// The thread of [`trace_aovs_beside_gpu`] (or the error that kept it from starting).
+pub(super) struct AovsBeside(std::io::Result<std::thread::JoinHandle<TracedAovs>>);
+
+impl AovsBeside {
+    /// The traced layers, once the thread has finished; an error (naming the layers) where the
+    /// thread could not start or panicked.
+    pub(super) fn join(self) -> anyhow::Result<TracedAovs> {
+        let handle = self
+            .0
+            .context("cannot start the thread that traces the --aov layers")?;
+        handle.join().map_err(|panic| {
+            let why = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "no message".into());
+            anyhow::anyhow!("tracing the --aov layers failed (it panicked: {why})")
+        })
+    }
+}
+
+/// Writes the traced --aov layers, each an EXR whose render key is the image's (`image_key`)
+/// plus the layer and its samples: crops of one layer merge with `gasworks merge`, and never
+/// with the image or another layer.
+pub(super) fn write_aovs(
+    a: &RenderArgs,
+    traced: &TracedAovs,
+    image_key: &str,
+    out: Verbosity,
+) -> anyhow::Result<()> {
+    let TracedAovs {
+        layers,
+        window,
+        samples,
+        seconds,
+        beside_gpu,
+    } = traced;
+    let beside = if *beside_gpu {
+        " beside the GPU's setup and frame"
+    } else {
+        ""
+    };
+    for &aov in &a.aov {
+        let path = aov_path(&a.output, aov);
+        let meta = ImageMeta {
+            full_width: a.width,
+            full_height: a.height,
+            window: *window,
+            render: format!("{image_key}; aov {}; aov-spp {samples}", aov.name()),
+            exposure: 0.0,
+            tonemap: output::ToneCurve::Clamp,
+        };
+        output::write_pixels(layers.layer(aov), &path, &meta)?;
+        out.status(format_args!(
+            "aov: {} ({}, {samples} spp, traced in {seconds:.2} s{beside})",
+            path.display(),
+            aov.name()
+        ));
+    }
+    Ok(())
+}
