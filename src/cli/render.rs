@@ -12,6 +12,7 @@ use super::args::{
 use super::console::Verbosity;
 use super::render_aovs::{
     check_aov_paths, frame_on_gpus_alone, trace_aovs, trace_aovs_beside_gpu, write_aovs,
+    PendingAovs,
 };
 use super::signals::{self, StopSignal};
 use crate::render::checkpoint::{self, CheckpointHeader, Checkpointer};
@@ -289,7 +290,7 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
     let scene = std::sync::Arc::new(scene);
     let (aov_bvh, aovs_beside) = if aovs_beside_gpu {
         let job = trace_aovs_beside_gpu(&a, scene.clone(), aov_bvh, &settings, window);
-        (None, Some(job))
+        (None, Some(PendingAovs::Beside(job)))
     } else {
         (aov_bvh, None)
     };
@@ -352,7 +353,15 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
     };
     // The --aov layers before the frame (unless they are being traced beside the GPU), so
     // that --time-limit counts them; the BVH is then the CPU backend's alone.
-    let aovs = trace_aovs(&a, &scene, aov_bvh.as_deref(), &settings, window);
+    let aovs = aovs_beside.unwrap_or_else(|| {
+        PendingAovs::Before(trace_aovs(
+            &a,
+            &scene,
+            aov_bvh.as_deref(),
+            &settings,
+            window,
+        ))
+    });
     drop(aov_bvh);
     // From here Ctrl-C, SIGTERM and SIGHUP stop the frame and keep what is rendered; before,
     // while loading and building, they end the process as usual.
@@ -435,12 +444,8 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
         )?
     };
     // After the image, its resume file and the statistics: a failure here costs none of them.
-    let aovs = match aovs_beside {
-        Some(job) => Some(job.join()?),
-        None => aovs,
-    };
-    if let Some(aovs) = &aovs {
-        write_aovs(&a, aovs, &meta.render, out)?;
+    if let Some(aovs) = aovs.finish()? {
+        write_aovs(&a, &aovs, &meta.render, out)?;
     }
 
     // A time limit stops between passes: every pixel has the samples of the complete passes.

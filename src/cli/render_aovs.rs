@@ -136,10 +136,27 @@ pub(super) fn trace_aovs_beside_gpu(
 /// The thread of [`trace_aovs_beside_gpu`] (or the error that kept it from starting).
 pub(super) struct AovsBeside(std::io::Result<std::thread::JoinHandle<TracedAovs>>);
 
+/// A render's --aov layers on their way: traced before the frame (`None` when none is asked
+/// for), or being traced beside it. One value, so that a render cannot trace them both ways.
+pub(super) enum PendingAovs {
+    Before(Option<TracedAovs>),
+    Beside(AovsBeside),
+}
+
+impl PendingAovs {
+    /// The traced layers, waiting for the thread that traces them beside the GPU.
+    pub(super) fn finish(self) -> anyhow::Result<Option<TracedAovs>> {
+        match self {
+            PendingAovs::Before(traced) => Ok(traced),
+            PendingAovs::Beside(job) => job.join().map(Some),
+        }
+    }
+}
+
 impl AovsBeside {
     /// The traced layers, once the thread has finished; an error (naming the layers) where the
     /// thread could not start or panicked.
-    pub(super) fn join(self) -> anyhow::Result<TracedAovs> {
+    fn join(self) -> anyhow::Result<TracedAovs> {
         let handle = self
             .0
             .context("cannot start the thread that traces the --aov layers")?;
