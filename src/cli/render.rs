@@ -444,7 +444,7 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
         )?
     };
     // After the image, its resume file and the statistics: a failure here costs none of them.
-    if let Some(aovs) = aovs.finish()? {
+    if let Some(aovs) = aovs.finish(out)? {
         write_aovs(&a, &aovs, &meta.render, out)?;
     }
 

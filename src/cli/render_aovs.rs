@@ -144,11 +144,17 @@ pub(super) enum PendingAovs {
 }
 
 impl PendingAovs {
-    /// The traced layers, waiting for the thread that traces them beside the GPU.
-    pub(super) fn finish(self) -> anyhow::Result<Option<TracedAovs>> {
+    /// The traced layers, waiting for the thread that traces them beside the GPU (and saying
+    /// so, where the frame ended first: the wait is otherwise a silent pause).
+    pub(super) fn finish(self, out: Verbosity) -> anyhow::Result<Option<TracedAovs>> {
         match self {
             PendingAovs::Before(traced) => Ok(traced),
-            PendingAovs::Beside(job) => job.join().map(Some),
+            PendingAovs::Beside(job) => {
+                if matches!(&job.0, Ok(handle) if !handle.is_finished()) {
+                    out.status("aov: the frame is done; waiting for its layers, traced beside it");
+                }
+                job.join().map(Some)
+            }
         }
     }
 }
