@@ -52,10 +52,22 @@ pub(super) fn trace_aovs(
     settings: &RenderSettings,
     window: Tile,
 ) -> Option<TracedAovs> {
-    use crate::cpu::aov::{guide_layers, guide_samples};
     if a.aov.is_empty() {
         return None;
     }
+    let samples = crate::cpu::aov::guide_samples(a.aov_spp, a.spp);
+    Some(trace_layers(scene, bvh, settings, window, samples, false))
+}
+
+/// The layers of `window` at `samples` per pixel on `bvh` (built here when `None`), timed.
+fn trace_layers(
+    scene: &Scene,
+    bvh: Option<&crate::cpu::SceneBvh>,
+    settings: &RenderSettings,
+    window: Tile,
+    samples: u32,
+    beside_gpu: bool,
+) -> TracedAovs {
     let t = Instant::now();
     let built;
     let bvh = match bvh {
@@ -65,14 +77,13 @@ pub(super) fn trace_aovs(
             &built
         }
     };
-    let samples = guide_samples(a.aov_spp, a.spp);
-    Some(TracedAovs {
-        layers: guide_layers(scene, bvh, settings, window, samples),
+    TracedAovs {
+        layers: crate::cpu::aov::guide_layers(scene, bvh, settings, window, samples),
         window,
         samples,
         seconds: t.elapsed().as_secs_f64(),
-        beside_gpu: false,
-    })
+        beside_gpu,
+    }
 }
 
 /// Whether the frame `a` asks for will run on GPUs alone: a backend that may pick the GPU, a
@@ -103,31 +114,12 @@ pub(super) fn trace_aovs_beside_gpu(
     let handle = std::thread::Builder::new()
         .name("gasworks-aov".into())
         .spawn(move || {
-            let t = Instant::now();
-            let trace = || {
-                let built;
-                let bvh = match &bvh {
-                    Some(bvh) => bvh.as_ref(),
-                    None => {
-                        built = crate::cpu::SceneBvh::build(&scene);
-                        &built
-                    }
-                };
-                crate::cpu::aov::guide_layers(&scene, bvh, &settings, window, samples)
-            };
+            let trace = || trace_layers(&scene, bvh.as_deref(), &settings, window, samples, true);
             // Without a pool of its own (threads refused), the global one: the same layers,
             // sharing its queues with the cost map.
-            let layers = match crate::cpu::background::background_pool(rayon::current_num_threads())
-            {
+            match crate::cpu::background::background_pool(rayon::current_num_threads()) {
                 Ok(pool) => pool.install(trace),
                 Err(_) => trace(),
-            };
-            TracedAovs {
-                layers,
-                window,
-                samples,
-                seconds: t.elapsed().as_secs_f64(),
-                beside_gpu: true,
             }
         });
     AovsBeside(handle)
