@@ -10,10 +10,7 @@ use super::args::{
     parse_duration, parse_vec3, AccelArgs, CameraArgs, PixelFilterArg, PngToneArgs, ScheduleArgs,
 };
 use super::console::Verbosity;
-use super::render_aovs::{
-    check_aov_paths, frame_on_gpus_alone, trace_aovs, trace_aovs_beside_gpu, write_aovs,
-    PendingAovs,
-};
+use super::render_aovs::{check_aov_paths, frame_on_gpus_alone, write_aovs, PendingAovs};
 use super::signals::{self, StopSignal};
 use crate::render::checkpoint::{self, CheckpointHeader, Checkpointer};
 use crate::render::output::{self, ImageMeta};
@@ -285,15 +282,16 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
         (None, false) => Some(std::sync::Arc::new(crate::cpu::SceneBvh::build(&scene))),
         (bvh, _) => bvh,
     };
-    let aov_bvh = probe_bvh.clone().filter(|_| !a.aov.is_empty());
     // From here on the scene is only read: shared with the CPU backend, not copied for it.
     let scene = std::sync::Arc::new(scene);
-    let (aov_bvh, aovs_beside) = if aovs_beside_gpu {
-        let job = trace_aovs_beside_gpu(&a, scene.clone(), aov_bvh, &settings, window);
-        (None, Some(PendingAovs::Beside(job)))
-    } else {
-        (aov_bvh, None)
-    };
+    let aovs = PendingAovs::start(
+        &a,
+        &scene,
+        probe_bvh.clone(),
+        &settings,
+        window,
+        aovs_beside_gpu,
+    );
     let content = crate::scene::content_hash::content_hash(&scene);
     let render_key = output::render_key(&a.scene, &scene, content, &settings);
     let pass_spp = schedule.pass_spp.unwrap_or(a.spp);
@@ -352,17 +350,8 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
         checkpoint_within_pass(&mut checkpoints.borrow_mut(), spp_done, film, out)
     };
     // The --aov layers before the frame (unless they are being traced beside the GPU), so
-    // that --time-limit counts them; the BVH is then the CPU backend's alone.
-    let aovs = aovs_beside.unwrap_or_else(|| {
-        PendingAovs::Before(trace_aovs(
-            &a,
-            &scene,
-            aov_bvh.as_deref(),
-            &settings,
-            window,
-        ))
-    });
-    drop(aov_bvh);
+    // that --time-limit counts them.
+    let aovs = aovs.trace_before_frame();
     // From here Ctrl-C, SIGTERM and SIGHUP stop the frame and keep what is rendered; before,
     // while loading and building, they end the process as usual.
     signals::watch_stops(signals::Stopping::Process, out);

@@ -1,15 +1,17 @@
 //! The `--aov` layers of a render (`src/cpu/aov.rs` traces them): where they are written,
 //! the refusal of paths that could not take them, tracing them before the frame or, where the
-//! frame runs on GPUs alone, beside it on low-priority threads ([`trace_aovs_beside_gpu`]),
+//! frame runs on GPUs alone, beside it on low-priority threads ([`PendingAovs`]),
 //! and writing them after the image. `render` and `render` under `mpirun` share them.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Context;
 
 use super::console::Verbosity;
 use super::render::RenderArgs;
+use crate::cpu::SceneBvh;
 use crate::render::output::{self, ImageMeta};
 use crate::render::{RenderSettings, Tile};
 use crate::scene::Scene;
@@ -31,24 +33,24 @@ pub(super) fn check_aov_paths(a: &RenderArgs) -> anyhow::Result<()> {
 }
 
 /// The --aov layers of a window, traced before the frame (so that a --time-limit counts
-/// them) or beside a frame on GPUs alone ([`trace_aovs_beside_gpu`]), and written after its image
-/// ([`write_aovs`]).
+/// them) or beside a frame on GPUs alone, and written after its image ([`write_aovs`]).
 pub(super) struct TracedAovs {
     layers: crate::cpu::aov::GuideLayers,
     window: Tile,
     samples: u32,
     seconds: f64,
-    /// Traced on a thread of their own while the frame ran on GPUs alone
-    /// ([`trace_aovs_beside_gpu`]).
+    /// Traced on a thread of their own while the frame ran on GPUs alone.
     beside_gpu: bool,
 }
 
-/// Traces the --aov layers of `window` ([`crate::cpu::aov`]) on `bvh`, or on one built here
-/// when it is `None`; `None` when no layer is asked for.
+/// Traces the --aov layers of `window` ([`crate::cpu::aov`]) now, on `bvh` or on one built
+/// here when it is `None`; `None` when no layer is asked for. (`render` under `mpirun`, whose
+/// rank 0 traces them before the handshake; `render` goes through [`PendingAovs`].)
+#[cfg(feature = "mpi")]
 pub(super) fn trace_aovs(
     a: &RenderArgs,
     scene: &Scene,
-    bvh: Option<&crate::cpu::SceneBvh>,
+    bvh: Option<&SceneBvh>,
     settings: &RenderSettings,
     window: Tile,
 ) -> Option<TracedAovs> {
@@ -62,7 +64,7 @@ pub(super) fn trace_aovs(
 /// The layers of `window` at `samples` per pixel on `bvh` (built here when `None`), timed.
 fn trace_layers(
     scene: &Scene,
-    bvh: Option<&crate::cpu::SceneBvh>,
+    bvh: Option<&SceneBvh>,
     settings: &RenderSettings,
     window: Tile,
     samples: u32,
@@ -73,7 +75,7 @@ fn trace_layers(
     let bvh = match bvh {
         Some(bvh) => bvh,
         None => {
-            built = crate::cpu::SceneBvh::build(scene);
+            built = SceneBvh::build(scene);
             &built
         }
     };
@@ -97,75 +99,122 @@ pub(super) fn frame_on_gpus_alone(a: &RenderArgs, schedule: &crate::sched::Sched
     choice != crate::backend::BackendChoice::Cpu && !cpu_workers && crate::optix::probe().is_ok()
 }
 
-/// Starts tracing the --aov layers of a render whose frame runs on GPUs alone, on a thread of
-/// their own while the GPU is set up and renders; [`AovsBeside::join`] waits for them after
-/// the frame. The thread builds the CPU BVH when `bvh` is `None`, then traces the layers, both
-/// on a pool of low-priority threads ([`crate::cpu::background`]: as many as the render's),
-/// which takes the cores the GPU's setup and the cost map leave idle.
-pub(super) fn trace_aovs_beside_gpu(
-    a: &RenderArgs,
-    scene: std::sync::Arc<Scene>,
-    bvh: Option<std::sync::Arc<crate::cpu::SceneBvh>>,
-    settings: &RenderSettings,
-    window: Tile,
-) -> AovsBeside {
-    let settings = *settings;
-    let samples = crate::cpu::aov::guide_samples(a.aov_spp, a.spp);
-    let handle = std::thread::Builder::new()
-        .name("gasworks-aov".into())
-        .spawn(move || {
-            let trace = || trace_layers(&scene, bvh.as_deref(), &settings, window, samples, true);
-            // Without a pool of its own (threads refused), the global one: the same layers,
-            // sharing its queues with the cost map.
-            match crate::cpu::background::background_pool(rayon::current_num_threads()) {
-                Ok(pool) => pool.install(trace),
-                Err(_) => trace(),
-            }
-        });
-    AovsBeside(handle)
-}
-
-/// The thread of [`trace_aovs_beside_gpu`] (or the error that kept it from starting).
-pub(super) struct AovsBeside(std::io::Result<std::thread::JoinHandle<TracedAovs>>);
-
-/// A render's --aov layers on their way: traced before the frame (`None` when none is asked
-/// for), or being traced beside it. One value, so that a render cannot trace them both ways.
+/// When a render traces its --aov layers: one value from the decision to the layers written,
+/// so that a render cannot trace them twice or both ways. [`PendingAovs::start`] makes it,
+/// [`PendingAovs::trace_before_frame`] traces the layers that wait for it, and
+/// [`PendingAovs::finish`] hands the traced layers over after the frame.
 pub(super) enum PendingAovs {
-    Before(Option<TracedAovs>),
-    Beside(AovsBeside),
+    /// No layer asked for.
+    None,
+    /// To be traced before the frame, on `bvh` (built then when `None`).
+    Before(Box<LayersToTrace>),
+    /// Traced before the frame.
+    Traced(TracedAovs),
+    /// Being traced on a thread of their own while the frame runs on GPUs alone
+    /// (`Err`: the thread could not start).
+    Beside(std::io::Result<std::thread::JoinHandle<TracedAovs>>),
 }
 
-impl PendingAovs {
-    /// The traced layers, waiting for the thread that traces them beside the GPU (and saying
-    /// so, where the frame ended first: the wait is otherwise a silent pause).
-    pub(super) fn finish(self, out: Verbosity) -> anyhow::Result<Option<TracedAovs>> {
-        match self {
-            PendingAovs::Before(traced) => Ok(traced),
-            PendingAovs::Beside(job) => {
-                if matches!(&job.0, Ok(handle) if !handle.is_finished()) {
-                    out.status("aov: the frame is done; waiting for its layers, traced beside it");
-                }
-                job.join().map(Some)
-            }
-        }
+/// What tracing the layers needs, held from the decision to the tracing.
+pub(super) struct LayersToTrace {
+    scene: Arc<Scene>,
+    bvh: Option<Arc<SceneBvh>>,
+    settings: RenderSettings,
+    window: Tile,
+    samples: u32,
+}
+
+impl LayersToTrace {
+    fn trace(&self, beside_gpu: bool) -> TracedAovs {
+        trace_layers(
+            &self.scene,
+            self.bvh.as_deref(),
+            &self.settings,
+            self.window,
+            self.samples,
+            beside_gpu,
+        )
     }
 }
 
-impl AovsBeside {
-    /// The traced layers, once the thread has finished; an error (naming the layers) where the
-    /// thread could not start or panicked.
-    fn join(self) -> anyhow::Result<TracedAovs> {
-        let handle = self
-            .0
-            .context("cannot start the thread that traces the --aov layers")?;
-        handle.join().map_err(|panic| {
-            let why = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "no message".into());
-            anyhow::anyhow!("tracing the --aov layers failed (it panicked: {why})")
-        })
+impl PendingAovs {
+    /// The --aov layers of render `a` over `window`, on `bvh` (or on one built for them):
+    /// none when none is asked for; with `beside_gpu` (a frame on GPUs alone, see
+    /// [`frame_on_gpus_alone`]) traced from now on, on a thread of their own, while the GPU is
+    /// set up and renders; otherwise left for [`PendingAovs::trace_before_frame`].
+    ///
+    /// The thread builds the BVH when there is none, then traces the layers, both on a pool of
+    /// low-priority threads ([`crate::cpu::background`]: as many as the render's), which takes
+    /// the cores the GPU's setup and the cost map leave idle.
+    pub(super) fn start(
+        a: &RenderArgs,
+        scene: &Arc<Scene>,
+        bvh: Option<Arc<SceneBvh>>,
+        settings: &RenderSettings,
+        window: Tile,
+        beside_gpu: bool,
+    ) -> PendingAovs {
+        if a.aov.is_empty() {
+            return PendingAovs::None;
+        }
+        let job = LayersToTrace {
+            scene: scene.clone(),
+            bvh,
+            settings: *settings,
+            window,
+            samples: crate::cpu::aov::guide_samples(a.aov_spp, a.spp),
+        };
+        if !beside_gpu {
+            return PendingAovs::Before(Box::new(job));
+        }
+        let thread = std::thread::Builder::new()
+            .name("gasworks-aov".into())
+            .spawn(move || {
+                // Without a pool of its own (threads refused), the global one: the same
+                // layers, sharing its queues with the cost map.
+                match crate::cpu::background::background_pool(rayon::current_num_threads()) {
+                    Ok(pool) => pool.install(|| job.trace(true)),
+                    Err(_) => job.trace(true),
+                }
+            });
+        PendingAovs::Beside(thread)
+    }
+
+    /// Traces the layers left for before the frame (so that a --time-limit counts them); the
+    /// others as they are. The BVH they held is the CPU backend's alone from here.
+    pub(super) fn trace_before_frame(self) -> PendingAovs {
+        match self {
+            PendingAovs::Before(job) => PendingAovs::Traced(job.trace(false)),
+            other => other,
+        }
+    }
+
+    /// The traced layers (`None` where none was asked for), waiting for the thread that
+    /// traces them beside the GPU, and saying so where the frame ended first (the wait is
+    /// otherwise a silent pause); an error (naming the layers) where that thread could not
+    /// start or panicked.
+    pub(super) fn finish(self, out: Verbosity) -> anyhow::Result<Option<TracedAovs>> {
+        match self {
+            PendingAovs::None => Ok(None),
+            PendingAovs::Before(job) => Ok(Some(job.trace(false))),
+            PendingAovs::Traced(traced) => Ok(Some(traced)),
+            PendingAovs::Beside(thread) => {
+                let thread =
+                    thread.context("cannot start the thread that traces the --aov layers")?;
+                if !thread.is_finished() {
+                    out.status("aov: the frame is done; waiting for its layers, traced beside it");
+                }
+                let traced = thread.join().map_err(|panic| {
+                    let why = panic
+                        .downcast_ref::<&str>()
+                        .map(|s| s.to_string())
+                        .or_else(|| panic.downcast_ref::<String>().cloned())
+                        .unwrap_or_else(|| "no message".into());
+                    anyhow::anyhow!("tracing the --aov layers failed (it panicked: {why})")
+                })?;
+                Ok(Some(traced))
+            }
+        }
     }
 }
 
