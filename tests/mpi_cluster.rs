@@ -743,3 +743,139 @@ fn a_gpu_lost_in_its_calibration_on_every_rank_leaves_the_cpus_the_frame() {
         r.stderr
     );
 }
+
+/// Rows of `OUT.tiles.csv` as (x, y, w, h, rank).
+fn tile_rects(path: &Path) -> Vec<[u32; 5]> {
+    let mut r = csv::Reader::from_path(path).unwrap();
+    let headers = r.headers().unwrap().clone();
+    let cols: Vec<usize> = ["x", "y", "w", "h", "rank"]
+        .iter()
+        .map(|name| headers.iter().position(|h| h == *name).unwrap())
+        .collect();
+    r.records()
+        .map(|rec| {
+            let rec = rec.unwrap();
+            let mut row = [0u32; 5];
+            for (v, &c) in row.iter_mut().zip(&cols) {
+                *v = rec[c].parse().unwrap();
+            }
+            row
+        })
+        .collect()
+}
+
+/// A GPU rank beside a CPU rank, both rendering (not retired), under mpirun on the fake GPU
+/// (tests/support/fake_gpu_*.c: the OptiX backend's host code through the real FFI; no device
+/// code runs, so a GPU tile comes back black). Rank 0 renders with `--backend optix --devices
+/// gpu0x2`, rank 1 with one CPU thread; calibrated and stealing (the defaults), and with
+/// neither, where each rank keeps its share by worker counts. Every tile comes once; the
+/// tiles rank 0's GPU streams rendered are black, and rank 1's are one process's CPU render
+/// bit for bit: the tiles that the GPU rank's workers rendered reached rank 0's film, and
+/// nothing else touched the CPU rank's.
+#[test]
+#[cfg_attr(
+    gasworks_no_cc,
+    ignore = "no C compiler when the tests were built (see build.rs)"
+)]
+fn a_gpu_rank_and_a_cpu_rank_each_render_their_tiles_of_the_frame() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(fake) = support::FakeGpu::build(&dir.path().join("fake-gpu")) else {
+        return;
+    };
+    let scene = cornell();
+    let single = dir.path().join("single.exr");
+    let r = run({
+        let mut c = Command::new(BIN);
+        c.args(render_args(&scene, &single, &[]));
+        c
+    });
+    assert_eq!(r.code, Some(0), "single process: {}", r.stderr);
+    let reference = image::open(&single).unwrap().to_rgb32f();
+    for (calibrate, steal) in [("on", "on"), ("off", "off")] {
+        let what = format!("--calibrate {calibrate} --steal {steal}");
+        let out = dir.path().join(format!("cal-{calibrate}.exr"));
+        let stats = dir.path().join(format!("cal-{calibrate}.csv"));
+        let extra = [
+            "--calibrate",
+            calibrate,
+            "--steal",
+            steal,
+            "--stats",
+            stats.to_str().unwrap(),
+        ];
+        let cpu_args = render_args(&scene, &out, &extra);
+        let mut gpu_args = cpu_args.clone();
+        let backend = gpu_args.iter().position(|a| a == "cpu").unwrap();
+        gpu_args[backend] = "optix".into();
+        gpu_args.retain(|a| a != "-q");
+        gpu_args.extend(["--devices".into(), "gpu0x2".into()]);
+        let mut c = mpirun();
+        for (k, v) in fake.env() {
+            c.arg("-x").arg(format!("{k}={}", v.to_string_lossy()));
+        }
+        c.args(["-np", "1"]).arg(BIN).args(&gpu_args);
+        c.args([":", "-np", "1"]).arg(BIN).args(&cpu_args);
+        let r = run(c);
+        assert_eq!(r.code, Some(0), "{what}: {}", r.stderr);
+        // The cluster table (printed with --stats) names each rank's backend.
+        let rank_line = |rank: usize| {
+            r.stderr
+                .lines()
+                .find(|l| l.trim_start().starts_with(&format!("rank {rank} ")))
+                .unwrap_or_else(|| panic!("{what}: no line for rank {rank}:\n{}", r.stderr))
+        };
+        assert!(
+            rank_line(0).contains("[optix on GPU 0: Fake GPU (host memory)"),
+            "{what}: rank 0 did not render on the (fake) GPU:\n{}",
+            r.stderr
+        );
+        assert!(
+            rank_line(1).contains("[cpu (1 thread"),
+            "{what}: {}",
+            r.stderr
+        );
+        assert!(
+            !r.stderr.contains("warning"),
+            "{what}: a warning (a worker retired?):\n{}",
+            r.stderr
+        );
+        let image = image::open(&out).unwrap().to_rgb32f();
+        let rects = tile_rects(&gasworks::sched::report::sibling_paths(&stats).0);
+        let mut covered = vec![0u32; 48 * 40];
+        for &[x, y, w, h, rank] in &rects {
+            for py in y..y + h {
+                for px in x..x + w {
+                    covered[(py * 48 + px) as usize] += 1;
+                    let got = image.get_pixel(px, py).0;
+                    if rank == 0 {
+                        assert_eq!(
+                            got, [0.0; 3],
+                            "{what}: GPU tile at ({x}, {y}), pixel ({px}, {py})"
+                        );
+                    } else {
+                        let want = reference.get_pixel(px, py).0;
+                        assert!(
+                            got.map(f32::to_bits) == want.map(f32::to_bits),
+                            "{what}: CPU tile at ({x}, {y}), pixel ({px}, {py}): {got:?}, one process {want:?}"
+                        );
+                    }
+                }
+            }
+        }
+        assert!(
+            covered.iter().all(|&n| n == 1),
+            "{what}: not every pixel in exactly one tile"
+        );
+        assert!(
+            rects.iter().any(|r| r[4] == 0),
+            "{what}: the GPU rank rendered no tile"
+        );
+        if steal == "off" {
+            // Shares by worker counts (2 GPU streams, 1 CPU thread), each kept.
+            assert!(
+                rects.iter().any(|r| r[4] == 1),
+                "{what}: the CPU rank rendered no tile"
+            );
+        }
+    }
+}
