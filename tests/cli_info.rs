@@ -239,6 +239,7 @@ fn info_on_a_resume_file_says_what_it_holds() {
         "pixels: 16x8 at (0, 0) of the frame, in passes of 4 samples per pixel",
         "samples per pixel (of 8): 4 in all 128 pixels",
         "to finish it: the command that wrote it, plus --resume ",
+        "to see its image: gasworks preview ",
     ] {
         assert!(stdout.contains(says), "no {says:?} in:\n{stdout}");
     }

@@ -242,6 +242,21 @@ fn a_stop_inside_the_only_pass_leaves_a_resume_file_of_its_finished_tiles() {
         "{stderr}"
     );
     let resume_arg = resume.to_str().unwrap();
+    // `gasworks preview` of that file is the stopped image, and its key says it stopped
+    // inside the pass.
+    let preview = dir.path().join("preview.exr");
+    let summary = preview_of(&resume, &preview);
+    assert!(
+        summary.contains("(64x64; 0 of 1000 samples per pixel everywhere, and 1000 in ")
+            && summary.contains(" of 4096 pixels; from "),
+        "{summary}"
+    );
+    assert_same_pixels(&stopped, &preview);
+    let key = image_key(&preview);
+    assert!(
+        gasworks::render::output::stopped_mid_pass(&key) && key.contains("0..1000 in "),
+        "{key}"
+    );
     let resumed = gasworks(&one_pass(
         &stopped,
         &[
@@ -278,6 +293,28 @@ fn assert_same_pixels(a: &Path, b: &Path) {
     assert!(stats.status.success());
     let json: serde_json::Value = serde_json::from_slice(&stats.stdout).unwrap();
     assert_eq!(json[1]["pixels_differing_from_first"], 0, "{json}");
+}
+
+/// `gasworks preview RESUME -o OUT`, which must succeed; its summary line.
+fn preview_of(resume: &Path, out: &Path) -> String {
+    let o = gasworks(&[
+        "preview",
+        resume.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "{stderr}");
+    assert!(out.exists(), "{stderr}");
+    stderr
+}
+
+/// The render key an image carries.
+fn image_key(path: &Path) -> String {
+    gasworks::render::output::read_image(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .meta
+        .render
 }
 
 /// A crop the time limit ended early says in its key the samples it holds of how many
@@ -319,6 +356,32 @@ fn a_crop_at_its_time_limit_merges_as_the_samples_it_holds() {
         String::from_utf8_lossy(&joined.stderr)
     );
     assert_same_pixels(&path("whole.exr"), &path("joined.exr"));
+    // The previews of the crops' resume files are those crops (window and key), so they
+    // merge into the same frame.
+    for crop in ["top", "bottom"] {
+        let resume = path(&format!("{crop}.exr.gasworks-resume"));
+        let summary = preview_of(&resume, &path(&format!("{crop}-preview.exr")));
+        assert!(summary.contains("(64x32, the crop at (0, "), "{summary}");
+        let (stopped, previewed) = (
+            gasworks::render::output::read_image(&path(&format!("{crop}.exr"))).unwrap(),
+            gasworks::render::output::read_image(&path(&format!("{crop}-preview.exr"))).unwrap(),
+        );
+        assert_eq!(stopped.meta, previewed.meta, "{crop}");
+        assert!(stopped.pixels == previewed.pixels, "{crop}");
+    }
+    let joined = gasworks(&[
+        "merge",
+        path("top-preview.exr").to_str().unwrap(),
+        path("bottom-preview.exr").to_str().unwrap(),
+        "-o",
+        path("joined-previews.exr").to_str().unwrap(),
+    ]);
+    assert!(
+        joined.status.success(),
+        "{}",
+        String::from_utf8_lossy(&joined.stderr)
+    );
+    assert_same_pixels(&path("whole.exr"), &path("joined-previews.exr"));
     for (bottom, spp) in [("bottom4.exr", "spp 4;"), ("bottom40.exr", "spp 40;")] {
         let refused = merge(bottom, "refused.exr");
         let e = String::from_utf8_lossy(&refused.stderr);
@@ -487,6 +550,17 @@ fn a_time_limit_writes_a_whole_image_and_a_resume_file() {
         "{stderr}"
     );
     assert!(resume.exists());
+    // Its preview is the image written at the limit, key and all; a PNG preview too.
+    let preview = dir.path().join("preview.exr");
+    let summary = preview_of(&resume, &preview);
+    assert!(
+        summary.contains("(64x64; 4 of 40 samples per pixel everywhere; from "),
+        "{summary}"
+    );
+    assert_same_pixels(&limited, &preview);
+    assert_eq!(image_key(&preview), image_key(&limited));
+    assert!(image_key(&preview).contains("; spp 4 of 40;"));
+    preview_of(&resume, &dir.path().join("preview.png"));
     let resumed = gasworks(&render_args(
         &limited,
         40,
@@ -742,4 +816,48 @@ fn a_time_limited_resume_keeps_the_file_it_replaced_whatever_its_spelling() {
     assert!(!e.contains("removed"), "{e}");
     assert!(resume.exists(), "{e}");
     assert!(e.contains("at the time limit: 8 of 40 samples"), "{e}");
+}
+
+/// `gasworks preview` of what is not a resume file fails naming it, and writes nothing; an
+/// output it could not write is refused before the file is read.
+#[test]
+fn preview_refuses_what_is_not_a_resume_file_or_cannot_be_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let image = dir.path().join("image.exr");
+    let o = gasworks(&render_args(&image, 1, 1, &[]));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = dir.path().join("preview.png");
+    let o = gasworks(&[
+        "preview",
+        image.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(e.contains("image.exr") && e.contains("resume file"), "{e}");
+    assert!(!out.exists());
+    let missing = dir.path().join("gone.exr.gasworks-resume");
+    let o = gasworks(&[
+        "preview",
+        missing.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(e.contains("gone.exr.gasworks-resume"), "{e}");
+    let nowhere = dir.path().join("no-such-folder/preview.png");
+    let o = gasworks(&[
+        "preview",
+        missing.to_str().unwrap(),
+        "-o",
+        nowhere.to_str().unwrap(),
+    ]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(
+        e.contains("no-such-folder") && !e.contains("gone.exr"),
+        "{e}"
+    );
 }

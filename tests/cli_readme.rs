@@ -19,7 +19,7 @@
 //! test with the line: add it to [`placeholder`].
 //!
 //! Lines that need a GPU (`--backend optix`, `--devices gpu...`, `build-bench`) or a stopped
-//! render (`--resume`) and wrapped lines (`nsys`, `mpirun`) are only parsed. Lines that run do so with `--spp 1`, a 32x32
+//! render (`--resume`, `info` or `preview` of a resume file) and wrapped lines (`nsys`, `mpirun`) are only parsed. Lines that run do so with `--spp 1`, a 32x32
 //! image (unless they have `--pixelbounds`), `--repeat 1` and small generated scenes, so
 //! that the whole README runs in seconds; see [`quick`].
 
@@ -446,6 +446,11 @@ fn needs_what(args: &[String]) -> Option<&'static str> {
     {
         // Run end to end by tests/cli_info.rs (on a render stopped at its time limit).
         return Some("a stopped render's resume file (info)");
+    }
+    if args.first().map(String::as_str) == Some("preview") {
+        // Run end to end by tests/cli_interrupt.rs (on renders stopped by a signal and by
+        // their time limit, whole frames and crops).
+        return Some("a stopped render's resume file (preview)");
     }
     None
 }

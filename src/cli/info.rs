@@ -530,6 +530,11 @@ pub fn resume_text(info: &ResumeInfo) -> String {
     } else {
         let _ = writeln!(s, "to finish it: the command that wrote it, plus {resume}");
     }
+    let _ = writeln!(
+        s,
+        "to see its image: gasworks preview {} -o PREVIEW.png",
+        info.resume_file
+    );
     s
 }
 

@@ -10,6 +10,7 @@ mod image_stats;
 mod info;
 mod merge;
 mod paths;
+mod preview;
 mod render;
 mod render_aovs;
 #[cfg(feature = "mpi")]
@@ -53,6 +54,8 @@ pub enum Command {
     ImageStats(image_stats::ImageStatsArgs),
     /// Filter a render's noise, guided by its --aov albedo and normal layers (an edge-avoiding à-trous filter).
     Denoise(denoise::DenoiseArgs),
+    /// Write the image a resume file holds (a render in progress with --checkpoint-every, or one stopped or killed).
+    Preview(preview::PreviewArgs),
 }
 
 /// An error whose message has already been printed: the command exits with this status
@@ -103,6 +106,7 @@ pub fn main() -> i32 {
         Command::CpuBench(a) => cpu_bench::run(a),
         Command::ImageStats(a) => image_stats::run(a),
         Command::Denoise(a) => denoise::run(a),
+        Command::Preview(a) => preview::run(a),
     };
     match result {
         Ok(()) => 0,
