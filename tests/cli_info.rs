@@ -260,3 +260,95 @@ fn info_on_a_resume_file_says_what_it_holds() {
     assert!(stderr.contains("r.exr.gasworks-resume"), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
+
+/// `info` on an image gasworks wrote says where it lies in its frame and the render that made
+/// it (its render key, item by item: what `merge` and `denoise` compare); on a PNG that no
+/// gasworks wrote, or a WebP (written for viewing, carrying nothing), it fails naming the file.
+#[test]
+fn info_on_an_image_says_which_render_made_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let asset = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/cornell/cornell.obj");
+    let render = |out: &Path, extra: &[&str]| {
+        let mut args = vec![
+            "render",
+            asset.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "--backend",
+            "cpu",
+            "--width",
+            "32",
+            "--height",
+            "16",
+            "--spp",
+            "2",
+            "-q",
+        ];
+        args.extend_from_slice(extra);
+        let r = gasworks(&args);
+        assert!(r.status.success(), "{}", text(&r.stderr));
+    };
+    let (whole, crop, png) = (
+        dir.path().join("whole.exr"),
+        dir.path().join("crop.exr"),
+        dir.path().join("toned.png"),
+    );
+    render(&whole, &[]);
+    render(&crop, &["--pixelbounds", "8,24,4,16"]);
+    render(&png, &["--exposure", "1", "--seed", "7"]);
+    let info = |path: &Path, json: bool| {
+        let mut args = vec!["info", path.to_str().unwrap()];
+        if json {
+            args.push("--json");
+        }
+        gasworks(&args)
+    };
+    for (path, says) in [
+        (
+            &whole,
+            &[
+                "(EXR, linear radiance)",
+                "pixels: 32x16, the whole frame",
+                "  scene cornell.obj\n",
+                "  size 32x16\n",
+                "  spp 2\n",
+            ][..],
+        ),
+        (&crop, &["pixels: 16x12 at (8, 4) of a 32x16 frame"][..]),
+        (
+            &png,
+            &["(PNG, tone-mapped sRGB)", "  seed 7\n", "  exposure 1\n"][..],
+        ),
+    ] {
+        let r = info(path, false);
+        let stdout = text(&r.stdout);
+        assert!(r.status.success(), "{}", text(&r.stderr));
+        for s in says {
+            assert!(stdout.contains(s), "no {s:?} in:\n{stdout}");
+        }
+    }
+    let r = info(&crop, true);
+    let v: serde_json::Value = serde_json::from_slice(&r.stdout).expect("one JSON object");
+    assert_eq!(v["frame"], serde_json::json!([32, 16]));
+    assert_eq!(v["window"], serde_json::json!([8, 4, 16, 12]));
+    assert!(v["render"]
+        .as_array()
+        .unwrap()
+        .contains(&serde_json::json!("max-depth 8")));
+
+    // A PNG no gasworks wrote (no render key), and a WebP: refused, naming the file.
+    let plain = dir.path().join("plain.png");
+    image::RgbImage::new(4, 4).save(&plain).unwrap();
+    let webp = dir.path().join("view.webp");
+    render(&webp, &[]);
+    for bad in [&plain, &webp] {
+        let r = info(bad, false);
+        let stderr = text(&r.stderr);
+        assert_eq!(r.status.code(), Some(1), "{stderr}");
+        assert!(
+            stderr.contains(bad.file_name().unwrap().to_str().unwrap()),
+            "{stderr}"
+        );
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+}

@@ -1,5 +1,6 @@
 //! `gasworks info`: what a scene holds (or a resume file: the render it belongs to and how far
-//! its pixels got), as text for people or one JSON object for scripts.
+//! its pixels got; or an image: the render that made it), as text for people or one JSON
+//! object for scripts.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -14,7 +15,8 @@ use crate::scene::{obj, Bounds, MaterialKind, Scene};
 #[derive(Args, Debug)]
 pub struct InfoArgs {
     /// The scene, a Wavefront OBJ file (or a resume file, OUT.gasworks-resume: which render
-    /// it belongs to and how far its pixels got)
+    /// it belongs to and how far its pixels got; or an image gasworks wrote, .exr or .png:
+    /// where it lies in its frame and the render that made it)
     pub scene: PathBuf,
     /// Print one JSON object instead of text
     #[arg(long)]
@@ -406,6 +408,15 @@ pub fn render_text(info: &SceneInfo, list_groups: bool) -> String {
 }
 
 pub fn run(a: InfoArgs) -> anyhow::Result<()> {
+    if crate::render::output::ImageFormat::from_path(&a.scene).is_ok() {
+        let info = image_info(&a.scene)?;
+        if a.json {
+            println!("{}", serde_json::to_string_pretty(&info)?);
+        } else {
+            print!("{}", image_text(&info));
+        }
+        return Ok(());
+    }
     if checkpoint::looks_like_resume_file(&a.scene) {
         let info = resume_info(&a.scene)?;
         if a.json {
@@ -427,6 +438,65 @@ pub fn run(a: InfoArgs) -> anyhow::Result<()> {
         print!("{}", render_text(&info, a.groups));
     }
     Ok(())
+}
+
+/// What an image gasworks wrote says of itself (`render`, `merge`, `denoise`, `preview`): where
+/// it lies in its frame and the render that made it, as its render key records it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ImageInfo {
+    pub image: String,
+    /// "EXR" (linear radiance) or "PNG" (tone-mapped sRGB).
+    pub format: String,
+    /// The whole frame's width and height.
+    pub frame: [u32; 2],
+    /// The pixels the file holds: x, y, width, height within the frame.
+    pub window: [u32; 4],
+    /// The render key's items ("scene cornell.obj", "spp 16 of 64", "exposure 1"...): what
+    /// decides the pixels, compared by `merge` and `denoise`. Empty where the file has none.
+    pub render: Vec<String>,
+}
+
+/// Reads an image's metadata ([`crate::render::output::read_image`]).
+pub fn image_info(path: &std::path::Path) -> anyhow::Result<ImageInfo> {
+    let image = crate::render::output::read_image(path)?;
+    let m = &image.meta;
+    Ok(ImageInfo {
+        image: path.display().to_string(),
+        format: image.format.to_string(),
+        frame: [m.full_width, m.full_height],
+        window: [m.window.x, m.window.y, m.window.w, m.window.h],
+        render: m
+            .render
+            .split("; ")
+            .filter(|item| !item.is_empty())
+            .map(str::to_string)
+            .collect(),
+    })
+}
+
+/// [`ImageInfo`] for people.
+pub fn image_text(info: &ImageInfo) -> String {
+    let mut s = String::new();
+    let what = match info.format.as_str() {
+        "EXR" => "linear radiance",
+        _ => "tone-mapped sRGB",
+    };
+    let _ = writeln!(s, "image: {} ({}, {what})", info.image, info.format);
+    let ([fw, fh], [x, y, w, h]) = (info.frame, info.window);
+    if [x, y, w, h] == [0, 0, fw, fh] {
+        let _ = writeln!(s, "pixels: {w}x{h}, the whole frame");
+    } else {
+        let _ = writeln!(s, "pixels: {w}x{h} at ({x}, {y}) of a {fw}x{fh} frame");
+    }
+    if info.render.is_empty() {
+        let _ = writeln!(s, "render: not recorded (not written by gasworks?)");
+    } else {
+        let _ = writeln!(s, "render:");
+        for item in &info.render {
+            let _ = writeln!(s, "  {item}");
+        }
+    }
+    s
 }
 
 /// What a resume file (`OUT.gasworks-resume`) holds: the render it belongs to and how far

@@ -40,7 +40,7 @@ pub enum Command {
     Render(Box<render::RenderArgs>),
     /// Join the crops of a frame (render --pixelbounds) into the whole image, bit for bit.
     Merge(merge::MergeArgs),
-    /// Describe an OBJ scene: groups, triangles per group, materials, lights, bounds (or what a resume file holds).
+    /// Describe an OBJ scene: groups, triangles per group, materials, lights, bounds (or what a resume file holds, or which render made an image).
     Info(info::InfoArgs),
     /// Write a procedural scene (cornell, sponza-like, toystore) as OBJ+MTL.
     Gen(gen::GenArgs),
