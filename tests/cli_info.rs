@@ -9,6 +9,31 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+/// Renders the bundled Cornell box on the CPU into `out` (`size` is "WxH"), which must
+/// succeed.
+fn render_cornell(out: &Path, size: &str, spp: &str, extra: &[&str]) {
+    let asset = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/cornell/cornell.obj");
+    let (w, h) = size.split_once('x').unwrap();
+    let mut args = vec![
+        "render",
+        asset.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--backend",
+        "cpu",
+        "--width",
+        w,
+        "--height",
+        h,
+        "--spp",
+        spp,
+        "-q",
+    ];
+    args.extend_from_slice(extra);
+    let r = gasworks(&args);
+    assert!(r.status.success(), "{}", text(&r.stderr));
+}
+
 #[test]
 fn info_on_a_bad_file_fails_naming_the_file_and_line_without_panicking() {
     let dir = tempfile::tempdir().unwrap();
@@ -204,30 +229,15 @@ fn a_closed_stdout_ends_info_quietly() {
 #[test]
 fn info_on_a_resume_file_says_what_it_holds() {
     let dir = tempfile::tempdir().unwrap();
-    let asset = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/cornell/cornell.obj");
     let out = dir.path().join("r.exr");
     let resume = dir.path().join("r.exr.gasworks-resume");
     // 4 of 8 samples per pixel: stopped by the time limit after the first pass.
-    let r = gasworks(&[
-        "render",
-        asset.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-        "--backend",
-        "cpu",
-        "--width",
-        "16",
-        "--height",
+    render_cornell(
+        &out,
+        "16x8",
         "8",
-        "--spp",
-        "8",
-        "--pass-spp",
-        "4",
-        "--time-limit",
-        "0.001s",
-        "-q",
-    ]);
-    assert!(r.status.success(), "{}", text(&r.stderr));
+        &["--pass-spp", "4", "--time-limit", "0.001s"],
+    );
     let info = gasworks(&["info", resume.to_str().unwrap()]);
     let stdout = text(&info.stdout);
     assert!(info.status.success(), "{}", text(&info.stderr));
@@ -267,27 +277,7 @@ fn info_on_a_resume_file_says_what_it_holds() {
 #[test]
 fn info_on_an_image_says_which_render_made_it() {
     let dir = tempfile::tempdir().unwrap();
-    let asset = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/cornell/cornell.obj");
-    let render = |out: &Path, extra: &[&str]| {
-        let mut args = vec![
-            "render",
-            asset.to_str().unwrap(),
-            "-o",
-            out.to_str().unwrap(),
-            "--backend",
-            "cpu",
-            "--width",
-            "32",
-            "--height",
-            "16",
-            "--spp",
-            "2",
-            "-q",
-        ];
-        args.extend_from_slice(extra);
-        let r = gasworks(&args);
-        assert!(r.status.success(), "{}", text(&r.stderr));
-    };
+    let render = |out: &Path, extra: &[&str]| render_cornell(out, "32x16", "2", extra);
     let (whole, crop, png) = (
         dir.path().join("whole.exr"),
         dir.path().join("crop.exr"),

@@ -96,6 +96,35 @@ fn mpi_render(np: usize, args: &[String]) -> Run {
     run(c)
 }
 
+/// Renders `render_args(scene, out, extra)` in one process (no mpirun), which must succeed:
+/// the image a cluster's must be.
+fn single_process(scene: &Path, out: &Path, extra: &[&str]) {
+    let r = run({
+        let mut c = Command::new(BIN);
+        c.args(render_args(scene, out, extra));
+        c
+    });
+    assert_eq!(r.code, Some(0), "single process: {}", r.stderr);
+}
+
+/// `args` (from [`render_args`]) on the OptiX backend with `--devices devices`, not quiet.
+fn on_gpu(mut args: Vec<String>, devices: &str) -> Vec<String> {
+    let backend = args.iter().position(|a| a == "cpu").unwrap();
+    args[backend] = "optix".into();
+    args.retain(|a| a != "-q");
+    args.extend(["--devices".into(), devices.into()]);
+    args
+}
+
+/// [`mpirun`] exporting the fake GPU's environment to every rank.
+fn mpirun_on_fake_gpu(fake: &support::FakeGpu) -> Command {
+    let mut c = mpirun();
+    for (k, v) in fake.env() {
+        c.arg("-x").arg(format!("{k}={}", v.to_string_lossy()));
+    }
+    c
+}
+
 fn image_bits(path: &Path) -> Vec<u32> {
     let img = image::open(path)
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
@@ -130,12 +159,7 @@ fn n_ranks_render_the_single_process_image_bit_for_bit() {
                     extra.extend(["--pass-spp", p]);
                 }
                 let single = dir.path().join(format!("single-{schedule}-{steal}.exr"));
-                let r = run({
-                    let mut c = Command::new(BIN);
-                    c.args(render_args(&scene, &single, &extra));
-                    c
-                });
-                assert_eq!(r.code, Some(0), "single process: {}", r.stderr);
+                single_process(&scene, &single, &extra);
                 let expected = image_bits(&single);
                 for np in [2usize, 4] {
                     let what = format!("{np} ranks, {schedule}, steal {steal}, passes {passes:?}");
@@ -633,12 +657,7 @@ fn a_cluster_render_at_its_time_limit_is_whole_and_resumes() {
     assert!(!resume.exists());
 
     let single = dir.path().join("single.exr");
-    let r = run({
-        let mut c = Command::new(BIN);
-        c.args(render_args(&scene, &single, &["--pass-spp", "2"]));
-        c
-    });
-    assert_eq!(r.code, Some(0), "single process: {}", r.stderr);
+    single_process(&scene, &single, &["--pass-spp", "2"]);
     assert!(image_bits(&limited) == image_bits(&single));
 }
 
@@ -695,24 +714,15 @@ fn a_gpu_lost_in_its_calibration_on_every_rank_leaves_the_cpus_the_frame() {
     };
     let scene = cornell();
     let single = dir.path().join("single.exr");
-    let r = run({
-        let mut c = Command::new(BIN);
-        c.args(render_args(&scene, &single, &["--pass-spp", "2"]));
-        c
-    });
-    assert_eq!(r.code, Some(0), "single process: {}", r.stderr);
+    single_process(&scene, &single, &["--pass-spp", "2"]);
     let out = dir.path().join("lost.exr");
-    let mut args = render_args(&scene, &out, &["--pass-spp", "2"]);
     // The GPU beside one CPU thread on each rank (not quiet: the warnings are the point).
-    let backend = args.iter().position(|a| a == "cpu").unwrap();
-    args[backend] = "optix".into();
-    args.retain(|a| a != "-q");
-    args.extend(["--devices".into(), "gpu0x2,cpu:1".into()]);
-    let mut c = mpirun();
+    let args = on_gpu(
+        render_args(&scene, &out, &["--pass-spp", "2"]),
+        "gpu0x2,cpu:1",
+    );
+    let mut c = mpirun_on_fake_gpu(&fake);
     c.arg("-np").arg("2");
-    for (k, v) in fake.env() {
-        c.arg("-x").arg(format!("{k}={}", v.to_string_lossy()));
-    }
     c.args(["-x", "GASWORKS_FAULT_AT_TILE=1"])
         .arg(BIN)
         .args(&args);
@@ -784,12 +794,7 @@ fn a_gpu_rank_and_a_cpu_rank_each_render_their_tiles_of_the_frame() {
     };
     let scene = cornell();
     let single = dir.path().join("single.exr");
-    let r = run({
-        let mut c = Command::new(BIN);
-        c.args(render_args(&scene, &single, &[]));
-        c
-    });
-    assert_eq!(r.code, Some(0), "single process: {}", r.stderr);
+    single_process(&scene, &single, &[]);
     let reference = image::open(&single).unwrap().to_rgb32f();
     for (calibrate, steal) in [("on", "on"), ("off", "off")] {
         let what = format!("--calibrate {calibrate} --steal {steal}");
@@ -804,15 +809,8 @@ fn a_gpu_rank_and_a_cpu_rank_each_render_their_tiles_of_the_frame() {
             stats.to_str().unwrap(),
         ];
         let cpu_args = render_args(&scene, &out, &extra);
-        let mut gpu_args = cpu_args.clone();
-        let backend = gpu_args.iter().position(|a| a == "cpu").unwrap();
-        gpu_args[backend] = "optix".into();
-        gpu_args.retain(|a| a != "-q");
-        gpu_args.extend(["--devices".into(), "gpu0x2".into()]);
-        let mut c = mpirun();
-        for (k, v) in fake.env() {
-            c.arg("-x").arg(format!("{k}={}", v.to_string_lossy()));
-        }
+        let gpu_args = on_gpu(cpu_args.clone(), "gpu0x2");
+        let mut c = mpirun_on_fake_gpu(&fake);
         c.args(["-np", "1"]).arg(BIN).args(&gpu_args);
         c.args([":", "-np", "1"]).arg(BIN).args(&cpu_args);
         let r = run(c);
