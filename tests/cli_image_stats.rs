@@ -132,3 +132,55 @@ fn equal_luminances_have_no_standard_error() {
         serde_json::Value::Null
     );
 }
+
+/// Renders whose keys differ say on which items (`another render: seed 0 -> seed 1`; JSON
+/// `render_differences_from_first`); the same render twice, none; an image without a render
+/// key (not written by gasworks) is not compared by key.
+#[test]
+fn renders_of_other_settings_say_which() {
+    let dir = tempfile::tempdir().unwrap();
+    let cornell = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/cornell/cornell.obj");
+    let render = |name: &str, seed: &str| {
+        let out = dir.path().join(name);
+        let o = gasworks_command()
+            .arg("render")
+            .arg(&cornell)
+            .arg("-o")
+            .arg(&out)
+            .args(["--width", "16", "--height", "16", "--spp", "2", "-q"])
+            .args(["--backend", "cpu", "--seed", seed])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        out
+    };
+    let (a, again, b) = (
+        render("a.exr", "0"),
+        render("again.exr", "0"),
+        render("b.exr", "1"),
+    );
+    let plain = dir.path().join("plain.exr");
+    write_exr(&plain, 16, 16, &noisy(256, 1, 0.5, 0.1));
+    let json = image_stats_json(&[&a, &again, &b, &plain]);
+    assert!(json[0]["render_differences_from_first"].is_null(), "{json}");
+    assert_eq!(
+        json[1]["render_differences_from_first"],
+        serde_json::json!([])
+    );
+    assert_eq!(
+        json[2]["render_differences_from_first"],
+        serde_json::json!([["seed 0", "seed 1"]])
+    );
+    assert!(json[3]["render_differences_from_first"].is_null(), "{json}");
+    let text = gasworks_command()
+        .arg("image-stats")
+        .args([&a, &again, &b])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&text.stdout);
+    assert_eq!(stdout.matches("another render: ").count(), 1, "{stdout}");
+    assert!(
+        stdout.contains("another render: seed 0 -> seed 1\n"),
+        "{stdout}"
+    );
+}

@@ -128,6 +128,10 @@ pub struct ImageReport {
     pub mean_luminance_difference_standard_error: Option<f64>,
     /// The first `--list` fireflies, row-major.
     pub firefly_list: Vec<FireflyEntry>,
+    /// The items on which this image's render key and the first image's differ, as (the
+    /// first's item, this one's): empty for the same render (another backend or build
+    /// renders the same key); None for the first image, or where either file has no key.
+    pub render_differences_from_first: Option<Vec<(String, String)>>,
 }
 
 /// A linear-radiance image as read: its pixels, and where it lies when it is a crop.
@@ -137,6 +141,8 @@ pub struct Radiance {
     pub pixels: Vec<[f32; 3]>,
     /// For a crop (`render --pixelbounds`): the whole frame's size and the crop's window in it.
     pub crop: Option<(u32, u32, Tile)>,
+    /// The render key the file carries (`None` for an image gasworks did not write).
+    pub render: Option<String>,
 }
 
 /// Reads a linear-radiance image as RGB; refuses tone-mapped formats. An EXR crop is read as
@@ -164,6 +170,7 @@ pub fn read_radiance(path: &Path) -> anyhow::Result<Radiance> {
                 height: meta.window.h,
                 pixels,
                 crop: (!whole).then_some((meta.full_width, meta.full_height, meta.window)),
+                render: Some(meta.render).filter(|key| !key.is_empty()),
             })
         }
         (Some("exr" | "hdr"), _) => {
@@ -176,6 +183,7 @@ pub fn read_radiance(path: &Path) -> anyhow::Result<Radiance> {
                 height,
                 pixels: img.pixels().map(|p| p.0).collect(),
                 crop: None,
+                render: None,
             })
         }
         _ => anyhow::bail!(
@@ -242,12 +250,14 @@ pub fn run(a: ImageStatsArgs) -> anyhow::Result<()> {
     };
     let mut reports: Vec<ImageReport> = Vec::new();
     let mut first_pixels: Option<(u32, u32, Vec<[f32; 3]>)> = None;
+    let mut first_render: Option<Option<String>> = None;
     for path in &a.images {
         let Radiance {
             width,
             height,
             pixels,
             crop,
+            render,
         } = read_radiance(path)?;
         // Bit-level comparison with the first image (EXR files of equal pixels need not be
         // equal bytes: the encoder may order compressed blocks differently).
@@ -308,6 +318,15 @@ pub fn run(a: ImageStatsArgs) -> anyhow::Result<()> {
             write_overlay(dir, path, width, height, &pixels, mask, &found)?;
         }
         let mean = mean_radiance(&pixels);
+        // What the render keys say differs (another seed, spp, scene content...): why two
+        // images may differ, or a sign that the wrong two are compared.
+        let render_differences = match (&first_render, &render) {
+            (Some(Some(first)), Some(this)) => Some(output::render_key_differences(first, this)),
+            _ => None,
+        };
+        if first_render.is_none() {
+            first_render = Some(render);
+        }
         let change = reports.first().map(|first: &ImageReport| {
             100.0 * (mean.luminance - first.mean_luminance) / first.mean_luminance
         });
@@ -342,6 +361,7 @@ pub fn run(a: ImageStatsArgs) -> anyhow::Result<()> {
                     median: f.median,
                 })
                 .collect(),
+            render_differences_from_first: render_differences,
         });
         if first_pixels.is_none() {
             first_pixels = Some((width, height, pixels));
@@ -445,6 +465,13 @@ pub fn render_text(reports: &[ImageReport]) -> String {
                 "vs first    mean luminance {change:+.3}%, fireflies {} -> {} ({})",
                 first.fireflies, r.fireflies, first.path
             );
+            if let Some(differ) = r.render_differences_from_first.as_deref() {
+                if !differ.is_empty() {
+                    let items: Vec<String> =
+                        differ.iter().map(|(a, b)| format!("{a} -> {b}")).collect();
+                    let _ = writeln!(s, "            another render: {}", items.join("; "));
+                }
+            }
             match (
                 r.pixels_differing_from_first,
                 r.max_abs_difference_from_first,
