@@ -489,7 +489,10 @@ pub fn image_text(info: &ImageInfo) -> String {
         let _ = writeln!(s, "pixels: {w}x{h} at ({x}, {y}) of a {fw}x{fh} frame");
     }
     if info.render.is_empty() {
-        let _ = writeln!(s, "render: not recorded (not written by gasworks?)");
+        let _ = writeln!(
+            s,
+            "render: none recorded (not the image of a gasworks render)"
+        );
     } else {
         let _ = writeln!(s, "render:");
         for item in &info.render {
