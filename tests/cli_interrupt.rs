@@ -827,37 +827,37 @@ fn preview_refuses_what_is_not_a_resume_file_or_cannot_be_written() {
     let o = gasworks(&render_args(&image, 1, 1, &[]));
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let out = dir.path().join("preview.png");
-    let o = gasworks(&[
-        "preview",
-        image.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-    ]);
-    let e = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{e}");
-    assert!(e.contains("image.exr") && e.contains("resume file"), "{e}");
-    assert!(!out.exists());
     let missing = dir.path().join("gone.exr.gasworks-resume");
-    let o = gasworks(&[
-        "preview",
-        missing.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-    ]);
-    let e = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{e}");
-    assert!(e.contains("gone.exr.gasworks-resume"), "{e}");
     let nowhere = dir.path().join("no-such-folder/preview.png");
-    let o = gasworks(&[
-        "preview",
-        missing.to_str().unwrap(),
-        "-o",
-        nowhere.to_str().unwrap(),
-    ]);
-    let e = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{e}");
-    assert!(
-        e.contains("no-such-folder") && !e.contains("gone.exr"),
-        "{e}"
-    );
+    // (input, output, what the error must say, what it must not: the output is refused
+    // before the missing input is looked at).
+    for (input, output, says, not) in [
+        (
+            &image,
+            &out,
+            &["image.exr", "not a gasworks resume file"][..],
+            None,
+        ),
+        (&missing, &out, &["gone.exr.gasworks-resume"][..], None),
+        (
+            &missing,
+            &nowhere,
+            &["no-such-folder"][..],
+            Some("gone.exr"),
+        ),
+    ] {
+        let o = gasworks(&[
+            "preview",
+            input.to_str().unwrap(),
+            "-o",
+            output.to_str().unwrap(),
+        ]);
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{e}");
+        for s in says {
+            assert!(e.contains(s), "no {s:?} in: {e}");
+        }
+        assert!(not.is_none_or(|n| !e.contains(n)), "{e}");
+        assert!(!output.exists(), "{e}");
+    }
 }
