@@ -257,19 +257,14 @@ fn ranks_measure_one_environment_share_and_render_the_single_process_image() {
     }
 }
 
-/// `--aov` under mpirun: rank 0 traces the layers before the frame and writes them with the
-/// image, the single process's layers bit for bit.
+/// `--aov` under mpirun: rank 0 (on CPU threads) traces the layers before the frame and
+/// writes them with the image, the single process's layers bit for bit.
 #[test]
 fn the_layers_of_a_cluster_render_are_the_single_process_layers() {
     let dir = tempfile::tempdir().unwrap();
     let aov = ["--aov", "albedo,normal"];
     let single = dir.path().join("single.exr");
-    let r = run({
-        let mut c = Command::new(BIN);
-        c.args(render_args(&cornell(), &single, &aov));
-        c
-    });
-    assert_eq!(r.code, Some(0), "single process: {}", r.stderr);
+    single_process(&cornell(), &single, &aov);
     let out = dir.path().join("n2.exr");
     let r = mpi_render(2, &render_args(&cornell(), &out, &aov));
     assert_eq!(r.code, Some(0), "2 ranks: {}", r.stderr);
@@ -875,5 +870,46 @@ fn a_gpu_rank_and_a_cpu_rank_each_render_their_tiles_of_the_frame() {
                 "{what}: the CPU rank rendered no tile"
             );
         }
+    }
+}
+
+/// `--aov` under mpirun where rank 0 renders on GPUs alone (the fake GPU, beside a CPU rank):
+/// rank 0 traces the layers beside its GPU's setup and frame, as one process does, rather than
+/// before the handshake, where every rank would wait; they are still the single process's
+/// layers bit for bit.
+#[test]
+#[cfg_attr(
+    gasworks_no_cc,
+    ignore = "no C compiler when the tests were built (see build.rs)"
+)]
+fn a_gpu_rank_0_traces_the_layers_beside_its_gpu() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(fake) = support::FakeGpu::build(&dir.path().join("fake-gpu")) else {
+        return;
+    };
+    let scene = cornell();
+    let aov = ["--aov", "albedo,normal"];
+    let single = dir.path().join("single.exr");
+    single_process(&scene, &single, &aov);
+    let out = dir.path().join("n2.exr");
+    let cpu_args = render_args(&scene, &out, &aov);
+    let mut c = mpirun_on_fake_gpu(&fake);
+    c.args(["-np", "1"])
+        .arg(BIN)
+        .args(on_gpu(cpu_args.clone(), "gpu0x2"));
+    c.args([":", "-np", "1"]).arg(BIN).args(&cpu_args);
+    let r = run(c);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    for layer in ["albedo", "normal"] {
+        assert!(
+            r.stderr.contains(&format!(
+                "aov: {} ({layer}, ",
+                dir.path().join(format!("n2.{layer}.exr")).display()
+            )) && r.stderr.contains("beside the GPU's setup and frame)"),
+            "{layer}: not traced beside the GPU:\n{}",
+            r.stderr
+        );
+        let bits = |name: &str| image_bits(&dir.path().join(format!("{name}.{layer}.exr")));
+        assert!(bits("n2") == bits("single"), "{layer}");
     }
 }

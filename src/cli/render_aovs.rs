@@ -1,7 +1,8 @@
 //! The `--aov` layers of a render (`src/cpu/aov.rs` traces them): where they are written,
 //! the refusal of paths that could not take them, tracing them before the frame or, where the
 //! frame runs on GPUs alone, beside it on low-priority threads ([`PendingAovs`]),
-//! and writing them after the image. `render` and `render` under `mpirun` share them.
+//! and writing them after the image. `render` and `render` under `mpirun` (its rank 0) share
+//! them.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -41,24 +42,6 @@ pub(super) struct TracedAovs {
     seconds: f64,
     /// Traced on a thread of their own while the frame ran on GPUs alone.
     beside_gpu: bool,
-}
-
-/// Traces the --aov layers of `window` ([`crate::cpu::aov`]) now, on `bvh` or on one built
-/// here when it is `None`; `None` when no layer is asked for. (`render` under `mpirun`, whose
-/// rank 0 traces them before the handshake; `render` goes through [`PendingAovs`].)
-#[cfg(feature = "mpi")]
-pub(super) fn trace_aovs(
-    a: &RenderArgs,
-    scene: &Scene,
-    bvh: Option<&SceneBvh>,
-    settings: &RenderSettings,
-    window: Tile,
-) -> Option<TracedAovs> {
-    if a.aov.is_empty() {
-        return None;
-    }
-    let samples = crate::cpu::aov::guide_samples(a.aov_spp, a.spp);
-    Some(trace_layers(scene, bvh, settings, window, samples, false))
 }
 
 /// The layers of `window` at `samples` per pixel on `bvh` (built here when `None`), timed.

@@ -27,7 +27,7 @@ use super::render::{
     pass_deadline, print_load_warnings, read_resume, render_settings, set_up_backend,
     stopped_with_image, warn_about_checkpoints, write_resume_or_rescue, Interrupted, RenderArgs,
 };
-use super::render_aovs::{check_aov_paths, trace_aovs, write_aovs};
+use super::render_aovs::{check_aov_paths, frame_on_gpus_alone, write_aovs, PendingAovs};
 use super::signals;
 use crate::backend::WorkerFactory;
 use crate::cluster::mpi::MpiWorld;
@@ -177,8 +177,18 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
         ),
         Err(e) => (Err(e), None, None),
     };
-    // Rank 0 traces the --aov layers before the frame, on the probe's BVH where there is one.
-    let aov_bvh = probe_bvh.clone().filter(|_| rank == 0 && !a.aov.is_empty());
+    // Rank 0's --aov layers, on the probe's BVH where there is one: where its frame runs on
+    // GPUs alone (and no --time-limit counts them), traced beside its GPU's setup and frame,
+    // as in one process; otherwise before the handshake, where every rank waits for them.
+    let aovs = match (&loaded, rank) {
+        (Ok((scene, _, settings, schedule, _, _)), 0) => {
+            let beside =
+                !a.aov.is_empty() && a.time_limit.is_none() && frame_on_gpus_alone(&a, schedule);
+            let whole = Tile::whole(a.width, a.height);
+            PendingAovs::start(&a, scene, probe_bvh.clone(), settings, whole, beside)
+        }
+        _ => PendingAovs::None,
+    };
     let samples_resumed = resume.as_ref().map_or(0.0, crate::sched::Resume::samples);
     let (setup, factory) = match &loaded {
         Ok((scene, content, settings, schedule, optix_options, _)) => {
@@ -219,20 +229,9 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
         };
         return Err(report_everywhere(world, &e));
     };
-    // Before the handshake, as more of rank 0's setup (a --time-limit counts them); written
-    // after the image.
-    let aovs = (rank == 0)
-        .then(|| {
-            trace_aovs(
-                &a,
-                scene,
-                aov_bvh.as_deref(),
-                settings,
-                Tile::whole(a.width, a.height),
-            )
-        })
-        .flatten();
-    drop(aov_bvh);
+    // Before the handshake, as more of rank 0's setup (a --time-limit counts them), unless
+    // they are traced beside its GPU; written after the image (taken once, by the write).
+    let mut aovs = Some(aovs.trace_before_frame());
     let job = ClusterJob {
         settings: *settings,
         config: schedule.clone(),
@@ -304,8 +303,11 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
                 a.output.display()
             )));
         }
-        if let Some(aovs) = &aovs {
-            write_aovs(&a, aovs, &meta.render, out)?;
+        // Layers traced beside the GPU are waited for here: after the image and its resume
+        // file, so that a wait cut short by mpirun (a stopped job's grace) costs them alone.
+        let traced = aovs.take().map(|p| p.finish(out)).transpose()?.flatten();
+        if let Some(traced) = &traced {
+            write_aovs(&a, traced, &meta.render, out)?;
         }
         if frame.report.passes.is_empty() {
             // The statistics are those of the complete passes: none, nothing measured.
