@@ -9,7 +9,8 @@
 //! - [`nvtx`]: NVTX ranges for Nsight Systems (no CUDA toolkit needed);
 //! - [`sched`]: the cost map and the tile scheduler that spreads work over devices;
 //! - [`cluster`]: one frame over several processes (MPI ranks), tiles stolen across ranks;
-//! - [`cli`]: the `gasworks` command line.
+//! - [`cli`]: the `gasworks` command line;
+//! - [`wording`]: how counts read in messages ("1 group", "2 groups").
 
 // The module docs explain the architecture down to private items (the BVH's node layout, the
 // loader's stages); they are meant to be read with `cargo doc --document-private-items`, which
@@ -28,6 +29,7 @@ pub mod render;
 pub mod scene;
 pub mod sched;
 pub mod stderr_line;
+pub mod wording;
 
 /// The git commit this binary was built from (`-dirty` when the tree had local changes), or
 /// "unknown" outside a git checkout.

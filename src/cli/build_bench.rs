@@ -23,6 +23,7 @@ use crate::optix::plan::{
 };
 use crate::optix::{ContextOptions, CudaError, DeviceContext, Gpu};
 use crate::scene::{obj, Scene};
+use crate::wording::counted;
 
 /// Which build flags to time.
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -534,8 +535,11 @@ fn run_isolated(a: &BuildBenchArgs) -> anyhow::Result<()> {
     let title_of = |rows: &[BenchRow]| {
         rows.first().map(|r| {
             format!(
-                "{}: {} groups, {} triangles, {}",
-                r.scene, r.groups, r.triangles, r.device
+                "{}: {}, {}, {}",
+                r.scene,
+                counted(r.groups, "group", "groups"),
+                counted(r.triangles, "triangle", "triangles"),
+                r.device
             )
         })
     };
@@ -599,10 +603,11 @@ fn run_on(
         .map(|g| g.indices.len() as u64)
         .collect();
     let triangles: u64 = group_triangles.iter().sum();
+    let scene_size = scene.size_text();
     if announces_run(job) {
         println!(
-            "{name}: {} groups, {triangles} triangles; {device}, driver {driver}, OptiX ABI {:?}; {} repeats after {} warm-up runs",
-            scene.groups.len(),
+            "{name}: {}; {device}, driver {driver}, OptiX ABI {:?}; {} repeats after {} warm-up runs",
+            scene_size,
             ctx.abi(),
             a.repeat,
             a.warmup
@@ -630,10 +635,7 @@ fn run_on(
         ..options_row(o)
     };
 
-    let title = format!(
-        "{name}: {} groups, {triangles} triangles, {device}",
-        scene.groups.len()
-    );
+    let title = format!("{name}: {scene_size}, {device}",);
     let configs = configurations(a);
     let timed: &[AccelOptions] = match job {
         None => &configs,

@@ -27,6 +27,7 @@ use crate::cpu::{CpuBackend, SceneBvh};
 use crate::render::{Film, RenderSettings, Tile, TileRenderer};
 use crate::scene::{obj, Group, Material, MaterialKind, Scene};
 use crate::sched::cputime::process_cpu_seconds;
+use crate::wording::counted;
 
 #[derive(Args, Debug)]
 pub struct CpuBenchArgs {
@@ -155,9 +156,9 @@ fn bench_scene(
     };
     let tris = scene.triangle_count();
     println!(
-        "scene: {name}: {} groups, {tris} triangles, {} area lights{}",
-        scene.groups.len(),
-        scene.lights.len(),
+        "scene: {name}: {}, {}{}",
+        scene.size_text(),
+        counted(scene.lights.len(), "area light", "area lights"),
         if file_bytes > 0 {
             format!(", {:.1} MB of OBJ + MTL", file_bytes as f64 / 1e6)
         } else {

@@ -8,6 +8,7 @@ use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::scene::gen::{self, ObjWriter, Written};
+use crate::wording::counted;
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Preset {
@@ -131,12 +132,12 @@ pub fn run(a: GenArgs) -> anyhow::Result<()> {
         .map(|m| m.len())
         .unwrap_or(0);
     println!(
-        "wrote {} and {}: {} groups, {} triangles, {} vertices, {:.1} MiB in {:.2} s",
+        "wrote {} and {}: {}, {}, {}, {:.1} MiB in {:.2} s",
         written.obj.display(),
         written.mtl.display(),
-        written.groups,
-        written.triangles,
-        written.vertices,
+        counted(written.groups, "group", "groups"),
+        counted(written.triangles, "triangle", "triangles"),
+        counted(written.vertices, "vertex", "vertices"),
         bytes as f64 / (1024.0 * 1024.0),
         seconds
     );

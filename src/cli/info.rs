@@ -390,8 +390,8 @@ pub fn render_text(info: &SceneInfo, list_groups: bool) -> String {
     );
     let _ = writeln!(
         s,
-        "degenerate  {} triangles dropped{}",
-        info.degenerate_dropped,
+        "degenerate  {} dropped{}",
+        crate::wording::counted(info.degenerate_dropped, "triangle", "triangles"),
         crate::scene::obj::out_of_scale_note(info.out_of_scale_dropped)
     );
     let _ = writeln!(s, "warnings    {}", info.warnings.len());

@@ -264,10 +264,9 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
     check_outputs_against_textures(&a, &scene)?;
     print_load_warnings(&a, &scene, out);
     out.status(format_args!(
-        "scene: {}: {} groups, {} triangles",
+        "scene: {}: {}",
         a.scene.display(),
-        scene.groups.len(),
-        scene.triangle_count(),
+        scene.size_text(),
     ));
     let settings = render_settings(&a, &scene, out)?;
     let probe_bvh = choose_environment_share(&a, &mut scene, &settings, out);

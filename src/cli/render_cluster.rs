@@ -381,10 +381,9 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
             }
         }
         out.status(format_args!(
-            "scene: {}: {} groups, {} triangles",
+            "scene: {}: {}",
             a.scene.display(),
-            scene.groups.len(),
-            scene.triangle_count(),
+            scene.size_text(),
         ));
         out.status(format_args!(
             "ranks: {size}, {} workers in all",

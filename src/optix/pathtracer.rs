@@ -73,6 +73,7 @@ use super::watchdog;
 use crate::nvtx;
 use crate::render::{validate_inputs, InputError, RenderSettings, Tile, TileRenderer};
 use crate::scene::Scene;
+use crate::wording::counted;
 
 /// The device programs, compiled by `scripts/build-ptx.sh` from `ptx/pathtrace.cu`.
 pub const PATHTRACE_PTX: &str = include_str!("../../ptx/pathtrace.ptx");
@@ -430,11 +431,11 @@ impl OptixBackend {
     pub fn describe(&self) -> String {
         let r = &self.shared.report;
         format!(
-            "optix on {}, OptiX {}; {} groups in {} GASes{}, IAS {} bytes",
+            "optix on {}, OptiX {}; {} in {}{}, IAS {} bytes",
             self.gpu_info(),
             self.abi(),
-            r.accel.groups,
-            r.accel.gases,
+            counted(r.accel.groups, "group", "groups"),
+            counted(r.accel.gases, "GAS", "GASes"),
             match r.accel.compacted_bytes {
                 Some(c) => format!(" ({} bytes, compacted from {})", c, r.accel.output_bytes),
                 None => format!(" ({} bytes)", r.accel.output_bytes),

@@ -591,6 +591,15 @@ impl Scene {
         self.groups.iter().map(|g| g.triangle_count()).sum()
     }
 
+    /// "8 groups, 32 triangles" ("1 group, 1 triangle"): the scene's size as messages give it.
+    pub fn size_text(&self) -> String {
+        format!(
+            "{}, {}",
+            crate::wording::counted(self.groups.len(), "group", "groups"),
+            crate::wording::counted(self.triangle_count(), "triangle", "triangles")
+        )
+    }
+
     /// The box around every vertex a triangle uses. The groups are measured in parallel (on
     /// the current rayon pool): on a scene of millions of triangles this pass is a visible
     /// part of `info`. Min and max are exact, so the result does not depend on the order.

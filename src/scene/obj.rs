@@ -38,6 +38,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
 
 use super::{Group, Material, Scene};
+use crate::wording::counted;
 use assemble::{Assembled, Assembler, MaterialUse, Pools, DEFAULT_MATERIAL};
 use parse::{ChunkInput, ChunkOut, Counts, Occurrences, Tally};
 
@@ -531,15 +532,6 @@ fn empty_detail(
         String::new()
     } else {
         format!(" ({})", parts.join("; "))
-    }
-}
-
-/// `n` and the noun it counts, singular or plural: "1 face has", "3 faces have".
-fn counted(n: usize, one: &str, many: &str) -> String {
-    if n == 1 {
-        format!("1 {one}")
-    } else {
-        format!("{n} {many}")
     }
 }
 
