@@ -257,6 +257,8 @@ fn a_stop_inside_the_only_pass_leaves_a_resume_file_of_its_finished_tiles() {
         gasworks::render::output::stopped_mid_pass(&key) && key.contains("0..1000 in "),
         "{key}"
     );
+    // The stopped image's own key is the same: both count the pixels that have the pass.
+    assert_eq!(image_key(&stopped), key);
     let resumed = gasworks(&one_pass(
         &stopped,
         &[

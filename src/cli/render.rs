@@ -393,7 +393,7 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
         full_width: a.width,
         full_height: a.height,
         window,
-        render: image_key(&render_key, frame.stopped.as_ref()),
+        render: image_key(&render_key, frame.stopped.as_ref(), &frame.film),
         exposure: a.tone.exposure,
         tonemap: a.tone.curve(),
     };
@@ -565,34 +565,18 @@ pub(super) fn stopped_with_image(
     Interrupted { by, message }.into()
 }
 
-/// The render key an image carries: the render's, with the samples it holds when a stop or
-/// the time limit ended it early (`spp 16 of 64`), so that `merge` joins it only with crops
-/// of the same samples of the same render and refuses it when a pass was cut
-/// ([`output::key_with_spp`]).
-pub(super) fn image_key(render_key: &str, stopped: Option<&crate::sched::Stopped>) -> String {
-    let Some(s) = stopped else {
-        return render_key.to_string();
-    };
-    match &s.partial {
-        // No tile of the cut pass was rendered, in this run or the one it resumed: whole at
-        // the complete passes.
-        Some(p) if p.tiles_done > 0 || p.carried_pixels > 0 => output::key_with_spp(
-            render_key,
-            &format!(
-                "{} {} everywhere, {}..{} in {} of {} tiles{}",
-                output::SPP_STOPPED,
-                s.spp_complete,
-                p.samples.start,
-                p.samples.end,
-                p.tiles_done,
-                p.tiles,
-                match p.carried_pixels {
-                    0 => String::new(),
-                    n => format!(" and {n} earlier pixels"),
-                }
-            ),
-        ),
-        _ => output::key_with_spp_held(render_key, s.spp_complete),
+/// The render key an image carries: the render's, with the samples its pixels hold when a
+/// stop or the time limit ended it early (`spp 16 of 64`, or `spp stopped: ...` where a pass
+/// was cut: [`output::SamplesHeld`]), so that `merge` joins it only with crops of the same
+/// samples of the same render, and `preview` of its resume file writes the same key.
+pub(super) fn image_key(
+    render_key: &str,
+    stopped: Option<&crate::sched::Stopped>,
+    film: &crate::render::Film,
+) -> String {
+    match stopped {
+        None => render_key.to_string(),
+        Some(_) => output::SamplesHeld::of(film, render_key).image_key(render_key),
     }
 }
 
@@ -1381,60 +1365,42 @@ mod tests {
     }
 
     #[test]
-    fn an_image_cut_short_carries_the_samples_it_holds() {
+    fn an_image_cut_short_carries_the_samples_its_pixels_hold() {
         use crate::sched::{PartialPass, Stopped};
         let key = "scene a.obj; spp 64; max-depth 8";
-        assert_eq!(image_key(key, None), key);
+        let mut film = crate::render::Film::new(4, 2);
+        for p in &mut film.pixels {
+            p[3] = 16.0;
+        }
+        // A complete frame keeps the render's key (its film is not looked at).
+        assert_eq!(image_key(key, None, &film), key);
         let whole = Stopped {
             spp_complete: 16,
             partial: None,
             at_time_limit: true,
         };
         assert_eq!(
-            image_key(key, Some(&whole)),
+            image_key(key, Some(&whole), &film),
             "scene a.obj; spp 16 of 64; max-depth 8"
         );
+        // Three pixels have the cut pass: whatever tiles they were in, the key counts pixels,
+        // as `preview` does from the resume file.
+        for p in [1, 2, 6] {
+            film.pixels[p][3] = 32.0;
+        }
         let cut = Stopped {
             spp_complete: 16,
             partial: Some(PartialPass {
                 samples: 16..32,
-                tiles_done: 3,
+                tiles_done: 1,
                 tiles: 8,
                 carried_pixels: 0,
             }),
             at_time_limit: false,
         };
         assert_eq!(
-            image_key(key, Some(&cut)),
-            "scene a.obj; spp stopped: 16 everywhere, 16..32 in 3 of 8 tiles; max-depth 8"
-        );
-        // Cut before any tile of the pass: whole at the complete passes.
-        let untouched = Stopped {
-            partial: Some(PartialPass {
-                samples: 16..32,
-                tiles_done: 0,
-                tiles: 8,
-                carried_pixels: 0,
-            }),
-            ..cut
-        };
-        assert_eq!(
-            image_key(key, Some(&untouched)),
-            "scene a.obj; spp 16 of 64; max-depth 8"
-        );
-        // ... unless a resumed run's film had the pass in some pixels already.
-        let resumed = Stopped {
-            partial: Some(PartialPass {
-                samples: 16..32,
-                tiles_done: 0,
-                tiles: 8,
-                carried_pixels: 100,
-            }),
-            ..cut
-        };
-        assert_eq!(
-            image_key(key, Some(&resumed)),
-            "scene a.obj; spp stopped: 16 everywhere, 16..32 in 0 of 8 tiles and 100 earlier pixels; max-depth 8"
+            image_key(key, Some(&cut), &film),
+            "scene a.obj; spp stopped: 16 everywhere, 16..32 in 3 of 8 pixels; max-depth 8"
         );
     }
 

@@ -293,7 +293,7 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
             ..ImageMeta::whole(
                 a.width,
                 a.height,
-                image_key(&render_key, frame.stopped.as_ref()),
+                image_key(&render_key, frame.stopped.as_ref(), &frame.film),
             )
         };
         output::write_image_or_rescue(&frame.film, &a.output, &meta, &std::env::temp_dir())?;

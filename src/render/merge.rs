@@ -370,7 +370,7 @@ mod tests {
         let cut = output::key_with_spp(
             key,
             &format!(
-                "{} 16 everywhere, 16..32 in 3 of 8 tiles",
+                "{} 16 everywhere, 16..32 in 3 of 8 pixels",
                 output::SPP_STOPPED
             ),
         );
@@ -379,7 +379,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            e.contains("crop_0_2.exr was stopped in the middle of a pass (spp stopped: 16 everywhere, 16..32 in 3 of 8 tiles)"),
+            e.contains("crop_0_2.exr was stopped in the middle of a pass (spp stopped: 16 everywhere, 16..32 in 3 of 8 pixels)"),
             "{e}"
         );
     }

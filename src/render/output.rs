@@ -147,9 +147,9 @@ pub fn render_key(
 pub const SPP_STOPPED: &str = "stopped:";
 
 /// The key of an image that holds fewer samples than its render asked for (a stop or a time
-/// limit): `render_key` with its `spp` item's value replaced by `spp` ("16", or
-/// "stopped: 16 everywhere, 16..32 in 30 of 64 tiles"). The image then merges only with
-/// crops of the same samples; the resume file keeps the render's own key.
+/// limit): `render_key` with its `spp` item's value replaced by `spp` ("16", or "stopped:
+/// 16 everywhere, 16..32 in 1920 of 4096 pixels": [`SamplesHeld`]). The image then merges
+/// only with crops of the same samples; the resume file keeps the render's own key.
 pub fn key_with_spp(render_key: &str, spp: &str) -> String {
     render_key
         .split("; ")
@@ -181,6 +181,82 @@ pub fn stopped_mid_pass(render_key: &str) -> bool {
     render_key
         .split("; ")
         .any(|item| item.starts_with(&format!("spp {SPP_STOPPED}")))
+}
+
+/// How many samples a film's pixels hold, against the render's: what the render key of an
+/// image written from it says. `render` (an image a stop or the time limit cut short) and
+/// `preview` (a resume file's film) both take the key from here, so a preview is the
+/// stopped image to the byte, key included.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SamplesHeld {
+    /// What every pixel holds (the complete passes).
+    pub everywhere: u32,
+    /// The most any pixel holds (the end of the pass that was cut, in its finished tiles).
+    pub most: u32,
+    /// How many pixels hold more than `everywhere`, of how many.
+    pub ahead: usize,
+    pub pixels: usize,
+    /// The render's samples per pixel, from its key (`None` where the key has none).
+    pub planned: Option<u32>,
+}
+
+impl SamplesHeld {
+    /// The counts of `film`'s pixels, against the `spp` item of `render_key`. Counts are
+    /// whole numbers of samples, exact in the film's f32 (at most 2^24); counted from the
+    /// pixels rather than the tiles a stopped pass finished, since tiles depend on the layout
+    /// (and a resumed pass's layout is another) while the pixels' samples do not.
+    pub fn of(film: &Film, render_key: &str) -> SamplesHeld {
+        let counts = film.pixels.iter().map(|p| p[3] as u32);
+        let everywhere = counts.clone().min().unwrap_or(0);
+        SamplesHeld {
+            everywhere,
+            most: counts.clone().max().unwrap_or(everywhere),
+            ahead: counts.filter(|&n| n > everywhere).count(),
+            pixels: film.pixels.len(),
+            planned: render_key
+                .split("; ")
+                .find_map(|item| item.strip_prefix("spp ")?.parse().ok()),
+        }
+    }
+
+    /// The image's render key: the render's own when every pixel has every sample; `spp 16
+    /// of 64` when every pixel has the same ([`key_with_spp_held`]); `spp stopped: 16
+    /// everywhere, 16..32 in 1920 of 4096 pixels` otherwise ([`SPP_STOPPED`]), which merges
+    /// with nothing. So `merge` joins an image only with crops that hold the same samples.
+    pub fn image_key(&self, render_key: &str) -> String {
+        if self.ahead > 0 {
+            key_with_spp(
+                render_key,
+                &format!(
+                    "{SPP_STOPPED} {} everywhere, {}..{} in {} of {} pixels",
+                    self.everywhere, self.everywhere, self.most, self.ahead, self.pixels
+                ),
+            )
+        } else if Some(self.everywhere) == self.planned {
+            render_key.to_string()
+        } else {
+            key_with_spp_held(render_key, self.everywhere)
+        }
+    }
+
+    /// For a summary line: "16 of 64 samples per pixel everywhere, and 32 in 1920 of 4096
+    /// pixels".
+    pub fn describe(&self) -> String {
+        let planned = self
+            .planned
+            .map_or_else(|| "?".to_string(), |n| n.to_string());
+        let mut s = format!(
+            "{} of {planned} samples per pixel everywhere",
+            self.everywhere
+        );
+        if self.ahead > 0 {
+            s.push_str(&format!(
+                ", and {} in {} of {} pixels",
+                self.most, self.ahead, self.pixels
+            ));
+        }
+        s
+    }
 }
 
 /// The `name value` items on which two render keys differ, as (item of `a`, item of `b`):
@@ -1113,6 +1189,56 @@ pub fn parse_pixelbounds(s: &str) -> Result<Tile, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A 4x2 film whose pixels hold `counts` samples.
+    fn film_of_counts(counts: [f32; 8]) -> Film {
+        let mut f = Film::new(4, 2);
+        for (p, n) in f.pixels.iter_mut().zip(counts) {
+            p[3] = n;
+        }
+        f
+    }
+
+    #[test]
+    fn keys_say_what_the_pixels_hold() {
+        let key = "scene x; size 4x2; spp 64; seed 0";
+        let all = SamplesHeld::of(&film_of_counts([64.0; 8]), key);
+        assert_eq!(all.image_key(key), key);
+        let passes = SamplesHeld::of(&film_of_counts([16.0; 8]), key);
+        assert_eq!(
+            passes.image_key(key),
+            "scene x; size 4x2; spp 16 of 64; seed 0"
+        );
+        assert_eq!(passes.describe(), "16 of 64 samples per pixel everywhere");
+        let cut = SamplesHeld::of(
+            &film_of_counts([16.0, 32.0, 32.0, 16.0, 16.0, 16.0, 32.0, 16.0]),
+            key,
+        );
+        assert_eq!(
+            cut.image_key(key),
+            "scene x; size 4x2; spp stopped: 16 everywhere, 16..32 in 3 of 8 pixels; seed 0"
+        );
+        assert!(stopped_mid_pass(&cut.image_key(key)));
+        assert_eq!(
+            cut.describe(),
+            "16 of 64 samples per pixel everywhere, and 32 in 3 of 8 pixels"
+        );
+        // Every pixel has the pass that was cut: the boundary after it.
+        let next = SamplesHeld::of(&film_of_counts([32.0; 8]), key);
+        assert_eq!(
+            next.image_key(key),
+            "scene x; size 4x2; spp 32 of 64; seed 0"
+        );
+        // A first pass cut short: the pixels it did not reach hold nothing.
+        let first = SamplesHeld::of(
+            &film_of_counts([0.0, 16.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]),
+            key,
+        );
+        assert_eq!(
+            first.describe(),
+            "0 of 64 samples per pixel everywhere, and 16 in 1 of 8 pixels"
+        );
+    }
 
     /// Under a map a key has both `environment R,G,B` and `environment map ...`: each is
     /// matched with its own kind, so only the item that differs is named.
