@@ -84,19 +84,30 @@ pub(super) fn frame_on_gpus_alone(a: &RenderArgs, schedule: &crate::sched::Sched
 
 /// When a render traces its --aov layers: one value from the decision to the layers written,
 /// so that a render cannot trace them twice or both ways. [`PendingAovs::start`] makes it,
-/// [`PendingAovs::trace_before_frame`] traces the layers that wait for it, and
-/// [`PendingAovs::finish`] hands the traced layers over after the frame.
+/// [`PendingAovs::trace_before_frame`] traces the layers that wait for it and gives an
+/// [`AovsDuringFrame`], whose [`AovsDuringFrame::finish`] hands the traced layers over after
+/// the frame: layers left for before the frame cannot reach the frame's end untraced.
 pub(super) enum PendingAovs {
     /// No layer asked for.
     None,
     /// To be traced before the frame, on `bvh` (built then when `None`).
     Before(Box<LayersToTrace>),
+    /// Being traced beside the frame (see [`AovsDuringFrame::Beside`]).
+    Beside(LayersThread),
+}
+
+/// The --aov layers once the frame may start.
+pub(super) enum AovsDuringFrame {
+    /// No layer asked for.
+    None,
     /// Traced before the frame.
     Traced(TracedAovs),
-    /// Being traced on a thread of their own while the frame runs on GPUs alone
-    /// (`Err`: the thread could not start).
-    Beside(std::io::Result<std::thread::JoinHandle<TracedAovs>>),
+    /// Being traced on a thread of their own while the frame runs on GPUs alone.
+    Beside(LayersThread),
 }
+
+/// The thread tracing the layers beside a frame on GPUs alone (`Err`: it could not start).
+type LayersThread = std::io::Result<std::thread::JoinHandle<TracedAovs>>;
 
 /// What tracing the layers needs, held from the decision to the tracing.
 pub(super) struct LayersToTrace {
@@ -165,23 +176,25 @@ impl PendingAovs {
 
     /// Traces the layers left for before the frame (so that a --time-limit counts them); the
     /// others as they are. The BVH they held is the CPU backend's alone from here.
-    pub(super) fn trace_before_frame(self) -> PendingAovs {
+    pub(super) fn trace_before_frame(self) -> AovsDuringFrame {
         match self {
-            PendingAovs::Before(job) => PendingAovs::Traced(job.trace(false)),
-            other => other,
+            PendingAovs::None => AovsDuringFrame::None,
+            PendingAovs::Before(job) => AovsDuringFrame::Traced(job.trace(false)),
+            PendingAovs::Beside(thread) => AovsDuringFrame::Beside(thread),
         }
     }
+}
 
+impl AovsDuringFrame {
     /// The traced layers (`None` where none was asked for), waiting for the thread that
     /// traces them beside the GPU, and saying so where the frame ended first (the wait is
     /// otherwise a silent pause); an error (naming the layers) where that thread could not
     /// start or panicked.
     pub(super) fn finish(self, out: Verbosity) -> anyhow::Result<Option<TracedAovs>> {
         match self {
-            PendingAovs::None => Ok(None),
-            PendingAovs::Before(job) => Ok(Some(job.trace(false))),
-            PendingAovs::Traced(traced) => Ok(Some(traced)),
-            PendingAovs::Beside(thread) => {
+            AovsDuringFrame::None => Ok(None),
+            AovsDuringFrame::Traced(traced) => Ok(Some(traced)),
+            AovsDuringFrame::Beside(thread) => {
                 let thread =
                     thread.context("cannot start the thread that traces the --aov layers")?;
                 if !thread.is_finished() {
