@@ -116,6 +116,14 @@ fn on_gpu(mut args: Vec<String>, devices: &str) -> Vec<String> {
     args
 }
 
+/// A temporary folder and the fake GPU built in it, or `None` where no C compiler can build
+/// the fake (the test then has nothing to run).
+fn fake_gpu_in_a_tempdir() -> Option<(tempfile::TempDir, support::FakeGpu)> {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = support::FakeGpu::build(&dir.path().join("fake-gpu"))?;
+    Some((dir, fake))
+}
+
 /// [`mpirun`] exporting the fake GPU's environment to every rank.
 fn mpirun_on_fake_gpu(fake: &support::FakeGpu) -> Command {
     let mut c = mpirun();
@@ -703,8 +711,7 @@ fn the_supervisor_tells_a_stuck_mpirun_from_a_finished_job() {
     ignore = "no C compiler when the tests were built (see build.rs)"
 )]
 fn a_gpu_lost_in_its_calibration_on_every_rank_leaves_the_cpus_the_frame() {
-    let dir = tempfile::tempdir().unwrap();
-    let Some(fake) = support::FakeGpu::build(&dir.path().join("fake-gpu")) else {
+    let Some((dir, fake)) = fake_gpu_in_a_tempdir() else {
         return;
     };
     let scene = cornell();
@@ -783,8 +790,7 @@ fn tile_rects(path: &Path) -> Vec<[u32; 5]> {
     ignore = "no C compiler when the tests were built (see build.rs)"
 )]
 fn a_gpu_rank_and_a_cpu_rank_each_render_their_tiles_of_the_frame() {
-    let dir = tempfile::tempdir().unwrap();
-    let Some(fake) = support::FakeGpu::build(&dir.path().join("fake-gpu")) else {
+    let Some((dir, fake)) = fake_gpu_in_a_tempdir() else {
         return;
     };
     let scene = cornell();
@@ -883,8 +889,7 @@ fn a_gpu_rank_and_a_cpu_rank_each_render_their_tiles_of_the_frame() {
     ignore = "no C compiler when the tests were built (see build.rs)"
 )]
 fn a_gpu_rank_0_traces_the_layers_beside_its_gpu() {
-    let dir = tempfile::tempdir().unwrap();
-    let Some(fake) = support::FakeGpu::build(&dir.path().join("fake-gpu")) else {
+    let Some((dir, fake)) = fake_gpu_in_a_tempdir() else {
         return;
     };
     let scene = cornell();
