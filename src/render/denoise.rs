@@ -20,9 +20,11 @@
 //! 2. *Fireflies.* A pixel whose light is more than [`DenoiseOptions::firefly_ratio`] (2)
 //!    times that of the brightest of its 8 neighbours on the same surface is a firefly, a
 //!    rare bright path: averaging cannot hide it (the luminance weight below keeps it apart,
-//!    as it keeps any edge), so it is scaled down to that ratio first. Its light is lost,
-//!    which darkens an image at a few samples per pixel slightly (the README's figures).
-//!    A pixel with fewer than 3 such neighbours (a thin line's end, a corner) is left alone.
+//!    as it keeps any edge), so it is scaled down to that ratio first. The light taken off
+//!    goes to those neighbours in equal shares, each only up to the firefly's scaled value
+//!    (channel by channel); the rest, what a bright firefly has beyond that, is lost, which
+//!    darkens an image at a few samples per pixel slightly (the README's figures). A pixel
+//!    with fewer than 3 such neighbours (a thin line's end, a corner) is left alone.
 //! 3. *Variance.* The light's luminance varies from pixel to pixel by noise and by edges; the
 //!    filter needs the noise's size. With one image and no per-sample statistics it is
 //!    estimated from the pixel's 7x7 neighbourhood on the same surface, as SVGF does in its
@@ -85,7 +87,8 @@ pub struct DenoiseOptions {
     pub sigma_luminance: f32,
     /// A pixel whose light's luminance is more than this many times that of the brightest of
     /// its 8 neighbours on the same surface is a firefly, and is scaled down to this many
-    /// times it (`None`: fireflies are kept).
+    /// times it, its neighbours taking what fits of the light taken off (`None`: fireflies
+    /// are kept).
     pub firefly_ratio: Option<f32>,
 }
 
@@ -314,6 +317,15 @@ fn luminance(c: [f32; 3]) -> f32 {
     0.2126 * c[0] + 0.7152 * c[1] + 0.0722 * c[2]
 }
 
+/// A pixel [`Guide::clamp_fireflies`] scales down.
+#[derive(Clone, Copy, Debug)]
+struct Firefly {
+    /// What its light is multiplied by.
+    scale: f32,
+    /// Its neighbours on the same surface, which share the light taken off.
+    neighbours: u32,
+}
+
 /// The layers that steer the weights, which stay the same through the passes.
 struct Guide<'a> {
     w: usize,
@@ -403,33 +415,78 @@ impl Guide<'_> {
         out
     }
 
-    /// The light with its fireflies scaled down: see [`DenoiseOptions::firefly_ratio`].
+    /// The light with its fireflies scaled down, and what that took off given to their
+    /// neighbours as far as it fits: see [`DenoiseOptions::firefly_ratio`].
     fn clamp_fireflies(&self, light: &[[f32; 3]], ratio: f32) -> Vec<[f32; 3]> {
         let (w, h) = (self.w, self.h);
-        let mut out = light.to_vec();
-        out.par_chunks_mut(w).enumerate().for_each(|(y, row)| {
-            for (x, c) in row.iter_mut().enumerate() {
-                let p = y * w + x;
-                let Some(np) = self.normal[p] else { continue };
-                let (mut brightest, mut neighbours) = (0f32, 0);
-                for qy in y.saturating_sub(1)..(y + 2).min(h) {
-                    for qx in x.saturating_sub(1)..(x + 2).min(w) {
-                        let q = qy * w + qx;
+        // 1. Which pixels are fireflies, and by how much they are scaled.
+        let mut fireflies = vec![None::<Firefly>; w * h];
+        fireflies
+            .par_chunks_mut(w)
+            .enumerate()
+            .for_each(|(y, row)| {
+                for (x, f) in row.iter_mut().enumerate() {
+                    let p = y * w + x;
+                    let Some(np) = self.normal[p] else { continue };
+                    let (mut brightest, mut neighbours) = (0f32, 0u32);
+                    for q in self.neighbours_3x3(x, y) {
                         if q != p && self.geometry_weight(np, p, q) > 0.5 {
                             brightest = brightest.max(luminance(light[q]));
                             neighbours += 1;
                         }
                     }
+                    let l = luminance(light[p]);
+                    // Three neighbours at least: a pixel of a thin line or a corner is no firefly.
+                    if neighbours >= 3 && l > ratio * brightest {
+                        *f = Some(Firefly {
+                            scale: ratio * brightest / l,
+                            neighbours,
+                        });
+                    }
                 }
-                let l = luminance(light[p]);
-                // Three neighbours at least: a pixel of a thin line or a corner is no firefly.
-                if neighbours >= 3 && l > ratio * brightest {
-                    let k = ratio * brightest / l;
-                    *c = c.map(|v| v * k);
+            });
+        // 2. Each pixel scaled by its own factor, plus its shares of its neighbouring
+        // fireflies' light: an equal share of what was taken off each, among the neighbours
+        // that made it a firefly, but no more than brings the pixel, channel by channel, to
+        // the firefly's value once scaled (so that no output leaves the inputs' range).
+        // Spreading it all would keep the light whole but ring a bright firefly on a smooth
+        // surface with pixels nearly as bright, which the filter then keeps as edges.
+        let mut out = light.to_vec();
+        out.par_chunks_mut(w).enumerate().for_each(|(y, row)| {
+            for (x, c) in row.iter_mut().enumerate() {
+                let p = y * w + x;
+                if let Some(f) = fireflies[p] {
+                    *c = c.map(|v| v * f.scale);
+                }
+                let Some(_) = self.normal[p] else { continue };
+                for q in self.neighbours_3x3(x, y) {
+                    let (Some(f), Some(nq)) = (fireflies[q], self.normal[q]) else {
+                        continue;
+                    };
+                    if q == p || self.geometry_weight(nq, q, p) <= 0.5 {
+                        continue;
+                    }
+                    // In each channel, up to the firefly's own value once scaled.
+                    let mut share = (1.0 - f.scale) / f.neighbours as f32;
+                    for (own, from) in light[p].iter().zip(light[q]) {
+                        if from * share > 0.0 {
+                            share = share.min((from * f.scale - own).max(0.0) / from);
+                        }
+                    }
+                    for (v, from) in c.iter_mut().zip(light[q]) {
+                        *v += from * share;
+                    }
                 }
             }
         });
         out
+    }
+
+    /// The pixels of the 3x3 block around `(x, y)` inside the image, `(x, y)` included.
+    fn neighbours_3x3(&self, x: usize, y: usize) -> impl Iterator<Item = usize> + '_ {
+        let xs = x.saturating_sub(1)..(x + 2).min(self.w);
+        (y.saturating_sub(1)..(y + 2).min(self.h))
+            .flat_map(move |qy| xs.clone().map(move |qx| qy * self.w + qx))
     }
 
     /// The 3x3 binomial average of `value` around `p`, each neighbour `q` weighted further by
@@ -790,6 +847,51 @@ mod tests {
         };
         let out = denoise(&color, &albedo, &normal, W, H, &keep).unwrap();
         assert!(out[(10 * W + 10) as usize][0] > 40.0);
+    }
+
+    #[test]
+    fn a_fireflys_light_goes_to_its_neighbours_as_far_as_they_reach_its_scaled_value() {
+        let (w, h) = (8usize, 8usize);
+        let normal = vec![Some([0.0, 0.0, 1.0]); w * h];
+        let albedo = vec![[0.5; 3]; w * h];
+        let options = DenoiseOptions::default();
+        let guide = Guide {
+            w,
+            h,
+            normal: &normal,
+            albedo: &albedo,
+            options: &options,
+        };
+        let sum = |light: &[[f32; 3]]| -> f64 { light.iter().map(|c| c[1] as f64).sum() };
+        // A mild firefly, 5 times its surroundings: scaled to twice them, and the 0.6 taken
+        // off fits in its 8 neighbours (0.075 each, up to 0.4): no light is lost.
+        let mut light = vec![[0.2f32; 3]; w * h];
+        light[3 * w + 3] = [1.0; 3];
+        let out = guide.clamp_fireflies(&light, 2.0);
+        assert_eq!(out[3 * w + 3], [0.4; 3]);
+        assert!(
+            (out[2 * w + 2][1] - 0.275).abs() < 1e-6,
+            "{:?}",
+            out[2 * w + 2]
+        );
+        assert_eq!(out[5 * w + 5], [0.2; 3], "two pixels away: nothing");
+        assert!((sum(&out) - sum(&light)).abs() < 1e-5);
+        // A bright one, 500 times: each neighbour reaches the scaled value, the rest is lost.
+        light[3 * w + 3] = [100.0; 3];
+        let out = guide.clamp_fireflies(&light, 2.0);
+        for q in [2 * w + 2, 2 * w + 3, 3 * w + 4, 4 * w + 4] {
+            assert!((out[q][1] - 0.4).abs() < 1e-6, "{:?}", out[q]);
+        }
+        assert!((sum(&out) - (sum(&light) - 100.0 + 0.4 + 8.0 * 0.2)).abs() < 1e-4);
+        // Another surface beside it takes nothing.
+        let mut normal = normal.clone();
+        normal[3 * w + 4] = Some([1.0, 0.0, 0.0]);
+        let guide = Guide {
+            normal: &normal,
+            ..guide
+        };
+        let out = guide.clamp_fireflies(&light, 2.0);
+        assert_eq!(out[3 * w + 4], [0.2; 3]);
     }
 
     #[test]
