@@ -50,7 +50,8 @@ pub struct DenoiseArgs {
     pub sigma_albedo: f32,
     /// A pixel whose light is more than R times that of the brightest of its neighbours on
     /// the same surface is a firefly (a rare bright path, which no amount of averaging with
-    /// its neighbours hides), and is scaled down to R times it
+    /// its neighbours hides), and is scaled down to R times it; those neighbours take what
+    /// fits of the light taken off (each up to the firefly's new value)
     #[arg(
         long,
         value_name = "R",
