@@ -1,0 +1,222 @@
+#!/usr/bin/env bash
+# Randomised end-to-end checks of what gasworks promises about its images, on random render
+# options (scene, size, spp, depth, seed, filter, environment, lens, --aov layers, crops, PNG
+# or EXR). Each round checks, byte for byte:
+#   schedule  another thread count, schedule, pass size and stealing: the same image and layers;
+#   crops     two crops of the frame (--pixelbounds) merged: the whole render's image and layers;
+#   stop      a render stopped by SIGTERM or SIGINT at a random moment: `preview` of its resume
+#             file is the stopped image (key included), and `--resume` (on other threads and
+#             another schedule) finishes it as the uninterrupted render;
+#   limit     a render under a short --time-limit, repeated with --resume until complete: the
+#             uninterrupted render, each stop's preview its image.
+# A check that fails prints its command lines; the exit status is 1 when any failed.
+#
+#   scripts/random-invariants.sh BIN [ROUNDS [SEED]]
+#
+# Defaults: 4 rounds, seed 1 (the same seed draws the same options; where a stop lands depends
+# on the machine). The scenes are generated small into $WORK, where each round's files stay;
+# without $WORK, a temporary folder, removed when every check held.
+set -uo pipefail
+
+if [ $# -lt 1 ]; then
+    sed -n '2,18p' "$0" >&2
+    exit 2
+fi
+bin="$1"
+rounds="${2:-4}"
+RANDOM="${3:-1}"
+work="${WORK:-}"
+[ -n "$work" ] || { work="$(mktemp -d)" && own_work=1; }
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
+# choose VAR WORD...: one of the words into VAR, drawn in this shell (a command substitution's
+# subshell would draw from a $RANDOM of its own, and the seed would not repeat the options).
+choose() {
+    local var="$1"
+    shift
+    local words=("$@")
+    printf -v "$var" '%s' "${words[RANDOM % ${#words[@]}]}"
+}
+checks=0
+failed=0
+scene="" filter="" schedule="" steal="" spp="" pass="" ext="" signal="" # set by choose
+fail() { # CHECK ROUND WHAT COMMAND...
+    local check="$1" round="$2" what="$3"
+    shift 3
+    failed=$((failed + 1))
+    echo "FAIL $check, round $round: $what"
+    echo "  $*"
+}
+render() { # OUT ERRFILE ARGS...: gasworks render, quiet; its status
+    local out="$1" err="$2"
+    shift 2
+    "$bin" render "$scene" -o "$out" "${opts[@]}" -q "$@" 2> "$err"
+}
+
+mkdir -p "$work/scenes"
+"$bin" gen sponza-like -o "$work/scenes/sponza" --groups 40 --triangles 20000 --quiet > /dev/null &&
+    "$bin" gen toystore -o "$work/scenes/toystore" --shelves 2 --quiet > /dev/null &&
+    "$bin" gen sky -o "$work/scenes/sky" --map-width 128 --quiet > /dev/null || {
+    echo "random-invariants: cannot generate the scenes into $work/scenes" >&2
+    exit 1
+}
+scenes=("$root/assets/cornell/cornell.obj" "$work/scenes/sponza/sponza_like.obj"
+    "$work/scenes/toystore/toystore.obj")
+sky="$work/scenes/sky/sky.exr"
+echo "random-invariants: $rounds rounds, in $work"
+
+for round in $(seq 1 "$rounds"); do
+    d="$work/round-$round"
+    rm -rf "$d"
+    mkdir -p "$d"
+    choose scene "${scenes[@]}"
+    choose filter box tent
+
+    # --- schedule and crops: a small frame, any options.
+    w=$((17 + RANDOM % 60))
+    h=$((9 + RANDOM % 50))
+    spp=$((1 + RANDOM % 8))
+    opts=(--width "$w" --height "$h" --spp "$spp" --max-depth $((1 + RANDOM % 8))
+        --seed $((RANDOM % 5)) --filter "$filter")
+    case $((RANDOM % 3)) in
+        1) opts+=(--env "0.2,0.3,0.4") ;;
+        2) opts+=(--env-map "$sky" --env-rotate $((RANDOM % 360))) ;;
+    esac
+    [ $((RANDOM % 3)) = 0 ] && opts+=(--two-sided-lights)
+    [ $((RANDOM % 3)) = 0 ] && opts+=(--lens-radius "0.0$((1 + RANDOM % 9))" --focus-distance $((1 + RANDOM % 5)))
+    layers=()
+    [ $((RANDOM % 3)) = 0 ] && { opts+=(--aov "albedo,normal" --aov-spp $((1 + RANDOM % 4))); layers=(albedo normal); }
+    echo "round $round: $(basename "$scene") ${opts[*]}"
+    if ! render "$d/a.exr" "$d/a.err"; then
+        fail schedule "$round" "the render failed: $(cat "$d/a.err")" "$bin render $scene -o $d/a.exr ${opts[*]}"
+        continue
+    fi
+    choose schedule regular sorted adaptive
+    choose steal on off
+    other=(--threads $((1 + RANDOM % 3)) --schedule "$schedule" --pass-spp $((1 + RANDOM % spp))
+        --steal "$steal")
+    checks=$((checks + 1))
+    if ! render "$d/b.exr" "$d/b.err" "${other[@]}"; then
+        fail schedule "$round" "failed: $(cat "$d/b.err")" "$bin render $scene -o $d/b.exr ${opts[*]} ${other[*]}"
+    else
+        for f in "" "${layers[@]/#/.}"; do
+            cmp -s "$d/a$f.exr" "$d/b$f.exr" ||
+                fail schedule "$round" "a$f.exr and b$f.exr differ" "$bin render $scene -o $d/b.exr ${opts[*]} ${other[*]}"
+        done
+    fi
+    if [ $((RANDOM % 2)) = 0 ]; then
+        x=$((1 + RANDOM % (w - 1)))
+        bounds=("0,$x,0,$h" "$x,$w,0,$h")
+    else
+        y=$((1 + RANDOM % (h - 1)))
+        bounds=("0,$w,0,$y" "0,$w,$y,$h")
+    fi
+    checks=$((checks + 1))
+    if render "$d/c1.exr" "$d/c1.err" --pixelbounds "${bounds[0]}" &&
+        render "$d/c2.exr" "$d/c2.err" --pixelbounds "${bounds[1]}" --threads 1; then
+        for f in "" "${layers[@]/#/.}"; do
+            if ! "$bin" merge "$d/c1$f.exr" "$d/c2$f.exr" -o "$d/m$f.exr" -q 2> "$d/m.err"; then
+                fail crops "$round" "merge failed: $(cat "$d/m.err")" "$bin merge $d/c1$f.exr $d/c2$f.exr -o $d/m$f.exr"
+            elif ! cmp -s "$d/a$f.exr" "$d/m$f.exr"; then
+                fail crops "$round" "the crops ${bounds[*]} merged differ from a$f.exr" "$bin render $scene -o $d/c1.exr ${opts[*]} --pixelbounds ${bounds[0]}"
+            fi
+        done
+    else
+        fail crops "$round" "a crop failed: $(cat "$d/c1.err" "$d/c2.err")" "$bin render $scene ... ${opts[*]} --pixelbounds ${bounds[*]}"
+    fi
+
+    # --- stop and resume: a frame long enough (about a second) to be stopped inside.
+    w=$((100 + RANDOM % 100))
+    h=$((80 + RANDOM % 80))
+    choose spp 64 128
+    choose filter box tent
+    choose pass 4 8 16 "$spp"
+    opts=(--width "$w" --height "$h" --spp "$spp" --seed $((RANDOM % 3)) --filter "$filter")
+    [ $((RANDOM % 2)) = 0 ] && opts+=(--pass-spp "$pass")
+    [ $((RANDOM % 3)) = 0 ] && opts+=(--env-map "$sky")
+    layers=()
+    [ $((RANDOM % 3)) = 0 ] && { opts+=(--aov "albedo,normal"); layers=(albedo normal); }
+    [ $((RANDOM % 3)) = 0 ] && opts+=(--pixelbounds "3,$((w - 5)),2,$((h - 1))")
+    choose ext exr png
+    echo "round $round: $(basename "$scene") ${opts[*]} .$ext"
+    if ! render "$d/full.$ext" "$d/full.err"; then
+        fail stop "$round" "the render failed: $(cat "$d/full.err")" "$bin render $scene -o $d/full.$ext ${opts[*]}"
+        continue
+    fi
+    delay="$((RANDOM % 2)).$((RANDOM % 10))$((RANDOM % 10))"
+    choose signal TERM INT
+    threads=$((1 + RANDOM % 2))
+    # gasworks itself in the background, not `render` (a function: its subshell would take
+    # the signal, and gasworks would finish unstopped). A background command of a script
+    # starts with SIGINT ignored: a SIGINT before the frame's handlers are in place is lost,
+    # and the render finishes.
+    "$bin" render "$scene" -o "$d/s.$ext" "${opts[@]}" -q --threads "$threads" 2> "$d/s.err" &
+    pid=$!
+    sleep "$delay"
+    kill "-$signal" "$pid" 2> /dev/null
+    wait "$pid"
+    status=$?
+    resume="$d/s.$ext.gasworks-resume"
+    checks=$((checks + 1))
+    if [ -f "$resume" ]; then
+        if [ -f "$d/s.$ext" ]; then
+            if ! "$bin" preview "$resume" -o "$d/p.$ext" -q 2> "$d/p.err"; then
+                fail stop "$round" "preview failed: $(cat "$d/p.err")" "$bin preview $resume -o $d/p.$ext"
+            elif ! cmp -s "$d/s.$ext" "$d/p.$ext"; then
+                fail stop "$round" "the preview of the resume file differs from the stopped image" "$bin preview $resume -o $d/p.$ext"
+            fi
+        fi
+        choose schedule regular sorted adaptive
+        other=(--threads $((1 + RANDOM % 3)) --schedule "$schedule" --resume "$resume")
+        if ! render "$d/s.$ext" "$d/r.err" "${other[@]}"; then
+            fail stop "$round" "the resume failed: $(cat "$d/r.err")" "$bin render $scene -o $d/s.$ext ${opts[*]} ${other[*]}"
+        else
+            for f in ".$ext" "${layers[@]/#/.}"; do
+                [ "$f" = ".$ext" ] || f="$f.exr"
+                cmp -s "$d/full$f" "$d/s$f" ||
+                    fail stop "$round" "stopped after ${delay} s by SIG$signal and resumed, s$f differs from full$f" "$bin render $scene -o $d/s.$ext ${opts[*]} ${other[*]}"
+            done
+            [ ! -e "$resume" ] || fail stop "$round" "the resume file is left behind" "ls $resume"
+        fi
+        echo "  stopped after $delay s by SIG$signal (status $status), previewed and resumed"
+    elif [ "$status" = 0 ]; then
+        cmp -s "$d/full.$ext" "$d/s.$ext" ||
+            fail stop "$round" "finished before SIG$signal, s.$ext differs from full.$ext" "$bin render $scene -o $d/s.$ext ${opts[*]} --threads $threads"
+        echo "  finished before SIG$signal at $delay s"
+    else
+        # Stopped while loading or building (the signals end the process then), or before
+        # the first tile was done: nothing to resume.
+        echo "  stopped by SIG$signal at $delay s before a tile was done (status $status)"
+    fi
+
+    # --- the time limit, every other round: repeated with --resume until complete.
+    [ $((round % 2)) = 0 ] || continue
+    limit="0.$((2 + RANDOM % 4))s"
+    runs=0
+    resume_args=()
+    checks=$((checks + 1))
+    while :; do
+        runs=$((runs + 1))
+        if [ "$runs" -gt 64 ]; then
+            fail limit "$round" "not complete after 64 runs of --time-limit $limit" "$bin render $scene -o $d/t.$ext ${opts[*]} --time-limit $limit"
+            break
+        fi
+        if ! render "$d/t.$ext" "$d/t.err" --time-limit "$limit" "${resume_args[@]}"; then
+            fail limit "$round" "run $runs failed: $(cat "$d/t.err")" "$bin render $scene -o $d/t.$ext ${opts[*]} --time-limit $limit ${resume_args[*]}"
+            break
+        fi
+        [ -f "$d/t.$ext.gasworks-resume" ] || {
+            cmp -s "$d/full.$ext" "$d/t.$ext" ||
+                fail limit "$round" "complete after $runs runs of --time-limit $limit, t.$ext differs from full.$ext" "$bin render $scene -o $d/t.$ext ${opts[*]} --time-limit $limit"
+            echo "  --time-limit $limit: complete after $runs runs"
+            break
+        }
+        "$bin" preview "$d/t.$ext.gasworks-resume" -o "$d/tp.$ext" -q 2> "$d/tp.err" && cmp -s "$d/t.$ext" "$d/tp.$ext" ||
+            fail limit "$round" "after run $runs the preview differs from the image (or failed: $(cat "$d/tp.err"))" "$bin preview $d/t.$ext.gasworks-resume -o $d/tp.$ext"
+        resume_args=(--resume "$d/t.$ext.gasworks-resume")
+    done
+done
+
+echo "random-invariants: $checks checks, $failed failed"
+[ "$failed" = 0 ] || exit 1
+[ -z "${own_work:-}" ] || rm -rf "$work"
