@@ -500,3 +500,49 @@ fn a_frame_larger_than_memory_is_refused_up_front() {
         "a 32768x32768 image needs about 64.0 GiB of memory, and ",
     );
 }
+
+/// A build without the feature `mpi` under `mpirun -np 4` (as the launcher's variables say):
+/// refused on every rank, naming the feature, rather than four whole-frame renders racing for
+/// one output. One rank (`-np 1`) renders as a single process.
+#[cfg(not(feature = "mpi"))]
+#[test]
+fn ranks_of_a_build_without_mpi_are_refused_and_one_rank_renders() {
+    let dir = tempfile::tempdir().unwrap();
+    let obj = dir.path().join("tri.obj");
+    std::fs::write(&obj, "v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\n").unwrap();
+    let out = dir.path().join("out.png");
+    let run = |var: &str, ranks: &str| {
+        gasworks_command()
+            .args(["render", obj.to_str().unwrap(), "-o", out.to_str().unwrap()])
+            .args([
+                "--backend",
+                "cpu",
+                "--quiet",
+                "--width",
+                "8",
+                "--height",
+                "8",
+            ])
+            .env(var, ranks)
+            .output()
+            .unwrap()
+    };
+    for var in ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE"] {
+        let refused = run(var, "4");
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        assert_eq!(refused.status.code(), Some(1), "{stderr}");
+        assert!(
+            stderr.contains(&format!("one of 4 ranks ({var}=4)")),
+            "{stderr}"
+        );
+        assert!(stderr.contains("--features mpi"), "{stderr}");
+        assert!(!out.exists(), "a refused rank wrote {}", out.display());
+    }
+    let one = run("OMPI_COMM_WORLD_SIZE", "1");
+    assert!(
+        one.status.success(),
+        "{}",
+        String::from_utf8_lossy(&one.stderr)
+    );
+    assert!(out.exists());
+}

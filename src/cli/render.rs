@@ -218,6 +218,22 @@ pub struct RenderArgs {
     pub schedule: ScheduleArgs,
 }
 
+/// A build without the feature `mpi` that a launcher started as one of several ranks: each
+/// would render the whole frame into the same output, so none does. (One rank, `mpirun -np
+/// 1`, is a single process in either build.)
+#[cfg(not(feature = "mpi"))]
+fn refuse_ranks_without_mpi() -> anyhow::Result<()> {
+    match crate::cluster::launcher::world_size() {
+        Some((var, ranks)) if ranks > 1 => anyhow::bail!(
+            "an MPI launcher started this gasworks as one of {ranks} ranks ({var}={ranks}), but \
+             it was built without the cargo feature `mpi`: each rank would render the whole \
+             frame into the same output. Build it with `cargo build --release --features mpi` \
+             (README, \"Rendering on a cluster\"), or run it without mpirun"
+        ),
+        _ => Ok(()),
+    }
+}
+
 pub fn run(a: RenderArgs) -> anyhow::Result<()> {
     // Before the ranks part: every rank, and a later --resume of the same command, must
     // choose the same passes.
@@ -232,6 +248,8 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
         }
         one => one,
     };
+    #[cfg(not(feature = "mpi"))]
+    refuse_ranks_without_mpi()?;
     // --time-limit counts from here: a batch job's clock includes loading and building.
     let started = Instant::now();
     let out = Verbosity::from_flags(a.quiet, a.verbose);

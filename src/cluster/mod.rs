@@ -19,11 +19,14 @@
 //! - [`sim`]: the discrete-event model of a cluster for `schedule-sim --ranks`;
 //! - [`report`]: per-rank statistics;
 //! - [`fingerprint`]: the hash of scene and settings that ranks compare before a frame;
+//! - [`launcher`]: whether an MPI launcher started this process, and how many ranks (read
+//!   from the environment, in every build);
 //! - `mpi` (feature `mpi`): the MPI transport, over the `mpi` crate (rsmpi).
 //!
 //! docs/cluster.md describes the protocol, with a sequence sketch.
 
 pub mod fingerprint;
+pub mod launcher;
 mod master;
 #[cfg(feature = "mpi")]
 pub mod mpi;

@@ -19,20 +19,6 @@ use mpi::Threading;
 
 use super::transport::{Transport, TransportError};
 
-/// Whether an MPI launcher (mpirun/mpiexec of OpenMPI or MPICH, srun with PMI) started this
-/// process. Without one, gasworks never initializes MPI and renders as a single process.
-pub fn launched_by_mpi() -> bool {
-    [
-        "OMPI_COMM_WORLD_SIZE",
-        "PMI_SIZE",
-        "PMI_RANK",
-        "PMIX_RANK",
-        "MPI_LOCALNRANKS",
-    ]
-    .iter()
-    .any(|v| std::env::var_os(v).is_some())
-}
-
 /// A send in flight: its request and the buffer it reads, leaked until it completes.
 struct PendingSend {
     request: Request<'static, [u8], StaticScope>,
@@ -54,7 +40,7 @@ pub struct MpiWorld {
 impl MpiWorld {
     /// Initializes MPI when an MPI launcher started this process; `None` otherwise.
     pub fn from_launcher() -> anyhow::Result<Option<MpiWorld>> {
-        if !launched_by_mpi() {
+        if !super::launcher::launched_by_mpi() {
             return Ok(None);
         }
         let (universe, threading) = mpi::initialize_with_threading(Threading::Funneled)
