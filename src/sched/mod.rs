@@ -323,21 +323,26 @@ impl Stopped {
     /// "samples 0..64 in 32 of 64 tiles; the other tiles are black"; a resumed run stopped
     /// before its first tile: "samples 0..64 in the 300 pixels an earlier run finished; the
     /// other pixels are black".
+    /// A pass stopped before any of its samples reached the film is not named.
     pub fn describe(&self, spp: u32) -> String {
-        let Some(p) = &self.partial else {
+        let partial = self
+            .partial
+            .as_ref()
+            .filter(|p| p.tiles_done > 0 || p.carried_pixels > 0);
+        let Some(p) = partial else {
             return format!(
                 "{} of {spp} samples per pixel everywhere",
                 self.spp_complete
             );
         };
         // Where the stopped pass's samples are, and what the rest of the image is.
-        let (where_, rest) = match (p.tiles, p.carried_pixels) {
+        let (where_, rest) = match (p.tiles_done, p.carried_pixels) {
+            (done, 0) => (format!("{done} of {} tiles", p.tiles), "tiles"),
             (0, n) => (format!("the {n} pixels an earlier run finished"), "pixels"),
-            (t, 0) => (format!("{} of {t} tiles", p.tiles_done), "tiles"),
-            (t, n) => (
+            (done, n) => (
                 format!(
-                    "{} of {t} tiles and {n} pixels an earlier run finished",
-                    p.tiles_done
+                    "{done} of {} tiles and {n} pixels an earlier run finished",
+                    p.tiles
                 ),
                 "tiles",
             ),
@@ -1119,6 +1124,35 @@ mod tests {
             at_time_limit: false,
         };
         assert!(!none.rendered_any());
+        // Stopped inside a pass before any of its tiles was done: the pass is not named.
+        let after_boundary = Stopped {
+            spp_complete: 100,
+            partial: Some(PartialPass {
+                samples: 100..104,
+                tiles_done: 0,
+                tiles: 6,
+                carried_pixels: 0,
+            }),
+            at_time_limit: false,
+        };
+        assert_eq!(
+            after_boundary.describe(128),
+            "100 of 128 samples per pixel everywhere"
+        );
+        let carried_only = Stopped {
+            spp_complete: 16,
+            partial: Some(PartialPass {
+                samples: 16..32,
+                tiles_done: 0,
+                tiles: 10,
+                carried_pixels: 400,
+            }),
+            at_time_limit: false,
+        };
+        assert_eq!(
+            carried_only.describe(64),
+            "16 of 64 samples per pixel everywhere, and samples 16..32 in the 400 pixels an earlier run finished"
+        );
     }
 
     #[test]
