@@ -9,17 +9,30 @@
 #             another schedule) finishes it as the uninterrupted render;
 #   limit     a render under a short --time-limit, repeated with --resume until complete: the
 #             uninterrupted render, each stop's preview its image.
+# With --mpi (BIN built with `--features mpi`; OpenMPI's mpirun on this machine), the frame is
+# also rendered by `mpirun -np 2..4` ranks, and the stop and the time limit run under mpirun
+# (the stop signals mpirun; the resume runs under mpirun or in one process), each checked
+# against one process's image; crops (refused under several ranks) stay in one process.
 # A check that fails prints its command lines; the exit status is 1 when any failed.
 #
-#   scripts/random-invariants.sh BIN [ROUNDS [SEED]]
+#   scripts/random-invariants.sh [--mpi] BIN [ROUNDS [SEED]]
 #
 # Defaults: 4 rounds, seed 1 (the same seed draws the same options; where a stop lands depends
 # on the machine). The scenes are generated small into $WORK, where each round's files stay;
 # without $WORK, a temporary folder, removed when every check held.
 set -uo pipefail
 
+mpi=() # the launcher's command, with --mpi
+if [ "${1:-}" = --mpi ]; then
+    shift
+    mpi=(mpirun --oversubscribe)
+    [ "$(id -u)" != 0 ] || mpi+=(--allow-run-as-root)
+    # The ranks run on this machine: shared memory and loopback, whatever networks it has.
+    export OMPI_MCA_btl="${OMPI_MCA_btl:-self,vader,tcp}"
+    export OMPI_MCA_btl_tcp_if_include="${OMPI_MCA_btl_tcp_if_include:-lo}"
+fi
 if [ $# -lt 1 ]; then
-    sed -n '2,18p' "$0" >&2
+    sed -n '2,23p' "$0" >&2
     exit 2
 fi
 bin="$1"
@@ -52,6 +65,23 @@ render() { # OUT ERRFILE ARGS...: gasworks render, quiet; its status
     shift 2
     "$bin" render "$scene" -o "$out" "${opts[@]}" -q "$@" 2> "$err"
 }
+launch() { # NP OUT ERRFILE ARGS...: gasworks render, quiet, under mpirun -np NP; its status
+    local np="$1" out="$2" err="$3"
+    shift 3
+    timeout --kill-after=10 300 "${mpi[@]}" -np "$np" "$bin" render "$scene" -o "$out" "${opts[@]}" -q "$@" 2> "$err"
+}
+where="" # how the last `anywhere` ran: "mpirun -np N" or "one process"
+anywhere() { # OUT ERRFILE ARGS...: `render`, or with --mpi under mpirun -np 2..4 or in one
+    local np=1 # process, at random (drawn here: called in this shell, never in a $(...))
+    [ ${#mpi[@]} = 0 ] || np=$((1 + RANDOM % 4))
+    if [ "$np" -gt 1 ]; then
+        where="mpirun -np $np"
+        launch "$np" "$@"
+    else
+        where="one process"
+        render "$@"
+    fi
+}
 
 mkdir -p "$work/scenes"
 "$bin" gen sponza-like -o "$work/scenes/sponza" --groups 40 --triangles 20000 --quiet > /dev/null &&
@@ -63,7 +93,7 @@ mkdir -p "$work/scenes"
 scenes=("$root/assets/cornell/cornell.obj" "$work/scenes/sponza/sponza_like.obj"
     "$work/scenes/toystore/toystore.obj")
 sky="$work/scenes/sky/sky.exr"
-echo "random-invariants: $rounds rounds, in $work"
+echo "random-invariants: $rounds rounds${mpi:+ (with mpirun)}, in $work"
 
 for round in $(seq 1 "$rounds"); do
     d="$work/round-$round"
@@ -104,6 +134,19 @@ for round in $(seq 1 "$rounds"); do
                 fail schedule "$round" "a$f.exr and b$f.exr differ" "$bin render $scene -o $d/b.exr ${opts[*]} ${other[*]}"
         done
     fi
+    if [ ${#mpi[@]} -gt 0 ]; then
+        np=$((2 + RANDOM % 3))
+        choose schedule regular sorted adaptive
+        checks=$((checks + 1))
+        if ! launch "$np" "$d/n.exr" "$d/n.err" --threads 1 --schedule "$schedule"; then
+            fail ranks "$round" "mpirun -np $np failed: $(cat "$d/n.err")" "mpirun -np $np $bin render $scene -o $d/n.exr ${opts[*]} --threads 1 --schedule $schedule"
+        else
+            for f in "" "${layers[@]/#/.}"; do
+                cmp -s "$d/a$f.exr" "$d/n$f.exr" ||
+                    fail ranks "$round" "$np ranks' n$f.exr differs from one process's a$f.exr" "mpirun -np $np $bin render $scene -o $d/n.exr ${opts[*]} --threads 1 --schedule $schedule"
+            done
+        fi
+    fi
     if [ $((RANDOM % 2)) = 0 ]; then
         x=$((1 + RANDOM % (w - 1)))
         bounds=("0,$x,0,$h" "$x,$w,0,$h")
@@ -136,21 +179,29 @@ for round in $(seq 1 "$rounds"); do
     [ $((RANDOM % 3)) = 0 ] && opts+=(--env-map "$sky")
     layers=()
     [ $((RANDOM % 3)) = 0 ] && { opts+=(--aov "albedo,normal"); layers=(albedo normal); }
-    [ $((RANDOM % 3)) = 0 ] && opts+=(--pixelbounds "3,$((w - 5)),2,$((h - 1))")
+    [ ${#mpi[@]} = 0 ] && [ $((RANDOM % 3)) = 0 ] && opts+=(--pixelbounds "3,$((w - 5)),2,$((h - 1))")
     choose ext exr png
     echo "round $round: $(basename "$scene") ${opts[*]} .$ext"
     if ! render "$d/full.$ext" "$d/full.err"; then
         fail stop "$round" "the render failed: $(cat "$d/full.err")" "$bin render $scene -o $d/full.$ext ${opts[*]}"
         continue
     fi
-    delay="$((RANDOM % 2)).$((RANDOM % 10))$((RANDOM % 10))"
+    # (mpirun takes about a second to start its ranks)
+    delay="$((RANDOM % 2 + ${#mpi[@]} / 2)).$((RANDOM % 10))$((RANDOM % 10))"
     choose signal TERM INT
     threads=$((1 + RANDOM % 2))
-    # gasworks itself in the background, not `render` (a function: its subshell would take
-    # the signal, and gasworks would finish unstopped). A background command of a script
-    # starts with SIGINT ignored: a SIGINT before the frame's handlers are in place is lost,
-    # and the render finishes.
-    "$bin" render "$scene" -o "$d/s.$ext" "${opts[@]}" -q --threads "$threads" 2> "$d/s.err" &
+    # gasworks (or mpirun) itself in the background, not `render` (a function: its subshell
+    # would take the signal, and gasworks would finish unstopped). A background command of a
+    # script starts with SIGINT ignored: a SIGINT before the frame's handlers are in place is
+    # lost, and the render finishes.
+    if [ ${#mpi[@]} -gt 0 ]; then
+        np=$((2 + RANDOM % 3))
+        how="mpirun -np $np"
+        "${mpi[@]}" -np "$np" "$bin" render "$scene" -o "$d/s.$ext" "${opts[@]}" -q --threads 1 2> "$d/s.err" &
+    else
+        how="--threads $threads"
+        "$bin" render "$scene" -o "$d/s.$ext" "${opts[@]}" -q --threads "$threads" 2> "$d/s.err" &
+    fi
     pid=$!
     sleep "$delay"
     kill "-$signal" "$pid" 2> /dev/null
@@ -168,25 +219,25 @@ for round in $(seq 1 "$rounds"); do
         fi
         choose schedule regular sorted adaptive
         other=(--threads $((1 + RANDOM % 3)) --schedule "$schedule" --resume "$resume")
-        if ! render "$d/s.$ext" "$d/r.err" "${other[@]}"; then
-            fail stop "$round" "the resume failed: $(cat "$d/r.err")" "$bin render $scene -o $d/s.$ext ${opts[*]} ${other[*]}"
+        if ! anywhere "$d/s.$ext" "$d/r.err" "${other[@]}"; then
+            fail stop "$round" "the resume ($where) failed: $(cat "$d/r.err")" "$bin render $scene -o $d/s.$ext ${opts[*]} ${other[*]}"
         else
             for f in ".$ext" "${layers[@]/#/.}"; do
                 [ "$f" = ".$ext" ] || f="$f.exr"
                 cmp -s "$d/full$f" "$d/s$f" ||
-                    fail stop "$round" "stopped after ${delay} s by SIG$signal and resumed, s$f differs from full$f" "$bin render $scene -o $d/s.$ext ${opts[*]} ${other[*]}"
+                    fail stop "$round" "stopped ($how) after ${delay} s by SIG$signal and resumed ($where), s$f differs from full$f" "$bin render $scene -o $d/s.$ext ${opts[*]} ${other[*]}"
             done
             [ ! -e "$resume" ] || fail stop "$round" "the resume file is left behind" "ls $resume"
         fi
-        echo "  stopped after $delay s by SIG$signal (status $status), previewed and resumed"
+        echo "  stopped ($how) after $delay s by SIG$signal (status $status), previewed and resumed ($where)"
     elif [ "$status" = 0 ]; then
         cmp -s "$d/full.$ext" "$d/s.$ext" ||
-            fail stop "$round" "finished before SIG$signal, s.$ext differs from full.$ext" "$bin render $scene -o $d/s.$ext ${opts[*]} --threads $threads"
-        echo "  finished before SIG$signal at $delay s"
+            fail stop "$round" "finished ($how) before SIG$signal, s.$ext differs from full.$ext" "$bin render $scene -o $d/s.$ext ${opts[*]} $how"
+        echo "  finished ($how) before SIG$signal at $delay s"
     else
         # Stopped while loading or building (the signals end the process then), or before
         # the first tile was done: nothing to resume.
-        echo "  stopped by SIG$signal at $delay s before a tile was done (status $status)"
+        echo "  stopped ($how) by SIG$signal at $delay s before a tile was done (status $status)"
     fi
 
     # --- the time limit, every other round: repeated with --resume until complete.
@@ -201,8 +252,8 @@ for round in $(seq 1 "$rounds"); do
             fail limit "$round" "not complete after 64 runs of --time-limit $limit" "$bin render $scene -o $d/t.$ext ${opts[*]} --time-limit $limit"
             break
         fi
-        if ! render "$d/t.$ext" "$d/t.err" --time-limit "$limit" "${resume_args[@]}"; then
-            fail limit "$round" "run $runs failed: $(cat "$d/t.err")" "$bin render $scene -o $d/t.$ext ${opts[*]} --time-limit $limit ${resume_args[*]}"
+        if ! anywhere "$d/t.$ext" "$d/t.err" --time-limit "$limit" "${resume_args[@]}"; then
+            fail limit "$round" "run $runs ($where) failed: $(cat "$d/t.err")" "$bin render $scene -o $d/t.$ext ${opts[*]} --time-limit $limit ${resume_args[*]}"
             break
         fi
         [ -f "$d/t.$ext.gasworks-resume" ] || {
