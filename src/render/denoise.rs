@@ -140,8 +140,11 @@ impl DenoiseOptions {
     /// luminance weight, so that crops an older gasworks denoised with the same numbers but
     /// raw luminances do not merge with these either.)
     pub fn key_item(&self) -> String {
+        // "shared": the rule since 2026-11-29, the light taken off a firefly going to its
+        // neighbours; crops denoised by builds that dropped it carry no such word, and so do
+        // not merge with these.
         let fireflies = match self.firefly_ratio {
-            Some(r) => format!("{r:?}"),
+            Some(r) => format!("{r:?} shared"),
             None => "kept".into(),
         };
         format!(
@@ -642,6 +645,20 @@ mod tests {
                 }
             })
             .collect()
+    }
+
+    #[test]
+    fn the_key_names_the_firefly_rule() {
+        let shared = DenoiseOptions::default().key_item();
+        assert!(
+            shared.ends_with("prefiltered fireflies 2.0 shared"),
+            "{shared}"
+        );
+        let kept = DenoiseOptions {
+            firefly_ratio: None,
+            ..DenoiseOptions::default()
+        };
+        assert!(kept.key_item().ends_with("prefiltered fireflies kept"));
     }
 
     #[test]
