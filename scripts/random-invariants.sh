@@ -70,6 +70,12 @@ launch() { # NP OUT ERRFILE ARGS...: gasworks render, quiet, under mpirun -np NP
     shift 3
     timeout --kill-after=10 300 "${mpi[@]}" -np "$np" "$bin" render "$scene" -o "$out" "${opts[@]}" -q "$@" 2> "$err"
 }
+same_as_a() { # CHECK ROUND NAME COMMAND: $d/NAME.exr and its layers are $d/a.exr's, byte for byte
+    local f
+    for f in "" "${layers[@]/#/.}"; do
+        cmp -s "$d/a$f.exr" "$d/$3$f.exr" || fail "$1" "$2" "$3$f.exr differs from a$f.exr" "$4"
+    done
+}
 where="" # how the last `anywhere` ran: "mpirun -np N" or "one process"
 anywhere() { # OUT ERRFILE ARGS...: `render`, or with --mpi under mpirun -np 2..4 or in one
     local np=1 # process, at random (drawn here: called in this shell, never in a $(...))
@@ -129,10 +135,7 @@ for round in $(seq 1 "$rounds"); do
     if ! render "$d/b.exr" "$d/b.err" "${other[@]}"; then
         fail schedule "$round" "failed: $(cat "$d/b.err")" "$bin render $scene -o $d/b.exr ${opts[*]} ${other[*]}"
     else
-        for f in "" "${layers[@]/#/.}"; do
-            cmp -s "$d/a$f.exr" "$d/b$f.exr" ||
-                fail schedule "$round" "a$f.exr and b$f.exr differ" "$bin render $scene -o $d/b.exr ${opts[*]} ${other[*]}"
-        done
+        same_as_a schedule "$round" b "$bin render $scene -o $d/b.exr ${opts[*]} ${other[*]}"
     fi
     if [ ${#mpi[@]} -gt 0 ]; then
         np=$((2 + RANDOM % 3))
@@ -141,10 +144,7 @@ for round in $(seq 1 "$rounds"); do
         if ! launch "$np" "$d/n.exr" "$d/n.err" --threads 1 --schedule "$schedule"; then
             fail ranks "$round" "mpirun -np $np failed: $(cat "$d/n.err")" "mpirun -np $np $bin render $scene -o $d/n.exr ${opts[*]} --threads 1 --schedule $schedule"
         else
-            for f in "" "${layers[@]/#/.}"; do
-                cmp -s "$d/a$f.exr" "$d/n$f.exr" ||
-                    fail ranks "$round" "$np ranks' n$f.exr differs from one process's a$f.exr" "mpirun -np $np $bin render $scene -o $d/n.exr ${opts[*]} --threads 1 --schedule $schedule"
-            done
+            same_as_a ranks "$round" n "mpirun -np $np $bin render $scene -o $d/n.exr ${opts[*]} --threads 1 --schedule $schedule"
         fi
     fi
     if [ $((RANDOM % 2)) = 0 ]; then
