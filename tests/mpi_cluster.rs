@@ -419,6 +419,69 @@ fn a_rank_that_dies_mid_frame_fails_the_job_naming_it() {
     }
 }
 
+/// A rank that dies with a finished tile on its way to rank 0. A tile this large (1600
+/// pixels) goes by rendezvous, rank 0 copying it out of the sender's memory, which the
+/// sender's death leaves unfinished for good. Rank 0 must still answer mpirun's SIGTERM and
+/// write what has arrived: its blocking receive (`MPI_Mrecv`) once hung it there until
+/// mpirun's SIGKILL, and no image, resume file or message was left. The resume file then
+/// finishes one process's image bit for bit.
+#[test]
+fn a_rank_that_dies_with_a_tile_on_its_way_leaves_rank_0_free_to_write() {
+    for kind in ["exit", "kill"] {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out.exr");
+        let sized = |out: &Path, extra: &[&str]| {
+            let mut args = render_args_sized(&cornell(), out, "12", "16", extra);
+            for (flag, value) in [("--width", "160"), ("--height", "120")] {
+                let at = args.iter().position(|a| a == flag).unwrap();
+                args[at + 1] = value.into();
+            }
+            args
+        };
+        let mut c = mpirun();
+        c.env("GASWORKS_TEST_FAULT", format!("rank=1,after=2,kind={kind}"))
+            .args(["-np", "3"])
+            .arg(BIN)
+            .args(sized(&out, &[]));
+        let r = run(c);
+        assert_ne!(r.code, Some(0), "{kind}: {}", r.stderr);
+        let resume = dir.path().join("out.exr.gasworks-resume");
+        if !out.exists() {
+            // Rank 0 answered, though no tile had come (it was not hung).
+            assert!(
+                r.stderr
+                    .contains("no tile had arrived, so no image was written"),
+                "{kind}: rank 0 wrote nothing and said nothing: {}",
+                r.stderr
+            );
+            continue;
+        }
+        assert!(resume.exists(), "{kind}: no resume file: {}", r.stderr);
+        assert!(
+            r.stderr.contains("error: stopped by SIGTERM:"),
+            "{kind}: {}",
+            r.stderr
+        );
+        let resumed = run({
+            let mut c = Command::new(BIN);
+            c.args(sized(&out, &["--resume", resume.to_str().unwrap()]));
+            c
+        });
+        assert_eq!(resumed.code, Some(0), "{kind}: resume: {}", resumed.stderr);
+        let single = dir.path().join("single.exr");
+        let whole = run({
+            let mut c = Command::new(BIN);
+            c.args(sized(&single, &[]));
+            c
+        });
+        assert_eq!(whole.code, Some(0), "{kind}: {}", whole.stderr);
+        assert!(
+            image_bits(&out) == image_bits(&single),
+            "{kind}: the resumed image differs from one process's"
+        );
+    }
+}
+
 #[test]
 fn a_rank_that_falls_silent_is_named_after_the_timeout() {
     let (r, out, _dir) = run_with_fault("silence");

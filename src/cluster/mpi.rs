@@ -3,8 +3,16 @@
 //! `mpi` crate (rsmpi) on the system's MPI library (OpenMPI on Debian).
 //!
 //! Only the thread that initialized MPI calls it (`MPI_THREAD_FUNNELED`): the rank's progress
-//! loop. The one piece of `unsafe` here keeps each outgoing buffer alive, owned by the
-//! transport, until its send request completes.
+//! loop. The one piece of `unsafe` here keeps each outgoing and incoming buffer alive, owned
+//! by the transport, until its request completes.
+//!
+//! Receives never wait: a probed message is received with `MPI_Imrecv`, and one whose bytes
+//! are still to come (a large message goes by rendezvous: over shared memory, the receiver
+//! copies it out of the sender's memory) stays in flight until a later poll finds it done.
+//! A sender that dies mid-transfer leaves its receive in flight forever; a blocking
+//! `MPI_Mrecv` then hung rank 0 for good, so that it could neither notice the silence nor
+//! write what had arrived when mpirun's SIGTERM came. Messages of one sender still arrive in
+//! order: while one of its receives is in flight, that sender is not probed.
 //!
 //! Faults: MPI's default error handler (`MPI_ERRORS_ARE_FATAL`) ends the job on a
 //! communication error, and `mpirun` ends the job, naming the rank, when a process dies or
@@ -25,6 +33,14 @@ struct PendingSend {
     buffer: *mut [u8],
 }
 
+/// A receive in flight: its request, the buffer it fills (leaked until it completes) and
+/// the sender.
+struct PendingReceive {
+    request: Request<'static, [u8], StaticScope>,
+    buffer: *mut [u8],
+    from: usize,
+}
+
 /// MPI, initialized for this process. Dropping it finalizes MPI.
 pub struct MpiWorld {
     // Field order matters: the communicator is freed before MPI is finalized.
@@ -34,6 +50,8 @@ pub struct MpiWorld {
     local_size: usize,
     host: String,
     pending: Vec<PendingSend>,
+    /// At most one per sender.
+    receiving: Vec<PendingReceive>,
     _universe: mpi::environment::Universe,
 }
 
@@ -60,6 +78,7 @@ impl MpiWorld {
             local_size,
             host,
             pending: Vec::new(),
+            receiving: Vec::new(),
             _universe: universe,
         }))
     }
@@ -97,6 +116,54 @@ impl MpiWorld {
         }
         self.pending = still;
     }
+
+    /// The first receive in flight that has completed, with its sender.
+    fn completed_receive(&mut self) -> Option<(usize, Vec<u8>)> {
+        let mut done = None;
+        let mut still = Vec::with_capacity(self.receiving.len());
+        for r in self.receiving.drain(..) {
+            if done.is_some() {
+                still.push(r);
+                continue;
+            }
+            match r.request.test() {
+                // SAFETY: `buffer` came from `Box::into_raw` in `receive`, and its request has
+                // completed: MPI no longer writes it, and nothing else refers to it.
+                Ok(_) => done = Some((r.from, unsafe { Box::from_raw(r.buffer) }.into_vec())),
+                Err(request) => still.push(PendingReceive { request, ..r }),
+            }
+        }
+        self.receiving = still;
+        done
+    }
+
+    /// Starts receiving a probed message of `len` bytes from `from`: its bytes if they are
+    /// all here already, else `None` and the receive stays in flight.
+    fn receive(
+        &mut self,
+        message: mpi::point_to_point::Message,
+        len: usize,
+        from: usize,
+    ) -> Option<Vec<u8>> {
+        let buffer: *mut [u8] = Box::into_raw(vec![0u8; len].into_boxed_slice());
+        // SAFETY: the buffer is leaked here and freed only once its request has completed
+        // (below, or in `completed_receive`), or never, if it does not: it outlives every
+        // write MPI makes to it, and nothing else refers to it meanwhile.
+        let data: &'static mut [u8] = unsafe { &mut *buffer };
+        let request = message.immediate_matched_receive_into(StaticScope, data);
+        match request.test() {
+            // SAFETY: as in `completed_receive`.
+            Ok(_) => Some(unsafe { Box::from_raw(buffer) }.into_vec()),
+            Err(request) => {
+                self.receiving.push(PendingReceive {
+                    request,
+                    buffer,
+                    from,
+                });
+                None
+            }
+        }
+    }
 }
 
 impl Drop for MpiWorld {
@@ -107,6 +174,10 @@ impl Drop for MpiWorld {
         // ending.
         for p in self.pending.drain(..) {
             std::mem::forget(p.request);
+        }
+        // So is a receive whose sender died mid-transfer: MPI may still write its buffer.
+        for r in self.receiving.drain(..) {
+            std::mem::forget(r.request);
         }
     }
 }
@@ -140,13 +211,33 @@ impl Transport for MpiWorld {
 
     fn poll(&mut self) -> Result<Option<(usize, Vec<u8>)>, TransportError> {
         self.reap();
-        match self.comm.any_process().immediate_matched_probe() {
-            Some(probed) => {
-                let (bytes, status) = probed.matched_receive_vec::<u8>();
-                Ok(Some((status.source_rank() as usize, bytes)))
-            }
-            None => Ok(None),
+        if let Some(done) = self.completed_receive() {
+            return Ok(Some(done));
         }
+        // With no receive in flight, any sender; else only the senders without one, so that
+        // a sender's next message cannot overtake the one still arriving.
+        let probed = if self.receiving.is_empty() {
+            self.comm.any_process().immediate_matched_probe()
+        } else {
+            (0..self.size)
+                .filter(|&r| self.receiving.iter().all(|p| p.from != r))
+                .find_map(|r| {
+                    self.comm
+                        .process_at_rank(r as i32)
+                        .immediate_matched_probe()
+                })
+        };
+        let Some((message, status)) = probed else {
+            return Ok(None);
+        };
+        let from = status.source_rank() as usize;
+        let len = usize::try_from(status.count(u8::equivalent_datatype())).map_err(|_| {
+            TransportError::Call {
+                call: "MPI_Get_count",
+                detail: format!("a message from rank {from} of undefined length"),
+            }
+        })?;
+        Ok(self.receive(message, len, from).map(|bytes| (from, bytes)))
     }
 
     fn flush(&mut self, timeout: Duration) -> Result<(), TransportError> {
