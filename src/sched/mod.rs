@@ -323,18 +323,20 @@ impl Stopped {
     /// "samples 0..64 in 32 of 64 tiles; the other tiles are black"; a resumed run stopped
     /// before its first tile: "samples 0..64 in the 300 pixels an earlier run finished; the
     /// other pixels are black".
-    /// A pass stopped before any of its samples reached the film is not named.
+    /// A pass stopped before any of its samples reached the film is not named; one stopped
+    /// after all its tiles did (a cluster's rank 0 may stop there) is described as complete.
     pub fn describe(&self, spp: u32) -> String {
+        let everywhere = |done: u32| format!("{done} of {spp} samples per pixel everywhere");
         let partial = self
             .partial
             .as_ref()
             .filter(|p| p.tiles_done > 0 || p.carried_pixels > 0);
         let Some(p) = partial else {
-            return format!(
-                "{} of {spp} samples per pixel everywhere",
-                self.spp_complete
-            );
+            return everywhere(self.spp_complete);
         };
+        if p.tiles > 0 && p.tiles_done >= p.tiles {
+            return everywhere(p.samples.end);
+        }
         // Where the stopped pass's samples are, and what the rest of the image is.
         let (where_, rest) = match (p.tiles_done, p.carried_pixels) {
             (done, 0) => (format!("{done} of {} tiles", p.tiles), "tiles"),
@@ -1152,6 +1154,21 @@ mod tests {
         assert_eq!(
             carried_only.describe(64),
             "16 of 64 samples per pixel everywhere, and samples 16..32 in the 400 pixels an earlier run finished"
+        );
+        // Every tile of the pass arrived before the stop: its samples are everywhere.
+        let all_arrived = Stopped {
+            spp_complete: 0,
+            partial: Some(PartialPass {
+                samples: 0..64,
+                tiles_done: 6,
+                tiles: 6,
+                carried_pixels: 0,
+            }),
+            at_time_limit: false,
+        };
+        assert_eq!(
+            all_arrived.describe(128),
+            "64 of 128 samples per pixel everywhere"
         );
     }
 
