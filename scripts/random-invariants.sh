@@ -12,7 +12,11 @@
 # With --mpi (BIN built with `--features mpi`; OpenMPI's mpirun on this machine), the frame is
 # also rendered by `mpirun -np 2..4` ranks, and the stop and the time limit run under mpirun
 # (the stop signals mpirun; the resume runs under mpirun or in one process), each checked
-# against one process's image; crops (refused under several ranks) stay in one process.
+# against one process's image; crops (refused under several ranks) stay in one process. And
+#   fault     a rank other than 0 dies (exit, SIGKILL or abort) after a random number of
+#             tiles: the job fails, and rank 0 writes what has arrived (its preview the
+#             image; resumed, the uninterrupted render) or says that nothing had; nothing
+#             else is left beside the image.
 # A check that fails prints its command lines; the exit status is 1 when any failed.
 #
 #   scripts/random-invariants.sh [--mpi] BIN [ROUNDS [SEED]]
@@ -52,7 +56,7 @@ choose() {
 }
 checks=0
 failed=0
-scene="" filter="" schedule="" steal="" spp="" pass="" ext="" signal="" # set by choose
+scene="" filter="" schedule="" steal="" spp="" pass="" ext="" signal="" kind="" # set by choose
 fail() { # CHECK ROUND WHAT COMMAND...
     local check="$1" round="$2" what="$3"
     shift 3
@@ -238,6 +242,54 @@ for round in $(seq 1 "$rounds"); do
         # Stopped while loading or building (the signals end the process then), or before
         # the first tile was done: nothing to resume.
         echo "  stopped ($how) by SIG$signal at $delay s before a tile was done (status $status)"
+    fi
+
+    # --- a rank dies (with --mpi): rank 0 writes what has arrived, which resumes.
+    if [ ${#mpi[@]} -gt 0 ]; then
+        np=$((2 + RANDOM % 3))
+        choose kind exit kill abort
+        fault="rank=$((1 + RANDOM % (np - 1))),after=$((RANDOM % 5)),kind=$kind"
+        f="$d/fault"
+        mkdir -p "$f"
+        checks=$((checks + 1))
+        GASWORKS_TEST_FAULT="$fault" launch "$np" "$f/f.$ext" "$f/f.err" --threads 1
+        status=$?
+        cmd="GASWORKS_TEST_FAULT=$fault mpirun -np $np $bin render $scene -o $f/f.$ext ${opts[*]} --threads 1"
+        left=""
+        for x in "$f"/*; do
+            case "${x##*/}" in
+                f.err | "f.$ext" | "f.$ext.gasworks-resume" | f.albedo.exr | f.normal.exr) ;;
+                *) left="$left ${x##*/}" ;;
+            esac
+        done
+        [ -z "$left" ] || fail fault "$round" "left beside the image:$left" "$cmd"
+        if [ "$status" = 0 ]; then
+            # The rank had no more tiles to render than the fault waited for.
+            cmp -s "$d/full.$ext" "$f/f.$ext" ||
+                fail fault "$round" "the job succeeded, but f.$ext differs from full.$ext" "$cmd"
+            echo "  $fault under mpirun -np $np: the frame ended first"
+        elif [ -f "$f/f.$ext.gasworks-resume" ]; then
+            if [ ! -f "$f/f.$ext" ]; then
+                fail fault "$round" "a resume file but no image (status $status): $(cat "$f/f.err")" "$cmd"
+            elif ! "$bin" preview "$f/f.$ext.gasworks-resume" -o "$f/p.$ext" -q 2> "$f/p.err" ||
+                ! cmp -s "$f/f.$ext" "$f/p.$ext"; then
+                fail fault "$round" "the preview differs from the image (or failed: $(cat "$f/p.err"))" "$bin preview $f/f.$ext.gasworks-resume -o $f/p.$ext"
+            fi
+            if ! anywhere "$f/f.$ext" "$f/r.err" --threads 1 --resume "$f/f.$ext.gasworks-resume"; then
+                fail fault "$round" "the resume ($where) failed: $(cat "$f/r.err")" "$cmd --resume $f/f.$ext.gasworks-resume"
+            else
+                for x in ".$ext" "${layers[@]/#/.}"; do
+                    [ "$x" = ".$ext" ] || x="$x.exr"
+                    cmp -s "$d/full$x" "$f/f$x" ||
+                        fail fault "$round" "resumed ($where), f$x differs from full$x" "$cmd --resume $f/f.$ext.gasworks-resume"
+                done
+            fi
+            echo "  $fault under mpirun -np $np: status $status, what had arrived written and resumed ($where)"
+        elif grep -q "no tile had arrived, so no image was written" "$f/f.err"; then
+            echo "  $fault under mpirun -np $np: status $status, no tile had arrived"
+        else
+            fail fault "$round" "status $status, and rank 0 wrote nothing and said nothing: $(cat "$f/f.err")" "$cmd"
+        fi
     fi
 
     # --- the time limit, every other round: repeated with --resume until complete.
