@@ -13,10 +13,10 @@
 # also rendered by `mpirun -np 2..4` ranks, and the stop and the time limit run under mpirun
 # (the stop signals mpirun; the resume runs under mpirun or in one process), each checked
 # against one process's image; crops (refused under several ranks) stay in one process. And
-#   fault     a rank other than 0 dies (exit, SIGKILL or abort) after a random number of
-#             tiles: the job fails, and rank 0 writes what has arrived (its preview the
-#             image; resumed, the uninterrupted render) or says that nothing had; nothing
-#             else is left beside the image.
+#   fault     a rank other than 0 dies (exit, SIGKILL or abort) or hangs (silent: rank 0
+#             names it after GASWORKS_RANK_TIMEOUT_S=2) after a random number of tiles: the
+#             job fails, and rank 0 writes what has arrived (its preview the image; resumed,
+#             the uninterrupted render) or says that nothing had; nothing else is left.
 # A check that fails prints its command lines; the exit status is 1 when any failed.
 #
 #   scripts/random-invariants.sh [--mpi] BIN [ROUNDS [SEED]]
@@ -247,14 +247,15 @@ for round in $(seq 1 "$rounds"); do
     # --- a rank dies (with --mpi): rank 0 writes what has arrived, which resumes.
     if [ ${#mpi[@]} -gt 0 ]; then
         np=$((2 + RANDOM % 3))
-        choose kind exit kill abort
-        fault="rank=$((1 + RANDOM % (np - 1))),after=$((RANDOM % 5)),kind=$kind"
+        choose kind exit kill abort silence
+        victim=$((1 + RANDOM % (np - 1)))
+        fault="rank=$victim,after=$((RANDOM % 5)),kind=$kind"
         f="$d/fault"
         mkdir -p "$f"
         checks=$((checks + 1))
-        GASWORKS_TEST_FAULT="$fault" launch "$np" "$f/f.$ext" "$f/f.err" --threads 1
+        GASWORKS_TEST_FAULT="$fault" GASWORKS_RANK_TIMEOUT_S=2 launch "$np" "$f/f.$ext" "$f/f.err" --threads 1
         status=$?
-        cmd="GASWORKS_TEST_FAULT=$fault mpirun -np $np $bin render $scene -o $f/f.$ext ${opts[*]} --threads 1"
+        cmd="GASWORKS_TEST_FAULT=$fault GASWORKS_RANK_TIMEOUT_S=2 mpirun -np $np $bin render $scene -o $f/f.$ext ${opts[*]} --threads 1"
         left=""
         for x in "$f"/*; do
             case "${x##*/}" in
@@ -263,6 +264,9 @@ for round in $(seq 1 "$rounds"); do
             esac
         done
         [ -z "$left" ] || fail fault "$round" "left beside the image:$left" "$cmd"
+        if [ "$kind" = silence ] && [ "$status" != 0 ] && ! grep -q "rank $victim has sent nothing for" "$f/f.err"; then
+            fail fault "$round" "status $status, but rank $victim was not named silent: $(cat "$f/f.err")" "$cmd"
+        fi
         if [ "$status" = 0 ]; then
             # The rank had no more tiles to render than the fault waited for.
             cmp -s "$d/full.$ext" "$f/f.$ext" ||

@@ -121,6 +121,11 @@ impl FrameSink for Keep {
     fn finish(&mut self, _: &Frame) -> anyhow::Result<()> {
         Ok(())
     }
+    /// What a silent rank's abort adds: whether tiles had arrived.
+    fn keep(&mut self, frame: &Frame) -> Option<String> {
+        let stopped = frame.stopped.as_ref()?;
+        Some(format!("; kept: tiles arrived {}", stopped.rendered_any()))
+    }
 }
 
 impl RankSpec {
@@ -687,11 +692,13 @@ fn a_silent_rank_is_named_and_the_job_ends() {
         after_tiles: 2,
         kind: FaultKind::Silence,
     };
-    let ranks = vec![
+    let mut ranks = vec![
         RankSpec::new(1, 2000),
         RankSpec::new(1, 2000),
         RankSpec::new(1, 2000),
     ];
+    // Rank 0's sink is `Keep`, which says what it kept.
+    ranks[0].boundaries = Some(Default::default());
     let outcomes = run_cluster(
         &ranks,
         &config(Strategy::Sorted, true, None),
@@ -711,10 +718,12 @@ fn a_silent_rank_is_named_and_the_job_ends() {
             .is_some_and(|t| t.contains("rank 1 has sent nothing")),
         "{text:?}"
     );
-    // Rank 2 learns of the abort from rank 0.
+    // Rank 2 learns of the abort from rank 0, whose sink kept the two tiles rank 1 sent
+    // before it fell silent, and the others that arrived.
     match &outcomes[2].0 {
         Err(ClusterError::Transport(TransportError::Aborted { rank: 0, message })) => {
-            assert!(message.contains("rank 1"), "{message}")
+            assert!(message.contains("rank 1"), "{message}");
+            assert!(message.ends_with("; kept: tiles arrived true"), "{message}");
         }
         other => panic!(
             "rank 2: expected the abort, got {:?}",

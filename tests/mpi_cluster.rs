@@ -482,16 +482,48 @@ fn a_rank_that_dies_with_a_tile_on_its_way_leaves_rank_0_free_to_write() {
     }
 }
 
+/// A rank that hangs: rank 0 names it after the timeout and ends the job, but first writes
+/// what has arrived, as at a stop, and says so; the resume file finishes one process's image
+/// bit for bit.
 #[test]
-fn a_rank_that_falls_silent_is_named_after_the_timeout() {
-    let (r, out, _dir) = run_with_fault("silence");
+fn a_rank_that_falls_silent_is_named_after_the_timeout_and_what_arrived_is_kept() {
+    let (r, out, dir) = run_with_fault("silence");
     assert_ne!(r.code, Some(0), "{}", r.stderr);
     assert!(
         r.stderr.contains("rank 1 has sent nothing for"),
         "{}",
         r.stderr
     );
-    assert!(!out.exists());
+    let resume = dir.path().join("out.exr.gasworks-resume");
+    assert!(
+        r.stderr
+            .contains(&format!("{} holds what had arrived", out.display()))
+            && r.stderr.contains(&format!(
+                "run the same command with --resume {}",
+                resume.display()
+            )),
+        "{}",
+        r.stderr
+    );
+    assert!(out.exists() && resume.exists(), "{}", r.stderr);
+    let args = render_args_sized(&cornell(), &out, "96", "16", &[]);
+    let resumed = run({
+        let mut c = Command::new(BIN);
+        c.args(&args).args(["--resume", resume.to_str().unwrap()]);
+        c
+    });
+    assert_eq!(resumed.code, Some(0), "{}", resumed.stderr);
+    let single = dir.path().join("single.exr");
+    let whole = run({
+        let mut c = Command::new(BIN);
+        c.args(render_args_sized(&cornell(), &single, "96", "16", &[]));
+        c
+    });
+    assert_eq!(whole.code, Some(0), "{}", whole.stderr);
+    assert!(
+        image_bits(&out) == image_bits(&single),
+        "the resumed image differs from one process's"
+    );
 }
 
 #[test]

@@ -32,8 +32,8 @@ use super::signals;
 use crate::backend::WorkerFactory;
 use crate::cluster::mpi::MpiWorld;
 use crate::cluster::{
-    fingerprint::fingerprint, run_node, ClusterJob, Discard, FaultHook, FaultKind, FrameSink,
-    PlanInputs, RankSetup, Timing, Transport,
+    fingerprint::fingerprint, run_node, ClusterJob, Discard, FaultHook, FrameSink, PlanInputs,
+    RankSetup, Timing, Transport,
 };
 use crate::cpu::SceneBvh;
 use crate::optix::pathtracer::OptixOptions;
@@ -50,6 +50,11 @@ struct RankZeroOutputs<'c, W: FnMut(&Frame) -> anyhow::Result<()>> {
     write: W,
     checkpoints: &'c mut Checkpointer,
     out: Verbosity,
+    /// For the message of a job ended by a silent rank: the image, its samples per pixel,
+    /// and where `write` put the resume file.
+    output: &'c std::path::Path,
+    spp: u32,
+    resume_written: &'c std::cell::RefCell<Option<std::path::PathBuf>>,
 }
 
 impl<W: FnMut(&Frame) -> anyhow::Result<()>> FrameSink for RankZeroOutputs<'_, W> {
@@ -61,6 +66,27 @@ impl<W: FnMut(&Frame) -> anyhow::Result<()>> FrameSink for RankZeroOutputs<'_, W
     }
     fn finish(&mut self, frame: &Frame) -> anyhow::Result<()> {
         (self.write)(frame)
+    }
+    fn keep(&mut self, frame: &Frame) -> Option<String> {
+        let stopped = frame.stopped.as_ref()?;
+        if !stopped.rendered_any() {
+            return Some("; no tile had arrived, so no image was written".into());
+        }
+        if let Err(e) = (self.write)(frame) {
+            return Some(format!("; what had arrived was not written: {e:#}"));
+        }
+        let mut kept = format!(
+            "; {} holds what had arrived, {}",
+            self.output.display(),
+            stopped.describe(self.spp)
+        );
+        if let Some(file) = self.resume_written.borrow().as_deref() {
+            kept += &format!(
+                "; to finish it, run the same command with --resume {}",
+                file.display()
+            );
+        }
+        Some(kept)
     }
 }
 
@@ -332,6 +358,9 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
         write,
         checkpoints: &mut checkpoints,
         out,
+        output: &a.output,
+        spp: a.spp,
+        resume_written: &resume_written,
     };
     // From here Ctrl-C, SIGTERM and SIGHUP stop the frame on every rank (mpirun sends its
     // ranks SIGTERM when it is told to end the job): rank 0 writes what has arrived.
@@ -341,12 +370,10 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
     } else {
         run_node(&mut world, setup, &job, &mut Discard)
     };
-    if let (Some(f), Ok(None)) = (fault, &result) {
-        if f.rank == rank && f.kind == FaultKind::Silence {
-            // The test hook's hung rank: alive, silent, until the job is aborted.
-            loop {
-                std::thread::sleep(Duration::from_secs(1));
-            }
+    if crate::cluster::node::silenced_by_fault_hook() {
+        // The test hook's hung rank: alive, silent, until the job is aborted.
+        loop {
+            std::thread::sleep(Duration::from_secs(1));
         }
     }
     let frame = match result {

@@ -11,7 +11,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::ops::Range;
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -65,6 +65,15 @@ pub struct FaultHook {
     pub rank: usize,
     pub after_tiles: usize,
     pub kind: FaultKind,
+}
+
+/// Set once the hook's silence has landed on this rank.
+static SILENCED: AtomicBool = AtomicBool::new(false);
+
+/// Whether [`FaultKind::Silence`] landed on this rank: its process is then to stay alive and
+/// silent. (A rank the frame ended for before its fault landed leaves as usual.)
+pub fn silenced_by_fault_hook() -> bool {
+    SILENCED.load(Ordering::SeqCst)
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -166,6 +175,12 @@ pub trait FrameSink {
     /// holds what arrived, [`Frame::resume_point`] where to go on from): write the outputs.
     /// An error is every rank's error.
     fn finish(&mut self, frame: &Frame) -> anyhow::Result<()>;
+    /// Rank 0, before a silent peer makes it end the job: write what has arrived, as at a
+    /// stop ([`Frame::stopped`] is set), and say what was written, to be added to the
+    /// abort's message. Hours of a frame are not lost to one hung node.
+    fn keep(&mut self, _frame: &Frame) -> Option<String> {
+        None
+    }
 }
 
 /// A sink for ranks other than 0, and for tests: nothing is written.
@@ -805,8 +820,12 @@ impl<'t, T: Transport> Node<'t, T> {
             }
             if let Err(e) = &result {
                 if e.aborts_job() {
+                    let mut message = e.to_string();
+                    if let (ClusterError::Silent { .. }, Some(m)) = (e, master.take()) {
+                        message += &self.keep_what_arrived(m, &rx, sink);
+                    }
                     // Before waiting for the workers' last tiles: end the job now.
-                    self.t.abort(&e.to_string());
+                    self.t.abort(&message);
                 }
             }
             result
@@ -1120,6 +1139,26 @@ impl<'t, T: Transport> Node<'t, T> {
         }
     }
 
+    /// Rank 0, a peer fallen silent: the frame ends as at a stop (the tiles that arrived,
+    /// rank 0's own finished ones among them), and the sink writes it. What the abort's
+    /// message adds: where it went, or why nothing did.
+    fn keep_what_arrived(
+        &mut self,
+        mut master: Master,
+        rx: &mpsc::Receiver<Event>,
+        sink: &mut dyn FrameSink,
+    ) -> String {
+        if let Err(e) = self.drain_own_tiles(&mut master, None, rx) {
+            return format!("; what had arrived was not written: {e}");
+        }
+        // As a SIGTERM would (the job is ended like one).
+        master.stop(StopRequest {
+            rank: 0,
+            signal: 15,
+        });
+        sink.keep(&master.into_frame()).unwrap_or_default()
+    }
+
     /// Rank 0, at a stop request: the tiles its own workers finished and put in its channel
     /// have arrived as surely as a peer's received tile, so the image and the resume file
     /// written at the stop hold them too (a resumed job does not render them again). What
@@ -1166,7 +1205,10 @@ impl<'t, T: Transport> Node<'t, T> {
                 unsafe { libc::raise(libc::SIGKILL) };
                 true
             }
-            FaultKind::Silence => true,
+            FaultKind::Silence => {
+                SILENCED.store(true, Ordering::SeqCst);
+                true
+            }
         }
     }
 
