@@ -72,13 +72,34 @@ render() { # OUT ERRFILE ARGS...: gasworks render, quiet; its status
 launch() { # NP OUT ERRFILE ARGS...: gasworks render, quiet, under mpirun -np NP; its status
     local np="$1" out="$2" err="$3"
     shift 3
-    timeout --kill-after=10 300 "${mpi[@]}" -np "$np" "$bin" render "$scene" -o "$out" "${opts[@]}" -q "$@" 2> "$err"
+    timeout --kill-after=10 120 "${mpi[@]}" -np "$np" "$bin" render "$scene" -o "$out" "${opts[@]}" -q "$@" 2> "$err"
 }
 same_as_a() { # CHECK ROUND NAME COMMAND: $d/NAME.exr and its layers are $d/a.exr's, byte for byte
     local f
     for f in "" "${layers[@]/#/.}"; do
         cmp -s "$d/a$f.exr" "$d/$3$f.exr" || fail "$1" "$2" "$3$f.exr differs from a$f.exr" "$4"
     done
+}
+stuck="" # what hung after the last `wait_stopped`: "", "mpirun" or "a rank"
+wait_stopped() { # PID: waits for the job a signal stopped; its status into $status
+    # mpirun, at most a minute: OpenMPI 4.1's mpirun can hang in its teardown after a signal,
+    # once every rank has left (its ranks then zombies): mpirun's fault, not a rank's.
+    local pid="$1" t=0
+    stuck=""
+    if [ ${#mpi[@]} -gt 0 ]; then
+        while kill -0 "$pid" 2> /dev/null && [ "$t" -lt 600 ]; do
+            sleep 0.1
+            t=$((t + 1))
+        done
+        if kill -0 "$pid" 2> /dev/null; then
+            stuck=mpirun
+            ps --ppid "$pid" -o stat= | grep -qv '^Z' && stuck="a rank"
+            pkill -KILL -P "$pid"
+            kill -KILL "$pid"
+        fi
+    fi
+    wait "$pid"
+    status=$?
 }
 where="" # how the last `anywhere` ran: "mpirun -np N" or "one process"
 anywhere() { # OUT ERRFILE ARGS...: `render`, or with --mpi under mpirun -np 2..4 or in one
@@ -209,8 +230,11 @@ for round in $(seq 1 "$rounds"); do
     pid=$!
     sleep "$delay"
     kill "-$signal" "$pid" 2> /dev/null
-    wait "$pid"
-    status=$?
+    wait_stopped "$pid"
+    case "$stuck" in
+        mpirun) echo "  ($how: mpirun hung in its teardown after SIG$signal, every rank gone; killed)" ;;
+        "a rank") fail stop "$round" "a rank was still running a minute after SIG$signal" "$bin render $scene -o $d/s.$ext ${opts[*]} $how" ;;
+    esac
     resume="$d/s.$ext.gasworks-resume"
     checks=$((checks + 1))
     if [ -f "$resume" ]; then
