@@ -379,6 +379,35 @@ fn run_with_fault(kind: &str) -> (Run, PathBuf, tempfile::TempDir) {
     (r, out, dir)
 }
 
+/// Finishes `out` from `resume` in one process, renders the whole frame into `single.exr`
+/// beside it in one process, and checks the two bit for bit. `args(out, extra)` gives the
+/// render's arguments; `what` labels the failures.
+fn resumed_in_one_process_is_its_image(
+    out: &Path,
+    resume: &Path,
+    args: impl Fn(&Path, &[&str]) -> Vec<String>,
+    what: &str,
+) {
+    let resumed = run({
+        let mut c = Command::new(BIN);
+        c.args(args(out, &["--resume", resume.to_str().unwrap()]));
+        c
+    });
+    assert_eq!(resumed.code, Some(0), "{what}: resume: {}", resumed.stderr);
+    assert!(!resume.exists(), "{what}: the resume file is left");
+    let single = out.with_file_name("single.exr");
+    let whole = run({
+        let mut c = Command::new(BIN);
+        c.args(args(&single, &[]));
+        c
+    });
+    assert_eq!(whole.code, Some(0), "{what}: {}", whole.stderr);
+    assert!(
+        image_bits(out) == image_bits(&single),
+        "{what}: the resumed image differs from one process's"
+    );
+}
+
 #[test]
 fn a_rank_that_dies_mid_frame_fails_the_job_naming_it() {
     for (kind, signal) in [("abort", "signal 6"), ("kill", "signal 9")] {
@@ -462,23 +491,7 @@ fn a_rank_that_dies_with_a_tile_on_its_way_leaves_rank_0_free_to_write() {
             "{kind}: {}",
             r.stderr
         );
-        let resumed = run({
-            let mut c = Command::new(BIN);
-            c.args(sized(&out, &["--resume", resume.to_str().unwrap()]));
-            c
-        });
-        assert_eq!(resumed.code, Some(0), "{kind}: resume: {}", resumed.stderr);
-        let single = dir.path().join("single.exr");
-        let whole = run({
-            let mut c = Command::new(BIN);
-            c.args(sized(&single, &[]));
-            c
-        });
-        assert_eq!(whole.code, Some(0), "{kind}: {}", whole.stderr);
-        assert!(
-            image_bits(&out) == image_bits(&single),
-            "{kind}: the resumed image differs from one process's"
-        );
+        resumed_in_one_process_is_its_image(&out, &resume, sized, kind);
     }
 }
 
@@ -506,23 +519,11 @@ fn a_rank_that_falls_silent_is_named_after_the_timeout_and_what_arrived_is_kept(
         r.stderr
     );
     assert!(out.exists() && resume.exists(), "{}", r.stderr);
-    let args = render_args_sized(&cornell(), &out, "96", "16", &[]);
-    let resumed = run({
-        let mut c = Command::new(BIN);
-        c.args(&args).args(["--resume", resume.to_str().unwrap()]);
-        c
-    });
-    assert_eq!(resumed.code, Some(0), "{}", resumed.stderr);
-    let single = dir.path().join("single.exr");
-    let whole = run({
-        let mut c = Command::new(BIN);
-        c.args(render_args_sized(&cornell(), &single, "96", "16", &[]));
-        c
-    });
-    assert_eq!(whole.code, Some(0), "{}", whole.stderr);
-    assert!(
-        image_bits(&out) == image_bits(&single),
-        "the resumed image differs from one process's"
+    resumed_in_one_process_is_its_image(
+        &out,
+        &resume,
+        |out, extra| render_args_sized(&cornell(), out, "96", "16", extra),
+        "silence",
     );
 }
 
