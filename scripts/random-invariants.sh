@@ -4,11 +4,12 @@
 # or EXR). Each round checks, byte for byte:
 #   schedule  another thread count, schedule, pass size and stealing: the same image and layers;
 #   crops     two crops of the frame (--pixelbounds) merged: the whole render's image and layers;
-#   stop      a render stopped by SIGTERM or SIGINT at a random moment: `preview` of its resume
-#             file is the stopped image (key included), and `--resume` (on other threads and
-#             another schedule) finishes it as the uninterrupted render;
+#   stop      a render stopped by SIGTERM or SIGINT at a random moment (in one process also
+#             killed by SIGKILL, under --checkpoint-every): `preview` of its resume file is
+#             the stopped image (key included), and `--resume` (on other threads and another
+#             schedule) finishes it as the uninterrupted render;
 #   limit     a render under a short --time-limit, repeated with --resume until complete: the
-#             uninterrupted render, each stop's preview its image.
+#             uninterrupted render and layers, each stop's preview its image.
 # With --mpi (BIN built with `--features mpi`; OpenMPI's mpirun on this machine), the frame is
 # also rendered by `mpirun -np 2..4` ranks, and the stop and the time limit run under mpirun
 # (the stop signals mpirun; the resume runs under mpirun or in one process), each checked
@@ -36,7 +37,7 @@ if [ "${1:-}" = --mpi ]; then
     export OMPI_MCA_btl_tcp_if_include="${OMPI_MCA_btl_tcp_if_include:-lo}"
 fi
 if [ $# -lt 1 ]; then
-    sed -n '2,23p' "$0" >&2
+    sed -n '2,24p' "$0" >&2
     exit 2
 fi
 bin="$1"
@@ -74,11 +75,19 @@ launch() { # NP OUT ERRFILE ARGS...: gasworks render, quiet, under mpirun -np NP
     shift 3
     timeout --kill-after=10 120 "${mpi[@]}" -np "$np" "$bin" render "$scene" -o "$out" "${opts[@]}" -q "$@" 2> "$err"
 }
-same_as_a() { # CHECK ROUND NAME COMMAND: $d/NAME.exr and its layers are $d/a.exr's, byte for byte
-    local f
-    for f in "" "${layers[@]/#/.}"; do
-        cmp -s "$d/a$f.exr" "$d/$3$f.exr" || fail "$1" "$2" "$3$f.exr differs from a$f.exr" "$4"
+same_as() { # CHECK ROUND REF OUT EXT HOW COMMAND: OUT.EXT and its layers (OUT.LAYER.exr) are
+    local x # REF's, byte for byte; HOW says how OUT was made
+    for x in ".$5" "${layers[@]/#/.}"; do
+        [ "$x" = ".$5" ] || x="$x.exr"
+        cmp -s "$3$x" "$4$x" || fail "$1" "$2" "$6, ${4##*/}$x differs from ${3##*/}$x" "$7"
     done
+}
+previews_as() { # CHECK ROUND RESUME IMAGE PREVIEW: `gasworks preview RESUME -o PREVIEW` is IMAGE
+    if ! "$bin" preview "$3" -o "$5" -q 2> "$5.err"; then
+        fail "$1" "$2" "preview failed: $(cat "$5.err")" "$bin preview $3 -o $5"
+    elif ! cmp -s "$4" "$5"; then
+        fail "$1" "$2" "the preview of the resume file differs from ${4##*/}" "$bin preview $3 -o $5"
+    fi
 }
 stuck="" # what hung after the last `wait_stopped`: "", "mpirun" or "a rank"
 wait_stopped() { # PID: waits for the job a signal stopped; its status into $status
@@ -160,7 +169,7 @@ for round in $(seq 1 "$rounds"); do
     if ! render "$d/b.exr" "$d/b.err" "${other[@]}"; then
         fail schedule "$round" "failed: $(cat "$d/b.err")" "$bin render $scene -o $d/b.exr ${opts[*]} ${other[*]}"
     else
-        same_as_a schedule "$round" b "$bin render $scene -o $d/b.exr ${opts[*]} ${other[*]}"
+        same_as schedule "$round" "$d/a" "$d/b" exr "rendered with ${other[*]}" "$bin render $scene -o $d/b.exr ${opts[*]} ${other[*]}"
     fi
     if [ ${#mpi[@]} -gt 0 ]; then
         np=$((2 + RANDOM % 3))
@@ -169,7 +178,7 @@ for round in $(seq 1 "$rounds"); do
         if ! launch "$np" "$d/n.exr" "$d/n.err" --threads 1 --schedule "$schedule"; then
             fail ranks "$round" "mpirun -np $np failed: $(cat "$d/n.err")" "mpirun -np $np $bin render $scene -o $d/n.exr ${opts[*]} --threads 1 --schedule $schedule"
         else
-            same_as_a ranks "$round" n "mpirun -np $np $bin render $scene -o $d/n.exr ${opts[*]} --threads 1 --schedule $schedule"
+            same_as ranks "$round" "$d/a" "$d/n" exr "rendered by $np ranks" "mpirun -np $np $bin render $scene -o $d/n.exr ${opts[*]} --threads 1 --schedule $schedule"
         fi
     fi
     if [ $((RANDOM % 2)) = 0 ]; then
@@ -213,7 +222,11 @@ for round in $(seq 1 "$rounds"); do
     fi
     # (mpirun takes about a second to start its ranks)
     delay="$((RANDOM % 2 + ${#mpi[@]} / 2)).$((RANDOM % 10))$((RANDOM % 10))"
-    choose signal TERM INT
+    # In one process also SIGKILL, which leaves only the checkpoints (--checkpoint-every) to
+    # resume from. (mpirun cannot pass a SIGKILL on to its ranks.)
+    if [ ${#mpi[@]} -gt 0 ]; then choose signal TERM INT; else choose signal TERM INT KILL; fi
+    every=()
+    [ "$signal" = KILL ] && every=(--checkpoint-every "0.$((1 + RANDOM % 3))s")
     threads=$((1 + RANDOM % 2))
     # gasworks (or mpirun) itself in the background, not `render` (a function: its subshell
     # would take the signal, and gasworks would finish unstopped). A background command of a
@@ -224,8 +237,8 @@ for round in $(seq 1 "$rounds"); do
         how="mpirun -np $np"
         "${mpi[@]}" -np "$np" "$bin" render "$scene" -o "$d/s.$ext" "${opts[@]}" -q --threads 1 2> "$d/s.err" &
     else
-        how="--threads $threads"
-        "$bin" render "$scene" -o "$d/s.$ext" "${opts[@]}" -q --threads "$threads" 2> "$d/s.err" &
+        how="--threads $threads${every[*]:+ ${every[*]}}"
+        "$bin" render "$scene" -o "$d/s.$ext" "${opts[@]}" -q --threads "$threads" "${every[@]}" 2> "$d/s.err" &
     fi
     pid=$!
     sleep "$delay"
@@ -238,33 +251,24 @@ for round in $(seq 1 "$rounds"); do
     resume="$d/s.$ext.gasworks-resume"
     checks=$((checks + 1))
     if [ -f "$resume" ]; then
-        if [ -f "$d/s.$ext" ]; then
-            if ! "$bin" preview "$resume" -o "$d/p.$ext" -q 2> "$d/p.err"; then
-                fail stop "$round" "preview failed: $(cat "$d/p.err")" "$bin preview $resume -o $d/p.$ext"
-            elif ! cmp -s "$d/s.$ext" "$d/p.$ext"; then
-                fail stop "$round" "the preview of the resume file differs from the stopped image" "$bin preview $resume -o $d/p.$ext"
-            fi
-        fi
+        previewed="" # (no image after SIGKILL: the checkpoint alone)
+        [ ! -f "$d/s.$ext" ] || { previews_as stop "$round" "$resume" "$d/s.$ext" "$d/p.$ext"; previewed="previewed and "; }
         choose schedule regular sorted adaptive
         other=(--threads $((1 + RANDOM % 3)) --schedule "$schedule" --resume "$resume")
         if ! anywhere "$d/s.$ext" "$d/r.err" "${other[@]}"; then
             fail stop "$round" "the resume ($where) failed: $(cat "$d/r.err")" "$bin render $scene -o $d/s.$ext ${opts[*]} ${other[*]}"
         else
-            for f in ".$ext" "${layers[@]/#/.}"; do
-                [ "$f" = ".$ext" ] || f="$f.exr"
-                cmp -s "$d/full$f" "$d/s$f" ||
-                    fail stop "$round" "stopped ($how) after ${delay} s by SIG$signal and resumed ($where), s$f differs from full$f" "$bin render $scene -o $d/s.$ext ${opts[*]} ${other[*]}"
-            done
+            same_as stop "$round" "$d/full" "$d/s" "$ext" "stopped ($how) after ${delay} s by SIG$signal and resumed ($where)" "$bin render $scene -o $d/s.$ext ${opts[*]} ${other[*]}"
             [ ! -e "$resume" ] || fail stop "$round" "the resume file is left behind" "ls $resume"
         fi
-        echo "  stopped ($how) after $delay s by SIG$signal (status $status), previewed and resumed ($where)"
-    elif [ "$status" = 0 ]; then
-        cmp -s "$d/full.$ext" "$d/s.$ext" ||
-            fail stop "$round" "finished ($how) before SIG$signal, s.$ext differs from full.$ext" "$bin render $scene -o $d/s.$ext ${opts[*]} $how"
-        echo "  finished ($how) before SIG$signal at $delay s"
+        echo "  stopped ($how) after $delay s by SIG$signal (status $status), ${previewed}resumed ($where)"
+    elif [ "$status" = 0 ] || [ -f "$d/s.$ext" ]; then
+        # Finished before the signal. (mpirun may then exit 1: the signal came in its teardown.)
+        same_as stop "$round" "$d/full" "$d/s" "$ext" "finished ($how) before SIG$signal (status $status)" "$bin render $scene -o $d/s.$ext ${opts[*]} $how"
+        echo "  finished ($how) before SIG$signal at $delay s (status $status)"
     else
         # Stopped while loading or building (the signals end the process then), or before
-        # the first tile was done: nothing to resume.
+        # the first tile was done (killed: before the first checkpoint): nothing to resume.
         echo "  stopped ($how) by SIG$signal at $delay s before a tile was done (status $status)"
     fi
 
@@ -299,18 +303,13 @@ for round in $(seq 1 "$rounds"); do
         elif [ -f "$f/f.$ext.gasworks-resume" ]; then
             if [ ! -f "$f/f.$ext" ]; then
                 fail fault "$round" "a resume file but no image (status $status): $(cat "$f/f.err")" "$cmd"
-            elif ! "$bin" preview "$f/f.$ext.gasworks-resume" -o "$f/p.$ext" -q 2> "$f/p.err" ||
-                ! cmp -s "$f/f.$ext" "$f/p.$ext"; then
-                fail fault "$round" "the preview differs from the image (or failed: $(cat "$f/p.err"))" "$bin preview $f/f.$ext.gasworks-resume -o $f/p.$ext"
+            else
+                previews_as fault "$round" "$f/f.$ext.gasworks-resume" "$f/f.$ext" "$f/p.$ext"
             fi
             if ! anywhere "$f/f.$ext" "$f/r.err" --threads 1 --resume "$f/f.$ext.gasworks-resume"; then
                 fail fault "$round" "the resume ($where) failed: $(cat "$f/r.err")" "$cmd --resume $f/f.$ext.gasworks-resume"
             else
-                for x in ".$ext" "${layers[@]/#/.}"; do
-                    [ "$x" = ".$ext" ] || x="$x.exr"
-                    cmp -s "$d/full$x" "$f/f$x" ||
-                        fail fault "$round" "resumed ($where), f$x differs from full$x" "$cmd --resume $f/f.$ext.gasworks-resume"
-                done
+                same_as fault "$round" "$d/full" "$f/f" "$ext" "resumed ($where)" "$cmd --resume $f/f.$ext.gasworks-resume"
             fi
             echo "  $fault under mpirun -np $np: status $status, what had arrived written and resumed ($where)"
         elif grep -q "no tile had arrived, so no image was written" "$f/f.err"; then
@@ -337,13 +336,11 @@ for round in $(seq 1 "$rounds"); do
             break
         fi
         [ -f "$d/t.$ext.gasworks-resume" ] || {
-            cmp -s "$d/full.$ext" "$d/t.$ext" ||
-                fail limit "$round" "complete after $runs runs of --time-limit $limit, t.$ext differs from full.$ext" "$bin render $scene -o $d/t.$ext ${opts[*]} --time-limit $limit"
+            same_as limit "$round" "$d/full" "$d/t" "$ext" "complete after $runs runs of --time-limit $limit" "$bin render $scene -o $d/t.$ext ${opts[*]} --time-limit $limit"
             echo "  --time-limit $limit: complete after $runs runs"
             break
         }
-        "$bin" preview "$d/t.$ext.gasworks-resume" -o "$d/tp.$ext" -q 2> "$d/tp.err" && cmp -s "$d/t.$ext" "$d/tp.$ext" ||
-            fail limit "$round" "after run $runs the preview differs from the image (or failed: $(cat "$d/tp.err"))" "$bin preview $d/t.$ext.gasworks-resume -o $d/tp.$ext"
+        previews_as limit "$round" "$d/t.$ext.gasworks-resume" "$d/t.$ext" "$d/tp.$ext"
         resume_args=(--resume "$d/t.$ext.gasworks-resume")
     done
 done
