@@ -392,6 +392,8 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
         Ok(frame) => frame,
         Err(e) => return Err(after_checkpoints(e, &checkpoints.borrow())),
     };
+    // A signal from here on changes nothing: what the frame rendered is written as it is.
+    signals::frame_ended();
     let render_s = t1.elapsed().as_secs_f64();
     let stopped_by = signals::stopped_by().unwrap_or(StopSignal::Interrupt);
     for late in factory.late_backends() {

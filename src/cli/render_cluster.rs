@@ -384,6 +384,9 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
             return Err(report_everywhere(world, &error_text(&e)));
         }
     };
+    // Rank 0 has written what the frame left: a signal from here on (mpirun passing on a
+    // batch system's SIGTERM in the job's last second) changes nothing.
+    signals::frame_ended();
     if let Some(frame) = frame {
         // The four lines of a single process's render, the ranks in the second.
         let render_s = render_start.elapsed().as_secs_f64();

@@ -10,7 +10,9 @@
 //!   `--signal=USR1@120` sends it two minutes before the time limit).
 //!
 //! The stop handlers are installed when the frame starts; before (loading, building), those
-//! signals keep their default actions and end the process. SIGUSR1 is caught from the start.
+//! signals keep their default actions and end the process. Once the frame has ended, a first
+//! stop signal changes nothing (the image is written as the frame left it) and says so.
+//! SIGUSR1 is caught from the start.
 //! On platforms without Unix signals only Ctrl-C is caught.
 //!
 //! Under mpirun a stop signal on any rank stops the job: rank 0 writes the resume file and
@@ -90,6 +92,17 @@ pub static STOP: AtomicBool = AtomicBool::new(false);
 pub static STOPPED_BY: AtomicU8 = AtomicU8::new(0);
 /// Set by SIGUSR1, taken once the next tile is done (or at the next pass boundary).
 static CHECKPOINT_ASKED: AtomicBool = AtomicBool::new(false);
+/// Set once the frame has ended ([`frame_ended`]): a stop signal then changes nothing of what
+/// is written, and says so.
+static FRAME_ENDED: AtomicBool = AtomicBool::new(false);
+
+/// The frame has ended (complete, stopped or at its time limit): from here a stop signal no
+/// longer stops anything, and its message must not say that it does. Under mpirun a
+/// batch system's SIGTERM often comes in the job's last second, after rank 0 wrote the whole
+/// image; it said "writing what has arrived from every rank", as if the image were partial.
+pub fn frame_ended() {
+    FRAME_ENDED.store(true, Ordering::SeqCst);
+}
 
 /// The signal that stopped the render, if one did.
 pub fn stopped_by() -> Option<StopSignal> {
@@ -127,16 +140,31 @@ fn on_stop(signal: StopSignal, stopping: Stopping, out: Verbosity) {
     }
     STOPPED_BY.store(signal.number(), Ordering::SeqCst);
     if !out.is_quiet() {
-        let again = match signal {
-            StopSignal::Interrupt => "Ctrl-C again to quit at once".to_string(),
-            other => format!("another {other} or Ctrl-C quits at once"),
-        };
-        let what = match stopping {
-            Stopping::Process => "finishing the tiles in flight, then writing what is rendered",
-            Stopping::ClusterRank => "writing what has arrived from every rank",
-        };
-        crate::stderr_line::write_whole(format!("gasworks: {signal}: {what} ({again})"));
+        crate::stderr_line::write_whole(stop_message(
+            signal,
+            stopping,
+            FRAME_ENDED.load(Ordering::SeqCst),
+        ));
     }
+}
+
+/// What the first stop signal says it does, before or after the frame ended.
+fn stop_message(signal: StopSignal, stopping: Stopping, frame_ended: bool) -> String {
+    let again = match signal {
+        StopSignal::Interrupt => "Ctrl-C again to quit at once".to_string(),
+        other => format!("another {other} or Ctrl-C quits at once"),
+    };
+    let what = match (stopping, frame_ended) {
+        (Stopping::Process, false) => {
+            "finishing the tiles in flight, then writing what is rendered"
+        }
+        (Stopping::ClusterRank, false) => "writing what has arrived from every rank",
+        (Stopping::Process, true) => "the frame had ended: what it rendered is written as it was",
+        (Stopping::ClusterRank, true) => {
+            "the frame had ended, and rank 0 has written what it could: ending"
+        }
+    };
+    format!("gasworks: {signal}: {what} ({again})")
 }
 
 /// From the start of `render`: SIGUSR1 asks for a checkpoint once the next tile is done.
@@ -207,5 +235,32 @@ fn serve(signals: &'static [std::ffi::c_int], stopping: Stopping, out: Verbosity
         Ok(Ok(Err(e))) => log::debug!("no signal handlers: {e}"),
         Ok(Err(e)) => log::debug!("no signal handlers: {e}"),
         Err(e) => log::debug!("no signal thread: {e}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stop_after_the_frame_ended_does_not_say_it_stops_anything() {
+        for stopping in [Stopping::Process, Stopping::ClusterRank] {
+            let during = stop_message(StopSignal::Terminate, stopping, false);
+            let after = stop_message(StopSignal::Terminate, stopping, true);
+            assert!(
+                after.starts_with("gasworks: SIGTERM: the frame had ended"),
+                "{after}"
+            );
+            assert!(
+                !after.contains("what has arrived") && !after.contains("in flight"),
+                "{after}"
+            );
+            assert!(!during.contains("had ended"), "{during}");
+            assert!(after.ends_with("(another SIGTERM or Ctrl-C quits at once)"));
+        }
+        assert_eq!(
+            stop_message(StopSignal::Interrupt, Stopping::ClusterRank, false),
+            "gasworks: Ctrl-C: writing what has arrived from every rank (Ctrl-C again to quit at once)"
+        );
     }
 }
