@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 
-use crate::cpu::SceneBvh;
+use crate::cpu::SharedBvh;
 use crate::optix::pathtracer::{OptixBackend, OptixOptions, PathTracerError};
 use crate::render::{RenderSettings, TileRenderer};
 use crate::scene::Scene;
@@ -65,7 +65,14 @@ pub fn select(
     settings: &RenderSettings,
     options: &OptixOptions,
 ) -> anyhow::Result<Backend> {
-    select_beside(choice, scene, settings, options, false, None)
+    select_beside(
+        choice,
+        scene,
+        settings,
+        options,
+        false,
+        SharedBvh::default(),
+    )
 }
 
 /// [`select`], and when `cpu_too` (`--devices` has a `cpu` entry) and the GPU is tried, the
@@ -76,17 +83,19 @@ pub fn select(
 /// GPU cannot be used (`auto`), the CPU backend built meanwhile becomes the selected one: it
 /// is never built twice.
 ///
-/// `cpu_bvh`: the scene's CPU BVH when one was built before (by the environment-share probe,
-/// [`crate::cpu::environment_share`], or for `render --aov`'s layers): a CPU backend, selected or beside the GPU, traces it
-/// rather than building its own. A GPU without CPU workers has no use for it: it is dropped
-/// before the GPU's setup, unless `auto` may yet fall back to the CPU.
+/// `cpu_bvh`: the scene's CPU BVH, shared with whoever else may build or hold it (the
+/// environment-share probe, [`crate::cpu::environment_share`], built it before; `render
+/// --aov`'s layers, traced beside a GPU, build it meanwhile): a CPU backend, selected or beside
+/// the GPU, traces that one rather than building its own. A GPU without CPU workers has no
+/// use for it: it is dropped before the GPU's setup, unless `auto` may yet fall back to the
+/// CPU.
 pub fn select_beside(
     choice: BackendChoice,
     scene: &Arc<Scene>,
     settings: &RenderSettings,
     options: &OptixOptions,
     cpu_too: bool,
-    cpu_bvh: Option<Arc<SceneBvh>>,
+    cpu_bvh: SharedBvh,
 ) -> anyhow::Result<Backend> {
     match choice {
         BackendChoice::Cpu => Ok(cpu_backend(
@@ -119,7 +128,7 @@ pub fn select_beside(
             }
             // Without CPU workers, kept for the fallback below (a GPU that cannot be used).
             let (beside, fallback_bvh) = if cpu_too {
-                (Some(cpu_bvh), None)
+                (Some(cpu_bvh), SharedBvh::default())
             } else {
                 (None, cpu_bvh)
             };
@@ -166,7 +175,7 @@ fn optix_and_cpu(
     scene: &Arc<Scene>,
     settings: &RenderSettings,
     options: &OptixOptions,
-    beside: Option<Option<Arc<SceneBvh>>>,
+    beside: Option<SharedBvh>,
     why: &str,
 ) -> (
     Result<Backend, PathTracerError>,
@@ -178,7 +187,7 @@ fn optix_and_cpu(
     std::thread::scope(|scope| {
         let cpu = scope.spawn(|| {
             let t = Instant::now();
-            let cpu = crate::cpu::CpuBackend::sharing(Arc::clone(scene), settings, cpu_bvh)?;
+            let cpu = crate::cpu::CpuBackend::on_shared(Arc::clone(scene), settings, &cpu_bvh)?;
             // The seconds this thread took: beside the GPU, what overlapped its setup.
             Ok::<_, crate::render::InputError>((cpu, t.elapsed().as_secs_f64()))
         });
@@ -228,10 +237,10 @@ fn cpu_backend(
     scene: &Arc<Scene>,
     settings: &RenderSettings,
     why: &str,
-    bvh: Option<Arc<SceneBvh>>,
+    bvh: SharedBvh,
 ) -> Result<Backend, crate::render::InputError> {
     let t = Instant::now();
-    let cpu = crate::cpu::CpuBackend::sharing(Arc::clone(scene), settings, bvh)?;
+    let cpu = crate::cpu::CpuBackend::on_shared(Arc::clone(scene), settings, &bvh)?;
     Ok(Backend {
         description: cpu_description(why),
         build_seconds: t.elapsed().as_secs_f64() + cpu.bvh_seconds_before_setup(),

@@ -137,3 +137,25 @@ fn bad_layer_requests_are_refused_before_the_render() {
         "the folder missing does not exist",
     );
 }
+
+/// The layers trace the BVH the CPU backend traces: one build a render.
+#[test]
+fn the_layers_and_the_cpu_backend_trace_one_bvh() {
+    let dir = tempfile::tempdir().unwrap();
+    let scene = cornell();
+    let o = cli_support::gasworks_command()
+        .current_dir(dir.path())
+        .env("RUST_LOG", "gasworks::cpu::bvh=debug")
+        .args(["render", scene.to_str().unwrap(), "-o", "box.png"])
+        .args(["--width", "32", "--height", "24", "--spp", "2"])
+        .args(["--backend", "cpu", "--aov", "albedo,normal"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        stderr(&o).matches("CPU BVH built").count(),
+        1,
+        "{}",
+        stderr(&o)
+    );
+}

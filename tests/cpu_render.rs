@@ -585,3 +585,53 @@ fn a_thin_lens_blurs_an_edge_by_its_circle_of_confusion_and_keeps_the_focus_plan
         );
     }
 }
+
+/// The scene's BVH shared by the CPU backend and the `--aov` layers ([`SharedBvh`]): however
+/// many ask for it at once, one is built and every one of them gets it; a backend on it counts
+/// the build as before its setup only where the BVH was held before it asked (the probe's),
+/// not where it built it or waited for another's build (that time is inside its setup).
+#[test]
+fn a_shared_bvh_is_built_once_and_its_build_counted_once() {
+    use gasworks::cpu::SharedBvh;
+    use std::sync::Arc;
+    let scene = Arc::new(cornell_like());
+    let s = cornell_settings(8, 8, 1, 2, 0);
+    let shared = SharedBvh::default();
+    let got: Vec<Arc<SceneBvh>> = std::thread::scope(|scope| {
+        let askers: Vec<_> = (0..4)
+            .map(|_| scope.spawn(|| shared.get_or_build(&scene)))
+            .collect();
+        askers.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert!(
+        got.iter().all(|b| Arc::ptr_eq(b, &got[0])),
+        "more than one BVH built"
+    );
+    let backend = CpuBackend::on_shared(scene.clone(), &s, &shared).unwrap();
+    assert_eq!(
+        backend.bvh_seconds_before_setup(),
+        got[0].stats().seconds,
+        "held before: its build counted"
+    );
+    assert!(Arc::ptr_eq(&shared.get().unwrap(), &got[0]));
+
+    let fresh = SharedBvh::default();
+    let building = CpuBackend::on_shared(scene.clone(), &s, &fresh).unwrap();
+    assert_eq!(
+        building.bvh_seconds_before_setup(),
+        0.0,
+        "built inside the setup"
+    );
+    let built = fresh.get().expect("the backend's build is shared");
+    assert_eq!(
+        Arc::strong_count(&built),
+        3,
+        "the cell, the backend, and `built`"
+    );
+
+    // Bad settings cost no build.
+    let bad = RenderSettings { spp: 0, ..s };
+    let untouched = SharedBvh::default();
+    assert!(CpuBackend::on_shared(scene, &bad, &untouched).is_err());
+    assert!(untouched.get().is_none());
+}

@@ -1146,6 +1146,74 @@ fn a_gpu_short_of_memory_falls_back_or_fails_by_name() {
     }
 }
 
+/// `--aov` layers traced beside a GPU that then fails its setup (`--backend auto`, the fake
+/// short of memory in its acceleration structures): the CPU backend that takes over traces the
+/// BVH the layers' thread builds, so the render builds one CPU BVH, not one each; and the
+/// image and its layers are the CPU backend's own, as without a GPU.
+#[test]
+#[cfg_attr(
+    gasworks_no_cc,
+    ignore = "no C compiler when the tests were built (see build.rs)"
+)]
+fn layers_beside_a_gpu_that_fails_its_setup_share_one_bvh_with_the_cpu() {
+    let Some(f) = fixture() else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let args = |png: &Path| -> Vec<String> {
+        [
+            "--width",
+            "40",
+            "--height",
+            "30",
+            "--spp",
+            "2",
+            "--aov",
+            "albedo,normal",
+            "-o",
+        ]
+        .iter()
+        .map(|a| a.to_string())
+        .chain([png.display().to_string()])
+        .collect()
+    };
+    let png = dir.path().join("fell-back.png");
+    let out = gasworks_on_fake(f, "render", &f.scene, &[], &[])
+        .args(args(&png))
+        .env("FAKE_CUDA_MEMORY", "100000")
+        .env("RUST_LOG", "gasworks::cpu::bvh=debug")
+        .output()
+        .expect("run gasworks render");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("auto: the OptiX backend could not be used")
+            && stderr.contains("beside the GPU's setup and frame"),
+        "not the case under test (layers beside a GPU that failed): {stderr}"
+    );
+    assert_eq!(stderr.matches("CPU BVH built").count(), 1, "{stderr}");
+
+    let cpu = dir.path().join("cpu.png");
+    let out = gasworks_command()
+        .arg("render")
+        .arg(&f.scene)
+        .args(args(&cpu))
+        .args(["--backend", "cpu"])
+        .output()
+        .expect("run gasworks render");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for (a, b) in [
+        ("fell-back.png", "cpu.png"),
+        ("fell-back.albedo.exr", "cpu.albedo.exr"),
+        ("fell-back.normal.exr", "cpu.normal.exr"),
+    ] {
+        let read = |name| std::fs::read(dir.path().join(name)).expect(name);
+        assert!(read(a) == read(b), "{a} differs from {b}");
+    }
+}
+
 /// The stream-race reproducer for NVIDIA (`repro/stream-race/stream_race.c`, no gasworks code)
 /// on the fake GPU, over the fixture's triangle counts: it builds every GAS once a batch, on
 /// the streams it says, through one context or one per stream, no two streams' builds sharing

@@ -266,7 +266,8 @@ fn ranks_measure_one_environment_share_and_render_the_single_process_image() {
 }
 
 /// `--aov` under mpirun: rank 0 (on CPU threads) traces the layers before the frame and
-/// writes them with the image, the single process's layers bit for bit.
+/// writes them with the image, the single process's layers bit for bit, on the BVH its CPU
+/// backend traces (it built one for each before: three builds for two ranks).
 #[test]
 fn the_layers_of_a_cluster_render_are_the_single_process_layers() {
     let dir = tempfile::tempdir().unwrap();
@@ -274,8 +275,19 @@ fn the_layers_of_a_cluster_render_are_the_single_process_layers() {
     let single = dir.path().join("single.exr");
     single_process(&cornell(), &single, &aov);
     let out = dir.path().join("n2.exr");
-    let r = mpi_render(2, &render_args(&cornell(), &out, &aov));
+    let mut c = mpirun();
+    c.env("RUST_LOG", "gasworks::cpu::bvh=debug")
+        .args(["-np", "2"])
+        .arg(BIN)
+        .args(render_args(&cornell(), &out, &aov));
+    let r = run(c);
     assert_eq!(r.code, Some(0), "2 ranks: {}", r.stderr);
+    assert_eq!(
+        r.stderr.matches("CPU BVH built").count(),
+        2,
+        "one BVH a rank: {}",
+        r.stderr
+    );
     for layer in ["albedo", "normal"] {
         let bits = |name: &str| image_bits(&dir.path().join(format!("{name}.{layer}.exr")));
         assert!(bits("n2") == bits("single"), "{layer}");

@@ -43,6 +43,7 @@ use clap::Parser;
 use cpu_common::*;
 use gasworks::backend::{select, select_beside, BackendChoice, WorkerFactory};
 use gasworks::cli::AccelArgs;
+use gasworks::cpu::SharedBvh;
 use gasworks::optix::accel::AccelOptions;
 use gasworks::optix::pathtracer::{OptixBackend, OptixOptions, PathTracerError};
 use gasworks::optix::plan::{Assign, MergeOptions, ScratchMode};
@@ -159,7 +160,15 @@ fn a_bad_optix_abi_is_refused_whichever_backend_would_run() {
 #[test]
 fn the_cpu_backend_beside_a_gpu_is_only_built_when_a_gpu_is_tried() {
     let (scene, s) = small_scene();
-    let b = select_beside(BackendChoice::Cpu, &scene, &s, &accel_args(&[]), true, None).unwrap();
+    let b = select_beside(
+        BackendChoice::Cpu,
+        &scene,
+        &s,
+        &accel_args(&[]),
+        true,
+        SharedBvh::default(),
+    )
+    .unwrap();
     assert_eq!(b.renderer.name(), "cpu");
     assert!(b.cpu_beside.is_none() && b.optix.is_none());
     if gpu_present() {
@@ -175,7 +184,7 @@ fn the_cpu_backend_beside_a_gpu_is_only_built_when_a_gpu_is_tried() {
         &s,
         &accel_args(&[]),
         true,
-        None,
+        SharedBvh::default(),
     )
     .unwrap();
     assert!(
@@ -190,7 +199,7 @@ fn the_cpu_backend_beside_a_gpu_is_only_built_when_a_gpu_is_tried() {
         &s,
         &accel_args(&[]),
         true,
-        None
+        SharedBvh::default()
     )
     .is_err());
 }
@@ -210,7 +219,7 @@ fn select_with_bvh(
         s,
         &accel_args(&[]),
         cpu_too,
-        Some(bvh.clone()),
+        SharedBvh::new(Some(bvh.clone())),
     )
 }
 
@@ -277,8 +286,15 @@ fn gpu_the_cpu_workers_use_the_backend_built_beside_the_gpu() {
     use gasworks::sched::{workers::build_workers, DeviceSpec};
     let (scene, s) = small_scene();
     let options = accel_args(&[]);
-    let b = select_beside(BackendChoice::Optix, &scene, &s, &options, true, None)
-        .expect("--backend optix on a GPU host");
+    let b = select_beside(
+        BackendChoice::Optix,
+        &scene,
+        &s,
+        &options,
+        true,
+        SharedBvh::default(),
+    )
+    .expect("--backend optix on a GPU host");
     let beside = b.cpu_beside.as_ref().expect("a CPU backend beside the GPU");
     assert_eq!(beside.renderer.name(), "cpu");
     assert!(beside.seconds >= 0.0 && beside.beside_seconds >= 0.0);

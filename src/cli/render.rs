@@ -287,24 +287,24 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
         scene.size_text(),
     ));
     let settings = render_settings(&a, &scene, out)?;
-    let probe_bvh = choose_environment_share(&a, &mut scene, &settings, out);
+    // The CPU BVH, built once whoever needs it: the probe (built before), the CPU backend,
+    // the --aov layers.
+    let cpu_bvh =
+        crate::cpu::SharedBvh::new(choose_environment_share(&a, &mut scene, &settings, out));
     // The --aov layers trace the CPU BVH. Where the frame will run on GPUs alone, the cores
     // would idle through the GPU's setup and frame: the layers are traced then, on a thread of
-    // their own, which builds the BVH too (unless the probe built one). Elsewhere, and under a
-    // --time-limit (whose passes are planned without them), they are traced before the frame,
-    // on the probe's BVH or on one built now and shared with the CPU backend.
+    // their own, which builds the BVH too (unless the probe built one; a CPU backend that
+    // takes over from a GPU that cannot be set up waits for that build). Elsewhere, and under
+    // a --time-limit (whose passes are planned without them), they are traced before the
+    // frame, on the BVH the CPU backend traces (or on one built for them).
     let aovs_beside_gpu =
         !a.aov.is_empty() && a.time_limit.is_none() && frame_on_gpus_alone(&a, &schedule);
-    let probe_bvh = match (probe_bvh, a.aov.is_empty() || aovs_beside_gpu) {
-        (None, false) => Some(std::sync::Arc::new(crate::cpu::SceneBvh::build(&scene))),
-        (bvh, _) => bvh,
-    };
     // From here on the scene is only read: shared with the CPU backend, not copied for it.
     let scene = std::sync::Arc::new(scene);
     let aovs = PendingAovs::start(
         &a,
         &scene,
-        probe_bvh.clone(),
+        cpu_bvh.clone(),
         &settings,
         window,
         aovs_beside_gpu,
@@ -334,7 +334,7 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
         &schedule,
         &optix_options,
         true,
-        probe_bvh,
+        cpu_bvh,
     )?;
     out.status(format_args!("backend: {}", backend.description));
     let build_seconds = backend.build_seconds;
@@ -679,16 +679,15 @@ pub(super) fn output_write_reserve(pixels: u64) -> Duration {
     Duration::from_secs_f64(1.0 + pixels as f64 * BYTES_PER_PIXEL / BYTES_PER_SECOND)
 }
 
-/// "2h", "10m", "90s", "1.5s": a duration as it was given.
 /// The backend `--backend` names (with the CPU backend for `--devices ... cpu` workers beside a
 /// GPU, [`crate::backend::select_beside`]), and, when `estimate_too` and a GPU is tried, the
 /// frame's cost map, rasterized on another thread meanwhile: it needs only the scene and the
 /// camera, and the GPU's setup mostly waits for the driver and the device. Beside the CPU
 /// backend's own BVH build the two would only share the cores: there the frame estimates it.
 /// A failed or panicked estimate is `None`: the frame makes it again, and reports it.
-/// `cpu_bvh`: the CPU BVH built before the backend, by the environment-share probe
-/// ([`choose_environment_share`]) or for the `--aov` layers, which a CPU backend traces
-/// rather than building another.
+/// `cpu_bvh`: the scene's CPU BVH, shared with the environment-share probe
+/// ([`choose_environment_share`], which built it before) and the `--aov` layers, which a CPU
+/// backend traces rather than building another.
 pub(crate) fn set_up_backend(
     a: &RenderArgs,
     scene: &std::sync::Arc<Scene>,
@@ -696,7 +695,7 @@ pub(crate) fn set_up_backend(
     schedule: &crate::sched::SchedConfig,
     optix_options: &crate::optix::pathtracer::OptixOptions,
     estimate_too: bool,
-    cpu_bvh: Option<std::sync::Arc<crate::cpu::SceneBvh>>,
+    cpu_bvh: crate::cpu::SharedBvh,
 ) -> anyhow::Result<(
     crate::backend::Backend,
     Option<crate::sched::PreparedEstimate>,
@@ -767,6 +766,7 @@ fn check_named_gpus(
     }
 }
 
+/// "2h", "10m", "90s", "1.5s": a duration as it was given.
 fn format_duration(d: Duration) -> String {
     let s = d.as_secs_f64();
     if s >= 3600.0 && s % 3600.0 == 0.0 {

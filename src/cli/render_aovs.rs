@@ -12,7 +12,7 @@ use anyhow::Context;
 
 use super::console::Verbosity;
 use super::render::RenderArgs;
-use crate::cpu::SceneBvh;
+use crate::cpu::SharedBvh;
 use crate::render::output::{self, ImageMeta};
 use crate::render::{RenderSettings, Tile};
 use crate::scene::Scene;
@@ -44,26 +44,20 @@ pub(super) struct TracedAovs {
     beside_gpu: bool,
 }
 
-/// The layers of `window` at `samples` per pixel on `bvh` (built here when `None`), timed.
+/// The layers of `window` at `samples` per pixel on `bvh` (built here, or waited for, when
+/// not yet built), timed.
 fn trace_layers(
     scene: &Scene,
-    bvh: Option<&SceneBvh>,
+    bvh: &SharedBvh,
     settings: &RenderSettings,
     window: Tile,
     samples: u32,
     beside_gpu: bool,
 ) -> TracedAovs {
     let t = Instant::now();
-    let built;
-    let bvh = match bvh {
-        Some(bvh) => bvh,
-        None => {
-            built = SceneBvh::build(scene);
-            &built
-        }
-    };
+    let bvh = bvh.get_or_build(scene);
     TracedAovs {
-        layers: crate::cpu::aov::guide_layers(scene, bvh, settings, window, samples),
+        layers: crate::cpu::aov::guide_layers(scene, &bvh, settings, window, samples),
         window,
         samples,
         seconds: t.elapsed().as_secs_f64(),
@@ -74,7 +68,8 @@ fn trace_layers(
 /// Whether the frame `a` asks for will run on GPUs alone: a backend that may pick the GPU, a
 /// GPU the driver lists, and no CPU worker named by `--devices` (without `--devices` a GPU
 /// backend makes GPU workers only). A GPU that then fails its setup falls back to the CPU
-/// backend (`--backend auto`), which builds its own BVH: that render builds two.
+/// backend (`--backend auto`), which traces the BVH the layers' thread builds
+/// ([`SharedBvh`]), waiting for it if need be.
 pub(super) fn frame_on_gpus_alone(a: &RenderArgs, schedule: &crate::sched::SchedConfig) -> bool {
     let choice: crate::backend::BackendChoice = a.backend.into();
     let cpu_workers =
@@ -90,7 +85,7 @@ pub(super) fn frame_on_gpus_alone(a: &RenderArgs, schedule: &crate::sched::Sched
 pub(super) enum PendingAovs {
     /// No layer asked for.
     None,
-    /// To be traced before the frame, on `bvh` (built then when `None`).
+    /// To be traced before the frame, on the shared BVH (built then when no one has).
     Before(Box<LayersToTrace>),
     /// Being traced beside the frame (see [`AovsDuringFrame::Beside`]).
     Beside(LayersThread),
@@ -112,7 +107,7 @@ type LayersThread = std::io::Result<std::thread::JoinHandle<TracedAovs>>;
 /// What tracing the layers needs, held from the decision to the tracing.
 pub(super) struct LayersToTrace {
     scene: Arc<Scene>,
-    bvh: Option<Arc<SceneBvh>>,
+    bvh: SharedBvh,
     settings: RenderSettings,
     window: Tile,
     samples: u32,
@@ -122,7 +117,7 @@ impl LayersToTrace {
     fn trace(&self, beside_gpu: bool) -> TracedAovs {
         trace_layers(
             &self.scene,
-            self.bvh.as_deref(),
+            &self.bvh,
             &self.settings,
             self.window,
             self.samples,
@@ -132,18 +127,18 @@ impl LayersToTrace {
 }
 
 impl PendingAovs {
-    /// The --aov layers of render `a` over `window`, on `bvh` (or on one built for them):
+    /// The --aov layers of render `a` over `window`, on `bvh` (built for them if no one has):
     /// none when none is asked for; with `beside_gpu` (a frame on GPUs alone, see
     /// [`frame_on_gpus_alone`]) traced from now on, on a thread of their own, while the GPU is
     /// set up and renders; otherwise left for [`PendingAovs::trace_before_frame`].
     ///
-    /// The thread builds the BVH when there is none, then traces the layers, both on a pool of
+    /// The thread builds the BVH when no one has, then traces the layers, both on a pool of
     /// low-priority threads ([`crate::cpu::background`]: as many as the render's), which takes
     /// the cores the GPU's setup and the cost map leave idle.
     pub(super) fn start(
         a: &RenderArgs,
         scene: &Arc<Scene>,
-        bvh: Option<Arc<SceneBvh>>,
+        bvh: SharedBvh,
         settings: &RenderSettings,
         window: Tile,
         beside_gpu: bool,

@@ -35,7 +35,7 @@ use crate::cluster::{
     fingerprint::fingerprint, run_node, ClusterJob, Discard, FaultHook, FrameSink, PlanInputs,
     RankSetup, Timing, Transport,
 };
-use crate::cpu::SceneBvh;
+use crate::cpu::{SceneBvh, SharedBvh};
 use crate::optix::pathtracer::OptixOptions;
 use crate::render::checkpoint::{self, CheckpointHeader, Checkpointer};
 use crate::render::output::{self, ImageMeta};
@@ -194,14 +194,15 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
         ))
     })();
     // The film to resume from goes to the master as it is (a 4K film is 130 MB: not copied);
-    // the probe's BVH to the CPU backend.
-    let (loaded, mut resume, mut probe_bvh) = match loaded {
+    // the probe's BVH to the CPU backend and rank 0's --aov layers, which build it once
+    // between them when there is none.
+    let (loaded, mut resume, mut cpu_bvh) = match loaded {
         Ok((scene, content, settings, schedule, optix_options, load_s, resume, bvh)) => (
             Ok((scene, content, settings, schedule, optix_options, load_s)),
             resume,
-            bvh,
+            SharedBvh::new(bvh),
         ),
-        Err(e) => (Err(e), None, None),
+        Err(e) => (Err(e), None, SharedBvh::default()),
     };
     // Rank 0's --aov layers, on the probe's BVH where there is one: where its frame runs on
     // GPUs alone (and no --time-limit counts them), traced beside its GPU's setup and frame,
@@ -211,7 +212,7 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
             let beside =
                 !a.aov.is_empty() && a.time_limit.is_none() && frame_on_gpus_alone(&a, schedule);
             let whole = Tile::whole(a.width, a.height);
-            PendingAovs::start(&a, scene, probe_bvh.clone(), settings, whole, beside)
+            PendingAovs::start(&a, scene, cpu_bvh.clone(), settings, whole, beside)
         }
         _ => PendingAovs::None,
     };
@@ -228,7 +229,8 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
                 schedule,
                 optix_options,
                 resume.take(),
-                probe_bvh.take(),
+                // Not held here through the frame: a GPU alone drops it.
+                std::mem::take(&mut cpu_bvh),
             ) {
                 Ok((setup, factory)) => (Ok(setup), Some(factory)),
                 Err(e) => (Err(format!("{host}: {}", error_text(&e))), None),
@@ -481,7 +483,7 @@ fn get_ready(
     schedule: &SchedConfig,
     optix_options: &OptixOptions,
     resume: Option<Resume>,
-    probe_bvh: Option<Arc<SceneBvh>>,
+    cpu_bvh: SharedBvh,
 ) -> anyhow::Result<(RankSetup, WorkerFactory)> {
     let print = fingerprint(scene, content, settings, schedule);
     // Rank 0's cost map, as in one process: rasterized while a GPU is set up, else after.
@@ -492,7 +494,7 @@ fn get_ready(
         schedule,
         optix_options,
         rank == 0,
-        probe_bvh,
+        cpu_bvh,
     )?;
     let description = backend.description.clone();
     let mut devices = schedule.devices.clone();

@@ -24,7 +24,7 @@ pub mod sampling;
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use glam::Vec3;
 
@@ -46,6 +46,39 @@ pub struct CpuBackend {
     /// Samples whose radiance was not finite: counted, and added as black (see
     /// [`CpuBackend::dropped_samples`]).
     dropped: AtomicU64,
+}
+
+/// The scene's CPU BVH, built at most once, by whichever of its users needs it first: the
+/// `--aov` layers traced beside a GPU, or the CPU backend that takes over when that GPU cannot
+/// be set up (`--backend auto`); a user that comes while another builds it waits for that
+/// build. (Each built its own before: a GPU out of memory on a large scene, the very case
+/// where the CPU takes over, cost a second build of seconds and a second BVH's memory.)
+/// Clones share the one BVH; it lives while a clone does.
+#[derive(Clone, Debug, Default)]
+pub struct SharedBvh(Arc<OnceLock<Arc<SceneBvh>>>);
+
+impl SharedBvh {
+    /// Holding `bvh` when one was built before (by the environment-share probe).
+    pub fn new(bvh: Option<Arc<SceneBvh>>) -> SharedBvh {
+        let cell = OnceLock::new();
+        if let Some(bvh) = bvh {
+            let _ = cell.set(bvh);
+        }
+        SharedBvh(Arc::new(cell))
+    }
+
+    /// The BVH, once built.
+    pub fn get(&self) -> Option<Arc<SceneBvh>> {
+        self.0.get().cloned()
+    }
+
+    /// The BVH held; else the one another thread is building, waited for; else `scene`'s,
+    /// built now (on the current rayon pool) and held.
+    pub fn get_or_build(&self, scene: &Scene) -> Arc<SceneBvh> {
+        self.0
+            .get_or_init(|| Arc::new(SceneBvh::build(scene)))
+            .clone()
+    }
 }
 
 impl CpuBackend {
@@ -81,6 +114,26 @@ impl CpuBackend {
             settings: *settings,
             dropped: AtomicU64::new(0),
         })
+    }
+
+    /// [`CpuBackend::sharing`] on the BVH `shared` holds, or builds into it, or waits for
+    /// while another thread builds it: never a second one. The inputs are checked first, so
+    /// that bad ones cost no build.
+    pub fn on_shared(
+        scene: Arc<Scene>,
+        settings: &RenderSettings,
+        shared: &SharedBvh,
+    ) -> Result<CpuBackend, InputError> {
+        validate_inputs(&scene, settings)?;
+        let (bvh, held_before) = match shared.get() {
+            Some(bvh) => (bvh, true),
+            None => (shared.get_or_build(&scene), false),
+        };
+        let mut backend = CpuBackend::sharing(scene, settings, Some(bvh))?;
+        // `sharing` counts a BVH handed in as built before the setup; one built here, or
+        // waited for, was built (or waited for) inside it.
+        backend.bvh_given &= held_before;
+        Ok(backend)
     }
 
     pub fn bvh_stats(&self) -> BuildStats {
