@@ -107,7 +107,7 @@ wait_stopped() { # PID: waits for the job a signal stopped; its status into $sta
             kill -KILL "$pid"
         fi
     fi
-    wait "$pid"
+    wait "$pid" 2> /dev/null # (not bash's "Killed" line after a SIGKILL)
     status=$?
 }
 where="" # how the last `anywhere` ran: "mpirun -np N" or "one process"
