@@ -160,15 +160,18 @@ fn a_bad_optix_abi_is_refused_whichever_backend_would_run() {
 #[test]
 fn the_cpu_backend_beside_a_gpu_is_only_built_when_a_gpu_is_tried() {
     let (scene, s) = small_scene();
-    let b = select_beside(
-        BackendChoice::Cpu,
-        &scene,
-        &s,
-        &accel_args(&[]),
-        true,
-        SharedBvh::default(),
-    )
-    .unwrap();
+    // With CPU workers (`cpu_too`), and no BVH built before.
+    let with_cpu_workers = |choice| {
+        select_beside(
+            choice,
+            &scene,
+            &s,
+            &accel_args(&[]),
+            true,
+            SharedBvh::default(),
+        )
+    };
+    let b = with_cpu_workers(BackendChoice::Cpu).unwrap();
     assert_eq!(b.renderer.name(), "cpu");
     assert!(b.cpu_beside.is_none() && b.optix.is_none());
     if gpu_present() {
@@ -178,30 +181,14 @@ fn the_cpu_backend_beside_a_gpu_is_only_built_when_a_gpu_is_tried() {
         );
         return;
     }
-    let b = select_beside(
-        BackendChoice::Auto,
-        &scene,
-        &s,
-        &accel_args(&[]),
-        true,
-        SharedBvh::default(),
-    )
-    .unwrap();
+    let b = with_cpu_workers(BackendChoice::Auto).unwrap();
     assert!(
         b.description.contains("auto: no NVIDIA GPU found"),
         "{}",
         b.description
     );
     assert!(b.cpu_beside.is_none() && b.optix.is_none());
-    assert!(select_beside(
-        BackendChoice::Optix,
-        &scene,
-        &s,
-        &accel_args(&[]),
-        true,
-        SharedBvh::default()
-    )
-    .is_err());
+    assert!(with_cpu_workers(BackendChoice::Optix).is_err());
 }
 
 /// [`select_beside`] with the default build options, handed `bvh` as `render` hands it the
