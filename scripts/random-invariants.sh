@@ -226,7 +226,11 @@ for round in $(seq 1 "$rounds"); do
     # resume from. (mpirun cannot pass a SIGKILL on to its ranks.)
     if [ ${#mpi[@]} -gt 0 ]; then choose signal TERM INT; else choose signal TERM INT KILL; fi
     every=()
-    [ "$signal" = KILL ] && every=(--checkpoint-every "0.$((1 + RANDOM % 3))s")
+    if [ "$signal" = KILL ]; then
+        every=(--checkpoint-every "0.$((1 + RANDOM % 3))s")
+        # Late enough for a checkpoint (after the first tile) more often than not.
+        delay="1.${delay#*.}"
+    fi
     threads=$((1 + RANDOM % 2))
     # gasworks (or mpirun) itself in the background, not `render` (a function: its subshell
     # would take the signal, and gasworks would finish unstopped). A background command of a
