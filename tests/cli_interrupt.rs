@@ -529,6 +529,78 @@ fn a_time_limit_without_passes_chooses_them_and_a_leftover_checkpoint_is_pointed
     );
 }
 
+/// A PNG's tone mapping (`--exposure`, `--tonemap`) goes into its resume file, and `preview`
+/// applies it unless told otherwise: the preview of a toned render stopped at its time limit
+/// is that render's PNG, byte for byte (it was the clamp at no exposure, another image, before
+/// the file recorded it). Flags given to `preview` win, and an EXR preview is radiance as
+/// rendered, whatever the render's PNG had.
+#[test]
+fn a_preview_takes_the_renders_tone_mapping() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name);
+    let tone = ["--exposure", "1.5", "--tonemap", "aces"];
+    let mut extra = vec!["--time-limit", "0.001s"];
+    extra.extend(tone);
+    let r = gasworks(&render_args(&path("toned.png"), 40, 4, &extra));
+    assert_eq!(
+        r.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    let resume = path("toned.png.gasworks-resume");
+    let summary = preview_of(&resume, &path("preview.png"));
+    assert!(
+        summary.contains("; --exposure 1.5 --tonemap aces; from "),
+        "{summary}"
+    );
+    let bytes = |name: &str| std::fs::read(path(name)).unwrap();
+    assert!(
+        bytes("preview.png") == bytes("toned.png"),
+        "the preview is not the render's PNG"
+    );
+    let info = gasworks(&["info", resume.to_str().unwrap()]);
+    let said = String::from_utf8_lossy(&info.stdout);
+    assert!(
+        said.contains("(a PNG's tone mapping is the render's: --exposure 1.5 --tonemap aces)"),
+        "{said}"
+    );
+
+    // Given flags win: at the default tone, another image.
+    let o = gasworks(&[
+        "preview",
+        resume.to_str().unwrap(),
+        "-o",
+        path("clamped.png").to_str().unwrap(),
+        "--exposure",
+        "0",
+        "--tonemap",
+        "clamp",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(bytes("clamped.png") != bytes("toned.png"));
+    // An EXR preview: radiance as rendered, as the uninterrupted render's EXR at the limit.
+    preview_of(&resume, &path("preview.exr"));
+    let r = gasworks(&render_args(
+        &path("linear.exr"),
+        40,
+        4,
+        &["--time-limit", "0.001s"],
+    ));
+    assert_eq!(
+        r.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    let pixels = |name: &str| {
+        gasworks::render::output::read_image(&path(name))
+            .unwrap_or_else(|e| panic!("{name}: {e}"))
+            .pixels
+    };
+    assert!(pixels("preview.exr") == pixels("linear.exr"));
+}
+
 /// `--time-limit`: a pass that would end past the limit is not started; the image is written
 /// whole with the passes done, with a resume file, and the command succeeds. Rerun with
 /// `--resume` (as a batch job is resubmitted), the render ends as an uninterrupted one, bit

@@ -173,6 +173,14 @@ impl PngToneArgs {
         self.tonemap.into()
     }
 
+    /// The tone mapping as a resume file records it, for `preview` to apply by default.
+    pub fn recorded(&self) -> crate::render::checkpoint::PngTone {
+        crate::render::checkpoint::PngTone {
+            exposure: self.exposure,
+            tonemap: self.curve(),
+        }
+    }
+
     /// Refuses what `output` cannot take: an exposure out of range, or any tone mapping of
     /// an EXR (it holds radiance as rendered).
     pub fn check(&self, output: &std::path::Path) -> anyhow::Result<()> {

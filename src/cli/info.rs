@@ -520,6 +520,9 @@ pub struct ResumeInfo {
     pub spp_done: u32,
     /// What wrote it ("gasworks 0.1.0 (abcdef123456)"); empty in older files.
     pub software: String,
+    /// The tone mapping of the render's PNG as its flags ("--exposure 1.5 --tonemap aces"),
+    /// which `preview` applies: `None` for the default (and in older files).
+    pub png_tone: Option<String>,
     /// How many pixels hold each sample count, fewest samples first: one entry at a pass
     /// boundary; two when a stop inside a pass kept its finished tiles.
     pub samples_per_pixel: Vec<SampleCount>,
@@ -555,6 +558,13 @@ pub fn resume_info(path: &std::path::Path) -> anyhow::Result<ResumeInfo> {
         pass_spp: header.pass_spp,
         spp_done: header.spp_done,
         software: header.software,
+        png_tone: (header.png_tone != checkpoint::PngTone::default()).then(|| {
+            format!(
+                "--exposure {} --tonemap {}",
+                header.png_tone.exposure,
+                header.png_tone.tonemap.name()
+            )
+        }),
         samples_per_pixel: counts
             .into_iter()
             .map(|(samples, pixels)| SampleCount { samples, pixels })
@@ -603,9 +613,14 @@ pub fn resume_text(info: &ResumeInfo) -> String {
     } else {
         let _ = writeln!(s, "to finish it: the command that wrote it, plus {resume}");
     }
+    let toned = info
+        .png_tone
+        .as_ref()
+        .map(|t| format!(" (a PNG's tone mapping is the render's: {t})"))
+        .unwrap_or_default();
     let _ = writeln!(
         s,
-        "to see its image: gasworks preview {} -o PREVIEW.png",
+        "to see its image: gasworks preview {} -o PREVIEW.png{toned}",
         info.resume_file
     );
     s
@@ -625,6 +640,7 @@ mod tests {
             pass_spp: 4,
             spp_done: 4,
             software: String::new(),
+            png_tone: None,
             samples_per_pixel: vec![
                 SampleCount {
                     samples: 4,

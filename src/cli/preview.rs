@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Args;
 
-use super::args::PngToneArgs;
+use super::args::{PngToneArgs, ToneCurveArg};
 use super::console::Verbosity;
 use crate::render::checkpoint;
 use crate::render::output::{self, ImageMeta, SamplesHeld};
@@ -21,8 +21,15 @@ pub struct PreviewArgs {
     /// The image: .png (tone-mapped sRGB), .webp or .exr (linear radiance)
     #[arg(short, long)]
     pub output: PathBuf,
-    #[command(flatten)]
-    pub tone: PngToneArgs,
+    /// Exposure of a PNG, in stops: its radiance is multiplied by 2^EV before the tone curve.
+    /// Default: the render's, which the resume file records (so the preview is the PNG the
+    /// render writes). An EXR holds linear radiance as rendered
+    #[arg(long, value_name = "EV", allow_negative_numbers = true)]
+    pub exposure: Option<f32>,
+    /// Tone curve of a PNG: clamp or aces. Default: the render's, which the resume file
+    /// records. An EXR holds linear radiance as rendered
+    #[arg(long, value_enum)]
+    pub tonemap: Option<ToneCurveArg>,
     /// Print only warnings and errors
     #[arg(long, short)]
     pub quiet: bool,
@@ -32,8 +39,26 @@ pub fn run(a: PreviewArgs) -> anyhow::Result<()> {
     let out = Verbosity::from_flags(a.quiet, false);
     // Checked before the file is read: a 4K film is 130 MB.
     output::check_writable(&a.output)?;
-    a.tone.check(&a.output)?;
+    let given = PngToneArgs {
+        exposure: a.exposure.unwrap_or(0.0),
+        tonemap: a.tonemap.unwrap_or(ToneCurveArg::Clamp),
+    };
+    given.check(&a.output)?;
     let (header, film) = checkpoint::read(&a.resume_file)?;
+    // What was not given is the render's, where the output takes a tone mapping (a PNG or
+    // WebP; not an EXR, which holds radiance as rendered).
+    let recorded = header.png_tone;
+    let tone = (
+        a.exposure.unwrap_or(recorded.exposure),
+        a.tonemap.map_or(recorded.tonemap, Into::into),
+    );
+    let (exposure, tonemap) = if output::check_exposure(tone.0, &a.output).is_ok()
+        && output::check_tonemap(tone.1, &a.output).is_ok()
+    {
+        tone
+    } else {
+        (given.exposure, given.curve())
+    };
     let (full_width, full_height) = frame_size(&header.render).with_context(|| {
         format!(
             "{}: its render key names no image size (`size WxH`)",
@@ -48,8 +73,8 @@ pub fn run(a: PreviewArgs) -> anyhow::Result<()> {
         full_height,
         window,
         render: held.image_key(&header.render),
-        exposure: a.tone.exposure,
-        tonemap: a.tone.curve(),
+        exposure,
+        tonemap,
     };
     output::write_image(&film, &a.output, &meta)?;
     let of_frame = if (window.w, window.h) == (full_width, full_height) {
@@ -60,8 +85,13 @@ pub fn run(a: PreviewArgs) -> anyhow::Result<()> {
             window.x, window.y
         )
     };
+    let toned = if (exposure, tonemap) == (0.0, output::ToneCurve::Clamp) {
+        String::new()
+    } else {
+        format!("; --exposure {exposure} --tonemap {}", tonemap.name())
+    };
     out.status(format_args!(
-        "preview: {} ({}x{}{of_frame}; {}; from {})",
+        "preview: {} ({}x{}{of_frame}; {}{toned}; from {})",
         a.output.display(),
         window.w,
         window.h,

@@ -353,6 +353,7 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
         pass_spp,
         spp_done: 0,
         software: output::software(),
+        png_tone: a.tone.recorded(),
     };
     // Written at pass boundaries and inside passes, by the two hooks below.
     let checkpoints = std::cell::RefCell::new(Checkpointer::new(

@@ -279,6 +279,7 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
         pass_spp: schedule.pass_spp.unwrap_or(a.spp),
         spp_done: 0,
         software: output::software(),
+        png_tone: a.tone.recorded(),
     };
     let mut checkpoints = Checkpointer::new(
         checkpoint::path_for(&a.output),

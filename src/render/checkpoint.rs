@@ -33,7 +33,7 @@ const MAGIC: &[u8; 16] = b"gasworks-resume\n";
 const MAGIC_PARTIAL_PASS: &[u8; 16] = b"gasworks-resum2\n";
 
 /// What a resume file says about the render it belongs to.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CheckpointHeader {
     /// `output::render_key` of the render: a resume must be of the same render.
     pub render: String,
@@ -51,6 +51,50 @@ pub struct CheckpointHeader {
     /// written before this was recorded.
     #[serde(default)]
     pub software: String,
+    /// The tone mapping of the render's PNG (`--exposure`, `--tonemap`), which `gasworks
+    /// preview` applies unless told otherwise, so that its PNG is the one the render writes.
+    /// Left out for the default (no exposure, the clamp), and absent from earlier files.
+    #[serde(default, skip_serializing_if = "PngTone::is_default")]
+    pub png_tone: PngTone,
+}
+
+/// A PNG's tone mapping, as a resume file records it ([`CheckpointHeader::png_tone`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PngTone {
+    /// Stops: radiance times 2^exposure before the curve.
+    pub exposure: f32,
+    /// The curve's name (`ToneCurve::name`): "clamp" or "aces".
+    #[serde(with = "tone_curve_name")]
+    pub tonemap: super::output::ToneCurve,
+}
+
+impl PngTone {
+    fn is_default(&self) -> bool {
+        *self == PngTone::default()
+    }
+}
+
+/// A tone curve in a resume file's JSON: its name. A name this build does not know is an
+/// error naming it (a later build's curve), not a silently other image.
+mod tone_curve_name {
+    use super::super::output::ToneCurve;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(curve: &ToneCurve, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(curve.name())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<ToneCurve, D::Error> {
+        let name = String::deserialize(d)?;
+        [ToneCurve::Clamp, ToneCurve::Aces]
+            .into_iter()
+            .find(|c| c.name() == name)
+            .ok_or_else(|| {
+                serde::de::Error::custom(format!(
+                    "the tone curve {name:?} is unknown to this build (it knows clamp and aces)"
+                ))
+            })
+    }
 }
 
 impl CheckpointHeader {
@@ -396,8 +440,38 @@ mod tests {
             pass_spp: 8,
             spp_done: 16,
             software: "gasworks 0.1.0 (test)".into(),
+            png_tone: PngTone::default(),
         };
         (header, film)
+    }
+
+    #[test]
+    fn a_pngs_tone_mapping_is_kept_and_left_out_when_it_is_the_default() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.gasworks-resume");
+        let (header, film) = sample();
+        write(&path, &header, &film).unwrap();
+        let text = String::from_utf8_lossy(&std::fs::read(&path).unwrap()).into_owned();
+        assert!(!text.contains("png_tone"), "the default is left out");
+        assert_eq!(read(&path).unwrap().0, header);
+        let toned = CheckpointHeader {
+            png_tone: PngTone {
+                exposure: -1.5,
+                tonemap: super::super::output::ToneCurve::Aces,
+            },
+            ..header
+        };
+        write(&path, &toned, &film).unwrap();
+        let text = String::from_utf8_lossy(&std::fs::read(&path).unwrap()).into_owned();
+        assert!(
+            text.contains(r#""png_tone":{"exposure":-1.5,"tonemap":"aces"}"#),
+            "{text}"
+        );
+        assert_eq!(read(&path).unwrap().0, toned);
+        let e = serde_json::from_str::<PngTone>(r#"{"exposure":0,"tonemap":"filmic"}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("\"filmic\" is unknown to this build"), "{e}");
     }
 
     /// The file streamed out in chunks is byte for byte the layout the module documents,
