@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Randomised end-to-end checks of what gasworks promises about its images, on random render
-# options (scene, size, spp, depth, seed, filter, environment, lens, --aov layers, crops, PNG
-# or EXR). Each round checks, byte for byte:
-#   schedule  another thread count, schedule, pass size and stealing: the same image and layers;
+# options (scene, size, spp, depth, seed, filter, environment and its scale and share, lens,
+# --aov layers, crops, PNG or EXR, a PNG's exposure and tone curve). Each round checks, byte
+# for byte:
+#   schedule  another thread count, schedule, pass size, tile count, stealing and calibration:
+#             the same image and layers;
 #   crops     two crops of the frame (--pixelbounds) merged: the whole render's image and layers;
 #   stop      a render stopped by SIGTERM or SIGINT at a random moment (in one process also
 #             killed by SIGKILL, under --checkpoint-every): `preview` of its resume file is
@@ -37,7 +39,7 @@ if [ "${1:-}" = --mpi ]; then
     export OMPI_MCA_btl_tcp_if_include="${OMPI_MCA_btl_tcp_if_include:-lo}"
 fi
 if [ $# -lt 1 ]; then
-    sed -n '2,24p' "$0" >&2
+    sed -n '2,26p' "$0" >&2
     exit 2
 fi
 bin="$1"
@@ -150,7 +152,11 @@ for round in $(seq 1 "$rounds"); do
         --seed $((RANDOM % 5)) --filter "$filter")
     case $((RANDOM % 3)) in
         1) opts+=(--env "0.2,0.3,0.4") ;;
-        2) opts+=(--env-map "$sky" --env-rotate $((RANDOM % 360))) ;;
+        2)
+            opts+=(--env-map "$sky" --env-rotate $((RANDOM % 360)))
+            [ $((RANDOM % 2)) = 0 ] && opts+=(--env-scale "0.$((2 + RANDOM % 8))")
+            [ $((RANDOM % 2)) = 0 ] && opts+=(--env-share "0.$((RANDOM % 10))")
+            ;;
     esac
     [ $((RANDOM % 3)) = 0 ] && opts+=(--two-sided-lights)
     [ $((RANDOM % 3)) = 0 ] && opts+=(--lens-radius "0.0$((1 + RANDOM % 9))" --focus-distance $((1 + RANDOM % 5)))
@@ -163,8 +169,10 @@ for round in $(seq 1 "$rounds"); do
     fi
     choose schedule regular sorted adaptive
     choose steal on off
+    choose calibrate on off
     other=(--threads $((1 + RANDOM % 3)) --schedule "$schedule" --pass-spp $((1 + RANDOM % spp))
-        --steal "$steal")
+        --steal "$steal" --calibrate "$calibrate" --slow-worker-pieces $((1 + RANDOM % 16)))
+    [ $((RANDOM % 2)) = 0 ] && other+=(--tiles $((1 + RANDOM % 100)))
     checks=$((checks + 1))
     if ! render "$d/b.exr" "$d/b.err" "${other[@]}"; then
         fail schedule "$round" "failed: $(cat "$d/b.err")" "$bin render $scene -o $d/b.exr ${opts[*]} ${other[*]}"
@@ -215,6 +223,8 @@ for round in $(seq 1 "$rounds"); do
     [ $((RANDOM % 3)) = 0 ] && { opts+=(--aov "albedo,normal"); layers=(albedo normal); }
     [ ${#mpi[@]} = 0 ] && [ $((RANDOM % 3)) = 0 ] && opts+=(--pixelbounds "3,$((w - 5)),2,$((h - 1))")
     choose ext exr png
+    # A PNG's tone mapping (refused for an EXR), which a stopped image and its preview share.
+    [ "$ext" = png ] && [ $((RANDOM % 3)) = 0 ] && opts+=(--exposure "$((RANDOM % 3 - 1)).5" --tonemap aces)
     echo "round $round: $(basename "$scene") ${opts[*]} .$ext"
     if ! render "$d/full.$ext" "$d/full.err"; then
         fail stop "$round" "the render failed: $(cat "$d/full.err")" "$bin render $scene -o $d/full.$ext ${opts[*]}"
