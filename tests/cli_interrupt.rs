@@ -433,11 +433,14 @@ fn sigusr1_writes_a_checkpoint_and_sigterm_stops_with_143() {
 #[test]
 fn a_killed_render_resumes_from_its_latest_checkpoint_bit_for_bit() {
     for pass_spp in [10, 1200] {
-        killed_render_resumes_from_its_latest_checkpoint(pass_spp);
+        killed_render_resumes_from_its_latest_checkpoint(pass_spp, &[]);
     }
+    // Adaptive sampling: the checkpoints carry the odd passes' plane and the blocks that
+    // stopped, inside passes too.
+    killed_render_resumes_from_its_latest_checkpoint(10, &["--noise-threshold", "0.01"]);
 }
 
-fn killed_render_resumes_from_its_latest_checkpoint(pass_spp: u32) {
+fn killed_render_resumes_from_its_latest_checkpoint(pass_spp: u32, options: &[&str]) {
     let dir = tempfile::tempdir().unwrap();
     let killed = dir.path().join("killed.exr");
     let direct = dir.path().join("direct.exr");
@@ -445,6 +448,7 @@ fn killed_render_resumes_from_its_latest_checkpoint(pass_spp: u32) {
     let args = |out: &Path, extra: &[&str]| {
         let mut extra = extra.to_vec();
         extra.extend(["--checkpoint-every", "0.05s", "--tiles", "16"]);
+        extra.extend_from_slice(options);
         render_args(out, 1200, pass_spp, &extra)
     };
     let child = start(&args(&killed, &[]));

@@ -19,7 +19,7 @@
 //! test with the line: add it to [`placeholder`].
 //!
 //! Lines that need a GPU (`--backend optix`, `--devices gpu...`, `build-bench`) or a stopped
-//! render (`--resume`, `info` or `preview` of a resume file) and wrapped lines (`nsys`, `mpirun`) are only parsed. Lines that run do so with `--spp 1`, a 32x32
+//! render (`--resume`, `info` or `preview` of a resume file) and wrapped lines (`nsys`, `mpirun`) are only parsed. Lines that run do so with `--spp 1` (4 with `--noise-threshold`, which needs three passes), a 32x32
 //! image (unless they have `--pixelbounds`), `--repeat 1` and small generated scenes, so
 //! that the whole README runs in seconds; see [`quick`].
 
@@ -351,6 +351,7 @@ fn placeholder(word: &str, flag: &str) -> Option<String> {
         ("D", "--focus-distance") => "1100",
         ("R,G,B", _) => "0.5,0.5,0.5",
         ("T", "--threads") => "2",
+        ("T", "--noise-threshold") => "0.05",
         ("S", "--seed") => "7",
         ("K", "--pass-spp") => "1",
         ("N", "--shelves") => "1",
@@ -361,7 +362,8 @@ fn placeholder(word: &str, flag: &str) -> Option<String> {
         ("DURATION", "--checkpoint-every") => "10m",
         ("DURATION", "--time-limit") => "1h",
         ("FILE", "--resume") => "out.png.gasworks-resume",
-        ("X0,X1,Y0,Y1", "--pixelbounds") => "0,16,8,32",
+        // On the 16-pixel grid, which --noise-threshold asks of a crop.
+        ("X0,X1,Y0,Y1", "--pixelbounds") => "0,16,16,32",
         _ => return None,
     };
     Some(v.to_string())
@@ -471,7 +473,13 @@ fn quick(args: &[String]) -> Vec<String> {
             .get_arguments()
             .any(|a| a.get_long() == Some(flag.trim_start_matches("--")))
     };
-    let mut wanted: Vec<(&str, &str)> = vec![("--spp", "1"), ("--repeat", "1")];
+    // Adaptive sampling decides between passes: at least three (of one sample each).
+    let spp = if has_flag(args, "--noise-threshold") {
+        "4"
+    } else {
+        "1"
+    };
+    let mut wanted: Vec<(&str, &str)> = vec![("--spp", spp), ("--repeat", "1")];
     if !has_flag(args, "--pixelbounds") {
         wanted.push(("--width", "32"));
         wanted.push(("--height", "32"));

@@ -16,7 +16,8 @@
 //!   many samples, and a cluster resumed from it finishes one process's film, bit for bit;
 //! - a time limit ends the frame whole at a pass boundary, on every rank;
 //! - a stop signal on any rank ends the frame on rank 0 with what has arrived, every rank
-//!   ends cleanly, and the film of the complete passes resumes into one process's film.
+//!   ends cleanly, and the film of the complete passes resumes into one process's film;
+//! - adaptive sampling over ranks gives one process's film, resumed from inside a pass too.
 
 mod cli_support;
 mod sched_support;
@@ -34,13 +35,15 @@ use gasworks::cluster::{
 };
 use gasworks::render::{Film, RenderSettings, Tile, TileRenderer};
 use gasworks::scene::{MaterialKind, Scene};
+use gasworks::sched::adaptive_sampling::AdaptiveSampling;
 use gasworks::sched::workers::build_workers;
 use gasworks::sched::{
-    estimate_costmap, render_frame, DeviceSpec, Frame, PartialPass, RendererFactory, Resume,
-    SchedConfig, Stopped, Strategy,
+    estimate_costmap, render_frame, CpuOnlyFactory, DeviceSpec, Frame, PartialPass,
+    RendererFactory, Resume, SchedConfig, Stopped, Strategy,
 };
 use sched_support::{
-    assert_no_cpu_ran_a_gpu_tile, room, room_settings, without_pieces, MockFactory, MockRenderer,
+    assert_no_cpu_ran_a_gpu_tile, room, room_settings, without_pieces, ColumnNoise, MockFactory,
+    MockRenderer,
 };
 
 const W: u32 = 37;
@@ -93,6 +96,8 @@ struct RankSpec {
     /// and those after every tile that arrived inside a pass.
     boundaries: Option<Boundaries>,
     within: Option<Boundaries>,
+    /// Rank 0: the whole films (the odd-pass plane too) after every tile inside a pass.
+    within_films: Option<Films>,
     /// Rank 0: the time limit.
     deadline: Option<Instant>,
     /// This rank's stop requests (what a signal sets).
@@ -104,10 +109,11 @@ struct RankSpec {
 }
 
 type Boundaries = Arc<Mutex<Vec<(u32, Vec<[u32; 4]>)>>>;
+type Films = Arc<Mutex<Vec<(u32, Film)>>>;
 
 /// Rank 0's sink in a test: keeps the film of every pass boundary, and, when asked, of every
-/// moment a tile arrived inside a pass.
-struct Keep(Boundaries, Option<Boundaries>);
+/// moment a tile arrived inside a pass (as bits, or whole).
+struct Keep(Boundaries, Option<Boundaries>, Option<Films>);
 
 impl FrameSink for Keep {
     fn between_passes(&mut self, film: &Film, spp_done: u32) {
@@ -116,6 +122,9 @@ impl FrameSink for Keep {
     fn within_pass(&mut self, spp_done: u32, film: &dyn Fn() -> Film) {
         if let Some(within) = &self.1 {
             within.lock().unwrap().push((spp_done, bits(&film())));
+        }
+        if let Some(films) = &self.2 {
+            films.lock().unwrap().push((spp_done, film()));
         }
     }
     fn finish(&mut self, _: &Frame) -> anyhow::Result<()> {
@@ -142,6 +151,7 @@ impl RankSpec {
             resume: None,
             boundaries: None,
             within: None,
+            within_films: None,
             deadline: None,
             stop: None,
             failing_gpus: Vec::new(),
@@ -312,7 +322,7 @@ fn run_cluster_over(
                             &mut t,
                             setup,
                             &job,
-                            &mut Keep(b.clone(), spec.within.clone()),
+                            &mut Keep(b.clone(), spec.within.clone(), spec.within_films.clone()),
                         ),
                         None => run_node(&mut t, setup, &job, &mut Discard),
                     };
@@ -1167,6 +1177,88 @@ fn a_cluster_resumed_from_inside_a_pass_finishes_one_process_film() {
     }
 }
 
+/// Adaptive sampling over ranks: rank 0 judges the blocks at each pass boundary from its film
+/// and plans only those still sampling, so the film (and its odd-pass plane) is one
+/// process's, bit for bit; and a cluster resumed from rank 0's film inside any pass (what a
+/// checkpoint holds) finishes it.
+#[test]
+fn adaptive_sampling_over_ranks_gives_one_process_film() {
+    // Flat left of x = 16 (a column of two blocks), strong noise beyond.
+    let renderer: Arc<dyn TileRenderer> = Arc::new(ColumnNoise::new(16, 16));
+    let mut config = config(Strategy::Sorted, true, Some(2));
+    config.adaptive_sampling = Some(AdaptiveSampling {
+        threshold: 0.01,
+        tone: Default::default(),
+        min_spp: 0,
+    });
+    let scene = room(MaterialKind::Mirror, MaterialKind::Glass);
+    let one = render_frame(
+        &scene,
+        &room_settings(W, H, SPP, SEED),
+        &config,
+        &CpuOnlyFactory(renderer.clone()),
+        true,
+    )
+    .unwrap();
+    assert_eq!(
+        one.report.adaptive.as_ref().unwrap().active_per_pass,
+        [6, 6, 4]
+    );
+    let whole = |f: &Film| {
+        (
+            bits(f),
+            f.odd_luma.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+        )
+    };
+    let expected = whole(&one.film);
+    let films: Films = Default::default();
+    for (n, ranks) in [
+        vec![RankSpec::new(2, 200), RankSpec::new(1, 0)],
+        vec![
+            RankSpec::new(1, 0),
+            RankSpec::new(2, 300),
+            RankSpec::new(1, 100),
+        ],
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut ranks: Vec<RankSpec> = ranks
+            .into_iter()
+            .map(|mut r| {
+                r.renderer = Some(renderer.clone());
+                r
+            })
+            .collect();
+        if n == 0 {
+            ranks[0].boundaries = Some(Default::default());
+            ranks[0].within_films = Some(films.clone());
+        }
+        let outcomes = run_cluster(&ranks, &config, test_timing(), None);
+        let (frame, _) = frame_and_calls(outcomes, &format!("{} ranks", ranks.len()));
+        assert!(whole(&frame.film) == expected, "{} ranks", ranks.len());
+        assert_eq!(
+            frame.report.adaptive.as_ref().unwrap().active_per_pass,
+            [6, 6, 4]
+        );
+        // The last pass left the flat blocks out.
+        let last = frame.report.passes.last().unwrap();
+        assert!(last.tiles.iter().all(|t| t.x >= 16), "{:?}", last.tiles);
+    }
+    let films = films.lock().unwrap().clone();
+    assert!(films.len() > 6, "{} films", films.len());
+    for (i, (spp_done, film)) in films.into_iter().enumerate().step_by(3) {
+        let mut ranks = vec![RankSpec::new(1, 0), RankSpec::new(2, 300)];
+        for r in &mut ranks {
+            r.renderer = Some(renderer.clone());
+        }
+        ranks[0].resume = Some(Resume { film, spp_done });
+        let outcomes = run_cluster(&ranks, &config, test_timing(), None);
+        let (resumed, _) = frame_and_calls(outcomes, &format!("from tile {i}"));
+        assert!(whole(&resumed.film) == expected, "resumed from tile {i}");
+    }
+}
+
 /// What a cluster checkpoint holds: rank 0's film at each pass boundary is one process's
 /// film after that many samples. A cluster resumed from it (`--resume` under mpirun) renders
 /// only the passes after it and finishes one process's film, bit for bit.
@@ -1337,6 +1429,7 @@ fn a_stop_signal_on_any_rank_ends_the_frame_with_what_arrived_and_it_resumes() {
                     carried_pixels: 0,
                 }),
                 at_time_limit: false,
+                stopped_blocks: None,
             },
             "{what}"
         );

@@ -16,7 +16,9 @@
 //! - SIGTERM to mpirun stops the job with the image of what has arrived and a resume file;
 //!   all ranks killed leave rank 0's checkpoint; either way `--resume` under mpirun finishes
 //!   one process's image bit for bit; a time limit ends the job whole at a pass boundary;
-//! - `--aov` layers, traced by rank 0 before the frame, are one process's bit for bit.
+//! - `--aov` layers, traced by rank 0 before the frame, are one process's bit for bit;
+//! - adaptive sampling (`--noise-threshold`) under 2 and 4 ranks, and resumed under mpirun
+//!   after a time limit, is one process's image bit for bit.
 //!
 //! The timeouts only tell a hang from an answer; nothing here measures speed. Every run goes
 //! through `tests/mpirun_support`, which bounds every wait and tells a hang of gasworks from
@@ -218,6 +220,62 @@ fn n_ranks_render_the_single_process_image_bit_for_bit() {
             }
         }
     }
+}
+
+/// Adaptive sampling under mpirun: rank 0 judges the blocks at every pass boundary and plans
+/// only those still sampling; the image is one process's, bit for bit, blocks stopped and
+/// all, and a time-limited run resumed under mpirun finishes it too.
+#[test]
+fn adaptive_sampling_under_several_ranks_is_the_single_process_image() {
+    let dir = tempfile::tempdir().unwrap();
+    let scene = cornell();
+    let extra = ["--noise-threshold", "0.05", "--pass-spp", "2"];
+    let args = |out: &Path, more: &[&str]| {
+        let mut v = render_args_sized(&scene, out, "12", "32", &extra);
+        v.extend(more.iter().map(|s| s.to_string()));
+        v
+    };
+    let single = dir.path().join("single.exr");
+    let r = run({
+        let mut c = Command::new(BIN);
+        let mut verbose = args(&single, &["-v"]);
+        verbose.retain(|a| a != "-q");
+        c.args(verbose);
+        c
+    });
+    assert_eq!(r.code, Some(0), "single process: {}", r.stderr);
+    // Some blocks stop (the test says nothing otherwise).
+    assert!(
+        r.stderr.contains(
+            "adaptive: 9 blocks of 16x16; blocks sampling in each pass from pass 1: 9 9 "
+        ),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        !r.stderr.contains(", 0 of 9 blocks stopped below"),
+        "{}",
+        r.stderr
+    );
+    let expected = image_bits(&single);
+    for np in [2usize, 4] {
+        let out = dir.path().join(format!("n{np}.exr"));
+        let r = mpi_render(np, &args(&out, &[]));
+        assert_eq!(r.code, Some(0), "{np} ranks: {}", r.stderr);
+        assert!(
+            image_bits(&out) == expected,
+            "{np} ranks: the image differs"
+        );
+    }
+    let part = dir.path().join("part.exr");
+    let resume = dir.path().join("part.exr.gasworks-resume");
+    let r = mpi_render(2, &args(&part, &["--time-limit", "0.001s"]));
+    assert_eq!(r.code, Some(0), "time-limited: {}", r.stderr);
+    assert!(resume.exists(), "{}", r.stderr);
+    let r = mpi_render(3, &args(&part, &["--resume", resume.to_str().unwrap()]));
+    assert_eq!(r.code, Some(0), "resumed: {}", r.stderr);
+    assert!(image_bits(&part) == expected, "resumed: the image differs");
+    assert!(!resume.exists());
 }
 
 /// Under an environment map beside the Cornell box's lamp every rank measures the map's share

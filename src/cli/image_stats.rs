@@ -23,7 +23,7 @@ use crate::cpu::first_hit::light_or_background;
 use crate::cpu::SceneBvh;
 use crate::render::output::to_srgb8;
 use crate::render::stats::{dilate, fireflies, mean_radiance, FireflyCriterion};
-use crate::render::stats::{rms_block_difference, rms_difference};
+use crate::render::stats::{display_block_errors, rms_block_difference, rms_difference};
 use crate::render::{output, Tile};
 use crate::scene::{obj, Camera, Scene};
 
@@ -116,6 +116,13 @@ pub struct ImageReport {
     pub rms_block_difference_from_first: Option<f64>,
     /// The side of those squares, in pixels (`--block`).
     pub block: u32,
+    /// The error as a PNG at `--exposure 0` shows it, by the 16x16 blocks of the frame that
+    /// adaptive sampling judges (`render --noise-threshold`): each block's RMS difference of
+    /// the pixels' displayed luminance (clamped to [0, 1], sRGB: white = 1) from the first
+    /// image's, the median, 95th percentile and largest over the blocks. With the first image
+    /// a converged reference, the noise a block shows, which adaptive sampling brings down
+    /// to its threshold where it is largest.
+    pub display_block_error_from_first: Option<DisplayBlockError>,
     /// The mean over pixels of this image's luminance minus the first image's, pixel by pixel.
     pub mean_luminance_difference: Option<f64>,
     /// The standard error of [`ImageReport::mean_luminance_difference`]: the standard
@@ -132,6 +139,40 @@ pub struct ImageReport {
     /// first's item, this one's): empty for the same render (another backend or build
     /// renders the same key); None for the first image, or where either file has no key.
     pub render_differences_from_first: Option<Vec<(String, String)>>,
+}
+
+/// [`ImageReport::display_block_error_from_first`].
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct DisplayBlockError {
+    /// The RMS over every pixel.
+    pub rms: f64,
+    pub median: f64,
+    pub p95: f64,
+    pub max: f64,
+    pub blocks: usize,
+}
+
+impl DisplayBlockError {
+    fn of(
+        a: &[[f32; 3]],
+        b: &[[f32; 3]],
+        width: u32,
+        height: u32,
+        origin: (u32, u32),
+    ) -> DisplayBlockError {
+        let block = crate::sched::adaptive_sampling::BLOCK;
+        let mut errors = display_block_errors(a, b, width, height, origin, block);
+        let whole = display_block_errors(a, b, width, height, (0, 0), width.max(height));
+        errors.sort_by(f64::total_cmp);
+        let at = |q: f64| errors[((errors.len() - 1) as f64 * q).round() as usize];
+        DisplayBlockError {
+            rms: whole.first().copied().unwrap_or(0.0),
+            median: at(0.5),
+            p95: at(0.95),
+            max: at(1.0),
+            blocks: errors.len(),
+        }
+    }
 }
 
 /// A linear-radiance image as read: its pixels, and where it lies when it is a crop.
@@ -261,43 +302,49 @@ pub fn run(a: ImageStatsArgs) -> anyhow::Result<()> {
         } = read_radiance(path)?;
         // Bit-level comparison with the first image (EXR files of equal pixels need not be
         // equal bytes: the encoder may order compressed blocks differently).
-        let (differing, max_diff, rms, block_rms, luminance_difference) = match &first_pixels {
-            Some((w, h, first)) if (*w, *h) == (width, height) => {
-                let differing = first
-                    .iter()
-                    .zip(&pixels)
-                    .filter(|(a, b)| a.map(f32::to_bits) != b.map(f32::to_bits))
-                    .count();
-                let max_diff = first
-                    .iter()
-                    .zip(&pixels)
-                    .flat_map(|(a, b)| (0..3).map(move |c| (a[c] - b[c]).abs()))
-                    .fold(0.0f32, f32::max);
-                let rms = rms_difference(first, &pixels);
-                let luminance = |p: &[f32; 3]| {
-                    0.2126 * f64::from(p[0]) + 0.7152 * f64::from(p[1]) + 0.0722 * f64::from(p[2])
-                };
-                let differences = first
-                    .iter()
-                    .zip(&pixels)
-                    .map(|(a, b)| luminance(b) - luminance(a));
-                let n = pixels.len() as f64;
-                let (sum, sum2) = differences.fold((0.0, 0.0), |(s, s2), d| (s + d, s2 + d * d));
-                let mean = sum / n;
-                // Sample variance over n: the square of the mean's standard error.
-                let se = (n > 1.0 && sum2 > 0.0)
-                    .then(|| ((sum2 / n - mean * mean).max(0.0) / (n - 1.0)).sqrt());
-                let block_rms = rms_block_difference(first, &pixels, width, height, a.block);
-                (
-                    Some(differing),
-                    Some(max_diff),
-                    Some(rms),
-                    block_rms,
-                    Some((mean, se)),
-                )
-            }
-            _ => (None, None, None, None, None),
-        };
+        let origin = crop.map_or((0, 0), |(_, _, t)| (t.x, t.y));
+        let (differing, max_diff, rms, block_rms, luminance_difference, display) =
+            match &first_pixels {
+                Some((w, h, first)) if (*w, *h) == (width, height) => {
+                    let differing = first
+                        .iter()
+                        .zip(&pixels)
+                        .filter(|(a, b)| a.map(f32::to_bits) != b.map(f32::to_bits))
+                        .count();
+                    let max_diff = first
+                        .iter()
+                        .zip(&pixels)
+                        .flat_map(|(a, b)| (0..3).map(move |c| (a[c] - b[c]).abs()))
+                        .fold(0.0f32, f32::max);
+                    let rms = rms_difference(first, &pixels);
+                    let luminance = |p: &[f32; 3]| {
+                        0.2126 * f64::from(p[0])
+                            + 0.7152 * f64::from(p[1])
+                            + 0.0722 * f64::from(p[2])
+                    };
+                    let differences = first
+                        .iter()
+                        .zip(&pixels)
+                        .map(|(a, b)| luminance(b) - luminance(a));
+                    let n = pixels.len() as f64;
+                    let (sum, sum2) =
+                        differences.fold((0.0, 0.0), |(s, s2), d| (s + d, s2 + d * d));
+                    let mean = sum / n;
+                    // Sample variance over n: the square of the mean's standard error.
+                    let se = (n > 1.0 && sum2 > 0.0)
+                        .then(|| ((sum2 / n - mean * mean).max(0.0) / (n - 1.0)).sqrt());
+                    let block_rms = rms_block_difference(first, &pixels, width, height, a.block);
+                    (
+                        Some(differing),
+                        Some(max_diff),
+                        Some(rms),
+                        block_rms,
+                        Some((mean, se)),
+                        Some(DisplayBlockError::of(first, &pixels, width, height, origin)),
+                    )
+                }
+                _ => (None, None, None, None, None, None),
+            };
         // A crop's mask is the whole frame's (the camera frames the whole), cut to its window.
         let mask: Option<std::borrow::Cow<[bool]>> = match (masker.as_mut(), crop) {
             (Some(m), None) => Some(m.mask(width, height)?.into()),
@@ -349,6 +396,7 @@ pub fn run(a: ImageStatsArgs) -> anyhow::Result<()> {
             rms_difference_from_first: rms,
             rms_block_difference_from_first: block_rms,
             block: a.block,
+            display_block_error_from_first: display,
             mean_luminance_difference: luminance_difference.map(|(mean, _)| mean),
             mean_luminance_difference_standard_error: luminance_difference.and_then(|(_, se)| se),
             firefly_list: found
@@ -492,6 +540,13 @@ pub fn render_text(reports: &[ImageReport]) -> String {
                             "            RMS difference of {b}x{b} block means {block_rms:.6} (the pixels' / {:.2}; / {b} for independent pixels)",
                             rms / block_rms,
                             b = r.block
+                        );
+                    }
+                    if let Some(e) = r.display_block_error_from_first {
+                        let _ = writeln!(
+                            s,
+                            "            as a PNG shows it (luminance, white = 1): RMS {:.5}; by 16x16 block median {:.5}, 95th percentile {:.5}, largest {:.5} ({} blocks)",
+                            e.rms, e.median, e.p95, e.max, e.blocks
                         );
                     }
                     if let (Some(mean), Some(se)) = (

@@ -67,7 +67,7 @@ pub fn run(a: PreviewArgs) -> anyhow::Result<()> {
     })?;
     let window = header.window_tile();
     output::check_window_fits_format(&a.output, window, full_width, full_height)?;
-    let held = SamplesHeld::of(&film, &header.render);
+    let held = SamplesHeld::of(&film, &header.render, header.spp_done);
     let meta = ImageMeta {
         full_width,
         full_height,

@@ -207,7 +207,18 @@ pub struct RenderArgs {
     /// a power of two (at least 1)
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub time_limit: Option<Duration>,
-    /// Whether the pass size was chosen for --time-limit rather than given (set by `run`).
+    /// Adaptive sampling: from the third pass on, render only the 16x16-pixel blocks whose
+    /// noise is still above this (a pixel's standard deviation as a PNG at --exposure 0
+    /// shows it, white = 1: 0.01 is about 2.5 levels of 255); a block at or below it takes no
+    /// more samples. Without --pass-spp, passes of --spp/16 rounded down to a power of two
+    #[arg(long, value_name = "T", value_parser = parse_noise_threshold)]
+    pub noise_threshold: Option<f32>,
+    /// With --noise-threshold: no block stops before this many samples per pixel (the first
+    /// pass boundary at or after it) [default: two passes]
+    #[arg(long, value_name = "N", requires = "noise_threshold")]
+    pub min_spp: Option<u32>,
+    /// Whether the pass size was chosen for --time-limit or --noise-threshold rather than
+    /// given (set by `run`).
     #[arg(skip)]
     pub pass_spp_chosen: bool,
     #[command(flatten)]
@@ -237,7 +248,7 @@ fn refuse_ranks_without_mpi() -> anyhow::Result<()> {
 pub fn run(a: RenderArgs) -> anyhow::Result<()> {
     // Before the ranks part: every rank, and a later --resume of the same command, must
     // choose the same passes.
-    let a = choose_passes_for_time_limit(a);
+    let a = choose_passes(a);
     crate::sched::progress::set_mode(a.progress.into());
     // Under mpirun with several ranks, the ranks render the frame together. With one rank, MPI
     // stays initialized until this function returns and the render is a single process's.
@@ -268,8 +279,7 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
     if !a.camera.overrides_all() {
         Camera::hint_from_obj(&a.scene)?;
     }
-    let mut schedule = a.schedule.config()?;
-    schedule.window = a.pixelbounds;
+    let mut schedule = schedule_config(&a)?;
     let optix_options = a.accel.optix_options()?;
     if let Some(t) = a.threads {
         rayon::ThreadPoolBuilder::new()
@@ -310,7 +320,7 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
         aovs_beside_gpu,
     );
     let content = crate::scene::content_hash::content_hash(&scene);
-    let render_key = output::render_key(&a.scene, &scene, content, &settings);
+    let render_key = frame_key(&a, &scene, content, &settings, &schedule);
     let pass_spp = schedule.pass_spp.unwrap_or(a.spp);
     warn_about_checkpoints(&a, out);
     let checkpoint_file = checkpoint::path_for(&a.output);
@@ -319,7 +329,7 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
             path,
             &render_key,
             window,
-            pass_spp,
+            &schedule,
             a.spp,
             out,
         )?),
@@ -471,8 +481,7 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
         ));
     } else {
         // The samples this run rendered: those the resumed film did not hold, if any.
-        let spp_end = at_time_limit.map_or(a.spp, |s| s.spp_complete);
-        let samples = (window.pixel_count() as f64 * f64::from(spp_end) - samples_resumed).max(0.0);
+        let samples = (frame.film.samples() - samples_resumed).max(0.0);
         let mut time = format!(
             "time: load {load_s:.2} s, build {build_seconds:.3} s, render {render_s:.2} s, {:.3} M samples/s",
             samples / render_s / 1e6,
@@ -529,12 +538,92 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
         ));
     }
     out.status(format_args!(
-        "output: {} ({what}, {} spp)",
+        "output: {} ({what}, {})",
         a.output.display(),
-        a.spp
+        samples_held(&a, &frame.film, window)
     ));
     finish_checkpoints(&a, &checkpoints.borrow(), out);
     Ok(())
+}
+
+/// The samples a complete frame's pixels hold, for its `output:` line: "64 spp", or with
+/// adaptive sampling "adaptive: 39.2 samples per pixel on average (8 to 256 of 256), 812 of
+/// 1024 blocks stopped below the noise threshold".
+pub(super) fn samples_held(a: &RenderArgs, film: &crate::render::Film, window: Tile) -> String {
+    match a.noise_threshold {
+        Some(_) => format!(
+            "adaptive: {}",
+            crate::sched::adaptive_sampling::describe_film(film, window, a.spp)
+        ),
+        None => format!("{} spp", a.spp),
+    }
+}
+
+/// `--noise-threshold T`: a number above 0.
+fn parse_noise_threshold(s: &str) -> Result<f32, String> {
+    match s.trim().parse::<f32>() {
+        Ok(t) if t > 0.0 && t.is_finite() => Ok(t),
+        _ => Err(format!(
+            "{s:?}: the noise threshold is a number above 0 (0.01: about 2.5 levels of 255 on a PNG)"
+        )),
+    }
+}
+
+/// The scheduler's configuration of a render: the --schedule options, the --pixelbounds
+/// crop, and adaptive sampling (checked against the passes and the crop).
+pub(super) fn schedule_config(a: &RenderArgs) -> anyhow::Result<crate::sched::SchedConfig> {
+    use crate::sched::adaptive_sampling::{AdaptiveSampling, BLOCK};
+    let mut schedule = a.schedule.config()?;
+    schedule.window = a.pixelbounds;
+    if let Some(threshold) = a.noise_threshold {
+        let adaptive = AdaptiveSampling {
+            threshold,
+            // An EXR's tone is the default (--exposure and --tonemap are refused for it).
+            tone: a.tone.recorded(),
+            min_spp: a.min_spp.unwrap_or(0),
+        };
+        adaptive.validate(&schedule.passes(a.spp), a.spp)?;
+        if let Some(crop) = a.pixelbounds {
+            // A block cut by the crop would be judged on its part alone, unlike the frame's:
+            // the crops would not merge into the frame's image.
+            let on_grid = |v: u32, edge: u32| v % BLOCK == 0 || v == edge;
+            let (x1, y1) = (crop.x + crop.w, crop.y + crop.h);
+            if !(on_grid(crop.x, a.width)
+                && on_grid(x1, a.width)
+                && on_grid(crop.y, a.height)
+                && on_grid(y1, a.height))
+            {
+                let down = |v: u32| v / BLOCK * BLOCK;
+                let up = |v: u32, edge: u32| v.div_ceil(BLOCK).saturating_mul(BLOCK).min(edge);
+                anyhow::bail!(
+                    "--noise-threshold judges the frame's {BLOCK}x{BLOCK}-pixel blocks, so a crop must start and end on multiples of {BLOCK} (or at the frame's edge) to merge into the frame's image: --pixelbounds {} does not (the blocks around it: --pixelbounds {},{},{},{})",
+                    window::pbrt_bounds(crop),
+                    down(crop.x),
+                    up(x1, a.width),
+                    down(crop.y),
+                    up(y1, a.height)
+                );
+            }
+        }
+        schedule.adaptive_sampling = Some(adaptive);
+    }
+    Ok(schedule)
+}
+
+/// The render key of the frame (`output::render_key`), with adaptive sampling's settings
+/// when it is on: they decide which pixels get which samples.
+pub(super) fn frame_key(
+    a: &RenderArgs,
+    scene: &Scene,
+    content: u64,
+    settings: &RenderSettings,
+    schedule: &crate::sched::SchedConfig,
+) -> String {
+    let key = output::render_key(&a.scene, scene, content, settings);
+    match &schedule.adaptive_sampling {
+        Some(s) => format!("{key}; {}", s.key_item(schedule.pass_spp.unwrap_or(a.spp))),
+        None => key,
+    }
 }
 
 /// "the frame went on without 1 of 3 workers (gpu0/s1, retired in pass 2)...": said once
@@ -597,7 +686,7 @@ pub(super) fn image_key(
 ) -> String {
     match stopped {
         None => render_key.to_string(),
-        Some(_) => output::SamplesHeld::of(film, render_key).image_key(render_key),
+        Some(s) => output::SamplesHeld::of(film, render_key, s.spp_complete).image_key(render_key),
     }
 }
 
@@ -779,20 +868,23 @@ fn format_duration(d: Duration) -> String {
     }
 }
 
-/// The pass size of a render with --time-limit and no --pass-spp: about 16 passes, so that
-/// the time a stop leaves unused (at most one pass) is about a sixteenth of the render's, in
-/// passes of a power of two samples, each of which the scrambled Sobol' numbers stratify.
-pub(super) fn time_limit_pass_spp(spp: u32) -> u32 {
+/// The pass size of a render with --time-limit or --noise-threshold and no --pass-spp: about
+/// 16 passes, so that the time a stop leaves unused (at most one pass) is about a sixteenth of
+/// the render's, and a block of adaptive sampling can stop at any sixteenth; in passes of a
+/// power of two samples, each of which the scrambled Sobol' numbers stratify.
+pub(super) fn chosen_pass_spp(spp: u32) -> u32 {
     let target = (spp / 16).max(1);
     1 << (31 - target.leading_zeros())
 }
 
-/// --time-limit stops between passes, and without --pass-spp a render is one pass: then the
-/// passes are [`time_limit_pass_spp`]'s, a pure function of --spp, so that the same command
-/// with --resume finds the same passes in the resume file's key.
-pub(super) fn choose_passes_for_time_limit(mut a: RenderArgs) -> RenderArgs {
-    if a.time_limit.is_some() && a.schedule.pass_spp.is_none() {
-        a.schedule.pass_spp = Some(time_limit_pass_spp(a.spp));
+/// --time-limit stops between passes, and --noise-threshold decides between them, and
+/// without --pass-spp a render is one pass: then the passes are [`chosen_pass_spp`]'s, a pure
+/// function of --spp, so that the same command with --resume finds the same passes in the
+/// resume file's key.
+pub(super) fn choose_passes(mut a: RenderArgs) -> RenderArgs {
+    let wanted = a.time_limit.is_some() || a.noise_threshold.is_some();
+    if wanted && a.schedule.pass_spp.is_none() {
+        a.schedule.pass_spp = Some(chosen_pass_spp(a.spp));
         a.pass_spp_chosen = true;
     }
     a
@@ -806,10 +898,22 @@ pub(super) fn warn_about_checkpoints(a: &RenderArgs, out: Verbosity) {
         Some(_) if a.pass_spp_chosen && a.spp == 1 => out.warn(format_args!(
             "--spp 1 is one pass, so --time-limit cannot stop between passes"
         )),
-        Some(k) if a.pass_spp_chosen => out.status(format_args!(
-            "passes: {} of {k} samples per pixel, for --time-limit to stop between (--pass-spp sets another size; a --resume of this render without --time-limit needs --pass-spp {k})",
-            a.spp.div_ceil(k)
-        )),
+        Some(k) if a.pass_spp_chosen => {
+            let why = match (a.time_limit.is_some(), a.noise_threshold.is_some()) {
+                (true, true) => "for --time-limit to stop between and --noise-threshold to decide between",
+                (false, true) => "for --noise-threshold to decide between",
+                _ => "for --time-limit to stop between",
+            };
+            let resume_needs = if a.noise_threshold.is_some() {
+                String::new()
+            } else {
+                format!("; a --resume of this render without --time-limit needs --pass-spp {k}")
+            };
+            out.status(format_args!(
+                "passes: {} of {k} samples per pixel, {why} (--pass-spp sets another size{resume_needs})",
+                a.spp.div_ceil(k)
+            ))
+        }
         Some(k) if a.time_limit.is_some() && k >= a.spp => out.warn(format_args!(
             "--pass-spp {k} is not fewer than --spp {}: the render is one pass, so --time-limit cannot stop between passes",
             a.spp
@@ -912,16 +1016,18 @@ pub(super) fn finish_checkpoints(a: &RenderArgs, checkpoints: &Checkpointer, out
 }
 
 /// Reads `--resume FILE`, checks it belongs to this render: the same settings (the render
-/// key: scene, size, spp, depth, seed, camera, environment, lights), window and pass size,
-/// and says how far it got (of `spp`).
+/// key: scene, size, spp, depth, seed, camera, environment, lights, adaptive sampling),
+/// window and pass size (`schedule`'s), and says how far it got (of `spp`).
 pub(super) fn read_resume(
     path: &std::path::Path,
     render_key: &str,
     window: Tile,
-    pass_spp: u32,
+    schedule: &crate::sched::SchedConfig,
     spp: u32,
     out: Verbosity,
 ) -> anyhow::Result<crate::sched::Resume> {
+    let pass_spp = schedule.pass_spp.unwrap_or(spp);
+    let adaptive = schedule.adaptive_sampling.is_some();
     let (header, film) = checkpoint::read(path)?;
     let here = path.display();
     let differ = output::render_key_differences(&header.render, render_key);
@@ -963,9 +1069,30 @@ pub(super) fn read_resume(
     // Every pixel must have the complete passes' samples, or those and the next pass's (a
     // stop inside a pass keeps its finished tiles): anything else is not this render's film.
     let passes = crate::sched::pass_ranges(pass_spp, spp);
-    let start = crate::sched::resume_start(&passes, spp, &resume)
-        .map_err(|e| anyhow::anyhow!("{here}: damaged resume file: {e:#}"))?;
+    let start = crate::sched::resume_start(
+        &passes,
+        spp,
+        &resume,
+        schedule.adaptive_sampling.as_ref().map(|a| (a, window)),
+    )
+    .map_err(|e| anyhow::anyhow!("{here}: damaged resume file: {e:#}"))?;
     let done = passes.get(start.first_pass).map_or(spp, |p| p.start);
+    let stopped_blocks = if adaptive {
+        let behind = resume
+            .film
+            .pixels
+            .iter()
+            .filter(|p| p[3] < done as f32)
+            .count();
+        match behind {
+            0 => String::new(),
+            n => format!(
+                ", fewer in the {n} pixels whose blocks had stopped below the noise threshold"
+            ),
+        }
+    } else {
+        String::new()
+    };
     let ahead = match start.ahead {
         Some(a) => format!(
             ", and samples {done}..{} in {} of {} pixels (the stopped pass's finished tiles)",
@@ -976,7 +1103,7 @@ pub(super) fn read_resume(
         None => String::new(),
     };
     out.status(format_args!(
-        "resume: {here}: {done} of {spp} samples per pixel done{ahead}"
+        "resume: {here}: {done} of {spp} samples per pixel done{stopped_blocks}{ahead}"
     ));
     let ours = output::software();
     if header.software != ours {
@@ -1012,7 +1139,8 @@ pub(super) fn check_args(a: &RenderArgs) -> anyhow::Result<()> {
     }
     a.tone.check(&a.output)?;
     // (--checkpoint-every needs no passes: checkpoints are written inside a pass too;
-    // --time-limit chooses its passes when none are given: choose_passes_for_time_limit.)
+    // --time-limit and --noise-threshold choose their passes when none are given:
+    // choose_passes.)
     Ok(())
 }
 
@@ -1399,6 +1527,7 @@ mod tests {
             spp_complete: 16,
             partial: None,
             at_time_limit: true,
+            stopped_blocks: None,
         };
         assert_eq!(
             image_key(key, Some(&whole), &film),
@@ -1418,6 +1547,7 @@ mod tests {
                 carried_pixels: 0,
             }),
             at_time_limit: false,
+            stopped_blocks: None,
         };
         assert_eq!(
             image_key(key, Some(&cut), &film),
@@ -1453,7 +1583,7 @@ mod tests {
             (4096, 256),
             (u32::MAX, 1 << 27),
         ] {
-            assert_eq!(time_limit_pass_spp(spp), k, "--spp {spp}");
+            assert_eq!(chosen_pass_spp(spp), k, "--spp {spp}");
             assert!(k.is_power_of_two() && (spp < 32 || spp.div_ceil(k) >= 16));
         }
     }

@@ -23,9 +23,10 @@ use super::console::Verbosity;
 use super::render::{
     after_checkpoints, check_args, check_frame_memory, check_outputs_against_textures,
     check_report_paths, checkpoint_between_passes, checkpoint_within_pass,
-    choose_environment_share, finish_at_time_limit, finish_checkpoints, image_key, load_scene,
-    pass_deadline, print_load_warnings, read_resume, render_settings, set_up_backend,
-    stopped_with_image, warn_about_checkpoints, write_resume_or_rescue, Interrupted, RenderArgs,
+    choose_environment_share, finish_at_time_limit, finish_checkpoints, frame_key, image_key,
+    load_scene, pass_deadline, print_load_warnings, read_resume, render_settings, samples_held,
+    schedule_config, set_up_backend, stopped_with_image, warn_about_checkpoints,
+    write_resume_or_rescue, Interrupted, RenderArgs,
 };
 use super::render_aovs::{check_aov_paths, frame_on_gpus_alone, write_aovs, PendingAovs};
 use super::signals;
@@ -146,7 +147,7 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
             check_report_paths(&a)?;
             check_frame_memory(a.width, a.height)?;
         }
-        let schedule = a.schedule.config()?;
+        let schedule = schedule_config(&a)?;
         let optix_options = a.accel.optix_options()?;
         rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
@@ -165,13 +166,12 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
         // Rank 0 holds the film: it reads the resume file (the other ranks need not see it).
         let resume = match (&a.resume, rank) {
             (Some(path), 0) => {
-                let key = output::render_key(&a.scene, &scene, content, &settings);
-                let pass_spp = schedule.pass_spp.unwrap_or(a.spp);
+                let key = frame_key(&a, &scene, content, &settings, &schedule);
                 let r = read_resume(
                     path,
                     &key,
                     Tile::whole(a.width, a.height),
-                    pass_spp,
+                    &schedule,
                     a.spp,
                     out,
                 )?;
@@ -269,7 +269,7 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
         deadline: pass_deadline(&a, started, u64::from(a.width) * u64::from(a.height)),
         stop: Some(&signals::STOPPED_BY),
     };
-    let render_key = output::render_key(&a.scene, scene, *content, settings);
+    let render_key = frame_key(&a, scene, *content, settings, schedule);
     if rank == 0 {
         warn_about_checkpoints(&a, out);
     }
@@ -397,9 +397,7 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
         // to the time limit's boundary, if it stopped the frame.
         let at_time_limit = frame.stopped.as_ref().filter(|s| s.at_time_limit);
         let by_signal = frame.stopped.as_ref().filter(|s| !s.at_time_limit);
-        let spp_end = at_time_limit.map_or(a.spp, |s| s.spp_complete);
-        let samples =
-            (a.width as f64 * a.height as f64 * f64::from(spp_end) - samples_resumed).max(0.0);
+        let samples = (frame.film.samples() - samples_resumed).max(0.0);
         let request = frame.report.cluster.as_ref().and_then(|c| c.stop);
         let stopped_by = request
             .and_then(|r| signals::StopSignal::from_number(r.signal))
@@ -460,11 +458,11 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
             return finish_at_time_limit(&a, &frame, stopped, resume.as_deref(), &what, out);
         }
         out.status(format_args!(
-            "output: {} ({}x{}, {} spp)",
+            "output: {} ({}x{}, {})",
             a.output.display(),
             a.width,
             a.height,
-            a.spp
+            samples_held(&a, &frame.film, Tile::whole(a.width, a.height))
         ));
         finish_checkpoints(&a, &checkpoints, out);
     }

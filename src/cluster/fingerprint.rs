@@ -47,13 +47,14 @@ fn fingerprint_of_scheme(
     h.field(format!("{settings:?}").as_bytes());
     h.field(
         format!(
-            "{:?} {:?} {} {:?} {} {:?}",
+            "{:?} {:?} {} {:?} {} {:?} {:?}",
             config.strategy,
             config.tiles,
             config.steal,
             config.pass_spp,
             config.costmap_scale.to_bits(),
-            config.cost_model
+            config.cost_model,
+            config.adaptive_sampling
         )
         .as_bytes(),
     );

@@ -11,6 +11,7 @@ use super::node::{ClusterJob, FrameSink, PlanInputs};
 use super::protocol::{Msg, Plan, RankPassCounters, RankReady, TaskData, TileDone, WorkerInfo};
 use super::report::{ClusterReport, RankInfo, StopRequest};
 use crate::render::{Film, RenderSettings, Tile};
+use crate::sched::adaptive_sampling::{AdaptiveReport, BlockGrid, BlockMask};
 use crate::sched::calibrate::{self, Calibration, PieceTime};
 use crate::sched::costmap::CostMap;
 use crate::sched::policy;
@@ -48,6 +49,9 @@ struct MasterPass {
     /// Resumed from a stop inside this pass: the pixels that had it, which it does not
     /// cover (its measured costs then do not correct the cost map).
     ahead: Option<Ahead>,
+    /// Whether the pass covers part of the image (resumed inside it, or adaptive sampling
+    /// left blocks out): its measured costs then do not correct the cost map.
+    partial_cover: bool,
 }
 
 /// Rank 0 while the ranks calibrate: the first pass's samples and each rank's timings so far.
@@ -105,6 +109,13 @@ pub(super) struct Master {
     /// Workers retired by a renderer error, as their ranks reported them; they plan at
     /// speed 0 from the next pass on.
     retirements: Vec<Retirement>,
+    /// Adaptive sampling: the blocks that rendered each pass.
+    adaptive_report: Option<AdaptiveReport>,
+    /// Adaptive sampling: the blocks that had stopped at the latest judgement, of all.
+    stopped_blocks: Option<(usize, usize)>,
+    /// Adaptive sampling: the judgement of the pass about to start (made to see whether
+    /// every block had stopped), which that pass's plan takes rather than judge again.
+    judged: Option<(usize, BlockMask)>,
 }
 
 pub(super) type Outbox = Vec<(usize, Msg)>;
@@ -156,7 +167,17 @@ impl Master {
             (inputs.estimate.width, inputs.estimate.height),
         );
         let passes = job.config.passes(settings.spp);
+        let adaptive = job.config.adaptive_sampling;
+        if let Some(a) = &adaptive {
+            a.validate(&passes, settings.spp)
+                .map_err(|e| e.to_string())?;
+        }
         let (film, first_pass, ahead) = match inputs.resume.take() {
+            None if adaptive.is_some() => (
+                Film::with_odd_plane(settings.width, settings.height),
+                0,
+                None,
+            ),
             None => (Film::new(settings.width, settings.height), 0, None),
             Some(r) => {
                 if (r.film.width, r.film.height) != (settings.width, settings.height) {
@@ -167,8 +188,14 @@ impl Master {
                 }
                 // A film with every pass (a checkpoint after the last tile, before the
                 // ranks' statistics) is a frame with nothing left to render: `complete`.
-                let start = crate::sched::resume_start(&passes, settings.spp, &r)
-                    .map_err(|e| e.to_string())?;
+                let whole = crate::render::Tile::whole(settings.width, settings.height);
+                let start = crate::sched::resume_start(
+                    &passes,
+                    settings.spp,
+                    &r,
+                    adaptive.as_ref().map(|a| (a, whole)),
+                )
+                .map_err(|e| e.to_string())?;
                 (r.film, start.first_pass, start.ahead)
             }
         };
@@ -212,16 +239,47 @@ impl Master {
             progress,
             render_start: Instant::now(),
             retirements: Vec::new(),
+            adaptive_report: adaptive.map(|_| AdaptiveReport {
+                blocks: BlockGrid::new(crate::render::Tile::whole(settings.width, settings.height))
+                    .len(),
+                active_per_pass: Vec::new(),
+            }),
+            stopped_blocks: None,
+            judged: None,
             settings,
             config: job.config.clone(),
             inputs,
         })
     }
 
-    /// Whether the film resumed from already holds every pass: the frame is its film, with
-    /// nothing to plan or render (as one process gives it back).
-    pub(super) fn complete(&self) -> bool {
-        self.first_pass >= self.passes.len()
+    /// Whether the film resumed from already holds every pass, or every block of it has
+    /// stopped below the noise threshold: the frame is its film, with nothing to plan or
+    /// render (as one process gives it back).
+    pub(super) fn complete(&mut self) -> bool {
+        self.first_pass >= self.passes.len() || self.all_stopped_before(self.first_pass)
+    }
+
+    /// Adaptive sampling: the blocks that render pass `index`, judged from the film as it
+    /// stands (at that pass's start), once per pass; `None` without adaptive sampling.
+    fn judge(&mut self, index: usize) -> Option<&BlockMask> {
+        let a = self.config.adaptive_sampling?;
+        if self.judged.as_ref().is_none_or(|(i, _)| *i != index) {
+            let window = crate::render::Tile::whole(self.settings.width, self.settings.height);
+            let mask = BlockMask::judge(&self.film, window, &self.passes, index, &a);
+            let active = mask.active_blocks();
+            self.stopped_blocks = Some((mask.active.len() - active, mask.active.len()));
+            if let Some(r) = self.adaptive_report.as_mut() {
+                r.active_per_pass.push(active);
+            }
+            self.judged = Some((index, mask));
+        }
+        self.judged.as_ref().map(|(_, m)| m)
+    }
+
+    /// Whether every block has stopped before pass `index` (adaptive sampling): the frame
+    /// is then complete.
+    fn all_stopped_before(&mut self, index: usize) -> bool {
+        self.judge(index).is_some_and(|m| m.active_blocks() == 0)
     }
 
     /// The film as it stands: the complete passes (at a pass boundary, every pixel's).
@@ -357,11 +415,12 @@ impl Master {
             );
         }
         // As in one process: resumed from a stop inside this pass, only the pixels that do
-        // not have it yet are rendered.
+        // not have it yet are rendered; with adaptive sampling, only the blocks still
+        // sampling.
         let ahead = self.ahead.filter(|_| index == self.first_pass);
-        if let Some(a) = ahead {
-            tiles = tiles::without_done(tiles, |x, y| a.has_pass(&self.film, x, y));
-        }
+        let mask = self.judge(index).cloned();
+        let partial_cover = crate::sched::covers_part(ahead, mask.as_ref());
+        tiles = crate::sched::what_is_left(tiles, &self.film, ahead, mask.as_ref());
         let total = self.tiles_before + (tiles.len() * (self.passes.len() - index)) as u64;
         if index == self.first_pass {
             self.progress.set_length(total);
@@ -414,6 +473,11 @@ impl Master {
             ));
         }
         let n = tiles.len();
+        if n == 0 {
+            // Nothing to render (no pass is planned so, but should one be): the pass ends as
+            // soon as it starts, rather than wait for a tile that never comes.
+            out.extend((0..self.ranks).map(|r| (r, Msg::PassEnd { pass: index as u32 })));
+        }
         self.current = Some(MasterPass {
             index,
             tiles,
@@ -427,6 +491,7 @@ impl Master {
             start: Instant::now(),
             makespan_s: 0.0,
             ahead,
+            partial_cover,
         });
         out
     }
@@ -528,7 +593,7 @@ impl Master {
         if let Some(pass) = &self.current {
             let spp_done = self.passes[pass.index].start;
             sink.within_pass(spp_done, &|| {
-                crate::sched::workers::film_with(&self.film, &pass.tiles, &pass.buffers)
+                crate::sched::workers::film_with(&self.film, &pass.tiles, &pass.buffers, pass.index)
             });
         }
     }
@@ -556,9 +621,9 @@ impl Master {
         let Some(pass) = self.current.take() else {
             return Ok((Vec::new(), PassOutcome::Waiting));
         };
-        let trimmed = pass.ahead.is_some();
+        let trimmed = pass.partial_cover;
         for (t, buf) in pass.tiles.iter().zip(&pass.buffers) {
-            self.film.write_tile(*t, buf);
+            self.film.write_pass_tile(*t, buf, pass.index);
         }
         let records: Vec<TileRecord> = pass.records.into_iter().flatten().collect();
         let workers = self.worker_rank.len();
@@ -611,6 +676,10 @@ impl Master {
             self.pass_times
                 .record(report.makespan_s, report.samples.len() as u32);
             self.reports.push(report);
+            if self.all_stopped_before(next) {
+                // Adaptive sampling: every block is below the threshold, the frame is done.
+                return Ok((Vec::new(), PassOutcome::FrameComplete));
+            }
             let next_spp = self.passes[next].len() as u32;
             if let Some(deadline) = self.deadline {
                 if !self
@@ -622,6 +691,7 @@ impl Master {
                         spp_complete: spp_done,
                         partial: None,
                         at_time_limit: true,
+                        stopped_blocks: self.stopped_blocks,
                     });
                     return Ok((Vec::new(), PassOutcome::FrameComplete));
                 }
@@ -660,13 +730,14 @@ impl Master {
                     carried_pixels,
                 }),
                 at_time_limit: false,
+                stopped_blocks: self.stopped_blocks,
             });
             return;
         };
         let samples = self.passes[pass.index].clone();
         for (t, buf) in pass.tiles.iter().zip(&pass.buffers) {
             if !buf.is_empty() {
-                self.film.write_tile(*t, buf);
+                self.film.write_pass_tile(*t, buf, pass.index);
             }
         }
         self.stopped = Some(Stopped {
@@ -678,6 +749,7 @@ impl Master {
                 carried_pixels: pass.ahead.map_or(0, |a| a.pixels),
             }),
             at_time_limit: false,
+            stopped_blocks: self.stopped_blocks,
         });
     }
 
@@ -707,6 +779,7 @@ impl Master {
             calibration: self.calibration,
             retirements: self.retirements,
             first_pass: self.first_pass,
+            adaptive: self.adaptive_report,
         };
         Frame {
             film: self.film,

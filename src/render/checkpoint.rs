@@ -5,14 +5,18 @@
 //! The image a stopped render writes holds mean radiance, rounded to the output's format; a
 //! render goes on from the film's exact sums and sample counts instead. The file is:
 //!
-//! - the 16 bytes `gasworks-resume\n` (every pixel at the header's samples per pixel), or
+//! - the 16 bytes `gasworks-resume\n` (every pixel at the header's samples per pixel),
 //!   `gasworks-resum2\n` (some pixels have the next pass's samples too; earlier builds
-//!   refuse such a file rather than add that pass to them twice);
+//!   refuse such a file rather than add that pass to them twice), or `gasworks-resum3\n`
+//!   (adaptive sampling: the film carries its odd-pass plane, and pixels may hold fewer
+//!   samples, where their block stopped);
 //! - a little-endian `u32` length, then that many bytes of JSON: the render key
 //!   (`output::render_key`: scene, size, spp, depth, seed, camera...), the window, the pass
 //!   size and the samples per pixel done;
 //! - the film's `[f32; 4]` per pixel (sums of R, G, B and the sample count), little-endian,
 //!   row-major over the window;
+//! - after `gasworks-resum3\n` only: the odd-pass plane, an `f32` per pixel
+//!   ([`Film::odd_luma`]), likewise;
 //! - a little-endian `u64` FNV-1a hash of everything before it, so that a truncated or damaged
 //!   file is refused rather than resumed into a wrong image.
 
@@ -31,6 +35,11 @@ const MAGIC: &[u8; 16] = b"gasworks-resume\n";
 /// to be at `spp_done` and add the pass to those pixels twice, a wrong image without a word;
 /// with another magic they refuse the file instead.
 const MAGIC_PARTIAL_PASS: &[u8; 16] = b"gasworks-resum2\n";
+
+/// The magic of a film with an odd-pass plane (adaptive sampling), whose pixels may hold
+/// fewer samples than `spp_done` (their block stopped) or more (a stop inside a pass). Builds
+/// from before adaptive sampling would read neither the plane nor the counts: they refuse it.
+const MAGIC_ODD_PLANE: &[u8; 16] = b"gasworks-resum3\n";
 
 /// What a resume file says about the render it belongs to.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -174,7 +183,9 @@ fn encode(out: &mut impl Write, header: &CheckpointHeader, film: &Film) -> std::
     let at_boundary = film.pixels.iter().all(|p| p[3] == header.spp_done as f32);
     put(
         out,
-        if at_boundary {
+        if film.has_odd_plane() {
+            MAGIC_ODD_PLANE
+        } else if at_boundary {
             MAGIC
         } else {
             MAGIC_PARTIAL_PASS
@@ -186,6 +197,13 @@ fn encode(out: &mut impl Write, header: &CheckpointHeader, film: &Film) -> std::
     for pixels in film.pixels.chunks(ENCODE_CHUNK_PIXELS) {
         chunk.clear();
         for v in pixels.iter().flatten() {
+            chunk.extend_from_slice(&v.to_le_bytes());
+        }
+        put(out, &chunk)?;
+    }
+    for values in film.odd_luma.chunks(ENCODE_CHUNK_PIXELS) {
+        chunk.clear();
+        for v in values {
             chunk.extend_from_slice(&v.to_le_bytes());
         }
         put(out, &chunk)?;
@@ -295,16 +313,16 @@ impl Checkpointer {
         self.last = std::time::Instant::now();
         if result.is_ok() {
             self.written += 1;
-            let ahead = film
-                .pixels
-                .iter()
-                .filter(|p| p[3] != spp_done as f32)
-                .count();
-            // After a pass's last tile every pixel has that pass: the film is at its end.
-            (self.latest_spp, self.latest_ahead_pixels) = match film.pixels.first() {
-                Some(p) if ahead == film.pixels.len() => (Some(p[3] as u32), 0),
-                _ => (Some(spp_done), ahead),
-            };
+            let done = spp_done as f32;
+            let ahead = film.pixels.iter().filter(|p| p[3] > done).count();
+            let at_done = film.pixels.iter().filter(|p| p[3] == done).count();
+            // After a pass's last tile every pixel has that pass (but those whose blocks had
+            // stopped, with adaptive sampling): the film is at its end.
+            (self.latest_spp, self.latest_ahead_pixels) =
+                match film.pixels.iter().find(|p| p[3] > done) {
+                    Some(p) if at_done == 0 => (Some(p[3] as u32), 0),
+                    _ => (Some(spp_done), ahead),
+                };
             self.slowest = self.slowest.max(t0.elapsed());
         }
         Some(result)
@@ -336,6 +354,7 @@ fn read_bytes(path: &Path) -> std::io::Result<Vec<u8>> {
     if bytes.len() < head || !is_magic(&bytes[..MAGIC.len()]) {
         return Ok(bytes);
     }
+    let bytes_per_pixel = pixel_bytes(&bytes[..MAGIC.len()]);
     let json_len = u32::from_le_bytes(bytes[MAGIC.len()..head].try_into().expect("4 bytes"));
     (&mut file)
         .take(u64::from(json_len).min(MAX_HEADER_BYTES))
@@ -346,7 +365,9 @@ fn read_bytes(path: &Path) -> std::io::Result<Vec<u8>> {
         .ok()
         .map(|h| [h.window[2], h.window[3]])
         .filter(|wh| wh.iter().all(|&s| s <= crate::render::MAX_IMAGE_SIDE))
-        .map_or(MAX_HEADER_BYTES, |[w, h]| u64::from(w) * u64::from(h) * 16);
+        .map_or(MAX_HEADER_BYTES, |[w, h]| {
+            u64::from(w) * u64::from(h) * bytes_per_pixel as u64
+        });
     (&mut file).take(pixels + 8 + 1).read_to_end(&mut bytes)?;
     Ok(bytes)
 }
@@ -387,7 +408,8 @@ fn parse(path: &Path, bytes: &[u8]) -> Result<(CheckpointHeader, Film), Checkpoi
         )));
     }
     // At most 2^30 pixels: no overflow below.
-    let expected = w as usize * h as usize * 16;
+    let odd_plane = &bytes[..MAGIC.len()] == MAGIC_ODD_PLANE;
+    let expected = w as usize * h as usize * pixel_bytes(&bytes[..MAGIC.len()]);
     let data = &body[at + 4 + json_len..];
     if data.len() != expected {
         return Err(damaged(format!(
@@ -395,17 +417,35 @@ fn parse(path: &Path, bytes: &[u8]) -> Result<(CheckpointHeader, Film), Checkpoi
             data.len(),
         )));
     }
-    let mut film = Film::new(w, h);
-    for (p, chunk) in film.pixels.iter_mut().zip(data.chunks_exact(16)) {
+    let mut film = if odd_plane {
+        Film::with_odd_plane(w, h)
+    } else {
+        Film::new(w, h)
+    };
+    let (sums, odd) = data.split_at(film.pixels.len() * 16);
+    for (p, chunk) in film.pixels.iter_mut().zip(sums.chunks_exact(16)) {
         for (k, v) in p.iter_mut().enumerate() {
             *v = f32::from_le_bytes(chunk[4 * k..4 * k + 4].try_into().expect("4 bytes"));
         }
+    }
+    for (v, chunk) in film.odd_luma.iter_mut().zip(odd.chunks_exact(4)) {
+        *v = f32::from_le_bytes(chunk.try_into().expect("4 bytes"));
     }
     Ok((header, film))
 }
 
 fn is_magic(bytes: &[u8]) -> bool {
-    bytes == MAGIC || bytes == MAGIC_PARTIAL_PASS
+    bytes == MAGIC || bytes == MAGIC_PARTIAL_PASS || bytes == MAGIC_ODD_PLANE
+}
+
+/// The bytes of a pixel in the file its magic begins: the sums, and the odd-pass plane's
+/// value in a film that has one.
+fn pixel_bytes(magic: &[u8]) -> usize {
+    if magic == MAGIC_ODD_PLANE {
+        20
+    } else {
+        16
+    }
 }
 
 /// Whether `path` begins as a resume file does (either magic): `gasworks info` describes such
@@ -546,6 +586,39 @@ mod tests {
         assert_ne!(&bytes[..16], MAGIC);
         let (h, f) = read(&path).unwrap();
         assert_eq!((h, f.pixels[4][3]), (header, 24.0));
+    }
+
+    /// An adaptive render's film: its odd-pass plane comes back bit for bit after the sums,
+    /// under the third magic, and a file cut inside the plane is refused.
+    #[test]
+    fn a_film_with_an_odd_plane_round_trips_under_its_own_magic() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.exr.gasworks-resume");
+        let (header, plain) = sample();
+        let mut film = Film::with_odd_plane(5, 3);
+        film.pixels.clone_from(&plain.pixels);
+        for (i, v) in film.odd_luma.iter_mut().enumerate() {
+            *v = i as f32 * 0.37 + f32::MIN_POSITIVE;
+        }
+        // A block that stopped early: fewer samples than the boundary.
+        film.pixels[0][3] = 8.0;
+        write(&path, &header, &film).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(&bytes[..16], b"gasworks-resum3\n");
+        let (h, f) = read(&path).unwrap();
+        assert_eq!(h, header);
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&f.odd_luma), bits(&film.odd_luma));
+        assert_eq!(f.pixels, film.pixels);
+        assert!(looks_like_resume_file(&path));
+        // The plane's last value cut off (and the checksum made to match): a plane short of
+        // its window is named.
+        let mut body = bytes[..bytes.len() - 8 - 4].to_vec();
+        let hash = fnv1a(&body);
+        body.extend_from_slice(&hash.to_le_bytes());
+        std::fs::write(&path, &body).unwrap();
+        let e = read(&path).unwrap_err().to_string();
+        assert!(e.contains("for a 5x3 window (expected 300)"), "{e}");
     }
 
     #[test]

@@ -198,6 +198,10 @@ pub struct SamplesHeld {
     pub pixels: usize,
     /// The render's samples per pixel, from its key (`None` where the key has none).
     pub planned: Option<u32>,
+    /// Adaptive sampling (the key has a `noise-threshold` item): `everywhere` is the pass
+    /// boundary, which the pixels of the blocks that had stopped below the threshold do not
+    /// reach.
+    pub adaptive: bool,
 }
 
 impl SamplesHeld {
@@ -205,17 +209,29 @@ impl SamplesHeld {
     /// whole numbers of samples, exact in the film's f32 (at most 2^24); counted from the
     /// pixels rather than the tiles a stopped pass finished, since tiles depend on the layout
     /// (and a resumed pass's layout is another) while the pixels' samples do not.
-    pub fn of(film: &Film, render_key: &str) -> SamplesHeld {
+    ///
+    /// `spp_done` is the pass boundary the film was stopped at; it counts only with adaptive
+    /// sampling, where some pixels hold fewer (without, the fewest any pixel holds is the
+    /// boundary, or the next one where every tile of a cut pass had arrived).
+    pub fn of(film: &Film, render_key: &str, spp_done: u32) -> SamplesHeld {
+        let adaptive = render_key
+            .split("; ")
+            .any(|item| item.starts_with("noise-threshold "));
         let counts = film.pixels.iter().map(|p| p[3] as u32);
-        let everywhere = counts.clone().min().unwrap_or(0);
+        let everywhere = if adaptive {
+            spp_done
+        } else {
+            counts.clone().min().unwrap_or(0)
+        };
         SamplesHeld {
             everywhere,
-            most: counts.clone().max().unwrap_or(everywhere),
+            most: counts.clone().max().unwrap_or(everywhere).max(everywhere),
             ahead: counts.filter(|&n| n > everywhere).count(),
             pixels: film.pixels.len(),
             planned: render_key
                 .split("; ")
                 .find_map(|item| item.strip_prefix("spp ")?.parse().ok()),
+            adaptive,
         }
     }
 
@@ -246,8 +262,13 @@ impl SamplesHeld {
             .planned
             .map_or_else(|| "?".to_string(), |n| n.to_string());
         let mut s = format!(
-            "{} of {planned} samples per pixel everywhere",
-            self.everywhere
+            "{} of {planned} samples per pixel {}",
+            self.everywhere,
+            if self.adaptive {
+                "where blocks went on sampling, at most that where they had met the noise threshold"
+            } else {
+                "everywhere"
+            }
         );
         if self.ahead > 0 {
             s.push_str(&format!(
@@ -1202,9 +1223,9 @@ mod tests {
     #[test]
     fn keys_say_what_the_pixels_hold() {
         let key = "scene x; size 4x2; spp 64; seed 0";
-        let all = SamplesHeld::of(&film_of_counts([64.0; 8]), key);
+        let all = SamplesHeld::of(&film_of_counts([64.0; 8]), key, 64);
         assert_eq!(all.image_key(key), key);
-        let passes = SamplesHeld::of(&film_of_counts([16.0; 8]), key);
+        let passes = SamplesHeld::of(&film_of_counts([16.0; 8]), key, 16);
         assert_eq!(
             passes.image_key(key),
             "scene x; size 4x2; spp 16 of 64; seed 0"
@@ -1213,6 +1234,7 @@ mod tests {
         let cut = SamplesHeld::of(
             &film_of_counts([16.0, 32.0, 32.0, 16.0, 16.0, 16.0, 32.0, 16.0]),
             key,
+            16,
         );
         assert_eq!(
             cut.image_key(key),
@@ -1224,7 +1246,7 @@ mod tests {
             "16 of 64 samples per pixel everywhere, and 32 in 3 of 8 pixels"
         );
         // Every pixel has the pass that was cut: the boundary after it.
-        let next = SamplesHeld::of(&film_of_counts([32.0; 8]), key);
+        let next = SamplesHeld::of(&film_of_counts([32.0; 8]), key, 16);
         assert_eq!(
             next.image_key(key),
             "scene x; size 4x2; spp 32 of 64; seed 0"
@@ -1233,11 +1255,35 @@ mod tests {
         let first = SamplesHeld::of(
             &film_of_counts([0.0, 16.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]),
             key,
+            0,
         );
         assert_eq!(
             first.describe(),
             "0 of 64 samples per pixel everywhere, and 16 in 1 of 8 pixels"
         );
+        // Adaptive sampling: the boundary is the film's, not its fewest samples (the blocks
+        // that had stopped hold 8).
+        let key = "scene x; size 4x2; spp 64; seed 0; noise-threshold 0.01 min-spp 0 pass-spp 8";
+        let at_16 = SamplesHeld::of(
+            &film_of_counts([8.0, 16.0, 16.0, 8.0, 16.0, 16.0, 16.0, 16.0]),
+            key,
+            16,
+        );
+        assert_eq!(
+            at_16.image_key(key),
+            "scene x; size 4x2; spp 16 of 64; seed 0; noise-threshold 0.01 min-spp 0 pass-spp 8"
+        );
+        assert_eq!(
+            at_16.describe(),
+            "16 of 64 samples per pixel where blocks went on sampling, at most that where they had met the noise threshold"
+        );
+        let cut = SamplesHeld::of(
+            &film_of_counts([8.0, 24.0, 16.0, 8.0, 16.0, 16.0, 16.0, 16.0]),
+            key,
+            16,
+        );
+        assert!(stopped_mid_pass(&cut.image_key(key)));
+        assert_eq!((cut.ahead, cut.most), (1, 24));
     }
 
     /// Under a map a key has both `environment R,G,B` and `environment map ...`: each is

@@ -81,6 +81,46 @@ pub fn rms_difference(a: &[[f32; 3]], b: &[[f32; 3]]) -> f64 {
     (squares / (3 * a.len()) as f64).sqrt()
 }
 
+/// The noise of `b` against a reference `a` as a PNG shows it: per square of `block` x
+/// `block` pixels (of the frame's grid: `origin` is the images' first pixel in their frame,
+/// so a crop's squares are its frame's; squares cut by the images' edges count their part),
+/// the RMS over its pixels of the difference of their luminances after the PNG's curve at
+/// `--exposure 0` (clamped to [0, 1], sRGB-encoded: white = 1). In row-major order of the
+/// squares. What adaptive sampling's `--noise-threshold` aims at, block by block
+/// (`sched::adaptive_sampling`, whose blocks these are with `block` 16).
+pub fn display_block_errors(
+    a: &[[f32; 3]],
+    b: &[[f32; 3]],
+    width: u32,
+    height: u32,
+    origin: (u32, u32),
+    block: u32,
+) -> Vec<f64> {
+    assert_eq!(a.len(), b.len(), "images of different sizes");
+    let block = block.max(1);
+    let grid = |start: u32, len: u32| (start / block, (start + len.max(1) - 1) / block);
+    let ((bx0, bx1), (by0, by1)) = (grid(origin.0, width), grid(origin.1, height));
+    let cols = (bx1 - bx0 + 1) as usize;
+    let mut sums = vec![(0.0f64, 0usize); cols * (by1 - by0 + 1) as usize];
+    let display = |p: &[f32; 3]| {
+        let y = luminance(glam::Vec3::from_array(*p)).clamp(0.0, 1.0);
+        f64::from(crate::render::output::linear_to_srgb(y))
+    };
+    for y in 0..height {
+        for x in 0..width {
+            let i = (y * width + x) as usize;
+            let cell = ((origin.1 + y) / block - by0) as usize * cols
+                + ((origin.0 + x) / block - bx0) as usize;
+            let d = display(&b[i]) - display(&a[i]);
+            sums[cell].0 += d * d;
+            sums[cell].1 += 1;
+        }
+    }
+    sums.iter()
+        .map(|&(s, n)| (s / n.max(1) as f64).sqrt())
+        .collect()
+}
+
 /// The RMS of the channel differences `b - a` averaged over each whole `block` x `block`
 /// square of pixels (row-major images of `width` x `height`); None without a whole square.
 pub fn rms_block_difference(
@@ -326,5 +366,23 @@ mod tests {
         assert!((rms_difference(&a, &b) - want).abs() < 1e-6);
         assert_eq!(rms_difference(&a, &a), 0.0);
         assert_eq!(rms_difference(&[], &[]), 0.0);
+    }
+
+    #[test]
+    fn display_errors_are_per_block_of_the_frames_grid_after_the_pngs_curve() {
+        // A 20x4 crop at x = 12 of its frame: blocks of 16 split it at its column 4.
+        let a = vec![[0.5f32; 3]; 80];
+        let mut b = a.clone();
+        // One pixel of the first block: white (clamped) against grey.
+        b[0] = [4.0; 3];
+        let errors = display_block_errors(&a, &b, 20, 4, (12, 0), 16);
+        assert_eq!(errors.len(), 2);
+        let step = 1.0 - f64::from(crate::render::output::linear_to_srgb(0.5));
+        // That block holds 4 columns x 4 rows of the crop.
+        assert!(
+            (errors[0] - (step * step / 16.0).sqrt()).abs() < 1e-6,
+            "{errors:?}"
+        );
+        assert_eq!(errors[1], 0.0);
     }
 }

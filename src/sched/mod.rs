@@ -28,6 +28,7 @@
 //! [`policy`] for simulated worker counts (`gasworks schedule-sim`).
 
 pub mod accuracy;
+pub mod adaptive_sampling;
 pub mod calibrate;
 pub mod correction_replay;
 pub mod costmap;
@@ -86,6 +87,10 @@ pub struct SchedConfig {
     /// What a renderer error does: retire its worker and go on with the others (the default),
     /// or end the frame (`--on-worker-error`).
     pub on_worker_error: OnWorkerError,
+    /// Adaptive sampling (`--noise-threshold`): from the third pass on, only the blocks whose
+    /// noise is still above the threshold are rendered ([`adaptive_sampling`]); `None`: every pixel
+    /// gets every sample.
+    pub adaptive_sampling: Option<adaptive_sampling::AdaptiveSampling>,
 }
 
 impl Default for SchedConfig {
@@ -102,6 +107,7 @@ impl Default for SchedConfig {
             calibrate: true,
             slow_worker_pieces: tiles::DEFAULT_SLOW_WORKER_PIECES,
             on_worker_error: OnWorkerError::default(),
+            adaptive_sampling: None,
         }
     }
 }
@@ -205,12 +211,17 @@ impl Ahead {
 /// pixel and says where the render goes on. Every pixel of the film must hold the samples of
 /// the complete passes (`resume.spp_done`, a pass boundary of the plan) or those and the next
 /// pass's: a stop inside a pass keeps the tiles that were finished. A film whose every pixel
-/// has the next pass is at the boundary after it.
+/// has the next pass is at the boundary after it. With adaptive sampling (`adaptive`: its
+/// settings and the film's window in the frame) a pixel may hold fewer, at an earlier pass
+/// boundary: its block had stopped there; and a film in which every block that renders the
+/// next pass has it everywhere is at the boundary after it too.
 pub fn resume_start(
     passes: &[Range<u32>],
     spp: u32,
     resume: &Resume,
+    adaptive_sampling: Option<(&adaptive_sampling::AdaptiveSampling, Tile)>,
 ) -> anyhow::Result<ResumeStart> {
+    let adaptive = adaptive_sampling.is_some();
     let done = resume.spp_done;
     let first = match passes.iter().position(|p| p.start == done) {
         Some(i) => i,
@@ -221,14 +232,23 @@ pub fn resume_start(
         ),
     };
     let end = passes.get(first).map_or(done, |p| p.end);
+    // Where a block may have stopped: the boundaries of the passes before `first`.
+    let stopped_at = |n: f32| adaptive && passes[..first].iter().any(|p| p.start as f32 == n);
+    if adaptive && !resume.film.has_odd_plane() {
+        anyhow::bail!(
+            "the render to resume has no odd-pass plane, which adaptive sampling judges the noise by"
+        );
+    }
     let width = resume.film.width.max(1) as usize;
-    let mut ahead = 0usize;
+    let (mut ahead, mut at_done) = (0usize, 0usize);
     for (i, p) in resume.film.pixels.iter().enumerate() {
         if p[3] == end as f32 && end != done {
             ahead += 1;
-        } else if p[3] != done as f32 {
+        } else if p[3] == done as f32 {
+            at_done += 1;
+        } else if !stopped_at(p[3]) {
             anyhow::bail!(
-                "pixel ({}, {}) of the render to resume holds {} samples, where its complete passes give {done}{}",
+                "pixel ({}, {}) of the render to resume holds {} samples, where its complete passes give {done}{}{}",
                 i % width,
                 i / width,
                 p[3],
@@ -236,6 +256,11 @@ pub fn resume_start(
                     format!(" and the pass it stopped in {end}")
                 } else {
                     String::new()
+                },
+                if adaptive {
+                    " (or a pass boundary before, where its block stopped)"
+                } else {
+                    ""
                 }
             );
         }
@@ -244,9 +269,19 @@ pub fn resume_start(
         first_pass,
         ahead: None,
     };
+    // Adaptive sampling: the pixels at the boundary may all lie in blocks that stop there.
+    let pass_done = || {
+        adaptive_sampling.is_some_and(|(a, window)| {
+            let mask = adaptive_sampling::BlockMask::judge(&resume.film, window, passes, first, a);
+            let width = resume.film.width.max(1) as usize;
+            !resume.film.pixels.iter().enumerate().any(|(i, p)| {
+                p[3] == done as f32 && mask.is_active((i % width) as u32, (i / width) as u32)
+            })
+        })
+    };
     Ok(if ahead == 0 {
         at_boundary(first)
-    } else if ahead == resume.film.pixels.len() {
+    } else if at_done == 0 || pass_done() {
         at_boundary(first + 1)
     } else {
         ResumeStart {
@@ -296,6 +331,9 @@ pub struct Stopped {
     /// Stopped by [`FrameControl::deadline`] (between passes: the image is whole), not by a
     /// stop request.
     pub at_time_limit: bool,
+    /// With adaptive sampling: the blocks that had stopped below the noise threshold (and so
+    /// hold fewer samples than `spp_complete`), of all blocks; `None` without.
+    pub stopped_blocks: Option<(usize, usize)>,
 }
 
 /// The pass a stop interrupted: its samples reached `tiles_done` of its `tiles` tiles, and
@@ -325,8 +363,18 @@ impl Stopped {
     /// other pixels are black".
     /// A pass stopped before any of its samples reached the film is not named; one stopped
     /// after all its tiles did (a cluster's rank 0 may stop there) is described as complete.
+    /// With adaptive sampling, "everywhere" gives way to the blocks that had stopped: "16 of
+    /// 64 samples per pixel, at most that in the 3 of 8 blocks that had met the noise
+    /// threshold" (a block stopped at this boundary holds its samples, one stopped earlier
+    /// fewer).
     pub fn describe(&self, spp: u32) -> String {
-        let everywhere = |done: u32| format!("{done} of {spp} samples per pixel everywhere");
+        let everywhere = |done: u32| match self.stopped_blocks {
+            Some((stopped, blocks)) if stopped > 0 => format!(
+                "{done} of {spp} samples per pixel, at most that in the {stopped} of {blocks} \
+                 blocks that had met the noise threshold"
+            ),
+            _ => format!("{done} of {spp} samples per pixel everywhere"),
+        };
         let partial = self
             .partial
             .as_ref()
@@ -353,7 +401,8 @@ impl Stopped {
         match self.spp_complete {
             0 => format!("samples {start}..{end} in {where_}; the other {rest} are black"),
             done => format!(
-                "{done} of {spp} samples per pixel everywhere, and samples {start}..{end} in {where_}"
+                "{}, and samples {start}..{end} in {where_}",
+                everywhere(done)
             ),
         }
     }
@@ -595,6 +644,9 @@ pub fn render_frame_until(
     let scale = MapScale::between(image, (estimate.width, estimate.height));
     let estimate_sat = estimate.sat();
     let passes = config.passes(settings.spp);
+    if let Some(a) = &config.adaptive_sampling {
+        a.validate(&passes, settings.spp)?;
+    }
 
     // Workers that want big tiles (GPU workers: a launch's worth of work to fill the device)
     // set the tile count unless --tiles does; only those still working (a pass after every
@@ -608,7 +660,10 @@ pub fn render_frame_until(
         (wants.clone().max(), wants.count() as u32)
     };
 
-    let mut film = Film::new(window.w, window.h);
+    let mut film = match config.adaptive_sampling {
+        Some(_) => Film::with_odd_plane(window.w, window.h),
+        None => Film::new(window.w, window.h),
+    };
     let mut first_pass = 0;
     // The pixels that have the first pass already (a stop inside it had finished them).
     let mut ahead: Option<Ahead> = None;
@@ -622,7 +677,8 @@ pub fn render_frame_until(
                 window.h
             );
         }
-        let start = resume_start(&passes, settings.spp, &r)?;
+        let adaptive = config.adaptive_sampling.as_ref().map(|a| (a, window));
+        let start = resume_start(&passes, settings.spp, &r, adaptive)?;
         first_pass = start.first_pass;
         ahead = start.ahead;
         film = r.film;
@@ -647,10 +703,30 @@ pub fn render_frame_until(
     let mut pass_times = PassTimes::default();
     // Tiles of this run's earlier passes (the progress bar's count so far).
     let mut tiles_before = 0u64;
+    let mut adaptive_report = config
+        .adaptive_sampling
+        .map(|_| adaptive_sampling::AdaptiveReport {
+            blocks: adaptive_sampling::BlockGrid::new(window).len(),
+            active_per_pass: Vec::new(),
+        });
     for (pass, samples) in passes.iter().enumerate().skip(first_pass) {
         // This run's share of the pixels that have this pass (an earlier run's, resumed).
         let ahead_here = ahead.filter(|_| pass == first_pass);
         let carried_pixels = ahead_here.map_or(0, |a| a.pixels);
+        // Adaptive sampling: the blocks that render this pass, judged from the film now.
+        let mask = config
+            .adaptive_sampling
+            .map(|a| adaptive_sampling::BlockMask::judge(&film, window, &passes, pass, &a));
+        let stopped_blocks = mask
+            .as_ref()
+            .map(|m| (m.active.len() - m.active_blocks(), m.active.len()));
+        if let (Some(m), Some(r)) = (&mask, adaptive_report.as_mut()) {
+            r.active_per_pass.push(m.active_blocks());
+            if m.active_blocks() == 0 {
+                // Every block is below the threshold: the frame is done.
+                break;
+            }
+        }
         if stop.load(Ordering::Relaxed) {
             stopped = Some(Stopped {
                 spp_complete: samples.start,
@@ -661,6 +737,7 @@ pub fn render_frame_until(
                     carried_pixels,
                 }),
                 at_time_limit: false,
+                stopped_blocks,
             });
             break;
         }
@@ -670,6 +747,7 @@ pub fn render_frame_until(
                     spp_complete: samples.start,
                     partial: None,
                     at_time_limit: true,
+                    stopped_blocks,
                 });
                 break;
             }
@@ -759,10 +837,12 @@ pub fn render_frame_until(
         }
         // Resumed from a stop inside this pass: the pixels its finished tiles covered have
         // this pass already, and only the others are rendered (the tiles laid out now need
-        // not be the stopped run's). Its measured costs then cover part of the image, so they
-        // do not correct the cost map.
-        if let Some(a) = ahead_here {
-            tiles = tiles::without_done(tiles, |x, y| a.has_pass(&film, x, y));
+        // not be the stopped run's). Adaptive sampling: only the blocks still sampling are.
+        // Either way the pass's measured costs then cover part of the image, so they do not
+        // correct the cost map.
+        let partial_cover = covers_part(ahead_here, mask.as_ref());
+        if partial_cover {
+            tiles = what_is_left(tiles, &film, ahead_here, mask.as_ref());
             predicted = tile_costs(&tiles);
         }
         // The tiles of the passes still to come, as far as this one tells (cut for slow
@@ -808,7 +888,7 @@ pub fn render_frame_until(
         for (t, buf) in tiles.iter().zip(&run.buffers) {
             // Empty: a tile a stop left unrendered keeps the film's sums.
             if !buf.is_empty() {
-                film.write_tile(*t, buf);
+                film.write_pass_tile(*t, buf, pass);
             }
         }
         if !run.complete {
@@ -821,6 +901,7 @@ pub fn render_frame_until(
                     carried_pixels,
                 }),
                 at_time_limit: false,
+                stopped_blocks,
             });
             break;
         }
@@ -848,7 +929,7 @@ pub fn render_frame_until(
         if pass + 1 < passes.len() {
             let previous = weights_are_speeds.then_some(&weights[..]);
             let (speeds, normalized) = measured_costs(&workers, &pass_report, previous);
-            if carry_over && ahead_here.is_none() {
+            if carry_over && !partial_cover {
                 plan_map = plan_map.corrected(image, &pass_report.tiles, &normalized);
                 planned_with_measured = true;
             }
@@ -881,11 +962,35 @@ pub fn render_frame_until(
         calibration,
         retirements,
         first_pass,
+        adaptive: adaptive_report,
     };
     Ok(Frame {
         film,
         report,
         stopped,
+    })
+}
+
+/// Whether a pass renders only part of the image: resumed inside it (`ahead`: the pixels that
+/// have it already), or adaptive sampling left blocks out (`mask`).
+pub fn covers_part(ahead: Option<Ahead>, mask: Option<&adaptive_sampling::BlockMask>) -> bool {
+    ahead.is_some() || mask.is_some_and(|m| !m.all())
+}
+
+/// A pass's `tiles` cut down to the pixels it still renders (one process and a cluster's
+/// rank 0 alike): not those of `film` that have the pass already (`ahead`), nor those of the
+/// blocks that adaptive sampling stopped (`mask`).
+pub fn what_is_left(
+    tiles: Vec<Tile>,
+    film: &Film,
+    ahead: Option<Ahead>,
+    mask: Option<&adaptive_sampling::BlockMask>,
+) -> Vec<Tile> {
+    if !covers_part(ahead, mask) {
+        return tiles;
+    }
+    tiles::without_done(tiles, |x, y| {
+        ahead.is_some_and(|a| a.has_pass(film, x, y)) || mask.is_some_and(|m| !m.is_active(x, y))
     })
 }
 
@@ -1065,6 +1170,7 @@ mod tests {
             spp_complete: 16,
             partial: None,
             at_time_limit: false,
+            stopped_blocks: None,
         };
         assert_eq!(
             between.describe(64),
@@ -1080,6 +1186,7 @@ mod tests {
                 carried_pixels: 0,
             }),
             at_time_limit: false,
+            stopped_blocks: None,
         };
         assert_eq!(
             mid.describe(64),
@@ -1094,6 +1201,7 @@ mod tests {
                 carried_pixels: 0,
             }),
             at_time_limit: false,
+            stopped_blocks: None,
         };
         assert_eq!(
             first.describe(64),
@@ -1110,6 +1218,7 @@ mod tests {
                 carried_pixels: 400,
             }),
             at_time_limit: false,
+            stopped_blocks: None,
         };
         assert_eq!(
             resumed.describe(64),
@@ -1124,6 +1233,7 @@ mod tests {
                 carried_pixels: 0,
             }),
             at_time_limit: false,
+            stopped_blocks: None,
         };
         assert!(!none.rendered_any());
         // Stopped inside a pass before any of its tiles was done: the pass is not named.
@@ -1136,6 +1246,7 @@ mod tests {
                 carried_pixels: 0,
             }),
             at_time_limit: false,
+            stopped_blocks: None,
         };
         assert_eq!(
             after_boundary.describe(128),
@@ -1150,6 +1261,7 @@ mod tests {
                 carried_pixels: 400,
             }),
             at_time_limit: false,
+            stopped_blocks: None,
         };
         assert_eq!(
             carried_only.describe(64),
@@ -1165,6 +1277,7 @@ mod tests {
                 carried_pixels: 0,
             }),
             at_time_limit: false,
+            stopped_blocks: None,
         };
         assert_eq!(
             all_arrived.describe(128),

@@ -9,7 +9,10 @@
 //!   the least-squares scale `k`, on a blue (exact) to yellow (50% off or worse) gradient;
 //! - `tiles.png` (and `tiles_last.png` when the last pass was cut differently): the tile
 //!   layout over the rendered image, each tile framed in the colour of the worker that ran it,
-//!   stolen tiles crossed.
+//!   stolen tiles crossed;
+//! - `samples.png` (adaptive sampling, `--noise-threshold`): each pixel's samples on the
+//!   heat gradient, from none (black) to the render's most (bright yellow), so that where
+//!   the blocks stopped shows at a glance.
 
 use std::path::{Path, PathBuf};
 
@@ -222,7 +225,23 @@ pub fn write_all(
             written.push(save(&tiles_image(film, last), dir.join("tiles_last.png"))?);
         }
     }
+    if report.adaptive.is_some() {
+        written.push(save(&samples_image(film), dir.join("samples.png"))?);
+    }
     Ok(written)
+}
+
+/// Each pixel's sample count, scaled to the most any pixel has.
+fn samples_image(film: &Film) -> RgbImage {
+    let most = film
+        .pixels
+        .iter()
+        .map(|p| p[3])
+        .fold(0.0f32, f32::max)
+        .max(1.0);
+    RgbImage::from_fn(film.width, film.height, |x, y| {
+        heat(film.pixels[(y * film.width + x) as usize][3] / most)
+    })
 }
 
 #[cfg(test)]
@@ -235,6 +254,17 @@ mod tests {
         assert_eq!(top_of_scale(v.into_iter()), 99.0);
         assert_eq!(top_of_scale([0.0, 0.0].into_iter()), 1e-30);
         assert_eq!(top_of_scale(std::iter::empty()), 1.0);
+    }
+
+    #[test]
+    fn the_samples_picture_runs_from_none_to_the_most() {
+        let mut film = Film::new(3, 1);
+        film.pixels[1][3] = 8.0;
+        film.pixels[2][3] = 64.0;
+        let img = samples_image(&film);
+        assert_eq!(*img.get_pixel(0, 0), heat(0.0));
+        assert_eq!(*img.get_pixel(1, 0), heat(0.125));
+        assert_eq!(*img.get_pixel(2, 0), heat(1.0));
     }
 
     #[test]

@@ -277,6 +277,9 @@ pub struct FrameReport {
     /// earlier passes are in the film but not in this report. Retirements count passes from
     /// the frame's first.
     pub first_pass: usize,
+    /// Adaptive sampling (`--noise-threshold`): the blocks that rendered each pass; `None`
+    /// without.
+    pub adaptive: Option<super::adaptive_sampling::AdaptiveReport>,
 }
 
 impl FrameReport {
@@ -402,6 +405,20 @@ impl FrameReport {
         }
         for r in &self.retirements {
             let _ = writeln!(s, "  {}", r.describe());
+        }
+        if let Some(a) = &self.adaptive {
+            let _ = writeln!(
+                s,
+                "  adaptive: {} blocks of {b}x{b}; blocks sampling in each pass from pass {}: {}",
+                a.blocks,
+                self.first_pass + 1,
+                a.active_per_pass
+                    .iter()
+                    .map(usize::to_string)
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                b = super::adaptive_sampling::BLOCK,
+            );
         }
         let steals: usize = self.passes.iter().map(PassReport::steals).sum();
         let mut by_speed = match self.efficiency_by_speed() {

@@ -398,13 +398,13 @@ struct Failure {
 /// of 130 MB.
 pub type AfterTileHook<'a> = dyn FnMut(&dyn Fn() -> Film) + 'a;
 
-/// `film` with the finished tiles of a pass written in (`buffers[i]` of `tiles[i]`; an empty
-/// buffer is a tile not finished).
-pub fn film_with(film: &Film, tiles: &[Tile], buffers: &[Vec<[f32; 4]>]) -> Film {
+/// `film` with the finished tiles of pass `pass` written in (`buffers[i]` of `tiles[i]`; an
+/// empty buffer is a tile not finished).
+pub fn film_with(film: &Film, tiles: &[Tile], buffers: &[Vec<[f32; 4]>], pass: usize) -> Film {
     let mut out = film.clone();
     for (t, buf) in tiles.iter().zip(buffers) {
         if !buf.is_empty() {
-            out.write_tile(*t, buf);
+            out.write_pass_tile(*t, buf, pass);
         }
     }
     out
@@ -717,7 +717,7 @@ fn run_round(
             progress.inc();
             if let Some(hook) = after_tile.as_deref_mut() {
                 let done: &[Vec<[f32; 4]>] = buffers;
-                hook(&|| film_with(job.film, job.tiles, done));
+                hook(&|| film_with(job.film, job.tiles, done, job.pass));
             }
         }
     });

@@ -507,3 +507,77 @@ pub fn check_lost_in_calibration(errors: [&str; 2]) {
         errors[1]
     );
 }
+
+/// A renderer whose noise is known column by column, for adaptive sampling: grey 0.3 plus,
+/// per sample, an amplitude times a uniform number in [-0.5, 0.5), the amplitude 0 (flat)
+/// left of `flat_until`, 0.02 (faint: below a threshold of 0.01 after 8 samples) left of
+/// `faint_until`, 0.8 (strong: above it through hundreds) beyond. Sample values depend on
+/// (x, y, sample) alone.
+pub struct ColumnNoise {
+    pub flat_until: u32,
+    pub faint_until: u32,
+    calls: AtomicUsize,
+    /// Sets the flag during the call that makes this many calls (a Ctrl-C mid-frame).
+    pub stop_after: Option<(usize, Arc<AtomicBool>)>,
+}
+
+impl ColumnNoise {
+    pub fn new(flat_until: u32, faint_until: u32) -> ColumnNoise {
+        ColumnNoise {
+            flat_until,
+            faint_until,
+            calls: AtomicUsize::new(0),
+            stop_after: None,
+        }
+    }
+
+    pub fn stopping_after(mut self, calls: usize, flag: Arc<AtomicBool>) -> ColumnNoise {
+        self.stop_after = Some((calls, flag));
+        self
+    }
+
+    pub fn amplitude(&self, x: u32) -> f32 {
+        if x < self.flat_until {
+            0.0
+        } else if x < self.faint_until {
+            0.02
+        } else {
+            0.8
+        }
+    }
+}
+
+impl TileRenderer for ColumnNoise {
+    fn name(&self) -> String {
+        "column-noise".into()
+    }
+
+    fn render_tile(
+        &self,
+        tile: Tile,
+        samples: Range<u32>,
+        accum: &mut [[f32; 4]],
+    ) -> anyhow::Result<()> {
+        let calls = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
+        if let Some((after, flag)) = &self.stop_after {
+            if calls == *after {
+                flag.store(true, Ordering::SeqCst);
+            }
+        }
+        for (j, y) in (tile.y..tile.y + tile.h).enumerate() {
+            for (i, x) in (tile.x..tile.x + tile.w).enumerate() {
+                let acc = &mut accum[j * tile.w as usize + i];
+                for s in samples.clone() {
+                    let h = mix64(u64::from(y * 10_000 + x) << 32 | u64::from(s));
+                    let u = (h >> 40) as f32 / (1u64 << 24) as f32;
+                    let v = 0.3 + self.amplitude(x) * (u - 0.5);
+                    acc[0] += v;
+                    acc[1] += v;
+                    acc[2] += v;
+                    acc[3] += 1.0;
+                }
+            }
+        }
+        Ok(())
+    }
+}

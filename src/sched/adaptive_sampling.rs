@@ -1,0 +1,553 @@
+//! Adaptive sampling (`--noise-threshold`): passes after the first few render only the
+//! blocks of the image whose noise is still above a threshold.
+//!
+//! The image is cut into blocks of [`BLOCK`] x [`BLOCK`] pixels on the whole frame's grid
+//! (a crop on that grid sees the frame's blocks). Before each pass, from the film at that
+//! pass boundary, every block still sampling estimates its noise and stops once it is at or
+//! below the threshold; a stopped block takes no more samples. The estimate is the one of
+//! Dammertz et al., "A Hierarchical Automatic Stopping Condition for Monte Carlo Global
+//! Illumination" (WSCG 2009), which Cycles uses too: two independent estimates of each pixel,
+//! here the mean of its even passes and the mean of its odd passes (the film's odd plane,
+//! [`Film::odd_luma`]), differ by about the noise of their mean. With `n_e` and `n_o` samples
+//! in the even and odd passes (`n` in all), and `D(m_e)`, `D(m_o)` the two means of the
+//! pixel's luminance as the PNG shows them ([`displayed`]: its exposure, its tone curve, the
+//! sRGB encoding; white = 1), the variance of the pixel's shown mean is estimated as
+//!
+//! ```text
+//! var = (D(m_e) - D(m_o))^2 * n_e * n_o / n^2      (a quarter of the squared difference when n_e = n_o)
+//! ```
+//!
+//! Taken as shown, the noise counts where it shows: the display's gamma makes the same
+//! noise plainer in the shadows than in the highlights (Cycles divides by the square root of
+//! the mean for the same reason), and none shows where both halves are past white (a light
+//! source's edge, half its samples on the light, is white in either half). A block's noise is
+//! the root mean square of its pixels': one pixel's estimate rests on one difference and is
+//! itself noisy, a block of 256 pixels' to within about 9%. So a threshold of 0.01 stops a
+//! block once a pixel's noise is about 1% of white on the PNG (2.5 levels of 255), one
+//! standard deviation. An EXR output is judged as a PNG at `--exposure 0` would show it.
+//!
+//! The decisions are made from the film alone, at pass boundaries, and the film's sums do not
+//! depend on the schedule ([`super`]): the image is bit-identical under every schedule, tile
+//! layout and worker count, a crop on the block grid merges into the frame's image, and a
+//! resumed render decides as the uninterrupted one did (a block that had stopped still holds
+//! fewer samples than the pass boundary; one the stopped pass had reached in part holds more).
+
+use std::ops::Range;
+
+use crate::render::checkpoint::PngTone;
+use crate::render::{Film, Tile};
+
+/// The side of a block, in pixels: big enough that a block's noise estimate is steady (256
+/// pixels: about 9%), small enough that a block follows the image's features.
+pub const BLOCK: u32 = 16;
+
+/// What a render asks of adaptive sampling.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AdaptiveSampling {
+    /// A block stops once its noise, as the PNG shows it (one standard deviation, white = 1),
+    /// is at most this.
+    pub threshold: f32,
+    /// The PNG's tone mapping (`--exposure`, `--tonemap`; the default for an EXR), through
+    /// which the noise is judged.
+    pub tone: PngTone,
+    /// No block stops before it has this many samples per pixel: the first decision comes at
+    /// the first pass boundary at or after it, and never before two passes (one even, one
+    /// odd) are done.
+    pub min_spp: u32,
+}
+
+/// Why adaptive settings cannot be used.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum AdaptiveError {
+    #[error("--noise-threshold must be a number above 0, got {0}")]
+    Threshold(f32),
+    #[error(
+        "--noise-threshold decides between passes, and --spp {spp} in passes of {pass_spp} \
+         gives {passes}: it needs at least 3 (give --pass-spp at most {most}, or leave it out \
+         to get passes of --spp/16)"
+    )]
+    TooFewPasses {
+        spp: u32,
+        pass_spp: u32,
+        passes: usize,
+        most: u32,
+    },
+    #[error("--min-spp {min_spp} is more than --spp {spp}: no block could stop early")]
+    MinSpp { min_spp: u32, spp: u32 },
+}
+
+impl AdaptiveSampling {
+    /// Checks the threshold and the pass plan: at least three passes, so that a decision
+    /// (after two) can leave a pass to save.
+    pub fn validate(&self, passes: &[Range<u32>], spp: u32) -> Result<(), AdaptiveError> {
+        if !(self.threshold > 0.0 && self.threshold.is_finite()) {
+            return Err(AdaptiveError::Threshold(self.threshold));
+        }
+        if passes.len() < 3 {
+            return Err(AdaptiveError::TooFewPasses {
+                spp,
+                pass_spp: passes.first().map_or(spp, |p| p.end - p.start),
+                passes: passes.len(),
+                most: (spp / 3).max(1),
+            });
+        }
+        if self.min_spp > spp {
+            return Err(AdaptiveError::MinSpp {
+                min_spp: self.min_spp,
+                spp,
+            });
+        }
+        Ok(())
+    }
+
+    /// The render key's item (`output::render_key`): the threshold, the least samples and the
+    /// pass size, all of which decide which blocks get which samples (without adaptive
+    /// sampling, the passes change no pixel, and are not in the key).
+    /// The tone is named only when it is not the default (`shown exposure 1.5 aces`).
+    pub fn key_item(&self, pass_spp: u32) -> String {
+        let tone = if self.tone == PngTone::default() {
+            String::new()
+        } else {
+            format!(
+                " shown exposure {:?} {}",
+                self.tone.exposure,
+                self.tone.tonemap.name()
+            )
+        };
+        format!(
+            "noise-threshold {:?} min-spp {} pass-spp {pass_spp}{tone}",
+            self.threshold, self.min_spp
+        )
+    }
+
+    /// Whether blocks may stop before `passes[pass]`: two passes done, and `min_spp`.
+    pub fn decides_before(&self, passes: &[Range<u32>], pass: usize) -> bool {
+        pass >= 2 && passes.get(pass).is_some_and(|p| p.start >= self.min_spp)
+    }
+}
+
+/// A luminance as the PNG shows it: times `2^exposure`, through the tone curve, sRGB-encoded
+/// (white = 1), as `output` writes a grey pixel.
+pub fn displayed(luminance: f64, tone: &PngTone) -> f64 {
+    let exposed = luminance as f32 * 2f32.powf(tone.exposure);
+    let shown = tone.tonemap.apply([exposed; 3])[0];
+    f64::from(crate::render::output::linear_to_srgb(shown))
+}
+
+/// The blocks of a window of the frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockGrid {
+    /// The window, in pixels of the whole frame.
+    pub window: Tile,
+    /// The frame's first block column and row the window touches.
+    first: (u32, u32),
+    /// Blocks across and down that the window touches.
+    pub cols: u32,
+    pub rows: u32,
+}
+
+impl BlockGrid {
+    pub fn new(window: Tile) -> BlockGrid {
+        let first = (window.x / BLOCK, window.y / BLOCK);
+        let last = |start: u32, len: u32| (start + len.max(1) - 1) / BLOCK;
+        BlockGrid {
+            window,
+            first,
+            cols: last(window.x, window.w) - first.0 + 1,
+            rows: last(window.y, window.h) - first.1 + 1,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.cols as usize * self.rows as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The block of the window's pixel (`x`, `y`) (window coordinates), as an index.
+    pub fn block_of(&self, x: u32, y: u32) -> usize {
+        let bx = (self.window.x + x) / BLOCK - self.first.0;
+        let by = (self.window.y + y) / BLOCK - self.first.1;
+        (by * self.cols + bx) as usize
+    }
+
+    /// Block `b`'s pixels inside the window, in window coordinates.
+    pub fn block_tile(&self, b: usize) -> Tile {
+        let (bx, by) = (b as u32 % self.cols, b as u32 / self.cols);
+        let x0 = ((self.first.0 + bx) * BLOCK).max(self.window.x);
+        let y0 = ((self.first.1 + by) * BLOCK).max(self.window.y);
+        let x1 = ((self.first.0 + bx + 1) * BLOCK).min(self.window.x + self.window.w);
+        let y1 = ((self.first.1 + by + 1) * BLOCK).min(self.window.y + self.window.h);
+        Tile {
+            x: x0 - self.window.x,
+            y: y0 - self.window.y,
+            w: x1 - x0,
+            h: y1 - y0,
+        }
+    }
+}
+
+/// Which blocks a pass renders.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BlockMask {
+    pub grid: BlockGrid,
+    /// Per block: still sampling.
+    pub active: Vec<bool>,
+    /// Per block: its noise when it was judged at this boundary (`None` where it was not:
+    /// before the first decision, a block that had stopped earlier, or one a stopped pass had
+    /// reached in part).
+    pub noise: Vec<Option<f64>>,
+}
+
+impl BlockMask {
+    /// Every block of `window` active: the passes before the first decision.
+    pub fn all_active(window: Tile) -> BlockMask {
+        let grid = BlockGrid::new(window);
+        BlockMask {
+            grid,
+            active: vec![true; grid.len()],
+            noise: vec![None; grid.len()],
+        }
+    }
+
+    /// The blocks that render `passes[pass]`, judged from `film` (the window's, with its odd
+    /// plane) at that pass's start. A block renders it when a pixel of it already holds more
+    /// than the boundary's samples (a stopped run had rendered part of this pass there: the
+    /// block was sampling), stops when a pixel holds fewer (it stopped at an earlier
+    /// boundary), and otherwise renders it unless its noise is at most the threshold; before
+    /// [`AdaptiveSampling::decides_before`], every block that has not stopped renders it.
+    pub fn judge(
+        film: &Film,
+        window: Tile,
+        passes: &[Range<u32>],
+        pass: usize,
+        adaptive: &AdaptiveSampling,
+    ) -> BlockMask {
+        let mut mask = BlockMask::all_active(window);
+        let Some(start) = passes.get(pass).map(|p| p.start) else {
+            return mask;
+        };
+        let decide = adaptive.decides_before(passes, pass) && film.has_odd_plane();
+        // Samples per pixel in the odd passes before this one (every pixel of a block judged
+        // holds exactly the passes before it).
+        let odd: u32 = passes[..pass]
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| i % 2 == 1)
+            .map(|(_, p)| p.end - p.start)
+            .sum();
+        let (n, n_odd) = (f64::from(start), f64::from(odd));
+        let n_even = n - n_odd;
+        let start_f = start as f32;
+        for b in 0..mask.grid.len() {
+            let t = mask.grid.block_tile(b);
+            let (mut ahead, mut behind) = (false, false);
+            let mut sum = 0.0f64;
+            for y in t.y..t.y + t.h {
+                let row = (y * film.width) as usize;
+                for i in row + t.x as usize..row + (t.x + t.w) as usize {
+                    let p = film.pixels[i];
+                    ahead |= p[3] > start_f;
+                    behind |= p[3] < start_f;
+                    if decide && n_odd > 0.0 && n_even > 0.0 {
+                        let y_all =
+                            f64::from(crate::render::luminance(glam::Vec3::new(p[0], p[1], p[2])));
+                        let y_odd = f64::from(film.odd_luma[i]);
+                        let (m_odd, m_even) = (y_odd / n_odd, (y_all - y_odd) / n_even);
+                        let tone = &adaptive.tone;
+                        let shown = displayed(m_even, tone) - displayed(m_odd, tone);
+                        sum += shown * shown * n_even * n_odd / (n * n);
+                    }
+                }
+            }
+            mask.active[b] = if ahead {
+                true
+            } else if behind {
+                false
+            } else if decide && n_odd > 0.0 && n_even > 0.0 {
+                let noise = (sum / t.pixel_count() as f64).sqrt();
+                mask.noise[b] = Some(noise);
+                // A noise that is not a number keeps sampling rather than stop on it.
+                noise.is_nan() || noise > f64::from(adaptive.threshold)
+            } else {
+                true
+            };
+        }
+        mask
+    }
+
+    /// Whether the window's pixel (`x`, `y`) is in a block that renders the pass.
+    pub fn is_active(&self, x: u32, y: u32) -> bool {
+        self.active[self.grid.block_of(x, y)]
+    }
+
+    pub fn active_blocks(&self) -> usize {
+        self.active.iter().filter(|&&a| a).count()
+    }
+
+    pub fn all(&self) -> bool {
+        self.active.iter().all(|&a| a)
+    }
+}
+
+/// How the passes of an adaptive frame went, for the summary and the output line.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct AdaptiveReport {
+    pub blocks: usize,
+    /// Per pass this run rendered (or skipped, every block having stopped): the blocks that
+    /// rendered it.
+    pub active_per_pass: Vec<usize>,
+}
+
+/// "39.2 samples per pixel on average (8 to 256), 812 of 1024 blocks stopped below the noise
+/// threshold": what an adaptive film holds.
+pub fn describe_film(film: &Film, window: Tile, spp: u32) -> String {
+    let pixels = film.pixels.len().max(1);
+    let counts = film.pixels.iter().map(|p| p[3] as u32);
+    let (least, most) = (
+        counts.clone().min().unwrap_or(0),
+        counts.clone().max().unwrap_or(0),
+    );
+    let grid = BlockGrid::new(window);
+    let stopped = (0..grid.len())
+        .filter(|&b| {
+            let t = grid.block_tile(b);
+            film.pixels[(t.y * film.width + t.x) as usize][3] < spp as f32
+        })
+        .count();
+    format!(
+        "{:.1} samples per pixel on average ({least} to {most} of {spp}), {stopped} of {} blocks stopped below the noise threshold",
+        film.samples() / pixels as f64,
+        grid.len()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn passes(k: u32, spp: u32) -> Vec<Range<u32>> {
+        super::super::pass_ranges(k, spp)
+    }
+
+    #[test]
+    fn luminance_is_shown_as_the_pngs_grey_pixel() {
+        let plain = PngTone::default();
+        for y in [0.0, 0.001, 0.18, 0.5, 1.0] {
+            let png = crate::render::output::to_srgb8([y as f32; 3])[0];
+            assert!(
+                (displayed(y, &plain) * 255.0 - f64::from(png)).abs() <= 0.5,
+                "{y}"
+            );
+        }
+        // Past white nothing shows, under the clamp: a light's edge is white either way.
+        assert_eq!(displayed(2.0, &plain), displayed(17.0, &plain));
+        // Exposure and the curve as the PNG applies them.
+        let toned = PngTone {
+            exposure: 1.0,
+            tonemap: crate::render::output::ToneCurve::Aces,
+        };
+        let png = crate::render::output::to_srgb8_toned(
+            [0.3; 3],
+            2.0,
+            crate::render::output::ToneCurve::Aces,
+        )[0];
+        assert!((displayed(0.3, &toned) * 255.0 - f64::from(png)).abs() <= 0.5);
+        assert!(displayed(17.0, &toned) > displayed(2.0, &toned));
+    }
+
+    #[test]
+    fn blocks_lie_on_the_frames_grid() {
+        let g = BlockGrid::new(Tile::whole(40, 20));
+        assert_eq!((g.cols, g.rows), (3, 2));
+        assert_eq!(g.block_of(0, 0), 0);
+        assert_eq!(g.block_of(39, 19), 5);
+        assert_eq!(
+            g.block_tile(5),
+            Tile {
+                x: 32,
+                y: 16,
+                w: 8,
+                h: 4
+            }
+        );
+        // A crop from (16, 32): its pixel (0, 0) is the frame's block (1, 2).
+        let crop = BlockGrid::new(Tile {
+            x: 16,
+            y: 32,
+            w: 20,
+            h: 16,
+        });
+        assert_eq!((crop.cols, crop.rows), (2, 1));
+        assert_eq!(
+            crop.block_tile(1),
+            Tile {
+                x: 16,
+                y: 0,
+                w: 4,
+                h: 16
+            }
+        );
+        // Every pixel of a window lies in exactly the block whose tile holds it.
+        for w in [
+            Tile::whole(37, 23),
+            Tile {
+                x: 5,
+                y: 7,
+                w: 30,
+                h: 19,
+            },
+        ] {
+            let g = BlockGrid::new(w);
+            let mut seen = vec![0; (w.w * w.h) as usize];
+            for b in 0..g.len() {
+                let t = g.block_tile(b);
+                for y in t.y..t.y + t.h {
+                    for x in t.x..t.x + t.w {
+                        assert_eq!(g.block_of(x, y), b);
+                        seen[(y * w.w + x) as usize] += 1;
+                    }
+                }
+            }
+            assert!(seen.iter().all(|&c| c == 1), "{w:?}");
+        }
+    }
+
+    /// A 32x16 film (two blocks) after `done` passes of 4 samples: the left block's pixels
+    /// have even and odd passes that agree to `left` in luminance, the right's to `right`.
+    fn film_after(done: usize, left: f32, right: f32) -> Film {
+        let mut film = Film::with_odd_plane(32, 16);
+        for pass in 0..done {
+            let buf: Vec<[f32; 4]> = film
+                .pixels
+                .iter()
+                .enumerate()
+                .map(|(i, p)| {
+                    let spread = if i % 32 < 16 { left } else { right };
+                    // Per sample, grey 0.5 +/- spread, alternating by pass.
+                    let v = 0.5 + if pass % 2 == 0 { spread } else { -spread };
+                    [p[0] + 4.0 * v, p[1] + 4.0 * v, p[2] + 4.0 * v, p[3] + 4.0]
+                })
+                .collect();
+            film.write_pass_tile(Tile::whole(32, 16), &buf, pass);
+        }
+        film
+    }
+
+    #[test]
+    fn a_block_whose_passes_agree_stops_and_a_noisy_one_goes_on() {
+        let plan = passes(4, 64);
+        let adaptive = AdaptiveSampling {
+            threshold: 0.01,
+            tone: PngTone::default(),
+            min_spp: 0,
+        };
+        let window = Tile::whole(32, 16);
+        // Before two passes nothing is judged.
+        let early = BlockMask::judge(&film_after(1, 0.0, 0.2), window, &plan, 1, &adaptive);
+        assert!(early.all());
+        assert_eq!(early.noise, vec![None, None]);
+        let film = film_after(2, 0.001, 0.2);
+        let mask = BlockMask::judge(&film, window, &plan, 2, &adaptive);
+        assert_eq!(mask.active, vec![false, true]);
+        // The estimate by hand: means 0.501 and 0.499 over 4 samples each, shown apart by
+        // D(0.501) - D(0.499); var = that squared / 4.
+        let plain = PngTone::default();
+        let expected = (displayed(0.501, &plain) - displayed(0.499, &plain)) / 2.0;
+        let left = mask.noise[0].expect("judged");
+        assert!(
+            (left - expected).abs() < 1e-3 * expected,
+            "{left} {expected}"
+        );
+        assert!(mask.noise[1].expect("judged") > 0.1);
+        // min_spp holds every block back until it is reached.
+        let held = AdaptiveSampling {
+            min_spp: 9,
+            ..adaptive
+        };
+        assert!(BlockMask::judge(&film, window, &plan, 2, &held).all());
+        assert!(!held.decides_before(&plan, 2));
+        assert!(held.decides_before(&plan, 3));
+    }
+
+    #[test]
+    fn a_block_that_stopped_stays_stopped_and_one_a_stop_reached_goes_on() {
+        let plan = passes(4, 64);
+        let adaptive = AdaptiveSampling {
+            threshold: 0.01,
+            tone: PngTone::default(),
+            min_spp: 0,
+        };
+        let window = Tile::whole(32, 16);
+        let mut film = film_after(3, 0.001, 0.2);
+        // The left block stopped after pass 2 (8 samples): it holds fewer than the boundary.
+        for (i, p) in film.pixels.iter_mut().enumerate() {
+            if i % 32 < 16 {
+                *p = [4.0, 4.0, 4.0, 8.0];
+            }
+        }
+        let mask = BlockMask::judge(&film, window, &plan, 3, &adaptive);
+        assert_eq!(mask.active, vec![false, true]);
+        assert_eq!(mask.noise[0], None);
+        // One pixel of the right block has pass 3 already (a stop inside it): it goes on,
+        // whatever its noise says, as it did when the stopped run judged it.
+        let mut quiet = film_after(3, 0.0, 0.0);
+        quiet.pixels[16] = [9.0, 9.0, 9.0, 16.0];
+        let mask = BlockMask::judge(&quiet, window, &plan, 3, &adaptive);
+        assert_eq!(mask.active, vec![false, true]);
+        assert!(mask.is_active(31, 15));
+        assert!(!mask.is_active(15, 0));
+    }
+
+    #[test]
+    fn settings_need_a_threshold_and_three_passes() {
+        let a = AdaptiveSampling {
+            threshold: 0.01,
+            tone: PngTone::default(),
+            min_spp: 0,
+        };
+        assert_eq!(a.validate(&passes(16, 64), 64), Ok(()));
+        for t in [0.0, -1.0, f32::NAN, f32::INFINITY] {
+            let bad = AdaptiveSampling { threshold: t, ..a };
+            assert!(matches!(
+                bad.validate(&passes(16, 64), 64),
+                Err(AdaptiveError::Threshold(_))
+            ));
+        }
+        let e = a.validate(&passes(32, 64), 64).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "--noise-threshold decides between passes, and --spp 64 in passes of 32 gives 2: it needs at least 3 (give --pass-spp at most 21, or leave it out to get passes of --spp/16)"
+        );
+        let e = AdaptiveSampling { min_spp: 65, ..a }
+            .validate(&passes(16, 64), 64)
+            .unwrap_err();
+        assert!(e.to_string().contains("--min-spp 65"), "{e}");
+        assert_eq!(a.key_item(16), "noise-threshold 0.01 min-spp 0 pass-spp 16");
+        let toned = AdaptiveSampling {
+            tone: PngTone {
+                exposure: -1.5,
+                tonemap: crate::render::output::ToneCurve::Aces,
+            },
+            ..a
+        };
+        assert_eq!(
+            toned.key_item(16),
+            "noise-threshold 0.01 min-spp 0 pass-spp 16 shown exposure -1.5 aces"
+        );
+    }
+
+    #[test]
+    fn a_film_is_described_by_its_samples_and_stopped_blocks() {
+        let mut film = Film::new(32, 16);
+        for (i, p) in film.pixels.iter_mut().enumerate() {
+            p[3] = if i % 32 < 16 { 8.0 } else { 64.0 };
+        }
+        assert_eq!(
+            describe_film(&film, Tile::whole(32, 16), 64),
+            "36.0 samples per pixel on average (8 to 64 of 64), 1 of 2 blocks stopped below the noise threshold"
+        );
+    }
+}
