@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Randomised end-to-end checks of what gasworks promises about its images, on random render
 # options (scene, size, spp, depth, seed, filter, environment and its scale and share, lens,
-# --aov layers, crops, PNG or EXR, a PNG's exposure and tone curve). Each round checks, byte
-# for byte:
-#   schedule  another thread count, schedule, pass size, tile count, stealing and calibration:
-#             the same image and layers;
-#   crops     two crops of the frame (--pixelbounds) merged: the whole render's image and layers;
+# --aov layers, adaptive sampling, crops, PNG or EXR, a PNG's exposure and tone curve). Each
+# round checks, byte for byte:
+#   schedule  another thread count, schedule, pass size (but under --noise-threshold, whose
+#             passes decide the image), tile count, stealing and calibration: the same image
+#             and layers;
+#   crops     two crops of the frame (--pixelbounds; on the 16-pixel grid under
+#             --noise-threshold) merged: the whole render's image and layers;
 #   stop      a render stopped by SIGTERM or SIGINT at a random moment (in one process also
 #             killed by SIGKILL, under --checkpoint-every): `preview` of its resume file is
 #             the stopped image (key included), and `--resume` (on other threads and another
@@ -59,7 +61,7 @@ choose() {
 }
 checks=0
 failed=0
-scene="" filter="" schedule="" steal="" spp="" pass="" ext="" signal="" kind="" # set by choose
+scene="" filter="" apass="" schedule="" steal="" spp="" pass="" ext="" signal="" kind="" # set by choose
 fail() { # CHECK ROUND WHAT COMMAND...
     local check="$1" round="$2" what="$3"
     shift 3
@@ -148,8 +150,15 @@ for round in $(seq 1 "$rounds"); do
     w=$((17 + RANDOM % 60))
     h=$((9 + RANDOM % 50))
     spp=$((1 + RANDOM % 8))
+    # Adaptive sampling: passes of one or two samples, at least three of them.
+    adaptive=()
+    if [ $((RANDOM % 3)) = 0 ]; then
+        choose apass 1 2
+        [ "$spp" -ge $((3 * apass)) ] || spp=$((3 * apass + RANDOM % 3))
+        adaptive=(--noise-threshold "0.0$((1 + RANDOM % 9))" --pass-spp "$apass")
+    fi
     opts=(--width "$w" --height "$h" --spp "$spp" --max-depth $((1 + RANDOM % 8))
-        --seed $((RANDOM % 5)) --filter "$filter")
+        --seed $((RANDOM % 5)) --filter "$filter" "${adaptive[@]}")
     case $((RANDOM % 3)) in
         1) opts+=(--env "0.2,0.3,0.4") ;;
         2)
@@ -170,8 +179,10 @@ for round in $(seq 1 "$rounds"); do
     choose schedule regular sorted adaptive
     choose steal on off
     choose calibrate on off
-    other=(--threads $((1 + RANDOM % 3)) --schedule "$schedule" --pass-spp $((1 + RANDOM % spp))
+    other=(--threads $((1 + RANDOM % 3)) --schedule "$schedule"
         --steal "$steal" --calibrate "$calibrate" --slow-worker-pieces $((1 + RANDOM % 16)))
+    # (Under --noise-threshold the pass size is the render's: it decides which blocks stop.)
+    [ ${#adaptive[@]} -gt 0 ] || other+=(--pass-spp $((1 + RANDOM % spp)))
     [ $((RANDOM % 2)) = 0 ] && other+=(--tiles $((1 + RANDOM % 100)))
     checks=$((checks + 1))
     if ! render "$d/b.exr" "$d/b.err" "${other[@]}"; then
@@ -189,7 +200,11 @@ for round in $(seq 1 "$rounds"); do
             same_as ranks "$round" "$d/a" "$d/n" exr "rendered by $np ranks" "mpirun -np $np $bin render $scene -o $d/n.exr ${opts[*]} --threads 1 --schedule $schedule"
         fi
     fi
-    if [ $((RANDOM % 2)) = 0 ]; then
+    if [ ${#adaptive[@]} -gt 0 ]; then
+        # On the 16-pixel grid, as --noise-threshold asks (w is at least 17).
+        x=$((16 * (1 + RANDOM % ((w - 1) / 16))))
+        bounds=("0,$x,0,$h" "$x,$w,0,$h")
+    elif [ $((RANDOM % 2)) = 0 ]; then
         x=$((1 + RANDOM % (w - 1)))
         bounds=("0,$x,0,$h" "$x,$w,0,$h")
     else
@@ -217,11 +232,24 @@ for round in $(seq 1 "$rounds"); do
     choose filter box tent
     choose pass 4 8 16 "$spp"
     opts=(--width "$w" --height "$h" --spp "$spp" --seed $((RANDOM % 3)) --filter "$filter")
+    # Adaptive sampling, in passes of 4 to 16 (or --spp/16 when none are given).
+    adaptive=()
+    if [ $((RANDOM % 3)) = 0 ]; then
+        adaptive=(--noise-threshold "0.0$((1 + RANDOM % 5))")
+        [ "$pass" != "$spp" ] || pass=16
+    fi
+    opts+=("${adaptive[@]}")
     [ $((RANDOM % 2)) = 0 ] && opts+=(--pass-spp "$pass")
     [ $((RANDOM % 3)) = 0 ] && opts+=(--env-map "$sky")
     layers=()
     [ $((RANDOM % 3)) = 0 ] && { opts+=(--aov "albedo,normal"); layers=(albedo normal); }
-    [ ${#mpi[@]} = 0 ] && [ $((RANDOM % 3)) = 0 ] && opts+=(--pixelbounds "3,$((w - 5)),2,$((h - 1))")
+    if [ ${#mpi[@]} = 0 ] && [ $((RANDOM % 3)) = 0 ]; then
+        if [ ${#adaptive[@]} -gt 0 ]; then
+            opts+=(--pixelbounds "16,$(((w - 1) / 16 * 16)),0,$h")
+        else
+            opts+=(--pixelbounds "3,$((w - 5)),2,$((h - 1))")
+        fi
+    fi
     choose ext exr png
     # A PNG's tone mapping (refused for an EXR), which a stopped image and its preview share.
     [ "$ext" = png ] && [ $((RANDOM % 3)) = 0 ] && opts+=(--exposure "$((RANDOM % 3 - 1)).5" --tonemap aces)
