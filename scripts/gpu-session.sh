@@ -18,12 +18,13 @@
 #              (lossless WebP);
 #              each GPU image's mean luminance against the CPU's, in standard errors
 #   depth      GPU vs CPU on the Cornell box at --max-depth 1..8 (the bounce a bias starts at;
-#              depth 1 bit for bit), the tent filter's and a thin lens's pairs, and an
-#              environment map (gen sky) over the sponza-like atrium
+#              depth 1 bit for bit), the tent filter's, a thin lens's and adaptive sampling's
+#              pairs, and an environment map (gen sky) over the sponza-like atrium
 #   sched      the tile scheduler with GPU workers (--devices gpu0x2 and gpu0x2,cpu, --stats) on
 #              the toystore; the image must be bit-identical across GPU worker counts and schedules,
 #              and after a --time-limit stop and --resume, and after a SIGTERM inside a render's
-#              one pass and --resume under other tiles; gpu0x2,cpu calibrated and with
+#              one pass and --resume under other tiles, and adaptive sampling's image on 1 and
+#              4 streams and stopped and resumed; gpu0x2,cpu calibrated and with
 #              --calibrate off, and gpu0x2 against gpu0x2,cpu at 256 spp (CPU shares cut into
 #              pieces, and not: --slow-worker-pieces 0)
 #   nsys       best effort: any Nsight Systems found on the host, on a short render
@@ -602,6 +603,36 @@ step_sched() {
         fail "time-limit/resume renders on the GPU (see $out/sched-time-limit.log, $out/sched-resumed.log)"
     fi
     step_sched_mid_pass_stop
+    step_sched_adaptive
+}
+
+# Adaptive sampling on the GPU (--noise-threshold, since 2026-12-01): from the third pass on,
+# the launches cover only the blocks still sampling, pieces of any shape. The image must not
+# depend on the GPU's worker count, and a --time-limit stop (after one pass) resumed must give
+# it too, bit for bit.
+step_sched_adaptive() {
+    local opts=(--backend optix --width 960 --height 540 --spp 64 --noise-threshold 0.02)
+    local one="$scenes/sched-adaptive-gpu0.exr" four="$scenes/sched-adaptive-gpu0x4.exr"
+    local part="$scenes/sched-adaptive-resumed.exr"
+    rm -f "$part.gasworks-resume"
+    if logged "$out/sched-adaptive-gpu0.log" "$bin" render "$toystore" -o "$one" "${opts[@]}" --devices gpu0 \
+        && logged "$out/sched-adaptive-gpu0x4.log" "$bin" render "$toystore" -o "$four" "${opts[@]}" --devices gpu0x4 \
+        && logged "$out/sched-adaptive-time-limit.log" "$bin" render "$toystore" -o "$part" "${opts[@]}" \
+            --devices gpu0x2 --time-limit 0.001s \
+        && logged "$out/sched-adaptive-resumed.log" "$bin" render "$toystore" -o "$part" "${opts[@]}" \
+            --devices gpu0x2 --resume "$part.gasworks-resume"; then
+        local a b c
+        a="$(sha256sum "$one" | cut -d' ' -f1)"
+        b="$(sha256sum "$four" | cut -d' ' -f1)"
+        c="$(sha256sum "$part" | cut -d' ' -f1)"
+        if [ "$a" = "$b" ] && [ "$a" = "$c" ]; then
+            note "sched: adaptive sampling on the GPU: one image on 1 and 4 streams and after a stop and --resume (sha256 $a); $(grep -m1 '^output:' "$out/sched-adaptive-gpu0.log" | sed 's/^output: [^(]*//')"
+        else
+            fail "adaptive sampling on the GPU: the images differ (1 stream $a, 4 streams $b, stopped and resumed $c)"
+        fi
+    else
+        fail "adaptive renders on the GPU (see $out/sched-adaptive-*.log)"
+    fi
 }
 
 # A GPU render in one pass (the default) stopped by SIGTERM once some tiles are done, then
@@ -936,6 +967,16 @@ step_depth() {
     logged "$out/depth-8-lens-compare.log" "$bin" image-stats "$scenes/depth-8-lens-cpu.exr" "$scenes/depth-8-lens-optix.exr" \
         || fail "image-stats of the thin-lens renders"
     note "depth 8, thin lens: $(grep -m1 'mean luminance difference' "$out/depth-8-lens-compare.log" | sed 's/.*difference//')"
+    # Adaptive sampling (--noise-threshold) decides from each backend's own samples, so the
+    # two stop other blocks at other passes: compared by the mean, and by the samples taken.
+    for b in optix cpu; do
+        logged "$out/depth-8-adaptive-$b.log" "$bin" render "$cornell" -o "$scenes/depth-8-adaptive-$b.exr" --backend "$b" \
+            --width $w --height $h --spp $spp --max-depth 8 --noise-threshold 0.01 \
+            || fail "adaptive render on $b"
+    done
+    logged "$out/depth-8-adaptive-compare.log" "$bin" image-stats "$scenes/depth-8-adaptive-cpu.exr" "$scenes/depth-8-adaptive-optix.exr" \
+        || fail "image-stats of the adaptive renders"
+    note "depth 8, adaptive: $(grep -m1 'mean luminance difference' "$out/depth-8-adaptive-compare.log" | sed 's/.*difference//'); GPU $(grep -m1 -o 'adaptive: [0-9.]* samples per pixel' "$out/depth-8-adaptive-optix.log"), CPU $(grep -m1 -o 'adaptive: [0-9.]* samples per pixel' "$out/depth-8-adaptive-cpu.log")"
     # An environment map (gen sky: a sun that next events must sample) over the sponza-like
     # atrium, open to the sky: its lookups go through acosf and atan2f, compared by the mean.
     need_sponza

@@ -280,6 +280,10 @@ check "sched: one image across worker counts and schedules" has "^sched: every G
 check "sched: a time-limit stop and --resume gave the uninterrupted image" has "^sched: stopped at a time limit and resumed"
 check "sched: a stop inside the one pass and --resume under other tiles gave the uninterrupted image" \
     has "^sched: stopped inside its one pass and resumed under other tiles on the GPU: the uninterrupted image .*samples 0..1024 in [0-9]* of [0-9]* pixels"
+check "sched: adaptive sampling gave one image on 1 and 4 streams and after a stop and --resume" \
+    has "^sched: adaptive sampling on the GPU: one image on 1 and 4 streams and after a stop and --resume"
+check "depth: the adaptive pair compared, with the samples each took" \
+    has "^depth 8, adaptive: .* GPU adaptive: [0-9.]* samples per pixel, CPU adaptive: [0-9.]* samples per pixel"
 check "sched: per-worker efficiency quoted" has "[Ee]fficiency"
 check "sched: 4 enqueue threads got a context per stream (the fake GPU's render)" \
     has "^sched: 4 enqueue threads through a context per stream \(auto\): another image"
