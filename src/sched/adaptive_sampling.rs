@@ -72,6 +72,11 @@ pub enum AdaptiveError {
         passes: usize,
         most: u32,
     },
+    #[error(
+        "--noise-threshold decides between passes, and --spp {0} is fewer than three: give \
+         --spp 3 or more"
+    )]
+    TooFewSamples(u32),
     #[error("--min-spp {min_spp} is more than --spp {spp}: no block could stop early")]
     MinSpp { min_spp: u32, spp: u32 },
 }
@@ -82,6 +87,9 @@ impl AdaptiveSampling {
     pub fn validate(&self, passes: &[Range<u32>], spp: u32) -> Result<(), AdaptiveError> {
         if !(self.threshold > 0.0 && self.threshold.is_finite()) {
             return Err(AdaptiveError::Threshold(self.threshold));
+        }
+        if spp < 3 {
+            return Err(AdaptiveError::TooFewSamples(spp));
         }
         if passes.len() < 3 {
             return Err(AdaptiveError::TooFewPasses {
@@ -332,6 +340,15 @@ mod tests {
         super::super::pass_ranges(k, spp)
     }
 
+    /// A threshold of 0.01, shown as a plain PNG, judged from the first decision.
+    fn one_percent() -> AdaptiveSampling {
+        AdaptiveSampling {
+            threshold: 0.01,
+            tone: PngTone::default(),
+            min_spp: 0,
+        }
+    }
+
     #[test]
     fn luminance_is_shown_as_the_pngs_grey_pixel() {
         let plain = PngTone::default();
@@ -439,11 +456,7 @@ mod tests {
     #[test]
     fn a_block_whose_passes_agree_stops_and_a_noisy_one_goes_on() {
         let plan = passes(4, 64);
-        let adaptive = AdaptiveSampling {
-            threshold: 0.01,
-            tone: PngTone::default(),
-            min_spp: 0,
-        };
+        let adaptive = one_percent();
         let window = Tile::whole(32, 16);
         // Before two passes nothing is judged.
         let early = BlockMask::judge(&film_after(1, 0.0, 0.2), window, &plan, 1, &adaptive);
@@ -475,11 +488,7 @@ mod tests {
     #[test]
     fn a_block_that_stopped_stays_stopped_and_one_a_stop_reached_goes_on() {
         let plan = passes(4, 64);
-        let adaptive = AdaptiveSampling {
-            threshold: 0.01,
-            tone: PngTone::default(),
-            min_spp: 0,
-        };
+        let adaptive = one_percent();
         let window = Tile::whole(32, 16);
         let mut film = film_after(3, 0.001, 0.2);
         // The left block stopped after pass 2 (8 samples): it holds fewer than the boundary.
@@ -503,11 +512,7 @@ mod tests {
 
     #[test]
     fn settings_need_a_threshold_and_three_passes() {
-        let a = AdaptiveSampling {
-            threshold: 0.01,
-            tone: PngTone::default(),
-            min_spp: 0,
-        };
+        let a = one_percent();
         assert_eq!(a.validate(&passes(16, 64), 64), Ok(()));
         for t in [0.0, -1.0, f32::NAN, f32::INFINITY] {
             let bad = AdaptiveSampling { threshold: t, ..a };
@@ -520,6 +525,10 @@ mod tests {
         assert_eq!(
             e.to_string(),
             "--noise-threshold decides between passes, and --spp 64 in passes of 32 gives 2: it needs at least 3 (give --pass-spp at most 21, or leave it out to get passes of --spp/16)"
+        );
+        assert_eq!(
+            a.validate(&passes(1, 2), 2).unwrap_err().to_string(),
+            "--noise-threshold decides between passes, and --spp 2 is fewer than three: give --spp 3 or more"
         );
         let e = AdaptiveSampling { min_spp: 65, ..a }
             .validate(&passes(16, 64), 64)
