@@ -26,6 +26,7 @@ seeds="${5:-7}"
 ref_spp="${6:-4096}"
 size="${7:-128}"
 work="${WORK:-$(mktemp -d)}"
+mkdir -p "$work"
 # shellcheck source=lib/stats.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib/stats.sh"
 read -r -a opts <<< "${RENDER_OPTS:-}"

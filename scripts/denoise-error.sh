@@ -22,6 +22,7 @@ height="${4:-256}"
 ref_spp="${5:-2048}"
 spps="${6:-4 16 64}"
 work="${WORK:-$(mktemp -d)}"
+mkdir -p "$work"
 read -r -a opts <<< "${DENOISE_OPTS:-}"
 
 render() { # OUT SPP [OPTIONS...]
