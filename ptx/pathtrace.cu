@@ -97,7 +97,7 @@ enum : unsigned int {
     GW_LAUNCH_REDUCE = 2u,
 };
 
-// The launch parameters (288 bytes).
+// The launch parameters (296 bytes).
 struct GwLaunchParams {
     OptixTraversableHandle handle; // the IAS
     float* accum;                  // tile_w * tile_h float4 [r, g, b, n], row-major in the tile
@@ -143,6 +143,9 @@ struct GwLaunchParams {
     float env_rotation_turns;  // --env-rotate / 360
     float env_share;           // P(env): the probability NEE samples the map
     float env_compensation;    // the luminance the sampling takes off each texel's
+    // One byte per tile pixel, row-major: non-zero where the launch renders nothing (blocks
+    // adaptive sampling stopped); null where it renders every pixel.
+    const unsigned char* skip;
 };
 
 static_assert(sizeof(GwLight) == 96, "GwLight layout");
@@ -156,7 +159,7 @@ static_assert(sizeof(GwHitGroupData) == 64, "GwHitGroupData layout");
 static_assert(GW_OFFSETOF(GwHitGroupData, light_index) == 40, "GwHitGroupData.light_index");
 static_assert(GW_OFFSETOF(GwHitGroupData, group) == 48, "GwHitGroupData.group");
 static_assert(sizeof(GwSample) == 16, "GwSample layout");
-static_assert(sizeof(GwLaunchParams) == 288, "GwLaunchParams layout");
+static_assert(sizeof(GwLaunchParams) == 296, "GwLaunchParams layout");
 static_assert(GW_OFFSETOF(GwLaunchParams, counters) == 56, "GwLaunchParams.counters");
 static_assert(GW_OFFSETOF(GwLaunchParams, seed) == 64, "GwLaunchParams.seed");
 static_assert(GW_OFFSETOF(GwLaunchParams, eye) == 72, "GwLaunchParams.eye");
@@ -180,6 +183,7 @@ static_assert(GW_OFFSETOF(GwLaunchParams, env_texels) == 240, "GwLaunchParams.en
 static_assert(GW_OFFSETOF(GwLaunchParams, env_height) == 272, "GwLaunchParams.env_height");
 static_assert(GW_OFFSETOF(GwLaunchParams, env_share) == 280, "GwLaunchParams.env_share");
 static_assert(GW_OFFSETOF(GwLaunchParams, env_compensation) == 284, "GwLaunchParams.env_compensation");
+static_assert(GW_OFFSETOF(GwLaunchParams, skip) == 288, "GwLaunchParams.skip");
 
 #define GW_NO_LIGHT 0xffffffffu
 
@@ -856,6 +860,11 @@ extern "C" __global__ void __raygen__pathtrace()
     // The pixel, row-major within the tile (src/optix/pathtracer/launch.rs: `tile_pixel`, and
     // for SAMPLES launches `sample_thread`, sample-major), and the samples this thread renders.
     const unsigned int p = i % pixels;
+    // A skipped pixel's threads render, write and add nothing: its accumulation keeps the
+    // sums it came with (CpuBackend::render_tile_skipping).
+    if (P.skip != nullptr && P.skip[p] != 0u) {
+        return;
+    }
     const unsigned int x = P.tile_x + p % P.tile_w;
     const unsigned int y = P.tile_y + p / P.tile_w;
     unsigned int first = P.sample_begin, end = P.sample_end;

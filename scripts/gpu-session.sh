@@ -607,15 +607,26 @@ step_sched() {
 }
 
 # Adaptive sampling on the GPU (--noise-threshold, since 2026-12-01): from the third pass on,
-# the launches cover only the blocks still sampling, pieces of any shape. The image must not
-# depend on the GPU's worker count, and a --time-limit stop (after one pass) resumed must give
-# it too, bit for bit.
+# the GPU's tiles skip the stopped blocks (since 2026-12-02: the launches' skip bytes; before,
+# pieces of any shape between them). The image must not depend on the GPU's worker count, and
+# a --time-limit stop (after one pass) resumed must give it too, bit for bit. The first render
+# runs with -v: its `work per pass` table says whether a late pass of few blocks delivers its
+# samples as fast as a full pass (the note quotes the first and the last pass).
+# The first and the last row of a render log's `work per pass` table (-v), as
+# "1: 4 tiles, 2073600, 412.00; 16: 3 tiles, 1352192, 398.20".
+work_per_pass_ends() {
+    awk '/^  work per pass:/ { on = 1; next }
+         on && /^    +[0-9]/ { row = $1 ": " $2 " tiles, " $4 ", " $7; if (!first) first = row; last = row; next }
+         on { on = 0 }
+         END { if (first) print first "; " last; else print "no table" }' "$1"
+}
+
 step_sched_adaptive() {
     local opts=(--backend optix --width 960 --height 540 --spp 64 --noise-threshold 0.02)
     local one="$scenes/sched-adaptive-gpu0.exr" four="$scenes/sched-adaptive-gpu0x4.exr"
     local part="$scenes/sched-adaptive-resumed.exr"
     rm -f "$part.gasworks-resume"
-    if logged "$out/sched-adaptive-gpu0.log" "$bin" render "$toystore" -o "$one" "${opts[@]}" --devices gpu0 \
+    if logged "$out/sched-adaptive-gpu0.log" "$bin" render "$toystore" -o "$one" "${opts[@]}" --devices gpu0 -v \
         && logged "$out/sched-adaptive-gpu0x4.log" "$bin" render "$toystore" -o "$four" "${opts[@]}" --devices gpu0x4 \
         && logged "$out/sched-adaptive-time-limit.log" "$bin" render "$toystore" -o "$part" "${opts[@]}" \
             --devices gpu0x2 --time-limit 0.001s \
@@ -627,6 +638,7 @@ step_sched_adaptive() {
         c="$(sha256sum "$part" | cut -d' ' -f1)"
         if [ "$a" = "$b" ] && [ "$a" = "$c" ]; then
             note "sched: adaptive sampling on the GPU: one image on 1 and 4 streams and after a stop and --resume (sha256 $a); $(grep -m1 '^output:' "$out/sched-adaptive-gpu0.log" | sed 's/^output: [^(]*//')"
+            note "sched: adaptive on 1 stream, work per pass (pass: tiles, rendered pixel-samples, M pixel-samples/s): $(work_per_pass_ends "$out/sched-adaptive-gpu0.log")"
         else
             fail "adaptive sampling on the GPU: the images differ (1 stream $a, 4 streams $b, stopped and resumed $c)"
         fi

@@ -287,3 +287,136 @@ fn a_resume_film_without_the_odd_plane_is_refused() {
     .expect("refused");
     assert!(format!("{e:#}").contains("no odd-pass plane"), "{e:#}");
 }
+
+fn checkered_frame(renderer: Arc<ColumnNoise>, config: &SchedConfig) -> Frame {
+    let scene = room(MaterialKind::Mirror, MaterialKind::Glass);
+    render_frame_until(
+        &scene,
+        &room_settings(W, H, SPP, 3),
+        config,
+        &CpuOnlyFactory(renderer),
+        true,
+        FrameControl::default(),
+    )
+    .unwrap()
+}
+
+/// Workers that want big tiles (GPUs, whose every tile is a launch) get, in the passes after
+/// the first decision, tiles laid out over the blocks still sampling that skip the stopped
+/// ones (`render_tile_skipping`), where other workers get the pieces between the stopped
+/// blocks: fewer tiles for the same pixel-samples, and the same film, bit for bit.
+#[test]
+fn workers_that_want_big_tiles_skip_the_stopped_blocks_and_keep_the_film() {
+    // Strong noise in a checkerboard of blocks, flat in the others: after two passes the
+    // flat half stops, and what is left is 9 blocks of 18, no two side by side.
+    let cut = checkered_frame(
+        Arc::new(ColumnNoise::checkered(0)),
+        &config(Strategy::Regular, 1, false, 7),
+    );
+    let want = bits(&cut.film);
+    let active = &cut.report.adaptive.as_ref().unwrap().active_per_pass;
+    assert_eq!(active[..3], [18, 18, 9]);
+    let cut_later = &cut.report.passes[2];
+    assert!(cut_later.tiles.len() >= 9, "{:?}", cut_later.tiles);
+    assert_eq!(cut_later.skipped_pixels, 0);
+    for strategy in Strategy::ALL {
+        for (workers, tiles) in [(1, None), (2, None), (3, Some(5)), (2, Some(24))] {
+            let r = Arc::new(ColumnNoise::checkered(0).wanting_tiles_of(1000));
+            let mut c = config(strategy, workers, true, 1);
+            c.tiles = tiles;
+            let f = checkered_frame(r.clone(), &c);
+            let what = format!("{strategy:?}, {workers} workers, tiles {tiles:?}");
+            assert!(bits(&f.film) == want, "{what}: the film differs");
+            let later = &f.report.passes[2];
+            // Counted from the work still to do, the tiles are fewer than the pieces; a count
+            // given (--tiles) is kept, less the tiles left without a block still sampling.
+            let fewer = match tiles {
+                None => later.tiles.len() < cut_later.tiles.len(),
+                Some(_) => later.tiles.len() <= f.report.passes[0].tiles.len(),
+            };
+            assert!(
+                fewer,
+                "{what}: {} tiles against {} pieces",
+                later.tiles.len(),
+                cut_later.tiles.len()
+            );
+            assert!(later.skipped_pixels > 0, "{what}");
+            assert_eq!(later.pixel_samples(), cut_later.pixel_samples(), "{what}");
+            assert!(r.skipping_calls.load(std::sync::atomic::Ordering::SeqCst) > 0);
+            // The passes before the first decision render every pixel: no tile skips there.
+            assert!(f.report.passes[..2].iter().all(|p| p.skipped_pixels == 0));
+        }
+    }
+}
+
+/// A stop among the skipping tiles of workers that want big ones (inside a pass after the
+/// first decision) resumes into the uninterrupted film, resumed by such workers or by others.
+#[test]
+fn a_stop_among_skipping_tiles_resumes_into_the_uninterrupted_film() {
+    let want = bits(
+        &checkered_frame(
+            Arc::new(ColumnNoise::checkered(0)),
+            &config(Strategy::Regular, 1, false, 7),
+        )
+        .film,
+    );
+    let mut c = config(Strategy::Sorted, 1, true, 1);
+    c.tiles = Some(6);
+    let mut inside_a_late_pass = 0;
+    for stop_after in [13, 14, 16, 20, 27] {
+        let stop = Arc::new(AtomicBool::new(false));
+        let r = ColumnNoise::checkered(0)
+            .wanting_tiles_of(1000)
+            .stopping_after(stop_after, stop.clone());
+        let scene = room(MaterialKind::Mirror, MaterialKind::Glass);
+        let stopped = render_frame_until(
+            &scene,
+            &room_settings(W, H, SPP, 3),
+            &c,
+            &CpuOnlyFactory(Arc::new(r)),
+            true,
+            FrameControl {
+                stop: &stop,
+                ..FrameControl::default()
+            },
+        )
+        .unwrap();
+        let how = stopped
+            .stopped
+            .clone()
+            .unwrap_or_else(|| panic!("stop after {stop_after}: not stopped"));
+        if how.spp_complete >= 8 && how.partial.as_ref().is_some_and(|p| p.tiles_done > 0) {
+            inside_a_late_pass += 1;
+        }
+        let resume = stopped.resume_point().unwrap();
+        for wanting in [true, false] {
+            let r = if wanting {
+                ColumnNoise::checkered(0).wanting_tiles_of(1000)
+            } else {
+                ColumnNoise::checkered(0)
+            };
+            let scene = room(MaterialKind::Mirror, MaterialKind::Glass);
+            let finished = render_frame_until(
+                &scene,
+                &room_settings(W, H, SPP, 3),
+                &config(Strategy::Adaptive, 2, true, 5),
+                &CpuOnlyFactory(Arc::new(r)),
+                true,
+                FrameControl {
+                    resume: Some(resume.clone()),
+                    ..FrameControl::default()
+                },
+            )
+            .unwrap();
+            assert!(
+                bits(&finished.film) == want,
+                "stop after {stop_after} tiles ({}), resumed by workers wanting big tiles: {wanting}",
+                how.describe(SPP)
+            );
+        }
+    }
+    assert!(
+        inside_a_late_pass > 0,
+        "no stop fell inside a skipping pass"
+    );
+}

@@ -101,6 +101,7 @@ fn gasworks_on_fake(
         "FAKE_OPTIX_HANG_AT_LAUNCH",
         "FAKE_OPTIX_FAIL_LAUNCHES_FROM",
         "FAKE_OPTIX_FAULT_AT_LAUNCH",
+        "FAKE_OPTIX_RENDER_NOISE",
         "GASWORKS_FAULT_AT_TILE",
         // scripts/gpu-session.sh sets it for its own renders.
         "GASWORKS_ON_WORKER_ERROR",
@@ -716,7 +717,7 @@ fn an_optix_render_makes_only_calls_the_driver_accepts() {
         assert!(
             pipelines
                 .iter()
-                .all(|l| l.ends_with("groups=3 params=pathtrace_params[288]")),
+                .all(|l| l.ends_with("groups=3 params=pathtrace_params[296]")),
             "{name}: {pipelines:?}"
         );
         assert!(
@@ -748,6 +749,79 @@ fn an_optix_render_makes_only_calls_the_driver_accepts() {
         }
         assert_nothing_left_alive(name, &text);
     }
+}
+
+/// Adaptive sampling on GPU workers: from the first decision on, their tiles skip the stopped
+/// blocks, through the real FFI, and the launches carry the skip bytes. The fake renders noise
+/// but for a flat grey column, 16 <= x < 32 (`FAKE_OPTIX_RENDER_NOISE`), so that column of
+/// blocks stops after two passes, inside the GPU-sized tile around the blocks still sampling;
+/// it counts the pixels each launch's skip bytes skip.
+#[test]
+#[cfg_attr(
+    gasworks_no_cc,
+    ignore = "no C compiler when the tests were built (see build.rs)"
+)]
+fn adaptive_passes_hand_gpu_workers_tiles_that_skip_the_stopped_blocks() {
+    let Some(f) = fixture() else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let cornell = cornell();
+    let log = dir.path().join("adaptive.log");
+    let exr = dir.path().join("adaptive.exr");
+    let one = Path::new("1");
+    let out = gasworks_on_fake(
+        f,
+        "render",
+        &cornell,
+        &[
+            "--backend",
+            "optix",
+            "--devices",
+            "gpu0x2",
+            "--width",
+            "64",
+            "--height",
+            "48",
+            "--spp",
+            "32",
+            "--pass-spp",
+            "2",
+            "--noise-threshold",
+            "0.01",
+            "-v",
+        ],
+        &[("FAKE_GPU_LOG", &log), ("FAKE_OPTIX_RENDER_NOISE", one)],
+    )
+    .arg("-o")
+    .arg(&exr)
+    .output()
+    .expect("run gasworks render");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    // 4 x 3 blocks: the 3 of the flat column stop at 4 samples, the others take all 32.
+    assert!(
+        stderr.contains("(4 to 32 of 32), 3 of 12 blocks stopped below the noise threshold"),
+        "{stderr}"
+    );
+    let text = std::fs::read_to_string(&log).expect("the fake's log");
+    assert!(
+        text.lines()
+            .map(fields)
+            .all(|l| l.get("result").is_none_or(|r| *r == "0")),
+        "a call the driver refused:
+{text}"
+    );
+    let skipped: Vec<u64> = text
+        .lines()
+        .filter(|l| l.starts_with("launch "))
+        .map(|l| fields(l)["skipped"].parse().unwrap())
+        .collect();
+    // The first two passes' launches skip nothing; later ones skip the stopped column
+    // (16 x 48 pixels) of the tile.
+    assert!(skipped.contains(&(16 * 48)), "{text}");
+    assert!(skipped.iter().all(|&n| n == 0 || n == 16 * 48), "{text}");
+    assert!(skipped.contains(&0), "{text}");
+    assert!(stderr.contains("work per pass:"), "{stderr}");
+    assert_nothing_left_alive("adaptive", &text);
 }
 
 /// A launch that never returns: the tile watch names the tile and ends the render with 75

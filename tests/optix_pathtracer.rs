@@ -974,6 +974,68 @@ fn gpu_films_are_bit_identical_across_tiles_passes_and_workers() {
     assert!(gpu.counters().rays > 3 * 48 * 40 * 8);
 }
 
+/// A tile with pixels skipped (adaptive sampling's stopped blocks, `GwLaunchParams::skip`):
+/// the skipped pixels come back exactly as they went up, the others with the bits of the same
+/// tile rendered whole, on a worker and on the pooled backend, in a tile small enough for
+/// SAMPLES + REDUCE launches and one large enough for ACCUMULATE ones; and the skipped
+/// pixels trace no rays.
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn gpu_tiles_skip_the_pixels_they_are_told_to() {
+    let scene = cornell_like();
+    let s = cornell_settings(640, 480, 4, 8, 9);
+    let gpu = optix(&scene, &s, AccelOptions::default());
+    let worker = gpu.worker().unwrap();
+    for tile in [
+        Tile {
+            x: 8,
+            y: 8,
+            w: 48,
+            h: 40,
+        },
+        Tile::whole(640, 480),
+    ] {
+        let mut start = vec![[0.0f32; 4]; tile.pixel_count()];
+        worker.render_tile(tile, 0..2, &mut start).unwrap();
+        let mut whole = start.clone();
+        let rays_before = gpu.counters().rays;
+        worker.render_tile(tile, 2..4, &mut whole).unwrap();
+        let whole_rays = gpu.counters().rays - rays_before;
+        // Blocks of 16 in a checkerboard, and every seventh pixel.
+        let skip: Vec<bool> = (0..tile.pixel_count() as u32)
+            .map(|i| {
+                let (x, y) = (tile.x + i % tile.w, tile.y + i / tile.w);
+                (x / 16 + y / 16) % 2 == 0 || i % 7 == 0
+            })
+            .collect();
+        let renderers: [&dyn TileRenderer; 2] = [&worker, &gpu];
+        for r in renderers {
+            let rays_before = gpu.counters().rays;
+            let mut part = start.clone();
+            r.render_tile_skipping(tile, 2..4, &mut part, &skip)
+                .unwrap();
+            let rays = gpu.counters().rays - rays_before;
+            for (i, &k) in skip.iter().enumerate() {
+                let want = if k { start[i] } else { whole[i] };
+                assert_eq!(
+                    part[i].map(f32::to_bits),
+                    want.map(f32::to_bits),
+                    "{} tile {tile:?}, pixel {i} (skipped: {k})",
+                    r.name()
+                );
+            }
+            let rendered = skip.iter().filter(|&&k| !k).count() as u64;
+            assert!(rays >= 2 * rendered, "{}: {rays} rays", r.name());
+            assert!(
+                rays < whole_rays,
+                "{}: {rays} rays for {rendered} of {} pixels, {whole_rays} for all",
+                r.name(),
+                tile.pixel_count()
+            );
+        }
+    }
+}
+
 /// The GPU and the CPU accept and refuse the same tiles.
 #[test]
 #[ignore = "needs an NVIDIA GPU"]

@@ -198,7 +198,7 @@ static void read_exact(FILE* f, void* p, size_t n) {
 }
 
 // Input: fake base, blob, records, the tile's launches (params and width each), initial
-// accumulation. Output: accumulation, then the two counters. The launches run one after
+// accumulation, skip bytes (a length, 0 or one per pixel, then the bytes). Output: accumulation, then the two counters. The launches run one after
 // another, as on one stream, sharing the accumulation, the samples buffer and the counters.
 int main(int argc, char** argv) {
     if (argc != 3) { fprintf(stderr, "usage: harness IN OUT\n"); return 2; }
@@ -227,6 +227,11 @@ int main(int argc, char** argv) {
     const size_t pixels = (size_t)params[0].tile_w * params[0].tile_h;
     std::vector<float> accum(4 * pixels);
     read_exact(in, accum.data(), accum.size() * sizeof(float));
+    // The skip bytes, one per pixel, where the launches' parameters point at some.
+    unsigned long long skip_len = 0;
+    read_exact(in, &skip_len, 8);
+    std::vector<unsigned char> skip(skip_len);
+    read_exact(in, skip.data(), skip_len);
     fclose(in);
     std::vector<GwSample> samples(slots + 1);
 
@@ -256,6 +261,8 @@ int main(int argc, char** argv) {
         p.accum = accum.data();
         p.counters = counters;
         p.samples = p.mode == GW_LAUNCH_ACCUMULATE ? nullptr : samples.data();
+        if (p.skip != nullptr && skip_len != pixels) { fprintf(stderr, "skip bytes: %llu for %zu pixels\n", skip_len, pixels); return 2; }
+        p.skip = p.skip == nullptr ? nullptr : skip.data();
         pathtrace_params = p;
         for (unsigned int i = 0; i < widths[k]; ++i) {
             optix_min::g_launch_index = i;
@@ -353,6 +360,20 @@ fn run_device_code(
     plan: &[LaunchStep],
     accum: &[[f32; 4]],
 ) -> (Vec<[f32; 4]>, [u64; 2]) {
+    run_device_code_skipping(bin, scene, settings, tile, plan, accum, None)
+}
+
+/// [`run_device_code`] with the launches' skip bytes (`GwLaunchParams::skip`) pointing at
+/// `skip` (one per pixel of the tile, true: the pixel renders nothing), where given.
+fn run_device_code_skipping(
+    bin: &Path,
+    scene: &Scene,
+    settings: &RenderSettings,
+    tile: Tile,
+    plan: &[LaunchStep],
+    accum: &[[f32; 4]],
+    skip: Option<&[bool]>,
+) -> (Vec<[f32; 4]>, [u64; 2]) {
     let packed = pack_scene(scene).unwrap();
     // One record per group, in group order (the brute-force trace's tie order).
     let groups: Vec<u32> = (0..scene.groups.len() as u32).collect();
@@ -369,6 +390,7 @@ fn run_device_code(
         accum: 1,
         counters: 1,
         samples: 1,
+        skip: u64::from(skip.is_some()),
     };
     let dir = tempfile::tempdir().unwrap();
     let (input, output) = (dir.path().join("in.bin"), dir.path().join("out.bin"));
@@ -387,6 +409,10 @@ fn run_device_code(
         f.write_all(&0u32.to_le_bytes()).unwrap();
     }
     f.write_all(bytemuck::cast_slice(accum)).unwrap();
+    let skip_bytes: Vec<u8> = skip.unwrap_or(&[]).iter().map(|&s| u8::from(s)).collect();
+    f.write_all(&(skip_bytes.len() as u64).to_le_bytes())
+        .unwrap();
+    f.write_all(&skip_bytes).unwrap();
     drop(f);
     let status = Command::new(bin).arg(&input).arg(&output).status().unwrap();
     assert!(status.success(), "harness failed: {status}");
@@ -1196,6 +1222,75 @@ fn device_frames_are_bit_identical_across_tile_sizes_and_launch_plans() {
     }
 }
 
+/// A tile with pixels skipped (adaptive sampling's stopped blocks, `GwLaunchParams::skip`):
+/// under every launch plan the device code leaves a skipped pixel's sums exactly as they came
+/// and gives every other pixel the CPU's bits, as `CpuBackend::render_tile_skipping` does; the
+/// rays it counts are the rendered pixels' alone.
+#[test]
+#[cfg_attr(
+    gasworks_no_cxx,
+    ignore = "no C++ compiler when the tests were built (see build.rs)"
+)]
+fn device_code_skips_the_pixels_it_is_told_to_and_renders_the_others_bit_for_bit() {
+    let Some(bin) = harness() else { return };
+    let scene = textured_cornell();
+    let s = cornell_settings(24, 20, 6, 6, 5);
+    let tile = tile_at(3, 2, 19, 13);
+    let cpu = CpuBackend::new(&scene, &s).unwrap();
+    let mut first = vec![[0.0f32; 4]; tile.pixel_count()];
+    cpu.render_tile(tile, 0..2, &mut first).unwrap();
+    // A block of skipped pixels, a skipped column and a scattering of single ones.
+    let skip: Vec<bool> = (0..tile.pixel_count())
+        .map(|i| {
+            let (x, y) = (i as u32 % tile.w, i as u32 / tile.w);
+            (x < 8 && y < 6) || x == 12 || i % 7 == 3
+        })
+        .collect();
+    let skipped = skip.iter().filter(|&&k| k).count();
+    assert!(skipped > 0 && skipped < skip.len());
+    let mut expected = first.clone();
+    cpu.render_tile_skipping(tile, 2..6, &mut expected, &skip)
+        .unwrap();
+    let mut all = first.clone();
+    cpu.render_tile(tile, 2..6, &mut all).unwrap();
+    for (i, &k) in skip.iter().enumerate() {
+        if k {
+            assert_eq!(expected[i].map(f32::to_bits), first[i].map(f32::to_bits));
+        } else {
+            assert_eq!(expected[i].map(f32::to_bits), all[i].map(f32::to_bits));
+        }
+    }
+    let (_, all_rays) = run_device_code(
+        bin,
+        &scene,
+        &s,
+        tile,
+        &plans(tile.w * tile.h, 2..6)[0].1,
+        &first,
+    );
+    for (name, plan) in plans(tile.w * tile.h, 2..6) {
+        let (device, counters) =
+            run_device_code_skipping(bin, &scene, &s, tile, &plan, &first, Some(&skip));
+        let differ = device
+            .iter()
+            .zip(&expected)
+            .filter(|(a, b)| a.map(f32::to_bits) != b.map(f32::to_bits))
+            .count();
+        assert_eq!(
+            differ,
+            0,
+            "{name}: {differ} of {} pixels differ",
+            device.len()
+        );
+        assert!(
+            counters[0] < all_rays[0],
+            "{name}: {} rays with {skipped} pixels skipped, {} with none",
+            counters[0],
+            all_rays[0]
+        );
+    }
+}
+
 /// `static_assert`s of `T`'s size and of every field's offset and size, in C++, from the Rust
 /// struct's own `size_of`/`offset_of!`.
 macro_rules! layout_asserts {
@@ -1380,7 +1475,9 @@ fn path_tracer_structs_have_the_rust_layout_on_the_device_side() {
             env_uv_pdf,
             env_height,
             env_rotation_turns,
-            env_share
+            env_share,
+            env_compensation,
+            skip
         ]
     ));
     asserts.extend(layout_asserts!(GwSample, "GwSample", [radiance, rays]));

@@ -643,6 +643,7 @@ impl Master {
                 Vec::new()
             },
             planned_with_measured: self.planned_with_measured,
+            skipped_pixels: 0,
         };
         self.counters.push(
             pass.stats

@@ -206,6 +206,31 @@ impl TileRenderer for CpuBackend {
         samples: Range<u32>,
         accum: &mut [[f32; 4]],
     ) -> anyhow::Result<()> {
+        self.render_pixels(tile, samples, accum, None)
+    }
+
+    /// The same loop, the skipped pixels passed over (their sums untouched).
+    fn render_tile_skipping(
+        &self,
+        tile: Tile,
+        samples: Range<u32>,
+        accum: &mut [[f32; 4]],
+        skip: &[bool],
+    ) -> anyhow::Result<()> {
+        crate::render::check_skip(tile, accum, skip)?;
+        self.render_pixels(tile, samples, accum, Some(skip))
+    }
+}
+
+impl CpuBackend {
+    /// [`TileRenderer::render_tile`]'s loop over the pixels of `tile`, less those `skip` marks.
+    fn render_pixels(
+        &self,
+        tile: Tile,
+        samples: Range<u32>,
+        accum: &mut [[f32; 4]],
+        skip: Option<&[bool]>,
+    ) -> anyhow::Result<()> {
         tile.check(self.settings.width, self.settings.height, accum.len())?;
         let tracer = self.tracer();
         let camera = &self.settings.camera;
@@ -213,7 +238,11 @@ impl TileRenderer for CpuBackend {
         let mut dropped = 0u64;
         for (j, y) in (tile.y..tile.y + tile.h).enumerate() {
             for (i, x) in (tile.x..tile.x + tile.w).enumerate() {
-                let px = &mut accum[j * tile.w as usize + i];
+                let k = j * tile.w as usize + i;
+                if skip.is_some_and(|s| s[k]) {
+                    continue;
+                }
+                let px = &mut accum[k];
                 for s in samples.clone() {
                     let l = tracer.sample(camera, (x, y), s, spp, self.settings.seed);
                     if l.is_finite() {

@@ -470,6 +470,29 @@ impl TileRenderer for OptixBackend {
         samples: Range<u32>,
         accum: &mut [[f32; 4]],
     ) -> anyhow::Result<()> {
+        self.render_pooled(tile, samples, accum, None)
+    }
+
+    fn render_tile_skipping(
+        &self,
+        tile: Tile,
+        samples: Range<u32>,
+        accum: &mut [[f32; 4]],
+        skip: &[bool],
+    ) -> anyhow::Result<()> {
+        self.render_pooled(tile, samples, accum, Some(skip))
+    }
+}
+
+impl OptixBackend {
+    /// [`TileRenderer::render_tile`] on a pooled worker, `skip`'s pixels left out.
+    fn render_pooled(
+        &self,
+        tile: Tile,
+        samples: Range<u32>,
+        accum: &mut [[f32; 4]],
+        skip: Option<&[bool]>,
+    ) -> anyhow::Result<()> {
         self.shared.check_context()?;
         let pooled = self
             .pool
@@ -483,7 +506,7 @@ impl TileRenderer for OptixBackend {
                     .note_failure(e, &format!("a new worker of {}", self.name()))
             })?,
         };
-        let result = worker.render(tile, samples, accum);
+        let result = worker.render_skipping(tile, samples, accum, skip);
         // A worker whose launch failed may hold a broken stream: do not lend it again.
         if result.is_ok() {
             self.pool
@@ -509,6 +532,9 @@ struct WorkerState {
     accum: DeviceBuffer,
     /// The `GwSample`s of SAMPLES launches; grown to the largest plan's need.
     samples: DeviceBuffer,
+    /// The skip bytes of a tile rendered with pixels skipped (`GwLaunchParams::skip`); grown
+    /// to the largest such tile.
+    skip: DeviceBuffer,
     /// Two u64 the device adds to: rays, non-finite samples.
     counters: DeviceBuffer,
     /// The counters' values after the previous tile (they only grow).
@@ -544,6 +570,7 @@ impl OptixWorker {
         let counters = DeviceBuffer::zeroed(&gpu, &stream, 2 * std::mem::size_of::<u64>())?;
         let accum = gpu.alloc(0)?;
         let samples = gpu.alloc(0)?;
+        let skip = gpu.alloc(0)?;
         let index = shared.next_worker.fetch_add(1, Ordering::Relaxed);
         nvtx::name_cuda_stream(&stream, &worker_label(gpu.ordinal(), index));
         Ok(OptixWorker {
@@ -556,6 +583,7 @@ impl OptixWorker {
                 params: Vec::new(),
                 accum,
                 samples,
+                skip,
                 counters,
                 seen: [0; 2],
             }),
@@ -594,8 +622,25 @@ impl OptixWorker {
         samples: Range<u32>,
         accum: &mut [[f32; 4]],
     ) -> Result<(), PathTracerError> {
+        self.render_skipping(tile, samples, accum, None)
+    }
+
+    /// [`OptixWorker::render`] with the pixels `skip` marks (one entry per pixel of the tile)
+    /// left out: their threads return at once and their sums come back as they went up. The
+    /// tile's launches are planned for all its pixels.
+    pub fn render_skipping(
+        &self,
+        tile: Tile,
+        samples: Range<u32>,
+        accum: &mut [[f32; 4]],
+        skip: Option<&[bool]>,
+    ) -> Result<(), PathTracerError> {
         self.shared.check_context()?;
-        let result = self.render_on_stream(tile, samples, accum);
+        if let Some(skip) = skip {
+            crate::render::check_skip(tile, accum, skip)
+                .map_err(|e| PathTracerError::Launch(e.into()))?;
+        }
+        let result = self.render_on_stream(tile, samples, accum, skip);
         if let Err(e) = &result {
             let who = self.label();
             self.shared.note_failure(e, &who);
@@ -611,6 +656,7 @@ impl OptixWorker {
         tile: Tile,
         samples: Range<u32>,
         accum: &mut [[f32; 4]],
+        skip: Option<&[bool]>,
     ) -> Result<(), PathTracerError> {
         let settings = &self.shared.settings;
         let pixels = launch_width(tile, settings.width, settings.height, accum.len())?;
@@ -640,6 +686,12 @@ impl OptixWorker {
         if st.samples.len_bytes() < sample_bytes {
             st.samples = gpu.alloc(sample_bytes)?;
         }
+        let skip_bytes: Vec<u8> = skip
+            .map(|s| s.iter().map(|&k| u8::from(k)).collect())
+            .unwrap_or_default();
+        if st.skip.len_bytes() < skip_bytes.len() {
+            st.skip = gpu.alloc(skip_bytes.len())?;
+        }
         while st.params.len() < plan.len() {
             st.params
                 .push(gpu.alloc(std::mem::size_of::<GwLaunchParams>())?);
@@ -648,6 +700,11 @@ impl OptixWorker {
             accum: st.accum.device_ptr(),
             counters: st.counters.device_ptr(),
             samples: st.samples.device_ptr(),
+            skip: if skip.is_some() {
+                st.skip.device_ptr()
+            } else {
+                0
+            },
         };
         let params: Vec<GwLaunchParams> = plan
             .iter()
@@ -677,6 +734,9 @@ impl OptixWorker {
         };
         st.stream.scope(|scope| -> Result<(), PathTracerError> {
             scope.upload(&st.accum, 0, &start)?;
+            if !skip_bytes.is_empty() {
+                scope.upload(&st.skip, 0, &skip_bytes)?;
+            }
             for (buffer, p) in st.params.iter().zip(&params) {
                 scope.upload(buffer, 0, bytemuck::bytes_of(p))?;
             }
@@ -816,6 +876,16 @@ impl TileRenderer for OptixWorker {
         accum: &mut [[f32; 4]],
     ) -> anyhow::Result<()> {
         Ok(self.render(tile, samples, accum)?)
+    }
+
+    fn render_tile_skipping(
+        &self,
+        tile: Tile,
+        samples: Range<u32>,
+        accum: &mut [[f32; 4]],
+        skip: &[bool],
+    ) -> anyhow::Result<()> {
+        Ok(self.render_skipping(tile, samples, accum, Some(skip))?)
     }
 }
 

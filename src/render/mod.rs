@@ -140,6 +140,24 @@ pub enum TileError {
         expected: usize,
         got: usize,
     },
+    #[error("tile {tile:?} has {expected} pixels but its skip mask has {got} entries")]
+    SkipSize {
+        tile: Tile,
+        expected: usize,
+        got: usize,
+    },
+}
+
+/// The check of [`TileRenderer::render_tile_skipping`]'s mask: one entry per pixel of `tile`.
+pub fn check_skip(tile: Tile, accum: &[[f32; 4]], skip: &[bool]) -> Result<(), TileError> {
+    if skip.len() != tile.pixel_count() || skip.len() != accum.len() {
+        return Err(TileError::SkipSize {
+            tile,
+            expected: tile.pixel_count(),
+            got: skip.len(),
+        });
+    }
+    Ok(())
 }
 
 /// A rectangle of the image, in pixels, origin top-left.
@@ -235,6 +253,31 @@ pub trait TileRenderer: Send + Sync {
         samples: Range<u32>,
         accum: &mut [[f32; 4]],
     ) -> anyhow::Result<()>;
+
+    /// [`TileRenderer::render_tile`] for the pixels of `tile` whose entry of `skip` (one per
+    /// pixel, row-major like `accum`) is false; a skipped pixel's entry of `accum` is left
+    /// exactly as it came. Adaptive sampling hands a GPU whole tiles with the stopped blocks
+    /// skipped, rather than the pieces between them: each piece would be a launch too small to
+    /// fill the device. The CPU backend and the OptiX workers skip the pixels; this default
+    /// renders them all into a copy and keeps the others' sums, the same result at the whole
+    /// tile's cost, so that any renderer can be handed such a tile.
+    fn render_tile_skipping(
+        &self,
+        tile: Tile,
+        samples: Range<u32>,
+        accum: &mut [[f32; 4]],
+        skip: &[bool],
+    ) -> anyhow::Result<()> {
+        check_skip(tile, accum, skip)?;
+        let mut all = accum.to_vec();
+        self.render_tile(tile, samples, &mut all)?;
+        for ((a, b), &skipped) in accum.iter_mut().zip(all).zip(skip) {
+            if !skipped {
+                *a = b;
+            }
+        }
+        Ok(())
+    }
 
     /// The pixel-samples (pixels x samples of the pass) a tile should carry for this renderer
     /// to run efficiently, or `None` when any tile will do. A GPU worker asks for enough to fill

@@ -298,6 +298,72 @@ impl BlockMask {
     pub fn all(&self) -> bool {
         self.active.iter().all(|&a| a)
     }
+
+    /// The pixels of the blocks that render the pass.
+    pub fn active_pixels(&self) -> u64 {
+        (0..self.grid.len())
+            .filter(|&b| self.active[b])
+            .map(|b| self.grid.block_tile(b).pixel_count() as u64)
+            .sum()
+    }
+
+    /// The smallest tile holding every pixel of `tile` that renders the pass (window
+    /// coordinates); `None` where none does.
+    pub fn active_bounds(&self, tile: Tile) -> Option<Tile> {
+        let (mut x0, mut y0, mut x1, mut y1) = (u32::MAX, u32::MAX, 0, 0);
+        for b in 0..self.grid.len() {
+            if !self.active[b] {
+                continue;
+            }
+            let Some(t) = intersection(self.grid.block_tile(b), tile) else {
+                continue;
+            };
+            x0 = x0.min(t.x);
+            y0 = y0.min(t.y);
+            x1 = x1.max(t.x + t.w);
+            y1 = y1.max(t.y + t.h);
+        }
+        (x0 < x1).then(|| Tile {
+            x: x0,
+            y: y0,
+            w: x1 - x0,
+            h: y1 - y0,
+        })
+    }
+
+    /// The skip mask of `tile` ([`crate::render::TileRenderer::render_tile_skipping`]): true
+    /// for each pixel (row-major) of a block that does not render the pass; `None` where
+    /// every pixel of the tile renders it.
+    pub fn skip_in(&self, tile: Tile) -> Option<Vec<bool>> {
+        let mut skip = Vec::with_capacity(tile.pixel_count());
+        for y in tile.y..tile.y + tile.h {
+            for x in tile.x..tile.x + tile.w {
+                skip.push(!self.is_active(x, y));
+            }
+        }
+        skip.iter().any(|&k| k).then_some(skip)
+    }
+
+    /// The pixels of `tile` that render the pass.
+    pub fn active_pixels_in(&self, tile: Tile) -> u64 {
+        (0..self.grid.len())
+            .filter(|&b| self.active[b])
+            .filter_map(|b| intersection(self.grid.block_tile(b), tile))
+            .map(|t| t.pixel_count() as u64)
+            .sum()
+    }
+}
+
+/// The pixels two tiles share, as a tile (`None` where they share none).
+fn intersection(a: Tile, b: Tile) -> Option<Tile> {
+    let (x0, y0) = (a.x.max(b.x), a.y.max(b.y));
+    let (x1, y1) = ((a.x + a.w).min(b.x + b.w), (a.y + a.h).min(b.y + b.h));
+    (x0 < x1 && y0 < y1).then(|| Tile {
+        x: x0,
+        y: y0,
+        w: x1 - x0,
+        h: y1 - y0,
+    })
 }
 
 /// How the passes of an adaptive frame went, for the summary and the output line.
@@ -346,6 +412,86 @@ mod tests {
             threshold: 0.01,
             tone: PngTone::default(),
             min_spp: 0,
+        }
+    }
+
+    /// The skip masks, bounds and pixel counts of a mask checked against a per-pixel brute
+    /// force, on a window off the frame's block grid (its edge blocks cut short).
+    #[test]
+    fn skip_masks_and_bounds_agree_with_the_blocks_pixel_by_pixel() {
+        let window = Tile {
+            x: 5,
+            y: 9,
+            w: 70,
+            h: 37,
+        };
+        let mut mask = BlockMask::all_active(window);
+        for (b, a) in mask.active.iter_mut().enumerate() {
+            *a = b % 3 == 1 || b == 4;
+        }
+        let brute = |x: u32, y: u32| mask.active[mask.grid.block_of(x, y)];
+        let total: u64 = (0..window.h)
+            .flat_map(|y| (0..window.w).map(move |x| (x, y)))
+            .filter(|&(x, y)| brute(x, y))
+            .count() as u64;
+        assert_eq!(mask.active_pixels(), total);
+        for t in [
+            Tile::whole(70, 37),
+            Tile {
+                x: 0,
+                y: 0,
+                w: 11,
+                h: 7,
+            },
+            Tile {
+                x: 9,
+                y: 3,
+                w: 40,
+                h: 20,
+            },
+            Tile {
+                x: 60,
+                y: 30,
+                w: 10,
+                h: 7,
+            },
+            Tile {
+                x: 13,
+                y: 7,
+                w: 1,
+                h: 1,
+            },
+        ] {
+            let pixels: Vec<(u32, u32)> = (t.y..t.y + t.h)
+                .flat_map(|y| (t.x..t.x + t.w).map(move |x| (x, y)))
+                .collect();
+            let active: Vec<&(u32, u32)> = pixels.iter().filter(|&&(x, y)| brute(x, y)).collect();
+            assert_eq!(mask.active_pixels_in(t), active.len() as u64, "{t:?}");
+            let skip: Vec<bool> = pixels.iter().map(|&(x, y)| !brute(x, y)).collect();
+            match mask.skip_in(t) {
+                Some(s) => assert_eq!(s, skip, "{t:?}"),
+                None => assert!(skip.iter().all(|&k| !k), "{t:?}"),
+            }
+            let bounds = active
+                .iter()
+                .fold(None, |b: Option<(u32, u32, u32, u32)>, &&(x, y)| {
+                    Some(match b {
+                        None => (x, y, x + 1, y + 1),
+                        Some((x0, y0, x1, y1)) => {
+                            (x0.min(x), y0.min(y), x1.max(x + 1), y1.max(y + 1))
+                        }
+                    })
+                });
+            assert_eq!(
+                mask.active_bounds(t),
+                bounds.map(|(x0, y0, x1, y1)| Tile {
+                    x: x0,
+                    y: y0,
+                    w: x1 - x0,
+                    h: y1 - y0
+                }),
+                "{t:?}"
+            );
         }
     }
 

@@ -124,6 +124,7 @@ pub fn replay_corrections(
             speeds: speeds.clone().unwrap_or_default(),
             // (A resumed render's first pass, past 0, was planned with the estimate.)
             planned_with_measured: speeds.is_some(),
+            skipped_pixels: 0,
         };
         out.push(PassReplay {
             pass,

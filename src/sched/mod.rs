@@ -754,26 +754,47 @@ pub fn render_frame_until(
         }
         let pass_start = Instant::now();
         let plan_sat = plan_map.sat();
+        // Adaptive sampling with workers that want big tiles (GPUs): the pass's tiles skip the
+        // stopped blocks ([`crate::render::TileRenderer::render_tile_skipping`]) rather than
+        // being cut into the pieces between them, each of which would be a launch far too
+        // small to fill the device (on sponza-like at 960x540, 64 spp, T 0.02 and an H200's tile
+        // count, pass 16's pieces were 119, of 2,824 pixels on average: a fiftieth of an
+        // H200's launch, `examples/adaptive_gpu_tiles.rs`). The
+        // tiles are counted from the blocks still sampling, so they still carry a launch's
+        // work. A resumed pass that some pixels have already is cut as before.
+        let skipping = mask
+            .as_ref()
+            .filter(|m| !m.all() && ahead_here.is_none() && tile_wants(&retired).0.is_some());
         let lay_out = |retired: &[bool]| {
             let (min_work, wanting) = tile_wants(retired);
             let count = config.tiles.or_else(|| {
                 min_work.map(|work| {
-                    tiles::tile_count_for_work(
+                    let rendered = skipping
+                        .map_or(u64::from(window.w) * u64::from(window.h), |m| {
+                            m.active_pixels()
+                        });
+                    tiles::tile_count_for_rendered_work(
                         window.w,
                         window.h,
+                        rendered,
                         samples.end - samples.start,
                         work,
                         wanting,
                     )
                 })
             });
-            tiles::layout(config.strategy, window.w, window.h, count, &plan_sat, scale)
+            let laid_out =
+                tiles::layout(config.strategy, window.w, window.h, count, &plan_sat, scale);
+            match skipping {
+                Some(m) => tiles_around_active_blocks(laid_out, m),
+                None => laid_out,
+            }
         };
         let mut tiles = lay_out(&retired);
         let tile_costs = |tiles: &[Tile]| -> Vec<f64> {
             tiles
                 .iter()
-                .map(|t| scale.tile_cost(&plan_sat, *t))
+                .map(|t| rendered_cost(&plan_sat, scale, *t, skipping))
                 .collect()
         };
         let mut predicted = tile_costs(&tiles);
@@ -831,6 +852,9 @@ pub fn render_frame_until(
         if pieces > 0 {
             let laid_out = tiles.len();
             tiles = tiles::cut_for_slow_workers(tiles, &weights, pieces, &plan_sat, scale);
+            if let Some(m) = skipping {
+                tiles = tiles_around_active_blocks(tiles, m);
+            }
             if tiles.len() != laid_out {
                 predicted = tile_costs(&tiles);
             }
@@ -841,7 +865,7 @@ pub fn render_frame_until(
         // Either way the pass's measured costs then cover part of the image, so they do not
         // correct the cost map.
         let partial_cover = covers_part(ahead_here, mask.as_ref());
-        if partial_cover {
+        if partial_cover && skipping.is_none() {
             tiles = what_is_left(tiles, &film, ahead_here, mask.as_ref());
             predicted = tile_costs(&tiles);
         }
@@ -855,7 +879,7 @@ pub fn render_frame_until(
         }
         let estimated: Vec<f64> = tiles
             .iter()
-            .map(|t| scale.tile_cost(&estimate_sat, *t))
+            .map(|t| rendered_cost(&estimate_sat, scale, *t, skipping))
             .collect();
         let deques = policy::initial_deques(config.strategy, &predicted, &weights);
         let queues = WorkQueues::new(deques.clone(), config.steal)
@@ -870,6 +894,7 @@ pub fn render_frame_until(
             seed: settings.seed,
             stop,
             on_error: config.on_worker_error,
+            skip: skipping,
         };
         progress.set_message(format!("pass {}/{}", pass + 1, passes.len()));
         let spp_before = samples.start;
@@ -910,6 +935,12 @@ pub fn render_frame_until(
             samples.end - samples.start,
         );
         let worker_stats = report::worker_stats(workers.len(), &run.records);
+        let skipped_pixels = skipping.map_or(0, |m| {
+            tiles
+                .iter()
+                .map(|t| t.pixel_count() as u64 - m.active_pixels_in(*t))
+                .sum()
+        });
         let pass_report = PassReport {
             samples: samples.clone(),
             tiles,
@@ -925,6 +956,7 @@ pub fn render_frame_until(
                 Vec::new()
             },
             planned_with_measured,
+            skipped_pixels,
         };
         if pass + 1 < passes.len() {
             let previous = weights_are_speeds.then_some(&weights[..]);
@@ -969,6 +1001,32 @@ pub fn render_frame_until(
         report,
         stopped,
     })
+}
+
+/// The cost of what `tile` renders by the cost map `sat`: all of it, or, in a pass whose tiles
+/// skip the stopped blocks (`skipping`), the pieces of it still sampling.
+fn rendered_cost(
+    sat: &sat::Sat,
+    scale: MapScale,
+    tile: Tile,
+    skipping: Option<&adaptive_sampling::BlockMask>,
+) -> f64 {
+    match skipping {
+        Some(m) => tiles::without_done(vec![tile], |x, y| !m.is_active(x, y))
+            .into_iter()
+            .map(|piece| scale.tile_cost(sat, piece))
+            .sum(),
+        None => scale.tile_cost(sat, tile),
+    }
+}
+
+/// A skipping pass's tiles ([`workers::PassJob::skip`]): each shrunk to the bounds of its
+/// pixels in blocks still sampling, those without any left out.
+fn tiles_around_active_blocks(tiles: Vec<Tile>, mask: &adaptive_sampling::BlockMask) -> Vec<Tile> {
+    tiles
+        .into_iter()
+        .filter_map(|t| mask.active_bounds(t))
+        .collect()
 }
 
 /// Whether a pass renders only part of the image: resumed inside it (`ahead`: the pixels that
@@ -1143,6 +1201,7 @@ mod tests {
             workers: Vec::new(),
             speeds: Vec::new(),
             planned_with_measured: false,
+            skipped_pixels: 0,
         };
         let groups = [0, 0, 1];
         // Planned by calibrated speeds: the CPU keeps its 50 units/s.

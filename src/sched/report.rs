@@ -82,6 +82,10 @@ pub struct PassReport {
     /// (false in a first pass, and in every pass of workers of different kinds of device:
     /// [`super::measured_costs_carry_over`]).
     pub planned_with_measured: bool,
+    /// Pixels of the tiles that the pass skipped (adaptive sampling's stopped blocks inside
+    /// the tiles of GPU workers, [`super::workers::PassJob::skip`]); 0 where every pixel of
+    /// every tile rendered.
+    pub skipped_pixels: u64,
 }
 
 impl PassReport {
@@ -111,6 +115,18 @@ impl PassReport {
 
     pub fn busy_s(&self) -> f64 {
         self.workers.iter().map(|w| w.busy_s).sum()
+    }
+
+    /// The pixel-samples the pass rendered: its tiles' pixels times its samples per pixel
+    /// (under adaptive sampling and in a resumed pass, only the pieces it still rendered).
+    pub fn pixel_samples(&self) -> u64 {
+        let pixels: u64 = self
+            .tiles
+            .iter()
+            .map(|t| u64::from(t.w) * u64::from(t.h))
+            .sum();
+        pixels.saturating_sub(self.skipped_pixels)
+            * u64::from(self.samples.end - self.samples.start)
     }
 
     pub fn steals(&self) -> usize {
@@ -499,6 +515,51 @@ impl FrameReport {
                     let _ = writeln!(s, "    Spearman by device: {}", by.join("; "));
                 }
             }
+        }
+        if self.passes.len() > 1 {
+            s.push_str(&self.work_per_pass());
+        }
+        s
+    }
+
+    /// What each pass rendered and what it cost: its tiles (the pieces still sampling, under
+    /// adaptive sampling), their pixel-samples, the pass's makespan, the frame's throughput in
+    /// it, and the workers' busy time per pixel-sample. A pass of small pieces that costs more
+    /// per pixel-sample than a full pass pays for its pieces (a GPU launch that does not fill
+    /// the device), which is what adaptive sampling's late passes are watched for.
+    pub fn work_per_pass(&self) -> String {
+        let mut s = String::from(
+            "  work per pass: pass, tiles, mean tile (pixels), pixel-samples, makespan, M pixel-samples/s, busy ns per pixel-sample\n",
+        );
+        for (i, p) in self.passes.iter().enumerate() {
+            let work = p.pixel_samples();
+            let spp = u64::from(p.samples.end - p.samples.start).max(1);
+            let mean_tile = if p.tiles.is_empty() {
+                0
+            } else {
+                work / spp / p.tiles.len() as u64
+            };
+            let per_s = if p.makespan_s > 0.0 {
+                format!("{:.2}", work as f64 / p.makespan_s / 1e6)
+            } else {
+                "n/a".into()
+            };
+            let busy_ns = if work > 0 {
+                format!("{:.0}", p.busy_s() / work as f64 * 1e9)
+            } else {
+                "n/a".into()
+            };
+            let _ = writeln!(
+                s,
+                "    {:>4} {:>6} {:>8} {:>12} {:>9.3} s {:>9} {:>8}",
+                self.first_pass + i + 1,
+                p.tiles.len(),
+                mean_tile,
+                work,
+                p.makespan_s,
+                per_s,
+                busy_ns
+            );
         }
         s
     }
@@ -915,6 +976,7 @@ mod tests {
             workers,
             speeds,
             planned_with_measured: false,
+            skipped_pixels: 0,
         };
         assert!(
             (pass.efficiency() - 0.111).abs() < 5e-4,
@@ -965,6 +1027,7 @@ mod tests {
             workers: vec![WorkerPassStats::default(); 2],
             speeds: vec![1000.0, 10.0],
             planned_with_measured: false,
+            skipped_pixels: 0,
         };
         let m = pass.measured_at_fastest();
         for (got, want) in m.iter().zip([0.004, 0.003, 0.002, 0.001]) {

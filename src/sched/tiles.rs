@@ -50,8 +50,24 @@ pub fn tile_count_for_work(
     min_work: u64,
     at_least: u32,
 ) -> u32 {
+    let pixels = u64::from(width) * u64::from(height);
+    tile_count_for_rendered_work(width, height, pixels, samples_per_pass, min_work, at_least)
+}
+
+/// [`tile_count_for_work`] for a pass that renders `rendered` of the `width x height`
+/// pixels (adaptive sampling's blocks still sampling, spread over tiles that skip the others):
+/// the count that gives the tiles `min_work` rendered pixel-samples on average, so that a late
+/// pass of few blocks is still launches that fill the GPU. Never more than the default count.
+pub fn tile_count_for_rendered_work(
+    width: u32,
+    height: u32,
+    rendered: u64,
+    samples_per_pass: u32,
+    min_work: u64,
+    at_least: u32,
+) -> u32 {
     let default = default_tile_count(width, height);
-    let total = u64::from(width) * u64::from(height) * u64::from(samples_per_pass);
+    let total = rendered.saturating_mul(u64::from(samples_per_pass));
     let by_work = (total / min_work.max(1)).min(u64::from(u32::MAX)) as u32;
     default.min(by_work.max(at_least)).max(1)
 }

@@ -112,6 +112,21 @@ impl TileRenderer for Shifted {
         };
         self.inner.render_tile(moved, samples, accum)
     }
+
+    fn render_tile_skipping(
+        &self,
+        tile: Tile,
+        samples: Range<u32>,
+        accum: &mut [[f32; 4]],
+        skip: &[bool],
+    ) -> anyhow::Result<()> {
+        let moved = Tile {
+            x: tile.x + self.dx,
+            y: tile.y + self.dy,
+            ..tile
+        };
+        self.inner.render_tile_skipping(moved, samples, accum, skip)
+    }
 }
 
 #[cfg(test)]
@@ -200,5 +215,97 @@ mod tests {
         assert_eq!(r.name(), "rec");
         assert_eq!(r.hardware(), "gpu: a recorder");
         assert_eq!(r.min_tile_work(), Some(123_456));
+    }
+
+    /// Writes 1 into every pixel it renders; says whether it was asked to skip.
+    struct Ones(Mutex<Vec<(Tile, bool)>>);
+    impl TileRenderer for Ones {
+        fn name(&self) -> String {
+            "ones".into()
+        }
+        fn render_tile(&self, t: Tile, _: Range<u32>, acc: &mut [[f32; 4]]) -> anyhow::Result<()> {
+            self.0.lock().unwrap().push((t, false));
+            acc.iter_mut().for_each(|p| *p = [1.0; 4]);
+            Ok(())
+        }
+        fn render_tile_skipping(
+            &self,
+            t: Tile,
+            _: Range<u32>,
+            acc: &mut [[f32; 4]],
+            skip: &[bool],
+        ) -> anyhow::Result<()> {
+            self.0.lock().unwrap().push((t, true));
+            for (p, &k) in acc.iter_mut().zip(skip) {
+                if !k {
+                    *p = [1.0; 4];
+                }
+            }
+            Ok(())
+        }
+    }
+
+    /// A tile with pixels to skip reaches the wrapped renderer's own skipping call, moved into
+    /// the whole image: the default would render every pixel of it (the same sums, at the
+    /// whole tile's cost).
+    #[test]
+    fn a_shifted_renderer_passes_skipping_tiles_on() {
+        let ones = Arc::new(Ones(Mutex::new(Vec::new())));
+        let window = Tile {
+            x: 3,
+            y: 4,
+            w: 8,
+            h: 8,
+        };
+        let r = Shifted::wrap(ones.clone(), window);
+        let t = Tile {
+            x: 1,
+            y: 1,
+            w: 2,
+            h: 2,
+        };
+        let mut acc = vec![[0.5; 4]; 4];
+        r.render_tile_skipping(t, 0..1, &mut acc, &[true, false, false, true])
+            .unwrap();
+        assert_eq!(acc, vec![[0.5; 4], [1.0; 4], [1.0; 4], [0.5; 4]]);
+        assert_eq!(
+            ones.0.lock().unwrap()[0],
+            (
+                Tile {
+                    x: 4,
+                    y: 5,
+                    w: 2,
+                    h: 2
+                },
+                true
+            )
+        );
+        // The trait's default, on a renderer that only renders whole tiles: the skipped
+        // pixels keep their sums all the same; a mask of the wrong size is refused.
+        struct Fill;
+        impl TileRenderer for Fill {
+            fn name(&self) -> String {
+                "fill".into()
+            }
+            fn render_tile(
+                &self,
+                _: Tile,
+                _: Range<u32>,
+                acc: &mut [[f32; 4]],
+            ) -> anyhow::Result<()> {
+                acc.iter_mut().for_each(|p| *p = [1.0; 4]);
+                Ok(())
+            }
+        }
+        let whole = Fill;
+        let mut acc = vec![[0.5; 4]; 4];
+        whole
+            .render_tile_skipping(t, 0..1, &mut acc, &[false, true, true, false])
+            .unwrap();
+        assert_eq!(acc, vec![[1.0; 4], [0.5; 4], [0.5; 4], [1.0; 4]]);
+        let e = whole
+            .render_tile_skipping(t, 0..1, &mut acc, &[false; 3])
+            .unwrap_err();
+        assert!(e.to_string().contains("skip mask has 3 entries"), "{e}");
     }
 }

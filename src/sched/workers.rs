@@ -340,6 +340,11 @@ pub struct PassJob<'a> {
     /// finish, and the pass ends incomplete ([`PassRun::complete`] false).
     pub stop: &'a AtomicBool,
     pub on_error: OnWorkerError,
+    /// Adaptive sampling's blocks for tiles that skip the stopped ones: each tile's pixels
+    /// outside the blocks still sampling are skipped
+    /// ([`crate::render::TileRenderer::render_tile_skipping`]). `None`: every pixel of every
+    /// tile renders.
+    pub skip: Option<&'a super::adaptive_sampling::BlockMask>,
 }
 
 /// When and where one tile was rendered.
@@ -637,9 +642,17 @@ fn run_round(
                     let mut acc = job.film.read_tile(tile);
                     let cpu0 = worker.cpu_timed.then(thread_cpu_seconds).flatten();
                     let t0 = start.elapsed().as_secs_f64();
-                    let result = worker
-                        .renderer
-                        .render_tile(tile, job.samples.clone(), &mut acc);
+                    let result = match job.skip.and_then(|m| m.skip_in(tile)) {
+                        Some(skip) => worker.renderer.render_tile_skipping(
+                            tile,
+                            job.samples.clone(),
+                            &mut acc,
+                            &skip,
+                        ),
+                        None => worker
+                            .renderer
+                            .render_tile(tile, job.samples.clone(), &mut acc),
+                    };
                     let t1 = start.elapsed().as_secs_f64();
                     let cpu1 = worker.cpu_timed.then(thread_cpu_seconds).flatten();
                     if let Err(e) = result {
@@ -839,6 +852,7 @@ mod tests {
             seed: 1,
             stop: &stop,
             on_error: OnWorkerError::Retire,
+            skip: None,
         };
         let queues = WorkQueues::new(vec![(0..6).collect(), vec![], vec![]], false);
         let progress = super::super::progress::Progress::new(true);

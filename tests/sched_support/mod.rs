@@ -519,6 +519,14 @@ pub struct ColumnNoise {
     calls: AtomicUsize,
     /// Sets the flag during the call that makes this many calls (a Ctrl-C mid-frame).
     pub stop_after: Option<(usize, Arc<AtomicBool>)>,
+    /// Noise in a checkerboard of 16x16 blocks: right of `flat_until`, the blocks whose
+    /// column and row (x / 16 + y / 16) add up to an odd number are strong, the others flat.
+    pub checker: bool,
+    /// The pixel-samples it asks its tiles to carry (a GPU's `min_tile_work`), if any.
+    pub min_work: Option<u64>,
+    /// Calls of `render_tile_skipping`, and the pixels they skipped.
+    pub skipping_calls: AtomicUsize,
+    pub skipped: AtomicUsize,
 }
 
 impl ColumnNoise {
@@ -528,12 +536,41 @@ impl ColumnNoise {
             faint_until,
             calls: AtomicUsize::new(0),
             stop_after: None,
+            checker: false,
+            min_work: None,
+            skipping_calls: AtomicUsize::new(0),
+            skipped: AtomicUsize::new(0),
         }
+    }
+
+    /// Strong noise in a checkerboard of blocks right of `flat_until`, flat elsewhere.
+    pub fn checkered(flat_until: u32) -> ColumnNoise {
+        ColumnNoise {
+            checker: true,
+            ..ColumnNoise::new(flat_until, flat_until)
+        }
+    }
+
+    /// Asks for tiles of `work` pixel-samples, as a GPU worker does.
+    pub fn wanting_tiles_of(mut self, work: u64) -> ColumnNoise {
+        self.min_work = Some(work);
+        self
     }
 
     pub fn stopping_after(mut self, calls: usize, flag: Arc<AtomicBool>) -> ColumnNoise {
         self.stop_after = Some((calls, flag));
         self
+    }
+
+    pub fn amplitude_at(&self, x: u32, y: u32) -> f32 {
+        if !self.checker {
+            return self.amplitude(x);
+        }
+        if x >= self.flat_until && (x / 16 + y / 16) % 2 == 1 {
+            0.8
+        } else {
+            0.0
+        }
     }
 
     pub fn amplitude(&self, x: u32) -> f32 {
@@ -552,11 +589,41 @@ impl TileRenderer for ColumnNoise {
         "column-noise".into()
     }
 
+    fn min_tile_work(&self) -> Option<u64> {
+        self.min_work
+    }
+
     fn render_tile(
         &self,
         tile: Tile,
         samples: Range<u32>,
         accum: &mut [[f32; 4]],
+    ) -> anyhow::Result<()> {
+        self.render_pixels(tile, samples, accum, None)
+    }
+
+    fn render_tile_skipping(
+        &self,
+        tile: Tile,
+        samples: Range<u32>,
+        accum: &mut [[f32; 4]],
+        skip: &[bool],
+    ) -> anyhow::Result<()> {
+        assert_eq!(skip.len(), accum.len());
+        self.skipping_calls.fetch_add(1, Ordering::SeqCst);
+        self.skipped
+            .fetch_add(skip.iter().filter(|&&k| k).count(), Ordering::SeqCst);
+        self.render_pixels(tile, samples, accum, Some(skip))
+    }
+}
+
+impl ColumnNoise {
+    fn render_pixels(
+        &self,
+        tile: Tile,
+        samples: Range<u32>,
+        accum: &mut [[f32; 4]],
+        skip: Option<&[bool]>,
     ) -> anyhow::Result<()> {
         let calls = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
         if let Some((after, flag)) = &self.stop_after {
@@ -566,11 +633,15 @@ impl TileRenderer for ColumnNoise {
         }
         for (j, y) in (tile.y..tile.y + tile.h).enumerate() {
             for (i, x) in (tile.x..tile.x + tile.w).enumerate() {
-                let acc = &mut accum[j * tile.w as usize + i];
+                let k = j * tile.w as usize + i;
+                if skip.is_some_and(|s| s[k]) {
+                    continue;
+                }
+                let acc = &mut accum[k];
                 for s in samples.clone() {
                     let h = mix64(u64::from(y * 10_000 + x) << 32 | u64::from(s));
                     let u = (h >> 40) as f32 / (1u64 << 24) as f32;
-                    let v = 0.3 + self.amplitude(x) * (u - 0.5);
+                    let v = 0.3 + self.amplitude_at(x, y) * (u - 0.5);
                     acc[0] += v;
                     acc[1] += v;
                     acc[2] += v;

@@ -26,7 +26,8 @@
  * address does: the launch itself returns success, and the fake libcuda's context has the sticky
  * CUDA_ERROR_ILLEGAL_ADDRESS from then on (fake_cuda_fault), every later launch failing with
  * OPTIX_ERROR_CUDA_ERROR. A launch runs no device code: the buffers it would write keep what
- * they held.
+ * they held, unless FAKE_OPTIX_RENDER_NOISE=1 (see fake_render). It reads gasworks' skip bytes
+ * where the launch parameters point at some, and logs how many pixels they skip ("skipped=N").
  * Declarations are written from the ABI facts (function-table order, struct offsets). */
 #define _GNU_SOURCE /* memmem */
 #include <dlfcn.h>
@@ -505,6 +506,53 @@ static int records_ok(devptr base, unsigned stride, unsigned count, uint32_t kin
     return 1;
 }
 
+static uint64_t mix64(uint64_t z) {
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* A launch of gasworks' path tracer (GwLaunchParams: accum at 8, tile_x/y/w/h at 140..152,
+ * sample_begin/end at 156 and 160, mode at 184, the skip bytes' pointer at 288, one byte per
+ * tile pixel). The skip bytes are read as the device reads them; the count of skipped pixels
+ * is returned (logged as "skipped=N"). With FAKE_OPTIX_RENDER_NOISE=1 the launch renders as
+ * a device would write the accumulation: ACCUMULATE and REDUCE launches add each sample of
+ * every pixel not skipped, SAMPLES launches nothing (their REDUCE adds them), a sample being
+ * grey 0.3 plus 0.8 x a uniform number in [-0.5, 0.5) from (x, y, sample), but 0.3 exactly
+ * in the column 16 <= x < 32: an image whose second column of blocks adaptive sampling stops. */
+static unsigned long long fake_render(devptr params) {
+    devptr accum = 0, skip = 0;
+    unsigned tile[4], samples[2], mode = 0;
+    memcpy(&accum, (const void *)(uintptr_t)(params + 8), 8);
+    memcpy(tile, (const void *)(uintptr_t)(params + 140), 16);
+    memcpy(samples, (const void *)(uintptr_t)(params + 156), 8);
+    memcpy(&mode, (const void *)(uintptr_t)(params + 184), 4);
+    memcpy(&skip, (const void *)(uintptr_t)(params + 288), 8);
+    const unsigned char *skips = (const unsigned char *)(uintptr_t)skip;
+    const int render = env_u64("FAKE_OPTIX_RENDER_NOISE") == 1 && accum && mode != 1;
+    unsigned long long skipped = 0;
+    for (uint64_t i = 0; i < (uint64_t)tile[2] * tile[3]; ++i) {
+        if (skips && skips[i]) {
+            ++skipped;
+            continue;
+        }
+        if (!render) continue;
+        const uint32_t x = tile[0] + (uint32_t)(i % tile[2]), y = tile[1] + (uint32_t)(i / tile[2]);
+        float *a = (float *)(uintptr_t)accum + 4 * i;
+        for (uint32_t s = samples[0]; s < samples[1]; ++s) {
+            const uint64_t h = mix64((uint64_t)(y * 10000u + x) << 32 | s);
+            const float u = (float)(h >> 40) / (float)(1u << 24);
+            const float v = x >= 16 && x < 32 ? 0.3f : 0.3f + 0.8f * (u - 0.5f);
+            a[0] += v;
+            a[1] += v;
+            a[2] += v;
+            a[3] += 1.0f;
+        }
+    }
+    return skipped;
+}
+
 static optix_result launch(pipeline *p, void *stream, devptr params, size_t params_size,
                            const unsigned char *sbt, unsigned w, unsigned h, unsigned d) {
     uint64_t k = __atomic_add_fetch(&launches_started, 1, __ATOMIC_SEQ_CST);
@@ -560,7 +608,9 @@ static optix_result launch(pipeline *p, void *stream, devptr params, size_t para
     else if (!records_ok(miss, miss_stride, miss_count, KIND_MISS)) r = INVALID_VALUE, why = " (miss records)";
     else if (!records_ok(hit, hit_stride, hit_count, KIND_HITGROUP)) r = INVALID_VALUE, why = " (hit group records)";
     else if (w == 0 || h == 0 || d == 0 || (uint64_t)w * h * d > (1ull << 30)) r = INVALID_VALUE, why = " (dimensions)";
-    log_line("launch stream=%p w=%u h=%u d=%u params=%zu result=%d%s", stream, w, h, d, params_size, r, why);
+    unsigned long long skipped = r == SUCCESS && params_size >= 296 ? fake_render(params) : 0;
+    log_line("launch stream=%p w=%u h=%u d=%u params=%zu skipped=%llu result=%d%s", stream, w, h, d, params_size,
+             skipped, r, why);
     return r;
 }
 

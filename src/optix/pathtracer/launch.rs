@@ -277,6 +277,8 @@ pub struct WorkerBuffers {
     pub counters: u64,
     /// The `GwSample` buffer of `SAMPLES`/`REDUCE` launches (0 when none is needed).
     pub samples: u64,
+    /// The tile's skip bytes, one per pixel (`GwLaunchParams::skip`); 0: every pixel renders.
+    pub skip: u64,
 }
 
 /// The parameters of one launch: `frame` plus the tile, the step's mode and sample range, and
@@ -301,6 +303,7 @@ pub fn step_params(
         tile_h: tile.h,
         sample_begin: step.samples.start,
         sample_end: step.samples.end,
+        skip: buffers.skip,
         ..*frame
     }
 }
@@ -460,6 +463,7 @@ mod tests {
             accum: 0x2000,
             counters: 0x3000,
             samples: 0x4000,
+            skip: 0,
         };
         let step = LaunchStep {
             mode: LaunchMode::Accumulate,
@@ -485,6 +489,15 @@ mod tests {
             );
             assert_eq!((p.mode, p.samples), (code, 0x4000));
         }
+        assert_eq!(p.skip, 0, "no skip bytes: every pixel renders");
+        let skipping = WorkerBuffers {
+            skip: 0x5000,
+            ..buffers
+        };
+        assert_eq!(
+            step_params(&frame, tile(8, 4, 16, 2), &step, skipping).skip,
+            0x5000
+        );
     }
 
     #[test]

@@ -121,7 +121,7 @@ pub struct GwSample {
     pub rays: u32,
 }
 
-/// `GwLaunchParams`: the `__constant__ pathtrace_params` of one launch (288 bytes).
+/// `GwLaunchParams`: the `__constant__ pathtrace_params` of one launch (296 bytes).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
 pub struct GwLaunchParams {
@@ -194,9 +194,12 @@ pub struct GwLaunchParams {
     /// next-event estimation samples the map.
     pub env_share: f32,
     /// The luminance the map's sampling takes off each texel's
-    /// ([`crate::scene::EnvironmentMap::compensation`]); the struct's last 4 bytes, which
-    /// round it to its 8-byte alignment.
+    /// ([`crate::scene::EnvironmentMap::compensation`]).
     pub env_compensation: f32,
+    /// One byte per pixel of the tile, row-major: non-zero where the launch renders nothing,
+    /// its accumulation left as it came (the blocks adaptive sampling stopped,
+    /// [`crate::render::TileRenderer::render_tile_skipping`]); 0 where every pixel renders.
+    pub skip: u64,
 }
 
 /// The device code's code for a pixel filter (`GW_FILTER_BOX`... in `gasworks_common.h`).
@@ -306,7 +309,7 @@ mod tests {
     #[test]
     fn launch_params_layout_matches_the_device() {
         assert_eq!(size_of::<GwSample>(), 16);
-        assert_eq!(size_of::<GwLaunchParams>(), 288);
+        assert_eq!(size_of::<GwLaunchParams>(), 296);
         assert_eq!(align_of::<GwLaunchParams>(), 8);
         let expect = [
             (offset_of!(GwLaunchParams, handle), 0),
@@ -352,6 +355,7 @@ mod tests {
             (offset_of!(GwLaunchParams, env_rotation_turns), 276),
             (offset_of!(GwLaunchParams, env_share), 280),
             (offset_of!(GwLaunchParams, env_compensation), 284),
+            (offset_of!(GwLaunchParams, skip), 288),
         ];
         for (i, (got, want)) in expect.iter().enumerate() {
             assert_eq!(got, want, "field {i}");
