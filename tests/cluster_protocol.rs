@@ -17,7 +17,9 @@
 //! - a time limit ends the frame whole at a pass boundary, on every rank;
 //! - a stop signal on any rank ends the frame on rank 0 with what has arrived, every rank
 //!   ends cleanly, and the film of the complete passes resumes into one process's film;
-//! - adaptive sampling over ranks gives one process's film, resumed from inside a pass too.
+//! - adaptive sampling over ranks gives one process's film, resumed from inside a pass too;
+//!   ranks whose workers want big tiles get tiles that skip the stopped blocks, the film the
+//!   same.
 
 mod cli_support;
 mod sched_support;
@@ -1484,6 +1486,81 @@ fn a_stop_signal_on_any_rank_ends_the_frame_with_what_arrived_and_it_resumes() {
         assert!(
             bits(&resumed.film) == reference(&config),
             "{what}: the resumed film"
+        );
+    }
+}
+
+/// Workers that want big tiles (GPUs) on the ranks: rank 0 counts the tiles from the work as
+/// one process does (the workers' `min_tile_work` comes in their ranks' `Hello`), and in the
+/// passes after adaptive sampling's first decision lays them out over the blocks still
+/// sampling and sends them with their skip masks, which travel with stolen tiles too; the
+/// film is one process's, bit for bit, whose workers take the pieces between the stopped
+/// blocks instead.
+#[test]
+fn ranks_whose_workers_want_big_tiles_get_tiles_that_skip_the_stopped_blocks() {
+    let mut config = config(Strategy::Sorted, true, Some(2));
+    config.tiles = None;
+    // No pieces for slower ranks (`tiles::cut_for_slow_workers`), whose count would follow
+    // the ranks' measured speeds: the tiles are then the same in every run.
+    config.slow_worker_pieces = 0;
+    config.adaptive_sampling = Some(AdaptiveSampling {
+        threshold: 0.01,
+        tone: Default::default(),
+        min_spp: 0,
+    });
+    let scene = room(MaterialKind::Mirror, MaterialKind::Glass);
+    // Strong noise in a checkerboard of the 3 x 2 blocks, flat in the others.
+    let pieces: Arc<dyn TileRenderer> = Arc::new(ColumnNoise::checkered(0));
+    let one = render_frame(
+        &scene,
+        &room_settings(W, H, SPP, SEED),
+        &config,
+        &CpuOnlyFactory(pieces),
+        true,
+    )
+    .unwrap();
+    assert_eq!(
+        one.report.adaptive.as_ref().unwrap().active_per_pass,
+        [6, 6, 3]
+    );
+    let cut = one.report.passes.last().unwrap();
+    assert!(cut.tiles.len() >= 3, "{:?}", cut.tiles);
+    assert_eq!(cut.skipped_pixels, 0);
+    let want = bits(&one.film);
+    for specs in [
+        vec![RankSpec::new(2, 200), RankSpec::new(1, 0)],
+        vec![
+            RankSpec::new(1, 0),
+            RankSpec::new(2, 300),
+            RankSpec::new(1, 100),
+        ],
+    ] {
+        let gpu_like = Arc::new(ColumnNoise::checkered(0).wanting_tiles_of(1000));
+        let ranks: Vec<RankSpec> = specs
+            .into_iter()
+            .map(|mut r| {
+                r.renderer = Some(gpu_like.clone());
+                r
+            })
+            .collect();
+        let outcomes = run_cluster(&ranks, &config, test_timing(), None);
+        let what = format!("{} ranks", ranks.len());
+        let (frame, _) = frame_and_calls(outcomes, &what);
+        assert!(bits(&frame.film) == want, "{what}: the film differs");
+        let last = frame.report.passes.last().unwrap();
+        assert!(
+            last.tiles.len() < cut.tiles.len(),
+            "{what}: {:?}",
+            last.tiles
+        );
+        assert!(last.skipped_pixels > 0, "{what}: {:?}", last.tiles);
+        assert_eq!(last.pixel_samples(), cut.pixel_samples(), "{what}");
+        assert!(
+            gpu_like
+                .skipping_calls
+                .load(std::sync::atomic::Ordering::SeqCst)
+                > 0,
+            "{what}"
         );
     }
 }

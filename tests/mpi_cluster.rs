@@ -18,7 +18,8 @@
 //!   one process's image bit for bit; a time limit ends the job whole at a pass boundary;
 //! - `--aov` layers, traced by rank 0 before the frame, are one process's bit for bit;
 //! - adaptive sampling (`--noise-threshold`) under 2 and 4 ranks, and resumed under mpirun
-//!   after a time limit, is one process's image bit for bit.
+//!   after a time limit, is one process's image bit for bit; on GPU ranks (the fake GPU) the
+//!   later passes' launches skip the stopped blocks, the image one process's.
 //!
 //! The timeouts only tell a hang from an answer; nothing here measures speed. Every run goes
 //! through `tests/mpirun_support`, which bounds every wait and tells a hang of gasworks from
@@ -1083,4 +1084,93 @@ fn a_gpu_rank_0_traces_the_layers_beside_its_gpu() {
         let bits = |name: &str| image_bits(&dir.path().join(format!("{name}.{layer}.exr")));
         assert!(bits("n2") == bits("single"), "{layer}");
     }
+}
+
+/// Adaptive sampling under mpirun on GPU ranks (the fake GPU, which renders noise on request
+/// but for a flat column, 16 <= x < 32, `FAKE_OPTIX_RENDER_NOISE`): rank 0 counts the tiles
+/// from the GPU workers' launch work and, once the flat column's blocks stop, sends tiles
+/// that skip them with their skip masks; the ranks' launches carry the skip bytes (the fake
+/// logs how many pixels each skipped), and the image is one process's on the same fake GPU,
+/// bit for bit.
+#[test]
+#[cfg_attr(
+    gasworks_no_cc,
+    ignore = "no C compiler when the tests were built (see build.rs)"
+)]
+fn adaptive_gpu_ranks_render_tiles_that_skip_the_stopped_blocks() {
+    let Some((dir, fake)) = fake_gpu_in_a_tempdir() else {
+        return;
+    };
+    let scene = cornell();
+    let args = |out: &Path| -> Vec<String> {
+        [
+            "render",
+            scene.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "--width",
+            "64",
+            "--height",
+            "48",
+            "--spp",
+            "32",
+            "--pass-spp",
+            "2",
+            "--noise-threshold",
+            "0.01",
+            "--backend",
+            "optix",
+            "--devices",
+            "gpu0x2",
+            "--threads",
+            "1",
+        ]
+        .map(String::from)
+        .to_vec()
+    };
+    let single = dir.path().join("single.exr");
+    let r = run({
+        let mut c = Command::new(BIN);
+        c.args(args(&single))
+            .envs(fake.env())
+            .env("FAKE_OPTIX_RENDER_NOISE", "1");
+        c
+    });
+    assert_eq!(r.code, Some(0), "single process: {}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("3 of 12 blocks stopped below the noise threshold"),
+        "{}",
+        r.stderr
+    );
+    let out = dir.path().join("cluster.exr");
+    let log = dir.path().join("fake.log");
+    let mut c = mpirun_on_fake_gpu(&fake);
+    c.args(["-x", "FAKE_OPTIX_RENDER_NOISE=1"])
+        .arg("-x")
+        .arg(format!("FAKE_GPU_LOG={}", log.display()))
+        .args(["-np", "2"])
+        .arg(BIN)
+        .args(args(&out));
+    let r = run(c);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(
+        image_bits(&out) == image_bits(&single),
+        "the cluster's image is not one process's:\n{}",
+        r.stderr
+    );
+    let text = std::fs::read_to_string(&log).unwrap();
+    let skipped: Vec<u64> = text
+        .lines()
+        .filter(|l| l.starts_with("launch "))
+        .filter_map(|l| {
+            l.split_whitespace()
+                .find_map(|f| f.strip_prefix("skipped="))
+        })
+        .map(|n| n.parse().unwrap())
+        .collect();
+    assert!(
+        skipped.contains(&(16 * 48)),
+        "no launch skipped the flat column:\n{text}"
+    );
 }

@@ -52,6 +52,9 @@ struct MasterPass {
     /// Whether the pass covers part of the image (resumed inside it, or adaptive sampling
     /// left blocks out): its measured costs then do not correct the cost map.
     partial_cover: bool,
+    /// Pixels its tiles skip (adaptive sampling's stopped blocks, in tiles for workers that
+    /// want big ones).
+    skipped_pixels: u64,
 }
 
 /// Rank 0 while the ranks calibrate: the first pass's samples and each rank's timings so far.
@@ -94,6 +97,8 @@ pub(super) struct Master {
     /// Each worker's device and hardware ([`WorkerInfo::hardware`]): workers alike in both
     /// are taken to be equally fast; any two unlike make the first pass wait for calibration.
     kinds: Vec<(String, String)>,
+    /// Each worker's wanted tile work ([`WorkerInfo::min_tile_work`]; 0: any tile).
+    min_tile_work: Vec<u64>,
     rank_info: Vec<RankInfo>,
     current: Option<MasterPass>,
     reports: Vec<PassReport>,
@@ -144,6 +149,7 @@ impl Master {
         let mut offsets = vec![0usize];
         let (mut groups, mut worker_rank, mut labels) = (Vec::new(), Vec::new(), Vec::new());
         let mut kinds = Vec::new();
+        let mut min_tile_work = Vec::new();
         let mut group_base = 0usize;
         let mut bases = Vec::with_capacity(hellos.len());
         for (r, h) in hellos.iter().enumerate() {
@@ -153,6 +159,7 @@ impl Master {
                 worker_rank.push(r);
                 labels.push((format!("r{r}/{}", w.label), w.device.clone()));
                 kinds.push((w.device.clone(), w.hardware.clone()));
+                min_tile_work.push(w.min_tile_work);
             }
             group_base += h
                 .workers
@@ -220,6 +227,7 @@ impl Master {
             offsets,
             labels,
             kinds,
+            min_tile_work,
             rank_info: hellos
                 .iter()
                 .map(|h| RankInfo {
@@ -292,16 +300,47 @@ impl Master {
         self.progress.warn(line);
     }
 
-    /// The tiles of a pass, cut by the plan's cost map.
-    fn layout(&self, plan_sat: &crate::sched::sat::Sat) -> Vec<Tile> {
-        tiles::layout(
-            self.config.strategy,
-            self.settings.width,
-            self.settings.height,
+    /// The largest tile work the workers not retired want, and how many want one (as one
+    /// process counts them: GPU workers make the tiles carry a launch's work).
+    fn tile_wants(&self) -> (Option<u64>, u32) {
+        let wants = self
+            .min_tile_work
+            .iter()
+            .enumerate()
+            .filter(|&(w, &work)| work > 0 && !self.retirements.iter().any(|r| r.worker == w))
+            .map(|(_, &work)| work);
+        (wants.clone().max(), wants.count() as u32)
+    }
+
+    /// The tiles of a pass of `samples_per_pass` samples, cut by the plan's cost map and
+    /// counted as one process counts them ([`crate::sched::pass_tile_count`]); in a pass whose
+    /// tiles skip the stopped blocks (`skipping`), around the blocks still sampling.
+    fn layout(
+        &self,
+        plan_sat: &crate::sched::sat::Sat,
+        samples_per_pass: u32,
+        skipping: Option<&BlockMask>,
+    ) -> Vec<Tile> {
+        let (width, height) = (self.settings.width, self.settings.height);
+        let count = crate::sched::pass_tile_count(
             self.config.tiles,
+            self.tile_wants(),
+            (width, height),
+            samples_per_pass,
+            skipping,
+        );
+        let laid_out = tiles::layout(
+            self.config.strategy,
+            width,
+            height,
+            count,
             plan_sat,
             self.scale,
-        )
+        );
+        match skipping {
+            Some(m) => crate::sched::tiles_around_active_blocks(laid_out, m),
+            None => laid_out,
+        }
     }
 
     /// The frame's first messages: the first pass's plans, or, when the workers of the
@@ -315,7 +354,8 @@ impl Master {
         let mixed = self.kinds.windows(2).any(|p| p[0] != p[1]);
         if self.config.calibrate && mixed {
             let plan_sat = self.plan_map.sat();
-            let tiles = self.layout(&plan_sat);
+            let first = &self.passes[self.first_pass];
+            let tiles = self.layout(&plan_sat, first.end - first.start, None);
             let predicted: Vec<f64> = tiles
                 .iter()
                 .map(|t| self.scale.tile_cost(&plan_sat, *t))
@@ -402,7 +442,16 @@ impl Master {
     fn start_pass(&mut self, index: usize) -> Outbox {
         let plan_sat = self.plan_map.sat();
         let estimate_sat = self.inputs.estimate.sat();
-        let mut tiles = self.layout(&plan_sat);
+        // As in one process: resumed from a stop inside this pass, only the pixels that do
+        // not have it yet are rendered; with adaptive sampling, only the blocks still
+        // sampling: in tiles that skip the stopped ones where workers want big tiles (GPUs),
+        // else in the pieces between them.
+        let ahead = self.ahead.filter(|_| index == self.first_pass);
+        let mask = self.judge(index).cloned();
+        let skipping =
+            crate::sched::skipping_mask(mask.as_ref(), ahead, self.tile_wants().0.is_some());
+        let samples = self.passes[index].clone();
+        let mut tiles = self.layout(&plan_sat, samples.end - samples.start, skipping);
         if self.weights_are_speeds {
             // As in one process: slow workers (a CPU rank beside GPU ranks) get pieces they
             // can finish.
@@ -413,14 +462,14 @@ impl Master {
                 &plan_sat,
                 self.scale,
             );
+            if let Some(m) = skipping {
+                tiles = crate::sched::tiles_around_active_blocks(tiles, m);
+            }
         }
-        // As in one process: resumed from a stop inside this pass, only the pixels that do
-        // not have it yet are rendered; with adaptive sampling, only the blocks still
-        // sampling.
-        let ahead = self.ahead.filter(|_| index == self.first_pass);
-        let mask = self.judge(index).cloned();
         let partial_cover = crate::sched::covers_part(ahead, mask.as_ref());
-        tiles = crate::sched::what_is_left(tiles, &self.film, ahead, mask.as_ref());
+        if skipping.is_none() {
+            tiles = crate::sched::what_is_left(tiles, &self.film, ahead, mask.as_ref());
+        }
         let total = self.tiles_before + (tiles.len() * (self.passes.len() - index)) as u64;
         if index == self.first_pass {
             self.progress.set_length(total);
@@ -433,15 +482,23 @@ impl Master {
             .set_message(format!("pass {}/{}", index + 1, self.passes.len()));
         let predicted: Vec<f64> = tiles
             .iter()
-            .map(|t| self.scale.tile_cost(&plan_sat, *t))
+            .map(|t| crate::sched::rendered_cost(&plan_sat, self.scale, *t, skipping))
             .collect();
         let estimated: Vec<f64> = tiles
             .iter()
-            .map(|t| self.scale.tile_cost(&estimate_sat, *t))
+            .map(|t| crate::sched::rendered_cost(&estimate_sat, self.scale, *t, skipping))
             .collect();
+        let skips: Vec<Option<Vec<bool>>> = tiles
+            .iter()
+            .map(|t| skipping.and_then(|m| m.skip_in(*t)))
+            .collect();
+        let skipped_pixels = skips
+            .iter()
+            .flatten()
+            .map(|k| k.iter().filter(|&&s| s).count() as u64)
+            .sum();
         let deques = policy::initial_deques(self.config.strategy, &predicted, &self.weights);
         let floors = tiles::area_floors(&tiles, &predicted);
-        let samples = self.passes[index].clone();
         let mut out = Vec::with_capacity(self.ranks);
         for r in 0..self.ranks {
             let speeds = self.weights[self.offsets[r]..self.offsets[r + 1]].to_vec();
@@ -453,6 +510,7 @@ impl Master {
                     task: t as u32,
                     tile: tiles[t],
                     prior: (index > 0).then(|| self.film.read_tile(tiles[t])),
+                    skip: skips[t].clone(),
                 })
                 .collect();
             out.push((
@@ -492,6 +550,7 @@ impl Master {
             makespan_s: 0.0,
             ahead,
             partial_cover,
+            skipped_pixels,
         });
         out
     }
@@ -643,7 +702,7 @@ impl Master {
                 Vec::new()
             },
             planned_with_measured: self.planned_with_measured,
-            skipped_pixels: 0,
+            skipped_pixels: pass.skipped_pixels,
         };
         self.counters.push(
             pass.stats

@@ -215,6 +215,7 @@ impl RankSetup {
                 device: w.device.clone(),
                 hardware: w.renderer.hardware(),
                 group: w.group as u32,
+                min_tile_work: w.renderer.min_tile_work().unwrap_or(0),
             })
             .collect();
         RankSetup {
@@ -318,6 +319,8 @@ enum Event {
 struct Held {
     tile: Tile,
     prior: Option<Vec<[f32; 4]>>,
+    /// The pixels it skips ([`TaskData::skip`]).
+    skip: Option<Vec<bool>>,
     origin: Option<u32>,
 }
 
@@ -428,9 +431,16 @@ fn worker_loop(
             .unwrap_or_else(|| vec![[0.0; 4]; tile.pixel_count()]);
         let cpu0 = worker.cpu_timed.then(thread_cpu_seconds).flatten();
         let t0 = shared.start.elapsed().as_secs_f64();
-        let result = worker
-            .renderer
-            .render_tile(tile, shared.samples.clone(), &mut acc);
+        let result = match &held.skip {
+            Some(skip) => {
+                worker
+                    .renderer
+                    .render_tile_skipping(tile, shared.samples.clone(), &mut acc, skip)
+            }
+            None => worker
+                .renderer
+                .render_tile(tile, shared.samples.clone(), &mut acc),
+        };
         let t1 = shared.start.elapsed().as_secs_f64();
         let cpu1 = worker.cpu_timed.then(thread_cpu_seconds).flatten();
         if let Err(e) = result {
@@ -455,6 +465,7 @@ fn worker_loop(
                         Held {
                             tile,
                             prior,
+                            skip: held.skip.clone(),
                             origin: held.origin,
                         },
                     );
@@ -1004,6 +1015,7 @@ impl<'t, T: Transport> Node<'t, T> {
                                         Held {
                                             tile: g.data.tile,
                                             prior: g.data.prior,
+                                            skip: g.data.skip,
                                             origin: Some(g.from_worker),
                                         },
                                     );
@@ -1263,6 +1275,7 @@ impl<'t, T: Transport> Node<'t, T> {
                             task: task as u32,
                             tile: h.tile,
                             prior: h.prior,
+                            skip: h.skip,
                         },
                         // The deque it left last: a tile can move on from a thief.
                         from_worker: (c.first_worker + local) as u32,
@@ -1299,6 +1312,7 @@ impl<'t, T: Transport> Node<'t, T> {
                 Held {
                     tile: t.tile,
                     prior: t.prior,
+                    skip: t.skip,
                     origin: None,
                 },
             );

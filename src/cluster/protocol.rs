@@ -14,7 +14,7 @@ use crate::sched::calibrate::PieceTime;
 
 /// Bumped whenever a message changes; part of every rank's fingerprint, so that ranks of
 /// different builds refuse to work together instead of misreading each other.
-pub const PROTOCOL_VERSION: u32 = 5;
+pub const PROTOCOL_VERSION: u32 = 6;
 
 /// One worker of a rank, as rank 0 reports it.
 #[derive(Clone, Debug, PartialEq)]
@@ -27,6 +27,9 @@ pub struct WorkerInfo {
     pub hardware: String,
     /// The `--devices` entry the worker came from, on its own rank.
     pub group: u32,
+    /// The pixel-samples it wants a tile to carry
+    /// ([`crate::render::TileRenderer::min_tile_work`]: a GPU's launch work); 0: any tile.
+    pub min_tile_work: u64,
 }
 
 /// What a rank found when it got ready to render.
@@ -48,6 +51,10 @@ pub struct TaskData {
     pub task: u32,
     pub tile: Tile,
     pub prior: Option<Vec<[f32; 4]>>,
+    /// The pixels it skips, one entry per pixel (adaptive sampling's stopped blocks in a
+    /// tile for workers that want big ones,
+    /// [`crate::render::TileRenderer::render_tile_skipping`]); `None`: every pixel renders.
+    pub skip: Option<Vec<bool>>,
 }
 
 /// A task given away to a thief rank, with the (global) worker whose deque it left.
@@ -264,6 +271,14 @@ impl Writer {
             }
             None => self.u8(0),
         }
+        match &t.skip {
+            Some(k) => {
+                self.u8(1);
+                self.len(k.len());
+                self.0.extend(k.iter().map(|&b| u8::from(b)));
+            }
+            None => self.u8(0),
+        }
     }
 }
 
@@ -368,7 +383,28 @@ impl<'a> Reader<'a> {
         } else {
             None
         };
-        Ok(TaskData { task, tile, prior })
+        let skip = if self.flag()? {
+            let n = self.len(1)?;
+            let bytes = self.take(n)?;
+            Some(
+                bytes
+                    .iter()
+                    .map(|&b| match b {
+                        0 => Ok(false),
+                        1 => Ok(true),
+                        b => Err(DecodeError::Flag(b)),
+                    })
+                    .collect::<Result<_, _>>()?,
+            )
+        } else {
+            None
+        };
+        Ok(TaskData {
+            task,
+            tile,
+            prior,
+            skip,
+        })
     }
 }
 
@@ -389,6 +425,7 @@ impl Msg {
                         w.str(&wi.device);
                         w.str(&wi.hardware);
                         w.u32(wi.group);
+                        w.u64(wi.min_tile_work);
                     }
                 });
             }
@@ -511,8 +548,8 @@ impl Msg {
                 let host = r.str()?;
                 let backend = r.str()?;
                 let fingerprint = r.u64()?;
-                // Three strings' lengths and the group: 16 bytes at least.
-                let n = r.len(16)?;
+                // Three strings' lengths, the group and the tile work: 24 bytes at least.
+                let n = r.len(24)?;
                 let workers = (0..n)
                     .map(|_| {
                         Ok(WorkerInfo {
@@ -520,6 +557,7 @@ impl Msg {
                             device: r.str()?,
                             hardware: r.str()?,
                             group: r.u32()?,
+                            min_tile_work: r.u64()?,
                         })
                     })
                     .collect::<Result<_, DecodeError>>()?;
@@ -685,12 +723,14 @@ mod tests {
                         device: "cpu".into(),
                         hardware: "cpu: AMD EPYC 7B13 64-Core Processor".into(),
                         group: 0,
+                        min_tile_work: 0,
                     },
                     WorkerInfo {
                         label: "gpu0/s1".into(),
                         device: "gpu0".into(),
                         hardware: "gpu: NVIDIA H100 80GB HBM3, 132 SMs".into(),
                         group: 1,
+                        min_tile_work: 540_672,
                     },
                 ],
             })),
@@ -707,11 +747,13 @@ mod tests {
                         task: 3,
                         tile: tile(3),
                         prior: Some(px.clone()),
+                        skip: None,
                     },
                     TaskData {
                         task: 1,
                         tile: tile(1),
                         prior: None,
+                        skip: Some((0..tile(1).pixel_count()).map(|i| i % 3 == 1).collect()),
                     },
                 ],
                 speeds: vec![1.5, 0.0125, f64::INFINITY],
@@ -730,6 +772,7 @@ mod tests {
                         task: 9,
                         tile: tile(9),
                         prior: Some(px.clone()),
+                        skip: Some(vec![true, false, true]),
                     },
                     from_worker: 33,
                 }],

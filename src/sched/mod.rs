@@ -762,27 +762,15 @@ pub fn render_frame_until(
         // H200's launch, `examples/adaptive_gpu_tiles.rs`). The
         // tiles are counted from the blocks still sampling, so they still carry a launch's
         // work. A resumed pass that some pixels have already is cut as before.
-        let skipping = mask
-            .as_ref()
-            .filter(|m| !m.all() && ahead_here.is_none() && tile_wants(&retired).0.is_some());
+        let skipping = skipping_mask(mask.as_ref(), ahead_here, tile_wants(&retired).0.is_some());
         let lay_out = |retired: &[bool]| {
-            let (min_work, wanting) = tile_wants(retired);
-            let count = config.tiles.or_else(|| {
-                min_work.map(|work| {
-                    let rendered = skipping
-                        .map_or(u64::from(window.w) * u64::from(window.h), |m| {
-                            m.active_pixels()
-                        });
-                    tiles::tile_count_for_rendered_work(
-                        window.w,
-                        window.h,
-                        rendered,
-                        samples.end - samples.start,
-                        work,
-                        wanting,
-                    )
-                })
-            });
+            let count = pass_tile_count(
+                config.tiles,
+                tile_wants(retired),
+                (window.w, window.h),
+                samples.end - samples.start,
+                skipping,
+            );
             let laid_out =
                 tiles::layout(config.strategy, window.w, window.h, count, &plan_sat, scale);
             match skipping {
@@ -1003,9 +991,50 @@ pub fn render_frame_until(
     })
 }
 
+/// A pass's tile count: `--tiles` when given (`tiles`); else, where some workers want big
+/// tiles (`wants`: the largest `min_tile_work` among the workers not retired, and how many
+/// want one), the count that gives each tile that much work of the pixels the pass renders
+/// (in a pass whose tiles skip the stopped blocks, `skipping`, those of the blocks still
+/// sampling); else `None`, the default count. One process and a cluster's rank 0 alike.
+pub(crate) fn pass_tile_count(
+    tiles: Option<u32>,
+    wants: (Option<u64>, u32),
+    (width, height): (u32, u32),
+    samples_per_pass: u32,
+    skipping: Option<&adaptive_sampling::BlockMask>,
+) -> Option<u32> {
+    let (min_work, wanting) = wants;
+    tiles.or_else(|| {
+        min_work.map(|work| {
+            let rendered =
+                skipping.map_or(u64::from(width) * u64::from(height), |m| m.active_pixels());
+            tiles::tile_count_for_rendered_work(
+                width,
+                height,
+                rendered,
+                samples_per_pass,
+                work,
+                wanting,
+            )
+        })
+    })
+}
+
+/// Whether pass tiles skip the stopped blocks rather than being cut into the pieces between
+/// them: adaptive sampling stopped some blocks (`mask`), no pixel has the pass already
+/// (`ahead`, a resume inside it, whose pixels are not on the block grid), and some worker
+/// wants big tiles (`wanted`: a GPU, for which each piece would be a launch).
+pub(crate) fn skipping_mask(
+    mask: Option<&adaptive_sampling::BlockMask>,
+    ahead: Option<Ahead>,
+    wanted: bool,
+) -> Option<&adaptive_sampling::BlockMask> {
+    mask.filter(|m| !m.all() && ahead.is_none() && wanted)
+}
+
 /// The cost of what `tile` renders by the cost map `sat`: all of it, or, in a pass whose tiles
 /// skip the stopped blocks (`skipping`), the pieces of it still sampling.
-fn rendered_cost(
+pub(crate) fn rendered_cost(
     sat: &sat::Sat,
     scale: MapScale,
     tile: Tile,
@@ -1022,7 +1051,10 @@ fn rendered_cost(
 
 /// A skipping pass's tiles ([`workers::PassJob::skip`]): each shrunk to the bounds of its
 /// pixels in blocks still sampling, those without any left out.
-fn tiles_around_active_blocks(tiles: Vec<Tile>, mask: &adaptive_sampling::BlockMask) -> Vec<Tile> {
+pub(crate) fn tiles_around_active_blocks(
+    tiles: Vec<Tile>,
+    mask: &adaptive_sampling::BlockMask,
+) -> Vec<Tile> {
     tiles
         .into_iter()
         .filter_map(|t| mask.active_bounds(t))
