@@ -4,12 +4,15 @@
 # --aov layers, adaptive sampling, crops, PNG or EXR, a PNG's exposure and tone curve). Each
 # round checks, byte for byte:
 #   schedule  another thread count, schedule, pass size (but under --noise-threshold, whose
-#             passes decide the image), tile count, stealing and calibration: the same image
-#             and layers;
+#             passes decide the image), tile count, stealing and calibration, and CPU workers
+#             that ask for GPU-sized tiles (GASWORKS_CPU_TILE_WORK: tiles counted from the
+#             work, and adaptive sampling's tiles that skip the stopped blocks): the same
+#             image and layers;
 #   crops     two crops of the frame (--pixelbounds; on the 16-pixel grid under
 #             --noise-threshold) merged: the whole render's image and layers;
 #   stop      a render stopped by SIGTERM or SIGINT at a random moment (in one process also
-#             killed by SIGKILL, under --checkpoint-every): `preview` of its resume file is
+#             killed by SIGKILL, under --checkpoint-every; at times on GPU-sized tiles, as
+#             above): `preview` of its resume file is
 #             the stopped image (key included), and `--resume` (on other threads and another
 #             schedule) finishes it as the uninterrupted render;
 #   limit     a render under a short --time-limit, repeated with --resume until complete: the
@@ -73,6 +76,16 @@ render() { # OUT ERRFILE ARGS...: gasworks render, quiet; its status
     local out="$1" err="$2"
     shift 2
     "$bin" render "$scene" -o "$out" "${opts[@]}" -q "$@" 2> "$err"
+}
+render_as() { # TILE_WORK OUT ERRFILE ARGS...: `render`, its CPU workers asking for tiles of
+    local work="$1" # TILE_WORK pixel-samples as GPU workers do (GASWORKS_CPU_TILE_WORK; none
+    shift # when empty); its status
+    if [ -n "$work" ]; then GASWORKS_CPU_TILE_WORK="$work" render "$@"; else render "$@"; fi
+}
+gpu_sized() { # a GASWORKS_CPU_TILE_WORK for `render_as`, or nothing, at random (drawn here:
+    # call it in this shell, never in a $(...))
+    tile_work=""
+    [ $((RANDOM % 3)) != 0 ] || tile_work=$((200 + RANDOM % 20000))
 }
 launch() { # NP OUT ERRFILE ARGS...: gasworks render, quiet, under mpirun -np NP; its status
     local np="$1" out="$2" err="$3"
@@ -184,11 +197,13 @@ for round in $(seq 1 "$rounds"); do
     # (Under --noise-threshold the pass size is the render's: it decides which blocks stop.)
     [ ${#adaptive[@]} -gt 0 ] || other+=(--pass-spp $((1 + RANDOM % spp)))
     [ $((RANDOM % 2)) = 0 ] && other+=(--tiles $((1 + RANDOM % 100)))
+    gpu_sized
+    as="${tile_work:+GASWORKS_CPU_TILE_WORK=$tile_work }"
     checks=$((checks + 1))
-    if ! render "$d/b.exr" "$d/b.err" "${other[@]}"; then
-        fail schedule "$round" "failed: $(cat "$d/b.err")" "$bin render $scene -o $d/b.exr ${opts[*]} ${other[*]}"
+    if ! render_as "$tile_work" "$d/b.exr" "$d/b.err" "${other[@]}"; then
+        fail schedule "$round" "failed: $(cat "$d/b.err")" "$as$bin render $scene -o $d/b.exr ${opts[*]} ${other[*]}"
     else
-        same_as schedule "$round" "$d/a" "$d/b" exr "rendered with ${other[*]}" "$bin render $scene -o $d/b.exr ${opts[*]} ${other[*]}"
+        same_as schedule "$round" "$d/a" "$d/b" exr "rendered with $as${other[*]}" "$as$bin render $scene -o $d/b.exr ${opts[*]} ${other[*]}"
     fi
     if [ ${#mpi[@]} -gt 0 ]; then
         np=$((2 + RANDOM % 3))
@@ -282,8 +297,13 @@ for round in $(seq 1 "$rounds"); do
         how="mpirun -np $np"
         "${mpi[@]}" -np "$np" "$bin" render "$scene" -o "$d/s.$ext" "${opts[@]}" -q --threads 1 2> "$d/s.err" &
     else
-        how="--threads $threads${every[*]:+ ${every[*]}}"
-        "$bin" render "$scene" -o "$d/s.$ext" "${opts[@]}" -q --threads "$threads" "${every[@]}" 2> "$d/s.err" &
+        gpu_sized
+        how="${tile_work:+GASWORKS_CPU_TILE_WORK=$tile_work }--threads $threads${every[*]:+ ${every[*]}}"
+        if [ -n "$tile_work" ]; then
+            GASWORKS_CPU_TILE_WORK="$tile_work" "$bin" render "$scene" -o "$d/s.$ext" "${opts[@]}" -q --threads "$threads" "${every[@]}" 2> "$d/s.err" &
+        else
+            "$bin" render "$scene" -o "$d/s.$ext" "${opts[@]}" -q --threads "$threads" "${every[@]}" 2> "$d/s.err" &
+        fi
     fi
     pid=$!
     sleep "$delay"

@@ -5,7 +5,7 @@
 
 mod cli_support;
 
-use cli_support::{cornell, gasworks_in, linear, stderr};
+use cli_support::{cornell, gasworks_command, gasworks_in, linear, stderr};
 use std::path::Path;
 
 fn run(dir: &Path, args: &[&str]) -> std::process::Output {
@@ -277,4 +277,64 @@ fn a_chain_of_time_limited_runs_ends_in_the_uninterrupted_image() {
         .iter()
         .zip(&b)
         .all(|(p, q)| p.map(f32::to_bits) == q.map(f32::to_bits)));
+}
+
+/// CPU workers asking for GPU-sized tiles (`GASWORKS_CPU_TILE_WORK`, the hook that puts the
+/// scheduler's GPU layouts on a machine without a GPU): the later passes' tiles, counted from
+/// the work, skip the stopped blocks (`-v`'s work per pass: 2 tiles a pass where the pieces
+/// were more), and the image is the same file, byte for byte. A value that is not a count is
+/// said and ignored.
+#[test]
+fn gpu_sized_tiles_on_cpu_workers_give_the_same_image() {
+    let dir = tempfile::tempdir().unwrap();
+    let scene = cornell();
+    let scene = scene.to_str().unwrap();
+    let extra = [
+        "--spp",
+        "32",
+        "--noise-threshold",
+        "0.02",
+        "-v",
+        "--threads",
+        "2",
+    ];
+    let pieces = ok(dir.path(), &render_args(scene, "pieces.exr", "96", &extra));
+    let with = |work: &str| {
+        let out = gasworks_command()
+            .args(render_args(scene, "tiles.exr", "96", &extra))
+            .current_dir(dir.path())
+            .env("GASWORKS_CPU_TILE_WORK", work)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        stderr(&out)
+    };
+    let tiles = with("20000");
+    let read = |name: &str| std::fs::read(dir.path().join(name)).unwrap();
+    assert!(read("pieces.exr") == read("tiles.exr"), "{tiles}");
+    // The last pass's tile count, from `work per pass`.
+    let last_tiles = |log: &str| -> usize {
+        let rows: Vec<&str> = log
+            .lines()
+            .skip_while(|l| !l.starts_with("  work per pass:"))
+            .skip(1)
+            .take_while(|l| l.starts_with("    "))
+            .collect();
+        rows.last()
+            .and_then(|r| r.split_whitespace().nth(1))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no work per pass table:\n{log}"))
+    };
+    assert!(
+        last_tiles(&tiles) < last_tiles(&pieces),
+        "GPU-sized: {}, pieces: {}\n{tiles}\n{pieces}",
+        last_tiles(&tiles),
+        last_tiles(&pieces)
+    );
+    let bad = with("lots");
+    assert!(
+        bad.contains("GASWORKS_CPU_TILE_WORK=\"lots\" is not a positive whole number"),
+        "{bad}"
+    );
+    assert!(read("pieces.exr") == read("tiles.exr"));
 }
