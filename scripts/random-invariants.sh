@@ -6,8 +6,8 @@
 #   schedule  another thread count, schedule, pass size (but under --noise-threshold, whose
 #             passes decide the image), tile count, stealing and calibration, and CPU workers
 #             that ask for GPU-sized tiles (GASWORKS_CPU_TILE_WORK: tiles counted from the
-#             work, and adaptive sampling's tiles that skip the stopped blocks): the same
-#             image and layers;
+#             work, and adaptive sampling's tiles that skip the stopped blocks; under --mpi
+#             the ranks' render too): the same image and layers;
 #   crops     two crops of the frame (--pixelbounds; on the 16-pixel grid under
 #             --noise-threshold) merged: the whole render's image and layers;
 #   stop      a render stopped by SIGTERM or SIGINT at a random moment (in one process also
@@ -77,12 +77,12 @@ render() { # OUT ERRFILE ARGS...: gasworks render, quiet; its status
     shift 2
     "$bin" render "$scene" -o "$out" "${opts[@]}" -q "$@" 2> "$err"
 }
-render_as() { # TILE_WORK OUT ERRFILE ARGS...: `render`, its CPU workers asking for tiles of
-    local work="$1" # TILE_WORK pixel-samples as GPU workers do (GASWORKS_CPU_TILE_WORK; none
-    shift # when empty); its status
-    if [ -n "$work" ]; then GASWORKS_CPU_TILE_WORK="$work" render "$@"; else render "$@"; fi
+with_tile_work() { # TILE_WORK COMMAND...: COMMAND (`render`, `launch`), its CPU workers
+    local work="$1" # asking for tiles of TILE_WORK pixel-samples as GPU workers do
+    shift # (GASWORKS_CPU_TILE_WORK, which mpirun's local ranks inherit; none when empty)
+    if [ -n "$work" ]; then GASWORKS_CPU_TILE_WORK="$work" "$@"; else "$@"; fi
 }
-gpu_sized() { # a GASWORKS_CPU_TILE_WORK for `render_as`, or nothing, at random (drawn here:
+gpu_sized() { # a GASWORKS_CPU_TILE_WORK for `with_tile_work`, or nothing, at random (drawn here:
     # call it in this shell, never in a $(...))
     tile_work=""
     [ $((RANDOM % 3)) != 0 ] || tile_work=$((200 + RANDOM % 20000))
@@ -200,7 +200,7 @@ for round in $(seq 1 "$rounds"); do
     gpu_sized
     as="${tile_work:+GASWORKS_CPU_TILE_WORK=$tile_work }"
     checks=$((checks + 1))
-    if ! render_as "$tile_work" "$d/b.exr" "$d/b.err" "${other[@]}"; then
+    if ! with_tile_work "$tile_work" render "$d/b.exr" "$d/b.err" "${other[@]}"; then
         fail schedule "$round" "failed: $(cat "$d/b.err")" "$as$bin render $scene -o $d/b.exr ${opts[*]} ${other[*]}"
     else
         same_as schedule "$round" "$d/a" "$d/b" exr "rendered with $as${other[*]}" "$as$bin render $scene -o $d/b.exr ${opts[*]} ${other[*]}"
@@ -208,11 +208,13 @@ for round in $(seq 1 "$rounds"); do
     if [ ${#mpi[@]} -gt 0 ]; then
         np=$((2 + RANDOM % 3))
         choose schedule regular sorted adaptive
+        gpu_sized
+        as="${tile_work:+GASWORKS_CPU_TILE_WORK=$tile_work }"
         checks=$((checks + 1))
-        if ! launch "$np" "$d/n.exr" "$d/n.err" --threads 1 --schedule "$schedule"; then
-            fail ranks "$round" "mpirun -np $np failed: $(cat "$d/n.err")" "mpirun -np $np $bin render $scene -o $d/n.exr ${opts[*]} --threads 1 --schedule $schedule"
+        if ! with_tile_work "$tile_work" launch "$np" "$d/n.exr" "$d/n.err" --threads 1 --schedule "$schedule"; then
+            fail ranks "$round" "mpirun -np $np failed: $(cat "$d/n.err")" "${as}mpirun -np $np $bin render $scene -o $d/n.exr ${opts[*]} --threads 1 --schedule $schedule"
         else
-            same_as ranks "$round" "$d/a" "$d/n" exr "rendered by $np ranks" "mpirun -np $np $bin render $scene -o $d/n.exr ${opts[*]} --threads 1 --schedule $schedule"
+            same_as ranks "$round" "$d/a" "$d/n" exr "rendered by $np ranks${as:+ ($as)}" "${as}mpirun -np $np $bin render $scene -o $d/n.exr ${opts[*]} --threads 1 --schedule $schedule"
         fi
     fi
     if [ ${#adaptive[@]} -gt 0 ]; then
