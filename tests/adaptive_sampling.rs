@@ -102,6 +102,20 @@ fn blocks_stop_where_their_noise_is_at_or_below_the_threshold() {
     // Two passes of every block, then the two right columns of blocks (6 of 18) alone.
     assert_eq!(report.active_per_pass[..3], [18, 18, 6]);
     assert!(report.active_per_pass[2..].iter().all(|&n| n == 6));
+    // What `--stats` writes as OUT.blocks.csv: each block took the passes before the one it
+    // stopped before, as the film's counts say.
+    assert_eq!(report.block_passes.len(), 18);
+    for (t, until) in &report.block_passes {
+        assert_eq!(*t, grid.block_tile(grid.block_of(t.x, t.y)));
+        let spp = f.film.pixels[(t.y * W + t.x) as usize][3];
+        assert_eq!(
+            (PASS * *until as u32) as f32,
+            spp,
+            "block at ({}, {})",
+            t.x,
+            t.y
+        );
+    }
     // The later passes render the noisy blocks only: 3/8 of the frame's pixels, never the
     // flat ones.
     let later = &f.report.passes[2];

@@ -18,6 +18,19 @@ fn ok(dir: &Path, args: &[&str]) -> String {
     stderr(&out)
 }
 
+/// [`ok`], the CPU workers asking for tiles of `work` pixel-samples as GPU workers do
+/// (`GASWORKS_CPU_TILE_WORK`).
+fn ok_with_tile_work(dir: &Path, args: &[&str], work: &str) -> String {
+    let out = gasworks_command()
+        .args(args)
+        .current_dir(dir)
+        .env("GASWORKS_CPU_TILE_WORK", work)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+    stderr(&out)
+}
+
 fn fails(dir: &Path, args: &[&str]) -> String {
     let out = run(dir, args);
     let e = stderr(&out);
@@ -300,14 +313,11 @@ fn gpu_sized_tiles_on_cpu_workers_give_the_same_image() {
     ];
     let pieces = ok(dir.path(), &render_args(scene, "pieces.exr", "96", &extra));
     let with = |work: &str| {
-        let out = gasworks_command()
-            .args(render_args(scene, "tiles.exr", "96", &extra))
-            .current_dir(dir.path())
-            .env("GASWORKS_CPU_TILE_WORK", work)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", stderr(&out));
-        stderr(&out)
+        ok_with_tile_work(
+            dir.path(),
+            &render_args(scene, "tiles.exr", "96", &extra),
+            work,
+        )
     };
     let tiles = with("20000");
     let read = |name: &str| std::fs::read(dir.path().join(name)).unwrap();
@@ -337,4 +347,111 @@ fn gpu_sized_tiles_on_cpu_workers_give_the_same_image() {
         "{bad}"
     );
     assert!(read("pieces.exr") == read("tiles.exr"));
+}
+
+/// `schedule-sim` on an adaptive render's `--stats` (an `OUT.blocks.csv` beside them): the
+/// correction replay rebuilds every pass's costs as the render planned them (a pass over
+/// part of the image corrects nothing, and a tile that skips stopped blocks is priced by
+/// its pixels still sampling), with CPU-sized pieces and with GPU-sized tiles that skip; the
+/// simulation takes the passes over part of the image. A later uniform render's statistics
+/// under the same name leave no blocks behind to be misread.
+#[test]
+fn schedule_sim_replays_an_adaptive_renders_passes_as_it_planned_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let scene = cornell();
+    let scene = scene.to_str().unwrap();
+    let sim = |stats: &str, options: &[&str]| -> String {
+        let out = gasworks_command()
+            .arg("schedule-sim")
+            .arg(stats)
+            .args(options)
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "{options:?}: {stdout}{}",
+            stderr(&out)
+        );
+        stdout
+    };
+    for work in ["", "20000"] {
+        let extra = [
+            "--spp",
+            "32",
+            "--noise-threshold",
+            "0.02",
+            "--threads",
+            "2",
+            "--stats",
+            "s.csv",
+        ];
+        let log = ok_with_tile_work(dir.path(), &render_args(scene, "a.exr", "96", &extra), work);
+        assert!(log.contains("s.costmap.csv, s.blocks.csv"), "{log}");
+        let replay = sim("s.csv", &["--replay-corrections"]);
+        let passes: Vec<&str> = replay.lines().filter(|l| l.starts_with("pass ")).collect();
+        assert_eq!(passes.len(), 16, "{replay}");
+        let partial = passes
+            .iter()
+            .filter(|l| l.contains("over part of the image"))
+            .count();
+        assert!(partial >= 3, "work {work:?}: {replay}");
+        for line in &passes {
+            let diff: f64 = line
+                .rsplit(' ')
+                .next()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| panic!("{line}"));
+            assert!(diff < 1e-5, "work {work:?}: {line}\n{replay}");
+        }
+        let simulated = sim("s.csv", &["--workers", "1,2", "--seeds", "2"]);
+        assert!(
+            simulated.contains(&format!("16 passes, {partial} over part of the image")),
+            "{simulated}"
+        );
+    }
+    // Blocks that are not the render's: refused, naming the file and what is wrong.
+    let blocks = dir.path().join("s.blocks.csv");
+    let good = std::fs::read_to_string(&blocks).unwrap();
+    let refused = |options: &[&str]| {
+        let out = gasworks_command()
+            .arg("schedule-sim")
+            .arg("s.csv")
+            .args(options)
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+        assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
+        stderr(&out)
+    };
+    let mut lines: Vec<&str> = good.lines().collect();
+    lines.swap(1, 2);
+    std::fs::write(&blocks, lines.join("\n")).unwrap();
+    let e = refused(&["--replay-corrections"]);
+    assert!(
+        e.contains("s.blocks.csv: its 36 blocks are not the 16x16 block grid of a 96x96 image"),
+        "{e}"
+    );
+    let small: Vec<&str> = good
+        .lines()
+        .filter(|l| {
+            let v: Vec<u32> = l
+                .split(',')
+                .take(2)
+                .filter_map(|v| v.parse().ok())
+                .collect();
+            v.len() < 2 || (v[0] < 48 && v[1] < 48)
+        })
+        .collect();
+    std::fs::write(&blocks, small.join("\n")).unwrap();
+    let e = refused(&["--workers", "1"]);
+    assert!(e.contains("lies outside the 48x48 image of"), "{e}");
+    ok(
+        dir.path(),
+        &render_args(scene, "u.exr", "32", &["--spp", "2", "--stats", "s.csv"]),
+    );
+    assert!(!dir.path().join("s.blocks.csv").exists());
+    sim("s.csv", &["--workers", "1"]);
 }

@@ -1243,6 +1243,11 @@ fn adaptive_sampling_over_ranks_gives_one_process_film() {
             frame.report.adaptive.as_ref().unwrap().active_per_pass,
             [6, 6, 4]
         );
+        // Rank 0 records the blocks (`OUT.blocks.csv`) as one process does.
+        assert_eq!(
+            frame.report.adaptive.as_ref().unwrap().block_passes,
+            one.report.adaptive.as_ref().unwrap().block_passes
+        );
         // The last pass left the flat blocks out.
         let last = frame.report.passes.last().unwrap();
         assert!(last.tiles.iter().all(|t| t.x >= 16), "{:?}", last.tiles);

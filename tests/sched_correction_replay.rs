@@ -33,7 +33,7 @@ fn replay(run: &str) -> Vec<PassReplay> {
     let rows = read_tiles(&evidence(run, ".tiles.csv")).unwrap();
     let estimate = read_costmap(&costmap_path(&evidence(run, ".costmap.csv"))).unwrap();
     let workers = read_workers(&evidence(run, ".csv")).unwrap();
-    replay_corrections(&rows, &estimate, IMAGE, device_names(&workers))
+    replay_corrections(&rows, &estimate, IMAGE, device_names(&workers), None)
 }
 
 /// (planned, estimated) Spearman of `device` in each pass after the first, to 3 decimals.

@@ -500,13 +500,9 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
     if let Some(line) = retirements_line(&frame.report) {
         out.warn(line);
     }
-    if let Some([csv, tiles, map]) = &published.stats {
-        out.status(format_args!(
-            "statistics: {}, {}, {}",
-            csv.display(),
-            tiles.display(),
-            map.display()
-        ));
+    if let Some(files) = &published.stats {
+        let names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+        out.status(format_args!("statistics: {}", names.join(", ")));
     }
     if let Some((files, dir)) = &published.pictures {
         out.status(format_args!(

@@ -2,7 +2,8 @@
 //! scheduler for simulated worker counts, like the paper's Table 2.
 //!
 //! It reads the files a render wrote with `--stats OUT.csv` (`OUT.tiles.csv`: measured
-//! tiles; `OUT.costmap.csv`: the estimate), rebuilds the measured cost over the image, and
+//! tiles; `OUT.costmap.csv`: the estimate; an adaptive render's `OUT.blocks.csv`: which
+//! blocks each pass rendered), rebuilds the measured cost over the image, and
 //! for each strategy, with and without stealing, and each worker count, cuts the tiles, makes
 //! the initial assignment and runs the same policy code as a real render in a discrete-event
 //! simulation (steal probes cost `--steal-latency-ms`). Stealing picks random victims, so
@@ -20,10 +21,11 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 
+use crate::sched::adaptive_sampling::BlockStops;
 use crate::sched::correction_replay::{device_names, replay_corrections};
 use crate::sched::costmap::CostMap;
 use crate::sched::report::{
-    costmap_path, read_costmap, read_tiles, read_workers, StatsFiles, TileRow,
+    costmap_path, read_blocks, read_costmap, read_tiles, read_workers, StatsFiles, TileRow,
 };
 use crate::sched::sim::{MixedPlan, Replay, SimRun};
 use crate::sched::Strategy;
@@ -31,7 +33,8 @@ use crate::sched::Strategy;
 #[derive(Args, Debug)]
 pub struct ScheduleSimArgs {
     /// The statistics of a render: the OUT.csv given to `render --stats` (its OUT.tiles.csv
-    /// and OUT.costmap.csv are read), or OUT.tiles.csv itself
+    /// and OUT.costmap.csv are read, and an adaptive render's OUT.blocks.csv), or
+    /// OUT.tiles.csv itself
     pub stats: PathBuf,
     /// Simulated worker counts, comma-separated
     #[arg(long, value_delimiter = ',', default_value = "1,4,8,16")]
@@ -90,6 +93,7 @@ fn replay_corrections_table(
     rows: &[TileRow],
     estimate: &CostMap,
     image: (u32, u32),
+    blocks: Option<&BlockStops>,
 ) -> anyhow::Result<()> {
     let workers = if files.workers.exists() {
         read_workers(&files.workers)?
@@ -107,11 +111,16 @@ fn replay_corrections_table(
         image.0,
         image.1
     );
-    for pass in replay_corrections(rows, estimate, image, device_names(&workers)) {
+    for pass in replay_corrections(rows, estimate, image, device_names(&workers), blocks) {
         println!(
-            "pass {}: {} tiles; replayed costs against the CSV's predicted: largest relative difference {:.1e}",
+            "pass {}: {} tiles{}; replayed costs against the CSV's predicted: largest relative difference {:.1e}",
             pass.pass + 1,
             pass.tiles,
+            if pass.partial {
+                " over part of the image (corrects nothing after it)"
+            } else {
+                ""
+            },
             pass.largest_difference
         );
         for d in &pass.devices {
@@ -250,10 +259,42 @@ pub fn run(a: ScheduleSimArgs) -> anyhow::Result<()> {
     let map_path = costmap_path(&files.costmap);
     let rows = read_tiles(tiles_path)?;
     let estimate = read_costmap(&map_path)?;
-    let width = rows.iter().map(|r| r.x + r.w).max().unwrap_or(0);
-    let height = rows.iter().map(|r| r.y + r.h).max().unwrap_or(0);
+    // An adaptive render's blocks: which of them each pass rendered.
+    let blocks = if files.blocks.exists() {
+        let b = BlockStops::new(&read_blocks(&files.blocks)?)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", files.blocks.display()))?;
+        Some(b)
+    } else {
+        None
+    };
+    let (width, height) = match &blocks {
+        Some(b) => b.size(),
+        None => (
+            rows.iter().map(|r| r.x + r.w).max().unwrap_or(0),
+            rows.iter().map(|r| r.y + r.h).max().unwrap_or(0),
+        ),
+    };
+    if let Some(r) = rows
+        .iter()
+        .find(|r| r.x + r.w > width || r.y + r.h > height)
+    {
+        anyhow::bail!(
+            "{}: the tile at ({}, {}) of pass {} lies outside the {width}x{height} image of {}",
+            tiles_path.display(),
+            r.x,
+            r.y,
+            r.pass,
+            files.blocks.display()
+        );
+    }
     if a.replay_corrections {
-        return replay_corrections_table(&files, &rows, &estimate, (width, height));
+        return replay_corrections_table(
+            &files,
+            &rows,
+            &estimate,
+            (width, height),
+            blocks.as_ref(),
+        );
     }
     // A resumed render's passes start past 0 (the CSV numbers them from the frame's first).
     let first = rows.iter().map(|r| r.pass).min().unwrap_or(0);
@@ -263,10 +304,19 @@ pub fn run(a: ScheduleSimArgs) -> anyhow::Result<()> {
         by_pass[r.pass - first].0.push(r.tile());
         by_pass[r.pass - first].1.push(r.measured_s);
     }
-    // Every pass must cover the image exactly once, or the replayed costs would be wrong.
-    for (p, (tiles, _)) in by_pass.iter().enumerate() {
+    // Every pass must cover the image exactly once, or the replayed costs would be wrong;
+    // but for the blocks adaptive sampling had stopped, and in a resumed render's first pass
+    // (resumed inside, it renders what the stopped run had not).
+    let mut part_passes = 0;
+    for (p, (tiles, seconds)) in by_pass.iter_mut().enumerate() {
         let area: u64 = tiles.iter().map(|t| t.pixel_count() as u64).sum();
-        if area != width as u64 * height as u64 {
+        let image = width as u64 * height as u64;
+        let mask = blocks
+            .as_ref()
+            .map(|b| b.mask(p + first))
+            .filter(|m| !m.all());
+        let may_cover_part = mask.is_some() || p == 0;
+        if area > image || (area < image && !may_cover_part) {
             anyhow::bail!(
                 "{}: the tiles of pass {} cover {area} pixels, not the image's {}x{}",
                 tiles_path.display(),
@@ -274,6 +324,14 @@ pub fn run(a: ScheduleSimArgs) -> anyhow::Result<()> {
                 width,
                 height
             );
+        }
+        if area < image || mask.is_some() {
+            part_passes += 1;
+        }
+        // A tile that skipped stopped blocks measured its pixels still sampling.
+        if let Some(m) = &mask {
+            (*tiles, *seconds) =
+                crate::sched::rendered_pieces(&estimate, (width, height), tiles, seconds, m);
         }
     }
     let tile_count = a.tiles.unwrap_or(by_pass[0].0.len() as u32).max(1);
@@ -288,12 +346,16 @@ pub fn run(a: ScheduleSimArgs) -> anyhow::Result<()> {
     let seeds: Vec<u64> = (0..a.seeds as u64).collect();
 
     println!(
-        "schedule-sim: {} ({}x{} image, {} pass{}, {} measured tiles{}), {}, total work {:.3} ms",
+        "schedule-sim: {} ({}x{} image, {} pass{}{}, {} measured tiles{}), {}, total work {:.3} ms",
         tiles_path.display(),
         width,
         height,
         passes,
         if passes == 1 { "" } else { "es" },
+        match part_passes {
+            0 => String::new(),
+            n => format!(", {n} over part of the image"),
+        },
         rows.len(),
         if a.cost_scale == 1.0 {
             String::new()

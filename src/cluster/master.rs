@@ -251,6 +251,7 @@ impl Master {
                 blocks: BlockGrid::new(crate::render::Tile::whole(settings.width, settings.height))
                     .len(),
                 active_per_pass: Vec::new(),
+                block_passes: Vec::new(),
             }),
             stopped_blocks: None,
             judged: None,
@@ -277,7 +278,7 @@ impl Master {
             let active = mask.active_blocks();
             self.stopped_blocks = Some((mask.active.len() - active, mask.active.len()));
             if let Some(r) = self.adaptive_report.as_mut() {
-                r.active_per_pass.push(active);
+                r.record(index, &mask);
             }
             self.judged = Some((index, mask));
         }

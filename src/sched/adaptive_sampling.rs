@@ -373,6 +373,94 @@ pub struct AdaptiveReport {
     /// Per pass this run rendered (or skipped, every block having stopped): the blocks that
     /// rendered it.
     pub active_per_pass: Vec<usize>,
+    /// Per block, in the grid's order: its pixels (window coordinates) and the frame's pass
+    /// (from 0) it stopped before in this run. It rendered every pass of this run numbered
+    /// below that, and none from it on. A block that had stopped in an earlier run, resumed,
+    /// has this run's first pass. `--stats` writes these as `OUT.blocks.csv`, from which
+    /// `schedule-sim` rebuilds each pass's skip mask ([`BlockStops`]). Empty until a pass is
+    /// judged.
+    pub block_passes: Vec<(Tile, usize)>,
+}
+
+impl AdaptiveReport {
+    /// Records the blocks judged to render the frame's pass `pass`.
+    pub fn record(&mut self, pass: usize, mask: &BlockMask) {
+        self.active_per_pass.push(mask.active_blocks());
+        if self.block_passes.len() != mask.active.len() {
+            self.block_passes = (0..mask.grid.len())
+                .map(|b| (mask.grid.block_tile(b), pass))
+                .collect();
+        }
+        for (entry, &active) in self.block_passes.iter_mut().zip(&mask.active) {
+            if active {
+                entry.1 = pass + 1;
+            }
+        }
+    }
+}
+
+/// The blocks of an adaptive render read back from `OUT.blocks.csv`: each pass's skip mask,
+/// as the render judged it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BlockStops {
+    grid: BlockGrid,
+    /// Per block: the pass it stopped before ([`AdaptiveReport::block_passes`]).
+    until: Vec<usize>,
+}
+
+impl BlockStops {
+    /// Rebuilds the block grid of a window from its blocks' pixels, in the grid's order, and
+    /// checks that they are one. The grid lies on the whole frame's 16-pixel lines, so a
+    /// window off them has its first column and row cut short: that tells its offset.
+    pub fn new(blocks: &[(Tile, usize)]) -> Result<BlockStops, String> {
+        let Some(&(first, _)) = blocks.first() else {
+            return Err("it lists no blocks".into());
+        };
+        let width = blocks.iter().map(|(t, _)| t.x + t.w).max().unwrap_or(0);
+        let height = blocks.iter().map(|(t, _)| t.y + t.h).max().unwrap_or(0);
+        let offset = |first_len: u32, len: u32| {
+            if first_len < BLOCK && first_len < len {
+                BLOCK - first_len
+            } else {
+                0
+            }
+        };
+        let grid = BlockGrid::new(Tile {
+            x: offset(first.w, width),
+            y: offset(first.h, height),
+            w: width,
+            h: height,
+        });
+        let fits = grid.len() == blocks.len()
+            && blocks
+                .iter()
+                .enumerate()
+                .all(|(b, (t, _))| grid.block_tile(b) == *t);
+        if !fits {
+            return Err(format!(
+                "its {} blocks are not the {BLOCK}x{BLOCK} block grid of a {width}x{height} image, in order",
+                blocks.len()
+            ));
+        }
+        Ok(BlockStops {
+            grid,
+            until: blocks.iter().map(|&(_, u)| u).collect(),
+        })
+    }
+
+    /// The size of the window the blocks cover.
+    pub fn size(&self) -> (u32, u32) {
+        (self.grid.window.w, self.grid.window.h)
+    }
+
+    /// The blocks that rendered the frame's pass `pass` (of those this run rendered).
+    pub fn mask(&self, pass: usize) -> BlockMask {
+        BlockMask {
+            grid: self.grid,
+            active: self.until.iter().map(|&u| pass < u).collect(),
+            noise: vec![None; self.until.len()],
+        }
+    }
 }
 
 /// "39.2 samples per pixel on average (8 to 256), 812 of 1024 blocks stopped below the noise
@@ -417,6 +505,67 @@ mod tests {
 
     /// The skip masks, bounds and pixel counts of a mask checked against a per-pixel brute
     /// force, on a window off the frame's block grid (its edge blocks cut short).
+    /// What a run's report records of its masks (`OUT.blocks.csv`) gives each pass's mask back,
+    /// on windows on and off the frame's block grid, resumed past pass 0 or not; blocks that
+    /// are not a grid, in order, are refused.
+    #[test]
+    fn recorded_blocks_give_back_every_passs_mask() {
+        for (window, first_pass) in [
+            (Tile::whole(64, 48), 0),
+            (
+                Tile {
+                    x: 5,
+                    y: 9,
+                    w: 70,
+                    h: 37,
+                },
+                2,
+            ),
+            (
+                Tile {
+                    x: 20,
+                    y: 3,
+                    w: 9,
+                    h: 40,
+                },
+                0,
+            ),
+        ] {
+            let mut report = AdaptiveReport::default();
+            let mut masks = Vec::new();
+            let mut mask = BlockMask::all_active(window);
+            for pass in first_pass..first_pass + 6 {
+                // Stopping is for good: a block stops at a pass of its own.
+                for (b, a) in mask.active.iter_mut().enumerate() {
+                    *a &= (b * 7 + 3) % 9 + first_pass > pass;
+                }
+                report.record(pass, &mask);
+                masks.push(mask.clone());
+            }
+            let stops = BlockStops::new(&report.block_passes).unwrap();
+            assert_eq!(stops.size(), (window.w, window.h));
+            for (i, m) in masks.iter().enumerate() {
+                let back = stops.mask(first_pass + i);
+                // The window's place in the frame matters only modulo the blocks.
+                let tiles =
+                    |g: &BlockGrid| (0..g.len()).map(|b| g.block_tile(b)).collect::<Vec<_>>();
+                assert_eq!(tiles(&back.grid), tiles(&m.grid), "{window:?}");
+                assert_eq!(back.active, m.active, "{window:?} pass {}", first_pass + i);
+            }
+            assert_eq!(report.active_per_pass.len(), 6);
+        }
+        let mut blocks = AdaptiveReport::default();
+        blocks.record(0, &BlockMask::all_active(Tile::whole(40, 40)));
+        let mut swapped = blocks.block_passes.clone();
+        swapped.swap(0, 1);
+        let e = BlockStops::new(&swapped).unwrap_err();
+        assert!(
+            e.contains("not the 16x16 block grid of a 40x40 image"),
+            "{e}"
+        );
+        assert!(BlockStops::new(&[]).is_err());
+    }
+
     #[test]
     fn skip_masks_and_bounds_agree_with_the_blocks_pixel_by_pixel() {
         let window = Tile {

@@ -7,17 +7,23 @@
 //! per device). Then, for each device, the tiles it ran are ranked by those costs and by the
 //! raw estimate against the seconds measured on them (Spearman).
 //!
+//! As in a render, a pass that renders only part of the image (adaptive sampling's stopped
+//! blocks, or a pass resumed inside) does not correct the map, and in an adaptive render a
+//! tile is priced by its pixels in blocks still sampling: the replay rebuilds each pass's
+//! blocks from `OUT.blocks.csv` ([`BlockStops`]).
+//!
 //! Where the render itself planned with corrected costs (one kind of device), the rebuilt
 //! costs are the CSV's `predicted` column, which checks the replay. Where it did not (mixed
 //! devices), the replay says what the correction would have done. `gasworks schedule-sim
 //! --replay-corrections` prints it; `tests/sched_correction_replay.rs` holds the H200's
 //! figures.
 
+use super::adaptive_sampling::BlockStops;
 use super::costmap::CostMap;
-use super::measured_costs_by_group;
 use super::report::{DeviceAccuracy, PassReport, TileRow, WorkerRow};
 use super::sat::MapScale;
 use super::workers::TileRecord;
+use super::{measured_costs_by_group, rendered_cost};
 
 /// One pass of a replay.
 #[derive(Clone, Debug, PartialEq)]
@@ -25,6 +31,9 @@ pub struct PassReplay {
     /// Counting from 0, as in the CSV files.
     pub pass: usize,
     pub tiles: usize,
+    /// Whether the pass rendered part of the image (adaptive sampling stopped blocks, or it
+    /// was resumed inside): its measurements then correct nothing, as in the render.
+    pub partial: bool,
     /// The largest relative difference between the rebuilt costs and the CSV's `predicted`:
     /// near 0 where the render planned with corrected costs (and in every first pass).
     pub largest_difference: f64,
@@ -48,12 +57,14 @@ pub fn device_names(workers: &[WorkerRow]) -> impl Fn(usize, usize) -> String + 
 
 /// Replays every pass of `rows` (a render's `OUT.tiles.csv`) planned from `estimate` (its
 /// `OUT.costmap.csv`) over an image (or window) of `image` pixels. `device(rank, worker)`
-/// names the device of each worker ([`device_names`]).
+/// names the device of each worker ([`device_names`]); `blocks` are an adaptive render's
+/// (its `OUT.blocks.csv`).
 pub fn replay_corrections(
     rows: &[TileRow],
     estimate: &CostMap,
     image: (u32, u32),
     device: impl Fn(usize, usize) -> String,
+    blocks: Option<&BlockStops>,
 ) -> Vec<PassReplay> {
     // Workers of every rank, numbered densely in order of first appearance, each with its
     // device and the group of that device.
@@ -93,8 +104,14 @@ pub fn replay_corrections(
         }
         these.sort_by_key(|r| r.task);
         let tiles: Vec<_> = these.iter().map(|r| r.tile()).collect();
+        let mask = blocks.map(|b| b.mask(pass)).filter(|m| !m.all());
+        let area: u64 = tiles.iter().map(|t| t.pixel_count() as u64).sum();
+        let partial = mask.is_some() || area < u64::from(image.0) * u64::from(image.1);
         let sat = plan.sat();
-        let predicted: Vec<f64> = tiles.iter().map(|t| scale.tile_cost(&sat, *t)).collect();
+        let predicted: Vec<f64> = tiles
+            .iter()
+            .map(|t| rendered_cost(&sat, scale, *t, mask.as_ref()))
+            .collect();
         let largest_difference = these
             .iter()
             .zip(&predicted)
@@ -129,13 +146,16 @@ pub fn replay_corrections(
         out.push(PassReplay {
             pass,
             tiles: tiles.len(),
+            partial,
             largest_difference,
             devices: report.accuracy_by_device(&devices),
         });
         // As a render does after each pass: speeds by group, costs at a common speed.
         let (measured_speeds, normalized) =
             measured_costs_by_group(&groups, &report, speeds.as_deref());
-        plan = plan.corrected(image, &tiles, &normalized);
+        if !partial {
+            plan = plan.corrected(image, &tiles, &normalized);
+        }
         speeds = Some(measured_speeds);
     }
     out
@@ -179,7 +199,7 @@ mod tests {
                 rows.push(row(pass, t, 4 * t as u32, t % 2, *s));
             }
         }
-        let replay = replay_corrections(&rows, &estimate, (16, 4), |_, _| "cpu".into());
+        let replay = replay_corrections(&rows, &estimate, (16, 4), |_, _| "cpu".into(), None);
         assert_eq!(replay.len(), 2);
         let first = &replay[0];
         assert_eq!((first.pass, first.tiles), (0, 4));

@@ -708,6 +708,7 @@ pub fn render_frame_until(
         .map(|_| adaptive_sampling::AdaptiveReport {
             blocks: adaptive_sampling::BlockGrid::new(window).len(),
             active_per_pass: Vec::new(),
+            block_passes: Vec::new(),
         });
     for (pass, samples) in passes.iter().enumerate().skip(first_pass) {
         // This run's share of the pixels that have this pass (an earlier run's, resumed).
@@ -721,7 +722,7 @@ pub fn render_frame_until(
             .as_ref()
             .map(|m| (m.active.len() - m.active_blocks(), m.active.len()));
         if let (Some(m), Some(r)) = (&mask, adaptive_report.as_mut()) {
-            r.active_per_pass.push(m.active_blocks());
+            r.record(pass, m);
             if m.active_blocks() == 0 {
                 // Every block is below the threshold: the frame is done.
                 break;
@@ -1049,6 +1050,38 @@ pub(crate) fn rendered_cost(
     }
 }
 
+/// The pieces of `tiles` (a pass's, measured `seconds` each) in blocks still sampling by
+/// `mask`, each tile's seconds shared among its pieces along the `estimate` of the `image`
+/// (by area where it is zero): where a tile that skipped stopped blocks spent its time.
+/// `schedule-sim` rebuilds an adaptive render's measured costs from them.
+pub fn rendered_pieces(
+    estimate: &CostMap,
+    image: (u32, u32),
+    tiles: &[Tile],
+    seconds: &[f64],
+    mask: &adaptive_sampling::BlockMask,
+) -> (Vec<Tile>, Vec<f64>) {
+    let scale = MapScale::between(image, (estimate.width, estimate.height));
+    let sat = estimate.sat();
+    let (mut pieces, mut shares) = (Vec::new(), Vec::new());
+    for (t, &s) in tiles.iter().zip(seconds) {
+        let these = tiles::without_done(vec![*t], |x, y| !mask.is_active(x, y));
+        let costs: Vec<f64> = these.iter().map(|p| scale.tile_cost(&sat, *p)).collect();
+        let total: f64 = costs.iter().sum();
+        let area: f64 = these.iter().map(|p| p.pixel_count() as f64).sum();
+        for (p, c) in these.iter().zip(&costs) {
+            let share = if total > 0.0 {
+                c / total
+            } else {
+                p.pixel_count() as f64 / area
+            };
+            pieces.push(*p);
+            shares.push(s * share);
+        }
+    }
+    (pieces, shares)
+}
+
 /// A skipping pass's tiles ([`workers::PassJob::skip`]): each shrunk to the bounds of its
 /// pixels in blocks still sampling, those without any left out.
 pub(crate) fn tiles_around_active_blocks(
@@ -1180,8 +1213,9 @@ pub fn measured_costs_by_group(
 /// What [`publish`] wrote.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Published {
-    /// `--stats`: the statistics CSV and its `.tiles.csv` and `.costmap.csv` siblings.
-    pub stats: Option<[std::path::PathBuf; 3]>,
+    /// `--stats`: the statistics CSV and its `.tiles.csv` and `.costmap.csv` siblings, and an
+    /// adaptive render's `.blocks.csv`.
+    pub stats: Option<Vec<std::path::PathBuf>>,
     /// `--costmap`: the pictures written, and their folder.
     pub pictures: Option<(usize, std::path::PathBuf)>,
 }
@@ -1197,7 +1231,17 @@ pub fn publish(
     if let Some(path) = stats {
         report::write_stats(&frame.report, path)?;
         let (tiles, map) = report::sibling_paths(path);
-        published.stats = Some([path.to_path_buf(), tiles, map]);
+        let mut files = vec![path.to_path_buf(), tiles, map];
+        let blocks = report::blocks_path(path);
+        if frame
+            .report
+            .adaptive
+            .as_ref()
+            .is_some_and(|a| !a.block_passes.is_empty())
+        {
+            files.push(blocks);
+        }
+        published.stats = Some(files);
     }
     if let Some(dir) = costmap_dir {
         let files = pictures::write_all(&frame.report, &frame.film, dir)?;
@@ -1209,6 +1253,53 @@ pub fn publish(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A skipping tile's seconds go to its pieces in blocks still sampling, along the
+    /// estimate: nothing lost, nothing in a stopped block, no pixel twice.
+    #[test]
+    fn rendered_pieces_share_each_tiles_seconds_over_its_sampling_pixels() {
+        let window = Tile::whole(64, 48);
+        let mut mask = adaptive_sampling::BlockMask::all_active(window);
+        for (b, a) in mask.active.iter_mut().enumerate() {
+            *a = b % 3 != 0;
+        }
+        // A cost map of 8x6 cells rising to the right, so that shares are not by area.
+        let mut estimate = CostMap::uniform(8, 6, 1.0);
+        for (i, v) in estimate.values.iter_mut().enumerate() {
+            *v = 1.0 + (i % 8) as f32;
+        }
+        let tiles = tiles::equal_tiles(64, 48, 2, 2);
+        let seconds = [1.0, 2.0, 3.0, 4.0];
+        let (pieces, shares) = rendered_pieces(&estimate, (64, 48), &tiles, &seconds, &mask);
+        assert_eq!(pieces.len(), shares.len());
+        let total: f64 = shares.iter().sum();
+        assert!((total - 10.0).abs() < 1e-12, "{total}");
+        let mut seen = vec![0u8; 64 * 48];
+        for p in &pieces {
+            for y in p.y..p.y + p.h {
+                for x in p.x..p.x + p.w {
+                    assert!(mask.is_active(x, y), "({x}, {y}) in {p:?}");
+                    seen[(y * 64 + x) as usize] += 1;
+                }
+            }
+        }
+        let active = (0..48u32)
+            .flat_map(|y| (0..64u32).map(move |x| (x, y)))
+            .filter(|&(x, y)| mask.is_active(x, y))
+            .count();
+        assert_eq!(seen.iter().filter(|&&n| n == 1).count(), active);
+        assert!(seen.iter().all(|&n| n <= 1));
+        // Within the first tile (1 s), pieces further right cost more per pixel.
+        let per_pixel: Vec<(u32, f64)> = pieces
+            .iter()
+            .zip(&shares)
+            .filter(|(p, _)| p.x < 32 && p.y < 24)
+            .map(|(p, s)| (p.x, s / p.pixel_count() as f64))
+            .collect();
+        let left = per_pixel.iter().min_by_key(|(x, _)| *x).unwrap();
+        let right = per_pixel.iter().max_by_key(|(x, _)| *x).unwrap();
+        assert!(right.1 > left.1, "{per_pixel:?}");
+    }
 
     #[test]
     fn a_group_that_ran_nothing_keeps_its_planned_speed() {

@@ -14,9 +14,13 @@
 //!   wall time for GPU workers; `predicted` is the cost the pass was planned with,
 //!   `estimated` the raw cost-map estimate, both in cost-map units; `rank`: the rank of the
 //!   worker that rendered it);
-//! - `OUT.costmap.csv`, the estimated cost map, one row per cell: `x,y,cost`.
+//! - `OUT.costmap.csv`, the estimated cost map, one row per cell: `x,y,cost`;
+//! - `OUT.blocks.csv`, adaptive sampling's blocks (`--noise-threshold` only), one row per
+//!   16x16 block in the grid's order: `x,y,w,h,until_pass` (`until_pass`: the frame's pass,
+//!   from 0, that the block stopped before in this run; it rendered every pass of this run
+//!   numbered below).
 //!
-//! `gasworks schedule-sim OUT.csv` reads the last two back.
+//! `gasworks schedule-sim OUT.csv` reads the last three back.
 //!
 //! A render of a `--pixelbounds` window reports in the window's coordinates: tile `x`, `y`
 //! and the cost-map cells count from the window's corner.
@@ -584,6 +588,8 @@ pub struct StatsFiles {
     pub tiles: PathBuf,
     /// `OUT.costmap.csv` (read gzipped too: see [`costmap_path`]).
     pub costmap: PathBuf,
+    /// `OUT.blocks.csv`: written by adaptive renders only.
+    pub blocks: PathBuf,
 }
 
 impl StatsFiles {
@@ -606,6 +612,7 @@ impl StatsFiles {
                     workers: with(".csv"),
                     tiles: given.to_path_buf(),
                     costmap: with(".costmap.csv"),
+                    blocks: with(".blocks.csv"),
                 }
             }
             None => {
@@ -614,6 +621,7 @@ impl StatsFiles {
                     workers: given.to_path_buf(),
                     tiles,
                     costmap,
+                    blocks: blocks_path(given),
                 }
             }
         }
@@ -622,20 +630,22 @@ impl StatsFiles {
 
 /// `OUT.tiles.csv` and `OUT.costmap.csv` beside `OUT.csv`.
 pub fn sibling_paths(stats: &Path) -> (PathBuf, PathBuf) {
-    let stem = if stats
+    (sibling(stats, ".tiles.csv"), sibling(stats, ".costmap.csv"))
+}
+
+/// `OUT{suffix}` beside `OUT.csv` (or beside `OUT`, given without `.csv`).
+fn sibling(stats: &Path, suffix: &str) -> PathBuf {
+    let mut stem = if stats
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("csv"))
     {
         stats.with_extension("")
     } else {
         stats.to_path_buf()
-    };
-    let with = |suffix: &str| {
-        let mut s = stem.clone().into_os_string();
-        s.push(suffix);
-        PathBuf::from(s)
-    };
-    (with(".tiles.csv"), with(".costmap.csv"))
+    }
+    .into_os_string();
+    stem.push(suffix);
+    PathBuf::from(stem)
 }
 
 fn csv_err(path: &Path) -> impl Fn(csv::Error) -> StatsError + '_ {
@@ -756,7 +766,70 @@ pub fn write_stats(report: &FrameReport, path: &Path) -> Result<(), StatsError> 
     }
     w.flush().map_err(io_err(&tiles_path))?;
 
-    write_costmap(&report.costmap, &map_path)
+    write_costmap(&report.costmap, &map_path)?;
+    let blocks = blocks_path(path);
+    let Some(a) = report
+        .adaptive
+        .as_ref()
+        .filter(|a| !a.block_passes.is_empty())
+    else {
+        // An earlier adaptive render's blocks beside this render's statistics would be read
+        // back as this render's.
+        return match std::fs::remove_file(&blocks) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io_err(&blocks)(e)),
+            _ => Ok(()),
+        };
+    };
+    {
+        let mut w = csv::Writer::from_path(&blocks).map_err(csv_err(&blocks))?;
+        w.write_record(["x", "y", "w", "h", "until_pass"])
+            .map_err(csv_err(&blocks))?;
+        for (t, until) in &a.block_passes {
+            w.write_record([
+                t.x.to_string(),
+                t.y.to_string(),
+                t.w.to_string(),
+                t.h.to_string(),
+                until.to_string(),
+            ])
+            .map_err(csv_err(&blocks))?;
+        }
+        w.flush().map_err(io_err(&blocks))?;
+    }
+    Ok(())
+}
+
+/// `OUT.blocks.csv` beside `OUT.csv`: adaptive sampling's blocks ([`write_stats`]).
+pub fn blocks_path(stats: &Path) -> PathBuf {
+    sibling(stats, ".blocks.csv")
+}
+
+#[derive(serde::Deserialize)]
+struct BlockRow {
+    x: u32,
+    y: u32,
+    w: u32,
+    h: u32,
+    until_pass: usize,
+}
+
+/// Reads `OUT.blocks.csv`: each block's pixels and the pass it stopped before.
+pub fn read_blocks(path: &Path) -> Result<Vec<(Tile, usize)>, StatsError> {
+    let mut r = csv::Reader::from_path(path).map_err(csv_err(path))?;
+    let mut out = Vec::new();
+    for row in r.deserialize::<BlockRow>() {
+        let b = row.map_err(csv_err(path))?;
+        out.push((
+            Tile {
+                x: b.x,
+                y: b.y,
+                w: b.w,
+                h: b.h,
+            },
+            b.until_pass,
+        ));
+    }
+    Ok(out)
 }
 
 /// Writes a cost map as `x,y,cost` rows.
@@ -1080,6 +1153,7 @@ mod tests {
             workers: PathBuf::from("/a/run.csv"),
             tiles: PathBuf::from("/a/run.tiles.csv"),
             costmap: PathBuf::from("/a/run.costmap.csv"),
+            blocks: PathBuf::from("/a/run.blocks.csv"),
         };
         assert_eq!(StatsFiles::of(Path::new("/a/run.csv")), want);
         assert_eq!(StatsFiles::of(Path::new("/a/run.tiles.csv")), want);
@@ -1090,6 +1164,8 @@ mod tests {
         let f = StatsFiles::of(Path::new("sched.tiles.csv"));
         assert_eq!(f.workers, Path::new("sched.csv"));
         assert_eq!(f.costmap, Path::new("sched.costmap.csv"));
+        assert_eq!(f.blocks, Path::new("sched.blocks.csv"));
+        assert_eq!(blocks_path(Path::new("run")), Path::new("run.blocks.csv"));
     }
 
     #[test]
