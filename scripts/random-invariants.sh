@@ -53,6 +53,18 @@ RANDOM="${3:-1}"
 work="${WORK:-}"
 [ -n "$work" ] || { work="$(mktemp -d)" && own_work=1; }
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+if [ ${#mpi[@]} -gt 0 ]; then
+    # A binary built without `--features mpi` refuses to run as ranks: say so once, not in
+    # every check.
+    if ! probe=$("${mpi[@]}" -np 2 "$bin" render "$root/assets/cornell/cornell.obj" -o "$work/probe.exr" \
+        --width 8 --height 8 --spp 1 -q 2>&1); then
+        echo "random-invariants: $bin cannot render under mpirun -np 2 (--mpi needs a build with --features mpi):" >&2
+        printf '%s\n' "$probe" | grep -m 1 . >&2
+        [ -z "${own_work:-}" ] || rm -rf "$work"
+        exit 2
+    fi
+    rm -f "$work/probe.exr"
+fi
 
 # choose VAR WORD...: one of the words into VAR, drawn in this shell (a command substitution's
 # subshell would draw from a $RANDOM of its own, and the seed would not repeat the options).
@@ -271,15 +283,25 @@ for round in $(seq 1 "$rounds"); do
     # A PNG's tone mapping (refused for an EXR), which a stopped image and its preview share.
     [ "$ext" = png ] && [ $((RANDOM % 3)) = 0 ] && opts+=(--exposure "$((RANDOM % 3 - 1)).5" --tonemap aces)
     echo "round $round: $(basename "$scene") ${opts[*]} .$ext"
+    t0=$(date +%s%N)
     if ! render "$d/full.$ext" "$d/full.err"; then
         fail stop "$round" "the render failed: $(cat "$d/full.err")" "$bin render $scene -o $d/full.$ext ${opts[*]}"
         continue
     fi
-    # 0 to 2 s; under mpirun 0.3 to 1.3 s: its ranks start in a fraction of a second and end
-    # these frames within about a second (at 1.1 to 3 s the stop came after the frame in most
-    # rounds).
-    if [ ${#mpi[@]} -gt 0 ]; then cs=$((30 + RANDOM % 100)); else cs=$((RANDOM % 200)); fi
-    delay="$((cs / 100)).$((cs % 100 / 10))$((cs % 10))"
+    full_ms=$((($(date +%s%N) - t0) / 1000000))
+    # The stop comes at a random point of the time the full render took: in one process
+    # from 0 to 110% of it (now and then while loading, now and then after the frame); under
+    # mpirun at 0.1 s plus up to 35% of it. mpirun passes a signal on to the ranks a few
+    # tenths of a second late, and a stop lets the tiles in flight finish: with 2 ranks on a
+    # frame of 6 tiles that took 1.1 s, a SIGTERM at 0.2 s left 4 tiles done, and one at
+    # 0.5 s came after the frame. So 7 of 12 stops (seeds 11 and 12, 6 rounds each) landed
+    # inside; the others' frames took 0.27 to 0.72 s. (With delays of 0.3 to 1.3 s whatever
+    # the frame, about half had come after it, and with 0.3 s plus 5 to 95% of it, 10 of 12.)
+    if [ ${#mpi[@]} -gt 0 ]; then
+        ms=$((100 + full_ms * (RANDOM % 36) / 100))
+    else
+        ms=$((full_ms * (RANDOM % 111) / 100))
+    fi
     # In one process also SIGKILL, which leaves only the checkpoints (--checkpoint-every) to
     # resume from. (mpirun cannot pass a SIGKILL on to its ranks.)
     if [ ${#mpi[@]} -gt 0 ]; then choose signal TERM INT; else choose signal TERM INT KILL; fi
@@ -287,8 +309,9 @@ for round in $(seq 1 "$rounds"); do
     if [ "$signal" = KILL ]; then
         every=(--checkpoint-every "0.$((1 + RANDOM % 3))s")
         # Late enough for a checkpoint (after the first tile) more often than not.
-        delay="1.${delay#*.}"
+        [ "$ms" -ge 600 ] || ms=$((600 + RANDOM % 400))
     fi
+    delay=$(printf '%d.%03d' $((ms / 1000)) $((ms % 1000)))
     threads=$((1 + RANDOM % 2))
     # gasworks (or mpirun) itself in the background, not `render` (a function: its subshell
     # would take the signal, and gasworks would finish unstopped). A background command of a
@@ -328,11 +351,11 @@ for round in $(seq 1 "$rounds"); do
             same_as stop "$round" "$d/full" "$d/s" "$ext" "stopped ($how) after ${delay} s by SIG$signal and resumed ($where)" "$bin render $scene -o $d/s.$ext ${opts[*]} ${other[*]}"
             [ ! -e "$resume" ] || fail stop "$round" "the resume file is left behind" "ls $resume"
         fi
-        echo "  stopped ($how) after $delay s by SIG$signal (status $status), ${previewed}resumed ($where)"
+        echo "  stopped ($how) after $delay s (of the full render's $full_ms ms) by SIG$signal (status $status), ${previewed}resumed ($where)"
     elif [ "$status" = 0 ] || [ -f "$d/s.$ext" ]; then
         # Finished before the signal. (mpirun may then exit 1: the signal came in its teardown.)
         same_as stop "$round" "$d/full" "$d/s" "$ext" "finished ($how) before SIG$signal (status $status)" "$bin render $scene -o $d/s.$ext ${opts[*]} $how"
-        echo "  finished ($how) before SIG$signal at $delay s (status $status)"
+        echo "  finished ($how) before SIG$signal at $delay s (the full render took $full_ms ms; status $status)"
     else
         # Stopped while loading or building (the signals end the process then), or before
         # the first tile was done (killed: before the first checkpoint): nothing to resume.
