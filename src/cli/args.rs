@@ -434,7 +434,10 @@ pub struct ScheduleArgs {
     /// a rank is left), or stop the frame at the first error
     #[arg(long, value_enum, env = "GASWORKS_ON_WORKER_ERROR", default_value_t = WorkerErrorArg::Retire)]
     pub on_worker_error: WorkerErrorArg,
-    /// Write per-render scheduling statistics to this CSV file
+    /// Write per-render scheduling statistics to this CSV file (one row per pass and worker),
+    /// with OUT.tiles.csv (per tile: where, who, measured and planned cost), OUT.costmap.csv
+    /// (the estimate) and, with --noise-threshold, OUT.blocks.csv (the pass each block
+    /// stopped before) beside it: what `gasworks schedule-sim OUT.csv` replays
     #[arg(long)]
     pub stats: Option<std::path::PathBuf>,
     /// Write the estimated and measured cost maps and the tile layout as PNGs into this folder
