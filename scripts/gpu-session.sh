@@ -621,12 +621,21 @@ work_per_pass_ends() {
          END { if (first) print first "; " last; else print "no table" }' "$1"
 }
 
+# replay_summary LOG: of a `schedule-sim --replay-corrections` log, the passes over part of
+# the image and the largest difference of any pass between the replayed costs and the
+# render's (near 0 where the replay rebuilt the plan).
+replay_summary() {
+    awk '/^pass [0-9]+:/ { n++; if (/over part of the image/) part++; d = $NF + 0; if (d > most) most = d }
+         END { printf "%d passes, %d over part of the image, largest difference from the planned costs %.1e\n", n, part, most }' "$1"
+}
+
 step_sched_adaptive() {
     local opts=(--backend optix --width 960 --height 540 --spp 64 --noise-threshold 0.02)
     local one="$scenes/sched-adaptive-gpu0.exr" four="$scenes/sched-adaptive-gpu0x4.exr"
     local part="$scenes/sched-adaptive-resumed.exr"
     rm -f "$part.gasworks-resume"
     if logged "$out/sched-adaptive-gpu0.log" "$bin" render "$toystore" -o "$one" "${opts[@]}" --devices gpu0 -v \
+            --stats "$out/sched-adaptive-gpu0.csv" \
         && logged "$out/sched-adaptive-gpu0x4.log" "$bin" render "$toystore" -o "$four" "${opts[@]}" --devices gpu0x4 \
         && logged "$out/sched-adaptive-time-limit.log" "$bin" render "$toystore" -o "$part" "${opts[@]}" \
             --devices gpu0x2 --time-limit 0.001s \
@@ -639,6 +648,15 @@ step_sched_adaptive() {
         if [ "$a" = "$b" ] && [ "$a" = "$c" ]; then
             note "sched: adaptive sampling on the GPU: one image on 1 and 4 streams and after a stop and --resume (sha256 $a); $(grep -m1 '^output:' "$out/sched-adaptive-gpu0.log" | sed 's/^output: [^(]*//')"
             note "sched: adaptive on 1 stream, work per pass (pass: tiles, rendered pixel-samples, M pixel-samples/s): $(work_per_pass_ends "$out/sched-adaptive-gpu0.log")"
+            # Its tiles that skip stopped blocks, replayed from its statistics (OUT.blocks.csv
+            # among them): the costs rebuilt must be those it planned with, pass by pass.
+            local replay="$out/sched-adaptive-gpu0-replay.log"
+            if logged "$replay" "$bin" schedule-sim "$out/sched-adaptive-gpu0.csv" --replay-corrections; then
+                note "sched: adaptive on 1 stream, replayed: $(replay_summary "$replay")"
+            else
+                fail "schedule-sim --replay-corrections on the adaptive GPU render (see $replay)"
+            fi
+            gzip -9f "$out"/sched-adaptive-gpu0.costmap.csv 2>/dev/null || true
         else
             fail "adaptive sampling on the GPU: the images differ (1 stream $a, 4 streams $b, stopped and resumed $c)"
         fi

@@ -282,6 +282,8 @@ check "sched: a stop inside the one pass and --resume under other tiles gave the
     has "^sched: stopped inside its one pass and resumed under other tiles on the GPU: the uninterrupted image .*samples 0..1024 in [0-9]* of [0-9]* pixels"
 check "sched: adaptive sampling gave one image on 1 and 4 streams and after a stop and --resume" \
     has "^sched: adaptive sampling on the GPU: one image on 1 and 4 streams and after a stop and --resume"
+check "sched: the adaptive render's skipping tiles replayed as planned (from its OUT.blocks.csv)" \
+    has "^sched: adaptive on 1 stream, replayed: [0-9]* passes, [1-9][0-9]* over part of the image, largest difference from the planned costs [0-9.]*e-(0[5-9]|[1-9][0-9])"
 check "depth: the adaptive pair compared, with the samples each took" \
     has "^depth 8, adaptive: .* GPU adaptive: [0-9.]* samples per pixel, CPU adaptive: [0-9.]* samples per pixel"
 check "sched: per-worker efficiency quoted" has "[Ee]fficiency"
