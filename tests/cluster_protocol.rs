@@ -1569,3 +1569,46 @@ fn ranks_whose_workers_want_big_tiles_get_tiles_that_skip_the_stopped_blocks() {
         );
     }
 }
+
+/// Two GPU-like ranks, one far slower (its mock spins 2000 hash rounds per sample): rank 0
+/// measures the ranks' speeds after the first pass, and as in one process
+/// (`tiles::cut_for_slow_workers`) would cut the slow rank's share into pieces, but not below
+/// its workers' launch work, which the ranks' `Hello` carries (`tiles::piece_floors`). These
+/// tiles hold less than two launches' work: every pass keeps its two tiles, and the film is
+/// one process's.
+#[test]
+fn a_slow_gpu_rank_keeps_tiles_of_its_launch_work() {
+    // Two tiles a pass, one per rank, and no steals: each rank times its own every pass.
+    let mut config = config(Strategy::Sorted, false, Some(2));
+    config.tiles = Some(2);
+    let work = 1000;
+    let gpu_like = |spin: u32| -> Arc<dyn TileRenderer> {
+        Arc::new(
+            MockRenderer::new(W, SEED)
+                .with_min_tile_work(Some(work))
+                .with_spin(move |_, _| spin),
+        )
+    };
+    let mut fast = RankSpec::new(1, 0);
+    fast.renderer = Some(gpu_like(0));
+    let mut slow = RankSpec::new(1, 0);
+    slow.renderer = Some(gpu_like(2000));
+    let outcomes = run_cluster(&[fast, slow], &config, test_timing(), None);
+    let (frame, _) = frame_and_calls(outcomes, "a fast and a slow rank");
+    assert!(bits(&frame.film) == reference(&config), "the film differs");
+    // 37 x 23 pixels in 2 tiles of about 425 pixels, less than twice the floor of 500 (2
+    // samples a pass).
+    let count = 2;
+    let passes = &frame.report.passes;
+    assert_eq!(passes.len(), 3);
+    let speeds = &passes[1].speeds;
+    assert!(speeds[0] > 2.0 * speeds[1], "not measured slow: {speeds:?}");
+    for (i, pass) in passes.iter().enumerate() {
+        assert_eq!(
+            pass.tiles.len(),
+            count as usize,
+            "pass {i}: {:?}",
+            pass.tiles
+        );
+    }
+}

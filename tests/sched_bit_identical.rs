@@ -265,3 +265,98 @@ fn tiles_cut_for_slow_cpu_workers_give_the_same_bits() {
         }
     }
 }
+
+/// Two GPUs, one far slower than the other (its mock spins 2000 hash rounds per sample): once
+/// timed (calibrated before the first pass, as two devices are, and measured after each), the
+/// slow one's share would be cut into pieces
+/// (`tiles::cut_for_slow_workers`), but no piece for a GPU is cut below its launch work
+/// (`tiles::piece_floors`), and these tiles hold less than two launches' work: every pass
+/// keeps the tiles as laid out, and the film is the reference's.
+#[test]
+fn a_slow_gpu_beside_a_fast_one_keeps_tiles_of_a_launchs_work() {
+    struct TwoGpus {
+        work: u64,
+    }
+    impl gasworks::sched::RendererFactory for TwoGpus {
+        fn cpu(&self) -> anyhow::Result<std::sync::Arc<dyn gasworks::render::TileRenderer>> {
+            anyhow::bail!("no CPU workers here")
+        }
+        fn gpu(
+            &self,
+            device: u32,
+            stream: u32,
+        ) -> anyhow::Result<std::sync::Arc<dyn gasworks::render::TileRenderer>> {
+            let spin = if device == 1 { 2000 } else { 0 };
+            Ok(std::sync::Arc::new(
+                MockRenderer::new(200, 11)
+                    .named(&format!("gpu{device}/s{stream}"))
+                    .with_min_tile_work(Some(self.work))
+                    .with_spin(move |_, _| spin),
+            ))
+        }
+    }
+    let (w, h, spp) = (200, 130, 6);
+    let scene = room(MaterialKind::Mirror, MaterialKind::Glass);
+    let settings = room_settings(w, h, spp, 11);
+    let reference = {
+        let config = SchedConfig {
+            strategy: Strategy::Regular,
+            tiles: Some(40),
+            devices: vec![DeviceSpec::Cpu { workers: Some(1) }],
+            ..SchedConfig::default()
+        };
+        let factory = MockFactory::new(MockRenderer::new(w, 11));
+        bits(
+            &render_frame(&scene, &settings, &config, &factory, true)
+                .unwrap()
+                .film,
+        )
+    };
+    let devices = vec![
+        DeviceSpec::Gpu {
+            device: 0,
+            streams: 1,
+        },
+        DeviceSpec::Gpu {
+            device: 1,
+            streams: 1,
+        },
+    ];
+    // 200 x 130 pixels at 2 samples a pass over tiles of at least 8,000 pixel-samples: 6
+    // tiles of 4,333 pixels, each less than twice the floor of 4,000.
+    let work = 8_000;
+    let config = SchedConfig {
+        strategy: Strategy::Sorted,
+        devices,
+        pass_spp: Some(2),
+        ..SchedConfig::default()
+    };
+    let frame = render_frame(&scene, &settings, &config, &TwoGpus { work }, true).unwrap();
+    assert!(bits(&frame.film) == reference, "the film differs");
+    let count = tiles::tile_count_for_work(w, h, 2, work, 2);
+    assert_eq!(count, 6);
+    let (cols, rows) = tiles::grid_dims(w, h, count);
+    let laid_out = tiles::equal_tiles(w, h, cols, rows);
+    let passes = &frame.report.passes;
+    assert_eq!(passes.len(), 3);
+    // Every pass was planned with the GPUs' speeds, the slow one far slower.
+    assert!(!frame.report.calibration.is_empty(), "not calibrated");
+    let speeds = &passes[1].speeds;
+    assert!(speeds[0] > 2.0 * speeds[1], "{speeds:?}");
+    for (i, pass) in passes.iter().enumerate() {
+        assert_eq!(pass.tiles, laid_out, "pass {i}");
+    }
+    // Without the floors, the same speeds would cut the slow GPU's share (here by a uniform
+    // map: the render's corrected one is not kept).
+    let (mw, mh) = (w as usize, h as usize);
+    let uniform = gasworks::sched::sat::Sat::new(mw, mh, &vec![1.0; mw * mh]);
+    let cut = tiles::cut_for_slow_workers(
+        laid_out.clone(),
+        speeds,
+        &[],
+        tiles::DEFAULT_SLOW_WORKER_PIECES,
+        &uniform,
+        gasworks::sched::sat::MapScale::between((w, h), (mw, mh)),
+    );
+    assert!(cut.len() > laid_out.len(), "{cut:?}");
+}

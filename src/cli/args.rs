@@ -421,8 +421,8 @@ pub struct ScheduleArgs {
     pub calibrate: OnOff,
     /// Once the workers' speeds are known (calibrated or measured), cut the tiles that workers
     /// twice as slow as the fastest or more would hold into about this many pieces per such
-    /// worker, so that CPU threads beside a GPU get tiles they can finish; 0: never cut (the
-    /// image is the same either way)
+    /// worker, so that CPU threads beside a GPU get tiles they can finish (a slow GPU's are
+    /// not cut below its launch's work); 0: never cut (the image is the same either way)
     #[arg(long, default_value_t = crate::sched::tiles::DEFAULT_SLOW_WORKER_PIECES)]
     pub slow_worker_pieces: u32,
     /// Samples per pixel of each pass over the tiles (progressive rendering; a power of two keeps each pass stratified) [default: all in one pass]

@@ -455,10 +455,14 @@ impl Master {
         let mut tiles = self.layout(&plan_sat, samples.end - samples.start, skipping);
         if self.weights_are_speeds {
             // As in one process: slow workers (a CPU rank beside GPU ranks) get pieces they
-            // can finish.
+            // can finish, and a GPU rank that measures slow, pieces of a launch's work.
             tiles = tiles::cut_for_slow_workers(
                 tiles,
                 &self.weights,
+                &tiles::piece_floors(
+                    self.min_tile_work.iter().copied(),
+                    samples.end - samples.start,
+                ),
                 tiles::slow_worker_pieces(self.config.strategy, self.config.slow_worker_pieces),
                 &plan_sat,
                 self.scale,

@@ -840,7 +840,15 @@ pub fn render_frame_until(
         };
         if pieces > 0 {
             let laid_out = tiles.len();
-            tiles = tiles::cut_for_slow_workers(tiles, &weights, pieces, &plan_sat, scale);
+            // A GPU that measures slow keeps pieces of a launch's work (retired workers take
+            // nothing, so their floors do not matter).
+            let floors = tiles::piece_floors(
+                workers
+                    .iter()
+                    .map(|w| w.renderer.min_tile_work().unwrap_or(0)),
+                samples.end - samples.start,
+            );
+            tiles = tiles::cut_for_slow_workers(tiles, &weights, &floors, pieces, &plan_sat, scale);
             if let Some(m) = skipping {
                 tiles = tiles_around_active_blocks(tiles, m);
             }

@@ -216,7 +216,7 @@ impl Replay {
             &est_sat,
             scale,
         );
-        let layout = tiles::cut_for_slow_workers(layout, speeds, pieces, &est_sat, scale);
+        let layout = tiles::cut_for_slow_workers(layout, speeds, &[], pieces, &est_sat, scale);
         let estimated: Vec<f64> = layout
             .iter()
             .map(|t| scale.tile_cost(&est_sat, *t))

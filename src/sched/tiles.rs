@@ -311,6 +311,18 @@ pub fn slow_worker_pieces(strategy: Strategy, pieces: u32) -> u32 {
     }
 }
 
+/// The fewest pixels [`cut_for_slow_workers`] leaves in a piece for each worker of a pass of
+/// `samples_per_pass` samples per pixel: a worker that wants `min_tile_work` pixel-samples per
+/// tile (a GPU's launch work, [`crate::render::TileRenderer::min_tile_work`]; 0: any tile)
+/// keeps pieces that carry that much.
+pub fn piece_floors(
+    min_tile_work: impl IntoIterator<Item = u64>,
+    samples_per_pass: u32,
+) -> Vec<u64> {
+    let spp = u64::from(samples_per_pass.max(1));
+    min_tile_work.into_iter().map(|w| w.div_ceil(spp)).collect()
+}
+
 /// The thinnest piece [`cut_for_slow_workers`] makes, in pixels: below that a tile's fixed
 /// costs (a launch, a film write) outweigh its work.
 pub const MIN_PIECE_SIDE: u32 = 8;
@@ -333,6 +345,15 @@ pub const MIN_PIECE_SIDE: u32 = 8;
 /// replace their tile in place, so the order stays a locality order, and the pieces of a
 /// tile cover exactly its pixels: the image does not change.
 ///
+/// No piece is cut below `floors[w]` pixels for a slow worker `w` that wants big tiles (a GPU:
+/// its launch work over the pass's samples per pixel, [`piece_floors`]): a launch of fewer
+/// pixel-samples leaves the device partly idle and takes about as long, so a smaller piece
+/// would not finish sooner, only add launches. A tile over several slow shares is held to the
+/// least of their floors (a CPU thread's is 0: its share is still cut). Missing entries, or
+/// an empty `floors`, are 0. (Without it, two ranks of one GPU kind, the fake GPU on a
+/// two-core machine, whose tiny tiles timed over 2x apart, cut the slower rank's share into
+/// pieces of 55 to 242 pixels: launches of a thousandth of a launch's work.)
+///
 /// A weight of 0 is a retired worker's ([`super::OnWorkerError::Retire`]): its share is empty,
 /// and the others are cut as if it were not there.
 ///
@@ -342,6 +363,7 @@ pub const MIN_PIECE_SIDE: u32 = 8;
 pub fn cut_for_slow_workers(
     tiles: Vec<Tile>,
     weights: &[f64],
+    floors: &[u64],
     pieces: u32,
     sat: &Sat,
     scale: MapScale,
@@ -371,33 +393,36 @@ pub fn cut_for_slow_workers(
     let density = cost_per_pixel(&tiles, &costs);
     let guarded = |t: Tile, c: f64| c.max(pixels(t) * density);
     // Each worker's share as an interval of the cumulative cost, with the most a tile
-    // overlapping it may cost: (end of the interval, limit).
+    // overlapping it may cost and the fewest pixels a piece of it keeps: (end of the
+    // interval, limit, floor; a fast share has no limit and so needs no floor).
     let weight_total: f64 = weights.iter().sum();
     let mut shares = Vec::with_capacity(weights.len());
     let mut end = 0.0;
-    for &w in weights {
+    for (i, &w) in weights.iter().enumerate() {
         let share = total * w / weight_total;
         end += share;
-        let limit = if slow(w) {
-            share / f64::from(pieces)
+        let (limit, floor) = if slow(w) {
+            let floor = floors.get(i).copied().unwrap_or(0) as f64;
+            (share / f64::from(pieces), floor)
         } else {
-            f64::INFINITY
+            (f64::INFINITY, f64::INFINITY)
         };
-        shares.push((end, limit));
+        shares.push((end, limit, floor));
     }
-    // The least limit of the shares that overlap the cost interval (a, b).
+    // The least limit and the least floor of the shares that overlap the cost interval (a, b).
     let limit_over = |a: f64, b: f64| {
-        let (mut start, mut limit) = (0.0, f64::INFINITY);
-        for &(end, l) in &shares {
+        let (mut start, mut limit, mut floor) = (0.0, f64::INFINITY, f64::INFINITY);
+        for &(end, l, f) in &shares {
             if start >= b {
                 break;
             }
             if end > a {
                 limit = limit.min(l);
+                floor = floor.min(f);
             }
             start = end;
         }
-        limit
+        (limit, floor)
     };
     let split = |t: Tile| {
         let (long, short) = if t.w >= t.h {
@@ -414,8 +439,10 @@ pub fn cut_for_slow_workers(
         // Depth first, the first half before the second: the pieces keep the tile's place.
         let mut stack = vec![(tile, c)];
         while let Some((t, c)) = stack.pop() {
-            if guarded(t, c) > limit_over(position, position + c) {
-                if let Some((a, b)) = split(t) {
+            let (limit, floor) = limit_over(position, position + c);
+            if guarded(t, c) > limit {
+                if let Some((a, b)) = split(t).filter(|(a, b)| pixels(*a).min(pixels(*b)) >= floor)
+                {
                     stack.push((b, cost(b)));
                     stack.push((a, cost(a)));
                     continue;
@@ -591,7 +618,7 @@ mod tests {
     #[test]
     fn cutting_for_slow_workers_keeps_every_pixel_once_and_the_fast_tiles_whole() {
         let (tiles, sat, scale, speeds) = h200_like();
-        let cut = cut_for_slow_workers(tiles.clone(), &speeds, 8, &sat, scale);
+        let cut = cut_for_slow_workers(tiles.clone(), &speeds, &[], 8, &sat, scale);
         assert!(covers_exactly_once(&cut, 960, 540));
         assert!(cut.len() > tiles.len() + 16, "{} pieces", cut.len());
         // Pieces replace their tile in place: the cut list is the tiles in order, each
@@ -645,7 +672,7 @@ mod tests {
     fn tiles_stay_as_laid_out_unless_some_worker_is_much_slower() {
         let (tiles, sat, scale, speeds) = h200_like();
         let same = |weights: &[f64], pieces: u32| {
-            cut_for_slow_workers(tiles.clone(), weights, pieces, &sat, scale) == tiles
+            cut_for_slow_workers(tiles.clone(), weights, &[], pieces, &sat, scale) == tiles
         };
         assert!(same(&speeds, 0), "0 pieces: off");
         assert!(same(&[1.0; 18], 8), "equal speeds (or worker counts)");
@@ -658,7 +685,8 @@ mod tests {
             "a retired worker beside equal ones"
         );
         // A retired worker (speed 0) is not there: the others are cut as without it.
-        let cut = |weights: &[f64]| cut_for_slow_workers(tiles.clone(), weights, 8, &sat, scale);
+        let cut =
+            |weights: &[f64]| cut_for_slow_workers(tiles.clone(), weights, &[], 8, &sat, scale);
         assert!(cut(&[1.0, 0.001]) != tiles);
         assert!(cut(&[1.0, 0.0, 0.001]) == cut(&[1.0, 0.001]));
         assert!(cut(&[0.0, 1.0, 0.001]) == cut(&[1.0, 0.001]));
@@ -669,6 +697,43 @@ mod tests {
         assert_eq!(slow_worker_pieces(Strategy::Regular, 8), 0);
         assert_eq!(slow_worker_pieces(Strategy::Sorted, 8), 8);
         assert_eq!(slow_worker_pieces(Strategy::Adaptive, 3), 3);
+    }
+
+    #[test]
+    fn a_slow_gpu_keeps_pieces_of_its_launch_work() {
+        // Two GPU streams beside a GPU twenty times slower (an older model, or one that is
+        // shared): its share is cut, but into pieces of no fewer pixels than its floor.
+        let (tiles, sat, scale, _) = h200_like();
+        let speeds = [1.0, 1.0, 0.05];
+        let area = |t: &Tile| u64::from(t.w) * u64::from(t.h);
+        let smallest = tiles.iter().map(area).min().unwrap();
+        let uncut = cut_for_slow_workers(tiles.clone(), &speeds, &[], 8, &sat, scale);
+        assert!(uncut.len() > tiles.len(), "no floor: cut");
+        // A floor of half the tiles' pixels or more: no tile can be halved, none is cut.
+        let half = smallest.div_ceil(2) + 1;
+        let floors = [half, half, half];
+        let held = cut_for_slow_workers(tiles.clone(), &speeds, &floors, 8, &sat, scale);
+        assert_eq!(held, tiles);
+        // A floor of a third: the slow share's tiles are halved once at most (by cost, so a
+        // half can be smaller than half the pixels), and every piece keeps the floor.
+        let third = smallest / 3;
+        let floors = [0, 0, third];
+        let cut = cut_for_slow_workers(tiles.clone(), &speeds, &floors, 8, &sat, scale);
+        assert!(covers_exactly_once(&cut, 960, 540));
+        assert!(cut.len() > tiles.len(), "a third's floor: cut");
+        assert!(cut.len() < uncut.len(), "{} vs {}", cut.len(), uncut.len());
+        assert!(cut.iter().all(|p| area(p) >= third), "{cut:?}");
+        assert!(uncut.iter().any(|p| area(p) < third), "{uncut:?}");
+        // A CPU thread (floor 0) beside the slow GPU: its share is still cut below the GPU's
+        // floor (and a tile across both shares, to the least of the two floors).
+        let mut speeds = speeds.to_vec();
+        speeds.push(0.01);
+        let floors = [half, half, half, 0];
+        let with_cpu = cut_for_slow_workers(tiles.clone(), &speeds, &floors, 8, &sat, scale);
+        assert!(with_cpu.len() > tiles.len());
+        assert!(with_cpu.iter().any(|p| area(p) < half));
+        assert_eq!(piece_floors([0, 1000, 1001], 2), [0, 500, 501]);
+        assert_eq!(piece_floors([7], 0), [7], "0 samples counts as 1");
     }
 
     #[test]
@@ -683,7 +748,7 @@ mod tests {
             w: 20,
             h: 20,
         }];
-        let cut = cut_for_slow_workers(tiles, &[1.0, 1e-6], 8, &sat, scale);
+        let cut = cut_for_slow_workers(tiles, &[1.0, 1e-6], &[], 8, &sat, scale);
         assert!(covers_exactly_once(&cut, 20, 20));
         assert!(cut.len() > 1);
         assert!(
