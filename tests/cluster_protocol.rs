@@ -1570,7 +1570,8 @@ fn ranks_whose_workers_want_big_tiles_get_tiles_that_skip_the_stopped_blocks() {
     }
 }
 
-/// Two GPU-like ranks, one far slower (its mock spins 2000 hash rounds per sample): rank 0
+/// Two GPU-like ranks, one far slower (its mock spins 20,000 hash rounds per sample, some
+/// 20 ms a pass, which no scheduling hiccup of the fast rank outweighs): rank 0
 /// measures the ranks' speeds after the first pass, and as in one process
 /// (`tiles::cut_for_slow_workers`) would cut the slow rank's share into pieces, but not below
 /// its workers' launch work, which the ranks' `Hello` carries (`tiles::piece_floors`). These
@@ -1592,7 +1593,7 @@ fn a_slow_gpu_rank_keeps_tiles_of_its_launch_work() {
     let mut fast = RankSpec::new(1, 0);
     fast.renderer = Some(gpu_like(0));
     let mut slow = RankSpec::new(1, 0);
-    slow.renderer = Some(gpu_like(2000));
+    slow.renderer = Some(gpu_like(20_000));
     let outcomes = run_cluster(&[fast, slow], &config, test_timing(), None);
     let (frame, _) = frame_and_calls(outcomes, "a fast and a slow rank");
     assert!(bits(&frame.film) == reference(&config), "the film differs");

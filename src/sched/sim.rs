@@ -195,7 +195,9 @@ impl Replay {
     }
 
     /// [`Replay::tiles`], then cut for the slow ones of workers of `speeds` into `pieces` each
-    /// ([`tiles::cut_for_slow_workers`], as a render that knows the speeds does).
+    /// ([`tiles::cut_for_slow_workers`], as a render that knows the speeds does). Speeds say
+    /// nothing of launch work, so no piece floors: a simulated slow worker is cut as a CPU
+    /// thread is, where a render would keep a slow GPU's pieces at its launch work.
     pub fn tiles_cut(
         &self,
         strategy: Strategy,
