@@ -184,6 +184,34 @@ fn assert_pieces_of(grid: &[Tile], tiles: &[Tile], w: u32, h: u32) {
     assert!(hits.iter().all(|&n| n == 1), "pieces overlap or leave gaps");
 }
 
+/// The room scene at `w` x `h` and `spp` for the slow-worker tests, and its film by one CPU
+/// worker: the reference every schedule must match bit for bit.
+fn slow_worker_room(
+    w: u32,
+    h: u32,
+    spp: u32,
+) -> (
+    gasworks::scene::Scene,
+    gasworks::render::RenderSettings,
+    Vec<[u32; 4]>,
+) {
+    let scene = room(MaterialKind::Mirror, MaterialKind::Glass);
+    let settings = room_settings(w, h, spp, 11);
+    let config = SchedConfig {
+        strategy: Strategy::Regular,
+        tiles: Some(40),
+        devices: vec![DeviceSpec::Cpu { workers: Some(1) }],
+        ..SchedConfig::default()
+    };
+    let factory = MockFactory::new(MockRenderer::new(w, 11));
+    let reference = bits(
+        &render_frame(&scene, &settings, &config, &factory, true)
+            .unwrap()
+            .film,
+    );
+    (scene, settings, reference)
+}
+
 /// CPU workers far slower than GPU workers beside them get their shares cut into pieces
 /// (`tiles::cut_for_slow_workers`, once calibrated): the film stays bit-identical to the
 /// reference, the pieces partition the GPU-sized tiles, and `slow_worker_pieces: 0` (or the
@@ -192,22 +220,7 @@ fn assert_pieces_of(grid: &[Tile], tiles: &[Tile], w: u32, h: u32) {
 #[test]
 fn tiles_cut_for_slow_cpu_workers_give_the_same_bits() {
     let (w, h, spp) = (200, 130, 6);
-    let scene = room(MaterialKind::Mirror, MaterialKind::Glass);
-    let settings = room_settings(w, h, spp, 11);
-    let reference = {
-        let config = SchedConfig {
-            strategy: Strategy::Regular,
-            tiles: Some(40),
-            devices: vec![DeviceSpec::Cpu { workers: Some(1) }],
-            ..SchedConfig::default()
-        };
-        let factory = MockFactory::new(MockRenderer::new(w, 11));
-        bits(
-            &render_frame(&scene, &settings, &config, &factory, true)
-                .unwrap()
-                .film,
-        )
-    };
+    let (scene, settings, reference) = slow_worker_room(w, h, spp);
     let devices = vec![
         DeviceSpec::Gpu {
             device: 0,
@@ -296,22 +309,7 @@ fn a_slow_gpu_beside_a_fast_one_keeps_tiles_of_a_launchs_work() {
         }
     }
     let (w, h, spp) = (200, 130, 6);
-    let scene = room(MaterialKind::Mirror, MaterialKind::Glass);
-    let settings = room_settings(w, h, spp, 11);
-    let reference = {
-        let config = SchedConfig {
-            strategy: Strategy::Regular,
-            tiles: Some(40),
-            devices: vec![DeviceSpec::Cpu { workers: Some(1) }],
-            ..SchedConfig::default()
-        };
-        let factory = MockFactory::new(MockRenderer::new(w, 11));
-        bits(
-            &render_frame(&scene, &settings, &config, &factory, true)
-                .unwrap()
-                .film,
-        )
-    };
+    let (scene, settings, reference) = slow_worker_room(w, h, spp);
     let devices = vec![
         DeviceSpec::Gpu {
             device: 0,
