@@ -84,20 +84,7 @@ fn the_check_is_sensitive_to_summation_order() {
 #[test]
 fn gpu_sized_tiles_give_the_same_bits() {
     let (w, h, spp) = (200, 130, 6);
-    let scene = room(MaterialKind::Mirror, MaterialKind::Glass);
-    let settings = room_settings(w, h, spp, 11);
-    let small_tiles = SchedConfig {
-        strategy: Strategy::Regular,
-        tiles: Some(40),
-        devices: vec![DeviceSpec::Cpu { workers: Some(1) }],
-        ..SchedConfig::default()
-    };
-    let factory = MockFactory::new(MockRenderer::new(w, 11));
-    let reference = bits(
-        &render_frame(&scene, &settings, &small_tiles, &factory, true)
-            .unwrap()
-            .film,
-    );
+    let (scene, settings, reference) = one_worker_room(w, h, spp);
     // The default here is 12 tiles (4 x 3 of about 64 x 64); these ask for 7, 2, 2 and 2.
     assert_eq!(tiles::default_tile_count(w, h), 12);
     for (work, pass_spp) in [
@@ -184,9 +171,9 @@ fn assert_pieces_of(grid: &[Tile], tiles: &[Tile], w: u32, h: u32) {
     assert!(hits.iter().all(|&n| n == 1), "pieces overlap or leave gaps");
 }
 
-/// The room scene at `w` x `h` and `spp` for the slow-worker tests, and its film by one CPU
-/// worker: the reference every schedule must match bit for bit.
-fn slow_worker_room(
+/// The room scene at `w` x `h` and `spp`, and its film by one CPU worker over 40 small tiles:
+/// the reference every schedule of the tile-size tests must match bit for bit.
+fn one_worker_room(
     w: u32,
     h: u32,
     spp: u32,
@@ -220,7 +207,7 @@ fn slow_worker_room(
 #[test]
 fn tiles_cut_for_slow_cpu_workers_give_the_same_bits() {
     let (w, h, spp) = (200, 130, 6);
-    let (scene, settings, reference) = slow_worker_room(w, h, spp);
+    let (scene, settings, reference) = one_worker_room(w, h, spp);
     let devices = vec![
         DeviceSpec::Gpu {
             device: 0,
@@ -309,7 +296,7 @@ fn a_slow_gpu_beside_a_fast_one_keeps_tiles_of_a_launchs_work() {
         }
     }
     let (w, h, spp) = (200, 130, 6);
-    let (scene, settings, reference) = slow_worker_room(w, h, spp);
+    let (scene, settings, reference) = one_worker_room(w, h, spp);
     let devices = vec![
         DeviceSpec::Gpu {
             device: 0,
