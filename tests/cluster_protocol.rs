@@ -541,6 +541,54 @@ fn mixed_devices_calibrate_the_first_pass_and_change_no_bit() {
     }
 }
 
+/// Ranks that say they run on one CPU model are one speed class: their tiles are measured as
+/// one and every worker of both plans at one speed. Rank 0 is slowed here (its mock spins per
+/// sample: another job on its node, or the noise that made two alike ranks time 2x apart);
+/// measured apart, it would plan at a fraction of rank 1's speed, as it does when the ranks'
+/// hardware is not known.
+#[test]
+fn alike_ranks_plan_at_one_pooled_speed() {
+    let config = config(Strategy::Sorted, true, Some(2));
+    let expected = reference(&config);
+    for (hardware, pooled) in [("cpu: Fast 9000", true), ("", false)] {
+        let mut slow = RankSpec::new(2, 0);
+        slow.cpu_spin = 3000;
+        slow.hardware = hardware;
+        let mut fast = RankSpec::new(2, 0);
+        fast.hardware = hardware;
+        let what = format!("two ranks on {hardware:?}");
+        let outcomes = run_cluster(&[slow, fast], &config, test_timing(), None);
+        let (frame, _) = frame_and_calls(outcomes, &what);
+        assert!(bits(&frame.film) == expected, "{what}: film differs");
+        let report = &frame.report;
+        assert!(report.calibration.is_empty(), "{what}: calibrated");
+        assert!(
+            report.passes.len() >= 2,
+            "{what}: {} passes",
+            report.passes.len()
+        );
+        let speeds = &report.passes[1].speeds;
+        assert_eq!(speeds.len(), 4, "{what}");
+        let summary = report.summary();
+        let line = "one speed for alike devices (same kind, hardware and workers): r0/cpu, r1/cpu";
+        if pooled {
+            assert_eq!(report.speed_classes, [0, 0, 0, 0], "{what}");
+            assert!(speeds.iter().all(|&s| s == speeds[0]), "{what}: {speeds:?}");
+            assert!(summary.contains(line), "{what}: {summary}");
+        } else {
+            assert_eq!(report.speed_classes, [0, 0, 1, 1], "{what}");
+            assert!(
+                speeds[2] > 2.0 * speeds[0],
+                "{what}: not measured apart: {speeds:?}"
+            );
+            assert!(
+                !summary.contains("one speed for alike"),
+                "{what}: {summary}"
+            );
+        }
+    }
+}
+
 #[test]
 fn cpu_ranks_on_unlike_machines_calibrate_and_alike_ones_do_not() {
     // Every worker is "cpu", but rank 0's machine is slow (its mock spins per sample): the

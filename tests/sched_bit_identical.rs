@@ -266,38 +266,36 @@ fn tiles_cut_for_slow_cpu_workers_give_the_same_bits() {
     }
 }
 
-/// Two GPUs, one far slower than the other (its mock spins 2000 hash rounds per sample): once
-/// timed (calibrated before the first pass, as two devices are, and measured after each), the
-/// slow one's share would be cut into pieces
-/// (`tiles::cut_for_slow_workers`), but no piece for a GPU is cut below its launch work
-/// (`tiles::piece_floors`), and these tiles hold less than two launches' work: every pass
-/// keeps the tiles as laid out, and the film is the reference's.
-#[test]
-fn a_slow_gpu_beside_a_fast_one_keeps_tiles_of_a_launchs_work() {
-    struct TwoGpus {
-        work: u64,
+/// Mocks of two GPUs of one stream each, 200 pixels wide: GPU 1's spins `slow_spin` hash
+/// rounds per sample; both say they run on `hardware` (empty: not known).
+struct TwoGpus {
+    work: u64,
+    slow_spin: u32,
+    hardware: &'static str,
+}
+
+impl gasworks::sched::RendererFactory for TwoGpus {
+    fn cpu(&self) -> anyhow::Result<std::sync::Arc<dyn gasworks::render::TileRenderer>> {
+        anyhow::bail!("no CPU workers here")
     }
-    impl gasworks::sched::RendererFactory for TwoGpus {
-        fn cpu(&self) -> anyhow::Result<std::sync::Arc<dyn gasworks::render::TileRenderer>> {
-            anyhow::bail!("no CPU workers here")
-        }
-        fn gpu(
-            &self,
-            device: u32,
-            stream: u32,
-        ) -> anyhow::Result<std::sync::Arc<dyn gasworks::render::TileRenderer>> {
-            let spin = if device == 1 { 2000 } else { 0 };
-            Ok(std::sync::Arc::new(
-                MockRenderer::new(200, 11)
-                    .named(&format!("gpu{device}/s{stream}"))
-                    .with_min_tile_work(Some(self.work))
-                    .with_spin(move |_, _| spin),
-            ))
-        }
+    fn gpu(
+        &self,
+        device: u32,
+        stream: u32,
+    ) -> anyhow::Result<std::sync::Arc<dyn gasworks::render::TileRenderer>> {
+        let spin = if device == 1 { self.slow_spin } else { 0 };
+        Ok(std::sync::Arc::new(
+            MockRenderer::new(200, 11)
+                .named(&format!("gpu{device}/s{stream}"))
+                .with_min_tile_work(Some(self.work))
+                .on_hardware(self.hardware)
+                .with_spin(move |_, _| spin),
+        ))
     }
-    let (w, h, spp) = (200, 130, 6);
-    let (scene, settings, reference) = one_worker_room(w, h, spp);
-    let devices = vec![
+}
+
+fn gpu0_and_gpu1() -> Vec<DeviceSpec> {
+    vec![
         DeviceSpec::Gpu {
             device: 0,
             streams: 1,
@@ -306,7 +304,77 @@ fn a_slow_gpu_beside_a_fast_one_keeps_tiles_of_a_launchs_work() {
             device: 1,
             streams: 1,
         },
-    ];
+    ]
+}
+
+/// Two GPUs that say they are one model are one speed class (`sched::speed_classes`): each
+/// is calibrated, but both plan at one speed, their pooled one, in every pass, though GPU 1
+/// is slowed as far as in the test below (a hiccup, or another process on it). The film is
+/// the reference's, and the summary says which devices were pooled.
+#[test]
+fn two_gpus_of_one_model_plan_at_one_speed() {
+    let (w, h, spp) = (200, 130, 6);
+    let (scene, settings, reference) = one_worker_room(w, h, spp);
+    let config = SchedConfig {
+        strategy: Strategy::Sorted,
+        devices: gpu0_and_gpu1(),
+        pass_spp: Some(2),
+        ..SchedConfig::default()
+    };
+    let gpus = TwoGpus {
+        work: 8_000,
+        slow_spin: 2000,
+        hardware: "gpu: Mock 9000, 8 SMs",
+    };
+    let frame = render_frame(&scene, &settings, &config, &gpus, true).unwrap();
+    assert!(bits(&frame.film) == reference, "the film differs");
+    let report = &frame.report;
+    assert_eq!(report.speed_classes, [0, 0]);
+    let cal = &report.calibration;
+    assert_eq!(cal.len(), 2, "{cal:?}");
+    // Timed apart, GPU 1 is the slower; the pooled speed is their total cost over seconds.
+    assert!(cal[0].speed > 2.0 * cal[1].speed, "{cal:?}");
+    let pooled = (cal[0].cost + cal[1].cost) / (cal[0].seconds + cal[1].seconds);
+    assert_eq!(report.passes.len(), 3);
+    let first = &report.passes[0].speeds;
+    assert!(
+        (first[0] - pooled).abs() <= 1e-9 * pooled,
+        "{first:?} against {pooled}"
+    );
+    for (i, pass) in report.passes.iter().enumerate() {
+        assert_eq!(pass.speeds.len(), 2, "pass {i}");
+        assert_eq!(
+            pass.speeds[0], pass.speeds[1],
+            "pass {i}: {:?}",
+            pass.speeds
+        );
+    }
+    let summary = report.summary();
+    assert!(
+        summary
+            .contains("one speed for alike devices (same kind, hardware and workers): gpu0, gpu1"),
+        "{summary}"
+    );
+    // `--stats` records the classes, which `schedule-sim --replay-corrections` reads back.
+    let dir = tempfile::tempdir().unwrap();
+    let stats = dir.path().join("run.csv");
+    gasworks::sched::report::write_stats(report, &stats).unwrap();
+    let rows = gasworks::sched::report::read_workers(&stats).unwrap();
+    assert_eq!(rows.len(), 2 * report.passes.len());
+    assert!(rows.iter().all(|r| r.speed_class == Some(0)), "{rows:?}");
+}
+
+/// Two GPUs, one far slower than the other (its mock spins 2000 hash rounds per sample): once
+/// timed (calibrated before the first pass, as two devices are, and measured after each), the
+/// slow one's share would be cut into pieces
+/// (`tiles::cut_for_slow_workers`), but no piece for a GPU is cut below its launch work
+/// (`tiles::piece_floors`), and these tiles hold less than two launches' work: every pass
+/// keeps the tiles as laid out, and the film is the reference's.
+#[test]
+fn a_slow_gpu_beside_a_fast_one_keeps_tiles_of_a_launchs_work() {
+    let (w, h, spp) = (200, 130, 6);
+    let (scene, settings, reference) = one_worker_room(w, h, spp);
+    let devices = gpu0_and_gpu1();
     // 200 x 130 pixels at 2 samples a pass over tiles of at least 8,000 pixel-samples: 6
     // tiles of 4,333 pixels, each less than twice the floor of 4,000.
     let work = 8_000;
@@ -316,7 +384,12 @@ fn a_slow_gpu_beside_a_fast_one_keeps_tiles_of_a_launchs_work() {
         pass_spp: Some(2),
         ..SchedConfig::default()
     };
-    let frame = render_frame(&scene, &settings, &config, &TwoGpus { work }, true).unwrap();
+    let gpus = TwoGpus {
+        work,
+        slow_spin: 2000,
+        hardware: "",
+    };
+    let frame = render_frame(&scene, &settings, &config, &gpus, true).unwrap();
     assert!(bits(&frame.film) == reference, "the film differs");
     let count = tiles::tile_count_for_work(w, h, 2, work, 2);
     assert_eq!(count, 6);

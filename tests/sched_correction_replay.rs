@@ -10,7 +10,7 @@
 //!   carries them within one kind of device.
 //!
 //! `sched::correction_replay` rebuilds each pass's planned costs with this code's
-//! `CostMap::corrected` and `measured_costs_by_group`; where the run planned with corrected
+//! `CostMap::corrected` and `measured_costs`; where the run planned with corrected
 //! costs, it must find the costs the run planned with.
 
 mod cli_support;
@@ -18,7 +18,9 @@ mod cli_support;
 use cli_support::gasworks_command;
 use std::path::{Path, PathBuf};
 
-use gasworks::sched::correction_replay::{device_names, replay_corrections, PassReplay};
+use gasworks::sched::correction_replay::{
+    device_names, replay_corrections, speed_class_keys, PassReplay,
+};
 use gasworks::sched::report::{costmap_path, read_costmap, read_tiles, read_workers};
 
 const IMAGE: (u32, u32) = (960, 540);
@@ -33,7 +35,14 @@ fn replay(run: &str) -> Vec<PassReplay> {
     let rows = read_tiles(&evidence(run, ".tiles.csv")).unwrap();
     let estimate = read_costmap(&costmap_path(&evidence(run, ".costmap.csv"))).unwrap();
     let workers = read_workers(&evidence(run, ".csv")).unwrap();
-    replay_corrections(&rows, &estimate, IMAGE, device_names(&workers), None)
+    replay_corrections(
+        &rows,
+        &estimate,
+        IMAGE,
+        device_names(&workers),
+        speed_class_keys(&workers),
+        None,
+    )
 }
 
 /// (planned, estimated) Spearman of `device` in each pass after the first, to 3 decimals.

@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 
 use crate::sched::adaptive_sampling::BlockStops;
-use crate::sched::correction_replay::{device_names, replay_corrections};
+use crate::sched::correction_replay::{device_names, replay_corrections, speed_class_keys};
 use crate::sched::costmap::CostMap;
 use crate::sched::report::{
     costmap_path, read_blocks, read_costmap, read_tiles, read_workers, StatsFiles, TileRow,
@@ -111,7 +111,14 @@ fn replay_corrections_table(
         image.0,
         image.1
     );
-    for pass in replay_corrections(rows, estimate, image, device_names(&workers), blocks) {
+    for pass in replay_corrections(
+        rows,
+        estimate,
+        image,
+        device_names(&workers),
+        speed_class_keys(&workers),
+        blocks,
+    ) {
         println!(
             "pass {}: {} tiles{}; replayed costs against the CSV's predicted: largest relative difference {:.1e}",
             pass.pass + 1,

@@ -18,6 +18,7 @@ use crate::sched::policy;
 use crate::sched::progress::Progress;
 use crate::sched::report::{self, FrameReport, PassReport};
 use crate::sched::sat::MapScale;
+use crate::sched::speed_classes::{speed_classes, WorkerKind};
 use crate::sched::workers::{Retirement, TileRecord};
 use crate::sched::{tiles, Ahead, Frame, PartialPass, PassTimes, SchedConfig, Stopped};
 
@@ -81,6 +82,10 @@ pub(super) struct Master {
     weights: Vec<f64>,
     /// Each worker's group, numbered across ranks (rank r's groups from `group_base[r]`).
     groups: Vec<usize>,
+    /// Each worker's speed class (`sched::speed_classes`): the groups of alike ranks (one
+    /// device kind, hardware and worker count) plan at one speed, measured over all their
+    /// tiles, so that noise on one rank does not make it look like slower hardware.
+    classes: Vec<usize>,
     group_base: Vec<usize>,
     /// The calibration before the first pass (empty when the devices are alike).
     calibration: Vec<Calibration>,
@@ -169,6 +174,19 @@ impl Master {
                 .unwrap_or(0);
             offsets.push(worker_rank.len());
         }
+        let classes = speed_classes(
+            &groups
+                .iter()
+                .zip(&kinds)
+                .map(
+                    |(&group, (device, hardware)): (&usize, &(String, String))| WorkerKind {
+                        group,
+                        device,
+                        hardware,
+                    },
+                )
+                .collect::<Vec<_>>(),
+        );
         let scale = MapScale::between(
             (settings.width, settings.height),
             (inputs.estimate.width, inputs.estimate.height),
@@ -218,6 +236,7 @@ impl Master {
             ahead,
             weights: vec![1.0; worker_rank.len()],
             groups,
+            classes,
             group_base: bases,
             calibration: Vec::new(),
             weights_are_speeds: false,
@@ -426,7 +445,7 @@ impl Master {
                 calibration.push(c);
             }
         }
-        self.weights = calibrate::speeds_by_group(&self.groups, &calibration);
+        self.weights = calibrate::speeds_by_group(&self.groups, &self.classes, &calibration);
         // Workers their ranks retired when their pieces failed take nothing.
         for r in &self.retirements {
             self.weights[r.worker] = 0.0;
@@ -719,7 +738,7 @@ impl Master {
         if next < self.passes.len() {
             let previous = self.weights_are_speeds.then_some(&self.weights[..]);
             let (speeds, normalized) =
-                crate::sched::measured_costs_by_group(&self.groups, &report, previous);
+                crate::sched::measured_costs(&self.classes, &report, previous);
             self.weights_are_speeds = true;
             if !trimmed
                 && crate::sched::measured_costs_carry_over(
@@ -828,6 +847,7 @@ impl Master {
             strategy: self.config.strategy,
             steal: self.config.steal,
             workers: self.labels,
+            speed_classes: self.classes,
             raster: self.inputs.raster,
             estimate: self.inputs.estimate_stats,
             estimated_before: false,

@@ -319,34 +319,56 @@ pub fn calibrate(
     (calibration, timed.failures)
 }
 
-/// Each worker's weight from the calibrations of the groups: its group's speed, or, for a group
-/// whose speed could not be measured (a zero time, no cost), the mean of the others; all 1.0
-/// when none was measured.
+/// Each worker's weight from the calibrations of the groups: its speed class's speed
+/// ([`super::speed_classes`]: alike `--devices` entries, such as two GPUs of one model, are
+/// timed each but plan at one speed, their total cost over their total seconds), or, for a
+/// class whose speed could not be measured (a zero time, no cost), the mean of the others; all
+/// 1.0 when none was measured.
 pub fn worker_speeds(workers: &[Worker], calibrations: &[Calibration]) -> Vec<f64> {
     let groups: Vec<usize> = workers.iter().map(|w| w.group).collect();
-    speeds_by_group(&groups, calibrations)
+    speeds_by_group(
+        &groups,
+        &super::speed_classes::of_workers(workers),
+        calibrations,
+    )
 }
 
-/// [`worker_speeds`] for workers given by their groups alone (a cluster's, all ranks').
-pub fn speeds_by_group(groups: &[usize], calibrations: &[Calibration]) -> Vec<f64> {
+/// [`worker_speeds`] for workers given by their groups and speed classes alone (a cluster's,
+/// all ranks').
+pub fn speeds_by_group(
+    groups: &[usize],
+    classes: &[usize],
+    calibrations: &[Calibration],
+) -> Vec<f64> {
+    let measured = |c: &&Calibration| c.speed.is_finite() && c.speed > 0.0;
     let known: Vec<f64> = calibrations
         .iter()
+        .filter(measured)
         .map(|c| c.speed)
-        .filter(|s| s.is_finite() && *s > 0.0)
         .collect();
     if known.is_empty() {
         return vec![1.0; groups.len()];
     }
     let fallback = known.iter().sum::<f64>() / known.len() as f64;
-    groups
+    let class_of_group = |g: usize| {
+        groups
+            .iter()
+            .position(|&x| x == g)
+            .and_then(|w| classes.get(w).copied())
+    };
+    classes
         .iter()
-        .map(|&g| {
-            calibrations
+        .map(|&class| {
+            let (cost, seconds) = calibrations
                 .iter()
-                .find(|c| c.group == g)
-                .map(|c| c.speed)
-                .filter(|s| s.is_finite() && *s > 0.0)
-                .unwrap_or(fallback)
+                .filter(measured)
+                .filter(|c| class_of_group(c.group) == Some(class))
+                .fold((0.0, 0.0), |(c, s), x| (c + x.cost, s + x.seconds));
+            if seconds > 0.0 {
+                cost / seconds
+            } else {
+                fallback
+            }
         })
         .collect()
 }

@@ -3,8 +3,8 @@
 //!
 //! For each pass, the costs it would have been planned with are rebuilt the way a render
 //! rebuilds them: the estimate, corrected after every earlier pass by that pass's measured
-//! costs ([`CostMap::corrected`], fed by [`super::measured_costs_by_group`], with one group
-//! per device). Then, for each device, the tiles it ran are ranked by those costs and by the
+//! costs ([`CostMap::corrected`], fed by [`super::measured_costs`], with the speed classes
+//! the render recorded, or one per device in older files). Then, for each device, the tiles it ran are ranked by those costs and by the
 //! raw estimate against the seconds measured on them (Spearman).
 //!
 //! As in a render, a pass that renders only part of the image (adaptive sampling's stopped
@@ -23,7 +23,7 @@ use super::costmap::CostMap;
 use super::report::{DeviceAccuracy, PassReport, TileRow, WorkerRow};
 use super::sat::MapScale;
 use super::workers::TileRecord;
-use super::{measured_costs_by_group, rendered_cost};
+use super::{measured_costs, rendered_cost};
 
 /// One pass of a replay.
 #[derive(Clone, Debug, PartialEq)]
@@ -55,19 +55,35 @@ pub fn device_names(workers: &[WorkerRow]) -> impl Fn(usize, usize) -> String + 
     }
 }
 
+/// The speed class of every worker of a render, keyed by (rank, worker), from its `OUT.csv`
+/// rows: "class N" as the render recorded it, or, in files from before classes were
+/// recorded, the worker's device ([`device_names`]), one class per device name.
+pub fn speed_class_keys(workers: &[WorkerRow]) -> impl Fn(usize, usize) -> String + '_ {
+    let device = device_names(workers);
+    move |rank, worker| {
+        workers
+            .iter()
+            .find(|w| w.rank == rank && w.worker == worker)
+            .and_then(|w| w.speed_class)
+            .map_or_else(|| device(rank, worker), |c| format!("class {c}"))
+    }
+}
+
 /// Replays every pass of `rows` (a render's `OUT.tiles.csv`) planned from `estimate` (its
 /// `OUT.costmap.csv`) over an image (or window) of `image` pixels. `device(rank, worker)`
-/// names the device of each worker ([`device_names`]); `blocks` are an adaptive render's
-/// (its `OUT.blocks.csv`).
+/// names the device of each worker ([`device_names`]), `class(rank, worker)` its speed class
+/// (workers of one class are measured as one, [`speed_class_keys`]); `blocks` are an adaptive
+/// render's (its `OUT.blocks.csv`).
 pub fn replay_corrections(
     rows: &[TileRow],
     estimate: &CostMap,
     image: (u32, u32),
     device: impl Fn(usize, usize) -> String,
+    class: impl Fn(usize, usize) -> String,
     blocks: Option<&BlockStops>,
 ) -> Vec<PassReplay> {
     // Workers of every rank, numbered densely in order of first appearance, each with its
-    // device and the group of that device.
+    // device and its speed class.
     let mut keys: Vec<(usize, usize)> = Vec::new();
     for r in rows {
         if !keys.contains(&(r.rank, r.worker)) {
@@ -75,8 +91,9 @@ pub fn replay_corrections(
         }
     }
     let devices: Vec<String> = keys.iter().map(|&(rank, w)| device(rank, w)).collect();
+    let class_keys: Vec<String> = keys.iter().map(|&(rank, w)| class(rank, w)).collect();
     let mut names: Vec<&str> = Vec::new();
-    let groups: Vec<usize> = devices
+    let classes: Vec<usize> = class_keys
         .iter()
         .map(|d| match names.iter().position(|n| n == d) {
             Some(g) => g,
@@ -150,9 +167,8 @@ pub fn replay_corrections(
             largest_difference,
             devices: report.accuracy_by_device(&devices),
         });
-        // As a render does after each pass: speeds by group, costs at a common speed.
-        let (measured_speeds, normalized) =
-            measured_costs_by_group(&groups, &report, speeds.as_deref());
+        // As a render does after each pass: speeds by class, costs at a common speed.
+        let (measured_speeds, normalized) = measured_costs(&classes, &report, speeds.as_deref());
         if !partial {
             plan = plan.corrected(image, &tiles, &normalized);
         }
@@ -199,7 +215,14 @@ mod tests {
                 rows.push(row(pass, t, 4 * t as u32, t % 2, *s));
             }
         }
-        let replay = replay_corrections(&rows, &estimate, (16, 4), |_, _| "cpu".into(), None);
+        let replay = replay_corrections(
+            &rows,
+            &estimate,
+            (16, 4),
+            |_, _| "cpu".into(),
+            |_, _| "cpu".into(),
+            None,
+        );
         assert_eq!(replay.len(), 2);
         let first = &replay[0];
         assert_eq!((first.pass, first.tiles), (0, 4));
@@ -222,16 +245,38 @@ mod tests {
                 worker: 0,
                 device: "gpu0".into(),
                 rank: 0,
+                speed_class: None,
             },
             WorkerRow {
                 worker: 0,
                 device: "cpu".into(),
                 rank: 1,
+                speed_class: None,
             },
         ];
         let name = device_names(&workers);
         assert_eq!(name(0, 0), "gpu0");
         assert_eq!(name(1, 0), "cpu");
         assert_eq!(name(0, 5), "worker-5");
+    }
+
+    #[test]
+    fn recorded_speed_classes_name_workers_else_their_devices_do() {
+        let row = |worker, device: &str, rank, speed_class| WorkerRow {
+            worker,
+            device: device.into(),
+            rank,
+            speed_class,
+        };
+        // gpu0 and gpu1 of one model, recorded as one class; a file from before classes.
+        let recorded = vec![row(0, "gpu0", 0, Some(0)), row(1, "gpu1", 0, Some(0))];
+        let class = speed_class_keys(&recorded);
+        assert_eq!(class(0, 0), class(0, 1));
+        let older = vec![row(0, "gpu0", 0, None), row(1, "gpu1", 0, None)];
+        let class = speed_class_keys(&older);
+        assert_eq!(
+            (class(0, 0).as_str(), class(0, 1).as_str()),
+            ("gpu0", "gpu1")
+        );
     }
 }

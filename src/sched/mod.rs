@@ -10,7 +10,8 @@
 //!    cheap end of others' when it runs dry;
 //! 5. with progressive passes (`--pass-spp`), every pass after the first is planned with the
 //!    measured tile times of the pass before (the estimate scaled tile by tile, and worker
-//!    groups weighted by their measured speed), not with the estimate alone;
+//!    groups weighted by their measured speed, alike groups as one: [`speed_classes`]), not
+//!    with the estimate alone;
 //! 6. [`report`], [`accuracy`], [`pictures`]: statistics, the cost map's accuracy, pictures.
 //!
 //! Workers of different devices (a GPU beside CPU threads) are not equally fast, and the first
@@ -40,6 +41,7 @@ pub mod raster;
 pub mod report;
 pub mod sat;
 pub mod sim;
+pub mod speed_classes;
 pub mod tiles;
 pub mod window;
 pub mod workers;
@@ -686,6 +688,8 @@ pub fn render_frame_until(
     let mut plan_map = estimate.clone();
     // Whether measured costs correct `plan_map` after each pass, and whether they have.
     let carry_over = measured_costs_carry_over(workers.iter().map(|w| w.device.as_str()));
+    // Which workers share one measured speed (alike devices: two GPUs of one model).
+    let classes = speed_classes::of_workers(&workers);
     let mut planned_with_measured = false;
     let mut weights = vec![1.0f64; workers.len()];
     // Workers retired by a renderer error ([`OnWorkerError::Retire`]): they plan at speed 0
@@ -961,7 +965,7 @@ pub fn render_frame_until(
         };
         if pass + 1 < passes.len() {
             let previous = weights_are_speeds.then_some(&weights[..]);
-            let (speeds, normalized) = measured_costs(&workers, &pass_report, previous);
+            let (speeds, normalized) = measured_costs(&classes, &pass_report, previous);
             if carry_over && !partial_cover {
                 plan_map = plan_map.corrected(image, &pass_report.tiles, &normalized);
                 planned_with_measured = true;
@@ -985,6 +989,7 @@ pub fn render_frame_until(
         strategy: config.strategy,
         steal: config.steal,
         workers: FrameReport::worker_list(&workers),
+        speed_classes: classes,
         raster: raster_stats,
         estimate: est_stats,
         estimated_before,
@@ -1156,68 +1161,60 @@ pub fn measured_costs_carry_over<'a>(devices: impl IntoIterator<Item = &'a str>)
 }
 
 /// After a pass: each worker's speed (cost-map units per second, shared by the workers of one
-/// `--devices` entry, since a device's workers are alike and one worker's few tiles say
+/// speed class, `class_of[w]`: one `--devices` entry, or several alike ones
+/// ([`speed_classes`]), since alike workers are equally fast and one worker's few tiles say
 /// little) and each tile's measured cost in cost-map units of a common speed (its time times
-/// the speed of the group that ran it), so that a tile is not judged cheap because a fast
-/// device ran it.
+/// the speed of the class that ran it), so that a tile is not judged cheap because a fast
+/// device ran it. The cluster's rank 0 calls it too, with the classes of every rank's workers.
 ///
-/// A group that ran no tile in the pass keeps its speed from `previous` (the speeds the pass
+/// A class that ran no tile in the pass keeps its speed from `previous` (the speeds the pass
 /// was planned with, when they were speeds: calibrated or measured), since the steal guard may
 /// have kept a slow device idle on purpose; without them, it gets the mean of the others.
-fn measured_costs(
-    workers: &[Worker],
+pub fn measured_costs(
+    class_of: &[usize],
     pass: &PassReport,
     previous: Option<&[f64]>,
 ) -> (Vec<f64>, Vec<f64>) {
-    let groups: Vec<usize> = workers.iter().map(|w| w.group).collect();
-    measured_costs_by_group(&groups, pass, previous)
-}
-
-/// [`measured_costs`] for workers known only by their group (`group_of[w]`): the cluster's
-/// rank 0 plans for workers of other ranks, whose renderers it does not hold.
-pub fn measured_costs_by_group(
-    group_of: &[usize],
-    pass: &PassReport,
-    previous: Option<&[f64]>,
-) -> (Vec<f64>, Vec<f64>) {
-    let groups = group_of.iter().max().map_or(0, |g| g + 1);
-    let (mut planned, mut seconds) = (vec![0.0f64; groups], vec![0.0f64; groups]);
+    let classes = class_of.iter().max().map_or(0, |c| c + 1);
+    let (mut planned, mut seconds) = (vec![0.0f64; classes], vec![0.0f64; classes]);
     for r in &pass.records {
-        let g = group_of[r.worker];
-        planned[g] += pass.predicted[r.task];
-        seconds[g] += r.cost_s;
+        let c = class_of[r.worker];
+        planned[c] += pass.predicted[r.task];
+        seconds[c] += r.cost_s;
     }
-    let known: Vec<f64> = (0..groups)
-        .filter(|&g| seconds[g] > 0.0 && planned[g] > 0.0)
-        .map(|g| planned[g] / seconds[g])
+    let known: Vec<f64> = (0..classes)
+        .filter(|&c| seconds[c] > 0.0 && planned[c] > 0.0)
+        .map(|c| planned[c] / seconds[c])
         .collect();
     let fallback = if known.is_empty() {
         1.0
     } else {
         known.iter().sum::<f64>() / known.len() as f64
     };
-    // A group's speed as planned: its first worker's previous speed, when known.
-    let planned_speed = |g: usize| {
-        let w = group_of.iter().position(|&x| x == g)?;
+    // A class's speed as planned: the previous speed of its first worker that had one (a
+    // retired worker planned at 0).
+    let planned_speed = |c: usize| {
         previous?
-            .get(w)
-            .copied()
-            .filter(|s| s.is_finite() && *s > 0.0)
+            .iter()
+            .zip(class_of)
+            .filter(|&(_, &k)| k == c)
+            .map(|(s, _)| *s)
+            .find(|s| s.is_finite() && *s > 0.0)
     };
-    let group_speed: Vec<f64> = (0..groups)
-        .map(|g| {
-            if seconds[g] > 0.0 && planned[g] > 0.0 {
-                planned[g] / seconds[g]
+    let class_speed: Vec<f64> = (0..classes)
+        .map(|c| {
+            if seconds[c] > 0.0 && planned[c] > 0.0 {
+                planned[c] / seconds[c]
             } else {
-                planned_speed(g).unwrap_or(fallback)
+                planned_speed(c).unwrap_or(fallback)
             }
         })
         .collect();
-    let speeds = group_of.iter().map(|&g| group_speed[g]).collect();
+    let speeds = class_of.iter().map(|&c| class_speed[c]).collect();
     let normalized = pass
         .records
         .iter()
-        .map(|r| r.cost_s * group_speed[group_of[r.worker]])
+        .map(|r| r.cost_s * class_speed[class_of[r.worker]])
         .collect();
     (speeds, normalized)
 }
@@ -1340,13 +1337,88 @@ mod tests {
         };
         let groups = [0, 0, 1];
         // Planned by calibrated speeds: the CPU keeps its 50 units/s.
-        let (speeds, normalized) =
-            measured_costs_by_group(&groups, &pass, Some(&[4000.0, 4000.0, 50.0]));
+        let (speeds, normalized) = measured_costs(&groups, &pass, Some(&[4000.0, 4000.0, 50.0]));
         assert_eq!(speeds, vec![4000.0, 4000.0, 50.0]);
         assert_eq!(normalized, vec![4.0, 4.0]);
         // Planned by worker counts: nothing is known of the CPU, which gets the others' mean.
-        let (speeds, _) = measured_costs_by_group(&groups, &pass, None);
+        let (speeds, _) = measured_costs(&groups, &pass, None);
         assert_eq!(speeds, vec![4000.0; 3]);
+    }
+
+    #[test]
+    fn alike_groups_plan_at_their_pooled_speed() {
+        // Two GPUs of one model, a stream each (groups 0 and 1, one speed class), and a CPU
+        // thread (group 2). GPU 0 ran 3 tiles of cost 4 in 1 ms each; GPU 1 ran one in
+        // 3 ms, as a hiccup can make it. Apart, GPU 1 would plan 3x slower than GPU 0, and the
+        // steal guard would treat it as a slow device; pooled, both plan at 16 / 6 ms. The
+        // CPU thread, a class of its own, keeps its own speed: 4 in 80 ms.
+        let record = |task, worker, cost_s| workers::TileRecord {
+            task,
+            worker,
+            stolen_from: None,
+            start_s: 0.0,
+            end_s: cost_s,
+            cost_s,
+        };
+        let pass = PassReport {
+            samples: 0..1,
+            tiles: vec![Tile::whole(1, 1); 5],
+            predicted: vec![4.0; 5],
+            estimated: vec![4.0; 5],
+            initial_deques: vec![vec![0, 1, 2], vec![3], vec![4]],
+            records: vec![
+                record(0, 0, 0.001),
+                record(1, 0, 0.001),
+                record(2, 0, 0.001),
+                record(3, 1, 0.003),
+                record(4, 2, 0.08),
+            ],
+            makespan_s: 0.08,
+            workers: Vec::new(),
+            speeds: Vec::new(),
+            planned_with_measured: false,
+            skipped_pixels: 0,
+        };
+        let close = |a: &[f64], b: &[f64]| a.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-9);
+        let (apart, _) = measured_costs(&[0, 1, 2], &pass, None);
+        assert!(close(&apart, &[4000.0, 4000.0 / 3.0, 50.0]), "{apart:?}");
+        let (pooled, normalized) = measured_costs(&[0, 0, 1], &pass, None);
+        let gpu = 16.0 / 0.006;
+        assert!(close(&pooled, &[gpu, gpu, 50.0]), "{pooled:?}");
+        // Each tile's cost at the common speed: its time times its class's speed.
+        let want: Vec<f64> = [0.001, 0.001, 0.001, 0.003]
+            .iter()
+            .map(|t| t * gpu)
+            .chain([4.0])
+            .collect();
+        assert!(close(&normalized, &want), "{normalized:?}");
+    }
+
+    #[test]
+    fn a_retired_worker_does_not_hide_its_classs_planned_speed() {
+        // Workers 0 and 1, one class, ran nothing; worker 0 was retired (planned at 0).
+        let pass = PassReport {
+            samples: 0..1,
+            tiles: vec![Tile::whole(1, 1)],
+            predicted: vec![4.0],
+            estimated: vec![4.0],
+            initial_deques: vec![vec![], vec![], vec![0]],
+            records: vec![workers::TileRecord {
+                task: 0,
+                worker: 2,
+                stolen_from: None,
+                start_s: 0.0,
+                end_s: 0.08,
+                cost_s: 0.08,
+            }],
+            makespan_s: 0.08,
+            workers: Vec::new(),
+            speeds: Vec::new(),
+            planned_with_measured: false,
+            skipped_pixels: 0,
+        };
+        let (speeds, _) = measured_costs(&[0, 0, 1], &pass, Some(&[0.0, 4000.0, 50.0]));
+        assert_eq!(speeds, vec![4000.0, 4000.0, 50.0]);
     }
 
     #[test]

@@ -275,6 +275,9 @@ pub struct FrameReport {
     pub steal: bool,
     /// (label, device) of each worker.
     pub workers: Vec<(String, String)>,
+    /// Each worker's speed class ([`super::speed_classes`]): workers of one class plan at one
+    /// measured speed. Empty where not known (every `--devices` entry its own class).
+    pub speed_classes: Vec<usize>,
     pub raster: RasterStats,
     pub estimate: EstimateStats,
     /// Whether the cost map was estimated before the frame, during the backend's setup
@@ -308,6 +311,27 @@ impl FrameReport {
             .iter()
             .map(|w| (w.label.clone(), w.device.clone()))
             .collect()
+    }
+
+    /// The speed classes that hold more than one device (two GPUs of one model, or alike
+    /// ranks), each as its devices' names ("gpu0", "gpu1"; "r0/cpu", "r1/cpu" in a cluster).
+    pub fn pooled_devices(&self) -> Vec<Vec<String>> {
+        let classes = self.speed_classes.iter().max().map_or(0, |c| c + 1);
+        let mut devices: Vec<Vec<String>> = vec![Vec::new(); classes];
+        for (w, (_, device)) in self.workers.iter().enumerate() {
+            let Some(&class) = self.speed_classes.get(w) else {
+                continue;
+            };
+            let name = match &self.cluster {
+                Some(_) => format!("r{}/{device}", self.rank_of(w)),
+                None => device.clone(),
+            };
+            if !devices[class].contains(&name) {
+                devices[class].push(name);
+            }
+        }
+        devices.retain(|d| d.len() > 1);
+        devices
     }
 
     /// The MPI rank worker `w` ran on (0 in a single process).
@@ -422,6 +446,13 @@ impl FrameReport {
         );
         if !self.calibration.is_empty() {
             let _ = writeln!(s, "  {}", super::calibrate::describe(&self.calibration));
+        }
+        for devices in self.pooled_devices() {
+            let _ = writeln!(
+                s,
+                "  one speed for alike devices (same kind, hardware and workers): {}",
+                devices.join(", ")
+            );
         }
         for r in &self.retirements {
             let _ = writeln!(s, "  {}", r.describe());
@@ -681,6 +712,7 @@ pub fn write_stats(report: &FrameReport, path: &Path) -> Result<(), StatsError> 
         "speed",
         "efficiency_by_speed",
         "retired_in_pass",
+        "speed_class",
     ])
     .map_err(csv_err(path))?;
     for (i, p) in report.passes.iter().enumerate() {
@@ -714,6 +746,11 @@ pub fn write_stats(report: &FrameReport, path: &Path) -> Result<(), StatsError> 
                     .iter()
                     .find(|r| r.worker == wi && r.pass <= pi)
                     .map_or(String::new(), |r| r.pass.to_string()),
+                // Workers of one class planned at one speed (alike devices pooled).
+                report
+                    .speed_classes
+                    .get(wi)
+                    .map_or(String::new(), usize::to_string),
             ])
             .map_err(csv_err(path))?;
         }
@@ -780,22 +817,20 @@ pub fn write_stats(report: &FrameReport, path: &Path) -> Result<(), StatsError> 
             _ => Ok(()),
         };
     };
-    {
-        let mut w = csv::Writer::from_path(&blocks).map_err(csv_err(&blocks))?;
-        w.write_record(["x", "y", "w", "h", "until_pass"])
-            .map_err(csv_err(&blocks))?;
-        for (t, until) in &a.block_passes {
-            w.write_record([
-                t.x.to_string(),
-                t.y.to_string(),
-                t.w.to_string(),
-                t.h.to_string(),
-                until.to_string(),
-            ])
-            .map_err(csv_err(&blocks))?;
-        }
-        w.flush().map_err(io_err(&blocks))?;
+    let mut w = csv::Writer::from_path(&blocks).map_err(csv_err(&blocks))?;
+    w.write_record(["x", "y", "w", "h", "until_pass"])
+        .map_err(csv_err(&blocks))?;
+    for (t, until) in &a.block_passes {
+        w.write_record([
+            t.x.to_string(),
+            t.y.to_string(),
+            t.w.to_string(),
+            t.h.to_string(),
+            until.to_string(),
+        ])
+        .map_err(csv_err(&blocks))?;
     }
+    w.flush().map_err(io_err(&blocks))?;
     Ok(())
 }
 
@@ -950,6 +985,9 @@ pub struct WorkerRow {
     /// Absent in files written before ranks were recorded.
     #[serde(default)]
     pub rank: usize,
+    /// The worker's speed class; `None` in files written before classes were recorded.
+    #[serde(default)]
+    pub speed_class: Option<usize>,
 }
 
 /// Reads `OUT.csv` (one row per pass and worker) for its workers' devices.

@@ -171,8 +171,9 @@ pub struct Worker {
     pub label: String,
     /// The device name: "cpu", "gpu0".
     pub device: String,
-    /// Index of the `--devices` entry this worker came from; workers of one entry are assumed
-    /// to be equally fast when measured speeds weight later passes.
+    /// Index of the `--devices` entry this worker came from; workers of one entry, and of
+    /// alike entries ([`super::speed_classes`]), are assumed to be equally fast when measured
+    /// speeds weight later passes.
     pub group: usize,
     /// Whether a tile's cost is this thread's CPU time (CPU workers, whose renderer works on
     /// the calling thread) rather than wall time (GPU workers, which wait for the device).
