@@ -1314,14 +1314,7 @@ mod tests {
     fn a_group_that_ran_nothing_keeps_its_planned_speed() {
         // Workers 0 and 1: a GPU's streams (group 0); worker 2: a CPU thread (group 1) that
         // the steal guard kept idle. The GPU ran two tiles of cost 4 in 1 ms each.
-        let record = |task, worker| workers::TileRecord {
-            task,
-            worker,
-            stolen_from: None,
-            start_s: 0.0,
-            end_s: 0.001,
-            cost_s: 0.001,
-        };
+        let record = |task, worker| workers::TileRecord::from_start(task, worker, 0.001);
         let pass = PassReport {
             samples: 0..1,
             tiles: vec![Tile::whole(1, 1); 2],
@@ -1352,14 +1345,7 @@ mod tests {
         // 3 ms, as a hiccup can make it. Apart, GPU 1 would plan 3x slower than GPU 0, and the
         // steal guard would treat it as a slow device; pooled, both plan at 16 / 6 ms. The
         // CPU thread, a class of its own, keeps its own speed: 4 in 80 ms.
-        let record = |task, worker, cost_s| workers::TileRecord {
-            task,
-            worker,
-            stolen_from: None,
-            start_s: 0.0,
-            end_s: cost_s,
-            cost_s,
-        };
+        let record = workers::TileRecord::from_start;
         let pass = PassReport {
             samples: 0..1,
             tiles: vec![Tile::whole(1, 1); 5],
@@ -1403,14 +1389,7 @@ mod tests {
             predicted: vec![4.0],
             estimated: vec![4.0],
             initial_deques: vec![vec![], vec![], vec![0]],
-            records: vec![workers::TileRecord {
-                task: 0,
-                worker: 2,
-                stolen_from: None,
-                start_s: 0.0,
-                end_s: 0.08,
-                cost_s: 0.08,
-            }],
+            records: vec![workers::TileRecord::from_start(0, 2, 0.08)],
             makespan_s: 0.08,
             workers: Vec::new(),
             speeds: Vec::new(),

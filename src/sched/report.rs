@@ -1113,14 +1113,7 @@ mod tests {
         // A GPU stream (worker 0) beside a CPU thread 100 times slower (worker 1): the
         // estimates rank tiles 4 > 3 > 2 > 1; the GPU ran the two dearest, the CPU the two
         // cheapest, which took it 100 times the seconds.
-        let record = |task, worker, cost_s| TileRecord {
-            task,
-            worker,
-            stolen_from: None,
-            start_s: 0.0,
-            end_s: cost_s,
-            cost_s,
-        };
+        let record = TileRecord::from_start;
         let estimated = vec![4.0, 3.0, 2.0, 1.0];
         let mut pass = PassReport {
             samples: 0..1,

@@ -365,6 +365,20 @@ pub struct TileRecord {
 }
 
 impl TileRecord {
+    /// `task`, run by `worker` from the pass's start for `cost_s` seconds, not stolen: the
+    /// record the tests of speeds and accuracy build passes of.
+    #[cfg(test)]
+    pub(crate) fn from_start(task: usize, worker: usize, cost_s: f64) -> TileRecord {
+        TileRecord {
+            task,
+            worker,
+            stolen_from: None,
+            start_s: 0.0,
+            end_s: cost_s,
+            cost_s,
+        }
+    }
+
     /// Wall-clock seconds the tile took.
     pub fn seconds(&self) -> f64 {
         self.end_s - self.start_s
