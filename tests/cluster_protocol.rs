@@ -554,7 +554,8 @@ fn alike_ranks_plan_at_one_pooled_speed() {
         let mut slow = RankSpec::new(2, 0);
         slow.cpu_spin = 3000;
         slow.hardware = hardware;
-        let mut fast = RankSpec::new(2, 0);
+        // One thread beside the slow rank's two: CPU threads are alike whatever their count.
+        let mut fast = RankSpec::new(1, 0);
         fast.hardware = hardware;
         let what = format!("two ranks on {hardware:?}");
         let outcomes = run_cluster(&[slow, fast], &config, test_timing(), None);
@@ -568,15 +569,15 @@ fn alike_ranks_plan_at_one_pooled_speed() {
             report.passes.len()
         );
         let speeds = &report.passes[1].speeds;
-        assert_eq!(speeds.len(), 4, "{what}");
+        assert_eq!(speeds.len(), 3, "{what}");
         let summary = report.summary();
-        let line = "one speed for alike devices (same kind, hardware and workers): r0/cpu, r1/cpu";
+        let line = "one speed for alike devices (one kind and hardware, GPUs with as many streams): r0/cpu, r1/cpu";
         if pooled {
-            assert_eq!(report.speed_classes, [0, 0, 0, 0], "{what}");
+            assert_eq!(report.speed_classes, [0, 0, 0], "{what}");
             assert!(speeds.iter().all(|&s| s == speeds[0]), "{what}: {speeds:?}");
             assert!(summary.contains(line), "{what}: {summary}");
         } else {
-            assert_eq!(report.speed_classes, [0, 0, 1, 1], "{what}");
+            assert_eq!(report.speed_classes, [0, 0, 1], "{what}");
             assert!(
                 speeds[2] > 2.0 * speeds[0],
                 "{what}: not measured apart: {speeds:?}"
@@ -1392,6 +1393,9 @@ impl TileRenderer for SlowOnceSignalled {
     fn name(&self) -> String {
         self.inner.name()
     }
+    fn hardware(&self) -> String {
+        self.inner.hardware()
+    }
     fn render_tile(
         &self,
         tile: Tile,
@@ -1420,6 +1424,9 @@ impl TileRenderer for SignalAfter {
     fn name(&self) -> String {
         self.inner.name()
     }
+    fn hardware(&self) -> String {
+        self.inner.hardware()
+    }
     fn render_tile(
         &self,
         tile: Tile,
@@ -1440,9 +1447,15 @@ impl TileRenderer for SignalAfter {
 /// the tiles that have arrived, every rank ends without an error, and no later pass runs.
 /// Each pixel holds the samples of the first pass or of the first two; the resume point is
 /// the film of the first pass, and a cluster resumed from it finishes one process's film.
+///
+/// Rank 0's worker must render three tiles of the second pass for the signal to come. With
+/// steals, on a loaded machine, rank 1's two workers once took 5 of its 7 (it rendered 2):
+/// the frame ran to its end. So nothing is stolen here, and the ranks say they run on one
+/// CPU: one speed class, planned at one speed, so that rank 0's share of the second pass is a
+/// third of the tiles however its first-pass tiles were timed.
 #[test]
 fn a_stop_signal_on_any_rank_ends_the_frame_with_what_arrived_and_it_resumes() {
-    let config = config(Strategy::Sorted, true, Some(2));
+    let config = config(Strategy::Sorted, false, Some(2));
     let (after_one, after_two) = (reference_at(&config, 2), reference_at(&config, 4));
     for (signalled, signal) in [(0usize, 15u8), (1, 1)] {
         let what = format!("signal {signal} on rank {signalled}");
@@ -1454,7 +1467,9 @@ fn a_stop_signal_on_any_rank_ends_the_frame_with_what_arrived_and_it_resumes() {
             spec.stop = Some(*flag);
         }
         let slow_once_signalled = || SlowOnceSignalled {
-            inner: MockRenderer::new(W, SEED).with_sleep(300),
+            inner: MockRenderer::new(W, SEED)
+                .with_sleep(300)
+                .on_hardware("cpu: Mock 100"),
             flags: flags.clone(),
             delay: Duration::from_millis(100),
         };
@@ -1470,6 +1485,7 @@ fn a_stop_signal_on_any_rank_ends_the_frame_with_what_arrived_and_it_resumes() {
         }));
         let outcomes = run_cluster(&ranks, &config, test_timing(), None);
         let (frame, calls) = frame_and_calls(outcomes, &what);
+        assert_eq!(frame.report.speed_classes, [0, 0, 0], "{what}");
         let stopped = frame.stopped.clone().expect("stopped");
         let tiles = stopped.partial.as_ref().map_or(0, |p| p.tiles);
         let done = stopped.partial.as_ref().map_or(0, |p| p.tiles_done);

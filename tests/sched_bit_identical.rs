@@ -267,7 +267,8 @@ fn tiles_cut_for_slow_cpu_workers_give_the_same_bits() {
 }
 
 /// Mocks of two GPUs of one stream each, 200 pixels wide: GPU 1's spins `slow_spin` hash
-/// rounds per sample; both say they run on `hardware` (empty: not known).
+/// rounds per sample; both say they run on `hardware` (empty: not known). Its CPU threads
+/// spin 200 rounds a sample.
 struct TwoGpus {
     work: u64,
     slow_spin: u32,
@@ -276,7 +277,11 @@ struct TwoGpus {
 
 impl gasworks::sched::RendererFactory for TwoGpus {
     fn cpu(&self) -> anyhow::Result<std::sync::Arc<dyn gasworks::render::TileRenderer>> {
-        anyhow::bail!("no CPU workers here")
+        Ok(std::sync::Arc::new(
+            MockRenderer::new(200, 11)
+                .on_hardware("cpu: Mock 100")
+                .with_spin(|_, _| 200),
+        ))
     }
     fn gpu(
         &self,
@@ -307,17 +312,16 @@ fn gpu0_and_gpu1() -> Vec<DeviceSpec> {
     ]
 }
 
-/// Two GPUs that say they are one model are one speed class (`sched::speed_classes`): each
-/// is calibrated, but both plan at one speed, their pooled one, in every pass, though GPU 1
-/// is slowed as far as in the test below (a hiccup, or another process on it). The film is
-/// the reference's, and the summary says which devices were pooled.
-#[test]
-fn two_gpus_of_one_model_plan_at_one_speed() {
+/// `--devices` (with `--pass-spp 2`) on [`TwoGpus`] of one model, GPU 1 slowed as far as in
+/// the test below (a hiccup, or another process on it): the frame, checked against the
+/// reference, and its report, checked to name gpu0 and gpu1 as one class in its summary and
+/// its `--stats` CSV (which `schedule-sim --replay-corrections` reads back).
+fn alike_gpus_frame(devices: Vec<DeviceSpec>) -> gasworks::sched::report::FrameReport {
     let (w, h, spp) = (200, 130, 6);
     let (scene, settings, reference) = one_worker_room(w, h, spp);
     let config = SchedConfig {
         strategy: Strategy::Sorted,
-        devices: gpu0_and_gpu1(),
+        devices,
         pass_spp: Some(2),
         ..SchedConfig::default()
     };
@@ -328,20 +332,37 @@ fn two_gpus_of_one_model_plan_at_one_speed() {
     };
     let frame = render_frame(&scene, &settings, &config, &gpus, true).unwrap();
     assert!(bits(&frame.film) == reference, "the film differs");
-    let report = &frame.report;
-    assert_eq!(report.speed_classes, [0, 0]);
-    let cal = &report.calibration;
-    assert_eq!(cal.len(), 2, "{cal:?}");
-    // Timed apart, GPU 1 is the slower; the pooled speed is their total cost over seconds.
-    assert!(cal[0].speed > 2.0 * cal[1].speed, "{cal:?}");
-    let pooled = (cal[0].cost + cal[1].cost) / (cal[0].seconds + cal[1].seconds);
+    let report = frame.report;
+    assert_eq!(report.speed_classes[..2], [0, 0]);
     assert_eq!(report.passes.len(), 3);
-    let first = &report.passes[0].speeds;
+    let summary = report.summary();
     assert!(
-        (first[0] - pooled).abs() <= 1e-9 * pooled,
-        "{first:?} against {pooled}"
+        summary
+            .contains("one speed for alike devices (one kind and hardware, GPUs with as many streams): gpu0, gpu1"),
+        "{summary}"
     );
-    for (i, pass) in report.passes.iter().enumerate() {
+    let dir = tempfile::tempdir().unwrap();
+    let stats = dir.path().join("run.csv");
+    gasworks::sched::report::write_stats(&report, &stats).unwrap();
+    let rows = gasworks::sched::report::read_workers(&stats).unwrap();
+    assert_eq!(rows.len(), report.workers.len() * report.passes.len());
+    assert!(
+        rows.iter()
+            .all(|r| r.speed_class == Some(r.worker.min(2) / 2)),
+        "{rows:?}"
+    );
+    report
+}
+
+/// Two GPUs that say they are one model are one speed class (`sched::speed_classes`): they
+/// are not calibrated (worker counts share the first pass among alike GPUs exactly), and both
+/// plan at one speed, their pooled one, in every later pass.
+#[test]
+fn two_gpus_of_one_model_plan_at_one_speed() {
+    let report = alike_gpus_frame(gpu0_and_gpu1());
+    assert!(report.calibration.is_empty(), "{:?}", report.calibration);
+    assert!(report.passes[0].speeds.is_empty());
+    for (i, pass) in report.passes.iter().enumerate().skip(1) {
         assert_eq!(pass.speeds.len(), 2, "pass {i}");
         assert_eq!(
             pass.speeds[0], pass.speeds[1],
@@ -349,19 +370,38 @@ fn two_gpus_of_one_model_plan_at_one_speed() {
             pass.speeds
         );
     }
-    let summary = report.summary();
-    assert!(
-        summary
-            .contains("one speed for alike devices (same kind, hardware and workers): gpu0, gpu1"),
-        "{summary}"
-    );
-    // `--stats` records the classes, which `schedule-sim --replay-corrections` reads back.
-    let dir = tempfile::tempdir().unwrap();
-    let stats = dir.path().join("run.csv");
-    gasworks::sched::report::write_stats(report, &stats).unwrap();
-    let rows = gasworks::sched::report::read_workers(&stats).unwrap();
-    assert_eq!(rows.len(), 2 * report.passes.len());
-    assert!(rows.iter().all(|r| r.speed_class == Some(0)), "{rows:?}");
+}
+
+/// Beside a CPU thread, two GPUs of one model are calibrated each, but plan the first pass at
+/// their pooled speed (their pieces' total cost over their total seconds), and the later ones
+/// at one measured speed; the CPU thread keeps its own.
+#[test]
+fn two_gpus_of_one_model_beside_a_cpu_calibrate_as_one() {
+    let mut devices = gpu0_and_gpu1();
+    devices.push(DeviceSpec::Cpu { workers: Some(1) });
+    let report = alike_gpus_frame(devices);
+    assert_eq!(report.speed_classes, [0, 0, 1]);
+    let cal = &report.calibration;
+    assert_eq!(cal.len(), 3, "{cal:?}");
+    // Timed apart, GPU 1 is the slower.
+    assert!(cal[0].speed > 2.0 * cal[1].speed, "{cal:?}");
+    let pooled = (cal[0].cost + cal[1].cost) / (cal[0].seconds + cal[1].seconds);
+    let first = &report.passes[0].speeds;
+    for s in &first[..2] {
+        assert!(
+            (s - pooled).abs() <= 1e-9 * pooled,
+            "{first:?} against {pooled}"
+        );
+    }
+    assert_eq!(first[2], cal[2].speed, "{first:?}");
+    for (i, pass) in report.passes.iter().enumerate() {
+        assert_eq!(pass.speeds.len(), 3, "pass {i}");
+        assert_eq!(
+            pass.speeds[0], pass.speeds[1],
+            "pass {i}: {:?}",
+            pass.speeds
+        );
+    }
 }
 
 /// Two GPUs, one far slower than the other (its mock spins 2000 hash rounds per sample): once

@@ -416,7 +416,8 @@ pub struct ScheduleArgs {
     pub devices: Option<String>,
     /// Before the first pass, time one worker of each device on a piece of the image, so that
     /// the pass's shares and steals follow the workers' speeds (only when --devices mixes
-    /// devices, e.g. gpu0x2,cpu; the image is the same either way)
+    /// devices, e.g. gpu0x2,cpu, and not for GPUs of one model with as many streams each; the
+    /// image is the same either way)
     #[arg(long, value_enum, default_value_t = OnOff::On)]
     pub calibrate: OnOff,
     /// Once the workers' speeds are known (calibrated or measured), cut the tiles that workers

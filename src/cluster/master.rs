@@ -83,7 +83,7 @@ pub(super) struct Master {
     /// Each worker's group, numbered across ranks (rank r's groups from `group_base[r]`).
     groups: Vec<usize>,
     /// Each worker's speed class (`sched::speed_classes`): the groups of alike ranks (one
-    /// device kind, hardware and worker count) plan at one speed, measured over all their
+    /// device kind and hardware, GPUs with as many streams) plan at one speed, measured over all their
     /// tiles, so that noise on one rank does not make it look like slower hardware.
     classes: Vec<usize>,
     group_base: Vec<usize>,

@@ -63,10 +63,13 @@ pub struct Calibration {
     pub speed: f64,
 }
 
-/// Whether a render's workers need calibrating: they come from more than one device (a CPU
-/// beside a GPU, or two GPUs that may differ). Workers of one device are alike.
-pub fn needed(workers: &[Worker]) -> bool {
-    workers.windows(2).any(|p| p[0].device != p[1].device)
+/// Whether a render's workers need calibrating, given each one's speed class
+/// ([`super::speed_classes::of_workers`]): they are of more than one class (a CPU beside a
+/// GPU, or two GPUs that differ or whose hardware is not known). Workers of one class are
+/// alike, and worker counts share the first pass among them exactly: two GPUs of one model
+/// with as many streams each are not timed.
+pub fn needed(classes: &[usize]) -> bool {
+    classes.windows(2).any(|p| p[0] != p[1])
 }
 
 /// The tile the pieces come from: the one of median estimated cost among those with any cost

@@ -791,7 +791,7 @@ pub fn render_frame_until(
                 .collect()
         };
         let mut predicted = tile_costs(&tiles);
-        if pass == first_pass && config.calibrate && calibrate::needed(&workers) {
+        if pass == first_pass && config.calibrate && calibrate::needed(&classes) {
             // Nothing has been timed in this run yet: time each device on a piece of the image.
             let (timed, failures) =
                 calibrate::calibrate(&workers, &tiles, &predicted, &plan_sat, scale, samples);

@@ -450,7 +450,7 @@ impl FrameReport {
         for devices in self.pooled_devices() {
             let _ = writeln!(
                 s,
-                "  one speed for alike devices (same kind, hardware and workers): {}",
+                "  one speed for alike devices (one kind and hardware, GPUs with as many streams): {}",
                 devices.join(", ")
             );
         }

@@ -7,7 +7,8 @@
 //! the fake GPU of one two-core machine timed their small tiles more than 2x apart, and the
 //! scheduler then treated the "slower" one as a slow device (the steal guard kept it from
 //! tiles it would have finished in time, and its share was cut into pieces). Groups alike in
-//! device kind, hardware and worker count are one *speed class*: their tiles are pooled into
+//! device kind and hardware, GPUs also in their number of streams, are one *speed class*:
+//! their tiles are pooled into
 //! one measurement (total estimated cost over total seconds), which has as many tiles as the
 //! class has, and every worker of the class plans at that speed. A real difference between
 //! alike machines (another job on one node) then shows as busy time, and work stealing evens
@@ -31,8 +32,11 @@ pub struct WorkerKind<'a> {
 
 /// Each worker's speed class, numbered from 0 in the order of the workers' first appearance.
 /// Two workers share a class when their groups are alike: the same device kind ("cpu",
-/// "gpu"), the same known hardware and the same number of workers (the streams of a GPU
-/// share it, so a stream of `gpu0x4` is slower than one of `gpu0x2` on the same GPU).
+/// "gpu") and the same known hardware, and for GPUs the same number of workers. The streams
+/// of a GPU share it, and their tiles are timed by the wall clock, so a stream of `gpu0x4` is
+/// slower than one of `gpu0x2` on the same GPU. A CPU thread's tiles are timed by its own CPU
+/// time, which does not grow with the number of threads: a rank of 8 threads and one of 16
+/// on one CPU model are alike.
 pub fn speed_classes(workers: &[WorkerKind<'_>]) -> Vec<usize> {
     let groups = workers.iter().map(|w| w.group).max().map_or(0, |g| g + 1);
     let mut count = vec![0usize; groups];
@@ -43,7 +47,9 @@ pub fn speed_classes(workers: &[WorkerKind<'_>]) -> Vec<usize> {
     // A group's key: alike groups have equal keys; a group of unknown hardware, its own.
     let key = |w: &WorkerKind<'_>| -> (String, String, usize, Option<usize>) {
         let own = w.hardware.is_empty().then_some(w.group);
-        (kind(w.device), w.hardware.to_string(), count[w.group], own)
+        let kind = kind(w.device);
+        let streams = if kind == "cpu" { 0 } else { count[w.group] };
+        (kind, w.hardware.to_string(), streams, own)
     };
     let mut keys: Vec<(String, String, usize, Option<usize>)> = Vec::new();
     workers
@@ -123,6 +129,18 @@ mod tests {
         ]);
         // The CPU groups have one thread each and one CPU: alike.
         assert_eq!(speed_classes(&w), [0, 0, 1, 1, 2, 2, 2, 2, 3, 3]);
+    }
+
+    #[test]
+    fn cpu_ranks_of_one_model_are_alike_whatever_their_thread_counts() {
+        // A cluster's rank of one thread beside a rank of two, then one of another CPU.
+        let w = kinds(&[
+            (0, "cpu", EPYC),
+            (1, "cpu", EPYC),
+            (1, "cpu", EPYC),
+            (2, "cpu", "cpu: X"),
+        ]);
+        assert_eq!(speed_classes(&w), [0, 0, 0, 1]);
     }
 
     #[test]
