@@ -15,7 +15,9 @@
 //! `gasworks render --backend optix` runs its whole host path on the fakes: module, program
 //! groups and pipeline (entry names and the launch-parameter variable found in the shipped
 //! PTX), the shader binding table's records, and every launch's parameter size against the
-//! PTX's declaration. (No device code runs: the image is not checked.)
+//! PTX's declaration. (No device code runs: the image is not checked.) With two alike fake
+//! GPUs (`FAKE_CUDA_DEVICES=2`) it runs the multi-GPU path: a scene and pipelines per GPU,
+//! one speed class, the one GPU's image.
 //!
 //! Then what only a broken driver shows: a build that never returns must end build-bench
 //! through the watchdog (exit status 75, the batch and the build named), a launch that never
@@ -102,6 +104,7 @@ fn gasworks_on_fake(
         "FAKE_OPTIX_FAIL_LAUNCHES_FROM",
         "FAKE_OPTIX_FAULT_AT_LAUNCH",
         "FAKE_OPTIX_RENDER_NOISE",
+        "FAKE_CUDA_DEVICES",
         "GASWORKS_FAULT_AT_TILE",
         // scripts/gpu-session.sh sets it for its own renders.
         "GASWORKS_ON_WORKER_ERROR",
@@ -749,6 +752,96 @@ fn an_optix_render_makes_only_calls_the_driver_accepts() {
         }
         assert_nothing_left_alive(name, &text);
     }
+}
+
+/// Two GPUs of one model (`FAKE_CUDA_DEVICES=2`: alike fakes, a primary context each) through
+/// the real FFI: each gets its own GAS batch, IAS and pipelines, they are one speed class
+/// (`sched::speed_classes`: not calibrated, planned at one measured speed, named as pooled in
+/// the summary and the `--stats` CSV), and the image is the one GPU's, bit for bit (the fake
+/// renders noise by pixel and sample, `FAKE_OPTIX_RENDER_NOISE`).
+#[test]
+#[cfg_attr(
+    gasworks_no_cc,
+    ignore = "no C compiler when the tests were built (see build.rs)"
+)]
+fn two_gpus_of_one_model_render_as_one_speed_class() {
+    let Some(f) = fixture() else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let cornell = cornell();
+    let render = |devices: &str| -> (String, PathBuf, PathBuf, String) {
+        let log = dir.path().join(format!("{devices}.log"));
+        let exr = dir.path().join(format!("{devices}.exr"));
+        let stats = dir.path().join(format!("{devices}.csv"));
+        let out = gasworks_on_fake(
+            f,
+            "render",
+            &cornell,
+            &[
+                "--backend",
+                "optix",
+                "--devices",
+                devices,
+                "--width",
+                "64",
+                "--height",
+                "48",
+                "--spp",
+                "8",
+                "--pass-spp",
+                "2",
+                "-v",
+            ],
+            &[("FAKE_GPU_LOG", &log)],
+        )
+        .env("FAKE_CUDA_DEVICES", "2")
+        .env("FAKE_OPTIX_RENDER_NOISE", "1")
+        .arg("--stats")
+        .arg(&stats)
+        .arg("-o")
+        .arg(&exr)
+        .output()
+        .expect("run gasworks render");
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{devices}: {stderr}");
+        let text = std::fs::read_to_string(&log).expect("the fake's log");
+        assert!(
+            text.lines()
+                .map(fields)
+                .all(|l| l.get("result").is_none_or(|r| *r == "0")),
+            "{devices}: a call the driver refused:\n{text}"
+        );
+        assert_nothing_left_alive(devices, &text);
+        (stderr, exr, stats, text)
+    };
+    let (_, one_gpu, _, _) = render("gpu0x2");
+    let (stderr, two_gpus, stats, text) = render("gpu0x2,gpu1x2");
+    assert!(
+        stderr.contains("backend: optix on GPU 0: Fake GPU")
+            && stderr.contains("backend: gpu1: optix on GPU 1: Fake GPU"),
+        "{stderr}"
+    );
+    // Each GPU built its own scene and ran its own pipelines, one per stream.
+    let count = |kind: &str| text.lines().filter(|l| l.starts_with(kind)).count();
+    assert_eq!((count("build "), count("ias ")), (2, 2), "{text}");
+    assert_eq!(count("pipeline create"), 4, "{text}");
+    assert!(
+        stderr.contains("one speed for alike devices (one kind and hardware, GPUs with as many streams): gpu0, gpu1")
+            && !stderr.contains("calibration:"),
+        "{stderr}"
+    );
+    let rows = csv_rows(&stats);
+    assert_eq!(rows.len(), 4 * 4, "4 workers in 4 passes");
+    assert!(rows.iter().all(|r| r["speed_class"] == "0"), "{rows:?}");
+    for pass in ["1", "2", "3"] {
+        let speeds: BTreeSet<&str> = rows
+            .iter()
+            .filter(|r| r["pass"] == pass)
+            .map(|r| r["speed"].as_str())
+            .collect();
+        assert_eq!(speeds.len(), 1, "pass {pass}: {speeds:?}");
+    }
+    let read = |p: &Path| std::fs::read(p).expect("an image");
+    assert!(read(&one_gpu) == read(&two_gpus), "the images differ");
 }
 
 /// Adaptive sampling on GPU workers: from the first decision on, their tiles skip the stopped

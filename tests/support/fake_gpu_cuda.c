@@ -8,6 +8,10 @@
  * FAKE_OPTIX_FAULT_AT_LAUNCH, gives the context a sticky error, as a kernel's illegal address
  * does: from then on every call that works in the context returns CODE (frees and destroys
  * still release what they name, so that the counts at exit stay true, but return it too).
+ * FAKE_CUDA_DEVICES=N (1 to 8; default 1) makes N alike "GPUs", each with its own primary
+ * context, for the host's multi-GPU paths; they share the one host memory (FAKE_CUDA_MEMORY
+ * counts them together) and the sticky error (a fault poisons every fake GPU, where a real
+ * one poisons its own context only).
  * Declarations are written from the CUDA driver API's documented signatures. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdint.h>
@@ -39,7 +43,16 @@ __attribute__((visibility("default"))) void fake_cuda_fault(int code) {
 /* The memory the "GPU" reports (cuMemGetInfo, cuDeviceTotalMem). */
 #define TOTAL_MEMORY ((size_t)16 << 30)
 
-static int primary_context; /* its address is the one context handle */
+/* Each device's primary context: its address is the context handle. */
+#define MAX_DEVICES 8
+static int primary_contexts[MAX_DEVICES];
+
+/* FAKE_CUDA_DEVICES, clamped to 1..MAX_DEVICES. */
+static int device_count(void) {
+    const char *text = getenv("FAKE_CUDA_DEVICES");
+    int n = text ? atoi(text) : 1;
+    return n < 1 ? 1 : n > MAX_DEVICES ? MAX_DEVICES : n;
+}
 static __thread void *current;
 
 /* What is alive: allocations, streams, events. At exit (a normal one: _exit skips this) the
@@ -67,10 +80,10 @@ static double now_ms(void) {
 
 CUresult cuInit(unsigned int flags) { (void)flags; return OK; }
 CUresult cuDriverGetVersion(int *version) { *version = 13000; return OK; }
-CUresult cuDeviceGetCount(int *count) { *count = 1; return OK; }
+CUresult cuDeviceGetCount(int *count) { *count = device_count(); return OK; }
 CUresult cuDeviceGet(int *device, int ordinal) {
     *device = ordinal;
-    return ordinal == 0 ? OK : INVALID_DEVICE;
+    return ordinal >= 0 && ordinal < device_count() ? OK : INVALID_DEVICE;
 }
 CUresult cuDeviceGetName(char *name, int len, int device) {
     (void)device;
@@ -95,8 +108,8 @@ CUresult cuDeviceGetAttribute(int *value, int attribute, int device) {
 }
 
 CUresult cuDevicePrimaryCtxRetain(void **ctx, int device) {
-    if (device != 0) return INVALID_DEVICE;
-    *ctx = &primary_context;
+    if (device < 0 || device >= device_count()) return INVALID_DEVICE;
+    *ctx = &primary_contexts[device];
     return OK;
 }
 CUresult cuDevicePrimaryCtxRelease_v2(int device) { (void)device; return OK; }
@@ -104,7 +117,13 @@ CUresult cuCtxSetCurrent(void *ctx) { current = ctx; return OK; }
 CUresult cuCtxGetCurrent(void **ctx) { *ctx = current; return OK; }
 CUresult cuCtxPushCurrent_v2(void *ctx) { current = ctx; return OK; }
 CUresult cuCtxPopCurrent_v2(void **ctx) { if (ctx) *ctx = current; return OK; }
-CUresult cuCtxGetDevice(int *device) { *device = 0; return OK; }
+CUresult cuCtxGetDevice(int *device) {
+    int *ctx = current;
+    *device = ctx >= primary_contexts && ctx < primary_contexts + MAX_DEVICES
+                  ? (int)(ctx - primary_contexts)
+                  : 0;
+    return OK;
+}
 CUresult cuCtxSynchronize(void) { return STICKY_OR_OK(); }
 
 CUresult cuGetErrorName(CUresult error, const char **name) {
