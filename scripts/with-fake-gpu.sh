@@ -7,6 +7,8 @@
 #   scripts/with-fake-gpu.sh target/release/gasworks build-bench SCENE.obj --streams 1,8
 #   FAKE_GPU_LOG=calls.log scripts/with-fake-gpu.sh target/release/gasworks render SCENE.obj -o x.png --backend optix
 #   FAKE_OPTIX_HANG_AT_BUILD=3 GASWORKS_BUILD_WAIT_S=1 scripts/with-fake-gpu.sh ...   # a hung driver
+#   FAKE_CUDA_DEVICES=2 scripts/with-fake-gpu.sh target/release/gasworks render SCENE.obj -o x.exr \
+#       --backend optix --devices gpu0x2,gpu1x2 -v   # two alike GPUs
 #
 # The two libraries are built with cc into $GW_FAKE_GPU_DIR (default target/fake-gpu) when
 # missing or older than their sources; the command then runs with LD_LIBRARY_PATH and
