@@ -1181,7 +1181,7 @@ fn a_gpu_whose_context_is_lost_is_retired_with_all_its_streams() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "{what}: {stderr}");
         assert!(png.exists(), "{what}: no image");
-        support::check_lost_gpu_stderr(&what, &stderr, 3, 5);
+        support::check_lost_gpu_stderr(&what, &stderr, 0, 3, 5);
         assert_eq!(
             stderr.contains("warning: calibrating worker gpu0/s0"),
             calibrate == "on",
@@ -1214,6 +1214,58 @@ fn a_gpu_whose_context_is_lost_is_retired_with_all_its_streams() {
     assert!(
         stderr.contains("GASWORKS_FAULT_AT_TILE=\"0\": expected a tile number from 1"),
         "{stderr}"
+    );
+}
+
+/// One of two GPUs lost mid-frame (`GASWORKS_FAULT_AT_TILE=gpu1:2`: GPU 1's second tile
+/// faults, and the fake gives GPU 1's context alone the sticky error): both of GPU 1's streams
+/// are retired at once, GPU 0's finish the frame, and the image is the one GPU's, pixel for
+/// pixel. Without stealing and with shares by worker counts (two alike GPUs, no calibration),
+/// each of GPU 1's streams has a tile of its own in the first pass: GPU 1 is sure to start
+/// its second.
+#[test]
+#[cfg_attr(
+    gasworks_no_cc,
+    ignore = "no C compiler when the tests were built (see build.rs)"
+)]
+fn losing_one_of_two_gpus_retires_its_streams_and_the_other_finishes() {
+    let Some(f) = fixture() else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let cornell = cornell();
+    let render = |name: &str, devices: &str, fault: Option<&str>| {
+        let exr = dir.path().join(format!("{name}.exr"));
+        let mut cmd = gasworks_on_fake(f, "render", &cornell, &SMALL_PASSES, &[]);
+        cmd.args(["--backend", "optix", "--steal", "off", "--devices", devices])
+            .env("FAKE_CUDA_DEVICES", "2")
+            .env("FAKE_OPTIX_RENDER_NOISE", "1")
+            .arg("-o")
+            .arg(&exr);
+        if let Some(at) = fault {
+            cmd.env("GASWORKS_FAULT_AT_TILE", at);
+        }
+        let out = cmd.output().expect("run gasworks render");
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{name}: {stderr}");
+        (stderr, exr)
+    };
+    let pixels = |exr: &Path| image::open(exr).expect("the image").to_rgba32f().into_raw();
+    let (_, one_gpu) = render("one-gpu", "gpu0x2", None);
+    let (stderr, lost_one) = render("lost-gpu1", "gpu0x2,gpu1x2", Some("gpu1:2"));
+    // The hook armed on GPU 1 only.
+    assert!(
+        stderr.contains("warning: GASWORKS_FAULT_AT_TILE=gpu1:2: this GPU's tile 2 will fault"),
+        "{stderr}"
+    );
+    assert_eq!(
+        stderr.matches("will fault on purpose").count(),
+        1,
+        "{stderr}"
+    );
+    support::check_lost_gpu_stderr("GPU 1 of 2", &stderr, 1, 2, 4);
+    assert!(!stderr.contains("gpu0 can render no more"), "{stderr}");
+    assert!(
+        pixels(&lost_one) == pixels(&one_gpu),
+        "not the one GPU's image"
     );
 }
 

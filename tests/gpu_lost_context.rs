@@ -53,7 +53,7 @@ fn render_with_a_fault(fault_at: &str, calibrate: &str) -> String {
 fn a_gpu_that_faults_mid_frame_is_retired_with_all_its_streams() {
     // The third tile of the GPU: mid-way through the first pass.
     let stderr = render_with_a_fault("3", "off");
-    support::check_lost_gpu_stderr("a real GPU", &stderr, 2, 4);
+    support::check_lost_gpu_stderr("a real GPU", &stderr, 0, 2, 4);
 }
 
 #[test]
@@ -61,7 +61,7 @@ fn a_gpu_that_faults_mid_frame_is_retired_with_all_its_streams() {
 fn a_gpu_that_faults_in_its_calibration_is_retired_before_the_first_pass() {
     // The GPU's first tile is its calibration piece.
     let stderr = render_with_a_fault("1", "on");
-    support::check_lost_gpu_stderr("a real GPU, calibrating", &stderr, 2, 4);
+    support::check_lost_gpu_stderr("a real GPU, calibrating", &stderr, 0, 2, 4);
     assert!(
         stderr.contains("warning: calibrating worker gpu0/s0")
             && stderr.contains("gpu0/s0, retired before pass 1"),

@@ -1,4 +1,4 @@
-/* A stand-in for libcuda.so.1 with one working "GPU" whose memory is host memory, for running
+/* A stand-in for libcuda.so.1 with one working "GPU" (or more, below) whose memory is host memory, for running
  * gasworks' GPU host code (GAS batches, build-bench, the watchdog) on a machine without a GPU;
  * its partner is fake_gpu_optix.c. Every call completes at once: a stream is a name, an event
  * a time stamp taken when it is recorded, a copy a memcpy. Device pointers are host pointers,
@@ -10,8 +10,7 @@
  * still release what they name, so that the counts at exit stay true, but return it too).
  * FAKE_CUDA_DEVICES=N (1 to 8; default 1) makes N alike "GPUs", each with its own primary
  * context, for the host's multi-GPU paths; they share the one host memory (FAKE_CUDA_MEMORY
- * counts them together) and the sticky error (a fault poisons every fake GPU, where a real
- * one poisons its own context only).
+ * counts them together); a fault's sticky error is the faulting thread's current device's.
  * Declarations are written from the CUDA driver API's documented signatures. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdint.h>
@@ -25,20 +24,6 @@ typedef unsigned long long CUdeviceptr;
 
 enum { OK = 0, INVALID_VALUE = 1, OUT_OF_MEMORY = 2, INVALID_DEVICE = 101, ILLEGAL_ADDRESS = 700 };
 
-/* The context's sticky error (0: none); see fake_cuda_fault. */
-static int sticky;
-
-__attribute__((visibility("default"))) void fake_cuda_fault(int code) {
-    __atomic_store_n(&sticky, code, __ATOMIC_SEQ_CST);
-}
-
-/* Returns the sticky error from the calling function, when there is one. */
-#define RETURN_IF_STICKY()                                      \
-    do {                                                        \
-        int sticky_ = __atomic_load_n(&sticky, __ATOMIC_SEQ_CST); \
-        if (sticky_) return sticky_;                            \
-    } while (0)
-#define STICKY_OR_OK() (__atomic_load_n(&sticky, __ATOMIC_SEQ_CST))
 
 /* The memory the "GPU" reports (cuMemGetInfo, cuDeviceTotalMem). */
 #define TOTAL_MEMORY ((size_t)16 << 30)
@@ -53,8 +38,33 @@ static int device_count(void) {
     int n = text ? atoi(text) : 1;
     return n < 1 ? 1 : n > MAX_DEVICES ? MAX_DEVICES : n;
 }
+
 static __thread void *current;
 
+/* The device of the calling thread's current context (0 without one). */
+static int current_device(void) {
+    int *ctx = current;
+    return ctx >= primary_contexts && ctx < primary_contexts + MAX_DEVICES
+               ? (int)(ctx - primary_contexts)
+               : 0;
+}
+
+/* Each device's context's sticky error (0: none); see fake_cuda_fault. A call sees the one of
+ * the device whose context is current on its thread, as gasworks binds a GPU's context to
+ * every thread that works on it. */
+static int sticky[MAX_DEVICES];
+
+__attribute__((visibility("default"))) void fake_cuda_fault(int code) {
+    __atomic_store_n(&sticky[current_device()], code, __ATOMIC_SEQ_CST);
+}
+
+/* Returns the sticky error from the calling function, when there is one. */
+#define RETURN_IF_STICKY()                                                          \
+    do {                                                                            \
+        int sticky_ = __atomic_load_n(&sticky[current_device()], __ATOMIC_SEQ_CST); \
+        if (sticky_) return sticky_;                                                \
+    } while (0)
+#define STICKY_OR_OK() (__atomic_load_n(&sticky[current_device()], __ATOMIC_SEQ_CST))
 /* What is alive: allocations, streams, events. At exit (a normal one: _exit skips this) the
  * counts are appended to FAKE_GPU_LOG, so that a test can find what the host never freed. */
 static long live_allocations, live_streams, live_events;
@@ -117,13 +127,7 @@ CUresult cuCtxSetCurrent(void *ctx) { current = ctx; return OK; }
 CUresult cuCtxGetCurrent(void **ctx) { *ctx = current; return OK; }
 CUresult cuCtxPushCurrent_v2(void *ctx) { current = ctx; return OK; }
 CUresult cuCtxPopCurrent_v2(void **ctx) { if (ctx) *ctx = current; return OK; }
-CUresult cuCtxGetDevice(int *device) {
-    int *ctx = current;
-    *device = ctx >= primary_contexts && ctx < primary_contexts + MAX_DEVICES
-                  ? (int)(ctx - primary_contexts)
-                  : 0;
-    return OK;
-}
+CUresult cuCtxGetDevice(int *device) { *device = current_device(); return OK; }
 CUresult cuCtxSynchronize(void) { return STICKY_OR_OK(); }
 
 CUresult cuGetErrorName(CUresult error, const char **name) {

@@ -212,18 +212,19 @@ impl FakeGpu {
     }
 }
 
-/// Checks what a render said whose GPU 0 (`streams` streams, among `workers` workers) lost its
-/// CUDA context to a sticky error, mid-frame or in its calibration: one warning, at the
+/// Checks what a render said whose GPU `gpu` (`streams` streams, among `workers` workers) lost
+/// its CUDA context to a sticky error, mid-frame or in its calibration: one warning, at the
 /// first stream to fail, naming the error and retiring every stream of the GPU; the closing
 /// line counting them; and none of the releases that fail after the loss warned about one by
 /// one.
 #[allow(dead_code)] // for the test binaries that render on a fake or a real GPU
-pub fn check_lost_gpu_stderr(what: &str, stderr: &str, streams: usize, workers: usize) {
+pub fn check_lost_gpu_stderr(what: &str, stderr: &str, gpu: u32, streams: usize, workers: usize) {
+    let name = format!("gpu{gpu}");
     let warnings: Vec<&str> = stderr
         .lines()
         .filter(|l| {
-            l.starts_with("warning: worker gpu0/s")
-                || l.starts_with("warning: calibrating worker gpu0/s")
+            l.starts_with(&format!("warning: worker {name}/s"))
+                || l.starts_with(&format!("warning: calibrating worker {name}/s"))
         })
         .collect();
     assert_eq!(
@@ -237,20 +238,20 @@ pub fn check_lost_gpu_stderr(what: &str, stderr: &str, streams: usize, workers: 
         "{what}: no sticky error named in:\n{stderr}"
     );
     for says in [
-        "gpu0 can render no more (its device is lost",
-        "so its workers gpu0/s",
-        "are retired; the other workers take their tiles",
+        format!("{name} can render no more (its device is lost"),
+        format!("so its workers {name}/s"),
+        "are retired; the other workers take their tiles".to_string(),
     ] {
-        assert!(w.contains(says), "{what}: no {says:?} in:\n{stderr}");
+        assert!(w.contains(&says), "{what}: no {says:?} in:\n{stderr}");
     }
     for s in 0..streams {
         assert!(
-            w.contains(&format!("gpu0/s{s}")),
-            "{what}: gpu0/s{s} not retired:\n{stderr}"
+            w.contains(&format!("{name}/s{s}")),
+            "{what}: {name}/s{s} not retired:\n{stderr}"
         );
     }
     let closing =
-        format!("warning: the frame went on without {streams} of {workers} workers (gpu0/s");
+        format!("warning: the frame went on without {streams} of {workers} workers ({name}/s");
     assert!(
         stderr.contains(&closing),
         "{what}: no {closing:?} in:\n{stderr}"
