@@ -299,6 +299,16 @@ impl gasworks::sched::RendererFactory for TwoGpus {
     }
 }
 
+/// `devices` under `sorted`, in passes of 2 samples per pixel.
+fn sorted_passes_of_2_spp(devices: Vec<DeviceSpec>) -> SchedConfig {
+    SchedConfig {
+        strategy: Strategy::Sorted,
+        devices,
+        pass_spp: Some(2),
+        ..SchedConfig::default()
+    }
+}
+
 fn gpu0_and_gpu1() -> Vec<DeviceSpec> {
     vec![
         DeviceSpec::Gpu {
@@ -320,12 +330,7 @@ fn gpu0_and_gpu1() -> Vec<DeviceSpec> {
 fn alike_gpus_frame(devices: Vec<DeviceSpec>) -> gasworks::sched::report::FrameReport {
     let (w, h, spp) = (200, 130, 6);
     let (scene, settings, reference) = one_worker_room(w, h, spp);
-    let config = SchedConfig {
-        strategy: Strategy::Sorted,
-        devices,
-        pass_spp: Some(2),
-        ..SchedConfig::default()
-    };
+    let config = sorted_passes_of_2_spp(devices);
     let gpus = TwoGpus {
         work: 8_000,
         slow_spin: 2000,
@@ -415,12 +420,7 @@ fn a_slow_gpu_beside_a_fast_one_keeps_tiles_of_a_launchs_work() {
     // 200 x 130 pixels at 2 samples a pass over tiles of at least 8,000 pixel-samples: 6
     // tiles of 4,333 pixels, each less than twice the floor of 4,000.
     let work = 8_000;
-    let config = SchedConfig {
-        strategy: Strategy::Sorted,
-        devices,
-        pass_spp: Some(2),
-        ..SchedConfig::default()
-    };
+    let config = sorted_passes_of_2_spp(devices);
     let gpus = TwoGpus {
         work,
         slow_spin: 2000,

@@ -327,13 +327,15 @@ pub fn calibrate(
 /// timed each but plan at one speed, their total cost over their total seconds), or, for a
 /// class whose speed could not be measured (a zero time, no cost), the mean of the others; all
 /// 1.0 when none was measured.
-pub fn worker_speeds(workers: &[Worker], calibrations: &[Calibration]) -> Vec<f64> {
+/// `classes` are the workers' ([`super::speed_classes::of_workers`]), which the render has
+/// worked out once.
+pub fn worker_speeds(
+    workers: &[Worker],
+    classes: &[usize],
+    calibrations: &[Calibration],
+) -> Vec<f64> {
     let groups: Vec<usize> = workers.iter().map(|w| w.group).collect();
-    speeds_by_group(
-        &groups,
-        &super::speed_classes::of_workers(workers),
-        calibrations,
-    )
+    speeds_by_group(&groups, classes, calibrations)
 }
 
 /// [`worker_speeds`] for workers given by their groups and speed classes alone (a cluster's,

@@ -830,7 +830,7 @@ pub fn render_frame_until(
                 tiles = lay_out(&retired);
                 predicted = tile_costs(&tiles);
             }
-            weights = calibrate::worker_speeds(&workers, &calibration);
+            weights = calibrate::worker_speeds(&workers, &classes, &calibration);
             for (w, _) in retired.iter().enumerate().filter(|(_, &r)| r) {
                 weights[w] = 0.0;
             }
