@@ -14,7 +14,7 @@
 //! time (the CPU's: no GPU runs here).
 
 use std::ops::Range;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::AtomicU8;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -94,7 +94,7 @@ fn main() -> anyhow::Result<()> {
         }),
         ..SchedConfig::default()
     };
-    let stop = AtomicBool::new(false);
+    let stop = AtomicU8::new(0);
     let mut frames = Vec::new();
     for as_gpu in [false, true] {
         let cpu = CpuBackend::new(&scene, &settings)?;

@@ -10,7 +10,7 @@
 
 mod sched_support;
 
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::AtomicU8;
 use std::sync::Arc;
 
 use gasworks::render::checkpoint::{self, CheckpointHeader};
@@ -214,7 +214,7 @@ fn a_stop_anywhere_resumes_into_the_uninterrupted_film() {
     // the later passes' pieces.
     let mut through_a_file = false;
     for stop_after in [3, 9, 15, 16, 22, 40] {
-        let stop = Arc::new(AtomicBool::new(false));
+        let stop = Arc::new(AtomicU8::new(0));
         let stopped = frame(
             noisy().stopping_after(stop_after, stop.clone()),
             &c,
@@ -381,7 +381,7 @@ fn a_stop_among_skipping_tiles_resumes_into_the_uninterrupted_film() {
     c.tiles = Some(6);
     let mut inside_a_late_pass = 0;
     for stop_after in [13, 14, 16, 20, 27] {
-        let stop = Arc::new(AtomicBool::new(false));
+        let stop = Arc::new(AtomicU8::new(0));
         let r = ColumnNoise::checkered(0)
             .wanting_tiles_of(1000)
             .stopping_after(stop_after, stop.clone());

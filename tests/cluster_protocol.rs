@@ -31,22 +31,27 @@ use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use gasworks::cluster::{
-    run_node, ChannelTransport, ClusterError, ClusterJob, Discard, FaultHook, FaultKind, FrameSink,
-    PlanInputs, RankSetup, StopRequest, Timing, Transport, TransportError,
-};
 use gasworks::render::{Film, RenderSettings, Tile, TileRenderer};
 use gasworks::scene::{MaterialKind, Scene};
 use gasworks::sched::adaptive_sampling::AdaptiveSampling;
+use gasworks::sched::fault::{FaultHook, FaultKind};
+use gasworks::sched::rank_report::StopRequest;
 use gasworks::sched::workers::build_workers;
 use gasworks::sched::{
     estimate_costmap, render_frame, CpuOnlyFactory, DeviceSpec, Frame, PartialPass,
     RendererFactory, Resume, SchedConfig, Stopped, Strategy,
 };
+use gasworks::sched::{
+    run_rank, ChannelTransport, Discard, FrameError, FrameJob, FrameSink, PlanInputs, RankSetup,
+    Timing, Transport, TransportError,
+};
 use sched_support::{
     assert_no_cpu_ran_a_gpu_tile, room, room_settings, without_pieces, ColumnNoise, MockFactory,
     MockRenderer,
 };
+
+/// The stop flag of a rank that no signal reaches.
+static NO_STOP: AtomicU8 = AtomicU8::new(0);
 
 const W: u32 = 37;
 const H: u32 = 23;
@@ -162,8 +167,8 @@ impl RankSpec {
     }
 }
 
-/// What each rank's `run_node` returned, and every render call each rank made.
-type RankOutcome = (Result<Option<Frame>, ClusterError>, Vec<(Tile, Range<u32>)>);
+/// What each rank's `run_rank` returned, and every render call each rank made.
+type RankOutcome = (Result<Option<Frame>, FrameError>, Vec<(Tile, Range<u32>)>);
 
 fn run_cluster(
     ranks: &[RankSpec],
@@ -299,6 +304,7 @@ fn run_cluster_over(
                                     raster,
                                     estimate_stats,
                                     resume: spec.resume.clone(),
+                                    estimated_before: false,
                                 }
                             });
                             Ok(RankSetup::new(
@@ -310,23 +316,23 @@ fn run_cluster_over(
                             ))
                         }
                     };
-                    let job = ClusterJob {
+                    let job = FrameJob {
                         settings,
                         config,
                         quiet: true,
                         timing,
                         fault,
                         deadline: spec.deadline,
-                        stop: spec.stop,
+                        stop: spec.stop.unwrap_or(&NO_STOP),
                     };
                     let result = match &spec.boundaries {
-                        Some(b) => run_node(
+                        Some(b) => run_rank(
                             &mut t,
                             setup,
                             &job,
                             &mut Keep(b.clone(), spec.within.clone(), spec.within_films.clone()),
                         ),
-                        None => run_node(&mut t, setup, &job, &mut Discard),
+                        None => run_rank(&mut t, setup, &job, &mut Discard),
                     };
                     (result, factory.all_calls())
                 })
@@ -713,7 +719,7 @@ fn a_rank_that_cannot_get_ready_gives_every_rank_the_same_error() {
         .map(|(r, calls)| {
             assert!(calls.is_empty(), "a tile was rendered");
             match r {
-                Err(e @ ClusterError::Setup(_)) => e.to_string(),
+                Err(e @ FrameError::Setup(_)) => e.to_string(),
                 other => panic!("expected a setup error, got {:?}", other.map(|_| ())),
             }
         })
@@ -767,7 +773,7 @@ fn a_silent_rank_is_named_and_the_job_ends() {
         Some(fault),
     );
     match &outcomes[0].0 {
-        Err(ClusterError::Silent { rank: 1, .. }) => {}
+        Err(FrameError::Silent { rank: 1, .. }) => {}
         other => panic!(
             "rank 0: expected rank 1 to be named, got {:?}",
             other.as_ref().map(|_| ())
@@ -782,7 +788,7 @@ fn a_silent_rank_is_named_and_the_job_ends() {
     // Rank 2 learns of the abort from rank 0, whose sink kept the two tiles rank 1 sent
     // before it fell silent, and the others that arrived.
     match &outcomes[2].0 {
-        Err(ClusterError::Transport(TransportError::Aborted { rank: 0, message })) => {
+        Err(FrameError::Transport(TransportError::Aborted { rank: 0, message })) => {
             assert!(message.contains("rank 1"), "{message}");
             assert!(message.ends_with("; kept: tiles arrived true"), "{message}");
         }
@@ -822,9 +828,9 @@ impl TileRenderer for AlwaysFails {
 
 /// The text of `rank`'s own failure (`RankFailed` naming itself); any other outcome fails
 /// the test.
-fn own_failure<T>(rank: usize, outcome: &Result<T, ClusterError>) -> String {
+fn own_failure<T>(rank: usize, outcome: &Result<T, FrameError>) -> String {
     match outcome {
-        Err(e @ ClusterError::RankFailed { rank: r, .. }) if *r == rank => e.to_string(),
+        Err(e @ FrameError::RankFailed { rank: r, .. }) if *r == rank => e.to_string(),
         other => panic!(
             "rank {rank}: expected its failure, got {:?}",
             other.as_ref().map(|_| ())
@@ -847,8 +853,10 @@ fn a_rank_whose_calibration_fails_ends_the_job_with_its_rank_named() {
     );
     // Rank 0 hears it as rank 1's calibration answer or as its abort, whichever comes first.
     match &outcomes[0].0 {
-        Err(ClusterError::Transport(TransportError::Aborted { rank: 1, message }))
-        | Err(ClusterError::RankFailed { rank: 1, message }) => {
+        Err(FrameError::Transport(TransportError::Aborted { rank: 1, message }))
+        | Err(FrameError::RankFailed {
+            rank: 1, message, ..
+        }) => {
             assert!(message.contains("device lost"), "{message}")
         }
         other => panic!(
@@ -882,7 +890,7 @@ fn a_failing_worker_ends_the_job_with_its_rank_named() {
         "{text}"
     );
     match &outcomes[0].0 {
-        Err(ClusterError::Transport(TransportError::Aborted { rank: 1, message })) => {
+        Err(FrameError::Transport(TransportError::Aborted { rank: 1, message })) => {
             assert!(message.contains("device lost"), "{message}")
         }
         other => panic!(

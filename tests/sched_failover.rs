@@ -4,7 +4,7 @@
 
 mod sched_support;
 
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU8};
 use std::sync::Arc;
 
 use gasworks::render::Film;
@@ -511,7 +511,7 @@ fn a_resumed_render_counts_passes_from_the_frames_first() {
         &f,
         true,
         gasworks::sched::FrameControl {
-            stop: &AtomicBool::new(false),
+            stop: &AtomicU8::new(0),
             resume: Some(gasworks::sched::Resume {
                 film: first,
                 spp_done: 2,

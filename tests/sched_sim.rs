@@ -184,7 +184,7 @@ fn schedule_sim_replays_a_mock_render() {
     // Ranks of different speeds: a rank of two fast workers beside a rank of one 50 times
     // slower, taking turns. Every strategy has one row per rank count, with the four plans,
     // each a makespan and its ratio to equal shares'. (What the guards decide is checked
-    // exactly in cluster::sim's tests; here the mock's costs stray from the estimate, and a
+    // exactly in sched::sim's tests; here the mock's costs stray from the estimate, and a
     // slow rank's planned tile can outlast the fast ranks whatever the plan.)
     let stdout = replay(&["--ranks", "2,4", "--speeds", "1x2;0.02", "--seeds", "3"]);
     assert!(
@@ -327,7 +327,7 @@ fn schedule_sim_replays_a_resumed_render() {
         &factory(),
         true,
         gasworks::sched::FrameControl {
-            stop: &std::sync::atomic::AtomicBool::new(false),
+            stop: &std::sync::atomic::AtomicU8::new(0),
             resume: Some(gasworks::sched::Resume { film, spp_done: 2 }),
             ..gasworks::sched::FrameControl::default()
         },

@@ -6,7 +6,7 @@
 
 mod sched_support;
 
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::AtomicU8;
 use std::sync::Arc;
 
 use gasworks::render::Film;
@@ -73,7 +73,7 @@ fn a_stopped_frame_keeps_whole_passes_and_the_tiles_of_the_last() {
     let mut resumed = 0;
     // Stops in the first pass, at a pass's last tile, and inside later passes.
     for (workers, stop_after) in [(1, 1), (3, 5), (1, 24), (3, 24), (2, 30), (3, 47), (1, 48)] {
-        let stop = Arc::new(AtomicBool::new(false));
+        let stop = Arc::new(AtomicU8::new(0));
         let factory =
             MockFactory::new(MockRenderer::new(W, 11).with_stop_after(stop_after, stop.clone()));
         let frame = frame_of(
@@ -201,7 +201,7 @@ fn a_stop_before_the_first_tile_renders_nothing() {
         SPP,
         2,
         FrameControl {
-            stop: &AtomicBool::new(true),
+            stop: &AtomicU8::new(2),
             ..FrameControl::default()
         },
     )
@@ -404,7 +404,7 @@ fn a_stop_inside_the_only_pass_resumes_under_another_layout() {
         .unwrap()
         .film
     };
-    let stop = Arc::new(AtomicBool::new(false));
+    let stop = Arc::new(AtomicU8::new(0));
     let factory = MockFactory::new(MockRenderer::new(W, 11).with_stop_after(9, stop.clone()));
     let control = FrameControl {
         stop: &stop,
@@ -432,7 +432,7 @@ fn a_stop_inside_the_only_pass_resumes_under_another_layout() {
     // through it) that the pass is in some pixels, and the film is the same resume point.
     let factory = MockFactory::new(MockRenderer::new(W, 11));
     let control = FrameControl {
-        stop: &AtomicBool::new(true),
+        stop: &AtomicU8::new(2),
         resume: Some(point.clone()),
         ..FrameControl::default()
     };

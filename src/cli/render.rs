@@ -254,7 +254,7 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
     // stays initialized until this function returns and the render is a single process's.
     #[cfg(feature = "mpi")]
     let _mpi = match crate::cluster::mpi::MpiWorld::from_launcher()? {
-        Some(world) if crate::cluster::Transport::size(&world) > 1 => {
+        Some(world) if crate::sched::Transport::size(&world) > 1 => {
             return super::render_cluster::run(a, world)
         }
         one => one,
@@ -391,7 +391,7 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
         &factory,
         out.is_quiet(),
         crate::sched::FrameControl {
-            stop: &signals::STOP,
+            stop: &signals::STOPPED_BY,
             resume,
             between_passes: Some(&mut between_passes),
             within_pass: Some(&mut within_pass),

@@ -31,11 +31,8 @@ use super::render::{
 use super::render_aovs::{check_aov_paths, frame_on_gpus_alone, write_aovs, PendingAovs};
 use super::signals;
 use crate::backend::WorkerFactory;
+use crate::cluster::fingerprint::fingerprint;
 use crate::cluster::mpi::MpiWorld;
-use crate::cluster::{
-    fingerprint::fingerprint, run_node, ClusterJob, Discard, FaultHook, FrameSink, PlanInputs,
-    RankSetup, Timing, Transport,
-};
 use crate::cpu::{SceneBvh, SharedBvh};
 use crate::optix::pathtracer::OptixOptions;
 use crate::render::checkpoint::{self, CheckpointHeader, Checkpointer};
@@ -43,6 +40,10 @@ use crate::render::output::{self, ImageMeta};
 use crate::render::{Film, RenderSettings, Tile};
 use crate::scene::camera::CameraFrame;
 use crate::scene::Scene;
+use crate::sched::fault::FaultHook;
+use crate::sched::{
+    run_rank, Discard, FrameJob, FrameSink, PlanInputs, RankSetup, Timing, Transport,
+};
 use crate::sched::{Frame, Resume, SchedConfig};
 
 /// Rank 0's outputs: checkpoints between passes and inside them, the image and statistics at
@@ -242,16 +243,16 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
     let Ok((scene, content, settings, schedule, _, load_s)) = &loaded else {
         // This rank could not even load the scene: it still takes part in the handshake, so
         // that every rank learns why the job cannot start.
-        let job = ClusterJob {
+        let job = FrameJob {
             settings: placeholder_settings(),
             config: SchedConfig::default(),
             quiet: true,
             timing,
             fault,
             deadline: None,
-            stop: None,
+            stop: &signals::STOPPED_BY,
         };
-        let e = match run_node(&mut world, setup, &job, &mut Discard) {
+        let e = match run_rank(&mut world, setup, &job, &mut Discard) {
             Err(e) => e.to_string(),
             Ok(_) => format!("the handshake accepted rank {rank}, which was not ready"),
         };
@@ -260,14 +261,14 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
     // Before the handshake, as more of rank 0's setup (a --time-limit counts them), unless
     // they are traced beside its GPU; written after the image (taken once, by the write).
     let mut aovs = Some(aovs.trace_before_frame());
-    let job = ClusterJob {
+    let job = FrameJob {
         settings: *settings,
         config: schedule.clone(),
         quiet: out.is_quiet(),
         timing,
         fault,
         deadline: pass_deadline(&a, started, u64::from(a.width) * u64::from(a.height)),
-        stop: Some(&signals::STOPPED_BY),
+        stop: &signals::STOPPED_BY,
     };
     let render_key = frame_key(&a, scene, *content, settings, schedule);
     if rank == 0 {
@@ -369,11 +370,11 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
     // ranks SIGTERM when it is told to end the job): rank 0 writes what has arrived.
     signals::watch_stops(signals::Stopping::ClusterRank, out);
     let result = if rank == 0 {
-        run_node(&mut world, setup, &job, &mut outputs)
+        run_rank(&mut world, setup, &job, &mut outputs)
     } else {
-        run_node(&mut world, setup, &job, &mut Discard)
+        run_rank(&mut world, setup, &job, &mut Discard)
     };
-    if crate::cluster::node::silenced_by_fault_hook() {
+    if crate::sched::fault::silenced_by_fault_hook() {
         // The test hook's hung rank: alive, silent, until the job is aborted.
         loop {
             std::thread::sleep(Duration::from_secs(1));
@@ -524,6 +525,7 @@ fn get_ready(
             raster,
             estimate_stats,
             resume,
+            estimated_before: false,
         }
     });
     Ok((

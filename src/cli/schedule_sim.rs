@@ -9,7 +9,7 @@
 //! simulation (steal probes cost `--steal-latency-ms`). Stealing picks random victims, so
 //! those rows give min / median / max over `--seeds` runs.
 //!
-//! With `--ranks`, it models a cluster instead ([`crate::cluster::sim`]): each rank has
+//! With `--ranks`, it models a cluster instead ([`crate::sched::sim`]): each rank has
 //! `--workers` workers, tiles are stolen within a rank as in one process and across ranks by
 //! the protocol of `mpirun ... render`, a steal across ranks costing one round trip of
 //! `--rank-steal-latency-ms`; it prints the efficiency of every strategy for every rank count
@@ -545,7 +545,7 @@ fn mixed_cluster_table(
     local_latency: f64,
     seeds: &[u64],
 ) -> anyhow::Result<()> {
-    use crate::cluster::sim::replay_mixed_cluster;
+    use crate::sched::sim::replay_mixed_cluster;
     println!(
         "mixed cluster: rank r is kind r mod {} of {}; a steal probe within a rank costs {} ms, a steal across ranks one round trip of the latency in each row",
         kinds.len(),
@@ -639,7 +639,7 @@ fn cluster_table(
     local_latency: f64,
     seeds: &[u64],
 ) -> anyhow::Result<()> {
-    use crate::cluster::sim::{replay_cluster, ClusterModel, ClusterSimRun};
+    use crate::sched::sim::{replay_cluster, ClusterModel, SimRun};
     let workers = a.workers[0];
     println!(
         "cluster model: {workers} workers per rank; a steal probe within a rank costs {} ms, a steal across ranks one round trip of the latency in each row",
@@ -683,14 +683,14 @@ fn cluster_table(
             let mut cells = Vec::new();
             let mut moved = Vec::new();
             for (strategy, steal, label) in ROWS {
-                let runs: Vec<ClusterSimRun> =
+                let runs: Vec<SimRun> =
                     replay_cluster(replay, strategy, steal, model, tiles, 1.0, seeds);
                 if runs.iter().any(|r| r.ran_by.iter().any(Option::is_none)) {
                     anyhow::bail!(
                         "scheduler bug: a simulated tile was never run ({label}, {ranks} ranks)"
                     );
                 }
-                let (_, eff, _) = min_med_max(runs.iter().map(ClusterSimRun::efficiency).collect());
+                let (_, eff, _) = min_med_max(runs.iter().map(SimRun::efficiency).collect());
                 cells.push(format!("{:>17.1}%", 100.0 * eff));
                 if steal {
                     let (_, tiles_moved, _) =

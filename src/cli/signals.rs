@@ -88,7 +88,7 @@ impl std::fmt::Display for StopSignal {
 /// ([`crate::sched::FrameControl::stop`]).
 pub static STOP: AtomicBool = AtomicBool::new(false);
 /// The number of the signal that set [`STOP`] ([`StopSignal::number`]), 0 before any: a
-/// cluster rank's stop request ([`crate::cluster::ClusterJob::stop`]).
+/// cluster rank's stop request ([`crate::sched::FrameJob::stop`]).
 pub static STOPPED_BY: AtomicU8 = AtomicU8::new(0);
 /// Set by SIGUSR1, taken once the next tile is done (or at the next pass boundary).
 static CHECKPOINT_ASKED: AtomicBool = AtomicBool::new(false);

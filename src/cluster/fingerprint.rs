@@ -42,7 +42,7 @@ fn fingerprint_of_scheme(
     config: &SchedConfig,
 ) -> u64 {
     let mut h = Fnv::default();
-    h.field(&super::protocol::PROTOCOL_VERSION.to_le_bytes());
+    h.field(&crate::sched::protocol::PROTOCOL_VERSION.to_le_bytes());
     h.field(scheme.as_bytes());
     h.field(format!("{settings:?}").as_bytes());
     h.field(

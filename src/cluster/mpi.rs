@@ -25,7 +25,7 @@ use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 use mpi::Threading;
 
-use super::transport::{Transport, TransportError};
+use crate::sched::transport::{Transport, TransportError};
 
 /// A send in flight: its request and the buffer it reads, leaked until it completes.
 struct PendingSend {

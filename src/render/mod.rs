@@ -240,7 +240,7 @@ pub trait TileRenderer: Send + Sync {
     /// "gpu: NVIDIA H100 80GB HBM3, 132 SMs"); the same for every worker of one device.
     /// Device names say only "cpu" or "gpu0", which are alike on every rank of a cluster;
     /// this tells the ranks' machines apart, so that a cluster of unlike machines calibrates
-    /// before its first pass (`cluster::master`) instead of sharing it by worker counts.
+    /// before its first pass (`sched::master`) instead of sharing it by worker counts.
     /// Empty (the default) where it is not known: then the device name alone tells.
     fn hardware(&self) -> String {
         String::new()

@@ -29,7 +29,7 @@ use anyhow::Context;
 
 use super::cputime::thread_cpu_seconds;
 use super::sat::{MapScale, Sat};
-use super::workers::Worker;
+use super::workers::{lost_with, retired_with, retirement_note, Retirement, Worker};
 use crate::render::Tile;
 
 /// The side of the piece a worker without a preferred tile size renders, in pixels.
@@ -147,7 +147,7 @@ pub struct TimedPieces {
 /// thread each. The pieces start from zero sums and are thrown away. A renderer's error is
 /// the entry's failure, naming the worker; the other entries' times stand (under
 /// `--on-worker-error retire` the failing worker is retired before the pass, as it would be
-/// on its first tile: [`super::workers::retire_after_calibration`]). A failure that keeps
+/// on its first tile: [`retire_after_calibration`]). A failure that keeps
 /// the device (not a sticky CUDA error: [`TileRenderer::device_lost`] says nothing) times the
 /// entry's next worker instead, so that the entry's workers left plan at their own measured
 /// speed rather than at a guess; one that loses the device does not, as every worker of it
@@ -298,28 +298,46 @@ pub fn calibration_of(
     }
 }
 
-/// Calibrates one worker of every `--devices` entry of `workers` on the pieces of the
-/// reference tile of a pass (`tiles`, their `predicted` costs in units of `plan_sat` at
-/// `scale`, `samples` the pass's). Returns one entry per group that rendered its piece, in
-/// group order (none when no tile has a cost), and the failures of the others.
-pub fn calibrate(
+/// Under [`super::OnWorkerError::Retire`], the retirements that calibration `failures` make before
+/// pass `pass` (0-based): each failing worker, as its first tile would have retired it, and,
+/// when its renderer says its device is lost, the device's other workers not yet `retired`
+/// (marked in it). One warning per failure goes to `warn` ("{error}; {note}", the note saying
+/// that `others` take the tiles), as in a pass.
+pub(crate) fn retire_after_calibration(
     workers: &[Worker],
-    tiles: &[Tile],
-    predicted: &[f64],
-    plan_sat: &Sat,
-    scale: MapScale,
-    samples: &Range<u32>,
-) -> (Vec<Calibration>, Vec<PieceFailure>) {
-    let Some(reference) = reference_tile(tiles, predicted) else {
-        return (Vec::new(), Vec::new());
-    };
-    let timed = time_pieces(workers, tiles[reference], samples);
-    let calibration = timed
-        .times
-        .iter()
-        .map(|t| calibration_of(t, t.group as usize, plan_sat, scale, samples))
-        .collect();
-    (calibration, timed.failures)
+    failures: Vec<PieceFailure>,
+    retired: &mut [bool],
+    pass: usize,
+    others: &str,
+    mut warn: impl FnMut(String),
+) -> Vec<Retirement> {
+    let mut out = Vec::new();
+    for f in failures {
+        let w = f.worker;
+        if retired[w] {
+            // Retired with its device by an earlier failure of this calibration.
+            continue;
+        }
+        let with_it = retired_with(workers, w, |v| retired[v]);
+        let error = format!("{:#}", f.error);
+        let note = retirement_note(workers, w, &error, &with_it, others);
+        warn(format!("{error}; {note}"));
+        let lost = lost_with(workers, w, &error);
+        let gone =
+            std::iter::once((w, error)).chain(with_it.into_iter().map(|v| (v, lost.clone())));
+        for (v, error) in gone {
+            retired[v] = true;
+            out.push(Retirement {
+                worker: v,
+                label: workers[v].label.clone(),
+                pass,
+                tile: f.piece,
+                error,
+                before_tiles: true,
+            });
+        }
+    }
+    out
 }
 
 /// Each worker's weight from the calibrations of the groups: its speed class's speed

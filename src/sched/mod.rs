@@ -1,18 +1,28 @@
-//! The cost map and the tile scheduler: spreads a frame's tiles over CPU and GPU workers.
+//! The cost map and the tile scheduler: spreads a frame's tiles over CPU and GPU workers, in
+//! one process or over the ranks of a cluster.
 //!
-//! A render goes:
+//! A frame goes:
 //! 1. [`raster`]: the scene is rasterized into a G-buffer at a fraction of the image size;
 //! 2. [`costmap`]: the paper's Algorithm 1 turns it into a per-pixel cost estimate, and
 //!    [`sat`] into a summed-area table, so that any tile's cost is four lookups;
-//! 3. [`tiles`]: the image is cut (equal tiles, or the kd split of the SAT) and [`policy`]
-//!    gives each worker a contiguous run of tiles as its deque;
+//! 3. `master`: rank 0 plans each pass: the image is cut ([`tiles`]: equal tiles, or the kd
+//!    split of the SAT) and [`policy`] gives each worker of every rank a contiguous run of
+//!    tiles as its deque;
 //! 4. [`workers`]: one thread per worker renders tiles from its deque and steals from the
-//!    cheap end of others' when it runs dry;
+//!    cheap end of others' when it runs dry ([`workers::worker_loop`]); a rank whose deques
+//!    are empty asks another rank for tiles ([`rank_policy`]);
 //! 5. with progressive passes (`--pass-spp`), every pass after the first is planned with the
 //!    measured tile times of the pass before (the estimate scaled tile by tile, and worker
-//!    groups weighted by their measured speed, alike groups as one: [`speed_classes`]), not
-//!    with the estimate alone;
+//!    groups weighted by their measured speed, alike groups as one: [`speed_classes`]);
 //! 6. [`report`], [`accuracy`], [`pictures`]: statistics, the cost map's accuracy, pictures.
+//!
+//! A frame runs as ranks ([`rank`]) that differ only in their [`transport`]: one process
+//! rendering alone is rank 0 of one ([`transport::Alone`], [`render_frame_until`]); under
+//! MPI every process is a rank (`crate::cluster`). The ranks exchange the messages of
+//! [`protocol`]; rank 0's own go to itself without a transport. The pass planning, the worker
+//! loop, stealing, calibration and retirement are the same code either way, and [`sim`]
+//! replays measured costs through the same policies for simulated workers and ranks
+//! (`gasworks schedule-sim`).
 //!
 //! Workers of different devices (a GPU beside CPU threads) are not equally fast, and the first
 //! pass has no measured speeds: [`calibrate`] times a small piece on one worker of each device
@@ -24,9 +34,8 @@
 //!
 //! A tile's pass starts from the film's sums for its pixels and adds that pass's samples in
 //! order, and passes run one after another, so every pixel receives the same additions in
-//! the same order whatever the tiling, the worker count or who stole what: the image is
-//! bit-identical under every schedule. [`sim`] replays measured costs through the same
-//! [`policy`] for simulated worker counts (`gasworks schedule-sim`).
+//! the same order whatever the tiling, the worker count, the ranks or who stole what: the
+//! image is bit-identical under every schedule.
 
 pub mod accuracy;
 pub mod adaptive_sampling;
@@ -34,29 +43,39 @@ pub mod calibrate;
 pub mod correction_replay;
 pub mod costmap;
 pub mod cputime;
+pub mod fault;
+pub mod job;
+mod master;
 pub mod pictures;
 pub mod policy;
 pub mod progress;
+pub mod protocol;
+pub mod rank;
+pub mod rank_policy;
+pub mod rank_report;
 pub mod raster;
 pub mod report;
 pub mod sat;
 pub mod sim;
 pub mod speed_classes;
 pub mod tiles;
+pub mod transport;
 pub mod window;
 pub mod workers;
 
 use std::ops::Range;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicU8;
 use std::time::Instant;
 
 use crate::render::{Film, RenderSettings, Tile};
 use crate::scene::Scene;
 use costmap::{CostMap, CostModel};
-use policy::WorkQueues;
+pub use job::{Discard, FrameError, FrameJob, FrameSink, PlanInputs, RankSetup, Timing};
+pub use rank::run_rank;
 use report::{FrameReport, PassReport};
 use sat::MapScale;
 pub use tiles::Strategy;
+pub use transport::{Alone, ChannelTransport, Transport, TransportError};
 pub use workers::{CpuOnlyFactory, DeviceSpec, OnWorkerError, RendererFactory, Retirement, Worker};
 
 /// How a frame is scheduled.
@@ -517,9 +536,10 @@ pub fn render_frame(
 /// where to start, and what to do at each pass boundary (`gasworks render` sets the stop on
 /// Ctrl-C or SIGTERM, resumes from `--resume`, and writes checkpoints between passes).
 pub struct FrameControl<'a> {
-    /// Once set, no new tile starts, the tiles in flight finish, and the frame comes back with
-    /// what was rendered and [`Frame::stopped`] saying how far it got.
-    pub stop: &'a AtomicBool,
+    /// Once set (non-zero: the number of the signal that asked, or any other), no new tile
+    /// starts, the tiles in flight finish, and the frame comes back with what was rendered
+    /// and [`Frame::stopped`] saying how far it got.
+    pub stop: &'a AtomicU8,
     /// The film of an earlier render of the same frame: only the passes after its samples
     /// are rendered.
     pub resume: Option<Resume>,
@@ -592,7 +612,7 @@ pub type PassBoundaryHook<'a> = dyn FnMut(&Film, u32) + 'a;
 pub type PassInsideHook<'a> = dyn FnMut(u32, &dyn Fn() -> Film) + 'a;
 
 /// Never set: a frame that runs to its end.
-static NEVER: AtomicBool = AtomicBool::new(false);
+static NEVER: AtomicU8 = AtomicU8::new(0);
 
 impl Default for FrameControl<'_> {
     fn default() -> Self {
@@ -619,10 +639,10 @@ pub fn render_frame_until(
     let FrameControl {
         stop,
         resume,
-        mut between_passes,
-        mut within_pass,
+        between_passes,
+        within_pass,
         deadline,
-        estimate: prepared,
+        estimate,
     } = control;
     config.validate()?;
     let window = window::resolve(config.window, settings.width, settings.height)?;
@@ -634,379 +654,107 @@ pub fn render_frame_until(
     for w in &mut workers {
         w.renderer = window::Shifted::wrap(w.renderer.clone(), window);
     }
+    check_resume(settings, config, window, resume.as_ref())?;
+    let plan = plan_inputs(scene, settings, config, window, estimate, resume);
+    let setup = RankSetup::new(workers, String::new(), String::new(), 0, Some(plan));
+    let job = FrameJob {
+        settings: *settings,
+        config: config.clone(),
+        quiet,
+        timing: Timing::alone(),
+        fault: None,
+        deadline,
+        stop,
+    };
+    let mut hooks = Hooks {
+        between_passes,
+        within_pass,
+    };
+    match rank::run_rank(&mut Alone, Ok(setup), &job, &mut hooks)? {
+        Some(frame) => Ok(frame),
+        None => anyhow::bail!("scheduler bug: the frame ended without its film"),
+    }
+}
+
+/// Refuses what the frame's master would: adaptive sampling that does not fit the passes,
+/// and a film to resume that is not of this frame's passes and window.
+fn check_resume(
+    settings: &RenderSettings,
+    config: &SchedConfig,
+    window: Tile,
+    resume: Option<&Resume>,
+) -> anyhow::Result<()> {
+    let passes = config.passes(settings.spp);
+    if let Some(a) = &config.adaptive_sampling {
+        a.validate(&passes, settings.spp)?;
+    }
+    let Some(r) = resume else {
+        return Ok(());
+    };
+    if (r.film.width, r.film.height) != (window.w, window.h) {
+        anyhow::bail!(
+            "the render to resume is {}x{} pixels, this one {}x{}",
+            r.film.width,
+            r.film.height,
+            window.w,
+            window.h
+        );
+    }
+    let adaptive = config.adaptive_sampling.as_ref().map(|a| (a, window));
+    resume_start(&passes, settings.spp, r, adaptive)?;
+    Ok(())
+}
+
+/// What rank 0 plans a frame with: the cost map `prepared` beforehand when it was made for
+/// this frame, else one estimated now; and the film to resume from.
+fn plan_inputs(
+    scene: &Scene,
+    settings: &RenderSettings,
+    config: &SchedConfig,
+    window: Tile,
+    prepared: Option<PreparedEstimate>,
+    resume: Option<Resume>,
+) -> PlanInputs {
     let key = EstimateKey::of(scene, settings, config, window);
-    let (estimate, raster_stats, est_stats, estimated_before) = match prepared {
+    let (estimate, raster, estimate_stats, estimated_before) = match prepared {
         Some(p) if p.key == key => (p.map, p.raster, p.stats, true),
         _ => {
             let (map, raster, stats) = estimate_costmap(scene, settings, config, window);
             (map, raster, stats, false)
         }
     };
-    let image = (window.w, window.h);
-    let scale = MapScale::between(image, (estimate.width, estimate.height));
-    let estimate_sat = estimate.sat();
-    let passes = config.passes(settings.spp);
-    if let Some(a) = &config.adaptive_sampling {
-        a.validate(&passes, settings.spp)?;
-    }
-
-    // Workers that want big tiles (GPU workers: a launch's worth of work to fill the device)
-    // set the tile count unless --tiles does; only those still working (a pass after every
-    // GPU worker was retired lays out tiles for the CPU threads left).
-    let tile_wants = |retired: &[bool]| {
-        let wants = workers
-            .iter()
-            .zip(retired)
-            .filter(|(_, &r)| !r)
-            .filter_map(|(w, _)| w.renderer.min_tile_work());
-        (wants.clone().max(), wants.count() as u32)
-    };
-
-    let mut film = match config.adaptive_sampling {
-        Some(_) => Film::with_odd_plane(window.w, window.h),
-        None => Film::new(window.w, window.h),
-    };
-    let mut first_pass = 0;
-    // The pixels that have the first pass already (a stop inside it had finished them).
-    let mut ahead: Option<Ahead> = None;
-    if let Some(r) = resume {
-        if (r.film.width, r.film.height) != (window.w, window.h) {
-            anyhow::bail!(
-                "the render to resume is {}x{} pixels, this one {}x{}",
-                r.film.width,
-                r.film.height,
-                window.w,
-                window.h
-            );
-        }
-        let adaptive = config.adaptive_sampling.as_ref().map(|a| (a, window));
-        let start = resume_start(&passes, settings.spp, &r, adaptive)?;
-        first_pass = start.first_pass;
-        ahead = start.ahead;
-        film = r.film;
-    }
-    let mut plan_map = estimate.clone();
-    // Whether measured costs correct `plan_map` after each pass, and whether they have.
-    let carry_over = measured_costs_carry_over(workers.iter().map(|w| w.device.as_str()));
-    // Which workers share one measured speed (alike devices: two GPUs of one model).
-    let classes = speed_classes::of_workers(&workers);
-    let mut planned_with_measured = false;
-    let mut weights = vec![1.0f64; workers.len()];
-    // Workers retired by a renderer error ([`OnWorkerError::Retire`]): they plan at speed 0
-    // and take nothing in the passes after.
-    let mut retired = vec![false; workers.len()];
-    let mut retirements = Vec::new();
-    // Whether `weights` are speeds (calibrated or measured) rather than worker counts.
-    let mut weights_are_speeds = false;
-    let mut calibration = Vec::new();
-    let mut reports = Vec::with_capacity(passes.len());
-    let progress = progress::Progress::new(quiet);
-    let render_start = Instant::now();
-    let mut stopped = None;
-    // This run's passes, timed, to predict the next against the deadline.
-    let mut pass_times = PassTimes::default();
-    // Tiles of this run's earlier passes (the progress bar's count so far).
-    let mut tiles_before = 0u64;
-    let mut adaptive_report = config
-        .adaptive_sampling
-        .map(|_| adaptive_sampling::AdaptiveReport {
-            blocks: adaptive_sampling::BlockGrid::new(window).len(),
-            active_per_pass: Vec::new(),
-            block_passes: Vec::new(),
-        });
-    for (pass, samples) in passes.iter().enumerate().skip(first_pass) {
-        // This run's share of the pixels that have this pass (an earlier run's, resumed).
-        let ahead_here = ahead.filter(|_| pass == first_pass);
-        let carried_pixels = ahead_here.map_or(0, |a| a.pixels);
-        // Adaptive sampling: the blocks that render this pass, judged from the film now.
-        let mask = config
-            .adaptive_sampling
-            .map(|a| adaptive_sampling::BlockMask::judge(&film, window, &passes, pass, &a));
-        let stopped_blocks = mask
-            .as_ref()
-            .map(|m| (m.active.len() - m.active_blocks(), m.active.len()));
-        if let (Some(m), Some(r)) = (&mask, adaptive_report.as_mut()) {
-            r.record(pass, m);
-            if m.active_blocks() == 0 {
-                // Every block is below the threshold: the frame is done.
-                break;
-            }
-        }
-        if stop.load(Ordering::Relaxed) {
-            stopped = Some(Stopped {
-                spp_complete: samples.start,
-                partial: (carried_pixels > 0).then(|| PartialPass {
-                    samples: samples.clone(),
-                    tiles_done: 0,
-                    tiles: 0,
-                    carried_pixels,
-                }),
-                at_time_limit: false,
-                stopped_blocks,
-            });
-            break;
-        }
-        if let Some(deadline) = deadline {
-            if !pass_times.next_fits(Instant::now(), deadline, samples.end - samples.start) {
-                stopped = Some(Stopped {
-                    spp_complete: samples.start,
-                    partial: None,
-                    at_time_limit: true,
-                    stopped_blocks,
-                });
-                break;
-            }
-        }
-        let pass_start = Instant::now();
-        let plan_sat = plan_map.sat();
-        // Adaptive sampling with workers that want big tiles (GPUs): the pass's tiles skip the
-        // stopped blocks ([`crate::render::TileRenderer::render_tile_skipping`]) rather than
-        // being cut into the pieces between them, each of which would be a launch far too
-        // small to fill the device (on sponza-like at 960x540, 64 spp, T 0.02 and an H200's tile
-        // count, pass 16's pieces were 119, of 2,824 pixels on average: a fiftieth of an
-        // H200's launch, `examples/adaptive_gpu_tiles.rs`). The
-        // tiles are counted from the blocks still sampling, so they still carry a launch's
-        // work. A resumed pass that some pixels have already is cut as before.
-        let skipping = skipping_mask(mask.as_ref(), ahead_here, tile_wants(&retired).0.is_some());
-        let lay_out = |retired: &[bool]| {
-            let count = pass_tile_count(
-                config.tiles,
-                tile_wants(retired),
-                (window.w, window.h),
-                samples.end - samples.start,
-                skipping,
-            );
-            let laid_out =
-                tiles::layout(config.strategy, window.w, window.h, count, &plan_sat, scale);
-            match skipping {
-                Some(m) => tiles_around_active_blocks(laid_out, m),
-                None => laid_out,
-            }
-        };
-        let mut tiles = lay_out(&retired);
-        let tile_costs = |tiles: &[Tile]| -> Vec<f64> {
-            tiles
-                .iter()
-                .map(|t| rendered_cost(&plan_sat, scale, *t, skipping))
-                .collect()
-        };
-        let mut predicted = tile_costs(&tiles);
-        if pass == first_pass && config.calibrate && calibrate::needed(&classes) {
-            // Nothing has been timed in this run yet: time each device on a piece of the image.
-            let (timed, failures) =
-                calibrate::calibrate(&workers, &tiles, &predicted, &plan_sat, scale, samples);
-            calibration = timed;
-            if config.on_worker_error == OnWorkerError::Stop {
-                if let Some(f) = failures.into_iter().next() {
-                    return Err(f.error);
-                }
-            } else if let Some(first) = failures.first() {
-                // A worker that cannot render its piece would fail its first tile as well:
-                // it is retired now, with its device's other workers when the device is lost
-                // (a sticky CUDA error), so that the pass is laid out and shared among the
-                // workers left instead of failing over in its first tiles.
-                let first_error = format!("{:#}", first.error);
-                let gone = workers::retire_after_calibration(
-                    &workers,
-                    failures,
-                    &mut retired,
-                    pass,
-                    "the other workers",
-                    |line| progress.warn(line),
-                );
-                retirements.extend(gone);
-                if retired.iter().all(|&r| r) {
-                    anyhow::bail!(
-                        "no worker is left: the calibration before pass {} retired every one \
-                         ({}); the first failure: {first_error}",
-                        pass + 1,
-                        retirements
-                            .iter()
-                            .map(|r| r.label.as_str())
-                            .collect::<Vec<_>>()
-                            .join(", "),
-                    );
-                }
-                tiles = lay_out(&retired);
-                predicted = tile_costs(&tiles);
-            }
-            weights = calibrate::worker_speeds(&workers, &classes, &calibration);
-            for (w, _) in retired.iter().enumerate().filter(|(_, &r)| r) {
-                weights[w] = 0.0;
-            }
-            weights_are_speeds = !calibration.is_empty();
-        }
-        // Pieces per slow worker, once the speeds are known (0: the tiles stay as laid out).
-        let pieces = if weights_are_speeds {
-            tiles::slow_worker_pieces(config.strategy, config.slow_worker_pieces)
-        } else {
-            0
-        };
-        if pieces > 0 {
-            let laid_out = tiles.len();
-            // A GPU that measures slow keeps pieces of a launch's work (retired workers take
-            // nothing, so their floors do not matter).
-            let floors = tiles::piece_floors(
-                workers
-                    .iter()
-                    .map(|w| w.renderer.min_tile_work().unwrap_or(0)),
-                samples.end - samples.start,
-            );
-            tiles = tiles::cut_for_slow_workers(tiles, &weights, &floors, pieces, &plan_sat, scale);
-            if let Some(m) = skipping {
-                tiles = tiles_around_active_blocks(tiles, m);
-            }
-            if tiles.len() != laid_out {
-                predicted = tile_costs(&tiles);
-            }
-        }
-        // Resumed from a stop inside this pass: the pixels its finished tiles covered have
-        // this pass already, and only the others are rendered (the tiles laid out now need
-        // not be the stopped run's). Adaptive sampling: only the blocks still sampling are.
-        // Either way the pass's measured costs then cover part of the image, so they do not
-        // correct the cost map. (Correcting it where they rendered was tried, 2026-12-02, by
-        // `schedule-sim --replay-corrections` on three adaptive renders at 64 spp, T 0.02:
-        // the Spearman of passes 3 to 16 went from a median of 0.961 to 0.990 on the Cornell
-        // box's pieces, but from 0.974 to 0.964 with tiles that skip, and from 0.980 to
-        // 0.985 on sponza-like: no clear gain over the full passes' correction.)
-        let partial_cover = covers_part(ahead_here, mask.as_ref());
-        if partial_cover && skipping.is_none() {
-            tiles = what_is_left(tiles, &film, ahead_here, mask.as_ref());
-            predicted = tile_costs(&tiles);
-        }
-        // The tiles of the passes still to come, as far as this one tells (cut for slow
-        // workers, a pass may have more tiles than the one before).
-        let total = tiles_before + (tiles.len() * (passes.len() - pass)) as u64;
-        if pass == first_pass {
-            progress.set_length(total);
-        } else {
-            progress.set_total(total);
-        }
-        let estimated: Vec<f64> = tiles
-            .iter()
-            .map(|t| rendered_cost(&estimate_sat, scale, *t, skipping))
-            .collect();
-        let deques = policy::initial_deques(config.strategy, &predicted, &weights);
-        let queues = WorkQueues::new(deques.clone(), config.steal)
-            .with_speeds(&weights, &predicted)
-            .with_task_floors(&tiles::area_floors(&tiles, &predicted))
-            .with_retired(&retired);
-        let job = workers::PassJob {
-            tiles: &tiles,
-            samples: samples.clone(),
-            film: &film,
-            pass,
-            seed: settings.seed,
-            stop,
-            on_error: config.on_worker_error,
-            skip: skipping,
-        };
-        progress.set_message(format!("pass {}/{}", pass + 1, passes.len()));
-        let spp_before = samples.start;
-        let mut after_tile = within_pass
-            .as_deref_mut()
-            .map(|hook| move |film: &dyn Fn() -> Film| hook(spp_before, film));
-        let after_tile = after_tile
-            .as_mut()
-            .map(|f| f as &mut workers::AfterTileHook<'_>);
-        let run = workers::run_pass(&workers, &queues, &job, &progress, after_tile)?;
-        for r in &run.retired {
-            retired[r.worker] = true;
-        }
-        retirements.extend(run.retired);
-        tiles_before += tiles.len() as u64;
-        for (t, buf) in tiles.iter().zip(&run.buffers) {
-            // Empty: a tile a stop left unrendered keeps the film's sums.
-            if !buf.is_empty() {
-                film.write_pass_tile(*t, buf, pass);
-            }
-        }
-        if !run.complete {
-            stopped = Some(Stopped {
-                spp_complete: samples.start,
-                partial: Some(PartialPass {
-                    samples: samples.clone(),
-                    tiles_done: run.records.len(),
-                    tiles: tiles.len(),
-                    carried_pixels,
-                }),
-                at_time_limit: false,
-                stopped_blocks,
-            });
-            break;
-        }
-        pass_times.record(
-            pass_start.elapsed().as_secs_f64(),
-            samples.end - samples.start,
-        );
-        let worker_stats = report::worker_stats(workers.len(), &run.records);
-        let skipped_pixels = skipping.map_or(0, |m| {
-            tiles
-                .iter()
-                .map(|t| t.pixel_count() as u64 - m.active_pixels_in(*t))
-                .sum()
-        });
-        let pass_report = PassReport {
-            samples: samples.clone(),
-            tiles,
-            predicted,
-            estimated,
-            initial_deques: deques,
-            records: run.records,
-            makespan_s: run.makespan_s,
-            workers: worker_stats,
-            speeds: if weights_are_speeds {
-                weights.clone()
-            } else {
-                Vec::new()
-            },
-            planned_with_measured,
-            skipped_pixels,
-        };
-        if pass + 1 < passes.len() {
-            let previous = weights_are_speeds.then_some(&weights[..]);
-            let (speeds, normalized) = measured_costs(&classes, &pass_report, previous);
-            if carry_over && !partial_cover {
-                plan_map = plan_map.corrected(image, &pass_report.tiles, &normalized);
-                planned_with_measured = true;
-            }
-            weights = speeds;
-            weights_are_speeds = true;
-            for (w, _) in retired.iter().enumerate().filter(|(_, &r)| r) {
-                weights[w] = 0.0;
-            }
-            if let Some(hook) = between_passes.as_mut() {
-                hook(&film, samples.end);
-            }
-        }
-        reports.push(pass_report);
-    }
-    progress.finish();
-    let report = FrameReport {
-        width: window.w,
-        height: window.h,
-        window,
-        strategy: config.strategy,
-        steal: config.steal,
-        workers: FrameReport::worker_list(&workers),
-        speed_classes: classes,
-        raster: raster_stats,
-        estimate: est_stats,
+    PlanInputs {
+        estimate,
+        raster,
+        estimate_stats,
+        resume,
         estimated_before,
-        costmap: estimate,
-        passes: reports,
-        render_s: render_start.elapsed().as_secs_f64(),
-        cluster: None,
-        calibration,
-        retirements,
-        first_pass,
-        adaptive: adaptive_report,
-    };
-    Ok(Frame {
-        film,
-        report,
-        stopped,
-    })
+    }
+}
+
+/// The sink of a frame that one process renders through [`render_frame_until`]: its
+/// caller's hooks at pass boundaries and after tiles; the outputs are the caller's.
+struct Hooks<'a> {
+    between_passes: Option<&'a mut PassBoundaryHook<'a>>,
+    within_pass: Option<&'a mut PassInsideHook<'a>>,
+}
+
+impl FrameSink for Hooks<'_> {
+    fn between_passes(&mut self, film: &Film, spp_done: u32) {
+        if let Some(hook) = self.between_passes.as_mut() {
+            hook(film, spp_done);
+        }
+    }
+
+    fn within_pass(&mut self, spp_done: u32, film: &dyn Fn() -> Film) {
+        if let Some(hook) = self.within_pass.as_mut() {
+            hook(spp_done, film);
+        }
+    }
+
+    fn finish(&mut self, _: &Frame) -> anyhow::Result<()> {
+        Ok(())
+    }
 }
 
 /// A pass's tile count: `--tiles` when given (`tiles`); else, where some workers want big
@@ -1099,7 +847,7 @@ pub fn rendered_pieces(
     (pieces, shares)
 }
 
-/// A skipping pass's tiles ([`workers::PassJob::skip`]): each shrunk to the bounds of its
+/// A skipping pass's tiles ([`protocol::TaskData::skip`]): each shrunk to the bounds of its
 /// pixels in blocks still sampling, those without any left out.
 pub(crate) fn tiles_around_active_blocks(
     tiles: Vec<Tile>,

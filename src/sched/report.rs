@@ -87,7 +87,7 @@ pub struct PassReport {
     /// [`super::measured_costs_carry_over`]).
     pub planned_with_measured: bool,
     /// Pixels of the tiles that the pass skipped (adaptive sampling's stopped blocks inside
-    /// the tiles of GPU workers, [`super::workers::PassJob::skip`]); 0 where every pixel of
+    /// the tiles of GPU workers, [`super::protocol::TaskData::skip`]); 0 where every pixel of
     /// every tile rendered.
     pub skipped_pixels: u64,
 }
@@ -290,7 +290,7 @@ pub struct FrameReport {
     pub render_s: f64,
     /// The ranks, when several processes rendered the frame (`mpirun`); `None` in one
     /// process.
-    pub cluster: Option<crate::cluster::ClusterReport>,
+    pub cluster: Option<super::rank_report::ClusterReport>,
     /// The speeds timed before the first pass ([`super::calibrate`]); empty when the workers
     /// were all of one device (or calibration was off).
     pub calibration: Vec<super::calibrate::Calibration>,

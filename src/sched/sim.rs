@@ -1,17 +1,31 @@
-//! The discrete-event executor: replays tile costs through the scheduling policy for any
-//! number of simulated workers, with a latency charged to every steal probe.
+//! The discrete-event model of the scheduler: replays tile costs through the scheduling
+//! policy for any number of simulated workers and ranks (`gasworks schedule-sim`, and its
+//! `--ranks`), with a latency charged to every steal probe within a rank and to every steal
+//! across ranks.
 //!
-//! It drives the very same [`WorkQueues`] as the threaded executor: at each event (a worker
-//! becoming free) it asks the policy what that worker does next. By default workers are
-//! identical in speed: a tile costs its measured time whoever runs it. [`simulate_mixed`] gives
-//! each worker a speed (a GPU beside CPU threads) and, optionally, the steal guard the
-//! scheduler runs when it knows the speeds.
+//! It drives the same [`WorkQueues`], victim search, grant size and placement of received
+//! tiles as the real ranks ([`super::rank`], [`super::rank_policy`]), so the simulated
+//! decisions are the real ones. Each rank has its own deques; its workers steal from each
+//! other as in one process (each probe of another local deque costs `local_latency`); a rank
+//! whose deques are empty sends one request at a time to a random rank, which reaches the
+//! victim after half the round trip `rank_latency`; the victim gives tiles from its cheap
+//! end there and then, and they arrive after the other half. Workers of a rank with nothing
+//! to do wait for tiles to arrive. One process is one rank. What it leaves out is the plan's
+//! delivery at the start and the tiles' way back to rank 0 (both overlap with rendering in
+//! the real protocol).
+//!
+//! By default workers are identical in speed: a tile costs its measured time whoever runs it.
+//! [`simulate_mixed`] and [`simulate_mixed_cluster`] give each worker a speed (a GPU beside
+//! CPU threads, GPU ranks beside CPU ranks) and, optionally, the steal guards the scheduler
+//! runs when it knows the speeds: within a rank by [`WorkQueues::with_speeds`], across ranks
+//! by the [`GrantGuard`] of the thief's fastest worker.
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, HashMap};
 
 use super::costmap::CostMap;
 use super::policy::{self, StealRng, WorkQueues};
+use super::rank_policy::{accept, give_away, GrantGuard, VictimSearch};
 use super::sat::MapScale;
 use super::tiles::{self, Strategy};
 use crate::render::Tile;
@@ -21,18 +35,23 @@ use crate::render::Tile;
 pub struct SimRun {
     /// When the last tile finished.
     pub makespan: f64,
-    /// Each worker's time spent rendering (steal latency excluded).
+    /// Each (global) worker's time spent rendering (steal latency excluded).
     pub busy: Vec<f64>,
     /// Tiles each worker rendered.
     pub tiles: Vec<usize>,
-    /// Tiles that moved by stealing.
+    /// Tiles taken from another worker's deque of the same rank.
     pub steals: usize,
-    /// For each task, the worker that ran it (to check that nothing is lost or doubled).
+    /// Steal requests sent across ranks, the answers that carried tiles, and the tiles moved.
+    pub requests: usize,
+    pub transfers: usize,
+    pub tiles_moved: usize,
+    /// For each task, the (global) worker that ran it (to check that nothing is lost or
+    /// doubled).
     pub ran_by: Vec<Option<usize>>,
 }
 
 impl SimRun {
-    /// Total busy time over workers times makespan.
+    /// Total busy time over (all workers x makespan).
     pub fn efficiency(&self) -> f64 {
         crate::sched::report::efficiency(self.busy.iter().sum(), self.busy.len(), self.makespan)
     }
@@ -56,9 +75,20 @@ impl Ord for Time {
     }
 }
 
-/// Simulates one pass: tasks cost `costs[task]` seconds, workers start with `deques` (front
-/// first), stealing as `steal` says, each steal probe taking `steal_latency` seconds; `seed`
-/// drives the victim choices. Ties between simultaneous events go to the lower worker index.
+/// What the scheduler knows when it guards steals ([`WorkQueues::with_speeds`], and across
+/// ranks [`GrantGuard`]): the tasks' estimated costs (which may differ from the true ones),
+/// weighed with the workers' speeds.
+#[derive(Clone, Copy, Debug)]
+pub struct Guard<'a> {
+    pub estimated: &'a [f64],
+    /// Each task's floor ([`WorkQueues::with_task_floors`]); empty: the mean task's cost.
+    pub floors: &'a [f64],
+}
+
+/// Simulates one pass of one process: tasks cost `costs[task]` seconds, workers start with
+/// `deques` (front first), stealing as `steal` says, each steal probe taking `steal_latency`
+/// seconds; `seed` drives the victim choices. Ties between simultaneous events go to the
+/// lower worker index.
 pub fn simulate(
     costs: &[f64],
     deques: Vec<Vec<usize>>,
@@ -78,16 +108,6 @@ pub fn simulate(
     )
 }
 
-/// What the scheduler knows when it guards steals ([`WorkQueues::with_speeds`]): the
-/// workers' speeds and the tasks' estimated costs (which may differ from the true ones).
-#[derive(Clone, Copy, Debug)]
-pub struct Guard<'a> {
-    pub speeds: &'a [f64],
-    pub estimated: &'a [f64],
-    /// Each task's floor ([`WorkQueues::with_task_floors`]); empty: the mean task's cost.
-    pub floors: &'a [f64],
-}
-
 /// [`simulate`] with worker speeds: task `t` takes `costs[t] / speeds[w]` seconds on worker
 /// `w` (`busy` counts those seconds). With `guard`, steals are refused where the guard says
 /// the owner finishes the task sooner, as in a real render that knows the speeds.
@@ -100,47 +120,346 @@ pub fn simulate_mixed(
     speeds: &[f64],
     guard: Option<Guard>,
 ) -> SimRun {
-    let workers = deques.len();
-    let mut queues = WorkQueues::new(deques, steal);
-    if let Some(g) = guard {
-        queues = queues
-            .with_speeds(g.speeds, g.estimated)
-            .with_task_floors(g.floors);
-    }
-    let speed = |w: usize| match speeds.get(w) {
-        Some(&s) if s.is_finite() && s > 0.0 => s,
-        _ => 1.0,
+    let mut all = speeds.to_vec();
+    all.resize(deques.len(), 1.0);
+    let one = [all];
+    let cluster = MixedCluster {
+        speeds: &one,
+        local_latency: steal_latency,
+        rank_latency: 0.0,
+        guard,
     };
-    let mut rngs: Vec<StealRng> = (0..workers).map(|w| StealRng::new(seed, w, 0)).collect();
-    let mut events: BinaryHeap<Reverse<(Time, usize)>> =
-        (0..workers).map(|w| Reverse((Time(0.0), w))).collect();
-    let mut run = SimRun {
-        makespan: 0.0,
-        busy: vec![0.0; workers],
-        tiles: vec![0; workers],
-        steals: 0,
-        ran_by: vec![None; costs.len()],
-    };
-    while let Some(Reverse((Time(now), w))) = events.pop() {
-        let Some(take) = queues.next(w, &mut rngs[w]) else {
-            continue;
+    simulate_mixed_cluster(costs, deques, cluster, steal, seed)
+}
+
+/// The cluster being modelled.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ClusterModel {
+    pub ranks: usize,
+    /// Workers per rank.
+    pub workers: usize,
+    /// Seconds per probe of another deque within a rank.
+    pub local_latency: f64,
+    /// Seconds of one steal across ranks: request there, answer back.
+    pub rank_latency: f64,
+}
+
+enum Event {
+    /// A worker finished its tile (or starts): it asks its rank's queues what to do next.
+    WorkerFree { rank: usize, local: usize },
+    /// A steal request reaches the victim.
+    Request { victim: usize, thief: usize },
+    /// The victim's answer reaches the thief.
+    Grant { thief: usize, tasks: Vec<usize> },
+}
+
+struct Rank {
+    queues: WorkQueues,
+    rngs: Vec<StealRng>,
+    search: VictimSearch,
+    outstanding: bool,
+    /// Local workers waiting for tiles.
+    idle: Vec<usize>,
+}
+
+/// Ranks of workers of different speeds, for [`simulate_mixed_cluster`].
+#[derive(Clone, Copy, Debug)]
+pub struct MixedCluster<'a> {
+    /// Each rank's workers' speeds (1: the render's own workers); a task of cost `c` takes
+    /// `c / speed` seconds. Ranks may have different worker counts.
+    pub speeds: &'a [Vec<f64>],
+    /// Seconds per probe of another deque within a rank.
+    pub local_latency: f64,
+    /// Seconds of one steal across ranks: request there, answer back.
+    pub rank_latency: f64,
+    /// The ranks know the speeds and the tasks' estimated costs and guard their steals by
+    /// them, as a calibrated render does; `None`: unguarded.
+    pub guard: Option<Guard<'a>>,
+}
+
+struct Sim<'a> {
+    costs: &'a [f64],
+    cluster: MixedCluster<'a>,
+    /// The first global worker of each rank, and the total at the end.
+    first: Vec<usize>,
+    steal: bool,
+    ranks: Vec<Rank>,
+    /// (time, class, order, id): at equal times, messages (class 0) in the order they were
+    /// sent, then workers (class 1) by global index, as in the single-process simulator.
+    heap: BinaryHeap<Reverse<(Time, u8, u64, u64)>>,
+    events: HashMap<u64, Event>,
+    next_id: u64,
+    run: SimRun,
+}
+
+impl Sim<'_> {
+    fn push(&mut self, at: f64, e: Event) {
+        let (class, order) = match e {
+            Event::WorkerFree { rank, local } => (1, (self.first[rank] + local) as u64),
+            _ => (0, self.next_id),
         };
-        let start = now + take.probes as f64 * steal_latency.max(0.0);
-        let seconds = costs[take.task].max(0.0) / speed(w);
-        let end = start + seconds;
-        run.busy[w] += seconds;
-        run.tiles[w] += 1;
-        if take.stolen_from.is_some() {
-            run.steals += 1;
-        }
-        if run.ran_by[take.task].replace(w).is_some() {
-            // Cannot happen with a sound policy; make it loud in tests.
-            panic!("task {} handed out twice", take.task);
-        }
-        run.makespan = run.makespan.max(end);
-        events.push(Reverse((Time(end), w)));
+        self.heap
+            .push(Reverse((Time(at), class, order, self.next_id)));
+        self.events.insert(self.next_id, e);
+        self.next_id += 1;
     }
-    run
+
+    /// A rank whose deques are empty asks the next victim, if it may.
+    fn maybe_request(&mut self, rank: usize, now: f64) {
+        let m = self.cluster;
+        let alone = self.ranks.len() < 2;
+        let r = &mut self.ranks[rank];
+        if !self.steal || alone || r.outstanding || r.queues.queued() > 0 {
+            return;
+        }
+        if let Some(victim) = r.search.next_victim() {
+            r.outstanding = true;
+            self.run.requests += 1;
+            self.push(
+                now + 0.5 * m.rank_latency,
+                Event::Request {
+                    victim,
+                    thief: rank,
+                },
+            );
+        }
+    }
+
+    /// Worker `global`'s speed: 1 where none (or no usable one) is given.
+    fn speed(&self, rank: usize, local: usize) -> f64 {
+        match self.cluster.speeds[rank].get(local) {
+            Some(&s) if s.is_finite() && s > 0.0 => s,
+            _ => 1.0,
+        }
+    }
+
+    fn step(&mut self, now: f64, e: Event) {
+        let m = self.cluster;
+        match e {
+            Event::WorkerFree { rank, local } => {
+                let global = self.first[rank] + local;
+                let speed = self.speed(rank, local);
+                let r = &mut self.ranks[rank];
+                match r.queues.next(local, &mut r.rngs[local]) {
+                    Some(take) => {
+                        let seconds = self.costs[take.task].max(0.0) / speed;
+                        let end = now + take.probes as f64 * m.local_latency.max(0.0) + seconds;
+                        self.run.busy[global] += seconds;
+                        self.run.tiles[global] += 1;
+                        if take.stolen_from.is_some() {
+                            self.run.steals += 1;
+                        }
+                        if self.run.ran_by[take.task].replace(global).is_some() {
+                            panic!("task {} handed out twice", take.task);
+                        }
+                        self.run.makespan = self.run.makespan.max(end);
+                        self.push(end, Event::WorkerFree { rank, local });
+                    }
+                    None => r.idle.push(local),
+                }
+                self.maybe_request(rank, now);
+            }
+            Event::Request { victim, thief } => {
+                // As a real thief asks: for as many tiles as it has workers, with the speed
+                // of its fastest worker.
+                let want = m.speeds[thief].len();
+                let thief_speed = m.speeds[thief]
+                    .iter()
+                    .copied()
+                    .filter(|s| s.is_finite())
+                    .fold(0.0, f64::max);
+                let guard = match m.guard {
+                    Some(g) => GrantGuard {
+                        thief_speed,
+                        own_speeds: &m.speeds[victim],
+                        costs: g.estimated,
+                        floors: g.floors,
+                    },
+                    None => GrantGuard::NONE,
+                };
+                let given: Vec<usize> = give_away(&self.ranks[victim].queues, want, guard)
+                    .into_iter()
+                    .map(|(task, _)| task)
+                    .collect();
+                self.push(
+                    now + 0.5 * m.rank_latency,
+                    Event::Grant {
+                        thief,
+                        tasks: given,
+                    },
+                );
+            }
+            Event::Grant { thief, tasks } => {
+                let r = &mut self.ranks[thief];
+                r.outstanding = false;
+                if !tasks.is_empty() {
+                    self.run.transfers += 1;
+                    self.run.tiles_moved += tasks.len();
+                    accept(&r.queues, &tasks);
+                    r.search.restart();
+                    let woken: Vec<usize> = r.idle.drain(..).collect();
+                    for local in woken {
+                        self.push(now, Event::WorkerFree { rank: thief, local });
+                    }
+                }
+                self.maybe_request(thief, now);
+            }
+        }
+    }
+}
+
+/// Simulates one frame: tasks cost `costs[task]` seconds; `deques` are the initial deques of
+/// all `ranks x workers` workers in rank order (rank r's workers are
+/// `r * workers .. (r + 1) * workers`); `seed` drives every random choice.
+pub fn simulate_cluster(
+    costs: &[f64],
+    deques: Vec<Vec<usize>>,
+    model: ClusterModel,
+    steal: bool,
+    seed: u64,
+) -> SimRun {
+    let speeds = vec![vec![1.0; model.workers]; model.ranks];
+    let cluster = MixedCluster {
+        speeds: &speeds,
+        local_latency: model.local_latency,
+        rank_latency: model.rank_latency,
+        guard: None,
+    };
+    simulate_mixed_cluster(costs, deques, cluster, steal, seed)
+}
+
+/// [`simulate_cluster`] for ranks of workers of different speeds (`cluster`): `deques` are
+/// the initial deques of every worker of every rank, in rank order.
+pub fn simulate_mixed_cluster(
+    costs: &[f64],
+    deques: Vec<Vec<usize>>,
+    cluster: MixedCluster,
+    steal: bool,
+    seed: u64,
+) -> SimRun {
+    let mut first = vec![0usize];
+    for rank in cluster.speeds {
+        first.push(first[first.len() - 1] + rank.len());
+    }
+    let workers = first[first.len() - 1];
+    assert_eq!(deques.len(), workers, "one deque per worker");
+    let rank_count = cluster.speeds.len();
+    let mut it = deques.into_iter();
+    let ranks = cluster
+        .speeds
+        .iter()
+        .enumerate()
+        .map(|(r, speeds)| {
+            let mut queues = WorkQueues::new(it.by_ref().take(speeds.len()).collect(), steal);
+            if let Some(g) = cluster.guard {
+                queues = queues
+                    .with_speeds(speeds, g.estimated)
+                    .with_task_floors(g.floors);
+            }
+            Rank {
+                queues,
+                rngs: (0..speeds.len())
+                    .map(|w| StealRng::new(seed, first[r] + w, 0))
+                    .collect(),
+                search: VictimSearch::new(seed, r, rank_count, 0),
+                outstanding: false,
+                idle: Vec::new(),
+            }
+        })
+        .collect();
+    let mut sim = Sim {
+        costs,
+        cluster,
+        first,
+        steal,
+        ranks,
+        heap: BinaryHeap::new(),
+        events: HashMap::new(),
+        next_id: 0,
+        run: SimRun {
+            makespan: 0.0,
+            busy: vec![0.0; workers],
+            tiles: vec![0; workers],
+            steals: 0,
+            requests: 0,
+            transfers: 0,
+            tiles_moved: 0,
+            ran_by: vec![None; costs.len()],
+        },
+    };
+    for (rank, speeds) in cluster.speeds.iter().enumerate() {
+        for local in 0..speeds.len() {
+            sim.push(0.0, Event::WorkerFree { rank, local });
+        }
+    }
+    while let Some(Reverse((Time(now), _, _, id))) = sim.heap.pop() {
+        if let Some(e) = sim.events.remove(&id) {
+            sim.step(now, e);
+        }
+    }
+    sim.run
+}
+
+/// Simulates a cluster frame replayed from a render's measurements: `tile_count` tiles cut
+/// under `strategy`, planned over all workers of all ranks in rank order (each rank a
+/// contiguous run of about equal estimated cost), every cost times `cost_scale`; once per
+/// seed (once without stealing).
+pub fn replay_cluster(
+    replay: &Replay,
+    strategy: Strategy,
+    steal: bool,
+    model: ClusterModel,
+    tile_count: u32,
+    cost_scale: f64,
+    seeds: &[u64],
+) -> Vec<SimRun> {
+    let (_, estimated, actual) = replay.tiles(strategy, tile_count);
+    let costs: Vec<f64> = actual.iter().map(|c| c * cost_scale).collect();
+    let workers = model.ranks * model.workers;
+    let deques = policy::initial_deques(strategy, &estimated, &vec![1.0; workers.max(1)]);
+    seeds_to_run(steal, workers, seeds)
+        .iter()
+        .map(|&seed| simulate_cluster(&costs, deques.clone(), model, steal, seed))
+        .collect()
+}
+
+/// [`replay_cluster`] for ranks of workers of different speeds (`speeds[r]`: rank r's), the
+/// first pass planned as `plan` says: equal shares (a first pass that knows no speeds), shares
+/// by speed, or shares by speed with the steal guards (a calibrated render).
+#[allow(clippy::too_many_arguments)]
+pub fn replay_mixed_cluster(
+    replay: &Replay,
+    strategy: Strategy,
+    speeds: &[Vec<f64>],
+    plan: MixedPlan,
+    local_latency: f64,
+    rank_latency: f64,
+    tile_count: u32,
+    seeds: &[u64],
+) -> Vec<SimRun> {
+    let all: Vec<f64> = speeds.iter().flatten().copied().collect();
+    let (layout, estimated, actual) =
+        replay.tiles_cut(strategy, tile_count, &all, plan.pieces(strategy));
+    let floors = crate::sched::tiles::area_floors(&layout, &estimated);
+    let weights = if plan.by_speed() {
+        all.clone()
+    } else {
+        vec![1.0; all.len().max(1)]
+    };
+    let deques = policy::initial_deques(strategy, &estimated, &weights);
+    let cluster = MixedCluster {
+        speeds,
+        local_latency,
+        rank_latency,
+        guard: plan.guarded().then_some(Guard {
+            estimated: &estimated,
+            floors: &floors,
+        }),
+    };
+    seeds_to_run(true, all.len(), seeds)
+        .iter()
+        .map(|&seed| simulate_mixed_cluster(&actual, deques.clone(), cluster, true, seed))
+        .collect()
 }
 
 /// What a replay knows about a rendered frame: its size, the estimate it was planned with,
@@ -330,7 +649,6 @@ impl Replay {
         let weights = if plan.by_speed() { speeds } else { &equal[..] };
         let deques = policy::initial_deques(strategy, &estimated, weights);
         let guard = plan.guarded().then_some(Guard {
-            speeds,
             estimated: &estimated,
             floors: &floors,
         });
@@ -403,7 +721,6 @@ mod tests {
         for seed in 0..20 {
             let deques = policy::initial_deques(Strategy::Sorted, &costs, &speeds);
             let guard = Guard {
-                speeds: &speeds,
                 estimated: &costs,
                 floors: &[],
             };
@@ -429,7 +746,6 @@ mod tests {
         };
         let deques = policy::initial_deques(Strategy::Sorted, &costs, &speeds);
         let guard = Guard {
-            speeds: &speeds,
             estimated: &costs,
             floors: &[],
         };
@@ -505,5 +821,89 @@ mod tests {
         // Latency delays every stolen tile.
         let slow = simulate(&costs, vec![(0..8).collect(), vec![]], true, 0.5, 1);
         assert!(slow.makespan > 4.0);
+    }
+
+    fn model(ranks: usize, workers: usize, rank_latency: f64) -> ClusterModel {
+        ClusterModel {
+            ranks,
+            workers,
+            local_latency: 0.0,
+            rank_latency,
+        }
+    }
+
+    #[test]
+    fn an_idle_rank_steals_across_ranks_and_nothing_is_lost() {
+        // Rank 1 starts with nothing: it can only get work from rank 0.
+        let costs = vec![1.0; 16];
+        let mut deques = vec![
+            (0..8).collect::<Vec<_>>(),
+            (8..16).collect(),
+            vec![],
+            vec![],
+        ];
+        let without = simulate_cluster(&costs, deques.clone(), model(2, 2, 0.1), false, 1);
+        assert_eq!(without.makespan, 8.0);
+        let with = simulate_cluster(&costs, deques.clone(), model(2, 2, 0.1), true, 1);
+        assert!(with.makespan < 8.0, "{}", with.makespan);
+        assert!(with.tiles_moved > 0 && with.transfers > 0);
+        assert!(with.ran_by.iter().all(Option::is_some));
+        // Every tile ran once; rank 1's workers (2 and 3) ran some.
+        assert!(with.ran_by.iter().any(|w| *w >= Some(2)));
+        // A huge latency makes stealing across ranks useless, never harmful to correctness.
+        deques.swap(0, 1);
+        let slow = simulate_cluster(&costs, deques, model(2, 2, 100.0), true, 1);
+        assert!(slow.ran_by.iter().all(Option::is_some));
+    }
+
+    #[test]
+    fn latency_only_costs_efficiency() {
+        // Rank 0's share (regular: equal tile counts) is ten times as expensive as the
+        // others': only stealing across ranks can balance it, and latency delays it.
+        let costs: Vec<f64> = (0..256).map(|i| if i < 64 { 10.0 } else { 1.0 }).collect();
+        let deques = policy::initial_deques(Strategy::Regular, &costs, &[1.0; 16]);
+        let fast = simulate_cluster(&costs, deques.clone(), model(4, 4, 0.001), true, 5);
+        let slow = simulate_cluster(&costs, deques, model(4, 4, 50.0), true, 5);
+        assert!(
+            fast.efficiency() > slow.efficiency(),
+            "{} vs {}",
+            fast.efficiency(),
+            slow.efficiency()
+        );
+        assert!(fast.tiles_moved > 0);
+        let (a, b): (f64, f64) = (fast.busy.iter().sum(), slow.busy.iter().sum());
+        assert!((a - b).abs() <= 1e-9 * a, "the same work: {a} vs {b}");
+    }
+
+    #[test]
+    fn a_guarded_gpu_rank_keeps_its_tiles_from_a_much_slower_cpu_rank() {
+        // Rank 0: two GPU streams holding all 100 tiles; rank 1: four CPU threads 80x slower
+        // holding none, which asks the GPU rank at once. Unguarded, it is given tiles it
+        // needs 80 s each for; guarded, only what it would finish before the GPU streams get
+        // through their queue (50 s), which is nothing.
+        let costs = vec![1.0; 100];
+        let speeds = vec![vec![1.0, 1.0], vec![0.0125; 4]];
+        let mut deques = vec![(0..50).collect::<Vec<usize>>(), (50..100).collect()];
+        deques.extend(std::iter::repeat_n(Vec::new(), 4));
+        let run = |estimated: Option<&[f64]>| {
+            let cluster = MixedCluster {
+                speeds: &speeds,
+                local_latency: 0.0,
+                rank_latency: 0.01,
+                guard: estimated.map(|estimated| Guard {
+                    estimated,
+                    floors: &[],
+                }),
+            };
+            simulate_mixed_cluster(&costs, deques.clone(), cluster, true, 4)
+        };
+        let (open, guarded) = (run(None), run(Some(&costs)));
+        for r in [&open, &guarded] {
+            assert!(r.ran_by.iter().all(Option::is_some), "a tile never ran");
+        }
+        assert!(open.tiles_moved > 0, "the test needs unguarded steals");
+        assert!(open.makespan >= 80.0, "{}", open.makespan);
+        assert_eq!((guarded.tiles_moved, guarded.makespan), (0, 50.0));
+        assert!(guarded.requests > 0, "the CPU rank did ask");
     }
 }

@@ -1,21 +1,30 @@
-//! Workers: what `--devices` asks for, the renderers behind it, and the threaded executor
-//! that runs one pass of tiles over them.
+//! Workers: what `--devices` asks for, the renderers behind it, and the worker loop that
+//! renders a rank's tiles during a pass.
 //!
 //! A worker is a thread with a renderer and a deque (in [`WorkQueues`]). Several workers may
 //! share one renderer: every CPU worker shares the CPU backend (one worker per thread), and
 //! the OptiX backend can hand each stream of a GPU its own renderer or one shared one. The
 //! renderers come from a [`RendererFactory`] supplied by the caller: this module knows no
 //! backend, so the GPU backend plugs in by implementing [`RendererFactory::gpu`].
+//!
+//! [`worker_loop`] is the one worker loop, whether the frame runs in one process or over MPI
+//! ranks ([`super::rank`]): each thread takes tiles from its own deque, then from the other
+//! workers' cheap ends, renders them from the sums the plan gave, and sends them to its
+//! rank's progress loop. A worker that finds nothing waits for tiles from another rank or a
+//! retired worker, until the pass ends.
 
+use std::collections::HashMap;
 use std::ops::Range;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::mpsc::Sender;
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Instant;
 
 use anyhow::Context;
 
 use super::cputime::thread_cpu_seconds;
-use super::policy::{StealRng, WorkQueues};
+use super::policy::{StealRng, Take, WorkQueues};
+use super::protocol::{Granted, Plan, TaskData, TileDone};
 use crate::render::{Film, Tile, TileRenderer};
 
 /// One entry of `--devices`.
@@ -285,69 +294,6 @@ impl Retirement {
     }
 }
 
-/// Under [`OnWorkerError::Retire`], the retirements that calibration `failures` make before
-/// pass `pass` (0-based): each failing worker, as its first tile would have retired it, and,
-/// when its renderer says its device is lost, the device's other workers not yet `retired`
-/// (marked in it). One warning per failure goes to `warn` ("{error}; {note}", the note saying
-/// that `others` take the tiles), as in a pass.
-pub(crate) fn retire_after_calibration(
-    workers: &[Worker],
-    failures: Vec<super::calibrate::PieceFailure>,
-    retired: &mut [bool],
-    pass: usize,
-    others: &str,
-    mut warn: impl FnMut(String),
-) -> Vec<Retirement> {
-    let mut out = Vec::new();
-    for f in failures {
-        let w = f.worker;
-        if retired[w] {
-            // Retired with its device by an earlier failure of this calibration.
-            continue;
-        }
-        let with_it = retired_with(workers, w, |v| retired[v]);
-        let error = format!("{:#}", f.error);
-        let note = retirement_note(workers, w, &error, &with_it, others);
-        warn(format!("{error}; {note}"));
-        let lost = lost_with(workers, w, &error);
-        let gone =
-            std::iter::once((w, error)).chain(with_it.into_iter().map(|v| (v, lost.clone())));
-        for (v, error) in gone {
-            retired[v] = true;
-            out.push(Retirement {
-                worker: v,
-                label: workers[v].label.clone(),
-                pass,
-                tile: f.piece,
-                error,
-                before_tiles: true,
-            });
-        }
-    }
-    out
-}
-
-/// One pass over the tiles: which samples, on which film.
-pub struct PassJob<'a> {
-    /// The tiles, indexed by task number.
-    pub tiles: &'a [Tile],
-    pub samples: Range<u32>,
-    /// The film holding the earlier passes: each tile starts from its pixels' sums so far.
-    pub film: &'a Film,
-    /// Pass number and seed: together they seed the workers' victim choices.
-    pub pass: usize,
-    pub seed: u64,
-    /// Set (by a Ctrl-C handler) to stop: the workers take no new tile, the tiles in flight
-    /// finish, and the pass ends incomplete ([`PassRun::complete`] false).
-    pub stop: &'a AtomicBool,
-    pub on_error: OnWorkerError,
-    /// Adaptive sampling's blocks for tiles that skip the stopped ones: each tile's pixels
-    /// outside the blocks still sampling are skipped
-    /// ([`crate::render::TileRenderer::render_tile_skipping`]). `None`: every pixel of every
-    /// tile renders.
-    pub skip: Option<&'a super::adaptive_sampling::BlockMask>,
-}
-
 /// When and where one tile was rendered.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct TileRecord {
@@ -385,39 +331,6 @@ impl TileRecord {
     }
 }
 
-/// What a pass produced: each tile's new accumulation and its record, by task number.
-pub struct PassRun {
-    /// One per rendered tile: every tile, in task order, when the pass is complete.
-    pub records: Vec<TileRecord>,
-    /// Per task: the tile's new sums, or empty for a tile a stop left unrendered.
-    pub buffers: Vec<Vec<[f32; 4]>>,
-    /// From the start of the pass to the end of its last tile.
-    pub makespan_s: f64,
-    /// False when [`PassJob::stop`] ended the pass before every tile was rendered.
-    pub complete: bool,
-    /// The workers this pass retired ([`OnWorkerError::Retire`]), in the order they failed.
-    pub retired: Vec<Retirement>,
-}
-
-/// A renderer's failure on a tile, in a round of [`run_pass`].
-struct Failure {
-    worker: usize,
-    task: usize,
-    error: anyhow::Error,
-    /// False for a worker that had been retired with its device by another worker's failure
-    /// (its tile in flight failed too, as expected): its tile goes back, and it is not retired
-    /// a second time.
-    retires: bool,
-    /// The other workers of the device, retired with this one because its renderer said the
-    /// device is lost ([`TileRenderer::device_lost`]).
-    with_it: Vec<usize>,
-}
-
-/// What [`run_pass`] calls after every tile that arrives: given a way to make the film as it
-/// stands, it makes it only when it wants it (a checkpoint due), since at 4K that is a copy
-/// of 130 MB.
-pub type AfterTileHook<'a> = dyn FnMut(&dyn Fn() -> Film) + 'a;
-
 /// `film` with the finished tiles of pass `pass` written in (`buffers[i]` of `tiles[i]`; an
 /// empty buffer is a tile not finished).
 pub fn film_with(film: &Film, tiles: &[Tile], buffers: &[Vec<[f32; 4]>], pass: usize) -> Film {
@@ -428,133 +341,6 @@ pub fn film_with(film: &Film, tiles: &[Tile], buffers: &[Vec<[f32; 4]>], pass: u
         }
     }
     out
-}
-
-/// What one round of a pass's threads left behind.
-struct Round {
-    /// Each renderer failure, in the order they came.
-    failures: Vec<Failure>,
-    duplicate: Option<usize>,
-}
-
-/// Runs one pass: one thread per worker that is not retired (`queues`), each taking tasks
-/// from `queues` until none is left for it. Tiles are rendered into private buffers (copies
-/// of the film's tile); the caller writes them into the film after the pass.
-///
-/// A renderer error, under [`OnWorkerError::Stop`], stops every worker and is returned,
-/// naming the tile and the worker. Under [`OnWorkerError::Retire`] only the failing worker
-/// stops ([`WorkQueues::retire`]): the others take its deque, and when a worker failed after
-/// the others had already run dry, the tiles left are queued again for the workers left
-/// ([`WorkQueues::requeue`]) and they run another round. The pass fails only when no worker
-/// is left, with the first error.
-///
-/// `after_tile`, when given, is called on this thread after every tile that arrives, with a
-/// way to make the film as it stands (the pass's film plus the tiles finished so far): a
-/// checkpoint inside the pass, when the caller finds one due.
-pub fn run_pass(
-    workers: &[Worker],
-    queues: &WorkQueues,
-    job: &PassJob,
-    progress: &super::progress::Progress,
-    mut after_tile: Option<&mut AfterTileHook<'_>>,
-) -> anyhow::Result<PassRun> {
-    assert_eq!(workers.len(), queues.workers(), "one deque per worker");
-    let start = Instant::now();
-    let mut records: Vec<Option<TileRecord>> = vec![None; job.tiles.len()];
-    let mut buffers: Vec<Vec<[f32; 4]>> = vec![Vec::new(); job.tiles.len()];
-    let mut retired = Vec::new();
-    let mut first_error = None;
-    let mut requeued: Option<WorkQueues> = None;
-    loop {
-        let q = requeued.as_ref().unwrap_or(queues);
-        let round = run_round(
-            workers,
-            q,
-            job,
-            progress,
-            start,
-            (&mut records, &mut buffers),
-            after_tile.as_deref_mut(),
-        );
-        if let Some(task) = round.duplicate {
-            anyhow::bail!(
-                "scheduler bug: tile {task} was rendered twice in pass {}",
-                job.pass
-            );
-        }
-        let new_failures = !round.failures.is_empty();
-        for f in round.failures {
-            if job.on_error == OnWorkerError::Stop {
-                return Err(f.error);
-            }
-            if !f.retires {
-                continue;
-            }
-            let (tile, error) = (job.tiles[f.task], format!("{:#}", f.error));
-            let siblings: Vec<Retirement> = f
-                .with_it
-                .iter()
-                .map(|&v| Retirement {
-                    worker: v,
-                    label: workers[v].label.clone(),
-                    pass: job.pass,
-                    tile,
-                    error: lost_with(workers, f.worker, &error),
-                    before_tiles: false,
-                })
-                .collect();
-            retired.push(Retirement {
-                worker: f.worker,
-                label: workers[f.worker].label.clone(),
-                pass: job.pass,
-                tile,
-                error,
-                before_tiles: false,
-            });
-            retired.extend(siblings);
-            first_error.get_or_insert(f.error);
-        }
-        let missing: Vec<usize> = (0..records.len())
-            .filter(|&t| records[t].is_none())
-            .collect();
-        if missing.is_empty() || job.stop.load(Ordering::Relaxed) {
-            break;
-        }
-        if q.working() == 0 {
-            let labels: Vec<&str> = retired.iter().map(|r| r.label.as_str()).collect();
-            let e = first_error
-                .take()
-                .unwrap_or_else(|| anyhow::anyhow!("every worker was retired before the pass"));
-            return Err(e.context(format!(
-                "no worker is left ({} failed in pass {}, any others earlier), {} of {} tiles \
-                 of the pass unrendered; the first failure",
-                labels.join(", "),
-                job.pass + 1,
-                missing.len(),
-                records.len(),
-            )));
-        }
-        if !new_failures {
-            anyhow::bail!(
-                "scheduler bug: tile {} was never rendered in pass {}",
-                missing[0],
-                job.pass
-            );
-        }
-        // Workers that had run dry before the failure have ended: the tiles left start
-        // another round on the workers left.
-        requeued = Some(q.requeue(&missing));
-    }
-    let complete = records.iter().all(Option::is_some);
-    let records: Vec<TileRecord> = records.into_iter().flatten().collect();
-    let makespan_s = records.iter().map(|r| r.end_s).fold(0.0, f64::max);
-    Ok(PassRun {
-        records,
-        buffers,
-        makespan_s,
-        complete,
-        retired,
-    })
 }
 
 /// The workers retired with worker `w` when its renderer failed: the other working workers of
@@ -619,140 +405,438 @@ pub(crate) fn lost_with(workers: &[Worker], failed: usize, error: &str) -> Strin
     )
 }
 
-/// One round of [`run_pass`]: a thread for each worker not retired, until no task is left
-/// for any of them; each rendered tile's record and sums go into `records` and `buffers`.
-fn run_round(
-    workers: &[Worker],
-    queues: &WorkQueues,
-    job: &PassJob,
-    progress: &super::progress::Progress,
-    start: Instant,
-    (records, buffers): (&mut [Option<TileRecord>], &mut [Vec<[f32; 4]>]),
-    mut after_tile: Option<&mut AfterTileHook<'_>>,
-) -> Round {
-    let abort = AtomicBool::new(false);
-    // Also what serialises retirements: a worker's failure and its device's other workers'
-    // are told apart under this lock.
-    let failures: Mutex<Vec<Failure>> = Mutex::new(Vec::new());
-    let (tx, rx) = mpsc::channel::<(TileRecord, Vec<[f32; 4]>)>();
-    let mut duplicate = None;
-    std::thread::scope(|scope| {
-        for (w, worker) in workers.iter().enumerate() {
-            if queues.is_retired(w) {
-                continue;
-            }
-            let tx = tx.clone();
-            let (abort, failures) = (&abort, &failures);
-            scope.spawn(move || {
-                let mut rng = StealRng::new(job.seed, w, job.pass);
-                while !abort.load(Ordering::Relaxed) && !job.stop.load(Ordering::Relaxed) {
-                    // (Retired with its device by another worker's failure.)
-                    if queues.is_retired(w) {
-                        break;
-                    }
-                    let Some(take) = queues.next(w, &mut rng) else {
-                        break;
-                    };
-                    let tile = job.tiles[take.task];
-                    let mut acc = job.film.read_tile(tile);
-                    let cpu0 = worker.cpu_timed.then(thread_cpu_seconds).flatten();
-                    let t0 = start.elapsed().as_secs_f64();
-                    let result = match job.skip.and_then(|m| m.skip_in(tile)) {
-                        Some(skip) => worker.renderer.render_tile_skipping(
-                            tile,
-                            job.samples.clone(),
-                            &mut acc,
-                            &skip,
-                        ),
-                        None => worker
-                            .renderer
-                            .render_tile(tile, job.samples.clone(), &mut acc),
-                    };
-                    let t1 = start.elapsed().as_secs_f64();
-                    let cpu1 = worker.cpu_timed.then(thread_cpu_seconds).flatten();
-                    if let Err(e) = result {
-                        let e = e.context(format!(
-                            "worker {} ({}) failed on tile x={} y={} {}x{}, samples {:?}",
-                            worker.label,
-                            worker.renderer.name(),
-                            tile.x,
-                            tile.y,
-                            tile.w,
-                            tile.h,
-                            job.samples
-                        ));
-                        let mut failures = failures.lock().unwrap_or_else(|p| p.into_inner());
-                        let mut failure = Failure {
-                            worker: w,
-                            task: take.task,
-                            error: e,
-                            retires: true,
-                            with_it: Vec::new(),
-                        };
-                        match job.on_error {
-                            OnWorkerError::Stop => abort.store(true, Ordering::Relaxed),
-                            OnWorkerError::Retire if queues.is_retired(w) => {
-                                failure.retires = false;
-                                queues.retire(w, take.task);
-                            }
-                            OnWorkerError::Retire => {
-                                failure.with_it =
-                                    retired_with(workers, w, |v| queues.is_retired(v));
-                                // Said now, not at the end: the render may go on for hours
-                                // on the workers left.
-                                let error = format!("{:#}", failure.error);
-                                let note = retirement_note(
-                                    workers,
-                                    w,
-                                    &error,
-                                    &failure.with_it,
-                                    "the other workers",
-                                );
-                                progress.warn(format_args!("{error}; {note}"));
-                                queues.retire(w, take.task);
-                                for &v in &failure.with_it {
-                                    queues.retire_idle(v);
-                                }
-                            }
-                        }
-                        failures.push(failure);
-                        break;
-                    }
-                    let record = TileRecord {
-                        task: take.task,
-                        worker: w,
-                        stolen_from: take.stolen_from,
-                        start_s: t0,
-                        end_s: t1,
-                        cost_s: match (cpu0, cpu1) {
-                            (Some(a), Some(b)) => b - a,
-                            _ => t1 - t0,
-                        },
-                    };
-                    if tx.send((record, acc)).is_err() {
-                        break;
-                    }
-                }
-            });
+/// What a worker thread tells its rank's progress loop.
+pub(super) enum Event {
+    Done(TileDone),
+    /// The rank's frame cannot go on: the error (under `--on-worker-error stop`), or the
+    /// failure of its last working worker.
+    Failed(String),
+    /// A worker failed and was retired; its tile is queued again on the rank.
+    Retired {
+        local: usize,
+        global: u32,
+        tile: Tile,
+        error: String,
+        /// What the warning says after the error: who is retired, who takes the tiles.
+        note: String,
+        /// The other workers of its device retired with it, its device being lost: (local,
+        /// global, error).
+        with_it: Vec<(usize, u32, String)>,
+    },
+}
+
+/// A task held by a rank: its tile, its prior sums, and (when it came from another rank)
+/// the global worker whose deque it left there.
+pub(super) struct Held {
+    pub(super) tile: Tile,
+    pub(super) prior: Option<Vec<[f32; 4]>>,
+    /// The pixels it skips ([`TaskData::skip`]).
+    pub(super) skip: Option<Vec<bool>>,
+    pub(super) origin: Option<u32>,
+}
+
+impl Held {
+    fn of(data: TaskData, origin: Option<u32>) -> Held {
+        Held {
+            tile: data.tile,
+            prior: data.prior,
+            skip: data.skip,
+            origin,
         }
-        drop(tx);
-        for (record, acc) in rx {
-            if records[record.task].is_some() {
-                duplicate = Some(record.task);
-            }
-            buffers[record.task] = acc;
-            records[record.task] = Some(record);
-            progress.inc();
-            if let Some(hook) = after_tile.as_deref_mut() {
-                let done: &[Vec<[f32; 4]>] = buffers;
-                hook(&|| film_with(job.film, job.tiles, done, job.pass));
-            }
-        }
-    });
-    Round {
-        failures: failures.into_inner().unwrap_or_else(|p| p.into_inner()),
-        duplicate,
     }
+}
+
+/// Where a pass's workers stand.
+#[derive(Default)]
+struct WakeState {
+    /// Bumped when tiles arrive, to wake workers that found none.
+    generation: u64,
+    /// The pass is over for this rank's workers.
+    over: bool,
+    /// Worker threads still running (a stop waits for the tiles in flight).
+    running: usize,
+}
+
+/// A pass's failures on a rank, told apart under one lock: a worker's failure and those of
+/// its device's other workers, retired with it.
+#[derive(Default)]
+struct PassFailures {
+    /// The workers that failed in the pass.
+    labels: Vec<String>,
+    /// The pass's first failure.
+    first: Option<String>,
+}
+
+/// What a rank's workers share during one pass.
+pub(super) struct PassShared {
+    pub(super) pass: u32,
+    samples: Range<u32>,
+    seed: u64,
+    /// The global index of the rank's first worker.
+    offset: usize,
+    pub(super) queues: WorkQueues,
+    /// The speeds rank 0 planned this rank's workers at, and every task's estimated cost
+    /// (the plan's): what the steal guards weigh, within the rank and for thief ranks.
+    pub(super) speeds: Vec<f64>,
+    pub(super) costs: Vec<f64>,
+    /// Every task's floor for the steal guards (`sched::tiles::area_floors`).
+    pub(super) floors: Vec<f64>,
+    pub(super) tasks: Mutex<HashMap<u32, Held>>,
+    state: Mutex<WakeState>,
+    cv: Condvar,
+    start: Instant,
+    /// What a renderer error does (`--on-worker-error`), and how many of the rank's workers
+    /// are not retired: the last one's error ends the frame, as nobody would render its tiles.
+    on_error: OnWorkerError,
+    live: AtomicUsize,
+    failures: Mutex<PassFailures>,
+    /// Who takes a retired worker's tiles, for the warning: "the other workers", or "the
+    /// rank's other workers" among several ranks.
+    others: &'static str,
+}
+
+impl PassShared {
+    /// The pass of `plan` on a rank whose first worker is global worker `offset` and whose
+    /// workers `retired` are out of the frame, their failures handled as `on_error` says and
+    /// their tiles taken by `others` (for the warning); an error when the plan does not fit
+    /// the rank's workers.
+    pub(super) fn new(
+        plan: Plan,
+        offset: usize,
+        seed: u64,
+        retired: &[bool],
+        (on_error, others): (OnWorkerError, &'static str),
+    ) -> Result<PassShared, String> {
+        if plan.deques.len() != retired.len() {
+            return Err(format!(
+                "a plan for {} workers; this rank has {}",
+                plan.deques.len(),
+                retired.len()
+            ));
+        }
+        let held: HashMap<u32, Held> = plan
+            .tasks
+            .into_iter()
+            .map(|t| (t.task, Held::of(t, None)))
+            .collect();
+        if plan.deques.iter().flatten().any(|t| !held.contains_key(t)) {
+            return Err("a plan that queues a task without its tile".into());
+        }
+        let deques = plan
+            .deques
+            .iter()
+            .map(|d| d.iter().map(|&t| t as usize).collect())
+            .collect();
+        Ok(PassShared {
+            pass: plan.pass,
+            samples: plan.samples,
+            seed,
+            offset,
+            queues: WorkQueues::new(deques, plan.steal)
+                .with_speeds(&plan.speeds, &plan.costs)
+                .with_task_floors(&plan.floors)
+                .with_retired(retired),
+            speeds: plan.speeds,
+            costs: plan.costs,
+            floors: plan.floors,
+            tasks: Mutex::new(held),
+            state: Mutex::new(WakeState::default()),
+            cv: Condvar::new(),
+            start: Instant::now(),
+            on_error,
+            live: AtomicUsize::new(retired.iter().filter(|&&r| !r).count()),
+            failures: Mutex::new(PassFailures::default()),
+            others,
+        })
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, WakeState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Wakes sleeping workers: tiles have arrived.
+    pub(super) fn wake(&self) {
+        self.state().generation += 1;
+        self.cv.notify_all();
+    }
+
+    /// Ends the pass for this rank's workers: they take no more tiles.
+    pub(super) fn end(&self) {
+        self.state().over = true;
+        self.cv.notify_all();
+    }
+
+    /// Takes the tiles received from another rank (`tasks`, in the order it gave them).
+    pub(super) fn receive(&self, tasks: Vec<Granted>) {
+        let ids: Vec<usize> = tasks.iter().map(|g| g.data.task as usize).collect();
+        {
+            let mut held = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
+            for g in tasks {
+                held.insert(g.data.task, Held::of(g.data, Some(g.from_worker)));
+            }
+        }
+        super::rank_policy::accept(&self.queues, &ids);
+        self.wake();
+    }
+
+    /// Waits until every worker thread of the pass has returned (after [`PassShared::end`]):
+    /// their tiles in flight are then in the rank's channel.
+    pub(super) fn wait_for_workers(&self) {
+        let mut s = self.state();
+        while s.running > 0 {
+            s = self.cv.wait(s).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    /// Counts a worker thread about to start; [`Running`] counts it out.
+    pub(super) fn running(shared: &Arc<PassShared>) -> Running {
+        shared.state().running += 1;
+        Running(shared.clone())
+    }
+
+    /// Tiles for a thief rank that wants `want`, whose fastest worker runs at `thief_speed`:
+    /// from this rank's cheap ends, those the thief finishes sooner than this rank would.
+    pub(super) fn give_away(&self, want: usize, thief_speed: f64) -> Result<Vec<Granted>, String> {
+        // A worker retired in this pass (planned at its speed) does none of the work queued
+        // here.
+        let own_speeds = self.queues.zero_retired(&self.speeds);
+        let guard = super::rank_policy::GrantGuard {
+            thief_speed,
+            own_speeds: &own_speeds,
+            costs: &self.costs,
+            floors: &self.floors,
+        };
+        let given = super::rank_policy::give_away(&self.queues, want, guard);
+        let mut held = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
+        given
+            .into_iter()
+            .map(|(task, local)| {
+                let h = held
+                    .remove(&(task as u32))
+                    .ok_or_else(|| format!("task {task} queued without its tile"))?;
+                Ok(Granted {
+                    data: TaskData {
+                        task: task as u32,
+                        tile: h.tile,
+                        prior: h.prior,
+                        skip: h.skip,
+                    },
+                    // The deque it left last: a tile can move on from a thief.
+                    from_worker: (self.offset + local) as u32,
+                })
+            })
+            .collect()
+    }
+
+    /// The next task for worker `local`, waiting while tiles may still arrive from other
+    /// ranks or from a retired worker's deque; `None` once the pass is over for it (ended, the
+    /// worker retired, or `halt` set: rank 0's frame is stopping).
+    fn next_take(&self, local: usize, rng: &mut StealRng, halt: Option<&AtomicU8>) -> Option<Take> {
+        loop {
+            if self.queues.is_retired(local) || halt.is_some_and(|h| h.load(Ordering::SeqCst) != 0)
+            {
+                return None;
+            }
+            let generation = {
+                let s = self.state();
+                if s.over {
+                    return None;
+                }
+                s.generation
+            };
+            if let Some(take) = self.queues.next(local, rng) {
+                return Some(take);
+            }
+            let mut s = self.state();
+            while s.generation == generation && !s.over {
+                s = self.cv.wait(s).unwrap_or_else(|p| p.into_inner());
+            }
+        }
+    }
+}
+
+/// A running worker thread of a pass, counted out when it returns.
+pub(super) struct Running(Arc<PassShared>);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.state().running -= 1;
+        self.0.cv.notify_all();
+    }
+}
+
+/// One worker's thread during a pass (`running`, which counts it): takes tasks from the
+/// rank's queues (its own deque first, then the other workers' cheap ends), renders each from
+/// its prior sums, and sends the result to the progress loop (`tx`), until the pass is over
+/// for it or `halt` is set.
+pub(super) fn worker_loop(
+    running: Running,
+    local: usize,
+    workers: &[Worker],
+    halt: Option<&AtomicU8>,
+    tx: Sender<Event>,
+) {
+    let shared = &*running.0;
+    let offset = shared.offset;
+    let (global, worker) = (offset + local, &workers[local]);
+    let mut rng = StealRng::new(shared.seed, global, shared.pass as usize);
+    while let Some(take) = shared.next_take(local, &mut rng, halt) {
+        let task = take.task as u32;
+        let held = shared
+            .tasks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&task);
+        let Some(held) = held else {
+            let _ = tx.send(Event::Failed(format!(
+                "scheduler bug: task {task} was queued without its tile"
+            )));
+            return;
+        };
+        // Kept to queue the tile again should this worker fail on it and be retired.
+        let back = Held {
+            prior: (shared.on_error == OnWorkerError::Retire)
+                .then(|| held.prior.clone())
+                .flatten(),
+            skip: held.skip.clone(),
+            ..held
+        };
+        let stolen_from = match take.stolen_from {
+            Some(v) => Some((offset + v) as u32),
+            None => held.origin,
+        };
+        match render_task(shared, worker, held) {
+            Ok(mut done) => {
+                done.task = task;
+                done.worker = global as u32;
+                done.stolen_from = stolen_from;
+                if tx.send(Event::Done(done)).is_err() {
+                    return;
+                }
+            }
+            Err(error) => {
+                let failed = Failed {
+                    local,
+                    offset,
+                    task: take.task,
+                    error,
+                };
+                return fail(shared, workers, failed, back, &tx);
+            }
+        }
+    }
+}
+
+/// Renders `held` on `worker` at the pass's samples, timed (the thread's CPU time for CPU
+/// workers, else wall time): the tile's sums, its task and worker left for the caller.
+fn render_task(shared: &PassShared, worker: &Worker, held: Held) -> Result<TileDone, String> {
+    let tile = held.tile;
+    let mut acc = held
+        .prior
+        .unwrap_or_else(|| vec![[0.0; 4]; tile.pixel_count()]);
+    let cpu0 = worker.cpu_timed.then(thread_cpu_seconds).flatten();
+    let t0 = shared.start.elapsed().as_secs_f64();
+    let samples = shared.samples.clone();
+    let result = match &held.skip {
+        Some(skip) => worker
+            .renderer
+            .render_tile_skipping(tile, samples.clone(), &mut acc, skip),
+        None => worker.renderer.render_tile(tile, samples.clone(), &mut acc),
+    };
+    let t1 = shared.start.elapsed().as_secs_f64();
+    let cpu1 = worker.cpu_timed.then(thread_cpu_seconds).flatten();
+    if let Err(e) = result {
+        return Err(format!(
+            "worker {} ({}) failed on tile x={} y={} {}x{}, samples {samples:?}: {e:#}",
+            worker.label,
+            worker.renderer.name(),
+            tile.x,
+            tile.y,
+            tile.w,
+            tile.h,
+        ));
+    }
+    Ok(TileDone {
+        pass: shared.pass,
+        task: 0,
+        worker: 0,
+        stolen_from: None,
+        start_s: t0,
+        end_s: t1,
+        cost_s: match (cpu0, cpu1) {
+            (Some(a), Some(b)) => b - a,
+            _ => t1 - t0,
+        },
+        pixels: acc,
+    })
+}
+
+/// A worker's failure on a task.
+struct Failed {
+    local: usize,
+    offset: usize,
+    task: usize,
+    error: String,
+}
+
+/// What a worker's failure does: under `--on-worker-error retire`, the worker (and, its
+/// device lost, the device's other workers) is retired and the task queued again for the
+/// others, unless no worker of the rank would be left; otherwise the rank's frame fails.
+fn fail(shared: &PassShared, workers: &[Worker], f: Failed, back: Held, tx: &Sender<Event>) {
+    let mut failures = shared.failures.lock().unwrap_or_else(|p| p.into_inner());
+    let tile = back.tile;
+    let requeue = || {
+        shared
+            .tasks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(f.task as u32, back);
+        shared.queues.retire(f.local, f.task);
+        shared.wake();
+    };
+    let retire = shared.on_error == OnWorkerError::Retire;
+    if retire && shared.queues.is_retired(f.local) {
+        // Retired with its device by another worker's failure, which the progress loop has
+        // been told: the tile in flight failed too, and goes back.
+        return requeue();
+    }
+    failures.labels.push(workers[f.local].label.clone());
+    failures.first.get_or_insert_with(|| f.error.clone());
+    if !retire {
+        let _ = tx.send(Event::Failed(f.error));
+        return;
+    }
+    let with_it = retired_with(workers, f.local, |v| shared.queues.is_retired(v));
+    // The rank's last working workers cannot hand their tiles to anyone: the frame fails.
+    let leaving = 1 + with_it.len();
+    if shared.live.fetch_sub(leaving, Ordering::SeqCst) <= leaving {
+        let _ = tx.send(Event::Failed(format!(
+            "no worker is left ({} failed in pass {}, any others earlier); the first failure: {}",
+            failures.labels.join(", "),
+            shared.pass + 1,
+            failures.first.as_deref().unwrap_or(&f.error)
+        )));
+        return;
+    }
+    for &v in &with_it {
+        shared.queues.retire_idle(v);
+    }
+    // Said before the tile is queued again: its next rendering's `Done` comes after this in
+    // the channel, so rank 0 hears of the retirement before the pass can end.
+    let note = retirement_note(workers, f.local, &f.error, &with_it, shared.others);
+    let lost = lost_with(workers, f.local, &f.error);
+    let _ = tx.send(Event::Retired {
+        local: f.local,
+        global: (f.offset + f.local) as u32,
+        tile,
+        note,
+        with_it: with_it
+            .iter()
+            .map(|&v| (v, (f.offset + v) as u32, lost.clone()))
+            .collect(),
+        error: f.error,
+    });
+    requeue();
 }
 
 #[cfg(test)]
@@ -838,62 +922,105 @@ mod tests {
         }
     }
 
+    /// One pass of `tiles` on `workers` whose deques are `deques`, stealing as `steal` says,
+    /// through the worker loop: every event the loop sends, once the pass's tiles are all
+    /// rendered (or, after a `Failed`, at once).
+    fn run_loop(workers: &[Worker], deques: Vec<Vec<u32>>, on_error: OnWorkerError) -> Vec<Event> {
+        let tasks = (0..6)
+            .map(|i| TaskData {
+                task: i,
+                tile: Tile {
+                    x: 4 * i,
+                    y: 0,
+                    w: 4,
+                    h: 4,
+                },
+                prior: None,
+                skip: None,
+            })
+            .collect();
+        let plan = Plan {
+            pass: 0,
+            samples: 0..3,
+            steal: false,
+            deques,
+            tasks,
+            speeds: Vec::new(),
+            costs: Vec::new(),
+            floors: Vec::new(),
+        };
+        let retired = vec![false; workers.len()];
+        let others = (on_error, "the other workers");
+        let shared = Arc::new(PassShared::new(plan, 0, 1, &retired, others).unwrap());
+        let (tx, rx) = std::sync::mpsc::channel();
+        let mut events = Vec::new();
+        std::thread::scope(|scope| {
+            for local in 0..workers.len() {
+                let (tx, running) = (tx.clone(), PassShared::running(&shared));
+                scope.spawn(move || worker_loop(running, local, workers, None, tx));
+            }
+            let mut done = 0;
+            while done < 6 {
+                let ev = rx.recv().unwrap();
+                match &ev {
+                    Event::Done(_) => done += 1,
+                    Event::Failed(_) => done = 6,
+                    Event::Retired { .. } => {}
+                }
+                events.push(ev);
+            }
+            shared.end();
+        });
+        events
+    }
+
     /// Worker 0 holds every tile and fails on its first after the others have found nothing
-    /// to do without stealing and ended: the tiles left are queued again for them, and the
-    /// pass completes. (Were a thread slow to end, it would take them from the retired deque
-    /// in the first round instead; the outcome is the same.)
+    /// to do without stealing: they wait, take its deque once it is retired, and the pass
+    /// completes. Under `stop` the error names the worker and the tile instead.
     #[test]
-    fn tiles_of_a_worker_retired_after_the_others_ended_are_run_again() {
+    fn tiles_of_a_worker_retired_after_the_others_ran_dry_are_rendered_by_them() {
         let workers = [
             worker("w0", Some(std::time::Duration::from_millis(50))),
             worker("w1", None),
             worker("w2", None),
         ];
-        let tiles: Vec<Tile> = (0..6)
-            .map(|i| Tile {
-                x: 4 * i,
-                y: 0,
-                w: 4,
-                h: 4,
-            })
-            .collect();
-        let film = Film::new(24, 4);
-        let stop = AtomicBool::new(false);
-        let job = PassJob {
-            tiles: &tiles,
-            samples: 0..3,
-            film: &film,
-            pass: 0,
-            seed: 1,
-            stop: &stop,
-            on_error: OnWorkerError::Retire,
-            skip: None,
-        };
-        let queues = WorkQueues::new(vec![(0..6).collect(), vec![], vec![]], false);
-        let progress = super::super::progress::Progress::new(true);
-        let run = run_pass(&workers, &queues, &job, &progress, None).unwrap();
-        assert!(run.complete);
-        assert_eq!(run.records.len(), 6);
-        assert!(run.records.iter().all(|r| r.worker != 0));
-        assert!(run.buffers.iter().all(|b| b.iter().all(|p| p[3] == 3.0)));
-        assert_eq!(run.retired.len(), 1);
-        assert_eq!(run.retired[0].label, "w0");
-        assert_eq!(run.retired[0].tile, tiles[0]);
-        assert!(run.retired[0].error.contains("device lost"));
-        assert!(run.retired[0]
-            .error
-            .contains("worker w0 (flaky) failed on tile"));
+        let deques = vec![(0..6).collect(), vec![], vec![]];
+        let events = run_loop(&workers, deques.clone(), OnWorkerError::Retire);
+        let mut rendered = Vec::new();
+        let mut retired = Vec::new();
+        for ev in events {
+            match ev {
+                Event::Done(d) => {
+                    assert_ne!(d.worker, 0);
+                    assert!(d.pixels.iter().all(|p| p[3] == 3.0));
+                    rendered.push(d.task);
+                }
+                Event::Retired {
+                    local, tile, error, ..
+                } => retired.push((local, tile, error)),
+                Event::Failed(e) => panic!("{e}"),
+            }
+        }
+        rendered.sort();
+        assert_eq!(rendered, (0..6).collect::<Vec<u32>>());
+        assert_eq!(retired.len(), 1);
+        let (local, tile, error) = &retired[0];
+        assert_eq!((*local, tile.x), (0, 0));
+        assert!(
+            error.contains("worker w0 (flaky) failed on tile"),
+            "{error}"
+        );
+        assert!(error.contains("device lost"), "{error}");
 
         // Stop instead: the error, naming the worker and the tile.
-        let job = PassJob {
-            on_error: OnWorkerError::Stop,
-            ..job
+        let events = run_loop(&workers, deques, OnWorkerError::Stop);
+        let Some(Event::Failed(e)) = events.last() else {
+            panic!("the pass should fail");
         };
-        let queues = WorkQueues::new(vec![(0..6).collect(), vec![], vec![]], false);
-        let e = run_pass(&workers, &queues, &job, &progress, None)
-            .err()
-            .unwrap();
-        assert!(format!("{e:#}").contains("worker w0 (flaky) failed on tile x=0 y=0 4x4"));
+        assert!(
+            e.contains("worker w0 (flaky) failed on tile x=0 y=0 4x4"),
+            "{e}"
+        );
     }
 
     /// A renderer of a lost device, saying why.

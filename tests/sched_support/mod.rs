@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use std::ops::Range;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use gasworks::render::sampler::mix64;
@@ -31,7 +31,7 @@ pub struct MockRenderer {
     /// Sink for the spin loop so that it is not optimized away.
     sink: AtomicU64,
     /// Sets the flag during the call that makes this many calls (a Ctrl-C mid-frame).
-    pub stop_after: Option<(usize, Arc<AtomicBool>)>,
+    pub stop_after: Option<(usize, Arc<AtomicU8>)>,
     /// From this attempt on (1-based), every call fails, as a GPU that ran out of memory or
     /// lost its context does. Failed calls are not in `calls`.
     pub fail_from: Option<usize>,
@@ -105,7 +105,7 @@ impl MockRenderer {
     }
 
     /// Sets `flag` during the `calls`-th call to `render_tile`.
-    pub fn with_stop_after(mut self, calls: usize, flag: Arc<AtomicBool>) -> Self {
+    pub fn with_stop_after(mut self, calls: usize, flag: Arc<AtomicU8>) -> Self {
         self.stop_after = Some((calls, flag));
         self
     }
@@ -220,7 +220,8 @@ impl TileRenderer for MockRenderer {
         };
         if let Some((after, flag)) = &self.stop_after {
             if calls == *after {
-                flag.store(true, Ordering::SeqCst);
+                // As SIGINT would.
+                flag.store(2, Ordering::SeqCst);
             }
         }
         if self.max_sleep_us > 0 {
@@ -518,7 +519,7 @@ pub struct ColumnNoise {
     pub faint_until: u32,
     calls: AtomicUsize,
     /// Sets the flag during the call that makes this many calls (a Ctrl-C mid-frame).
-    pub stop_after: Option<(usize, Arc<AtomicBool>)>,
+    pub stop_after: Option<(usize, Arc<AtomicU8>)>,
     /// Noise in a checkerboard of 16x16 blocks: right of `flat_until`, the blocks whose
     /// column and row (x / 16 + y / 16) add up to an odd number are strong, the others flat.
     pub checker: bool,
@@ -557,7 +558,7 @@ impl ColumnNoise {
         self
     }
 
-    pub fn stopping_after(mut self, calls: usize, flag: Arc<AtomicBool>) -> ColumnNoise {
+    pub fn stopping_after(mut self, calls: usize, flag: Arc<AtomicU8>) -> ColumnNoise {
         self.stop_after = Some((calls, flag));
         self
     }
@@ -628,7 +629,8 @@ impl ColumnNoise {
         let calls = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
         if let Some((after, flag)) = &self.stop_after {
             if calls == *after {
-                flag.store(true, Ordering::SeqCst);
+                // As SIGINT would.
+                flag.store(2, Ordering::SeqCst);
             }
         }
         for (j, y) in (tile.y..tile.y + tile.h).enumerate() {

@@ -9,12 +9,12 @@
 
 use std::ops::Range;
 
+use super::calibrate::PieceTime;
 use crate::render::Tile;
-use crate::sched::calibrate::PieceTime;
 
 /// Bumped whenever a message changes; part of every rank's fingerprint, so that ranks of
 /// different builds refuse to work together instead of misreading each other.
-pub const PROTOCOL_VERSION: u32 = 6;
+pub const PROTOCOL_VERSION: u32 = 7;
 
 /// One worker of a rank, as rank 0 reports it.
 #[derive(Clone, Debug, PartialEq)]
@@ -158,9 +158,11 @@ pub enum Msg {
     },
     /// Sent when a rank has sent nothing else to a peer for a while: it is alive.
     Heartbeat,
-    /// Rank 0 to every rank, before the first pass when the ranks' devices differ: time one
-    /// worker of each of your `--devices` entries on its piece of `tile` at `samples`.
+    /// Rank 0 to every rank, before the frame's first pass (`pass`, 0-based) when the
+    /// workers are not all alike: time one worker of each of your `--devices` entries on its
+    /// piece of `tile` at `samples`.
     Calibrate {
+        pass: u32,
         tile: Tile,
         samples: Range<u32>,
     },
@@ -506,8 +508,13 @@ impl Msg {
                 w.u8(TAG_STOP);
                 w.u8(*signal);
             }
-            Msg::Calibrate { tile, samples } => {
+            Msg::Calibrate {
+                pass,
+                tile,
+                samples,
+            } => {
                 w.u8(TAG_CALIBRATE);
+                w.u32(*pass);
                 w.tile(*tile);
                 w.range(samples);
             }
@@ -644,6 +651,7 @@ impl Msg {
             TAG_HEARTBEAT => Msg::Heartbeat,
             TAG_STOP => Msg::Stop { signal: r.u8()? },
             TAG_CALIBRATE => Msg::Calibrate {
+                pass: r.u32()?,
                 tile: r.tile()?,
                 samples: r.range()?,
             },
@@ -807,6 +815,7 @@ mod tests {
             Msg::Heartbeat,
             Msg::Stop { signal: 15 },
             Msg::Calibrate {
+                pass: 2,
                 tile: tile(4),
                 samples: 0..16,
             },

@@ -1,26 +1,33 @@
-//! Rank 0's master role in a cluster render: it plans each pass over the workers of every
-//! rank (as one process plans over its own), gathers the finished tiles into the film, takes
-//! the ranks' calibrations, statistics and retirements, and ends the frame: complete, at a
-//! time limit, or at a stop. It only computes the messages to send ([`Outbox`]); the rank's
-//! progress loop ([`super::node`]) sends them and feeds it what arrives.
+//! Rank 0's master role: it plans each pass over the workers of every rank (one rank when a
+//! process renders alone), gathers the finished tiles into the film, takes the ranks'
+//! calibrations, statistics and retirements, and ends the frame: complete, at a time limit,
+//! or at a stop. It only computes the messages to send ([`Outbox`]); the rank's progress loop
+//! ([`super::rank`]) sends them and feeds it what arrives.
+//!
+//! A pass is planned from the cost map: tiles laid out ([`tiles`]), cut for slow workers once
+//! the speeds are known, cut down to what the pass still renders (a resume inside it,
+//! adaptive sampling's stopped blocks), and shared among all workers of all ranks in rank
+//! order ([`policy::initial_deques`]). After each pass the measured tile times give the
+//! workers' speeds ([`super::measured_costs`]) and, with one kind of device, correct the cost
+//! map the next pass is planned with.
 
 use std::ops::Range;
 use std::time::Instant;
 
-use super::node::{ClusterJob, FrameSink, PlanInputs};
+use super::adaptive_sampling::{AdaptiveReport, BlockGrid, BlockMask};
+use super::calibrate::{self, Calibration, PieceTime};
+use super::costmap::CostMap;
+use super::job::{FrameJob, FrameSink, PlanInputs};
+use super::policy;
+use super::progress::Progress;
 use super::protocol::{Msg, Plan, RankPassCounters, RankReady, TaskData, TileDone, WorkerInfo};
-use super::report::{ClusterReport, RankInfo, StopRequest};
-use crate::render::{Film, RenderSettings, Tile};
-use crate::sched::adaptive_sampling::{AdaptiveReport, BlockGrid, BlockMask};
-use crate::sched::calibrate::{self, Calibration, PieceTime};
-use crate::sched::costmap::CostMap;
-use crate::sched::policy;
-use crate::sched::progress::Progress;
-use crate::sched::report::{self, FrameReport, PassReport};
-use crate::sched::sat::MapScale;
-use crate::sched::speed_classes::{speed_classes, WorkerKind};
-use crate::sched::workers::{Retirement, TileRecord};
-use crate::sched::{tiles, Ahead, Frame, PartialPass, PassTimes, SchedConfig, Stopped};
+use super::rank_report::{ClusterReport, RankInfo, StopRequest};
+use super::report::{self, FrameReport, PassReport};
+use super::sat::MapScale;
+use super::speed_classes::{speed_classes, WorkerKind};
+use super::workers::{Retirement, TileRecord};
+use super::{tiles, Ahead, Frame, PartialPass, PassTimes, SchedConfig, Stopped};
+use crate::render::{Film, Tile};
 
 /// A rank's hardware for the summary: its workers' kinds, each once, in `--devices` order
 /// ("gpu: NVIDIA H100 80GB HBM3, 132 SMs + cpu: AMD EPYC 7B13"); empty where none is known.
@@ -64,13 +71,15 @@ type Calibrating = (Range<u32>, Vec<Option<Vec<PieceTime>>>);
 /// Rank 0's master role: plans the passes, gathers the tiles into the film.
 pub(super) struct Master {
     ranks: usize,
-    settings: RenderSettings,
+    /// The part of the image rendered (`--pixelbounds`), in pixels of the whole: the film,
+    /// the cost map and the tiles cover it alone.
+    window: Tile,
     config: SchedConfig,
     film: Film,
     inputs: PlanInputs,
     plan_map: CostMap,
     /// Whether `plan_map` has been corrected by measured costs
-    /// ([`crate::sched::measured_costs_carry_over`]).
+    /// ([`super::measured_costs_carry_over`]).
     planned_with_measured: bool,
     scale: MapScale,
     passes: Vec<Range<u32>>,
@@ -87,6 +96,11 @@ pub(super) struct Master {
     /// tiles, so that noise on one rank does not make it look like slower hardware.
     classes: Vec<usize>,
     group_base: Vec<usize>,
+    /// Whether the first pass waits for a calibration: the workers are of more than one speed
+    /// class ([`calibrate::needed`]) and not all of one device and hardware (ranks of one
+    /// device whose hardware is not known are taken to be alike, as two streams of one GPU
+    /// are), and `--calibrate` is on.
+    calibrate_first: bool,
     /// The calibration before the first pass (empty when the devices are alike).
     calibration: Vec<Calibration>,
     /// Whether `weights` are speeds (calibrated or measured) rather than worker counts.
@@ -99,9 +113,6 @@ pub(super) struct Master {
     /// First global worker of each rank, and the total at the end.
     offsets: Vec<usize>,
     labels: Vec<(String, String)>,
-    /// Each worker's device and hardware ([`WorkerInfo::hardware`]): workers alike in both
-    /// are taken to be equally fast; any two unlike make the first pass wait for calibration.
-    kinds: Vec<(String, String)>,
     /// Each worker's wanted tile work ([`WorkerInfo::min_tile_work`]; 0: any tile).
     min_tile_work: Vec<u64>,
     rank_info: Vec<RankInfo>,
@@ -146,11 +157,18 @@ impl Master {
     /// The master of `job`, with the ranks of `hellos`; an error when `inputs.resume` is not
     /// a point of this job's pass plan (checked before the handshake too).
     pub(super) fn new(
-        job: &ClusterJob,
+        job: &FrameJob,
         mut inputs: PlanInputs,
         hellos: &[RankReady],
     ) -> Result<Master, String> {
         let settings = job.settings;
+        let window = super::window::resolve(job.config.window, settings.width, settings.height)
+            .map_err(|e| e.to_string())?;
+        // Among several ranks a worker is named by its rank too ("r1/cpu#0").
+        let named = |r: usize, label: &str| match hellos.len() {
+            1 => label.to_string(),
+            _ => format!("r{r}/{label}"),
+        };
         let mut offsets = vec![0usize];
         let (mut groups, mut worker_rank, mut labels) = (Vec::new(), Vec::new(), Vec::new());
         let mut kinds = Vec::new();
@@ -162,7 +180,7 @@ impl Master {
             for w in &h.workers {
                 groups.push(group_base + w.group as usize);
                 worker_rank.push(r);
-                labels.push((format!("r{r}/{}", w.label), w.device.clone()));
+                labels.push((named(r, &w.label), w.device.clone()));
                 kinds.push((w.device.clone(), w.hardware.clone()));
                 min_tile_work.push(w.min_tile_work);
             }
@@ -188,7 +206,7 @@ impl Master {
                 .collect::<Vec<_>>(),
         );
         let scale = MapScale::between(
-            (settings.width, settings.height),
+            (window.w, window.h),
             (inputs.estimate.width, inputs.estimate.height),
         );
         let passes = job.config.passes(settings.spp);
@@ -198,32 +216,30 @@ impl Master {
                 .map_err(|e| e.to_string())?;
         }
         let (film, first_pass, ahead) = match inputs.resume.take() {
-            None if adaptive.is_some() => (
-                Film::with_odd_plane(settings.width, settings.height),
-                0,
-                None,
-            ),
-            None => (Film::new(settings.width, settings.height), 0, None),
+            None if adaptive.is_some() => (Film::with_odd_plane(window.w, window.h), 0, None),
+            None => (Film::new(window.w, window.h), 0, None),
             Some(r) => {
-                if (r.film.width, r.film.height) != (settings.width, settings.height) {
+                if (r.film.width, r.film.height) != (window.w, window.h) {
                     return Err(format!(
                         "the render to resume is {}x{} pixels, this one {}x{}",
-                        r.film.width, r.film.height, settings.width, settings.height
+                        r.film.width, r.film.height, window.w, window.h
                     ));
                 }
                 // A film with every pass (a checkpoint after the last tile, before the
                 // ranks' statistics) is a frame with nothing left to render: `complete`.
-                let whole = crate::render::Tile::whole(settings.width, settings.height);
-                let start = crate::sched::resume_start(
+                let start = super::resume_start(
                     &passes,
                     settings.spp,
                     &r,
-                    adaptive.as_ref().map(|a| (a, whole)),
+                    adaptive.as_ref().map(|a| (a, window)),
                 )
                 .map_err(|e| e.to_string())?;
                 (r.film, start.first_pass, start.ahead)
             }
         };
+        let calibrate_first = job.config.calibrate
+            && calibrate::needed(&classes)
+            && kinds.windows(2).any(|p| p[0] != p[1]);
         let progress = Progress::new(job.quiet);
         Ok(Master {
             ranks: hellos.len(),
@@ -238,6 +254,7 @@ impl Master {
             groups,
             classes,
             group_base: bases,
+            calibrate_first,
             calibration: Vec::new(),
             weights_are_speeds: false,
             tiles_before: 0,
@@ -245,7 +262,6 @@ impl Master {
             worker_rank,
             offsets,
             labels,
-            kinds,
             min_tile_work,
             rank_info: hellos
                 .iter()
@@ -267,14 +283,13 @@ impl Master {
             render_start: Instant::now(),
             retirements: Vec::new(),
             adaptive_report: adaptive.map(|_| AdaptiveReport {
-                blocks: BlockGrid::new(crate::render::Tile::whole(settings.width, settings.height))
-                    .len(),
+                blocks: BlockGrid::new(window).len(),
                 active_per_pass: Vec::new(),
                 block_passes: Vec::new(),
             }),
             stopped_blocks: None,
             judged: None,
-            settings,
+            window,
             config: job.config.clone(),
             inputs,
         })
@@ -292,8 +307,7 @@ impl Master {
     fn judge(&mut self, index: usize) -> Option<&BlockMask> {
         let a = self.config.adaptive_sampling?;
         if self.judged.as_ref().is_none_or(|(i, _)| *i != index) {
-            let window = crate::render::Tile::whole(self.settings.width, self.settings.height);
-            let mask = BlockMask::judge(&self.film, window, &self.passes, index, &a);
+            let mask = BlockMask::judge(&self.film, self.window, &self.passes, index, &a);
             let active = mask.active_blocks();
             self.stopped_blocks = Some((mask.active.len() - active, mask.active.len()));
             if let Some(r) = self.adaptive_report.as_mut() {
@@ -333,16 +347,16 @@ impl Master {
     }
 
     /// The tiles of a pass of `samples_per_pass` samples, cut by the plan's cost map and
-    /// counted as one process counts them ([`crate::sched::pass_tile_count`]); in a pass whose
+    /// counted as one process counts them ([`super::pass_tile_count`]); in a pass whose
     /// tiles skip the stopped blocks (`skipping`), around the blocks still sampling.
     fn layout(
         &self,
-        plan_sat: &crate::sched::sat::Sat,
+        plan_sat: &super::sat::Sat,
         samples_per_pass: u32,
         skipping: Option<&BlockMask>,
     ) -> Vec<Tile> {
-        let (width, height) = (self.settings.width, self.settings.height);
-        let count = crate::sched::pass_tile_count(
+        let (width, height) = (self.window.w, self.window.h);
+        let count = super::pass_tile_count(
             self.config.tiles,
             self.tile_wants(),
             (width, height),
@@ -358,21 +372,20 @@ impl Master {
             self.scale,
         );
         match skipping {
-            Some(m) => crate::sched::tiles_around_active_blocks(laid_out, m),
+            Some(m) => super::tiles_around_active_blocks(laid_out, m),
             None => laid_out,
         }
     }
 
-    /// The frame's first messages: the first pass's plans, or, when the workers of the
-    /// cluster are not all of one device and one hardware (a GPU rank beside a CPU rank, or
-    /// CPU ranks on machines of different CPUs; `--calibrate on`, the default), a `Calibrate` for
-    /// every rank first. Each rank times one worker of each of its `--devices` entries on
-    /// its piece of the first pass's reference tile (`sched::calibrate`), and the first
-    /// pass is shared by those speeds ([`Master::on_calibrated`]) instead of by worker
-    /// counts. Like one process's calibration, it changes no bit of the image.
+    /// The frame's first messages: the first pass's plans, or, when the workers are of more
+    /// than one speed class (a GPU beside CPU threads, CPU ranks on machines of different
+    /// CPUs; [`calibrate::needed`]) and `--calibrate on` (the default), a `Calibrate` for
+    /// every rank first. Each rank times one worker of each of its `--devices` entries on its
+    /// piece of the first pass's reference tile ([`calibrate`]), and the first pass is shared
+    /// by those speeds ([`Master::on_calibrated`]) instead of by worker counts. It changes no
+    /// bit of the image.
     pub(super) fn begin(&mut self) -> Outbox {
-        let mixed = self.kinds.windows(2).any(|p| p[0] != p[1]);
-        if self.config.calibrate && mixed {
+        if self.calibrate_first {
             let plan_sat = self.plan_map.sat();
             let first = &self.passes[self.first_pass];
             let tiles = self.layout(&plan_sat, first.end - first.start, None);
@@ -388,6 +401,7 @@ impl Master {
                         (
                             r,
                             Msg::Calibrate {
+                                pass: self.first_pass as u32,
                                 tile: tiles[reference],
                                 samples: samples.clone(),
                             },
@@ -441,7 +455,9 @@ impl Master {
                     self.scale,
                     &samples,
                 );
-                c.worker = format!("r{r}/{}", c.worker);
+                if self.ranks > 1 {
+                    c.worker = format!("r{r}/{}", c.worker);
+                }
                 calibration.push(c);
             }
         }
@@ -468,8 +484,7 @@ impl Master {
         // else in the pieces between them.
         let ahead = self.ahead.filter(|_| index == self.first_pass);
         let mask = self.judge(index).cloned();
-        let skipping =
-            crate::sched::skipping_mask(mask.as_ref(), ahead, self.tile_wants().0.is_some());
+        let skipping = super::skipping_mask(mask.as_ref(), ahead, self.tile_wants().0.is_some());
         let samples = self.passes[index].clone();
         let mut tiles = self.layout(&plan_sat, samples.end - samples.start, skipping);
         if self.weights_are_speeds {
@@ -487,12 +502,12 @@ impl Master {
                 self.scale,
             );
             if let Some(m) = skipping {
-                tiles = crate::sched::tiles_around_active_blocks(tiles, m);
+                tiles = super::tiles_around_active_blocks(tiles, m);
             }
         }
-        let partial_cover = crate::sched::covers_part(ahead, mask.as_ref());
+        let partial_cover = super::covers_part(ahead, mask.as_ref());
         if skipping.is_none() {
-            tiles = crate::sched::what_is_left(tiles, &self.film, ahead, mask.as_ref());
+            tiles = super::what_is_left(tiles, &self.film, ahead, mask.as_ref());
         }
         let total = self.tiles_before + (tiles.len() * (self.passes.len() - index)) as u64;
         if index == self.first_pass {
@@ -506,11 +521,11 @@ impl Master {
             .set_message(format!("pass {}/{}", index + 1, self.passes.len()));
         let predicted: Vec<f64> = tiles
             .iter()
-            .map(|t| crate::sched::rendered_cost(&plan_sat, self.scale, *t, skipping))
+            .map(|t| super::rendered_cost(&plan_sat, self.scale, *t, skipping))
             .collect();
         let estimated: Vec<f64> = tiles
             .iter()
-            .map(|t| crate::sched::rendered_cost(&estimate_sat, self.scale, *t, skipping))
+            .map(|t| super::rendered_cost(&estimate_sat, self.scale, *t, skipping))
             .collect();
         let skips: Vec<Option<Vec<bool>>> = tiles
             .iter()
@@ -676,7 +691,7 @@ impl Master {
         if let Some(pass) = &self.current {
             let spp_done = self.passes[pass.index].start;
             sink.within_pass(spp_done, &|| {
-                crate::sched::workers::film_with(&self.film, &pass.tiles, &pass.buffers, pass.index)
+                super::workers::film_with(&self.film, &pass.tiles, &pass.buffers, pass.index)
             });
         }
     }
@@ -704,13 +719,56 @@ impl Master {
         let Some(pass) = self.current.take() else {
             return Ok((Vec::new(), PassOutcome::Waiting));
         };
+        let next = pass.index + 1;
         let trimmed = pass.partial_cover;
+        let report = self.close_pass(pass);
+        if next >= self.passes.len() {
+            self.reports.push(report);
+            return Ok((Vec::new(), PassOutcome::FrameComplete));
+        }
+        self.learn_speeds(&report, trimmed);
+        let spp_done = report.samples.end;
+        self.pass_times
+            .record(report.makespan_s, report.samples.len() as u32);
+        self.reports.push(report);
+        if self.all_stopped_before(next) {
+            // Adaptive sampling: every block is below the threshold, the frame is done.
+            return Ok((Vec::new(), PassOutcome::FrameComplete));
+        }
+        let next_spp = self.passes[next].len() as u32;
+        if let Some(deadline) = self.deadline {
+            if !self
+                .pass_times
+                .next_fits(Instant::now(), deadline, next_spp)
+            {
+                // Whole at this boundary: the frame ends here.
+                self.stopped = Some(Stopped {
+                    spp_complete: spp_done,
+                    partial: None,
+                    at_time_limit: true,
+                    stopped_blocks: self.stopped_blocks,
+                });
+                return Ok((Vec::new(), PassOutcome::FrameComplete));
+            }
+        }
+        Ok((self.start_pass(next), PassOutcome::NextPass { spp_done }))
+    }
+
+    /// A pass whose tiles have all arrived: they go into the film, and its report is made
+    /// (with the ranks' counters that came; a stop does not wait for the others).
+    fn close_pass(&mut self, pass: MasterPass) -> PassReport {
         for (t, buf) in pass.tiles.iter().zip(&pass.buffers) {
             self.film.write_pass_tile(*t, buf, pass.index);
         }
         let records: Vec<TileRecord> = pass.records.into_iter().flatten().collect();
         let workers = self.worker_rank.len();
-        let report = PassReport {
+        self.counters.push(
+            pass.stats
+                .into_iter()
+                .map(Option::unwrap_or_default)
+                .collect(),
+        );
+        PassReport {
             samples: self.passes[pass.index].clone(),
             workers: report::worker_stats(workers, &records),
             tiles: pass.tiles,
@@ -719,7 +777,7 @@ impl Master {
             initial_deques: pass.deques,
             records,
             makespan_s: pass.makespan_s,
-            // Not yet replaced by this pass's measurements (below).
+            // Not yet replaced by this pass's measurements.
             speeds: if self.weights_are_speeds {
                 self.weights.clone()
             } else {
@@ -727,96 +785,59 @@ impl Master {
             },
             planned_with_measured: self.planned_with_measured,
             skipped_pixels: pass.skipped_pixels,
-        };
-        self.counters.push(
-            pass.stats
-                .into_iter()
-                .map(Option::unwrap_or_default)
-                .collect(),
-        );
-        let next = pass.index + 1;
-        if next < self.passes.len() {
-            let previous = self.weights_are_speeds.then_some(&self.weights[..]);
-            let (speeds, normalized) =
-                crate::sched::measured_costs(&self.classes, &report, previous);
-            self.weights_are_speeds = true;
-            if !trimmed
-                && crate::sched::measured_costs_carry_over(
-                    self.labels.iter().map(|(_, d)| d.as_str()),
-                )
-            {
-                self.plan_map = self.plan_map.corrected(
-                    (self.film.width, self.film.height),
-                    &report.tiles,
-                    &normalized,
-                );
-                self.planned_with_measured = true;
-            }
-            self.weights = speeds;
-            for r in &self.retirements {
-                self.weights[r.worker] = 0.0;
-            }
-            let spp_done = report.samples.end;
-            self.pass_times
-                .record(report.makespan_s, report.samples.len() as u32);
-            self.reports.push(report);
-            if self.all_stopped_before(next) {
-                // Adaptive sampling: every block is below the threshold, the frame is done.
-                return Ok((Vec::new(), PassOutcome::FrameComplete));
-            }
-            let next_spp = self.passes[next].len() as u32;
-            if let Some(deadline) = self.deadline {
-                if !self
-                    .pass_times
-                    .next_fits(Instant::now(), deadline, next_spp)
-                {
-                    // Whole at this boundary: the frame ends here.
-                    self.stopped = Some(Stopped {
-                        spp_complete: spp_done,
-                        partial: None,
-                        at_time_limit: true,
-                        stopped_blocks: self.stopped_blocks,
-                    });
-                    return Ok((Vec::new(), PassOutcome::FrameComplete));
-                }
-            }
-            Ok((self.start_pass(next), PassOutcome::NextPass { spp_done }))
-        } else {
-            self.reports.push(report);
-            Ok((Vec::new(), PassOutcome::FrameComplete))
         }
     }
 
-    /// Ends the frame at a stop request, without waiting for the tiles in flight (the ranks
-    /// rendering them may be going down too): the tiles of the current pass that arrived go
-    /// into the film, the others keep the samples of the complete passes, and the film of the
-    /// complete passes is kept to resume from. A pass whose tiles have all arrived is still
-    /// taken as interrupted (its statistics are not in); resuming renders it again.
+    /// After a complete pass with another to come: the workers' speeds measured in it, and,
+    /// where every worker is of one kind and the pass covered the whole image (not
+    /// `trimmed`), the cost map corrected by its measured tile costs.
+    fn learn_speeds(&mut self, report: &PassReport, trimmed: bool) {
+        let previous = self.weights_are_speeds.then_some(&self.weights[..]);
+        let (speeds, normalized) = super::measured_costs(&self.classes, report, previous);
+        self.weights_are_speeds = true;
+        let one_kind =
+            super::measured_costs_carry_over(self.labels.iter().map(|(_, d)| d.as_str()));
+        if !trimmed && one_kind {
+            self.plan_map = self.plan_map.corrected(
+                (self.film.width, self.film.height),
+                &report.tiles,
+                &normalized,
+            );
+            self.planned_with_measured = true;
+        }
+        self.weights = speeds;
+        for r in &self.retirements {
+            self.weights[r.worker] = 0.0;
+        }
+    }
+
+    /// Ends the frame at a stop request: the tiles of the current pass that arrived go into
+    /// the film, the others keep the samples of the complete passes, and the film of the
+    /// complete passes is kept to resume from. A pass whose tiles have all arrived is complete
+    /// (a stop that came with its last tile ends the frame at the boundary after it, or not at
+    /// all after the last pass); one of which none arrived was not started.
     pub(super) fn stop(&mut self, request: StopRequest) {
         self.stop_request = Some(request);
-        let Some(pass) = self.current.take() else {
-            // Not inside a pass (calibrating before the first): the film is at a boundary, or
-            // as the resumed run left it inside the first pass.
-            let spp_complete = self.reports.last().map_or_else(
-                || self.passes.get(self.first_pass).map_or(0, |p| p.start),
-                |r| r.samples.end,
-            );
-            let carried_pixels = match self.ahead {
-                Some(a) if self.reports.is_empty() => a.pixels,
-                _ => 0,
-            };
-            self.stopped = Some(Stopped {
-                spp_complete,
-                partial: (carried_pixels > 0).then(|| PartialPass {
-                    samples: self.passes[self.first_pass].clone(),
-                    tiles_done: 0,
-                    tiles: 0,
-                    carried_pixels,
-                }),
-                at_time_limit: false,
-                stopped_blocks: self.stopped_blocks,
-            });
-            return;
+        let pass = match self.current.take() {
+            Some(p) if !p.tiles.is_empty() && p.done == p.tiles.len() => {
+                let (next, end) = (p.index + 1, self.passes[p.index].end);
+                let report = self.close_pass(p);
+                self.reports.push(report);
+                if next < self.passes.len() && !self.all_stopped_before(next) {
+                    self.stopped = Some(Stopped {
+                        spp_complete: end,
+                        partial: None,
+                        at_time_limit: false,
+                        stopped_blocks: self.stopped_blocks,
+                    });
+                }
+                return;
+            }
+            Some(p) if p.done > 0 => p,
+            not_started => {
+                let carried = not_started.and_then(|p| p.ahead).map_or(0, |a| a.pixels);
+                return self.stop_between_passes(carried);
+            }
         };
         let samples = self.passes[pass.index].clone();
         for (t, buf) in pass.tiles.iter().zip(&pass.buffers) {
@@ -837,30 +858,55 @@ impl Master {
         });
     }
 
+    /// A stop before a pass's first tile arrived (or while calibrating before the first): the
+    /// film is at a boundary, or, holding `carried` pixels of a resumed pass, as the resumed
+    /// run left it inside that pass.
+    fn stop_between_passes(&mut self, carried: usize) {
+        let spp_complete = self.reports.last().map_or_else(
+            || self.passes.get(self.first_pass).map_or(0, |p| p.start),
+            |r| r.samples.end,
+        );
+        let carried = match self.ahead {
+            Some(a) if self.reports.is_empty() => a.pixels.max(carried),
+            _ => carried,
+        };
+        self.stopped = Some(Stopped {
+            spp_complete,
+            partial: (carried > 0).then(|| PartialPass {
+                samples: self.passes[self.first_pass].clone(),
+                tiles_done: 0,
+                tiles: 0,
+                carried_pixels: carried,
+            }),
+            at_time_limit: false,
+            stopped_blocks: self.stopped_blocks,
+        });
+    }
+
     pub(super) fn into_frame(self) -> Frame {
         self.progress.finish();
         let report = FrameReport {
-            width: self.settings.width,
-            height: self.settings.height,
-            // Cluster renders are of the whole frame (render_cluster refuses --pixelbounds).
-            window: crate::render::Tile::whole(self.settings.width, self.settings.height),
+            width: self.window.w,
+            height: self.window.h,
+            window: self.window,
             strategy: self.config.strategy,
             steal: self.config.steal,
             workers: self.labels,
             speed_classes: self.classes,
             raster: self.inputs.raster,
             estimate: self.inputs.estimate_stats,
-            estimated_before: false,
+            estimated_before: self.inputs.estimated_before,
             costmap: self.inputs.estimate,
             passes: self.reports,
             render_s: self.render_start.elapsed().as_secs_f64(),
-            cluster: Some(ClusterReport {
+            // One process rendering alone has no ranks to report.
+            cluster: (self.ranks > 1).then_some(ClusterReport {
                 ranks: self.rank_info,
                 worker_rank: self.worker_rank,
                 counters: self.counters,
                 stop: self.stop_request,
             }),
-            // Empty unless the ranks' devices differ (docs/cluster.md, "Speeds").
+            // Empty unless the workers are of more than one speed class.
             calibration: self.calibration,
             retirements: self.retirements,
             first_pass: self.first_pass,

@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use super::protocol::RankPassCounters;
-use crate::sched::report::FrameReport;
+use super::report::FrameReport;
 
 /// One rank of the job.
 #[derive(Clone, Debug, PartialEq)]

@@ -1,8 +1,9 @@
 //! How ranks reach each other: nonblocking point-to-point byte messages.
 //!
-//! The cluster protocol ([`super::node`]) sees only this trait. Two transports implement it:
-//! MPI (`super::mpi`, behind the `mpi` feature), and [`ChannelTransport`], ranks as threads
-//! of one process joined by channels, which runs the very same protocol in plain
+//! A frame's ranks ([`super::rank`]) see only this trait. Three transports implement it:
+//! [`Alone`], one process rendering by itself (rank 0 of one, which talks to no one); MPI
+//! (`crate::cluster::mpi`, behind the `mpi` feature); and [`ChannelTransport`], ranks as
+//! threads of one process joined by channels, which runs the very same protocol in plain
 //! `cargo test` with no MPI installed.
 //!
 //! Only one thread of a rank (its progress loop) uses the transport.
@@ -41,6 +42,38 @@ pub trait Transport {
     /// `mpirun` exits non-zero). The MPI transport does not return; the channel transport
     /// makes every other rank's next `poll` fail with [`TransportError::Aborted`].
     fn abort(&mut self, message: &str);
+}
+
+/// One process rendering a frame by itself: rank 0 of one. Its messages to itself never
+/// reach the transport.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Alone;
+
+impl Transport for Alone {
+    fn rank(&self) -> usize {
+        0
+    }
+
+    fn size(&self) -> usize {
+        1
+    }
+
+    fn send(&mut self, to: usize, _bytes: Vec<u8>) -> Result<(), TransportError> {
+        Err(TransportError::Call {
+            call: "send",
+            detail: format!("rank {to} does not exist: this process renders alone"),
+        })
+    }
+
+    fn poll(&mut self) -> Result<Option<(usize, Vec<u8>)>, TransportError> {
+        Ok(None)
+    }
+
+    fn flush(&mut self, _timeout: Duration) -> Result<(), TransportError> {
+        Ok(())
+    }
+
+    fn abort(&mut self, _message: &str) {}
 }
 
 /// The state every channel rank shares: who aborted the job, and why.

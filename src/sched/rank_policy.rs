@@ -1,7 +1,7 @@
 //! Stealing across ranks: who asks whom, how many tiles move, where they land.
 //!
 //! Like [`crate::sched::policy`] within a process, this is the one policy both the real
-//! ranks ([`super::node`]) and the cluster simulator ([`super::sim`]) run:
+//! ranks ([`super::rank`]) and the simulator ([`super::sim`]) run:
 //! - a rank whose deques are all empty (its workers are on their last tiles or idle) asks one
 //!   other rank for work, one request at a time. The victim is drawn at random among the
 //!   ranks not yet asked in this search;
