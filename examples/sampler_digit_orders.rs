@@ -8,9 +8,9 @@
 //!     cargo run --release --example sampler_digit_orders
 //!
 //! Two integrals per pixel of a 256x256 frame: a smooth one within one 2D slot, and the sign
-//! of `(c - 1/2)(e - 1/2)` across two slots, whose errors the binary shuffle pairs up (see the
-//! README's "Random numbers"). Not the renderer's sampler: its figures compare the shuffles
-//! with each other only. Also printed: the share of pixels whose first two samples fall in
+//! of `(c - 1/2)(e - 1/2)` across two slots, whose errors the binary shuffle pairs up (see
+//! docs/guide/sampling.md, "Random numbers"). Not the renderer's sampler: its figures compare
+//! the shuffles with each other only. Also printed: the share of pixels whose first two samples fall in
 //! different halves of a slot's first coordinate (a pass of 2 samples stratified: the
 //! binary scramble and the hybrid keep it at 1, the base-4 orders do not), and each
 //! shuffle's cost in nanoseconds per point on this machine (one thread, the median of 5).

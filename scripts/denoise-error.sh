@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The error `gasworks denoise` leaves: renders SCENE at each SPP with its --aov layers,
 # denoises each, and prints, against a converged reference, the RMS error of the pixels and of
-# 4x4 block means and the mean luminance's change, noisy / denoised (the README's table,
-# "Denoising without a library").
+# 4x4 block means and the mean luminance's change, noisy / denoised (the table in
+# docs/guide/output-and-layers.md, "Denoising without a library").
 #
 #   scripts/denoise-error.sh BIN SCENE [WIDTH [HEIGHT [REF_SPP [SPPS]]]]
 #

@@ -398,7 +398,7 @@ render_one() {
     # -v: the scheduler's summary too, with how well the cost map ranked the tiles.
     local cmd=("$bin" render "$obj" -o "$exr" --backend "$backend" --width "$w" --height "$h" --spp "$spp" --max-depth 8 -v)
     logged "$log" "${cmd[@]}" || { fail "render $name on $backend (see $log)"; return; }
-    # Every GPU image is kept, as a lossless WebP (a PNG's pixels in about 35% fewer bytes:
+    # Every GPU image is kept, as a lossless WebP (a PNG's pixels in about a third fewer bytes:
     # the committed results travel with every later device call, 64 MiB in all); of the CPU's,
     # only the Cornell box's: anyone can make the others again without a GPU (the log holds
     # the command).

@@ -1,20 +1,21 @@
-//! Every `gasworks ...` command line of the README (and of the fenced blocks in `docs/`) is
-//! checked: each parses against the real clap definition, and each that can run here runs on
-//! a small scene and succeeds.
+//! Every `gasworks ...` command line of the README and of the user guide (`docs/guide/`), and
+//! of the fenced blocks in the other `docs/` pages, is checked: each parses against the real
+//! clap definition, and each that can run here runs on a small scene and succeeds.
 //!
 //! What counts as a command line:
 //! - in fenced code blocks: lines starting with `gasworks `, `cargo run ... -- ` (the rest is
 //!   gasworks' arguments), or a wrapper (`nsys profile ...`, `mpirun ...`) followed by
 //!   `gasworks ...`; backslash continuations are joined and `# comments` dropped;
-//! - in the README's prose: inline code spans starting with `gasworks ` (one that is only
-//!   `gasworks SUBCOMMAND` names a subcommand, which must exist).
+//! - in the prose of the README and of the guide: inline code spans starting with `gasworks `
+//!   (one that is only `gasworks SUBCOMMAND` names a subcommand, which must exist).
 //!
 //! The usage notation is understood: `[...]` is optional (each line is tried with all optional
 //! parts and with none), `a|b|c` and `[x | y]` are alternatives (every alternative is tried at
 //! least once), `...`, a trailing `...` and a trailing `,...` mean "more of the same". Placeholders in capitals are
 //! substituted ([`placeholder`]): `SCENE.obj` is a generated Cornell box, other capitalised
 //! file names (`OUT.png`, `IMAGE.exr`) become lower-case names in the test's folder (an input
-//! image that no earlier line wrote is a small render copied there first), value placeholders
+//! image that no earlier line wrote is a small render copied there first, and so are the
+//! statistics of a small render for a `schedule-sim` of a CSV no earlier line wrote), value placeholders
 //! (`N`, `X,Y,Z`, `DEG`...) get values that suit their flag. An unknown placeholder fails the
 //! test with the line: add it to [`placeholder`].
 //!
@@ -511,8 +512,25 @@ fn quick(args: &[String]) -> Vec<String> {
 }
 
 /// Input images a line names that no earlier line wrote get a small render to read (an EXR
-/// with its --aov layers beside it, for `denoise`).
+/// with its --aov layers beside it, for `denoise`); a `schedule-sim` of statistics that no
+/// earlier line wrote gets a small render's (`--stats`: the CSV, its tiles and its cost map).
 fn provide_images(args: &[String], dir: &Path, stock: &Path) {
+    if args.first().map(String::as_str) == Some("schedule-sim") {
+        for a in &args[1..] {
+            let Some(stem) = a.strip_suffix(".csv") else {
+                continue;
+            };
+            if !a.starts_with('-') && !dir.join(a).exists() {
+                for part in ["", ".tiles", ".costmap"] {
+                    std::fs::copy(
+                        stock.with_file_name(format!("stats{part}.csv")),
+                        dir.join(format!("{stem}{part}.csv")),
+                    )
+                    .unwrap();
+                }
+            }
+        }
+    }
     let output = value_of(args, "-o").or(value_of(args, "--output"));
     for a in args {
         let is_image = a.ends_with(".exr") || a.ends_with(".png");
@@ -582,6 +600,22 @@ fn check_files(files: &[(PathBuf, bool)]) -> usize {
             "-q",
         ]);
     }
+    // Statistics for a `schedule-sim` line that no earlier line wrote any for.
+    setup(&[
+        "render",
+        "scene/cornell.obj",
+        "-o",
+        ".stock/stats-render.exr",
+        "--width",
+        "32",
+        "--height",
+        "32",
+        "--spp",
+        "1",
+        "--stats",
+        ".stock/stats.csv",
+        "-q",
+    ]);
 
     let mut checked = 0;
     let mut failures = Vec::new();
@@ -650,19 +684,34 @@ fn check_files(files: &[(PathBuf, bool)]) -> usize {
     checked
 }
 
-#[test]
-fn every_readme_and_docs_command_line_parses_and_the_runnable_ones_run() {
-    let mut files = vec![(repo().join("README.md"), true)];
-    let mut docs: Vec<PathBuf> = std::fs::read_dir(repo().join("docs"))
+/// The Markdown files of a folder, sorted.
+fn markdown_in(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "md"))
         .collect();
-    docs.sort();
-    files.extend(docs.into_iter().map(|p| (p, false)));
+    files.sort();
+    files
+}
+
+#[test]
+fn every_readme_and_docs_command_line_parses_and_the_runnable_ones_run() {
+    // The README and the user guide it was split into: fenced blocks and prose. The other
+    // pages of docs/: fenced blocks.
+    let mut files = vec![(repo().join("README.md"), true)];
+    let guide = markdown_in(&repo().join("docs/guide"));
+    assert!(!guide.is_empty(), "no docs/guide/*.md");
+    files.extend(guide.into_iter().map(|p| (p, true)));
+    files.extend(
+        markdown_in(&repo().join("docs"))
+            .into_iter()
+            .map(|p| (p, false)),
+    );
     let checked = check_files(&files);
-    // The README has a dozen command lines; finding none means the extraction broke.
-    assert!(checked >= 12, "only {checked} command lines found");
+    // The README and the guide have a hundred command lines and more; finding few means the
+    // extraction broke.
+    assert!(checked >= 60, "only {checked} command lines found");
 }
 
 /// The checker itself: it catches a flag that does not exist (the README once said

@@ -60,16 +60,16 @@ pub fn parse_vec3(s: &str) -> Result<Vec3, String> {
 #[derive(Args, Debug, Clone)]
 pub struct CameraArgs {
     /// Camera position, x,y,z [default: the scene's camera, else framing the scene from +Z]
-    #[arg(long, value_parser = parse_vec3, allow_hyphen_values = true)]
+    #[arg(long, value_name = "X,Y,Z", value_parser = parse_vec3, allow_hyphen_values = true)]
     pub eye: Option<Vec3>,
     /// Point the camera looks at, x,y,z [default: the scene's, else the centre of its bounds]
-    #[arg(long, value_parser = parse_vec3, allow_hyphen_values = true)]
+    #[arg(long, value_name = "X,Y,Z", value_parser = parse_vec3, allow_hyphen_values = true)]
     pub look_at: Option<Vec3>,
     /// Camera up vector, x,y,z [default: the scene's, else 0,1,0]
-    #[arg(long, value_parser = parse_vec3, allow_hyphen_values = true)]
+    #[arg(long, value_name = "X,Y,Z", value_parser = parse_vec3, allow_hyphen_values = true)]
     pub up: Option<Vec3>,
     /// Vertical field of view in degrees [default: the scene's, else 39.3]
-    #[arg(long)]
+    #[arg(long, value_name = "DEG")]
     pub fov: Option<f32>,
 }
 
@@ -150,9 +150,10 @@ impl CameraArgs {
 /// flags read and check alike.
 #[derive(Args, Clone, Copy, Debug)]
 pub struct PngToneArgs {
-    /// Exposure of a PNG, in stops: its radiance is multiplied by 2^EV before the clamp to
-    /// [0, 1] and the sRGB encoding (+1 twice as bright, -1 half). An EXR holds linear radiance
-    /// as rendered: apply the exposure in its viewer
+    /// Exposure of a PNG, in stops (+1 twice as bright, -1 half)
+    ///
+    /// The radiance is multiplied by 2^EV before the clamp to [0, 1] and the sRGB encoding.
+    /// An EXR holds linear radiance as rendered: apply the exposure in its viewer.
     #[arg(
         long,
         value_name = "EV",
@@ -160,9 +161,11 @@ pub struct PngToneArgs {
         allow_negative_numbers = true
     )]
     pub exposure: f32,
-    /// Tone curve of a PNG, after --exposure: clamp (radiance as it is, clamped to [0, 1]) or
-    /// aces (filmic: highlights roll off towards white; mid grey a stop darker, so often with
-    /// --exposure 1). An EXR holds linear radiance as rendered
+    /// Tone curve of a PNG, after --exposure: clamp, or aces (filmic)
+    ///
+    /// clamp: radiance as it is, clamped to [0, 1]. aces: highlights roll off towards white;
+    /// mid grey a stop darker, so often with --exposure 1. An EXR holds linear radiance as
+    /// rendered.
     #[arg(long, value_enum, default_value_t = ToneCurveArg::Clamp)]
     pub tonemap: ToneCurveArg,
 }
@@ -231,9 +234,9 @@ impl From<PixelFilterArg> for crate::scene::PixelFilter {
 /// Which stream each GAS build goes to.
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AssignArg {
-    /// Build i on stream i mod N.
+    /// Build i on build stream i mod N.
     RoundRobin,
-    /// Largest build first, onto the least-loaded stream.
+    /// Largest build first, onto the least-loaded build stream.
     Lpt,
 }
 
@@ -242,20 +245,20 @@ pub enum AssignArg {
 pub enum ScratchArg {
     /// Every build its own disjoint slice of one allocation.
     Shared,
-    /// Builds on one stream reuse that stream's slice (stream order makes it safe).
+    /// Builds on one build stream reuse that stream's slice (stream order makes it safe).
     PerStream,
 }
 
 /// Which OptiX contexts the GAS builds go through.
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BuildContextsArg {
-    /// A context per stream where one context crashed on a GPU or would waste the threads
+    /// A context per build stream where one context crashed on a GPU or would waste the threads
     /// (more than one enqueue thread, LPT below build weight 5000, largest-first order), one
     /// shared context otherwise (docs/gas-builds.md)
     Auto,
     /// One context, the renderer's, for every build.
     Shared,
-    /// A context of its own for each stream.
+    /// A context of its own for each build stream.
     PerStream,
 }
 
@@ -274,46 +277,64 @@ impl BuildContextsArg {
 /// Options of the batched GAS builds (OptiX backend and build-bench).
 #[derive(Args, Debug, Clone)]
 pub struct AccelArgs {
-    /// Number of CUDA streams the GAS builds are spread over (at least 1)
-    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..))]
+    /// Build streams: the CUDA streams the per-group GAS builds are spread over, before the
+    /// frame (the launch streams that render tiles are the x2 of --devices gpu0x2)
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 8,
+        value_parser = clap::value_parser!(u32).range(1..)
+    )]
     pub streams: u32,
     /// Build with PREFER_FAST_BUILD instead of PREFER_FAST_TRACE
-    #[arg(long)]
+    #[arg(long, hide_short_help = true)]
     pub fast_build: bool,
-    /// Stream assignment of the builds
-    #[arg(long, value_enum, default_value_t = AssignArg::RoundRobin)]
+    /// Which build stream each GAS build goes to
+    #[arg(long, value_enum, default_value_t = AssignArg::RoundRobin, hide_short_help = true)]
     pub assign: AssignArg,
     /// Scratch memory layout of the builds
-    #[arg(long, value_enum, default_value_t = ScratchArg::Shared)]
+    #[arg(long, value_enum, default_value_t = ScratchArg::Shared, hide_short_help = true)]
     pub scratch: ScratchArg,
     /// Compact the GASes into one allocation after building
-    #[arg(long)]
+    #[arg(long, hide_short_help = true)]
     pub compact: bool,
     /// Groups under N triangles become build inputs of shared GASes, each keeping its own SBT
     /// record (0: one GAS per group). The default is what built fastest on an H100
     /// (docs/gas-builds.md)
-    #[arg(long, default_value_t = DEFAULT_MERGE_BELOW as u32)]
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = DEFAULT_MERGE_BELOW as u32,
+        hide_short_help = true
+    )]
     pub merge_below: u32,
     /// With --assign lpt: triangles each build adds to its load, for the fixed cost of a build
     /// (0: balance triangles only). The default was measured on an H100 (docs/gas-builds.md)
-    #[arg(long, default_value_t = DEFAULT_LPT_BUILD_WEIGHT)]
+    #[arg(long, default_value_t = DEFAULT_LPT_BUILD_WEIGHT, hide_short_help = true)]
     pub lpt_build_weight: u64,
-    /// Host threads that enqueue the GAS builds, each owning whole streams (1: one thread).
-    /// They lift a host-bound enqueue only through a context per stream (one context
-    /// serialises its OptiX calls): with --build-contexts auto, more than one thread gets a
-    /// context per stream (4 threads on 16 streams: 1.73x faster on an H200; docs/gas-builds.md)
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    /// Host threads that enqueue the GAS builds, each owning whole build streams (1: one
+    /// thread). They lift a host-bound enqueue only through a context per build stream (one
+    /// context serialises its OptiX calls): with --build-contexts auto, more than one thread
+    /// gets a context per build stream (docs/gas-builds.md)
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 1,
+        value_parser = clap::value_parser!(u32).range(1..=64),
+        hide_short_help = true
+    )]
     pub enqueue_threads: u32,
-    /// OptiX contexts the GAS builds are enqueued through: one shared, one per stream, or
-    /// `auto` (per stream where one context failed on a GPU or would serialise the threads)
-    #[arg(long, value_enum, default_value_t = BuildContextsArg::Auto)]
+    /// OptiX contexts the GAS builds are enqueued through: one shared, one per build stream,
+    /// or `auto` (per build stream where one context failed on a GPU or would serialise the
+    /// threads)
+    #[arg(long, value_enum, default_value_t = BuildContextsArg::Auto, hide_short_help = true)]
     pub build_contexts: BuildContextsArg,
     /// Turn on OptiX validation mode (slow; reports API misuse)
-    #[arg(long)]
+    #[arg(long, hide_short_help = true)]
     pub validation: bool,
     /// OptiX ABI version to request from the driver: 105 (OptiX 9.0) or 87 (OptiX 8.0)
     /// [default: 105, falling back to 87]
-    #[arg(long)]
+    #[arg(long, hide_short_help = true)]
     pub optix_abi: Option<u32>,
 }
 
@@ -406,46 +427,65 @@ pub struct ScheduleArgs {
     #[arg(long, value_enum, default_value_t = ScheduleArg::Sorted)]
     pub schedule: ScheduleArg,
     /// Number of tiles (rounded to a power of two for `adaptive`) [default: about 64x64-pixel tiles]
-    #[arg(long)]
+    #[arg(long, value_name = "N", hide_short_help = true)]
     pub tiles: Option<u32>,
     /// Work stealing between workers
-    #[arg(long, value_enum, default_value_t = OnOff::On)]
+    #[arg(long, value_enum, default_value_t = OnOff::On, hide_short_help = true)]
     pub steal: OnOff,
-    /// Workers, comma-separated: cpu (all threads as one worker per thread), cpu:N, gpu0, gpu0x2 (two streams on GPU 0)
-    #[arg(long)]
+    /// Workers, comma-separated: cpu (one per thread), cpu:N, gpuD (one launch stream on GPU
+    /// D), gpuDxS (S launch streams, as gpu0x2) [default: gpu0x2 on a GPU, else cpu]
+    ///
+    /// Each CPU thread is a worker, and so is each launch stream of a GPU: a CUDA stream that
+    /// launches tiles and copies them back while the other launches. Launch streams are not
+    /// the build streams of --streams, which build the acceleration structures before the
+    /// frame.
+    #[arg(long, value_name = "LIST", display_order = 0)]
     pub devices: Option<String>,
     /// Before the first pass, time one worker of each device on a piece of the image, so that
     /// the pass's shares and steals follow the workers' speeds (only when --devices mixes
     /// devices, e.g. gpu0x2,cpu, and not for GPUs of one model with as many streams each; the
     /// image is the same either way)
-    #[arg(long, value_enum, default_value_t = OnOff::On)]
+    #[arg(long, value_enum, default_value_t = OnOff::On, hide_short_help = true)]
     pub calibrate: OnOff,
     /// Once the workers' speeds are known (calibrated or measured), cut the tiles that workers
     /// twice as slow as the fastest or more would hold into about this many pieces per such
     /// worker, so that CPU threads beside a GPU get tiles they can finish (a slow GPU's are
     /// not cut below its launch's work); 0: never cut (the image is the same either way)
-    #[arg(long, default_value_t = crate::sched::tiles::DEFAULT_SLOW_WORKER_PIECES)]
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = crate::sched::tiles::DEFAULT_SLOW_WORKER_PIECES,
+        hide_short_help = true
+    )]
     pub slow_worker_pieces: u32,
     /// Samples per pixel of each pass over the tiles (progressive rendering; a power of two keeps each pass stratified) [default: all in one pass]
-    #[arg(long)]
+    #[arg(long, value_name = "K", help_heading = "Passes, stops and farms")]
     pub pass_spp: Option<u32>,
     /// When a worker's renderer fails on a tile (a GPU out of memory, a lost context): retire
     /// the worker and let the others render its tiles, every pixel still getting all its
     /// samples (the frame fails only when no worker is left; under mpirun, when no worker of
     /// a rank is left), or stop the frame at the first error
-    #[arg(long, value_enum, env = "GASWORKS_ON_WORKER_ERROR", default_value_t = WorkerErrorArg::Retire)]
+    #[arg(
+        long,
+        value_enum,
+        env = "GASWORKS_ON_WORKER_ERROR",
+        default_value_t = WorkerErrorArg::Retire,
+        hide_short_help = true
+    )]
     pub on_worker_error: WorkerErrorArg,
-    /// Write per-render scheduling statistics to this CSV file (one row per pass and worker),
-    /// with OUT.tiles.csv (per tile: where, who, measured and planned cost), OUT.costmap.csv
-    /// (the estimate) and, with --noise-threshold, OUT.blocks.csv (the pass each block
-    /// stopped before) beside it: what `gasworks schedule-sim OUT.csv` replays
-    #[arg(long)]
+    /// Write scheduling statistics to this CSV file, for `gasworks schedule-sim` to replay
+    ///
+    /// One row per pass and worker, with OUT.tiles.csv (per tile: where, who, measured and
+    /// planned cost), OUT.costmap.csv (the estimate) and, with --noise-threshold,
+    /// OUT.blocks.csv (the pass each block stopped before) beside it: what `gasworks
+    /// schedule-sim OUT.csv` replays.
+    #[arg(long, value_name = "FILE")]
     pub stats: Option<std::path::PathBuf>,
     /// Write the estimated and measured cost maps and the tile layout as PNGs into this folder
-    #[arg(long)]
+    #[arg(long, value_name = "DIR")]
     pub costmap: Option<std::path::PathBuf>,
     /// Cost-map resolution as a fraction of the image's, per axis
-    #[arg(long, default_value_t = 0.25)]
+    #[arg(long, default_value_t = 0.25, hide_short_help = true)]
     pub costmap_scale: f32,
 }
 

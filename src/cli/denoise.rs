@@ -60,7 +60,7 @@ pub struct DenoiseArgs {
     )]
     pub firefly_ratio: f32,
     /// Keep fireflies as rendered (they carry light: scaling them down darkens the image a
-    /// little, by the measurements in the README)
+    /// little, by the measurements in docs/guide/output-and-layers.md)
     #[arg(long)]
     pub keep_fireflies: bool,
     #[command(flatten)]

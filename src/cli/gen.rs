@@ -38,7 +38,8 @@ pub struct GenArgs {
     /// Which scene to write
     #[arg(value_enum)]
     pub preset: Preset,
-    /// Output folder (created if missing); the files are PRESET.obj and PRESET.mtl in it
+    /// Output folder (created if missing): cornell.obj, sponza_like.obj (with its textures) or
+    /// toystore.obj, each with its .mtl; sky.exr for sky
     #[arg(short, long)]
     pub output: PathBuf,
     /// sponza-like: number of groups [default: 390]

@@ -14,7 +14,7 @@ pub struct MergeArgs {
     /// (they record where they lie in the frame)
     #[arg(required = true, num_args = 1..)]
     pub crops: Vec<PathBuf>,
-    /// The whole image: .exr (from EXR crops) or .png (from EXR or PNG crops)
+    /// The whole image: .exr (from EXR crops), .png or .webp (from EXR or PNG crops)
     #[arg(short, long)]
     pub output: PathBuf,
     #[command(flatten)]

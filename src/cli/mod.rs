@@ -36,7 +36,7 @@ pub struct Cli {
 #[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Render an OBJ scene (or a --pixelbounds crop of it) to PNG (tone-mapped sRGB) or EXR (linear).
+    /// Render an OBJ scene (or a --pixelbounds crop of it) to PNG or WebP (tone-mapped sRGB), or EXR (linear).
     Render(Box<render::RenderArgs>),
     /// Join the crops of a frame (render --pixelbounds) into the whole image, bit for bit.
     Merge(merge::MergeArgs),

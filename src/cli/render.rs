@@ -56,12 +56,15 @@ impl From<ProgressArg> for ProgressMode {
 pub struct RenderArgs {
     /// The scene, a Wavefront OBJ file (its MTL files are found through mtllib)
     pub scene: PathBuf,
-    /// Output image: .png (tone-mapped sRGB) or .exr (linear radiance)
-    #[arg(short, long)]
+    /// Output image: .png (tone-mapped sRGB), .webp (the PNG's pixels, lossless, in about a
+    /// third fewer bytes; whole frames only) or .exr (linear radiance)
+    #[arg(short, long, value_name = "FILE")]
     pub output: PathBuf,
-    /// Samples per pixel (a power of two stratifies best: the scrambled Sobol' numbers cover
-    /// each dimension evenly over every power-of-two run of a pixel's samples)
-    #[arg(long, default_value_t = 64)]
+    /// Samples per pixel (a power of two stratifies best)
+    ///
+    /// A power of two stratifies best: the scrambled Sobol' numbers cover each dimension
+    /// evenly over every power-of-two run of a pixel's samples.
+    #[arg(long, value_name = "N", default_value_t = 64)]
     pub spp: u32,
     /// Image width in pixels
     #[arg(long, default_value_t = 512)]
@@ -70,26 +73,38 @@ pub struct RenderArgs {
     #[arg(long, default_value_t = 512)]
     pub height: u32,
     /// Longest path, in segments from the camera
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, value_name = "N", default_value_t = 8)]
     pub max_depth: u32,
     /// Which backend renders
     #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
     pub backend: BackendArg,
     /// CPU threads [default: all cores]
-    #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    #[arg(long, value_name = "T", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub threads: Option<usize>,
     /// Seed of the random numbers (the image is a pure function of scene, settings and seed)
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, value_name = "S", default_value_t = 0)]
     pub seed: u64,
     /// Uniform environment radiance, r,g,b (replaces the default sky of emitter-less scenes)
     // Hyphen values let `--env -1,0,0` reach parse_radiance, which says why it is refused
     // (clap alone took "-1,0,0" for an unknown flag).
-    #[arg(long, value_parser = parse_radiance, allow_hyphen_values = true)]
+    #[arg(
+        long,
+        value_name = "R,G,B",
+        value_parser = parse_radiance,
+        allow_hyphen_values = true,
+        help_heading = "Lights and environment"
+    )]
     pub env: Option<glam::Vec3>,
-    /// Environment map: the light arriving from every direction, a latitude-longitude image of
-    /// linear radiance (.exr or .hdr; top row up, +Y; its centre towards -Z, where the default
-    /// camera looks), importance-sampled (`gasworks gen sky` writes one)
-    #[arg(long, value_name = "FILE", conflicts_with = "env")]
+    /// Environment map: a latitude-longitude image of linear radiance (.exr or .hdr)
+    ///
+    /// The light arriving from every direction, importance-sampled: its top row is up (+Y),
+    /// its centre towards -Z, where the default camera looks. `gasworks gen sky` writes one.
+    #[arg(
+        long,
+        value_name = "FILE",
+        conflicts_with = "env",
+        help_heading = "Lights and environment"
+    )]
     pub env_map: Option<PathBuf>,
     /// Turn the environment map about the up axis by this many degrees (from -Z towards +X)
     #[arg(
@@ -97,45 +112,59 @@ pub struct RenderArgs {
         value_name = "DEG",
         requires = "env_map",
         default_value_t = 0.0,
-        allow_negative_numbers = true
+        allow_negative_numbers = true,
+        help_heading = "Lights and environment"
     )]
     pub env_rotate: f32,
-    /// Multiply the environment map's radiance by this factor (its brightness against the
-    /// scene's lamps; a PNG's overall brightness is --exposure's)
+    /// Multiply the environment map's radiance by this factor
+    ///
+    /// Its brightness against the scene's lamps; a PNG's overall brightness is --exposure's.
     #[arg(
         long,
         value_name = "K",
         requires = "env_map",
         default_value_t = 1.0,
-        allow_negative_numbers = true
+        allow_negative_numbers = true,
+        help_heading = "Lights and environment"
     )]
     pub env_scale: f32,
-    /// The share of light samples that go to the environment map in a scene with area lights
-    /// too: auto (measured before the render by short paths through the frame, in proportion
-    /// to the root mean square of what each one's samples bring) or a number from 0 to 1 (1/2
-    /// was the rule before auto)
+    /// The share of light samples that go to the environment map, with area lights too
+    ///
+    /// In a scene with area lights as well: auto (measured before the render by short paths
+    /// through the frame, in proportion to the root mean square of what each one's samples
+    /// bring) or a number from 0 to 1.
     #[arg(
         long,
         value_name = "auto|P",
         requires = "env_map",
         default_value = "auto",
         value_parser = parse_env_share,
-        allow_hyphen_values = true
+        allow_hyphen_values = true,
+        help_heading = "Lights and environment",
+        hide_short_help = true
     )]
     pub env_share: EnvShareArg,
     /// Area lights emit from both faces (default: the front face only, the side the
     /// winding's normal points to, as in pbrt and Mitsuba)
-    #[arg(long)]
+    #[arg(long, help_heading = "Lights and environment", hide_short_help = true)]
     pub two_sided_lights: bool,
     #[command(flatten)]
     pub tone: PngToneArgs,
-    /// Pixel filter: box (each pixel averages its own square) or tent (radius 1 pixel:
-    /// neighbours overlap, smoother edges for slightly softer detail)
-    #[arg(long, value_enum, default_value_t = PixelFilterArg::Box)]
+    /// Pixel filter: box (sharpest) or tent (smoother edges)
+    ///
+    /// box: each pixel averages its own square. tent: radius 1 pixel, neighbours overlap,
+    /// smoother edges for slightly softer detail.
+    #[arg(long, value_enum, default_value_t = PixelFilterArg::Box, help_heading = "Image")]
     pub filter: PixelFilterArg,
     /// Depth of field: the radius of a thin lens, in scene units [default: 0, a pinhole, where
     /// everything is sharp]
-    #[arg(long, value_name = "R", allow_hyphen_values = true)]
+    #[arg(
+        long,
+        value_name = "R",
+        allow_hyphen_values = true,
+        help_heading = "Camera",
+        display_order = 1000
+    )]
     pub lens_radius: Option<f32>,
     /// The distance from the eye, along the view direction, of the plane the lens focuses on
     /// [default: the look-at point's]
@@ -143,7 +172,9 @@ pub struct RenderArgs {
         long,
         value_name = "D",
         requires = "lens_radius",
-        allow_hyphen_values = true
+        allow_hyphen_values = true,
+        help_heading = "Camera",
+        display_order = 1001
     )]
     pub focus_distance: Option<f32>,
     /// Focus the lens on the plane (across the view direction) through this point, x,y,z, in
@@ -154,15 +185,24 @@ pub struct RenderArgs {
         value_parser = parse_vec3,
         requires = "lens_radius",
         conflicts_with = "focus_distance",
-        allow_hyphen_values = true
+        allow_hyphen_values = true,
+        help_heading = "Camera",
+        display_order = 1002
     )]
     pub focus_on: Option<glam::Vec3>,
-    /// Guide layers for a denoiser, written beside the image as linear EXRs named after it
-    /// (OUT.albedo.exr, OUT.normal.exr): the albedo and the world-space shading normal of what
-    /// each pixel sees, through mirrors and glass, for `gasworks denoise`, Open Image Denoise
-    /// or the OptiX denoiser. Traced on the CPU whatever the backend, through the render's own
-    /// camera rays
-    #[arg(long, value_enum, value_delimiter = ',', value_name = "LAYER,...")]
+    /// Guide layers for a denoiser, written beside the image (OUT.albedo.exr, OUT.normal.exr)
+    ///
+    /// Linear EXRs named after the image: the albedo and the world-space shading normal of
+    /// what each pixel sees, through mirrors and glass, for `gasworks denoise`, Open Image
+    /// Denoise or the OptiX denoiser. Traced on the CPU whatever the backend, through the
+    /// render's own camera rays.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        value_name = "LAYER,...",
+        help_heading = "Image"
+    )]
     pub aov: Vec<crate::cpu::aov::Aov>,
     /// Samples per pixel the --aov layers average (the first of the render's own; at most
     /// --spp, rounded down to a power of two)
@@ -171,61 +211,88 @@ pub struct RenderArgs {
         value_name = "N",
         default_value_t = 16,
         requires = "aov",
-        value_parser = clap::builder::RangedU64ValueParser::<u32>::new().range(1..)
+        value_parser = clap::builder::RangedU64ValueParser::<u32>::new().range(1..),
+        help_heading = "Image",
+        hide_short_help = true
     )]
     pub aov_spp: u32,
     /// Print only warnings and errors (no progress bar, no summary)
     #[arg(long, short, conflicts_with = "verbose")]
     pub quiet: bool,
-    /// Print details too: the camera, the schedule's per-worker table and the cost map's error
-    /// histogram (also printed with --stats)
+    /// Print details too: the camera, the schedule's per-worker table, the cost map's accuracy
+    ///
+    /// The camera as the flags that reproduce it, the schedule's per-worker table and the
+    /// cost map's error histogram (also printed with --stats).
     #[arg(long, short)]
     pub verbose: bool,
-    /// How progress is shown: `auto` draws a bar on a terminal and, where stderr is a file or
-    /// a pipe (batch jobs, farm logs), prints a line each 10% of the tiles and at least every
-    /// minute, from 30 s into the render; `lines` prints them from the first tile
-    #[arg(long, value_enum, default_value_t = ProgressArg::Auto)]
+    /// How progress is shown: a bar on a terminal, lines in a log
+    ///
+    /// `auto` draws a bar on a terminal and, where stderr is a file or a pipe (batch jobs,
+    /// farm logs), prints a line each 10% of the tiles and at least every minute, from 30 s
+    /// into the render; `lines` prints them from the first tile.
+    #[arg(long, value_enum, default_value_t = ProgressArg::Auto, hide_short_help = true)]
     pub progress: ProgressArg,
-    /// Render only the pixels [x0,x1) x [y0,y1) of the image (pbrt's --pixelbounds x0,x1,y0,y1),
-    /// into an image of that size that records where it lies; `gasworks merge` joins such crops
-    #[arg(long, value_name = "X0,X1,Y0,Y1", value_parser = output::parse_pixelbounds, allow_hyphen_values = true)]
+    /// Render only the pixels [x0,x1) x [y0,y1) of the image, for `gasworks merge` to join
+    ///
+    /// pbrt's --pixelbounds x0,x1,y0,y1: the crop is written as an image of its own size
+    /// that records where it lies in the frame; `gasworks merge` joins such crops.
+    #[arg(
+        long,
+        value_name = "X0,X1,Y0,Y1",
+        value_parser = output::parse_pixelbounds,
+        allow_hyphen_values = true,
+        help_heading = "Passes, stops and farms"
+    )]
     pub pixelbounds: Option<Tile>,
-    /// Finish a render that was stopped (Ctrl-C, SIGTERM) or killed after a checkpoint: the
-    /// same command line plus the resume file it left (OUT.gasworks-resume); the image is bit
-    /// for bit what an uninterrupted render gives
-    #[arg(long, value_name = "FILE")]
+    /// Finish a stopped or killed render from its resume file (OUT.gasworks-resume)
+    ///
+    /// Give the same command line plus the resume file that a stop (Ctrl-C, SIGTERM), a time
+    /// limit or a checkpoint left; the image is bit for bit what an uninterrupted render
+    /// gives.
+    #[arg(long, value_name = "FILE", help_heading = "Passes, stops and farms")]
     pub resume: Option<PathBuf>,
-    /// Write a checkpoint (OUT.gasworks-resume: the complete passes and the current pass's
-    /// finished tiles) at most this often (600, 90s, 10m, 2h), so that a render killed,
-    /// crashed or cut off by a time limit can be finished with --resume. SIGUSR1 asks for one
-    /// once the next tile is done
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    /// Write a checkpoint (OUT.gasworks-resume) at most this often: 600, 90s, 10m, 2h
+    ///
+    /// A checkpoint holds the complete passes and the current pass's finished tiles, so that
+    /// a render killed, crashed or cut off by a time limit can be finished with --resume.
+    /// SIGUSR1 asks for one once the next tile is done.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, help_heading = "Passes, stops and farms")]
     pub checkpoint_every: Option<Duration>,
-    /// Finish by this long after the command started (600, 90s, 10m, 2h): a pass that would
-    /// end later is not started, and the image is written whole with the passes done, plus a
-    /// resume file to go on from later; without --pass-spp, passes of --spp/16 rounded down to
-    /// a power of two (at least 1)
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    /// Finish by this long after the command started: 600, 90s, 10m, 2h
+    ///
+    /// A pass that would end later is not started, and the image is written whole with the
+    /// passes done, plus a resume file to go on from later. Without --pass-spp, passes of
+    /// --spp/16 rounded down to a power of two (at least 1).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, help_heading = "Passes, stops and farms")]
     pub time_limit: Option<Duration>,
-    /// Adaptive sampling: from the third pass on, render only the 16x16-pixel blocks whose
-    /// noise is still above this (a pixel's standard deviation as a PNG at --exposure 0
-    /// shows it, white = 1: 0.01 is about 2.5 levels of 255); a block at or below it takes no
-    /// more samples. Without --pass-spp, passes of --spp/16 rounded down to a power of two
-    #[arg(long, value_name = "T", value_parser = parse_noise_threshold)]
+    /// Stop sampling the 16x16-pixel blocks whose noise is at or below this (0.01: about 2.5
+    /// levels of 255)
+    ///
+    /// From the third pass on, only the blocks whose noise is still above T are rendered (a
+    /// pixel's standard deviation as a PNG at --exposure 0 shows it, white = 1: 0.01 is about
+    /// 2.5 levels of 255). Without --pass-spp, passes of --spp/16 rounded down to a power of
+    /// two.
+    #[arg(long, value_name = "T", value_parser = parse_noise_threshold, help_heading = "Adaptive sampling")]
     pub noise_threshold: Option<f32>,
     /// With --noise-threshold: no block stops before this many samples per pixel (the first
     /// pass boundary at or after it) [default: two passes]
-    #[arg(long, value_name = "N", requires = "noise_threshold")]
+    #[arg(
+        long,
+        value_name = "N",
+        requires = "noise_threshold",
+        help_heading = "Adaptive sampling",
+        hide_short_help = true
+    )]
     pub min_spp: Option<u32>,
     /// Whether the pass size was chosen for --time-limit or --noise-threshold rather than
     /// given (set by `run`).
     #[arg(skip)]
     pub pass_spp_chosen: bool,
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Camera")]
     pub camera: CameraArgs,
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "GPU: acceleration structure builds")]
     pub accel: AccelArgs,
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Workers and tiles")]
     pub schedule: ScheduleArgs,
 }
 

@@ -23,7 +23,7 @@
 //!    as it keeps any edge), so it is scaled down to that ratio first. The light taken off
 //!    goes to those neighbours in equal shares, each only up to the firefly's scaled value
 //!    (channel by channel); the rest, what a bright firefly has beyond that, is lost, which
-//!    darkens an image at a few samples per pixel slightly (the README's figures). A pixel
+//!    darkens an image at a few samples per pixel slightly (the figures in docs/guide/output-and-layers.md). A pixel
 //!    with fewer than 3 such neighbours (a thin line's end, a corner) is left alone.
 //! 3. *Variance.* The light's luminance varies from pixel to pixel by noise and by edges; the
 //!    filter needs the noise's size. With one image and no per-sample statistics it is
@@ -47,7 +47,7 @@
 //!      image darkens (the 4-spp Cornell box's mean by 2%), and every lone noisy pixel
 //!      counts as an edge. SVGF's 4 standard deviations suit raw differences; the blurred
 //!      ones are smaller (a 3x3 binomial blur leaves 0.375 of independent noise), hence 2,
-//!      which measured best on the README's two scenes from 1.5 to 4.
+//!      which measured best on the guide's two scenes from 1.5 to 4.
 //!
 //!    The variance is carried through the passes as that of a weighted mean (`sum w^2 var /
 //!    (sum w)^2`), so later passes, whose input is smoother, stop at smaller differences.

@@ -356,7 +356,7 @@ pub fn software() -> String {
 
 #[derive(Debug, thiserror::Error)]
 pub enum OutputError {
-    #[error("{path}: unknown image format (use .png for a tone-mapped image, .webp for the same pixels lossless in about 35% fewer bytes, or .exr for linear radiance)")]
+    #[error("{path}: unknown image format (use .png for a tone-mapped image, .webp for the same pixels lossless in about a third fewer bytes, or .exr for linear radiance)")]
     UnknownFormat { path: PathBuf },
     /// WebP carries no crop window (gasworks writes it for viewing and for committing), so a
     /// crop written as WebP could never be merged.
@@ -388,7 +388,7 @@ pub enum OutputError {
 
 /// The formats gasworks writes: PNG and EXR, which it also reads back (their metadata says
 /// where a crop lies and what rendered it), and WebP, written only: PNG's pixels, lossless, in
-/// about 35% fewer bytes on path-traced images, for viewing and for committing renders (the
+/// about a third fewer bytes on path-traced images, for viewing and for committing renders (the
 /// GPU protocol's images travel with every later device call, whose carry is capped).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ImageFormat {
@@ -851,9 +851,9 @@ fn check_webp_window(
 }
 
 /// Writes 8-bit sRGB pixels of a whole frame as a lossless WebP, through libwebp (the `webp`
-/// crate): on the GPU protocol's renders its lossless mode takes 46% fewer bytes than PNG (the
-/// 1920x1080 toystore: 1.83 MB against 3.39), where the `image` crate's own WebP encoder took
-/// 12% fewer. It carries none of gasworks' metadata, so a crop is refused
+/// crate): its lossless mode takes about a third fewer bytes than PNG on renders (measured in
+/// docs/guide/output-and-layers.md), where the `image` crate's own WebP encoder saved 12%.
+/// It carries none of gasworks' metadata, so a crop is refused
 /// ([`OutputError::WebpCrop`]): it could never be merged.
 pub fn write_webp(srgb: &[[u8; 3]], path: &Path, meta: &ImageMeta) -> Result<(), OutputError> {
     assert_eq!(srgb.len(), meta.window.pixel_count(), "pixel count");
