@@ -28,6 +28,7 @@ pub mod optix;
 pub mod render;
 pub mod scene;
 pub mod sched;
+pub mod splitmix;
 pub mod stderr_line;
 pub mod wording;
 

@@ -83,7 +83,7 @@ impl Bounds {
 /// computes the same (`dissolve_number` in `ptx/gasworks_common.h`).
 #[inline]
 pub fn dissolve_number(group: u32, prim: u32, u: f32, v: f32) -> f32 {
-    use crate::render::sampler::{mix64, GOLDEN_GAMMA};
+    use crate::splitmix::{mix64, GOLDEN_GAMMA};
     let triangle = mix64(((u64::from(group) << 32) | u64::from(prim)) ^ GOLDEN_GAMMA);
     let bits = (u64::from(u.to_bits()) << 32) | u64::from(v.to_bits());
     ((mix64(bits ^ triangle) >> 40) as u32) as f32 * (1.0 / 16_777_216.0)

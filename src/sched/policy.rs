@@ -30,7 +30,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 use super::tiles::Strategy;
-use crate::render::sampler::mix64;
+use crate::splitmix::mix64;
 
 /// Splits tasks `0..costs.len()` (in locality order) into one contiguous run per worker, the
 /// runs' shares of the total following `weights` (one per worker, any positive scale: the
@@ -132,7 +132,7 @@ impl StealRng {
     }
 
     pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(crate::render::sampler::GOLDEN_GAMMA);
+        self.0 = self.0.wrapping_add(crate::splitmix::GOLDEN_GAMMA);
         mix64(self.0)
     }
 
