@@ -166,7 +166,7 @@ impl PassReport {
         Some(used / capacity)
     }
 
-    /// Whether the pass was planned for workers of speeds [`super::policy::SIMILAR_SPEEDS`]
+    /// Whether the pass was planned for workers of speeds [`super::tiles::SIMILAR_SPEEDS`]
     /// apart or more (a GPU beside CPU threads), where [`PassReport::efficiency_by_speed`]
     /// says more than [`PassReport::efficiency`].
     pub fn mixed_speeds(&self) -> bool {
@@ -177,7 +177,7 @@ impl PassReport {
             .fold((f64::INFINITY, 0.0f64), |(lo, hi), &s| {
                 (lo.min(s), hi.max(s))
             });
-        lo > 0.0 && hi.is_finite() && hi >= super::policy::SIMILAR_SPEEDS * lo
+        lo > 0.0 && hi.is_finite() && hi >= super::tiles::SIMILAR_SPEEDS * lo
     }
 
     /// The raw cost map's accuracy on this pass's tiles (against
