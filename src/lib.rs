@@ -21,6 +21,7 @@ pub mod backend;
 pub mod bench_report;
 pub mod cli;
 pub mod cluster;
+pub mod colour;
 pub mod cpu;
 pub mod fnv;
 pub mod nvtx;

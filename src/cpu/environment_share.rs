@@ -41,7 +41,7 @@ use super::integrator::{
     camera_ray, fixed_environment_share, LightSample, LightSampler, PathTracer, SurfacePoint,
 };
 use super::material::{Bsdf, ShadingFrame};
-use crate::render::luminance;
+use crate::colour::luminance;
 use crate::render::sampler::Sampler;
 use crate::scene::camera::CameraFrame;
 use crate::scene::Scene;

@@ -21,7 +21,7 @@ use rayon::prelude::*;
 use glam::DVec3;
 
 use super::{AreaLight, Scene, Texture};
-use crate::render::luminance;
+use crate::colour::luminance;
 
 /// The fewest sub-triangles per side: even a triangle inside one texel is looked at in a few
 /// places (bilinear lookups vary across a texel).
