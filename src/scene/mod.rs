@@ -483,7 +483,7 @@ pub struct Scene {
     /// `P(env)`, the share of next-event samples that go to the environment map when the scene
     /// has area lights too, as chosen for this render (`--env-share`, or measured by
     /// [`crate::cpu::environment_share::probe`]); `None`: 1/2. Read through
-    /// [`crate::cpu::integrator::environment_share`], which both backends use.
+    /// [`light_power::environment_share`], which both backends use.
     pub environment_share: Option<f32>,
     /// Whether area lights emit from both faces. `false` (the default, as in pbrt and
     /// Mitsuba): only the front face emits, the side of the winding's normal; a light seen, hit
