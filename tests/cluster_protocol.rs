@@ -33,11 +33,12 @@ use std::time::{Duration, Instant};
 
 use gasworks::cluster::{
     run_node, ChannelTransport, ClusterError, ClusterJob, Discard, FaultHook, FaultKind, FrameSink,
-    PlanInputs, RankSetup, StopRequest, Timing, Transport, TransportError,
+    PlanInputs, RankSetup, Timing, Transport, TransportError,
 };
 use gasworks::render::{Film, RenderSettings, Tile, TileRenderer};
 use gasworks::scene::{MaterialKind, Scene};
 use gasworks::sched::adaptive_sampling::AdaptiveSampling;
+use gasworks::sched::ranks::StopRequest;
 use gasworks::sched::workers::build_workers;
 use gasworks::sched::{
     estimate_costmap, render_frame, CpuOnlyFactory, DeviceSpec, Frame, PartialPass,

@@ -8,14 +8,14 @@ use std::ops::Range;
 use std::time::Instant;
 
 use super::node::{ClusterJob, FrameSink, PlanInputs};
-use super::protocol::{Msg, Plan, RankPassCounters, RankReady, TaskData, TileDone, WorkerInfo};
-use super::report::{ClusterReport, RankInfo, StopRequest};
+use super::protocol::{Msg, Plan, RankReady, TaskData, TileDone, WorkerInfo};
 use crate::render::{Film, RenderSettings, Tile};
 use crate::sched::adaptive_sampling::{AdaptiveReport, BlockGrid, BlockMask};
 use crate::sched::calibrate::{self, Calibration, PieceTime};
 use crate::sched::costmap::CostMap;
 use crate::sched::policy;
 use crate::sched::progress::Progress;
+use crate::sched::ranks::{ClusterReport, RankInfo, RankPassCounters, StopRequest};
 use crate::sched::report::{self, FrameReport, PassReport};
 use crate::sched::sat::MapScale;
 use crate::sched::speed_classes::{speed_classes, WorkerKind};

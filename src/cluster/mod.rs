@@ -17,7 +17,8 @@
 //! - `master`: rank 0's master role: the passes' plans, the film, the frame's end;
 //! - [`policy`]: stealing across ranks (shared with the simulator);
 //! - [`sim`]: the discrete-event model of a cluster for `schedule-sim --ranks`;
-//! - [`report`]: per-rank statistics;
+//! - [`report`]: per-rank statistics (their data, [`crate::sched::ranks`], lie below the
+//!   frame's report that carries them);
 //! - [`fingerprint`]: the hash of scene and settings that ranks compare before a frame;
 //! - [`launcher`]: whether an MPI launcher started this process, and how many ranks (read
 //!   from the environment, in every build);
@@ -41,5 +42,4 @@ pub use node::{
     run_node, ClusterError, ClusterJob, Discard, FaultHook, FaultKind, FrameSink, PlanInputs,
     RankSetup, Timing,
 };
-pub use report::{ClusterReport, RankInfo, StopRequest};
 pub use transport::{ChannelTransport, Transport, TransportError};

@@ -18,16 +18,14 @@ use std::time::{Duration, Instant};
 
 use super::master::{Master, Outbox, PassOutcome};
 use super::policy::{self as cluster_policy, VictimSearch};
-use super::protocol::{
-    Granted, Msg, Plan, RankPassCounters, RankReady, TaskData, TileDone, WorkerInfo,
-};
-use super::report::StopRequest;
+use super::protocol::{Granted, Msg, Plan, RankReady, TaskData, TileDone, WorkerInfo};
 use super::transport::{Transport, TransportError};
 use crate::render::{Film, RenderSettings, Tile};
 use crate::sched::calibrate;
 use crate::sched::costmap::{CostMap, EstimateStats};
 use crate::sched::cputime::thread_cpu_seconds;
 use crate::sched::policy::{StealRng, WorkQueues};
+use crate::sched::ranks::{RankPassCounters, StopRequest};
 use crate::sched::raster::RasterStats;
 use crate::sched::workers::{
     lost_with, retire_after_calibration, retired_with, retirement_note, OnWorkerError, Worker,

@@ -11,6 +11,7 @@ use std::ops::Range;
 
 use crate::render::Tile;
 use crate::sched::calibrate::PieceTime;
+use crate::sched::ranks::RankPassCounters;
 
 /// Bumped whenever a message changes; part of every rank's fingerprint, so that ranks of
 /// different builds refuse to work together instead of misreading each other.
@@ -100,21 +101,6 @@ pub struct TileDone {
     pub end_s: f64,
     pub cost_s: f64,
     pub pixels: Vec<[f32; 4]>,
-}
-
-/// A rank's cross-rank stealing during one pass, sent to rank 0 when the pass ends.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct RankPassCounters {
-    /// Steal requests this rank sent.
-    pub requests: u32,
-    /// Of those, how many came back with tiles.
-    pub grants: u32,
-    /// Tiles this rank received from other ranks.
-    pub tiles_in: u32,
-    /// Tiles this rank gave to other ranks.
-    pub tiles_out: u32,
-    /// Steal requests this rank answered.
-    pub served: u32,
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -37,6 +37,7 @@ pub mod cputime;
 pub mod pictures;
 pub mod policy;
 pub mod progress;
+pub mod ranks;
 pub mod raster;
 pub mod report;
 pub mod sat;

@@ -290,7 +290,7 @@ pub struct FrameReport {
     pub render_s: f64,
     /// The ranks, when several processes rendered the frame (`mpirun`); `None` in one
     /// process.
-    pub cluster: Option<crate::cluster::ClusterReport>,
+    pub cluster: Option<super::ranks::ClusterReport>,
     /// The speeds timed before the first pass ([`super::calibrate`]); empty when the workers
     /// were all of one device (or calibration was off).
     pub calibration: Vec<super::calibrate::Calibration>,
