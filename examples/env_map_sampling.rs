@@ -109,7 +109,7 @@ fn run(tracer: &PathTracer, camera: &CameraFrame, size: u32, spp: u32) -> Figure
                 let (px, py) = camera.filter.place(x, y, jx, jy);
                 let l = tracer.radiance(camera.eye, camera.direction(px, py), &mut rng);
                 sum += l.as_dvec3();
-                let lum = f64::from(gasworks::render::luminance(l));
+                let lum = f64::from(gasworks::colour::luminance(l));
                 s += lum;
                 s2 += lum * lum;
             }
@@ -167,7 +167,7 @@ fn main() {
         let f = run(&tracer, &camera, size, spp);
         println!(
             "{name:<36} {:>15.5} {:>17.5} {:>11.0}",
-            gasworks::render::luminance(f.mean.as_vec3()),
+            gasworks::colour::luminance(f.mean.as_vec3()),
             f.variance,
             f.ns_per_sample
         );

@@ -16,8 +16,9 @@
 //! shuffle's cost in nanoseconds per point on this machine (one thread, the median of 5).
 
 use gasworks::render::sampler::{
-    mix64, morton2, nested_uniform_scramble, sample_bits, sobol_second_dimension,
+    morton2, nested_uniform_scramble, sample_bits, sobol_second_dimension,
 };
+use gasworks::splitmix::mix64;
 /// The 24 orders of four digits.
 const PERMS: [[u64; 4]; 24] = [
     [0, 1, 2, 3],

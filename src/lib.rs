@@ -10,7 +10,9 @@
 //! - [`sched`]: the cost map and the tile scheduler that spreads work over devices;
 //! - [`cluster`]: one frame over several processes (MPI ranks), tiles stolen across ranks;
 //! - [`cli`]: the `gasworks` command line;
-//! - [`wording`]: how counts read in messages ("1 group", "2 groups").
+//! - [`wording`]: how counts read in messages ("1 group", "2 groups");
+//! - [`colour`], [`splitmix`], [`fnv`]: small helpers below every layer (luminance, the
+//!   SplitMix64 hash, the FNV-1a hash), so that no layer imports another for them.
 
 // The module docs explain the architecture down to private items (the BVH's node layout, the
 // loader's stages); they are meant to be read with `cargo doc --document-private-items`, which
@@ -21,6 +23,7 @@ pub mod backend;
 pub mod bench_report;
 pub mod cli;
 pub mod cluster;
+pub mod colour;
 pub mod cpu;
 pub mod fnv;
 pub mod nvtx;
@@ -28,6 +31,7 @@ pub mod optix;
 pub mod render;
 pub mod scene;
 pub mod sched;
+pub mod splitmix;
 pub mod stderr_line;
 pub mod wording;
 

@@ -396,13 +396,10 @@ pub fn mark(name: &str) {
     }
 }
 
-/// Names a CUDA stream in the profile (nvtxNameCuStreamA), e.g. "gas stream 3".
-pub fn name_cuda_stream(stream: &crate::optix::Stream, name: &str) {
-    name_cuda_stream_handle(stream.raw() as usize, name);
-}
-
-/// Names the CUDA stream whose `CUstream` handle has this value. NVTX only records the value
-/// (it never dereferences it), which is why this takes an integer.
+/// Names the CUDA stream whose `CUstream` handle has this value in the profile
+/// (nvtxNameCuStreamA), e.g. "GAS stream 3". NVTX only records the value (it never
+/// dereferences it), which is why this takes an integer, and why this layer, below the
+/// backends, need not know the stream type of [`crate::optix`].
 pub fn name_cuda_stream_handle(handle: usize, name: &str) {
     let Some(tables) = tool() else { return };
     if let Some(f) = tables.slot(MODULE_CUDA, CUDA_NAME_CU_STREAM_A) {

@@ -35,7 +35,7 @@ use gasworks::render::{Film, RenderSettings, Tile, TileRenderer};
 use gasworks::scene::{MaterialKind, Scene};
 use gasworks::sched::adaptive_sampling::AdaptiveSampling;
 use gasworks::sched::fault::{FaultHook, FaultKind};
-use gasworks::sched::rank_report::StopRequest;
+use gasworks::sched::ranks::StopRequest;
 use gasworks::sched::workers::build_workers;
 use gasworks::sched::{
     estimate_costmap, render_frame, CpuOnlyFactory, DeviceSpec, Frame, PartialPass,

@@ -8,9 +8,10 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use gasworks::optix::error::OptixError;
+use gasworks::optix::loader::{AbiRequest, OptixLibrary, OPTIX_LIBRARY_ENV};
 use gasworks::optix::sys::{
-    Abi, AbiRequest, OptixAccelBufferSizes, OptixBuildInput, OptixBuildInputInstanceArray,
-    OptixBuildInputTriangleArray, OptixLibrary, OptixResult, OPTIX_LIBRARY_ENV,
+    Abi, OptixAccelBufferSizes, OptixBuildInput, OptixBuildInputInstanceArray,
+    OptixBuildInputTriangleArray, OptixResult,
 };
 
 struct Fakes {

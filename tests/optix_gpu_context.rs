@@ -3,8 +3,9 @@
 
 use gasworks::optix::cuda::{DeviceBuffer, Gpu};
 use gasworks::optix::error::{CudaError, OptixError};
+use gasworks::optix::loader::AbiRequest;
 use gasworks::optix::sys::{
-    Abi, AbiRequest, OPTIX_DEVICE_PROPERTY_LIMIT_MAX_PRIMITIVES_PER_GAS,
+    Abi, OPTIX_DEVICE_PROPERTY_LIMIT_MAX_PRIMITIVES_PER_GAS,
     OPTIX_DEVICE_PROPERTY_LIMIT_MAX_SBT_RECORDS_PER_GAS, OPTIX_DEVICE_PROPERTY_RTCORE_VERSION,
 };
 use gasworks::optix::{ContextOptions, DeviceContext};

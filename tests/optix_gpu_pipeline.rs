@@ -4,11 +4,12 @@
 use bytemuck::{Pod, Zeroable};
 use gasworks::optix::cuda::Gpu;
 use gasworks::optix::error::OptixError;
+use gasworks::optix::loader::AbiRequest;
 use gasworks::optix::pipeline::{
     launch_and_wait, Module, ModuleCompileOptions, Pipeline, PipelineCompileOptions, ProgramGroup,
     ProgramGroupKind, SbtRecord, ShaderBindingTable,
 };
-use gasworks::optix::sys::{Abi, AbiRequest, OPTIX_TRAVERSABLE_GRAPH_FLAG_ALLOW_ANY};
+use gasworks::optix::sys::{Abi, OPTIX_TRAVERSABLE_GRAPH_FLAG_ALLOW_ANY};
 use gasworks::optix::{ContextOptions, DeviceContext};
 
 /// `params` holds one pointer: out[launch_index.x] = launch_index.x.

@@ -2,9 +2,9 @@
 
 mod sched_support;
 
-use gasworks::render::sampler::mix64;
 use gasworks::scene::{Camera, Group, Material, Scene};
 use gasworks::sched::raster::rasterize;
+use gasworks::splitmix::mix64;
 use glam::Vec3;
 
 /// Möller-Trumbore: the ray parameter of the hit and the smallest barycentric coordinate.

@@ -1,10 +1,10 @@
 //! The summed-area table against brute-force sums, and the adaptive kd split against its
 //! stated tolerance.
 
-use gasworks::render::sampler::mix64;
 use gasworks::render::Tile;
 use gasworks::sched::sat::{MapScale, Sat};
 use gasworks::sched::tiles::{kd_tiles, layout, Strategy as TileStrategy};
+use gasworks::splitmix::mix64;
 use proptest::prelude::*;
 
 fn map_strategy() -> impl Strategy<Value = (usize, usize, Vec<f32>)> {

@@ -5,10 +5,10 @@ mod sched_support;
 
 use std::sync::Mutex;
 
-use gasworks::render::sampler::mix64;
 use gasworks::scene::MaterialKind;
 use gasworks::sched::policy::{initial_deques, StealRng, WorkQueues};
 use gasworks::sched::{render_frame, DeviceSpec, SchedConfig, Strategy};
+use gasworks::splitmix::mix64;
 use sched_support::{room, room_settings, MockFactory, MockRenderer};
 
 #[test]

@@ -1331,7 +1331,7 @@ pub(super) fn choose_environment_share(
     settings: &RenderSettings,
     out: Verbosity,
 ) -> Option<std::sync::Arc<crate::cpu::SceneBvh>> {
-    use crate::cpu::integrator::fixed_environment_share;
+    use crate::scene::light_power::fixed_environment_share;
     scene.environment_map.as_ref()?;
     if let Some(share) = fixed_environment_share(scene) {
         if let EnvShareArg::Fixed(p) = a.env_share {

@@ -63,7 +63,7 @@ fn fingerprint_of_scheme(
     // P(env), which each rank measured itself (`--env-share auto`): ranks that disagree would
     // weigh the map's samples differently in one image.
     h.field(
-        &crate::cpu::integrator::environment_share(scene)
+        &crate::scene::light_power::environment_share(scene)
             .to_bits()
             .to_le_bytes(),
     );

@@ -37,13 +37,12 @@ use rayon::prelude::*;
 use std::f64::consts::PI;
 
 use super::bvh::{RayData, SceneBvh};
-use super::integrator::{
-    camera_ray, fixed_environment_share, LightSample, LightSampler, PathTracer, SurfacePoint,
-};
+use super::integrator::{camera_ray, LightSample, LightSampler, PathTracer, SurfacePoint};
 use super::material::{Bsdf, ShadingFrame};
-use crate::render::luminance;
+use crate::colour::luminance;
 use crate::render::sampler::Sampler;
 use crate::scene::camera::CameraFrame;
+use crate::scene::light_power::fixed_environment_share;
 use crate::scene::Scene;
 
 /// The number of probe paths: a grid of about this many cells over the frame, one path each.
@@ -91,7 +90,7 @@ fn grid(width: u32, height: u32) -> (u32, u32) {
 
 /// Measures `P(env)` for a render of `scene` through `camera` at `max_depth` segments (see the
 /// module comment). Meant for scenes with both a sampleable map and area lights; for others it
-/// returns the share [`super::integrator::environment_share`] gives them anyway (0 or 1)
+/// returns the share [`crate::scene::light_power::environment_share`] gives them anyway (0 or 1)
 /// without tracing anything.
 pub fn probe(scene: &Scene, bvh: &SceneBvh, camera: &CameraFrame, max_depth: u32) -> ShareProbe {
     let fixed = |share: f32| ShareProbe {

@@ -126,38 +126,8 @@ use super::material::{Bsdf, ShadingFrame};
 use super::sampling::{power_heuristic, uniform_triangle};
 use crate::render::Sampler;
 use crate::scene::camera::CameraFrame;
-use crate::scene::light_power::light_weights;
+use crate::scene::light_power::{environment_share, fixed_environment_share, light_cdf};
 use crate::scene::{bump, EnvironmentMap, Scene};
-
-/// The light-selection CDF: the weights of [`light_weights`] (`luminance(emission) * area`,
-/// scaled by what an emission map or opacity mask leaves; plain area when they all vanish),
-/// summed in f64, each entry rounded to f32, the last set to 1. The GPU backend uploads
-/// exactly this array, so both backends pick the same light for the same number.
-pub fn light_cdf(scene: &Scene) -> Vec<f32> {
-    let weights = light_weights(scene);
-    let weights = if weights.iter().sum::<f64>() > 0.0 {
-        weights
-    } else {
-        scene.lights.iter().map(|l| l.area as f64).collect()
-    };
-    let total: f64 = weights.iter().sum();
-    let mut acc = 0.0f64;
-    let mut cdf: Vec<f32> = weights
-        .iter()
-        .map(|w| {
-            acc += w;
-            if total > 0.0 {
-                (acc / total) as f32
-            } else {
-                0.0
-            }
-        })
-        .collect();
-    if let Some(last) = cdf.last_mut() {
-        *last = 1.0;
-    }
-    cdf
-}
 
 /// Picks an area light with probability proportional to its weight in [`light_cdf`] (its
 /// power up to a constant; plain area when every light has zero luminance), or the
@@ -178,29 +148,6 @@ pub struct LightSampler {
 pub enum LightChoice {
     Environment,
     Area(usize),
-}
-
-/// `P(env)`, the probability that next-event estimation samples the environment map: 0
-/// without a map or with a black one, 1 when the scene has no area lights, else the share
-/// chosen for the render ([`Scene::environment_share`]: `--env-share`, or measured by
-/// [`super::environment_share::probe`]), 1/2 when none was. The GPU backend uploads this
-/// value.
-pub fn environment_share(scene: &Scene) -> f32 {
-    fixed_environment_share(scene).unwrap_or_else(|| scene.environment_share.unwrap_or(0.5))
-}
-
-/// `P(env)` where the scene leaves no choice: 0 without a sampleable map, 1 with one and no
-/// area lights; `None` when it has both, and a share must be chosen.
-pub fn fixed_environment_share(scene: &Scene) -> Option<f32> {
-    let sampleable_map = scene
-        .environment_map
-        .as_ref()
-        .is_some_and(|m| m.is_sampleable());
-    match (sampleable_map, scene.lights.is_empty()) {
-        (false, _) => Some(0.0),
-        (true, true) => Some(1.0),
-        (true, false) => None,
-    }
 }
 
 impl LightSampler {

@@ -27,7 +27,7 @@ use super::sampling::{
     cosine_hemisphere, cosine_hemisphere_pdf, local_to_world, orthonormal_basis, phong_lobe,
     phong_lobe_pdf, reflect, INV_PI,
 };
-use crate::render::luminance;
+use crate::colour::luminance;
 use crate::scene::{Material, MaterialKind, Texture};
 
 /// The local frame of a hit point, oriented towards `wo`.

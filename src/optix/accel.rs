@@ -564,7 +564,7 @@ impl StreamSet {
         let count = count.max(1) as usize;
         let streams = gpu.new_streams(count)?;
         for (i, s) in streams.iter().enumerate() {
-            nvtx::name_cuda_stream(s, &format!("GAS stream {i}"));
+            nvtx::name_cuda_stream_handle(s.raw() as usize, &format!("GAS stream {i}"));
         }
         Ok(StreamSet {
             streams,

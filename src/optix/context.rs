@@ -8,10 +8,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::cuda::{DeviceSlice, Gpu, Stream};
 use super::error::{check, OptixError};
+use super::loader::{AbiRequest, Api, OptixLibrary};
 use super::sys::{
-    self, Abi, AbiRequest, Api, OptixAccelBufferSizes, OptixAccelBuildOptions, OptixAccelEmitDesc,
-    OptixBuildInput, OptixDeviceContextOptions, OptixDeviceProperty, OptixLibrary, OptixResult,
-    OptixTraversableHandle,
+    self, Abi, OptixAccelBufferSizes, OptixAccelBuildOptions, OptixAccelEmitDesc, OptixBuildInput,
+    OptixDeviceContextOptions, OptixDeviceProperty, OptixResult, OptixTraversableHandle,
 };
 
 /// How to create a [`DeviceContext`].

@@ -115,7 +115,7 @@ impl<T> CudaResultExt<T> for Result<T, DriverError> {
     }
 }
 
-/// Errors of the OptiX layers (`optix::sys`, `optix::context`, `optix::pipeline`...).
+/// Errors of the OptiX layers (`optix::loader`, `optix::context`, `optix::pipeline`...).
 #[derive(Debug, Error)]
 pub enum OptixError {
     /// `libnvoptix.so.1` (or `$GASWORKS_OPTIX_LIBRARY`) could not be loaded: no NVIDIA driver.

@@ -1,9 +1,11 @@
 //! The OptiX backend.
 //!
 //! Layers, from the bottom:
-//! - [`sys`]: the raw OptiX ABI (types, function tables for ABI 105 and 87, the loader). The
-//!   only OptiX FFI in the crate.
+//! - [`sys`]: the raw OptiX ABI (types, constants, function tables for ABI 105 and 87),
+//!   declarations only. The only OptiX FFI declarations in the crate.
 //! - [`error`]: typed errors naming the failing call and the driver's error name.
+//! - [`loader`]: loads `libnvoptix.so.1`, asks it for a function table (newest ABI first) and
+//!   checks the entries gasworks calls: the one dispatch ([`loader::Api`]).
 //! - [`cuda`]: the CUDA driver API through cudarc: GPU discovery, streams, events, device
 //!   buffers.
 //! - [`context`]: the OptiX device context and the acceleration-structure calls.
@@ -19,6 +21,7 @@ pub mod accel;
 pub mod context;
 pub mod cuda;
 pub mod error;
+pub mod loader;
 pub mod pathtracer;
 pub mod pipeline;
 pub mod plan;
@@ -31,8 +34,9 @@ pub mod watchdog;
 pub use context::{ContextOptions, DeviceContext};
 pub use cuda::{probe, DeviceBuffer, DeviceSlice, Event, Gpu, GpuInfo, Stream};
 pub use error::{CudaError, OptixError};
+pub use loader::AbiRequest;
 pub use pipeline::{
     launch_and_wait, Module, ModuleCompileOptions, Pipeline, PipelineCompileOptions, ProgramGroup,
     SbtRecord, ShaderBindingTable,
 };
-pub use sys::{Abi, AbiRequest};
+pub use sys::Abi;

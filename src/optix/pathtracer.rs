@@ -588,7 +588,7 @@ impl OptixWorker {
         let samples = gpu.alloc(0)?;
         let skip = gpu.alloc(0)?;
         let index = shared.next_worker.fetch_add(1, Ordering::Relaxed);
-        nvtx::name_cuda_stream(&stream, &worker_label(gpu.ordinal(), index));
+        nvtx::name_cuda_stream_handle(stream.raw() as usize, &worker_label(gpu.ordinal(), index));
         Ok(OptixWorker {
             launch_work: shared.launch_work,
             shared,

@@ -58,7 +58,10 @@
 //! pass's output is a convex combination of its inputs: a constant image is a fixed point,
 //! nothing goes negative, and nothing brighter than the brightest input appears.
 
+use glam::Vec3;
 use rayon::prelude::*;
+
+use crate::colour::luminance;
 
 /// Albedo channels at or below this are not divided by: their light is filtered as the
 /// image's colour (a black surface's colour is its own noise-free zero, or whatever a mirror
@@ -315,11 +318,6 @@ fn median_of(v: &mut [f32]) -> f32 {
     *v.select_nth_unstable_by(mid, f32::total_cmp).1
 }
 
-/// Rec. 709 luminance.
-fn luminance(c: [f32; 3]) -> f32 {
-    0.2126 * c[0] + 0.7152 * c[1] + 0.0722 * c[2]
-}
-
 /// A pixel [`Guide::clamp_fireflies`] scales down.
 #[derive(Clone, Copy, Debug)]
 struct Firefly {
@@ -373,7 +371,7 @@ impl Guide<'_> {
     /// the window changes only the few pairs that straddle it, and a median ignores them.
     fn spatial_variance(&self, light: &[[f32; 3]]) -> Vec<f32> {
         let (w, h) = (self.w, self.h);
-        let lum: Vec<f32> = light.iter().map(|&c| luminance(c)).collect();
+        let lum: Vec<f32> = light.iter().map(|&c| luminance(Vec3::from(c))).collect();
         let mut out = vec![0f32; w * h];
         out.par_chunks_mut(w).enumerate().for_each(|(y, row)| {
             let mut same = [false; 49];
@@ -434,11 +432,11 @@ impl Guide<'_> {
                     let (mut brightest, mut neighbours) = (0f32, 0u32);
                     for q in self.neighbours_3x3(x, y) {
                         if q != p && self.geometry_weight(np, p, q) > 0.5 {
-                            brightest = brightest.max(luminance(light[q]));
+                            brightest = brightest.max(luminance(Vec3::from(light[q])));
                             neighbours += 1;
                         }
                     }
-                    let l = luminance(light[p]);
+                    let l = luminance(Vec3::from(light[p]));
                     // Three neighbours at least: a pixel of a thin line or a corner is no firefly.
                     if neighbours >= 3 && l > ratio * brightest {
                         *f = Some(Firefly {
@@ -533,7 +531,7 @@ impl Guide<'_> {
     /// (each neighbour weighted further by [`Guide::geometry_weight`]), for the first pass's
     /// luminance weight.
     fn prefiltered_luminance(&self, light: &[[f32; 3]]) -> Vec<f32> {
-        let lum: Vec<f32> = light.iter().map(|&c| luminance(c)).collect();
+        let lum: Vec<f32> = light.iter().map(|&c| luminance(Vec3::from(c))).collect();
         let mut out = lum.clone();
         out.par_iter_mut().enumerate().for_each(|(p, v)| {
             let Some(np) = self.normal[p] else { return };
@@ -564,7 +562,7 @@ impl Guide<'_> {
         let lum: Vec<f32> = if step == 1 {
             self.prefiltered_luminance(light)
         } else {
-            light.iter().map(|&c| luminance(c)).collect()
+            light.iter().map(|&c| luminance(Vec3::from(c))).collect()
         };
         out_light
             .par_chunks_mut(w)

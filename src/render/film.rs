@@ -69,7 +69,7 @@ impl Film {
                 let row = (y * self.width + tile.x) as usize;
                 for i in 0..tile.w as usize {
                     let (old, new) = (self.pixels[row + i], data[j * tile.w as usize + i]);
-                    self.odd_luma[row + i] += super::luminance(glam::Vec3::new(
+                    self.odd_luma[row + i] += crate::colour::luminance(glam::Vec3::new(
                         new[0] - old[0],
                         new[1] - old[1],
                         new[2] - old[2],

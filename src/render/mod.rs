@@ -19,7 +19,6 @@ pub mod stats;
 
 use std::ops::Range;
 
-use glam::Vec3;
 use thiserror::Error;
 
 use crate::scene::camera::CameraFrame;
@@ -302,15 +301,10 @@ pub trait TileRenderer: Send + Sync {
     }
 }
 
-/// Luminance of linear Rec.709 RGB.
-#[inline]
-pub fn luminance(c: Vec3) -> f32 {
-    0.2126 * c.x + 0.7152 * c.y + 0.0722 * c.z
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use glam::Vec3;
 
     fn tile(x: u32, y: u32, w: u32, h: u32) -> Tile {
         Tile { x, y, w, h }

@@ -113,11 +113,11 @@ pub fn render_key(
     };
     // And the map's share of the light samples, where the scene has area lights too (the
     // only case where it is chosen: `--env-share`).
-    let env_share = match crate::cpu::integrator::fixed_environment_share(scene) {
+    let env_share = match crate::scene::light_power::fixed_environment_share(scene) {
         Some(_) => String::new(),
         None => format!(
             "; environment-share {:?}",
-            crate::cpu::integrator::environment_share(scene)
+            crate::scene::light_power::environment_share(scene)
         ),
     };
     ascii(&format!(

@@ -7,22 +7,14 @@
 //! are simple to write again in CUDA (`ptx/gasworks_common.h` carries the same constants).
 //! [`RandomStream`] is a plain hash per draw, for numbers that must be independent.
 
+use crate::splitmix::{mix64, GOLDEN_GAMMA};
+
 /// The name of the numbers [`Sampler`] draws: a cluster's ranks compare it (in their
 /// fingerprint), so that ranks of builds that draw other numbers refuse to share a frame.
-/// Change it whenever a change to this file or `ptx/gasworks_common.h` changes a number.
+/// Change it whenever a change to this file, [`crate::splitmix`] or `ptx/gasworks_common.h`
+/// changes a number.
 pub const SCHEME: &str =
     "Z-order padded Owen-scrambled Sobol' (Burley 2020, Ahmed-Wonka 2020), slots 1D/2D, regions 2^24, v2";
-
-/// The SplitMix64 finalizer: a bijective 64-bit mix with good avalanche.
-#[inline(always)]
-pub const fn mix64(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
-/// The golden-ratio increment of SplitMix64, used to space the dimensions.
-pub const GOLDEN_GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
 
 /// The random numbers of one sample of one pixel: Owen-scrambled Sobol' points, padded, with
 /// the pixels in Z order so that neighbours share out one sequence (blue-noise error).

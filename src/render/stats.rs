@@ -13,7 +13,7 @@
 //! mask of "light source or background" pixels by a margin, so that their edges are masked
 //! too; `gasworks image-stats --mask-scene` builds that mask from the scene's first hits.
 
-use crate::render::luminance;
+use crate::colour::luminance;
 
 /// What [`fireflies`] looks for.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -69,8 +69,8 @@ use std::sync::Arc;
 use glam::Vec3;
 use thiserror::Error;
 
+use crate::colour::luminance;
 use crate::fnv::Fnv;
-use crate::render::luminance;
 
 /// Why an environment map was refused. Each names the file.
 #[derive(Debug, Error)]

@@ -1,5 +1,8 @@
-//! How much light each area light gives off: the weights next-event estimation picks lights
-//! by ([`crate::cpu::integrator::light_cdf`], which the GPU backend uploads as it is).
+//! How much light each area light gives off, and the tables next-event estimation picks its
+//! light with: the selection CDF over the area lights ([`light_cdf`]) and the probability of
+//! sampling the environment map instead ([`environment_share`]). Both backends take them from
+//! here, the CPU's light sampler and the GPU's scene blob alike, so they pick the same light
+//! for the same number.
 //!
 //! A plain emissive triangle emits `Ke` over its whole area, so its weight is its power up to
 //! a constant, `luminance(Ke) * area`. One whose material has an emission map (`map_Ke`) or an
@@ -21,7 +24,7 @@ use rayon::prelude::*;
 use glam::DVec3;
 
 use super::{AreaLight, Scene, Texture};
-use crate::render::luminance;
+use crate::colour::luminance;
 
 /// The fewest sub-triangles per side: even a triangle inside one texel is looked at in a few
 /// places (bilinear lookups vary across a texel).
@@ -124,6 +127,59 @@ pub fn centroids(n: u32) -> impl Iterator<Item = (f32, f32)> {
             .map(move |j| ((i as f32 + 2.0 / 3.0) * inv, (j as f32 + 2.0 / 3.0) * inv));
         up.chain(down)
     })
+}
+
+/// The light-selection CDF: the weights of [`light_weights`] (`luminance(emission) * area`,
+/// scaled by what an emission map or opacity mask leaves; plain area when they all vanish),
+/// summed in f64, each entry rounded to f32, the last set to 1. The GPU backend uploads
+/// exactly this array, so both backends pick the same light for the same number.
+pub fn light_cdf(scene: &Scene) -> Vec<f32> {
+    let weights = light_weights(scene);
+    let weights = if weights.iter().sum::<f64>() > 0.0 {
+        weights
+    } else {
+        scene.lights.iter().map(|l| l.area as f64).collect()
+    };
+    let total: f64 = weights.iter().sum();
+    let mut acc = 0.0f64;
+    let mut cdf: Vec<f32> = weights
+        .iter()
+        .map(|w| {
+            acc += w;
+            if total > 0.0 {
+                (acc / total) as f32
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    if let Some(last) = cdf.last_mut() {
+        *last = 1.0;
+    }
+    cdf
+}
+
+/// `P(env)`, the probability that next-event estimation samples the environment map: 0
+/// without a map or with a black one, 1 when the scene has no area lights, else the share
+/// chosen for the render ([`Scene::environment_share`]: `--env-share`, or measured by
+/// [`crate::cpu::environment_share::probe`]), 1/2 when none was. The GPU backend uploads this
+/// value.
+pub fn environment_share(scene: &Scene) -> f32 {
+    fixed_environment_share(scene).unwrap_or_else(|| scene.environment_share.unwrap_or(0.5))
+}
+
+/// `P(env)` where the scene leaves no choice: 0 without a sampleable map, 1 with one and no
+/// area lights; `None` when it has both, and a share must be chosen.
+pub fn fixed_environment_share(scene: &Scene) -> Option<f32> {
+    let sampleable_map = scene
+        .environment_map
+        .as_ref()
+        .is_some_and(|m| m.is_sampleable());
+    match (sampleable_map, scene.lights.is_empty()) {
+        (false, _) => Some(0.0),
+        (true, true) => Some(1.0),
+        (true, false) => None,
+    }
 }
 
 #[cfg(test)]

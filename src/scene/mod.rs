@@ -83,7 +83,7 @@ impl Bounds {
 /// computes the same (`dissolve_number` in `ptx/gasworks_common.h`).
 #[inline]
 pub fn dissolve_number(group: u32, prim: u32, u: f32, v: f32) -> f32 {
-    use crate::render::sampler::{mix64, GOLDEN_GAMMA};
+    use crate::splitmix::{mix64, GOLDEN_GAMMA};
     let triangle = mix64(((u64::from(group) << 32) | u64::from(prim)) ^ GOLDEN_GAMMA);
     let bits = (u64::from(u.to_bits()) << 32) | u64::from(v.to_bits());
     ((mix64(bits ^ triangle) >> 40) as u32) as f32 * (1.0 / 16_777_216.0)
@@ -483,7 +483,7 @@ pub struct Scene {
     /// `P(env)`, the share of next-event samples that go to the environment map when the scene
     /// has area lights too, as chosen for this render (`--env-share`, or measured by
     /// [`crate::cpu::environment_share::probe`]); `None`: 1/2. Read through
-    /// [`crate::cpu::integrator::environment_share`], which both backends use.
+    /// [`light_power::environment_share`], which both backends use.
     pub environment_share: Option<f32>,
     /// Whether area lights emit from both faces. `false` (the default, as in pbrt and
     /// Mitsuba): only the front face emits, the side of the winding's normal; a light seen, hit

@@ -261,7 +261,7 @@ impl BlockMask {
                     behind |= p[3] < start_f;
                     if decide && n_odd > 0.0 && n_even > 0.0 {
                         let y_all =
-                            f64::from(crate::render::luminance(glam::Vec3::new(p[0], p[1], p[2])));
+                            f64::from(crate::colour::luminance(glam::Vec3::new(p[0], p[1], p[2])));
                         let y_odd = f64::from(film.odd_luma[i]);
                         let (m_odd, m_even) = (y_odd / n_odd, (y_all - y_odd) / n_even);
                         let tone = &adaptive.tone;

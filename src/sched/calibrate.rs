@@ -28,6 +28,7 @@ use std::time::Instant;
 use anyhow::Context;
 
 use super::cputime::thread_cpu_seconds;
+use super::protocol::PieceTime;
 use super::sat::{MapScale, Sat};
 use super::workers::{lost_with, retired_with, retirement_note, Retirement, Worker};
 use crate::render::Tile;
@@ -106,21 +107,6 @@ pub fn piece_for(worker: &Worker, tile: Tile, samples: &Range<u32>) -> (Tile, Ra
     };
     let n = (samples.end - samples.start).min(CPU_SAMPLES);
     (piece, samples.start..samples.start + n)
-}
-
-/// One worker's timed piece: what [`time_pieces`] measures on a rank, before it is turned into
-/// a speed by whoever holds the cost map ([`calibration_of`]). A cluster's ranks send these to
-/// rank 0.
-#[derive(Clone, Debug, PartialEq)]
-pub struct PieceTime {
-    /// The `--devices` entry (the workers' `group`) on the worker's own rank.
-    pub group: u32,
-    /// The worker that ran it ("gpu0/s0", "cpu#0").
-    pub worker: String,
-    pub piece: Tile,
-    pub samples: Range<u32>,
-    /// The faster run's seconds: the thread's CPU time for CPU workers, else wall time.
-    pub seconds: f64,
 }
 
 /// A piece a worker could not render ([`time_pieces`]).

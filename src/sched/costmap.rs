@@ -39,9 +39,9 @@ use rayon::prelude::*;
 
 use super::raster::GBuffer;
 use super::sat::{MapScale, Sat};
-use crate::render::sampler::mix64;
 use crate::render::Tile;
 use crate::scene::{Material, MaterialKind, Scene};
+use crate::splitmix::mix64;
 
 /// The constants of the estimate. The defaults are set for gasworks' path tracer (next-event
 /// estimation at diffuse and glossy hits, none at specular ones); all costs are relative to

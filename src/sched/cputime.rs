@@ -53,7 +53,7 @@ mod tests {
         };
         let mut x = 0u64;
         for i in 0..2_000_000u64 {
-            x = crate::render::sampler::mix64(x ^ i);
+            x = crate::splitmix::mix64(x ^ i);
         }
         std::hint::black_box(x);
         let t1 = thread_cpu_seconds().unwrap();

@@ -15,13 +15,13 @@ use std::ops::Range;
 use std::time::Instant;
 
 use super::adaptive_sampling::{AdaptiveReport, BlockGrid, BlockMask};
-use super::calibrate::{self, Calibration, PieceTime};
+use super::calibrate::{self, Calibration};
 use super::costmap::CostMap;
 use super::job::{FrameJob, FrameSink, PlanInputs};
 use super::policy;
 use super::progress::Progress;
-use super::protocol::{Msg, Plan, RankPassCounters, RankReady, TaskData, TileDone, WorkerInfo};
-use super::rank_report::{ClusterReport, RankInfo, StopRequest};
+use super::protocol::{Msg, PieceTime, Plan, RankReady, TaskData, TileDone, WorkerInfo};
+use super::ranks::{ClusterReport, RankInfo, RankPassCounters, StopRequest};
 use super::report::{self, FrameReport, PassReport};
 use super::sat::MapScale;
 use super::speed_classes::{speed_classes, WorkerKind};

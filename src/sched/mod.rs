@@ -53,6 +53,7 @@ pub mod protocol;
 pub mod rank;
 pub mod rank_policy;
 pub mod rank_report;
+pub mod ranks;
 pub mod raster;
 pub mod report;
 pub mod sat;

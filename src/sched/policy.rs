@@ -29,8 +29,8 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
-use super::tiles::Strategy;
-use crate::render::sampler::mix64;
+use super::tiles::{Strategy, SIMILAR_SPEEDS};
+use crate::splitmix::mix64;
 
 /// Splits tasks `0..costs.len()` (in locality order) into one contiguous run per worker, the
 /// runs' shares of the total following `weights` (one per worker, any positive scale: the
@@ -132,7 +132,7 @@ impl StealRng {
     }
 
     pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(crate::render::sampler::GOLDEN_GAMMA);
+        self.0 = self.0.wrapping_add(crate::splitmix::GOLDEN_GAMMA);
         mix64(self.0)
     }
 
@@ -206,12 +206,6 @@ impl Speeds {
 /// times over (a tile with twice its estimated cost costs a CPU thread 200 times what it costs
 /// a GPU stream), while leaving a task to a faster worker costs little.
 pub const SLOW_WORKER_MARGIN: f64 = 2.0;
-
-/// Speeds closer than this factor count as equal: the guard is for a GPU beside CPU threads
-/// (80 times apart on the H100), and the measured speeds of alike workers differ by noise. Where
-/// speeds differ by a few percent, the guard's estimates, which ignore the tiles in flight,
-/// would refuse the very steals that end a pass sooner.
-pub const SIMILAR_SPEEDS: f64 = 2.0;
 
 /// Whether a thief of speed `thief_speed` should take a task of cost `cost` from the back of a
 /// deque holding `queued` cost in all (the task included) whose owner runs at `owner_speed`.

@@ -9,12 +9,27 @@
 
 use std::ops::Range;
 
-use super::calibrate::PieceTime;
+use super::ranks::RankPassCounters;
 use crate::render::Tile;
 
 /// Bumped whenever a message changes; part of every rank's fingerprint, so that ranks of
 /// different builds refuse to work together instead of misreading each other.
 pub const PROTOCOL_VERSION: u32 = 7;
+
+/// One worker's timed piece: what [`super::calibrate::time_pieces`] measures on a rank,
+/// before rank 0, which holds the cost map, turns it into a speed
+/// ([`super::calibrate::calibration_of`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PieceTime {
+    /// The `--devices` entry (the workers' `group`) on the worker's own rank.
+    pub group: u32,
+    /// The worker that ran it ("gpu0/s0", "cpu#0").
+    pub worker: String,
+    pub piece: Tile,
+    pub samples: Range<u32>,
+    /// The faster run's seconds: the thread's CPU time for CPU workers, else wall time.
+    pub seconds: f64,
+}
 
 /// One worker of a rank, as rank 0 reports it.
 #[derive(Clone, Debug, PartialEq)]
@@ -100,21 +115,6 @@ pub struct TileDone {
     pub end_s: f64,
     pub cost_s: f64,
     pub pixels: Vec<[f32; 4]>,
-}
-
-/// A rank's cross-rank stealing during one pass, sent to rank 0 when the pass ends.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct RankPassCounters {
-    /// Steal requests this rank sent.
-    pub requests: u32,
-    /// Of those, how many came back with tiles.
-    pub grants: u32,
-    /// Tiles this rank received from other ranks.
-    pub tiles_in: u32,
-    /// Tiles this rank gave to other ranks.
-    pub tiles_out: u32,
-    /// Steal requests this rank answered.
-    pub served: u32,
 }
 
 #[derive(Clone, Debug, PartialEq)]

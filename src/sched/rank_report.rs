@@ -1,40 +1,11 @@
-//! What a cluster render adds to the frame's report: the ranks, which rank each worker is
-//! on, and the steals across ranks.
+//! What a cluster render prints of its ranks: per-rank totals and the lines after the frame's
+//! summary. The data ([`ClusterReport`]) live in `sched::ranks`, below the frame's report
+//! that carries them.
 
 use std::fmt::Write as _;
 
-use super::protocol::RankPassCounters;
+use super::ranks::{ClusterReport, RankPassCounters};
 use super::report::FrameReport;
-
-/// One rank of the job.
-#[derive(Clone, Debug, PartialEq)]
-pub struct RankInfo {
-    pub host: String,
-    pub backend: String,
-    /// What its workers run on, each kind once ("cpu: AMD EPYC 7B13"); empty if not known.
-    pub hardware: String,
-    pub workers: usize,
-}
-
-/// The ranks of a cluster render.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ClusterReport {
-    pub ranks: Vec<RankInfo>,
-    /// The rank of each (global) worker.
-    pub worker_rank: Vec<usize>,
-    /// Each pass's counters, one per rank.
-    pub counters: Vec<Vec<RankPassCounters>>,
-    /// The stop request that ended the frame early, if one did.
-    pub stop: Option<StopRequest>,
-}
-
-/// A signal that asked a rank to stop the job, as rank 0 first heard of it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct StopRequest {
-    pub rank: usize,
-    /// The signal's number: SIGINT 2, SIGTERM 15, SIGHUP 1.
-    pub signal: u8,
-}
 
 /// A rank's share of a frame.
 #[derive(Clone, Debug, Default, PartialEq)]

@@ -166,7 +166,7 @@ impl PassReport {
         Some(used / capacity)
     }
 
-    /// Whether the pass was planned for workers of speeds [`super::policy::SIMILAR_SPEEDS`]
+    /// Whether the pass was planned for workers of speeds [`super::tiles::SIMILAR_SPEEDS`]
     /// apart or more (a GPU beside CPU threads), where [`PassReport::efficiency_by_speed`]
     /// says more than [`PassReport::efficiency`].
     pub fn mixed_speeds(&self) -> bool {
@@ -177,7 +177,7 @@ impl PassReport {
             .fold((f64::INFINITY, 0.0f64), |(lo, hi), &s| {
                 (lo.min(s), hi.max(s))
             });
-        lo > 0.0 && hi.is_finite() && hi >= super::policy::SIMILAR_SPEEDS * lo
+        lo > 0.0 && hi.is_finite() && hi >= super::tiles::SIMILAR_SPEEDS * lo
     }
 
     /// The raw cost map's accuracy on this pass's tiles (against
@@ -290,7 +290,7 @@ pub struct FrameReport {
     pub render_s: f64,
     /// The ranks, when several processes rendered the frame (`mpirun`); `None` in one
     /// process.
-    pub cluster: Option<super::rank_report::ClusterReport>,
+    pub cluster: Option<super::ranks::ClusterReport>,
     /// The speeds timed before the first pass ([`super::calibrate`]); empty when the workers
     /// were all of one device (or calibration was off).
     pub calibration: Vec<super::calibrate::Calibration>,

@@ -5,7 +5,6 @@
 //! image (a serpentine scan of the grid, or the kd tree's leaf order), so that the initial
 //! assignment can give each worker a contiguous run of tiles that are near each other.
 
-use super::policy::SIMILAR_SPEEDS;
 use super::sat::{MapScale, Sat};
 use crate::render::Tile;
 
@@ -31,6 +30,14 @@ impl Strategy {
         }
     }
 }
+
+/// Speeds closer than this factor count as equal: the steal guard of [`super::policy`] is for a
+/// GPU beside CPU threads (80 times apart on the H100), and the measured speeds of alike
+/// workers differ by noise. Where speeds differ by a few percent, the guard's estimates, which
+/// ignore the tiles in flight, would refuse the very steals that end a pass sooner. A worker
+/// this much slower than the fastest also has its share cut ([`cut_for_slow_workers`]), which
+/// is why the factor lives here, below the policy.
+pub const SIMILAR_SPEEDS: f64 = 2.0;
 
 /// The tile count used when none is given: about 64 x 64-pixel tiles.
 pub fn default_tile_count(width: u32, height: u32) -> u32 {

@@ -6,10 +6,10 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use gasworks::render::sampler::mix64;
 use gasworks::render::{RenderSettings, Tile, TileRenderer};
 use gasworks::scene::{Camera, Group, Material, MaterialKind, Scene};
 use gasworks::sched::RendererFactory;
+use gasworks::splitmix::mix64;
 use glam::Vec3;
 
 /// A renderer whose radiance is a hash of (pixel, sample, seed), spread over many orders of

@@ -205,7 +205,7 @@ impl FakeGpu {
         vec![
             ("LD_LIBRARY_PATH", self.lib_dir.clone().into_os_string()),
             (
-                gasworks::optix::sys::OPTIX_LIBRARY_ENV,
+                gasworks::optix::loader::OPTIX_LIBRARY_ENV,
                 self.optix.clone().into_os_string(),
             ),
         ]

@@ -190,7 +190,7 @@ pub struct GwLaunchParams {
     pub env_height: u32,
     /// `--env-rotate` as a fraction of a turn.
     pub env_rotation_turns: f32,
-    /// `P(env)` ([`crate::cpu::integrator::environment_share`]): the probability that
+    /// `P(env)` ([`crate::scene::light_power::environment_share`]): the probability that
     /// next-event estimation samples the map.
     pub env_share: f32,
     /// The luminance the map's sampling takes off each texel's

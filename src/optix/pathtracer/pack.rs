@@ -4,8 +4,9 @@
 //! tables, and per group its vertices, indices, normals,
 //! UVs, face materials and per-triangle light indices. Every region starts on a 16-byte
 //! boundary; an empty region is a null pointer on the device. Pure: no GPU needed, and the
-//! tests check the packing against the scene. The light tables are the CPU's own
-//! (`cpu::integrator::light_cdf`, `Scene::light_index_table`), uploaded as they are.
+//! tests check the packing against the scene. The light tables are the ones the CPU samples
+//! with ([`crate::scene::light_power::light_cdf`], `Scene::light_index_table`), uploaded as
+//! they are.
 
 use thiserror::Error;
 
@@ -88,7 +89,7 @@ pub struct PackedEnvironmentMap {
     pub width: u32,
     pub height: u32,
     pub rotation_turns: f32,
-    /// `P(env)`: [`crate::cpu::integrator::environment_share`].
+    /// `P(env)`: [`crate::scene::light_power::environment_share`].
     pub share: f32,
     /// [`crate::scene::EnvironmentMap::compensation`]: the luminance the sampling takes off
     /// each texel's.
@@ -229,7 +230,7 @@ pub fn pack_scene(scene: &Scene) -> Result<PackedScene, PackError> {
         .map(|m| pack_material(m, scene.textures.len()))
         .collect();
     let lights = pack_lights(scene);
-    let cdf = crate::cpu::integrator::light_cdf(scene);
+    let cdf = crate::scene::light_power::light_cdf(scene);
     let light_index = scene.light_index_table();
 
     let mut blob = Blob::default();
@@ -255,7 +256,7 @@ pub fn pack_scene(scene: &Scene) -> Result<PackedScene, PackError> {
             width: map.width,
             height: map.height,
             rotation_turns: map.rotation_turns(),
-            share: crate::cpu::integrator::environment_share(scene),
+            share: crate::scene::light_power::environment_share(scene),
             compensation: map.compensation(),
         }
     });

@@ -1,7 +1,7 @@
 //! The generators' random numbers: SplitMix64, so that a scene is a pure function of its
 //! parameters and seed on every platform.
 
-use crate::render::sampler::{mix64, GOLDEN_GAMMA};
+use crate::splitmix::{mix64, GOLDEN_GAMMA};
 
 #[derive(Clone, Debug)]
 pub struct Rng {

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use glam::{Vec2, Vec3};
 
 use super::LoadError;
+use crate::colour::luminance;
 use crate::scene::{BumpMap, Material, MaterialKind, Texture, UvMapping};
 
 /// The statements of one `newmtl` block that gasworks uses (later statements override
@@ -1051,7 +1052,7 @@ fn decode_mask(path: &Path, image: &image::DynamicImage, channel: MaskChannel) -
                 MaskChannel::Green => g,
                 MaskChannel::Blue => b,
                 MaskChannel::Alpha => a,
-                MaskChannel::Luminance | MaskChannel::Auto => 0.2126 * r + 0.7152 * g + 0.0722 * b,
+                MaskChannel::Luminance | MaskChannel::Auto => luminance(Vec3::new(r, g, b)),
             };
             let value = if value.is_nan() {
                 0.0
