@@ -18,7 +18,8 @@ SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
 # Layer of each top-level module: lower numbers are lower layers. Equal numbers are peers,
 # which may not import each other unless they share a name (the same module).
 LAYERS = {
-    "fnv": 0, "splitmix": 0, "colour": 0, "wording": 0, "stderr_line": 0, "bench_report": 0, "nvtx": 0,
+    "fnv": 0, "splitmix": 0, "colour": 0, "wording": 0, "console": 0, "bench_report": 0,
+    "nvtx": 0,
     "scene": 1,
     "render": 2,
     "cpu": 3, "optix": 3, "sched": 3,

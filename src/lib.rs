@@ -1,18 +1,21 @@
 //! gasworks: a path tracer built on NVIDIA OptiX, with a CPU reference backend.
 //!
-//! The crate is laid out along its architecture:
+//! The crate is laid out along its architecture, each layer importing only those above it
+//! in this list:
+//! - [`colour`], [`splitmix`], [`fnv`], [`wording`], [`console`], [`bench_report`], [`nvtx`]:
+//!   small helpers below every layer (luminance, the SplitMix64 and FNV-1a hashes, how counts
+//!   read, what goes to stderr, benchmark tables, NVTX ranges for Nsight Systems);
 //! - [`scene`]: the scene model (OBJ groups kept as they are), the OBJ/MTL loader, the camera
 //!   and the procedural scene generators;
 //! - [`render`]: what backends share: settings, tiles, the film, random numbers, image output;
 //! - [`cpu`]: the CPU backend, a two-level BVH and a path tracer, the reference for the GPU;
 //! - [`optix`]: the OptiX backend: raw ABI, safe wrappers, batched GAS builds, pipelines;
-//! - [`nvtx`]: NVTX ranges for Nsight Systems (no CUDA toolkit needed);
-//! - [`sched`]: the cost map and the tile scheduler that spreads work over devices;
-//! - [`cluster`]: one frame over several processes (MPI ranks), tiles stolen across ranks;
-//! - [`cli`]: the `gasworks` command line;
-//! - [`wording`]: how counts read in messages ("1 group", "2 groups");
-//! - [`colour`], [`splitmix`], [`fnv`]: small helpers below every layer (luminance, the
-//!   SplitMix64 hash, the FNV-1a hash), so that no layer imports another for them.
+//! - [`sched`]: the cost map and the tile scheduler that spreads a frame over workers and
+//!   ranks (one process is one rank);
+//! - [`backend`]: choosing a backend, the one place that knows every backend;
+//! - [`session`]: a render end to end, as one library call;
+//! - [`cluster`]: the MPI transport that makes processes the ranks of one frame;
+//! - [`cli`]: the `gasworks` command line, which parses flags and prints.
 
 // The module docs explain the architecture down to private items (the BVH's node layout, the
 // loader's stages); they are meant to be read with `cargo doc --document-private-items`, which
@@ -24,6 +27,7 @@ pub mod bench_report;
 pub mod cli;
 pub mod cluster;
 pub mod colour;
+pub mod console;
 pub mod cpu;
 pub mod fnv;
 pub mod nvtx;
@@ -31,8 +35,8 @@ pub mod optix;
 pub mod render;
 pub mod scene;
 pub mod sched;
+pub mod session;
 pub mod splitmix;
-pub mod stderr_line;
 pub mod wording;
 
 /// The git commit this binary was built from (`-dirty` when the tree had local changes), or

@@ -21,8 +21,8 @@ use rayon::prelude::*;
 
 use super::args::CameraArgs;
 use super::build_bench::git_commit;
-use super::console::Verbosity;
 use crate::bench_report::{write_csv, CpuBenchRow, Statistic, Stats};
+use crate::console::Verbosity;
 use crate::cpu::{CpuBackend, SceneBvh};
 use crate::render::{Film, RenderSettings, Tile, TileRenderer};
 use crate::scene::{obj, Group, Material, MaterialKind, Scene};
@@ -88,7 +88,7 @@ pub fn run(a: CpuBenchArgs) -> anyhow::Result<()> {
         let scenes: Vec<(&str, &Path)> =
             a.scenes.iter().map(|s| ("a scene", s.as_path())).collect();
         // The header of the CSV written below (CpuBenchRow): an earlier run's is replaced.
-        super::paths::check_side_file("--csv", p, &scenes, &["scene,"])?;
+        crate::render::paths::check_side_file("--csv", p, &scenes, &["scene,"])?;
     }
     let all = a
         .threads
@@ -209,10 +209,14 @@ fn bench_scene(
     if !a.build_only {
         let camera = a
             .camera
+            .choice()
             .camera(
                 &scene.bounds(),
                 match path {
-                    Some(p) => a.camera.scene_hint(p, |w| Verbosity::Normal.warn(w))?,
+                    Some(p) => a
+                        .camera
+                        .choice()
+                        .scene_hint(p, |w| Verbosity::Normal.warn(w))?,
                     None => None,
                 },
                 a.width,

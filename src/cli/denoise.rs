@@ -16,7 +16,7 @@ use anyhow::Context;
 use clap::Args;
 
 use super::args::PngToneArgs;
-use super::console::Verbosity;
+use crate::console::Verbosity;
 use crate::cpu::aov::Aov;
 use crate::render::denoise::{denoise, DenoiseOptions};
 use crate::render::output::{self, ImageMeta, Pixels};
@@ -84,18 +84,18 @@ pub fn run(a: DenoiseArgs) -> anyhow::Result<()> {
     let albedo_path = a
         .albedo
         .clone()
-        .unwrap_or_else(|| super::render_aovs::aov_path(&a.image, Aov::Albedo));
+        .unwrap_or_else(|| crate::session::aov_path(&a.image, Aov::Albedo));
     let normal_path = a
         .normal
         .clone()
-        .unwrap_or_else(|| super::render_aovs::aov_path(&a.image, Aov::Normal));
+        .unwrap_or_else(|| crate::session::aov_path(&a.image, Aov::Normal));
     // Nothing lost: the result never replaces one of its inputs.
     for (what, input) in [
         ("the noisy image", &a.image),
         ("the albedo layer", &albedo_path),
         ("the normal layer", &normal_path),
     ] {
-        if super::paths::same_file(input, &a.output) {
+        if crate::render::paths::same_file(input, &a.output) {
             anyhow::bail!(
                 "-o {} is {what} ({}): writing there would overwrite it; name another file",
                 a.output.display(),

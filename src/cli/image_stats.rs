@@ -18,7 +18,7 @@ use clap::Args;
 use serde::Serialize;
 
 use super::args::CameraArgs;
-use super::console::Verbosity;
+use crate::console::Verbosity;
 use crate::cpu::first_hit::light_or_background;
 use crate::cpu::SceneBvh;
 use crate::render::output::to_srgb8;
@@ -253,7 +253,9 @@ impl Masker {
             bvh: SceneBvh::build(&scene),
             scene,
             camera_args: camera.clone(),
-            scene_camera: camera.scene_hint(path, |w| Verbosity::Normal.warn(w))?,
+            scene_camera: camera
+                .choice()
+                .scene_hint(path, |w| Verbosity::Normal.warn(w))?,
             margin,
             masks: HashMap::new(),
         })
@@ -263,6 +265,7 @@ impl Masker {
         if !self.masks.contains_key(&(width, height)) {
             let frame = self
                 .camera_args
+                .choice()
                 .camera(&self.scene.bounds(), self.scene_camera, width, height)
                 .frame(width, height)
                 .with_context(|| format!("{}: bad camera", self.scene.source))?;

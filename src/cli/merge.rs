@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::args::PngToneArgs;
-use super::console::Verbosity;
+use crate::console::Verbosity;
 use crate::render::merge;
 
 #[derive(Args, Debug)]
@@ -29,7 +29,7 @@ pub fn run(a: MergeArgs) -> anyhow::Result<()> {
     if let Some(crop) = a
         .crops
         .iter()
-        .find(|c| super::paths::same_file(c, &a.output))
+        .find(|c| crate::render::paths::same_file(c, &a.output))
     {
         anyhow::bail!(
             "-o {} is one of the crops ({}): writing there would overwrite it; name another file",

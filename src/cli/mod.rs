@@ -2,26 +2,21 @@
 
 mod args;
 mod build_bench;
-mod console;
 mod cpu_bench;
 mod denoise;
 mod gen;
 mod image_stats;
 mod info;
 mod merge;
-mod paths;
 mod preview;
 mod render;
-mod render_aovs;
-#[cfg(feature = "mpi")]
-mod render_cluster;
 mod schedule_sim;
 mod signals;
 
 use clap::{Parser, Subcommand};
 
+pub use crate::console::Verbosity;
 pub use args::{AccelArgs, CameraArgs, ScheduleArgs};
-pub use console::Verbosity;
 
 /// gasworks: a path tracer on NVIDIA OptiX (one GAS per OBJ group, built across CUDA streams)
 /// with a CPU reference backend.
@@ -115,9 +110,9 @@ pub fn main() -> i32 {
         Err(e) if e.is::<Reported>() => e.downcast_ref::<Reported>().map_or(1, |r| r.exit_code),
         // The image is written; the status is how a process ended by that signal
         // conventionally exits (130 for SIGINT, 143 for SIGTERM).
-        Err(e) if e.is::<render::Interrupted>() => {
-            console::write_whole(format!("error: {e}"));
-            e.downcast_ref::<render::Interrupted>()
+        Err(e) if e.is::<crate::session::Interrupted>() => {
+            crate::console::write_whole(format!("error: {e}"));
+            e.downcast_ref::<crate::session::Interrupted>()
                 .map_or(130, |i| i.by.exit_code())
         }
         Err(e) => {
@@ -130,7 +125,7 @@ pub fn main() -> i32 {
                     text.push_str(&format!("\n  caused by: {cause}"));
                 }
             }
-            console::write_whole(text);
+            crate::console::write_whole(text);
             1
         }
     }

@@ -9,7 +9,7 @@ use anyhow::Context;
 use clap::Args;
 
 use super::args::{PngToneArgs, ToneCurveArg};
-use super::console::Verbosity;
+use crate::console::Verbosity;
 use crate::render::checkpoint;
 use crate::render::output::{self, ImageMeta, SamplesHeld};
 

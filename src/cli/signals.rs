@@ -22,7 +22,8 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
-use super::console::Verbosity;
+use crate::console::Verbosity;
+use crate::session::{Controls, StopSignal};
 
 /// Lets a closed stdout end the process quietly, as `gasworks info ... | head` expects: the
 /// default action of SIGPIPE, which Rust's runtime replaces by "ignore" (every `println!`
@@ -38,58 +39,11 @@ pub fn end_quietly_when_stdout_closes() {
     }
 }
 
-/// A signal that stopped the render.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StopSignal {
-    /// SIGINT: Ctrl-C in a terminal.
-    Interrupt,
-    /// SIGTERM: `kill`, a batch system's time limit, a preemption.
-    Terminate,
-    /// SIGHUP: the terminal or session closed.
-    HangUp,
-}
-
-impl StopSignal {
-    /// How a process ended by this signal conventionally exits: 128 plus its number.
-    pub fn exit_code(self) -> i32 {
-        128 + i32::from(self.number())
-    }
-
-    /// The signal's number, the same on every Unix (and what a cluster rank sends rank 0).
-    pub fn number(self) -> u8 {
-        match self {
-            StopSignal::Interrupt => 2,
-            StopSignal::Terminate => 15,
-            StopSignal::HangUp => 1,
-        }
-    }
-
-    pub fn from_number(number: u8) -> Option<StopSignal> {
-        match number {
-            2 => Some(StopSignal::Interrupt),
-            15 => Some(StopSignal::Terminate),
-            1 => Some(StopSignal::HangUp),
-            _ => None,
-        }
-    }
-}
-
-impl std::fmt::Display for StopSignal {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            StopSignal::Interrupt => "Ctrl-C",
-            StopSignal::Terminate => "SIGTERM",
-            StopSignal::HangUp => "SIGHUP",
-        })
-    }
-}
-
-/// Set by the first stop signal: the frame stops taking tiles
-/// ([`crate::sched::FrameControl::stop`]).
-pub static STOP: AtomicBool = AtomicBool::new(false);
-/// The number of the signal that set [`STOP`] ([`StopSignal::number`]), 0 before any: a
-/// cluster rank's stop request ([`crate::sched::FrameJob::stop`]).
-pub static STOPPED_BY: AtomicU8 = AtomicU8::new(0);
+/// Set by the first stop signal, whose second one quits at once.
+static STOP: AtomicBool = AtomicBool::new(false);
+/// The number of the signal that set [`STOP`] ([`StopSignal::number`]), 0 before any: what
+/// the frame watches ([`crate::sched::FrameJob::stop`]).
+static STOPPED_BY: AtomicU8 = AtomicU8::new(0);
 /// Set by SIGUSR1, taken once the next tile is done (or at the next pass boundary).
 static CHECKPOINT_ASKED: AtomicBool = AtomicBool::new(false);
 /// Set once the frame has ended ([`frame_ended`]): a stop signal then changes nothing of what
@@ -104,11 +58,6 @@ pub fn frame_ended() {
     FRAME_ENDED.store(true, Ordering::SeqCst);
 }
 
-/// The signal that stopped the render, if one did.
-pub fn stopped_by() -> Option<StopSignal> {
-    StopSignal::from_number(STOPPED_BY.load(Ordering::SeqCst))
-}
-
 /// Whether SIGUSR1 asked for a checkpoint since the last call (the request is taken).
 pub fn take_checkpoint_request() -> bool {
     CHECKPOINT_ASKED.swap(false, Ordering::SeqCst)
@@ -117,6 +66,35 @@ pub fn take_checkpoint_request() -> bool {
 /// Whether a SIGUSR1 request is still waiting for a tile to be done.
 pub fn checkpoint_request_pending() -> bool {
     CHECKPOINT_ASKED.load(Ordering::SeqCst)
+}
+
+/// The render's controls ([`Controls`]): the stop signals and SIGUSR1 this process answers.
+pub struct Signals;
+
+impl Controls for Signals {
+    fn stop(&self) -> &AtomicU8 {
+        &STOPPED_BY
+    }
+
+    fn frame_starts(&self, ranks: usize, out: Verbosity) {
+        let stopping = match ranks {
+            1 => Stopping::Process,
+            _ => Stopping::ClusterRank,
+        };
+        watch_stops(stopping, out);
+    }
+
+    fn frame_ended(&self) {
+        frame_ended();
+    }
+
+    fn take_checkpoint_request(&self) -> bool {
+        take_checkpoint_request()
+    }
+
+    fn checkpoint_request_pending(&self) -> bool {
+        checkpoint_request_pending()
+    }
 }
 
 /// Who answers a stop signal, and so what it does.
@@ -133,14 +111,14 @@ pub enum Stopping {
 /// What a stop signal does: the first sets [`STOP`] and says so; a second quits at once.
 fn on_stop(signal: StopSignal, stopping: Stopping, out: Verbosity) {
     if STOP.swap(true, Ordering::SeqCst) {
-        crate::stderr_line::write_whole(format!(
+        crate::console::write_whole(format!(
             "gasworks: second stop signal ({signal}): quitting without writing the image"
         ));
         std::process::exit(signal.exit_code());
     }
     STOPPED_BY.store(signal.number(), Ordering::SeqCst);
     if !out.is_quiet() {
-        crate::stderr_line::write_whole(stop_message(
+        crate::console::write_whole(stop_message(
             signal,
             stopping,
             FRAME_ENDED.load(Ordering::SeqCst),
@@ -221,7 +199,7 @@ fn serve(signals: &'static [std::ffi::c_int], stopping: Stopping, out: Verbosity
                     SIGUSR1 => {
                         CHECKPOINT_ASKED.store(true, Ordering::SeqCst);
                         if !out.is_quiet() {
-                            crate::stderr_line::write_whole(
+                            crate::console::write_whole(
                                 "gasworks: SIGUSR1: writing a checkpoint once the next tile is done",
                             );
                         }

@@ -5,8 +5,7 @@
 //! is a rank, and this module gives them what they need past one process:
 //! - `mpi` (feature `mpi`): the MPI transport, over the `mpi` crate (rsmpi);
 //! - [`launcher`]: whether an MPI launcher started this process, and how many ranks (read
-//!   from the environment, in every build);
-//! - [`fingerprint`]: the hash of scene and settings that ranks compare before a frame.
+//!   from the environment, in every build).
 //!
 //! Every rank loads the scene and builds its own renderers; its workers come from its own
 //! `--devices`. Rank 0 makes the cost map and plans each pass exactly as a single process
@@ -19,7 +18,6 @@
 //!
 //! docs/cluster.md describes the protocol, with a sequence sketch.
 
-pub mod fingerprint;
 pub mod launcher;
 #[cfg(feature = "mpi")]
 pub mod mpi;

@@ -83,16 +83,6 @@ impl MpiWorld {
         }))
     }
 
-    /// Ranks on this rank's node.
-    pub fn local_size(&self) -> usize {
-        self.local_size
-    }
-
-    /// The node's name (`MPI_Get_processor_name`).
-    pub fn host(&self) -> &str {
-        &self.host
-    }
-
     /// Waits for every rank (`MPI_Barrier`; blocking, for the end of a job only).
     pub fn barrier(&self) {
         self.comm.barrier();
@@ -191,6 +181,14 @@ impl Transport for MpiWorld {
         self.size
     }
 
+    fn host(&self) -> String {
+        self.host.clone()
+    }
+
+    fn local_ranks(&self) -> usize {
+        self.local_size
+    }
+
     fn send(&mut self, to: usize, bytes: Vec<u8>) -> Result<(), TransportError> {
         self.reap();
         let to = i32::try_from(to).map_err(|_| TransportError::Call {
@@ -258,7 +256,7 @@ impl Transport for MpiWorld {
     }
 
     fn abort(&mut self, message: &str) {
-        crate::stderr_line::write_whole(format_args!(
+        crate::console::write_whole(format_args!(
             "error: rank {} of {} ({}) ends the job: {message}",
             self.rank, self.size, self.host
         ));

@@ -997,7 +997,7 @@ impl GasBatch {
             what: self.describe_batch(),
             limit,
         };
-        crate::stderr_line::write_whole(format_args!(
+        crate::console::write_whole(format_args!(
             "error: {error} (said now: while the GPU is hung this process may never get to exit)"
         ));
         self.watch(Watched::WayOut, grace).keep_armed();

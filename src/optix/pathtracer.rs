@@ -224,7 +224,7 @@ fn fault_at_tile(gpu: usize) -> Result<Option<u64>, PathTracerError> {
     match value.to_str().and_then(parse_fault_at_tile) {
         Some((only, _)) if only.is_some_and(|d| d != gpu) => Ok(None),
         Some((_, k)) => {
-            crate::stderr_line::write_whole(format_args!(
+            crate::console::write_whole(format_args!(
                 "warning: {FAULT_AT_TILE_ENV}={}: this GPU's tile {k} will fault on purpose \
                  (an illegal address: a test of what a lost GPU context does to a render)",
                 value.to_string_lossy().trim()

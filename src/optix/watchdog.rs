@@ -224,7 +224,7 @@ pub fn global() -> &'static Watchdog {
     static GLOBAL: OnceLock<Watchdog> = OnceLock::new();
     GLOBAL.get_or_init(|| {
         Watchdog::new(Box::new(|description| {
-            crate::stderr_line::write_whole(format_args!(
+            crate::console::write_whole(format_args!(
                 "error: {description}; ending the process now (exit status {EXIT_GPU_HUNG}): \
                  a thread blocked in the driver can be neither woken nor freed"
             ));

@@ -14,6 +14,7 @@ pub mod film;
 pub mod memory;
 pub mod merge;
 pub mod output;
+pub mod paths;
 pub mod sampler;
 pub mod stats;
 

@@ -530,6 +530,90 @@ pub struct CameraHintError {
     pub why: String,
 }
 
+/// The camera a render asks for: each value given (`--eye`, `--look-at`, `--up`, `--fov`),
+/// falling back to the scene's own camera (its `# gasworks camera:` comment), else to the
+/// default that frames the scene's bounds ([`Camera::framing`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct CameraChoice {
+    pub eye: Option<Vec3>,
+    pub look_at: Option<Vec3>,
+    pub up: Option<Vec3>,
+    /// Vertical field of view in degrees.
+    pub fov: Option<f32>,
+}
+
+/// The default vertical field of view: the Cornell box's published camera's.
+pub const DEFAULT_FOV_DEG: f32 = 39.3;
+
+impl CameraChoice {
+    /// The camera to render a `width` x `height` image with: the command line's values, each
+    /// falling back to the scene's own camera (a hint comment in the OBJ), else to the
+    /// default camera that frames the bounds ([`Camera::framing`]).
+    pub fn camera(
+        &self,
+        bounds: &Bounds,
+        scene_camera: Option<Camera>,
+        width: u32,
+        height: u32,
+    ) -> Camera {
+        let base = scene_camera.unwrap_or_else(|| {
+            Camera::framing(bounds, self.fov.unwrap_or(DEFAULT_FOV_DEG), width, height)
+        });
+        Camera {
+            eye: self.eye.unwrap_or(base.eye),
+            look_at: self.look_at.unwrap_or(base.look_at),
+            up: self.up.unwrap_or(base.up),
+            fov_y_deg: self.fov.unwrap_or(base.fov_y_deg),
+        }
+    }
+
+    /// Whether the flags give every value of the camera (a scene's own is then not used).
+    pub fn overrides_all(&self) -> bool {
+        self.eye.is_some() && self.look_at.is_some() && self.up.is_some() && self.fov.is_some()
+    }
+
+    /// The scene's own camera (its `# gasworks camera:` comment), if any. A malformed one is
+    /// an error, unless the flags give every camera value: it would not be used, so it goes
+    /// to `warn` instead.
+    pub fn scene_hint(
+        &self,
+        scene: &std::path::Path,
+        warn: impl FnOnce(String),
+    ) -> Result<Option<Camera>, CameraHintError> {
+        Ok(self.scene_hint_with_lens(scene, warn)?.map(|h| h.camera))
+    }
+
+    /// [`CameraChoice::scene_hint`] with the lens the comment may name.
+    pub fn scene_hint_with_lens(
+        &self,
+        scene: &std::path::Path,
+        warn: impl FnOnce(String),
+    ) -> Result<Option<CameraHint>, CameraHintError> {
+        match CameraHint::from_obj(scene) {
+            Ok(hint) => Ok(hint),
+            Err(e) if self.overrides_all() => {
+                warn(format!(
+                    "{e} (not used: --eye, --look-at, --up and --fov give the whole camera)"
+                ));
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Where [`CameraChoice::camera`]'s values come from, for the user.
+    pub fn origin(&self, has_scene_camera: bool) -> &'static str {
+        let from_cli =
+            self.eye.is_some() || self.look_at.is_some() || self.up.is_some() || self.fov.is_some();
+        match (has_scene_camera, from_cli) {
+            (true, false) => "the scene's camera hint",
+            (true, true) => "the command line over the scene's camera hint",
+            (false, false) => "default: framing the scene's bounding sphere, looking along -Z",
+            (false, true) => "the command line over the default camera",
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -929,5 +1013,51 @@ mod tests {
             let cam = Camera::framing(&b, 40.0, 64, 64);
             assert!(cam.frame(64, 64).is_ok(), "{b:?}: {cam:?}");
         }
+    }
+
+    /// The scene's camera hint wins over the default camera; the command line wins over
+    /// both, value by value; without a hint the default looks along -Z at the bounds' centre.
+    #[test]
+    fn the_hint_wins_and_the_command_line_wins_over_it() {
+        let bounds = Bounds {
+            min: [0.0, 0.0, 0.0],
+            max: [2.0, 4.0, 6.0],
+        };
+        let hint = Camera {
+            eye: Vec3::new(1.0, 2.0, -10.0),
+            look_at: Vec3::new(1.0, 2.0, 0.0),
+            up: Vec3::Y,
+            fov_y_deg: 30.0,
+        };
+        let none = CameraChoice {
+            eye: None,
+            look_at: None,
+            up: None,
+            fov: None,
+        };
+        assert_eq!(none.camera(&bounds, Some(hint), 64, 48), hint);
+        assert_eq!(none.origin(true), "the scene's camera hint");
+        let default = none.camera(&bounds, None, 64, 48);
+        assert_eq!(default, Camera::framing(&bounds, DEFAULT_FOV_DEG, 64, 48));
+        assert_eq!(default.look_at, Vec3::new(1.0, 2.0, 3.0));
+        assert!(default.eye.z > 6.0 && default.eye.x == 1.0 && default.eye.y == 2.0);
+        let fov = CameraChoice {
+            fov: Some(50.0),
+            ..none
+        };
+        let c = fov.camera(&bounds, Some(hint), 64, 48);
+        assert_eq!(
+            (c.eye, c.look_at, c.fov_y_deg),
+            (hint.eye, hint.look_at, 50.0)
+        );
+        assert_eq!(
+            fov.origin(true),
+            "the command line over the scene's camera hint"
+        );
+        // Without a hint, --fov also sets how far back the default camera stands.
+        assert_eq!(
+            fov.camera(&bounds, None, 64, 48),
+            Camera::framing(&bounds, 50.0, 64, 48)
+        );
     }
 }

@@ -7,7 +7,7 @@
 //! Images and resume files carry it ([`crate::render::output::render_key`]), so that a render
 //! resumed, or crops merged, after the scene was edited (a colour changed in the MTL file, a
 //! vertex moved) is refused instead of mixing samples of two scenes into one silently wrong
-//! image; cluster ranks compare it before a frame ([`crate::cluster::fingerprint`]).
+//! image; cluster ranks compare it before a frame (`crate::session::fingerprint`).
 //!
 //! [`crate::fnv`] over the bytes, so the value depends on nothing but the data: it is compared
 //! across runs and machines. Groups and textures are hashed in parallel, then combined in

@@ -3,6 +3,25 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
+/// The hook `GASWORKS_TEST_FAULT` asks for (`rank=R,after=N,kind=abort|exit|kill|silence`),
+/// if any.
+pub fn from_env() -> anyhow::Result<Option<FaultHook>> {
+    match std::env::var("GASWORKS_TEST_FAULT") {
+        Ok(v) => FaultHook::parse(&v)
+            .map(Some)
+            .map_err(|e| anyhow::anyhow!("GASWORKS_TEST_FAULT={v:?}: {e}")),
+        Err(_) => Ok(None),
+    }
+}
+
+/// The hook's hung rank, once its silence landed: alive and silent until the job is
+/// aborted.
+pub fn hold_if_silenced() {
+    while silenced_by_fault_hook() {
+        std::thread::sleep(std::time::Duration::from_secs(1));
+    }
+}
+
 /// A test hook: make one rank fail in the middle of the frame, after it has rendered
 /// `after_tiles` tiles (rank 0: after its master took that many, from any rank), to check
 /// that the job ends with a clear message and no hang.

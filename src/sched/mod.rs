@@ -647,14 +647,7 @@ pub fn render_frame_until(
     } = control;
     config.validate()?;
     let window = window::resolve(config.window, settings.width, settings.height)?;
-    let mut workers = workers::build_workers(&config.devices, factory)?;
-    if workers.is_empty() {
-        return Err(ConfigError::NoWorkers.into());
-    }
-    // From here on the window is the image; only the renderers see where it lies.
-    for w in &mut workers {
-        w.renderer = window::Shifted::wrap(w.renderer.clone(), window);
-    }
+    let workers = rank_workers(&config.devices, factory, window)?;
     check_resume(settings, config, window, resume.as_ref())?;
     let plan = plan_inputs(scene, settings, config, window, estimate, resume);
     let setup = RankSetup::new(workers, String::new(), String::new(), 0, Some(plan));
@@ -706,9 +699,26 @@ fn check_resume(
     Ok(())
 }
 
+/// A rank's workers: those of `devices`, renderers from `factory`, rendering the `window` of
+/// the image (from here on the window is the image; only the renderers see where it lies).
+pub fn rank_workers(
+    devices: &[DeviceSpec],
+    factory: &dyn RendererFactory,
+    window: Tile,
+) -> anyhow::Result<Vec<Worker>> {
+    let mut workers = workers::build_workers(devices, factory)?;
+    if workers.is_empty() {
+        return Err(ConfigError::NoWorkers.into());
+    }
+    for w in &mut workers {
+        w.renderer = window::Shifted::wrap(w.renderer.clone(), window);
+    }
+    Ok(workers)
+}
+
 /// What rank 0 plans a frame with: the cost map `prepared` beforehand when it was made for
 /// this frame, else one estimated now; and the film to resume from.
-fn plan_inputs(
+pub fn plan_inputs(
     scene: &Scene,
     settings: &RenderSettings,
     config: &SchedConfig,

@@ -113,7 +113,7 @@ impl Progress {
                 l.line_due(Instant::now())
             };
             if let Some(line) = line {
-                crate::stderr_line::write_whole(line);
+                crate::console::write_whole(line);
             }
         }
     }
@@ -122,7 +122,7 @@ impl Progress {
     /// bar when one is drawn.
     pub fn warn(&self, message: impl std::fmt::Display) {
         self.bar
-            .suspend(|| crate::stderr_line::write_whole(format_args!("warning: {message}")));
+            .suspend(|| crate::console::write_whole(format_args!("warning: {message}")));
     }
 
     /// The render is over: the bar is cleared (the summary follows).

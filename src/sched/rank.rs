@@ -929,7 +929,7 @@ fn warn_on_rank((rank, ranks): (usize, usize), master: &Option<Master>, line: &s
     };
     match master.as_ref() {
         Some(m) => m.warn(&line),
-        None => crate::stderr_line::write_whole(format_args!("warning: {line}")),
+        None => crate::console::write_whole(format_args!("warning: {line}")),
     }
 }
 

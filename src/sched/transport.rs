@@ -31,6 +31,15 @@ pub trait Transport {
     fn rank(&self) -> usize;
     /// Number of ranks.
     fn size(&self) -> usize;
+    /// The machine this rank runs on, for messages; empty where it says nothing (one
+    /// process).
+    fn host(&self) -> String {
+        String::new()
+    }
+    /// How many ranks share this rank's machine (and so its cores).
+    fn local_ranks(&self) -> usize {
+        1
+    }
     /// Starts sending `bytes` to rank `to` and returns at once; the transport keeps the
     /// buffer until the send completes. Messages from one rank to another arrive in order.
     fn send(&mut self, to: usize, bytes: Vec<u8>) -> Result<(), TransportError>;

@@ -1,15 +1,29 @@
-//! What the commands print on stderr, by level: the one place that decides.
+//! What gasworks prints on stderr, by level, and how each message leaves: the one place that
+//! decides.
 //!
-//! - `--quiet`: warnings and errors only.
-//! - normal: a few status lines (a render prints backend, scene, timings, output).
-//! - `--verbose` (`-v`): details as well: the camera, the schedule's per-worker table and the
+//! - quiet (`--quiet`): warnings and errors only;
+//! - normal: a few status lines (a render prints backend, scene, timings, output);
+//! - verbose (`-v`): details as well: the camera, the schedule's per-worker table and the
 //!   cost map's error histogram.
 //!
 //! Warnings always go out; errors are printed by `cli::main`.
 //!
-//! Every message leaves in one `write` call ([`write_whole`], from [`crate::stderr_line`]).
+//! Every message leaves in one `write` call ([`write_whole`]): `eprintln!` writes each piece
+//! of its format separately, and under `mpirun` the ranks share one stream, where the pieces
+//! of their lines then interleave ("error: error: the job ...").
 
-pub use crate::stderr_line::write_whole;
+use std::io::Write;
+
+/// Writes `text` plus a newline (unless it ends in one) to stderr in one call, so lines of
+/// concurrent processes sharing the stream never mix mid-line.
+pub fn write_whole(text: impl std::fmt::Display) {
+    let mut text = text.to_string();
+    if !text.ends_with('\n') {
+        text.push('\n');
+    }
+    // Nothing sensible can be done when stderr itself is gone.
+    let _ = std::io::stderr().lock().write_all(text.as_bytes());
+}
 
 /// How much a command prints.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]

@@ -19,7 +19,7 @@ fn resolved(path: &Path) -> Option<PathBuf> {
 }
 
 /// Whether two paths name the same file (through links and `..`), existing or not.
-pub(super) fn same_file(a: &Path, b: &Path) -> bool {
+pub fn same_file(a: &Path, b: &Path) -> bool {
     match (resolved(a), resolved(b)) {
         (Some(x), Some(y)) => x == y,
         _ => a == b,
@@ -61,7 +61,7 @@ fn written_by_us(path: &Path, ours: &[&str]) -> bool {
 /// its path), in an existing folder that takes files; and, when it exists, a file of the kind
 /// `flag` writes (its first line one of the CSV headers in `ours`, or empty), so that no
 /// other file (a scene's MTL library, a texture, a document) is replaced.
-pub(super) fn check_side_file(
+pub fn check_side_file(
     flag: &str,
     path: &Path,
     taken: &[(&str, &Path)],
@@ -94,7 +94,7 @@ pub(super) fn check_side_file(
 }
 
 /// Checks (making it if needed) a folder that `flag` will write files into.
-pub(super) fn check_side_folder(flag: &str, dir: &Path) -> anyhow::Result<()> {
+pub fn check_side_folder(flag: &str, dir: &Path) -> anyhow::Result<()> {
     if dir.exists() && !dir.is_dir() {
         anyhow::bail!("{flag} {}: is a file, not a folder", dir.display());
     }

@@ -1,37 +1,18 @@
-//! The `--aov` layers of a render (`src/cpu/aov.rs` traces them): where they are written,
-//! the refusal of paths that could not take them, tracing them before the frame or, where the
-//! frame runs on GPUs alone, beside it on low-priority threads ([`PendingAovs`]),
-//! and writing them after the image. `render` and `render` under `mpirun` (its rank 0) share
-//! them.
+//! The guide layers of a render (`--aov`; [`crate::cpu::aov`] traces them): traced before
+//! the frame or, where the frame runs on GPUs alone, beside it on low-priority threads
+//! ([`PendingAovs`]), and written after the image, on rank 0.
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Context;
 
-use super::console::Verbosity;
-use super::render::RenderArgs;
+use super::options::{aov_path, RenderOptions};
+use crate::console::Verbosity;
 use crate::cpu::SharedBvh;
 use crate::render::output::{self, ImageMeta};
 use crate::render::{RenderSettings, Tile};
 use crate::scene::Scene;
-
-/// Where the --aov layer `aov` of the image `output` goes: beside it, its name with the
-/// layer's before `.exr` (`cornell.png` -> `cornell.albedo.exr`).
-pub fn aov_path(output: &Path, aov: crate::cpu::aov::Aov) -> PathBuf {
-    let stem = output.file_stem().unwrap_or_default().to_string_lossy();
-    output.with_file_name(format!("{stem}.{}.exr", aov.name()))
-}
-
-/// Refuses, before the render, --aov layers that could not be written. (A layer's name is
-/// never the image's: `-o X.albedo.exr` puts its albedo in `X.albedo.albedo.exr`.)
-pub(super) fn check_aov_paths(a: &RenderArgs) -> anyhow::Result<()> {
-    for &aov in &a.aov {
-        output::check_writable(&aov_path(&a.output, aov))?;
-    }
-    Ok(())
-}
 
 /// The --aov layers of a window, traced before the frame (so that a --time-limit counts
 /// them) or beside a frame on GPUs alone, and written after its image ([`write_aovs`]).
@@ -70,11 +51,12 @@ fn trace_layers(
 /// backend makes GPU workers only). A GPU that then fails its setup falls back to the CPU
 /// backend (`--backend auto`), which traces the BVH the layers' thread builds
 /// ([`SharedBvh`]), waiting for it if need be.
-pub(super) fn frame_on_gpus_alone(a: &RenderArgs, schedule: &crate::sched::SchedConfig) -> bool {
-    let choice: crate::backend::BackendChoice = a.backend.into();
-    let cpu_workers =
-        a.schedule.devices.is_some() && crate::sched::workers::has_cpu(&schedule.devices);
-    choice != crate::backend::BackendChoice::Cpu && !cpu_workers && crate::optix::probe().is_ok()
+pub(super) fn frame_on_gpus_alone(a: &RenderOptions) -> bool {
+    let cpu_workers = a
+        .devices
+        .as_ref()
+        .is_some_and(|d| crate::sched::workers::has_cpu(d));
+    a.backend != crate::backend::BackendChoice::Cpu && !cpu_workers && crate::optix::probe().is_ok()
 }
 
 /// When a render traces its --aov layers: one value from the decision to the layers written,
@@ -136,14 +118,14 @@ impl PendingAovs {
     /// low-priority threads ([`crate::cpu::background`]: as many as the render's), which takes
     /// the cores the GPU's setup and the cost map leave idle.
     pub(super) fn start(
-        a: &RenderArgs,
+        a: &RenderOptions,
         scene: &Arc<Scene>,
         bvh: SharedBvh,
         settings: &RenderSettings,
         window: Tile,
         beside_gpu: bool,
     ) -> PendingAovs {
-        if a.aov.is_empty() {
+        if a.aovs.is_empty() {
             return PendingAovs::None;
         }
         let job = LayersToTrace {
@@ -213,7 +195,7 @@ impl AovsDuringFrame {
 /// plus the layer and its samples: crops of one layer merge with `gasworks merge`, and never
 /// with the image or another layer.
 pub(super) fn write_aovs(
-    a: &RenderArgs,
+    a: &RenderOptions,
     traced: &TracedAovs,
     image_key: &str,
     out: Verbosity,
@@ -230,7 +212,7 @@ pub(super) fn write_aovs(
     } else {
         ""
     };
-    for &aov in &a.aov {
+    for &aov in &a.aovs {
         let path = aov_path(&a.output, aov);
         let meta = ImageMeta {
             full_width: a.width,

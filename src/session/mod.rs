@@ -1,0 +1,462 @@
+//! A render, end to end, as one library call: [`render`] takes [`RenderOptions`] (plain data,
+//! no command-line types) and renders the frame: the scene loaded, the backend set up, the
+//! passes run with their checkpoints, resume, time limit, stop and adaptive sampling, and the
+//! image, its guide layers and statistics written. `gasworks render` parses its flags into
+//! the options and makes this one call.
+//!
+//! The same call renders one frame over several processes: every rank of an MPI job calls it
+//! with the job's transport, and the ranks share the frame through the scheduler
+//! ([`crate::sched::rank`]); one process alone gives [`crate::sched::Alone`]. Rank 0 holds the
+//! film: it reads the resume file, writes the checkpoints and the outputs, and speaks for the
+//! job; whatever fails while a rank gets ready becomes its answer in the scheduler's
+//! handshake, so that every rank reports the same error.
+//!
+//! - [`options`]: what a render is asked to do, and the checks made before any work;
+//! - [`setup`]: the scene, the camera, the environment map's share, the backend;
+//! - [`resume`]: resume files and checkpoints;
+//! - [`aovs`]: the guide layers, traced before the frame or beside a GPU's;
+//! - [`outputs`]: rank 0's outputs and what the render says of them;
+//! - [`controls`]: the stop flag and checkpoint requests that reach a render from outside;
+//! - [`fingerprint`]: the hash of scene and settings that ranks compare before a frame.
+
+pub mod aovs;
+pub mod controls;
+pub mod fingerprint;
+pub mod options;
+pub mod outputs;
+pub mod resume;
+pub mod setup;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::Context;
+
+pub use controls::{Controls, Interrupted, NoControls, StopSignal};
+pub use options::{aov_path, EnvShare, EnvironmentOptions, LensOptions, RenderOptions};
+
+use crate::backend::WorkerFactory;
+use crate::console::Verbosity;
+use crate::cpu::SharedBvh;
+use crate::render::checkpoint::{CheckpointHeader, Checkpointer};
+use crate::render::{output, RenderSettings, Tile};
+use crate::scene::Scene;
+use crate::sched::{run_rank, Discard, FrameJob, FrameSink, RankSetup, SchedConfig, Timing};
+use crate::sched::{DeviceSpec, Transport};
+use aovs::{AovsDuringFrame, PendingAovs};
+use outputs::{Outputs, Timings};
+
+/// Renders the frame `options` describe as this process's part of it: alone, with
+/// [`crate::sched::Alone`], or as one rank of an MPI job over its transport. `controls` stop
+/// the frame early or ask for a checkpoint. Returns when the outputs are written (on rank 0)
+/// and every rank knows; an error where the frame could not be rendered or written, and
+/// [`Interrupted`] where a stop ended it (its image written).
+pub fn render<T: Transport + ?Sized>(
+    options: &RenderOptions,
+    transport: &mut T,
+    controls: &dyn Controls,
+) -> anyhow::Result<()> {
+    // A time limit counts from here: a batch job's clock includes loading and building.
+    let started = Instant::now();
+    let mut opts = options.clone();
+    let passes_chosen = opts.choose_passes();
+    crate::sched::progress::set_mode(opts.progress);
+    let place = Place::of(transport);
+    // Rank 0 speaks for the job; the others print only warnings of their own and errors.
+    let out = match place.rank {
+        0 => opts.verbosity,
+        _ => Verbosity::Quiet,
+    };
+    let ready = match get_ready(&opts, &place, out) {
+        Ok(ready) => ready,
+        // One process says why at once; a rank says it in the handshake, so that every rank
+        // learns why the job cannot start.
+        Err(e) if place.ranks == 1 => return Err(e),
+        Err(e) => return Err(refuse_job(&opts, transport, &place, &e)),
+    };
+    if place.rank == 0 {
+        resume::warn_about_checkpoints(&opts, passes_chosen, out);
+    }
+    run_frame(&opts, transport, controls, (ready, place, out, started))
+}
+
+/// Where this process runs: its rank among how many, its host, and how many ranks share its
+/// machine (and so its cores).
+struct Place {
+    rank: usize,
+    ranks: usize,
+    host: String,
+    local_ranks: usize,
+}
+
+impl Place {
+    fn of<T: Transport + ?Sized>(t: &T) -> Place {
+        Place {
+            rank: t.rank(),
+            ranks: t.size(),
+            host: t.host(),
+            local_ranks: t.local_ranks().max(1),
+        }
+    }
+}
+
+/// What a rank has once it is ready for the frame.
+struct Ready {
+    settings: RenderSettings,
+    schedule: SchedConfig,
+    window: Tile,
+    render_key: String,
+    factory: WorkerFactory,
+    setup: RankSetup,
+    timings: Timings,
+    /// Rank 0: the guide layers, traced or being traced.
+    aovs: Option<AovsDuringFrame>,
+}
+
+/// The frame: its job run over the transport, rank 0's outputs written, and what the render
+/// says of it.
+fn run_frame<T: Transport + ?Sized>(
+    opts: &RenderOptions,
+    transport: &mut T,
+    controls: &dyn Controls,
+    (ready, place, out, started): (Ready, Place, Verbosity, Instant),
+) -> anyhow::Result<()> {
+    let Ready {
+        settings,
+        schedule,
+        window,
+        render_key,
+        factory,
+        setup,
+        mut timings,
+        aovs,
+    } = ready;
+    let mut outputs = (place.rank == 0).then(|| {
+        let header = checkpoint_header(opts, &render_key, window, &schedule);
+        Outputs {
+            opts,
+            controls,
+            out,
+            render_key,
+            window,
+            checkpoints: Checkpointer::new(
+                opts.resume_file(),
+                header.clone(),
+                opts.checkpoint_every,
+            ),
+            header,
+            aovs,
+            resume_written: None,
+            published: Default::default(),
+        }
+    });
+    let job = FrameJob {
+        settings,
+        config: schedule,
+        quiet: out.is_quiet(),
+        timing: timing(opts, place.ranks),
+        fault: crate::sched::fault::from_env()?,
+        deadline: opts.pass_deadline(started),
+        stop: controls.stop(),
+    };
+    // From here a stop ends the frame and keeps what is rendered; before, while loading and
+    // building, it ends the process as usual.
+    controls.frame_starts(place.ranks, out);
+    let t1 = Instant::now();
+    let sink: &mut dyn FrameSink = match outputs.as_mut() {
+        Some(o) => o,
+        None => &mut Discard,
+    };
+    let result = run_rank(transport, Ok(setup), &job, sink);
+    crate::sched::fault::hold_if_silenced();
+    // What the frame rendered is written as it is: a stop from here on changes nothing.
+    controls.frame_ended();
+    timings.render_s = t1.elapsed().as_secs_f64();
+    let (frame, outputs) = match (result, outputs) {
+        (Ok(Some(frame)), Some(outputs)) => (frame, outputs),
+        (Ok(_), _) => return Ok(()),
+        // On rank 0, the checkpoint that can finish the frame, if one was written.
+        (Err(e), Some(o)) => return Err(resume::after_checkpoints(e.into(), &o.checkpoints)),
+        (Err(e), None) => return Err(e.into()),
+    };
+    for late in factory.late_backends() {
+        out.status(format_args!("backend: {late}"));
+    }
+    outputs::conclude(
+        &frame,
+        &outputs,
+        timings,
+        factory.rays_traced(),
+        place.ranks,
+    )
+}
+
+/// The clocks of the frame's progress loop: alone, it only watches its workers and the stop
+/// flag; among ranks, a rank silent for `rank_timeout` is taken for dead or hung.
+fn timing(opts: &RenderOptions, ranks: usize) -> Timing {
+    match (ranks, opts.rank_timeout) {
+        (1, _) => Timing::alone(),
+        (_, Some(dead_after)) => Timing {
+            dead_after,
+            ..Timing::default()
+        },
+        (_, None) => Timing::default(),
+    }
+}
+
+/// The header of the frame's checkpoints and resume files.
+fn checkpoint_header(
+    opts: &RenderOptions,
+    render_key: &str,
+    window: Tile,
+    schedule: &SchedConfig,
+) -> CheckpointHeader {
+    CheckpointHeader {
+        render: render_key.to_string(),
+        window: [window.x, window.y, window.w, window.h],
+        pass_spp: schedule.pass_spp.unwrap_or(opts.spp),
+        spp_done: 0,
+        software: output::software(),
+        png_tone: opts.tone,
+    }
+}
+
+/// Everything this rank does before the frame: the checks, the scene, the backend and its
+/// workers, and on rank 0 the resume file, the cost map and the guide layers.
+fn get_ready(opts: &RenderOptions, place: &Place, out: Verbosity) -> anyhow::Result<Ready> {
+    let (window, schedule) = check_before_loading(opts, place)?;
+    set_threads(opts, place)?;
+    let (scene, settings, load_s, probe_bvh) = load(opts, place, out)?;
+    let content = crate::scene::content_hash::content_hash(&scene);
+    let render_key = outputs::frame_key(opts, &scene, content, &settings, &schedule);
+    // From here on the scene is only read: shared with the CPU backend, not copied for it.
+    let scene = Arc::new(scene);
+    let cpu_bvh = SharedBvh::new(probe_bvh);
+    // Rank 0's layers trace the CPU BVH. Where the frame runs on GPUs alone, the cores would
+    // idle through the GPU's setup and frame: the layers are traced then, beside it (unless a
+    // time limit, whose passes are planned without them, counts them). Elsewhere they are
+    // traced before the frame, on the BVH the CPU backend traces.
+    let aovs = match place.rank {
+        0 => {
+            let beside = !opts.aovs.is_empty()
+                && opts.time_limit.is_none()
+                && aovs::frame_on_gpus_alone(opts);
+            PendingAovs::start(opts, &scene, cpu_bvh.clone(), &settings, window, beside)
+        }
+        _ => PendingAovs::None,
+    };
+    let resume = match (&opts.resume, place.rank) {
+        (Some(path), 0) => Some(resume::read_resume(
+            path,
+            &render_key,
+            window,
+            &schedule,
+            opts.spp,
+            out,
+        )?),
+        _ => None,
+    };
+    let samples_resumed = resume.as_ref().map_or(0.0, crate::sched::Resume::samples);
+    let fingerprint =
+        fingerprint::fingerprint(&scene, content, &settings, &schedule);
+    let (factory, setup, build_s) = rank_setup(
+        opts,
+        place,
+        (&scene, &settings, &schedule, window),
+        (resume, cpu_bvh, fingerprint),
+        out,
+    )?;
+    let timings = Timings {
+        load_s,
+        build_s,
+        render_s: 0.0,
+        samples_resumed,
+    };
+    Ok(Ready {
+        settings,
+        schedule,
+        window,
+        render_key,
+        factory,
+        setup,
+        timings,
+        // Before the frame (a time limit counts them), unless traced beside the GPU.
+        aovs: (place.rank == 0).then(|| aovs.trace_before_frame()),
+    })
+}
+
+/// The checks that refuse a frame before any work: the options, the crop (one process per
+/// crop), the camera comment, and on rank 0 the outputs and the frame's memory. Returns the
+/// window and the schedule.
+fn check_before_loading(
+    opts: &RenderOptions,
+    place: &Place,
+) -> anyhow::Result<(Tile, SchedConfig)> {
+    opts.check()?;
+    if opts.pixelbounds.is_some() && place.ranks > 1 {
+        anyhow::bail!(
+            "--pixelbounds renders one crop per process: run it without mpirun (or with -np 1), one job per crop, and join them with `gasworks merge`"
+        );
+    }
+    let window = opts.window()?;
+    if place.rank == 0 {
+        output::check_writable(&opts.output)?;
+        output::check_window_fits_format(&opts.output, window, opts.width, opts.height)?;
+        opts.check_aov_paths()?;
+        opts.check_report_paths()?;
+        setup::check_frame_memory(window.w, window.h)?;
+    }
+    // A malformed camera comment fails now, not after minutes of loading (checked again, and
+    // used, once the scene is loaded).
+    if !opts.camera.overrides_all() {
+        crate::scene::Camera::hint_from_obj(&opts.scene)?;
+    }
+    let schedule = opts.schedule_config()?;
+    Ok((window, schedule))
+}
+
+/// The CPU threads: as many as asked, or, among ranks, this rank's share of its machine's
+/// cores; otherwise every core.
+fn set_threads(opts: &RenderOptions, place: &Place) -> anyhow::Result<()> {
+    let share = (place.ranks > 1).then(|| {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        (cores / place.local_ranks).max(1)
+    });
+    if let Some(t) = opts.threads.or(share) {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(t.max(1))
+            .build_global()
+            .context("cannot set the number of threads")?;
+    }
+    Ok(())
+}
+
+/// The scene, loaded and checked (on rank 0, against the outputs, and its warnings said),
+/// the render's settings, how long loading took, and the CPU BVH that the environment
+/// map's probe built, if it ran.
+fn load(
+    opts: &RenderOptions,
+    place: &Place,
+    out: Verbosity,
+) -> anyhow::Result<(
+    Scene,
+    RenderSettings,
+    f64,
+    Option<Arc<crate::cpu::SceneBvh>>,
+)> {
+    let (mut scene, load_s) = setup::load_scene(opts)?;
+    if place.rank == 0 {
+        setup::check_outputs_against_textures(opts, &scene)?;
+        setup::print_load_warnings(opts, &scene, out);
+        out.status(format_args!(
+            "scene: {}: {}",
+            opts.scene.display(),
+            scene.size_text()
+        ));
+    }
+    let settings = setup::render_settings(opts, &scene, out)?;
+    // Every rank measures the same share (the probe is deterministic); the fingerprint
+    // compares it with the others'.
+    let probe_bvh = setup::choose_environment_share(opts, &mut scene, &settings, out);
+    Ok((scene, settings, load_s, probe_bvh))
+}
+
+/// The backend, the rank's workers (those of `--devices`, else the backend's own: two
+/// launch streams on GPU 0, or a thread per core) and, on rank 0, the cost map (rasterized
+/// beside a GPU's setup) and the film to resume from: this rank's part of the handshake.
+/// Also the backend's build time.
+fn rank_setup(
+    opts: &RenderOptions,
+    place: &Place,
+    (scene, settings, schedule, window): (&Arc<Scene>, &RenderSettings, &SchedConfig, Tile),
+    (resume, cpu_bvh, fingerprint): (Option<crate::sched::Resume>, SharedBvh, u64),
+    out: Verbosity,
+) -> anyhow::Result<(WorkerFactory, RankSetup, f64)> {
+    let rank0 = place.rank == 0;
+    let (backend, early) = setup::set_up_backend(opts, scene, settings, schedule, rank0, cpu_bvh)?;
+    out.status(format_args!("backend: {}", backend.description));
+    let (description, build_s) = (backend.description.clone(), backend.build_seconds);
+    let devices = match (&opts.devices, backend.optix.is_some()) {
+        (Some(d), _) => d.clone(),
+        (None, true) => vec![DeviceSpec::Gpu {
+            device: 0,
+            streams: 2,
+        }],
+        (None, false) => schedule.devices.clone(),
+    };
+    let factory = WorkerFactory::new(scene, settings, &opts.optix, backend);
+    let workers = crate::sched::rank_workers(&devices, &factory, window)?;
+    let plan =
+        rank0.then(|| crate::sched::plan_inputs(scene, settings, schedule, window, early, resume));
+    let setup = RankSetup::new(workers, place.host.clone(), description, fingerprint, plan);
+    Ok((factory, setup, build_s))
+}
+
+/// A rank that could not get ready still takes part in the handshake, so that every rank
+/// learns why the job cannot start; the error is the job's, the same on every rank.
+fn refuse_job<T: Transport + ?Sized>(
+    opts: &RenderOptions,
+    transport: &mut T,
+    place: &Place,
+    e: &anyhow::Error,
+) -> anyhow::Error {
+    let why = format!("{}: {}", place.host, error_text(e));
+    let job = FrameJob {
+        settings: placeholder_settings(),
+        config: SchedConfig::default(),
+        quiet: true,
+        timing: timing(opts, place.ranks),
+        fault: None,
+        deadline: None,
+        stop: &NEVER,
+    };
+    match run_rank(transport, Err(why), &job, &mut Discard) {
+        Err(e) => e.into(),
+        Ok(_) => anyhow::anyhow!(
+            "the handshake accepted rank {}, which was not ready",
+            place.rank
+        ),
+    }
+}
+
+/// The stop flag of a rank that could not get ready: it renders nothing to stop.
+static NEVER: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+/// Settings for a rank that could not load the scene: it only takes part in the handshake,
+/// which ends the job before anything is rendered.
+fn placeholder_settings() -> RenderSettings {
+    use crate::scene::camera::CameraFrame;
+    RenderSettings {
+        width: 1,
+        height: 1,
+        spp: 1,
+        max_depth: 1,
+        seed: 0,
+        camera: CameraFrame {
+            eye: glam::Vec3::ZERO,
+            u: glam::Vec3::X,
+            v: glam::Vec3::Y,
+            w: glam::Vec3::Z,
+            width: 1,
+            height: 1,
+            filter: crate::scene::PixelFilter::Box,
+            lens: crate::scene::ThinLens::default(),
+        },
+    }
+}
+
+/// An error and its causes on one line, each cause once (a loader error often repeats its
+/// source's text in its own).
+pub fn error_text(e: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in e.chain() {
+        let c = cause.to_string();
+        if !text.contains(&c) {
+            if !text.is_empty() {
+                text.push_str(": ");
+            }
+            text.push_str(&c);
+        }
+    }
+    text
+}
