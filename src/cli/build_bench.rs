@@ -13,14 +13,10 @@ use anyhow::Context;
 use clap::{Args, ValueEnum};
 
 use super::args::{AssignArg, BuildContextsArg, ScratchArg};
-use crate::bench_report::{plot_svg, write_csv, BenchRow, BuildKind, Stats};
-use crate::optix::accel::{
-    compacted_layout, concat_mesh, AccelOptions, DeviceGeometry, GasBatch, StreamSet,
-};
-use crate::optix::plan::{
-    group_gases, guard_regions, Assign, IssueOrder, MergeOptions, ScratchMode,
-    DEFAULT_LPT_BUILD_WEIGHT,
-};
+use crate::bench_report::{plot_svg, write_csv, BenchRow, BuildKind};
+use crate::optix::accel::AccelOptions;
+use crate::optix::bench::{BatchTiming, SceneBench};
+use crate::optix::plan::{Assign, IssueOrder, MergeOptions, ScratchMode, DEFAULT_LPT_BUILD_WEIGHT};
 use crate::optix::{ContextOptions, CudaError, DeviceContext, Gpu};
 use crate::scene::{obj, Scene};
 use crate::wording::counted;
@@ -262,102 +258,6 @@ fn check_args(a: &BuildBenchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// What the batch of one configuration measured.
-struct Measured {
-    stats: Stats,
-    /// Host wall time of `GasBatch::enqueue` alone, per timed run.
-    enqueue: Stats,
-    gases: usize,
-    scratch_bytes: u64,
-    output_bytes: u64,
-    compacted_bytes: Option<u64>,
-}
-
-/// With `--guard-bytes`: fails, naming the build, if any build so far wrote outside its ranges
-/// (checked after every run, outside the timed region, so the first run to do it is named).
-fn check_guards(
-    batch: &GasBatch,
-    streams: &StreamSet,
-    options: &AccelOptions,
-    run: u32,
-) -> anyhow::Result<()> {
-    if options.guard_bytes == 0 {
-        return Ok(());
-    }
-    let written = batch.written_guards(streams)?;
-    if let Some((g, span)) = written.first() {
-        anyhow::bail!(
-            "{} guard region(s) written by run {} (counting from 0, warm-up included); first: {}",
-            written.len(),
-            run,
-            batch.describe_guard(g, *span)
-        );
-    }
-    Ok(())
-}
-
-/// Times one configuration: `warmup` untimed runs, then `repeat` runs each between two timing
-/// events on the main stream (which every stream forks from and joins into). The host's own
-/// time in `enqueue` is taken too: the start event fires as soon as it is recorded, so every
-/// microsecond the host spends enqueueing is inside the GPU-timed span, and a batch whose
-/// enqueue takes about as long as the span is bound by the host, not the GPU.
-fn time_batch(
-    ctx: &Arc<DeviceContext>,
-    geometry: &DeviceGeometry,
-    group_triangles: &[u64],
-    options: &AccelOptions,
-    warmup: u32,
-    repeat: u32,
-) -> anyhow::Result<Measured> {
-    let gpu = ctx.gpu();
-    let table = group_gases(group_triangles, &options.merge);
-    let gases = table.gases.len();
-    let mut batch = GasBatch::prepare(ctx, geometry, table, options)?;
-    let streams = StreamSet::new(gpu, options.streams)?;
-    let (t0, t1) = (gpu.new_event(true)?, gpu.new_event(true)?);
-    if options.guard_bytes > 0 {
-        batch.arm_guards(streams.main())?;
-    }
-    for run in 0..warmup {
-        batch.enqueue(&streams)?;
-        check_guards(&batch, &streams, options, run)?;
-    }
-    let mut samples = Vec::with_capacity(repeat as usize);
-    let mut enqueue_ms = Vec::with_capacity(repeat as usize);
-    for _ in 0..repeat {
-        t0.record(streams.main())?;
-        let host = std::time::Instant::now();
-        batch.enqueue(&streams)?;
-        enqueue_ms.push(host.elapsed().as_secs_f64() * 1e3);
-        t1.record(streams.main())?;
-        // A batch that never finishes is an error naming it, not a benchmark blocked for ever.
-        batch.wait(&streams)?;
-        t1.synchronize()?;
-        samples.push(f64::from(t0.elapsed_ms(&t1)?));
-        check_guards(&batch, &streams, options, warmup + samples.len() as u32 - 1)?;
-    }
-    let compacted_bytes = batch
-        .read_compacted_sizes(&streams)?
-        .map(|sizes| compacted_layout(&sizes).1);
-    streams.main().synchronize()?;
-    if options.guard_bytes > 0 {
-        println!(
-            "guards: no build wrote outside its ranges ({} guard regions of at least {} bytes, checked after each of {} runs)",
-            guard_regions(batch.plan()).len(),
-            options.guard_bytes,
-            warmup + repeat
-        );
-    }
-    Ok(Measured {
-        stats: Stats::of(&samples).context("no timings")?,
-        enqueue: Stats::of(&enqueue_ms).context("no timings")?,
-        gases,
-        scratch_bytes: batch.scratch_bytes(),
-        output_bytes: batch.output_bytes(),
-        compacted_bytes,
-    })
-}
-
 /// The row of batch configuration `o`, its figures zero and its scene, device, driver and
 /// commit empty: what the run fills in, and what names a configuration before it runs.
 fn options_row(o: &AccelOptions) -> BenchRow {
@@ -581,61 +481,42 @@ fn announces_run(job: Option<isolated::Job>) -> bool {
 }
 
 /// Times the configurations and then the single-GAS reference, or only `job` of them (an
-/// `--isolate` child, which writes its rows to `--isolated-rows` instead of the CSV and plot).
+/// `--isolate` child, which writes its rows to `--isolated-rows` instead of the CSV and plot),
+/// printing each row as it comes.
 fn run_on(
     a: &BuildBenchArgs,
     ctx: &Arc<DeviceContext>,
     scene: &Scene,
     job: Option<isolated::Job>,
 ) -> anyhow::Result<()> {
-    let gpu = ctx.gpu();
-    let info = gpu.info().clone();
-    let device = info.name.clone();
+    let info = ctx.gpu().info().clone();
     let driver = info
         .driver_release
         .clone()
         .unwrap_or_else(|| format!("CUDA {}", info.cuda_version_string()));
-    let commit = git_commit();
     let name = scene_name(&a.scene);
-    let group_triangles: Vec<u64> = scene
-        .groups
-        .iter()
-        .map(|g| g.indices.len() as u64)
-        .collect();
-    let triangles: u64 = group_triangles.iter().sum();
     let scene_size = scene.size_text();
     if announces_run(job) {
         println!(
-            "{name}: {}; {device}, driver {driver}, OptiX ABI {:?}; {} repeats after {} warm-up runs",
-            scene_size,
+            "{name}: {scene_size}; {}, driver {driver}, OptiX ABI {:?}; {} repeats after {} warm-up runs",
+            info.name,
             ctx.abi(),
             a.repeat,
             a.warmup
         );
     }
-
-    let upload_stream = gpu.new_stream()?;
-    let row = |build, o: &AccelOptions, m: &Measured| BenchRow {
+    let bench = SceneBench::new(ctx, scene, a.warmup, a.repeat)?;
+    let template = BenchRow {
         scene: name.clone(),
-        build,
         groups: scene.groups.len() as u64,
-        gases: m.gases as u64,
-        triangles,
+        triangles: bench.triangles(),
         repeats: a.repeat,
-        min_ms: m.stats.min,
-        median_ms: m.stats.median,
-        max_ms: m.stats.max,
-        enqueue_median_ms: m.enqueue.median,
-        scratch_bytes: m.scratch_bytes,
-        output_bytes: m.output_bytes,
-        compacted_bytes: m.compacted_bytes,
-        device: device.clone(),
-        driver: driver.clone(),
-        git_commit: commit.clone(),
-        ..options_row(o)
+        device: info.name.clone(),
+        driver,
+        git_commit: git_commit(),
+        ..options_row(&AccelOptions::default())
     };
-
-    let title = format!("{name}: {scene_size}, {device}",);
+    let title = format!("{name}: {scene_size}, {}", info.name);
     let configs = configurations(a);
     let timed: &[AccelOptions] = match job {
         None => &configs,
@@ -649,30 +530,20 @@ fn run_on(
         }
         Some(isolated::Job::Reference) => &[],
     };
-    let (mut rows, failed) = if timed.is_empty() {
-        (Vec::new(), None)
-    } else {
-        // The groups' geometry, uploaded only where a batch is timed (not for an --isolate
-        // child timing the reference alone), and freed before the reference's upload.
-        let geometry = DeviceGeometry::upload(gpu, &upload_stream, scene)?;
+    let mut rows = Vec::new();
+    let timing = bench.configurations(timed, |o, t| {
+        rows.push(row_of(&template, BuildKind::Batch, o, &t));
         // A whole run keeps its rows written as it goes; an --isolate child hands them to its
         // parent at the end.
-        let keep = |rows: &[BenchRow]| match job {
-            None => write_rows_so_far(a, rows, &title).map(drop),
+        match job {
+            None => write_rows_so_far(a, &rows, &title).map(drop),
             Some(_) => Ok(()),
-        };
-        time_each(timed, keep, |o| {
-            let m = time_batch(ctx, &geometry, &group_triangles, o, a.warmup, a.repeat)
-                .with_context(|| format!("{} streams, {}", o.streams, flags_name(o.fast_build)))?;
-            let r = row(BuildKind::Batch, o, &m);
-            print_row(&r);
-            Ok(r)
-        })
-    };
-    if let Some(error) = failed {
+        }
+    });
+    if let Err(error) = timing {
         // A crashed batch poisons the CUDA context, so nothing more can be timed; the
-        // configurations timed before it are kept (the H200 lost 9 of 16 this way, 2026-11-26;
-        // with --isolate the ones after it are timed too).
+        // configurations timed before it are kept (with --isolate the ones after it are
+        // timed too).
         if !rows.is_empty() && job.is_none() {
             write_outputs(a, &rows, &title)?;
             eprintln!(
@@ -686,40 +557,59 @@ fn run_on(
     if let Some(isolated::Job::Config(_)) = job {
         return write_child_rows(a, &rows);
     }
-
-    // The reference: the whole scene as one build input of one GAS, per flag setting.
-    let max_primitives = u64::from(
-        ctx.property_u32(crate::optix::sys::OPTIX_DEVICE_PROPERTY_LIMIT_MAX_PRIMITIVES_PER_GAS)?,
-    );
-    if triangles > max_primitives {
+    let mut flags: Vec<bool> = configs.iter().map(|o| o.fast_build).collect();
+    flags.dedup();
+    let reference = bench.single_gas(&flags, a.compact, |o, t| {
+        let mut r = row_of(&template, BuildKind::SingleGas, o, &t);
+        r.assign = "-".into();
+        r.scratch_mode = "-".into();
+        rows.push(r);
+        Ok(())
+    })?;
+    if let Err(max_primitives) = reference {
         eprintln!(
-            "note: {triangles} triangles exceed one GAS's limit on this device ({max_primitives}); no single-GAS reference"
+            "note: {} triangles exceed one GAS's limit on this device ({max_primitives}); no single-GAS reference",
+            bench.triangles()
         );
-    } else {
-        let (positions, indices) = concat_mesh(scene);
-        let single = DeviceGeometry::upload_meshes(gpu, &upload_stream, &[(&positions, &indices)])?;
-        let mut flags: Vec<bool> = configs.iter().map(|o| o.fast_build).collect();
-        flags.dedup();
-        for fast_build in flags {
-            let o = AccelOptions {
-                streams: 1,
-                fast_build,
-                compact: a.compact,
-                ..AccelOptions::default()
-            };
-            let m = time_batch(ctx, &single, &[triangles], &o, a.warmup, a.repeat)
-                .with_context(|| format!("single GAS, {}", flags_name(fast_build)))?;
-            let mut r = row(BuildKind::SingleGas, &o, &m);
-            r.assign = "-".into();
-            r.scratch_mode = "-".into();
-            print_row(&r);
-            rows.push(r);
+    }
+    match job {
+        Some(_) => write_child_rows(a, &rows),
+        None => write_outputs(a, &rows, &title),
+    }
+}
+
+/// The row of configuration `o` as `timing` measured it, printed: the run's scene, device,
+/// driver and commit from `template`.
+fn row_of(template: &BenchRow, build: BuildKind, o: &AccelOptions, t: &BatchTiming) -> BenchRow {
+    if let Some((regions, runs)) = t.guards_checked {
+        println!(
+            "guards: no build wrote outside its ranges ({regions} guard regions of at least {} bytes, checked after each of {runs} runs)",
+            o.guard_bytes,
+        );
+    }
+    let row = BenchRow {
+        build,
+        gases: t.gases as u64,
+        min_ms: t.gpu_ms.min,
+        median_ms: t.gpu_ms.median,
+        max_ms: t.gpu_ms.max,
+        enqueue_median_ms: t.enqueue_ms.median,
+        scratch_bytes: t.scratch_bytes,
+        output_bytes: t.output_bytes,
+        compacted_bytes: t.compacted_bytes,
+        ..BenchRow {
+            scene: template.scene.clone(),
+            groups: template.groups,
+            triangles: template.triangles,
+            repeats: template.repeats,
+            device: template.device.clone(),
+            driver: template.driver.clone(),
+            git_commit: template.git_commit.clone(),
+            ..options_row(o)
         }
-    }
-    if job.is_some() {
-        return write_child_rows(a, &rows);
-    }
-    write_outputs(a, &rows, &title)
+    };
+    print_row(&row);
+    row
 }
 
 /// An `--isolate` child's rows, for its parent (a file even for no rows: the reference of a
@@ -732,27 +622,6 @@ fn write_child_rows(a: &BuildBenchArgs, rows: &[BenchRow]) -> anyhow::Result<()>
     let f = std::fs::File::create(path).with_context(|| format!("{}", path.display()))?;
     write_csv(f, rows).with_context(|| format!("writing {}", path.display()))?;
     Ok(())
-}
-
-/// Times each configuration in order until one fails: the rows timed, and the failure if
-/// there was one. After each configuration timed, `rows_so_far` gets every row so far (as
-/// [`isolated::run_jobs`] does); its failure ends the timing like a configuration's.
-fn time_each<R>(
-    configs: &[AccelOptions],
-    mut rows_so_far: impl FnMut(&[R]) -> anyhow::Result<()>,
-    mut time: impl FnMut(&AccelOptions) -> anyhow::Result<R>,
-) -> (Vec<R>, Option<anyhow::Error>) {
-    let mut rows = Vec::with_capacity(configs.len());
-    for o in configs {
-        match time(o) {
-            Ok(r) => rows.push(r),
-            Err(e) => return (rows, Some(e)),
-        }
-        if let Err(e) = rows_so_far(&rows) {
-            return (rows, Some(e));
-        }
-    }
-    (rows, None)
 }
 
 #[cfg(test)]
@@ -1048,30 +917,6 @@ mod tests {
         assert!(std::fs::read_to_string(dir.path().join("bench.svg"))
             .unwrap()
             .contains("<polyline"));
-    }
-
-    #[test]
-    fn a_failing_configuration_keeps_the_rows_timed_before_it() {
-        let a = parse(&["--streams", "1,2,4,8"]).unwrap();
-        let configs = configurations(&a);
-        let mut handed = Vec::new();
-        let keep = |rows: &[u32]| {
-            handed.push(rows.len());
-            Ok(())
-        };
-        let (rows, failed) = time_each(&configs, keep, |o| {
-            if o.streams == 4 {
-                anyhow::bail!("cuEventQuery failed: CUDA_ERROR_ILLEGAL_ADDRESS")
-            }
-            Ok(o.streams)
-        });
-        assert_eq!(rows, [1, 2]);
-        assert!(format!("{:#}", failed.unwrap()).contains("CUDA_ERROR_ILLEGAL_ADDRESS"));
-        // The rows so far were handed on after each configuration timed.
-        assert_eq!(handed, [1, 2]);
-        let (rows, failed) = time_each(&configs, |_| Ok(()), |o| Ok(o.streams));
-        assert_eq!(rows.len(), 4);
-        assert!(failed.is_none());
     }
 
     #[test]

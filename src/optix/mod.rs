@@ -18,6 +18,7 @@
 //!   (the GAS batches') do not return.
 
 pub mod accel;
+pub mod bench;
 pub mod context;
 pub mod cuda;
 pub mod error;
