@@ -2,12 +2,14 @@
 """Prints the shape of src/: lines per layer, the largest files, the longest functions, the
 imports that climb the layers and the circles between files.
 
-    scripts/house-report.py [--check]
+    scripts/house-report.py [--check] [--comments]
 
 Layers, lowest first (README "Source map"): a file may import its own layer and those below.
 Peers (cpu, optix, sched) do not import each other. Test code (`#[cfg(test)]` modules) is left
 out of the imports and the function lengths. With --check, exits 1 when an import climbs or
-files import each other in a circle.
+files import each other in a circle. With --comments, also lists the comment blocks of 12
+lines or more and the comment lines that quote measurements, dates or GPU models (their home
+is docs/ or bench/results/).
 """
 import os
 import re
@@ -198,8 +200,42 @@ def main():
     print(f"\nimport circles between files: {len(circles)}")
     for c in circles:
         print("  " + " <-> ".join(sorted(c)))
+    if "--comments" in sys.argv:
+        print_comments(files)
     if check and (climbs or circles):
         sys.exit(1)
+
+
+# A measurement, a date or a GPU model in a comment: "4.7 ms", "1.73x", "2026-11-27", "H200".
+MEASURED = re.compile(
+    r"\d[\d.,]*\s*(ms|us|µs|ns|s|%|x|MiB|GiB|MB|GB|Mtri/s|M samples/s|M rays/s)\b"
+    r"|\b20\d\d-\d\d-\d\d\b|\bH[12]00\b|RTX \d{4}"
+)
+
+
+def print_comments(files):
+    """Comment blocks of 12 lines or more, and comment lines that quote measurements."""
+    long_blocks, measured = [], []
+    for _, path in sorted(files.items()):
+        rel = os.path.relpath(path, os.path.join(SRC, ".."))
+        lines = open(path, encoding="utf-8").read().split("\n")
+        start = None
+        for i, line in enumerate(lines + [""]):
+            is_comment = line.strip().startswith("//")
+            if is_comment and MEASURED.search(line):
+                measured.append(f"{rel}:{i + 1}: {line.strip()}")
+            if is_comment and start is None:
+                start = i
+            elif not is_comment and start is not None:
+                if i - start >= 12:
+                    long_blocks.append(f"{rel}:{start + 1}: {i - start} lines")
+                start = None
+    print(f"\ncomment blocks of 12 lines or more: {len(long_blocks)}")
+    for b in long_blocks:
+        print("  " + b)
+    print(f"\ncomment lines that quote measurements, dates or GPU models: {len(measured)}")
+    for m in measured:
+        print("  " + m)
 
 
 def resolve(segs, files):
