@@ -55,7 +55,7 @@ pub fn parse_vec3(s: &str) -> Result<Vec3, String> {
 
 /// The camera. Defaults: the scene's own camera when its OBJ carries one (see
 /// [`crate::scene::camera::CAMERA_HINT_PREFIX`]), else one that looks along -Z and frames the
-/// scene's bounding sphere ([`Camera::framing`]).
+/// scene's bounding sphere ([`crate::scene::Camera::framing`]).
 #[derive(Args, Debug, Clone)]
 pub struct CameraArgs {
     /// Camera position, x,y,z [default: the scene's camera, else framing the scene from +Z]

@@ -473,6 +473,22 @@ impl From<BackendArg> for crate::backend::BackendChoice {
 mod tests {
     use super::*;
 
+    /// The library's defaults are the command line's: a program that renders through
+    /// `RenderOptions::new` gets what `gasworks render SCENE -o OUT` renders.
+    #[test]
+    fn the_librarys_defaults_are_the_command_lines() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            render: RenderArgs,
+        }
+        let parsed = Cli::try_parse_from(["t", "scene.obj", "-o", "out.png"]).unwrap();
+        let from_flags = parsed.render.options().unwrap();
+        let from_library = RenderOptions::new("scene.obj", "out.png");
+        assert_eq!(format!("{from_flags:?}"), format!("{from_library:?}"));
+    }
+
     #[test]
     fn an_environment_radiance_is_three_numbers_none_negative() {
         assert_eq!(

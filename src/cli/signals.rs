@@ -16,9 +16,11 @@
 //! On platforms without Unix signals only Ctrl-C is caught.
 //!
 //! Under mpirun a stop signal on any rank stops the job: rank 0 writes the resume file and
-//! the image with what has arrived at once, without waiting for the tiles in flight (mpirun
-//! kills its ranks a grace period after it sends them SIGTERM: 1 s unless
-//! `--mca odls_base_sigkill_timeout` says otherwise), and every rank exits.
+//! the image with what has arrived, its own tiles in flight included, without waiting for
+//! the other ranks' (mpirun kills its ranks a grace period after it sends them SIGTERM: 1 s
+//! unless `--mca odls_base_sigkill_timeout` says otherwise), and every rank exits.
+//!
+//! The render session sees these signals through [`Signals`], its [`Controls`].
 
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 

@@ -1,9 +1,9 @@
 //! A rayon pool for work that should take only the cores the rest of the process leaves idle:
-//! the `--aov` layers traced while a GPU is set up and renders (`src/cli/render.rs`,
-//! `trace_aovs_beside_gpu`). Its threads run at a lower priority than the others (on Linux,
-//! nice 10 above them), so that the GPU's setup, which packs the scene and enqueues its builds
-//! on the calling thread, and the cost map estimated beside it on the global pool are slowed
-//! little by it, and the layers get the cores back while the GPU renders.
+//! the `--aov` layers traced while a GPU is set up and renders (`crate::session::aovs`). Its
+//! threads run at a lower priority than the others (on Linux, nice 10 above them), so that
+//! the GPU's setup, which packs the scene and enqueues its builds on the calling thread, and
+//! the cost map estimated beside it on the global pool are slowed little by it, and the
+//! layers get the cores back while the GPU renders.
 //! `cargo run --release --example background_priority` measures it: on a 2-core machine a
 //! parallel job on the global pool took 1.06x / 1.10x / 1.14x its time alone (min / median /
 //! max of 5) beside two spinning threads of this pool, 1.63x / 2.02x / 2.05x beside an

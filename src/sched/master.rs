@@ -153,6 +153,119 @@ pub(super) enum PassOutcome {
     FrameComplete,
 }
 
+/// The workers of every rank, in rank order (global worker numbers), as their hellos name
+/// them.
+struct Roster {
+    /// Each worker's group, numbered across ranks (rank r's groups from `bases[r]`).
+    groups: Vec<usize>,
+    bases: Vec<usize>,
+    worker_rank: Vec<usize>,
+    /// First global worker of each rank, and the total at the end.
+    offsets: Vec<usize>,
+    /// Each worker's label and device; among several ranks the label names the rank too
+    /// ("r1/cpu#0").
+    labels: Vec<(String, String)>,
+    /// Each worker's device and hardware.
+    kinds: Vec<(String, String)>,
+    min_tile_work: Vec<u64>,
+}
+
+impl Roster {
+    fn of(hellos: &[RankReady]) -> Roster {
+        let mut r = Roster {
+            groups: Vec::new(),
+            bases: Vec::with_capacity(hellos.len()),
+            worker_rank: Vec::new(),
+            offsets: vec![0],
+            labels: Vec::new(),
+            kinds: Vec::new(),
+            min_tile_work: Vec::new(),
+        };
+        let mut base = 0usize;
+        for (rank, h) in hellos.iter().enumerate() {
+            r.bases.push(base);
+            for w in &h.workers {
+                let label = match hellos.len() {
+                    1 => w.label.clone(),
+                    _ => format!("r{rank}/{}", w.label),
+                };
+                r.groups.push(base + w.group as usize);
+                r.worker_rank.push(rank);
+                r.labels.push((label, w.device.clone()));
+                r.kinds.push((w.device.clone(), w.hardware.clone()));
+                r.min_tile_work.push(w.min_tile_work);
+            }
+            base += h
+                .workers
+                .iter()
+                .map(|w| w.group as usize + 1)
+                .max()
+                .unwrap_or(0);
+            r.offsets.push(r.worker_rank.len());
+        }
+        r
+    }
+
+    /// Each worker's speed class ([`speed_classes`]).
+    fn speed_classes(&self) -> Vec<usize> {
+        let kinds: Vec<WorkerKind> = self
+            .groups
+            .iter()
+            .zip(&self.kinds)
+            .map(|(&group, (device, hardware))| WorkerKind {
+                group,
+                device,
+                hardware,
+            })
+            .collect();
+        speed_classes(&kinds)
+    }
+}
+
+impl RankInfo {
+    /// A rank as its hello describes it.
+    fn of(h: &RankReady) -> RankInfo {
+        RankInfo {
+            host: h.host.clone(),
+            backend: h.backend.clone(),
+            hardware: hardware_of(&h.workers),
+            workers: h.workers.len(),
+        }
+    }
+}
+
+/// The film the frame starts from, its first pass and the pixels that have that pass already:
+/// an empty film (with the odd-pass plane for adaptive sampling), or the one to resume,
+/// checked against the pass plan. A film with every pass (a checkpoint after the last tile,
+/// before the ranks' statistics) is a frame with nothing left to render.
+fn starting_film(
+    resume: Option<super::Resume>,
+    passes: &[Range<u32>],
+    spp: u32,
+    adaptive: Option<super::adaptive_sampling::AdaptiveSampling>,
+    window: Tile,
+) -> Result<(Film, usize, Option<Ahead>), String> {
+    if let Some(a) = &adaptive {
+        a.validate(passes, spp).map_err(|e| e.to_string())?;
+    }
+    let Some(r) = resume else {
+        let film = match adaptive {
+            Some(_) => Film::with_odd_plane(window.w, window.h),
+            None => Film::new(window.w, window.h),
+        };
+        return Ok((film, 0, None));
+    };
+    if (r.film.width, r.film.height) != (window.w, window.h) {
+        return Err(format!(
+            "the render to resume is {}x{} pixels, this one {}x{}",
+            r.film.width, r.film.height, window.w, window.h
+        ));
+    }
+    let start = super::resume_start(passes, spp, &r, adaptive.as_ref().map(|a| (a, window)))
+        .map_err(|e| e.to_string())?;
+    Ok((r.film, start.first_pass, start.ahead))
+}
+
 impl Master {
     /// The master of `job`, with the ranks of `hellos`; an error when `inputs.resume` is not
     /// a point of this job's pass plan (checked before the handshake too).
@@ -164,83 +277,24 @@ impl Master {
         let settings = job.settings;
         let window = super::window::resolve(job.config.window, settings.width, settings.height)
             .map_err(|e| e.to_string())?;
-        // Among several ranks a worker is named by its rank too ("r1/cpu#0").
-        let named = |r: usize, label: &str| match hellos.len() {
-            1 => label.to_string(),
-            _ => format!("r{r}/{label}"),
-        };
-        let mut offsets = vec![0usize];
-        let (mut groups, mut worker_rank, mut labels) = (Vec::new(), Vec::new(), Vec::new());
-        let mut kinds = Vec::new();
-        let mut min_tile_work = Vec::new();
-        let mut group_base = 0usize;
-        let mut bases = Vec::with_capacity(hellos.len());
-        for (r, h) in hellos.iter().enumerate() {
-            bases.push(group_base);
-            for w in &h.workers {
-                groups.push(group_base + w.group as usize);
-                worker_rank.push(r);
-                labels.push((named(r, &w.label), w.device.clone()));
-                kinds.push((w.device.clone(), w.hardware.clone()));
-                min_tile_work.push(w.min_tile_work);
-            }
-            group_base += h
-                .workers
-                .iter()
-                .map(|w| w.group as usize + 1)
-                .max()
-                .unwrap_or(0);
-            offsets.push(worker_rank.len());
-        }
-        let classes = speed_classes(
-            &groups
-                .iter()
-                .zip(&kinds)
-                .map(
-                    |(&group, (device, hardware)): (&usize, &(String, String))| WorkerKind {
-                        group,
-                        device,
-                        hardware,
-                    },
-                )
-                .collect::<Vec<_>>(),
-        );
+        let roster = Roster::of(hellos);
+        let classes = roster.speed_classes();
         let scale = MapScale::between(
             (window.w, window.h),
             (inputs.estimate.width, inputs.estimate.height),
         );
         let passes = job.config.passes(settings.spp);
         let adaptive = job.config.adaptive_sampling;
-        if let Some(a) = &adaptive {
-            a.validate(&passes, settings.spp)
-                .map_err(|e| e.to_string())?;
-        }
-        let (film, first_pass, ahead) = match inputs.resume.take() {
-            None if adaptive.is_some() => (Film::with_odd_plane(window.w, window.h), 0, None),
-            None => (Film::new(window.w, window.h), 0, None),
-            Some(r) => {
-                if (r.film.width, r.film.height) != (window.w, window.h) {
-                    return Err(format!(
-                        "the render to resume is {}x{} pixels, this one {}x{}",
-                        r.film.width, r.film.height, window.w, window.h
-                    ));
-                }
-                // A film with every pass (a checkpoint after the last tile, before the
-                // ranks' statistics) is a frame with nothing left to render: `complete`.
-                let start = super::resume_start(
-                    &passes,
-                    settings.spp,
-                    &r,
-                    adaptive.as_ref().map(|a| (a, window)),
-                )
-                .map_err(|e| e.to_string())?;
-                (r.film, start.first_pass, start.ahead)
-            }
-        };
+        let (film, first_pass, ahead) = starting_film(
+            inputs.resume.take(),
+            &passes,
+            settings.spp,
+            adaptive,
+            window,
+        )?;
         let calibrate_first = job.config.calibrate
             && calibrate::needed(&classes)
-            && kinds.windows(2).any(|p| p[0] != p[1]);
-        let progress = Progress::new(job.quiet);
+            && roster.kinds.windows(2).any(|p| p[0] != p[1]);
         Ok(Master {
             ranks: hellos.len(),
             film,
@@ -250,28 +304,20 @@ impl Master {
             passes,
             first_pass,
             ahead,
-            weights: vec![1.0; worker_rank.len()],
-            groups,
+            weights: vec![1.0; roster.worker_rank.len()],
+            groups: roster.groups,
             classes,
-            group_base: bases,
+            group_base: roster.bases,
             calibrate_first,
             calibration: Vec::new(),
             weights_are_speeds: false,
             tiles_before: 0,
             calibrating: None,
-            worker_rank,
-            offsets,
-            labels,
-            min_tile_work,
-            rank_info: hellos
-                .iter()
-                .map(|h| RankInfo {
-                    host: h.host.clone(),
-                    backend: h.backend.clone(),
-                    hardware: hardware_of(&h.workers),
-                    workers: h.workers.len(),
-                })
-                .collect(),
+            worker_rank: roster.worker_rank,
+            offsets: roster.offsets,
+            labels: roster.labels,
+            min_tile_work: roster.min_tile_work,
+            rank_info: hellos.iter().map(RankInfo::of).collect(),
             current: None,
             reports: Vec::new(),
             stopped: None,
@@ -279,7 +325,7 @@ impl Master {
             deadline: job.deadline,
             pass_times: PassTimes::default(),
             counters: Vec::new(),
-            progress,
+            progress: Progress::new(job.quiet),
             render_start: Instant::now(),
             retirements: Vec::new(),
             adaptive_report: adaptive.map(|_| AdaptiveReport {
@@ -476,8 +522,6 @@ impl Master {
     /// of about equal estimated cost (weighted by its workers' measured speed after the first
     /// pass).
     fn start_pass(&mut self, index: usize) -> Outbox {
-        let plan_sat = self.plan_map.sat();
-        let estimate_sat = self.inputs.estimate.sat();
         // As in one process: resumed from a stop inside this pass, only the pixels that do
         // not have it yet are rendered; with adaptive sampling, only the blocks still
         // sampling: in tiles that skip the stopped ones where workers want big tiles (GPUs),
@@ -485,48 +529,14 @@ impl Master {
         let ahead = self.ahead.filter(|_| index == self.first_pass);
         let mask = self.judge(index).cloned();
         let skipping = super::skipping_mask(mask.as_ref(), ahead, self.tile_wants().0.is_some());
-        let samples = self.passes[index].clone();
-        let mut tiles = self.layout(&plan_sat, samples.end - samples.start, skipping);
-        if self.weights_are_speeds {
-            // As in one process: slow workers (a CPU rank beside GPU ranks) get pieces they
-            // can finish, and a GPU rank that measures slow, pieces of a launch's work.
-            tiles = tiles::cut_for_slow_workers(
-                tiles,
-                &self.weights,
-                &tiles::piece_floors(
-                    self.min_tile_work.iter().copied(),
-                    samples.end - samples.start,
-                ),
-                tiles::slow_worker_pieces(self.config.strategy, self.config.slow_worker_pieces),
-                &plan_sat,
-                self.scale,
-            );
-            if let Some(m) = skipping {
-                tiles = super::tiles_around_active_blocks(tiles, m);
-            }
-        }
-        let partial_cover = super::covers_part(ahead, mask.as_ref());
-        if skipping.is_none() {
-            tiles = super::what_is_left(tiles, &self.film, ahead, mask.as_ref());
-        }
-        let total = self.tiles_before + (tiles.len() * (self.passes.len() - index)) as u64;
-        if index == self.first_pass {
-            self.progress.set_length(total);
-            self.render_start = Instant::now();
-        } else {
-            self.progress.set_total(total);
-        }
-        self.tiles_before += tiles.len() as u64;
-        self.progress
-            .set_message(format!("pass {}/{}", index + 1, self.passes.len()));
-        let predicted: Vec<f64> = tiles
-            .iter()
-            .map(|t| super::rendered_cost(&plan_sat, self.scale, *t, skipping))
-            .collect();
-        let estimated: Vec<f64> = tiles
-            .iter()
-            .map(|t| super::rendered_cost(&estimate_sat, self.scale, *t, skipping))
-            .collect();
+        let plan_sat = self.plan_map.sat();
+        let tiles = self.pass_tiles(index, &plan_sat, (ahead, mask.as_ref(), skipping));
+        self.count_tiles(index, tiles.len());
+        let estimate_sat = self.inputs.estimate.sat();
+        let cost =
+            |sat: &super::sat::Sat, t: &Tile| super::rendered_cost(sat, self.scale, *t, skipping);
+        let predicted: Vec<f64> = tiles.iter().map(|t| cost(&plan_sat, t)).collect();
+        let estimated: Vec<f64> = tiles.iter().map(|t| cost(&estimate_sat, t)).collect();
         let skips: Vec<Option<Vec<bool>>> = tiles
             .iter()
             .map(|t| skipping.and_then(|m| m.skip_in(*t)))
@@ -537,38 +547,7 @@ impl Master {
             .map(|k| k.iter().filter(|&&s| s).count() as u64)
             .sum();
         let deques = policy::initial_deques(self.config.strategy, &predicted, &self.weights);
-        let floors = tiles::area_floors(&tiles, &predicted);
-        let mut out = Vec::with_capacity(self.ranks);
-        for r in 0..self.ranks {
-            let speeds = self.weights[self.offsets[r]..self.offsets[r + 1]].to_vec();
-            let mine = &deques[self.offsets[r]..self.offsets[r + 1]];
-            let tasks = mine
-                .iter()
-                .flatten()
-                .map(|&t| TaskData {
-                    task: t as u32,
-                    tile: tiles[t],
-                    prior: (index > 0).then(|| self.film.read_tile(tiles[t])),
-                    skip: skips[t].clone(),
-                })
-                .collect();
-            out.push((
-                r,
-                Msg::Plan(Plan {
-                    pass: index as u32,
-                    samples: samples.clone(),
-                    steal: self.config.steal,
-                    deques: mine
-                        .iter()
-                        .map(|d| d.iter().map(|&t| t as u32).collect())
-                        .collect(),
-                    tasks,
-                    speeds,
-                    costs: predicted.clone(),
-                    floors: floors.clone(),
-                }),
-            ));
-        }
+        let mut out = self.plans(index, &tiles, skips, &predicted, &deques);
         let n = tiles.len();
         if n == 0 {
             // Nothing to render (no pass is planned so, but should one be): the pass ends as
@@ -588,10 +567,104 @@ impl Master {
             start: Instant::now(),
             makespan_s: 0.0,
             ahead,
-            partial_cover,
+            partial_cover: super::covers_part(ahead, mask.as_ref()),
             skipped_pixels,
         });
         out
+    }
+
+    /// The tiles of pass `index`, laid out by the plan's cost map (`plan_sat`), cut for the
+    /// slow workers once their speeds are known (a CPU rank beside GPU ranks gets pieces it
+    /// can finish, a GPU rank that measures slow, pieces of a launch's work), and cut down
+    /// to what the pass still renders: not the pixels `ahead` that have it, nor the blocks
+    /// `mask` stopped (unless the tiles skip them, `skipping`).
+    fn pass_tiles(
+        &self,
+        index: usize,
+        plan_sat: &super::sat::Sat,
+        (ahead, mask, skipping): (Option<Ahead>, Option<&BlockMask>, Option<&BlockMask>),
+    ) -> Vec<Tile> {
+        let samples = self.passes[index].len() as u32;
+        let mut tiles = self.layout(plan_sat, samples, skipping);
+        if self.weights_are_speeds {
+            let floors = tiles::piece_floors(self.min_tile_work.iter().copied(), samples);
+            let pieces =
+                tiles::slow_worker_pieces(self.config.strategy, self.config.slow_worker_pieces);
+            tiles = tiles::cut_for_slow_workers(
+                tiles,
+                &self.weights,
+                &floors,
+                pieces,
+                plan_sat,
+                self.scale,
+            );
+            if let Some(m) = skipping {
+                tiles = super::tiles_around_active_blocks(tiles, m);
+            }
+        }
+        match skipping {
+            Some(_) => tiles,
+            None => super::what_is_left(tiles, &self.film, ahead, mask),
+        }
+    }
+
+    /// The progress bar's count: this run's tiles so far, and this pass's `n` for each pass
+    /// still to come (cut for slow workers, a pass may have more tiles than the one before).
+    fn count_tiles(&mut self, index: usize, n: usize) {
+        let total = self.tiles_before + (n * (self.passes.len() - index)) as u64;
+        if index == self.first_pass {
+            self.progress.set_length(total);
+            self.render_start = Instant::now();
+        } else {
+            self.progress.set_total(total);
+        }
+        self.tiles_before += n as u64;
+        self.progress
+            .set_message(format!("pass {}/{}", index + 1, self.passes.len()));
+    }
+
+    /// Every rank's plan of pass `index`: its workers' deques and speeds, and the tiles of
+    /// those deques with the film's sums for their pixels so far (zeros in the first pass)
+    /// and the pixels they skip; every task's cost and floor, for the steal guards.
+    fn plans(
+        &self,
+        index: usize,
+        tiles: &[Tile],
+        skips: Vec<Option<Vec<bool>>>,
+        predicted: &[f64],
+        deques: &[Vec<usize>],
+    ) -> Outbox {
+        let floors = tiles::area_floors(tiles, predicted);
+        (0..self.ranks)
+            .map(|r| {
+                let workers = self.offsets[r]..self.offsets[r + 1];
+                let mine = &deques[workers.clone()];
+                let tasks = mine
+                    .iter()
+                    .flatten()
+                    .map(|&t| TaskData {
+                        task: t as u32,
+                        tile: tiles[t],
+                        prior: (index > 0).then(|| self.film.read_tile(tiles[t])),
+                        skip: skips[t].clone(),
+                    })
+                    .collect();
+                let plan = Plan {
+                    pass: index as u32,
+                    samples: self.passes[index].clone(),
+                    steal: self.config.steal,
+                    deques: mine
+                        .iter()
+                        .map(|d| d.iter().map(|&t| t as u32).collect())
+                        .collect(),
+                    tasks,
+                    speeds: self.weights[workers].to_vec(),
+                    costs: predicted.to_vec(),
+                    floors: floors.clone(),
+                };
+                (r, Msg::Plan(plan))
+            })
+            .collect()
     }
 
     /// Rank `from` retired one of its workers ([`Msg::Retired`]).

@@ -450,11 +450,10 @@ pub fn estimate_costmap(
     (map, raster_stats, est_stats)
 }
 
-/// A cost map estimated before the frame, for [`FrameControl::estimate`]: `gasworks render`
-/// rasterizes the scene on another thread while the backend is set up, since on a GPU the
-/// raster took longer than the frame itself (an H200, the 10M-triangle toystore at 960x540
-/// and 16 spp: raster 105 ms, the GPU's tiles 47 ms of busy time). It remembers what it was
-/// made for, so that a frame of other settings estimates its own.
+/// A cost map estimated before the frame, for [`FrameControl::estimate`]: a render rasterizes
+/// the scene on another thread while the backend is set up, since on a GPU the raster can
+/// take longer than the frame itself (docs/guide/workers.md). It remembers what it was made
+/// for, so that a frame of other settings estimates its own.
 pub struct PreparedEstimate {
     key: EstimateKey,
     map: CostMap,
@@ -896,20 +895,12 @@ pub fn what_is_left(
 /// Whether a pass's measured tile costs may correct the cost map that plans the next pass
 /// ([`CostMap::corrected`]): only when every worker is of one kind of device (all CPU threads,
 /// on any number of machines, or all GPU streams). A tile's measured cost says how dear it is
-/// on the device that ran it, and a GPU and a CPU find different tiles dear: on an H200
-/// (2026-11-26, the 10M toystore, `gpu0x2,cpu`, four passes of 64 spp, replayed from its
-/// `--stats` files) the costs measured on the GPU, carried into the CPU threads' pieces of the
-/// next passes, ranked those pieces at Spearman -0.17, 0.03 and 0.07 against their measured
-/// times, where the raw estimate ranked them at 0.76, 0.77 and 0.59; on the GPU's own tiles the
-/// corrected costs did no better than the estimate (0.41, 0.70, 0.79 against 0.42, 0.67,
-/// 0.81). With one kind of device the correction is what makes later passes accurate: two
-/// CPU threads, 320x180, four passes of 8 spp, on the same tiles, corrected against the
-/// estimate: the sponza-like scene 0.94, 0.93, 0.98 against 0.58, 0.56, 0.55, a 30-shelf
-/// toystore 0.99, 0.99, 0.99 against 0.81, 0.80, 0.79; and on the H200's GPU alone
-/// (`gpu0x2`, the same toystore) 0.80, 0.54, 0.63 against 0.72, 0.35, 0.22.
-/// ([`correction_replay`], `gasworks schedule-sim --replay-corrections`, replays a render's
-/// `--stats` files this way.) Workers of different kinds still get their speeds measured
-/// after every pass.
+/// on the device that ran it, and a GPU and a CPU find different tiles dear: carried from one
+/// to the other, the costs rank the next pass's tiles worse than the raw estimate does, while
+/// with one kind of device they rank them better (the measurements are in
+/// docs/guide/workers.md; [`correction_replay`], `gasworks schedule-sim --replay-corrections`,
+/// replays a render's `--stats` files this way). Workers of different kinds still get their
+/// speeds measured after every pass.
 pub fn measured_costs_carry_over<'a>(devices: impl IntoIterator<Item = &'a str>) -> bool {
     let kind = |d: &'a str| d.trim_end_matches(|c: char| c.is_ascii_digit());
     let mut kinds = devices.into_iter().map(kind);

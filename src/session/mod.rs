@@ -257,8 +257,7 @@ fn get_ready(opts: &RenderOptions, place: &Place, out: Verbosity) -> anyhow::Res
         _ => None,
     };
     let samples_resumed = resume.as_ref().map_or(0.0, crate::sched::Resume::samples);
-    let fingerprint =
-        fingerprint::fingerprint(&scene, content, &settings, &schedule);
+    let fingerprint = fingerprint::fingerprint(&scene, content, &settings, &schedule);
     let (factory, setup, build_s) = rank_setup(
         opts,
         place,

@@ -7,7 +7,10 @@ use std::time::Duration;
 use crate::backend::BackendChoice;
 use crate::console::Verbosity;
 use crate::cpu::aov::Aov;
+use crate::optix::accel::AccelOptions;
 use crate::optix::pathtracer::OptixOptions;
+use crate::optix::plan::{MergeOptions, DEFAULT_MERGE_BELOW};
+use crate::optix::ContextOptions;
 use crate::render::checkpoint::{self, PngTone};
 use crate::render::{output, Tile};
 use crate::scene::camera::CameraChoice;
@@ -112,6 +115,61 @@ pub struct LensOptions {
 }
 
 impl RenderOptions {
+    /// A render of `scene` into `output` with every other option at `gasworks render`'s
+    /// default: 512x512, 64 samples per pixel, paths of at most 8 segments, seed 0, the GPU
+    /// backend where one can be used (else the CPU's), the scene's own camera, one pass, the
+    /// `sorted` schedule with stealing, and the workers the backend gives.
+    pub fn new(scene: impl Into<PathBuf>, output: impl Into<PathBuf>) -> RenderOptions {
+        let accel = AccelOptions {
+            merge: MergeOptions::new(DEFAULT_MERGE_BELOW),
+            ..AccelOptions::default()
+        };
+        let accel = AccelOptions {
+            contexts: accel.suited_contexts(),
+            ..accel
+        };
+        RenderOptions {
+            scene: scene.into(),
+            output: output.into(),
+            width: 512,
+            height: 512,
+            spp: 64,
+            max_depth: 8,
+            seed: 0,
+            backend: BackendChoice::Auto,
+            threads: None,
+            environment: EnvironmentOptions {
+                scale: 1.0,
+                ..EnvironmentOptions::default()
+            },
+            two_sided_lights: false,
+            tone: PngTone::default(),
+            filter: PixelFilter::Box,
+            camera: CameraChoice::default(),
+            lens: LensOptions::default(),
+            aovs: Vec::new(),
+            aov_spp: 16,
+            pixelbounds: None,
+            resume: None,
+            checkpoint_every: None,
+            time_limit: None,
+            noise_threshold: None,
+            min_spp: None,
+            schedule: SchedConfig::default(),
+            devices: None,
+            stats: None,
+            costmap_pictures: None,
+            optix: OptixOptions {
+                device: 0,
+                context: ContextOptions::default(),
+                accel,
+            },
+            progress: ProgressMode::default(),
+            verbosity: Verbosity::Normal,
+            rank_timeout: None,
+        }
+    }
+
     /// `--time-limit` stops between passes and `--noise-threshold` decides between them, and
     /// without a pass size a render is one pass: then the passes are [`chosen_pass_spp`]'s,
     /// a pure function of the samples, so that the same command with `--resume` finds the
