@@ -19,7 +19,7 @@ SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
 # which may not import each other unless they share a name (the same module).
 LAYERS = {
     "fnv": 0, "wording": 0, "stderr_line": 0, "bench_report": 0, "nvtx": 0,
-    "scene": 1,
+    "scene": 1, "fault_injection": 1,
     "render": 2,
     "cpu": 3, "optix": 3, "sched": 3,
     "backend": 4, "session": 5,

@@ -10,6 +10,8 @@
 //! - [`sched`]: the cost map and the tile scheduler that spreads work over devices;
 //! - [`cluster`]: one frame over several processes (MPI ranks), tiles stolen across ranks;
 //! - [`cli`]: the `gasworks` command line;
+//! - [`fault_injection`]: test hooks switched on by environment variables, compiled only with
+//!   the cargo feature `fault-injection`;
 //! - [`wording`]: how counts read in messages ("1 group", "2 groups").
 
 // The module docs explain the architecture down to private items (the BVH's node layout, the
@@ -22,6 +24,7 @@ pub mod bench_report;
 pub mod cli;
 pub mod cluster;
 pub mod cpu;
+pub mod fault_injection;
 pub mod fnv;
 pub mod nvtx;
 pub mod optix;

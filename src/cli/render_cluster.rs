@@ -10,9 +10,10 @@
 //! which mpirun passes on to every rank): it holds the film.
 //!
 //! Environment: `GASWORKS_RANK_TIMEOUT_S` (default 30): a rank silent that long during the
-//! frame is taken for dead or hung and the job is aborted. `GASWORKS_TEST_FAULT`
-//! (`rank=R,after=N,kind=abort|exit|kill|silence`): a test hook that makes rank R fail after it
-//! has rendered N tiles (rank 0: after N tiles of any rank reached it).
+//! frame is taken for dead or hung and the job is aborted. With the cargo feature
+//! `fault-injection`, `GASWORKS_TEST_FAULT` (`rank=R,after=N,kind=abort|exit|kill|silence`): a
+//! test hook that makes rank R fail after it has rendered N tiles (rank 0: after N tiles of any
+//! rank reached it); see [`crate::fault_injection::cluster_fault`].
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -109,12 +110,8 @@ pub fn run(a: RenderArgs, mut world: MpiWorld) -> anyhow::Result<()> {
         dead_after: rank_timeout(std::env::var("GASWORKS_RANK_TIMEOUT_S").ok())?,
         ..Timing::default()
     };
-    let fault = match std::env::var("GASWORKS_TEST_FAULT") {
-        Ok(v) => Some(
-            FaultHook::parse(&v).map_err(|e| anyhow::anyhow!("GASWORKS_TEST_FAULT={v:?}: {e}"))?,
-        ),
-        Err(_) => None,
-    };
+    let fault =
+        crate::fault_injection::cluster_fault(FaultHook::parse).map_err(anyhow::Error::msg)?;
 
     // Everything that can fail while this rank gets ready is caught here and sent to rank 0
     // in the handshake, never returned early: the other ranks would wait for this one.
