@@ -3,7 +3,11 @@
 # into ONE compressed archive:
 #
 #   .device/gasworks-device.tar.xz
-#     gasworks                 the release binary
+#     gasworks                 the release binary, as `cargo build --release` makes it
+#     gasworks-test            the binary the tests run (CARGO_BIN_EXE_gasworks, which
+#                              cargo test --no-run builds, in the test profile) with the
+#                              test hooks (feature fault-injection), for the tests and the
+#                              failover step
 #     tests/NAME               every test binary (cargo test --no-run), symbols stripped
 #     libnvtx_recorder.so      the NVTX injection recorder (GPU hosts may have no C compiler)
 #     stream_race              repro/stream-race/stream_race.c, the one-context build race's
@@ -40,11 +44,11 @@ cp target/release/gasworks "$stage/gasworks"
 
 echo "build-for-device: test binaries" >&2
 # Every test executable, named after its target ("-lib" for the library's unit tests, "-bin"
-# for the binary's). cargo prints one JSON message per artifact on stdout, and its progress and
-# any compile error, as usual, on stderr.
+# for the binary's), and the gasworks binary they run, as gasworks-test. cargo prints one JSON
+# message per artifact on stdout, and its progress and any compile error, as usual, on stderr.
 cargo test --no-run --message-format=json-render-diagnostics | python3 -c '
 import json, shutil, sys
-dest = sys.argv[1]
+stage = sys.argv[1]
 for line in sys.stdin:
     try:
         m = json.loads(line)
@@ -52,22 +56,25 @@ for line in sys.stdin:
         continue
     if m.get("reason") != "compiler-artifact" or not m.get("executable"):
         continue
-    if not m.get("profile", {}).get("test"):
-        continue
     t = m["target"]
     name = t["name"]
+    if not m.get("profile", {}).get("test"):
+        if name == "gasworks" and "bin" in t["kind"]:
+            shutil.copy(m["executable"], f"{stage}/gasworks-test")
+        continue
     if "lib" in t["kind"]:
         name += "-lib"
     elif "bin" in t["kind"]:
         name += "-bin"
-    shutil.copy(m["executable"], f"{dest}/{name}")
-' "$stage/tests" || { echo "build-for-device: building the test binaries failed (cargo test --no-run, above)" >&2; exit 1; }
+    shutil.copy(m["executable"], f"{stage}/tests/{name}")
+' "$stage" || { echo "build-for-device: building the test binaries failed (cargo test --no-run, above)" >&2; exit 1; }
 ntests="$(find "$stage/tests" -type f | wc -l)"
 [ "$ntests" -gt 0 ] || { echo "build-for-device: cargo test --no-run produced no test binaries" >&2; exit 1; }
+[ -x "$stage/gasworks-test" ] || { echo "build-for-device: cargo test --no-run built no gasworks binary for the tests" >&2; exit 1; }
 
 # Symbols stay out: backtraces on the GPU host lose function names, but the archive shrinks
 # by ~3x, and every failure we care about prints its own message.
-strip --strip-all "$stage/gasworks" "$stage"/tests/* 2>/dev/null || true
+strip --strip-all "$stage/gasworks" "$stage/gasworks-test" "$stage"/tests/* 2>/dev/null || true
 
 echo "build-for-device: NVTX recorder" >&2
 ${CC:-cc} -shared -fPIC -O1 -o "$stage/libnvtx_recorder.so" tests/support/nvtx_recorder.c

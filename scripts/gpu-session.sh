@@ -116,25 +116,29 @@ if ! tar -C "$dev" -xJf "$archive"; then
     exit 2
 fi
 bin="$dev/gasworks"
+# The binary the tests run, with the test hooks (feature fault-injection) the release binary
+# lacks: the tests and the failover step's fault on purpose need them.
+test_bin="$dev/gasworks-test"
 # A GPU worker that fails must fail its check, not be retired while the CPU workers beside it
 # finish the frame (the render's default, `--on-worker-error retire`).
 export GASWORKS_ON_WORKER_ERROR=stop
 tests_dir="$dev/tests"
 commit="$(cat "$dev/git-commit" 2>/dev/null || echo unknown)"
 [ -x "$bin" ] || { say "$archive holds no gasworks binary"; exit 2; }
+[ -x "$test_bin" ] || { say "$archive holds no gasworks-test binary (rebuild it with scripts/build-for-device.sh)"; exit 2; }
 
 # Test binaries embed the path they were built in (CARGO_MANIFEST_DIR for test data,
 # CARGO_BIN_EXE_gasworks = <build root>/target/debug/gasworks for CLI tests). Where that path
-# does not exist here, point it at this checkout, and give it the carried binary.
+# does not exist here, point it at this checkout, and give it the carried test binary.
 build_root="$(cat "$dev/build-root" 2>/dev/null || true)"
 if [ -n "$build_root" ] && [ ! -e "$build_root" ]; then
     mkdir -p "$(dirname "$build_root")" && ln -s "$root" "$build_root" \
         && say "linked the build root $build_root -> $root (test data paths)"
 fi
 if [ -n "$build_root" ] && [ ! -e "$build_root/target/debug/gasworks" ]; then
-    mkdir -p "$build_root/target/debug" 2>/dev/null && ln -sf "$bin" "$build_root/target/debug/gasworks"
+    mkdir -p "$build_root/target/debug" 2>/dev/null && ln -sf "$test_bin" "$build_root/target/debug/gasworks"
 fi
-export GASWORKS_BIN="$bin"
+export GASWORKS_BIN="$test_bin"
 # GPU hosts have no C/C++ compiler: the tests that build C or C++ code ran on the build
 # machine; here they skip, saying so (tests/support/mod.rs), instead of failing.
 export GASWORKS_SKIP_COMPILER_TESTS=1
@@ -926,7 +930,8 @@ step_watchdog() {
 }
 
 # A GPU whose context is lost mid-frame: gasworks faults on purpose on the GPU's 5th tile (a
-# kernel storing to address 0), under the render's default --on-worker-error retire. The sticky
+# kernel storing to address 0; the test binary's hook, which the release binary has not got),
+# under the render's default --on-worker-error retire. The sticky
 # error must retire all four streams in one warning, and the CPU threads finish the frame.
 # (tests/gpu_lost_context.rs checks the same within the tests step; this keeps the words.)
 step_failover() {
@@ -941,7 +946,7 @@ step_failover() {
 failover_run() {
     local name="$1" tile="$2" calibrate="$3" when="$4"
     local log="$out/$name.log" img="$scenes/$name.exr" warnings warning
-    GASWORKS_FAULT_AT_TILE=$tile GASWORKS_ON_WORKER_ERROR=retire logged "$log" "$bin" render "$cornell" -o "$img" \
+    GASWORKS_FAULT_AT_TILE=$tile GASWORKS_ON_WORKER_ERROR=retire logged "$log" "$test_bin" render "$cornell" -o "$img" \
         --backend optix --devices gpu0x4,cpu --calibrate "$calibrate" --width 512 --height 512 --spp 16 --pass-spp 4 \
         --stats "$out/$name-stats.csv" \
         || { fail "$name: the render whose GPU faulted on purpose did not finish on the CPU (see $log)"; return; }

@@ -22,7 +22,7 @@ SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
 LAYERS = {
     "fnv": 0, "splitmix": 0, "colour": 0, "wording": 0, "console": 0, "bench_report": 0,
     "nvtx": 0,
-    "scene": 1,
+    "scene": 1, "fault_injection": 1,
     "render": 2,
     "cpu": 3, "optix": 3, "sched": 3,
     "backend": 4, "session": 5,

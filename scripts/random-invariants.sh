@@ -26,6 +26,9 @@
 #             job fails, and rank 0 writes what has arrived (its preview the image; resumed,
 #             the uninterrupted render) or says that nothing had; nothing else is left.
 # A check that fails prints its command lines; the exit status is 1 when any failed.
+# GPU-sized tiles and rank faults are test hooks, in a BIN built with the cargo feature
+# fault-injection (`cargo test` builds target/debug/gasworks so, `cargo build --release` does
+# not): with a BIN without them they are drawn but not run, and the script says so once.
 #
 #   scripts/random-invariants.sh [--mpi] BIN [ROUNDS [SEED]]
 #
@@ -44,7 +47,7 @@ if [ "${1:-}" = --mpi ]; then
     export OMPI_MCA_btl_tcp_if_include="${OMPI_MCA_btl_tcp_if_include:-lo}"
 fi
 if [ $# -lt 1 ]; then
-    sed -n '2,26p' "$0" >&2
+    sed -n '2,37p' "$0" >&2
     exit 2
 fi
 bin="$1"
@@ -53,6 +56,14 @@ RANDOM="${3:-1}"
 work="${WORK:-}"
 [ -n "$work" ] || { work="$(mktemp -d)" && own_work=1; }
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=scripts/lib/fault-hooks.sh
+. "$root/scripts/lib/fault-hooks.sh"
+hooks=1 # whether $bin has the test hooks
+if ! has_fault_hooks "$bin"; then
+    hooks=""
+    echo "random-invariants: $bin has no test hooks (not built with --features fault-injection):" \
+        "no GPU-sized CPU tiles (GASWORKS_CPU_TILE_WORK)${mpi[*]:+ and no rank faults (GASWORKS_TEST_FAULT)}"
+fi
 if [ ${#mpi[@]} -gt 0 ]; then
     # A binary built without `--features mpi` refuses to run as ranks: say so once, not in
     # every check.
@@ -98,6 +109,7 @@ gpu_sized() { # a GASWORKS_CPU_TILE_WORK for `with_tile_work`, or nothing, at ra
     # call it in this shell, never in a $(...))
     tile_work=""
     [ $((RANDOM % 3)) != 0 ] || tile_work=$((200 + RANDOM % 20000))
+    [ -n "$hooks" ] || tile_work="" # drawn all the same: a seed draws the same options
 }
 launch() { # NP OUT ERRFILE ARGS...: gasworks render, quiet, under mpirun -np NP; its status
     local np="$1" out="$2" err="$3"
@@ -368,6 +380,9 @@ for round in $(seq 1 "$rounds"); do
         choose kind exit kill abort silence
         victim=$((1 + RANDOM % (np - 1)))
         fault="rank=$victim,after=$((RANDOM % 5)),kind=$kind"
+    fi
+    # (Drawn without the hooks too: a seed draws the same options.)
+    if [ ${#mpi[@]} -gt 0 ] && [ -n "$hooks" ]; then
         f="$d/fault"
         mkdir -p "$f"
         checks=$((checks + 1))

@@ -8,11 +8,13 @@
 # What stands in for the GPU host (all under one temporary folder, removed at the end):
 #   nvidia-smi          answers the name and driver queries ("rehearsal (no GPU)", "0.0")
 #   compute-sanitizer   runs the command it is given and prints a clean ERROR SUMMARY
-#   gasworks            the debug binary (GW_REHEARSE_BIN to choose another) behind a wrapper:
+#   gasworks-test       the debug binary with the test hooks (cargo build --features
+#                       fault-injection; GW_REHEARSE_BIN to choose another) behind a wrapper:
 #                       --backend optix becomes cpu with another --seed (its images differ from
 #                       the CPU's by noise), --devices gpuDxS becomes cpu:S (gpuD, cpu:1;
 #                       one CPU entry in all: gpu0x2,cpu becomes cpu), and --width/--height
 #                       are divided by 8, so a render takes seconds
+#   gasworks            the same, blind to the hooks' variables as the release binary is
 #   tests/              one test binary (optix_gpu_context): its GPU tests fail here, which
 #                       exercises the failure report of the tests step
 #   stream_race         repro/stream-race/stream_race.c, built here, runs on the fake GPU
@@ -39,7 +41,7 @@ say() { echo "rehearse-gpu-session: $*" >&2; }
 
 real="${GW_REHEARSE_BIN:-$root/target/debug/gasworks}"
 if [ -z "${GW_REHEARSE_BIN:-}" ]; then
-    cargo build --quiet --bin gasworks
+    cargo build --quiet --features fault-injection --bin gasworks
 fi
 [ -x "$real" ] || { say "$real is not an executable"; exit 2; }
 
@@ -77,14 +79,14 @@ exit $rc
 EOF
 # The fake GPU that build-bench runs on (scripts/with-fake-gpu.sh builds it here, once).
 GW_FAKE_GPU_DIR="$work/fakegpu" scripts/with-fake-gpu.sh true
-cat > "$work/stage/gasworks" <<EOF
+cat > "$work/stage/gasworks-test" <<EOF
 #!/usr/bin/env bash
 # gasworks behind the rehearsal's rewrites (scripts/rehearse-gpu-session.sh).
 real="$real"
 with_fake_gpu="$root/scripts/with-fake-gpu.sh"
 export GW_FAKE_GPU_DIR="$work/fakegpu"
 EOF
-cat >> "$work/stage/gasworks" <<'EOF'
+cat >> "$work/stage/gasworks-test" <<'EOF'
 # build-bench on the fake GPU. GW_REHEARSE_BUILD_BENCH=hang: it blocks where no watchdog sees
 # (the watchdog step must then report the hang its cap killed); =watchdog: its third
 # optixAccelBuild never returns, and the watchdog must end it (half a second in).
@@ -137,7 +139,16 @@ while [ $# -gt 0 ]; do
 done
 exec "$real" "${args[@]}"
 EOF
-chmod +x "$work/bin/"* "$work/stage/gasworks"
+# The release binary's stand-in: the test binary's, blind to the test hooks as the release
+# build is, so that a step which needs them fails here if it runs the release binary.
+# shellcheck source=scripts/lib/fault-hooks.sh
+. "$root/scripts/lib/fault-hooks.sh"
+cat > "$work/stage/gasworks" <<EOF
+#!/usr/bin/env bash
+unset $(fault_hook_names | tr '\n' ' ')
+exec "\$(dirname "\$0")/gasworks-test" "\$@"
+EOF
+chmod +x "$work/bin/"* "$work/stage/gasworks" "$work/stage/gasworks-test"
 
 # One test binary with GPU tests (they fail without a GPU) and CPU tests (they pass).
 test_bin="$(cargo test --no-run --test optix_gpu_context --message-format=json 2>/dev/null \

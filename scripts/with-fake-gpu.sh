@@ -9,6 +9,9 @@
 #   FAKE_OPTIX_HANG_AT_BUILD=3 GASWORKS_BUILD_WAIT_S=1 scripts/with-fake-gpu.sh ...   # a hung driver
 #   FAKE_CUDA_DEVICES=2 scripts/with-fake-gpu.sh target/release/gasworks render SCENE.obj -o x.exr \
 #       --backend optix --devices gpu0x2,gpu1x2 -v   # two alike GPUs
+#   cargo build --features fault-injection   # the test hooks, for a GPU that faults on purpose:
+#   GASWORKS_FAULT_AT_TILE=3 scripts/with-fake-gpu.sh target/debug/gasworks render SCENE.obj \
+#       -o x.exr --backend optix --devices gpu0x2,cpu
 #
 # The two libraries are built with cc into $GW_FAKE_GPU_DIR (default target/fake-gpu) when
 # missing or older than their sources; the command then runs with LD_LIBRARY_PATH and

@@ -16,6 +16,8 @@
 //! - [`session`]: a render end to end, as one library call;
 //! - [`cluster`]: the MPI transport that makes processes the ranks of one frame;
 //! - [`cli`]: the `gasworks` command line, which parses flags and prints.
+//! - [`fault_injection`]: test hooks switched on by environment variables, compiled only with
+//!   the cargo feature `fault-injection`.
 
 // The module docs explain the architecture down to private items (the BVH's node layout, the
 // loader's stages); they are meant to be read with `cargo doc --document-private-items`, which
@@ -29,6 +31,7 @@ pub mod cluster;
 pub mod colour;
 pub mod console;
 pub mod cpu;
+pub mod fault_injection;
 pub mod fnv;
 pub mod nvtx;
 pub mod optix;

@@ -189,38 +189,15 @@ impl CpuBackend {
     }
 }
 
-/// The environment variable that makes CPU workers ask for tiles of that many pixel-samples,
-/// as GPU workers do (`TileRenderer::min_tile_work`): the scheduler's GPU layouts (tile
-/// counts from the work, adaptive sampling's tiles that skip the stopped blocks) on a machine
-/// without a GPU, for `scripts/random-invariants.sh` and the tests. Unset: any tile will do.
-pub const CPU_TILE_WORK_ENV: &str = "GASWORKS_CPU_TILE_WORK";
-
-/// [`CPU_TILE_WORK_ENV`]'s value, read once per process: a positive whole number, else
-/// `None` (a value that is not one is reported once and ignored).
-pub fn cpu_tile_work() -> Option<u64> {
-    static WORK: OnceLock<Option<u64>> = OnceLock::new();
-    *WORK.get_or_init(|| {
-        let text = std::env::var(CPU_TILE_WORK_ENV).ok()?;
-        match text.trim().parse::<u64>() {
-            Ok(n) if n > 0 => Some(n),
-            _ => {
-                log::warn!(
-                    "{CPU_TILE_WORK_ENV}={text:?} is not a positive whole number of pixel-samples: ignored"
-                );
-                None
-            }
-        }
-    })
-}
-
 impl TileRenderer for CpuBackend {
     fn name(&self) -> String {
         "cpu".into()
     }
 
-    /// `None`, unless [`CPU_TILE_WORK_ENV`] asks for GPU-sized tiles.
+    /// `None`, unless the test hook [`crate::fault_injection::cpu_tile_work`] asks for
+    /// GPU-sized tiles.
     fn min_tile_work(&self) -> Option<u64> {
-        cpu_tile_work()
+        crate::fault_injection::cpu_tile_work()
     }
 
     fn hardware(&self) -> String {

@@ -378,8 +378,9 @@ impl Stream {
     /// Runs, on this stream, a one-thread kernel that stores to address 0, and waits for it:
     /// the context is left with the sticky `CUDA_ERROR_ILLEGAL_ADDRESS` (or, should the
     /// compiler turn the store into a trap, `CUDA_ERROR_LAUNCH_FAILED`), which the wait
-    /// returns. A fault on purpose, for `GASWORKS_FAULT_AT_TILE`: what a kernel's illegal
-    /// address does to a render can then be checked on a real GPU.
+    /// returns. A fault on purpose, for the test hook `GASWORKS_FAULT_AT_TILE`
+    /// ([`crate::fault_injection::GpuTileFault`]): what a kernel's illegal address does to a
+    /// render can then be checked on a real GPU.
     pub fn fault_on_purpose(&self) -> Result<(), CudaError> {
         self.bind_to_thread()?;
         // SAFETY: FAULT_PTX is NUL-terminated PTX text; the module is unloaded below, after

@@ -70,6 +70,7 @@ use super::pipeline::{
 };
 use super::sys::Abi;
 use super::watchdog;
+use crate::fault_injection::GpuTileFault;
 use crate::nvtx;
 use crate::render::{validate_inputs, InputError, RenderSettings, Tile, TileRenderer};
 use crate::scene::Scene;
@@ -122,7 +123,8 @@ pub enum PathTracerError {
         /// The error that made it unusable, with the worker that met it.
         first: String,
     },
-    /// An environment variable the backend reads, with a value it cannot use.
+    /// A test hook's environment variable ([`crate::fault_injection`]) with a value it
+    /// cannot use.
     #[error("{0}")]
     Environment(String),
 }
@@ -204,49 +206,9 @@ struct Shared {
     /// Set by the first sticky error a worker meets ([`PathTracerError::is_sticky`]): which
     /// worker met it, and the error. From then on every worker fails at once.
     lost: OnceLock<(String, String)>,
-    /// `GASWORKS_FAULT_AT_TILE=K` (or `gpuD:K` naming this GPU): the K-th tile any worker of
-    /// this GPU starts (1-based, calibration pieces included) first runs
-    /// [`Stream::fault_on_purpose`].
-    fault_at_tile: Option<u64>,
-    tiles_started: AtomicU64,
-}
-
-/// The environment variable of the fault-on-purpose test hook ([`Stream::fault_on_purpose`]).
-pub const FAULT_AT_TILE_ENV: &str = "GASWORKS_FAULT_AT_TILE";
-
-/// `GASWORKS_FAULT_AT_TILE`, when set, for GPU `gpu`: the tile number from 1 at which it
-/// faults. `K` makes every GPU fault at its K-th tile, `gpuD:K` only GPU D (so that a render
-/// on two GPUs can lose one of them).
-fn fault_at_tile(gpu: usize) -> Result<Option<u64>, PathTracerError> {
-    let Some(value) = std::env::var_os(FAULT_AT_TILE_ENV) else {
-        return Ok(None);
-    };
-    match value.to_str().and_then(parse_fault_at_tile) {
-        Some((only, _)) if only.is_some_and(|d| d != gpu) => Ok(None),
-        Some((_, k)) => {
-            crate::console::write_whole(format_args!(
-                "warning: {FAULT_AT_TILE_ENV}={}: this GPU's tile {k} will fault on purpose \
-                 (an illegal address: a test of what a lost GPU context does to a render)",
-                value.to_string_lossy().trim()
-            ));
-            Ok(Some(k))
-        }
-        None => Err(PathTracerError::Environment(format!(
-            "{FAULT_AT_TILE_ENV}={value:?}: expected a tile number from 1 (the tile of each GPU \
-             that faults on purpose), or gpuD:K for GPU D's tile K"
-        ))),
-    }
-}
-
-/// `K` or `gpuD:K` (K from 1): the GPU named, if any, and K.
-fn parse_fault_at_tile(text: &str) -> Option<(Option<usize>, u64)> {
-    let text = text.trim();
-    let (gpu, tile) = match text.split_once(':') {
-        Some((gpu, tile)) => (Some(gpu.strip_prefix("gpu")?.parse::<usize>().ok()?), tile),
-        None => (None, text),
-    };
-    let k = tile.parse::<u64>().ok().filter(|&k| k >= 1)?;
-    Some((gpu, k))
+    /// The test hook that makes one of this GPU's tiles first run
+    /// [`Stream::fault_on_purpose`] (feature `fault-injection`; without it, never).
+    fault: GpuTileFault,
 }
 
 impl Shared {
@@ -407,8 +369,8 @@ impl OptixBackend {
                 non_finite: AtomicU64::new(0),
                 next_worker: AtomicU32::new(0),
                 lost: OnceLock::new(),
-                fault_at_tile: fault_at_tile(options.device)?,
-                tiles_started: AtomicU64::new(0),
+                fault: GpuTileFault::from_env(options.device)
+                    .map_err(PathTracerError::Environment)?,
             }),
             pool: Arc::new(Mutex::new(Vec::new())),
         })
@@ -682,10 +644,8 @@ impl OptixWorker {
         }
         let mut guard = self.state.lock().map_err(|_| PathTracerError::Poisoned)?;
         let st = &mut *guard;
-        if let Some(k) = self.shared.fault_at_tile {
-            if self.shared.tiles_started.fetch_add(1, Ordering::Relaxed) + 1 == k {
-                st.stream.fault_on_purpose()?;
-            }
+        if self.shared.fault.tile_started() {
+            st.stream.fault_on_purpose()?;
         }
         let gpu = self.shared.ctx.gpu();
         let bytes = std::mem::size_of_val(accum);
@@ -1038,17 +998,6 @@ mod tests {
             tile_wait_limit(usize::MAX),
             LAUNCH_WAIT_LIMIT.saturating_mul(u32::MAX)
         );
-    }
-
-    #[test]
-    fn the_fault_hook_names_a_tile_and_optionally_one_gpu() {
-        assert_eq!(parse_fault_at_tile("3"), Some((None, 3)));
-        assert_eq!(parse_fault_at_tile(" gpu1:2 "), Some((Some(1), 2)));
-        for bad in [
-            "0", "gpu1:0", "gpu:2", "1:2", "gpux:2", "gpu1:", "", "-1", "gpu1:2:3",
-        ] {
-            assert_eq!(parse_fault_at_tile(bad), None, "{bad:?}");
-        }
     }
 
     /// Without a GPU, setting the backend up fails with the CUDA layer's "no device" error, not

@@ -1,17 +1,14 @@
 //! A test hook of cluster renders: one rank fails in the middle of the frame (aborts, exits,
 //! is killed or falls silent), to check that the job ends with a clear message and no hang.
+//! The environment switches it on only with the cargo feature `fault-injection`
+//! ([`crate::fault_injection`]).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-/// The hook `GASWORKS_TEST_FAULT` asks for (`rank=R,after=N,kind=abort|exit|kill|silence`),
-/// if any.
+/// The hook the environment asks for ([`crate::fault_injection::cluster_fault`]: only with
+/// the cargo feature `fault-injection`), if any.
 pub fn from_env() -> anyhow::Result<Option<FaultHook>> {
-    match std::env::var("GASWORKS_TEST_FAULT") {
-        Ok(v) => FaultHook::parse(&v)
-            .map(Some)
-            .map_err(|e| anyhow::anyhow!("GASWORKS_TEST_FAULT={v:?}: {e}")),
-        Err(_) => Ok(None),
-    }
+    crate::fault_injection::cluster_fault(FaultHook::parse).map_err(anyhow::Error::msg)
 }
 
 /// The hook's hung rank, once its silence landed: alive and silent until the job is
