@@ -2,14 +2,14 @@
 """Prints the shape of src/: lines per layer, the largest files, the longest functions, the
 imports that climb the layers and the circles between files.
 
-    scripts/house-report.py [--check] [--comments]
+    scripts/house-report.py [--check] [--comments] [--long]
 
 Layers, lowest first (README "Source map"): a file may import its own layer and those below.
 Peers (cpu, optix, sched) do not import each other. Test code (`#[cfg(test)]` modules) is left
 out of the imports and the function lengths. With --check, exits 1 when an import climbs or
 files import each other in a circle. With --comments, also lists the comment blocks of 12
 lines or more and the comment lines that quote measurements, dates or GPU models (their home
-is docs/ or bench/results/).
+is docs/ or bench/results/). With --long, lists every non-test function over 80 lines.
 """
 import os
 import re
@@ -192,6 +192,9 @@ def main():
     over = [f for f in funcs if f[0] > 80]
     print(f"  non-test functions over 80 lines: {len(over)}; over 100: "
           f"{len([f for f in funcs if f[0] > 100])}")
+    if "--long" in sys.argv:
+        for n, p, name in sorted(over, reverse=True):
+            print(f"  {n:6} {p} {name}")
     climbs = climbing(edges)
     print(f"\nimports that climb or cross between peers: {len(climbs)}")
     for a, b in climbs:
