@@ -143,9 +143,8 @@ impl DenoiseOptions {
     /// luminance weight, so that crops an older gasworks denoised with the same numbers but
     /// raw luminances do not merge with these either.)
     pub fn key_item(&self) -> String {
-        // "shared": the rule since 2026-11-29, the light taken off a firefly going to its
-        // neighbours; crops denoised by builds that dropped it carry no such word, and so do
-        // not merge with these.
+        // "shared": the light taken off a firefly goes to its neighbours; crops denoised by
+        // builds that dropped it carry no such word, and so do not merge with these.
         let fireflies = match self.firefly_ratio {
             Some(r) => format!("{r:?} shared"),
             None => "kept".into(),
