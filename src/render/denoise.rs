@@ -80,7 +80,8 @@ pub struct DenoiseOptions {
     /// À-trous passes: `n` passes reach `2^(n+1) - 2` pixels either side.
     pub iterations: u32,
     /// The power of the normals' cosine (SVGF's 128): an integer, so that it is a few
-    /// multiplications, not a `powf` per tap (which took 29% of the time).
+    /// multiplications, not a `powf` per tap (a large share of the time: figures in
+    /// docs/guide/output-and-layers.md).
     pub normal_power: i32,
     /// The albedo difference, RGB distance, at which a neighbour's weight falls to `1/e`.
     pub sigma_albedo: f32,

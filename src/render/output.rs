@@ -852,7 +852,7 @@ fn check_webp_window(
 
 /// Writes 8-bit sRGB pixels of a whole frame as a lossless WebP, through libwebp (the `webp`
 /// crate): its lossless mode takes about a third fewer bytes than PNG on renders (measured in
-/// docs/guide/output-and-layers.md), where the `image` crate's own WebP encoder saved 12%.
+/// docs/guide/output-and-layers.md), where the `image` crate's own WebP encoder saves far less.
 /// It carries none of gasworks' metadata, so a crop is refused
 /// ([`OutputError::WebpCrop`]): it could never be merged.
 pub fn write_webp(srgb: &[[u8; 3]], path: &Path, meta: &ImageMeta) -> Result<(), OutputError> {
