@@ -75,13 +75,12 @@ pub fn select(
     )
 }
 
-/// [`select`], and when `cpu_too` (`--devices` has a `cpu` entry) and the GPU is tried, the
-/// CPU backend for those workers as well ([`Backend::cpu_beside`]), built on another thread
-/// while the GPU is set up: otherwise the CPU BVH is built on first use, inside the frame,
-/// and every GPU worker waits for it (on an H200, a 10M-triangle toystore's frame took 1.22 s
-/// with `gpu0x2,cpu` against 0.75 s with `gpu0x2`; the CPU setup took 0.468 s of it). When the
-/// GPU cannot be used (`auto`), the CPU backend built meanwhile becomes the selected one: it
-/// is never built twice.
+/// [`select`], and when `cpu_too` (`--devices` has a `cpu` entry) and the GPU is tried, the CPU
+/// backend for those workers as well ([`Backend::cpu_beside`]), built on another thread while
+/// the GPU is set up: otherwise the CPU BVH is built on first use, inside the frame, and every
+/// GPU worker waits for it (on a large scene, most of a short frame: figures in
+/// docs/guide/workers.md#mixed-devices). When the GPU cannot be used (`auto`), the CPU backend
+/// built meanwhile becomes the selected one: it is never built twice.
 ///
 /// `cpu_bvh`: the scene's CPU BVH, shared with whoever else may build or hold it (the
 /// environment-share probe, [`crate::cpu::environment_share`], built it before; `render
@@ -363,8 +362,7 @@ impl crate::sched::RendererFactory for WorkerFactory {
         }
         // Built here, on first use, inside the frame's time, when the caller did not ask
         // `select_beside` for it: said with its seconds, since it is paid even when the CPU
-        // threads end up taking no tile. (On an H200, a 10M-triangle toystore's frame took
-        // 1.22 s with `gpu0x2,cpu` against 0.75 s with `gpu0x2`; this setup took 0.468 s.)
+        // threads end up taking no tile (figures: docs/guide/workers.md#mixed-devices).
         let t = Instant::now();
         let cpu: Arc<dyn TileRenderer> = Arc::new(crate::cpu::CpuBackend::sharing(
             Arc::clone(&self.scene),

@@ -239,8 +239,7 @@ pub struct AccelArgs {
     #[arg(long, hide_short_help = true)]
     pub compact: bool,
     /// Groups under N triangles become build inputs of shared GASes, each keeping its own SBT
-    /// record (0: one GAS per group). The default is what built fastest on an H100
-    /// (docs/gas-builds.md)
+    /// record (0: one GAS per group). The default is what built fastest (docs/gas-builds.md)
     #[arg(
         long,
         value_name = "N",
@@ -249,7 +248,7 @@ pub struct AccelArgs {
     )]
     pub merge_below: u32,
     /// With --assign lpt: triangles each build adds to its load, for the fixed cost of a build
-    /// (0: balance triangles only). The default was measured on an H100 (docs/gas-builds.md)
+    /// (0: balance triangles only). The default was measured (docs/gas-builds.md)
     #[arg(long, default_value_t = DEFAULT_LPT_BUILD_WEIGHT, hide_short_help = true)]
     pub lpt_build_weight: u64,
     /// Host threads that enqueue the GAS builds, each owning whole build streams (1: one

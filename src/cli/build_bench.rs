@@ -333,9 +333,8 @@ fn write_outputs(a: &BuildBenchArgs, rows: &[BenchRow], title: &str) -> anyhow::
 
 /// Writes the CSV and plot of the rows timed so far, silently; the paths written. Called after
 /// every row, so that a run stopped part-way (a time limit's kill, a crash, Ctrl-C) leaves
-/// every row it timed: the H200's 18-configuration `--isolate` run of 2026-11-27 was stopped by
-/// its session's budget two rows short, and left no CSV at all. Each file is written beside
-/// itself and renamed over the last, so a kill never leaves half a file.
+/// every row it timed, not none. Each file is written beside itself and renamed over the last,
+/// so a kill never leaves half a file.
 fn write_rows_so_far(
     a: &BuildBenchArgs,
     rows: &[BenchRow],
@@ -893,8 +892,8 @@ mod tests {
         let text = std::fs::read_to_string(&csv).unwrap();
         // 2 flags x 2 merges x 2 stream counts, plus a single GAS per flag setting.
         assert_eq!(text.lines().count(), 1 + 8 + 2, "{text}");
-        // Columns by name: the H200 run of 2026-11-26 failed here on fixed indices that
-        // columns added since (issue_order, enqueue_threads, ...) had moved.
+        // Columns by name: fixed indices break whenever a column (issue_order,
+        // enqueue_threads, ...) is added.
         let mut r = csv::Reader::from_path(&csv).unwrap();
         let header = r.headers().unwrap().clone();
         let column = |name: &str| {

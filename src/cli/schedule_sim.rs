@@ -65,10 +65,10 @@ pub struct ScheduleSimArgs {
     #[arg(long, default_value_t = 1.0)]
     pub cost_scale: f64,
     /// Model workers of different speeds instead of --workers: SPEEDxCOUNT entries,
-    /// comma-separated, speeds relative to the render's own workers (1). `1x2,0.0124x16` is
-    /// two GPU streams and sixteen CPU threads as measured on an H100 host; each row then
-    /// plans the pass with equal shares (a first pass that knows no speeds), with shares by
-    /// speed, with shares by speed plus the steal guard, and with those on tiles cut for the
+    /// comma-separated, speeds relative to the render's own workers (1). `1x2,0.0124x16` is two
+    /// GPU streams and sixteen CPU threads at measured speeds (docs/guide/workers.md); each row
+    /// then plans the pass with equal shares (a first pass that knows no speeds), with shares
+    /// by speed, with shares by speed plus the steal guard, and with those on tiles cut for the
     /// slow workers (what a render does). With --ranks, the workers of each rank instead of
     /// --workers; kinds of rank separated by `;` take turns: `1x2;0.0124x16` alternates a GPU
     /// rank (two streams) with a CPU rank

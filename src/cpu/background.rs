@@ -4,10 +4,8 @@
 //! the GPU's setup, which packs the scene and enqueues its builds on the calling thread, and
 //! the cost map estimated beside it on the global pool are slowed little by it, and the
 //! layers get the cores back while the GPU renders.
-//! `cargo run --release --example background_priority` measures it: on a 2-core machine a
-//! parallel job on the global pool took 1.06x / 1.10x / 1.14x its time alone (min / median /
-//! max of 5) beside two spinning threads of this pool, 1.63x / 2.02x / 2.05x beside an
-//! ordinary pool's.
+//! `cargo run --release --example background_priority` measures it (figures:
+//! docs/guide/output-and-layers.md).
 //!
 //! A pool of its own, not the global one: rayon serves its workers' own queues before the
 //! jobs other threads inject, so a global pool busy with the layers would keep the cost map

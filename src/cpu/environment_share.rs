@@ -146,7 +146,7 @@ pub fn probe(scene: &Scene, bvh: &SceneBvh, camera: &CameraFrame, max_depth: u32
 /// second moments: one sample of strategy `i` taken with probability `p_i` and divided by it
 /// has the second moment `sum_i E[X_i^2] / p_i`, least for `p_i` proportional to
 /// `sqrt(E[X_i^2])`. (In proportion to the means instead, light that arrives rarely but
-/// brightly, the sun through a gap, gets too few samples: that was measured 2.4x noisier.)
+/// brightly, the sun through a gap, gets too few samples: docs/guide/environment-maps.md.)
 /// Clamped to [[`MIN_SHARE`], 1 - [`MIN_SHARE`]] and rounded to a multiple of 1/256; 1/2
 /// where neither strategy found any light.
 pub fn share_of(environment_squares: f64, area_light_squares: f64) -> f32 {

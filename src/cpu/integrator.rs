@@ -228,12 +228,9 @@ impl LightSampler {
 /// Why the triangle's scale and not the point's own coordinates: both the hit point (from the
 /// barycentrics) and the next ray's test against that triangle round at the scale of its
 /// vertices, about `scale / 2^23` per operation; 2^-15 of it is at least 256 ulps. The
-/// per-component offsets of Wächter and Binder (Ray Tracing Gems, 2019), used before, move a
-/// coordinate by 256 ulps *of that coordinate*: on a wall in the plane x = 0 of a room 550
-/// units wide that is 1.5e-5 in x against rounding of 3e-5, and shadow rays from the wall hit
-/// it again. The Cornell box's green wall and floor lost 0.07% of their direct light that way
-/// on the CPU (a copy moved away from the origin did not), and the GPU, whose hardware test
-/// rounds otherwise, saw its image 0.12% brighter (H100 run of 2026-11-24).
+/// per-component offsets of Wächter and Binder (Ray Tracing Gems, 2019) move a coordinate by
+/// 256 ulps *of that coordinate*, which near a plane through the origin falls short of that
+/// rounding, so shadow rays from such a wall hit it again (figures: docs/cpu-backend.md).
 #[inline]
 pub fn offset_ray_origin(p: Vec3, n: Vec3, scale: f32) -> Vec3 {
     p + n * offset_distance(scale)

@@ -91,8 +91,7 @@ impl CpuBackend {
     }
 
     /// [`CpuBackend::new`] on the caller's scene, shared rather than copied (the copy held a
-    /// second set of the vertices and triangles for the whole render: 178 MB for a toystore
-    /// of six million triangles, whose renders' peak memory it raised by about a fifth),
+    /// second set of the vertices and triangles for the whole render: docs/cpu-backend.md),
     /// tracing `bvh` when it is given rather than building another:
     /// the BVH the environment-share probe built for the same scene before the backend was
     /// chosen (at ten million triangles, seconds of build). It must be `scene`'s: a BVH of

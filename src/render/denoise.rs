@@ -80,7 +80,8 @@ pub struct DenoiseOptions {
     /// À-trous passes: `n` passes reach `2^(n+1) - 2` pixels either side.
     pub iterations: u32,
     /// The power of the normals' cosine (SVGF's 128): an integer, so that it is a few
-    /// multiplications, not a `powf` per tap (which took 29% of the time).
+    /// multiplications, not a `powf` per tap (a large share of the time: figures in
+    /// docs/guide/output-and-layers.md).
     pub normal_power: i32,
     /// The albedo difference, RGB distance, at which a neighbour's weight falls to `1/e`.
     pub sigma_albedo: f32,
@@ -143,9 +144,8 @@ impl DenoiseOptions {
     /// luminance weight, so that crops an older gasworks denoised with the same numbers but
     /// raw luminances do not merge with these either.)
     pub fn key_item(&self) -> String {
-        // "shared": the rule since 2026-11-29, the light taken off a firefly going to its
-        // neighbours; crops denoised by builds that dropped it carry no such word, and so do
-        // not merge with these.
+        // "shared": the light taken off a firefly goes to its neighbours; crops denoised by
+        // builds that dropped it carry no such word, and so do not merge with these.
         let fireflies = match self.firefly_ratio {
             Some(r) => format!("{r:?} shared"),
             None => "kept".into(),

@@ -852,7 +852,7 @@ fn check_webp_window(
 
 /// Writes 8-bit sRGB pixels of a whole frame as a lossless WebP, through libwebp (the `webp`
 /// crate): its lossless mode takes about a third fewer bytes than PNG on renders (measured in
-/// docs/guide/output-and-layers.md), where the `image` crate's own WebP encoder saved 12%.
+/// docs/guide/output-and-layers.md), where the `image` crate's own WebP encoder saves far less.
 /// It carries none of gasworks' metadata, so a crop is refused
 /// ([`OutputError::WebpCrop`]): it could never be merged.
 pub fn write_webp(srgb: &[[u8; 3]], path: &Path, meta: &ImageMeta) -> Result<(), OutputError> {
@@ -861,8 +861,8 @@ pub fn write_webp(srgb: &[[u8; 3]], path: &Path, meta: &ImageMeta) -> Result<(),
     let fail = write_failed(path);
     let mut config = webp::WebPConfig::new().map_err(|()| fail(&"libwebp refused its defaults"))?;
     config.lossless = 1;
-    // libwebp's default effort (quality 75, method 4): within 0.6% of its slowest (100, 6) on
-    // a 1080p render, in a seventeenth of the time (1.1 s against 19 s).
+    // libwebp's default effort (quality 75, method 4): nearly as small as its slowest (100, 6),
+    // in a small fraction of the time (figures: docs/guide/output-and-layers.md).
     let w = meta.window;
     let encoded = webp::Encoder::from_rgb(bytemuck::cast_slice(srgb), w.w, w.h)
         .encode_advanced(&config)

@@ -2,9 +2,8 @@
 //!
 //! The first pass of a frame is planned before any tile has been timed. With workers of one
 //! kind that does no harm: equal workers get equal shares. With a GPU beside CPU threads it
-//! does: on an H100 (2026-11-24) `--devices gpu0x2,cpu` handed 13 of the toystore's 15
-//! GPU-sized tiles to CPU threads, each of which took 0.25 to 1.56 s where a GPU stream took
-//! 4 to 7 ms, and the frame took 1.564 s against about 0.05 s on the GPU alone.
+//! does: equal shares hand GPU-sized tiles to CPU threads a hundred times slower, and the
+//! frame waits for them (figures: docs/guide/workers.md#mixed-devices).
 //!
 //! So before that pass, one worker of every `--devices` entry renders a small piece of the
 //! image, and the times give each entry's speed in cost-map units per second: the weights of

@@ -15,8 +15,8 @@
 //! Where the render itself planned with corrected costs (one kind of device), the rebuilt
 //! costs are the CSV's `predicted` column, which checks the replay. Where it did not (mixed
 //! devices), the replay says what the correction would have done. `gasworks schedule-sim
-//! --replay-corrections` prints it; `tests/sched_correction_replay.rs` holds the H200's
-//! figures.
+//! --replay-corrections` prints it; `tests/sched_correction_replay.rs` replays a measured
+//! render's files (figures: docs/guide/workers.md).
 
 use super::adaptive_sampling::BlockStops;
 use super::costmap::CostMap;

@@ -102,8 +102,8 @@ impl PassReport {
     /// the speed of the worker that ran it over the fastest worker's speed (the speeds the pass
     /// was planned with), so that tiles run by devices of different speeds compare. Without
     /// known speeds (the workers alike), the seconds as measured. Raw seconds rank every piece
-    /// a CPU thread ran above every tile a GPU ran: on an H200 (2026-11-26) that made the
-    /// cost map's Spearman -0.564 against 0.908 once normalised.
+    /// a CPU thread ran above every tile a GPU ran, which would hide how well the cost map
+    /// ranks them (figures: docs/guide/workers.md).
     pub fn measured_at_fastest(&self) -> Vec<f64> {
         let known = self.speeds.len() == self.workers.len()
             && self.speeds.iter().all(|s| s.is_finite() && *s > 0.0);
@@ -195,9 +195,9 @@ impl PassReport {
     /// Per device (`device_of[w]` names worker `w`'s, "gpu0", "cpu"; in order of first
     /// appearance): how well the planned costs and the raw estimate rank the tiles that
     /// device ran, against their measured seconds. Within one device no speed is needed,
-    /// so this shows what a mixed-device figure hides: on an H200 (2026-11-26) the costs
-    /// measured on the GPU, carried to the CPU's pieces, ranked them at Spearman -0.17 where
-    /// the estimate ranked them at 0.76.
+    /// so this shows what a mixed-device figure hides: costs measured on the GPU, carried to
+    /// the CPU's pieces, can rank them worse than the raw estimate (figures:
+    /// docs/guide/workers.md).
     pub fn accuracy_by_device(&self, device_of: &[String]) -> Vec<DeviceAccuracy> {
         // Per device, in order of first appearance: (planned, estimated, measured) per tile.
         let mut by: Vec<(String, [Vec<f64>; 3])> = Vec::new();
@@ -1063,8 +1063,9 @@ mod tests {
         assert_eq!(rank_text(accuracy::spearman(&[3.0], &[1.0])), "n/a");
     }
 
-    /// The H200's 256-spp `gpu0x2,cpu` pass: two GPU streams busy 0.637 s of a 0.638 s
-    /// makespan, sixteen CPU threads at 1/190.9 of their speed idle.
+    /// A measured 256-spp `gpu0x2,cpu` pass (docs/guide/workers.md#mixed-devices): two GPU
+    /// streams busy 0.637 s of a 0.638 s makespan, sixteen CPU threads at 1/190.9 of their
+    /// speed idle.
     #[test]
     fn efficiency_by_speed_counts_an_idle_slow_worker_at_its_speed() {
         let busy = |busy_s| WorkerPassStats {

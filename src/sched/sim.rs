@@ -693,8 +693,8 @@ mod tests {
         assert_eq!(r.steals, 0);
     }
 
-    /// The H100 case of 2026-11-24: two GPU streams and sixteen CPU threads about 200 times
-    /// slower, fifteen GPU-sized tiles.
+    /// A measured case (docs/guide/workers.md#mixed-devices): two GPU streams and sixteen CPU
+    /// threads about 200 times slower, fifteen GPU-sized tiles.
     fn h100_like() -> (Vec<f64>, Vec<f64>) {
         let costs: Vec<f64> = (0..15).map(|i| 0.6 + 0.05 * i as f64).collect();
         let mut speeds = vec![1.0, 1.0];
@@ -759,7 +759,7 @@ mod tests {
         );
     }
 
-    /// The H100 case again, replayed on a 640 x 360 frame of uniform cost (1 s of work for
+    /// The same case, replayed on a 640 x 360 frame of uniform cost (1 s of work for
     /// one worker): fifteen GPU-sized tiles leave the CPU threads idle, and the same tiles cut
     /// for them ([`MixedPlan::BySpeedGuardedCut`]) let them help.
     #[test]

@@ -3,19 +3,18 @@
 //! Speeds are measured per group of workers (one `--devices` entry of one process or rank):
 //! a worker's few tiles in a pass say little, its group's many say more. But two groups can
 //! be the same hardware: two GPUs of one model in one process (`gpu0x2,gpu1x2`), or the
-//! ranks of a cluster of alike machines. Measured apart, noise sets them apart: two ranks on
-//! the fake GPU of one two-core machine timed their small tiles more than 2x apart, and the
-//! scheduler then treated the "slower" one as a slow device (the steal guard kept it from
-//! tiles it would have finished in time, and its share was cut into pieces). Groups alike in
-//! device kind and hardware, GPUs also in their number of streams, are one *speed class*:
-//! their tiles are pooled into
-//! one measurement (total estimated cost over total seconds), which has as many tiles as the
-//! class has, and every worker of the class plans at that speed. A real difference between
+//! ranks of a cluster of alike machines. Measured apart, noise sets them apart (figures:
+//! docs/cluster.md#speeds), and the scheduler would treat the "slower" one as a slow device
+//! (the steal guard keeping it from tiles it would finish in time, its share cut into
+//! pieces). Groups alike in device kind and hardware, GPUs also in their number of streams,
+//! are one *speed class*: their tiles are pooled into one measurement (total estimated cost
+//! over total seconds), which has as many tiles as the class has, and every worker of the
+//! class plans at that speed. A real difference between
 //! alike machines (another job on one node) then shows as busy time, and work stealing evens
 //! it, as it does between the workers of one group.
 //!
 //! Groups whose hardware is not known ([`crate::render::TileRenderer::hardware`] empty) are
-//! each a class of their own, as before.
+//! each a class of their own.
 
 use super::workers::Worker;
 

@@ -31,12 +31,12 @@ impl Strategy {
     }
 }
 
-/// Speeds closer than this factor count as equal: the steal guard of [`super::policy`] is for a
-/// GPU beside CPU threads (80 times apart on the H100), and the measured speeds of alike
-/// workers differ by noise. Where speeds differ by a few percent, the guard's estimates, which
-/// ignore the tiles in flight, would refuse the very steals that end a pass sooner. A worker
-/// this much slower than the fastest also has its share cut ([`cut_for_slow_workers`]), which
-/// is why the factor lives here, below the policy.
+/// Speeds closer than this factor count as equal: the steal guard of [`super::policy`] is for a GPU
+/// beside CPU threads (tens of times apart: docs/guide/workers.md), and the measured speeds of
+/// alike workers differ by noise. Where speeds differ by a few percent, the guard's estimates,
+/// which ignore the tiles in flight, would refuse the very steals that end a pass sooner. A worker
+/// this much slower than the fastest also has its share cut ([`cut_for_slow_workers`]), which is
+/// why the factor lives here, below the policy.
 pub const SIMILAR_SPEEDS: f64 = 2.0;
 
 /// The tile count used when none is given: about 64 x 64-pixel tiles.
@@ -302,10 +302,8 @@ fn cost_per_pixel(tiles: &[Tile], costs: &[f64]) -> f64 {
 /// (`--slow-worker-pieces`). A slow worker leaves its next piece to the faster ones once they
 /// would get through everything queued before it got through that piece (at twice its
 /// estimated cost: [`super::policy::keep_own_tile`]), so it goes idle a piece or two before the
-/// end: more pieces waste less of it, and make more tiles. Replayed on the H200's 256-spp
-/// tiles (`schedule-sim --speeds`, sorted), CPU threads 50 times slower than the GPU's two
-/// streams ended the frame at 0.91x the GPU alone with 4 pieces, 0.89x with 8 and 16 (ideally
-/// 0.86x); 20 times slower, 0.80x, 0.77x and 0.76x (ideally 0.71x).
+/// end: more pieces waste less of it, and make more tiles. In replays of measured tiles, 8
+/// gained nearly all that 16 did (figures: docs/guide/workers.md#mixed-devices).
 pub const DEFAULT_SLOW_WORKER_PIECES: u32 = 8;
 
 /// The pieces per slow worker that [`cut_for_slow_workers`] is asked for under `strategy`:
@@ -340,7 +338,7 @@ pub const MIN_PIECE_SIDE: u32 = 8;
 /// Tiles are sized for the fastest workers (a GPU wants a launch's worth of work per tile), so
 /// a CPU thread 100 or 200 times slower than a GPU stream cannot finish even one before the
 /// GPU has finished the frame; the steal guard then rightly keeps it idle, and the CPU adds
-/// nothing (on the H200, 16 CPU threads beside a GPU's two streams took no tile). Here each
+/// nothing (docs/guide/workers.md#mixed-devices). Here each
 /// worker's share of the pass is laid over the tiles as [`super::policy::contiguous_runs`]
 /// lays it (in locality order, in proportion to `weights`, the workers' speeds), and every
 /// tile that overlaps the share of a worker [`SIMILAR_SPEEDS`] times slower than the fastest or
@@ -357,9 +355,8 @@ pub const MIN_PIECE_SIDE: u32 = 8;
 /// pixel-samples leaves the device partly idle and takes about as long, so a smaller piece
 /// would not finish sooner, only add launches. A tile over several slow shares is held to the
 /// least of their floors (a CPU thread's is 0: its share is still cut). Missing entries, or
-/// an empty `floors`, are 0. (Without it, two ranks of one GPU kind, the fake GPU on a
-/// two-core machine, whose tiny tiles timed over 2x apart, cut the slower rank's share into
-/// pieces of 55 to 242 pixels: launches of a thousandth of a launch's work.)
+/// an empty `floors`, are 0. (Without it, noise between two ranks of one GPU kind can cut the
+/// "slower" rank's share into launches of a thousandth of a launch's work: docs/cluster.md.)
 ///
 /// A weight of 0 is a retired worker's ([`super::OnWorkerError::Retire`]): its share is empty,
 /// and the others are cut as if it were not there.
@@ -609,8 +606,8 @@ mod tests {
     }
 
     /// A 960 x 540 image over a 240 x 135 map whose cost rises to the right, cut into 135
-    /// GPU-sized tiles; two GPU streams beside sixteen CPU threads 190 times slower (the
-    /// H200's calibration).
+    /// GPU-sized tiles; two GPU streams beside sixteen CPU threads 190 times slower (a
+    /// measured calibration: docs/guide/workers.md#mixed-devices).
     fn h200_like() -> (Vec<Tile>, Sat, MapScale, Vec<f64>) {
         let (mw, mh) = (240, 135);
         let values: Vec<f32> = (0..mw * mh).map(|i| 1.0 + (i % mw) as f32 / 60.0).collect();

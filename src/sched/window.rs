@@ -83,9 +83,8 @@ impl Shifted {
 }
 
 // Every method is passed on: a method left to its default here would hide the inner
-// renderer's answer from every windowed render (a GPU's `min_tile_work` once was, so a
-// `--pixelbounds` render away from the origin gave its GPU workers CPU-sized tiles and
-// calibrated them on a CPU's piece).
+// renderer's answer from every windowed render (a GPU's `min_tile_work` left out gives its
+// GPU workers CPU-sized tiles and calibrates them on a CPU's piece).
 impl TileRenderer for Shifted {
     fn name(&self) -> String {
         self.inner.name()

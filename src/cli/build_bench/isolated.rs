@@ -3,9 +3,8 @@
 //!
 //! Why: a batch that crashes poisons its CUDA context (`CUDA_ERROR_ILLEGAL_ADDRESS` is sticky),
 //! and one that hangs blocks its process, so in one process nothing can be timed after the
-//! first failure. On the H200 (2026-11-26) the enqueue-threads run crashed in the 10th of its
-//! 16 configurations, so the 6 after it were never timed; and the LPT variants that the
-//! benchmark protocol asks for crash at random.
+//! first failure, and some configurations (the LPT variants the benchmark protocol asks for)
+//! crash at random (figures: docs/gas-builds.md).
 //! A child per configuration turns each failure into one failed row: the parent notes how the
 //! child ended, goes on with the next, and writes the CSV and plot of everything that was
 //! timed.

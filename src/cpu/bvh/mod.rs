@@ -225,7 +225,7 @@ pub fn intersect_triangle(
 
 /// A traversal stack of `(reference, entry distance)` that spills to the heap for unusually
 /// deep trees. The fixed part is an `ArrayVec`: nothing is written until pushed (initialising
-/// 64 entries per ray cost 7% of a Cornell box render).
+/// 64 entries per ray costs time: figures in docs/cpu-backend.md).
 struct Stack {
     fixed: ArrayVec<(ChildRef, f32), 64>,
     spill: Vec<(ChildRef, f32)>,
