@@ -296,7 +296,31 @@ pub fn plot_svg(rows: &[BenchRow], title: &str) -> String {
         return svg;
     }
 
-    // Axes: x over the batch stream counts, y over every min/max and the references.
+    let (x, y) = plot_axes(&usable);
+    write_frame(&mut svg, &x, &y);
+
+    // Series in order of first appearance.
+    let mut labels: Vec<String> = Vec::new();
+    for r in &usable {
+        let l = r.series_label();
+        if !labels.contains(&l) {
+            labels.push(l);
+        }
+    }
+    for (i, label) in labels.iter().enumerate() {
+        let mut pts: Vec<&&BenchRow> = usable
+            .iter()
+            .filter(|r| &r.series_label() == label)
+            .collect();
+        pts.sort_by_key(|r| r.streams);
+        write_series(&mut svg, i, label, &pts, &x, &y);
+    }
+    svg.push_str("</svg>\n");
+    svg
+}
+
+/// Axes: x over the batch stream counts, y over every min/max and the references.
+fn plot_axes(usable: &[&BenchRow]) -> (LogAxis, LogAxis) {
     let max_streams = usable
         .iter()
         .filter(|r| r.build == BuildKind::Batch)
@@ -318,8 +342,11 @@ pub fn plot_svg(rows: &[BenchRow], title: &str) -> String {
     let y_lo = 10f64.powf(y_lo.log10().floor());
     let y_hi = 10f64.powf(y_hi.log10().ceil());
     let y = LogAxis::new(y_lo, y_hi, HEIGHT - BOTTOM, TOP);
+    (x, y)
+}
 
-    // Frame, grid and ticks.
+/// Frame, grid and ticks, then the axis titles.
+fn write_frame(svg: &mut String, x: &LogAxis, y: &LogAxis) {
     let (x0, x1, y0, y1) = (LEFT, WIDTH - RIGHT, HEIGHT - BOTTOM, TOP);
     let _ = writeln!(
         svg,
@@ -359,78 +386,74 @@ pub fn plot_svg(rows: &[BenchRow], title: &str) -> String {
         (y0 + y1) / 2.0,
         (y0 + y1) / 2.0
     );
+}
 
-    // Series in order of first appearance.
-    let mut labels: Vec<String> = Vec::new();
-    for r in &usable {
-        let l = r.series_label();
-        if !labels.contains(&l) {
-            labels.push(l);
-        }
-    }
-    for (i, label) in labels.iter().enumerate() {
-        let colour = PALETTE[i % PALETTE.len()];
-        let mut pts: Vec<&&BenchRow> = usable
+/// One series, the `i`th: a single-GAS reference as a dashed line across the plot, a batch
+/// configuration as a line through its medians with min-max whiskers; then its legend entry.
+/// `pts` are its rows by stream count.
+fn write_series(
+    svg: &mut String,
+    i: usize,
+    label: &str,
+    pts: &[&&BenchRow],
+    x: &LogAxis,
+    y: &LogAxis,
+) {
+    let (x0, x1) = (LEFT, WIDTH - RIGHT);
+    let colour = PALETTE[i % PALETTE.len()];
+    let _ = writeln!(
+        svg,
+        r#"<g class="series" data-label="{}">"#,
+        xml_escape(label)
+    );
+    if pts[0].build == BuildKind::SingleGas {
+        let py = y.map(pts[0].median_ms);
+        let _ = writeln!(
+            svg,
+            r#"<line class="reference" x1="{x0}" y1="{py:.1}" x2="{x1}" y2="{py:.1}" stroke="{colour}" stroke-width="2" stroke-dasharray="6 4"/>"#
+        );
+    } else {
+        let coords: Vec<String> = pts
             .iter()
-            .filter(|r| &r.series_label() == label)
+            .map(|r| format!("{:.1},{:.1}", x.map(r.streams as f64), y.map(r.median_ms)))
             .collect();
-        pts.sort_by_key(|r| r.streams);
         let _ = writeln!(
             svg,
-            r#"<g class="series" data-label="{}">"#,
-            xml_escape(label)
+            r#"<polyline points="{}" fill="none" stroke="{colour}" stroke-width="2"/>"#,
+            coords.join(" ")
         );
-        if pts[0].build == BuildKind::SingleGas {
-            let py = y.map(pts[0].median_ms);
+        for r in pts {
+            let px = x.map(r.streams as f64);
             let _ = writeln!(
                 svg,
-                r#"<line class="reference" x1="{x0}" y1="{py:.1}" x2="{x1}" y2="{py:.1}" stroke="{colour}" stroke-width="2" stroke-dasharray="6 4"/>"#
+                r#"<line x1="{px:.1}" y1="{:.1}" x2="{px:.1}" y2="{:.1}" stroke="{colour}"/><circle cx="{px:.1}" cy="{:.1}" r="3.5" fill="{colour}"><title>{} streams: median {:.3} ms (min {:.3}, max {:.3})</title></circle>"#,
+                y.map(r.min_ms),
+                y.map(r.max_ms),
+                y.map(r.median_ms),
+                r.streams,
+                r.median_ms,
+                r.min_ms,
+                r.max_ms
             );
-        } else {
-            let coords: Vec<String> = pts
-                .iter()
-                .map(|r| format!("{:.1},{:.1}", x.map(r.streams as f64), y.map(r.median_ms)))
-                .collect();
-            let _ = writeln!(
-                svg,
-                r#"<polyline points="{}" fill="none" stroke="{colour}" stroke-width="2"/>"#,
-                coords.join(" ")
-            );
-            for r in &pts {
-                let px = x.map(r.streams as f64);
-                let _ = writeln!(
-                    svg,
-                    r#"<line x1="{px:.1}" y1="{:.1}" x2="{px:.1}" y2="{:.1}" stroke="{colour}"/><circle cx="{px:.1}" cy="{:.1}" r="3.5" fill="{colour}"><title>{} streams: median {:.3} ms (min {:.3}, max {:.3})</title></circle>"#,
-                    y.map(r.min_ms),
-                    y.map(r.max_ms),
-                    y.map(r.median_ms),
-                    r.streams,
-                    r.median_ms,
-                    r.min_ms,
-                    r.max_ms
-                );
-            }
         }
-        // Legend entry.
-        let ly = TOP + 10.0 + 20.0 * i as f64;
-        let lx = WIDTH - RIGHT + 20.0;
-        let dash = if pts[0].build == BuildKind::SingleGas {
-            r#" stroke-dasharray="6 4""#
-        } else {
-            ""
-        };
-        let _ = writeln!(
-            svg,
-            r#"<line x1="{lx}" y1="{ly}" x2="{}" y2="{ly}" stroke="{colour}" stroke-width="2"{dash}/><text x="{}" y="{}">{}</text>"#,
-            lx + 24.0,
-            lx + 30.0,
-            ly + 4.0,
-            xml_escape(label)
-        );
-        svg.push_str("</g>\n");
     }
-    svg.push_str("</svg>\n");
-    svg
+    // Legend entry.
+    let ly = TOP + 10.0 + 20.0 * i as f64;
+    let lx = WIDTH - RIGHT + 20.0;
+    let dash = if pts[0].build == BuildKind::SingleGas {
+        r#" stroke-dasharray="6 4""#
+    } else {
+        ""
+    };
+    let _ = writeln!(
+        svg,
+        r#"<line x1="{lx}" y1="{ly}" x2="{}" y2="{ly}" stroke="{colour}" stroke-width="2"{dash}/><text x="{}" y="{}">{}</text>"#,
+        lx + 24.0,
+        lx + 30.0,
+        ly + 4.0,
+        xml_escape(label)
+    );
+    svg.push_str("</g>\n");
 }
 
 #[cfg(test)]

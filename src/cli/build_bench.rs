@@ -517,18 +517,7 @@ fn run_on(
     };
     let title = format!("{name}: {scene_size}, {}", info.name);
     let configs = configurations(a);
-    let timed: &[AccelOptions] = match job {
-        None => &configs,
-        Some(isolated::Job::Config(k)) => {
-            std::slice::from_ref(configs.get(k).with_context(|| {
-                format!(
-                    "--isolated-child {k}: there are {} configurations",
-                    configs.len()
-                )
-            })?)
-        }
-        Some(isolated::Job::Reference) => &[],
-    };
+    let timed = timed_configurations(&configs, job)?;
     let mut rows = Vec::new();
     let timing = bench.configurations(timed, |o, t| {
         rows.push(row_of(&template, BuildKind::Batch, o, &t));
@@ -556,10 +545,46 @@ fn run_on(
     if let Some(isolated::Job::Config(_)) = job {
         return write_child_rows(a, &rows);
     }
+    time_single_gas_reference(a, &bench, &configs, &template, &mut rows)?;
+    match job {
+        Some(_) => write_child_rows(a, &rows),
+        None => write_outputs(a, &rows, &title),
+    }
+}
+
+/// The configurations a run times: all of them, or only `job`'s (none for the reference's
+/// child).
+fn timed_configurations(
+    configs: &[AccelOptions],
+    job: Option<isolated::Job>,
+) -> anyhow::Result<&[AccelOptions]> {
+    Ok(match job {
+        None => configs,
+        Some(isolated::Job::Config(k)) => {
+            std::slice::from_ref(configs.get(k).with_context(|| {
+                format!(
+                    "--isolated-child {k}: there are {} configurations",
+                    configs.len()
+                )
+            })?)
+        }
+        Some(isolated::Job::Reference) => &[],
+    })
+}
+
+/// Times the whole scene as one GAS, once per build flag the configurations used, adding its
+/// rows to `rows`; a scene too large for one GAS gets a note instead.
+fn time_single_gas_reference(
+    a: &BuildBenchArgs,
+    bench: &SceneBench,
+    configs: &[AccelOptions],
+    template: &BenchRow,
+    rows: &mut Vec<BenchRow>,
+) -> anyhow::Result<()> {
     let mut flags: Vec<bool> = configs.iter().map(|o| o.fast_build).collect();
     flags.dedup();
     let reference = bench.single_gas(&flags, a.compact, |o, t| {
-        let mut r = row_of(&template, BuildKind::SingleGas, o, &t);
+        let mut r = row_of(template, BuildKind::SingleGas, o, &t);
         r.assign = "-".into();
         r.scratch_mode = "-".into();
         rows.push(r);
@@ -571,10 +596,7 @@ fn run_on(
             bench.triangles()
         );
     }
-    match job {
-        Some(_) => write_child_rows(a, &rows),
-        None => write_outputs(a, &rows, &title),
-    }
+    Ok(())
 }
 
 /// The row of configuration `o` as `timing` measured it, printed: the run's scene, device,

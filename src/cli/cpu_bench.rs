@@ -169,105 +169,18 @@ fn bench_scene(
     let mut load: Vec<Option<Stats>> = vec![None; pools.len()];
     if a.load {
         match path {
-            Some(path) => {
-                println!("load (OBJ + MTL parse, scene build), {} runs:", a.repeat);
-                for (k, (pool, &threads)) in pools.iter().zip(thread_counts).enumerate() {
-                    let mut rates = Vec::new();
-                    for _ in 0..a.repeat {
-                        let t = Instant::now();
-                        let s = pool.install(|| obj::load_obj(path, &quiet))?;
-                        rates.push(file_bytes as f64 / t.elapsed().as_secs_f64() / 1e6);
-                        drop(std::hint::black_box(s));
-                    }
-                    let st = Stats::of(&rates).expect("at least one repeat");
-                    println!("  {threads:>3} thread(s): {}  MB/s", fmt_stats(&st));
-                    load[k] = Some(st);
-                }
-            }
+            Some(path) => load = measure_load(a, path, file_bytes, pools, thread_counts)?,
             None => println!("load: not measured (built-in scene)"),
         }
     }
 
-    println!("BVH build (both levels), {} runs:", a.repeat);
-    let mut build = Vec::new();
-    for (pool, &threads) in pools.iter().zip(thread_counts) {
-        let secs: Vec<f64> = (0..a.repeat)
-            .map(|_| pool.install(|| SceneBvh::build_with_stats(&scene).1.seconds))
-            .collect();
-        let rates: Vec<f64> = secs.iter().map(|s| tris as f64 / s / 1e6).collect();
-        let st = Stats::of(&rates).expect("at least one repeat");
-        println!(
-            "  {threads:>3} thread(s): {}  Mtri/s   ({} s)",
-            fmt_stats(&st),
-            fmt_stats(&Stats::of(&secs).expect("at least one repeat"))
-        );
-        build.push(st);
-    }
+    let build = measure_build(a, &scene, tris, pools, thread_counts);
 
     let mut render_wall: Vec<Option<Stats>> = vec![None; pools.len()];
     let mut render_cpu: Vec<Option<Stats>> = vec![None; pools.len()];
     if !a.build_only {
-        let camera = a
-            .camera
-            .choice()
-            .camera(
-                &scene.bounds(),
-                match path {
-                    Some(p) => a
-                        .camera
-                        .choice()
-                        .scene_hint(p, |w| Verbosity::Normal.warn(w))?,
-                    None => None,
-                },
-                a.width,
-                a.height,
-            )
-            .frame(a.width, a.height)
-            .with_context(|| format!("{name}: bad camera"))?;
-        let settings = RenderSettings {
-            width: a.width,
-            height: a.height,
-            spp: a.spp,
-            max_depth: a.max_depth,
-            seed: 0,
-            camera,
-        };
-        let backend = pools[pools.len() - 1].install(|| CpuBackend::new(&scene, &settings))?;
-        let tiles = Tile::grid(a.width, a.height, 32);
-        let samples = a.width as f64 * a.height as f64 * a.spp as f64;
-        println!(
-            "path tracing {}x{}, {} spp, max depth {}, {} runs:",
-            a.width, a.height, a.spp, a.max_depth, a.repeat
-        );
-        for (k, (pool, &threads)) in pools.iter().zip(thread_counts).enumerate() {
-            let mut wall = Vec::new();
-            let mut cpu = Vec::new();
-            for _ in 0..a.repeat {
-                let c0 = process_cpu_seconds();
-                let t = Instant::now();
-                let film = pool.install(|| render(&backend, &settings, &tiles))?;
-                let secs = t.elapsed().as_secs_f64();
-                let c1 = process_cpu_seconds();
-                wall.push(samples / secs / 1e6);
-                if let (Some(c0), Some(c1)) = (c0, c1) {
-                    cpu.push(samples / (c1 - c0) / 1e6);
-                }
-                std::hint::black_box(film);
-            }
-            let w = Stats::of(&wall).expect("at least one repeat");
-            let c = Stats::of(&cpu);
-            println!(
-                "  {threads:>3} thread(s): {}  Msamples/s{}",
-                fmt_stats(&w),
-                c.map(|c| format!("   ({} per CPU second)", fmt_stats(&c)))
-                    .unwrap_or_default()
-            );
-            render_wall[k] = Some(w);
-            render_cpu[k] = c;
-        }
-        if backend.dropped_samples() > 0 {
-            println!("({} non-finite samples dropped)", backend.dropped_samples());
-        }
+        let settings = bench_settings(a, &scene, &name, path)?;
+        (render_wall, render_cpu) = measure_render(a, &scene, &settings, pools, thread_counts)?;
     }
 
     for (k, &threads) in thread_counts.iter().enumerate() {
@@ -293,6 +206,147 @@ fn bench_scene(
         }
     }
     Ok(())
+}
+
+/// Times loading the scene file on each pool, `--repeat` times, in MB/s of `file_bytes`; one
+/// figure per pool.
+fn measure_load(
+    a: &CpuBenchArgs,
+    path: &Path,
+    file_bytes: u64,
+    pools: &[rayon::ThreadPool],
+    thread_counts: &[usize],
+) -> anyhow::Result<Vec<Option<Stats>>> {
+    let quiet = obj::LoadOptions { quiet: true };
+    let mut load: Vec<Option<Stats>> = vec![None; pools.len()];
+    println!("load (OBJ + MTL parse, scene build), {} runs:", a.repeat);
+    for (k, (pool, &threads)) in pools.iter().zip(thread_counts).enumerate() {
+        let mut rates = Vec::new();
+        for _ in 0..a.repeat {
+            let t = Instant::now();
+            let s = pool.install(|| obj::load_obj(path, &quiet))?;
+            rates.push(file_bytes as f64 / t.elapsed().as_secs_f64() / 1e6);
+            drop(std::hint::black_box(s));
+        }
+        let st = Stats::of(&rates).expect("at least one repeat");
+        println!("  {threads:>3} thread(s): {}  MB/s", fmt_stats(&st));
+        load[k] = Some(st);
+    }
+    Ok(load)
+}
+
+/// Times the BVH build (both levels) on each pool, `--repeat` times, in million triangles
+/// per second; one figure per pool.
+fn measure_build(
+    a: &CpuBenchArgs,
+    scene: &Scene,
+    tris: usize,
+    pools: &[rayon::ThreadPool],
+    thread_counts: &[usize],
+) -> Vec<Stats> {
+    println!("BVH build (both levels), {} runs:", a.repeat);
+    let mut build = Vec::new();
+    for (pool, &threads) in pools.iter().zip(thread_counts) {
+        let secs: Vec<f64> = (0..a.repeat)
+            .map(|_| pool.install(|| SceneBvh::build_with_stats(scene).1.seconds))
+            .collect();
+        let rates: Vec<f64> = secs.iter().map(|s| tris as f64 / s / 1e6).collect();
+        let st = Stats::of(&rates).expect("at least one repeat");
+        println!(
+            "  {threads:>3} thread(s): {}  Mtri/s   ({} s)",
+            fmt_stats(&st),
+            fmt_stats(&Stats::of(&secs).expect("at least one repeat"))
+        );
+        build.push(st);
+    }
+    build
+}
+
+/// The settings of the timed renders: the image, samples and depth of the arguments, and the
+/// camera they choose for the scene (a file's hint included).
+fn bench_settings(
+    a: &CpuBenchArgs,
+    scene: &Scene,
+    name: &str,
+    path: Option<&Path>,
+) -> anyhow::Result<RenderSettings> {
+    let camera = a
+        .camera
+        .choice()
+        .camera(
+            &scene.bounds(),
+            match path {
+                Some(p) => a
+                    .camera
+                    .choice()
+                    .scene_hint(p, |w| Verbosity::Normal.warn(w))?,
+                None => None,
+            },
+            a.width,
+            a.height,
+        )
+        .frame(a.width, a.height)
+        .with_context(|| format!("{name}: bad camera"))?;
+    Ok(RenderSettings {
+        width: a.width,
+        height: a.height,
+        spp: a.spp,
+        max_depth: a.max_depth,
+        seed: 0,
+        camera,
+    })
+}
+
+/// Times path tracing on each pool, `--repeat` times, in million samples per second by wall
+/// clock and per second of process CPU time (when the platform tells it); one figure of each
+/// per pool.
+#[allow(clippy::type_complexity)]
+fn measure_render(
+    a: &CpuBenchArgs,
+    scene: &Scene,
+    settings: &RenderSettings,
+    pools: &[rayon::ThreadPool],
+    thread_counts: &[usize],
+) -> anyhow::Result<(Vec<Option<Stats>>, Vec<Option<Stats>>)> {
+    let mut render_wall: Vec<Option<Stats>> = vec![None; pools.len()];
+    let mut render_cpu: Vec<Option<Stats>> = vec![None; pools.len()];
+    let backend = pools[pools.len() - 1].install(|| CpuBackend::new(scene, settings))?;
+    let tiles = Tile::grid(a.width, a.height, 32);
+    let samples = a.width as f64 * a.height as f64 * a.spp as f64;
+    println!(
+        "path tracing {}x{}, {} spp, max depth {}, {} runs:",
+        a.width, a.height, a.spp, a.max_depth, a.repeat
+    );
+    for (k, (pool, &threads)) in pools.iter().zip(thread_counts).enumerate() {
+        let mut wall = Vec::new();
+        let mut cpu = Vec::new();
+        for _ in 0..a.repeat {
+            let c0 = process_cpu_seconds();
+            let t = Instant::now();
+            let film = pool.install(|| render(&backend, settings, &tiles))?;
+            let secs = t.elapsed().as_secs_f64();
+            let c1 = process_cpu_seconds();
+            wall.push(samples / secs / 1e6);
+            if let (Some(c0), Some(c1)) = (c0, c1) {
+                cpu.push(samples / (c1 - c0) / 1e6);
+            }
+            std::hint::black_box(film);
+        }
+        let w = Stats::of(&wall).expect("at least one repeat");
+        let c = Stats::of(&cpu);
+        println!(
+            "  {threads:>3} thread(s): {}  Msamples/s{}",
+            fmt_stats(&w),
+            c.map(|c| format!("   ({} per CPU second)", fmt_stats(&c)))
+                .unwrap_or_default()
+        );
+        render_wall[k] = Some(w);
+        render_cpu[k] = c;
+    }
+    if backend.dropped_samples() > 0 {
+        println!("({} non-finite samples dropped)", backend.dropped_samples());
+    }
+    Ok((render_wall, render_cpu))
 }
 
 /// Renders every tile on the current rayon pool into a film.
@@ -325,32 +379,8 @@ fn fmt_stats(s: &Stats) -> String {
 fn spheres_scene(n: u32) -> Scene {
     let side = (n as f32).sqrt().ceil() as u32;
     let mut groups = Vec::with_capacity(n as usize + 2);
-    let (rings, segs) = (16u32, 32u32);
     for k in 0..n {
-        let c = Vec3::new((k % side) as f32 * 2.2, 1.0, (k / side) as f32 * 2.2);
-        let mut g = Group {
-            name: format!("sphere{k}"),
-            ..Default::default()
-        };
-        for i in 0..=rings {
-            let th = std::f32::consts::PI * i as f32 / rings as f32;
-            for j in 0..segs {
-                let ph = std::f32::consts::TAU * j as f32 / segs as f32;
-                let d = Vec3::new(th.sin() * ph.cos(), th.cos(), th.sin() * ph.sin());
-                g.positions.push(c + d);
-                g.normals.push(d);
-            }
-        }
-        for i in 0..rings {
-            for j in 0..segs {
-                let a = i * segs + j;
-                let b = i * segs + (j + 1) % segs;
-                g.indices.push([a, b, a + segs]);
-                g.indices.push([b, b + segs, a + segs]);
-                g.face_materials.extend([1 + k % 4; 2]);
-            }
-        }
-        groups.push(g);
+        groups.push(sphere_group(k, side));
     }
     let extent = side as f32 * 2.2;
     let quad = |name: &str, p: Vec3, a: Vec3, b: Vec3, m: u32| Group {
@@ -374,6 +404,42 @@ fn spheres_scene(n: u32) -> Scene {
         Vec3::new(0.0, 0.0, extent * 0.3),
         5,
     ));
+    Scene::new("built-in spheres", groups, spheres_materials())
+}
+
+/// The `k`th sphere of [`spheres_scene`], on a grid `side` spheres wide: a UV sphere of
+/// radius 1, 16 rings x 32 segments, its material cycling through four.
+fn sphere_group(k: u32, side: u32) -> Group {
+    let (rings, segs) = (16u32, 32u32);
+    let c = Vec3::new((k % side) as f32 * 2.2, 1.0, (k / side) as f32 * 2.2);
+    let mut g = Group {
+        name: format!("sphere{k}"),
+        ..Default::default()
+    };
+    for i in 0..=rings {
+        let th = std::f32::consts::PI * i as f32 / rings as f32;
+        for j in 0..segs {
+            let ph = std::f32::consts::TAU * j as f32 / segs as f32;
+            let d = Vec3::new(th.sin() * ph.cos(), th.cos(), th.sin() * ph.sin());
+            g.positions.push(c + d);
+            g.normals.push(d);
+        }
+    }
+    for i in 0..rings {
+        for j in 0..segs {
+            let a = i * segs + j;
+            let b = i * segs + (j + 1) % segs;
+            g.indices.push([a, b, a + segs]);
+            g.indices.push([b, b + segs, a + segs]);
+            g.face_materials.extend([1 + k % 4; 2]);
+        }
+    }
+    g
+}
+
+/// The materials of [`spheres_scene`], by index: 0 the floor's white, 1 to 4 the spheres'
+/// (red, glossy, mirror, glass), 5 the light.
+fn spheres_materials() -> Vec<Material> {
     let base = Material::diffuse("white", Vec3::splat(0.7));
     let glossy = Material {
         name: "glossy".into(),
@@ -401,11 +467,7 @@ fn spheres_scene(n: u32) -> Scene {
         ..base.clone()
     };
     let red = Material::diffuse("red", Vec3::new(0.7, 0.2, 0.15));
-    Scene::new(
-        "built-in spheres",
-        groups,
-        vec![base, red, glossy, mirror, glass, light],
-    )
+    vec![base, red, glossy, mirror, glass, light]
 }
 
 #[cfg(test)]

@@ -278,16 +278,7 @@ impl Masker {
 }
 
 pub fn run(a: ImageStatsArgs) -> anyhow::Result<()> {
-    if !(a.ratio > 0.0 && a.ratio.is_finite()) {
-        anyhow::bail!("--ratio must be a positive number, got {}", a.ratio);
-    }
-    if a.window == 0 || a.window % 2 == 0 {
-        anyhow::bail!("--window must be an odd number of pixels, got {}", a.window);
-    }
-    let criterion = FireflyCriterion {
-        ratio: a.ratio,
-        window: a.window,
-    };
+    let criterion = firefly_criterion(&a)?;
     let mut masker = match &a.mask_scene {
         Some(path) => Some(Masker::new(path, &a.camera, a.mask_margin, a.quiet)?),
         None => None,
@@ -306,61 +297,13 @@ pub fn run(a: ImageStatsArgs) -> anyhow::Result<()> {
         // Bit-level comparison with the first image (EXR files of equal pixels need not be
         // equal bytes: the encoder may order compressed blocks differently).
         let origin = crop.map_or((0, 0), |(_, _, t)| (t.x, t.y));
-        let (differing, max_diff, rms, block_rms, luminance_difference, display) =
-            match &first_pixels {
-                Some((w, h, first)) if (*w, *h) == (width, height) => {
-                    let differing = first
-                        .iter()
-                        .zip(&pixels)
-                        .filter(|(a, b)| a.map(f32::to_bits) != b.map(f32::to_bits))
-                        .count();
-                    let max_diff = first
-                        .iter()
-                        .zip(&pixels)
-                        .flat_map(|(a, b)| (0..3).map(move |c| (a[c] - b[c]).abs()))
-                        .fold(0.0f32, f32::max);
-                    let rms = rms_difference(first, &pixels);
-                    let luminance = |p: &[f32; 3]| {
-                        0.2126 * f64::from(p[0])
-                            + 0.7152 * f64::from(p[1])
-                            + 0.0722 * f64::from(p[2])
-                    };
-                    let differences = first
-                        .iter()
-                        .zip(&pixels)
-                        .map(|(a, b)| luminance(b) - luminance(a));
-                    let n = pixels.len() as f64;
-                    let (sum, sum2) =
-                        differences.fold((0.0, 0.0), |(s, s2), d| (s + d, s2 + d * d));
-                    let mean = sum / n;
-                    // Sample variance over n: the square of the mean's standard error.
-                    let se = (n > 1.0 && sum2 > 0.0)
-                        .then(|| ((sum2 / n - mean * mean).max(0.0) / (n - 1.0)).sqrt());
-                    let block_rms = rms_block_difference(first, &pixels, width, height, a.block);
-                    (
-                        Some(differing),
-                        Some(max_diff),
-                        Some(rms),
-                        block_rms,
-                        Some((mean, se)),
-                        Some(DisplayBlockError::of(first, &pixels, width, height, origin)),
-                    )
-                }
-                _ => (None, None, None, None, None, None),
-            };
-        // A crop's mask is the whole frame's (the camera frames the whole), cut to its window.
-        let mask: Option<std::borrow::Cow<[bool]>> = match (masker.as_mut(), crop) {
-            (Some(m), None) => Some(m.mask(width, height)?.into()),
-            (Some(m), Some((fw, fh, t))) => {
-                let full = m.mask(fw, fh)?;
-                let rows = (t.y..t.y + t.h).flat_map(|y| {
-                    let at = (y * fw + t.x) as usize;
-                    full[at..at + t.w as usize].iter().copied()
-                });
-                Some(rows.collect::<Vec<bool>>().into())
+        let compared = match &first_pixels {
+            Some((w, h, first)) if (*w, *h) == (width, height) => {
+                compare_with_first(first, &pixels, (width, height), a.block, origin)
             }
-            (None, _) => None,
+            _ => FirstComparison::default(),
         };
+        let mask = image_mask(masker.as_mut(), width, height, crop)?;
         let mask = mask.as_deref();
         let masked = mask.map_or(0, |m| m.iter().filter(|&&b| b).count());
         let found = fireflies(&pixels, width, height, mask, criterion);
@@ -394,34 +337,139 @@ pub fn run(a: ImageStatsArgs) -> anyhow::Result<()> {
             window: a.window,
             mask_margin: masker.as_ref().map(|m| m.margin),
             mean_luminance_change_percent: change,
-            pixels_differing_from_first: differing,
-            max_abs_difference_from_first: max_diff,
-            rms_difference_from_first: rms,
-            rms_block_difference_from_first: block_rms,
+            pixels_differing_from_first: compared.differing,
+            max_abs_difference_from_first: compared.max_diff,
+            rms_difference_from_first: compared.rms,
+            rms_block_difference_from_first: compared.block_rms,
             block: a.block,
-            display_block_error_from_first: display,
-            mean_luminance_difference: luminance_difference.map(|(mean, _)| mean),
-            mean_luminance_difference_standard_error: luminance_difference.and_then(|(_, se)| se),
-            firefly_list: found
-                .iter()
-                .take(a.list)
-                .map(|f| FireflyEntry {
-                    x: f.x,
-                    y: f.y,
-                    luminance: f.luminance,
-                    median: f.median,
-                })
-                .collect(),
+            display_block_error_from_first: compared.display,
+            mean_luminance_difference: compared.luminance_difference.map(|(mean, _)| mean),
+            mean_luminance_difference_standard_error: compared
+                .luminance_difference
+                .and_then(|(_, se)| se),
+            firefly_list: firefly_entries(&found, a.list),
             render_differences_from_first: render_differences,
         });
         if first_pixels.is_none() {
             first_pixels = Some((width, height, pixels));
         }
     }
-    let text = if a.json {
-        serde_json::to_string_pretty(&reports)? + "\n"
+    print_reports(&reports, a.json)
+}
+
+/// The firefly criterion of `--ratio` and `--window`, checked.
+fn firefly_criterion(a: &ImageStatsArgs) -> anyhow::Result<FireflyCriterion> {
+    if !(a.ratio > 0.0 && a.ratio.is_finite()) {
+        anyhow::bail!("--ratio must be a positive number, got {}", a.ratio);
+    }
+    if a.window == 0 || a.window % 2 == 0 {
+        anyhow::bail!("--window must be an odd number of pixels, got {}", a.window);
+    }
+    Ok(FireflyCriterion {
+        ratio: a.ratio,
+        window: a.window,
+    })
+}
+
+/// An image compared with the first, pixel by pixel: all None where it is the first or
+/// another size.
+#[derive(Default)]
+struct FirstComparison {
+    differing: Option<usize>,
+    max_diff: Option<f32>,
+    rms: Option<f64>,
+    block_rms: Option<f64>,
+    /// The mean luminance difference, with its standard error where there is one.
+    luminance_difference: Option<(f64, Option<f64>)>,
+    display: Option<DisplayBlockError>,
+}
+
+/// Compares `pixels` with the `first` image's, of the same `size`; `origin` is where a crop
+/// lies in its frame.
+fn compare_with_first(
+    first: &[[f32; 3]],
+    pixels: &[[f32; 3]],
+    (width, height): (u32, u32),
+    block: u32,
+    origin: (u32, u32),
+) -> FirstComparison {
+    let differing = first
+        .iter()
+        .zip(pixels)
+        .filter(|(a, b)| a.map(f32::to_bits) != b.map(f32::to_bits))
+        .count();
+    let max_diff = first
+        .iter()
+        .zip(pixels)
+        .flat_map(|(a, b)| (0..3).map(move |c| (a[c] - b[c]).abs()))
+        .fold(0.0f32, f32::max);
+    let rms = rms_difference(first, pixels);
+    let luminance = |p: &[f32; 3]| {
+        0.2126 * f64::from(p[0]) + 0.7152 * f64::from(p[1]) + 0.0722 * f64::from(p[2])
+    };
+    let differences = first
+        .iter()
+        .zip(pixels)
+        .map(|(a, b)| luminance(b) - luminance(a));
+    let n = pixels.len() as f64;
+    let (sum, sum2) = differences.fold((0.0, 0.0), |(s, s2), d| (s + d, s2 + d * d));
+    let mean = sum / n;
+    // Sample variance over n: the square of the mean's standard error.
+    let se =
+        (n > 1.0 && sum2 > 0.0).then(|| ((sum2 / n - mean * mean).max(0.0) / (n - 1.0)).sqrt());
+    let block_rms = rms_block_difference(first, pixels, width, height, block);
+    FirstComparison {
+        differing: Some(differing),
+        max_diff: Some(max_diff),
+        rms: Some(rms),
+        block_rms,
+        luminance_difference: Some((mean, se)),
+        display: Some(DisplayBlockError::of(first, pixels, width, height, origin)),
+    }
+}
+
+/// The `--mask-scene` mask of an image (None without one). A crop's mask is the whole
+/// frame's (the camera frames the whole), cut to its window.
+fn image_mask(
+    masker: Option<&mut Masker>,
+    width: u32,
+    height: u32,
+    crop: Option<(u32, u32, Tile)>,
+) -> anyhow::Result<Option<std::borrow::Cow<'_, [bool]>>> {
+    Ok(match (masker, crop) {
+        (Some(m), None) => Some(m.mask(width, height)?.into()),
+        (Some(m), Some((fw, fh, t))) => {
+            let full = m.mask(fw, fh)?;
+            let rows = (t.y..t.y + t.h).flat_map(|y| {
+                let at = (y * fw + t.x) as usize;
+                full[at..at + t.w as usize].iter().copied()
+            });
+            Some(rows.collect::<Vec<bool>>().into())
+        }
+        (None, _) => None,
+    })
+}
+
+/// The first `list` fireflies, as reported.
+fn firefly_entries(found: &[crate::render::stats::Firefly], list: usize) -> Vec<FireflyEntry> {
+    found
+        .iter()
+        .take(list)
+        .map(|f| FireflyEntry {
+            x: f.x,
+            y: f.y,
+            luminance: f.luminance,
+            median: f.median,
+        })
+        .collect()
+}
+
+/// Prints the reports, as text or as one JSON array.
+fn print_reports(reports: &[ImageReport], json: bool) -> anyhow::Result<()> {
+    let text = if json {
+        serde_json::to_string_pretty(reports)? + "\n"
     } else {
-        render_text(&reports)
+        render_text(reports)
     };
     // A reader that stops early (`| head`) is not an error.
     match std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes()) {
@@ -511,64 +559,69 @@ pub fn render_text(reports: &[ImageReport]) -> String {
             );
         }
         if let (Some(change), Some(first)) = (r.mean_luminance_change_percent, first) {
-            let _ = writeln!(
-                s,
-                "vs first    mean luminance {change:+.3}%, fireflies {} -> {} ({})",
-                first.fireflies, r.fireflies, first.path
-            );
-            if let Some(differ) = r.render_differences_from_first.as_deref() {
-                if !differ.is_empty() {
-                    let items: Vec<String> =
-                        differ.iter().map(|(a, b)| format!("{a} -> {b}")).collect();
-                    let _ = writeln!(s, "            another render: {}", items.join("; "));
-                }
-            }
-            match (
-                r.pixels_differing_from_first,
-                r.max_abs_difference_from_first,
-                r.rms_difference_from_first,
-            ) {
-                (Some(0), _, _) => {
-                    let _ = writeln!(s, "            pixels bit-identical to the first image");
-                }
-                (Some(n), Some(d), Some(rms)) => {
-                    let _ = writeln!(
-                        s,
-                        "            {n} pixels differ from the first image (largest channel difference {d:.6}, RMS difference {rms:.6}, {:.3}% of its mean luminance)",
-                        100.0 * rms / first.mean_luminance
-                    );
-                    if let Some(block_rms) = r.rms_block_difference_from_first {
-                        let _ = writeln!(
-                            s,
-                            "            RMS difference of {b}x{b} block means {block_rms:.6} (the pixels' / {:.2}; / {b} for independent pixels)",
-                            rms / block_rms,
-                            b = r.block
-                        );
-                    }
-                    if let Some(e) = r.display_block_error_from_first {
-                        let _ = writeln!(
-                            s,
-                            "            as a PNG shows it (luminance, white = 1): RMS {:.5}; by 16x16 block median {:.5}, 95th percentile {:.5}, largest {:.5} ({} blocks)",
-                            e.rms, e.median, e.p95, e.max, e.blocks
-                        );
-                    }
-                    if let (Some(mean), Some(se)) = (
-                        r.mean_luminance_difference,
-                        r.mean_luminance_difference_standard_error,
-                    ) {
-                        // Scripts read this line (scripts/gpu-session.sh): keep its shape.
-                        let _ = writeln!(
-                            s,
-                            "            mean luminance difference {mean:+.6e} +- {se:.6e} (one standard error over the pixels): {:.2} standard errors",
-                            mean.abs() / se
-                        );
-                    }
-                }
-                _ => {
-                    let _ = writeln!(s, "            (not compared pixel by pixel: another size)");
-                }
-            }
+            write_comparison(&mut s, r, first, change);
         }
     }
     s
+}
+
+/// The lines that compare an image with the `first`: the mean luminance `change` (in percent)
+/// and the fireflies, what its render key says differs, and the differences pixel by pixel.
+fn write_comparison(s: &mut String, r: &ImageReport, first: &ImageReport, change: f64) {
+    let _ = writeln!(
+        s,
+        "vs first    mean luminance {change:+.3}%, fireflies {} -> {} ({})",
+        first.fireflies, r.fireflies, first.path
+    );
+    if let Some(differ) = r.render_differences_from_first.as_deref() {
+        if !differ.is_empty() {
+            let items: Vec<String> = differ.iter().map(|(a, b)| format!("{a} -> {b}")).collect();
+            let _ = writeln!(s, "            another render: {}", items.join("; "));
+        }
+    }
+    match (
+        r.pixels_differing_from_first,
+        r.max_abs_difference_from_first,
+        r.rms_difference_from_first,
+    ) {
+        (Some(0), _, _) => {
+            let _ = writeln!(s, "            pixels bit-identical to the first image");
+        }
+        (Some(n), Some(d), Some(rms)) => {
+            let _ = writeln!(
+                s,
+                "            {n} pixels differ from the first image (largest channel difference {d:.6}, RMS difference {rms:.6}, {:.3}% of its mean luminance)",
+                100.0 * rms / first.mean_luminance
+            );
+            if let Some(block_rms) = r.rms_block_difference_from_first {
+                let _ = writeln!(
+                    s,
+                    "            RMS difference of {b}x{b} block means {block_rms:.6} (the pixels' / {:.2}; / {b} for independent pixels)",
+                    rms / block_rms,
+                    b = r.block
+                );
+            }
+            if let Some(e) = r.display_block_error_from_first {
+                let _ = writeln!(
+                    s,
+                    "            as a PNG shows it (luminance, white = 1): RMS {:.5}; by 16x16 block median {:.5}, 95th percentile {:.5}, largest {:.5} ({} blocks)",
+                    e.rms, e.median, e.p95, e.max, e.blocks
+                );
+            }
+            if let (Some(mean), Some(se)) = (
+                r.mean_luminance_difference,
+                r.mean_luminance_difference_standard_error,
+            ) {
+                // Scripts read this line (scripts/gpu-session.sh): keep its shape.
+                let _ = writeln!(
+                    s,
+                    "            mean luminance difference {mean:+.6e} +- {se:.6e} (one standard error over the pixels): {:.2} standard errors",
+                    mean.abs() / se
+                );
+            }
+        }
+        _ => {
+            let _ = writeln!(s, "            (not compared pixel by pixel: another size)");
+        }
+    }
 }

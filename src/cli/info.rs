@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use crate::render::checkpoint;
 use crate::scene::lights::{facing_warnings_of, light_facing, LightFacing, AXES};
-use crate::scene::{obj, Bounds, MaterialKind, Scene};
+use crate::scene::{obj, Bounds, Material, MaterialKind, Scene};
 
 #[derive(Args, Debug)]
 pub struct InfoArgs {
@@ -159,34 +159,8 @@ pub fn histogram(counts: impl IntoIterator<Item = u64>) -> Vec<Bucket> {
 }
 
 pub fn scene_info(scene: &Scene) -> SceneInfo {
-    let mut material_triangles = vec![0u64; scene.materials.len()];
-    for g in &scene.groups {
-        for &m in &g.face_materials {
-            if let Some(count) = material_triangles.get_mut(m as usize) {
-                *count += 1;
-            }
-        }
-    }
-    let mut power = [0f64; 3];
-    let mut area = 0f64;
-    for light in &scene.lights {
-        area += light.area as f64;
-        // What maps leave of Ke (exactly Ke without them).
-        let radiance = crate::scene::light_power::mean_emission(scene, light);
-        for (c, p) in power.iter_mut().enumerate() {
-            *p += std::f64::consts::PI * light.area as f64 * radiance[c];
-        }
-    }
-    // One pass gives the lights' facing and the scene's box.
-    let survey = light_facing(scene);
-    let bounds = survey.scene_bounds;
-    let mut facing = [0usize; 6];
-    for l in &survey.lights {
-        for (total, n) in facing.iter_mut().zip(l.facing) {
-            *total += n;
-        }
-    }
-    let light_warnings = facing_warnings_of(&survey);
+    let material_triangles = material_triangle_counts(scene);
+    let (lights, bounds) = light_info(scene);
     SceneInfo {
         source: scene.source.clone(),
         content: format!("{:016x}", crate::scene::content_hash::content_hash(scene)),
@@ -198,27 +172,9 @@ pub fn scene_info(scene: &Scene) -> SceneInfo {
             .materials
             .iter()
             .zip(&material_triangles)
-            .map(|(m, &triangles)| MaterialInfo {
-                name: m.name.clone(),
-                kind: m.kind,
-                triangles,
-                emissive: m.is_emissive(),
-                textured: m.diffuse_texture.is_some(),
-                cut_out: m.opacity_texture.is_some(),
-                emission_mapped: m.emission_texture.is_some(),
-                bump: m.bump.map(|b| b.kind_name()),
-                opacity: if m.dissolves() { m.opacity } else { 1.0 },
-                specular_mapped: m.specular_texture.is_some(),
-            })
+            .map(|(m, &triangles)| material_info(m, triangles))
             .collect(),
-        lights: LightInfo {
-            triangles: scene.lights.len(),
-            area,
-            power_per_side: power,
-            facing,
-            lights: survey.lights,
-            warnings: light_warnings,
-        },
+        lights,
         environment: scene.environment.map(|e| e.radiance.to_array()),
         bounds: (!bounds.is_empty()).then_some(bounds),
         degenerate_dropped: scene.report.degenerate_dropped,
@@ -240,6 +196,68 @@ pub fn scene_info(scene: &Scene) -> SceneInfo {
             })
             .collect(),
     }
+}
+
+/// Triangles per material, by material index (faces naming no material are not counted).
+fn material_triangle_counts(scene: &Scene) -> Vec<u64> {
+    let mut material_triangles = vec![0u64; scene.materials.len()];
+    for g in &scene.groups {
+        for &m in &g.face_materials {
+            if let Some(count) = material_triangles.get_mut(m as usize) {
+                *count += 1;
+            }
+        }
+    }
+    material_triangles
+}
+
+/// One material's line of the report, `triangles` of the scene using it.
+fn material_info(m: &Material, triangles: u64) -> MaterialInfo {
+    MaterialInfo {
+        name: m.name.clone(),
+        kind: m.kind,
+        triangles,
+        emissive: m.is_emissive(),
+        textured: m.diffuse_texture.is_some(),
+        cut_out: m.opacity_texture.is_some(),
+        emission_mapped: m.emission_texture.is_some(),
+        bump: m.bump.map(|b| b.kind_name()),
+        opacity: if m.dissolves() { m.opacity } else { 1.0 },
+        specular_mapped: m.specular_texture.is_some(),
+    }
+}
+
+/// The lights' area, power and facing, and the scene's box (found by the same pass).
+fn light_info(scene: &Scene) -> (LightInfo, Bounds) {
+    let mut power = [0f64; 3];
+    let mut area = 0f64;
+    for light in &scene.lights {
+        area += light.area as f64;
+        // What maps leave of Ke (exactly Ke without them).
+        let radiance = crate::scene::light_power::mean_emission(scene, light);
+        for (c, p) in power.iter_mut().enumerate() {
+            *p += std::f64::consts::PI * light.area as f64 * radiance[c];
+        }
+    }
+    // One pass gives the lights' facing and the scene's box.
+    let survey = light_facing(scene);
+    let bounds = survey.scene_bounds;
+    let mut facing = [0usize; 6];
+    for l in &survey.lights {
+        for (total, n) in facing.iter_mut().zip(l.facing) {
+            *total += n;
+        }
+    }
+    let light_warnings = facing_warnings_of(&survey);
+    let lights = LightInfo {
+        triangles: scene.lights.len(),
+        area,
+        power_per_side: power,
+        facing,
+        lights: survey.lights,
+        warnings: light_warnings,
+    };
+    (lights, bounds)
 }
 
 fn kind_name(kind: MaterialKind) -> &'static str {
@@ -273,96 +291,9 @@ pub fn render_text(info: &SceneInfo, list_groups: bool) -> String {
             let _ = writeln!(s, "bounds      (empty)");
         }
     }
-    let _ = writeln!(s, "triangles per group:");
-    let widest = info
-        .histogram
-        .iter()
-        .map(|b| b.groups)
-        .max()
-        .unwrap_or(1)
-        .max(1);
-    for b in &info.histogram {
-        let bar = "#".repeat((b.groups * 40).div_ceil(widest));
-        let range = if b.min == b.max {
-            format!("{}", b.min)
-        } else {
-            format!("{}..{}", b.min, b.max)
-        };
-        let _ = writeln!(
-            s,
-            "  {range:>15}  {:>6} groups {:>11} triangles  {bar}",
-            b.groups, b.triangles
-        );
-    }
-    let _ = writeln!(s, "materials   {}", info.materials.len());
-    for m in &info.materials {
-        let mut notes = String::new();
-        if m.emissive {
-            notes.push_str(" emissive");
-        }
-        if m.textured {
-            notes.push_str(" textured");
-        }
-        if m.cut_out {
-            notes.push_str(" cut-out");
-        }
-        if m.emission_mapped {
-            notes.push_str(" emission-mapped");
-        }
-        if m.specular_mapped {
-            notes.push_str(" specular-mapped");
-        }
-        match m.bump {
-            Some("height") => notes.push_str(" bump-mapped"),
-            Some(_) => notes.push_str(" normal-mapped"),
-            None => {}
-        }
-        if m.opacity < 1.0 {
-            let _ = write!(notes, " see-through (d {})", m.opacity);
-        }
-        let _ = writeln!(
-            s,
-            "  {:<24} {:<8} {:>11} triangles{notes}",
-            m.name,
-            kind_name(m.kind),
-            m.triangles
-        );
-    }
-    let p = info.lights.power_per_side;
-    let _ = writeln!(
-        s,
-        "lights      {} emissive triangles, area {:.6}, power ({:.6}, {:.6}, {:.6}) from their front faces",
-        info.lights.triangles, info.lights.area, p[0], p[1], p[2]
-    );
-    if info.lights.triangles > 0 {
-        let facing: Vec<String> = AXES
-            .iter()
-            .zip(info.lights.facing)
-            .map(|(axis, n)| format!("{axis} {n}"))
-            .collect();
-        let _ = writeln!(
-            s,
-            "  front faces (the emitting side, by dominant axis): {}",
-            facing.join(", ")
-        );
-    }
-    for l in &info.lights.lights {
-        let _ = writeln!(
-            s,
-            "  {:<24} {:<16} {:>6} triangles, area {:.6}: {}; {} face the scene, {} only a gap behind, {} nothing",
-            l.group,
-            l.material,
-            l.triangles,
-            l.area,
-            l.facing_text(),
-            l.toward_scene,
-            l.toward_gap_only,
-            l.away_from_everything
-        );
-    }
-    for w in &info.lights.warnings {
-        let _ = writeln!(s, "  warning: {w}");
-    }
+    write_histogram(&mut s, &info.histogram);
+    write_materials(&mut s, &info.materials);
+    write_lights(&mut s, &info.lights);
     match info.environment {
         Some(e) => {
             let _ = writeln!(s, "environment ({}, {}, {})", e[0], e[1], e[2]);
@@ -405,6 +336,110 @@ pub fn render_text(info: &SceneInfo, list_groups: bool) -> String {
         }
     }
     s
+}
+
+/// The triangles-per-group histogram, one bar per bucket.
+fn write_histogram(s: &mut String, histogram: &[Bucket]) {
+    let _ = writeln!(s, "triangles per group:");
+    let widest = histogram.iter().map(|b| b.groups).max().unwrap_or(1).max(1);
+    for b in histogram {
+        let bar = "#".repeat((b.groups * 40).div_ceil(widest));
+        let range = if b.min == b.max {
+            format!("{}", b.min)
+        } else {
+            format!("{}..{}", b.min, b.max)
+        };
+        let _ = writeln!(
+            s,
+            "  {range:>15}  {:>6} groups {:>11} triangles  {bar}",
+            b.groups, b.triangles
+        );
+    }
+}
+
+/// The materials: a count, then one line each with its kind, triangles and notes.
+fn write_materials(s: &mut String, materials: &[MaterialInfo]) {
+    let _ = writeln!(s, "materials   {}", materials.len());
+    for m in materials {
+        let notes = material_notes(m);
+        let _ = writeln!(
+            s,
+            "  {:<24} {:<8} {:>11} triangles{notes}",
+            m.name,
+            kind_name(m.kind),
+            m.triangles
+        );
+    }
+}
+
+/// What a material's line adds after its triangles: emissive, textured, the maps it has and
+/// its opacity, each after a space.
+fn material_notes(m: &MaterialInfo) -> String {
+    let mut notes = String::new();
+    if m.emissive {
+        notes.push_str(" emissive");
+    }
+    if m.textured {
+        notes.push_str(" textured");
+    }
+    if m.cut_out {
+        notes.push_str(" cut-out");
+    }
+    if m.emission_mapped {
+        notes.push_str(" emission-mapped");
+    }
+    if m.specular_mapped {
+        notes.push_str(" specular-mapped");
+    }
+    match m.bump {
+        Some("height") => notes.push_str(" bump-mapped"),
+        Some(_) => notes.push_str(" normal-mapped"),
+        None => {}
+    }
+    if m.opacity < 1.0 {
+        let _ = write!(notes, " see-through (d {})", m.opacity);
+    }
+    notes
+}
+
+/// The lights: their triangles, area and power, the way their front faces point, one line
+/// per light, and the warnings about them.
+fn write_lights(s: &mut String, lights: &LightInfo) {
+    let p = lights.power_per_side;
+    let _ = writeln!(
+        s,
+        "lights      {} emissive triangles, area {:.6}, power ({:.6}, {:.6}, {:.6}) from their front faces",
+        lights.triangles, lights.area, p[0], p[1], p[2]
+    );
+    if lights.triangles > 0 {
+        let facing: Vec<String> = AXES
+            .iter()
+            .zip(lights.facing)
+            .map(|(axis, n)| format!("{axis} {n}"))
+            .collect();
+        let _ = writeln!(
+            s,
+            "  front faces (the emitting side, by dominant axis): {}",
+            facing.join(", ")
+        );
+    }
+    for l in &lights.lights {
+        let _ = writeln!(
+            s,
+            "  {:<24} {:<16} {:>6} triangles, area {:.6}: {}; {} face the scene, {} only a gap behind, {} nothing",
+            l.group,
+            l.material,
+            l.triangles,
+            l.area,
+            l.facing_text(),
+            l.toward_scene,
+            l.toward_gap_only,
+            l.away_from_everything
+        );
+    }
+    for w in &lights.warnings {
+        let _ = writeln!(s, "  warning: {w}");
+    }
 }
 
 pub fn run(a: InfoArgs) -> anyhow::Result<()> {

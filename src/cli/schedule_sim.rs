@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 
+use crate::render::Tile;
 use crate::sched::adaptive_sampling::BlockStops;
 use crate::sched::correction_replay::{device_names, replay_corrections, speed_class_keys};
 use crate::sched::costmap::CostMap;
@@ -202,6 +203,59 @@ fn min_med_max(mut v: Vec<f64>) -> (f64, f64, f64) {
 const MAX_SIMULATED_WORKERS: usize = 1 << 16;
 
 pub fn run(a: ScheduleSimArgs) -> anyhow::Result<()> {
+    check_args(&a)?;
+    let (rank_kinds, speeds) = parse_worker_speeds(&a)?;
+    let files = StatsFiles::of(&a.stats);
+    check_stats_given(&a.stats, &files)?;
+    let tiles_path = &files.tiles;
+    let stats = read_stats(&files)?;
+    let (width, height) = (stats.width, stats.height);
+    if a.replay_corrections {
+        return replay_corrections_table(
+            &files,
+            &stats.rows,
+            &stats.estimate,
+            (width, height),
+            stats.blocks.as_ref(),
+        );
+    }
+    let passes = split_passes(tiles_path, &stats)?;
+    let tile_count = a.tiles.unwrap_or(passes.by_pass[0].0.len() as u32).max(1);
+    let measured_tiles = stats.rows.len();
+    let mut replay = Replay::new(width, height, stats.estimate, &passes.by_pass);
+    if a.cost_scale != 1.0 {
+        for v in replay.measured.values.iter_mut() {
+            *v = (*v as f64 * a.cost_scale) as f32;
+        }
+    }
+    let serial = replay.serial_s();
+    let latency = a.steal_latency_ms * 1e-3;
+    let seeds: Vec<u64> = (0..a.seeds as u64).collect();
+
+    print_summary(
+        &a,
+        tiles_path,
+        (width, height),
+        &passes,
+        measured_tiles,
+        tile_count,
+        serial,
+    );
+    if let Some(kinds) = rank_kinds {
+        return mixed_cluster_table(&a, &replay, &kinds, tile_count, latency, &seeds);
+    }
+    if !a.ranks.is_empty() {
+        return cluster_table(&a, &replay, tile_count, latency, &seeds);
+    }
+    if let Some(speeds) = speeds {
+        return mixed_table(&a, &replay, &speeds, tile_count, latency, &seeds);
+    }
+    worker_count_table(&a, &replay, serial, tile_count, latency, &seeds)
+}
+
+/// Checks the numeric arguments: counts at least 1, latencies and the cost scale finite and
+/// in range.
+fn check_args(a: &ScheduleSimArgs) -> anyhow::Result<()> {
     if a.workers.is_empty() || a.workers.contains(&0) {
         anyhow::bail!("--workers: every worker count must be at least 1");
     }
@@ -233,6 +287,15 @@ pub fn run(a: ScheduleSimArgs) -> anyhow::Result<()> {
     if a.tiles == Some(0) {
         anyhow::bail!("--tiles must be at least 1");
     }
+    Ok(())
+}
+
+/// Parses `--speeds`: with `--ranks`, the workers of each kind of rank; without, the workers
+/// of the one process. Checks the simulated workers in all against [`MAX_SIMULATED_WORKERS`].
+#[allow(clippy::type_complexity)]
+fn parse_worker_speeds(
+    a: &ScheduleSimArgs,
+) -> anyhow::Result<(Option<Vec<Vec<f64>>>, Option<Vec<f64>>)> {
     // With --ranks, `;` separates the kinds of rank; without, there is one process.
     let rank_kinds: Option<Vec<Vec<f64>>> = match a.speeds.as_deref() {
         Some(list) if !a.ranks.is_empty() => Some(
@@ -260,8 +323,22 @@ pub fn run(a: ScheduleSimArgs) -> anyhow::Result<()> {
             "--workers x --ranks: at most {MAX_SIMULATED_WORKERS} simulated workers in all, got {most}"
         );
     }
-    let files = StatsFiles::of(&a.stats);
-    check_stats_given(&a.stats, &files)?;
+    Ok((rank_kinds, speeds))
+}
+
+/// What a render's statistics files hold: the measured tiles, the estimate, an adaptive
+/// render's blocks, and the image size.
+struct LoadedStats {
+    rows: Vec<TileRow>,
+    estimate: CostMap,
+    blocks: Option<BlockStops>,
+    width: u32,
+    height: u32,
+}
+
+/// Reads the tiles, the cost map and (when there) the blocks, and checks that every tile lies
+/// inside the image.
+fn read_stats(files: &StatsFiles) -> anyhow::Result<LoadedStats> {
     let tiles_path = &files.tiles;
     let map_path = costmap_path(&files.costmap);
     let rows = read_tiles(tiles_path)?;
@@ -294,20 +371,33 @@ pub fn run(a: ScheduleSimArgs) -> anyhow::Result<()> {
             files.blocks.display()
         );
     }
-    if a.replay_corrections {
-        return replay_corrections_table(
-            &files,
-            &rows,
-            &estimate,
-            (width, height),
-            blocks.as_ref(),
-        );
-    }
+    Ok(LoadedStats {
+        rows,
+        estimate,
+        blocks,
+        width,
+        height,
+    })
+}
+
+/// The measured tiles grouped by pass, each pass's tiles and seconds.
+struct MeasuredPasses {
+    by_pass: Vec<(Vec<Tile>, Vec<f64>)>,
+    /// How many passes the CSV holds.
+    count: usize,
+    /// How many of them rendered only part of the image.
+    part: usize,
+}
+
+/// Groups the measured tiles by pass and checks that each pass covers the image, cutting an
+/// adaptive render's tiles down to the blocks still sampling.
+fn split_passes(tiles_path: &Path, stats: &LoadedStats) -> anyhow::Result<MeasuredPasses> {
+    let (rows, width, height) = (&stats.rows, stats.width, stats.height);
     // A resumed render's passes start past 0 (the CSV numbers them from the frame's first).
     let first = rows.iter().map(|r| r.pass).min().unwrap_or(0);
     let passes = rows.iter().map(|r| r.pass).max().unwrap_or(0) + 1 - first;
     let mut by_pass = vec![(Vec::new(), Vec::new()); passes];
-    for r in &rows {
+    for r in rows {
         by_pass[r.pass - first].0.push(r.tile());
         by_pass[r.pass - first].1.push(r.measured_s);
     }
@@ -318,7 +408,8 @@ pub fn run(a: ScheduleSimArgs) -> anyhow::Result<()> {
     for (p, (tiles, seconds)) in by_pass.iter_mut().enumerate() {
         let area: u64 = tiles.iter().map(|t| t.pixel_count() as u64).sum();
         let image = width as u64 * height as u64;
-        let mask = blocks
+        let mask = stats
+            .blocks
             .as_ref()
             .map(|b| b.mask(p + first))
             .filter(|m| !m.all());
@@ -338,20 +429,27 @@ pub fn run(a: ScheduleSimArgs) -> anyhow::Result<()> {
         // A tile that skipped stopped blocks measured its pixels still sampling.
         if let Some(m) = &mask {
             (*tiles, *seconds) =
-                crate::sched::rendered_pieces(&estimate, (width, height), tiles, seconds, m);
+                crate::sched::rendered_pieces(&stats.estimate, (width, height), tiles, seconds, m);
         }
     }
-    let tile_count = a.tiles.unwrap_or(by_pass[0].0.len() as u32).max(1);
-    let mut replay = Replay::new(width, height, estimate, &by_pass);
-    if a.cost_scale != 1.0 {
-        for v in replay.measured.values.iter_mut() {
-            *v = (*v as f64 * a.cost_scale) as f32;
-        }
-    }
-    let serial = replay.serial_s();
-    let latency = a.steal_latency_ms * 1e-3;
-    let seeds: Vec<u64> = (0..a.seeds as u64).collect();
+    Ok(MeasuredPasses {
+        by_pass,
+        count: passes,
+        part: part_passes,
+    })
+}
 
+/// The first line: what was read and what is simulated.
+fn print_summary(
+    a: &ScheduleSimArgs,
+    tiles_path: &Path,
+    (width, height): (u32, u32),
+    passes: &MeasuredPasses,
+    measured_tiles: usize,
+    tile_count: u32,
+    serial: f64,
+) {
+    let (passes, part_passes) = (passes.count, passes.part);
     println!(
         "schedule-sim: {} ({}x{} image, {} pass{}{}, {} measured tiles{}), {}, total work {:.3} ms",
         tiles_path.display(),
@@ -363,7 +461,7 @@ pub fn run(a: ScheduleSimArgs) -> anyhow::Result<()> {
             0 => String::new(),
             n => format!(", {n} over part of the image"),
         },
-        rows.len(),
+        measured_tiles,
         if a.cost_scale == 1.0 {
             String::new()
         } else {
@@ -375,15 +473,18 @@ pub fn run(a: ScheduleSimArgs) -> anyhow::Result<()> {
         },
         serial * 1e3
     );
-    if let Some(kinds) = rank_kinds {
-        return mixed_cluster_table(&a, &replay, &kinds, tile_count, latency, &seeds);
-    }
-    if !a.ranks.is_empty() {
-        return cluster_table(&a, &replay, tile_count, latency, &seeds);
-    }
-    if let Some(speeds) = speeds {
-        return mixed_table(&a, &replay, &speeds, tile_count, latency, &seeds);
-    }
+}
+
+/// The table of one process: for each `--workers` count, each strategy of [`ROWS`] with its
+/// makespans over the seeds, speed-up and efficiency; then sorted + steal against regular.
+fn worker_count_table(
+    a: &ScheduleSimArgs,
+    replay: &Replay,
+    serial: f64,
+    tile_count: u32,
+    latency: f64,
+    seeds: &[u64],
+) -> anyhow::Result<()> {
     println!(
         "steal latency {} ms per probe; stealing rows: min / median / max over {} seeds",
         a.steal_latency_ms, a.seeds
@@ -398,7 +499,7 @@ pub fn run(a: ScheduleSimArgs) -> anyhow::Result<()> {
         );
         for (strategy, steal, label) in ROWS {
             let runs: Vec<SimRun> =
-                replay.run(strategy, steal, workers, tile_count, latency, &seeds);
+                replay.run(strategy, steal, workers, tile_count, latency, seeds);
             let (lo, med, hi) = min_med_max(runs.iter().map(|r| r.makespan).collect());
             let ms = |s: f64| s * 1e3;
             let (elo, _, ehi) = min_med_max(
@@ -546,39 +647,11 @@ fn mixed_cluster_table(
     seeds: &[u64],
 ) -> anyhow::Result<()> {
     use crate::sched::sim::replay_mixed_cluster;
-    println!(
-        "mixed cluster: rank r is kind r mod {} of {}; a steal probe within a rank costs {} ms, a steal across ranks one round trip of the latency in each row",
-        kinds.len(),
-        a.speeds.as_deref().unwrap_or_default(),
-        a.steal_latency_ms
-    );
-    println!(
-        "makespan ms, median over {} seeds (min - max), and its ratio to equal shares'; tiles moved across ranks, median; {}",
-        a.seeds,
-        match a.tiles_per_worker {
-            Some(k) => format!("{k} tiles per worker"),
-            None => format!("{tile_count} tiles"),
-        }
-    );
-    println!();
-    println!(
-        "{:>5} {:>7} {:>6} {:>9} {:<9} | {}",
-        "ranks",
-        "workers",
-        "tiles",
-        "latency",
-        "strategy",
-        MixedPlan::all(a.slow_worker_pieces)
-            .map(|p| format!("{:>36}", p.label()))
-            .join(" ")
-    );
+    print_mixed_cluster_head(a, kinds, tile_count);
     for &ranks in &a.ranks {
         let speeds: Vec<Vec<f64>> = (0..ranks).map(|r| kinds[r % kinds.len()].clone()).collect();
         let total_workers: usize = speeds.iter().map(Vec::len).sum();
-        let tiles = match a.tiles_per_worker {
-            Some(k) => (k as usize * total_workers).min(u32::MAX as usize) as u32,
-            None => tile_count,
-        };
+        let tiles = cluster_tiles(a, total_workers, tile_count);
         for &latency_ms in &a.rank_steal_latency_ms {
             for strategy in Strategy::ALL {
                 let mut cells = Vec::new();
@@ -629,6 +702,50 @@ fn mixed_cluster_table(
     Ok(())
 }
 
+/// The head of the mixed cluster table: the model, what the cells hold, the column names.
+fn print_mixed_cluster_head(a: &ScheduleSimArgs, kinds: &[Vec<f64>], tile_count: u32) {
+    println!(
+        "mixed cluster: rank r is kind r mod {} of {}; a steal probe within a rank costs {} ms, a steal across ranks one round trip of the latency in each row",
+        kinds.len(),
+        a.speeds.as_deref().unwrap_or_default(),
+        a.steal_latency_ms
+    );
+    println!(
+        "makespan ms, median over {} seeds (min - max), and its ratio to equal shares'; tiles moved across ranks, median; {}",
+        a.seeds,
+        tiles_text(a, tile_count)
+    );
+    println!();
+    println!(
+        "{:>5} {:>7} {:>6} {:>9} {:<9} | {}",
+        "ranks",
+        "workers",
+        "tiles",
+        "latency",
+        "strategy",
+        MixedPlan::all(a.slow_worker_pieces)
+            .map(|p| format!("{:>36}", p.label()))
+            .join(" ")
+    );
+}
+
+/// How many tiles a simulated cluster cuts: `--tiles-per-worker` for each of its
+/// `total_workers`, else `tile_count`.
+fn cluster_tiles(a: &ScheduleSimArgs, total_workers: usize, tile_count: u32) -> u32 {
+    match a.tiles_per_worker {
+        Some(k) => (k as usize * total_workers).min(u32::MAX as usize) as u32,
+        None => tile_count,
+    }
+}
+
+/// The tiles of the cluster tables' heads: per worker, or in all.
+fn tiles_text(a: &ScheduleSimArgs, tile_count: u32) -> String {
+    match a.tiles_per_worker {
+        Some(k) => format!("{k} tiles per worker"),
+        None => format!("{tile_count} tiles"),
+    }
+}
+
 /// The cluster model's table: one row per rank count and cross-rank latency, one column per
 /// strategy, each cell the median efficiency over the seeds; then the tiles moved across
 /// ranks by the stealing strategies.
@@ -641,38 +758,11 @@ fn cluster_table(
 ) -> anyhow::Result<()> {
     use crate::sched::sim::{replay_cluster, ClusterModel, SimRun};
     let workers = a.workers[0];
-    println!(
-        "cluster model: {workers} workers per rank; a steal probe within a rank costs {} ms, a steal across ranks one round trip of the latency in each row",
-        a.steal_latency_ms
-    );
-    println!(
-        "efficiency = busy / (workers x makespan), median over {} seeds (1 run without stealing); {}",
-        a.seeds,
-        match a.tiles_per_worker {
-            Some(k) => format!("{k} tiles per worker"),
-            None => format!("{tile_count} tiles"),
-        }
-    );
-    println!();
-    let head: Vec<&str> = ROWS.iter().map(|r| r.2).collect();
-    println!(
-        "{:>5} {:>7} {:>6} {:>9} | {}",
-        "ranks",
-        "workers",
-        "tiles",
-        "latency",
-        head.iter()
-            .map(|h| format!("{h:>18}"))
-            .collect::<Vec<_>>()
-            .join(" ")
-    );
+    print_cluster_head(a, workers, tile_count);
     let mut moved_rows = Vec::new();
     for &ranks in &a.ranks {
         let total_workers = ranks * workers;
-        let tiles = match a.tiles_per_worker {
-            Some(k) => (k as usize * total_workers).min(u32::MAX as usize) as u32,
-            None => tile_count,
-        };
+        let tiles = cluster_tiles(a, total_workers, tile_count);
         for &latency_ms in &a.rank_steal_latency_ms {
             let model = ClusterModel {
                 ranks,
@@ -711,6 +801,39 @@ fn cluster_table(
             moved_rows.push((ranks, latency_ms, moved));
         }
     }
+    print_moved_table(moved_rows);
+    Ok(())
+}
+
+/// The head of the cluster model's table: the model, what the cells hold, the column names.
+fn print_cluster_head(a: &ScheduleSimArgs, workers: usize, tile_count: u32) {
+    println!(
+        "cluster model: {workers} workers per rank; a steal probe within a rank costs {} ms, a steal across ranks one round trip of the latency in each row",
+        a.steal_latency_ms
+    );
+    println!(
+        "efficiency = busy / (workers x makespan), median over {} seeds (1 run without stealing); {}",
+        a.seeds,
+        tiles_text(a, tile_count)
+    );
+    println!();
+    let head: Vec<&str> = ROWS.iter().map(|r| r.2).collect();
+    println!(
+        "{:>5} {:>7} {:>6} {:>9} | {}",
+        "ranks",
+        "workers",
+        "tiles",
+        "latency",
+        head.iter()
+            .map(|h| format!("{h:>18}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+}
+
+/// The cluster model's second table: per rank count and latency, the tiles each stealing
+/// strategy moved across ranks (`moved_rows`, cells already formatted).
+fn print_moved_table(moved_rows: Vec<(usize, f64, Vec<String>)>) {
     println!();
     println!("tiles moved across ranks, median (transfers that carried them):");
     let steal_heads: Vec<&str> = ROWS.iter().filter(|r| r.1).map(|r| r.2).collect();
@@ -727,5 +850,4 @@ fn cluster_table(
     for (ranks, latency_ms, moved) in moved_rows {
         println!("{ranks:>5} {latency_ms:>6} ms | {}", moved.join(" "));
     }
-    Ok(())
 }
