@@ -432,7 +432,7 @@ impl Camera {
     }
 
     fn parse_hint(rest: &str) -> Result<CameraHint, String> {
-        let words: Vec<&str> = rest.split_whitespace().collect();
+        let words = HintWords(rest.split_whitespace().collect());
         let mut cam = Camera {
             eye: Vec3::ZERO,
             look_at: Vec3::NEG_Z,
@@ -442,39 +442,27 @@ impl Camera {
         let mut seen_eye = false;
         let (mut lens_radius, mut focus_distance) = (None, None);
         let mut i = 0;
-        let num = |key: &str, j: usize| -> Result<f32, String> {
-            let word = words
-                .get(j)
-                .ok_or_else(|| format!("`{key}` lacks a number"))?;
-            word.parse::<f32>()
-                .ok()
-                .filter(|x| x.is_finite())
-                .ok_or_else(|| format!("`{key}`: {word:?} is not a finite number"))
-        };
-        let vec_at = |key: &str, j: usize| -> Result<Vec3, String> {
-            Ok(Vec3::new(num(key, j)?, num(key, j + 1)?, num(key, j + 2)?))
-        };
-        while i < words.len() {
-            match words[i] {
+        while i < words.0.len() {
+            match words.0[i] {
                 "eye" => {
-                    cam.eye = vec_at("eye", i + 1)?;
+                    cam.eye = words.vec_at("eye", i + 1)?;
                     seen_eye = true;
                     i += 4;
                 }
                 "look_at" => {
-                    cam.look_at = vec_at("look_at", i + 1)?;
+                    cam.look_at = words.vec_at("look_at", i + 1)?;
                     i += 4;
                 }
                 "up" => {
-                    cam.up = vec_at("up", i + 1)?;
+                    cam.up = words.vec_at("up", i + 1)?;
                     i += 4;
                 }
                 "fov" => {
-                    cam.fov_y_deg = num("fov", i + 1)?;
+                    cam.fov_y_deg = words.num("fov", i + 1)?;
                     i += 2;
                 }
                 "lens_radius" => {
-                    let r = num("lens_radius", i + 1)?;
+                    let r = words.num("lens_radius", i + 1)?;
                     if r < 0.0 {
                         return Err(format!("`lens_radius`: {r} is below 0"));
                     }
@@ -482,7 +470,7 @@ impl Camera {
                     i += 2;
                 }
                 "focus_distance" => {
-                    let d = num("focus_distance", i + 1)?;
+                    let d = words.num("focus_distance", i + 1)?;
                     if d <= 0.0 {
                         return Err(format!("`focus_distance`: {d} is not above 0"));
                     }
@@ -500,24 +488,56 @@ impl Camera {
         if !seen_eye {
             return Err("no `eye X Y Z`".into());
         }
-        let lens = match (lens_radius, focus_distance) {
-            (None, Some(_)) => {
-                return Err(
-                    "`focus_distance` without `lens_radius` (a pinhole has no focus)".into(),
-                )
-            }
-            (None, None) => None,
-            (Some(radius), focus_distance) => Some(LensHint {
-                radius,
-                focus_distance,
-            }),
-        };
+        let lens = lens_of_hint(lens_radius, focus_distance)?;
         Ok(CameraHint { camera: cam, lens })
     }
 
     /// The camera of an OBJ file's hint ([`CameraHint::from_obj`]; its lens left out).
     pub fn hint_from_obj(path: &std::path::Path) -> Result<Option<Camera>, CameraHintError> {
         Ok(CameraHint::from_obj(path)?.map(|h| h.camera))
+    }
+}
+
+/// The words of a camera hint, read as numbers where a key wants them.
+struct HintWords<'a>(Vec<&'a str>);
+
+impl HintWords<'_> {
+    /// Word `j` as the finite number that `key` wants.
+    fn num(&self, key: &str, j: usize) -> Result<f32, String> {
+        let word = self
+            .0
+            .get(j)
+            .ok_or_else(|| format!("`{key}` lacks a number"))?;
+        word.parse::<f32>()
+            .ok()
+            .filter(|x| x.is_finite())
+            .ok_or_else(|| format!("`{key}`: {word:?} is not a finite number"))
+    }
+
+    /// Words `j..j + 3` as the vector that `key` wants.
+    fn vec_at(&self, key: &str, j: usize) -> Result<Vec3, String> {
+        Ok(Vec3::new(
+            self.num(key, j)?,
+            self.num(key, j + 1)?,
+            self.num(key, j + 2)?,
+        ))
+    }
+}
+
+/// The lens a hint names: none without `lens_radius`, and `focus_distance` alone refused.
+fn lens_of_hint(
+    lens_radius: Option<f32>,
+    focus_distance: Option<f32>,
+) -> Result<Option<LensHint>, String> {
+    match (lens_radius, focus_distance) {
+        (None, Some(_)) => {
+            Err("`focus_distance` without `lens_radius` (a pinhole has no focus)".into())
+        }
+        (None, None) => Ok(None),
+        (Some(radius), focus_distance) => Ok(Some(LensHint {
+            radius,
+            focus_distance,
+        })),
     }
 }
 

@@ -501,52 +501,13 @@ impl SamplingTables {
     fn new(width: u32, height: u32, texels: &[Vec3], compensate: bool) -> SamplingTables {
         let (w, h) = (width as usize, height as usize);
         let average = if compensate {
-            let sin_row = |j: usize| (PI as f64 * (j as f64 + 0.5) / h as f64).sin();
-            let (mut sum, mut solid_angle) = (0.0f64, 0.0f64);
-            for (k, t) in texels.iter().enumerate() {
-                sum += f64::from(luminance(*t)) * sin_row(k / w);
-                solid_angle += sin_row(k / w);
-            }
-            let average = (sum / solid_angle) as f32;
-            // Nothing above the average (a uniform map): sampled whole.
-            if texels.iter().any(|t| compensated(*t, average) > 0.0) {
-                average
-            } else {
-                0.0
-            }
+            compensation_average(w, h, texels)
         } else {
             0.0
         };
         let lum: Vec<f32> = texels.iter().map(|t| compensated(*t, average)).collect();
-        let corners = |r: usize, c: usize| {
-            let [i0, i1, j0, j1] =
-                patch_corners(r as u32, c as u32, w as u32, h as u32).map(|k| k as usize);
-            [
-                lum[j0 * w + i0],
-                lum[j0 * w + i1],
-                lum[j1 * w + i0],
-                lum[j1 * w + i1],
-            ]
-        };
-        // Each patch's rows: its height in texel rows and the v of its middle.
-        let row_shape = |r: usize| {
-            if r == 0 {
-                (0.5, 0.25 / h as f64)
-            } else if r == h {
-                (0.5, (h as f64 - 0.25) / h as f64)
-            } else {
-                (1.0, r as f64 / h as f64)
-            }
-        };
-        let mut weights = vec![0.0f64; w * (h + 1)];
-        for r in 0..=h {
-            let (height_rows, v_mid) = row_shape(r);
-            let scale = height_rows * (PI as f64 * v_mid).sin();
-            for c in 0..w {
-                let mean: f64 = corners(r, c).iter().map(|&x| f64::from(x)).sum::<f64>() / 4.0;
-                weights[r * w + c] = mean * scale;
-            }
-        }
+        let patches = Patches { lum: &lum, w, h };
+        let weights = patches.weights();
         let total: f64 = weights.iter().sum();
         if !(total > 0.0) {
             return SamplingTables {
@@ -556,50 +517,8 @@ impl SamplingTables {
                 uv_pdf: Vec::new(),
             };
         }
-        let mut row_cdf = Vec::with_capacity(h + 1);
-        let mut col_cdf = Vec::with_capacity(w * (h + 1));
-        let mut acc_rows = 0.0f64;
-        for row in weights.chunks(w) {
-            let row_total: f64 = row.iter().sum();
-            acc_rows += row_total;
-            row_cdf.push((acc_rows / total) as f32);
-            let mut acc = 0.0f64;
-            for (i, x) in row.iter().enumerate() {
-                acc += x;
-                col_cdf.push(if row_total > 0.0 {
-                    (acc / row_total) as f32
-                } else {
-                    (i + 1) as f32 / w as f32
-                });
-            }
-            if let Some(last) = col_cdf.last_mut() {
-                *last = 1.0;
-            }
-        }
-        if let Some(last) = row_cdf.last_mut() {
-            *last = 1.0;
-        }
-        // A patch's density over the (u, v) square is P(patch) times the bilinear patch's
-        // density over its own unit square, `interpolated / mean of the corners`, over the
-        // patch's area `height_rows / (W H)`: `k = P(patch) W H / (height_rows mean)`, with
-        // P(patch) as the f32 CDFs give it and the mean of the f32 corners, so that `pdf`
-        // agrees with what `sample` does after rounding.
-        let uv_pdf = (0..w * (h + 1))
-            .map(|k| {
-                let (c, r) = (k % w, k / w);
-                let p_row = row_cdf[r] - if r == 0 { 0.0 } else { row_cdf[r - 1] };
-                let cdf = &col_cdf[r * w..(r + 1) * w];
-                let p_col = cdf[c] - if c == 0 { 0.0 } else { cdf[c - 1] };
-                let [a, b, c2, d] = corners(r, c);
-                let mean = (a + b + c2 + d) * 0.25;
-                let height_rows = row_shape(r).0 as f32;
-                if mean > 0.0 {
-                    p_row * p_col * (w * h) as f32 / (height_rows * mean)
-                } else {
-                    0.0
-                }
-            })
-            .collect();
+        let (row_cdf, col_cdf) = patch_cdfs(&weights, w, h, total);
+        let uv_pdf = patches.uv_pdf(&row_cdf, &col_cdf);
         SamplingTables {
             average,
             row_cdf,
@@ -607,6 +526,137 @@ impl SamplingTables {
             uv_pdf,
         }
     }
+}
+
+/// The average luminance of a `w` by `h` map over the sphere (each row weighted by
+/// `sin(theta)` at its centre, in f64), or zero where no texel is above it.
+fn compensation_average(w: usize, h: usize, texels: &[Vec3]) -> f32 {
+    let sin_row = |j: usize| (PI as f64 * (j as f64 + 0.5) / h as f64).sin();
+    let (mut sum, mut solid_angle) = (0.0f64, 0.0f64);
+    for (k, t) in texels.iter().enumerate() {
+        sum += f64::from(luminance(*t)) * sin_row(k / w);
+        solid_angle += sin_row(k / w);
+    }
+    let average = (sum / solid_angle) as f32;
+    // Nothing above the average (a uniform map): sampled whole.
+    if texels.iter().any(|t| compensated(*t, average) > 0.0) {
+        average
+    } else {
+        0.0
+    }
+}
+
+/// The compensated luminances of a `w` by `h` map, read as the patches between its texel
+/// centres (see [`SamplingTables::new`]).
+struct Patches<'a> {
+    lum: &'a [f32],
+    w: usize,
+    h: usize,
+}
+
+impl Patches<'_> {
+    /// The luminances at the four corners of patch `(r, c)`.
+    #[inline]
+    fn corners(&self, r: usize, c: usize) -> [f32; 4] {
+        let (w, h, lum) = (self.w, self.h, self.lum);
+        let [i0, i1, j0, j1] =
+            patch_corners(r as u32, c as u32, w as u32, h as u32).map(|k| k as usize);
+        [
+            lum[j0 * w + i0],
+            lum[j0 * w + i1],
+            lum[j1 * w + i0],
+            lum[j1 * w + i1],
+        ]
+    }
+
+    /// Each patch's rows: its height in texel rows and the v of its middle.
+    #[inline]
+    fn row_shape(&self, r: usize) -> (f64, f64) {
+        let h = self.h;
+        if r == 0 {
+            (0.5, 0.25 / h as f64)
+        } else if r == h {
+            (0.5, (h as f64 - 0.25) / h as f64)
+        } else {
+            (1.0, r as f64 / h as f64)
+        }
+    }
+
+    /// Each patch's weight, row by row: its mean corner luminance times its height and
+    /// `sin(theta)` at its middle.
+    fn weights(&self) -> Vec<f64> {
+        let (w, h) = (self.w, self.h);
+        let mut weights = vec![0.0f64; w * (h + 1)];
+        for r in 0..=h {
+            let (height_rows, v_mid) = self.row_shape(r);
+            let scale = height_rows * (PI as f64 * v_mid).sin();
+            for c in 0..w {
+                let mean: f64 = self
+                    .corners(r, c)
+                    .iter()
+                    .map(|&x| f64::from(x))
+                    .sum::<f64>()
+                    / 4.0;
+                weights[r * w + c] = mean * scale;
+            }
+        }
+        weights
+    }
+
+    /// Each patch's density over the (u, v) square, given the CDFs made of its weights.
+    fn uv_pdf(&self, row_cdf: &[f32], col_cdf: &[f32]) -> Vec<f32> {
+        let (w, h) = (self.w, self.h);
+        // A patch's density over the (u, v) square is P(patch) times the bilinear patch's
+        // density over its own unit square, `interpolated / mean of the corners`, over the
+        // patch's area `height_rows / (W H)`: `k = P(patch) W H / (height_rows mean)`, with
+        // P(patch) as the f32 CDFs give it and the mean of the f32 corners, so that `pdf`
+        // agrees with what `sample` does after rounding.
+        (0..w * (h + 1))
+            .map(|k| {
+                let (c, r) = (k % w, k / w);
+                let p_row = row_cdf[r] - if r == 0 { 0.0 } else { row_cdf[r - 1] };
+                let cdf = &col_cdf[r * w..(r + 1) * w];
+                let p_col = cdf[c] - if c == 0 { 0.0 } else { cdf[c - 1] };
+                let [a, b, c2, d] = self.corners(r, c);
+                let mean = (a + b + c2 + d) * 0.25;
+                let height_rows = self.row_shape(r).0 as f32;
+                if mean > 0.0 {
+                    p_row * p_col * (w * h) as f32 / (height_rows * mean)
+                } else {
+                    0.0
+                }
+            })
+            .collect()
+    }
+}
+
+/// The row CDF (one entry per patch row) and the column CDFs (one per row, `w` entries each)
+/// of the patch `weights`, which sum to `total`; each ends at exactly 1.
+fn patch_cdfs(weights: &[f64], w: usize, h: usize, total: f64) -> (Vec<f32>, Vec<f32>) {
+    let mut row_cdf = Vec::with_capacity(h + 1);
+    let mut col_cdf = Vec::with_capacity(w * (h + 1));
+    let mut acc_rows = 0.0f64;
+    for row in weights.chunks(w) {
+        let row_total: f64 = row.iter().sum();
+        acc_rows += row_total;
+        row_cdf.push((acc_rows / total) as f32);
+        let mut acc = 0.0f64;
+        for (i, x) in row.iter().enumerate() {
+            acc += x;
+            col_cdf.push(if row_total > 0.0 {
+                (acc / row_total) as f32
+            } else {
+                (i + 1) as f32 / w as f32
+            });
+        }
+        if let Some(last) = col_cdf.last_mut() {
+            *last = 1.0;
+        }
+    }
+    if let Some(last) = row_cdf.last_mut() {
+        *last = 1.0;
+    }
+    (row_cdf, col_cdf)
 }
 
 #[cfg(test)]

@@ -19,7 +19,7 @@
 use rayon::prelude::*;
 use serde::Serialize;
 
-use super::{Bounds, Scene};
+use super::{Bounds, Group, Scene};
 
 /// A triangle whose front faces only surfaces closer to its plane than this fraction of the
 /// scene's diagonal is reported as facing a gap.
@@ -116,26 +116,7 @@ pub fn light_facing(scene: &Scene) -> LightSurvey {
     let (all_boxes, boxes): (Vec<Bounds>, Vec<Bounds>) = scene
         .groups
         .par_iter()
-        .map(|g| {
-            let mut all = Bounds::EMPTY;
-            let mut lit = Bounds::EMPTY;
-            for (t, tri) in g.indices.iter().enumerate() {
-                let emissive = g
-                    .face_materials
-                    .get(t)
-                    .and_then(|&m| scene.materials.get(m as usize))
-                    .is_some_and(|m| m.is_emissive());
-                for &i in tri {
-                    if let Some(&p) = g.positions.get(i as usize) {
-                        all.extend(p);
-                        if !emissive {
-                            lit.extend(p);
-                        }
-                    }
-                }
-            }
-            (all, lit)
-        })
+        .map(|g| group_boxes(scene, g))
         .unzip();
     let whole = boxes.iter().fold(Bounds::EMPTY, |a, b| a.union(b));
     let all = all_boxes.iter().fold(Bounds::EMPTY, |a, b| a.union(b));
@@ -154,16 +135,10 @@ pub fn light_facing(scene: &Scene) -> LightSurvey {
         let key = (light.group, material);
         if last_key != Some(key) {
             last_key = Some(key);
-            out.push(LightFacing {
-                group: g.name.clone(),
-                material: scene.materials[material as usize].name.clone(),
-                triangles: 0,
-                area: 0.0,
-                facing: [0; 6],
-                toward_scene: 0,
-                toward_gap_only: 0,
-                away_from_everything: 0,
-            });
+            out.push(no_triangles_yet(
+                g.name.clone(),
+                scene.materials[material as usize].name.clone(),
+            ));
         }
         let entry = out.last_mut().expect("pushed above");
         let [p0, p1, p2] = g.triangle(light.prim as usize);
@@ -179,17 +154,61 @@ pub fn light_facing(scene: &Scene) -> LightSurvey {
         } else {
             reach_into(&whole, p0, n)
         };
-        if reach.is_nan() || reach <= 0.0 {
-            entry.away_from_everything += 1;
-        } else if reach < near {
-            entry.toward_gap_only += 1;
-        } else {
-            entry.toward_scene += 1;
-        }
+        count_reach(entry, reach, near);
     }
     LightSurvey {
         lights: out,
         scene_bounds: all,
+    }
+}
+
+/// The box of all the vertices a group's triangles use, and that of its non-emissive
+/// triangles only.
+fn group_boxes(scene: &Scene, g: &Group) -> (Bounds, Bounds) {
+    let mut all = Bounds::EMPTY;
+    let mut lit = Bounds::EMPTY;
+    for (t, tri) in g.indices.iter().enumerate() {
+        let emissive = g
+            .face_materials
+            .get(t)
+            .and_then(|&m| scene.materials.get(m as usize))
+            .is_some_and(|m| m.is_emissive());
+        for &i in tri {
+            if let Some(&p) = g.positions.get(i as usize) {
+                all.extend(p);
+                if !emissive {
+                    lit.extend(p);
+                }
+            }
+        }
+    }
+    (all, lit)
+}
+
+/// The entry of a light of `group` and `material`, before its triangles are counted.
+fn no_triangles_yet(group: String, material: String) -> LightFacing {
+    LightFacing {
+        group,
+        material,
+        triangles: 0,
+        area: 0.0,
+        facing: [0; 6],
+        toward_scene: 0,
+        toward_gap_only: 0,
+        away_from_everything: 0,
+    }
+}
+
+/// Counts a light triangle by how far its front reaches into the scene: `reach`, against
+/// the near limit `near`.
+#[inline]
+fn count_reach(entry: &mut LightFacing, reach: f32, near: f32) {
+    if reach.is_nan() || reach <= 0.0 {
+        entry.away_from_everything += 1;
+    } else if reach < near {
+        entry.toward_gap_only += 1;
+    } else {
+        entry.toward_scene += 1;
     }
 }
 

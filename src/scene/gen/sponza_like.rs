@@ -347,96 +347,11 @@ fn lathe_resolution(size: u64) -> (u32, u32) {
 fn build_group(index: usize, role: Role, size: u64, layout: &mut Layout, rng: &mut Rng) -> Group {
     let mut group = Group::default();
     let name = match role {
-        Role::Floor => {
-            let (nx, ny) = grid_for(size, 2.0 * HALF_X, 2.0 * HALF_Z);
-            let place = Placement::at(Vec3::ZERO).rotated(Quat::from_rotation_x(-FRAC_PI_2));
-            let size = Vec2::new(2.0 * HALF_X, 2.0 * HALF_Z);
-            let mut b = MeshBuilder::new(&mut group, place, FLOOR);
-            mesh::panel(&mut b, nx, ny, size, |_, _| 0.0);
-            group.uvs = mesh::panel_uvs(nx, ny, size / TILE);
-            "floor".to_string()
-        }
-        Role::Wall(k) => {
-            // Back (z = +HALF_Z, facing -Z), left (x = -HALF_X, facing +X), right.
-            let (width, place, name) = match k {
-                0 => (
-                    2.0 * HALF_X,
-                    Placement::at(Vec3::new(0.0, HEIGHT / 2.0, HALF_Z)).turned(PI),
-                    "wall_back",
-                ),
-                1 => (
-                    2.0 * HALF_Z,
-                    Placement::at(Vec3::new(-HALF_X, HEIGHT / 2.0, 0.0)).turned(FRAC_PI_2),
-                    "wall_left",
-                ),
-                _ => (
-                    2.0 * HALF_Z,
-                    Placement::at(Vec3::new(HALF_X, HEIGHT / 2.0, 0.0)).turned(-FRAC_PI_2),
-                    "wall_right",
-                ),
-            };
-            let (nx, ny) = grid_for(size, width, HEIGHT);
-            let size = Vec2::new(width, HEIGHT);
-            let mut b = MeshBuilder::new(&mut group, place, WALL_STONE);
-            mesh::panel(&mut b, nx, ny, size, |_, _| 0.0);
-            group.uvs = mesh::panel_uvs(nx, ny, size / TILE);
-            name.to_string()
-        }
-        Role::Skylight => {
-            let place = Placement::at(Vec3::new(0.0, HEIGHT, 0.0))
-                .rotated(Quat::from_rotation_x(FRAC_PI_2));
-            let mut b = MeshBuilder::new(&mut group, place, SKYLIGHT);
-            let size = Vec2::new(2.0 * (HALF_X - 4.0), 2.0 * (HALF_Z - 4.0));
-            mesh::panel(&mut b, 1, 1, size, |_, _| 0.0);
-            "skylight".to_string()
-        }
-        Role::Banner => {
-            // On the side walls, a grid per wall, just in front of the wall.
-            let slot = layout.banners.take();
-            let total = layout.banners.total;
-            let (left, per_wall, k) = if slot < total.div_ceil(2) {
-                (true, total.div_ceil(2), slot)
-            } else {
-                (false, total / 2, slot - total.div_ceil(2))
-            };
-            let cols = ((per_wall as f32 * 1.5).sqrt().ceil() as usize).max(1);
-            let rows = per_wall.div_ceil(cols).max(1);
-            let (cell_w, cell_h) = (
-                2.0 * (HALF_Z - 1.0) / cols as f32,
-                (HEIGHT - 2.0) / rows as f32,
-            );
-            let along = -(HALF_Z - 1.0) + cell_w * ((k % cols) as f32 + 0.5);
-            let y = 1.0 + cell_h * ((k / cols) as f32 + 0.5);
-            let (x, turn) = if left {
-                (-HALF_X + 0.02, FRAC_PI_2)
-            } else {
-                (HALF_X - 0.02, -FRAC_PI_2)
-            };
-            let place = Placement::at(Vec3::new(x, y, along)).turned(turn);
-            let material = BANNERS[rng.below(BANNERS.len())];
-            let mut b = MeshBuilder::new(&mut group, place, material);
-            let size = Vec2::new(cell_w * 0.6, cell_h * 0.7);
-            mesh::panel(&mut b, 1, 1, size, |_, _| 0.0);
-            group.uvs = mesh::panel_uvs(1, 1, Vec2::ONE);
-            format!("banner_{index:03}")
-        }
-        Role::Drape => {
-            let slot = layout.drapes.take();
-            let total = layout.drapes.total.max(1);
-            let pitch = 2.0 * (HALF_X - 1.0) / total as f32;
-            let x = -(HALF_X - 1.0) + pitch * (slot as f32 + 0.5);
-            let (width, height) = (pitch * 0.85, 9.0);
-            let (nx, ny) = grid_for(size, width, height);
-            let folds = (width / 0.4).round().max(1.0);
-            // On the back wall, facing the open side.
-            let place = Placement::at(Vec3::new(x, 8.0, HALF_Z - 0.4)).turned(PI);
-            let material = FABRICS[rng.below(FABRICS.len())];
-            let mut b = MeshBuilder::new(&mut group, place, material);
-            mesh::panel(&mut b, nx, ny, Vec2::new(width, height), |u, v| {
-                0.15 * (TAU * folds * u).sin() * (0.4 + 0.6 * (1.0 - v))
-            });
-            format!("drape_{index:03}")
-        }
+        Role::Floor => build_floor(&mut group, size),
+        Role::Wall(k) => build_wall(&mut group, k, size),
+        Role::Skylight => build_skylight(&mut group),
+        Role::Banner => build_banner(&mut group, index, layout, rng),
+        Role::Drape => build_drape(&mut group, index, size, layout, rng),
         Role::Medium => {
             let slot = layout.medium.take();
             let (at, cell) = band_slot(slot, layout.medium.total, 24, 3.0, 6.5);
@@ -450,6 +365,112 @@ fn build_group(index: usize, role: Role, size: u64, layout: &mut Layout, rng: &m
     };
     group.name = name;
     group
+}
+
+/// The flagstone floor, a grid of about `size` triangles; returns the group's name.
+fn build_floor(group: &mut Group, size: u64) -> String {
+    let (nx, ny) = grid_for(size, 2.0 * HALF_X, 2.0 * HALF_Z);
+    let place = Placement::at(Vec3::ZERO).rotated(Quat::from_rotation_x(-FRAC_PI_2));
+    let size = Vec2::new(2.0 * HALF_X, 2.0 * HALF_Z);
+    let mut b = MeshBuilder::new(group, place, FLOOR);
+    mesh::panel(&mut b, nx, ny, size, |_, _| 0.0);
+    group.uvs = mesh::panel_uvs(nx, ny, size / TILE);
+    "floor".to_string()
+}
+
+/// Wall `k` (0 back, 1 left, else right), a grid of about `size` triangles; returns its name.
+fn build_wall(group: &mut Group, k: usize, size: u64) -> String {
+    // Back (z = +HALF_Z, facing -Z), left (x = -HALF_X, facing +X), right.
+    let (width, place, name) = match k {
+        0 => (
+            2.0 * HALF_X,
+            Placement::at(Vec3::new(0.0, HEIGHT / 2.0, HALF_Z)).turned(PI),
+            "wall_back",
+        ),
+        1 => (
+            2.0 * HALF_Z,
+            Placement::at(Vec3::new(-HALF_X, HEIGHT / 2.0, 0.0)).turned(FRAC_PI_2),
+            "wall_left",
+        ),
+        _ => (
+            2.0 * HALF_Z,
+            Placement::at(Vec3::new(HALF_X, HEIGHT / 2.0, 0.0)).turned(-FRAC_PI_2),
+            "wall_right",
+        ),
+    };
+    let (nx, ny) = grid_for(size, width, HEIGHT);
+    let size = Vec2::new(width, HEIGHT);
+    let mut b = MeshBuilder::new(group, place, WALL_STONE);
+    mesh::panel(&mut b, nx, ny, size, |_, _| 0.0);
+    group.uvs = mesh::panel_uvs(nx, ny, size / TILE);
+    name.to_string()
+}
+
+/// The emissive skylight quad at the roof (y = HEIGHT); returns its name.
+fn build_skylight(group: &mut Group) -> String {
+    let place =
+        Placement::at(Vec3::new(0.0, HEIGHT, 0.0)).rotated(Quat::from_rotation_x(FRAC_PI_2));
+    let mut b = MeshBuilder::new(group, place, SKYLIGHT);
+    let size = Vec2::new(2.0 * (HALF_X - 4.0), 2.0 * (HALF_Z - 4.0));
+    mesh::panel(&mut b, 1, 1, size, |_, _| 0.0);
+    "skylight".to_string()
+}
+
+/// The next banner slot's quad, of a random banner material; returns its name.
+fn build_banner(group: &mut Group, index: usize, layout: &mut Layout, rng: &mut Rng) -> String {
+    // On the side walls, a grid per wall, just in front of the wall.
+    let slot = layout.banners.take();
+    let total = layout.banners.total;
+    let (left, per_wall, k) = if slot < total.div_ceil(2) {
+        (true, total.div_ceil(2), slot)
+    } else {
+        (false, total / 2, slot - total.div_ceil(2))
+    };
+    let cols = ((per_wall as f32 * 1.5).sqrt().ceil() as usize).max(1);
+    let rows = per_wall.div_ceil(cols).max(1);
+    let (cell_w, cell_h) = (
+        2.0 * (HALF_Z - 1.0) / cols as f32,
+        (HEIGHT - 2.0) / rows as f32,
+    );
+    let along = -(HALF_Z - 1.0) + cell_w * ((k % cols) as f32 + 0.5);
+    let y = 1.0 + cell_h * ((k / cols) as f32 + 0.5);
+    let (x, turn) = if left {
+        (-HALF_X + 0.02, FRAC_PI_2)
+    } else {
+        (HALF_X - 0.02, -FRAC_PI_2)
+    };
+    let place = Placement::at(Vec3::new(x, y, along)).turned(turn);
+    let material = BANNERS[rng.below(BANNERS.len())];
+    let mut b = MeshBuilder::new(group, place, material);
+    let size = Vec2::new(cell_w * 0.6, cell_h * 0.7);
+    mesh::panel(&mut b, 1, 1, size, |_, _| 0.0);
+    group.uvs = mesh::panel_uvs(1, 1, Vec2::ONE);
+    format!("banner_{index:03}")
+}
+
+/// The next drape slot's folded cloth of about `size` triangles; returns its name.
+fn build_drape(
+    group: &mut Group,
+    index: usize,
+    size: u64,
+    layout: &mut Layout,
+    rng: &mut Rng,
+) -> String {
+    let slot = layout.drapes.take();
+    let total = layout.drapes.total.max(1);
+    let pitch = 2.0 * (HALF_X - 1.0) / total as f32;
+    let x = -(HALF_X - 1.0) + pitch * (slot as f32 + 0.5);
+    let (width, height) = (pitch * 0.85, 9.0);
+    let (nx, ny) = grid_for(size, width, height);
+    let folds = (width / 0.4).round().max(1.0);
+    // On the back wall, facing the open side.
+    let place = Placement::at(Vec3::new(x, 8.0, HALF_Z - 0.4)).turned(PI);
+    let material = FABRICS[rng.below(FABRICS.len())];
+    let mut b = MeshBuilder::new(group, place, material);
+    mesh::panel(&mut b, nx, ny, Vec2::new(width, height), |u, v| {
+        0.15 * (TAU * folds * u).sin() * (0.4 + 0.6 * (1.0 - v))
+    });
+    format!("drape_{index:03}")
 }
 
 /// Column, arch, urn or ring of about `size` triangles standing at `at` within `cell`.

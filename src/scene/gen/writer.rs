@@ -138,6 +138,37 @@ impl ObjWriter {
             return Ok(());
         }
         let n = group.positions.len();
+        self.check_attribute_counts(group)?;
+        // OBJ indices count from 1, over the whole file.
+        let bases = IndexBases {
+            vertex: self.vertices + 1,
+            normal: self.normals + 1,
+            uv: self.uvs + 1,
+            has_normals: !group.normals.is_empty(),
+            has_uvs: !group.uvs.is_empty(),
+        };
+        let name = sanitize(&group.name);
+        let names = std::mem::take(&mut self.material_names);
+        let result = self.io(|out| {
+            writeln!(out, "g {name}")?;
+            let mut num = Numbers::default();
+            write_vertex_lines(out, &mut num, group, &bases)?;
+            write_face_lines(out, &mut num, group, &names, &bases)
+        });
+        self.material_names = names;
+        result?;
+        self.groups += 1;
+        self.triangles += group.indices.len() as u64;
+        self.vertices += n as u64;
+        self.normals += group.normals.len() as u64;
+        self.uvs += group.uvs.len() as u64;
+        Ok(())
+    }
+
+    /// Refuses a group whose normals or texture coordinates are neither absent nor one per
+    /// vertex.
+    fn check_attribute_counts(&self, group: &Group) -> Result<(), WriteError> {
+        let n = group.positions.len();
         for (what, count) in [
             ("normals", group.normals.len()),
             ("texture coordinates", group.uvs.len()),
@@ -152,75 +183,6 @@ impl ObjWriter {
                 });
             }
         }
-        // OBJ indices count from 1, over the whole file.
-        let base = self.vertices + 1;
-        let normal_base = self.normals + 1;
-        let uv_base = self.uvs + 1;
-        let has_normals = !group.normals.is_empty();
-        let has_uvs = !group.uvs.is_empty();
-        let name = sanitize(&group.name);
-        let names = std::mem::take(&mut self.material_names);
-        let result = self.io(|out| {
-            writeln!(out, "g {name}")?;
-            let mut num = Numbers::default();
-            for p in &group.positions {
-                num.vec3(out, b"v", *p)?;
-            }
-            if has_normals {
-                for v in &group.normals {
-                    num.vec3(out, b"vn", *v)?;
-                }
-            }
-            if has_uvs {
-                for t in &group.uvs {
-                    out.write_all(b"vt")?;
-                    num.f32(out, t.x)?;
-                    num.f32(out, t.y)?;
-                    out.write_all(b"\n")?;
-                }
-            }
-            let mut current = None;
-            for (tri, &m) in group.indices.iter().zip(&group.face_materials) {
-                if current != Some(m) {
-                    match names.get(m as usize) {
-                        Some(material) => writeln!(out, "usemtl {material}")?,
-                        None => writeln!(out, "# material {m} does not exist")?,
-                    }
-                    current = Some(m);
-                }
-                out.write_all(b"f")?;
-                for &i in tri {
-                    let i = u64::from(i);
-                    num.index(out, base + i)?;
-                    match (has_uvs, has_normals) {
-                        (false, false) => {}
-                        (false, true) => {
-                            out.write_all(b"//")?;
-                            out.write_all(num.ints.format(normal_base + i).as_bytes())?;
-                        }
-                        (true, false) => {
-                            out.write_all(b"/")?;
-                            out.write_all(num.ints.format(uv_base + i).as_bytes())?;
-                        }
-                        (true, true) => {
-                            out.write_all(b"/")?;
-                            out.write_all(num.ints.format(uv_base + i).as_bytes())?;
-                            out.write_all(b"/")?;
-                            out.write_all(num.ints.format(normal_base + i).as_bytes())?;
-                        }
-                    }
-                }
-                out.write_all(b"\n")?;
-            }
-            Ok(())
-        });
-        self.material_names = names;
-        result?;
-        self.groups += 1;
-        self.triangles += group.indices.len() as u64;
-        self.vertices += n as u64;
-        self.normals += group.normals.len() as u64;
-        self.uvs += group.uvs.len() as u64;
         Ok(())
     }
 
@@ -235,6 +197,97 @@ impl ObjWriter {
             vertices: self.vertices,
         })
     }
+}
+
+/// The OBJ numbers of a group's first vertex, normal and texture coordinate, and which of
+/// the last two the group has.
+struct IndexBases {
+    vertex: u64,
+    normal: u64,
+    uv: u64,
+    has_normals: bool,
+    has_uvs: bool,
+}
+
+/// A group's `v` lines, then its `vn` and `vt` lines where it has them.
+fn write_vertex_lines(
+    out: &mut BufWriter<File>,
+    num: &mut Numbers,
+    group: &Group,
+    bases: &IndexBases,
+) -> std::io::Result<()> {
+    for p in &group.positions {
+        num.vec3(out, b"v", *p)?;
+    }
+    if bases.has_normals {
+        for v in &group.normals {
+            num.vec3(out, b"vn", *v)?;
+        }
+    }
+    if bases.has_uvs {
+        for t in &group.uvs {
+            out.write_all(b"vt")?;
+            num.f32(out, t.x)?;
+            num.f32(out, t.y)?;
+            out.write_all(b"\n")?;
+        }
+    }
+    Ok(())
+}
+
+/// A group's `f` lines, with a `usemtl` before the first and at every change of material.
+fn write_face_lines(
+    out: &mut BufWriter<File>,
+    num: &mut Numbers,
+    group: &Group,
+    names: &[String],
+    bases: &IndexBases,
+) -> std::io::Result<()> {
+    let mut current = None;
+    for (tri, &m) in group.indices.iter().zip(&group.face_materials) {
+        if current != Some(m) {
+            match names.get(m as usize) {
+                Some(material) => writeln!(out, "usemtl {material}")?,
+                None => writeln!(out, "# material {m} does not exist")?,
+            }
+            current = Some(m);
+        }
+        out.write_all(b"f")?;
+        for &i in tri {
+            write_corner(out, num, bases, u64::from(i))?;
+        }
+        out.write_all(b"\n")?;
+    }
+    Ok(())
+}
+
+/// One corner of an `f` line: ` v`, ` v//vn`, ` v/vt` or ` v/vt/vn` for the group's vertex `i`.
+#[inline]
+fn write_corner(
+    out: &mut BufWriter<File>,
+    num: &mut Numbers,
+    bases: &IndexBases,
+    i: u64,
+) -> std::io::Result<()> {
+    num.index(out, bases.vertex + i)?;
+    match (bases.has_uvs, bases.has_normals) {
+        (false, false) => {}
+        (false, true) => {
+            out.write_all(b"//")?;
+            out.write_all(num.ints.format(bases.normal + i).as_bytes())?;
+        }
+        (true, false) => {
+            out.write_all(b"/")?;
+            out.write_all(num.ints.format(bases.uv + i).as_bytes())?;
+        }
+        (true, true) => {
+            out.write_all(b"/")?;
+            out.write_all(num.ints.format(bases.uv + i).as_bytes())?;
+            out.write_all(b"/")?;
+            out.write_all(num.ints.format(bases.normal + i).as_bytes())?;
+        }
+    }
+    Ok(())
 }
 
 /// Number formatting for the bulk of an OBJ file, several times faster than `write!`: floats
@@ -325,100 +378,139 @@ fn write_mtl(
     textures: &[Texture],
 ) -> std::io::Result<()> {
     let mut out = BufWriter::new(File::create(path)?);
-    // The images written beside the library, by use and texture: one a texture shares between
-    // materials (the sponza-like banners' pattern and mask) is written once.
-    let mut images: HashMap<(&str, u32), String> = HashMap::new();
-    let mut image_once = |label: &'static str,
-                          index: u32,
-                          write: &dyn Fn() -> std::io::Result<String>|
-     -> std::io::Result<String> {
-        if let Some(file) = images.get(&(label, index)) {
+    let mut images = ImagesWritten::default();
+    writeln!(out, "# written by gasworks {}", env!("CARGO_PKG_VERSION"))?;
+    for (m, name) in materials.iter().zip(names) {
+        write_material_values(&mut out, m, name)?;
+        write_colour_maps(&mut out, m, path, textures, &mut images)?;
+        write_mask_and_bump(&mut out, m, path, textures, &mut images)?;
+    }
+    out.flush()
+}
+
+/// The images written beside the library, by use and texture: one a texture shares between
+/// materials (the sponza-like banners' pattern and mask) is written once.
+#[derive(Default)]
+struct ImagesWritten {
+    files: HashMap<(&'static str, u32), String>,
+}
+
+impl ImagesWritten {
+    /// The file of image `label` of texture `index`, written by `write` the first time.
+    fn once(
+        &mut self,
+        label: &'static str,
+        index: u32,
+        write: &dyn Fn() -> std::io::Result<String>,
+    ) -> std::io::Result<String> {
+        if let Some(file) = self.files.get(&(label, index)) {
             return Ok(file.clone());
         }
         let file = write()?;
-        images.insert((label, index), file.clone());
+        self.files.insert((label, index), file.clone());
         Ok(file)
-    };
-    writeln!(out, "# written by gasworks {}", env!("CARGO_PKG_VERSION"))?;
-    for (m, name) in materials.iter().zip(names) {
-        let rgb = |v: Vec3| format!("{} {} {}", v.x, v.y, v.z);
-        writeln!(out, "\nnewmtl {name}")?;
-        writeln!(out, "Kd {}", rgb(m.diffuse))?;
-        writeln!(out, "Ks {}", rgb(m.specular))?;
-        writeln!(out, "Ns {}", m.shininess)?;
-        // A see-through material is `d` < 1, and `d` < 1 with `Ni` > 1 reads as glass: its
-        // Ni (which nothing but glass reads) is left to the reader's default then.
-        let see_through = m.opacity < 1.0 && m.kind != MaterialKind::Glass;
-        if see_through {
-            writeln!(out, "d {:?}", m.opacity)?;
-        }
-        if !see_through || m.ior <= 1.0 {
-            writeln!(out, "Ni {}", m.ior)?;
-        }
-        if m.is_emissive() {
-            writeln!(out, "Ke {}", rgb(m.emission))?;
-        }
-        if m.kind == MaterialKind::Glass {
-            writeln!(out, "Tf {}", rgb(m.transmittance))?;
-        }
-        writeln!(out, "illum {}", illum(m.kind))?;
-        // Colour, emission and specular maps name their source image: read again, it decodes to the
-        // same texels. Absolute, since it was found relative to another library's folder. A
-        // texture with no file (made in memory by a generator) is written beside the library.
-        for (keyword, label, map) in [
-            ("map_Kd", "colour", m.diffuse_texture),
-            ("map_Ke", "emission", m.emission_texture),
-            ("map_Ks", "specular", m.specular_texture),
-        ] {
-            let Some((index, texture)) = map.and_then(|t| Some((t, textures.get(t as usize)?)))
-            else {
-                continue;
-            };
-            let options = mapping_options(texture.mapping);
-            if Path::new(&texture.path).is_file() {
-                let absolute = std::fs::canonicalize(&texture.path)
-                    .unwrap_or_else(|_| PathBuf::from(&texture.path));
-                writeln!(out, "{keyword} {options}{}", absolute.display())?;
-            } else {
-                let file = image_once(label, index, &|| {
-                    write_colour_png(path, label, index, texture)
-                })?;
-                writeln!(out, "{keyword} {options}{file}")?;
-            }
-        }
-        if let Some((index, mask)) = m
-            .opacity_texture
-            .and_then(|t| Some((t, textures.get(t as usize)?)))
-        {
-            // The mask as decoded (the channel the source's -imfchan named, or its alpha),
-            // beside the library: the source file alone does not say which channel it was.
-            let file = image_once("mask", index, &|| write_grey_png(path, "mask", index, mask))?;
-            let options = mapping_options(mask.mapping);
-            writeln!(out, "map_d -imfchan r {options}{file}")?;
-        }
-        match m
-            .bump
-            .and_then(|b| Some((b, textures.get(b.texture() as usize)?)))
-        {
-            // Heights as decoded, as masks are (the channel is not in the source's name).
-            Some((BumpMap::Height { texture, scale }, heights)) => {
-                let file = image_once("bump", texture, &|| {
-                    write_grey_png(path, "bump", texture, heights)
-                })?;
-                let options = mapping_options(heights.mapping);
-                writeln!(out, "bump -imfchan r -bm {scale:?} {options}{file}")?;
-            }
-            // A normal map names its source image, as `norm`: it decodes the same way.
-            Some((BumpMap::Normal { scale, .. }, normals)) => {
-                let absolute = std::fs::canonicalize(&normals.path)
-                    .unwrap_or_else(|_| PathBuf::from(&normals.path));
-                let options = mapping_options(normals.mapping);
-                writeln!(out, "norm -bm {scale:?} {options}{}", absolute.display())?;
-            }
-            None => {}
+    }
+}
+
+/// A material's `newmtl` line and its colours, numbers and `illum` model.
+fn write_material_values(out: &mut impl Write, m: &Material, name: &str) -> std::io::Result<()> {
+    let rgb = |v: Vec3| format!("{} {} {}", v.x, v.y, v.z);
+    writeln!(out, "\nnewmtl {name}")?;
+    writeln!(out, "Kd {}", rgb(m.diffuse))?;
+    writeln!(out, "Ks {}", rgb(m.specular))?;
+    writeln!(out, "Ns {}", m.shininess)?;
+    // A see-through material is `d` < 1, and `d` < 1 with `Ni` > 1 reads as glass: its
+    // Ni (which nothing but glass reads) is left to the reader's default then.
+    let see_through = m.opacity < 1.0 && m.kind != MaterialKind::Glass;
+    if see_through {
+        writeln!(out, "d {:?}", m.opacity)?;
+    }
+    if !see_through || m.ior <= 1.0 {
+        writeln!(out, "Ni {}", m.ior)?;
+    }
+    if m.is_emissive() {
+        writeln!(out, "Ke {}", rgb(m.emission))?;
+    }
+    if m.kind == MaterialKind::Glass {
+        writeln!(out, "Tf {}", rgb(m.transmittance))?;
+    }
+    writeln!(out, "illum {}", illum(m.kind))
+}
+
+/// A material's `map_Kd`, `map_Ke` and `map_Ks` lines, for the maps it has.
+fn write_colour_maps(
+    out: &mut impl Write,
+    m: &Material,
+    path: &Path,
+    textures: &[Texture],
+    images: &mut ImagesWritten,
+) -> std::io::Result<()> {
+    // Colour, emission and specular maps name their source image: read again, it decodes to the
+    // same texels. Absolute, since it was found relative to another library's folder. A
+    // texture with no file (made in memory by a generator) is written beside the library.
+    for (keyword, label, map) in [
+        ("map_Kd", "colour", m.diffuse_texture),
+        ("map_Ke", "emission", m.emission_texture),
+        ("map_Ks", "specular", m.specular_texture),
+    ] {
+        let Some((index, texture)) = map.and_then(|t| Some((t, textures.get(t as usize)?))) else {
+            continue;
+        };
+        let options = mapping_options(texture.mapping);
+        if Path::new(&texture.path).is_file() {
+            let absolute = std::fs::canonicalize(&texture.path)
+                .unwrap_or_else(|_| PathBuf::from(&texture.path));
+            writeln!(out, "{keyword} {options}{}", absolute.display())?;
+        } else {
+            let file = images.once(label, index, &|| {
+                write_colour_png(path, label, index, texture)
+            })?;
+            writeln!(out, "{keyword} {options}{file}")?;
         }
     }
-    out.flush()
+    Ok(())
+}
+
+/// A material's `map_d` line and its `bump` or `norm` line, for the ones it has.
+fn write_mask_and_bump(
+    out: &mut impl Write,
+    m: &Material,
+    path: &Path,
+    textures: &[Texture],
+    images: &mut ImagesWritten,
+) -> std::io::Result<()> {
+    if let Some((index, mask)) = m
+        .opacity_texture
+        .and_then(|t| Some((t, textures.get(t as usize)?)))
+    {
+        // The mask as decoded (the channel the source's -imfchan named, or its alpha),
+        // beside the library: the source file alone does not say which channel it was.
+        let file = images.once("mask", index, &|| write_grey_png(path, "mask", index, mask))?;
+        let options = mapping_options(mask.mapping);
+        writeln!(out, "map_d -imfchan r {options}{file}")?;
+    }
+    match m
+        .bump
+        .and_then(|b| Some((b, textures.get(b.texture() as usize)?)))
+    {
+        // Heights as decoded, as masks are (the channel is not in the source's name).
+        Some((BumpMap::Height { texture, scale }, heights)) => {
+            let file = images.once("bump", texture, &|| {
+                write_grey_png(path, "bump", texture, heights)
+            })?;
+            let options = mapping_options(heights.mapping);
+            writeln!(out, "bump -imfchan r -bm {scale:?} {options}{file}")?;
+        }
+        // A normal map names its source image, as `norm`: it decodes the same way.
+        Some((BumpMap::Normal { scale, .. }, normals)) => {
+            let absolute = std::fs::canonicalize(&normals.path)
+                .unwrap_or_else(|_| PathBuf::from(&normals.path));
+            let options = mapping_options(normals.mapping);
+            writeln!(out, "norm -bm {scale:?} {options}{}", absolute.display())?;
+        }
+        None => {}
+    }
+    Ok(())
 }
 
 /// The `-s` and `-o` options of a texture statement placed by `mapping` (none for the
