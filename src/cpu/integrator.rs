@@ -389,14 +389,8 @@ impl PathTracer<'_> {
             let Some(hit) = self.bvh.intersect_ray(self.scene, &ray, 0.0, f32::INFINITY) else {
                 radiance += throughput * env;
                 if let Some(map) = env_map {
-                    let (le, pdf) = map.lookup(ray_d);
-                    let share = self.lights.environment_share();
-                    let w = if prev_delta || share == 0.0 {
-                        1.0
-                    } else {
-                        power_heuristic(prev_pdf, share * pdf)
-                    };
-                    radiance += throughput * le * w;
+                    radiance +=
+                        self.environment_map_seen(map, ray_d, throughput, prev_pdf, prev_delta);
                 }
                 break;
             };
@@ -404,12 +398,7 @@ impl PathTracer<'_> {
             let material = &scene.materials[sp.material as usize];
             let wo = -ray_d;
             if material.is_emissive() && self.emits_towards(sp.n_geo, wo) {
-                let w = if prev_delta {
-                    1.0
-                } else {
-                    self.light_pdf(&hit, &sp, ray_d)
-                        .map_or(1.0, |p_light| power_heuristic(prev_pdf, p_light))
-                };
+                let w = self.emission_weight(&hit, &sp, ray_d, prev_pdf, prev_delta);
                 radiance += throughput * material.emission_at(&scene.textures, sp.uv) * w;
             }
             if depth == self.max_depth {
@@ -425,15 +414,7 @@ impl PathTracer<'_> {
             let bsdf = Bsdf::new(material, &scene.textures, sp.uv, frame);
             if !bsdf.is_delta() && self.lights.can_sample() {
                 radiance += throughput
-                    * match (self.lights.choose(u_light), env_map) {
-                        (LightChoice::Area(li), _) => {
-                            self.next_event(&sp, &bsdf, wo, li, u_l1, u_l2)
-                        }
-                        (LightChoice::Environment, Some(map)) => {
-                            self.next_event_environment(map, &sp, &bsdf, wo, u_l1, u_l2)
-                        }
-                        (LightChoice::Environment, None) => Vec3::ZERO,
-                    };
+                    * self.next_event_any(env_map, &sp, &bsdf, wo, u_light, (u_l1, u_l2));
             }
             let Some(bs) = bsdf.sample(wo, u_lobe, u_b1, u_b2) else {
                 break;
@@ -455,6 +436,68 @@ impl PathTracer<'_> {
             ray_d = bs.wi;
         }
         radiance
+    }
+
+    /// What a path that escaped along `ray_d` with `throughput` gets from the environment map,
+    /// weighted by multiple importance against the map's own sampling in next-event
+    /// estimation (none after a Dirac lobe or the camera, or where the map is never sampled).
+    #[inline]
+    fn environment_map_seen(
+        &self,
+        map: &EnvironmentMap,
+        ray_d: Vec3,
+        throughput: Vec3,
+        prev_pdf: f32,
+        prev_delta: bool,
+    ) -> Vec3 {
+        let (le, pdf) = map.lookup(ray_d);
+        let share = self.lights.environment_share();
+        let w = if prev_delta || share == 0.0 {
+            1.0
+        } else {
+            power_heuristic(prev_pdf, share * pdf)
+        };
+        throughput * le * w
+    }
+
+    /// The multiple-importance weight of an emitter hit by a BSDF sample of pdf `prev_pdf`
+    /// (1 after a Dirac lobe or the camera, or where next-event estimation cannot find it).
+    #[inline]
+    fn emission_weight(
+        &self,
+        hit: &Hit,
+        sp: &SurfacePoint,
+        ray_d: Vec3,
+        prev_pdf: f32,
+        prev_delta: bool,
+    ) -> f32 {
+        if prev_delta {
+            1.0
+        } else {
+            self.light_pdf(hit, sp, ray_d)
+                .map_or(1.0, |p_light| power_heuristic(prev_pdf, p_light))
+        }
+    }
+
+    /// Next-event estimation towards the light `u_light` chooses: an area light or the
+    /// environment map (nothing where the choice is the environment but there is no map).
+    #[inline]
+    fn next_event_any(
+        &self,
+        env_map: Option<&EnvironmentMap>,
+        sp: &SurfacePoint,
+        bsdf: &Bsdf,
+        wo: Vec3,
+        u_light: f32,
+        (u_l1, u_l2): (f32, f32),
+    ) -> Vec3 {
+        match (self.lights.choose(u_light), env_map) {
+            (LightChoice::Area(li), _) => self.next_event(sp, bsdf, wo, li, u_l1, u_l2),
+            (LightChoice::Environment, Some(map)) => {
+                self.next_event_environment(map, sp, bsdf, wo, u_l1, u_l2)
+            }
+            (LightChoice::Environment, None) => Vec3::ZERO,
+        }
     }
 
     /// Whether a light whose unit geometric normal is `n_light` emits towards `w` (pointing

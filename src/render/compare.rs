@@ -350,24 +350,8 @@ pub fn block_chi_square_test(a: &PixelStats, b: &PixelStats, o: &CompareOptions)
     let crit: [f64; 3] = dof.map(|k| chi_square_upper_quantile(k, alpha / 3.0));
     // The bias whose noncentrality lambda = bias^2 signal moves dof + lambda past the
     // critical value by POWER_Z standard deviations sqrt(2 dof + 4 lambda): solve for lambda.
-    let detect: [f64; 3] = [0, 1, 2].map(|c| {
-        let k = dof[c] as f64;
-        if signal[c] <= 0.0 {
-            return 0.0;
-        }
-        // lambda - POWER_Z sqrt(2k + 4 lambda) = crit - k, by bisection (monotone for lambda >= 0).
-        let target = crit[c] - k;
-        let (mut lo, mut hi) = (0.0f64, 1e12f64);
-        for _ in 0..200 {
-            let mid = 0.5 * (lo + hi);
-            if mid - POWER_Z * (2.0 * k + 4.0 * mid).sqrt() < target {
-                lo = mid;
-            } else {
-                hi = mid;
-            }
-        }
-        o.tolerance + (hi / signal[c]).sqrt()
-    });
+    let detect: [f64; 3] =
+        [0, 1, 2].map(|c| detectable_bias(signal[c], dof[c], crit[c], o.tolerance));
     let ratio: [f64; 3] = [0, 1, 2].map(|c| x[c] / crit[c]);
     let worst = (0..3)
         .max_by(|&i, &j| ratio[i].total_cmp(&ratio[j]))
@@ -386,6 +370,28 @@ pub fn block_chi_square_test(a: &PixelStats, b: &PixelStats, o: &CompareOptions)
             100.0 * detect.iter().copied().fold(0.0, f64::max)
         ),
     }
+}
+
+/// The smallest relative bias one channel of [`block_chi_square_test`] detects (with power
+/// from [`POWER_Z`]), from the channel's `signal` (sum of m^2 / se^2 over tiles), its `dof`
+/// and critical value `crit`, above the `tolerance` it allows; 0 without signal.
+fn detectable_bias(signal: f64, dof: usize, crit: f64, tolerance: f64) -> f64 {
+    let k = dof as f64;
+    if signal <= 0.0 {
+        return 0.0;
+    }
+    // lambda - POWER_Z sqrt(2k + 4 lambda) = crit - k, by bisection (monotone for lambda >= 0).
+    let target = crit - k;
+    let (mut lo, mut hi) = (0.0f64, 1e12f64);
+    for _ in 0..200 {
+        let mid = 0.5 * (lo + hi);
+        if mid - POWER_Z * (2.0 * k + 4.0 * mid).sqrt() < target {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    tolerance + (hi / signal).sqrt()
 }
 
 /// All three tests (the paired one only for renders that used the same random numbers).

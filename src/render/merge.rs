@@ -122,6 +122,22 @@ pub struct Merged {
 pub fn merge(crops: &[(PathBuf, ReadImage)]) -> Result<Merged, MergeError> {
     let (first_path, first) = crops.first().ok_or(MergeError::NoInputs)?;
     let (fw, fh) = (first.meta.full_width, first.meta.full_height);
+    check_one_render(crops, first_path, first)?;
+    check_no_overlap(crops)?;
+    check_covered(crops, fw, fh)?;
+    Ok(Merged {
+        meta: ImageMeta::whole(fw, fh, first.meta.render.clone()),
+        pixels: join_pixels(crops, first.format, fw as usize, fh as usize),
+    })
+}
+
+/// Every crop a finished crop of `first`'s frame: same frame size, format and settings.
+fn check_one_render(
+    crops: &[(PathBuf, ReadImage)],
+    first_path: &Path,
+    first: &ReadImage,
+) -> Result<(), MergeError> {
+    let (fw, fh) = (first.meta.full_width, first.meta.full_height);
     for (path, c) in crops {
         if output::stopped_mid_pass(&c.meta.render) {
             let spp = c.meta.render.split("; ").find(|i| i.starts_with("spp "));
@@ -135,7 +151,7 @@ pub fn merge(crops: &[(PathBuf, ReadImage)]) -> Result<Merged, MergeError> {
                 path: path.clone(),
                 w: c.meta.full_width,
                 h: c.meta.full_height,
-                first: first_path.clone(),
+                first: first_path.to_path_buf(),
                 fw,
                 fh,
             });
@@ -144,7 +160,7 @@ pub fn merge(crops: &[(PathBuf, ReadImage)]) -> Result<Merged, MergeError> {
             return Err(MergeError::MixedFormats {
                 path: path.clone(),
                 this: c.format,
-                first: first_path.clone(),
+                first: first_path.to_path_buf(),
                 that: first.format,
             });
         }
@@ -152,11 +168,16 @@ pub fn merge(crops: &[(PathBuf, ReadImage)]) -> Result<Merged, MergeError> {
             return Err(MergeError::Settings {
                 path: path.clone(),
                 this,
-                first: first_path.clone(),
+                first: first_path.to_path_buf(),
                 that,
             });
         }
     }
+    Ok(())
+}
+
+/// No two crops' windows share a pixel.
+fn check_no_overlap(crops: &[(PathBuf, ReadImage)]) -> Result<(), MergeError> {
     // The windows were checked against their frames when read; here, against each other.
     for (i, (pa, a)) in crops.iter().enumerate() {
         for (pb, b) in &crops[i + 1..] {
@@ -171,6 +192,11 @@ pub fn merge(crops: &[(PathBuf, ReadImage)]) -> Result<Merged, MergeError> {
             }
         }
     }
+    Ok(())
+}
+
+/// The crops' windows cover every pixel of the `fw` x `fh` frame.
+fn check_covered(crops: &[(PathBuf, ReadImage)], fw: u32, fh: u32) -> Result<(), MergeError> {
     // Coverage first (a byte a pixel): a frame with pixels missing is refused before its
     // pixels (12 bytes each) are allocated.
     let (w, h) = (fw as usize, fh as usize);
@@ -203,23 +229,13 @@ pub fn merge(crops: &[(PathBuf, ReadImage)]) -> Result<Merged, MergeError> {
             },
         });
     }
-    drop(covered);
-    let mut linear = vec![
-        [0f32; 3];
-        if first.format == ImageFormat::Exr {
-            w * h
-        } else {
-            0
-        }
-    ];
-    let mut srgb = vec![
-        [0u8; 3];
-        if first.format == ImageFormat::Png {
-            w * h
-        } else {
-            0
-        }
-    ];
+    Ok(())
+}
+
+/// The crops' pixels copied into a `w` x `h` frame of `format`'s pixels.
+fn join_pixels(crops: &[(PathBuf, ReadImage)], format: ImageFormat, w: usize, h: usize) -> Pixels {
+    let mut linear = vec![[0f32; 3]; if format == ImageFormat::Exr { w * h } else { 0 }];
+    let mut srgb = vec![[0u8; 3]; if format == ImageFormat::Png { w * h } else { 0 }];
     for (_, c) in crops {
         let t = c.meta.window;
         for row in 0..t.h as usize {
@@ -232,14 +248,11 @@ pub fn merge(crops: &[(PathBuf, ReadImage)]) -> Result<Merged, MergeError> {
             }
         }
     }
-    Ok(Merged {
-        meta: ImageMeta::whole(fw, fh, first.meta.render.clone()),
-        pixels: match first.format {
-            ImageFormat::Exr => Pixels::Linear(linear),
-            // read_image reads no WebP: PNG's pixels, here only in name.
-            ImageFormat::Png | ImageFormat::Webp => Pixels::Srgb8(srgb),
-        },
-    })
+    match format {
+        ImageFormat::Exr => Pixels::Linear(linear),
+        // read_image reads no WebP: PNG's pixels, here only in name.
+        ImageFormat::Png | ImageFormat::Webp => Pixels::Srgb8(srgb),
+    }
 }
 
 /// What [`merge_files`] did.

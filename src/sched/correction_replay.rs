@@ -82,33 +82,7 @@ pub fn replay_corrections(
     class: impl Fn(usize, usize) -> String,
     blocks: Option<&BlockStops>,
 ) -> Vec<PassReplay> {
-    // Workers of every rank, numbered densely in order of first appearance, each with its
-    // device and its speed class.
-    let mut keys: Vec<(usize, usize)> = Vec::new();
-    for r in rows {
-        if !keys.contains(&(r.rank, r.worker)) {
-            keys.push((r.rank, r.worker));
-        }
-    }
-    let devices: Vec<String> = keys.iter().map(|&(rank, w)| device(rank, w)).collect();
-    let class_keys: Vec<String> = keys.iter().map(|&(rank, w)| class(rank, w)).collect();
-    let mut names: Vec<&str> = Vec::new();
-    let classes: Vec<usize> = class_keys
-        .iter()
-        .map(|d| match names.iter().position(|n| n == d) {
-            Some(g) => g,
-            None => {
-                names.push(d);
-                names.len() - 1
-            }
-        })
-        .collect();
-    let index = |r: &TileRow| {
-        keys.iter()
-            .position(|k| *k == (r.rank, r.worker))
-            .unwrap_or(0)
-    };
-
+    let workers = ReplayWorkers::of(rows, device, class);
     let scale = MapScale::between(image, (estimate.width, estimate.height));
     let passes = rows.iter().map(|r| r.pass + 1).max().unwrap_or(0);
     let mut plan = estimate.clone();
@@ -134,47 +108,112 @@ pub fn replay_corrections(
             .zip(&predicted)
             .map(|(r, p)| (p - r.predicted).abs() / r.predicted.abs().max(1e-12))
             .fold(0.0, f64::max);
-        // Task numbers index the report's per-tile columns: renumber densely in task order.
-        let report = PassReport {
-            samples: 0..1,
-            tiles: tiles.clone(),
-            predicted,
-            estimated: these.iter().map(|r| r.estimated).collect(),
-            initial_deques: Vec::new(),
-            records: these
-                .iter()
-                .enumerate()
-                .map(|(task, r)| TileRecord {
-                    task,
-                    worker: index(r),
-                    stolen_from: None,
-                    start_s: r.start_s,
-                    end_s: r.end_s,
-                    cost_s: r.measured_s,
-                })
-                .collect(),
-            makespan_s: 0.0,
-            workers: Vec::new(),
-            speeds: speeds.clone().unwrap_or_default(),
-            // (A resumed render's first pass, past 0, was planned with the estimate.)
-            planned_with_measured: speeds.is_some(),
-            skipped_pixels: 0,
-        };
+        let report = replayed_pass_report(&these, &tiles, predicted, &workers, &speeds);
         out.push(PassReplay {
             pass,
             tiles: tiles.len(),
             partial,
             largest_difference,
-            devices: report.accuracy_by_device(&devices),
+            devices: report.accuracy_by_device(&workers.devices),
         });
         // As a render does after each pass: speeds by class, costs at a common speed.
-        let (measured_speeds, normalized) = measured_costs(&classes, &report, speeds.as_deref());
+        let (measured_speeds, normalized) =
+            measured_costs(&workers.classes, &report, speeds.as_deref());
         if !partial {
             plan = plan.corrected(image, &tiles, &normalized);
         }
         speeds = Some(measured_speeds);
     }
     out
+}
+
+/// The workers of a replayed render, as its tile rows name them.
+struct ReplayWorkers {
+    /// (rank, worker) of each.
+    keys: Vec<(usize, usize)>,
+    devices: Vec<String>,
+    /// Each worker's speed class, numbered densely in order of first appearance.
+    classes: Vec<usize>,
+}
+
+impl ReplayWorkers {
+    fn of(
+        rows: &[TileRow],
+        device: impl Fn(usize, usize) -> String,
+        class: impl Fn(usize, usize) -> String,
+    ) -> ReplayWorkers {
+        // Workers of every rank, numbered densely in order of first appearance, each with its
+        // device and its speed class.
+        let mut keys: Vec<(usize, usize)> = Vec::new();
+        for r in rows {
+            if !keys.contains(&(r.rank, r.worker)) {
+                keys.push((r.rank, r.worker));
+            }
+        }
+        let devices: Vec<String> = keys.iter().map(|&(rank, w)| device(rank, w)).collect();
+        let class_keys: Vec<String> = keys.iter().map(|&(rank, w)| class(rank, w)).collect();
+        let mut names: Vec<&str> = Vec::new();
+        let classes: Vec<usize> = class_keys
+            .iter()
+            .map(|d| match names.iter().position(|n| n == d) {
+                Some(g) => g,
+                None => {
+                    names.push(d);
+                    names.len() - 1
+                }
+            })
+            .collect();
+        ReplayWorkers {
+            keys,
+            devices,
+            classes,
+        }
+    }
+
+    /// The dense number of the worker that ran `r`.
+    fn index(&self, r: &TileRow) -> usize {
+        self.keys
+            .iter()
+            .position(|k| *k == (r.rank, r.worker))
+            .unwrap_or(0)
+    }
+}
+
+/// The report of one replayed pass: its tiles (`these`, in task order), the costs rebuilt for
+/// them, and where and how long each ran; planned at `speeds` (`None` before any pass).
+fn replayed_pass_report(
+    these: &[&TileRow],
+    tiles: &[crate::render::Tile],
+    predicted: Vec<f64>,
+    workers: &ReplayWorkers,
+    speeds: &Option<Vec<f64>>,
+) -> PassReport {
+    // Task numbers index the report's per-tile columns: renumber densely in task order.
+    PassReport {
+        samples: 0..1,
+        tiles: tiles.to_vec(),
+        predicted,
+        estimated: these.iter().map(|r| r.estimated).collect(),
+        initial_deques: Vec::new(),
+        records: these
+            .iter()
+            .enumerate()
+            .map(|(task, r)| TileRecord {
+                task,
+                worker: workers.index(r),
+                stolen_from: None,
+                start_s: r.start_s,
+                end_s: r.end_s,
+                cost_s: r.measured_s,
+            })
+            .collect(),
+        makespan_s: 0.0,
+        workers: Vec::new(),
+        speeds: speeds.clone().unwrap_or_default(),
+        // (A resumed render's first pass, past 0, was planned with the estimate.)
+        planned_with_measured: speeds.is_some(),
+        skipped_pixels: 0,
+    }
 }
 
 #[cfg(test)]

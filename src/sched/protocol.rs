@@ -282,6 +282,75 @@ impl Writer {
             None => self.u8(0),
         }
     }
+
+    // The payloads of the larger messages, one helper each, mirrored by `Reader`'s.
+
+    fn ready(&mut self, ready: &RankReady) {
+        self.str(&ready.host);
+        self.str(&ready.backend);
+        self.u64(ready.fingerprint);
+        self.len(ready.workers.len());
+        for wi in &ready.workers {
+            self.str(&wi.label);
+            self.str(&wi.device);
+            self.str(&wi.hardware);
+            self.u32(wi.group);
+            self.u64(wi.min_tile_work);
+        }
+    }
+    fn plan(&mut self, p: &Plan) {
+        self.u32(p.pass);
+        self.u32(p.samples.start);
+        self.u32(p.samples.end);
+        self.u8(p.steal as u8);
+        self.len(p.deques.len());
+        for d in &p.deques {
+            self.len(d.len());
+            for &t in d {
+                self.u32(t);
+            }
+        }
+        self.len(p.tasks.len());
+        for t in &p.tasks {
+            self.task(t);
+        }
+        self.f64s(&p.speeds);
+        self.f64s(&p.costs);
+        self.f64s(&p.floors);
+    }
+    fn grants(&mut self, tasks: &[Granted]) {
+        self.len(tasks.len());
+        for g in tasks {
+            self.task(&g.data);
+            self.u32(g.from_worker);
+        }
+    }
+    fn tile_done(&mut self, d: &TileDone) {
+        self.u32(d.pass);
+        self.u32(d.task);
+        self.u32(d.worker);
+        match d.stolen_from {
+            Some(v) => {
+                self.u8(1);
+                self.u32(v);
+            }
+            None => self.u8(0),
+        }
+        self.f64(d.start_s);
+        self.f64(d.end_s);
+        self.f64(d.cost_s);
+        self.pixels(&d.pixels);
+    }
+    fn piece_times(&mut self, times: &[PieceTime]) {
+        self.len(times.len());
+        for t in times {
+            self.u32(t.group);
+            self.str(&t.worker);
+            self.tile(t.piece);
+            self.range(&t.samples);
+            self.f64(t.seconds);
+        }
+    }
 }
 
 struct Reader<'a> {
@@ -408,6 +477,105 @@ impl<'a> Reader<'a> {
             skip,
         })
     }
+
+    // The payloads of the larger messages, as `Writer` writes them.
+
+    fn ready(&mut self) -> Result<RankReady, DecodeError> {
+        let host = self.str()?;
+        let backend = self.str()?;
+        let fingerprint = self.u64()?;
+        // Three strings' lengths, the group and the tile work: 24 bytes at least.
+        let n = self.len(24)?;
+        let workers = (0..n)
+            .map(|_| {
+                Ok(WorkerInfo {
+                    label: self.str()?,
+                    device: self.str()?,
+                    hardware: self.str()?,
+                    group: self.u32()?,
+                    min_tile_work: self.u64()?,
+                })
+            })
+            .collect::<Result<_, DecodeError>>()?;
+        Ok(RankReady {
+            host,
+            backend,
+            fingerprint,
+            workers,
+        })
+    }
+    fn plan(&mut self) -> Result<Plan, DecodeError> {
+        let pass = self.u32()?;
+        let samples = self.u32()?..self.u32()?;
+        let steal = self.flag()?;
+        let n = self.len(4)?;
+        let deques = (0..n)
+            .map(|_| {
+                let m = self.len(4)?;
+                (0..m).map(|_| self.u32()).collect()
+            })
+            .collect::<Result<_, DecodeError>>()?;
+        let n = self.len(21)?;
+        let tasks = (0..n)
+            .map(|_| self.task())
+            .collect::<Result<_, DecodeError>>()?;
+        Ok(Plan {
+            pass,
+            samples,
+            steal,
+            deques,
+            tasks,
+            speeds: self.f64s()?,
+            costs: self.f64s()?,
+            floors: self.f64s()?,
+        })
+    }
+    fn grants(&mut self) -> Result<Vec<Granted>, DecodeError> {
+        let n = self.len(25)?;
+        (0..n)
+            .map(|_| {
+                Ok(Granted {
+                    data: self.task()?,
+                    from_worker: self.u32()?,
+                })
+            })
+            .collect::<Result<_, DecodeError>>()
+    }
+    fn tile_done(&mut self) -> Result<TileDone, DecodeError> {
+        let pass = self.u32()?;
+        let task = self.u32()?;
+        let worker = self.u32()?;
+        let stolen_from = if self.flag()? {
+            Some(self.u32()?)
+        } else {
+            None
+        };
+        Ok(TileDone {
+            pass,
+            task,
+            worker,
+            stolen_from,
+            start_s: self.f64()?,
+            end_s: self.f64()?,
+            cost_s: self.f64()?,
+            pixels: self.pixels()?,
+        })
+    }
+    fn piece_times(&mut self) -> Result<Vec<PieceTime>, DecodeError> {
+        // group, empty name, tile, samples, seconds: at least 4+4+16+8+8 bytes.
+        let n = self.len(40)?;
+        (0..n)
+            .map(|_| {
+                Ok(PieceTime {
+                    group: self.u32()?,
+                    worker: self.str()?,
+                    piece: self.tile()?,
+                    samples: self.range()?,
+                    seconds: self.f64()?,
+                })
+            })
+            .collect()
+    }
 }
 
 impl Msg {
@@ -417,19 +585,7 @@ impl Msg {
         match self {
             Msg::Hello(r) => {
                 w.u8(TAG_HELLO);
-                w.result(r, |w, ready| {
-                    w.str(&ready.host);
-                    w.str(&ready.backend);
-                    w.u64(ready.fingerprint);
-                    w.len(ready.workers.len());
-                    for wi in &ready.workers {
-                        w.str(&wi.label);
-                        w.str(&wi.device);
-                        w.str(&wi.hardware);
-                        w.u32(wi.group);
-                        w.u64(wi.min_tile_work);
-                    }
-                });
+                w.result(r, Writer::ready);
             }
             Msg::Roster(r) => {
                 w.u8(TAG_ROSTER);
@@ -437,24 +593,7 @@ impl Msg {
             }
             Msg::Plan(p) => {
                 w.u8(TAG_PLAN);
-                w.u32(p.pass);
-                w.u32(p.samples.start);
-                w.u32(p.samples.end);
-                w.u8(p.steal as u8);
-                w.len(p.deques.len());
-                for d in &p.deques {
-                    w.len(d.len());
-                    for &t in d {
-                        w.u32(t);
-                    }
-                }
-                w.len(p.tasks.len());
-                for t in &p.tasks {
-                    w.task(t);
-                }
-                w.f64s(&p.speeds);
-                w.f64s(&p.costs);
-                w.f64s(&p.floors);
+                w.plan(p);
             }
             Msg::StealRequest { pass, want, speed } => {
                 w.u8(TAG_STEAL_REQUEST);
@@ -465,28 +604,11 @@ impl Msg {
             Msg::Grant { pass, tasks } => {
                 w.u8(TAG_GRANT);
                 w.u32(*pass);
-                w.len(tasks.len());
-                for g in tasks {
-                    w.task(&g.data);
-                    w.u32(g.from_worker);
-                }
+                w.grants(tasks);
             }
             Msg::TileDone(d) => {
                 w.u8(TAG_TILE_DONE);
-                w.u32(d.pass);
-                w.u32(d.task);
-                w.u32(d.worker);
-                match d.stolen_from {
-                    Some(v) => {
-                        w.u8(1);
-                        w.u32(v);
-                    }
-                    None => w.u8(0),
-                }
-                w.f64(d.start_s);
-                w.f64(d.end_s);
-                w.f64(d.cost_s);
-                w.pixels(&d.pixels);
+                w.tile_done(d);
             }
             Msg::PassEnd { pass } => {
                 w.u8(TAG_PASS_END);
@@ -520,16 +642,7 @@ impl Msg {
             }
             Msg::Calibrated(r) => {
                 w.u8(TAG_CALIBRATED);
-                w.result(r, |w, times| {
-                    w.len(times.len());
-                    for t in times {
-                        w.u32(t.group);
-                        w.str(&t.worker);
-                        w.tile(t.piece);
-                        w.range(&t.samples);
-                        w.f64(t.seconds);
-                    }
-                });
+                w.result(r, |w, times| w.piece_times(times));
             }
             Msg::Retired {
                 pass,
@@ -551,91 +664,19 @@ impl Msg {
     pub fn decode(bytes: &[u8]) -> Result<Msg, DecodeError> {
         let mut r = Reader { bytes, at: 0 };
         let msg = match r.u8()? {
-            TAG_HELLO => Msg::Hello(r.result(|r| {
-                let host = r.str()?;
-                let backend = r.str()?;
-                let fingerprint = r.u64()?;
-                // Three strings' lengths, the group and the tile work: 24 bytes at least.
-                let n = r.len(24)?;
-                let workers = (0..n)
-                    .map(|_| {
-                        Ok(WorkerInfo {
-                            label: r.str()?,
-                            device: r.str()?,
-                            hardware: r.str()?,
-                            group: r.u32()?,
-                            min_tile_work: r.u64()?,
-                        })
-                    })
-                    .collect::<Result<_, DecodeError>>()?;
-                Ok(RankReady {
-                    host,
-                    backend,
-                    fingerprint,
-                    workers,
-                })
-            })?),
+            TAG_HELLO => Msg::Hello(r.result(Reader::ready)?),
             TAG_ROSTER => Msg::Roster(r.result(|r| r.u32())?),
-            TAG_PLAN => {
-                let pass = r.u32()?;
-                let samples = r.u32()?..r.u32()?;
-                let steal = r.flag()?;
-                let n = r.len(4)?;
-                let deques = (0..n)
-                    .map(|_| {
-                        let m = r.len(4)?;
-                        (0..m).map(|_| r.u32()).collect()
-                    })
-                    .collect::<Result<_, DecodeError>>()?;
-                let n = r.len(21)?;
-                let tasks = (0..n)
-                    .map(|_| r.task())
-                    .collect::<Result<_, DecodeError>>()?;
-                Msg::Plan(Plan {
-                    pass,
-                    samples,
-                    steal,
-                    deques,
-                    tasks,
-                    speeds: r.f64s()?,
-                    costs: r.f64s()?,
-                    floors: r.f64s()?,
-                })
-            }
+            TAG_PLAN => Msg::Plan(r.plan()?),
             TAG_STEAL_REQUEST => Msg::StealRequest {
                 pass: r.u32()?,
                 want: r.u32()?,
                 speed: r.f64()?,
             },
-            TAG_GRANT => {
-                let pass = r.u32()?;
-                let n = r.len(25)?;
-                let tasks = (0..n)
-                    .map(|_| {
-                        Ok(Granted {
-                            data: r.task()?,
-                            from_worker: r.u32()?,
-                        })
-                    })
-                    .collect::<Result<_, DecodeError>>()?;
-                Msg::Grant { pass, tasks }
-            }
-            TAG_TILE_DONE => {
-                let pass = r.u32()?;
-                let task = r.u32()?;
-                let worker = r.u32()?;
-                let stolen_from = if r.flag()? { Some(r.u32()?) } else { None };
-                Msg::TileDone(TileDone {
-                    pass,
-                    task,
-                    worker,
-                    stolen_from,
-                    start_s: r.f64()?,
-                    end_s: r.f64()?,
-                    cost_s: r.f64()?,
-                    pixels: r.pixels()?,
-                })
-            }
+            TAG_GRANT => Msg::Grant {
+                pass: r.u32()?,
+                tasks: r.grants()?,
+            },
+            TAG_TILE_DONE => Msg::TileDone(r.tile_done()?),
             TAG_PASS_END => Msg::PassEnd { pass: r.u32()? },
             TAG_PASS_STATS => Msg::PassStats {
                 pass: r.u32()?,
@@ -661,21 +702,7 @@ impl Msg {
                 tile: r.tile()?,
                 error: r.str()?,
             },
-            TAG_CALIBRATED => Msg::Calibrated(r.result(|r| {
-                // group, empty name, tile, samples, seconds: at least 4+4+16+8+8 bytes.
-                let n = r.len(40)?;
-                (0..n)
-                    .map(|_| {
-                        Ok(PieceTime {
-                            group: r.u32()?,
-                            worker: r.str()?,
-                            piece: r.tile()?,
-                            samples: r.range()?,
-                            seconds: r.f64()?,
-                        })
-                    })
-                    .collect()
-            })?),
+            TAG_CALIBRATED => Msg::Calibrated(r.result(Reader::piece_times)?),
             t => return Err(DecodeError::UnknownTag(t)),
         };
         if r.at != bytes.len() {

@@ -341,46 +341,76 @@ pub fn rasterize_window(
 ) -> (GBuffer, RasterStats) {
     let start = Instant::now();
     let (width, height) = (width.max(1), height.max(1));
-    let (image_w, image_h) = (camera.width.max(1) as f64, camera.height.max(1) as f64);
-    let (window_w, window_h) = (window.w.max(1) as f64, window.h.max(1) as f64);
-    // Integer products first, then one division: exactly `width` for the whole image.
-    let span_x = width as f64 * image_w / window_w;
-    let span_y = height as f64 * image_h / window_h;
-    let origin_x = width as f64 * window.x as f64 / window_w;
-    let origin_y = height as f64 * window.y as f64 / window_h;
-    let mut frame = *camera;
-    frame.width = (span_x.round() as u32).max(1);
-    frame.height = (span_y.round() as u32).max(1);
-    // The near plane sits a tiny fraction of the scene's size in front of the eye: near
-    // enough to keep everything the primary rays see, far enough that 1/z stays tame.
-    let extent = scene.bounds();
-    let scale = if extent.is_empty() {
-        1.0
-    } else {
-        (extent.diagonal().length() as f64).max(1e-3)
-    };
-    let projector = Projector {
-        frame,
-        inv_u2: 1.0 / (frame.u.length_squared() as f64),
-        inv_v2: 1.0 / (frame.v.length_squared() as f64),
-        near: 1e-5 * scale,
-        span_x,
-        span_y,
-        origin_x,
-        origin_y,
-        width,
-        height,
-    };
+    let projector = Projector::for_window(scene, camera, window, width, height);
 
-    // Bin: every triangle goes to the bands its (clipped) screen box overlaps. Keys are
-    // (group << 32 | prim); each bin is sorted afterwards so drawing order is scene order.
-    let bands = height.div_ceil(BAND_ROWS);
     let refs: Vec<(u32, u32)> = scene
         .groups
         .iter()
         .enumerate()
         .flat_map(|(g, grp)| (0..grp.indices.len() as u32).map(move |p| (g as u32, p)))
         .collect();
+    let bins = bin_triangles(scene, &projector, &refs);
+    let binned = bins.iter().map(Vec::len).sum();
+
+    let gbuf = draw_bands(scene, &projector, &bins);
+    let covered_pixels = gbuf.material.iter().filter(|&&m| m != NO_HIT).count();
+    let stats = RasterStats {
+        seconds: start.elapsed().as_secs_f64(),
+        triangles: refs.len(),
+        binned,
+        covered_pixels,
+    };
+    (gbuf, stats)
+}
+
+impl Projector {
+    /// The projector of [`rasterize_window`]: `camera` at the whole image's size in buffer
+    /// pixels, shifted so that buffer pixel (0, 0) is `window`'s corner.
+    fn for_window(
+        scene: &Scene,
+        camera: &CameraFrame,
+        window: Tile,
+        width: usize,
+        height: usize,
+    ) -> Projector {
+        let (image_w, image_h) = (camera.width.max(1) as f64, camera.height.max(1) as f64);
+        let (window_w, window_h) = (window.w.max(1) as f64, window.h.max(1) as f64);
+        // Integer products first, then one division: exactly `width` for the whole image.
+        let span_x = width as f64 * image_w / window_w;
+        let span_y = height as f64 * image_h / window_h;
+        let origin_x = width as f64 * window.x as f64 / window_w;
+        let origin_y = height as f64 * window.y as f64 / window_h;
+        let mut frame = *camera;
+        frame.width = (span_x.round() as u32).max(1);
+        frame.height = (span_y.round() as u32).max(1);
+        // The near plane sits a tiny fraction of the scene's size in front of the eye: near
+        // enough to keep everything the primary rays see, far enough that 1/z stays tame.
+        let extent = scene.bounds();
+        let scale = if extent.is_empty() {
+            1.0
+        } else {
+            (extent.diagonal().length() as f64).max(1e-3)
+        };
+        Projector {
+            frame,
+            inv_u2: 1.0 / (frame.u.length_squared() as f64),
+            inv_v2: 1.0 / (frame.v.length_squared() as f64),
+            near: 1e-5 * scale,
+            span_x,
+            span_y,
+            origin_x,
+            origin_y,
+            width,
+            height,
+        }
+    }
+}
+
+/// The triangles `refs` (group, primitive) that each band of [`BAND_ROWS`] rows must draw.
+fn bin_triangles(scene: &Scene, projector: &Projector, refs: &[(u32, u32)]) -> Vec<Vec<u64>> {
+    // Bin: every triangle goes to the bands its (clipped) screen box overlaps. Keys are
+    // (group << 32 | prim); each bin is sorted afterwards so drawing order is scene order.
+    let bands = projector.height.div_ceil(BAND_ROWS);
     let mut bins: Vec<Vec<u64>> = refs
         .par_chunks(4096)
         .fold(
@@ -414,8 +444,12 @@ pub fn rasterize_window(
             },
         );
     bins.par_iter_mut().for_each(|b| b.sort_unstable());
-    let binned = bins.iter().map(Vec::len).sum();
+    bins
+}
 
+/// Draws each band's binned triangles into its own rows of a new G-buffer, bands in parallel.
+fn draw_bands(scene: &Scene, projector: &Projector, bins: &[Vec<u64>]) -> GBuffer {
+    let (width, height, frame) = (projector.width, projector.height, projector.frame);
     let mut gbuf = GBuffer::empty(width, height, frame);
     let band_len = BAND_ROWS * width;
     let targets: Vec<BandTarget> = gbuf
@@ -450,14 +484,7 @@ pub fn rasterize_window(
                 }
             }
         });
-    let covered_pixels = gbuf.material.iter().filter(|&&m| m != NO_HIT).count();
-    let stats = RasterStats {
-        seconds: start.elapsed().as_secs_f64(),
-        triangles: refs.len(),
-        binned,
-        covered_pixels,
-    };
-    (gbuf, stats)
+    gbuf
 }
 
 fn dummy_triangle() -> ScreenTriangle {

@@ -419,6 +419,19 @@ impl FrameReport {
     /// histogram, the later passes. Many lines; printed on request.
     pub fn summary(&self) -> String {
         let mut s = String::new();
+        self.write_schedule_line(&mut s);
+        self.write_setup_notes(&mut s);
+        self.write_totals(&mut s);
+        self.write_first_pass_accuracy(&mut s);
+        if self.passes.len() > 1 {
+            self.write_later_passes(&mut s);
+            s.push_str(&self.work_per_pass());
+        }
+        s
+    }
+
+    /// The summary's first line: strategy, workers, passes and tiles, the cost map's timings.
+    fn write_schedule_line(&self, s: &mut String) {
         let tiles: Vec<usize> = self.passes.iter().map(|p| p.tiles.len()).collect();
         let _ = writeln!(
             s,
@@ -444,6 +457,11 @@ impl FrameReport {
                 ""
             },
         );
+    }
+
+    /// Calibration, pooled devices, retirements and adaptive sampling: a line each where
+    /// the frame had them.
+    fn write_setup_notes(&self, s: &mut String) {
         if !self.calibration.is_empty() {
             let _ = writeln!(s, "  {}", super::calibrate::describe(&self.calibration));
         }
@@ -471,6 +489,10 @@ impl FrameReport {
                 b = super::adaptive_sampling::BLOCK,
             );
         }
+    }
+
+    /// The frame's makespan, busy time, efficiencies and steals, then one line per worker.
+    fn write_totals(&self, s: &mut String) {
         let steals: usize = self.passes.iter().map(PassReport::steals).sum();
         let mut by_speed = match self.efficiency_by_speed() {
             Some(e) => format!(" ({:.1}% by the workers' speeds)", 100.0 * e),
@@ -497,6 +519,10 @@ impl FrameReport {
                 w.busy_s, w.tiles, w.steals
             );
         }
+    }
+
+    /// The raw cost map's accuracy on the first pass's tiles, with its error histogram.
+    fn write_first_pass_accuracy(&self, s: &mut String) {
         if let Some(first) = self.passes.first() {
             let a = first.estimate_accuracy();
             let _ = writeln!(
@@ -513,48 +539,47 @@ impl FrameReport {
             );
             s.push_str(&a.histogram_text());
         }
-        if self.passes.len() > 1 {
-            let devices: Vec<String> = self.workers.iter().map(|(_, d)| d.clone()).collect();
-            let mixed = devices.windows(2).any(|p| p[0] != p[1]);
-            for (i, p) in self.passes.iter().enumerate().skip(1) {
-                let a = p.plan_accuracy();
-                let planned = if p.planned_with_measured {
-                    "planned with measured costs"
-                } else {
-                    "planned with the estimate (devices of different kinds)"
-                };
-                let _ = writeln!(
-                    s,
-                    "  pass {}: {planned}: Spearman {}, within +-5% {:.1}%; makespan {:.3} s, efficiency {:.1}%, steals {}",
-                    i + 1,
-                    rank_text(a.spearman),
-                    100.0 * a.within_5_percent,
-                    p.makespan_s,
-                    100.0 * p.efficiency(),
-                    p.steals()
-                );
-                if mixed {
-                    let by: Vec<String> = p
-                        .accuracy_by_device(&devices)
-                        .iter()
-                        .map(|d| {
-                            format!(
-                                "{} {} tiles: planned {}, estimate {}",
-                                d.device,
-                                d.tiles,
-                                rank_text(d.planned),
-                                rank_text(d.estimated)
-                            )
-                        })
-                        .collect();
-                    let _ = writeln!(s, "    Spearman by device: {}", by.join("; "));
-                }
+    }
+
+    /// One line per pass after the first: how well its planned costs ranked its tiles, and
+    /// (workers of several devices) the same per device.
+    fn write_later_passes(&self, s: &mut String) {
+        let devices: Vec<String> = self.workers.iter().map(|(_, d)| d.clone()).collect();
+        let mixed = devices.windows(2).any(|p| p[0] != p[1]);
+        for (i, p) in self.passes.iter().enumerate().skip(1) {
+            let a = p.plan_accuracy();
+            let planned = if p.planned_with_measured {
+                "planned with measured costs"
+            } else {
+                "planned with the estimate (devices of different kinds)"
+            };
+            let _ = writeln!(
+                s,
+                "  pass {}: {planned}: Spearman {}, within +-5% {:.1}%; makespan {:.3} s, efficiency {:.1}%, steals {}",
+                i + 1,
+                rank_text(a.spearman),
+                100.0 * a.within_5_percent,
+                p.makespan_s,
+                100.0 * p.efficiency(),
+                p.steals()
+            );
+            if mixed {
+                let by: Vec<String> = p
+                    .accuracy_by_device(&devices)
+                    .iter()
+                    .map(|d| {
+                        format!(
+                            "{} {} tiles: planned {}, estimate {}",
+                            d.device,
+                            d.tiles,
+                            rank_text(d.planned),
+                            rank_text(d.estimated)
+                        )
+                    })
+                    .collect();
+                let _ = writeln!(s, "    Spearman by device: {}", by.join("; "));
             }
         }
-        if self.passes.len() > 1 {
-            s.push_str(&self.work_per_pass());
-        }
-        s
     }
 
     /// What each pass rendered and what it cost: its tiles (the pieces still sampling, under
@@ -695,6 +720,15 @@ fn io_err(path: &Path) -> impl Fn(std::io::Error) -> StatsError + '_ {
 
 /// Writes the three CSV files of `--stats`.
 pub fn write_stats(report: &FrameReport, path: &Path) -> Result<(), StatsError> {
+    write_worker_rows(report, path)?;
+    let (tiles_path, map_path) = sibling_paths(path);
+    write_tile_rows(report, &tiles_path)?;
+    write_costmap(&report.costmap, &map_path)?;
+    write_blocks(report, &blocks_path(path))
+}
+
+/// `OUT.csv`: one row per pass and worker.
+fn write_worker_rows(report: &FrameReport, path: &Path) -> Result<(), StatsError> {
     let mut w = csv::Writer::from_path(path).map_err(csv_err(path))?;
     w.write_record([
         "pass",
@@ -755,10 +789,12 @@ pub fn write_stats(report: &FrameReport, path: &Path) -> Result<(), StatsError> 
             .map_err(csv_err(path))?;
         }
     }
-    w.flush().map_err(io_err(path))?;
+    w.flush().map_err(io_err(path))
+}
 
-    let (tiles_path, map_path) = sibling_paths(path);
-    let mut w = csv::Writer::from_path(&tiles_path).map_err(csv_err(&tiles_path))?;
+/// `OUT.tiles.csv`: one row per pass and tile.
+fn write_tile_rows(report: &FrameReport, tiles_path: &Path) -> Result<(), StatsError> {
+    let mut w = csv::Writer::from_path(tiles_path).map_err(csv_err(tiles_path))?;
     w.write_record([
         "pass",
         "task",
@@ -777,7 +813,7 @@ pub fn write_stats(report: &FrameReport, path: &Path) -> Result<(), StatsError> 
         "estimated",
         "rank",
     ])
-    .map_err(csv_err(&tiles_path))?;
+    .map_err(csv_err(tiles_path))?;
     for (i, p) in report.passes.iter().enumerate() {
         for (task, (t, r)) in p.tiles.iter().zip(&p.records).enumerate() {
             w.write_record([
@@ -798,13 +834,14 @@ pub fn write_stats(report: &FrameReport, path: &Path) -> Result<(), StatsError> 
                 format!("{:.6}", p.estimated[task]),
                 report.rank_of(r.worker).to_string(),
             ])
-            .map_err(csv_err(&tiles_path))?;
+            .map_err(csv_err(tiles_path))?;
         }
     }
-    w.flush().map_err(io_err(&tiles_path))?;
+    w.flush().map_err(io_err(tiles_path))
+}
 
-    write_costmap(&report.costmap, &map_path)?;
-    let blocks = blocks_path(path);
+/// `OUT.blocks.csv` of an adaptive render; without adaptive blocks, removes an old one.
+fn write_blocks(report: &FrameReport, blocks: &Path) -> Result<(), StatsError> {
     let Some(a) = report
         .adaptive
         .as_ref()
@@ -812,14 +849,14 @@ pub fn write_stats(report: &FrameReport, path: &Path) -> Result<(), StatsError> 
     else {
         // An earlier adaptive render's blocks beside this render's statistics would be read
         // back as this render's.
-        return match std::fs::remove_file(&blocks) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io_err(&blocks)(e)),
+        return match std::fs::remove_file(blocks) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io_err(blocks)(e)),
             _ => Ok(()),
         };
     };
-    let mut w = csv::Writer::from_path(&blocks).map_err(csv_err(&blocks))?;
+    let mut w = csv::Writer::from_path(blocks).map_err(csv_err(blocks))?;
     w.write_record(["x", "y", "w", "h", "until_pass"])
-        .map_err(csv_err(&blocks))?;
+        .map_err(csv_err(blocks))?;
     for (t, until) in &a.block_passes {
         w.write_record([
             t.x.to_string(),
@@ -828,9 +865,9 @@ pub fn write_stats(report: &FrameReport, path: &Path) -> Result<(), StatsError> 
             t.h.to_string(),
             until.to_string(),
         ])
-        .map_err(csv_err(&blocks))?;
+        .map_err(csv_err(blocks))?;
     }
-    w.flush().map_err(io_err(&blocks))?;
+    w.flush().map_err(io_err(blocks))?;
     Ok(())
 }
 

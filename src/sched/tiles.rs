@@ -375,19 +375,10 @@ pub fn cut_for_slow_workers(
     let known =
         weights.iter().any(|&w| w > 0.0) && weights.iter().all(|w| w.is_finite() && *w >= 0.0);
     let fastest = weights.iter().copied().fold(0.0, f64::max);
-    // (A retired worker, weight 0, is not slow: its empty share limits nothing.)
-    let slow = |w: f64| w > 0.0 && fastest >= SIMILAR_SPEEDS * w;
-    if pieces == 0 || !known || !weights.iter().any(|&w| slow(w)) {
+    if pieces == 0 || !known || !weights.iter().any(|&w| is_slow(w, fastest)) {
         return tiles;
     }
-    let cost = |t: Tile| {
-        let c = scale.tile_cost(sat, t);
-        if c.is_finite() {
-            c.max(0.0)
-        } else {
-            0.0
-        }
-    };
+    let cost = |t: Tile| clamped_tile_cost(sat, scale, t);
     let costs: Vec<f64> = tiles.iter().map(|&t| cost(t)).collect();
     let total: f64 = costs.iter().sum();
     if !(total > 0.0 && total.is_finite()) {
@@ -396,56 +387,17 @@ pub fn cut_for_slow_workers(
     // What the guard counts a piece at (see `area_floors`).
     let density = cost_per_pixel(&tiles, &costs);
     let guarded = |t: Tile, c: f64| c.max(pixels(t) * density);
-    // Each worker's share as an interval of the cumulative cost, with the most a tile
-    // overlapping it may cost and the fewest pixels a piece of it keeps: (end of the
-    // interval, limit, floor; a fast share has no limit and so needs no floor).
-    let weight_total: f64 = weights.iter().sum();
-    let mut shares = Vec::with_capacity(weights.len());
-    let mut end = 0.0;
-    for (i, &w) in weights.iter().enumerate() {
-        let share = total * w / weight_total;
-        end += share;
-        let (limit, floor) = if slow(w) {
-            let floor = floors.get(i).copied().unwrap_or(0) as f64;
-            (share / f64::from(pieces), floor)
-        } else {
-            (f64::INFINITY, f64::INFINITY)
-        };
-        shares.push((end, limit, floor));
-    }
-    // The least limit and the least floor of the shares that overlap the cost interval (a, b).
-    let limit_over = |a: f64, b: f64| {
-        let (mut start, mut limit, mut floor) = (0.0, f64::INFINITY, f64::INFINITY);
-        for &(end, l, f) in &shares {
-            if start >= b {
-                break;
-            }
-            if end > a {
-                limit = limit.min(l);
-                floor = floor.min(f);
-            }
-            start = end;
-        }
-        (limit, floor)
-    };
-    let split = |t: Tile| {
-        let (long, short) = if t.w >= t.h {
-            (Axis::X, Axis::Y)
-        } else {
-            (Axis::Y, Axis::X)
-        };
-        split_half(t, long, sat, scale, MIN_PIECE_SIDE)
-            .or_else(|| split_half(t, short, sat, scale, MIN_PIECE_SIDE))
-    };
+    let shares = ShareLimits::new(weights, floors, pieces, total, fastest);
     let mut out = Vec::with_capacity(tiles.len());
     let mut position = 0.0;
     for (tile, c) in tiles.into_iter().zip(costs) {
         // Depth first, the first half before the second: the pieces keep the tile's place.
         let mut stack = vec![(tile, c)];
         while let Some((t, c)) = stack.pop() {
-            let (limit, floor) = limit_over(position, position + c);
+            let (limit, floor) = shares.over(position, position + c);
             if guarded(t, c) > limit {
-                if let Some((a, b)) = split(t).filter(|(a, b)| pixels(*a).min(pixels(*b)) >= floor)
+                if let Some((a, b)) = split_longer_side_first(t, sat, scale)
+                    .filter(|(a, b)| pixels(*a).min(pixels(*b)) >= floor)
                 {
                     stack.push((b, cost(b)));
                     stack.push((a, cost(a)));
@@ -457,6 +409,80 @@ pub fn cut_for_slow_workers(
         }
     }
     out
+}
+
+/// Whether a worker of weight `w` is [`SIMILAR_SPEEDS`] times slower than the `fastest` or more.
+#[inline]
+fn is_slow(w: f64, fastest: f64) -> bool {
+    // (A retired worker, weight 0, is not slow: its empty share limits nothing.)
+    w > 0.0 && fastest >= SIMILAR_SPEEDS * w
+}
+
+/// A tile's estimated cost, 0 where the estimate is negative or not finite.
+fn clamped_tile_cost(sat: &Sat, scale: MapScale, t: Tile) -> f64 {
+    let c = scale.tile_cost(sat, t);
+    if c.is_finite() {
+        c.max(0.0)
+    } else {
+        0.0
+    }
+}
+
+/// Halves `t` by cost across its longer side, or else across its shorter one; `None` where
+/// neither half would stay [`MIN_PIECE_SIDE`] pixels thick.
+fn split_longer_side_first(t: Tile, sat: &Sat, scale: MapScale) -> Option<(Tile, Tile)> {
+    let (long, short) = if t.w >= t.h {
+        (Axis::X, Axis::Y)
+    } else {
+        (Axis::Y, Axis::X)
+    };
+    split_half(t, long, sat, scale, MIN_PIECE_SIDE)
+        .or_else(|| split_half(t, short, sat, scale, MIN_PIECE_SIDE))
+}
+
+/// The workers' shares laid over the cumulative cost of the tiles, for
+/// [`cut_for_slow_workers`].
+struct ShareLimits {
+    shares: Vec<(f64, f64, f64)>,
+}
+
+impl ShareLimits {
+    fn new(weights: &[f64], floors: &[u64], pieces: u32, total: f64, fastest: f64) -> Self {
+        // Each worker's share as an interval of the cumulative cost, with the most a tile
+        // overlapping it may cost and the fewest pixels a piece of it keeps: (end of the
+        // interval, limit, floor; a fast share has no limit and so needs no floor).
+        let weight_total: f64 = weights.iter().sum();
+        let mut shares = Vec::with_capacity(weights.len());
+        let mut end = 0.0;
+        for (i, &w) in weights.iter().enumerate() {
+            let share = total * w / weight_total;
+            end += share;
+            let (limit, floor) = if is_slow(w, fastest) {
+                let floor = floors.get(i).copied().unwrap_or(0) as f64;
+                (share / f64::from(pieces), floor)
+            } else {
+                (f64::INFINITY, f64::INFINITY)
+            };
+            shares.push((end, limit, floor));
+        }
+        ShareLimits { shares }
+    }
+
+    /// The least limit and the least floor of the shares that overlap the cost interval (a, b).
+    fn over(&self, a: f64, b: f64) -> (f64, f64) {
+        let (mut start, mut limit, mut floor) = (0.0, f64::INFINITY, f64::INFINITY);
+        for &(end, l, f) in &self.shares {
+            if start >= b {
+                break;
+            }
+            if end > a {
+                limit = limit.min(l);
+                floor = floor.min(f);
+            }
+            start = end;
+        }
+        (limit, floor)
+    }
 }
 
 /// The tiles with the pixels for which `done(x, y)` holds taken out: a tile none of whose

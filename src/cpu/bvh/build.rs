@@ -296,126 +296,11 @@ fn scene_magnitude(scene: &Scene) -> f32 {
 pub(super) fn build(scene: &Scene) -> SceneBvh {
     let start = Instant::now();
     let pad = scene_magnitude(scene) * PAD_RELATIVE;
-    // Largest groups first, so that no thread is left with a big group at the end (rayon
-    // splits the list in halves and steals; with a heavy tail of group sizes the order
-    // decides the makespan).
-    let mut by_size: Vec<usize> = (0..scene.groups.len()).collect();
-    by_size.sort_by_key(|&g| std::cmp::Reverse(scene.groups[g].triangle_count()));
-    let mut built: Vec<(usize, GroupTree)> = by_size
-        .par_iter()
-        .with_max_len(1)
-        .map(|&g| (g, group_tree(&scene.groups[g], pad)))
-        .collect();
-    built.sort_unstable_by_key(|(g, _)| *g);
-    let mut trees: Vec<GroupTree> = built.into_iter().map(|(_, t)| t).collect();
-
-    // Where each group's nodes and packets go.
-    let node_counts: Vec<usize> = trees.iter().map(|t| t.nodes.len()).collect();
-    let packet_counts: Vec<usize> = trees.iter().map(|t| t.prims.len()).collect();
-    let prefix = |counts: &[usize]| -> Vec<u32> {
-        let mut acc = 0usize;
-        counts
-            .iter()
-            .map(|&c| {
-                let o = acc;
-                acc += c;
-                o as u32
-            })
-            .collect()
-    };
-    let node_offsets = prefix(&node_counts);
-    let packet_offsets = prefix(&packet_counts);
-    let total_nodes: usize = node_counts.iter().sum();
-    let total_packets: usize = packet_counts.iter().sum();
-    assert!(
-        total_packets < MAX_PACKETS as usize && total_nodes < (1usize << 31),
-        "a scene of {} triangles is beyond the CPU BVH's 2^30",
-        scene.triangle_count()
-    );
-
-    // Every global array is written once, in parallel, straight into its allocation (an
-    // indexed parallel iterator collected into a vector): element k finds its group by a
-    // binary search over the offsets.
-    let owner = |offsets: &[u32], k: usize| offsets.partition_point(|&o| o as usize <= k) - 1;
-    // Room for the top-level nodes too (fewer than the groups), so that appending them below
-    // does not reallocate and copy the whole array.
-    let groups_with_triangles = trees.iter().filter(|t| t.bounds.is_some()).count();
-    let mut nodes: Vec<Node4> = Vec::with_capacity(total_nodes + groups_with_triangles + 1);
-    (0..total_nodes)
-        .into_par_iter()
-        .with_min_len(1024)
-        .map(|k| {
-            let gi = owner(&node_offsets, k);
-            let src = &trees[gi].nodes[k - node_offsets[gi] as usize];
-            Node4 {
-                child: src
-                    .child
-                    .map(|c| c.offset(node_offsets[gi], packet_offsets[gi])),
-                ..*src
-            }
-        })
-        .collect_into_vec(&mut nodes);
-    // The groups' own nodes are copied: give their memory back before the packets are made.
-    for t in &mut trees {
-        t.nodes = Vec::new();
-    }
-    let mut packets: Vec<TriPacket> = Vec::new();
-    let mut ids: Vec<PacketIds> = Vec::new();
-    (0..total_packets)
-        .into_par_iter()
-        .with_min_len(1024)
-        .map(|k| {
-            let gi = owner(&packet_offsets, k);
-            let local = k - packet_offsets[gi] as usize;
-            let prim = trees[gi].prims[local];
-            let group = &scene.groups[gi];
-            let packet = TriPacket::new(&prim.map(|p| group.triangle(p as usize)));
-            let id = PacketIds {
-                group: [gi as u32; 4],
-                prim,
-            };
-            (packet, id)
-        })
-        .unzip_into_vecs(&mut packets, &mut ids);
-    for t in &mut trees {
-        t.prims = Vec::new();
-    }
-
-    // The top level over the non-empty groups.
-    let mut top_groups = Vec::new();
-    let mut boxes = Vec::new();
-    for (gi, t) in trees.iter().enumerate() {
-        if let Some((lo, hi)) = t.bounds {
-            top_groups.push(gi);
-            boxes.push(Aabb::new(Vec3A::from(lo), Vec3A::from(hi)));
-        }
-    }
-    let (bin, order) = build_binary(&boxes, tlas_params());
-    let group_entry = |slot: u32| {
-        let gi = top_groups[order[slot as usize] as usize];
-        let (lo, hi) = trees[gi]
-            .bounds
-            .expect("only non-empty groups are in the top level");
-        (
-            lo,
-            hi,
-            trees[gi].root.offset(node_offsets[gi], packet_offsets[gi]),
-        )
-    };
-    // The top-level nodes are appended after the groups' (their indices are global already).
-    let root = collapse(&bin, 0, &mut nodes, |k, nodes| {
-        let leaf = &bin[k];
-        if leaf.count == 1 {
-            group_entry(leaf.first).2
-        } else {
-            // obvhs keeps one group per top-level leaf (max_prims_per_leaf = 1); should it
-            // ever merge some, the leaf becomes nodes over their roots.
-            let entries: Vec<_> = (leaf.first..leaf.first + leaf.count)
-                .map(group_entry)
-                .collect();
-            node_over(&entries, nodes)
-        }
-    });
+    let mut trees = build_group_trees(scene, pad);
+    let place = Placement::of(&trees, scene);
+    let mut nodes = gather_nodes(&mut trees, &place);
+    let (packets, ids) = gather_packets(scene, &mut trees, &place);
+    let root = build_top_level(&trees, &place, &mut nodes);
     let stats = BuildStats {
         triangles: scene.triangle_count(),
         groups: scene.groups.len(),
@@ -435,4 +320,168 @@ pub(super) fn build(scene: &Scene) -> SceneBvh {
         cutout_groups,
         stats,
     }
+}
+
+/// Step 1: every group's tree, built in parallel, in the scene's order of groups.
+fn build_group_trees(scene: &Scene, pad: f32) -> Vec<GroupTree> {
+    // Largest groups first, so that no thread is left with a big group at the end (rayon
+    // splits the list in halves and steals; with a heavy tail of group sizes the order
+    // decides the makespan).
+    let mut by_size: Vec<usize> = (0..scene.groups.len()).collect();
+    by_size.sort_by_key(|&g| std::cmp::Reverse(scene.groups[g].triangle_count()));
+    let mut built: Vec<(usize, GroupTree)> = by_size
+        .par_iter()
+        .with_max_len(1)
+        .map(|&g| (g, group_tree(&scene.groups[g], pad)))
+        .collect();
+    built.sort_unstable_by_key(|(g, _)| *g);
+    built.into_iter().map(|(_, t)| t).collect()
+}
+
+/// Step 2: where each group's nodes and packets go in the global arrays.
+struct Placement {
+    node_offsets: Vec<u32>,
+    packet_offsets: Vec<u32>,
+    total_nodes: usize,
+    total_packets: usize,
+}
+
+impl Placement {
+    fn of(trees: &[GroupTree], scene: &Scene) -> Placement {
+        // Where each group's nodes and packets go.
+        let node_counts: Vec<usize> = trees.iter().map(|t| t.nodes.len()).collect();
+        let packet_counts: Vec<usize> = trees.iter().map(|t| t.prims.len()).collect();
+        let prefix = |counts: &[usize]| -> Vec<u32> {
+            let mut acc = 0usize;
+            counts
+                .iter()
+                .map(|&c| {
+                    let o = acc;
+                    acc += c;
+                    o as u32
+                })
+                .collect()
+        };
+        let node_offsets = prefix(&node_counts);
+        let packet_offsets = prefix(&packet_counts);
+        let total_nodes: usize = node_counts.iter().sum();
+        let total_packets: usize = packet_counts.iter().sum();
+        assert!(
+            total_packets < MAX_PACKETS as usize && total_nodes < (1usize << 31),
+            "a scene of {} triangles is beyond the CPU BVH's 2^30",
+            scene.triangle_count()
+        );
+        Placement {
+            node_offsets,
+            packet_offsets,
+            total_nodes,
+            total_packets,
+        }
+    }
+
+    /// A group's reference `r`, moved to where its group's nodes and packets are placed.
+    fn moved(&self, gi: usize, r: ChildRef) -> ChildRef {
+        r.offset(self.node_offsets[gi], self.packet_offsets[gi])
+    }
+}
+
+// Every global array is written once, in parallel, straight into its allocation (an
+// indexed parallel iterator collected into a vector): element k finds its group by a
+// binary search over the offsets.
+#[inline]
+fn owner(offsets: &[u32], k: usize) -> usize {
+    offsets.partition_point(|&o| o as usize <= k) - 1
+}
+
+/// Step 3, nodes: every group's nodes in the global array, their references moved; frees the
+/// groups' own nodes.
+fn gather_nodes(trees: &mut [GroupTree], place: &Placement) -> Vec<Node4> {
+    // Room for the top-level nodes too (fewer than the groups), so that appending them below
+    // does not reallocate and copy the whole array.
+    let groups_with_triangles = trees.iter().filter(|t| t.bounds.is_some()).count();
+    let mut nodes: Vec<Node4> = Vec::with_capacity(place.total_nodes + groups_with_triangles + 1);
+    (0..place.total_nodes)
+        .into_par_iter()
+        .with_min_len(1024)
+        .map(|k| {
+            let gi = owner(&place.node_offsets, k);
+            let src = &trees[gi].nodes[k - place.node_offsets[gi] as usize];
+            Node4 {
+                child: src.child.map(|c| place.moved(gi, c)),
+                ..*src
+            }
+        })
+        .collect_into_vec(&mut nodes);
+    // The groups' own nodes are copied: give their memory back before the packets are made.
+    for t in trees.iter_mut() {
+        t.nodes = Vec::new();
+    }
+    nodes
+}
+
+/// Step 3, packets: every group's packets, gathered from the scene's vertices, with their
+/// triangles' ids; frees the groups' packet lists.
+fn gather_packets(
+    scene: &Scene,
+    trees: &mut [GroupTree],
+    place: &Placement,
+) -> (Vec<TriPacket>, Vec<PacketIds>) {
+    let mut packets: Vec<TriPacket> = Vec::new();
+    let mut ids: Vec<PacketIds> = Vec::new();
+    (0..place.total_packets)
+        .into_par_iter()
+        .with_min_len(1024)
+        .map(|k| {
+            let gi = owner(&place.packet_offsets, k);
+            let local = k - place.packet_offsets[gi] as usize;
+            let prim = trees[gi].prims[local];
+            let group = &scene.groups[gi];
+            let packet = TriPacket::new(&prim.map(|p| group.triangle(p as usize)));
+            let id = PacketIds {
+                group: [gi as u32; 4],
+                prim,
+            };
+            (packet, id)
+        })
+        .unzip_into_vecs(&mut packets, &mut ids);
+    for t in trees.iter_mut() {
+        t.prims = Vec::new();
+    }
+    (packets, ids)
+}
+
+/// Step 4: the top level over the non-empty groups, its nodes appended to `nodes`; returns
+/// the root.
+fn build_top_level(trees: &[GroupTree], place: &Placement, nodes: &mut Vec<Node4>) -> ChildRef {
+    // The top level over the non-empty groups.
+    let mut top_groups = Vec::new();
+    let mut boxes = Vec::new();
+    for (gi, t) in trees.iter().enumerate() {
+        if let Some((lo, hi)) = t.bounds {
+            top_groups.push(gi);
+            boxes.push(Aabb::new(Vec3A::from(lo), Vec3A::from(hi)));
+        }
+    }
+    let (bin, order) = build_binary(&boxes, tlas_params());
+    let group_entry = |slot: u32| {
+        let gi = top_groups[order[slot as usize] as usize];
+        let (lo, hi) = trees[gi]
+            .bounds
+            .expect("only non-empty groups are in the top level");
+        (lo, hi, place.moved(gi, trees[gi].root))
+    };
+    // The top-level nodes are appended after the groups' (their indices are global already).
+    collapse(&bin, 0, nodes, |k, nodes| {
+        let leaf = &bin[k];
+        if leaf.count == 1 {
+            group_entry(leaf.first).2
+        } else {
+            // obvhs keeps one group per top-level leaf (max_prims_per_leaf = 1); should it
+            // ever merge some, the leaf becomes nodes over their roots.
+            let entries: Vec<_> = (leaf.first..leaf.first + leaf.count)
+                .map(group_entry)
+                .collect();
+            node_over(&entries, nodes)
+        }
+    })
 }
