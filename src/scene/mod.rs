@@ -711,68 +711,74 @@ impl Scene {
     }
 
     fn find_problem(&self) -> Option<SceneProblem> {
-        let too_many = |what: &'static str, count: usize| {
-            (u32::try_from(count).is_err()).then_some(SceneProblem::TooMany {
-                what,
-                count,
-                limit: u64::from(u32::MAX),
-            })
-        };
-        if let Some(p) = too_many("materials", self.materials.len())
+        too_many("materials", self.materials.len())
             .or_else(|| too_many("textures", self.textures.len()))
             .or_else(|| too_many("lights", self.lights.len()))
             .or_else(|| too_many("groups", self.groups.len()))
+            .or_else(|| {
+                self.groups
+                    .iter()
+                    .enumerate()
+                    .find_map(|(gi, g)| self.group_problem(gi as u32, g))
+            })
+            .or_else(|| self.texture_problem())
+            .or_else(|| self.light_problem())
+    }
+
+    /// The first problem of one group ([`Scene::find_problem`]): too many vertices or
+    /// triangles, attribute arrays or face materials that do not match, a triangle whose
+    /// vertex or material points nowhere.
+    fn group_problem(&self, group: u32, g: &Group) -> Option<SceneProblem> {
+        let vertices = g.positions.len();
+        if let Some(p) = too_many("vertices in one group", vertices)
+            .or_else(|| too_many("triangles in one group", g.indices.len()))
         {
             return Some(p);
         }
-        for (gi, g) in self.groups.iter().enumerate() {
-            let group = gi as u32;
-            let vertices = g.positions.len();
-            if let Some(p) = too_many("vertices in one group", vertices)
-                .or_else(|| too_many("triangles in one group", g.indices.len()))
-            {
-                return Some(p);
-            }
-            for (what, got) in [("normals", g.normals.len()), ("UVs", g.uvs.len())] {
-                if got != 0 && got != vertices {
-                    return Some(SceneProblem::AttributeCount {
-                        group,
-                        name: g.name.clone(),
-                        what,
-                        got,
-                        vertices,
-                    });
-                }
-            }
-            if g.face_materials.len() != g.indices.len() {
-                return Some(SceneProblem::FaceMaterialCount {
+        for (what, got) in [("normals", g.normals.len()), ("UVs", g.uvs.len())] {
+            if got != 0 && got != vertices {
+                return Some(SceneProblem::AttributeCount {
                     group,
                     name: g.name.clone(),
-                    got: g.face_materials.len(),
-                    triangles: g.indices.len(),
+                    what,
+                    got,
+                    vertices,
                 });
             }
-            for (t, (tri, &m)) in g.indices.iter().zip(&g.face_materials).enumerate() {
-                if let Some(&vertex) = tri.iter().find(|&&v| v as usize >= vertices) {
-                    return Some(SceneProblem::VertexOutOfRange {
-                        group,
-                        name: g.name.clone(),
-                        triangle: t as u32,
-                        vertex,
-                        vertices,
-                    });
-                }
-                if m as usize >= self.materials.len() {
-                    return Some(SceneProblem::MaterialOutOfRange {
-                        group,
-                        name: g.name.clone(),
-                        triangle: t as u32,
-                        material: m,
-                        materials: self.materials.len(),
-                    });
-                }
+        }
+        if g.face_materials.len() != g.indices.len() {
+            return Some(SceneProblem::FaceMaterialCount {
+                group,
+                name: g.name.clone(),
+                got: g.face_materials.len(),
+                triangles: g.indices.len(),
+            });
+        }
+        for (t, (tri, &m)) in g.indices.iter().zip(&g.face_materials).enumerate() {
+            if let Some(&vertex) = tri.iter().find(|&&v| v as usize >= vertices) {
+                return Some(SceneProblem::VertexOutOfRange {
+                    group,
+                    name: g.name.clone(),
+                    triangle: t as u32,
+                    vertex,
+                    vertices,
+                });
+            }
+            if m as usize >= self.materials.len() {
+                return Some(SceneProblem::MaterialOutOfRange {
+                    group,
+                    name: g.name.clone(),
+                    triangle: t as u32,
+                    material: m,
+                    materials: self.materials.len(),
+                });
             }
         }
+        None
+    }
+
+    /// The first texture whose texels do not match its size ([`Scene::find_problem`]).
+    fn texture_problem(&self) -> Option<SceneProblem> {
         for (index, t) in self.textures.iter().enumerate() {
             if !t.is_consistent() {
                 return Some(SceneProblem::TextureSize {
@@ -784,6 +790,12 @@ impl Scene {
                 });
             }
         }
+        None
+    }
+
+    /// The first light that names no triangle or has no positive finite area
+    /// ([`Scene::find_problem`]).
+    fn light_problem(&self) -> Option<SceneProblem> {
         for (index, l) in self.lights.iter().enumerate() {
             let triangles = self
                 .groups
@@ -825,6 +837,16 @@ impl Scene {
         }
         index
     }
+}
+
+/// The problem of `count` things (`what`) where 32-bit ids cannot number them all
+/// ([`Scene::find_problem`]); none where they can.
+fn too_many(what: &'static str, count: usize) -> Option<SceneProblem> {
+    (u32::try_from(count).is_err()).then_some(SceneProblem::TooMany {
+        what,
+        count,
+        limit: u64::from(u32::MAX),
+    })
 }
 
 /// The light index of a triangle that is not a light, in [`Scene::light_index_table`] (and

@@ -318,59 +318,12 @@ fn into_scene(path: &Path, assembled: Assembled, vertices: u64) -> Result<Scene,
     } = assembled;
     let mut warnings = libraries.warnings;
     let mut textures = mtl::TextureCache::default();
-    let mut materials: Vec<Material> = Vec::with_capacity(libraries.materials.len() + 1);
-    for (m, source) in libraries.materials.iter().zip(&libraries.sources) {
-        let mut material = mtl::convert(m, &mut warnings, source);
-        // Under a black Ke an emission map would multiply nothing (convert has warned): it is
-        // not decoded. The colour map goes first and the mask right after it: exporters name
-        // one RGBA file for both, which the cache then decodes once.
-        let emission_map = m
-            .emission_texture
-            .as_ref()
-            .filter(|_| material.is_emissive());
-        // Likewise a specular map where the material has no specular lobe.
-        let specular_map = m.specular_texture.as_ref().filter(|_| {
-            matches!(
-                material.kind,
-                crate::scene::MaterialKind::Glossy | crate::scene::MaterialKind::Mirror
-            )
-        });
-        let maps = [
-            (
-                m.diffuse_texture.as_ref(),
-                mtl::TexelUse::Colour,
-                m.diffuse_texture_mapping,
-                &mut material.diffuse_texture,
-            ),
-            (
-                m.opacity_texture.as_ref(),
-                mtl::TexelUse::Mask(m.opacity_channel),
-                m.opacity_texture_mapping,
-                &mut material.opacity_texture,
-            ),
-            (
-                emission_map,
-                mtl::TexelUse::Emission,
-                m.emission_texture_mapping,
-                &mut material.emission_texture,
-            ),
-            (
-                specular_map,
-                mtl::TexelUse::Colour,
-                m.specular_texture_mapping,
-                &mut material.specular_texture,
-            ),
-        ];
-        for (name, usage, mapping, slot) in maps {
-            if let Some(name) = name {
-                *slot = textures.load(source, &m.name, name, usage, mapping, &mut warnings);
-            }
-        }
-        if let Some(bump) = &m.bump_texture {
-            material.bump = textures.load_bump(source, &m.name, bump, &mut warnings);
-        }
-        materials.push(material);
-    }
+    let mut materials = convert_materials(
+        &libraries.materials,
+        &libraries.sources,
+        &mut textures,
+        &mut warnings,
+    );
     let known: HashMap<&str, ()> = libraries
         .materials
         .iter()
@@ -382,20 +335,7 @@ fn into_scene(path: &Path, assembled: Assembled, vertices: u64) -> Result<Scene,
 
     // The default material goes last, and only when a face uses it.
     let default_index = materials.len() as u32;
-    let default_used = groups
-        .par_iter_mut()
-        .map(|g| {
-            let mut used = false;
-            for m in &mut g.face_materials {
-                if *m == DEFAULT_MATERIAL {
-                    *m = default_index;
-                    used = true;
-                }
-            }
-            used
-        })
-        .reduce(|| false, |a, b| a || b);
-    if default_used {
+    if point_at_default_material(&mut groups, default_index) {
         materials.push(Material::default_diffuse());
     }
 
@@ -417,6 +357,98 @@ fn into_scene(path: &Path, assembled: Assembled, vertices: u64) -> Result<Scene,
         });
     }
     Ok(scene)
+}
+
+/// The gasworks materials of the libraries' materials (`sources`: the library of each), with
+/// their textures loaded into `textures`.
+fn convert_materials(
+    mtl_materials: &[mtl::MtlMaterial],
+    sources: &[PathBuf],
+    textures: &mut mtl::TextureCache,
+    warnings: &mut Vec<String>,
+) -> Vec<Material> {
+    let mut materials: Vec<Material> = Vec::with_capacity(mtl_materials.len() + 1);
+    for (m, source) in mtl_materials.iter().zip(sources) {
+        let mut material = mtl::convert(m, warnings, source);
+        load_material_maps(m, source, &mut material, textures, warnings);
+        materials.push(material);
+    }
+    materials
+}
+
+/// Loads the maps of one converted material (`source`: its library).
+fn load_material_maps(
+    m: &mtl::MtlMaterial,
+    source: &Path,
+    material: &mut Material,
+    textures: &mut mtl::TextureCache,
+    warnings: &mut Vec<String>,
+) {
+    // Under a black Ke an emission map would multiply nothing (convert has warned): it is
+    // not decoded. The colour map goes first and the mask right after it: exporters name
+    // one RGBA file for both, which the cache then decodes once.
+    let emission_map = m
+        .emission_texture
+        .as_ref()
+        .filter(|_| material.is_emissive());
+    // Likewise a specular map where the material has no specular lobe.
+    let specular_map = m.specular_texture.as_ref().filter(|_| {
+        matches!(
+            material.kind,
+            crate::scene::MaterialKind::Glossy | crate::scene::MaterialKind::Mirror
+        )
+    });
+    let maps = [
+        (
+            m.diffuse_texture.as_ref(),
+            mtl::TexelUse::Colour,
+            m.diffuse_texture_mapping,
+            &mut material.diffuse_texture,
+        ),
+        (
+            m.opacity_texture.as_ref(),
+            mtl::TexelUse::Mask(m.opacity_channel),
+            m.opacity_texture_mapping,
+            &mut material.opacity_texture,
+        ),
+        (
+            emission_map,
+            mtl::TexelUse::Emission,
+            m.emission_texture_mapping,
+            &mut material.emission_texture,
+        ),
+        (
+            specular_map,
+            mtl::TexelUse::Colour,
+            m.specular_texture_mapping,
+            &mut material.specular_texture,
+        ),
+    ];
+    for (name, usage, mapping, slot) in maps {
+        if let Some(name) = name {
+            *slot = textures.load(source, &m.name, name, usage, mapping, warnings);
+        }
+    }
+    if let Some(bump) = &m.bump_texture {
+        material.bump = textures.load_bump(source, &m.name, bump, warnings);
+    }
+}
+
+/// Points the faces that use the default material at `default_index`; whether any does.
+fn point_at_default_material(groups: &mut [Group], default_index: u32) -> bool {
+    groups
+        .par_iter_mut()
+        .map(|g| {
+            let mut used = false;
+            for m in &mut g.face_materials {
+                if *m == DEFAULT_MATERIAL {
+                    *m = default_index;
+                    used = true;
+                }
+            }
+            used
+        })
+        .reduce(|| false, |a, b| a || b)
 }
 
 /// One warning per kind of map that groups without texture coordinates use: a map cannot be
@@ -538,144 +570,172 @@ fn empty_detail(
 /// One warning per kind of repair, naming the first line and the count.
 fn tally_warnings(path: &Path, tally: &Tally, non_finite_dropped: usize) -> Vec<String> {
     let file = path.display();
-    let mut warnings = Vec::new();
-    let mut warn = |o: &Occurrences, what: String| {
-        if o.count > 0 {
-            warnings.push(format!("{file}:{}: {what}", o.first_line));
-        }
-    };
+    skipped_statement_notes(tally)
+        .into_iter()
+        .chain(pointing_nowhere_notes(tally))
+        .chain(non_finite_notes(tally, non_finite_dropped))
+        .chain(fan_split_notes(tally))
+        .filter(|(o, _)| o.count > 0)
+        .map(|(o, what)| format!("{file}:{}: {what}", o.first_line))
+        .collect()
+}
+
+/// The notes (occurrences, text) on statements that the loader skips or reads in part.
+fn skipped_statement_notes(tally: &Tally) -> [(&Occurrences, String); 5] {
     let t = tally;
-    warn(
-        &t.polylines,
-        format!(
-            "{} ignored: lines are not surfaces",
-            counted(
-                t.polylines.count,
-                "polyline (l) statement",
-                "polyline (l) statements"
-            )
-        ),
-    );
-    warn(
-        &t.points,
-        format!(
-            "{} ignored: points are not surfaces",
-            counted(
-                t.points.count,
-                "point (p) statement",
-                "point (p) statements"
-            )
-        ),
-    );
-    warn(
-        &t.vertex_colours,
-        format!(
-            "vertex colours of {} ignored",
-            counted(t.vertex_colours.count, "vertex", "vertices")
-        ),
-    );
-    warn(
-        &t.short_faces,
-        format!(
-            "{} fewer than 3 vertices and {} skipped",
-            counted(t.short_faces.count, "face has", "faces have"),
-            if t.short_faces.count == 1 {
-                "is"
-            } else {
-                "are"
-            }
-        ),
-    );
-    warn(
-        &t.unnamed_materials,
-        format!(
-            "{} no material name; the faces that follow get the default material",
-            counted(
-                t.unnamed_materials.count,
-                "usemtl statement has",
-                "usemtl statements have"
-            )
-        ),
-    );
-    warn(
-        &t.normals_nowhere,
-        format!(
-            "{} normal indices that point nowhere; {} normals are dropped",
-            counted(t.normals_nowhere.count, "face has", "faces have"),
-            if t.normals_nowhere.count == 1 {
-                "its"
-            } else {
-                "their"
-            }
-        ),
-    );
-    warn(
-        &t.uvs_nowhere,
-        format!(
-            "{} texture coordinate indices that point nowhere; {} texture coordinates are dropped",
-            counted(t.uvs_nowhere.count, "face has", "faces have"),
-            if t.uvs_nowhere.count == 1 {
-                "its"
-            } else {
-                "their"
-            }
-        ),
-    );
-    warn(
-        &t.non_finite_positions,
-        format!(
-            "{} a coordinate that is not a finite number; {} that use them {} dropped",
-            counted(
-                t.non_finite_positions.count,
-                "vertex (v) has",
-                "vertices (v) have"
+    [
+        (
+            &t.polylines,
+            format!(
+                "{} ignored: lines are not surfaces",
+                counted(
+                    t.polylines.count,
+                    "polyline (l) statement",
+                    "polyline (l) statements"
+                )
             ),
-            counted(non_finite_dropped, "triangle", "triangles"),
-            if non_finite_dropped == 1 { "is" } else { "are" }
         ),
-    );
-    warn(
-        &t.non_finite_normals,
-        format!(
-            "{} not finite; groups that use them get geometric normals",
-            counted(
-                t.non_finite_normals.count,
-                "vertex normal (vn) is",
-                "vertex normals (vn) are"
-            )
+        (
+            &t.points,
+            format!(
+                "{} ignored: points are not surfaces",
+                counted(
+                    t.points.count,
+                    "point (p) statement",
+                    "point (p) statements"
+                )
+            ),
         ),
-    );
-    warn(
-        &t.non_finite_uvs,
-        format!(
-            "{} not finite; their non-finite parts are read as 0",
-            counted(
-                t.non_finite_uvs.count,
-                "texture coordinate (vt) is",
-                "texture coordinates (vt) are"
-            )
+        (
+            &t.vertex_colours,
+            format!(
+                "vertex colours of {} ignored",
+                counted(t.vertex_colours.count, "vertex", "vertices")
+            ),
         ),
-    );
-    warn(
-        &t.self_intersecting_polygons,
-        format!(
-            "{} or {} over {}: no split into triangles is right, so {} split as fans from the first corner and may cover the wrong area",
-            counted(t.self_intersecting_polygons.count, "face crosses", "faces cross"),
-            if t.self_intersecting_polygons.count == 1 { "folds" } else { "fold" },
-            if t.self_intersecting_polygons.count == 1 { "itself" } else { "themselves" },
-            if t.self_intersecting_polygons.count == 1 { "it is" } else { "they are" },
+        (
+            &t.short_faces,
+            format!(
+                "{} fewer than 3 vertices and {} skipped",
+                counted(t.short_faces.count, "face has", "faces have"),
+                if t.short_faces.count == 1 {
+                    "is"
+                } else {
+                    "are"
+                }
+            ),
         ),
-    );
-    warn(
-        &t.huge_concave_polygons,
-        format!(
-            "{} more than {} corners, too many to split by ear clipping: {} split as fans from the first corner and may cover the wrong area",
-            counted(t.huge_concave_polygons.count, "concave face has", "concave faces have"),
-            polygon::MAX_EAR_CLIPPED_CORNERS,
-            if t.huge_concave_polygons.count == 1 { "it is" } else { "they are" },
+        (
+            &t.unnamed_materials,
+            format!(
+                "{} no material name; the faces that follow get the default material",
+                counted(
+                    t.unnamed_materials.count,
+                    "usemtl statement has",
+                    "usemtl statements have"
+                )
+            ),
         ),
-    );
-    warnings
+    ]
+}
+
+/// The notes (occurrences, text) on face indices that point nowhere.
+fn pointing_nowhere_notes(tally: &Tally) -> [(&Occurrences, String); 2] {
+    let t = tally;
+    [
+        (
+            &t.normals_nowhere,
+            format!(
+                "{} normal indices that point nowhere; {} normals are dropped",
+                counted(t.normals_nowhere.count, "face has", "faces have"),
+                if t.normals_nowhere.count == 1 {
+                    "its"
+                } else {
+                    "their"
+                }
+            ),
+        ),
+        (
+            &t.uvs_nowhere,
+            format!(
+                "{} texture coordinate indices that point nowhere; {} texture coordinates are dropped",
+                counted(t.uvs_nowhere.count, "face has", "faces have"),
+                if t.uvs_nowhere.count == 1 {
+                    "its"
+                } else {
+                    "their"
+                }
+            ),
+        ),
+    ]
+}
+
+/// The notes (occurrences, text) on vertex data that is not finite.
+fn non_finite_notes(tally: &Tally, non_finite_dropped: usize) -> [(&Occurrences, String); 3] {
+    let t = tally;
+    [
+        (
+            &t.non_finite_positions,
+            format!(
+                "{} a coordinate that is not a finite number; {} that use them {} dropped",
+                counted(
+                    t.non_finite_positions.count,
+                    "vertex (v) has",
+                    "vertices (v) have"
+                ),
+                counted(non_finite_dropped, "triangle", "triangles"),
+                if non_finite_dropped == 1 { "is" } else { "are" }
+            ),
+        ),
+        (
+            &t.non_finite_normals,
+            format!(
+                "{} not finite; groups that use them get geometric normals",
+                counted(
+                    t.non_finite_normals.count,
+                    "vertex normal (vn) is",
+                    "vertex normals (vn) are"
+                )
+            ),
+        ),
+        (
+            &t.non_finite_uvs,
+            format!(
+                "{} not finite; their non-finite parts are read as 0",
+                counted(
+                    t.non_finite_uvs.count,
+                    "texture coordinate (vt) is",
+                    "texture coordinates (vt) are"
+                )
+            ),
+        ),
+    ]
+}
+
+/// The notes (occurrences, text) on faces split as fans, which may cover the wrong area.
+fn fan_split_notes(tally: &Tally) -> [(&Occurrences, String); 2] {
+    let t = tally;
+    [
+        (
+            &t.self_intersecting_polygons,
+            format!(
+                "{} or {} over {}: no split into triangles is right, so {} split as fans from the first corner and may cover the wrong area",
+                counted(t.self_intersecting_polygons.count, "face crosses", "faces cross"),
+                if t.self_intersecting_polygons.count == 1 { "folds" } else { "fold" },
+                if t.self_intersecting_polygons.count == 1 { "itself" } else { "themselves" },
+                if t.self_intersecting_polygons.count == 1 { "it is" } else { "they are" },
+            ),
+        ),
+        (
+            &t.huge_concave_polygons,
+            format!(
+                "{} more than {} corners, too many to split by ear clipping: {} split as fans from the first corner and may cover the wrong area",
+                counted(t.huge_concave_polygons.count, "concave face has", "concave faces have"),
+                polygon::MAX_EAR_CLIPPED_CORNERS,
+                if t.huge_concave_polygons.count == 1 { "it is" } else { "they are" },
+            ),
+        ),
+    ]
 }
 
 /// The byte-count bar of a big file's load, hidden for small files, with `quiet`, and when

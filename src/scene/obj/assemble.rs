@@ -424,33 +424,16 @@ impl FirstSeen {
 /// no group (`s off`) keep their own normal at each corner (their vertices are not shared).
 /// Without this, a model exported with smoothing groups and no `vn` renders faceted.
 fn build_group(section: Section, pools: &Pools, check_finite: bool, path: &Path) -> Built {
-    let corners = || {
+    let seen = CornerSummary::of(
         section
             .pieces
             .iter()
-            .flat_map(|(list, range)| &list[range.clone()])
-    };
-    let mut all_normals = true;
-    let mut some_normals = false;
-    // Faces whose normals were dropped are warned about already, file-wide.
-    let mut some_lack_normals = false;
-    let mut all_uvs = true;
-    let (mut lo, mut hi, mut count) = (u32::MAX, 0, 0);
-    for c in corners() {
-        all_normals &= c.vn < DROPPED;
-        some_normals |= c.vn < DROPPED;
-        some_lack_normals |= c.vn == NONE;
-        all_uvs &= c.vt < DROPPED;
-        lo = lo.min(c.v);
-        hi = hi.max(c.v);
-        count += 1;
-    }
-    let smooth = !some_normals && section.smoothing.iter().any(|&(_, group)| group != 0);
+            .flat_map(|(list, range)| &list[range.clone()]),
+    );
+    let smooth = !seen.some_normals && section.smoothing.iter().any(|&(_, group)| group != 0);
     let mut runs = section.smoothing.iter().peekable();
     let mut smoothing_group = 0;
-    let mut first_seen = FirstSeen::new(lo, hi, count);
-    let mut extra: HashMap<Corner, u32> = HashMap::new();
-    let mut keys: Vec<Corner> = Vec::new();
+    let mut vertices = VertexKeys::new(seen.lo, seen.hi, seen.count);
     let mut group = Group {
         name: section.name,
         ..Group::default()
@@ -488,73 +471,169 @@ fn build_group(section: Section, pools: &Pools, check_finite: bool, path: &Path)
         for (slot, c) in triangle.iter_mut().zip(tri) {
             let key = Corner {
                 v: c.v,
-                vt: if all_uvs { c.vt } else { NONE },
-                vn: if all_normals { c.vn } else { normal_key },
+                vt: if seen.all_uvs { c.vt } else { NONE },
+                vn: if seen.all_normals { c.vn } else { normal_key },
             };
-            let first = first_seen.get(key.v);
-            let found = if first == NONE {
-                None
-            } else if keys[first as usize] == key {
-                Some(first)
-            } else {
-                extra.get(&key).copied()
-            };
-            *slot = match found {
-                Some(local) => local,
-                None => {
-                    let local = keys.len() as u32;
-                    keys.push(key);
-                    if first == NONE {
-                        first_seen.set(key.v, local);
-                    } else {
-                        extra.insert(key, local);
-                    }
-                    local
-                }
-            };
+            *slot = vertices.local_index(key);
         }
         group.indices.push(triangle);
         group.face_materials.push(material);
     }
-    drop(first_seen);
-    drop(extra);
-    // The attributes in one exact allocation each: no growth slack stays resident.
-    group.positions = keys.iter().map(|k| pools.positions[k.v as usize]).collect();
-    if all_uvs {
-        group.uvs = keys.iter().map(|k| pools.uvs[k.vt as usize]).collect();
-    }
-    if all_normals {
-        group.normals = keys.iter().map(|k| pools.normals[k.vn as usize]).collect();
-    } else if smooth {
-        group.normals = smooth_normals(&group.positions, &group.indices);
-    }
+    let keys = vertices.into_keys();
+    set_attributes(&mut group, &keys, pools, &seen, smooth);
     drop(keys);
     group.indices.shrink_to_fit();
     group.face_materials.shrink_to_fit();
-    let mut warning = None;
-    if all_normals {
-        if !normalize_normals(&mut group.normals) {
-            group.normals = Vec::new();
-            warning = Some(format!(
-                "{}:{}: group {}: some vertex normals have zero length; using geometric normals",
-                path.display(),
-                section.line,
-                group.name
-            ));
-        }
-    } else if some_normals && some_lack_normals {
-        warning = Some(format!(
-            "{}:{}: group {}: only some faces have vertex normals; using geometric normals",
-            path.display(),
-            section.line,
-            group.name
-        ));
-    }
+    let warning = normals_warning(&mut group, &seen, path, section.line);
     Built {
         group,
         non_finite_dropped,
         warning,
     }
+}
+
+/// What a section's corners hold, for [`build_group`]: which attributes, and the range and
+/// count of their position indices.
+struct CornerSummary {
+    all_normals: bool,
+    some_normals: bool,
+    // Faces whose normals were dropped are warned about already, file-wide.
+    some_lack_normals: bool,
+    all_uvs: bool,
+    lo: u32,
+    hi: u32,
+    count: usize,
+}
+
+impl CornerSummary {
+    fn of<'a>(corners: impl Iterator<Item = &'a Corner>) -> CornerSummary {
+        let mut all_normals = true;
+        let mut some_normals = false;
+        let mut some_lack_normals = false;
+        let mut all_uvs = true;
+        let (mut lo, mut hi, mut count) = (u32::MAX, 0, 0);
+        for c in corners {
+            all_normals &= c.vn < DROPPED;
+            some_normals |= c.vn < DROPPED;
+            some_lack_normals |= c.vn == NONE;
+            all_uvs &= c.vt < DROPPED;
+            lo = lo.min(c.v);
+            hi = hi.max(c.v);
+            count += 1;
+        }
+        CornerSummary {
+            all_normals,
+            some_normals,
+            some_lack_normals,
+            all_uvs,
+            lo,
+            hi,
+            count,
+        }
+    }
+}
+
+/// The distinct corner keys of a group being built, in order of first use: a key's place is
+/// its vertex index in the group.
+struct VertexKeys {
+    /// The first key's index for each position index.
+    first_seen: FirstSeen,
+    /// The other keys' indices.
+    extra: HashMap<Corner, u32>,
+    keys: Vec<Corner>,
+}
+
+impl VertexKeys {
+    fn new(lo: u32, hi: u32, corners: usize) -> VertexKeys {
+        VertexKeys {
+            first_seen: FirstSeen::new(lo, hi, corners),
+            extra: HashMap::new(),
+            keys: Vec::new(),
+        }
+    }
+
+    /// The vertex index of a key, a new one at its first use.
+    #[inline]
+    fn local_index(&mut self, key: Corner) -> u32 {
+        let first = self.first_seen.get(key.v);
+        let found = if first == NONE {
+            None
+        } else if self.keys[first as usize] == key {
+            Some(first)
+        } else {
+            self.extra.get(&key).copied()
+        };
+        match found {
+            Some(local) => local,
+            None => {
+                let local = self.keys.len() as u32;
+                self.keys.push(key);
+                if first == NONE {
+                    self.first_seen.set(key.v, local);
+                } else {
+                    self.extra.insert(key, local);
+                }
+                local
+            }
+        }
+    }
+
+    /// The keys, the lookups freed.
+    fn into_keys(self) -> Vec<Corner> {
+        self.keys
+    }
+}
+
+/// Gives a built group the positions, UVs and normals of its vertex keys: UVs (normals) where
+/// every corner has one, normals computed where the section is `smooth`.
+fn set_attributes(
+    group: &mut Group,
+    keys: &[Corner],
+    pools: &Pools,
+    seen: &CornerSummary,
+    smooth: bool,
+) {
+    // The attributes in one exact allocation each: no growth slack stays resident.
+    group.positions = keys.iter().map(|k| pools.positions[k.v as usize]).collect();
+    if seen.all_uvs {
+        group.uvs = keys.iter().map(|k| pools.uvs[k.vt as usize]).collect();
+    }
+    if seen.all_normals {
+        group.normals = keys.iter().map(|k| pools.normals[k.vn as usize]).collect();
+    } else if smooth {
+        group.normals = smooth_normals(&group.positions, &group.indices);
+    }
+}
+
+/// Normalizes a built group's vertex normals; the warning where one has zero length (the
+/// group then uses geometric normals), or where only some faces have them (`line`: the
+/// section's).
+fn normals_warning(
+    group: &mut Group,
+    seen: &CornerSummary,
+    path: &Path,
+    line: usize,
+) -> Option<String> {
+    let mut warning = None;
+    if seen.all_normals {
+        if !normalize_normals(&mut group.normals) {
+            group.normals = Vec::new();
+            warning = Some(format!(
+                "{}:{}: group {}: some vertex normals have zero length; using geometric normals",
+                path.display(),
+                line,
+                group.name
+            ));
+        }
+    } else if seen.some_normals && seen.some_lack_normals {
+        warning = Some(format!(
+            "{}:{}: group {}: only some faces have vertex normals; using geometric normals",
+            path.display(),
+            line,
+            group.name
+        ));
+    }
+    warning
 }
 
 /// Scales normals to unit length; false when one cannot be (zero length).

@@ -155,20 +155,6 @@ pub fn parse_library(
 /// formed there, so nothing can fail. Statements before the first `newmtl`, or after a
 /// `newmtl` without a name, belong to no material and are ignored.
 fn read_canonical(canonical: &str) -> Vec<MtlMaterial> {
-    fn numbers<const N: usize>(words: &[&str]) -> [f32; N] {
-        let mut v = [0f32; N];
-        for (value, word) in v.iter_mut().zip(words) {
-            *value = word.parse().unwrap_or(0.0);
-        }
-        v
-    }
-    fn mapping(args: &[&str]) -> UvMapping {
-        let [su, sv, ou, ov] = numbers::<4>(args);
-        UvMapping {
-            scale: Vec2::new(su, sv),
-            offset: Vec2::new(ou, ov),
-        }
-    }
     let mut materials: Vec<MtlMaterial> = Vec::new();
     let mut current: Option<MtlMaterial> = None;
     for line in canonical.lines() {
@@ -185,67 +171,92 @@ fn read_canonical(canonical: &str) -> Vec<MtlMaterial> {
             });
             continue;
         }
-        let Some(m) = current.as_mut() else {
-            continue;
-        };
-        match keyword {
-            "Kd" => m.diffuse = Some(numbers(args)),
-            "Ks" => m.specular = Some(numbers(args)),
-            "Ke" => m.emissive = Some(numbers(args)),
-            "Tf" => m.transmission_filter = Some(numbers(args)),
-            "Ns" => m.shininess = Some(numbers::<1>(args)[0]),
-            "Ni" => m.optical_density = Some(numbers::<1>(args)[0]),
-            "d" => m.dissolve = Some(numbers::<1>(args)[0]),
-            "Tr" => m.transparency = Some(numbers::<1>(args)[0]),
-            "illum" => m.illumination_model = args.first().and_then(|w| w.parse().ok()),
-            // Canonical: scale u v, offset u v, (map_d: the channel,) then the file.
-            "map_Kd" => {
-                m.diffuse_texture_mapping = mapping(args);
-                m.diffuse_texture = Some(args[4.min(args.len())..].join(" "));
-            }
-            "map_Ke" => {
-                m.emission_texture_mapping = mapping(args);
-                m.emission_texture = Some(args[4.min(args.len())..].join(" "));
-            }
-            "map_Ks" => {
-                m.specular_texture_mapping = mapping(args);
-                m.specular_texture = Some(args[4.min(args.len())..].join(" "));
-            }
-            "bump" | "norm" => {
-                // Canonical: scale u v, offset u v, multiplier, channel, then the file.
-                let statement = BumpStatement {
-                    file: args[6.min(args.len())..].join(" "),
-                    is_normal_map: keyword == "norm",
-                    mapping: mapping(args),
-                    multiplier: args.get(4).and_then(|w| w.parse().ok()).unwrap_or(1.0),
-                    channel: args
-                        .get(5)
-                        .and_then(|w| MaskChannel::from_option(w))
-                        .unwrap_or_default(),
-                };
-                // A normal map wins over a height map, whichever comes first: it is the more
-                // specific of the two (exporters that write both mean the normal map).
-                let keep_normal = m
-                    .bump_texture
-                    .as_ref()
-                    .is_some_and(|b| b.is_normal_map && !statement.is_normal_map);
-                if !keep_normal {
-                    m.bump_texture = Some(statement);
-                }
-            }
-            "map_d" => {
-                m.opacity_texture_mapping = mapping(args);
-                m.opacity_channel = args
-                    .get(4)
-                    .and_then(|w| MaskChannel::from_option(w))
-                    .unwrap_or_default();
-                m.opacity_texture = Some(args[5.min(args.len())..].join(" "));
-            }
-            _ => {}
+        if let Some(m) = current.as_mut() {
+            apply_canonical_statement(m, keyword, args);
         }
     }
     materials.extend(current);
     materials
+}
+
+/// The numbers of a canonical statement (0 for a word that is none).
+fn canonical_numbers<const N: usize>(words: &[&str]) -> [f32; N] {
+    let mut v = [0f32; N];
+    for (value, word) in v.iter_mut().zip(words) {
+        *value = word.parse().unwrap_or(0.0);
+    }
+    v
+}
+
+/// The [`UvMapping`] of a canonical texture statement's first four numbers.
+fn canonical_mapping(args: &[&str]) -> UvMapping {
+    let [su, sv, ou, ov] = canonical_numbers::<4>(args);
+    UvMapping {
+        scale: Vec2::new(su, sv),
+        offset: Vec2::new(ou, ov),
+    }
+}
+
+/// Sets what one canonical statement (other than `newmtl`) states on its material.
+fn apply_canonical_statement(m: &mut MtlMaterial, keyword: &str, args: &[&str]) {
+    match keyword {
+        "Kd" => m.diffuse = Some(canonical_numbers(args)),
+        "Ks" => m.specular = Some(canonical_numbers(args)),
+        "Ke" => m.emissive = Some(canonical_numbers(args)),
+        "Tf" => m.transmission_filter = Some(canonical_numbers(args)),
+        "Ns" => m.shininess = Some(canonical_numbers::<1>(args)[0]),
+        "Ni" => m.optical_density = Some(canonical_numbers::<1>(args)[0]),
+        "d" => m.dissolve = Some(canonical_numbers::<1>(args)[0]),
+        "Tr" => m.transparency = Some(canonical_numbers::<1>(args)[0]),
+        "illum" => m.illumination_model = args.first().and_then(|w| w.parse().ok()),
+        // Canonical: scale u v, offset u v, (map_d: the channel,) then the file.
+        "map_Kd" => {
+            m.diffuse_texture_mapping = canonical_mapping(args);
+            m.diffuse_texture = Some(args[4.min(args.len())..].join(" "));
+        }
+        "map_Ke" => {
+            m.emission_texture_mapping = canonical_mapping(args);
+            m.emission_texture = Some(args[4.min(args.len())..].join(" "));
+        }
+        "map_Ks" => {
+            m.specular_texture_mapping = canonical_mapping(args);
+            m.specular_texture = Some(args[4.min(args.len())..].join(" "));
+        }
+        "bump" | "norm" => set_bump(m, keyword, args),
+        "map_d" => {
+            m.opacity_texture_mapping = canonical_mapping(args);
+            m.opacity_channel = args
+                .get(4)
+                .and_then(|w| MaskChannel::from_option(w))
+                .unwrap_or_default();
+            m.opacity_texture = Some(args[5.min(args.len())..].join(" "));
+        }
+        _ => {}
+    }
+}
+
+/// A canonical `bump` or `norm` statement.
+fn set_bump(m: &mut MtlMaterial, keyword: &str, args: &[&str]) {
+    // Canonical: scale u v, offset u v, multiplier, channel, then the file.
+    let statement = BumpStatement {
+        file: args[6.min(args.len())..].join(" "),
+        is_normal_map: keyword == "norm",
+        mapping: canonical_mapping(args),
+        multiplier: args.get(4).and_then(|w| w.parse().ok()).unwrap_or(1.0),
+        channel: args
+            .get(5)
+            .and_then(|w| MaskChannel::from_option(w))
+            .unwrap_or_default(),
+    };
+    // A normal map wins over a height map, whichever comes first: it is the more
+    // specific of the two (exporters that write both mean the normal map).
+    let keep_normal = m
+        .bump_texture
+        .as_ref()
+        .is_some_and(|b| b.is_normal_map && !statement.is_normal_map);
+    if !keep_normal {
+        m.bump_texture = Some(statement);
+    }
 }
 
 /// Checks an MTL file's text and returns a canonical copy: colours always as three numbers,
@@ -253,135 +264,167 @@ fn read_canonical(canonical: &str) -> Vec<MtlMaterial> {
 pub fn check_library(path: &Path, text: &str) -> Result<String, LoadError> {
     let mut out = String::with_capacity(text.len());
     for (index, line) in logical_lines(text).iter().enumerate() {
-        let line_no = index + 1;
-        let syntax = |message: String| LoadError::Syntax {
-            path: path.to_path_buf(),
-            line: line_no,
-            message,
+        let at = MtlLine {
+            path,
+            line_no: index + 1,
         };
-        let number = |token: Option<&str>, what: &str| -> Result<f32, LoadError> {
-            let token = token.ok_or_else(|| syntax(format!("{what}: missing number")))?;
-            let value: f32 = token
-                .parse()
-                .map_err(|_| syntax(format!("{what}: {token:?} is not a number")))?;
-            if !value.is_finite() {
-                return Err(LoadError::NotFinite {
-                    path: path.to_path_buf(),
-                    line: line_no,
-                    what: what.to_string(),
-                    value: token.to_string(),
-                });
-            }
-            Ok(value)
-        };
-        let mut words = line.split_whitespace();
-        let Some(keyword) = words.next() else {
-            out.push('\n');
-            continue;
-        };
-        let rest = line.trim_start()[keyword.len()..].trim();
-        let canonical = match keyword {
-            // Without a name: kept bare, for parse_library to skip and warn about.
-            "newmtl" if rest.is_empty() => "newmtl".to_string(),
-            "newmtl" => format!("newmtl {rest}"),
-            "Ka" | "Kd" | "Ks" | "Ke" | "Tf" => {
-                let values: Vec<&str> = words.collect();
-                if values.first().is_some_and(|w| w.parse::<f32>().is_err()) {
-                    return Err(syntax(format!(
-                        "{keyword}: only RGB colours (one or three numbers) are supported, got {rest:?}"
-                    )));
-                }
-                let rgb = match values.len() {
-                    // One value stands for all three channels.
-                    1 => {
-                        let v = number(Some(values[0]), keyword)?;
-                        [v; 3]
-                    }
-                    3 => [
-                        number(Some(values[0]), keyword)?,
-                        number(Some(values[1]), keyword)?,
-                        number(Some(values[2]), keyword)?,
-                    ],
-                    n => {
-                        return Err(syntax(format!(
-                            "{keyword}: expected 1 or 3 numbers, got {n}"
-                        )))
-                    }
-                };
-                format!("{keyword} {} {} {}", rgb[0], rgb[1], rgb[2])
-            }
-            "Ns" | "Ni" | "Tr" => format!("{keyword} {}", number(words.next(), keyword)?),
-            "d" => {
-                let mut token = words.next();
-                if token == Some("-halo") {
-                    token = words.next();
-                }
-                format!("d {}", number(token, "d")?)
-            }
-            "illum" => {
-                let token = words.next();
-                let model = token
-                    .and_then(|t| t.parse::<u8>().ok())
-                    .filter(|&m| m <= 10);
-                match model {
-                    Some(m) => format!("illum {m}"),
-                    None => {
-                        return Err(syntax(format!(
-                            "illum: expected an illumination model 0 to 10, got {:?}",
-                            token.unwrap_or("")
-                        )))
-                    }
-                }
-            }
-            "map_Kd" | "map_Ke" | "map_Ks" | "map_d" | "map_D" => {
-                let (options, file) = split_texture_options(rest);
-                if file.is_empty() {
-                    return Err(syntax(format!("{keyword} without a file name")));
-                }
-                let m = texture_mapping(keyword, &options).map_err(syntax)?;
-                let mapped = format!("{} {} {} {}", m.scale.x, m.scale.y, m.offset.x, m.offset.y);
-                if keyword != "map_d" && keyword != "map_D" {
-                    format!("{keyword} {mapped} {file}")
-                } else {
-                    let channel = mask_channel(keyword, &options).map_err(syntax)?;
-                    format!("map_d {mapped} {} {file}", channel.letter())
-                }
-            }
-            k if BUMP_KEYWORDS.contains(&k) || NORMAL_MAP_KEYWORDS.contains(&k) => {
-                let (options, file) = split_texture_options(rest);
-                if file.is_empty() {
-                    return Err(syntax(format!("{keyword} without a file name")));
-                }
-                let m = texture_mapping(keyword, &options).map_err(syntax)?;
-                let multiplier = bump_multiplier(keyword, &options).map_err(syntax)?;
-                let channel = mask_channel(keyword, &options).map_err(syntax)?;
-                let canonical = if NORMAL_MAP_KEYWORDS.contains(&k) {
-                    "norm"
-                } else {
-                    "bump"
-                };
-                format!(
-                    "{canonical} {} {} {} {} {multiplier} {} {file}",
-                    m.scale.x,
-                    m.scale.y,
-                    m.offset.x,
-                    m.offset.y,
-                    channel.letter()
-                )
-            }
-            "map_Ka" | "map_Ns" | "map_ns" | "map_NS" => {
-                let file = strip_texture_options(rest);
-                if file.is_empty() {
-                    return Err(syntax(format!("{keyword} without a file name")));
-                }
-                format!("{keyword} {file}")
-            }
-            _ => line.to_string(),
-        };
-        out.push_str(&canonical);
+        out.push_str(&canonical_statement(&at, line)?);
         out.push('\n');
     }
     Ok(out)
+}
+
+/// Where in an MTL file a statement is, for [`check_library`]'s errors.
+struct MtlLine<'a> {
+    path: &'a Path,
+    line_no: usize,
+}
+
+impl MtlLine<'_> {
+    fn syntax(&self, message: String) -> LoadError {
+        LoadError::Syntax {
+            path: self.path.to_path_buf(),
+            line: self.line_no,
+            message,
+        }
+    }
+
+    /// A statement's number; a missing, malformed or non-finite one is an error.
+    fn number(&self, token: Option<&str>, what: &str) -> Result<f32, LoadError> {
+        let token = token.ok_or_else(|| self.syntax(format!("{what}: missing number")))?;
+        let value: f32 = token
+            .parse()
+            .map_err(|_| self.syntax(format!("{what}: {token:?} is not a number")))?;
+        if !value.is_finite() {
+            return Err(LoadError::NotFinite {
+                path: self.path.to_path_buf(),
+                line: self.line_no,
+                what: what.to_string(),
+                value: token.to_string(),
+            });
+        }
+        Ok(value)
+    }
+}
+
+/// The canonical text of one line of an MTL file (empty for a line without a statement).
+fn canonical_statement(at: &MtlLine, line: &str) -> Result<String, LoadError> {
+    let mut words = line.split_whitespace();
+    let Some(keyword) = words.next() else {
+        return Ok(String::new());
+    };
+    let rest = line.trim_start()[keyword.len()..].trim();
+    Ok(match keyword {
+        // Without a name: kept bare, for parse_library to skip and warn about.
+        "newmtl" if rest.is_empty() => "newmtl".to_string(),
+        "newmtl" => format!("newmtl {rest}"),
+        "Ka" | "Kd" | "Ks" | "Ke" | "Tf" => canonical_colour(at, keyword, rest, words.collect())?,
+        "Ns" | "Ni" | "Tr" => format!("{keyword} {}", at.number(words.next(), keyword)?),
+        "d" => {
+            let mut token = words.next();
+            if token == Some("-halo") {
+                token = words.next();
+            }
+            format!("d {}", at.number(token, "d")?)
+        }
+        "illum" => canonical_illum(at, words.next())?,
+        "map_Kd" | "map_Ke" | "map_Ks" | "map_d" | "map_D" => canonical_texture(at, keyword, rest)?,
+        k if BUMP_KEYWORDS.contains(&k) || NORMAL_MAP_KEYWORDS.contains(&k) => {
+            canonical_bump(at, keyword, rest)?
+        }
+        "map_Ka" | "map_Ns" | "map_ns" | "map_NS" => {
+            let file = strip_texture_options(rest);
+            if file.is_empty() {
+                return Err(at.syntax(format!("{keyword} without a file name")));
+            }
+            format!("{keyword} {file}")
+        }
+        _ => line.to_string(),
+    })
+}
+
+/// A colour statement (`Kd`...) as three numbers.
+fn canonical_colour(
+    at: &MtlLine,
+    keyword: &str,
+    rest: &str,
+    values: Vec<&str>,
+) -> Result<String, LoadError> {
+    if values.first().is_some_and(|w| w.parse::<f32>().is_err()) {
+        return Err(at.syntax(format!(
+            "{keyword}: only RGB colours (one or three numbers) are supported, got {rest:?}"
+        )));
+    }
+    let rgb = match values.len() {
+        // One value stands for all three channels.
+        1 => {
+            let v = at.number(Some(values[0]), keyword)?;
+            [v; 3]
+        }
+        3 => [
+            at.number(Some(values[0]), keyword)?,
+            at.number(Some(values[1]), keyword)?,
+            at.number(Some(values[2]), keyword)?,
+        ],
+        n => return Err(at.syntax(format!("{keyword}: expected 1 or 3 numbers, got {n}"))),
+    };
+    Ok(format!("{keyword} {} {} {}", rgb[0], rgb[1], rgb[2]))
+}
+
+/// An `illum` statement, whose model must be 0 to 10.
+fn canonical_illum(at: &MtlLine, token: Option<&str>) -> Result<String, LoadError> {
+    let model = token
+        .and_then(|t| t.parse::<u8>().ok())
+        .filter(|&m| m <= 10);
+    match model {
+        Some(m) => Ok(format!("illum {m}")),
+        None => Err(at.syntax(format!(
+            "illum: expected an illumination model 0 to 10, got {:?}",
+            token.unwrap_or("")
+        ))),
+    }
+}
+
+/// A `map_Kd`, `map_Ke`, `map_Ks` or `map_d` statement: scale u v, offset u v, (`map_d`: the
+/// channel,) then the file.
+fn canonical_texture(at: &MtlLine, keyword: &str, rest: &str) -> Result<String, LoadError> {
+    let (options, file) = split_texture_options(rest);
+    if file.is_empty() {
+        return Err(at.syntax(format!("{keyword} without a file name")));
+    }
+    let m = texture_mapping(keyword, &options).map_err(|e| at.syntax(e))?;
+    let mapped = format!("{} {} {} {}", m.scale.x, m.scale.y, m.offset.x, m.offset.y);
+    if keyword != "map_d" && keyword != "map_D" {
+        Ok(format!("{keyword} {mapped} {file}"))
+    } else {
+        let channel = mask_channel(keyword, &options).map_err(|e| at.syntax(e))?;
+        Ok(format!("map_d {mapped} {} {file}", channel.letter()))
+    }
+}
+
+/// A bump or normal map statement as `bump` or `norm`: scale u v, offset u v, multiplier,
+/// channel, then the file.
+fn canonical_bump(at: &MtlLine, keyword: &str, rest: &str) -> Result<String, LoadError> {
+    let (options, file) = split_texture_options(rest);
+    if file.is_empty() {
+        return Err(at.syntax(format!("{keyword} without a file name")));
+    }
+    let m = texture_mapping(keyword, &options).map_err(|e| at.syntax(e))?;
+    let multiplier = bump_multiplier(keyword, &options).map_err(|e| at.syntax(e))?;
+    let channel = mask_channel(keyword, &options).map_err(|e| at.syntax(e))?;
+    let canonical = if NORMAL_MAP_KEYWORDS.contains(&keyword) {
+        "norm"
+    } else {
+        "bump"
+    };
+    Ok(format!(
+        "{canonical} {} {} {} {} {multiplier} {} {file}",
+        m.scale.x,
+        m.scale.y,
+        m.offset.x,
+        m.offset.y,
+        channel.letter()
+    ))
 }
 
 /// The library's lines, one for each line of the file: a statement line that ends in a
@@ -538,19 +581,36 @@ const NOT_APPLIED: &[(&[&str], &str)] = &[
 /// first and its material and the count: `map_Kd`, `map_d`, `map_Ke` and bump-map options
 /// that change the texture's look ([`changes_the_look`]) and the maps in [`NOT_APPLIED`].
 fn warn_about_what_is_not_applied(path: &Path, text: &str, warnings: &mut Vec<String>) {
-    /// The first occurrence (line, material, detail) and the count of one kind.
-    #[derive(Default)]
-    struct Seen {
-        first: Option<(usize, String, String)>,
-        count: usize,
+    let (options, maps) = find_what_is_not_applied(text);
+    let mut found = ignored_option_notes(options);
+    found.extend(unread_map_notes(maps));
+    found.sort_by_key(|(line, _)| *line);
+    warnings.extend(
+        found
+            .into_iter()
+            .map(|(line, what)| format!("{}:{line}: {what}", path.display())),
+    );
+}
+
+/// The first occurrence (line, material, detail) and the count of one kind.
+#[derive(Default)]
+struct Seen {
+    first: Option<(usize, String, String)>,
+    count: usize,
+}
+
+impl Seen {
+    fn note(&mut self, line: usize, material: &str, detail: String) {
+        self.count += 1;
+        self.first
+            .get_or_insert_with(|| (line, material.to_string(), detail));
     }
-    impl Seen {
-        fn note(&mut self, line: usize, material: &str, detail: String) {
-            self.count += 1;
-            self.first
-                .get_or_insert_with(|| (line, material.to_string(), detail));
-        }
-    }
+}
+
+/// What [`warn_about_what_is_not_applied`] warns about in a library: the texture statements
+/// with options that change their look, by keyword, and the statements of [`NOT_APPLIED`], by
+/// kind.
+fn find_what_is_not_applied(text: &str) -> ([Seen; 5], Vec<Seen>) {
     let mut material = "";
     // map_Kd's options, then map_d's, map_Ke's, the bump maps' and map_Ks's.
     let mut options = [
@@ -592,6 +652,12 @@ fn warn_about_what_is_not_applied(path: &Path, text: &str, warnings: &mut Vec<St
             maps[kind].note(index + 1, material, keyword.to_string());
         }
     }
+    (options, maps)
+}
+
+/// The notes (line, text) on texture statements whose options change their look, one for each
+/// keyword of [`find_what_is_not_applied`]'s options.
+fn ignored_option_notes(options: [Seen; 5]) -> Vec<(usize, String)> {
     let mut found: Vec<(usize, String)> = Vec::new();
     for (seen, (keyword, what)) in options.into_iter().zip([
         ("map_Kd", ("its texture is", "their textures are")),
@@ -616,6 +682,13 @@ fn warn_about_what_is_not_applied(path: &Path, text: &str, warnings: &mut Vec<St
             ));
         }
     }
+    found
+}
+
+/// The notes (line, text) on statements that gasworks does not read, one for each kind of
+/// [`NOT_APPLIED`].
+fn unread_map_notes(maps: Vec<Seen>) -> Vec<(usize, String)> {
+    let mut found: Vec<(usize, String)> = Vec::new();
     for (seen, (_, what)) in maps.into_iter().zip(NOT_APPLIED) {
         if let Some((line, material, keyword)) = seen.first {
             found.push((
@@ -628,12 +701,7 @@ fn warn_about_what_is_not_applied(path: &Path, text: &str, warnings: &mut Vec<St
             ));
         }
     }
-    found.sort_by_key(|(line, _)| *line);
-    warnings.extend(
-        found
-            .into_iter()
-            .map(|(line, what)| format!("{}:{line}: {what}", path.display())),
-    );
+    found
 }
 
 fn vec3(v: Option<[f32; 3]>, default: Vec3) -> Vec3 {
@@ -659,25 +727,136 @@ fn vec3(v: Option<[f32; 3]>, default: Vec3) -> Vec3 {
 pub fn convert(m: &MtlMaterial, warnings: &mut Vec<String>, mtl_path: &Path) -> Material {
     // Every value changed here is named in one warning per material: a repair is never silent.
     let mut repairs: Vec<String> = Vec::new();
-    // As written in a file: "5", "0.5", and "1e38" rather than its 39 digits.
-    let num = |x: f32| {
-        if x != 0.0 && !(1e-4..1e7).contains(&x.abs()) {
-            format!("{x:e}")
+    let values = RepairedValues::of(m, &mut repairs);
+    if !repairs.is_empty() {
+        warnings.push(format!(
+            "{}: material {}: {}",
+            mtl_path.display(),
+            m.name,
+            repairs.join("; ")
+        ));
+    }
+    let emits = values.emission.max_element() > 0.0;
+    warn_about_emission_and_opacity(m, &values, emits, mtl_path, warnings);
+    let mut material = Material {
+        name: m.name.clone(),
+        kind: MaterialKind::Diffuse,
+        diffuse: values.diffuse,
+        specular: values.specular,
+        shininess: values.shininess,
+        ior: values.ior.filter(|&n| n > 0.0).unwrap_or(1.5),
+        transmittance: values.transmittance,
+        emission: values.emission,
+        emission_texture: None,
+        diffuse_texture: None,
+        opacity_texture: None,
+        bump: None,
+        opacity: if emits { 1.0 } else { values.opacity },
+        specular_texture: None,
+    };
+    set_kind(&mut material, m, values.is_glass, mtl_path, warnings);
+    warn_if_specular_map_not_applied(m, &material, mtl_path, warnings);
+    material
+}
+
+/// As written in a file: "5", "0.5", and "1e38" rather than its 39 digits.
+fn written_number(x: f32) -> String {
+    if x != 0.0 && !(1e-4..1e7).contains(&x.abs()) {
+        format!("{x:e}")
+    } else {
+        format!("{x}")
+    }
+}
+
+/// A colour as written in a file, three [`written_number`]s.
+fn written_colour(v: Vec3) -> String {
+    format!(
+        "{} {} {}",
+        written_number(v.x),
+        written_number(v.y),
+        written_number(v.z)
+    )
+}
+
+/// A material's values as [`convert`] uses them, after the repairs (each named in the
+/// `repairs` it is built with).
+struct RepairedValues {
+    diffuse: Vec3,
+    specular: Vec3,
+    transmittance: Vec3,
+    /// Ke as stated (1 1 1 for a `map_Ke` without one), for the warnings.
+    ke: Vec3,
+    emission: Vec3,
+    shininess: f32,
+    /// Ni as stated.
+    ior: Option<f32>,
+    is_glass: bool,
+    /// The dissolve in [0, 1]; 1 for glass.
+    opacity: f32,
+}
+
+impl RepairedValues {
+    fn of(m: &MtlMaterial, repairs: &mut Vec<String>) -> RepairedValues {
+        let mut clamp01 = |key: &str, v: Vec3| {
+            let c = v.clamp(Vec3::ZERO, Vec3::ONE);
+            if c != v {
+                repairs.push(format!("{key} {} clamped to [0, 1]", written_colour(v)));
+            }
+            c
+        };
+        let diffuse = clamp01("Kd", vec3(m.diffuse, Vec3::splat(0.8)));
+        let specular = clamp01("Ks", vec3(m.specular, Vec3::ZERO));
+        let transmittance = clamp01("Tf", vec3(m.transmission_filter, Vec3::ONE));
+        let (ke, emission) = repaired_emission(m, repairs);
+        let shininess = m.shininess.unwrap_or(0.0).max(0.0);
+        if m.shininess.is_some_and(|n| n < 0.0) {
+            repairs.push(format!(
+                "Ns {}: a negative exponent is 0",
+                m.shininess.unwrap_or_default()
+            ));
+        }
+        let ior = m.optical_density;
+        let dissolve = m
+            .dissolve
+            .or_else(|| m.transparency.map(|tr| 1.0 - tr))
+            .unwrap_or(1.0);
+        let refractive_illum = matches!(m.illumination_model, Some(4 | 6 | 7 | 9));
+        let is_glass = refractive_illum || (dissolve < 1.0 && ior.is_some_and(|n| n > 1.0));
+        // Any other dissolve below 1 is a see-through surface (Material::opacity).
+        let opacity = if is_glass {
+            1.0
         } else {
-            format!("{x}")
+            let d = dissolve.clamp(0.0, 1.0);
+            if d != dissolve {
+                repairs.push(format!(
+                    "{} {} is no share of the surface: {d} used",
+                    if m.dissolve.is_some() { "d" } else { "1 - Tr" },
+                    written_number(dissolve)
+                ));
+            }
+            d
+        };
+        // Only glass uses the index: exporters write `Ni 0.000000` on every material.
+        if let Some(n) = ior.filter(|&n| n <= 0.0 && is_glass) {
+            repairs.push(format!("Ni {n} is no index of refraction: 1.5 used"));
         }
-    };
-    let show = |v: Vec3| format!("{} {} {}", num(v.x), num(v.y), num(v.z));
-    let mut clamp01 = |key: &str, v: Vec3| {
-        let c = v.clamp(Vec3::ZERO, Vec3::ONE);
-        if c != v {
-            repairs.push(format!("{key} {} clamped to [0, 1]", show(v)));
+        RepairedValues {
+            diffuse,
+            specular,
+            transmittance,
+            ke,
+            emission,
+            shininess,
+            ior,
+            is_glass,
+            opacity,
         }
-        c
-    };
-    let diffuse = clamp01("Kd", vec3(m.diffuse, Vec3::splat(0.8)));
-    let specular = clamp01("Ks", vec3(m.specular, Vec3::ZERO));
-    let transmittance = clamp01("Tf", vec3(m.transmission_filter, Vec3::ONE));
+    }
+}
+
+/// A material's Ke as stated (1 1 1 for a `map_Ke` without one) and its emission, clamped to
+/// [0, [`crate::scene::MAX_RADIANCE`]], each change named in `repairs`.
+fn repaired_emission(m: &MtlMaterial, repairs: &mut Vec<String>) -> (Vec3, Vec3) {
     let has_emission_map = m.emission_texture.is_some();
     let ke = vec3(
         m.emissive,
@@ -689,62 +868,37 @@ pub fn convert(m: &MtlMaterial, warnings: &mut Vec<String>, mtl_path: &Path) -> 
     );
     let emission = ke.clamp(Vec3::ZERO, Vec3::splat(crate::scene::MAX_RADIANCE));
     if ke.min_element() < 0.0 {
-        repairs.push(format!("Ke {}: negative emission is none", show(ke)));
+        repairs.push(format!(
+            "Ke {}: negative emission is none",
+            written_colour(ke)
+        ));
     }
     if ke.max_element() > crate::scene::MAX_RADIANCE {
         repairs.push(format!(
             "Ke {}: clamped to {:e} (more overflows the film's sums)",
-            show(ke),
+            written_colour(ke),
             crate::scene::MAX_RADIANCE
         ));
     }
-    let shininess = m.shininess.unwrap_or(0.0).max(0.0);
-    if m.shininess.is_some_and(|n| n < 0.0) {
-        repairs.push(format!(
-            "Ns {}: a negative exponent is 0",
-            m.shininess.unwrap_or_default()
-        ));
-    }
-    let ior = m.optical_density;
-    let dissolve = m
-        .dissolve
-        .or_else(|| m.transparency.map(|tr| 1.0 - tr))
-        .unwrap_or(1.0);
-    let refractive_illum = matches!(m.illumination_model, Some(4 | 6 | 7 | 9));
-    let is_glass = refractive_illum || (dissolve < 1.0 && ior.is_some_and(|n| n > 1.0));
-    // Any other dissolve below 1 is a see-through surface (Material::opacity).
-    let opacity = if is_glass {
-        1.0
-    } else {
-        let d = dissolve.clamp(0.0, 1.0);
-        if d != dissolve {
-            repairs.push(format!(
-                "{} {} is no share of the surface: {d} used",
-                if m.dissolve.is_some() { "d" } else { "1 - Tr" },
-                num(dissolve)
-            ));
-        }
-        d
-    };
-    // Only glass uses the index: exporters write `Ni 0.000000` on every material.
-    if let Some(n) = ior.filter(|&n| n <= 0.0 && is_glass) {
-        repairs.push(format!("Ni {n} is no index of refraction: 1.5 used"));
-    }
-    if !repairs.is_empty() {
-        warnings.push(format!(
-            "{}: material {}: {}",
-            mtl_path.display(),
-            m.name,
-            repairs.join("; ")
-        ));
-    }
-    let emits = emission.max_element() > 0.0;
+    (ke, emission)
+}
+
+/// The warnings of a see-through emitter (made opaque), of a fully transparent material, and
+/// of a `map_Ke` under a black Ke.
+fn warn_about_emission_and_opacity(
+    m: &MtlMaterial,
+    values: &RepairedValues,
+    emits: bool,
+    mtl_path: &Path,
+    warnings: &mut Vec<String>,
+) {
+    let opacity = values.opacity;
     if opacity < 1.0 && emits {
         warnings.push(format!(
             "{}: material {}: an emitter is opaque: its dissolve {} (d or Tr) is not applied",
             mtl_path.display(),
             m.name,
-            num(opacity)
+            written_number(opacity)
         ));
     } else if opacity <= 0.0 {
         warnings.push(format!(
@@ -753,31 +907,29 @@ pub fn convert(m: &MtlMaterial, warnings: &mut Vec<String>, mtl_path: &Path) -> 
             m.name
         ));
     }
-    if has_emission_map && emission.max_element() <= 0.0 {
+    let has_emission_map = m.emission_texture.is_some();
+    if has_emission_map && values.emission.max_element() <= 0.0 {
         warnings.push(format!(
             "{}: material {}: map_Ke is not applied: Ke is {}, and the map multiplies Ke (the material emits nothing)",
             mtl_path.display(),
             m.name,
-            show(ke)
+            written_colour(values.ke)
         ));
     }
+}
+
+/// Sets a diffuse material's kind by its `illum` model ([`convert`]): glass, mirror (of white
+/// reflectance where Ks is black) or glossy (scaled down where Kd + Ks exceeds 1, with a
+/// warning).
+fn set_kind(
+    material: &mut Material,
+    m: &MtlMaterial,
+    is_glass: bool,
+    mtl_path: &Path,
+    warnings: &mut Vec<String>,
+) {
+    let (diffuse, specular, shininess) = (material.diffuse, material.specular, material.shininess);
     let illum = m.illumination_model;
-    let mut material = Material {
-        name: m.name.clone(),
-        kind: MaterialKind::Diffuse,
-        diffuse,
-        specular,
-        shininess,
-        ior: ior.filter(|&n| n > 0.0).unwrap_or(1.5),
-        transmittance,
-        emission,
-        emission_texture: None,
-        diffuse_texture: None,
-        opacity_texture: None,
-        bump: None,
-        opacity: if emits { 1.0 } else { opacity },
-        specular_texture: None,
-    };
     if is_glass {
         material.kind = MaterialKind::Glass;
     } else if matches!(illum, Some(3 | 5)) {
@@ -798,6 +950,16 @@ pub fn convert(m: &MtlMaterial, warnings: &mut Vec<String>, mtl_path: &Path) -> 
             ));
         }
     }
+}
+
+/// The warning of a `map_Ks` on a material whose kind has no specular reflectance for it to
+/// multiply.
+fn warn_if_specular_map_not_applied(
+    m: &MtlMaterial,
+    material: &Material,
+    mtl_path: &Path,
+    warnings: &mut Vec<String>,
+) {
     // map_Ks multiplies the specular reflectance of the kinds that have one.
     if m.specular_texture.is_some()
         && !matches!(material.kind, MaterialKind::Glossy | MaterialKind::Mirror)
@@ -813,7 +975,6 @@ pub fn convert(m: &MtlMaterial, warnings: &mut Vec<String>, mtl_path: &Path) -> 
             }
         ));
     }
-    material
 }
 
 /// What a texture's texels are read as: colours (`map_Kd`), emitted radiance (`map_Ke`), an

@@ -651,30 +651,7 @@ impl ChunkParser<'_> {
         // Element lines are most of a file: recognised the way the counting pass does, and
         // read by a fast path when they are plain numbers.
         if let Some((element, rest)) = element_of(without_trailing_comment(line)) {
-            return match element {
-                Element::Position => match numbers_fast::<3>(rest) {
-                    Some((xyz, 3, true)) => {
-                        self.store_position(xyz);
-                        Ok(())
-                    }
-                    _ => self.position(rest),
-                },
-                Element::TexCoord => match numbers_fast::<2>(rest) {
-                    // A third value (w) is ignored, whatever it is.
-                    Some(([u, v], 2, _)) => {
-                        self.store_uv(Vec2::new(u, v));
-                        Ok(())
-                    }
-                    _ => self.texcoord(rest),
-                },
-                Element::Normal => match numbers_fast::<3>(rest) {
-                    Some((n, 3, true)) => {
-                        self.store_normal(Vec3::from(n));
-                        Ok(())
-                    }
-                    _ => self.normal(rest),
-                },
-            };
+            return self.element(element, rest);
         }
         let mut rest = line;
         let Some(keyword) = next_word(&mut rest) else {
@@ -683,40 +660,14 @@ impl ChunkParser<'_> {
         match keyword {
             b"f" => self.face(without_trailing_comment(rest)),
             b"o" | b"g" => {
-                let name = trim(rest);
-                let name = if name.is_empty() {
-                    UNNAMED_GROUP.to_string()
-                } else {
-                    text(name)
-                };
-                self.out.events.push(Event::Section {
-                    name,
-                    line: self.line,
-                });
+                self.section(rest);
                 Ok(())
             }
             b"usemtl" => {
-                let name = trim(rest);
-                if name.is_empty() {
-                    self.out.tally.unnamed_materials.note(self.line);
-                }
-                self.out.events.push(Event::UseMaterial {
-                    name: text(name),
-                    line: self.line,
-                });
+                self.use_material(rest);
                 Ok(())
             }
-            b"mtllib" => {
-                let name = trim(rest);
-                if name.is_empty() {
-                    return Err(self.syntax("mtllib without a file name".into()));
-                }
-                self.out.events.push(Event::Library {
-                    name: text(name),
-                    line: self.line,
-                });
-                Ok(())
-            }
+            b"mtllib" => self.library(rest),
             b"l" => {
                 self.out.tally.polylines.note(self.line);
                 Ok(())
@@ -726,15 +677,88 @@ impl ChunkParser<'_> {
                 Ok(())
             }
             b"s" => {
-                let group = smoothing_group(trim(without_trailing_comment(rest)));
-                if self.smoothing != Some(group) {
-                    self.smoothing = Some(group);
-                    self.out.events.push(Event::Smoothing { group });
-                }
+                self.smoothing_statement(rest);
                 Ok(())
             }
             // Comments, free-form geometry...: nothing gasworks uses.
             _ => Ok(()),
+        }
+    }
+
+    /// A `v`, `vt` or `vn` line (`rest`: its values, without a trailing comment).
+    #[inline]
+    fn element(&mut self, element: Element, rest: &[u8]) -> Result<(), LoadError> {
+        match element {
+            Element::Position => match numbers_fast::<3>(rest) {
+                Some((xyz, 3, true)) => {
+                    self.store_position(xyz);
+                    Ok(())
+                }
+                _ => self.position(rest),
+            },
+            Element::TexCoord => match numbers_fast::<2>(rest) {
+                // A third value (w) is ignored, whatever it is.
+                Some(([u, v], 2, _)) => {
+                    self.store_uv(Vec2::new(u, v));
+                    Ok(())
+                }
+                _ => self.texcoord(rest),
+            },
+            Element::Normal => match numbers_fast::<3>(rest) {
+                Some((n, 3, true)) => {
+                    self.store_normal(Vec3::from(n));
+                    Ok(())
+                }
+                _ => self.normal(rest),
+            },
+        }
+    }
+
+    /// `o name` or `g name` (a section named [`UNNAMED_GROUP`] without a name).
+    fn section(&mut self, rest: &[u8]) {
+        let name = trim(rest);
+        let name = if name.is_empty() {
+            UNNAMED_GROUP.to_string()
+        } else {
+            text(name)
+        };
+        self.out.events.push(Event::Section {
+            name,
+            line: self.line,
+        });
+    }
+
+    /// `usemtl name` (tallied without a name).
+    fn use_material(&mut self, rest: &[u8]) {
+        let name = trim(rest);
+        if name.is_empty() {
+            self.out.tally.unnamed_materials.note(self.line);
+        }
+        self.out.events.push(Event::UseMaterial {
+            name: text(name),
+            line: self.line,
+        });
+    }
+
+    /// `mtllib file` (an error without a file).
+    fn library(&mut self, rest: &[u8]) -> Result<(), LoadError> {
+        let name = trim(rest);
+        if name.is_empty() {
+            return Err(self.syntax("mtllib without a file name".into()));
+        }
+        self.out.events.push(Event::Library {
+            name: text(name),
+            line: self.line,
+        });
+        Ok(())
+    }
+
+    /// `s group` (an event only where the group changes).
+    fn smoothing_statement(&mut self, rest: &[u8]) {
+        let group = smoothing_group(trim(without_trailing_comment(rest)));
+        if self.smoothing != Some(group) {
+            self.smoothing = Some(group);
+            self.out.events.push(Event::Smoothing { group });
         }
     }
 
