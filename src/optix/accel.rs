@@ -810,6 +810,37 @@ impl GasBatch {
         streams: &StreamSet,
     ) -> Result<Vec<OptixTraversableHandle>, AccelError> {
         validate(&self.plan)?;
+        self.check_matches_plan(streams)?;
+        let _batch = nvtx::range_with(|| {
+            format!(
+                "GAS batch: {} builds on {} streams",
+                self.inputs.len(),
+                self.plan.streams
+            )
+        });
+        // From here on, builds may be in flight: the batch must outlive them.
+        self.in_flight = streams.streams.clone();
+        // The host itself may block in here (in optixAccelBuild, on an H200): the watchdog
+        // then ends the process with a message, since no error could ever be returned.
+        self.reset_progress();
+        let _watch = self.watch(Watched::Enqueue, build_wait_limit());
+        streams.fork()?;
+        let mut handles = vec![0; self.inputs.len()];
+        let lanes = self.plan.enqueue_lanes(self.enqueue_threads);
+        if lanes.len() <= 1 {
+            for &i in &self.plan.issue_order {
+                handles[i] = self.enqueue_one(i, streams)?;
+            }
+        } else {
+            self.enqueue_lanes_threaded(&lanes, streams, &mut handles)?;
+        }
+        streams.join()?;
+        Ok(handles)
+    }
+
+    /// The checks of [`GasBatch::enqueue`] beyond [`validate`]: the plan has one build per
+    /// GAS, no more streams than exist, and the totals the allocations were made for.
+    fn check_matches_plan(&self, streams: &StreamSet) -> Result<(), AccelError> {
         if self.plan.builds.len() != self.inputs.len() {
             return Err(AccelError::PlanMismatch(format!(
                 "{} planned builds for {} GASes",
@@ -831,63 +862,56 @@ impl GasBatch {
                 "allocations differ from the planned totals".into(),
             ));
         }
-        let _batch = nvtx::range_with(|| {
-            format!(
-                "GAS batch: {} builds on {} streams",
-                self.inputs.len(),
-                self.plan.streams
-            )
-        });
-        // From here on, builds may be in flight: the batch must outlive them.
-        self.in_flight = streams.streams.clone();
-        // The host itself may block in here (in optixAccelBuild, on an H200): the watchdog
-        // then ends the process with a message, since no error could ever be returned.
+        Ok(())
+    }
+
+    /// Zeroes the enqueue progress the watchdog's message reports.
+    fn reset_progress(&self) {
         self.progress
             .returned
             .store(0, std::sync::atomic::Ordering::Relaxed);
         self.progress
             .last_called
             .store(0, std::sync::atomic::Ordering::Relaxed);
-        let _watch = self.watch(Watched::Enqueue, build_wait_limit());
-        streams.fork()?;
-        let mut handles = vec![0; self.inputs.len()];
-        let lanes = self.plan.enqueue_lanes(self.enqueue_threads);
-        if lanes.len() <= 1 {
-            for &i in &self.plan.issue_order {
-                handles[i] = self.enqueue_one(i, streams)?;
-            }
-        } else {
-            // One scoped thread per lane, each enqueueing whole streams; every thread is
-            // joined before the streams are, so the join orders after every build. On an
-            // error the other lanes still finish enqueueing (their builds are valid), and the
-            // first error is returned.
-            let this = &*self;
-            let results: Vec<Result<Vec<(usize, OptixTraversableHandle)>, AccelError>> =
-                std::thread::scope(|scope| {
-                    let threads: Vec<_> = lanes
-                        .iter()
-                        .map(|lane| {
-                            scope.spawn(move || {
-                                lane.iter()
-                                    .map(|&i| Ok((i, this.enqueue_one(i, streams)?)))
-                                    .collect()
-                            })
+    }
+
+    /// Enqueues the builds of `lanes` (from [`BuildPlan::enqueue_lanes`]) on one thread per
+    /// lane and writes each build's handle into `handles`.
+    fn enqueue_lanes_threaded(
+        &self,
+        lanes: &[Vec<usize>],
+        streams: &StreamSet,
+        handles: &mut [OptixTraversableHandle],
+    ) -> Result<(), AccelError> {
+        // One scoped thread per lane, each enqueueing whole streams; every thread is
+        // joined before the streams are, so the join orders after every build. On an
+        // error the other lanes still finish enqueueing (their builds are valid), and the
+        // first error is returned.
+        let this = self;
+        let results: Vec<Result<Vec<(usize, OptixTraversableHandle)>, AccelError>> =
+            std::thread::scope(|scope| {
+                let threads: Vec<_> = lanes
+                    .iter()
+                    .map(|lane| {
+                        scope.spawn(move || {
+                            lane.iter()
+                                .map(|&i| Ok((i, this.enqueue_one(i, streams)?)))
+                                .collect()
                         })
-                        .collect();
-                    threads
-                        .into_iter()
-                        // A panic in a lane is a bug in this code: passed on as it is.
-                        .map(|t| t.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-                        .collect()
-                });
-            for lane in results {
-                for (i, h) in lane? {
-                    handles[i] = h;
-                }
+                    })
+                    .collect();
+                threads
+                    .into_iter()
+                    // A panic in a lane is a bug in this code: passed on as it is.
+                    .map(|t| t.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                    .collect()
+            });
+        for lane in results {
+            for (i, h) in lane? {
+                handles[i] = h;
             }
         }
-        streams.join()?;
-        Ok(handles)
+        Ok(())
     }
 
     /// Enqueues build `i` of the plan on its stream, at its ranges. Takes `&self`: the lanes
@@ -1227,28 +1251,7 @@ impl Accel {
             .map(|g| g.indices.len() as u64)
             .collect();
         let table = group_gases(&tris, &options.merge);
-        // A failed query is the driver's error to report, not "no limit".
-        let max_id = ctx.property_u32(sys::OPTIX_DEVICE_PROPERTY_LIMIT_MAX_INSTANCE_ID)?;
-        let max_instances =
-            ctx.property_u32(sys::OPTIX_DEVICE_PROPERTY_LIMIT_MAX_INSTANCES_PER_IAS)?;
-        let limit = u64::from(max_id.min(max_instances));
-        if table.gases.len() as u64 > limit || scene.groups.len() as u64 > u64::from(max_id) + 1 {
-            return Err(AccelError::TooManyInstances {
-                gases: table.gases.len(),
-                limit,
-            });
-        }
-        // The device's own limits: a merged GAS (`--merge-below`) can grow past them even
-        // when every group fits.
-        let limits = GasLimits {
-            primitives: ctx
-                .property_u32(sys::OPTIX_DEVICE_PROPERTY_LIMIT_MAX_PRIMITIVES_PER_GAS)?
-                .into(),
-            sbt_records: ctx
-                .property_u32(sys::OPTIX_DEVICE_PROPERTY_LIMIT_MAX_SBT_RECORDS_PER_GAS)?
-                .into(),
-        };
-        check_gas_limits(&table, &limits)?;
+        check_device_limits(ctx, scene, &table)?;
         let mut batch = GasBatch::prepare(ctx, &geometry, table.clone(), options)?;
         let mut handles = batch.enqueue(&streams)?;
         let mut stats = AccelStats {
@@ -1264,44 +1267,13 @@ impl Accel {
         batch.wait(&streams)?;
         // What follows (compaction, the IAS, their waits) takes milliseconds too: should a
         // call of it never return, the watchdog says so, as for the batch.
-        let limit = build_wait_limit();
-        let gases = table.gases.len();
-        let _watch = watchdog::global().arm(
-            limit + watchdog_grace(limit),
-            Box::new(move || {
-                format!(
-                    "the compaction and IAS build after {gases} GAS builds: the host was blocked \
-                     for {} s in them, which take milliseconds; the GPU or its driver hung",
-                    (limit + watchdog_grace(limit)).as_secs_f64()
-                )
-            }),
-        );
+        let _watch = watch_compaction_and_ias(table.gases.len());
         let build_contexts = batch.build_contexts().to_vec();
         let gas = match batch.read_compacted_sizes(&streams)? {
             Some(sizes) => {
                 let _range = nvtx::range_with(|| format!("compact: {} GASes", sizes.len()));
-                let (offsets, total) = compacted_layout(&sizes);
-                let compacted = gpu.alloc(total as usize)?;
-                let compacting = (|| -> Result<(), AccelError> {
-                    for (i, h) in handles.iter_mut().enumerate() {
-                        let slot = compacted.slice(offsets[i] as usize, sizes[i] as usize)?;
-                        // SAFETY: the GAS was built before this on the main stream (it waited
-                        // for every build's event, and read_compacted_sizes synchronised it);
-                        // `slot` is an aligned slice of a live allocation that nothing else
-                        // uses.
-                        *h = unsafe {
-                            batch
-                                .build_context(i)
-                                .accel_compact(streams.main(), *h, slot)
-                        }?;
-                    }
-                    Ok(())
-                })();
-                // The uncompacted GASes may only be freed once compaction has read them, and
-                // `compacted` (on an error) once no compaction still writes into it.
-                let synced = streams.main().synchronize();
-                compacting?;
-                synced?;
+                let (compacted, total) =
+                    compact_gases(&gpu, &batch, &streams, &mut handles, &sizes)?;
                 stats.compacted_bytes = Some(total);
                 drop(batch);
                 compacted
@@ -1315,48 +1287,22 @@ impl Accel {
         let instances = make_instances(&table, &handles);
         // The instance array depends only on host values, so it goes up on its own stream,
         // while the builds may still be running.
+        // Owned here: it is destroyed only when `build` returns, after the waits below.
         let upload_stream = gpu.new_stream()?;
-        let instances_buffer = gpu.upload(&upload_stream, &instances)?;
-        let ias_input = [OptixBuildInput::instances(OptixBuildInputInstanceArray {
-            instances: instances_buffer.device_ptr(),
-            num_instances: instances.len() as u32,
-            instance_stride: 0,
-        })];
-        let ias_options = OptixAccelBuildOptions {
-            build_flags: sys::OPTIX_BUILD_FLAG_PREFER_FAST_TRACE,
-            operation: sys::OPTIX_BUILD_OPERATION_BUILD,
-            ..Default::default()
-        };
-        // SAFETY: the input holds no host pointers.
-        let sizes = unsafe { ctx.accel_compute_memory_usage(&ias_options, &ias_input) }?;
-        let ias_scratch = gpu.alloc(sizes.temp_size_in_bytes)?;
-        let ias = gpu.alloc(sizes.output_size_in_bytes)?;
-        // SAFETY: the main stream is ordered after every GAS build (join) and compaction; the
-        // instance buffer is uploaded (synchronously) and lives in the returned Accel, as do
-        // the IAS scratch and output, used by nothing else.
-        let handle = unsafe {
-            ctx.accel_build(
-                streams.main(),
-                &ias_options,
-                &ias_input,
-                ias_scratch.as_slice(),
-                ias.as_slice(),
-                &[],
-            )
-        }?;
-        stats.ias_bytes = sizes.output_size_in_bytes as u64;
+        let ias = build_ias(ctx, &gpu, &upload_stream, streams.main(), &instances)?;
+        stats.ias_bytes = ias.output_bytes;
         // Scratch and triangles may be freed only once the builds that read them are done.
         streams.main().synchronize()?;
-        drop(ias_scratch);
+        drop(ias.scratch);
         drop(geometry);
         Ok(Accel {
-            handle,
+            handle: ias.handle,
             table,
             stats,
             streams,
             _gas: gas,
-            _ias: ias,
-            _instances: instances_buffer,
+            _ias: ias.output,
+            _instances: ias.instances,
             _build_contexts: build_contexts,
         })
     }
@@ -1379,6 +1325,153 @@ impl Accel {
     pub fn stream(&self) -> &Stream {
         self.streams.main()
     }
+}
+
+/// Fails when the table has more GASes (or the scene more groups) than the device's IAS
+/// takes, or a GAS more triangles or SBT records than the device's limits per GAS.
+fn check_device_limits(
+    ctx: &DeviceContext,
+    scene: &Scene,
+    table: &GasTable,
+) -> Result<(), AccelError> {
+    // A failed query is the driver's error to report, not "no limit".
+    let max_id = ctx.property_u32(sys::OPTIX_DEVICE_PROPERTY_LIMIT_MAX_INSTANCE_ID)?;
+    let max_instances = ctx.property_u32(sys::OPTIX_DEVICE_PROPERTY_LIMIT_MAX_INSTANCES_PER_IAS)?;
+    let limit = u64::from(max_id.min(max_instances));
+    if table.gases.len() as u64 > limit || scene.groups.len() as u64 > u64::from(max_id) + 1 {
+        return Err(AccelError::TooManyInstances {
+            gases: table.gases.len(),
+            limit,
+        });
+    }
+    // The device's own limits: a merged GAS (`--merge-below`) can grow past them even
+    // when every group fits.
+    let limits = GasLimits {
+        primitives: ctx
+            .property_u32(sys::OPTIX_DEVICE_PROPERTY_LIMIT_MAX_PRIMITIVES_PER_GAS)?
+            .into(),
+        sbt_records: ctx
+            .property_u32(sys::OPTIX_DEVICE_PROPERTY_LIMIT_MAX_SBT_RECORDS_PER_GAS)?
+            .into(),
+    };
+    check_gas_limits(table, &limits)
+}
+
+/// Arms the [`watchdog::global`] watchdog over the compaction and IAS build that follow a
+/// batch of `gases` GAS builds.
+fn watch_compaction_and_ias(gases: usize) -> Watch {
+    let limit = build_wait_limit();
+    watchdog::global().arm(
+        limit + watchdog_grace(limit),
+        Box::new(move || {
+            format!(
+                "the compaction and IAS build after {gases} GAS builds: the host was blocked \
+                 for {} s in them, which take milliseconds; the GPU or its driver hung",
+                (limit + watchdog_grace(limit)).as_secs_f64()
+            )
+        }),
+    )
+}
+
+/// Compacts every GAS of `batch` (compacted sizes `sizes`) into one new allocation on the
+/// main stream, replaces `handles` with the compacted ones, and waits for it. Returns the
+/// allocation and its size.
+fn compact_gases(
+    gpu: &Gpu,
+    batch: &GasBatch,
+    streams: &StreamSet,
+    handles: &mut [OptixTraversableHandle],
+    sizes: &[u64],
+) -> Result<(DeviceBuffer, u64), AccelError> {
+    let (offsets, total) = compacted_layout(sizes);
+    let compacted = gpu.alloc(total as usize)?;
+    let compacting = compact_each(batch, streams, handles, &compacted, &offsets, sizes);
+    // The uncompacted GASes may only be freed once compaction has read them, and
+    // `compacted` (on an error) once no compaction still writes into it.
+    let synced = streams.main().synchronize();
+    compacting?;
+    synced?;
+    Ok((compacted, total))
+}
+
+/// Enqueues the compaction of GAS `i` into `compacted` at `offsets[i]`, for every GAS in
+/// order, stopping at the first error.
+fn compact_each(
+    batch: &GasBatch,
+    streams: &StreamSet,
+    handles: &mut [OptixTraversableHandle],
+    compacted: &DeviceBuffer,
+    offsets: &[u64],
+    sizes: &[u64],
+) -> Result<(), AccelError> {
+    for (i, h) in handles.iter_mut().enumerate() {
+        let slot = compacted.slice(offsets[i] as usize, sizes[i] as usize)?;
+        // SAFETY: the GAS was built before this on the main stream (it waited
+        // for every build's event, and read_compacted_sizes synchronised it);
+        // `slot` is an aligned slice of a live allocation that nothing else
+        // uses.
+        *h = unsafe {
+            batch
+                .build_context(i)
+                .accel_compact(streams.main(), *h, slot)
+        }?;
+    }
+    Ok(())
+}
+
+/// The IAS as [`build_ias`] leaves it: enqueued on the main stream, not yet built.
+struct IasBuild {
+    handle: OptixTraversableHandle,
+    output: DeviceBuffer,
+    output_bytes: u64,
+    /// Free only once the main stream has built the IAS.
+    scratch: DeviceBuffer,
+    instances: DeviceBuffer,
+}
+
+/// Uploads `instances` on `upload_stream` and enqueues the IAS over them on `main`.
+fn build_ias(
+    ctx: &DeviceContext,
+    gpu: &Gpu,
+    upload_stream: &Stream,
+    main: &Stream,
+    instances: &[OptixInstance],
+) -> Result<IasBuild, AccelError> {
+    let instances_buffer = gpu.upload(upload_stream, instances)?;
+    let ias_input = [OptixBuildInput::instances(OptixBuildInputInstanceArray {
+        instances: instances_buffer.device_ptr(),
+        num_instances: instances.len() as u32,
+        instance_stride: 0,
+    })];
+    let ias_options = OptixAccelBuildOptions {
+        build_flags: sys::OPTIX_BUILD_FLAG_PREFER_FAST_TRACE,
+        operation: sys::OPTIX_BUILD_OPERATION_BUILD,
+        ..Default::default()
+    };
+    // SAFETY: the input holds no host pointers.
+    let sizes = unsafe { ctx.accel_compute_memory_usage(&ias_options, &ias_input) }?;
+    let ias_scratch = gpu.alloc(sizes.temp_size_in_bytes)?;
+    let ias = gpu.alloc(sizes.output_size_in_bytes)?;
+    // SAFETY: the main stream is ordered after every GAS build (join) and compaction; the
+    // instance buffer is uploaded (synchronously) and lives in the returned Accel, as do
+    // the IAS scratch and output, used by nothing else.
+    let handle = unsafe {
+        ctx.accel_build(
+            main,
+            &ias_options,
+            &ias_input,
+            ias_scratch.as_slice(),
+            ias.as_slice(),
+            &[],
+        )
+    }?;
+    Ok(IasBuild {
+        handle,
+        output: ias,
+        output_bytes: sizes.output_size_in_bytes as u64,
+        scratch: ias_scratch,
+        instances: instances_buffer,
+    })
 }
 
 impl Drop for Accel {
