@@ -49,9 +49,9 @@ pub type WrittenGuard = (GuardRegion, (usize, usize));
 pub const GUARD_FILL: u8 = 0xA5;
 
 /// How long [`GasBatch::wait`] waits for a batch of builds before it calls them hung. The
-/// builds measured take well under a second (the 390 builds of the sponza-like scene 14 to 93
-/// ms on an H200, a 3M-triangle toystore's under 0.1 s); a batch that has not finished after
-/// a minute is not going to, and an error naming it beats a process blocked for ever.
+/// builds measured take well under a second (docs/gas-builds.md); a batch that has not
+/// finished after a minute is not going to, and an error naming it beats a process blocked
+/// for ever.
 pub const BUILD_WAIT_LIMIT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// The environment variable that replaces [`BUILD_WAIT_LIMIT`] (seconds, a positive number): a
@@ -131,12 +131,10 @@ pub struct AccelOptions {
     /// See [`PlanOptions::issue`] (a diagnostic; [`IssueOrder::Assignment`] normally).
     pub issue: IssueOrder,
     /// Host threads that enqueue the builds (1: the calling thread alone), each owning whole
-    /// streams ([`BuildPlan::enqueue_lanes`]). Meant to lift a host-bound enqueue (build-bench
-    /// prints the host's enqueue time beside the batch's: on the H200 it is most of an
-    /// 8-stream batch), but concurrent `optixAccelBuild` calls on one context broke there, so
-    /// the context now serialises them ([`DeviceContext`]'s `accel_lock`) and more threads
-    /// cannot make the calls side by side, unless each stream has its own context
-    /// ([`BuildContexts::PerStream`]).
+    /// streams ([`BuildPlan::enqueue_lanes`]). Meant to lift a host-bound enqueue, but
+    /// concurrent `optixAccelBuild` calls on one context broke, so the context serialises them
+    /// ([`DeviceContext`]'s `accel_lock`): the threads make their calls side by side only when
+    /// each stream has its own context ([`BuildContexts::PerStream`]; docs/gas-builds.md).
     pub enqueue_threads: u32,
     /// The OptiX contexts the builds are enqueued through.
     pub contexts: BuildContexts,
@@ -144,18 +142,12 @@ pub struct AccelOptions {
 
 /// Which OptiX device contexts a batch's `optixAccelBuild` calls go through.
 ///
-/// The builds that crashed or hung on an H100 and an H200 (LPT, largest-first order, threaded
-/// enqueues: docs/gas-builds.md, known issue) wrote only inside their own ranges (guard
-/// bands), memcheck found nothing and racecheck and synccheck (which look at shared memory and
-/// barriers, not at global memory shared between kernels) found nothing, and with one hardware
-/// queue they passed. What the failing batches share with every other is the one context's
-/// OptiX-internal state, its queue of outstanding requests among it (OptiX's last words named
-/// it). `PerStream` gives every stream a context of its own, so that no two streams' builds
-/// share that state: if the crashes go with it, the race is inside OptiX's per-context state.
-/// Also what lets threaded enqueues make their calls side by side (each context has its own
-/// lock). The handles it returns are traced through the main context's IAS and pipeline: a
-/// traversable handle is a device address, and the GPU tests check the hits
-/// (tests/gpu_build_contexts.rs).
+/// The batches that crashed or hung through one context (docs/gas-builds.md, known issue)
+/// wrote only inside their own ranges; what they share is that context's OptiX-internal state.
+/// `PerStream` gives every stream a context of its own, so that no two streams' builds share
+/// it, and lets threaded enqueues make their calls side by side (each context has its own
+/// lock). Its handles are traced through the main context's IAS and pipeline: a traversable
+/// handle is a device address (tests/gpu_build_contexts.rs checks the hits).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum BuildContexts {
     /// Every build through the context the batch was prepared with.
@@ -184,8 +176,7 @@ impl Default for AccelOptions {
             compact: false,
             merge: MergeOptions::new(0),
             // The command line's measured weight, not 0: LPT batches weighted by triangles
-            // alone (0 and 1000) crashed or hung at 4 to 8 streams on an H100 and an H200,
-            // where 5000 and 20000 never did (docs/gas-builds.md, known issue).
+            // alone crashed or hung on a GPU (docs/gas-builds.md, known issue).
             lpt_build_weight: DEFAULT_LPT_BUILD_WEIGHT,
             guard_bytes: 0,
             issue: IssueOrder::Assignment,
@@ -202,18 +193,13 @@ pub const LPT_WEIGHT_SEEN_SAFE: u64 = 5000;
 impl AccelOptions {
     /// What crashed or hung on a GPU in configurations like this one (docs/gas-builds.md, known
     /// issue), one sentence each; empty for the configurations that never failed (round-robin
-    /// in build order through one context: hundreds of batches at 1 to 32 streams on an H100
-    /// and an H200; and, since 2026-11-27, everything through a context per stream).
+    /// in build order through one context, and everything through a context per stream).
     ///
     /// The failures are a race between builds running at once on different streams of ONE
     /// OptiX context, not an overlap in gasworks' plan: the plan's ranges are proven disjoint
-    /// ([`validate`]), guard bands around every range stayed clean, with one hardware queue
-    /// (`CUDA_DEVICE_MAX_CONNECTIONS=1`) the same batches passed, and through a context per
-    /// stream ([`BuildContexts::PerStream`]) every one of them passed on an H200 (driver 580):
-    /// LPT weight 0, largest-first and 4 enqueue threads at 8 streams, 6 runs of 6, where one
-    /// context passed 9 of 12 (bench/results/2026-11-27-NVIDIA-H200/, `race-contexts.log` and
-    /// `race.log`). They are said (logged) before such a batch is built, so that a crash does
-    /// not come as a surprise.
+    /// ([`validate`]), and the same batches passed with one hardware queue and through a
+    /// context per stream ([`BuildContexts::PerStream`]). They are logged before such a batch
+    /// is built, so that a crash does not come as a surprise.
     pub fn known_risks(&self) -> Vec<String> {
         if self.streams <= 1 || self.contexts == BuildContexts::PerStream {
             return Vec::new();
@@ -255,11 +241,10 @@ impl AccelOptions {
     /// enqueue thread, or an issue order that crashed through one context: [`known_risks`]),
     /// one shared context otherwise.
     ///
-    /// Not a context per stream everywhere: with one enqueue thread, 16 and 32 streams through
-    /// a context each took 22.4 and 24.3 ms on sponza-like against 15.7 and 15.8 ms through one
-    /// (an H200, 2026-11-27), and every extra context costs its creation and OptiX's memory.
-    /// With 4 enqueue threads through a context each, 16 streams took 9.07 ms: the threads'
-    /// calls then run side by side and lift the host-bound enqueue.
+    /// Not a context per stream everywhere: with one enqueue thread it was slower at 16 and 32
+    /// streams, and every extra context costs its creation and OptiX's memory. With several
+    /// enqueue threads it is faster: their calls then run side by side and lift the host-bound
+    /// enqueue (the figures: docs/gas-builds.md, step 6b).
     ///
     /// [`known_risks`]: AccelOptions::known_risks
     pub fn suited_contexts(&self) -> BuildContexts {
@@ -820,8 +805,8 @@ impl GasBatch {
         });
         // From here on, builds may be in flight: the batch must outlive them.
         self.in_flight = streams.streams.clone();
-        // The host itself may block in here (in optixAccelBuild, on an H200): the watchdog
-        // then ends the process with a message, since no error could ever be returned.
+        // The host itself may block in here (in optixAccelBuild): the watchdog then ends the
+        // process with a message, since no error could ever be returned.
         self.reset_progress();
         let _watch = self.watch(Watched::Enqueue, build_wait_limit());
         streams.fork()?;
@@ -947,7 +932,7 @@ impl GasBatch {
         // once shares a byte with them (validate proved it); the emitted size goes to a live,
         // 8-byte aligned slot of its own. Each lane's builds are on streams no other lane
         // touches, and each context serialises the calls made through it (concurrent ones
-        // broke on an H200, whatever the OptiX guide says of its host API's thread safety);
+        // broke, whatever the OptiX guide says of its host API's thread safety);
         // with a context per stream, lanes call through contexts no other lane uses.
         let handle = unsafe {
             self.build_context(i).accel_build(

@@ -820,9 +820,8 @@ impl OptixWorker {
 
 /// How long each launch of a tile may keep the host waiting for the tile's stream before the
 /// watchdog calls the GPU hung. A launch is at most [`launch::SAMPLES_PER_LAUNCH`]
-/// pixel-samples, milliseconds on the GPUs measured (over 95 M samples/s on an H200 at 8
-/// bounces); a minute is thousands of times that, and still far from a render that is merely
-/// slow. Under compute-sanitizer launches slow down a hundredfold and stay well inside it.
+/// pixel-samples, milliseconds on the GPUs measured (docs/gpu-checks.md); a minute is
+/// thousands of times that, and still far from a render that is merely slow. Under compute-sanitizer launches slow down a hundredfold and stay well inside it.
 pub const LAUNCH_WAIT_LIMIT: Duration = Duration::from_secs(60);
 
 /// The environment variable that replaces [`LAUNCH_WAIT_LIMIT`] (seconds per launch, a

@@ -38,9 +38,9 @@ pub enum Assign {
 }
 
 /// The order the host enqueues the builds in; the streams are [`Assign`]'s either way. A
-/// diagnostic: on an H100 (2026-11-24) LPT batches with small build weights crashed
-/// (`CUDA_ERROR_ILLEGAL_ADDRESS`) or hung while round-robin never did, and LPT differs from
-/// round-robin in both the streams and the issue order; crossing the two tells which matters.
+/// diagnostic: LPT batches with small build weights crashed or hung while round-robin never
+/// did (docs/gas-builds.md, known issue), and LPT differs from round-robin in both the streams
+/// and the issue order; crossing the two tells which matters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum IssueOrder {
     /// The assignment's own order: build order for round-robin, largest first for LPT.
@@ -671,21 +671,16 @@ pub fn written_span(bytes: &[u8], fill: u8) -> Option<(usize, usize)> {
 // ---------------------------------------------------------------------------------------------
 // Which GASes: one per group, or small groups merged (`--merge-below`).
 
-/// The command line's `--merge-below` default, from the H100 build-bench of 2026-11-24
-/// (`bench/results/2026-11-24-NVIDIA-H100-80GB-HBM3/bench-sponza-merge.log`, 100 repeats):
-/// the sponza-like scene's 390 groups build in 15.2 ms (median, 8 streams) as 390 GASes and
-/// in 3.02 ms as 35 GASes below 1024 triangles (64: 10.5 ms, 256: 5.88 ms), against 1.30 ms
-/// for one GAS of the whole scene. Groups keep their identity (their own SBT records). The
-/// 10M-triangle toystore, whose groups are all larger, is unchanged by it.
+/// The command line's `--merge-below` default, from build-bench (docs/gas-builds.md, "Defaults
+/// set from these figures"): merging the sponza-like scene's groups below 1024 triangles made
+/// its batch several times faster, closer to one GAS of the whole scene. Groups keep their
+/// identity (their own SBT records); a scene whose groups are all larger is unchanged by it.
 pub const DEFAULT_MERGE_BELOW: u64 = 1024;
 
-/// The command line's `--lpt-build-weight` default, from the same H100 run
-/// (`bench/results/2026-11-24-NVIDIA-H100-80GB-HBM3-run3/bench-lpt-w*.log`): a build costs
-/// about 0.22 ms plus 0.042 ms per thousand triangles (one stream: sponza-like, 390 builds of
-/// 667 triangles on average, 97 ms; toystore, 1009 of 9916, 642 ms), so triangles alone
-/// (weight 0) pile the small builds onto a few streams: 8 streams took 19.3 ms against
-/// round-robin's 14.6. Of the weights timed (0, 1000, 5000, 20000), 20000 was fastest:
-/// 13.6 ms at 8 streams and 13.4 ms at 16 (round-robin in the same call: 14.6 and 14.8).
+/// The command line's `--lpt-build-weight` default, from build-bench (docs/gas-builds.md, "LPT
+/// build weight"): a build has a fixed cost beside its per-triangle one, so triangles
+/// alone (weight 0) pile the small builds onto a few streams; of the weights timed, 20000 was
+/// the fastest.
 pub const DEFAULT_LPT_BUILD_WEIGHT: u64 = 20_000;
 
 /// Default cap on the triangles of one merged GAS. Not measured: it keeps a merged GAS far
