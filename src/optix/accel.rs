@@ -49,9 +49,9 @@ pub type WrittenGuard = (GuardRegion, (usize, usize));
 pub const GUARD_FILL: u8 = 0xA5;
 
 /// How long [`GasBatch::wait`] waits for a batch of builds before it calls them hung. The
-/// builds measured take well under a second (the 390 builds of the sponza-like scene 14 to 93
-/// ms on an H200, a 3M-triangle toystore's under 0.1 s); a batch that has not finished after
-/// a minute is not going to, and an error naming it beats a process blocked for ever.
+/// builds measured take well under a second (docs/gas-builds.md); a batch that has not
+/// finished after a minute is not going to, and an error naming it beats a process blocked
+/// for ever.
 pub const BUILD_WAIT_LIMIT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// The environment variable that replaces [`BUILD_WAIT_LIMIT`] (seconds, a positive number): a
@@ -131,12 +131,10 @@ pub struct AccelOptions {
     /// See [`PlanOptions::issue`] (a diagnostic; [`IssueOrder::Assignment`] normally).
     pub issue: IssueOrder,
     /// Host threads that enqueue the builds (1: the calling thread alone), each owning whole
-    /// streams ([`BuildPlan::enqueue_lanes`]). Meant to lift a host-bound enqueue (build-bench
-    /// prints the host's enqueue time beside the batch's: on the H200 it is most of an
-    /// 8-stream batch), but concurrent `optixAccelBuild` calls on one context broke there, so
-    /// the context now serialises them ([`DeviceContext`]'s `accel_lock`) and more threads
-    /// cannot make the calls side by side, unless each stream has its own context
-    /// ([`BuildContexts::PerStream`]).
+    /// streams ([`BuildPlan::enqueue_lanes`]). Meant to lift a host-bound enqueue, but
+    /// concurrent `optixAccelBuild` calls on one context broke, so the context serialises them
+    /// ([`DeviceContext`]'s `accel_lock`): the threads make their calls side by side only when
+    /// each stream has its own context ([`BuildContexts::PerStream`]; docs/gas-builds.md).
     pub enqueue_threads: u32,
     /// The OptiX contexts the builds are enqueued through.
     pub contexts: BuildContexts,
@@ -144,18 +142,12 @@ pub struct AccelOptions {
 
 /// Which OptiX device contexts a batch's `optixAccelBuild` calls go through.
 ///
-/// The builds that crashed or hung on an H100 and an H200 (LPT, largest-first order, threaded
-/// enqueues: docs/gas-builds.md, known issue) wrote only inside their own ranges (guard
-/// bands), memcheck found nothing and racecheck and synccheck (which look at shared memory and
-/// barriers, not at global memory shared between kernels) found nothing, and with one hardware
-/// queue they passed. What the failing batches share with every other is the one context's
-/// OptiX-internal state, its queue of outstanding requests among it (OptiX's last words named
-/// it). `PerStream` gives every stream a context of its own, so that no two streams' builds
-/// share that state: if the crashes go with it, the race is inside OptiX's per-context state.
-/// Also what lets threaded enqueues make their calls side by side (each context has its own
-/// lock). The handles it returns are traced through the main context's IAS and pipeline: a
-/// traversable handle is a device address, and the GPU tests check the hits
-/// (tests/gpu_build_contexts.rs).
+/// The batches that crashed or hung through one context (docs/gas-builds.md, known issue)
+/// wrote only inside their own ranges; what they share is that context's OptiX-internal state.
+/// `PerStream` gives every stream a context of its own, so that no two streams' builds share
+/// it, and lets threaded enqueues make their calls side by side (each context has its own
+/// lock). Its handles are traced through the main context's IAS and pipeline: a traversable
+/// handle is a device address (tests/gpu_build_contexts.rs checks the hits).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum BuildContexts {
     /// Every build through the context the batch was prepared with.
@@ -184,8 +176,7 @@ impl Default for AccelOptions {
             compact: false,
             merge: MergeOptions::new(0),
             // The command line's measured weight, not 0: LPT batches weighted by triangles
-            // alone (0 and 1000) crashed or hung at 4 to 8 streams on an H100 and an H200,
-            // where 5000 and 20000 never did (docs/gas-builds.md, known issue).
+            // alone crashed or hung on a GPU (docs/gas-builds.md, known issue).
             lpt_build_weight: DEFAULT_LPT_BUILD_WEIGHT,
             guard_bytes: 0,
             issue: IssueOrder::Assignment,
@@ -202,18 +193,13 @@ pub const LPT_WEIGHT_SEEN_SAFE: u64 = 5000;
 impl AccelOptions {
     /// What crashed or hung on a GPU in configurations like this one (docs/gas-builds.md, known
     /// issue), one sentence each; empty for the configurations that never failed (round-robin
-    /// in build order through one context: hundreds of batches at 1 to 32 streams on an H100
-    /// and an H200; and, since 2026-11-27, everything through a context per stream).
+    /// in build order through one context, and everything through a context per stream).
     ///
     /// The failures are a race between builds running at once on different streams of ONE
     /// OptiX context, not an overlap in gasworks' plan: the plan's ranges are proven disjoint
-    /// ([`validate`]), guard bands around every range stayed clean, with one hardware queue
-    /// (`CUDA_DEVICE_MAX_CONNECTIONS=1`) the same batches passed, and through a context per
-    /// stream ([`BuildContexts::PerStream`]) every one of them passed on an H200 (driver 580):
-    /// LPT weight 0, largest-first and 4 enqueue threads at 8 streams, 6 runs of 6, where one
-    /// context passed 9 of 12 (bench/results/2026-11-27-NVIDIA-H200/, `race-contexts.log` and
-    /// `race.log`). They are said (logged) before such a batch is built, so that a crash does
-    /// not come as a surprise.
+    /// ([`validate`]), and the same batches passed with one hardware queue and through a
+    /// context per stream ([`BuildContexts::PerStream`]). They are logged before such a batch
+    /// is built, so that a crash does not come as a surprise.
     pub fn known_risks(&self) -> Vec<String> {
         if self.streams <= 1 || self.contexts == BuildContexts::PerStream {
             return Vec::new();
@@ -255,11 +241,10 @@ impl AccelOptions {
     /// enqueue thread, or an issue order that crashed through one context: [`known_risks`]),
     /// one shared context otherwise.
     ///
-    /// Not a context per stream everywhere: with one enqueue thread, 16 and 32 streams through
-    /// a context each took 22.4 and 24.3 ms on sponza-like against 15.7 and 15.8 ms through one
-    /// (an H200, 2026-11-27), and every extra context costs its creation and OptiX's memory.
-    /// With 4 enqueue threads through a context each, 16 streams took 9.07 ms: the threads'
-    /// calls then run side by side and lift the host-bound enqueue.
+    /// Not a context per stream everywhere: with one enqueue thread it was slower at 16 and 32
+    /// streams, and every extra context costs its creation and OptiX's memory. With several
+    /// enqueue threads it is faster: their calls then run side by side and lift the host-bound
+    /// enqueue (the figures: docs/gas-builds.md, step 6b).
     ///
     /// [`known_risks`]: AccelOptions::known_risks
     pub fn suited_contexts(&self) -> BuildContexts {
@@ -810,6 +795,37 @@ impl GasBatch {
         streams: &StreamSet,
     ) -> Result<Vec<OptixTraversableHandle>, AccelError> {
         validate(&self.plan)?;
+        self.check_matches_plan(streams)?;
+        let _batch = nvtx::range_with(|| {
+            format!(
+                "GAS batch: {} builds on {} streams",
+                self.inputs.len(),
+                self.plan.streams
+            )
+        });
+        // From here on, builds may be in flight: the batch must outlive them.
+        self.in_flight = streams.streams.clone();
+        // The host itself may block in here (in optixAccelBuild): the watchdog then ends the
+        // process with a message, since no error could ever be returned.
+        self.reset_progress();
+        let _watch = self.watch(Watched::Enqueue, build_wait_limit());
+        streams.fork()?;
+        let mut handles = vec![0; self.inputs.len()];
+        let lanes = self.plan.enqueue_lanes(self.enqueue_threads);
+        if lanes.len() <= 1 {
+            for &i in &self.plan.issue_order {
+                handles[i] = self.enqueue_one(i, streams)?;
+            }
+        } else {
+            self.enqueue_lanes_threaded(&lanes, streams, &mut handles)?;
+        }
+        streams.join()?;
+        Ok(handles)
+    }
+
+    /// The checks of [`GasBatch::enqueue`] beyond [`validate`]: the plan has one build per
+    /// GAS, no more streams than exist, and the totals the allocations were made for.
+    fn check_matches_plan(&self, streams: &StreamSet) -> Result<(), AccelError> {
         if self.plan.builds.len() != self.inputs.len() {
             return Err(AccelError::PlanMismatch(format!(
                 "{} planned builds for {} GASes",
@@ -831,63 +847,56 @@ impl GasBatch {
                 "allocations differ from the planned totals".into(),
             ));
         }
-        let _batch = nvtx::range_with(|| {
-            format!(
-                "GAS batch: {} builds on {} streams",
-                self.inputs.len(),
-                self.plan.streams
-            )
-        });
-        // From here on, builds may be in flight: the batch must outlive them.
-        self.in_flight = streams.streams.clone();
-        // The host itself may block in here (in optixAccelBuild, on an H200): the watchdog
-        // then ends the process with a message, since no error could ever be returned.
+        Ok(())
+    }
+
+    /// Zeroes the enqueue progress the watchdog's message reports.
+    fn reset_progress(&self) {
         self.progress
             .returned
             .store(0, std::sync::atomic::Ordering::Relaxed);
         self.progress
             .last_called
             .store(0, std::sync::atomic::Ordering::Relaxed);
-        let _watch = self.watch(Watched::Enqueue, build_wait_limit());
-        streams.fork()?;
-        let mut handles = vec![0; self.inputs.len()];
-        let lanes = self.plan.enqueue_lanes(self.enqueue_threads);
-        if lanes.len() <= 1 {
-            for &i in &self.plan.issue_order {
-                handles[i] = self.enqueue_one(i, streams)?;
-            }
-        } else {
-            // One scoped thread per lane, each enqueueing whole streams; every thread is
-            // joined before the streams are, so the join orders after every build. On an
-            // error the other lanes still finish enqueueing (their builds are valid), and the
-            // first error is returned.
-            let this = &*self;
-            let results: Vec<Result<Vec<(usize, OptixTraversableHandle)>, AccelError>> =
-                std::thread::scope(|scope| {
-                    let threads: Vec<_> = lanes
-                        .iter()
-                        .map(|lane| {
-                            scope.spawn(move || {
-                                lane.iter()
-                                    .map(|&i| Ok((i, this.enqueue_one(i, streams)?)))
-                                    .collect()
-                            })
+    }
+
+    /// Enqueues the builds of `lanes` (from [`BuildPlan::enqueue_lanes`]) on one thread per
+    /// lane and writes each build's handle into `handles`.
+    fn enqueue_lanes_threaded(
+        &self,
+        lanes: &[Vec<usize>],
+        streams: &StreamSet,
+        handles: &mut [OptixTraversableHandle],
+    ) -> Result<(), AccelError> {
+        // One scoped thread per lane, each enqueueing whole streams; every thread is
+        // joined before the streams are, so the join orders after every build. On an
+        // error the other lanes still finish enqueueing (their builds are valid), and the
+        // first error is returned.
+        let this = self;
+        let results: Vec<Result<Vec<(usize, OptixTraversableHandle)>, AccelError>> =
+            std::thread::scope(|scope| {
+                let threads: Vec<_> = lanes
+                    .iter()
+                    .map(|lane| {
+                        scope.spawn(move || {
+                            lane.iter()
+                                .map(|&i| Ok((i, this.enqueue_one(i, streams)?)))
+                                .collect()
                         })
-                        .collect();
-                    threads
-                        .into_iter()
-                        // A panic in a lane is a bug in this code: passed on as it is.
-                        .map(|t| t.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-                        .collect()
-                });
-            for lane in results {
-                for (i, h) in lane? {
-                    handles[i] = h;
-                }
+                    })
+                    .collect();
+                threads
+                    .into_iter()
+                    // A panic in a lane is a bug in this code: passed on as it is.
+                    .map(|t| t.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                    .collect()
+            });
+        for lane in results {
+            for (i, h) in lane? {
+                handles[i] = h;
             }
         }
-        streams.join()?;
-        Ok(handles)
+        Ok(())
     }
 
     /// Enqueues build `i` of the plan on its stream, at its ranges. Takes `&self`: the lanes
@@ -923,7 +932,7 @@ impl GasBatch {
         // once shares a byte with them (validate proved it); the emitted size goes to a live,
         // 8-byte aligned slot of its own. Each lane's builds are on streams no other lane
         // touches, and each context serialises the calls made through it (concurrent ones
-        // broke on an H200, whatever the OptiX guide says of its host API's thread safety);
+        // broke, whatever the OptiX guide says of its host API's thread safety);
         // with a context per stream, lanes call through contexts no other lane uses.
         let handle = unsafe {
             self.build_context(i).accel_build(
@@ -1227,28 +1236,7 @@ impl Accel {
             .map(|g| g.indices.len() as u64)
             .collect();
         let table = group_gases(&tris, &options.merge);
-        // A failed query is the driver's error to report, not "no limit".
-        let max_id = ctx.property_u32(sys::OPTIX_DEVICE_PROPERTY_LIMIT_MAX_INSTANCE_ID)?;
-        let max_instances =
-            ctx.property_u32(sys::OPTIX_DEVICE_PROPERTY_LIMIT_MAX_INSTANCES_PER_IAS)?;
-        let limit = u64::from(max_id.min(max_instances));
-        if table.gases.len() as u64 > limit || scene.groups.len() as u64 > u64::from(max_id) + 1 {
-            return Err(AccelError::TooManyInstances {
-                gases: table.gases.len(),
-                limit,
-            });
-        }
-        // The device's own limits: a merged GAS (`--merge-below`) can grow past them even
-        // when every group fits.
-        let limits = GasLimits {
-            primitives: ctx
-                .property_u32(sys::OPTIX_DEVICE_PROPERTY_LIMIT_MAX_PRIMITIVES_PER_GAS)?
-                .into(),
-            sbt_records: ctx
-                .property_u32(sys::OPTIX_DEVICE_PROPERTY_LIMIT_MAX_SBT_RECORDS_PER_GAS)?
-                .into(),
-        };
-        check_gas_limits(&table, &limits)?;
+        check_device_limits(ctx, scene, &table)?;
         let mut batch = GasBatch::prepare(ctx, &geometry, table.clone(), options)?;
         let mut handles = batch.enqueue(&streams)?;
         let mut stats = AccelStats {
@@ -1264,44 +1252,13 @@ impl Accel {
         batch.wait(&streams)?;
         // What follows (compaction, the IAS, their waits) takes milliseconds too: should a
         // call of it never return, the watchdog says so, as for the batch.
-        let limit = build_wait_limit();
-        let gases = table.gases.len();
-        let _watch = watchdog::global().arm(
-            limit + watchdog_grace(limit),
-            Box::new(move || {
-                format!(
-                    "the compaction and IAS build after {gases} GAS builds: the host was blocked \
-                     for {} s in them, which take milliseconds; the GPU or its driver hung",
-                    (limit + watchdog_grace(limit)).as_secs_f64()
-                )
-            }),
-        );
+        let _watch = watch_compaction_and_ias(table.gases.len());
         let build_contexts = batch.build_contexts().to_vec();
         let gas = match batch.read_compacted_sizes(&streams)? {
             Some(sizes) => {
                 let _range = nvtx::range_with(|| format!("compact: {} GASes", sizes.len()));
-                let (offsets, total) = compacted_layout(&sizes);
-                let compacted = gpu.alloc(total as usize)?;
-                let compacting = (|| -> Result<(), AccelError> {
-                    for (i, h) in handles.iter_mut().enumerate() {
-                        let slot = compacted.slice(offsets[i] as usize, sizes[i] as usize)?;
-                        // SAFETY: the GAS was built before this on the main stream (it waited
-                        // for every build's event, and read_compacted_sizes synchronised it);
-                        // `slot` is an aligned slice of a live allocation that nothing else
-                        // uses.
-                        *h = unsafe {
-                            batch
-                                .build_context(i)
-                                .accel_compact(streams.main(), *h, slot)
-                        }?;
-                    }
-                    Ok(())
-                })();
-                // The uncompacted GASes may only be freed once compaction has read them, and
-                // `compacted` (on an error) once no compaction still writes into it.
-                let synced = streams.main().synchronize();
-                compacting?;
-                synced?;
+                let (compacted, total) =
+                    compact_gases(&gpu, &batch, &streams, &mut handles, &sizes)?;
                 stats.compacted_bytes = Some(total);
                 drop(batch);
                 compacted
@@ -1315,48 +1272,22 @@ impl Accel {
         let instances = make_instances(&table, &handles);
         // The instance array depends only on host values, so it goes up on its own stream,
         // while the builds may still be running.
+        // Owned here: it is destroyed only when `build` returns, after the waits below.
         let upload_stream = gpu.new_stream()?;
-        let instances_buffer = gpu.upload(&upload_stream, &instances)?;
-        let ias_input = [OptixBuildInput::instances(OptixBuildInputInstanceArray {
-            instances: instances_buffer.device_ptr(),
-            num_instances: instances.len() as u32,
-            instance_stride: 0,
-        })];
-        let ias_options = OptixAccelBuildOptions {
-            build_flags: sys::OPTIX_BUILD_FLAG_PREFER_FAST_TRACE,
-            operation: sys::OPTIX_BUILD_OPERATION_BUILD,
-            ..Default::default()
-        };
-        // SAFETY: the input holds no host pointers.
-        let sizes = unsafe { ctx.accel_compute_memory_usage(&ias_options, &ias_input) }?;
-        let ias_scratch = gpu.alloc(sizes.temp_size_in_bytes)?;
-        let ias = gpu.alloc(sizes.output_size_in_bytes)?;
-        // SAFETY: the main stream is ordered after every GAS build (join) and compaction; the
-        // instance buffer is uploaded (synchronously) and lives in the returned Accel, as do
-        // the IAS scratch and output, used by nothing else.
-        let handle = unsafe {
-            ctx.accel_build(
-                streams.main(),
-                &ias_options,
-                &ias_input,
-                ias_scratch.as_slice(),
-                ias.as_slice(),
-                &[],
-            )
-        }?;
-        stats.ias_bytes = sizes.output_size_in_bytes as u64;
+        let ias = build_ias(ctx, &gpu, &upload_stream, streams.main(), &instances)?;
+        stats.ias_bytes = ias.output_bytes;
         // Scratch and triangles may be freed only once the builds that read them are done.
         streams.main().synchronize()?;
-        drop(ias_scratch);
+        drop(ias.scratch);
         drop(geometry);
         Ok(Accel {
-            handle,
+            handle: ias.handle,
             table,
             stats,
             streams,
             _gas: gas,
-            _ias: ias,
-            _instances: instances_buffer,
+            _ias: ias.output,
+            _instances: ias.instances,
             _build_contexts: build_contexts,
         })
     }
@@ -1379,6 +1310,153 @@ impl Accel {
     pub fn stream(&self) -> &Stream {
         self.streams.main()
     }
+}
+
+/// Fails when the table has more GASes (or the scene more groups) than the device's IAS
+/// takes, or a GAS more triangles or SBT records than the device's limits per GAS.
+fn check_device_limits(
+    ctx: &DeviceContext,
+    scene: &Scene,
+    table: &GasTable,
+) -> Result<(), AccelError> {
+    // A failed query is the driver's error to report, not "no limit".
+    let max_id = ctx.property_u32(sys::OPTIX_DEVICE_PROPERTY_LIMIT_MAX_INSTANCE_ID)?;
+    let max_instances = ctx.property_u32(sys::OPTIX_DEVICE_PROPERTY_LIMIT_MAX_INSTANCES_PER_IAS)?;
+    let limit = u64::from(max_id.min(max_instances));
+    if table.gases.len() as u64 > limit || scene.groups.len() as u64 > u64::from(max_id) + 1 {
+        return Err(AccelError::TooManyInstances {
+            gases: table.gases.len(),
+            limit,
+        });
+    }
+    // The device's own limits: a merged GAS (`--merge-below`) can grow past them even
+    // when every group fits.
+    let limits = GasLimits {
+        primitives: ctx
+            .property_u32(sys::OPTIX_DEVICE_PROPERTY_LIMIT_MAX_PRIMITIVES_PER_GAS)?
+            .into(),
+        sbt_records: ctx
+            .property_u32(sys::OPTIX_DEVICE_PROPERTY_LIMIT_MAX_SBT_RECORDS_PER_GAS)?
+            .into(),
+    };
+    check_gas_limits(table, &limits)
+}
+
+/// Arms the [`watchdog::global`] watchdog over the compaction and IAS build that follow a
+/// batch of `gases` GAS builds.
+fn watch_compaction_and_ias(gases: usize) -> Watch {
+    let limit = build_wait_limit();
+    watchdog::global().arm(
+        limit + watchdog_grace(limit),
+        Box::new(move || {
+            format!(
+                "the compaction and IAS build after {gases} GAS builds: the host was blocked \
+                 for {} s in them, which take milliseconds; the GPU or its driver hung",
+                (limit + watchdog_grace(limit)).as_secs_f64()
+            )
+        }),
+    )
+}
+
+/// Compacts every GAS of `batch` (compacted sizes `sizes`) into one new allocation on the
+/// main stream, replaces `handles` with the compacted ones, and waits for it. Returns the
+/// allocation and its size.
+fn compact_gases(
+    gpu: &Gpu,
+    batch: &GasBatch,
+    streams: &StreamSet,
+    handles: &mut [OptixTraversableHandle],
+    sizes: &[u64],
+) -> Result<(DeviceBuffer, u64), AccelError> {
+    let (offsets, total) = compacted_layout(sizes);
+    let compacted = gpu.alloc(total as usize)?;
+    let compacting = compact_each(batch, streams, handles, &compacted, &offsets, sizes);
+    // The uncompacted GASes may only be freed once compaction has read them, and
+    // `compacted` (on an error) once no compaction still writes into it.
+    let synced = streams.main().synchronize();
+    compacting?;
+    synced?;
+    Ok((compacted, total))
+}
+
+/// Enqueues the compaction of GAS `i` into `compacted` at `offsets[i]`, for every GAS in
+/// order, stopping at the first error.
+fn compact_each(
+    batch: &GasBatch,
+    streams: &StreamSet,
+    handles: &mut [OptixTraversableHandle],
+    compacted: &DeviceBuffer,
+    offsets: &[u64],
+    sizes: &[u64],
+) -> Result<(), AccelError> {
+    for (i, h) in handles.iter_mut().enumerate() {
+        let slot = compacted.slice(offsets[i] as usize, sizes[i] as usize)?;
+        // SAFETY: the GAS was built before this on the main stream (it waited
+        // for every build's event, and read_compacted_sizes synchronised it);
+        // `slot` is an aligned slice of a live allocation that nothing else
+        // uses.
+        *h = unsafe {
+            batch
+                .build_context(i)
+                .accel_compact(streams.main(), *h, slot)
+        }?;
+    }
+    Ok(())
+}
+
+/// The IAS as [`build_ias`] leaves it: enqueued on the main stream, not yet built.
+struct IasBuild {
+    handle: OptixTraversableHandle,
+    output: DeviceBuffer,
+    output_bytes: u64,
+    /// Free only once the main stream has built the IAS.
+    scratch: DeviceBuffer,
+    instances: DeviceBuffer,
+}
+
+/// Uploads `instances` on `upload_stream` and enqueues the IAS over them on `main`.
+fn build_ias(
+    ctx: &DeviceContext,
+    gpu: &Gpu,
+    upload_stream: &Stream,
+    main: &Stream,
+    instances: &[OptixInstance],
+) -> Result<IasBuild, AccelError> {
+    let instances_buffer = gpu.upload(upload_stream, instances)?;
+    let ias_input = [OptixBuildInput::instances(OptixBuildInputInstanceArray {
+        instances: instances_buffer.device_ptr(),
+        num_instances: instances.len() as u32,
+        instance_stride: 0,
+    })];
+    let ias_options = OptixAccelBuildOptions {
+        build_flags: sys::OPTIX_BUILD_FLAG_PREFER_FAST_TRACE,
+        operation: sys::OPTIX_BUILD_OPERATION_BUILD,
+        ..Default::default()
+    };
+    // SAFETY: the input holds no host pointers.
+    let sizes = unsafe { ctx.accel_compute_memory_usage(&ias_options, &ias_input) }?;
+    let ias_scratch = gpu.alloc(sizes.temp_size_in_bytes)?;
+    let ias = gpu.alloc(sizes.output_size_in_bytes)?;
+    // SAFETY: the main stream is ordered after every GAS build (join) and compaction; the
+    // instance buffer is uploaded (synchronously) and lives in the returned Accel, as do
+    // the IAS scratch and output, used by nothing else.
+    let handle = unsafe {
+        ctx.accel_build(
+            main,
+            &ias_options,
+            &ias_input,
+            ias_scratch.as_slice(),
+            ias.as_slice(),
+            &[],
+        )
+    }?;
+    Ok(IasBuild {
+        handle,
+        output: ias,
+        output_bytes: sizes.output_size_in_bytes as u64,
+        scratch: ias_scratch,
+        instances: instances_buffer,
+    })
 }
 
 impl Drop for Accel {

@@ -81,14 +81,11 @@ pub struct DeviceContext {
     gpu: Gpu,
     validation: bool,
     /// Held across every call that enqueues acceleration-structure work (build, compaction,
-    /// emitted property), so that no two such calls on this context overlap. Measured on an
-    /// H200 (driver 580.159.04, 2026-11-26, bench/results/2026-11-26-NVIDIA-H200/): builds
-    /// enqueued from 2 threads at once, on disjoint streams and disjoint memory, gave a GAS
-    /// whose hits differ from the CPU oracle's, and from 8 threads OptiX itself failed
-    /// ("Error syncing on outstanding request event", CUDA_ERROR_ILLEGAL_ADDRESS), whatever
-    /// the programming guide's thread-safety section promises. Launches are not serialised:
-    /// the scheduler's GPU workers launch from several threads, and their images were
-    /// bit-identical on the H100 and the H200.
+    /// emitted property), so that no two such calls on this context overlap: builds enqueued
+    /// from several threads at once, on disjoint streams and memory, gave wrong hits or failed
+    /// inside OptiX, whatever the programming guide's thread-safety section promises
+    /// (docs/gas-builds.md, step 6). Launches are not serialised: the scheduler's GPU workers
+    /// launch from several threads, and their images were bit-identical (docs/gpu-checks.md).
     accel_lock: Mutex<()>,
     // Declared last so that it is dropped after the context is destroyed.
     library: Arc<OptixLibrary>,

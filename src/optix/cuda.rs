@@ -27,8 +27,8 @@ use super::sys::{CUcontext, CUdeviceptr, CUstream};
 pub const CUDA_LIBRARY_NAME: &str = "libcuda.so.1";
 
 /// The kernel of [`Stream::fault_on_purpose`]: one thread storing to address 0. Written by hand
-/// (the PTX version and target of the shipped path tracer's, which the lent H100s and H200s
-/// load), NUL-terminated for `cuModuleLoadData`.
+/// (the PTX version and target of the shipped path tracer's, which the GPUs checked load),
+/// NUL-terminated for `cuModuleLoadData`.
 const FAULT_PTX: &str = "\
 .version 8.2
 .target sm_75
@@ -121,9 +121,8 @@ pub const MAX_CONNECTIONS: u32 = 32;
 
 /// Asks CUDA for enough hardware work queues for `streams` streams to run side by side. A
 /// context gets 8 unless [`MAX_CONNECTIONS_VAR`] says otherwise, and streams beyond that share
-/// queues with the first 8, which serialises their work: on an H100 the 10M-triangle
-/// toystore's 1009 GAS builds took 87.3 ms over 16 streams with 8 queues and 48.3 ms with 32
-/// (36.3 ms over 32 streams), 2026-11-24. Sets the variable to `min(streams, 32)` when
+/// queues with the first 8, which serialises their work (docs/gas-builds.md, "Streams past
+/// 8", has the figures). Sets the variable to `min(streams, 32)` when
 /// `streams` is above 8 and the user has not set it; returns the value set, `None` when it
 /// left the environment alone. CUDA reads it when it creates a context: call this before any
 /// CUDA call, while the process has one thread.
@@ -555,9 +554,8 @@ impl Event {
 
     /// Waits for the recorded work, at most `limit`: `Ok(false)` when it is still not done
     /// then. A watchdog for work that should take a fraction of that (the acceleration
-    /// builds): where `synchronize` would block for ever on a GPU that never finishes (on an
-    /// H200 a batch of GAS builds hung until the call was killed), this lets the caller say
-    /// what hung. Polls, sleeping between queries, rather than blocking in the driver.
+    /// builds): where `synchronize` would block for ever on a GPU that never finishes, this
+    /// lets the caller say what hung. Polls, sleeping between queries, rather than blocking in the driver.
     pub fn wait_within(&self, limit: std::time::Duration) -> Result<bool, CudaError> {
         poll_until(limit, || self.is_complete())
     }

@@ -59,7 +59,7 @@ use self::launch::{
     LaunchMode, WorkerBuffers, MAX_SAMPLE_SLOTS,
 };
 use self::layout::{GwHitGroupData, GwLaunchParams, GwSample};
-use self::pack::{hit_group_data, pack_scene, PackError};
+use self::pack::{hit_group_data, pack_scene, PackError, PackedScene};
 use super::accel::{Accel, AccelError, AccelOptions, AccelStats};
 use super::context::{ContextOptions, DeviceContext};
 use super::cuda::{DeviceBuffer, Gpu, GpuInfo, Stream};
@@ -281,58 +281,25 @@ impl OptixBackend {
         let accel_seconds = t_accel.elapsed().as_secs_f64();
 
         let t_setup = Instant::now();
-        let packed = {
-            let _range = nvtx::range("pack scene for the GPU");
-            pack_scene(scene)?
-        };
         let stream = accel.stream();
-        let scene_buffer = {
-            let _range = nvtx::range_with(|| format!("upload scene: {} bytes", packed.bytes.len()));
-            gpu.upload(stream, &packed.bytes)
-                .map_err(|source| PathTracerError::SceneUpload {
-                    bytes: packed.bytes.len(),
-                    source,
-                })?
-        };
+        let (packed, scene_buffer) = upload_scene(&gpu, stream, scene)?;
         let base = scene_buffer.device_ptr();
 
-        let pipeline_options = PipelineCompileOptions {
-            num_payload_values: PAYLOAD_VALUES,
-            launch_params_variable_name: LAUNCH_PARAMS_NAME.into(),
-            ..PipelineCompileOptions::default()
-        };
+        let pipeline_options = path_tracer_pipeline_options();
         let _range = nvtx::range("path tracer pipeline and SBT");
-        let module = Module::from_ptx(
-            &ctx,
-            "pathtrace.ptx",
-            PATHTRACE_PTX,
-            &ModuleCompileOptions::default(),
-            &pipeline_options,
-        )?;
-        let raygen = ProgramGroup::raygen(&ctx, &module, "__raygen__pathtrace")?;
-        let miss = ProgramGroup::miss(&ctx, &module, "__miss__pathtrace")?;
-        let hit = ProgramGroup::hit_group(
-            &ctx,
-            &module,
-            "__closesthit__pathtrace",
-            "__anyhit__pathtrace",
-        )?;
-        let program_groups = vec![raygen.clone(), miss.clone(), hit.clone()];
+        let programs = PathTracerPrograms::compile(&ctx, &pipeline_options)?;
+        let program_groups = programs.groups();
         // Linked here once so that a link error is a setup error; the first worker takes it.
         let pipeline = link_pipeline(&ctx, &pipeline_options, &program_groups)?;
 
-        // One hit record per (GAS, build input): the accel's record order, so that the IAS
-        // instances' sbtOffsets find them.
-        let hit_data = hit_group_data(&packed, base, &accel.table().record_groups)?;
-        let hit_records = hit_data
-            .iter()
-            .map(|d| SbtRecord::new(&hit, *d))
-            .collect::<Result<Vec<SbtRecord<GwHitGroupData>>, _>>()?;
-        let sbt = ShaderBindingTable::builder()
-            .raygen(SbtRecord::new(&raygen, ())?)?
-            .miss(&[SbtRecord::new(&miss, ())?])?
-            .hitgroup(&hit_records)?
-            .build(&gpu, stream)?;
+        let (sbt, hit_records) = shader_binding_table(
+            &gpu,
+            stream,
+            &programs,
+            &packed,
+            base,
+            &accel.table().record_groups,
+        )?;
         stream.synchronize()?;
 
         let frame = frame_params(
@@ -347,7 +314,7 @@ impl OptixBackend {
             setup_seconds: t_setup.elapsed().as_secs_f64(),
             accel: *accel.stats(),
             scene_bytes: packed.bytes.len() as u64,
-            hit_records: hit_records.len(),
+            hit_records,
         };
         Ok(OptixBackend {
             shared: Arc::new(Shared {
@@ -460,6 +427,97 @@ impl TileRenderer for OptixBackend {
     ) -> anyhow::Result<()> {
         self.render_pooled(tile, samples, accum, Some(skip))
     }
+}
+
+/// Packs the scene for the GPU and uploads it on `stream`: the packed scene and its buffer.
+fn upload_scene(
+    gpu: &Gpu,
+    stream: &Stream,
+    scene: &Scene,
+) -> Result<(PackedScene, DeviceBuffer), PathTracerError> {
+    let packed = {
+        let _range = nvtx::range("pack scene for the GPU");
+        pack_scene(scene)?
+    };
+    let scene_buffer = {
+        let _range = nvtx::range_with(|| format!("upload scene: {} bytes", packed.bytes.len()));
+        gpu.upload(stream, &packed.bytes)
+            .map_err(|source| PathTracerError::SceneUpload {
+                bytes: packed.bytes.len(),
+                source,
+            })?
+    };
+    Ok((packed, scene_buffer))
+}
+
+/// The path tracer's program groups, compiled from [`PATHTRACE_PTX`]. Each holds the module.
+/// Declared hit, miss, raygen: dropped in that order, the reverse of their creation.
+struct PathTracerPrograms {
+    hit: ProgramGroup,
+    miss: ProgramGroup,
+    raygen: ProgramGroup,
+}
+
+impl PathTracerPrograms {
+    fn compile(
+        ctx: &Arc<DeviceContext>,
+        pipeline_options: &PipelineCompileOptions,
+    ) -> Result<PathTracerPrograms, PathTracerError> {
+        let module = Module::from_ptx(
+            ctx,
+            "pathtrace.ptx",
+            PATHTRACE_PTX,
+            &ModuleCompileOptions::default(),
+            pipeline_options,
+        )?;
+        let raygen = ProgramGroup::raygen(ctx, &module, "__raygen__pathtrace")?;
+        let miss = ProgramGroup::miss(ctx, &module, "__miss__pathtrace")?;
+        let hit = ProgramGroup::hit_group(
+            ctx,
+            &module,
+            "__closesthit__pathtrace",
+            "__anyhit__pathtrace",
+        )?;
+        Ok(PathTracerPrograms { hit, miss, raygen })
+    }
+
+    /// The groups in pipeline order: raygen, miss, hit.
+    fn groups(&self) -> Vec<ProgramGroup> {
+        vec![self.raygen.clone(), self.miss.clone(), self.hit.clone()]
+    }
+}
+
+/// The pipeline compile options of the path tracer's module and pipeline.
+fn path_tracer_pipeline_options() -> PipelineCompileOptions {
+    PipelineCompileOptions {
+        num_payload_values: PAYLOAD_VALUES,
+        launch_params_variable_name: LAUNCH_PARAMS_NAME.into(),
+        ..PipelineCompileOptions::default()
+    }
+}
+
+/// The SBT, uploaded on `stream` (not waited for), and its number of hit records.
+fn shader_binding_table(
+    gpu: &Gpu,
+    stream: &Stream,
+    programs: &PathTracerPrograms,
+    packed: &PackedScene,
+    base: u64,
+    record_groups: &[u32],
+) -> Result<(ShaderBindingTable, usize), PathTracerError> {
+    // One hit record per (GAS, build input): the accel's record order, so that the IAS
+    // instances' sbtOffsets find them.
+    let hit_data = hit_group_data(packed, base, record_groups)?;
+    let hit_records = hit_data
+        .iter()
+        .map(|d| SbtRecord::new(&programs.hit, *d))
+        .collect::<Result<Vec<SbtRecord<GwHitGroupData>>, _>>()?;
+    let sbt = ShaderBindingTable::builder()
+        .raygen(SbtRecord::new(&programs.raygen, ())?)?
+        .miss(&[SbtRecord::new(&programs.miss, ())?])?
+        .hitgroup(&hit_records)?
+        .build(gpu, stream)?;
+    Ok((sbt, hit_records.len()))
 }
 
 impl OptixBackend {
@@ -762,9 +820,8 @@ impl OptixWorker {
 
 /// How long each launch of a tile may keep the host waiting for the tile's stream before the
 /// watchdog calls the GPU hung. A launch is at most [`launch::SAMPLES_PER_LAUNCH`]
-/// pixel-samples, milliseconds on the GPUs measured (over 95 M samples/s on an H200 at 8
-/// bounces); a minute is thousands of times that, and still far from a render that is merely
-/// slow. Under compute-sanitizer launches slow down a hundredfold and stay well inside it.
+/// pixel-samples, milliseconds on the GPUs measured (docs/gpu-checks.md); a minute is
+/// thousands of times that, and still far from a render that is merely slow. Under compute-sanitizer launches slow down a hundredfold and stay well inside it.
 pub const LAUNCH_WAIT_LIMIT: Duration = Duration::from_secs(60);
 
 /// The environment variable that replaces [`LAUNCH_WAIT_LIMIT`] (seconds per launch, a

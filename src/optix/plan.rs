@@ -38,9 +38,9 @@ pub enum Assign {
 }
 
 /// The order the host enqueues the builds in; the streams are [`Assign`]'s either way. A
-/// diagnostic: on an H100 (2026-11-24) LPT batches with small build weights crashed
-/// (`CUDA_ERROR_ILLEGAL_ADDRESS`) or hung while round-robin never did, and LPT differs from
-/// round-robin in both the streams and the issue order; crossing the two tells which matters.
+/// diagnostic: LPT batches with small build weights crashed or hung while round-robin never
+/// did (docs/gas-builds.md, known issue), and LPT differs from round-robin in both the streams
+/// and the issue order; crossing the two tells which matters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum IssueOrder {
     /// The assignment's own order: build order for round-robin, largest first for LPT.
@@ -322,72 +322,20 @@ fn assign_streams_in_their_order(
 pub fn make_plan(needs: &[BuildNeed], opts: &PlanOptions) -> Result<BuildPlan, PlanError> {
     check_options(opts.streams, opts.alignment)?;
     let a = opts.alignment;
-    let guard = align_up(opts.guard_bytes, a)?;
-    // The room one range takes in its allocation: its need, aligned, then the guard band.
-    let room = |bytes: u64| -> Result<u64, PlanError> {
-        align_up(bytes, a)?
-            .checked_add(guard)
-            .ok_or(PlanError::Overflow)
+    let room = RangeRoom {
+        alignment: a,
+        guard: align_up(opts.guard_bytes, a)?,
     };
     let (streams, issue_order) = assign_streams(needs, opts);
 
     // Scratch ranges.
-    let mut scratch = vec![ByteRange { offset: 0, len: 0 }; needs.len()];
-    let mut scratch_bytes = 0u64;
-    match opts.scratch {
-        ScratchMode::Shared => {
-            // Laid out in issue order: builds enqueued together sit together.
-            for &i in &issue_order {
-                scratch[i] = ByteRange {
-                    offset: scratch_bytes,
-                    len: needs[i].temp_bytes,
-                };
-                scratch_bytes = scratch_bytes
-                    .checked_add(room(needs[i].temp_bytes)?)
-                    .ok_or(PlanError::Overflow)?;
-            }
-        }
-        ScratchMode::PerStream => {
-            let mut largest = vec![0u64; opts.streams as usize];
-            for (i, need) in needs.iter().enumerate() {
-                let s = streams[i] as usize;
-                largest[s] = largest[s].max(align_up(need.temp_bytes, a)?);
-            }
-            let mut slice_offset = vec![0u64; opts.streams as usize];
-            for s in 0..opts.streams as usize {
-                slice_offset[s] = scratch_bytes;
-                scratch_bytes = scratch_bytes
-                    .checked_add(largest[s])
-                    .and_then(|b| b.checked_add(guard))
-                    .ok_or(PlanError::Overflow)?;
-            }
-            for (i, need) in needs.iter().enumerate() {
-                scratch[i] = ByteRange {
-                    offset: slice_offset[streams[i] as usize],
-                    len: need.temp_bytes,
-                };
-            }
-        }
-    }
+    let (scratch, scratch_bytes) = match opts.scratch {
+        ScratchMode::Shared => shared_scratch(needs, &issue_order, room)?,
+        ScratchMode::PerStream => per_stream_scratch(needs, &streams, opts.streams, room)?,
+    };
 
     // Output ranges: always disjoint, in build order.
-    let mut output_bytes = 0u64;
-    let mut builds = Vec::with_capacity(needs.len());
-    for (i, need) in needs.iter().enumerate() {
-        let output = ByteRange {
-            offset: output_bytes,
-            len: need.output_bytes,
-        };
-        output_bytes = output_bytes
-            .checked_add(room(need.output_bytes)?)
-            .ok_or(PlanError::Overflow)?;
-        builds.push(PlannedBuild {
-            need: need.clone(),
-            stream: streams[i],
-            scratch: scratch[i],
-            output,
-        });
-    }
+    let (builds, output_bytes) = planned_builds(needs, &streams, &scratch, room)?;
 
     let plan = BuildPlan {
         streams: opts.streams,
@@ -400,6 +348,102 @@ pub fn make_plan(needs: &[BuildNeed], opts: &PlanOptions) -> Result<BuildPlan, P
     };
     validate(&plan)?;
     Ok(plan)
+}
+
+/// How [`make_plan`] lays ranges out: each aligned, then a guard band (already aligned).
+#[derive(Clone, Copy)]
+struct RangeRoom {
+    alignment: u64,
+    guard: u64,
+}
+
+impl RangeRoom {
+    /// The room one range takes in its allocation: its need, aligned, then the guard band.
+    fn of(self, bytes: u64) -> Result<u64, PlanError> {
+        align_up(bytes, self.alignment)?
+            .checked_add(self.guard)
+            .ok_or(PlanError::Overflow)
+    }
+}
+
+/// [`ScratchMode::Shared`]: every build its own scratch range. The ranges and their total.
+fn shared_scratch(
+    needs: &[BuildNeed],
+    issue_order: &[usize],
+    room: RangeRoom,
+) -> Result<(Vec<ByteRange>, u64), PlanError> {
+    let mut scratch = vec![ByteRange { offset: 0, len: 0 }; needs.len()];
+    let mut scratch_bytes = 0u64;
+    // Laid out in issue order: builds enqueued together sit together.
+    for &i in issue_order {
+        scratch[i] = ByteRange {
+            offset: scratch_bytes,
+            len: needs[i].temp_bytes,
+        };
+        scratch_bytes = scratch_bytes
+            .checked_add(room.of(needs[i].temp_bytes)?)
+            .ok_or(PlanError::Overflow)?;
+    }
+    Ok((scratch, scratch_bytes))
+}
+
+/// [`ScratchMode::PerStream`]: one slice per stream, as large as its largest need, shared by
+/// the stream's builds. The ranges and their total.
+fn per_stream_scratch(
+    needs: &[BuildNeed],
+    streams: &[u32],
+    stream_count: u32,
+    room: RangeRoom,
+) -> Result<(Vec<ByteRange>, u64), PlanError> {
+    let mut scratch = vec![ByteRange { offset: 0, len: 0 }; needs.len()];
+    let mut scratch_bytes = 0u64;
+    let mut largest = vec![0u64; stream_count as usize];
+    for (i, need) in needs.iter().enumerate() {
+        let s = streams[i] as usize;
+        largest[s] = largest[s].max(align_up(need.temp_bytes, room.alignment)?);
+    }
+    let mut slice_offset = vec![0u64; stream_count as usize];
+    for s in 0..stream_count as usize {
+        slice_offset[s] = scratch_bytes;
+        scratch_bytes = scratch_bytes
+            .checked_add(largest[s])
+            .and_then(|b| b.checked_add(room.guard))
+            .ok_or(PlanError::Overflow)?;
+    }
+    for (i, need) in needs.iter().enumerate() {
+        scratch[i] = ByteRange {
+            offset: slice_offset[streams[i] as usize],
+            len: need.temp_bytes,
+        };
+    }
+    Ok((scratch, scratch_bytes))
+}
+
+/// The planned builds, with their output ranges laid out in build order, and the output total.
+fn planned_builds(
+    needs: &[BuildNeed],
+    streams: &[u32],
+    scratch: &[ByteRange],
+    room: RangeRoom,
+) -> Result<(Vec<PlannedBuild>, u64), PlanError> {
+    let mut output_bytes = 0u64;
+    let mut builds = Vec::with_capacity(needs.len());
+    for (i, need) in needs.iter().enumerate() {
+        let output = ByteRange {
+            offset: output_bytes,
+            len: need.output_bytes,
+        };
+        output_bytes = output_bytes
+            .checked_add(room.of(need.output_bytes)?)
+            .ok_or(PlanError::Overflow)?;
+        builds.push(PlannedBuild {
+            need: need.clone(),
+            stream: streams[i],
+            scratch: scratch[i],
+            output,
+        });
+    }
+    Ok((builds, output_bytes))
 }
 
 /// One range to check for overlaps: builds of the same `class` are ordered (never run at
@@ -441,6 +485,15 @@ fn find_overlap(mut v: Vec<Interval>) -> Option<(usize, usize)> {
 /// every pair counts as concurrent; in [`ScratchMode::PerStream`] builds on different streams).
 pub fn validate(plan: &BuildPlan) -> Result<(), PlanError> {
     check_options(plan.streams, plan.alignment)?;
+    check_issue_order(plan)?;
+    for (i, b) in plan.builds.iter().enumerate() {
+        check_build_ranges(plan, i, b)?;
+    }
+    check_overlaps(plan)
+}
+
+/// The issue order of `plan` names every build exactly once.
+fn check_issue_order(plan: &BuildPlan) -> Result<(), PlanError> {
     let n = plan.builds.len();
     let mut seen = vec![false; n];
     if plan.issue_order.len() != n {
@@ -452,45 +505,55 @@ pub fn validate(plan: &BuildPlan) -> Result<(), PlanError> {
             _ => return Err(PlanError::BadIssueOrder { builds: n }),
         }
     }
-    for (i, b) in plan.builds.iter().enumerate() {
-        if b.stream >= plan.streams {
-            return Err(PlanError::StreamOutOfRange {
+    Ok(())
+}
+
+/// Build `i`'s stream is in range, and each of its ranges aligned, large enough for its need
+/// and inside its allocation.
+fn check_build_ranges(plan: &BuildPlan, i: usize, b: &PlannedBuild) -> Result<(), PlanError> {
+    if b.stream >= plan.streams {
+        return Err(PlanError::StreamOutOfRange {
+            build: i,
+            stream: b.stream,
+            streams: plan.streams,
+        });
+    }
+    for (what, range, need, total) in [
+        ("scratch", b.scratch, b.need.temp_bytes, plan.scratch_bytes),
+        ("output", b.output, b.need.output_bytes, plan.output_bytes),
+    ] {
+        if range.offset % plan.alignment != 0 {
+            return Err(PlanError::Misaligned {
                 build: i,
-                stream: b.stream,
-                streams: plan.streams,
+                what,
+                offset: range.offset,
+                alignment: plan.alignment,
             });
         }
-        for (what, range, need, total) in [
-            ("scratch", b.scratch, b.need.temp_bytes, plan.scratch_bytes),
-            ("output", b.output, b.need.output_bytes, plan.output_bytes),
-        ] {
-            if range.offset % plan.alignment != 0 {
-                return Err(PlanError::Misaligned {
-                    build: i,
-                    what,
-                    offset: range.offset,
-                    alignment: plan.alignment,
-                });
-            }
-            if range.len < need {
-                return Err(PlanError::TooSmall {
-                    build: i,
-                    what,
-                    len: range.len,
-                    need,
-                });
-            }
-            let end = range.end().ok_or(PlanError::Overflow)?;
-            if end > total {
-                return Err(PlanError::OutOfBounds {
-                    build: i,
-                    what,
-                    end,
-                    total,
-                });
-            }
+        if range.len < need {
+            return Err(PlanError::TooSmall {
+                build: i,
+                what,
+                len: range.len,
+                need,
+            });
+        }
+        let end = range.end().ok_or(PlanError::Overflow)?;
+        if end > total {
+            return Err(PlanError::OutOfBounds {
+                build: i,
+                what,
+                end,
+                total,
+            });
         }
     }
+    Ok(())
+}
+
+/// No two builds share an output byte, and no two that can run at once a scratch byte. The
+/// ranges' ends were checked by [`check_build_ranges`].
+fn check_overlaps(plan: &BuildPlan) -> Result<(), PlanError> {
     let intervals = |what: fn(&PlannedBuild) -> ByteRange, class: &dyn Fn(usize) -> usize| {
         plan.builds
             .iter()
@@ -608,21 +671,16 @@ pub fn written_span(bytes: &[u8], fill: u8) -> Option<(usize, usize)> {
 // ---------------------------------------------------------------------------------------------
 // Which GASes: one per group, or small groups merged (`--merge-below`).
 
-/// The command line's `--merge-below` default, from the H100 build-bench of 2026-11-24
-/// (`bench/results/2026-11-24-NVIDIA-H100-80GB-HBM3/bench-sponza-merge.log`, 100 repeats):
-/// the sponza-like scene's 390 groups build in 15.2 ms (median, 8 streams) as 390 GASes and
-/// in 3.02 ms as 35 GASes below 1024 triangles (64: 10.5 ms, 256: 5.88 ms), against 1.30 ms
-/// for one GAS of the whole scene. Groups keep their identity (their own SBT records). The
-/// 10M-triangle toystore, whose groups are all larger, is unchanged by it.
+/// The command line's `--merge-below` default, from build-bench (docs/gas-builds.md, "Defaults
+/// set from these figures"): merging the sponza-like scene's groups below 1024 triangles made
+/// its batch several times faster, closer to one GAS of the whole scene. Groups keep their
+/// identity (their own SBT records); a scene whose groups are all larger is unchanged by it.
 pub const DEFAULT_MERGE_BELOW: u64 = 1024;
 
-/// The command line's `--lpt-build-weight` default, from the same H100 run
-/// (`bench/results/2026-11-24-NVIDIA-H100-80GB-HBM3-run3/bench-lpt-w*.log`): a build costs
-/// about 0.22 ms plus 0.042 ms per thousand triangles (one stream: sponza-like, 390 builds of
-/// 667 triangles on average, 97 ms; toystore, 1009 of 9916, 642 ms), so triangles alone
-/// (weight 0) pile the small builds onto a few streams: 8 streams took 19.3 ms against
-/// round-robin's 14.6. Of the weights timed (0, 1000, 5000, 20000), 20000 was fastest:
-/// 13.6 ms at 8 streams and 13.4 ms at 16 (round-robin in the same call: 14.6 and 14.8).
+/// The command line's `--lpt-build-weight` default, from build-bench (docs/gas-builds.md, "LPT
+/// build weight"): a build has a fixed cost beside its per-triangle one, so triangles
+/// alone (weight 0) pile the small builds onto a few streams; of the weights timed, 20000 was
+/// the fastest.
 pub const DEFAULT_LPT_BUILD_WEIGHT: u64 = 20_000;
 
 /// Default cap on the triangles of one merged GAS. Not measured: it keeps a merged GAS far

@@ -1,11 +1,10 @@
 //! A watchdog for driver calls that may never return.
 //!
 //! [`GasBatch::wait`](super::accel::GasBatch::wait) polls its event with a limit, so a batch of
-//! builds that hangs on the GPU becomes an error. But on an H200 (2026-11-26, driver 580) the
-//! LPT batches that hang blocked the host *inside* the enqueue: OptiX's `optixAccelBuild`
-//! waits on its own queue of outstanding requests ("Error syncing on outstanding request
-//! event"), and with 10 s asked of the wait the processes sat silent until `timeout` killed
-//! them 28 s later. No return value can report that: the thread is in the driver.
+//! builds that hangs on the GPU becomes an error. But a hung batch can also block the host
+//! *inside* the enqueue: OptiX's `optixAccelBuild` waits on its own queue of outstanding
+//! requests, and the wait is never reached (docs/gas-builds.md, "The watchdog"). No return
+//! value can report that: the thread is in the driver.
 //!
 //! So a second thread watches. Code about to make such calls arms a [`Watch`] with a deadline
 //! and a description; dropping the watch disarms it. When a deadline passes while its watch is
