@@ -502,3 +502,99 @@ fn a_loaded_emission_map_reaches_the_lights() {
     assert_eq!(le, 2.0 * texel);
     assert!(le.x > 0.5 && le.y == 0.0, "{le}");
 }
+
+/// Every MTL texture option of the spec, with its arguments, and `-colorspace` (issue 70: a
+/// `map_Kd -colorspace sRGB -o 0.1 diffuse.jpg` lost its texture to a file named
+/// `sRGB -o 0.1 diffuse.jpg`) leaves the file name to the texture, which loads, on colour,
+/// mask, emission, specular and bump maps alike; options that change nothing here are silent.
+#[test]
+fn texture_options_are_skipped_by_name_and_the_texture_loads() {
+    let dir = tempfile::tempdir().unwrap();
+    image::RgbImage::from_pixel(2, 2, image::Rgb([200, 100, 50]))
+        .save(dir.path().join("diffuse.jpg"))
+        .unwrap();
+    let options = [
+        "-blendu on",
+        "-blendv off",
+        "-bm 1",
+        "-boost 2",
+        "-cc off",
+        "-clamp off",
+        "-colorspace sRGB",
+        "-imfchan l",
+        "-mm 0 1",
+        "-o 0.1",
+        "-o 0.1 0.2",
+        "-o 0.1 0.2 0.3",
+        "-s 2",
+        "-s 2 3",
+        "-s 2 3 1",
+        "-t 0 0 0",
+        "-texres 512",
+        "-type sphere",
+    ];
+    let mut mtl = String::from("newmtl issue70\nmap_Kd -colorspace sRGB -o 0.1 diffuse.jpg\n");
+    let mut names = vec!["issue70".to_string()];
+    for (i, option) in options.iter().enumerate() {
+        mtl += &format!("newmtl m{i}\nmap_Kd {option} diffuse.jpg\n");
+        names.push(format!("m{i}"));
+    }
+    mtl += "newmtl others\nKd 0.5 0.5 0.5\nKs 0.5 0.5 0.5\nNs 20\nKe 1 1 1\n\
+        map_d -colorspace Raw -imfchan r -o 0.1 0.2 0.3 diffuse.jpg\n\
+        map_Ke -colorspace sRGB -mm 0 1 diffuse.jpg\n\
+        map_Ks -boost 2 -colorspace sRGB diffuse.jpg\n\
+        bump -colorspace Non-Color -bm 0.5 -s 2 2 1 diffuse.jpg\n";
+    names.push("others".to_string());
+    write(dir.path(), "m.mtl", mtl);
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let obj = write(dir.path(), "s.obj", obj_using("m.mtl", &names));
+    let s = load(&obj);
+    assert!(s.report.warnings.is_empty(), "{:?}", s.report.warnings);
+    for name in &names[..names.len() - 1] {
+        assert!(material(&s, name).diffuse_texture.is_some(), "{name}");
+    }
+    let issue70 = material(&s, "issue70").diffuse_texture.unwrap() as usize;
+    assert_eq!(s.textures[issue70].mapping.offset, Vec2::new(0.1, 0.0));
+    assert_eq!(s.textures[issue70].mapping.scale, Vec2::ONE);
+    let offset = |i: usize| {
+        let t = material(&s, &format!("m{i}")).diffuse_texture.unwrap();
+        s.textures[t as usize].mapping.offset
+    };
+    assert_eq!(offset(9), Vec2::new(0.1, 0.0));
+    assert_eq!(offset(10), Vec2::new(0.1, 0.2));
+    assert_eq!(offset(11), Vec2::new(0.1, 0.2));
+    let others = material(&s, "others");
+    assert!(others.opacity_texture.is_some());
+    assert!(others.emission_texture.is_some());
+    assert!(others.specular_texture.is_some());
+    assert!(others.bump.is_some());
+}
+
+/// Options gasworks does not apply and that change the look, and options it does not know,
+/// are warnings naming the MTL file, the line and the option; the texture still loads where
+/// its file name is whole.
+#[test]
+fn unapplied_texture_options_are_warnings_naming_the_option() {
+    let dir = tempfile::tempdir().unwrap();
+    write_png(&dir.path().join("t.png"));
+    let mtl = write(
+        dir.path(),
+        "m.mtl",
+        "newmtl a\nmap_Kd -colorspace linear -o 0.1 t.png\nnewmtl b\nmap_Kd -bogus 1 t.png\n",
+    );
+    let obj = write(dir.path(), "s.obj", obj_using("m.mtl", &["a", "b"]));
+    let s = load(&obj);
+    assert!(material(&s, "a").diffuse_texture.is_some());
+    assert!(material(&s, "b").diffuse_texture.is_some());
+    let m = mtl.display().to_string();
+    for (line, option) in [(2, "(-colorspace linear,"), (4, "(-bogus 1 in map_Kd")] {
+        assert!(
+            s.report
+                .warnings
+                .iter()
+                .any(|w| w.starts_with(&format!("{m}:{line}: ")) && w.contains(option)),
+            "{option}: {:?}",
+            s.report.warnings
+        );
+    }
+}

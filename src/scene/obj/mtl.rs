@@ -449,41 +449,70 @@ fn strip_texture_options(rest: &str) -> String {
     split_texture_options(rest).1
 }
 
-/// A texture statement's options, each with its arguments, and its file name.
+/// The texture options gasworks knows by name: the MTL spec's and `-colorspace` (which several
+/// exporters write), each with the words it takes: its required arguments, taken whatever
+/// they are (so that `-colorspace sRGB` does not leave `sRGB` to the file name, and a malformed
+/// `-s`, `-o` or `-bm` is an error rather than part of the name), then up to `optional` more
+/// taken only when they are numbers (the v and w of `-o u [v [w]]`).
+const TEXTURE_OPTIONS: &[(&str, usize, usize)] = &[
+    ("-blendu", 1, 0),
+    ("-blendv", 1, 0),
+    ("-bm", 1, 0),
+    ("-boost", 1, 0),
+    ("-cc", 1, 0),
+    ("-clamp", 1, 0),
+    ("-colorspace", 1, 0),
+    ("-imfchan", 1, 0),
+    // `-mm base gain`: a missing gain leaves the next word to the file name.
+    ("-mm", 1, 1),
+    ("-o", 1, 2),
+    ("-s", 1, 2),
+    ("-t", 1, 2),
+    ("-texres", 1, 0),
+    ("-type", 1, 0),
+];
+
+/// Whether [`TEXTURE_OPTIONS`] names an option.
+fn is_known_option(option: &str) -> bool {
+    TEXTURE_OPTIONS.iter().any(|(o, ..)| *o == option)
+}
+
+/// A texture statement's options, each with its arguments, and its file name: the words after
+/// the options, joined by single spaces (a name may hold spaces). The last word is always
+/// left to the file name.
 fn split_texture_options(rest: &str) -> (Vec<(&str, Vec<&str>)>, String) {
     let words: Vec<&str> = rest.split_whitespace().collect();
     let mut options = Vec::new();
     let mut i = 0;
     while i < words.len() && words[i].starts_with('-') && words[i].len() > 1 {
         let option = words[i];
-        let first_arg = i + 1;
         i += 1;
-        // Options take one word (on/off, a channel, a number) or up to three numbers.
-        let max_args = match option {
-            "-o" | "-s" | "-t" => 3,
-            "-mm" => 2,
-            _ => 1,
-        };
-        let mut taken = 0;
-        while taken < max_args && i < words.len() - 1 {
-            let w = words[i];
-            // `-imfchan`'s and `-bm`'s one word is taken whatever it is, so that a wrong
-            // channel or multiplier is reported as such rather than read as part of the file
-            // name.
-            let is_arg = w.parse::<f32>().is_ok()
-                || (taken == 0
-                    && (option == "-imfchan"
-                        || option == "-bm"
-                        || matches!(w, "on" | "off" | "r" | "g" | "b" | "m" | "l" | "z")));
-            if !is_arg {
-                break;
-            }
-            i += 1;
-            taken += 1;
-        }
-        options.push((option, words[first_arg..i].to_vec()));
+        let candidates = words.get(i..words.len() - 1).unwrap_or(&[]);
+        let taken = option_argument_count(option, candidates);
+        options.push((option, words[i..i + taken].to_vec()));
+        i += taken;
     }
-    (options, words[i.min(words.len())..].join(" "))
+    (options, words[i..].join(" "))
+}
+
+/// How many of `words` (those after an option, less the file name's last) are the option's
+/// arguments: by [`TEXTURE_OPTIONS`] for a known option; for an unknown one, the next word
+/// when it looks like an argument (a number, on or off, a channel letter), else none.
+fn option_argument_count(option: &str, words: &[&str]) -> usize {
+    let is_number = |w: &str| w.parse::<f32>().is_ok();
+    let Some(&(_, required, optional)) = TEXTURE_OPTIONS.iter().find(|(o, ..)| *o == option) else {
+        let looks_like_an_argument = words.first().is_some_and(|w| {
+            is_number(w) || matches!(*w, "on" | "off" | "r" | "g" | "b" | "m" | "l" | "z")
+        });
+        return usize::from(looks_like_an_argument);
+    };
+    let required = required.min(words.len());
+    required
+        + words[required..]
+            .iter()
+            .take(optional)
+            .take_while(|w| is_number(w))
+            .count()
 }
 
 /// The channel a `map_d` statement's `-imfchan` names ([`MaskChannel::Auto`] without one).
@@ -543,18 +572,35 @@ fn texture_mapping(keyword: &str, options: &[(&str, Vec<&str>)]) -> Result<UvMap
 
 /// Whether a texture statement's option changes how the texture looks in a way gasworks does
 /// not apply (it applies `-s` and `-o`, and maps textures wrapping, values as they are):
-/// turbulence, a value range other than 0 1, clamping, colour correction. Blending, bump and resolution
-/// options change nothing here.
-fn changes_the_look(option: &str, args: &[&str]) -> bool {
-    let values: Vec<f32> = args.iter().filter_map(|a| a.parse().ok()).collect();
+/// turbulence, a value range other than 0 1, clamping, colour correction, a colour space other
+/// than the one gasworks decodes the map in (`srgb`: sRGB, else linear). A malformed argument
+/// counts as a change. Blending, boost, resolution and `-type` options change nothing here.
+fn changes_the_look(option: &str, args: &[&str], srgb: bool) -> bool {
+    let is_not = |arg: Option<&&str>, value: f32| arg.is_some_and(|a| a.parse() != Ok(value));
     match option {
-        "-t" => values.iter().take(2).any(|&v| v != 0.0),
-        "-mm" => {
-            values.first().is_some_and(|&b| b != 0.0) || values.get(1).is_some_and(|&g| g != 1.0)
-        }
-        "-clamp" | "-cc" => args.first() == Some(&"on"),
+        "-t" => is_not(args.first(), 0.0) || is_not(args.get(1), 0.0),
+        "-mm" => is_not(args.first(), 0.0) || is_not(args.get(1), 1.0),
+        "-clamp" | "-cc" => args.first().is_some_and(|a| !a.eq_ignore_ascii_case("off")),
+        "-colorspace" => args.first().is_some_and(|name| {
+            let name = name.to_ascii_lowercase();
+            let is_srgb = name.starts_with("srgb");
+            let is_linear =
+                name.contains("linear") || matches!(name.as_str(), "raw" | "non-color" | "data");
+            if srgb {
+                !is_srgb
+            } else {
+                !is_linear
+            }
+        }),
         _ => false,
     }
+}
+
+/// Whether gasworks decodes a colour map (`map_Kd`, `map_Ke`, `map_Ks`) of this file as sRGB:
+/// 8- and 16-bit images are, float images (EXR, HDR: by the name here) are linear.
+fn decoded_as_srgb(file: &str) -> bool {
+    let extension = Path::new(file).extension().and_then(|e| e.to_str());
+    !extension.is_some_and(|e| e.eq_ignore_ascii_case("exr") || e.eq_ignore_ascii_case("hdr"))
 }
 
 /// MTL statements that gasworks reads past without applying, grouped by what is lost, with
@@ -579,11 +625,13 @@ const NOT_APPLIED: &[(&[&str], &str)] = &[
 
 /// One warning per kind of statement in a library that gasworks does not apply, naming the
 /// first and its material and the count: `map_Kd`, `map_d`, `map_Ke` and bump-map options
-/// that change the texture's look ([`changes_the_look`]) and the maps in [`NOT_APPLIED`].
+/// that change the texture's look ([`changes_the_look`]), options gasworks does not know on
+/// them, and the maps in [`NOT_APPLIED`].
 fn warn_about_what_is_not_applied(path: &Path, text: &str, warnings: &mut Vec<String>) {
-    let (options, maps) = find_what_is_not_applied(text);
-    let mut found = ignored_option_notes(options);
-    found.extend(unread_map_notes(maps));
+    let seen = find_what_is_not_applied(text);
+    let mut found = ignored_option_notes(seen.options);
+    found.extend(unknown_option_note(seen.unknown));
+    found.extend(unread_map_notes(seen.maps));
     found.sort_by_key(|(line, _)| *line);
     warnings.extend(
         found
@@ -607,20 +655,28 @@ impl Seen {
     }
 }
 
-/// What [`warn_about_what_is_not_applied`] warns about in a library: the texture statements
-/// with options that change their look, by keyword, and the statements of [`NOT_APPLIED`], by
-/// kind.
-fn find_what_is_not_applied(text: &str) -> ([Seen; 5], Vec<Seen>) {
+/// What [`warn_about_what_is_not_applied`] warns about in a library.
+#[derive(Default)]
+struct NotApplied {
+    /// Texture statements with options that change their look, by keyword: map_Kd's, then
+    /// map_d's, map_Ke's, the bump maps' and map_Ks's.
+    options: [Seen; 5],
+    /// Those texture statements with options that [`TEXTURE_OPTIONS`] does not name.
+    unknown: Seen,
+    /// The statements of [`NOT_APPLIED`], by kind.
+    maps: Vec<Seen>,
+}
+
+/// The keywords of [`NotApplied::options`]' slots.
+const OPTION_SLOTS: [&str; 5] = ["map_Kd", "map_d", "map_Ke", "bump", "map_Ks"];
+
+/// Finds what [`warn_about_what_is_not_applied`] warns about in a library.
+fn find_what_is_not_applied(text: &str) -> NotApplied {
     let mut material = "";
-    // map_Kd's options, then map_d's, map_Ke's, the bump maps' and map_Ks's.
-    let mut options = [
-        Seen::default(),
-        Seen::default(),
-        Seen::default(),
-        Seen::default(),
-        Seen::default(),
-    ];
-    let mut maps: Vec<Seen> = NOT_APPLIED.iter().map(|_| Seen::default()).collect();
+    let mut seen = NotApplied {
+        maps: NOT_APPLIED.iter().map(|_| Seen::default()).collect(),
+        ..NotApplied::default()
+    };
     for (index, line) in logical_lines(text).iter().enumerate() {
         let line = line.trim();
         let Some(keyword) = line.split_whitespace().next() else {
@@ -629,34 +685,45 @@ fn find_what_is_not_applied(text: &str) -> ([Seen; 5], Vec<Seen>) {
         let rest = &line[keyword.len()..];
         if keyword == "newmtl" {
             material = rest.trim();
-        } else if let Some(slot) = ["map_Kd", "map_d", "map_Ke", "bump", "map_Ks"]
-            .iter()
-            .position(|k| {
-                *k == keyword
-                    || (keyword == "map_D" && *k == "map_d")
-                    || (*k == "bump"
-                        && (BUMP_KEYWORDS.contains(&keyword)
-                            || NORMAL_MAP_KEYWORDS.contains(&keyword)))
-            })
-        {
-            let ignored: Vec<String> = split_texture_options(rest)
-                .0
+        } else if let Some(slot) = OPTION_SLOTS.iter().position(|k| {
+            *k == keyword
+                || (keyword == "map_D" && *k == "map_d")
+                || (*k == "bump"
+                    && (BUMP_KEYWORDS.contains(&keyword) || NORMAL_MAP_KEYWORDS.contains(&keyword)))
+        }) {
+            let (options, file) = split_texture_options(rest);
+            let srgb = [0, 2, 4].contains(&slot) && decoded_as_srgb(&file);
+            let ignored: Vec<String> = options
                 .iter()
-                .filter(|(o, args)| changes_the_look(o, args))
-                .map(|(o, args)| [&[*o][..], args].concat().join(" "))
+                .filter(|(o, args)| changes_the_look(o, args, srgb))
+                .map(|(o, args)| written_option(o, args))
                 .collect();
             if !ignored.is_empty() {
-                options[slot].note(index + 1, material, ignored.join(" "));
+                seen.options[slot].note(index + 1, material, ignored.join(" "));
+            }
+            let unknown: Vec<String> = options
+                .iter()
+                .filter(|(o, _)| !is_known_option(o))
+                .map(|(o, args)| written_option(o, args))
+                .collect();
+            if !unknown.is_empty() {
+                let detail = format!("{} in {keyword}, file {file:?}", unknown.join(" "));
+                seen.unknown.note(index + 1, material, detail);
             }
         } else if let Some(kind) = NOT_APPLIED.iter().position(|(k, _)| k.contains(&keyword)) {
-            maps[kind].note(index + 1, material, keyword.to_string());
+            seen.maps[kind].note(index + 1, material, keyword.to_string());
         }
     }
-    (options, maps)
+    seen
+}
+
+/// An option and its arguments as the file has them.
+fn written_option(option: &str, args: &[&str]) -> String {
+    [&[option][..], args].concat().join(" ")
 }
 
 /// The notes (line, text) on texture statements whose options change their look, one for each
-/// keyword of [`find_what_is_not_applied`]'s options.
+/// keyword of [`NotApplied::options`].
 fn ignored_option_notes(options: [Seen; 5]) -> Vec<(usize, String)> {
     let mut found: Vec<(usize, String)> = Vec::new();
     for (seen, (keyword, what)) in options.into_iter().zip([
@@ -683,6 +750,25 @@ fn ignored_option_notes(options: [Seen; 5]) -> Vec<(usize, String)> {
         }
     }
     found
+}
+
+/// The note (line, text) on texture statements with options that gasworks does not know:
+/// they are skipped, each with the next word where that looks like an argument, so an
+/// unknown option's other argument becomes part of the file name; the note shows the name read.
+fn unknown_option_note(unknown: Seen) -> Option<(usize, String)> {
+    let (line, material, detail) = unknown.first?;
+    Some((
+        line,
+        format!(
+            "{} options that gasworks does not know ({detail}, in material {material}{}): skipped, each with the word after it where that is a number, on, off or a channel letter; any other word starts the file name",
+            super::counted(
+                unknown.count,
+                "texture statement has",
+                "texture statements have"
+            ),
+            if unknown.count == 1 { "" } else { ", the first" },
+        ),
+    ))
 }
 
 /// The notes (line, text) on statements that gasworks does not read, one for each kind of
@@ -1612,6 +1698,101 @@ mod tests {
         );
     }
 
+    /// Every option of the MTL spec, and `-colorspace`, is skipped by name with its
+    /// arguments, on every texture keyword: the file name (here with a space) is what follows.
+    #[test]
+    fn every_texture_option_is_skipped_with_its_arguments() {
+        let options: &[(&str, &[&str])] = &[
+            ("-blendu", &["on"]),
+            ("-blendv", &["off"]),
+            ("-bm", &["0.5"]),
+            ("-boost", &["1.5"]),
+            ("-cc", &["off"]),
+            ("-clamp", &["off"]),
+            ("-colorspace", &["sRGB"]),
+            ("-imfchan", &["r"]),
+            ("-mm", &["0", "1"]),
+            ("-o", &["0.1"]),
+            ("-o", &["0.1", "0.2"]),
+            ("-o", &["0.1", "0.2", "0.3"]),
+            ("-s", &["2", "-3", "1"]),
+            ("-t", &["0", "0", "0"]),
+            ("-texres", &["512"]),
+            ("-type", &["sphere"]),
+        ];
+        for (option, args) in options {
+            let written = written_option(option, args);
+            let statement = format!(" {written} my map.png");
+            let (parsed, file) = split_texture_options(&statement);
+            assert_eq!(parsed, [(*option, args.to_vec())], "{written}");
+            assert_eq!(file, "my map.png", "{written}");
+            for keyword in [
+                "map_Kd", "map_d", "map_Ke", "map_Ks", "bump", "norm", "map_Ka",
+            ] {
+                let text = format!("newmtl a\nKs 0.5\nNs 10\n{keyword} {written} my map.png\n");
+                let c = check_library(Path::new("t.mtl"), &text).unwrap();
+                let last = c.lines().last().unwrap();
+                assert!(last.ends_with(" my map.png"), "{keyword} {written}: {last}");
+            }
+        }
+        // After an option's last argument the file name starts, even with a number in it.
+        let (parsed, file) = split_texture_options("-o 0.1 0.2 0.3 4 x.png");
+        assert_eq!(parsed, [("-o", vec!["0.1", "0.2", "0.3"])]);
+        assert_eq!(file, "4 x.png");
+        let (parsed, file) = split_texture_options("-s 2 2.png");
+        assert_eq!((parsed, file.as_str()), (vec![("-s", vec!["2"])], "2.png"));
+    }
+
+    /// The statement of issue 70 (`-colorspace` before `-o`) loads its texture, offset by 0.1,
+    /// and `-o` takes 1, 2 or 3 numbers (a missing v as 0, w ignored).
+    #[test]
+    fn colour_space_and_offsets_leave_the_file_name() {
+        let mut warnings = Vec::new();
+        let text = "newmtl a\nmap_Kd -colorspace sRGB -o 0.1 diffuse.jpg\nnewmtl b\nmap_Kd -o 0.1 0.2 b.jpg\nnewmtl c\nmap_Kd -o 0.1 0.2 0.3 -colorspace srgb c.jpg\n";
+        let materials = parse_library(Path::new("t.mtl"), text, &mut warnings).unwrap();
+        assert!(warnings.is_empty(), "{warnings:?}");
+        let files: Vec<_> = materials
+            .iter()
+            .map(|m| m.diffuse_texture.as_deref())
+            .collect();
+        assert_eq!(files, [Some("diffuse.jpg"), Some("b.jpg"), Some("c.jpg")]);
+        let offsets: Vec<_> = materials
+            .iter()
+            .map(|m| m.diffuse_texture_mapping.offset)
+            .collect();
+        let (a, b) = (Vec2::new(0.1, 0.0), Vec2::new(0.1, 0.2));
+        assert_eq!(offsets, [a, b, b]);
+    }
+
+    /// Options gasworks does not apply and that change the look are one warning per keyword,
+    /// naming them: a colour space other than the map's decoding (sRGB for colour maps, linear
+    /// for float images, masks and bump maps), malformed `-t`/`-clamp` arguments. Unknown
+    /// options are one warning naming the first and the file name read after it.
+    #[test]
+    fn unapplied_and_unknown_options_are_named_in_warnings() {
+        let quiet = "newmtl q\nmap_Kd -colorspace sRGB -boost 2 -texres 256 -blendu off q.png\nmap_Ke -colorspace linear hot.exr\nmap_d -colorspace Raw m.png\nbump -colorspace Non-Color h.png\nrefl -type sphere r.png\n";
+        let mut warnings = Vec::new();
+        parse_library(Path::new("t.mtl"), quiet, &mut warnings).unwrap();
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(warnings[0].starts_with("t.mtl:6: 1 statement is not applied (refl"));
+        let loud = "newmtl l\nmap_Kd -colorspace linear l.png\nmap_d -colorspace sRGB m.png\nmap_Ks -t x l.png\nbump -clamp yes h.png\nmap_Kd -foo bar tex.png\nmap_Ke -xyz 2 e.png\n";
+        let mut warnings = Vec::new();
+        let m = parse_library(Path::new("t.mtl"), loud, &mut warnings).unwrap();
+        assert_eq!(m[0].diffuse_texture.as_deref(), Some("bar tex.png"));
+        assert_eq!(m[0].emission_texture.as_deref(), Some("e.png"));
+        let expected = [
+            "t.mtl:2: 1 map_Kd statement has options that gasworks does not apply (-colorspace linear, in material l)",
+            "t.mtl:3: 1 map_d statement has options that gasworks does not apply (-colorspace sRGB, in material l)",
+            "t.mtl:4: 1 map_Ks statement has options that gasworks does not apply (-t x, in material l)",
+            "t.mtl:5: 1 bump map statement has options that gasworks does not apply (-clamp yes, in material l)",
+            "t.mtl:6: 2 texture statements have options that gasworks does not know (-foo in map_Kd, file \"bar tex.png\", in material l, the first): skipped, each with the word after it where that is a number, on, off or a channel letter; any other word starts the file name",
+        ];
+        assert_eq!(warnings.len(), expected.len(), "{warnings:?}");
+        for (w, e) in warnings.iter().zip(expected) {
+            assert!(w.starts_with(e), "{w}\n{e}");
+        }
+    }
+
     /// A statement line ending in a backslash goes on in the next line (colours, texture
     /// options, names); a comment does not; errors and warnings name a continued statement's
     /// first line, and the lines after it keep their numbers.
@@ -1779,7 +1960,8 @@ mod tests {
                         proptest::sample::select(vec![
                             "-bm 0.5", "-bm -2", "-bm", "-bm x", "-s 2 2", "-o 0.5 0.5",
                             "-s nan", "-imfchan r", "-imfchan q", "-mm 0.2 0.5", "-clamp on",
-                            "-t 1 0", "-cc off", "\\",
+                            "-t 1 0", "-cc off", "-colorspace sRGB", "-o 0.1", "-boost 2",
+                            "-texres 64", "-type sphere", "-blendv on", "-foo bar", "-s", "\\",
                         ]),
                         0..3,
                     ),
