@@ -501,6 +501,41 @@ fn a_frame_larger_than_memory_is_refused_up_front() {
     );
 }
 
+/// Under an address-space limit (`ulimit -v`, here 1,000,000 KiB: room for the process to
+/// start, not for the frame), a 12000x12000 frame (8.6 GiB) is refused before anything is
+/// loaded, naming the limit, however much memory the machine has free. It passed the check
+/// before, and its film's allocation aborted the process halfway through the render.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_frame_past_the_address_space_limit_is_refused_up_front() {
+    let dir = tempfile::tempdir().unwrap();
+    let obj = dir.path().join("tri.obj");
+    std::fs::write(&obj, "v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\n").unwrap();
+    let out = dir.path().join("out.png");
+    let output = std::process::Command::new("sh")
+        .args(["-c", r#"ulimit -v 1000000 && exec "$0" "$@""#])
+        .arg(cli_support::gasworks_path())
+        .args(["render", obj.to_str().unwrap(), "-o", out.to_str().unwrap()])
+        .args(["--backend", "cpu", "--quiet", "--spp", "1"])
+        .args(["--width", "12000", "--height", "12000"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("a 12000x12000 image needs about 8.6 GiB of memory, and "),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("under the address-space limit (ulimit -v) of 1.0 GiB"),
+        "{stderr}"
+    );
+    for crash in ["panicked", "memory allocation of", "backtrace"] {
+        assert!(!stderr.contains(crash), "{stderr}");
+    }
+    assert!(!out.exists(), "a refused render wrote {}", out.display());
+}
+
 /// A build without the feature `mpi` under `mpirun -np 4` (as the launcher's variables say):
 /// refused on every rank, naming the feature, rather than four whole-frame renders racing for
 /// one output. One rank (`-np 1`) renders as a single process.

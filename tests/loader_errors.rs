@@ -51,6 +51,20 @@ fn malformed_vertex_lines() {
     assert_obj_error_at("v 1 2 3 0\n", 1, "weight w is 0");
 }
 
+/// A file cut short mid-statement (a full disk, an interrupted copy) ends with no newline:
+/// an error on that last line says the file looks truncated; the same line with its newline
+/// is only malformed.
+#[test]
+fn an_error_on_an_unterminated_last_line_says_the_file_looks_truncated() {
+    let note = "; the last line has no newline: the file looks truncated";
+    let cut = assert_obj_error_at(&format!("{TRIANGLE}f 1 2 3\nv 1.0 2."), 5, "missing number");
+    assert!(cut.to_string().contains(note), "{cut}");
+    let index = assert_obj_error_at(&format!("{TRIANGLE}f 1 2 9"), 4, "out of range");
+    assert!(index.to_string().contains(note), "{index}");
+    let whole = assert_obj_error_at(&format!("{TRIANGLE}v 1.0 2.\n"), 4, "missing number");
+    assert!(!whole.to_string().contains("newline"), "{whole}");
+}
+
 #[test]
 fn bad_faces() {
     assert_obj_error_at(&format!("{TRIANGLE}f 1 2 x\n"), 4, "\"x\"");

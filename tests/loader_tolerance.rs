@@ -126,6 +126,43 @@ fn faces_of_fewer_than_three_vertices_are_skipped() {
     assert_eq!(s.groups.len(), 1);
 }
 
+/// A file cut short inside its last face (a full disk, an interrupted copy) ends with no
+/// newline: the face is skipped as any short face is, and the one warning says the file looks
+/// truncated. With its newline the same face is only a short face.
+#[test]
+fn a_face_cut_short_on_an_unterminated_last_line_says_the_file_looks_truncated() {
+    let text = format!("{SQUARE}f 1 2 3\nf 1 2");
+    let s = load_with_one_warning(
+        &text,
+        6,
+        "the face on the last line has fewer than 3 vertices and is skipped; the last line \
+         has no newline: the file looks truncated",
+    );
+    assert_eq!(s.triangle_count(), 1);
+    assert!(
+        !other_warnings(&s).iter().any(|w| w.contains("faces have")),
+        "{:?}",
+        s.report.warnings
+    );
+    let s = load_with_one_warning(
+        &format!("{SQUARE}f 1 2 3\nf 1 2\n"),
+        6,
+        "face has fewer than 3 vertices and is skipped",
+    );
+    assert!(
+        !other_warnings(&s).iter().any(|w| w.contains("truncated")),
+        "{:?}",
+        s.report.warnings
+    );
+    // Cut after a slash, the face is whole: nothing to tell.
+    let s = load(&write(
+        tempfile::tempdir().unwrap().path(),
+        "slash.obj",
+        format!("{SQUARE}f 1 2 3/"),
+    ));
+    assert!(other_warnings(&s).is_empty(), "{:?}", s.report.warnings);
+}
+
 #[test]
 fn usemtl_without_a_name_uses_the_default_material() {
     let dir = tempfile::tempdir().unwrap();

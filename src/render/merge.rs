@@ -291,7 +291,7 @@ pub fn merge_files(
         super::memory::check_fits(
             &format!("joining a {fw}x{fh} frame"),
             super::memory::merge_bytes(fw, fh),
-            super::memory::available_bytes(),
+            super::memory::room(),
         )
         .map_err(MergeError::Memory)?;
     }

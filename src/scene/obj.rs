@@ -14,7 +14,8 @@
 //!   `usemtl` material; convex polygons are fans, concave ones are split by ear clipping
 //!   ([`polygon`]); groups without normals in smoothing groups (`s 1`) get computed ones;
 //! - repaired with a warning: normal or texture indices that point nowhere (the attribute is
-//!   dropped for those faces), faces of fewer than 3 vertices (skipped), faces that cross
+//!   dropped for those faces), faces of fewer than 3 vertices (skipped; on a last line
+//!   without a newline, the warning says the file looks truncated), faces that cross
 //!   themselves or concave faces of more than 4096 corners (kept as fans), `usemtl` without a
 //!   name (default material), vertices with a non-finite coordinate (the triangles that use
 //!   them are dropped), a missing MTL file or texture, an unknown material, `l`/`p`
@@ -535,7 +536,7 @@ fn empty_detail(
                 "it holds only points and lines ({points} and {lines}), which are not surfaces"
             )),
         }
-        let short = tally.short_faces.count;
+        let short = tally.short_faces.count + tally.truncated_faces.count;
         if short > 0 {
             parts.push(format!(
                 "{} fewer than 3 vertices {} skipped",
@@ -581,7 +582,7 @@ fn tally_warnings(path: &Path, tally: &Tally, non_finite_dropped: usize) -> Vec<
 }
 
 /// The notes (occurrences, text) on statements that the loader skips or reads in part.
-fn skipped_statement_notes(tally: &Tally) -> [(&Occurrences, String); 5] {
+fn skipped_statement_notes(tally: &Tally) -> [(&Occurrences, String); 6] {
     let t = tally;
     [
         (
@@ -623,6 +624,13 @@ fn skipped_statement_notes(tally: &Tally) -> [(&Occurrences, String); 5] {
                 } else {
                     "are"
                 }
+            ),
+        ),
+        (
+            &t.truncated_faces,
+            format!(
+                "the face on the last line has fewer than 3 vertices and is skipped; {}",
+                parse::TRUNCATED_NOTE
             ),
         ),
         (

@@ -22,7 +22,7 @@ pub(super) fn check_frame_memory(width: u32, height: u32) -> anyhow::Result<()> 
     memory::check_fits(
         &format!("a {width}x{height} image"),
         memory::frame_bytes(width, height),
-        memory::available_bytes(),
+        memory::room(),
     )
     .map_err(|e| {
         anyhow::anyhow!(

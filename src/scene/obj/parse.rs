@@ -94,6 +94,9 @@ pub struct Tally {
     pub vertex_colours: Occurrences,
     /// Faces with fewer than 3 vertices (skipped).
     pub short_faces: Occurrences,
+    /// A face with fewer than 3 vertices on the file's last line, which has no newline
+    /// (skipped, and not counted in `short_faces`): the file looks cut short.
+    pub truncated_faces: Occurrences,
     /// `usemtl` with no name (the default material is used).
     pub unnamed_materials: Occurrences,
     /// Faces with a normal index that points nowhere (their normals are dropped).
@@ -120,6 +123,7 @@ impl Tally {
         self.points.merge(&later.points);
         self.vertex_colours.merge(&later.vertex_colours);
         self.short_faces.merge(&later.short_faces);
+        self.truncated_faces.merge(&later.truncated_faces);
         self.unnamed_materials.merge(&later.unnamed_materials);
         self.normals_nowhere.merge(&later.normals_nowhere);
         self.uvs_nowhere.merge(&later.uvs_nowhere);
@@ -583,6 +587,11 @@ struct ChunkParser<'a> {
     smoothing: Option<u32>,
 }
 
+/// What a warning or an error on the file's last line adds when that line has no newline: a
+/// file cut short (by a full disk, an interrupted copy or download) ends so, mid-statement.
+pub const TRUNCATED_NOTE: &str = "the last line has no newline: the file looks truncated \
+     (cut short by a full disk or an interrupted copy?)";
+
 /// Parses one chunk. Never panics on any input: every problem is an error or a tally.
 pub fn parse_chunk(input: ChunkInput<'_>) -> ChunkOut {
     let mut p = ChunkParser {
@@ -604,6 +613,9 @@ pub fn parse_chunk(input: ChunkInput<'_>) -> ChunkOut {
     // No text holds a NUL byte: past one, the file is damaged or binary (a first block that
     // holds one is refused whole before parsing).
     let nul = memchr::memchr(0, input.text);
+    // Chunks end at line ends, but for the file's last one where the file has no final
+    // newline.
+    let unterminated = input.text.last().is_some_and(|&b| b != b'\n');
     let mut offset = 0;
     for_each_line(input.text, |line, lines, bytes| {
         // Errors name the first line of a continued statement.
@@ -615,7 +627,12 @@ pub fn parse_chunk(input: ChunkInput<'_>) -> ChunkOut {
             ));
             return false;
         }
-        if let Err(error) = p.statement(line) {
+        let result = if unterminated && offset == input.text.len() {
+            p.last_statement(line)
+        } else {
+            p.statement(line)
+        };
+        if let Err(error) = result {
             p.out.error = Some(error);
             return false;
         }
@@ -623,6 +640,18 @@ pub fn parse_chunk(input: ChunkInput<'_>) -> ChunkOut {
         true
     });
     p.out
+}
+
+/// `error` with [`TRUNCATED_NOTE`] added to its message (a malformed statement, or an index
+/// that a cut made point nowhere; others are kept as they are).
+fn truncated(mut error: LoadError) -> LoadError {
+    if let LoadError::Syntax { message, .. } | LoadError::IndexOutOfRange { message, .. } =
+        &mut error
+    {
+        message.push_str("; ");
+        message.push_str(TRUNCATED_NOTE);
+    }
+    error
 }
 
 impl ChunkParser<'_> {
@@ -642,6 +671,19 @@ impl ChunkParser<'_> {
             .ok()
             .or_else(|| msvc_special(word))
             .ok_or_else(|| self.syntax(format!("{what}: {:?} is not a number", text(word))))
+    }
+
+    /// The file's last line, which has no newline. Where it does not parse, the file was
+    /// likely cut inside it: an error says so, and a face cut to fewer than 3 vertices is
+    /// skipped (as any such face) but tallied apart, for a warning that says so too.
+    fn last_statement(&mut self, line: &[u8]) -> Result<(), LoadError> {
+        let short_before = self.out.tally.short_faces;
+        self.statement(line).map_err(truncated)?;
+        if self.out.tally.short_faces != short_before {
+            self.out.tally.short_faces = short_before;
+            self.out.tally.truncated_faces.note(self.line);
+        }
+        Ok(())
     }
 
     fn statement(&mut self, line: &[u8]) -> Result<(), LoadError> {
@@ -1183,6 +1225,32 @@ mod tests {
                 Event::Triangles { count: 1, line: 7 }
             ]
         );
+    }
+
+    /// A last line without a newline that does not parse: the file was likely cut inside it.
+    /// The same line with its newline is an ordinary short face or error.
+    #[test]
+    fn a_last_line_cut_short_is_told_apart() {
+        let head = "v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\n";
+        let cut = parse(&format!("{head}f 1 2\nf 1 2"));
+        assert!(cut.out.error.is_none());
+        assert_eq!(cut.out.tally.short_faces.first_line, 5);
+        assert_eq!(cut.out.tally.short_faces.count, 1);
+        assert_eq!(cut.out.tally.truncated_faces.count, 1);
+        assert_eq!(cut.out.tally.truncated_faces.first_line, 6);
+        let whole = parse(&format!("{head}f 1 2\n"));
+        assert_eq!(whole.out.tally.short_faces.count, 1);
+        assert_eq!(whole.out.tally.truncated_faces.count, 0);
+        let e = error(&format!("{head}v 1.0 2."));
+        assert_eq!(e.line(), Some(5));
+        assert!(e.to_string().ends_with(TRUNCATED_NOTE), "{e}");
+        assert!(e.to_string().contains("missing number"), "{e}");
+        let e = error(&format!("{head}v 1.0 2.\n"));
+        assert!(!e.to_string().contains("newline"), "{e}");
+        // A last line that parses is not suspected, newline or not.
+        let fine = parse(&format!("{head}f 1 2 3/"));
+        assert!(fine.out.error.is_none());
+        assert_eq!(fine.out.tally, Tally::default());
     }
 
     #[test]
