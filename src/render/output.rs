@@ -19,7 +19,7 @@ use std::io::{BufReader, BufWriter};
 use std::path::{Path, PathBuf};
 
 use super::{Film, RenderSettings, Tile};
-use crate::scene::Scene;
+use crate::scene::{image_file, Scene};
 
 /// The EXR attribute and PNG text keyword of the render settings ([`render_key`]).
 pub const RENDER_KEY: &str = "gasworks.render";
@@ -1045,8 +1045,36 @@ fn bad_meta(path: &Path, reason: String) -> ReadError {
     }
 }
 
+/// Refuses an EXR whose headers claim more pixels than gasworks renders, or than its bytes
+/// can hold ([`image_file::EXPANSION_LIMIT`]): the reader allocates by these numbers.
+fn check_exr_size(path: &Path) -> Result<(), ReadError> {
+    let file_bytes = std::fs::metadata(path)
+        .map_err(|e| read_failed(path)(&e))?
+        .len();
+    let meta =
+        exr::meta::MetaData::read_from_file(path, false).map_err(|e| read_failed(path)(&e))?;
+    let max = crate::render::MAX_IMAGE_SIDE as usize;
+    for header in meta.headers.iter().filter(|h| !h.deep) {
+        let (w, h) = (header.layer_size.width(), header.layer_size.height());
+        if w > max || h > max {
+            return Err(bad_meta(
+                path,
+                format!("the data window is {w}x{h} pixels; gasworks renders at most {max} a side"),
+            ));
+        }
+        // As gasworks holds them (f32 RGB), or as the file's channels decode (the largest
+        // level, the one read).
+        let pixel_bytes = (header.channels.bytes_per_pixel as u64).max(12);
+        if let Some(why) = image_file::outgrows(w as u64, h as u64, pixel_bytes, file_bytes) {
+            return Err(bad_meta(path, format!("data window: {why}")));
+        }
+    }
+    Ok(())
+}
+
 fn read_exr(path: &Path) -> Result<ReadImage, ReadError> {
     use exr::prelude::{read, AttributeValue, ReadChannels, ReadLayers, Text, Vec2};
+    check_exr_size(path)?;
     let image = read()
         .no_deep_data()
         .largest_resolution_level()
@@ -1063,7 +1091,7 @@ fn read_exr(path: &Path) -> Result<ReadImage, ReadError> {
         .from_file(path)
         .map_err(|e| read_failed(path)(&e))?;
     let display = image.attributes.display_window;
-    let layer = &image.layer_data;
+    let layer = image.layer_data;
     let offset = layer.attributes.layer_position - display.position;
     let (w, h) = (layer.size.width(), layer.size.height());
     let (fw, fh) = (display.size.width(), display.size.height());
@@ -1098,14 +1126,20 @@ fn read_exr(path: &Path) -> Result<ReadImage, ReadError> {
             exposure: 0.0,
             tonemap: ToneCurve::Clamp,
         },
-        pixels: Pixels::Linear(layer.channel_data.pixels.1.clone()),
+        pixels: Pixels::Linear(layer.channel_data.pixels.1),
     })
 }
 
 fn read_png(path: &Path) -> Result<ReadImage, ReadError> {
     let fail = read_failed(path);
     let file = std::fs::File::open(path).map_err(|e| fail(&e))?;
-    let mut reader = png::Decoder::new(BufReader::new(file))
+    let file_bytes = file.metadata().map_err(|e| fail(&e))?.len();
+    // The decoder's own limit (64 MiB by default) would refuse a big crop; this one grows with
+    // the file ([`image_file::allowance`]).
+    let limits = png::Limits {
+        bytes: usize::try_from(image_file::allowance(file_bytes)).unwrap_or(usize::MAX),
+    };
+    let mut reader = png::Decoder::new_with_limits(BufReader::new(file), limits)
         .read_info()
         .map_err(|e| fail(&e))?;
     let (color, depth) = reader.output_color_type();

@@ -77,11 +77,8 @@ use crate::fnv::Fnv;
 pub enum EnvironmentMapError {
     #[error("environment map {path}: {reason}")]
     Unusable { path: String, reason: String },
-    #[error("environment map {path}: reading it: {source}")]
-    Read {
-        path: String,
-        source: image::ImageError,
-    },
+    #[error("environment map {path}: reading it: {reason}")]
+    Read { path: String, reason: String },
 }
 
 /// A latitude-longitude map of radiance, ready for lookups and importance sampling. Built once
@@ -131,10 +128,11 @@ impl EnvironmentMap {
                     .into(),
             });
         }
-        let image = image::open(path).map_err(|source| EnvironmentMapError::Read {
-            path: name.clone(),
-            source,
-        })?;
+        let image =
+            super::image_file::decode(path).map_err(|reason| EnvironmentMapError::Read {
+                path: name.clone(),
+                reason,
+            })?;
         let rgb = image.into_rgb32f();
         let (width, height) = rgb.dimensions();
         let texels = rgb.pixels().map(|p| Vec3::from(p.0)).collect();

@@ -10,6 +10,7 @@ pub mod camera;
 pub mod content_hash;
 pub mod environment_map;
 pub mod gen;
+pub mod image_file;
 pub mod light_power;
 pub mod lights;
 pub mod obj;

@@ -1269,7 +1269,7 @@ impl TextureCache {
         let files_decoded = &mut self.files_decoded;
         let (_, image) = self.last_image.get_or_insert_with(|| {
             *files_decoded += 1;
-            (path.to_path_buf(), open_image(path))
+            (path.to_path_buf(), crate::scene::image_file::decode(path))
         });
         image.as_ref().map_err(Clone::clone)
     }
@@ -1375,20 +1375,6 @@ fn decode_normals(path: &Path, image: &image::DynamicImage) -> Texture {
         })
         .collect();
     decoded_texture(path, width, height, texels)
-}
-
-/// Opens and decodes an image of at least one pixel.
-fn open_image(path: &Path) -> Result<image::DynamicImage, String> {
-    let image = image::ImageReader::open(path)
-        .map_err(|e| e.to_string())?
-        .with_guessed_format()
-        .map_err(|e| e.to_string())?
-        .decode()
-        .map_err(|e| e.to_string())?;
-    if image.width() == 0 || image.height() == 0 {
-        return Err("the image is empty".into());
-    }
-    Ok(image)
 }
 
 /// The sRGB transfer function undone: texel values of 8- and 16-bit images are sRGB encoded.
