@@ -1130,18 +1130,23 @@ fn read_exr(path: &Path) -> Result<ReadImage, ReadError> {
     })
 }
 
-fn read_png(path: &Path) -> Result<ReadImage, ReadError> {
+/// A PNG decoder past the file's header. The decoder's own limit (64 MiB by default) would
+/// refuse a big crop; this one grows with the file ([`image_file::allowance`]).
+fn open_png(path: &Path) -> Result<png::Reader<BufReader<std::fs::File>>, ReadError> {
     let fail = read_failed(path);
     let file = std::fs::File::open(path).map_err(|e| fail(&e))?;
     let file_bytes = file.metadata().map_err(|e| fail(&e))?.len();
-    // The decoder's own limit (64 MiB by default) would refuse a big crop; this one grows with
-    // the file ([`image_file::allowance`]).
     let limits = png::Limits {
         bytes: usize::try_from(image_file::allowance(file_bytes)).unwrap_or(usize::MAX),
     };
-    let mut reader = png::Decoder::new_with_limits(BufReader::new(file), limits)
+    png::Decoder::new_with_limits(BufReader::new(file), limits)
         .read_info()
-        .map_err(|e| fail(&e))?;
+        .map_err(|e| fail(&e))
+}
+
+fn read_png(path: &Path) -> Result<ReadImage, ReadError> {
+    let fail = read_failed(path);
+    let mut reader = open_png(path)?;
     let (color, depth) = reader.output_color_type();
     if color != png::ColorType::Rgb || depth != png::BitDepth::Eight {
         return Err(bad_meta(
