@@ -1146,7 +1146,9 @@ step_nsys() {
 gas_batch=""
 need_gas_batch() {
     [ -n "$gas_batch" ] && return 0
-    if "${GW_CC:-cc}" -O2 -o "$dev/gas_batch.built" "$root/repro/gas-batch/gas_batch.c" -ldl 2> "$out/gas-batch-cc.log"; then
+    local cc_cmd=("${GW_CC:-cc}" -O2 -o "$dev/gas_batch.built" "$root/repro/gas-batch/gas_batch.c" -ldl)
+    header "$out/gas-batch-cc.log" "${cc_cmd[@]}"
+    if "${cc_cmd[@]}" >> "$out/gas-batch-cc.log" 2>&1; then
         gas_batch="$dev/gas_batch.built"
     elif [ -x "$dev/gas_batch" ]; then
         note "gas_batch: no C compiler here (see $out/gas-batch-cc.log): the archive's build is run"

@@ -413,6 +413,8 @@ check "cluster: the device's answer quoted" \
     has_second "^cluster: cluster acceleration structures on Fake GPU \(host memory\): not supported \(OPTIX_DEVICE_PROPERTY_CLUSTER_ACCEL = 0\)$"
 check "bench (GW_BENCH_RUNS): the toystore's enqueue-thread runs alone, every row written" bash -c \
     "test \$(ls '$work'/results-second/bench-*.log | wc -l) -eq 3 && test \$(grep -c '^toystore' '$work/results-second/bench-toystore-enqueue-threads.csv') -eq 10"
+check "second call: every result file starts with its provenance" bash -c \
+    "for f in '$work'/results-second/*.log '$work'/results-second/*.meta; do head -n1 \"\$f\" | grep -q '^# command: ' || exit 1; done"
 check "second call: one summary log and one tar.gz in \$OUT" bash -c \
     "test \$(ls '$work'/out-second/gpu-session-*.log | wc -l) -eq 1 && test \$(ls '$work'/out-second/results-*.tar.gz | wc -l) -eq 1"
 
