@@ -12,6 +12,9 @@
 #     libnvtx_recorder.so      the NVTX injection recorder (GPU hosts may have no C compiler)
 #     stream_race              repro/stream-race/stream_race.c, the one-context build race's
 #                              reproducer for NVIDIA (the race step runs it)
+#     gas_batch                repro/gas-batch/gas_batch.c, the forum's batch loop in C (the
+#                              cbaseline and cluster steps compile it on the GPU host, and
+#                              run this one where the host has no C compiler)
 #     nsys-libs/               libdw.so.1 and the libraries it needs but libc, from this
 #                              machine: the Nsight Systems importer on the lent GPU hosts
 #                              lacks libdw.so.1 and so made no report (2026-11-24, -26); the
@@ -81,6 +84,9 @@ ${CC:-cc} -shared -fPIC -O1 -o "$stage/libnvtx_recorder.so" tests/support/nvtx_r
 
 echo "build-for-device: the stream-race reproducer" >&2
 ${CC:-cc} -O2 -o "$stage/stream_race" repro/stream-race/stream_race.c -ldl
+
+echo "build-for-device: the C baseline of the batch (gas_batch)" >&2
+${CC:-cc} -O2 -o "$stage/gas_batch" repro/gas-batch/gas_batch.c -ldl
 
 # Best effort: without libdw here the archive simply has no nsys-libs/, and the nsys step says
 # what the importer lacks.

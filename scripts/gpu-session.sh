@@ -43,9 +43,18 @@
 #   watchdog   batches known to hang (LPT weight 1000 or 250, 4 streams) with GASWORKS_BUILD_WAIT_S=10:
 #              the hang must end in the error naming the batch
 #   connections  build-bench at 8..32 streams with CUDA_DEVICE_MAX_CONNECTIONS 8 and 32
+#   cbaseline  the forum's batch loop in plain C (repro/gas-batch/gas_batch.c, compiled here)
+#              beside build-bench, on the sponza-like scene and the toystore, same triangle
+#              counts, streams 1..16, flags and repeats: gasworks / C per stream count, and each
+#              one's host time per optixAccelBuild
+#   cluster    does this GPU build OptiX 9's cluster acceleration structures? (gas_batch --probe)
 # Groups sized for device calls of under 9 minutes each:
 #   call1 = tests sanitizer     call2 = bench     call3 = render depth sched failover nsys
 #   all = the three
+#   short = tests depth render sched failover: the first call on a lent GPU, whose 15 minutes
+#           no longer hold the whole protocol; its tests step stops each binary at 60 s
+#           (GW_TEST_TIMEOUT_S) and itself at 270 s (GW_TESTS_BUDGET_S), so that the steps
+#           after it run within the call's budget
 #
 # Results: bench/results/<date>-<device>/ (or $GW_RESULTS_DIR): one log per command, CSVs, plots
 # and images, every file starting with the command, device, driver, git commit and date. At the
@@ -62,6 +71,13 @@
 #   GW_REPEAT_LPT, GW_REPEAT_CONN  repeats of the lpt (20) and connections (50) steps
 #   GW_CONFIG_TIMEOUT_S  bench step: build-bench --config-timeout-s of its --isolate runs (60)
 #   GW_TESTS          tests step: only these test binaries (space-separated names)
+#   GW_TEST_TIMEOUT_S tests step: a test binary still running after this is stopped (150; 60 in
+#                     the short recipe)
+#   GW_TESTS_BUDGET_S tests step: no binary starts, and the running one is stopped, past this
+#                     many seconds of the step (unbounded but for GW_BUDGET_S; 270 in short)
+#   GW_BENCH_RUNS     bench step: only these runs (space-separated names, e.g.
+#                     toystore-enqueue-threads)
+#   GW_CC             cbaseline and cluster steps: the C compiler (default cc)
 #   GW_SHELVES        toystore size (default 1007 shelves: about 10M triangles)
 #   GW_SCENES_DIR     generated scenes (default /tmp/gasworks-scenes; large, never committed)
 #   GW_SKIP_CPU=1     render step: GPU renders only (no GPU vs CPU comparison then)
@@ -80,13 +96,21 @@ archive="${GW_ARCHIVE:-$root/.device/gasworks-device.tar.xz}"
 usage() { awk 'NR > 1 && !/^#/ {exit} NR > 1' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 [ $# -gt 0 ] || { usage >&2; exit 2; }
 steps=()
+# The short recipe's tighter tests step (see above); GW_TEST_TIMEOUT_S and GW_TESTS_BUDGET_S win.
+test_timeout_default=150
+tests_budget_default=""
 for a in "$@"; do
     case "$a" in
+        short)
+            steps+=(tests depth render sched failover)
+            test_timeout_default=60
+            tests_budget_default=270 ;;
         call1) steps+=(tests sanitizer) ;;
         call2) steps+=(bench) ;;
         call3) steps+=(render depth sched failover nsys) ;;
         all) steps+=(tests sanitizer bench render depth sched failover nsys) ;;
-        tests|sanitizer|bench|render|sched|failover|nsys|lpt|race|watchdog|depth|connections) steps+=("$a") ;;
+        tests|sanitizer|bench|render|sched|failover|nsys|lpt|race|watchdog|depth|connections|cbaseline|cluster)
+            steps+=("$a") ;;
         -h|--help) usage; exit 0 ;;
         *) echo "gpu-session: unknown step '$a'" >&2; usage >&2; exit 2 ;;
     esac
@@ -243,12 +267,22 @@ step_tests() {
     # One binary may not take the whole call: a hang (LPT batches hung on the H100, a test
     # with LPT batches on the H200) is stopped at GW_TEST_TIMEOUT_S, named, and the binary is
     # run again without it.
-    local t n=0 cap="${GW_TEST_TIMEOUT_S:-150}" ran=()
+    local t n=0 cap="${GW_TEST_TIMEOUT_S:-$test_timeout_default}" ran=() step_budget="${GW_TESTS_BUDGET_S:-$tests_budget_default}"
+    # The step's own budget (the short recipe's): `budget` shadowed here, so that `left` and
+    # `logged` stop the step at it and the steps after it keep their time.
+    if [ -n "$step_budget" ]; then
+        local budget=$(( $(elapsed) + step_budget < budget ? $(elapsed) + step_budget : budget ))
+    fi
+    note "tests: each binary stopped after $cap s${step_budget:+, the step after $step_budget s}"
     for t in "$tests_dir"/*; do
         [ -x "$t" ] || continue
         # GW_TESTS: only the test binaries named there (space-separated), to rerun a fix.
         if [ -n "${GW_TESTS:-}" ] && [[ " $GW_TESTS " != *" $(basename "$t") "* ]]; then
             continue
+        fi
+        if [ "$(left)" -le 15 ]; then
+            fail "tests: the step's time ran out before $(basename "$t") and the binaries after it"
+            break
         fi
         n=$((n + 1))
         # One test thread: the GPU tests share one device (out-of-memory and timing tests).
@@ -319,6 +353,10 @@ step_sanitizer() {
 # bench_one NAME SCENE REPEAT ARGS...: one build-bench invocation, CSV + SVG + log.
 bench_one() {
     local name="$1" scene="$2" repeat="$3"; shift 3
+    # The bench step's GW_BENCH_RUNS (its `bench_only`): the runs it does not name are left out.
+    if [ -n "${bench_only:-}" ] && [[ " $bench_only " != *" $name "* ]]; then
+        return 0
+    fi
     local cmd=("$bin" build-bench "$scene" --repeat "$repeat" --csv "$out/bench-$name.csv" --plot "$out/bench-$name.svg" "$@")
     # A caller's `bench_cap` (seconds) bounds the run: a hung batch fails it, the step goes on.
     local cap=()
@@ -335,6 +373,7 @@ step_bench() {
     local r="${GW_REPEAT:-100}" rb="${GW_REPEAT_BIG:-10}" s=1,2,4,8,16,32
     # A hung batch (LPT hung twice on the H100) fails its run, not the step.
     local bench_cap="${GW_CMD_TIMEOUT_S:-200}" # read by bench_one
+    local bench_only="${GW_BENCH_RUNS:-}" # read by bench_one
     # One factor at a time around the default (fast-trace, round-robin, shared scratch, one GAS
     # per group, no compaction): the whole cross product would be 320 configurations.
     # The headline runs first (8 streams against 1, the single GAS), then the enqueue threads
@@ -1098,6 +1137,90 @@ step_nsys() {
     else
         note "nsys: $n made no .nsys-rep (files: $(find "$(dirname "$rep")" -maxdepth 1 -name "$(basename "$rep")*" -printf '%f ' 2>/dev/null))"
     fi
+}
+
+# ---- the C baseline -------------------------------------------------------------------------
+# gas_batch (repro/gas-batch/gas_batch.c): compiled here from this checkout, the driver's
+# libcuda.so.1 and libnvoptix.so.1 loaded at run time; where this host has no C compiler, the
+# archive's build of the same file. Sets `gas_batch`; fails the step without one.
+gas_batch=""
+need_gas_batch() {
+    [ -n "$gas_batch" ] && return 0
+    local cc_cmd=("${GW_CC:-cc}" -O2 -o "$dev/gas_batch.built" "$root/repro/gas-batch/gas_batch.c" -ldl)
+    header "$out/gas-batch-cc.log" "${cc_cmd[@]}"
+    if "${cc_cmd[@]}" >> "$out/gas-batch-cc.log" 2>&1; then
+        gas_batch="$dev/gas_batch.built"
+    elif [ -x "$dev/gas_batch" ]; then
+        note "gas_batch: no C compiler here (see $out/gas-batch-cc.log): the archive's build is run"
+        gas_batch="$dev/gas_batch"
+    else
+        fail "gas_batch: neither compiled here (see $out/gas-batch-cc.log) nor in the archive"
+        return 1
+    fi
+}
+
+# The issue-71 question: is build-bench's batch the driver's time, or does gasworks add to it?
+# The forum's loop in C and build-bench on the same scene, triangle counts, streams, flags,
+# repeats and hardware queues (CUDA_DEVICE_MAX_CONNECTIONS=16, what build-bench asks for at 16
+# streams), one after the other in this call; then gasworks / C per stream count.
+step_cbaseline() {
+    need_gas_batch || return
+    need_sponza
+    cbaseline_scene sponza-like "$sponza" "${GW_REPEAT:-100}"
+    need_toystore
+    cbaseline_scene toystore "$toystore" "${GW_REPEAT_BIG:-10}"
+}
+
+# cbaseline_scene NAME SCENE REPEAT: gas_batch on the scene's per-group triangle counts (those
+# of build-bench's GASes: `gasworks info --groups`, empty groups left out as build-bench leaves
+# them), build-bench on the scene, and their comparison.
+cbaseline_scene() {
+    local name="$1" scene="$2" repeat="$3" counts="$out/cbaseline-$1-triangle-counts.txt"
+    local streams=1,2,4,8,16 c_log="$out/cbaseline-$1-c.log" bench_cap="${GW_CMD_TIMEOUT_S:-200}"
+    "$bin" info "$scene" --groups --quiet | sed -n '/^group list:/,$p' | awk 'NR > 1 && $1 > 0 {print $1}' > "$counts"
+    CUDA_DEVICE_MAX_CONNECTIONS=16 logged "$c_log" timeout -k 5 "$bench_cap" "$gas_batch" "$counts" --streams "$streams" \
+        --flags fast-trace,fast-build --repeat "$repeat" --warmup 3 || fail "gas_batch on $name (see $c_log)"
+    CUDA_DEVICE_MAX_CONNECTIONS=16 bench_one "cbaseline-$name" "$scene" "$repeat" --streams "$streams" --flags both --warmup 3
+    cbaseline_compare "$name" "$out/bench-cbaseline-$name.log" "$c_log" > "$out/cbaseline-$name.csv"
+    meta "$out/cbaseline-$name.csv" "cbaseline_compare $name bench-cbaseline-$name.log $(basename "$c_log")"
+    local rows
+    rows=$(awk -F, 'NR > 1' "$out/cbaseline-$name.csv" | wc -l)
+    [ "$rows" -eq 10 ] || fail "cbaseline $name: $rows of 10 stream counts x flags timed by both (see $c_log, $out/bench-cbaseline-$name.log)"
+    awk -F, -v n="$name" 'NR > 1 {printf "cbaseline %s %s %2d streams: gasworks %s ms / C %s ms = %sx; host per optixAccelBuild: gasworks %s us, C %s us\n", n, $1, $2, $3, $4, $5, $6, $7}' \
+        "$out/cbaseline-$name.csv" | tee -a "$summary" >&2
+}
+
+# cbaseline_compare NAME BENCH_LOG C_LOG: one CSV row per flags and stream count timed by both
+# (same GAS count): the medians, their ratio, and each one's host time per optixAccelBuild.
+cbaseline_compare() {
+    echo "flags,streams,gasworks_median_ms,c_median_ms,gasworks_over_c,gasworks_us_per_build,c_us_per_build"
+    awk '
+        # build-bench: " 8 streams | fast-trace, round-robin, shared scratch | 390 GASes | min .. median M max .. ms | host enqueue median .. ms (U us per GAS) | ..."
+        FNR == 1 { file++ }
+        / streams \| / && (file == 1 ? $0 ~ / \| fast-(trace|build), round-robin, shared scratch \| / : $0 ~ / \| fast-(trace|build) \| /) {
+            split($0, f, " [|] ")
+            streams = f[1] + 0; flags = f[2]; sub(/,.*/, "", flags); gases = f[3] + 0
+            m = f[4]; sub(/.*median /, "", m); sub(/ .*/, "", m)
+            u = f[5]; sub(/.*\(/, "", u); sub(/ us.*/, "", u)
+            key = flags "," streams
+            if (file == 1) { g[key] = m; gu[key] = u; gn[key] = gases } else { c[key] = m; cu[key] = u; cn[key] = gases; order[++k] = key }
+        }
+        END {
+            for (i = 1; i <= k; i++) {
+                key = order[i]
+                if (!(key in g) || gn[key] != cn[key]) continue
+                ratio = c[key] > 0 ? sprintf("%.3f", g[key] / c[key]) : "n/a"
+                print key "," g[key] "," c[key] "," ratio "," gu[key] "," cu[key]
+            }
+        }' "$2" "$3"
+}
+
+# OptiX 9's cluster acceleration structures (many GASes from clusters in a few calls): does this
+# GPU build them? The device property's answer, and only that.
+step_cluster() {
+    need_gas_batch || return
+    logged "$out/cluster.log" "$gas_batch" --probe || fail "gas_batch --probe (see $out/cluster.log)"
+    note "cluster: $(grep -m1 '^cluster acceleration structures' "$out/cluster.log" || echo "no answer (see $out/cluster.log)")"
 }
 
 # ---- run ------------------------------------------------------------------------------------

@@ -18,12 +18,21 @@
 #   tests/              one test binary (optix_gpu_context): its GPU tests fail here, which
 #                       exercises the failure report of the tests step
 #   stream_race         repro/stream-race/stream_race.c, built here, runs on the fake GPU
+#   cc (GW_CC)          the cbaseline and cluster steps compile repro/gas-batch/gas_batch.c on
+#                       the GPU host: the stand-in compiles it for real and runs the program it
+#                       made on the fake GPU
 #   failover's render   runs for real on the fake GPU too (GASWORKS_FAULT_AT_TILE set): the fake
 #                       libcuda's kernel launch is the fault, so the step parses real warnings
 #   build-bench         runs for real on a fake GPU (scripts/with-fake-gpu.sh): the stand-ins of
 #                       libcuda and libnvoptix that tests/fake_gpu.rs uses, whose device memory
 #                       is host memory; so the bench, sanitizer, race and watchdog steps parse
 #                       build-bench's real lines, CSVs and messages
+#
+# Sessions: the short recipe with the rest of the protocol's steps (sanitizer, bench, nsys);
+# race and watchdog; the render step again; the watchdog's two other outcomes; the second call
+# of a lent GPU (cbaseline, cluster, the bench step's toystore enqueue threads alone); and the
+# short recipe cut by its budgets (a hung test past the tests step's budget, a call's budget
+# spent midway), which must stop in time and still pack its results.
 #
 # Checked: each step ran and printed its time; the tests step counted passes and failures and
 # quoted the failing tests; the bench step quoted its headline lines and wrote its CSVs, the
@@ -39,7 +48,7 @@ work="$(mktemp -d "${TMPDIR:-/tmp}/gasworks-rehearsal.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 say() { echo "rehearse-gpu-session: $*" >&2; }
 
-real="${GW_REHEARSE_BIN:-$root/target/debug/gasworks}"
+real="${GW_REHEARSE_BIN:-${CARGO_TARGET_DIR:-$root/target}/debug/gasworks}"
 if [ -z "${GW_REHEARSE_BIN:-}" ]; then
     cargo build --quiet --features fault-injection --bin gasworks
 fi
@@ -182,17 +191,31 @@ cat > "$work/stage/stream_race" <<EOF2
 GW_FAKE_GPU_DIR="$work/fakegpu" exec "$root/scripts/with-fake-gpu.sh" "$work/stream_race" "\$@"
 EOF2
 chmod +x "$work/stage/stream_race"
+# The C compiler of the cbaseline and cluster steps (GW_CC): compiles for real, and leaves at
+# -o's path a program that runs the one it made on the fake GPU.
+cat > "$work/cc-fake-gpu" <<EOF2
+#!/usr/bin/env bash
+set -euo pipefail
+args=("\$@") o=""
+for ((i = 0; i < \${#args[@]}; i++)); do [ "\${args[i]}" = -o ] && o="\${args[i + 1]}"; done
+[ -n "\$o" ] || { echo "cc-fake-gpu: no -o" >&2; exit 2; }
+${CC:-cc} -Wall -Werror "\${args[@]/#\$o/\$o.real}"
+printf '#!/usr/bin/env bash\nGW_FAKE_GPU_DIR="%s" exec "%s" "%s" "\$@"\n' "$work/fakegpu" "$root/scripts/with-fake-gpu.sh" "\$o.real" > "\$o"
+chmod +x "\$o"
+EOF2
+chmod +x "$work/cc-fake-gpu"
 echo "rehearsal-$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)" > "$work/stage/git-commit"
 echo "$root" > "$work/stage/build-root"
 echo "rehearsal archive: a wrapper around $real" > "$work/stage/MANIFEST"
 tar -C "$work/stage" -cJf "$work/archive.tar.xz" .
 
 # ---- the session ----------------------------------------------------------------------------
-say "running scripts/gpu-session.sh all with the stand-ins (a few minutes with a debug build)"
+say "running scripts/gpu-session.sh short + the rest of all's steps with the stand-ins (a few minutes with a debug build)"
 set +e
 PATH="$work/bin:$PATH" OUT="$work/out" GW_ARCHIVE="$work/archive.tar.xz" GW_UNPACK_DIR="$work/dev" \
     GW_RESULTS_DIR="$work/results" GW_SCENES_DIR="$work/scenes" GW_SHELVES=2 GW_REPEAT=2 \
-    GW_REPEAT_BIG=1 GW_BUDGET_S=1500 GW_TEST_TIMEOUT_S=5 bash scripts/gpu-session.sh all > "$work/session.log" 2>&1
+    GW_REPEAT_BIG=1 GW_BUDGET_S=1500 GW_TEST_TIMEOUT_S=5 \
+    bash scripts/gpu-session.sh short sanitizer bench nsys > "$work/session.log" 2>&1
 rc=$?
 # The investigation steps run by name (race, watchdog), in a session of their own: on the fake
 # GPU their build-bench runs pass (it neither races nor hangs unless told to).
@@ -214,6 +237,21 @@ for mode in hang watchdog; do
         GW_BUDGET_S=600 GW_REHEARSE_BUILD_BENCH=$mode GW_WATCHDOG_CAP_S=2 \
         bash scripts/gpu-session.sh watchdog > "$work/session-$mode.log" 2>&1 || true
 done
+# A lent GPU's second call, as docs/gpu-checks.md gives it: the C baseline beside build-bench,
+# the cluster probe, then the bench step's toystore enqueue-thread runs alone.
+PATH="$work/bin:$PATH" OUT="$work/out-second" GW_ARCHIVE="$work/archive.tar.xz" GW_UNPACK_DIR="$work/dev-second" \
+    GW_RESULTS_DIR="$work/results-second" GW_SCENES_DIR="$work/scenes" GW_SHELVES=2 GW_REPEAT=2 \
+    GW_REPEAT_BIG=1 GW_BUDGET_S=600 GW_CC="$work/cc-fake-gpu" GW_BENCH_RUNS=toystore-enqueue-threads \
+    bash scripts/gpu-session.sh cbaseline cluster bench > "$work/session-second.log" 2>&1
+rc_second=$?
+# The short recipe cut short: a test that hangs past the tests step's own budget (20 s), then
+# a call's budget (40 s) spent in the depth step: the call must end in time, with its results.
+cut_t0=$(date +%s)
+PATH="$work/bin:$PATH" OUT="$work/out-cut" GW_ARCHIVE="$work/archive.tar.xz" GW_UNPACK_DIR="$work/dev-cut" \
+    GW_RESULTS_DIR="$work/results-cut" GW_SCENES_DIR="$work/scenes" GW_SHELVES=2 GW_BUDGET_S=40 \
+    GW_TESTS=stand_in_hang GW_TEST_TIMEOUT_S=30 GW_TESTS_BUDGET_S=20 \
+    bash scripts/gpu-session.sh short > "$work/session-cut.log" 2>&1
+cut_s=$(( $(date +%s) - cut_t0 ))
 set -e
 
 # ---- the checks -----------------------------------------------------------------------------
@@ -231,6 +269,10 @@ echo "rehearse-gpu-session: the session exited with $rc; its output:"
 sed 's/^/    | /' "$work/session.log"
 echo "rehearse-gpu-session: checks"
 check "the session exits non-zero (the GPU-only commands failed)" test "$rc" -ne 0
+check "short: the recipe's steps in its order, then the others named" \
+    grep -q "^# steps: tests depth render sched failover sanitizer bench nsys$" "${summaries[0]}"
+check "short: the tests step's own budget applied (the per-binary stop given)" \
+    has "^tests: each binary stopped after 5 s, the step after 270 s$"
 for s in tests sanitizer bench render depth sched failover nsys; do
     check "step $s ran and printed its time" has "^step $s: [0-9]+ s, [0-9]+ failure"
 done
@@ -348,6 +390,44 @@ check "watchdog: that is the only failure" grep -qE "^gpu-session: 1 failure\(s\
 check "watchdog: a run the watchdog ended is named with its message and status" \
     grep -qE "^watchdog: try 1 \(weight 1000\) hung and was named \(exit 75 after [0-9]+ s\): error: 390 GAS builds" "$work/session-watchdog.log"
 check "watchdog: and is no failure" grep -qE "^gpu-session: 0 failure\(s\)" "$work/session-watchdog.log"
+
+echo "rehearse-gpu-session: the second call (cbaseline cluster bench) exited with $rc_second; its output:"
+sed 's/^/    | /' "$work/session-second.log"
+has_second() { grep -qE "$1" "$work/session-second.log"; }
+check "cbaseline, cluster, bench: each ran, no failure" bash -c \
+    "for s in cbaseline cluster bench; do grep -qE \"^step \$s: [0-9]+ s, 0 failure\" '$work/session-second.log' || exit 1; done"
+check "second call: no failure at all" has_second "^gpu-session: 0 failure\(s\)"
+check "cbaseline: gas_batch compiled on the host (GW_CC) and run from there" \
+    grep -q "^# command: timeout .*/gas_batch.built .*cbaseline-sponza-like-triangle-counts.txt" "$work/results-second/cbaseline-sponza-like-c.log"
+for scene in sponza-like toystore; do
+    check "cbaseline: the C loop on $scene's build-bench GASes, each stream count and flag timed" bash -c \
+        "test \$(grep -cE '^ ?[0-9]+ streams \| fast-(trace|build) \| [0-9]+ GASes \| min [0-9.]+ median [0-9.]+ max [0-9.]+ ms \| host enqueue median [0-9.]+ ms \([0-9.]+ us per optixAccelBuild\)' '$work/results-second/cbaseline-$scene-c.log') -eq 10"
+    check "cbaseline: $scene compared row for row with build-bench (CSV, 10 rows)" \
+        test "$(grep -cE '^fast-(trace|build),(1|2|4|8|16),[0-9.]+,[0-9.]+,([0-9.]+|n/a),[0-9.]+,[0-9.]+$' "$work/results-second/cbaseline-$scene.csv")" -eq 10
+    check "cbaseline: the summary gives $scene's gasworks / C and host times per optixAccelBuild" \
+        has_second "^cbaseline $scene fast-trace  8 streams: gasworks [0-9.]+ ms / C [0-9.]+ ms = ([0-9.]+|n/a)x; host per optixAccelBuild: gasworks [0-9.]+ us, C [0-9.]+ us$"
+done
+check "cbaseline: the C loop built the 390 GASes build-bench built, at 16 hardware queues" \
+    grep -q "^gas_batch: 390 GASes, 260202 triangles (largest 80514), .*CUDA_DEVICE_MAX_CONNECTIONS=16$" "$work/results-second/cbaseline-sponza-like-c.log"
+check "cluster: the device's answer quoted" \
+    has_second "^cluster: cluster acceleration structures on Fake GPU \(host memory\): not supported \(OPTIX_DEVICE_PROPERTY_CLUSTER_ACCEL = 0\)$"
+check "bench (GW_BENCH_RUNS): the toystore's enqueue-thread runs alone, every row written" bash -c \
+    "test \$(ls '$work'/results-second/bench-*.log | wc -l) -eq 3 && test \$(grep -c '^toystore' '$work/results-second/bench-toystore-enqueue-threads.csv') -eq 10"
+check "second call: every result file starts with its provenance" bash -c \
+    "for f in '$work'/results-second/*.log '$work'/results-second/*.meta; do head -n1 \"\$f\" | grep -q '^# command: ' || exit 1; done"
+check "second call: one summary log and one tar.gz in \$OUT" bash -c \
+    "test \$(ls '$work'/out-second/gpu-session-*.log | wc -l) -eq 1 && test \$(ls '$work'/out-second/results-*.tar.gz | wc -l) -eq 1"
+
+echo "rehearse-gpu-session: the short recipe cut by its budgets took $cut_s s; its output:"
+sed 's/^/    | /' "$work/session-cut.log"
+has_cut() { grep -qE "$1" "$work/session-cut.log"; }
+check "short, cut: the tests step stopped at its own 20 s budget, not at the binary's 30 s" bash -c \
+    "grep -qE '^step tests: ([0-9]|1[0-9]|2[0-5]) s, ' '$work/session-cut.log' && grep -q '^# stopped' '$work/results-cut/test-stand_in_hang.log'"
+check "short, cut: the depth step ran after it" has_cut "^step depth: [0-9]+ s, "
+check "short, cut: the steps past the call's 40 s budget not started, and counted" bash -c \
+    "grep -q '^step failover: not started, the 40 s budget is spent' '$work/session-cut.log' && grep -q '^FAILED: step failover not run' '$work/session-cut.log'"
+check "short, cut: the call ended in time (within 15 s of its budget) and packed its results" bash -c \
+    "test $cut_s -le 55 && test \$(ls '$work'/out-cut/results-*.tar.gz | wc -l) -eq 1 && test \$(ls '$work'/out-cut/gpu-session-*.log | wc -l) -eq 1"
 
 if [ "$problems" -gt 0 ]; then
     say "$problems check(s) failed: fix scripts/gpu-session.sh before a GPU session spends its time on it"

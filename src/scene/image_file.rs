@@ -67,7 +67,10 @@ mod tests {
         // 16 bytes a pixel: a row of allowed / 16 pixels fits exactly, one more does not.
         assert_eq!(outgrows(allowed / 16, 1, 16, file), None);
         let why = outgrows(allowed / 16 + 1, 1, 16, file).expect("a pixel too many");
-        assert!(why.contains("more than a file of 1000 bytes can hold"), "{why}");
+        assert!(
+            why.contains("more than a file of 1000 bytes can hold"),
+            "{why}"
+        );
         // A header's sizes never wrap around.
         assert!(outgrows(u64::MAX, u64::MAX, 16, 0).is_some());
     }

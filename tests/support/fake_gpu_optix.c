@@ -155,6 +155,7 @@ static optix_result context_get_property(context *c, int property, void *value, 
     case 0x2007: v = 8; break;                  /* NUM_BITS_INSTANCE_VISIBILITY_MASK */
     case 0x2008: v = 1u << 24; break;           /* MAX_SBT_RECORDS_PER_GAS */
     case 0x2009: v = (1u << 28) - 1; break;     /* MAX_SBT_OFFSET */
+    case 0x2020: v = 0; break;                  /* CLUSTER_ACCEL: no cluster builds */
     default: return INVALID_VALUE;
     }
     if (size != sizeof v) return INVALID_VALUE;
