@@ -30,7 +30,8 @@ need_cargo_fuzz() {
 
 build() {
     need_cargo_fuzz
-    cargo fuzz build -s none -O -a "$@"
+    # Release, with the debug assertions fuzz/Cargo.toml's profile sets.
+    cargo fuzz build -s none -O "$@"
 }
 
 binary() { echo "fuzz/target/x86_64-unknown-linux-gnu/release/$1"; }

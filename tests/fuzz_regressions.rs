@@ -162,3 +162,21 @@ fn an_environment_map_claiming_more_than_its_bytes_hold_is_refused() {
     );
     assert!(!d.join("o.exr").exists());
 }
+
+/// An OBJ of overlapping triangles (a mangled Cornell box, 3.5 KB) whose binary BVH obvhs's
+/// reinsertion pass made deeper than obvhs's own stack size, which its debug-build validation
+/// refused with a panic. gasworks traverses with its own stack, which grows: the scene renders
+/// in every build.
+#[test]
+fn a_bvh_deeper_than_obvhs_stack_renders() {
+    let dir = tempfile::tempdir().unwrap();
+    let scene = data("bvh-deeper-than-obvhs-stack.obj");
+    let scene = scene.to_str().unwrap();
+    let args = [
+        "render", scene, "--width", "8", "--height", "8", "--spp", "1", "-o", "o.png",
+    ];
+    let out = gasworks_in(dir.path(), &args);
+    let e = stderr(&out);
+    assert!(out.status.success(), "{e}");
+    assert!(dir.path().join("o.png").exists());
+}
