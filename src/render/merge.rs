@@ -195,41 +195,48 @@ fn check_no_overlap(crops: &[(PathBuf, ReadImage)]) -> Result<(), MergeError> {
     Ok(())
 }
 
-/// The crops' windows cover every pixel of the `fw` x `fh` frame.
+/// The crops' windows cover every pixel of the `fw` x `fh` frame. They do not overlap
+/// ([`check_no_overlap`]) and lie inside it, so the pixels missing are the frame's less the
+/// windows' areas, and the box around them spans the rows and the columns the windows leave
+/// short. No map of the frame's pixels: a small crop may claim a frame of 2^30 of them.
 fn check_covered(crops: &[(PathBuf, ReadImage)], fw: u32, fh: u32) -> Result<(), MergeError> {
-    // Coverage first (a byte a pixel): a frame with pixels missing is refused before its
-    // pixels (12 bytes each) are allocated.
-    let (w, h) = (fw as usize, fh as usize);
-    let mut covered = vec![false; w * h];
-    for (_, c) in crops {
-        let t = c.meta.window;
-        for row in 0..t.h as usize {
-            let dst = (t.y as usize + row) * w + t.x as usize;
-            covered[dst..dst + t.w as usize]
-                .iter_mut()
-                .for_each(|c| *c = true);
-        }
+    let windows: Vec<Tile> = crops.iter().map(|(_, c)| c.meta.window).collect();
+    let covered: u64 = windows
+        .iter()
+        .map(|t| u64::from(t.w) * u64::from(t.h))
+        .sum();
+    let missing = (u64::from(fw) * u64::from(fh)).saturating_sub(covered);
+    if missing == 0 {
+        return Ok(());
     }
-    let missing = covered.iter().filter(|&&c| !c).count();
-    if missing > 0 {
-        let (mut x0, mut y0, mut x1, mut y1) = (w, h, 0, 0);
-        for (i, _) in covered.iter().enumerate().filter(|(_, &c)| !c) {
-            let (x, y) = (i % w, i / w);
-            (x0, y0, x1, y1) = (x0.min(x), y0.min(y), x1.max(x + 1), y1.max(y + 1));
-        }
-        return Err(MergeError::Missing {
-            missing: missing as u64,
-            w: fw,
-            h: fh,
-            within: Tile {
-                x: x0 as u32,
-                y: y0 as u32,
-                w: (x1 - x0) as u32,
-                h: (y1 - y0) as u32,
-            },
-        });
-    }
-    Ok(())
+    // The first and one past the last of `0..len` whose line the windows cover less than
+    // `across` of.
+    let short = |len: u32, across: u32, covered_at: &dyn Fn(u32) -> u64| {
+        let mut lines = (0..len).filter(|&i| covered_at(i) < u64::from(across));
+        let first = lines.next().unwrap_or(0);
+        (first, lines.last().unwrap_or(first) + 1)
+    };
+    let row = |y: u32| {
+        let across = windows.iter().filter(|t| t.y <= y && y - t.y < t.h);
+        across.map(|t| u64::from(t.w)).sum()
+    };
+    let column = |x: u32| {
+        let across = windows.iter().filter(|t| t.x <= x && x - t.x < t.w);
+        across.map(|t| u64::from(t.h)).sum()
+    };
+    let (y0, y1) = short(fh, fw, &row);
+    let (x0, x1) = short(fw, fh, &column);
+    Err(MergeError::Missing {
+        missing,
+        w: fw,
+        h: fh,
+        within: Tile {
+            x: x0,
+            y: y0,
+            w: x1 - x0,
+            h: y1 - y0,
+        },
+    })
 }
 
 /// The crops' pixels copied into a `w` x `h` frame of `format`'s pixels.
@@ -342,6 +349,65 @@ mod tests {
                 pixels: Pixels::Linear(pixels),
             },
         )
+    }
+
+    /// Every subset of six crops that tile the 6x4 frame: the pixels missing and the box
+    /// around them, from the windows' areas and the short rows and columns, are what a map of
+    /// the frame's pixels gives.
+    #[test]
+    fn the_pixels_missing_and_their_box_agree_with_a_pixel_map() {
+        let tiles = [
+            (0, 0, 6, 1),
+            (0, 1, 2, 3),
+            (2, 1, 2, 1),
+            (4, 1, 2, 1),
+            (2, 2, 4, 1),
+            (2, 3, 4, 1),
+        ];
+        for subset in 1..(1u32 << tiles.len()) - 1 {
+            let chosen: Vec<_> = (0..tiles.len()).filter(|k| subset >> k & 1 == 1).collect();
+            let crops: Vec<_> = chosen
+                .iter()
+                .map(|&k| {
+                    let (x, y, w, h) = tiles[k];
+                    crop(x, y, w, h, "spp 4")
+                })
+                .collect();
+            let mut map = [[false; 6]; 4];
+            for &k in &chosen {
+                let (x, y, w, h) = tiles[k];
+                (y..y + h)
+                    .for_each(|py| (x..x + w).for_each(|px| map[py as usize][px as usize] = true));
+            }
+            let holes: Vec<(u32, u32)> = (0..4u32)
+                .flat_map(|y| (0..6u32).map(move |x| (x, y)))
+                .filter(|&(x, y)| !map[y as usize][x as usize])
+                .collect();
+            let (x0, x1) = (
+                holes.iter().map(|h| h.0).min(),
+                holes.iter().map(|h| h.0).max(),
+            );
+            let (y0, y1) = (
+                holes.iter().map(|h| h.1).min(),
+                holes.iter().map(|h| h.1).max(),
+            );
+            let (x0, x1, y0, y1) = (x0.unwrap(), x1.unwrap(), y0.unwrap(), y1.unwrap());
+            match merge(&crops) {
+                Err(MergeError::Missing {
+                    missing, within, ..
+                }) => {
+                    assert_eq!(missing, holes.len() as u64, "subset {subset:06b}");
+                    let expected = Tile {
+                        x: x0,
+                        y: y0,
+                        w: x1 + 1 - x0,
+                        h: y1 + 1 - y0,
+                    };
+                    assert_eq!(within, expected, "subset {subset:06b}");
+                }
+                other => panic!("subset {subset:06b}: {:?}", other.map(|_| ())),
+            }
+        }
     }
 
     #[test]
