@@ -4,12 +4,14 @@
 #
 #   scripts/fuzz.sh TARGET SECONDS [JOBS]  fuzz one target (obj, resume, exr_window, png_text,
 #                                          costmap) for SECONDS, in JOBS processes (1)
-#   scripts/fuzz.sh replay [SECONDS]       every target over its committed corpus, then
-#                                          SECONDS (0) of fuzzing each: what CI runs
+#   scripts/fuzz.sh replay [SECONDS]       every target over its committed corpus and the
+#                                          seeds, then SECONDS (0) of fuzzing each: what CI
+#                                          runs
 #   scripts/fuzz.sh seeds                  write the seed files (fuzz/seeds/, not committed)
 #                                          from `gasworks gen`, renders and the test data
-#   scripts/fuzz.sh minimise TARGET        merge what runs found into fuzz/corpus/TARGET,
-#                                          keeping only the inputs that add coverage
+#   scripts/fuzz.sh minimise TARGET        fold what runs found into fuzz/corpus/TARGET: the
+#                                          fewest inputs of at most 8 KiB that reach every
+#                                          edge they reach
 #
 # New inputs go to fuzz/runs/TARGET, crashes, hangs and over-budget inputs to
 # fuzz/artifacts/TARGET; libFuzzer prints the executions and coverage as it goes.
@@ -81,10 +83,13 @@ quiet() {
 replay() {
     local seconds=${1:-0} target
     build
+    [[ -d fuzz/seeds ]] || scripts/fuzz-seeds.sh
     for target in "${TARGETS[@]}"; do
         options "$target"
-        echo "== $target: $(find "fuzz/corpus/$target" -type f | wc -l) corpus inputs, then ${seconds} s"
-        quiet "$(binary "$target")" "${opts[@]}" -runs=0 "fuzz/corpus/$target"
+        echo "== $target: $(find "fuzz/corpus/$target" "fuzz/seeds/$target" -type f | wc -l)" \
+            "corpus and seed inputs, then ${seconds} s"
+        quiet "$(binary "$target")" "${opts[@]}" -runs=0 "fuzz/corpus/$target" \
+            "fuzz/seeds/$target"
         if ((seconds > 0)); then
             # New inputs and crashes go to a scratch folder; a crash's input is printed in
             # base64 by libFuzzer (and fails the run).
@@ -97,26 +102,36 @@ replay() {
     done
 }
 
+# The largest input kept in the committed corpus: larger ones (the seeds, most of all) are
+# made again by scripts/fuzz-seeds.sh, and replayed from there.
+MAX_CORPUS_INPUT=8192
+
 minimise() {
     local target=$1
     is_target "$target" || { echo "fuzz.sh: no target $target" >&2; exit 2; }
     build "$target"
-    local merged
+    local small merged
+    small=$(mktemp -d)
     merged=$(mktemp -d)
     local dirs=("fuzz/corpus/$target" "fuzz/runs/$target")
     [[ -d fuzz/seeds/$target ]] && dirs+=("fuzz/seeds/$target")
+    # One cp each: a name (its hash) may be in several folders.
+    find "${dirs[@]}" -type f -size -$((MAX_CORPUS_INPUT + 1))c -exec cp -f {} "$small/" \;
+    # The fewest inputs that reach every edge the candidates reach (edges, not hit counts or
+    # comparisons: a small corpus).
     options "$target"
-    "$(binary "$target")" "${opts[@]}" -merge=1 "$merged" "${dirs[@]}" 2>&1 | tail -2
-    rm -rf "fuzz/corpus/$target"
+    "$(binary "$target")" "${opts[@]}" -set_cover_merge=1 -use_counters=0 -use_cmp=0 \
+        "$merged" "$small" 2>&1 | tail -1
+    rm -rf "fuzz/corpus/$target" "$small"
     mv "$merged" "fuzz/corpus/$target"
     echo "fuzz/corpus/$target: $(find "fuzz/corpus/$target" -type f | wc -l) inputs," \
-        "$(du -sk "fuzz/corpus/$target" | cut -f1) KiB"
+        "$(du -sb "fuzz/corpus/$target" | cut -f1) bytes"
 }
 
 case "${1:-}" in
     replay) replay "${2:-0}" ;;
     seeds) exec scripts/fuzz-seeds.sh ;;
     minimise) minimise "${2:?TARGET}" ;;
-    "" | -h | --help) sed -n '2,16p' "$0" ;;
+    "" | -h | --help) sed -n '2,17p' "$0" ;;
     *) run "$1" "${2:?SECONDS}" "${3:-1}" ;;
 esac
