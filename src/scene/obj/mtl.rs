@@ -488,11 +488,27 @@ fn split_texture_options(rest: &str) -> (Vec<(&str, Vec<&str>)>, String) {
         let option = words[i];
         i += 1;
         let candidates = words.get(i..words.len() - 1).unwrap_or(&[]);
-        let taken = option_argument_count(option, candidates);
+        let taken = option_argument_count(option, candidates).max(quoted_words(candidates));
         options.push((option, words[i..i + taken].to_vec()));
         i += taken;
     }
     (options, words[i..].join(" "))
+}
+
+/// How many words an argument in double quotes takes at the start of `words` (`"Linear
+/// Rec.709"`, an OCIO colour space name, takes 2), up to the one that ends the quote; 0 when
+/// `words` does not start with a quote, or never ends it.
+fn quoted_words(words: &[&str]) -> usize {
+    let Some(rest) = words.first().and_then(|w| w.strip_prefix('"')) else {
+        return 0;
+    };
+    if rest.ends_with('"') {
+        return 1;
+    }
+    words[1..]
+        .iter()
+        .position(|w| w.ends_with('"'))
+        .map_or(0, |last| last + 2)
 }
 
 /// How many of `words` (those after an option, less the file name's last) are the option's
@@ -581,17 +597,19 @@ fn changes_the_look(option: &str, args: &[&str], srgb: bool) -> bool {
         "-t" => is_not(args.first(), 0.0) || is_not(args.get(1), 0.0),
         "-mm" => is_not(args.first(), 0.0) || is_not(args.get(1), 1.0),
         "-clamp" | "-cc" => args.first().is_some_and(|a| !a.eq_ignore_ascii_case("off")),
-        "-colorspace" => args.first().is_some_and(|name| {
-            let name = name.to_ascii_lowercase();
-            let is_srgb = name.starts_with("srgb");
-            let is_linear =
-                name.contains("linear") || matches!(name.as_str(), "raw" | "non-color" | "data");
-            if srgb {
-                !is_srgb
-            } else {
-                !is_linear
+        "-colorspace" => {
+            !args.is_empty() && {
+                let name = args.join(" ").trim_matches('"').to_ascii_lowercase();
+                let is_srgb = name.starts_with("srgb");
+                let is_linear = name.contains("linear")
+                    || matches!(name.as_str(), "raw" | "non-color" | "data");
+                if srgb {
+                    !is_srgb
+                } else {
+                    !is_linear
+                }
             }
-        }),
+        }
         _ => false,
     }
 }
@@ -1725,6 +1743,19 @@ mod tests {
         let (parsed, file) = split_texture_options("-o 0.1 0.2 0.3 4 x.png");
         assert_eq!(parsed, [("-o", vec!["0.1", "0.2", "0.3"])]);
         assert_eq!(file, "4 x.png");
+        // A colour space name in quotes may hold spaces; an unended quote is one word.
+        let (parsed, file) = split_texture_options("-colorspace \"Linear Rec.709\" a b.exr");
+        assert_eq!(parsed, [("-colorspace", vec!["\"Linear", "Rec.709\""])]);
+        assert_eq!(file, "a b.exr");
+        let (parsed, file) = split_texture_options("-colorspace \"ACES\" -o 1 x.png");
+        assert_eq!(
+            parsed,
+            [("-colorspace", vec!["\"ACES\""]), ("-o", vec!["1"])]
+        );
+        assert_eq!(file, "x.png");
+        let (parsed, file) = split_texture_options("-colorspace \"Linear Rec.709.exr");
+        assert_eq!(parsed, [("-colorspace", vec!["\"Linear"])]);
+        assert_eq!(file, "Rec.709.exr");
         let (parsed, file) = split_texture_options("-s 2 2.png");
         assert_eq!((parsed, file.as_str()), (vec![("-s", vec!["2"])], "2.png"));
     }
@@ -1756,11 +1787,11 @@ mod tests {
     /// options are one warning naming the first and the file name read after it.
     #[test]
     fn unapplied_and_unknown_options_are_named_in_warnings() {
-        let quiet = "newmtl q\nmap_Kd -colorspace sRGB -boost 2 -texres 256 -blendu off q.png\nmap_Ke -colorspace linear hot.exr\nmap_d -colorspace Raw m.png\nbump -colorspace Non-Color h.png\nrefl -type sphere r.png\n";
+        let quiet = "newmtl q\nmap_Kd -colorspace sRGB -boost 2 -texres 256 -blendu off q.png\nmap_Ke -colorspace linear hot.exr\nmap_Ks -colorspace \"Linear Rec.709\" s.exr\nmap_d -colorspace Raw m.png\nbump -colorspace Non-Color h.png\nrefl -type sphere r.png\n";
         let mut warnings = Vec::new();
         parse_library(Path::new("t.mtl"), quiet, &mut warnings).unwrap();
         assert_eq!(warnings.len(), 1, "{warnings:?}");
-        assert!(warnings[0].starts_with("t.mtl:6: 1 statement is not applied (refl"));
+        assert!(warnings[0].starts_with("t.mtl:7: 1 statement is not applied (refl"));
         let loud = "newmtl l\nmap_Kd -colorspace linear l.png\nmap_d -colorspace sRGB m.png\nmap_Ks -t x l.png\nbump -clamp yes h.png\nmap_Kd -foo bar tex.png\nmap_Ke -xyz 2 e.png\n";
         let mut warnings = Vec::new();
         let m = parse_library(Path::new("t.mtl"), loud, &mut warnings).unwrap();
