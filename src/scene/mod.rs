@@ -8,6 +8,7 @@
 pub mod bump;
 pub mod camera;
 pub mod content_hash;
+pub mod domains;
 pub mod environment_map;
 pub mod gen;
 pub mod image_file;
@@ -590,6 +591,40 @@ impl Scene {
 
     pub fn triangle_count(&self) -> usize {
         self.groups.iter().map(|g| g.triangle_count()).sum()
+    }
+
+    /// This scene with the geometry of the groups `keep` accepts (by index) and no other: the
+    /// others stay in place, empty, so that every group keeps its index, and the materials,
+    /// textures and lights stay as they are. A domain of a distributed-geometry render, for
+    /// tracing rays: its lights' triangles may lie in emptied groups.
+    pub fn keeping_groups(&self, keep: impl Fn(usize) -> bool) -> Scene {
+        let groups = self
+            .groups
+            .iter()
+            .enumerate()
+            .map(|(i, g)| {
+                if keep(i) {
+                    g.clone()
+                } else {
+                    Group {
+                        name: g.name.clone(),
+                        ..Group::default()
+                    }
+                }
+            })
+            .collect();
+        Scene {
+            source: self.source.clone(),
+            groups,
+            materials: self.materials.clone(),
+            textures: self.textures.clone(),
+            lights: self.lights.clone(),
+            environment: self.environment,
+            environment_map: self.environment_map.clone(),
+            environment_share: self.environment_share,
+            two_sided_lights: self.two_sided_lights,
+            report: self.report.clone(),
+        }
     }
 
     /// "8 groups, 32 triangles" ("1 group, 1 triangle"): the scene's size as messages give it.

@@ -1,0 +1,263 @@
+//! Domains: a scene's groups split among the ranks of a distributed-geometry render, each
+//! rank keeping only its domain's geometry (docs/distributed-geometry.md).
+//!
+//! A group is never split: it stays the unit of acceleration-structure builds. The split is
+//! spatially compact and balanced by triangles:
+//! 1. each group's centroid (the centre of its box) gets a 63-bit Morton code over the box of
+//!    the whole scene, and the groups are ordered by it (then by index, so the order is total);
+//! 2. that order is cut into `n` runs of consecutive groups: cut `k` falls at the group
+//!    boundary whose prefix of triangles is nearest `k / n` of the total, keeping every
+//!    domain non-empty where there are at least `n` groups that hold triangles.
+//!
+//! So a domain holds at most `total / n` triangles plus the largest group's, and neighbouring
+//! groups in space tend to share a domain. The split depends only on the groups' boxes and
+//! triangle counts, which every rank computes the same from the same file.
+
+use super::{Bounds, Scene};
+
+/// What the split needs of a group.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GroupExtent {
+    /// The box of the group's triangles ([`Bounds::EMPTY`] for a group without any).
+    pub bounds: Bounds,
+    pub triangles: u64,
+}
+
+/// A scene's groups split into domains.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Domains {
+    /// The domain of each group, indexed as [`Scene::groups`].
+    pub of_group: Vec<u32>,
+    /// Each domain's box: the union of its groups' boxes (empty for a domain without
+    /// triangles). Every rank holds all of them: the top level of the distributed scene.
+    pub bounds: Vec<Bounds>,
+    /// Each domain's triangles.
+    pub triangles: Vec<u64>,
+}
+
+impl Domains {
+    /// Splits `scene`'s groups into `n` domains (`n >= 1`).
+    pub fn of_scene(scene: &Scene, n: usize) -> Domains {
+        Domains::split(&Domains::extents_of(scene), n)
+    }
+
+    /// Splits groups of these extents into `n` domains (`n >= 1`): see the module comment.
+    pub fn split(groups: &[GroupExtent], n: usize) -> Domains {
+        let n = n.max(1);
+        let order = morton_order(groups);
+        let cuts = balanced_cuts(&order, groups, n);
+        let mut of_group = vec![0; groups.len()];
+        for (d, run) in cuts.windows(2).enumerate() {
+            for &g in &order[run[0]..run[1]] {
+                of_group[g] = d as u32;
+            }
+        }
+        Domains::assigned(groups, of_group, n)
+    }
+
+    /// The `n` domains that `of_group` assigns the groups to (each below `n`), with their
+    /// boxes and triangle counts.
+    pub fn assigned(groups: &[GroupExtent], of_group: Vec<u32>, n: usize) -> Domains {
+        assert_eq!(groups.len(), of_group.len(), "a domain for every group");
+        let mut bounds = vec![Bounds::EMPTY; n];
+        let mut triangles = vec![0; n];
+        for (g, &d) in of_group.iter().enumerate() {
+            bounds[d as usize] = bounds[d as usize].union(&groups[g].bounds);
+            triangles[d as usize] += groups[g].triangles;
+        }
+        Domains {
+            of_group,
+            bounds,
+            triangles,
+        }
+    }
+
+    /// What the split needs of each of `scene`'s groups.
+    pub fn extents_of(scene: &Scene) -> Vec<GroupExtent> {
+        scene
+            .groups
+            .iter()
+            .map(|g| GroupExtent {
+                bounds: g.bounds(),
+                triangles: g.triangle_count() as u64,
+            })
+            .collect()
+    }
+
+    pub fn count(&self) -> usize {
+        self.bounds.len()
+    }
+
+    /// The groups of domain `d`, in the scene's order.
+    pub fn groups_of(&self, d: usize) -> Vec<usize> {
+        (0..self.of_group.len())
+            .filter(|&g| self.of_group[g] as usize == d)
+            .collect()
+    }
+}
+
+/// The groups' indices ordered by the Morton code of their centroids over the box of all of
+/// them; groups without triangles go first (their code is 0).
+fn morton_order(groups: &[GroupExtent]) -> Vec<usize> {
+    let scene = groups
+        .iter()
+        .filter(|g| g.triangles > 0 && !g.bounds.is_empty())
+        .fold(Bounds::EMPTY, |b, g| b.union(&g.bounds));
+    let code = |g: &GroupExtent| -> u64 {
+        if g.triangles == 0 || g.bounds.is_empty() {
+            return 0;
+        }
+        let centre = g.bounds.center();
+        let cell = |a: usize| -> u64 {
+            let extent = scene.max[a] - scene.min[a];
+            let x = if extent > 0.0 {
+                ((centre[a] - scene.min[a]) / extent).clamp(0.0, 1.0)
+            } else {
+                0.5
+            };
+            // 21 bits per axis; a NaN (a box of non-finite corners) falls in cell 0.
+            ((x * ((1u32 << 21) - 1) as f32) as u64).min((1 << 21) - 1)
+        };
+        interleave3(cell(0)) | interleave3(cell(1)) << 1 | interleave3(cell(2)) << 2
+    };
+    let codes: Vec<u64> = groups.iter().map(code).collect();
+    let mut order: Vec<usize> = (0..groups.len()).collect();
+    order.sort_by_key(|&g| (codes[g], g));
+    order
+}
+
+/// Spreads the low 21 bits of `x` to every third bit.
+fn interleave3(x: u64) -> u64 {
+    let mut x = x & 0x1f_ffff;
+    x = (x | x << 32) & 0x001f_0000_0000_ffff;
+    x = (x | x << 16) & 0x001f_0000_ff00_00ff;
+    x = (x | x << 8) & 0x100f_00f0_0f00_f00f;
+    x = (x | x << 4) & 0x10c3_0c30_c30c_30c3;
+    x = (x | x << 2) & 0x1249_2492_4924_9249;
+    x
+}
+
+/// The `n + 1` boundaries (positions in `order`, from 0 to its length) of the `n` runs: each
+/// inner cut at the boundary whose triangle prefix is nearest its share of the total, kept
+/// after the cut before it and before the one after it wherever the groups that hold
+/// triangles allow.
+fn balanced_cuts(order: &[usize], groups: &[GroupExtent], n: usize) -> Vec<usize> {
+    let mut prefix = Vec::with_capacity(order.len() + 1);
+    prefix.push(0u64);
+    for &g in order {
+        prefix.push(prefix.last().unwrap_or(&0) + groups[g].triangles);
+    }
+    let total = *prefix.last().unwrap_or(&0);
+    // The first position from which every later group holds triangles: cuts before it would
+    // only split off empty groups.
+    let first_full = order
+        .iter()
+        .position(|&g| groups[g].triangles > 0)
+        .unwrap_or(order.len());
+    let mut cuts = vec![0; n + 1];
+    cuts[n] = order.len();
+    for k in 1..n {
+        let target = (u128::from(total) * k as u128 / n as u128) as u64;
+        let above = prefix.partition_point(|&p| p < target);
+        let below = above.saturating_sub(1);
+        let nearest = match prefix.get(above) {
+            Some(&p) if p - target <= target - prefix[below] => above,
+            Some(_) => below,
+            None => order.len(),
+        };
+        // One group (with triangles) at least per domain, where there are enough of them.
+        let lowest = (cuts[k - 1] + 1).max(first_full + k).min(order.len());
+        let highest = order.len().saturating_sub(n - k).max(lowest);
+        cuts[k] = nearest.clamp(lowest, highest);
+    }
+    cuts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn extent(centre: [f32; 3], triangles: u64) -> GroupExtent {
+        let c = glam::Vec3::from(centre);
+        GroupExtent {
+            bounds: Bounds {
+                min: (c - 0.5).into(),
+                max: (c + 0.5).into(),
+            },
+            triangles,
+        }
+    }
+
+    fn extents() -> impl Strategy<Value = Vec<GroupExtent>> {
+        let group =
+            (prop::array::uniform3(-100.0f32..100.0), 0u64..5000).prop_map(|(c, t)| extent(c, t));
+        prop::collection::vec(group, 0..60)
+    }
+
+    proptest! {
+        /// Every group lands in one domain; the domains' counts and boxes are their groups';
+        /// each holds at most its share plus the largest group; none is empty while there
+        /// are at least as many groups with triangles as domains.
+        #[test]
+        fn split_is_a_balanced_partition(groups in extents(), n in 1usize..9) {
+            let d = Domains::split(&groups, n);
+            prop_assert_eq!(d.count(), n);
+            prop_assert_eq!(d.of_group.len(), groups.len());
+            let total: u64 = groups.iter().map(|g| g.triangles).sum();
+            let largest = groups.iter().map(|g| g.triangles).max().unwrap_or(0);
+            let full = groups.iter().filter(|g| g.triangles > 0).count();
+            for k in 0..n {
+                let members = d.groups_of(k);
+                let triangles: u64 = members.iter().map(|&g| groups[g].triangles).sum();
+                let bounds = members
+                    .iter()
+                    .fold(Bounds::EMPTY, |b, &g| b.union(&groups[g].bounds));
+                prop_assert_eq!(d.triangles[k], triangles);
+                prop_assert_eq!(d.bounds[k], bounds);
+                prop_assert!(triangles <= total / n as u64 + 1 + largest,
+                    "domain {} holds {} of {} (largest group {})", k, triangles, total, largest);
+                if full >= n {
+                    prop_assert!(triangles > 0, "domain {} is empty", k);
+                }
+            }
+        }
+
+        /// Interleaving keeps every bit of each axis, in bits no other axis uses.
+        #[test]
+        fn morton_codes_are_distinct_cells(x in 0u64..(1 << 21), y in 0u64..(1 << 21)) {
+            prop_assert_eq!(interleave3(x) & interleave3(y) << 1, 0);
+            prop_assert_eq!(interleave3(x).count_ones(), x.count_ones());
+        }
+    }
+
+    /// Groups along a line are cut into runs of neighbours: two clusters far apart never
+    /// share a domain when split in two.
+    #[test]
+    fn split_keeps_neighbours_together() {
+        let mut groups: Vec<GroupExtent> = (0..8)
+            .map(|i| extent([i as f32 * 0.1, 0.0, 0.0], 100))
+            .collect();
+        groups.extend((0..8).map(|i| extent([1000.0 + i as f32 * 0.1, 0.0, 0.0], 100)));
+        // Interleave the lists, so that the index order is no help.
+        let order: Vec<usize> = (0..8).flat_map(|i| [i, i + 8]).collect();
+        let shuffled: Vec<GroupExtent> = order.iter().map(|&i| groups[i]).collect();
+        let d = Domains::split(&shuffled, 2);
+        for (position, &original) in order.iter().enumerate() {
+            assert_eq!(d.of_group[position], u32::from(original >= 8), "{position}");
+        }
+        assert_eq!(d.triangles, [800, 800]);
+    }
+
+    /// One domain holds everything; more domains than groups leave the extra ones empty.
+    #[test]
+    fn one_domain_and_too_many_domains() {
+        let groups = [extent([0.0; 3], 10), extent([5.0; 3], 20)];
+        let one = Domains::split(&groups, 1);
+        assert_eq!((one.of_group, one.triangles), (vec![0, 0], vec![30]));
+        let four = Domains::split(&groups, 4);
+        assert_eq!(four.triangles.iter().sum::<u64>(), 30);
+        assert_eq!(four.triangles.iter().filter(|&&t| t > 0).count(), 2);
+        assert!(Domains::split(&[], 3).triangles == [0, 0, 0]);
+    }
+}
