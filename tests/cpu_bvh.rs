@@ -120,47 +120,12 @@ fn heavy_tailed_scene(rng: &mut Rng) -> Scene {
 /// directions, and checks both queries.
 fn check_agreement(scene: &Scene, n: usize, seed: u64) {
     let bvh = SceneBvh::build(scene);
-    let b = scene.bounds();
-    let (lo, hi) = (b.min_v(), b.max_v());
-    let size = hi - lo;
+    let size = scene.bounds().diagonal();
     let mut rng = Rng::new(seed);
     let mut hits = 0;
     let mut occluded = 0;
-    let axes = [Vec3::X, Vec3::Y, Vec3::Z, -Vec3::X, -Vec3::Y, -Vec3::Z];
     for i in 0..n {
-        let (origin, mut dir) = match i % 3 {
-            0 => (rng.point_in(lo, hi), rng.unit()),
-            1 => {
-                let o = rng.point_in(lo - size * 3.0, hi + size * 3.0);
-                let target = if i % 2 == 0 {
-                    rng.point_in(lo, hi)
-                } else {
-                    let g = &scene.groups[(rng.f() * scene.groups.len() as f32) as usize];
-                    g.positions[(rng.f() * g.positions.len() as f32) as usize]
-                };
-                (o, (target - o).normalize())
-            }
-            _ => {
-                let g = &scene.groups[(rng.f() * scene.groups.len() as f32) as usize];
-                let tri = g.triangle((rng.f() * g.triangle_count() as f32) as usize);
-                let (u, v) = (rng.f(), rng.f());
-                let (u, v) = if u + v > 1.0 {
-                    (1.0 - u, 1.0 - v)
-                } else {
-                    (u, v)
-                };
-                let p = tri[0] * (1.0 - u - v) + tri[1] * u + tri[2] * v;
-                (p, rng.unit())
-            }
-        };
-        if i % 10 == 0 {
-            dir = axes[i / 10 % 6];
-        }
-        let tmin = if i % 3 == 2 {
-            1e-4 * size.max_element()
-        } else {
-            0.0
-        };
+        let (origin, dir, tmin) = test_ray(scene, &mut rng, i);
         let expect = brute_force_intersect(scene, origin, dir, tmin, f32::INFINITY);
         let got = bvh.intersect(scene, origin, dir, tmin, f32::INFINITY);
         match (got, expect) {
@@ -194,6 +159,48 @@ fn check_agreement(scene: &Scene, n: usize, seed: u64) {
         occluded > n / 20 && occluded < n * 9 / 10,
         "{occluded} occluded of {n}"
     );
+}
+
+/// Ray `i` of [`check_agreement`]'s mix: (origin, unit direction, tmin).
+fn test_ray(scene: &Scene, rng: &mut Rng, i: usize) -> (Vec3, Vec3, f32) {
+    let b = scene.bounds();
+    let (lo, hi) = (b.min_v(), b.max_v());
+    let size = hi - lo;
+    let axes = [Vec3::X, Vec3::Y, Vec3::Z, -Vec3::X, -Vec3::Y, -Vec3::Z];
+    let (origin, mut dir) = match i % 3 {
+        0 => (rng.point_in(lo, hi), rng.unit()),
+        1 => {
+            let o = rng.point_in(lo - size * 3.0, hi + size * 3.0);
+            let target = if i % 2 == 0 {
+                rng.point_in(lo, hi)
+            } else {
+                let g = &scene.groups[(rng.f() * scene.groups.len() as f32) as usize];
+                g.positions[(rng.f() * g.positions.len() as f32) as usize]
+            };
+            (o, (target - o).normalize())
+        }
+        _ => {
+            let g = &scene.groups[(rng.f() * scene.groups.len() as f32) as usize];
+            let tri = g.triangle((rng.f() * g.triangle_count() as f32) as usize);
+            let (u, v) = (rng.f(), rng.f());
+            let (u, v) = if u + v > 1.0 {
+                (1.0 - u, 1.0 - v)
+            } else {
+                (u, v)
+            };
+            let p = tri[0] * (1.0 - u - v) + tri[1] * u + tri[2] * v;
+            (p, rng.unit())
+        }
+    };
+    if i % 10 == 0 {
+        dir = axes[i / 10 % 6];
+    }
+    let tmin = if i % 3 == 2 {
+        1e-4 * size.max_element()
+    } else {
+        0.0
+    };
+    (origin, dir, tmin)
 }
 
 #[test]
@@ -494,4 +501,80 @@ fn cut_outs_match_brute_force_and_let_rays_through() {
         differ, holes_seen,
         "a ray sees another surface exactly when it met a hole"
     );
+}
+
+/// A scene split into domains, each with its own BVH, finds the whole scene's closest hit bit
+/// for bit when a ray visits the domains as a forwarded ray does (nearest entry first, the
+/// best hit carried along), and the same occlusion: for every number of domains, with
+/// coincident groups (ties settled across domains) and cut-outs.
+#[test]
+fn domains_together_match_brute_force() {
+    use gasworks::cpu::bvh::RayData;
+    use gasworks::cpu::domains::{closest_across, magnitude_of, occluded_across};
+    use gasworks::cpu::domains::{DomainGeometry, TopLevel};
+    use gasworks::scene::domains::Domains;
+    let (cut, _) = heavy_tailed_with_cutouts(11);
+    let plain = heavy_tailed_scene(&mut Rng::new(12));
+    for (scene, seed) in [(&cut, 13), (&plain, 14)] {
+        let size = scene.bounds().diagonal().max_element();
+        // The balanced split, and groups dealt round-robin: coincident copies of a group
+        // then lie in other domains, so ties in t are settled across domains.
+        let extents = Domains::extents_of(scene);
+        let dealt = |n: usize| (0..extents.len()).map(|g| (g % n) as u32).collect();
+        for (n, round_robin) in (1..=5).flat_map(|n| [(n, false), (n, true)]) {
+            let domains = if round_robin {
+                Domains::assigned(&extents, dealt(n), n)
+            } else {
+                Domains::of_scene(scene, n)
+            };
+            // Each domain's complement: where a hit of the domain finds its ties.
+            let others: Vec<Scene> = (0..n as u32)
+                .map(|d| scene.keeping_groups(|g| domains.of_group[g] != d))
+                .collect();
+            let top = TopLevel::new(&domains, magnitude_of(&scene.bounds()));
+            let geometry: Vec<DomainGeometry> = (0..n)
+                .map(|d| DomainGeometry::of(scene, &domains, d, &top))
+                .collect();
+            let mut rng = Rng::new(seed + n as u64);
+            let mut ties_across = 0;
+            let mut hits_beyond_the_first_domain = 0;
+            for i in 0..1000 {
+                let (origin, dir, tmin) = test_ray(scene, &mut rng, i);
+                let ray = RayData::new(origin, dir).unwrap();
+                let expect = brute_force_intersect(scene, origin, dir, tmin, f32::INFINITY);
+                let got = closest_across(&top, &geometry, &ray, tmin);
+                let bits = |h: Option<gasworks::cpu::Hit>| {
+                    h.map(|h| (h.group, h.prim, h.t.to_bits(), h.u.to_bits(), h.v.to_bits()))
+                };
+                assert_eq!(bits(got), bits(expect), "{n} domains, ray {i}");
+                ties_across += expect.is_some_and(|h| {
+                    let others = &others[domains.of_group[h.group as usize] as usize];
+                    brute_force_intersect(others, origin, dir, tmin, f32::INFINITY)
+                        .is_some_and(|o| o.t == h.t)
+                }) as usize;
+                let first = top.visits(&ray, tmin, f32::INFINITY).first().map(|v| v.1);
+                hits_beyond_the_first_domain += expect
+                    .is_some_and(|h| Some(domains.of_group[h.group as usize]) != first)
+                    as usize;
+                let tmax = rng.range(0.0, 2.0) * size;
+                assert_eq!(
+                    occluded_across(&top, &geometry, &ray, tmin, tmax),
+                    brute_force_occluded(scene, origin, dir, tmin, tmax),
+                    "{n} domains, shadow ray {i}"
+                );
+            }
+            if n > 1 {
+                assert!(
+                    hits_beyond_the_first_domain > 50,
+                    "{n} domains: {hits_beyond_the_first_domain} hits beyond the first domain entered"
+                );
+            }
+            if n > 1 && round_robin {
+                assert!(
+                    ties_across > 5,
+                    "{n} domains: {ties_across} ties across domains"
+                );
+            }
+        }
+    }
 }

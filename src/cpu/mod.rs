@@ -3,6 +3,8 @@
 //! - [`bvh`]: the two-level BVH (one tree per group, one over the groups) and the brute-force
 //!   oracle it is tested against;
 //! - [`sampling`] and [`material`]: the scattering code the CUDA programs are ported from;
+//! - [`domains`]: a scene split into domains (distributed geometry): each domain's BVH, and
+//!   the top level of domain boxes;
 //! - [`integrator`]: the path tracer (next-event estimation, MIS, Russian roulette);
 //! - [`first_hit`]: what the camera sees first through each pixel (masks for image statistics);
 //! - [`aov`]: guide layers for denoisers (`render --aov`): each pixel's albedo and normal;
@@ -15,6 +17,7 @@
 pub mod aov;
 pub mod background;
 pub mod bvh;
+pub mod domains;
 pub mod environment_share;
 pub mod first_hit;
 pub mod integrator;

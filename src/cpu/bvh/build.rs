@@ -294,8 +294,13 @@ fn scene_magnitude(scene: &Scene) -> f32 {
 
 /// Builds the whole structure; see the module comment.
 pub(super) fn build(scene: &Scene) -> SceneBvh {
+    build_padded(scene, 0.0)
+}
+
+/// [`build`], with the boxes padded for the larger of the scene's magnitude and `magnitude`.
+pub(super) fn build_padded(scene: &Scene, magnitude: f32) -> SceneBvh {
     let start = Instant::now();
-    let pad = scene_magnitude(scene) * PAD_RELATIVE;
+    let pad = scene_magnitude(scene).max(magnitude) * PAD_RELATIVE;
     let mut trees = build_group_trees(scene, pad);
     let place = Placement::of(&trees, scene);
     let mut nodes = gather_nodes(&mut trees, &place);

@@ -111,7 +111,7 @@ pub struct BuildStats {
 
 /// `gamma(3) = 3 eps / (1 - 3 eps)` with `eps = 2^-24`: the relative error bound of three
 /// rounded float operations (Pharr, Jakob, Humphreys, PBR 3rd ed., 3.9).
-const GAMMA3: f32 = 3.0 * f32::EPSILON * 0.5 / (1.0 - 3.0 * f32::EPSILON * 0.5);
+pub(crate) const GAMMA3: f32 = 3.0 * f32::EPSILON * 0.5 / (1.0 - 3.0 * f32::EPSILON * 0.5);
 
 /// Leaf boxes grow by this fraction of the scene's largest coordinate magnitude.
 const PAD_RELATIVE: f32 = 1.0 / 65536.0;
@@ -165,6 +165,25 @@ impl RayData {
             sy: -dir[ky] / dir[kz],
             sz: 1.0 / dir[kz],
         })
+    }
+
+    /// The robust slab test of one box ([`simd::Node4::entry`]'s, for a single box): the
+    /// entry distance where the ray's interval `[tmin, tmax]` meets the box `lo..hi`, or
+    /// `None` where it misses it.
+    pub fn box_entry(&self, lo: Vec3, hi: Vec3, tmin: f32, tmax: f32) -> Option<f32> {
+        let (mut t_near, mut t_far) = (tmin, tmax);
+        for a in 0..3 {
+            let (near, far) = if self.inv_dir[a] < 0.0 {
+                (hi[a], lo[a])
+            } else {
+                (lo[a], hi[a])
+            };
+            // `max` and `min` return the other argument for a NaN: a NaN slab constrains
+            // nothing.
+            t_near = t_near.max((near - self.origin[a]) * self.inv_dir[a]);
+            t_far = t_far.min((far - self.origin[a]) * self.inv_dir[a]);
+        }
+        (t_near <= t_far * (1.0 + 2.0 * GAMMA3)).then_some(t_near)
     }
 }
 
@@ -295,6 +314,19 @@ impl SceneBvh {
             bvh.stats.seconds
         );
         bvh
+    }
+
+    /// [`SceneBvh::build`] with the boxes padded for coordinates up to `magnitude` at least:
+    /// a domain's BVH, built from part of a scene whose rays come from all of it, pads as
+    /// the whole scene's BVH would, so that it stays exact for those rays.
+    pub fn build_for_magnitude(scene: &Scene, magnitude: f32) -> SceneBvh {
+        build::build_padded(scene, magnitude)
+    }
+
+    /// How far leaf boxes grow for a scene whose largest coordinate magnitude is
+    /// `magnitude`.
+    pub fn padding(magnitude: f32) -> f32 {
+        magnitude * PAD_RELATIVE
     }
 
     /// Builds both levels and reports how long it took.
