@@ -180,3 +180,20 @@ fn a_bvh_deeper_than_obvhs_stack_renders() {
     assert!(out.status.success(), "{e}");
     assert!(dir.path().join("o.png").exists());
 }
+
+/// A cost-map CSV of 150 bytes with one cell at x = 2136839377076028300, y = 8: the width
+/// times the height overflowed.
+#[test]
+fn a_cost_map_whose_cell_indices_overflow_is_refused() {
+    let path = data("costmap-cell-index-overflows.csv");
+    let e = gasworks::sched::report::read_costmap(&path).unwrap_err();
+    let message = e.to_string();
+    assert!(
+        message.contains("costmap-cell-index-overflows.csv"),
+        "{message}"
+    );
+    assert!(
+        message.ends_with("the cells do not form a full rectangle"),
+        "{message}"
+    );
+}

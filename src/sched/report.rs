@@ -1066,13 +1066,18 @@ pub fn read_costmap(path: &Path) -> Result<CostMap, StatsError> {
         path: path.to_path_buf(),
         reason: reason.to_string(),
     };
+    // Saturating: a cell index near usize::MAX is an error below, not an overflow.
     let width = rows
         .iter()
-        .map(|r| r.x + 1)
+        .map(|r| r.x.saturating_add(1))
         .max()
         .ok_or_else(|| invalid("empty cost map"))?;
-    let height = rows.iter().map(|r| r.y + 1).max().unwrap_or(0);
-    if width * height != rows.len() || width * height > 1 << 26 {
+    let height = rows
+        .iter()
+        .map(|r| r.y.saturating_add(1))
+        .max()
+        .unwrap_or(0);
+    if width.checked_mul(height) != Some(rows.len()) || rows.len() > 1 << 26 {
         return Err(invalid("the cells do not form a full rectangle"));
     }
     let mut map = CostMap::uniform(width, height, f32::NAN);
