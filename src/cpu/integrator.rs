@@ -115,6 +115,17 @@
 //! Secondary and shadow rays start at the hit point pushed off the surface by
 //! [`offset_ray_origin`] (towards the side they leave on) and use `tmin = 0`. A shadow ray
 //! ends at the light point pushed back towards the shading point the same way, exclusive.
+//!
+//! # Steps
+//!
+//! A path is a [`PathState`] between two vertices: its random numbers' position, throughput,
+//! radiance so far, the BSDF pdf of its last segment, the ray to trace next and the shadow
+//! ray of next-event estimation with what it adds when it arrives or is blocked.
+//! [`PathTracer::advance`] takes it over one vertex given the closest hit of its ray, and
+//! [`PathState::settle_shadow`] adds the light sample once its shadow ray is answered, before
+//! the next vertex. [`PathTracer::radiance`] answers both rays at once from its BVH; a render
+//! whose geometry is spread over processes answers them where the geometry lies. The sums
+//! happen in the same order, so the radiance is the same bit for bit.
 
 // Tests are written `!(x > 0.0)` on purpose: a NaN must fail them.
 #![allow(clippy::neg_cmp_op_on_partial_ord)]
@@ -368,96 +379,121 @@ impl PathTracer<'_> {
     }
 
     /// The radiance arriving at `origin` from direction `-dir` (`dir` unit length), estimated
-    /// with the random numbers of `rng` (5 slots, 7 numbers, per path vertex).
+    /// with the random numbers of `rng` (5 slots, 7 numbers, per path vertex): the path's
+    /// steps ([`PathTracer::advance`]) with every ray answered by this BVH at once.
     pub fn radiance(&self, origin: Vec3, dir: Vec3, rng: &mut Sampler) -> Vec3 {
-        let scene = self.scene;
-        let env = scene.environment_radiance();
-        let env_map = scene.environment_map.as_deref();
-        let mut ray_o = origin;
-        let mut ray_d = dir;
-        let mut throughput = Vec3::ONE;
-        let mut radiance = Vec3::ZERO;
-        // The solid-angle pdf of the BSDF sample that made the current segment, and whether it
-        // came from a Dirac lobe (the camera segment counts as one: nothing else could have
-        // found what it sees).
-        let mut prev_pdf = 0.0f32;
-        let mut prev_delta = true;
-        for depth in 1..=self.max_depth {
-            let Some(ray) = RayData::new(ray_o, ray_d) else {
+        let mut path = self.start(origin, dir, *rng);
+        loop {
+            if let Some(shadow) = path.shadow {
+                path.settle_shadow(self.blocks(&shadow.ray));
+            }
+            let Some(ray) = path.ray.and_then(|(o, d)| RayData::new(o, d)) else {
                 break;
             };
-            let Some(hit) = self.bvh.intersect_ray(self.scene, &ray, 0.0, f32::INFINITY) else {
-                radiance += throughput * env;
-                if let Some(map) = env_map {
-                    radiance +=
-                        self.environment_map_seen(map, ray_d, throughput, prev_pdf, prev_delta);
-                }
-                break;
-            };
-            let sp = SurfacePoint::new(scene, &hit);
-            let material = &scene.materials[sp.material as usize];
-            let wo = -ray_d;
-            if material.is_emissive() && self.emits_towards(sp.n_geo, wo) {
-                let w = self.emission_weight(&hit, &sp, ray_d, prev_pdf, prev_delta);
-                radiance += throughput * material.emission_at(&scene.textures, sp.uv) * w;
-            }
-            if depth == self.max_depth {
-                break;
-            }
-            let u_light = rng.next_1d();
-            let (u_l1, u_l2) = rng.next_2d();
-            let u_lobe = rng.next_1d();
-            let (u_b1, u_b2) = rng.next_2d();
-            let u_rr = rng.next_1d();
-
-            let frame = ShadingFrame::new(sp.n_geo, sp.n_shade, wo);
-            let bsdf = Bsdf::new(material, &scene.textures, sp.uv, frame);
-            if !bsdf.is_delta() && self.lights.can_sample() {
-                radiance += throughput
-                    * self.next_event_any(env_map, &sp, &bsdf, wo, u_light, (u_l1, u_l2));
-            }
-            let Some(bs) = bsdf.sample(wo, u_lobe, u_b1, u_b2) else {
-                break;
-            };
-            throughput *= bs.weight;
-            if throughput == Vec3::ZERO {
-                break;
-            }
-            if depth >= 3 {
-                let q = throughput.max_element().min(0.95);
-                if u_rr >= q {
-                    break;
-                }
-                throughput /= q;
-            }
-            prev_pdf = bs.pdf;
-            prev_delta = bs.delta;
-            ray_o = sp.origin_towards(bs.wi);
-            ray_d = bs.wi;
+            let hit = self.bvh.intersect_ray(self.scene, &ray, 0.0, f32::INFINITY);
+            self.advance(&mut path, hit);
         }
-        radiance
+        *rng = path.rng;
+        path.radiance
+    }
+
+    /// A path about to trace its camera segment from `origin` along `dir`.
+    pub fn start(&self, origin: Vec3, dir: Vec3, rng: Sampler) -> PathState {
+        PathState {
+            rng,
+            ray: (self.max_depth >= 1).then_some((origin, dir)),
+            depth: 1,
+            throughput: Vec3::ONE,
+            radiance: Vec3::ZERO,
+            prev_pdf: 0.0,
+            prev_delta: true,
+            shadow: None,
+        }
+    }
+
+    /// Whether something in this BVH blocks the shadow ray.
+    pub fn blocks(&self, shadow: &ShadowRay) -> bool {
+        RayData::new(shadow.origin, shadow.dir)
+            .is_some_and(|ray| self.bvh.occluded_ray(self.scene, &ray, 0.0, shadow.tmax))
+    }
+
+    /// One vertex of the path: the segment `path.ray` reaches `hit` (`None`: it escaped), and
+    /// the path takes what it finds there (see the module comment), then, unless it ends,
+    /// samples its next segment and sets up next-event estimation's shadow ray. The shadow ray
+    /// of the vertex before must be settled first ([`PathState::settle_shadow`]). `hit` must
+    /// be the closest hit of the ray `path.ray` over the whole scene; this tracer's scene
+    /// must hold the hit's group and the lights.
+    pub fn advance(&self, path: &mut PathState, hit: Option<Hit>) {
+        debug_assert!(path.shadow.is_none(), "a shadow ray left unsettled");
+        let Some((_, ray_d)) = path.ray.take() else {
+            return;
+        };
+        let scene = self.scene;
+        let Some(hit) = hit else {
+            path.radiance += path.throughput * scene.environment_radiance();
+            if let Some(map) = scene.environment_map.as_deref() {
+                path.radiance += self.environment_map_seen(map, ray_d, path);
+            }
+            return;
+        };
+        let sp = SurfacePoint::new(scene, &hit);
+        let material = &scene.materials[sp.material as usize];
+        let wo = -ray_d;
+        if material.is_emissive() && self.emits_towards(sp.n_geo, wo) {
+            let w = self.emission_weight(&hit, &sp, ray_d, path.prev_pdf, path.prev_delta);
+            path.radiance += path.throughput * material.emission_at(&scene.textures, sp.uv) * w;
+        }
+        if path.depth >= self.max_depth {
+            return;
+        }
+        let rng = &mut path.rng;
+        let u_light = rng.next_1d();
+        let u_l = rng.next_2d();
+        let u_lobe = rng.next_1d();
+        let (u_b1, u_b2) = rng.next_2d();
+        let u_rr = rng.next_1d();
+
+        let frame = ShadingFrame::new(sp.n_geo, sp.n_shade, wo);
+        let bsdf = Bsdf::new(material, &scene.textures, sp.uv, frame);
+        if !bsdf.is_delta() && self.lights.can_sample() {
+            match self.light_candidate(&sp, &bsdf, wo, u_light, u_l) {
+                Some((sample, ray)) => path.shadow = Some(path.shadow_of(sample, ray)),
+                None => path.radiance += path.throughput * Vec3::ZERO,
+            }
+        }
+        let Some(bs) = bsdf.sample(wo, u_lobe, u_b1, u_b2) else {
+            return;
+        };
+        path.throughput *= bs.weight;
+        if path.throughput == Vec3::ZERO {
+            return;
+        }
+        if path.depth >= 3 {
+            let q = path.throughput.max_element().min(0.95);
+            if u_rr >= q {
+                return;
+            }
+            path.throughput /= q;
+        }
+        path.prev_pdf = bs.pdf;
+        path.prev_delta = bs.delta;
+        path.ray = Some((sp.origin_towards(bs.wi), bs.wi));
+        path.depth += 1;
     }
 
     /// What a path that escaped along `ray_d` with `throughput` gets from the environment map,
     /// weighted by multiple importance against the map's own sampling in next-event
     /// estimation (none after a Dirac lobe or the camera, or where the map is never sampled).
     #[inline]
-    fn environment_map_seen(
-        &self,
-        map: &EnvironmentMap,
-        ray_d: Vec3,
-        throughput: Vec3,
-        prev_pdf: f32,
-        prev_delta: bool,
-    ) -> Vec3 {
+    fn environment_map_seen(&self, map: &EnvironmentMap, ray_d: Vec3, path: &PathState) -> Vec3 {
         let (le, pdf) = map.lookup(ray_d);
         let share = self.lights.environment_share();
-        let w = if prev_delta || share == 0.0 {
+        let w = if path.prev_delta || share == 0.0 {
             1.0
         } else {
-            power_heuristic(prev_pdf, share * pdf)
+            power_heuristic(path.prev_pdf, share * pdf)
         };
-        throughput * le * w
+        path.throughput * le * w
     }
 
     /// The multiple-importance weight of an emitter hit by a BSDF sample of pdf `prev_pdf`
@@ -479,24 +515,28 @@ impl PathTracer<'_> {
         }
     }
 
-    /// Next-event estimation towards the light `u_light` chooses: an area light or the
-    /// environment map (nothing where the choice is the environment but there is no map).
+    /// Next-event estimation towards the light `u_light` chooses, an area light or the
+    /// environment map: its sample and the shadow ray that decides whether it arrives, or
+    /// `None` where it carries nothing whatever the shadow ray finds (nothing chosen, a point
+    /// seen from behind or in a hole, a BSDF that is zero there).
     #[inline]
-    fn next_event_any(
+    fn light_candidate(
         &self,
-        env_map: Option<&EnvironmentMap>,
         sp: &SurfacePoint,
         bsdf: &Bsdf,
         wo: Vec3,
         u_light: f32,
         (u_l1, u_l2): (f32, f32),
-    ) -> Vec3 {
-        match (self.lights.choose(u_light), env_map) {
-            (LightChoice::Area(li), _) => self.next_event(sp, bsdf, wo, li, u_l1, u_l2),
+    ) -> Option<(LightSample, ShadowRay)> {
+        match (
+            self.lights.choose(u_light),
+            self.scene.environment_map.as_deref(),
+        ) {
+            (LightChoice::Area(li), _) => self.area_light_candidate(sp, bsdf, wo, li, u_l1, u_l2),
             (LightChoice::Environment, Some(map)) => {
-                self.next_event_environment(map, sp, bsdf, wo, u_l1, u_l2)
+                self.environment_light_candidate(map, sp, bsdf, wo, u_l1, u_l2)
             }
-            (LightChoice::Environment, None) => Vec3::ZERO,
+            (LightChoice::Environment, None) => None,
         }
     }
 
@@ -521,25 +561,8 @@ impl PathTracer<'_> {
         Some(self.lights.probability(li) / light.area * hit.t * hit.t / cos_l)
     }
 
-    /// Next-event estimation on the environment map: one direction drawn from the map, one
-    /// shadow ray to infinity, the MIS-weighted contribution `f cos * L_map * w_env / p_env`
-    /// with `p_env = P(env) pdf_map(wi)` (throughput not included).
-    fn next_event_environment(
-        &self,
-        map: &EnvironmentMap,
-        sp: &SurfacePoint,
-        bsdf: &Bsdf,
-        wo: Vec3,
-        u1: f32,
-        u2: f32,
-    ) -> Vec3 {
-        self.environment_light_sample(map, sp, bsdf, wo, u1, u2)
-            .map_or(Vec3::ZERO, LightSample::weighted)
-    }
-
-    /// The environment map's light sample at `sp` ([`PathTracer::next_event_environment`]
-    /// before its MIS weight): `None` where it carries nothing (occluded, below the surface,
-    /// or where the map's density is 0).
+    /// The environment map's light sample at `sp`, before its MIS weight: `None` where it
+    /// carries nothing (occluded, below the surface, or where the map's density is 0).
     pub fn environment_light_sample(
         &self,
         map: &EnvironmentMap,
@@ -549,6 +572,21 @@ impl PathTracer<'_> {
         u1: f32,
         u2: f32,
     ) -> Option<LightSample> {
+        let (sample, ray) = self.environment_light_candidate(map, sp, bsdf, wo, u1, u2)?;
+        (!self.blocks(&ray)).then_some(sample)
+    }
+
+    /// [`PathTracer::environment_light_sample`] before its shadow ray: the sample, and the
+    /// shadow ray to infinity that decides whether it arrives.
+    fn environment_light_candidate(
+        &self,
+        map: &EnvironmentMap,
+        sp: &SurfacePoint,
+        bsdf: &Bsdf,
+        wo: Vec3,
+        u1: f32,
+        u2: f32,
+    ) -> Option<(LightSample, ShadowRay)> {
         let wi = map.sample(u1, u2)?;
         let (le, pdf) = map.lookup(wi);
         let p_env = self.lights.environment_share() * pdf;
@@ -559,35 +597,17 @@ impl PathTracer<'_> {
         if e.f_cos == Vec3::ZERO {
             return None;
         }
-        let origin = sp.origin_towards(wi);
-        let ray = RayData::new(origin, wi)?;
-        if self.bvh.occluded_ray(self.scene, &ray, 0.0, f32::INFINITY) {
-            return None;
-        }
-        Some(LightSample {
+        let ray = ShadowRay::new(sp.origin_towards(wi), wi, f32::INFINITY)?;
+        let sample = LightSample {
             f_cos_le: e.f_cos * le,
             p_light: p_env,
             p_bsdf: e.pdf,
-        })
+        };
+        Some((sample, ray))
     }
 
-    /// Next-event estimation at `sp` on area light `li`: one light point, one shadow ray, the
-    /// MIS-weighted contribution `f cos * Le * w_light / p_light` (throughput not included).
-    fn next_event(
-        &self,
-        sp: &SurfacePoint,
-        bsdf: &Bsdf,
-        wo: Vec3,
-        li: usize,
-        u1: f32,
-        u2: f32,
-    ) -> Vec3 {
-        self.area_light_sample(sp, bsdf, wo, li, u1, u2)
-            .map_or(Vec3::ZERO, LightSample::weighted)
-    }
-
-    /// Area light `li`'s light sample at `sp` ([`PathTracer::next_event`] before its MIS
-    /// weight): `None` where it carries nothing (occluded, in a hole, seen from behind).
+    /// Area light `li`'s light sample at `sp`, before its MIS weight: `None` where it carries
+    /// nothing (occluded, in a hole, seen from behind).
     pub fn area_light_sample(
         &self,
         sp: &SurfacePoint,
@@ -597,6 +617,21 @@ impl PathTracer<'_> {
         u1: f32,
         u2: f32,
     ) -> Option<LightSample> {
+        let (sample, ray) = self.area_light_candidate(sp, bsdf, wo, li, u1, u2)?;
+        (!self.blocks(&ray)).then_some(sample)
+    }
+
+    /// [`PathTracer::area_light_sample`] before its shadow ray: the sample, and the shadow ray
+    /// to the light point that decides whether it arrives.
+    fn area_light_candidate(
+        &self,
+        sp: &SurfacePoint,
+        bsdf: &Bsdf,
+        wo: Vec3,
+        li: usize,
+        u1: f32,
+        u2: f32,
+    ) -> Option<(LightSample, ShadowRay)> {
         let p_pick = self.lights.probability(li);
         if !(p_pick > 0.0) {
             return None;
@@ -637,19 +672,87 @@ impl PathTracer<'_> {
         let origin = sp.origin_towards(wi);
         let light_side = if n_light.dot(wi) < 0.0 { 1.0 } else { -1.0 };
         let target = offset_ray_origin(q, light_side * n_light, triangle_scale(q0, q1, q2));
-        if self.bvh.occluded_ray(
-            self.scene,
-            &RayData::new(origin, target - origin)?,
-            0.0,
-            1.0,
-        ) {
-            return None;
-        }
-        Some(LightSample {
+        let ray = ShadowRay::new(origin, target - origin, 1.0)?;
+        let sample = LightSample {
             f_cos_le: e.f_cos * le,
             p_light,
             p_bsdf: e.pdf,
-        })
+        };
+        Some((sample, ray))
+    }
+}
+
+/// A shadow ray: from `origin` along `dir`, blocked by anything with `0 < t < tmax`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ShadowRay {
+    pub origin: Vec3,
+    pub dir: Vec3,
+    pub tmax: f32,
+}
+
+impl ShadowRay {
+    /// `None` where no ray can be traced that way (a zero or non-finite direction).
+    fn new(origin: Vec3, dir: Vec3, tmax: f32) -> Option<ShadowRay> {
+        RayData::new(origin, dir)?;
+        Some(ShadowRay { origin, dir, tmax })
+    }
+}
+
+/// Next-event estimation waiting for its shadow ray: the ray, and what the path's radiance
+/// gains when it arrives and when it is blocked.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PendingLight {
+    pub ray: ShadowRay,
+    /// The throughput times the MIS-weighted sample ([`LightSample::weighted`]).
+    pub arrives: Vec3,
+    /// The throughput times zero: what the path adds for a sample that carries nothing (not
+    /// always zero: a throughput that overflowed makes it NaN, and the sample is then dropped
+    /// as the film drops any sample that is not finite).
+    pub blocked: Vec3,
+}
+
+/// A path between two of its vertices: everything needed to continue it, wherever its next
+/// ray is answered. [`PathTracer::radiance`] answers each ray at once; a renderer whose
+/// geometry is spread over processes carries this from one to the next.
+#[derive(Clone, Copy, Debug)]
+pub struct PathState {
+    /// The sample's random numbers, at the next vertex's first.
+    pub rng: Sampler,
+    /// The segment to trace next (origin, unit direction); `None` once the path has ended.
+    pub ray: Option<(Vec3, Vec3)>,
+    /// That segment's number: 1 for the camera's.
+    pub depth: u32,
+    pub throughput: Vec3,
+    /// What the path has gathered so far.
+    pub radiance: Vec3,
+    /// The solid-angle pdf of the BSDF sample that made the segment, and whether it came from
+    /// a Dirac lobe (the camera segment counts as one).
+    pub prev_pdf: f32,
+    pub prev_delta: bool,
+    /// Next-event estimation at the vertex the segment leaves, to settle before the segment's
+    /// hit is shaded (or the path's radiance is read).
+    pub shadow: Option<PendingLight>,
+}
+
+impl PathState {
+    /// Adds the pending light sample's share, as its shadow ray found (`blocked`).
+    pub fn settle_shadow(&mut self, blocked: bool) {
+        if let Some(pending) = self.shadow.take() {
+            self.radiance += if blocked {
+                pending.blocked
+            } else {
+                pending.arrives
+            };
+        }
+    }
+
+    /// The pending light of `sample`, reached through `ray`.
+    fn shadow_of(&self, sample: LightSample, ray: ShadowRay) -> PendingLight {
+        PendingLight {
+            ray,
+            arrives: self.throughput * sample.weighted(),
+            blocked: self.throughput * Vec3::ZERO,
+        }
     }
 }
 
