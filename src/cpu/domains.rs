@@ -1,8 +1,11 @@
 //! Tracing a scene whose geometry is split into domains ([`crate::scene::domains`]): each
 //! domain's own BVH, and the top level of domain boxes that every rank holds.
 //!
-//! A ray visits the domains whose boxes its interval enters, nearest entry first; each
-//! domain's BVH answers with its closest hit below the best found so far. Because every BVH
+//! A ray starts in one domain (where its path is), which tests it against all it holds, its
+//! own groups and the replicated ones; then it visits the other domains whose boxes its
+//! interval enters, nearest entry first; each domain's BVH answers with its closest hit below
+//! the best found so far. The top level holds the boxes of the domains' own groups only: the
+//! replicated groups were tested where the ray started. Because every BVH
 //! query is exact (the closest hit of its triangles under [`Hit::precedes`], bit for bit what
 //! brute force finds: [`super::bvh`]), the best of the domains' answers is the hit the whole
 //! scene's BVH finds, whatever the split. Two conditions keep it so:
@@ -81,9 +84,10 @@ pub struct DomainGeometry {
 }
 
 impl DomainGeometry {
-    /// Domain `d` of `whole`, its BVH padded for `top`'s magnitude.
+    /// Domain `d` of `whole` (its own groups and the replicated ones), its BVH padded for
+    /// `top`'s magnitude.
     pub fn of(whole: &Scene, domains: &Domains, d: usize, top: &TopLevel) -> DomainGeometry {
-        let scene = whole.keeping_groups(|g| domains.of_group[g] as usize == d);
+        let scene = whole.keeping_groups(|g| domains.holds(d, g));
         let bvh = SceneBvh::build_for_magnitude(&scene, top.magnitude());
         DomainGeometry { scene, bvh }
     }
@@ -115,34 +119,39 @@ fn next_up(t: f32) -> f32 {
     }
 }
 
-/// The closest hit of a ray over every domain, visited as a forwarded ray visits them:
-/// nearest entry first, each domain's answer carried to the next, the rest skipped once the
-/// best hit lies before their entry. Equal to the whole scene's BVH's hit, bit for bit.
+/// The closest hit of a ray over every domain, as a forwarded ray finds it: tested first by
+/// domain `start`, then in the other domains it enters, nearest entry first, each domain's
+/// answer carried to the next, the rest skipped once the best hit lies before their entry.
+/// Equal to the whole scene's BVH's hit, bit for bit.
 pub fn closest_across(
     top: &TopLevel,
     geometry: &[DomainGeometry],
     ray: &RayData,
     tmin: f32,
+    start: usize,
 ) -> Option<Hit> {
-    let mut best = None;
+    let mut best = geometry[start].closest(ray, tmin, None);
     for (entry, d) in top.visits(ray, tmin, f32::INFINITY) {
-        if TopLevel::may_beat(entry, best.as_ref()) {
+        if d as usize != start && TopLevel::may_beat(entry, best.as_ref()) {
             best = geometry[d as usize].closest(ray, tmin, best);
         }
     }
     best
 }
 
-/// Whether anything in any domain lies on the ray with `tmin < t < tmax`: a shadow ray that
-/// visits the domains its interval enters, nearest first, until one is occluded.
+/// Whether anything in any domain lies on the ray with `tmin < t < tmax`: a shadow ray tested
+/// by domain `start`, then by the other domains its interval enters, nearest first, until one
+/// is occluded.
 pub fn occluded_across(
     top: &TopLevel,
     geometry: &[DomainGeometry],
     ray: &RayData,
-    tmin: f32,
-    tmax: f32,
+    (tmin, tmax): (f32, f32),
+    start: usize,
 ) -> bool {
-    top.visits(ray, tmin, tmax)
-        .iter()
-        .any(|&(_, d)| geometry[d as usize].occluded(ray, tmin, tmax))
+    geometry[start].occluded(ray, tmin, tmax)
+        || top
+            .visits(ray, tmin, tmax)
+            .iter()
+            .any(|&(_, d)| d as usize != start && geometry[d as usize].occluded(ray, tmin, tmax))
 }

@@ -23,11 +23,15 @@ pub struct GroupExtent {
     pub triangles: u64,
 }
 
-/// A scene's groups split into domains.
+/// A scene's groups split into domains, less the replicated groups, which every domain
+/// holds.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Domains {
-    /// The domain of each group, indexed as [`Scene::groups`].
+    /// The domain of each group, indexed as [`Scene::groups`] (0 for a replicated group).
     pub of_group: Vec<u32>,
+    /// Whether each group is held by every domain: kept out of the split, the boxes and the
+    /// counts.
+    pub replicated: Vec<bool>,
     /// Each domain's box: the union of its groups' boxes (empty for a domain without
     /// triangles). Every rank holds all of them: the top level of the distributed scene.
     pub bounds: Vec<Bounds>,
@@ -43,33 +47,66 @@ impl Domains {
 
     /// Splits groups of these extents into `n` domains (`n >= 1`): see the module comment.
     pub fn split(groups: &[GroupExtent], n: usize) -> Domains {
+        Domains::split_replicating(groups, n, vec![false; groups.len()])
+    }
+
+    /// [`Domains::split`] of the groups that `replicated` leaves out; those go to every
+    /// domain.
+    pub fn split_replicating(groups: &[GroupExtent], n: usize, replicated: Vec<bool>) -> Domains {
         let n = n.max(1);
-        let order = morton_order(groups);
-        let cuts = balanced_cuts(&order, groups, n);
+        let split: Vec<GroupExtent> = (0..groups.len())
+            .map(|g| if replicated[g] { NOTHING } else { groups[g] })
+            .collect();
+        let order = morton_order(&split);
+        let cuts = balanced_cuts(&order, &split, n);
         let mut of_group = vec![0; groups.len()];
         for (d, run) in cuts.windows(2).enumerate() {
             for &g in &order[run[0]..run[1]] {
                 of_group[g] = d as u32;
             }
         }
-        Domains::assigned(groups, of_group, n)
+        Domains::assigned(groups, of_group, replicated, n)
     }
 
-    /// The `n` domains that `of_group` assigns the groups to (each below `n`), with their
-    /// boxes and triangle counts.
-    pub fn assigned(groups: &[GroupExtent], of_group: Vec<u32>, n: usize) -> Domains {
+    /// The `n` domains that `of_group` assigns the groups to (each below `n`), the
+    /// `replicated` groups to all of them, with their boxes and triangle counts.
+    pub fn assigned(
+        groups: &[GroupExtent],
+        of_group: Vec<u32>,
+        replicated: Vec<bool>,
+        n: usize,
+    ) -> Domains {
         assert_eq!(groups.len(), of_group.len(), "a domain for every group");
+        assert_eq!(
+            groups.len(),
+            replicated.len(),
+            "a replication flag for every group"
+        );
         let mut bounds = vec![Bounds::EMPTY; n];
         let mut triangles = vec![0; n];
         for (g, &d) in of_group.iter().enumerate() {
-            bounds[d as usize] = bounds[d as usize].union(&groups[g].bounds);
-            triangles[d as usize] += groups[g].triangles;
+            if !replicated[g] {
+                bounds[d as usize] = bounds[d as usize].union(&groups[g].bounds);
+                triangles[d as usize] += groups[g].triangles;
+            }
         }
         Domains {
             of_group,
+            replicated,
             bounds,
             triangles,
         }
+    }
+
+    /// Whether domain `d` holds group `g`: its own, or replicated.
+    pub fn holds(&self, d: usize, g: usize) -> bool {
+        self.replicated[g] || self.of_group[g] as usize == d
+    }
+
+    /// The domain that shades hits on group `g`: `None` for a replicated group, which any
+    /// domain shades.
+    pub fn owner(&self, g: usize) -> Option<usize> {
+        (!self.replicated[g]).then_some(self.of_group[g] as usize)
     }
 
     /// What the split needs of each of `scene`'s groups.
@@ -88,13 +125,19 @@ impl Domains {
         self.bounds.len()
     }
 
-    /// The groups of domain `d`, in the scene's order.
+    /// The groups domain `d` owns (replicated ones aside), in the scene's order.
     pub fn groups_of(&self, d: usize) -> Vec<usize> {
         (0..self.of_group.len())
-            .filter(|&g| self.of_group[g] as usize == d)
+            .filter(|&g| self.owner(g) == Some(d))
             .collect()
     }
 }
+
+/// A group left out of the split.
+const NOTHING: GroupExtent = GroupExtent {
+    bounds: Bounds::EMPTY,
+    triangles: 0,
+};
 
 /// The groups' indices ordered by the Morton code of their centroids over the box of all of
 /// them; groups without triangles go first (their code is 0).
@@ -247,6 +290,26 @@ mod tests {
             assert_eq!(d.of_group[position], u32::from(original >= 8), "{position}");
         }
         assert_eq!(d.triangles, [800, 800]);
+    }
+
+    /// Replicated groups are held by every domain and owned by none: left out of the boxes,
+    /// the counts and the balance.
+    #[test]
+    fn replicated_groups_stay_out_of_the_split() {
+        let groups = [
+            extent([0.0; 3], 10),
+            extent([50.0; 3], 1000),
+            extent([9.0; 3], 10),
+        ];
+        let d = Domains::split_replicating(&groups, 2, vec![false, true, false]);
+        assert_eq!(d.triangles, [10, 10]);
+        assert_eq!(
+            (d.owner(1), d.holds(0, 1), d.holds(1, 1)),
+            (None, true, true)
+        );
+        assert_ne!(d.of_group[0], d.of_group[2]);
+        assert!(d.bounds.iter().all(|b| b.max[0] < 20.0));
+        assert_eq!(d.groups_of(0).len() + d.groups_of(1).len(), 2);
     }
 
     /// One domain holds everything; more domains than groups leave the extra ones empty.
