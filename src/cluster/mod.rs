@@ -18,6 +18,7 @@
 //!
 //! docs/cluster.md describes the protocol, with a sequence sketch.
 
+pub mod geometry;
 pub mod launcher;
 #[cfg(feature = "mpi")]
 pub mod mpi;

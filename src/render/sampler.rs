@@ -103,6 +103,20 @@ impl Sampler {
         }
     }
 
+    /// How many slots this sample has drawn: with its pixel, sample index, spp and seed, all
+    /// that [`Sampler::resumed`] needs to go on drawing where it stopped.
+    pub fn position(&self) -> u64 {
+        self.slot
+    }
+
+    /// [`Sampler::new`], having drawn `position` slots ([`Sampler::position`]).
+    pub fn resumed(x: u32, y: u32, sample: u32, spp: u32, seed: u64, position: u64) -> Sampler {
+        Sampler {
+            slot: position,
+            ..Sampler::new(x, y, sample, spp, seed)
+        }
+    }
+
     /// The next slot's seeds: its index shuffle's and its first coordinate's scramble's.
     #[inline(always)]
     fn next_slot(&mut self) -> (u32, u32, u64) {
@@ -236,6 +250,19 @@ impl RandomStream {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A sampler resumed at its position draws what it would have drawn.
+    #[test]
+    fn a_resumed_sampler_goes_on_where_it_stopped() {
+        let mut s = Sampler::new(7, 3, 5, 16, 9);
+        s.next_2d();
+        s.next_1d();
+        let mut resumed = Sampler::resumed(7, 3, 5, 16, 9, s.position());
+        for _ in 0..4 {
+            assert_eq!(s.next_2d(), resumed.next_2d());
+            assert_eq!(s.next_1d().to_bits(), resumed.next_1d().to_bits());
+        }
+    }
 
     /// Draws samples `first..first + n` of pixel `(x, y)` of a render of `spp` samples per
     /// pixel and returns, per slot of the draw pattern 1D, 2D, 1D, 2D, the points (1D slots

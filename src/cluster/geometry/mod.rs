@@ -1,0 +1,671 @@
+//! A frame whose geometry is spread over ranks (FlexRender's design): each rank holds one
+//! domain of the scene's groups ([`crate::scene::domains`]), the groups every rank holds (the
+//! lights' now), and the top level of domain boxes; rays travel to the geometry, and no rank
+//! waits on another's answer.
+//!
+//! - Each rank owns the pixels of every `size`-th tile of 16x16 and starts their samples,
+//!   pixel after pixel, while fewer than [`Limits::in_flight`] of its paths are out.
+//! - A path travels as a [`message::PathMessage`]: its whole state ([`PathState`]), and where
+//!   its current ray stands. A ray is tested first where the path is, against all that rank
+//!   holds, then by the other domains its interval enters, nearest entry first, each given
+//!   the closest hit so far; a segment's hit is shaded by the rank that owns its group (any
+//!   rank for a replicated group or an escape). A shadow ray travels the same way, before the
+//!   segment it belongs to, and stops at the first rank that finds it blocked.
+//! - A finished sample's radiance goes to its pixel's owner, which adds the samples of a pixel
+//!   in their order; at the end every rank sends its pixels' sums to rank 0, once.
+//!
+//! Each hit is the whole scene's closest hit, bit for bit ([`crate::cpu::domains`]), and the
+//! path's sums happen in the same order ([`crate::cpu::integrator`]), so the image is the one
+//! a single process renders, bit for bit, for any number of ranks and any split.
+//! docs/distributed-geometry.md has the protocol and its bytes.
+
+pub mod message;
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, Instant};
+
+use glam::Vec3;
+
+use crate::cpu::bvh::{Hit, RayData};
+use crate::cpu::domains::{magnitude_of, DomainGeometry, TopLevel};
+use crate::cpu::integrator::{pixel_ray, LightSampler, PathTracer};
+use crate::render::{RenderSettings, Sampler};
+use crate::scene::domains::Domains;
+use crate::scene::Scene;
+use crate::sched::transport::{Transport, TransportError};
+use message::{Message, PathMessage, PixelSums, Query};
+
+/// The side of the square tiles whose pixels the ranks own in turn.
+pub const TILE: u32 = 16;
+
+/// What one rank holds of the scene.
+pub struct RankScene {
+    pub domains: Domains,
+    pub top: TopLevel,
+    pub geometry: DomainGeometry,
+    pub lights: LightSampler,
+}
+
+impl RankScene {
+    /// Rank `rank`'s part of `whole` split among `ranks` ranks, the groups that hold an
+    /// emitter replicated (next-event estimation samples every light from every rank).
+    pub fn of(whole: &Scene, ranks: usize, rank: usize) -> RankScene {
+        let extents = Domains::extents_of(whole);
+        let domains = Domains::split_replicating(&extents, ranks, emitting_groups(whole));
+        RankScene::with_domains(whole, domains, rank)
+    }
+
+    /// Rank `rank`'s part of `whole` under the split `domains`, which must replicate every
+    /// group that holds an emitter ([`emitting_groups`]).
+    pub fn with_domains(whole: &Scene, domains: Domains, rank: usize) -> RankScene {
+        let emitting = emitting_groups(whole);
+        assert!(
+            (0..emitting.len()).all(|g| !emitting[g] || domains.replicated[g]),
+            "every group with an emitter is replicated"
+        );
+        let top = TopLevel::new(&domains, magnitude_of(&whole.bounds()));
+        let geometry = DomainGeometry::of(whole, &domains, rank, &top);
+        let lights = LightSampler::new(&geometry.scene);
+        RankScene {
+            domains,
+            top,
+            geometry,
+            lights,
+        }
+    }
+}
+
+/// Which of the scene's groups hold an emitter: those every rank must hold, to sample their
+/// lights.
+pub fn emitting_groups(scene: &Scene) -> Vec<bool> {
+    let mut emitting = vec![false; scene.groups.len()];
+    for light in &scene.lights {
+        emitting[light.group as usize] = true;
+    }
+    emitting
+}
+
+/// The bounds a rank keeps to.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// The most of its own paths a rank has out at once; so the messages in flight anywhere
+    /// are at most this many per rank.
+    pub in_flight: usize,
+    /// How long a rank waits without hearing from the ranks it waits for before it ends the
+    /// frame with an error naming them.
+    pub silence: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            in_flight: 4096,
+            silence: Duration::from_secs(60),
+        }
+    }
+}
+
+/// What a rank counted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RankStats {
+    /// Samples of its own pixels finished.
+    pub samples: u64,
+    /// Path messages sent: shadow rays, segments and hits to shade, forwarded to other ranks.
+    pub shadow_hops: u64,
+    pub segment_hops: u64,
+    pub shade_hops: u64,
+    /// Samples sent to their pixel's owner.
+    pub sample_messages: u64,
+    pub bytes_sent: u64,
+    /// The most of its own paths it had out at once.
+    pub peak_in_flight: usize,
+}
+
+/// Why a rank could not finish its part of a frame.
+#[derive(Debug, thiserror::Error)]
+pub enum GeometryError {
+    #[error("rank {rank}: {source}")]
+    Transport { rank: usize, source: TransportError },
+    #[error("rank {rank}: rank {from} sent a malformed message: {reason}")]
+    Malformed {
+        rank: usize,
+        from: usize,
+        reason: String,
+    },
+    #[error("rank {rank} heard nothing for {seconds:.1} s while waiting for rank(s) {waiting:?} to finish; {finished} of its {owned} samples were finished")]
+    Silent {
+        rank: usize,
+        seconds: f64,
+        waiting: Vec<usize>,
+        finished: u64,
+        owned: u64,
+    },
+}
+
+/// What a rank's part of a frame gave.
+#[derive(Clone, Debug)]
+pub struct RankOutcome {
+    /// On rank 0, the image's sums (rgb, samples per pixel, row by row); `None` elsewhere.
+    pub image: Option<Vec<[f32; 4]>>,
+    pub stats: RankStats,
+}
+
+/// Renders this rank's part of the frame.
+pub fn render_rank<T: Transport>(
+    scene: &RankScene,
+    settings: &RenderSettings,
+    limits: &Limits,
+    transport: &mut T,
+) -> Result<RankOutcome, GeometryError> {
+    let mut rank = Rank::new(scene, settings, limits, transport);
+    rank.run()?;
+    let image = rank.gather()?;
+    Ok(RankOutcome {
+        image,
+        stats: rank.stats,
+    })
+}
+
+/// One rank's frame: its pixels, its paths out, its film.
+struct Rank<'a, T: Transport> {
+    me: usize,
+    scene: &'a RankScene,
+    tracer: PathTracer<'a>,
+    settings: &'a RenderSettings,
+    limits: &'a Limits,
+    transport: &'a mut T,
+    /// Its pixels, in the order their samples start, and the next (pixel, sample) to start.
+    pixels: Vec<(u32, u32)>,
+    next: (usize, u32),
+    in_flight: usize,
+    /// Per pixel with samples out: the next sample to add, and those that came early.
+    order: HashMap<(u32, u32), (u32, BTreeMap<u32, Vec3>)>,
+    film: Vec<[f32; 4]>,
+    done_from: Vec<bool>,
+    films: Vec<Vec<PixelSums>>,
+    heard: Instant,
+    stats: RankStats,
+}
+
+impl<'a, T: Transport> Rank<'a, T> {
+    fn new(
+        scene: &'a RankScene,
+        settings: &'a RenderSettings,
+        limits: &'a Limits,
+        transport: &'a mut T,
+    ) -> Rank<'a, T> {
+        let (me, size) = (transport.rank(), transport.size());
+        Rank {
+            me,
+            scene,
+            tracer: PathTracer {
+                scene: &scene.geometry.scene,
+                bvh: &scene.geometry.bvh,
+                lights: &scene.lights,
+                max_depth: settings.max_depth,
+            },
+            settings,
+            limits,
+            transport,
+            pixels: owned_pixels(settings.width, settings.height, size, me),
+            next: (0, 0),
+            in_flight: 0,
+            order: HashMap::new(),
+            film: vec![[0.0; 4]; settings.width as usize * settings.height as usize],
+            done_from: vec![false; size],
+            films: Vec::new(),
+            heard: Instant::now(),
+            stats: RankStats::default(),
+        }
+    }
+
+    fn owned(&self) -> u64 {
+        self.pixels.len() as u64 * u64::from(self.settings.spp)
+    }
+
+    /// Until every rank has finished its pixels: answers what arrives, starts samples while
+    /// the bound allows, and says when its own are done.
+    fn run(&mut self) -> Result<(), GeometryError> {
+        let mut said_done = false;
+        loop {
+            let mut busy = false;
+            while let Some((from, bytes)) = self.poll()? {
+                self.receive(from, &bytes)?;
+                busy = true;
+            }
+            if let Some(path) = self.start_sample() {
+                self.follow(path, self.me)?;
+                busy = true;
+            }
+            if !said_done && self.stats.samples == self.owned() {
+                said_done = true;
+                self.done_from[self.me] = true;
+                self.broadcast(&Message::Done)?;
+            }
+            if self.done_from.iter().all(|&d| d) {
+                return Ok(());
+            }
+            if !busy {
+                self.wait_quietly()?;
+            }
+        }
+    }
+
+    fn poll(&mut self) -> Result<Option<(usize, Vec<u8>)>, GeometryError> {
+        let me = self.me;
+        let got = self
+            .transport
+            .poll()
+            .map_err(|source| GeometryError::Transport { rank: me, source })?;
+        if got.is_some() {
+            self.heard = Instant::now();
+        }
+        Ok(got)
+    }
+
+    /// Nothing to do: a short sleep, or the error of a silence longer than the limit.
+    fn wait_quietly(&mut self) -> Result<(), GeometryError> {
+        let silent = self.heard.elapsed();
+        if silent > self.limits.silence {
+            return Err(GeometryError::Silent {
+                rank: self.me,
+                seconds: silent.as_secs_f64(),
+                waiting: (0..self.done_from.len())
+                    .filter(|&r| !self.done_from[r])
+                    .collect(),
+                finished: self.stats.samples,
+                owned: self.owned(),
+            });
+        }
+        std::thread::sleep(Duration::from_micros(50));
+        Ok(())
+    }
+
+    fn receive(&mut self, from: usize, bytes: &[u8]) -> Result<(), GeometryError> {
+        let message = Message::decode(bytes, self.settings.spp, self.settings.seed)
+            .map_err(|reason| self.malformed(from, reason))?;
+        match message {
+            Message::Path(path) => self.follow(*path, from),
+            Message::Sample {
+                pixel,
+                sample,
+                radiance,
+            } => self.add_sample(from, pixel, sample, radiance),
+            Message::Done => {
+                self.done_from[from] = true;
+                Ok(())
+            }
+            Message::Film(pixels) => {
+                self.films.push(pixels);
+                Ok(())
+            }
+        }
+    }
+
+    fn malformed(&self, from: usize, reason: String) -> GeometryError {
+        GeometryError::Malformed {
+            rank: self.me,
+            from,
+            reason,
+        }
+    }
+
+    /// The next sample of its pixels, as a path about to trace its camera ray, while the
+    /// bound on paths out allows.
+    fn start_sample(&mut self) -> Option<PathMessage> {
+        if self.in_flight >= self.limits.in_flight || self.next.0 >= self.pixels.len() {
+            return None;
+        }
+        let (pixel, sample) = (self.pixels[self.next.0], self.next.1);
+        self.next.1 += 1;
+        if self.next.1 == self.settings.spp {
+            self.next = (self.next.0 + 1, 0);
+        }
+        self.in_flight += 1;
+        self.stats.peak_in_flight = self.stats.peak_in_flight.max(self.in_flight);
+        let s = self.settings;
+        let mut rng = Sampler::new(pixel.0, pixel.1, sample, s.spp, s.seed);
+        let (origin, dir) = pixel_ray(&s.camera, pixel, &mut rng);
+        let state = self.tracer.start(origin, dir, rng);
+        let query = self.next_query(&state);
+        Some(PathMessage {
+            pixel,
+            sample,
+            state,
+            query,
+        })
+    }
+
+    /// What a path does next from this rank: its shadow ray, its next segment, or nothing
+    /// (`None`'s query is a segment without a ray: [`Rank::follow`] finishes it).
+    fn next_query(&self, state: &crate::cpu::integrator::PathState) -> Query {
+        let start = self.me as u32;
+        if state.shadow.is_some() {
+            Query::Shadow { start, next: 0 }
+        } else {
+            Query::Segment {
+                start,
+                next: 0,
+                best: None,
+            }
+        }
+    }
+
+    /// Takes a path (from rank `from`) as far as this rank can: until it must go to another
+    /// rank, or ends.
+    fn follow(&mut self, mut path: PathMessage, from: usize) -> Result<(), GeometryError> {
+        loop {
+            let hit = match path.query {
+                Query::Shadow { start, next } => {
+                    let Some(to) = self.test_shadow(&mut path, start, next)? else {
+                        path.query = self.next_query(&path.state);
+                        continue;
+                    };
+                    return self.send_path(to, path);
+                }
+                Query::Segment { start, next, best } => {
+                    let Some((o, d)) = path.state.ray else {
+                        return self.finish(path);
+                    };
+                    let Some(ray) = RayData::new(o, d) else {
+                        path.state.ray = None;
+                        return self.finish(path);
+                    };
+                    match self.test_segment(&ray, start, next, best) {
+                        Ok(hit) => hit,
+                        Err((to, query)) => {
+                            path.query = query;
+                            return self.send_path(to, path);
+                        }
+                    }
+                }
+                Query::Shade { hit } => Some(hit),
+            };
+            if let Some(hit) = hit {
+                match self.owner_of(&hit, from)? {
+                    Some(owner) if owner != self.me => {
+                        path.query = Query::Shade { hit };
+                        return self.send_path(owner, path);
+                    }
+                    _ => self.check_held(&hit, from)?,
+                }
+            }
+            self.tracer.advance(&mut path.state, hit);
+            path.query = self.next_query(&path.state);
+        }
+    }
+
+    /// The rank that shades hits on `hit`'s group (`None`: any); an error for a group the
+    /// scene does not have (a message from `from` that went wrong).
+    fn owner_of(&self, hit: &Hit, from: usize) -> Result<Option<usize>, GeometryError> {
+        let g = hit.group as usize;
+        if g >= self.scene.domains.of_group.len() {
+            return Err(self.malformed(from, format!("a hit on group {g}, which is not there")));
+        }
+        Ok(self.scene.domains.owner(g))
+    }
+
+    /// An error unless this rank holds `hit`'s triangle, to shade it.
+    fn check_held(&self, hit: &Hit, from: usize) -> Result<(), GeometryError> {
+        let groups = &self.scene.geometry.scene.groups;
+        let held = groups
+            .get(hit.group as usize)
+            .is_some_and(|g| (hit.prim as usize) < g.triangle_count());
+        if held {
+            return Ok(());
+        }
+        let reason = format!(
+            "a hit on triangle {} of group {} to shade, which this rank does not hold",
+            hit.prim, hit.group
+        );
+        Err(self.malformed(from, reason))
+    }
+
+    /// Tests the path's shadow ray here: where it is blocked, or no other domain is left to
+    /// test it, settles it and returns `None`; else the rank to test it next.
+    fn test_shadow(
+        &mut self,
+        path: &mut PathMessage,
+        start: u32,
+        next: u32,
+    ) -> Result<Option<usize>, GeometryError> {
+        let Some(pending) = path.state.shadow else {
+            return Err(self.malformed(self.me, "a shadow query without a shadow ray".into()));
+        };
+        let r = pending.ray;
+        let Some(ray) = RayData::new(r.origin, r.dir) else {
+            path.state.settle_shadow(true);
+            return Ok(None);
+        };
+        let blocked = self.scene.geometry.occluded(&ray, 0.0, r.tmax);
+        if !blocked {
+            if let Some((i, to)) = self.next_visit(&ray, (0.0, r.tmax), start, next, None) {
+                path.query = Query::Shadow {
+                    start,
+                    next: i as u32 + 1,
+                };
+                return Ok(Some(to));
+            }
+        }
+        path.state.settle_shadow(blocked);
+        Ok(None)
+    }
+
+    /// Tests a segment here, given the best hit so far: `Ok` with the closest hit of the
+    /// whole scene when no other domain can beat it, else the rank to go to and the query.
+    fn test_segment(
+        &self,
+        ray: &RayData,
+        start: u32,
+        next: u32,
+        best: Option<Hit>,
+    ) -> Result<Option<Hit>, (usize, Query)> {
+        let best = self.scene.geometry.closest(ray, 0.0, best);
+        match self.next_visit(ray, (0.0, f32::INFINITY), start, next, best.as_ref()) {
+            Some((i, to)) => Err((
+                to,
+                Query::Segment {
+                    start,
+                    next: i as u32 + 1,
+                    best,
+                },
+            )),
+            None => Ok(best),
+        }
+    }
+
+    /// The next domain (its position in the visit list, and its rank) that the ray enters
+    /// and that may beat `best`, from position `next` of the domains it enters less `start`.
+    fn next_visit(
+        &self,
+        ray: &RayData,
+        (tmin, tmax): (f32, f32),
+        start: u32,
+        next: u32,
+        best: Option<&Hit>,
+    ) -> Option<(usize, usize)> {
+        self.scene
+            .top
+            .visits(ray, tmin, tmax)
+            .into_iter()
+            .filter(|&(_, d)| d != start)
+            .enumerate()
+            .skip(next as usize)
+            .find(|&(_, (entry, _))| TopLevel::may_beat(entry, best))
+            .map(|(i, (_, d))| (i, d as usize))
+    }
+
+    fn send_path(&mut self, to: usize, path: PathMessage) -> Result<(), GeometryError> {
+        match path.query {
+            Query::Shadow { .. } => self.stats.shadow_hops += 1,
+            Query::Segment { .. } => self.stats.segment_hops += 1,
+            Query::Shade { .. } => self.stats.shade_hops += 1,
+        }
+        self.send(to, &Message::Path(Box::new(path)))
+    }
+
+    fn send(&mut self, to: usize, message: &Message) -> Result<(), GeometryError> {
+        let bytes = message.encode();
+        self.stats.bytes_sent += bytes.len() as u64;
+        let me = self.me;
+        self.transport
+            .send(to, bytes)
+            .map_err(|source| GeometryError::Transport { rank: me, source })
+    }
+
+    fn broadcast(&mut self, message: &Message) -> Result<(), GeometryError> {
+        let me = self.me;
+        for to in (0..self.done_from.len()).filter(|&r| r != me) {
+            self.send(to, message)?;
+        }
+        Ok(())
+    }
+
+    /// A path that has ended: its radiance goes to its pixel's owner.
+    fn finish(&mut self, path: PathMessage) -> Result<(), GeometryError> {
+        let owner = pixel_owner(path.pixel, self.settings.width, self.done_from.len());
+        let radiance = path.state.radiance;
+        if owner == self.me {
+            return self.add_sample(self.me, path.pixel, path.sample, radiance);
+        }
+        self.stats.sample_messages += 1;
+        let message = Message::Sample {
+            pixel: path.pixel,
+            sample: path.sample,
+            radiance,
+        };
+        self.send(owner, &message)
+    }
+
+    /// Adds a finished sample to its pixel, in the order of the pixel's samples (a sample
+    /// that comes early waits for those before it), as one process adds them.
+    fn add_sample(
+        &mut self,
+        from: usize,
+        pixel: (u32, u32),
+        sample: u32,
+        radiance: Vec3,
+    ) -> Result<(), GeometryError> {
+        let (w, h) = (self.settings.width, self.settings.height);
+        let mine =
+            pixel.0 < w && pixel.1 < h && pixel_owner(pixel, w, self.done_from.len()) == self.me;
+        if !mine || sample >= self.settings.spp {
+            let reason = format!("sample {sample} of pixel {pixel:?}, which is not this rank's");
+            return Err(self.malformed(from, reason));
+        }
+        let (next, early) = self.order.entry(pixel).or_default();
+        early.insert(sample, radiance);
+        let px = &mut self.film[(pixel.1 * w + pixel.0) as usize];
+        while let Some(l) = early.remove(next) {
+            if l.is_finite() {
+                px[0] += l.x;
+                px[1] += l.y;
+                px[2] += l.z;
+            }
+            px[3] += 1.0;
+            *next += 1;
+            self.in_flight -= 1;
+            self.stats.samples += 1;
+        }
+        if *next == self.settings.spp {
+            self.order.remove(&pixel);
+        }
+        Ok(())
+    }
+
+    /// Rank 0 gathers every rank's pixels into the image; the others send theirs.
+    fn gather(&mut self) -> Result<Option<Vec<[f32; 4]>>, GeometryError> {
+        if self.me != 0 {
+            let w = self.settings.width;
+            let pixels = self
+                .pixels
+                .iter()
+                .map(|&(x, y)| ((x, y), self.film[(y * w + x) as usize]))
+                .collect();
+            self.send(0, &Message::Film(pixels))?;
+            let me = self.me;
+            self.transport
+                .flush(self.limits.silence)
+                .map_err(|source| GeometryError::Transport { rank: me, source })?;
+            return Ok(None);
+        }
+        self.heard = Instant::now();
+        while self.films.len() + 1 < self.done_from.len() {
+            match self.poll()? {
+                Some((from, bytes)) => self.receive(from, &bytes)?,
+                None => self.wait_quietly()?,
+            }
+        }
+        let w = self.settings.width;
+        for (pixel, sums) in self.films.drain(..).flatten() {
+            if pixel.0 < w && pixel.1 < self.settings.height {
+                self.film[(pixel.1 * w + pixel.0) as usize] = sums;
+            }
+        }
+        Ok(Some(std::mem::take(&mut self.film)))
+    }
+}
+
+/// The rank that owns pixel `(x, y)`: tiles of [`TILE`] pixels square, in rows, dealt to the
+/// ranks in turn.
+pub fn pixel_owner((x, y): (u32, u32), width: u32, ranks: usize) -> usize {
+    let tiles_across = width.div_ceil(TILE) as usize;
+    ((y / TILE) as usize * tiles_across + (x / TILE) as usize) % ranks
+}
+
+/// Rank `rank`'s pixels, tile by tile, row by row within a tile.
+fn owned_pixels(width: u32, height: u32, ranks: usize, rank: usize) -> Vec<(u32, u32)> {
+    let mut pixels = Vec::new();
+    for ty in (0..height).step_by(TILE as usize) {
+        for tx in (0..width).step_by(TILE as usize) {
+            if pixel_owner((tx, ty), width, ranks) != rank {
+                continue;
+            }
+            for y in ty..(ty + TILE).min(height) {
+                pixels.extend((tx..(tx + TILE).min(width)).map(|x| (x, y)));
+            }
+        }
+    }
+    pixels
+}
+
+/// Renders a frame with `ranks` ranks as threads of this process, over channels: the same
+/// protocol as under `mpirun`. Returns the image's sums and each rank's counts.
+pub fn render_in_process(
+    whole: &Scene,
+    settings: &RenderSettings,
+    ranks: usize,
+    limits: &Limits,
+) -> Result<(Vec<[f32; 4]>, Vec<RankStats>), GeometryError> {
+    let scenes: Vec<RankScene> = (0..ranks).map(|r| RankScene::of(whole, ranks, r)).collect();
+    render_in_process_with(&scenes, settings, limits)
+}
+
+/// [`render_in_process`] over ranks' scenes already split.
+pub fn render_in_process_with(
+    scenes: &[RankScene],
+    settings: &RenderSettings,
+    limits: &Limits,
+) -> Result<(Vec<[f32; 4]>, Vec<RankStats>), GeometryError> {
+    let transports = crate::sched::transport::ChannelTransport::create(scenes.len());
+    let results: Vec<_> = std::thread::scope(|s| {
+        let handles: Vec<_> = scenes
+            .iter()
+            .zip(transports)
+            .map(|(scene, mut t)| s.spawn(move || render_rank(scene, settings, limits, &mut t)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    });
+    let mut image = None;
+    let mut stats = Vec::new();
+    for result in results {
+        let outcome = result?;
+        image = image.or(outcome.image);
+        stats.push(outcome.stats);
+    }
+    let image = image.unwrap_or_default();
+    Ok((image, stats))
+}

@@ -1,0 +1,151 @@
+//! Geometry spread over ranks (issue 67), run as threads of one process over channels: the
+//! image is the one-process image bit for bit, for every number of ranks and every split.
+
+mod cpu_common;
+
+use gasworks::cluster::geometry::{emitting_groups, render_in_process, render_in_process_with};
+use gasworks::cluster::geometry::{Limits, RankScene};
+use gasworks::cpu::CpuBackend;
+use gasworks::render::{RenderSettings, Tile, TileRenderer};
+use gasworks::scene::domains::Domains;
+use gasworks::scene::gen::{cornell, cornell_camera, sponza_like, sponza_like_camera};
+use gasworks::scene::Scene;
+
+/// The film sums one process renders: every pixel's samples in order.
+fn one_process(scene: &Scene, settings: &RenderSettings) -> Vec<[f32; 4]> {
+    let backend = CpuBackend::new(scene, settings).unwrap();
+    let mut film = vec![[0.0; 4]; (settings.width * settings.height) as usize];
+    let tile = Tile::whole(settings.width, settings.height);
+    backend
+        .render_tile(tile, 0..settings.spp, &mut film)
+        .unwrap();
+    film
+}
+
+fn settings(camera: gasworks::scene::camera::Camera, w: u32, h: u32, spp: u32) -> RenderSettings {
+    RenderSettings {
+        width: w,
+        height: h,
+        spp,
+        max_depth: 6,
+        seed: 7,
+        camera: camera.frame(w, h).unwrap(),
+    }
+}
+
+fn assert_same(got: &[[f32; 4]], expected: &[[f32; 4]], what: &str) {
+    assert_eq!(got.len(), expected.len(), "{what}");
+    for (i, (g, e)) in got.iter().zip(expected).enumerate() {
+        assert_eq!(
+            g.map(f32::to_bits),
+            e.map(f32::to_bits),
+            "{what}: pixel {i}"
+        );
+    }
+}
+
+/// The Cornell box (its light replicated) and a sponza-like atrium (textures, cut-outs, an
+/// environment map) on 1 to 4 ranks: the image equals one process's, bit for bit, and rays
+/// do travel between ranks.
+#[test]
+fn ranks_render_the_one_process_image() {
+    let mut atrium = sponza_like(24, 6000, 3).unwrap();
+    atrium.set_environment_map(cpu_common::sun_map(0.3));
+    let scenes = [
+        (cornell(), settings(cornell_camera(), 40, 36, 4)),
+        (atrium, settings(sponza_like_camera(), 48, 32, 2)),
+    ];
+    for (scene, settings) in &scenes {
+        let expected = one_process(scene, settings);
+        for ranks in 1..=4 {
+            let limits = Limits {
+                in_flight: 64,
+                ..Limits::default()
+            };
+            let (image, stats) = render_in_process(scene, settings, ranks, &limits).unwrap();
+            let what = format!("{} on {ranks} ranks", scene.source);
+            assert_same(&image, &expected, &what);
+            let samples: u64 = stats.iter().map(|s| s.samples).sum();
+            assert_eq!(
+                samples,
+                u64::from(settings.width * settings.height * settings.spp)
+            );
+            let hops: u64 = stats.iter().map(|s| s.segment_hops + s.shade_hops).sum();
+            assert_eq!(hops == 0, ranks == 1, "{what}: {stats:?}");
+            assert!(stats.iter().all(|s| s.peak_in_flight <= 64), "{what}");
+        }
+    }
+}
+
+/// Groups dealt to the ranks round-robin, so that neighbours lie on different ranks and most
+/// rays cross several domains: still the same image.
+#[test]
+fn a_scattered_split_renders_the_same_image() {
+    let scene = sponza_like(30, 5000, 5).unwrap();
+    let settings = settings(sponza_like_camera(), 32, 24, 2);
+    let expected = one_process(&scene, &settings);
+    let extents = Domains::extents_of(&scene);
+    let ranks = 3;
+    let emitting = emitting_groups(&scene);
+    let replicated: Vec<bool> = (0..extents.len())
+        .map(|g| g % 7 == 0 || emitting[g])
+        .collect();
+    let dealt = (0..extents.len()).map(|g| (g % ranks) as u32).collect();
+    let domains = Domains::assigned(&extents, dealt, replicated, ranks);
+    let scenes: Vec<RankScene> = (0..ranks)
+        .map(|r| RankScene::with_domains(&scene, domains.clone(), r))
+        .collect();
+    let limits = Limits {
+        in_flight: 16,
+        ..Limits::default()
+    };
+    let (image, stats) = render_in_process_with(&scenes, &settings, &limits).unwrap();
+    assert_same(&image, &expected, "round-robin split");
+    let shadow_hops: u64 = stats.iter().map(|s| s.shadow_hops).sum();
+    assert!(shadow_hops > 0, "{stats:?}");
+}
+
+/// A rank that never answers: the others end the frame within the silence limit, with an
+/// error naming it and how much of their own work was finished.
+#[test]
+fn a_silent_rank_ends_the_frame_with_an_error_naming_it() {
+    use gasworks::cluster::geometry::{render_rank, GeometryError};
+    use gasworks::sched::transport::ChannelTransport;
+    let scene = cornell();
+    let settings = settings(cornell_camera(), 40, 40, 2);
+    let ranks = 3;
+    let scenes: Vec<RankScene> = (0..ranks)
+        .map(|r| RankScene::of(&scene, ranks, r))
+        .collect();
+    let limits = Limits {
+        in_flight: 32,
+        silence: std::time::Duration::from_millis(500),
+    };
+    let mut transports = ChannelTransport::create(ranks);
+    drop(transports.pop());
+    let errors: Vec<String> = std::thread::scope(|s| {
+        let handles: Vec<_> = transports
+            .into_iter()
+            .zip(&scenes)
+            .map(|(mut t, scene)| s.spawn(move || render_rank(scene, &settings, &limits, &mut t)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| match h.join().unwrap() {
+                Err(e @ GeometryError::Silent { .. }) => e.to_string(),
+                other => panic!("{other:?}"),
+            })
+            .collect()
+    });
+    for (rank, e) in errors.iter().enumerate() {
+        assert!(
+            e.starts_with(&format!("rank {rank} heard nothing for")),
+            "{e}"
+        );
+        assert!(
+            e.contains("waiting for rank(s) [") && e.contains("2]"),
+            "{e}"
+        );
+        assert!(e.contains("samples were finished"), "{e}");
+    }
+}
