@@ -149,3 +149,47 @@ fn a_silent_rank_ends_the_frame_with_an_error_naming_it() {
         assert!(e.contains("samples were finished"), "{e}");
     }
 }
+
+/// The forwarding figures of docs/distributed-geometry.md: per sample, the path messages of
+/// each kind and the bytes sent, on 2 and 4 ranks (threads over channels). Run with
+/// `--ignored --nocapture`; it checks only that every sample was counted.
+#[test]
+#[ignore = "prints figures for docs/distributed-geometry.md"]
+fn forwarding_figures() {
+    use gasworks::scene::gen::{toystore, toystore_camera};
+    let cases = [
+        ("cornell", cornell(), cornell_camera()),
+        (
+            "sponza-like",
+            sponza_like(390, 260_000, 1).unwrap(),
+            sponza_like_camera(),
+        ),
+        (
+            "toystore, 2 shelves",
+            toystore(2, 1).unwrap(),
+            toystore_camera(),
+        ),
+    ];
+    println!("scene,ranks,shadow hops,segment hops,shade hops,sample messages,bytes (per sample)");
+    for (name, scene, camera) in cases {
+        let mut settings = settings(camera, 64, 48, 4);
+        settings.max_depth = 8;
+        for ranks in [2, 4] {
+            let (_, stats) =
+                render_in_process(&scene, &settings, ranks, &Limits::default()).unwrap();
+            let sum = |f: fn(&gasworks::cluster::geometry::RankStats) -> u64| {
+                stats.iter().map(f).sum::<u64>() as f64
+            };
+            let samples = sum(|s| s.samples);
+            assert_eq!(samples, f64::from(64 * 48 * 4));
+            println!(
+                "{name},{ranks},{:.2},{:.2},{:.2},{:.2},{:.0}",
+                sum(|s| s.shadow_hops) / samples,
+                sum(|s| s.segment_hops) / samples,
+                sum(|s| s.shade_hops) / samples,
+                sum(|s| s.sample_messages) / samples,
+                sum(|s| s.bytes_sent) / samples,
+            );
+        }
+    }
+}
