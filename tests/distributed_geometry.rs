@@ -193,3 +193,54 @@ fn forwarding_figures() {
         }
     }
 }
+
+/// `gasworks render --distribute-geometry` in one process writes the plain render's file, and
+/// refuses the options it does not take yet, naming them.
+#[test]
+fn the_flag_alone_renders_the_plain_image_and_refuses_what_it_cannot_do() {
+    use std::process::Command;
+    let bin = env!("CARGO_BIN_EXE_gasworks");
+    let dir = tempfile::tempdir().unwrap();
+    let scene = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/cornell/cornell.obj");
+    let render = |out: &str, extra: &[&str]| {
+        Command::new(bin)
+            .args([
+                "render",
+                scene.to_str().unwrap(),
+                "-o",
+                out,
+                "--width",
+                "24",
+            ])
+            .args(["--height", "20", "--spp", "2", "-q"])
+            .args(extra)
+            .current_dir(dir.path())
+            .output()
+            .unwrap()
+    };
+    assert!(render("plain.exr", &["--backend", "cpu"]).status.success());
+    let out = render("spread.exr", &["--backend", "cpu", "--distribute-geometry"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let read = |name: &str| std::fs::read(dir.path().join(name)).unwrap();
+    assert!(read("plain.exr") == read("spread.exr"), "the files differ");
+    let refused: [&[&str]; 3] = [
+        &["--pass-spp", "1"],
+        &["--time-limit", "1h"],
+        &["--backend", "optix"],
+    ];
+    for extra in refused {
+        let mut args = vec!["--distribute-geometry"];
+        args.extend(extra);
+        let out = render("refused.exr", &args);
+        let e = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && e.contains(extra[0]),
+            "{extra:?}: {e}"
+        );
+        assert!(!dir.path().join("refused.exr").exists());
+    }
+}

@@ -1174,3 +1174,31 @@ fn adaptive_gpu_ranks_render_tiles_that_skip_the_stopped_blocks() {
         "no launch skipped the flat column:\n{text}"
     );
 }
+
+/// `--distribute-geometry` under mpirun: each rank holds part of the Cornell box and rays
+/// travel between them; the image is one process's plain render, bit for bit.
+#[test]
+fn distributed_geometry_under_mpirun_is_the_single_process_image() {
+    let dir = tempfile::tempdir().unwrap();
+    let scene = cornell();
+    let single = dir.path().join("single.exr");
+    single_process(&scene, &single, &[]);
+    let expected = image_bits(&single);
+    for np in [2usize, 4] {
+        let out = dir.path().join(format!("geometry-{np}.exr"));
+        let mut args = render_args(&scene, &out, &["--distribute-geometry"]);
+        args.retain(|a| a != "-q");
+        let r = mpi_render(np, &args);
+        assert_eq!(r.code, Some(0), "{np} ranks: {}", r.stderr);
+        assert!(
+            image_bits(&out) == expected,
+            "{np} ranks: the image differs"
+        );
+        assert!(
+            r.stderr
+                .contains(&format!("on {np} rank(s), the geometry spread over them")),
+            "{}",
+            r.stderr
+        );
+    }
+}

@@ -282,6 +282,20 @@ pub struct RenderArgs {
         hide_short_help = true
     )]
     pub min_spp: Option<u32>,
+    /// Under mpirun: each rank holds part of the scene's groups and rays travel to them
+    /// (docs/distributed-geometry.md), in place of every rank holding the whole scene
+    ///
+    /// The image is the one-process image bit for bit. Not yet with the options that cut the
+    /// frame into passes or crops, nor on a GPU.
+    #[arg(
+        long,
+        help_heading = "Workers and tiles",
+        conflicts_with_all = [
+            "resume", "checkpoint_every", "time_limit", "noise_threshold", "pixelbounds",
+            "aov", "pass_spp", "devices", "stats", "costmap",
+        ]
+    )]
+    pub distribute_geometry: bool,
     #[command(flatten, next_help_heading = "Camera")]
     pub camera: CameraArgs,
     #[command(flatten, next_help_heading = "GPU: acceleration structure builds")]
@@ -320,6 +334,9 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
     };
     #[cfg(not(feature = "mpi"))]
     refuse_ranks_without_mpi()?;
+    if options.distribute_geometry {
+        return crate::cluster::geometry::frame::render(&options, &mut crate::sched::Alone);
+    }
     crate::session::render(&options, &mut crate::sched::Alone, &signals::Signals)
 }
 
@@ -333,7 +350,11 @@ fn run_rank(
     mut world: crate::cluster::mpi::MpiWorld,
 ) -> anyhow::Result<()> {
     options.rank_timeout = Some(rank_timeout(std::env::var("GASWORKS_RANK_TIMEOUT_S").ok())?);
-    let result = crate::session::render(&options, &mut world, &signals::Signals);
+    let result = if options.distribute_geometry {
+        crate::cluster::geometry::frame::render(&options, &mut world)
+    } else {
+        crate::session::render(&options, &mut world, &signals::Signals)
+    };
     let Err(e) = result else {
         return Ok(());
     };
@@ -415,6 +436,7 @@ impl RenderArgs {
             progress: self.progress.into(),
             verbosity: Verbosity::from_flags(self.quiet, self.verbose),
             rank_timeout: None,
+            distribute_geometry: self.distribute_geometry,
         })
     }
 }

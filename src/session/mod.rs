@@ -80,6 +80,44 @@ pub fn render<T: Transport + ?Sized>(
     run_frame(&opts, transport, controls, (ready, place, out, started))
 }
 
+/// What a frame whose geometry is spread over ranks (`crate::cluster::geometry`) needs before
+/// it starts, as [`render`] gets it: the options checked, the threads set, the scene loaded
+/// (rank 0 saying its warnings) with the render's settings, and the key its image records.
+pub fn prepare_scene<T: Transport + ?Sized>(
+    options: &RenderOptions,
+    transport: &T,
+) -> anyhow::Result<(Scene, RenderSettings, String)> {
+    let place = Place::of(transport);
+    let out = match place.rank {
+        0 => options.verbosity,
+        _ => Verbosity::Quiet,
+    };
+    let (_, schedule) = check_before_loading(options, &place)?;
+    set_threads(options, &place)?;
+    let (scene, settings, _, _) = load(options, &place, out)?;
+    let content = crate::scene::content_hash::content_hash(&scene);
+    let render_key = outputs::frame_key(options, &scene, content, &settings, &schedule);
+    Ok((scene, settings, render_key))
+}
+
+/// Writes the whole frame's image from its film, as [`render`] writes a complete frame's.
+pub fn write_image(
+    options: &RenderOptions,
+    film: &crate::render::Film,
+    render_key: &str,
+) -> anyhow::Result<()> {
+    let meta = output::ImageMeta {
+        full_width: options.width,
+        full_height: options.height,
+        window: Tile::whole(options.width, options.height),
+        render: outputs::image_key(render_key, None, film),
+        exposure: options.tone.exposure,
+        tonemap: options.tone.tonemap,
+    };
+    output::write_image_or_rescue(film, &options.output, &meta, &std::env::temp_dir())?;
+    Ok(())
+}
+
 /// Where this process runs: its rank among how many, its host, and how many ranks share its
 /// machine (and so its cores).
 struct Place {

@@ -79,6 +79,9 @@ pub struct RenderOptions {
     /// Among ranks: how long one may stay silent before it is taken for dead or hung
     /// (`None`: 30 s).
     pub rank_timeout: Option<Duration>,
+    /// Under mpirun: each rank holds part of the geometry, and rays travel to it
+    /// (`crate::cluster::geometry`).
+    pub distribute_geometry: bool,
 }
 
 /// The light arriving from outside the scene.
@@ -167,6 +170,7 @@ impl RenderOptions {
             progress: ProgressMode::default(),
             verbosity: Verbosity::Normal,
             rank_timeout: None,
+            distribute_geometry: false,
         }
     }
 

@@ -351,7 +351,7 @@ fn stopped_with_image(
 /// stop or the time limit ended it early (`spp 16 of 64`, or `spp stopped: ...` where a pass
 /// was cut: [`output::SamplesHeld`]), so that `merge` joins it only with crops of the same
 /// samples of the same render, and `preview` of its resume file writes the same key.
-fn image_key(render_key: &str, stopped: Option<&Stopped>, film: &Film) -> String {
+pub(super) fn image_key(render_key: &str, stopped: Option<&Stopped>, film: &Film) -> String {
     match stopped {
         None => render_key.to_string(),
         Some(s) => output::SamplesHeld::of(film, render_key, s.spp_complete).image_key(render_key),

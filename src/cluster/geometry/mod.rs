@@ -19,6 +19,7 @@
 //! a single process renders, bit for bit, for any number of ranks and any split.
 //! docs/distributed-geometry.md has the protocol and its bytes.
 
+pub mod frame;
 pub mod message;
 
 use std::collections::{BTreeMap, HashMap};

@@ -1,0 +1,46 @@
+//! `gasworks render --distribute-geometry`: a whole frame, every rank holding one domain of
+//! the scene ([`super::RankScene`]), rank 0 writing the image.
+
+use std::time::{Duration, Instant};
+
+use crate::backend::BackendChoice;
+use crate::render::Film;
+use crate::sched::Transport;
+use crate::session::RenderOptions;
+
+use super::{render_rank, Limits, RankScene};
+
+/// How long a rank waits in silence before it ends the frame, without `rank_timeout`.
+const SILENCE: Duration = Duration::from_secs(60);
+
+/// Renders the frame `options` describe as this process's part of it (alone, or as one rank
+/// of an MPI job). Each rank loads the scene, keeps its domain and the replicated groups, and
+/// drops the rest before rendering.
+pub fn render<T: Transport>(options: &RenderOptions, transport: &mut T) -> anyhow::Result<()> {
+    if options.backend == BackendChoice::Optix {
+        anyhow::bail!(
+            "--distribute-geometry renders on the CPU backend for now: leave out --backend optix"
+        );
+    }
+    let (rank, ranks) = (transport.rank(), transport.size());
+    let (scene, settings, render_key) = crate::session::prepare_scene(options, transport)?;
+    let rank_scene = RankScene::of(&scene, ranks, rank);
+    drop(scene);
+    let limits = Limits {
+        silence: options.rank_timeout.unwrap_or(SILENCE),
+        ..Limits::default()
+    };
+    let started = Instant::now();
+    let outcome = render_rank(&rank_scene, &settings, &limits, transport)?;
+    let Some(pixels) = outcome.image else {
+        return Ok(());
+    };
+    let mut film = Film::new(settings.width, settings.height);
+    film.pixels = pixels;
+    crate::session::write_image(options, &film, &render_key)?;
+    options.verbosity.status(format_args!(
+        "rendered in {:.2} s on {ranks} rank(s), the geometry spread over them",
+        started.elapsed().as_secs_f64(),
+    ));
+    Ok(())
+}
