@@ -62,6 +62,7 @@ pub mod speed_classes;
 pub mod tiles;
 pub mod transport;
 pub mod window;
+pub mod wire;
 pub mod workers;
 
 use std::ops::Range;

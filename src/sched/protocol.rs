@@ -10,6 +10,8 @@
 use std::ops::Range;
 
 use super::ranks::RankPassCounters;
+pub use super::wire::DecodeError;
+use super::wire::{Reader, Writer};
 use crate::render::Tile;
 
 /// Bumped whenever a message changes; part of every rank's fingerprint, so that ranks of
@@ -180,21 +182,6 @@ pub enum Msg {
     },
 }
 
-/// Why bytes could not be decoded.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum DecodeError {
-    #[error("message ends early (wanted {wanted} more bytes at offset {at})")]
-    Truncated { at: usize, wanted: usize },
-    #[error("unknown message tag {0}")]
-    UnknownTag(u8),
-    #[error("{0} trailing bytes after the message")]
-    Trailing(usize),
-    #[error("a string is not UTF-8")]
-    Utf8,
-    #[error("bad flag byte {0}")]
-    Flag(u8),
-}
-
 const TAG_HELLO: u8 = 1;
 const TAG_ROSTER: u8 = 2;
 const TAG_PLAN: u8 = 3;
@@ -210,28 +197,9 @@ const TAG_CALIBRATE: u8 = 12;
 const TAG_CALIBRATED: u8 = 13;
 const TAG_RETIRED: u8 = 14;
 
-struct Writer(Vec<u8>);
+// The payloads of the protocol's messages, on the shared byte writer and reader.
 
 impl Writer {
-    fn u8(&mut self, v: u8) {
-        self.0.push(v);
-    }
-    fn u32(&mut self, v: u32) {
-        self.0.extend_from_slice(&v.to_le_bytes());
-    }
-    fn u64(&mut self, v: u64) {
-        self.0.extend_from_slice(&v.to_le_bytes());
-    }
-    fn f64(&mut self, v: f64) {
-        self.0.extend_from_slice(&v.to_le_bytes());
-    }
-    fn len(&mut self, n: usize) {
-        self.u32(u32::try_from(n).expect("a message list longer than u32"));
-    }
-    fn str(&mut self, s: &str) {
-        self.len(s.len());
-        self.0.extend_from_slice(s.as_bytes());
-    }
     fn tile(&mut self, t: Tile) {
         for v in [t.x, t.y, t.w, t.h] {
             self.u32(v);
@@ -353,62 +321,7 @@ impl Writer {
     }
 }
 
-struct Reader<'a> {
-    bytes: &'a [u8],
-    at: usize,
-}
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
-        if self.bytes.len() - self.at < n {
-            return Err(DecodeError::Truncated {
-                at: self.at,
-                wanted: n,
-            });
-        }
-        let s = &self.bytes[self.at..self.at + n];
-        self.at += n;
-        Ok(s)
-    }
-    fn u8(&mut self) -> Result<u8, DecodeError> {
-        Ok(self.take(1)?[0])
-    }
-    fn u32(&mut self) -> Result<u32, DecodeError> {
-        let b = self.take(4)?;
-        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-    }
-    fn u64(&mut self) -> Result<u64, DecodeError> {
-        let mut a = [0u8; 8];
-        a.copy_from_slice(self.take(8)?);
-        Ok(u64::from_le_bytes(a))
-    }
-    fn f64(&mut self) -> Result<f64, DecodeError> {
-        Ok(f64::from_bits(self.u64()?))
-    }
-    fn flag(&mut self) -> Result<bool, DecodeError> {
-        match self.u8()? {
-            0 => Ok(false),
-            1 => Ok(true),
-            b => Err(DecodeError::Flag(b)),
-        }
-    }
-    /// A list length, checked against the bytes left (each item takes at least `min_item`
-    /// bytes), so that a corrupt length cannot ask for a huge allocation.
-    fn len(&mut self, min_item: usize) -> Result<usize, DecodeError> {
-        let n = self.u32()? as usize;
-        let need = n.saturating_mul(min_item.max(1));
-        if need > self.bytes.len() - self.at {
-            return Err(DecodeError::Truncated {
-                at: self.at,
-                wanted: need,
-            });
-        }
-        Ok(n)
-    }
-    fn str(&mut self) -> Result<String, DecodeError> {
-        let n = self.len(1)?;
-        String::from_utf8(self.take(n)?.to_vec()).map_err(|_| DecodeError::Utf8)
-    }
+impl Reader<'_> {
     fn tile(&mut self) -> Result<Tile, DecodeError> {
         Ok(Tile {
             x: self.u32()?,
@@ -662,7 +575,7 @@ impl Msg {
 
     /// Reads a message; the whole buffer must be one message.
     pub fn decode(bytes: &[u8]) -> Result<Msg, DecodeError> {
-        let mut r = Reader { bytes, at: 0 };
+        let mut r = Reader::new(bytes);
         let msg = match r.u8()? {
             TAG_HELLO => Msg::Hello(r.result(Reader::ready)?),
             TAG_ROSTER => Msg::Roster(r.result(|r| r.u32())?),
@@ -705,9 +618,7 @@ impl Msg {
             TAG_CALIBRATED => Msg::Calibrated(r.result(Reader::piece_times)?),
             t => return Err(DecodeError::UnknownTag(t)),
         };
-        if r.at != bytes.len() {
-            return Err(DecodeError::Trailing(bytes.len() - r.at));
-        }
+        r.finish()?;
         Ok(msg)
     }
 

@@ -6,6 +6,7 @@ use glam::Vec3;
 use crate::cpu::bvh::Hit;
 use crate::cpu::integrator::{PathState, PendingLight, ShadowRay};
 use crate::render::Sampler;
+use crate::sched::wire::{DecodeError, Reader, Writer};
 
 /// Where a path's current ray stands.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -58,7 +59,7 @@ const FILM: u8 = 4;
 
 impl Message {
     pub fn encode(&self) -> Vec<u8> {
-        let mut w = Writer(Vec::with_capacity(192));
+        let mut w = Writer(Vec::with_capacity(160));
         match self {
             Message::Path(p) => {
                 w.u8(PATH);
@@ -78,7 +79,7 @@ impl Message {
             Message::Done => w.u8(DONE),
             Message::Film(pixels) => {
                 w.u8(FILM);
-                w.u32(pixels.len() as u32);
+                w.len(pixels.len());
                 for ((x, y), sums) in pixels {
                     w.u32(*x);
                     w.u32(*y);
@@ -90,9 +91,9 @@ impl Message {
     }
 
     /// The message of `bytes`, whose sampler positions resume in a render of `spp` samples
-    /// per pixel with seed `seed`; an error says what is malformed.
-    pub fn decode(bytes: &[u8], spp: u32, seed: u64) -> Result<Message, String> {
-        let mut r = Reader { bytes, at: 0 };
+    /// per pixel with seed `seed`.
+    pub fn decode(bytes: &[u8], spp: u32, seed: u64) -> Result<Message, DecodeError> {
+        let mut r = Reader::new(bytes);
         let message = match r.u8()? {
             PATH => Message::Path(Box::new(r.path(spp, seed)?)),
             SAMPLE => Message::Sample {
@@ -102,10 +103,7 @@ impl Message {
             },
             DONE => Message::Done,
             FILM => {
-                let n = r.u32()? as usize;
-                if n > r.left() / 24 {
-                    return Err(format!("a film of {n} pixels in {} bytes", bytes.len()));
-                }
+                let n = r.len(24)?;
                 let mut pixels = Vec::with_capacity(n);
                 for _ in 0..n {
                     let pixel = (r.u32()?, r.u32()?);
@@ -113,30 +111,16 @@ impl Message {
                 }
                 Message::Film(pixels)
             }
-            tag => return Err(format!("unknown message type {tag}")),
+            tag => return Err(DecodeError::UnknownTag(tag)),
         };
-        if r.left() != 0 {
-            return Err(format!("{} bytes left over", r.left()));
-        }
+        r.finish()?;
         Ok(message)
     }
 }
 
-struct Writer(Vec<u8>);
+// The payloads of these messages, on the ranks' shared byte writer and reader.
 
 impl Writer {
-    fn u8(&mut self, v: u8) {
-        self.0.push(v);
-    }
-    fn u32(&mut self, v: u32) {
-        self.0.extend_from_slice(&v.to_le_bytes());
-    }
-    fn u64(&mut self, v: u64) {
-        self.0.extend_from_slice(&v.to_le_bytes());
-    }
-    fn f32(&mut self, v: f32) {
-        self.0.extend_from_slice(&v.to_le_bytes());
-    }
     fn vec3(&mut self, v: Vec3) {
         v.to_array().iter().for_each(|&c| self.f32(c));
     }
@@ -203,48 +187,12 @@ impl Writer {
     }
 }
 
-struct Reader<'a> {
-    bytes: &'a [u8],
-    at: usize,
-}
-
 impl Reader<'_> {
-    fn left(&self) -> usize {
-        self.bytes.len() - self.at
-    }
-    fn take<const N: usize>(&mut self) -> Result<[u8; N], String> {
-        let end = self.at + N;
-        let b = self
-            .bytes
-            .get(self.at..end)
-            .ok_or_else(|| format!("cut short at byte {} of {}", self.at, self.bytes.len()))?;
-        self.at = end;
-        Ok(b.try_into().unwrap_or([0; N]))
-    }
-    fn u8(&mut self) -> Result<u8, String> {
-        Ok(self.take::<1>()?[0])
-    }
-    fn flag(&mut self) -> Result<bool, String> {
-        match self.u8()? {
-            0 => Ok(false),
-            1 => Ok(true),
-            b => Err(format!("a flag of {b} at byte {}", self.at - 1)),
-        }
-    }
-    fn u32(&mut self) -> Result<u32, String> {
-        Ok(u32::from_le_bytes(self.take()?))
-    }
-    fn u64(&mut self) -> Result<u64, String> {
-        Ok(u64::from_le_bytes(self.take()?))
-    }
-    fn f32(&mut self) -> Result<f32, String> {
-        Ok(f32::from_le_bytes(self.take()?))
-    }
-    fn vec3(&mut self) -> Result<Vec3, String> {
+    fn vec3(&mut self) -> Result<Vec3, DecodeError> {
         Ok(Vec3::new(self.f32()?, self.f32()?, self.f32()?))
     }
 
-    fn hit(&mut self) -> Result<Hit, String> {
+    fn hit(&mut self) -> Result<Hit, DecodeError> {
         Ok(Hit {
             group: self.u32()?,
             prim: self.u32()?,
@@ -254,7 +202,7 @@ impl Reader<'_> {
         })
     }
 
-    fn path(&mut self, spp: u32, seed: u64) -> Result<PathMessage, String> {
+    fn path(&mut self, spp: u32, seed: u64) -> Result<PathMessage, DecodeError> {
         let pixel = (self.u32()?, self.u32()?);
         let sample = self.u32()?;
         let position = self.u64()?;
@@ -296,7 +244,7 @@ impl Reader<'_> {
                 },
             },
             2 => Query::Shade { hit: self.hit()? },
-            q => return Err(format!("unknown query {q}")),
+            q => return Err(DecodeError::UnknownTag(q)),
         };
         let state = PathState {
             rng,
@@ -438,16 +386,17 @@ mod tests {
         long.push(0);
         assert_eq!(
             Message::decode(&long, 8, 1).unwrap_err(),
-            "1 bytes left over"
+            DecodeError::Trailing(1)
         );
         assert_eq!(
             Message::decode(&[9], 8, 1).unwrap_err(),
-            "unknown message type 9"
+            DecodeError::UnknownTag(9)
         );
         let mut film = vec![FILM];
         film.extend_from_slice(&u32::MAX.to_le_bytes());
-        assert!(Message::decode(&film, 8, 1)
-            .unwrap_err()
-            .contains("a film of"));
+        assert!(matches!(
+            Message::decode(&film, 8, 1),
+            Err(DecodeError::Truncated { .. })
+        ));
     }
 }

@@ -284,7 +284,7 @@ impl<'a, T: Transport> Rank<'a, T> {
 
     fn receive(&mut self, from: usize, bytes: &[u8]) -> Result<(), GeometryError> {
         let message = Message::decode(bytes, self.settings.spp, self.settings.seed)
-            .map_err(|reason| self.malformed(from, reason))?;
+            .map_err(|e| self.malformed(from, e.to_string()))?;
         match message {
             Message::Path(path) => self.follow(*path, from),
             Message::Sample {
