@@ -244,3 +244,35 @@ fn the_flag_alone_renders_the_plain_image_and_refuses_what_it_cannot_do() {
         assert!(!dir.path().join("refused.exr").exists());
     }
 }
+
+/// A rank that sends what the protocol never sends (a sample of a pixel its receiver owns
+/// twice over, bytes that are no message) ends the frame with an error naming it, never a
+/// panic or a wrong image.
+#[test]
+fn a_rank_sending_nonsense_is_named() {
+    use gasworks::cluster::geometry::message::Message;
+    use gasworks::cluster::geometry::render_rank;
+    use gasworks::sched::transport::{ChannelTransport, Transport};
+    let scene = cornell();
+    let settings = settings(cornell_camera(), 16, 16, 2);
+    let ours = RankScene::of(&scene, 2, 0);
+    let sample = Message::Sample {
+        pixel: (0, 0),
+        sample: 0,
+        radiance: glam::Vec3::ONE,
+    };
+    for bytes in [sample.encode(), vec![1, 2, 3]] {
+        let mut transports = ChannelTransport::create(2);
+        let mut liar = transports.pop().unwrap();
+        let mut honest = transports.pop().unwrap();
+        for _ in 0..3 {
+            liar.send(0, bytes.clone()).unwrap();
+        }
+        let e = render_rank(&ours, &settings, &Limits::default(), &mut honest).unwrap_err();
+        let e = e.to_string();
+        assert!(
+            e.starts_with("rank 0: rank 1 sent a malformed message"),
+            "{e}"
+        );
+    }
+}

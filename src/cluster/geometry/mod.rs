@@ -554,8 +554,14 @@ impl<'a, T: Transport> Rank<'a, T> {
             let reason = format!("sample {sample} of pixel {pixel:?}, which is not this rank's");
             return Err(self.malformed(from, reason));
         }
+        // Without a sample out, or past a pixel's last, no sample can be due.
+        let complete = self.in_flight == 0
+            || self.film[(pixel.1 * w + pixel.0) as usize][3] >= self.settings.spp as f32;
         let (next, early) = self.order.entry(pixel).or_default();
-        early.insert(sample, radiance);
+        if complete || sample < *next || early.insert(sample, radiance).is_some() {
+            let reason = format!("sample {sample} of pixel {pixel:?} a second time");
+            return Err(self.malformed(from, reason));
+        }
         let px = &mut self.film[(pixel.1 * w + pixel.0) as usize];
         while let Some(l) = early.remove(next) {
             if l.is_finite() {
