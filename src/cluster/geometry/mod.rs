@@ -5,12 +5,13 @@
 //!
 //! - Each rank owns the pixels of every `size`-th tile of 16x16 and starts their samples,
 //!   pixel after pixel, while fewer than [`Limits::in_flight`] of its paths are out.
-//! - A path travels as a [`message::PathMessage`]: its whole state ([`PathState`]), and where
-//!   its current ray stands. A ray is tested first where the path is, against all that rank
-//!   holds, then by the other domains its interval enters, nearest entry first, each given
-//!   the closest hit so far; a segment's hit is shaded by the rank that owns its group (any
-//!   rank for a replicated group or an escape). A shadow ray travels the same way, before the
-//!   segment it belongs to, and stops at the first rank that finds it blocked.
+//! - A path travels as a [`message::PathMessage`]: its whole state
+//!   ([`crate::cpu::integrator::PathState`]), and where its current ray stands. A ray is
+//!   tested first where the path is, against all that rank holds, then by the other domains
+//!   its interval enters, nearest entry first, each given the closest hit so far; a
+//!   segment's hit is shaded by the rank that owns its group (any rank for a replicated
+//!   group or an escape). A shadow ray travels the same way, before the segment it belongs
+//!   to, and stops at the first rank that finds it blocked.
 //! - A finished sample's radiance goes to its pixel's owner, which adds the samples of a pixel
 //!   in their order; at the end every rank sends its pixels' sums to rank 0, once.
 //!
