@@ -693,8 +693,7 @@ pub struct ShadowRay {
 impl ShadowRay {
     /// `None` where no ray can be traced that way (a zero or non-finite direction).
     fn new(origin: Vec3, dir: Vec3, tmax: f32) -> Option<ShadowRay> {
-        RayData::new(origin, dir)?;
-        Some(ShadowRay { origin, dir, tmax })
+        RayData::can_trace(origin, dir).then_some(ShadowRay { origin, dir, tmax })
     }
 }
 

@@ -137,7 +137,7 @@ pub struct RayData {
 impl RayData {
     /// `None` when the direction is zero or not finite, or the origin is not finite.
     pub fn new(origin: Vec3, dir: Vec3) -> Option<RayData> {
-        if !origin.is_finite() || !dir.is_finite() || dir == Vec3::ZERO {
+        if !RayData::can_trace(origin, dir) {
             return None;
         }
         let a = dir.abs();
@@ -165,6 +165,13 @@ impl RayData {
             sy: -dir[ky] / dir[kz],
             sz: 1.0 / dir[kz],
         })
+    }
+
+    /// Whether [`RayData::new`] makes a ray of these: a finite origin, a finite direction
+    /// that is not zero.
+    #[inline]
+    pub fn can_trace(origin: Vec3, dir: Vec3) -> bool {
+        origin.is_finite() && dir.is_finite() && dir != Vec3::ZERO
     }
 
     /// The robust slab test of one box ([`simd::Node4::entry`]'s, for a single box): the
