@@ -122,6 +122,8 @@ minimise() {
     options "$target"
     "$(binary "$target")" "${opts[@]}" -set_cover_merge=1 -use_counters=0 -use_cmp=0 \
         "$merged" "$small" 2>&1 | tail -1
+    # The inputs of fixed crashes stay under their names, whatever the merge kept.
+    find "fuzz/corpus/$target" -name 'regression-*' -exec cp -f {} "$merged/" \;
     rm -rf "fuzz/corpus/$target" "$small"
     mv "$merged" "fuzz/corpus/$target"
     echo "fuzz/corpus/$target: $(find "fuzz/corpus/$target" -type f | wc -l) inputs," \
