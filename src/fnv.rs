@@ -4,7 +4,8 @@
 //! images and resume files ([`crate::scene::content_hash`]), the cluster fingerprint, the
 //! integrity check of resume files. It catches edits and damage, not an adversary.
 
-/// An FNV-1a state.
+/// An FNV-1a state: copied, it hashes on from where it stands.
+#[derive(Clone, Copy)]
 pub struct Fnv(u64);
 
 impl Default for Fnv {

@@ -1194,6 +1194,12 @@ fn distributed_geometry_under_mpirun_is_the_single_process_image() {
             image_bits(&out) == expected,
             "{np} ranks: the image differs"
         );
+        // Its metadata too: the render key holds the whole scene's content hash, which no
+        // rank's part alone gives.
+        assert!(
+            std::fs::read(&out).unwrap() == std::fs::read(&single).unwrap(),
+            "{np} ranks: the files differ"
+        );
         assert!(
             r.stderr
                 .contains(&format!("on {np} rank(s), the geometry spread over them")),

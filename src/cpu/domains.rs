@@ -87,7 +87,12 @@ impl DomainGeometry {
     /// Domain `d` of `whole` (its own groups and the replicated ones), its BVH padded for
     /// `top`'s magnitude.
     pub fn of(whole: &Scene, domains: &Domains, d: usize, top: &TopLevel) -> DomainGeometry {
-        let scene = whole.keeping_groups(|g| domains.holds(d, g));
+        DomainGeometry::new(whole.keeping_groups(|g| domains.holds(d, g)), top)
+    }
+
+    /// The geometry of a scene that holds one domain's groups (the others empty), its BVH
+    /// padded for `top`'s magnitude.
+    pub fn new(scene: Scene, top: &TopLevel) -> DomainGeometry {
         let bvh = SceneBvh::build_for_magnitude(&scene, top.magnitude());
         DomainGeometry { scene, bvh }
     }

@@ -69,15 +69,16 @@ impl ImageMeta {
 
 /// The settings that decide a render's pixels, as `name value` items joined by `"; "`: crops
 /// of one frame have the same key. The scene is named by its file name (farm machines mount
-/// it at different places), its triangle count and its content hash `content` (so that an
-/// edited scene is another render: [`crate::scene::content_hash`], computed once by the
-/// caller, since it reads every byte of the scene). Backends, threads, schedules and tiles
+/// it at different places), its triangle count `triangles` and its content hash `content`
+/// (so that an edited scene is another render: [`crate::scene::content_hash`], computed once
+/// by the caller, since it reads every byte of the scene; both the whole scene's where
+/// `scene` holds only a rank's part of it). Backends, threads, schedules and tiles
 /// are left out: they do not change a pixel. Floats are written shortest-exact, so equal keys
 /// mean equal values.
 pub fn render_key(
     scene_file: &Path,
     scene: &Scene,
-    content: u64,
+    (content, triangles): (u64, usize),
     settings: &RenderSettings,
 ) -> String {
     let name = scene_file
@@ -122,7 +123,7 @@ pub fn render_key(
     };
     ascii(&format!(
         "scene {name}; triangles {}; content {:016x}; size {}x{}; spp {}; max-depth {}; seed {}; camera eye {} u {} v {} w {}; environment {}; lights {}{filter}{lens}{env_map}{env_share}",
-        scene.triangle_count(),
+        triangles,
         content,
         settings.width,
         settings.height,

@@ -15,26 +15,40 @@
 
 use rayon::prelude::*;
 
-use super::Scene;
+use super::{Group, Scene};
 use crate::fnv::Fnv;
 
 /// The content hash of `scene` (not of where it was loaded from: the same scene under
 /// another file name hashes the same).
 pub fn content_hash(scene: &Scene) -> u64 {
-    let groups: Vec<u64> = scene
-        .groups
-        .par_iter()
-        .map(|g| {
-            let mut h = Fnv::default();
-            h.field(g.name.as_bytes());
-            h.field(bytemuck::cast_slice(&g.positions));
-            h.field(bytemuck::cast_slice(&g.normals));
-            h.field(bytemuck::cast_slice(&g.uvs));
-            h.field(bytemuck::cast_slice(&g.indices));
-            h.field(bytemuck::cast_slice(&g.face_materials));
-            h.finish()
-        })
-        .collect();
+    let groups: Vec<u64> = scene.groups.par_iter().map(group_hash).collect();
+    content_hash_of_groups(&groups, scene)
+}
+
+/// A group's part of the content hash: [`group_head`], then its face materials.
+pub fn group_hash(g: &Group) -> u64 {
+    let mut h = group_head(g);
+    h.field(bytemuck::cast_slice(&g.face_materials));
+    h.finish()
+}
+
+/// A group's hash up to its face materials, which [`group_hash`] adds last: the loader's
+/// first reading of a file for a distributed render learns the default material's index
+/// only at the end of the file, and so adds them then.
+pub fn group_head(g: &Group) -> Fnv {
+    let mut h = Fnv::default();
+    h.field(g.name.as_bytes());
+    h.field(bytemuck::cast_slice(&g.positions));
+    h.field(bytemuck::cast_slice(&g.normals));
+    h.field(bytemuck::cast_slice(&g.uvs));
+    h.field(bytemuck::cast_slice(&g.indices));
+    h
+}
+
+/// The content hash of a scene whose groups hash to `groups` ([`group_hash`], in order),
+/// with `scene`'s materials and textures: a rank that holds only some of the groups computes
+/// the whole scene's hash from the hashes of all.
+pub fn content_hash_of_groups(groups: &[u64], scene: &Scene) -> u64 {
     let textures: Vec<u64> = scene
         .textures
         .par_iter()

@@ -958,7 +958,7 @@ pub enum SceneProblem {
 /// Compacts in place: a scene of millions of triangles is not copied to drop a few. A group
 /// whose arrays disagree (see [`Scene::validate`]) is left untouched, and a triangle with a
 /// vertex index out of range is kept, so that validation reports them.
-fn drop_degenerate(g: &mut Group) -> (usize, usize) {
+pub(crate) fn drop_degenerate(g: &mut Group) -> (usize, usize) {
     let before = g.indices.len();
     if g.face_materials.len() != before {
         return (0, 0);

@@ -28,6 +28,7 @@ mod mtl;
 mod parse;
 mod polygon;
 mod read;
+mod survey;
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -40,8 +41,9 @@ use rayon::prelude::*;
 
 use super::{Group, Material, Scene};
 use crate::wording::counted;
-use assemble::{Assembled, Assembler, MaterialUse, Pools, DEFAULT_MATERIAL};
+use assemble::{Assembled, Assembler, MaterialUse, Mode, Pools, DEFAULT_MATERIAL};
 use parse::{ChunkInput, ChunkOut, Counts, Occurrences, Tally};
+pub use survey::{GroupSurvey, Survey};
 
 // The loader's texture decoding, for the generators and the writer: a texture made in
 // memory, or written out, reads back from its file bit for bit.
@@ -106,6 +108,9 @@ pub enum LoadError {
     /// More elements than 32-bit indices can address.
     #[error("{}: {message}", path.display())]
     TooLarge { path: PathBuf, message: String },
+    /// The second reading of a file ([`load_obj_part`]) found other groups than the first.
+    #[error("{}: the file changed between its two readings ({what}); render it again once it is written", path.display())]
+    Changed { path: PathBuf, what: String },
 }
 
 impl LoadError {
@@ -121,7 +126,8 @@ impl LoadError {
             | LoadError::Encoding { path, .. }
             | LoadError::NotText { path, .. }
             | LoadError::CarriageReturnLines { path }
-            | LoadError::TooLarge { path, .. } => path,
+            | LoadError::TooLarge { path, .. }
+            | LoadError::Changed { path, .. } => path,
         }
     }
 
@@ -153,6 +159,54 @@ pub fn load_obj(path: &Path, opts: &LoadOptions) -> Result<Scene, LoadError> {
     load_with(path, opts, BLOCK_BYTES, CHUNK_BYTES)
 }
 
+/// Reads a file as [`load_obj`] does, and refuses it as [`load_obj`] would, but keeps of each
+/// group only its box, triangle count, lights and hash ([`Survey`]): what splitting it over
+/// ranks needs, before [`load_obj_part`] reads it again.
+pub fn survey_obj(path: &Path, opts: &LoadOptions) -> Result<Survey, LoadError> {
+    let (assembled, vertices) = assemble(path, opts, Mode::Survey, BLOCK_BYTES, CHUNK_BYTES)?;
+    survey::into_survey(path, assembled, vertices)
+}
+
+/// The scene of a file that `survey` surveyed, with only the groups `keep` marks (one flag a
+/// group) holding triangles, the others empty so that every group keeps its index: the
+/// other groups' triangles are dropped as they are parsed. Every group, material and
+/// texture kept is the one [`load_obj`] gives, bit for bit, and so are the counts of dropped
+/// triangles and the warnings (the survey's, for the whole scene), and the lights where `keep`
+/// holds every group that [`GroupSurvey::emitting`] marks.
+pub fn load_obj_part(
+    path: &Path,
+    opts: &LoadOptions,
+    survey: &Survey,
+    keep: &[bool],
+) -> Result<Scene, LoadError> {
+    let mode = Mode::Keep(keep.into());
+    let (assembled, vertices) = assemble(path, opts, mode, BLOCK_BYTES, CHUNK_BYTES)?;
+    let scene = into_scene(path, assembled, vertices, Some(survey))?;
+    let changed = |what: String| LoadError::Changed {
+        path: path.to_path_buf(),
+        what,
+    };
+    if scene.groups.len() != survey.groups.len() {
+        return Err(changed(format!(
+            "{} groups, then {}",
+            survey.groups.len(),
+            scene.groups.len()
+        )));
+    }
+    let hashes: Vec<Option<u64>> = scene
+        .groups
+        .par_iter()
+        .zip(keep)
+        .map(|(g, &k)| k.then(|| crate::scene::content_hash::group_hash(g)))
+        .collect();
+    for ((h, g), name) in hashes.iter().zip(&survey.groups).zip(&scene.groups) {
+        if h.is_some_and(|h| h != g.hash) || name.name != g.name {
+            return Err(changed(format!("group {} differs", g.name)));
+        }
+    }
+    Ok(scene)
+}
+
 /// [`load_obj`] with the block and chunk sizes given: the result must not depend on them.
 fn load_with(
     path: &Path,
@@ -160,6 +214,19 @@ fn load_with(
     block_bytes: usize,
     chunk_bytes: usize,
 ) -> Result<Scene, LoadError> {
+    let (assembled, vertices) = assemble(path, opts, Mode::All, block_bytes, chunk_bytes)?;
+    into_scene(path, assembled, vertices, None)
+}
+
+/// Reads and assembles the file, building the groups `mode` asks for. Also returns the
+/// file's `v` count.
+fn assemble(
+    path: &Path,
+    opts: &LoadOptions,
+    mode: Mode,
+    block_bytes: usize,
+    chunk_bytes: usize,
+) -> Result<(Assembled, u64), LoadError> {
     let file = File::open(path).map_err(|source| LoadError::Open {
         path: path.to_path_buf(),
         source,
@@ -179,7 +246,7 @@ fn load_with(
     let progress = progress_bar(path, size, opts.quiet);
     let mut reader = read::BlockReader::new(file, block_bytes);
     let mut pools = Pools::default();
-    let mut assembler = Assembler::new(path);
+    let mut assembler = Assembler::new(path, mode);
     let mut before = Counts::default();
     let read_error = |source, lines: usize| LoadError::Read {
         path: path.to_path_buf(),
@@ -231,8 +298,7 @@ fn load_with(
     }
     progress.finish_and_clear();
     let assembled = assembler.finish(&pools);
-    drop(pools);
-    into_scene(path, assembled, before.v)
+    Ok((assembled, before.v))
 }
 
 /// Counts, then parses, the chunks of one block in parallel, and hands their results to the
@@ -307,16 +373,26 @@ fn parse_block(
 
 /// Materials, textures and warnings around the assembled groups (`vertices`: the file's `v`
 /// count, for the error of a file without faces).
-fn into_scene(path: &Path, assembled: Assembled, vertices: u64) -> Result<Scene, LoadError> {
+fn into_scene(
+    path: &Path,
+    assembled: Assembled,
+    vertices: u64,
+    whole: Option<&Survey>,
+) -> Result<Scene, LoadError> {
     let Assembled {
         mut groups,
         libraries,
         material_uses,
         tally,
-        group_warnings,
-        non_finite_dropped,
+        mut group_warnings,
+        mut non_finite_dropped,
         triangles_parsed,
+        ..
     } = assembled;
+    if let Some(survey) = whole {
+        group_warnings = survey.group_warnings.clone();
+        non_finite_dropped = survey.non_finite_dropped;
+    }
     let mut warnings = libraries.warnings;
     let mut textures = mtl::TextureCache::default();
     let mut materials = convert_materials(
@@ -334,18 +410,33 @@ fn into_scene(path: &Path, assembled: Assembled, vertices: u64) -> Result<Scene,
     warnings.extend(tally_warnings(path, &tally, non_finite_dropped));
     warnings.extend(group_warnings);
 
-    // The default material goes last, and only when a face uses it.
+    // The default material goes last, and only when a face (of the whole scene) uses it.
     let default_index = materials.len() as u32;
-    if point_at_default_material(&mut groups, default_index) {
+    let used_here = point_at_default_material(&mut groups, default_index);
+    if used_here
+        || whole.is_some_and(|s| {
+            s.groups
+                .iter()
+                .any(|g| g.materials.contains(&default_index))
+        })
+    {
         materials.push(Material::default_diffuse());
     }
 
-    warnings.extend(maps_without_uvs(path, &groups, &materials));
+    let uses: Vec<GroupUse> = match whole {
+        None => groups.iter().map(GroupUse::of).collect(),
+        Some(survey) => survey.groups.iter().map(GroupUse::surveyed).collect(),
+    };
+    warnings.extend(maps_without_uvs(path, &uses, &materials));
 
     let mut scene = Scene::new(&path.display().to_string(), groups, materials);
     scene.textures = textures.textures;
     scene.report.warnings.extend(warnings);
-    if scene.triangle_count() == 0 {
+    if let Some(survey) = whole {
+        // The survey refused a scene without triangles; a rank's part may hold none.
+        scene.report.degenerate_dropped = survey.degenerate_dropped;
+        scene.report.out_of_scale_dropped = survey.out_of_scale_dropped;
+    } else if scene.triangle_count() == 0 {
         return Err(LoadError::Empty {
             path: path.to_path_buf(),
             detail: empty_detail(
@@ -452,10 +543,36 @@ fn point_at_default_material(groups: &mut [Group], default_index: u32) -> bool {
         .reduce(|| false, |a, b| a || b)
 }
 
+/// What [`maps_without_uvs`] looks at in a group: whether it has texture coordinates, and
+/// the materials its faces use (each face's, or each material once).
+struct GroupUse<'a> {
+    name: &'a str,
+    has_uvs: bool,
+    materials: &'a [u32],
+}
+
+impl GroupUse<'_> {
+    fn of(g: &Group) -> GroupUse<'_> {
+        GroupUse {
+            name: &g.name,
+            has_uvs: !g.uvs.is_empty(),
+            materials: &g.face_materials,
+        }
+    }
+
+    fn surveyed(g: &GroupSurvey) -> GroupUse<'_> {
+        GroupUse {
+            name: &g.name,
+            has_uvs: g.has_uvs,
+            materials: &g.materials,
+        }
+    }
+}
+
 /// One warning per kind of map that groups without texture coordinates use: a map cannot be
 /// looked up there, so a cut-out material's faces (`map_d`) render solid, an emission map's
 /// (`map_Ke`) emit the constant Ke and a bump map's render smooth.
-fn maps_without_uvs(path: &Path, groups: &[Group], materials: &[Material]) -> Vec<String> {
+fn maps_without_uvs(path: &Path, groups: &[GroupUse], materials: &[Material]) -> Vec<String> {
     type Uses = fn(&Material) -> bool;
     let kinds: [(Uses, &str, &str); 3] = [
         (
@@ -478,14 +595,14 @@ fn maps_without_uvs(path: &Path, groups: &[Group], materials: &[Material]) -> Ve
     for (uses, what, outcome) in kinds {
         let mut first: Option<(&str, &str)> = None;
         let mut count = 0;
-        for g in groups.iter().filter(|g| g.uvs.is_empty()) {
+        for g in groups.iter().filter(|g| !g.has_uvs) {
             let mapped = g
-                .face_materials
+                .materials
                 .iter()
                 .find_map(|&m| materials.get(m as usize).filter(|m| uses(m)));
             if let Some(m) = mapped {
                 count += 1;
-                first.get_or_insert((g.name.as_str(), m.name.as_str()));
+                first.get_or_insert((g.name, m.name.as_str()));
             }
         }
         if let Some((group, material)) = first {
@@ -899,5 +1016,100 @@ mod tests {
         assert!(reference.groups[..12]
             .iter()
             .all(|g| g.normals.len() == g.positions.len()));
+    }
+
+    /// The two readings of a distributed render give each rank exactly the whole load's
+    /// groups it keeps, and every rank the whole scene's materials, lights, warnings, box and
+    /// content hash.
+    #[test]
+    fn a_survey_and_a_partial_load_agree_with_the_whole_load() {
+        use crate::scene::content_hash::{content_hash, content_hash_of_groups, group_hash};
+        use crate::scene::domains::Domains;
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("m.mtl"),
+            "newmtl red\nKd 1 0 0\nnewmtl lamp\nKe 4 4 4\n",
+        )
+        .unwrap();
+        let mut text = String::from("mtllib m.mtl\n");
+        for g in 0..9 {
+            text += &format!("g part{g}\n");
+            let z = g as f32;
+            text += &format!("v 0 0 {z}\nv 1 0 {z}\nv 0 1 {z}\nv 2 0 {z}\nvn 0 0 1\nvn 0 0 0\n");
+            // Group 3 starts with the default material; 5 holds a light; 7 a degenerate
+            // triangle and a zero normal; 8 a vertex that is not finite.
+            if g != 3 {
+                text += if g == 5 {
+                    "usemtl lamp\n"
+                } else {
+                    "usemtl red\n"
+                };
+            }
+            text += "f -4//-2 -3//-2 -2//-2\n";
+            text += if g == 7 {
+                "f -4//-1 -3//-1 -1//-1\n"
+            } else {
+                "f -3//-2 -1//-2 -2//-2\n"
+            };
+            if g == 8 {
+                text += "v nan 0 0\nf -5 -4 -1\n";
+            }
+        }
+        let path = dir.path().join("s.obj");
+        std::fs::write(&path, &text).unwrap();
+        let opts = LoadOptions { quiet: true };
+        let whole = load_obj(&path, &opts).unwrap();
+        let survey = survey_obj(&path, &opts).unwrap();
+        assert_eq!(survey.extents(), Domains::extents_of(&whole));
+        assert_eq!(survey.bounds, whole.bounds());
+        let lit: Vec<bool> = (0..9)
+            .map(|g| whole.lights.iter().any(|l| l.group == g))
+            .collect();
+        assert_eq!(survey.emitting(), lit);
+        assert_eq!(survey.size_text(), whole.size_text());
+        for (s, g) in survey.groups.iter().zip(&whole.groups) {
+            assert_eq!(s.hash, group_hash(g), "{}", g.name);
+        }
+        assert!(whole.report.degenerate_dropped > 0 && !whole.report.warnings.is_empty());
+        let hashes: Vec<u64> = survey.groups.iter().map(|g| g.hash).collect();
+        // Each keeps the light's group, as every rank of a distributed render does.
+        for keep in [
+            vec![true; 9],
+            (0..9).map(|g| g == 5).collect(),
+            (0..9).map(|g| g % 2 == 1).collect(),
+        ] {
+            let part = load_obj_part(&path, &opts, &survey, &keep).unwrap();
+            for ((a, b), &k) in part.groups.iter().zip(&whole.groups).zip(&keep) {
+                assert_eq!(a.name, b.name);
+                let expected = if k {
+                    b.clone()
+                } else {
+                    Group {
+                        name: b.name.clone(),
+                        ..Group::default()
+                    }
+                };
+                assert_eq!(a.positions, expected.positions);
+                assert_eq!(a.normals, expected.normals);
+                assert_eq!(a.uvs, expected.uvs);
+                assert_eq!(a.indices, expected.indices);
+                assert_eq!(a.face_materials, expected.face_materials);
+            }
+            assert_eq!(
+                format!("{:?}", part.materials),
+                format!("{:?}", whole.materials)
+            );
+            assert_eq!(part.report.warnings, whole.report.warnings, "{keep:?}");
+            assert_eq!(
+                part.report.degenerate_dropped,
+                whole.report.degenerate_dropped
+            );
+            assert_eq!(content_hash_of_groups(&hashes, &part), content_hash(&whole));
+            assert_eq!(part.lights, whole.lights);
+        }
+        // A file rewritten between the readings is refused, naming it.
+        std::fs::write(&path, text.replace("g part4", "g other")).unwrap();
+        let err = load_obj_part(&path, &opts, &survey, &[true; 9]).unwrap_err();
+        assert!(matches!(err, LoadError::Changed { .. }), "{err}");
     }
 }

@@ -80,13 +80,30 @@ pub fn render<T: Transport + ?Sized>(
     run_frame(&opts, transport, controls, (ready, place, out, started))
 }
 
-/// What a frame whose geometry is spread over ranks (`crate::cluster::geometry`) needs before
-/// it starts, as [`render`] gets it: the options checked, the threads set, the scene loaded
-/// (rank 0 saying its warnings) with the render's settings, and the key its image records.
-pub fn prepare_scene<T: Transport + ?Sized>(
+/// What one rank of a frame whose geometry is spread over ranks (`crate::cluster::geometry`)
+/// holds before the frame starts.
+pub struct ScenePart {
+    /// This rank's part of the scene: the groups its domain holds, the others empty.
+    pub scene: Scene,
+    /// The whole scene, as the file's first reading measured it.
+    pub survey: crate::scene::obj::Survey,
+    pub domains: crate::scene::domains::Domains,
+    pub settings: RenderSettings,
+    /// The key its image records: the whole scene's, as a one-process render's.
+    pub render_key: String,
+}
+
+/// Gets one rank of a frame whose geometry is spread over ranks ready, as [`render`] gets a
+/// rank ready: the options checked, the threads set, the file surveyed and split (`split`,
+/// which may refuse the split), then read again keeping only this rank's domain (rank 0
+/// saying the whole scene's warnings), with the render's settings and the key its image
+/// records.
+pub fn prepare_scene_part<T: Transport + ?Sized>(
     options: &RenderOptions,
     transport: &T,
-) -> anyhow::Result<(Scene, RenderSettings, String)> {
+    split: impl FnOnce(&crate::scene::obj::Survey) -> anyhow::Result<crate::scene::domains::Domains>,
+) -> anyhow::Result<ScenePart> {
+    use crate::scene::obj;
     let place = Place::of(transport);
     let out = match place.rank {
         0 => options.verbosity,
@@ -94,10 +111,35 @@ pub fn prepare_scene<T: Transport + ?Sized>(
     };
     let (_, schedule) = check_before_loading(options, &place)?;
     set_threads(options, &place)?;
-    let (scene, settings, _, _) = load(options, &place, out)?;
-    let content = crate::scene::content_hash::content_hash(&scene);
-    let render_key = outputs::frame_key(options, &scene, content, &settings, &schedule);
-    Ok((scene, settings, render_key))
+    let quiet = options.verbosity.is_quiet();
+    let survey = obj::survey_obj(&options.scene, &obj::LoadOptions { quiet })?;
+    let domains = split(&survey)?;
+    let keep: Vec<bool> = (0..survey.groups.len())
+        .map(|g| domains.holds(place.rank, g))
+        .collect();
+    let (mut scene, _) = setup::load_scene_with(options, |path, o| {
+        obj::load_obj_part(path, o, &survey, &keep)
+    })?;
+    if place.rank == 0 {
+        setup::check_outputs_against_textures(options, &scene)?;
+        setup::print_load_warnings(options, &scene, false, out);
+        let (file, size) = (options.scene.display(), survey.size_text());
+        out.status(format_args!("scene: {file}: {size}"));
+    }
+    let settings = setup::render_settings(options, &survey.bounds, out)?;
+    setup::refuse_measured_share(options, &scene)?;
+    setup::choose_environment_share(options, &mut scene, &settings, out);
+    let hashes: Vec<u64> = survey.groups.iter().map(|g| g.hash).collect();
+    let content = crate::scene::content_hash::content_hash_of_groups(&hashes, &scene);
+    let identity = (content, survey.triangle_count() as usize);
+    let render_key = outputs::frame_key(options, &scene, identity, &settings, &schedule);
+    Ok(ScenePart {
+        scene,
+        survey,
+        domains,
+        settings,
+        render_key,
+    })
 }
 
 /// Writes the whole frame's image from its film, as [`render`] writes a complete frame's.
@@ -266,7 +308,8 @@ fn get_ready(opts: &RenderOptions, place: &Place, out: Verbosity) -> anyhow::Res
     set_threads(opts, place)?;
     let (scene, settings, load_s, probe_bvh) = load(opts, place, out)?;
     let content = crate::scene::content_hash::content_hash(&scene);
-    let render_key = outputs::frame_key(opts, &scene, content, &settings, &schedule);
+    let identity = (content, scene.triangle_count());
+    let render_key = outputs::frame_key(opts, &scene, identity, &settings, &schedule);
     // From here on the scene is only read: shared with the CPU backend, not copied for it.
     let scene = Arc::new(scene);
     let cpu_bvh = SharedBvh::new(probe_bvh);
@@ -384,14 +427,14 @@ fn load(
     let (mut scene, load_s) = setup::load_scene(opts)?;
     if place.rank == 0 {
         setup::check_outputs_against_textures(opts, &scene)?;
-        setup::print_load_warnings(opts, &scene, out);
+        setup::print_load_warnings(opts, &scene, true, out);
         out.status(format_args!(
             "scene: {}: {}",
             opts.scene.display(),
             scene.size_text()
         ));
     }
-    let settings = setup::render_settings(opts, &scene, out)?;
+    let settings = setup::render_settings(opts, &scene.bounds(), out)?;
     // Every rank measures the same share (the probe is deterministic); the fingerprint
     // compares it with the others'.
     let probe_bvh = setup::choose_environment_share(opts, &mut scene, &settings, out);

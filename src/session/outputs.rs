@@ -287,11 +287,11 @@ fn samples_held(a: &RenderOptions, film: &Film, window: Tile) -> String {
 pub(super) fn frame_key(
     a: &RenderOptions,
     scene: &Scene,
-    content: u64,
+    identity: (u64, usize),
     settings: &RenderSettings,
     schedule: &SchedConfig,
 ) -> String {
-    let key = output::render_key(&a.scene, scene, content, settings);
+    let key = output::render_key(&a.scene, scene, identity, settings);
     match &schedule.adaptive_sampling {
         Some(s) => format!("{key}; {}", s.key_item(schedule.pass_spp.unwrap_or(a.spp))),
         None => key,

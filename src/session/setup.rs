@@ -153,12 +153,35 @@ pub(super) fn choose_environment_share(
     }
 }
 
+/// Refuses `--env-share auto` on a rank that holds only part of the scene, where it would
+/// measure: the probe traces the whole scene.
+pub(super) fn refuse_measured_share(a: &RenderOptions, scene: &Scene) -> anyhow::Result<()> {
+    let measured = scene.environment_map.is_some()
+        && crate::scene::light_power::fixed_environment_share(scene).is_none()
+        && matches!(a.environment.share, EnvShare::Auto);
+    if measured {
+        anyhow::bail!(
+            "{}: with --distribute-geometry, an environment map beside area lights needs its share given (--env-share 0.5, for example): measuring it (auto) traces the whole scene, which no rank holds",
+            a.scene.display()
+        );
+    }
+    Ok(())
+}
+
 /// Loads the scene (with `--env` or `--env-map`, and `--two-sided-lights` applied) and says
 /// how long it took.
 pub(super) fn load_scene(a: &RenderOptions) -> anyhow::Result<(Scene, f64)> {
+    load_scene_with(a, obj::load_obj)
+}
+
+/// [`load_scene`] with the loader given: the whole scene's, or a rank's part of it.
+pub(super) fn load_scene_with(
+    a: &RenderOptions,
+    loader: impl FnOnce(&std::path::Path, &obj::LoadOptions) -> Result<Scene, obj::LoadError>,
+) -> anyhow::Result<(Scene, f64)> {
     let t0 = Instant::now();
     let quiet = a.verbosity.is_quiet();
-    let mut scene = obj::load_obj(&a.scene, &obj::LoadOptions { quiet })?;
+    let mut scene = loader(&a.scene, &obj::LoadOptions { quiet })?;
     let env = &a.environment;
     if let Some(radiance) = env.radiance {
         scene.set_environment(Environment { radiance });
@@ -171,12 +194,13 @@ pub(super) fn load_scene(a: &RenderOptions) -> anyhow::Result<(Scene, f64)> {
     Ok((scene, t0.elapsed().as_secs_f64()))
 }
 
-/// The loader's warnings, lights that face away from everything, dropped triangles.
-pub(super) fn print_load_warnings(a: &RenderOptions, scene: &Scene, out: Verbosity) {
+/// The loader's warnings, lights that face away from everything (where `whole`: the check
+/// traces the whole scene), dropped triangles.
+pub(super) fn print_load_warnings(a: &RenderOptions, scene: &Scene, whole: bool, out: Verbosity) {
     for w in &scene.report.warnings {
         out.warn(w);
     }
-    if !scene.two_sided_lights {
+    if whole && !scene.two_sided_lights {
         for w in crate::scene::lights::facing_warnings(scene) {
             out.warn(format_args!("{}: {w}", a.scene.display()));
         }
@@ -192,17 +216,18 @@ pub(super) fn print_load_warnings(a: &RenderOptions, scene: &Scene, out: Verbosi
 }
 
 /// The settings of the render: the image, the samples and the camera (printed with -v, as the
-/// flags that reproduce it). The camera and its lens fall back to the scene's own (its
+/// flags that reproduce it; the camera frames `scene_bounds` where none is given). The camera
+/// and its lens fall back to the scene's own (its
 /// `# gasworks camera:` comment: [`CameraChoice::scene_hint_with_lens`]).
 pub(super) fn render_settings(
     a: &RenderOptions,
-    scene: &Scene,
+    scene_bounds: &crate::scene::Bounds,
     out: Verbosity,
 ) -> anyhow::Result<RenderSettings> {
     let hint = a.camera.scene_hint_with_lens(&a.scene, |w| out.warn(w))?;
     let camera = a
         .camera
-        .camera(&scene.bounds(), hint.map(|h| h.camera), a.width, a.height);
+        .camera(scene_bounds, hint.map(|h| h.camera), a.width, a.height);
     // The look-at point's distance, in f64: the f32 square of a far one overflows.
     let look_at_distance = (camera.look_at.as_dvec3() - camera.eye.as_dvec3()).length() as f32;
     let origin = a.camera.origin(hint.is_some());

@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use crate::backend::BackendChoice;
 use crate::render::Film;
+use crate::scene::domains::Domains;
 use crate::sched::Transport;
 use crate::session::RenderOptions;
 
@@ -14,8 +15,9 @@ use super::{render_rank, Limits, RankScene};
 const SILENCE: Duration = Duration::from_secs(60);
 
 /// Renders the frame `options` describe as this process's part of it (alone, or as one rank
-/// of an MPI job). Each rank loads the scene, keeps its domain and the replicated groups, and
-/// drops the rest before rendering.
+/// of an MPI job). Each rank reads the file twice: a survey of every group's box, triangles
+/// and lights, from which every rank computes the same domains, then a load that keeps only
+/// its domain and the replicated groups, dropping the rest as it parses.
 pub fn render<T: Transport>(options: &RenderOptions, transport: &mut T) -> anyhow::Result<()> {
     if options.backend == BackendChoice::Optix {
         anyhow::bail!(
@@ -23,9 +25,15 @@ pub fn render<T: Transport>(options: &RenderOptions, transport: &mut T) -> anyho
         );
     }
     let (rank, ranks) = (transport.rank(), transport.size());
-    let (scene, settings, render_key) = crate::session::prepare_scene(options, transport)?;
-    let rank_scene = RankScene::of(&scene, ranks, rank);
-    drop(scene);
+    let part = crate::session::prepare_scene_part(options, transport, |survey| {
+        Ok(Domains::split_replicating(
+            &survey.extents(),
+            ranks,
+            survey.emitting(),
+        ))
+    })?;
+    let (settings, render_key) = (part.settings, part.render_key);
+    let rank_scene = RankScene::of_part(part.scene, part.domains, &part.survey.bounds, rank);
     let limits = Limits {
         silence: options.rank_timeout.unwrap_or(SILENCE),
         ..Limits::default()

@@ -33,7 +33,7 @@ use crate::cpu::domains::{magnitude_of, DomainGeometry, TopLevel};
 use crate::cpu::integrator::{pixel_ray, LightSampler, PathTracer};
 use crate::render::{RenderSettings, Sampler};
 use crate::scene::domains::Domains;
-use crate::scene::Scene;
+use crate::scene::{Bounds, Scene};
 use crate::sched::transport::{Transport, TransportError};
 use message::{Message, PathMessage, PixelSums, Query};
 
@@ -60,13 +60,22 @@ impl RankScene {
     /// Rank `rank`'s part of `whole` under the split `domains`, which must replicate every
     /// group that holds an emitter ([`emitting_groups`]).
     pub fn with_domains(whole: &Scene, domains: Domains, rank: usize) -> RankScene {
-        let emitting = emitting_groups(whole);
+        let part = whole.keeping_groups(|g| domains.holds(rank, g));
+        RankScene::of_part(part, domains, &whole.bounds(), rank)
+    }
+
+    /// Rank `rank`'s scene from `part`, which holds exactly the groups `domains` gives it
+    /// (the others empty), in a scene whose box is `scene_bounds`.
+    pub fn of_part(part: Scene, domains: Domains, scene_bounds: &Bounds, rank: usize) -> RankScene {
+        let emitting = emitting_groups(&part);
         assert!(
             (0..emitting.len()).all(|g| !emitting[g] || domains.replicated[g]),
             "every group with an emitter is replicated"
         );
-        let top = TopLevel::new(&domains, magnitude_of(&whole.bounds()));
-        let geometry = DomainGeometry::of(whole, &domains, rank, &top);
+        debug_assert!((0..part.groups.len())
+            .all(|g| domains.holds(rank, g) || part.groups[g].triangle_count() == 0));
+        let top = TopLevel::new(&domains, magnitude_of(scene_bounds));
+        let geometry = DomainGeometry::new(part, &top);
         let lights = LightSampler::new(&geometry.scene);
         RankScene {
             domains,

@@ -67,16 +67,112 @@ struct Section {
     smoothing: Vec<(usize, u32)>,
 }
 
-/// One group as built, with what its build had to repair.
+/// Which groups the assembler builds.
+#[derive(Clone, Debug, Default)]
+pub enum Mode {
+    /// Every group: the whole scene.
+    #[default]
+    All,
+    /// The groups whose index is `true` here; the others are left empty (their name only),
+    /// so that every group keeps its index.
+    Keep(Arc<[bool]>),
+    /// Every group built, summarised ([`Summary`]) and freed: the first reading of a file
+    /// whose groups are then spread over ranks ([`super::survey`]).
+    Survey,
+}
+
+/// What the first reading of a file keeps of a group, once built and rid of its
+/// degenerate triangles as [`crate::scene::Scene::finalize`] rids it.
+pub struct Summary {
+    pub bounds: crate::scene::Bounds,
+    pub triangles: u64,
+    /// Its content hash up to the face materials ([`crate::scene::content_hash::group_head`]).
+    pub head: crate::fnv::Fnv,
+    /// Its face materials as runs of (material, triangles); [`DEFAULT_MATERIAL`] unresolved.
+    pub material_runs: Vec<(u32, u32)>,
+    /// The materials its faces use before the degenerate ones are dropped, each once, in
+    /// the order of first use (what the loader's checks of the whole scene look at).
+    pub materials_used: Vec<u32>,
+    pub has_uvs: bool,
+    pub degenerate_dropped: usize,
+    pub out_of_scale_dropped: usize,
+}
+
+impl Summary {
+    fn of(mut group: Group) -> Summary {
+        let mut materials_used: Vec<u32> = Vec::new();
+        for &m in &group.face_materials {
+            if materials_used.last() != Some(&m) && !materials_used.contains(&m) {
+                materials_used.push(m);
+            }
+        }
+        let (degenerate_dropped, out_of_scale_dropped) = crate::scene::drop_degenerate(&mut group);
+        let mut material_runs: Vec<(u32, u32)> = Vec::new();
+        for &m in &group.face_materials {
+            match material_runs.last_mut() {
+                Some((last, n)) if *last == m => *n += 1,
+                _ => material_runs.push((m, 1)),
+            }
+        }
+        Summary {
+            bounds: group.bounds(),
+            triangles: group.triangle_count() as u64,
+            head: crate::scene::content_hash::group_head(&group),
+            material_runs,
+            materials_used,
+            has_uvs: !group.uvs.is_empty(),
+            degenerate_dropped,
+            out_of_scale_dropped,
+        }
+    }
+}
+
+/// One group as built, with what its build had to repair; in [`Mode::Survey`], its summary
+/// and an empty group of its name.
 struct Built {
     group: Group,
+    summary: Option<Summary>,
     non_finite_dropped: usize,
     warning: Option<String>,
 }
 
+impl Built {
+    /// A group not kept: its name alone.
+    fn skipped(name: String) -> Built {
+        Built {
+            group: Group {
+                name,
+                ..Group::default()
+            },
+            summary: None,
+            non_finite_dropped: 0,
+            warning: None,
+        }
+    }
+
+    fn summarised(self) -> Built {
+        let name = self.group.name.clone();
+        let Built {
+            group,
+            non_finite_dropped,
+            warning,
+            ..
+        } = self;
+        Built {
+            summary: Some(Summary::of(group)),
+            non_finite_dropped,
+            warning,
+            ..Built::skipped(name)
+        }
+    }
+}
+
 /// What the whole file came to.
 pub struct Assembled {
+    /// Every group; in [`Mode::Keep`] those not kept are empty, in [`Mode::Survey`] all are.
     pub groups: Vec<Group>,
+    /// In [`Mode::Survey`], every group's summary; empty otherwise.
+    pub summaries: Vec<Summary>,
     pub libraries: Libraries,
     pub material_uses: HashMap<String, MaterialUse>,
     pub tally: Tally,
@@ -90,6 +186,7 @@ pub struct Assembled {
 
 pub struct Assembler<'a> {
     path: &'a Path,
+    mode: Mode,
     obj_dir: PathBuf,
     libraries: Libraries,
     mtllib_seen: bool,
@@ -111,9 +208,10 @@ pub struct Assembler<'a> {
 }
 
 impl<'a> Assembler<'a> {
-    pub fn new(path: &'a Path) -> Assembler<'a> {
+    pub fn new(path: &'a Path, mode: Mode) -> Assembler<'a> {
         Assembler {
             path,
+            mode,
             obj_dir: path.parent().unwrap_or(Path::new("")).to_path_buf(),
             libraries: Libraries::default(),
             mtllib_seen: false,
@@ -272,10 +370,18 @@ impl<'a> Assembler<'a> {
         }
         let sections = std::mem::take(&mut self.closed);
         let check_finite = self.tally.non_finite_positions.count > 0;
-        let path = self.path;
+        let (path, mode, first) = (self.path, &self.mode, self.built.len());
         let built: Vec<Built> = sections
             .into_par_iter()
-            .map(|s| build_group(s, pools, check_finite, path))
+            .enumerate()
+            .map(|(i, s)| match mode {
+                Mode::All => build_group(s, pools, check_finite, path),
+                Mode::Keep(keep) if keep.get(first + i) == Some(&true) => {
+                    build_group(s, pools, check_finite, path)
+                }
+                Mode::Keep(_) => Built::skipped(s.name),
+                Mode::Survey => build_group(s, pools, check_finite, path).summarised(),
+            })
             .collect();
         self.built.extend(built);
     }
@@ -285,15 +391,18 @@ impl<'a> Assembler<'a> {
         self.closed.extend(self.open.take());
         self.build_closed(pools);
         let mut groups = Vec::with_capacity(self.built.len());
+        let mut summaries = Vec::new();
         let mut group_warnings = Vec::new();
         let mut non_finite_dropped = 0;
         for b in self.built {
             groups.push(b.group);
+            summaries.extend(b.summary);
             group_warnings.extend(b.warning);
             non_finite_dropped += b.non_finite_dropped;
         }
         Assembled {
             groups,
+            summaries,
             libraries: self.libraries,
             material_uses: self.material_uses,
             tally: self.tally,
@@ -487,6 +596,7 @@ fn build_group(section: Section, pools: &Pools, check_finite: bool, path: &Path)
     let warning = normals_warning(&mut group, &seen, path, section.line);
     Built {
         group,
+        summary: None,
         non_finite_dropped,
         warning,
     }
