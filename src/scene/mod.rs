@@ -385,6 +385,15 @@ impl Group {
         self.indices.len()
     }
 
+    /// The bytes its arrays hold.
+    pub fn heap_bytes(&self) -> u64 {
+        (std::mem::size_of_val(self.positions.as_slice())
+            + std::mem::size_of_val(self.normals.as_slice())
+            + std::mem::size_of_val(self.uvs.as_slice())
+            + std::mem::size_of_val(self.indices.as_slice())
+            + std::mem::size_of_val(self.face_materials.as_slice())) as u64
+    }
+
     /// The triangle's vertices, or `None` when the triangle or one of its vertex indices is out
     /// of range (an inconsistent group, which [`Scene::validate`] reports).
     pub fn try_triangle(&self, prim: usize) -> Option<[Vec3; 3]> {

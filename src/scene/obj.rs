@@ -163,8 +163,8 @@ pub fn load_obj(path: &Path, opts: &LoadOptions) -> Result<Scene, LoadError> {
 /// group only its box, triangle count, lights and hash ([`Survey`]): what splitting it over
 /// ranks needs, before [`load_obj_part`] reads it again.
 pub fn survey_obj(path: &Path, opts: &LoadOptions) -> Result<Survey, LoadError> {
-    let (assembled, vertices) = assemble(path, opts, Mode::Survey, BLOCK_BYTES, CHUNK_BYTES)?;
-    survey::into_survey(path, assembled, vertices)
+    let (assembled, counts) = assemble(path, opts, Mode::Survey, BLOCK_BYTES, CHUNK_BYTES)?;
+    survey::into_survey(path, assembled, counts)
 }
 
 /// The scene of a file that `survey` surveyed, with only the groups `keep` marks (one flag a
@@ -180,8 +180,8 @@ pub fn load_obj_part(
     keep: &[bool],
 ) -> Result<Scene, LoadError> {
     let mode = Mode::Keep(keep.into());
-    let (assembled, vertices) = assemble(path, opts, mode, BLOCK_BYTES, CHUNK_BYTES)?;
-    let scene = into_scene(path, assembled, vertices, Some(survey))?;
+    let (assembled, counts) = assemble(path, opts, mode, BLOCK_BYTES, CHUNK_BYTES)?;
+    let scene = into_scene(path, assembled, counts.v, Some(survey))?;
     let changed = |what: String| LoadError::Changed {
         path: path.to_path_buf(),
         what,
@@ -214,19 +214,19 @@ fn load_with(
     block_bytes: usize,
     chunk_bytes: usize,
 ) -> Result<Scene, LoadError> {
-    let (assembled, vertices) = assemble(path, opts, Mode::All, block_bytes, chunk_bytes)?;
-    into_scene(path, assembled, vertices, None)
+    let (assembled, counts) = assemble(path, opts, Mode::All, block_bytes, chunk_bytes)?;
+    into_scene(path, assembled, counts.v, None)
 }
 
 /// Reads and assembles the file, building the groups `mode` asks for. Also returns the
-/// file's `v` count.
+/// file's counts of `v`, `vt` and `vn`.
 fn assemble(
     path: &Path,
     opts: &LoadOptions,
     mode: Mode,
     block_bytes: usize,
     chunk_bytes: usize,
-) -> Result<(Assembled, u64), LoadError> {
+) -> Result<(Assembled, Counts), LoadError> {
     let file = File::open(path).map_err(|source| LoadError::Open {
         path: path.to_path_buf(),
         source,
@@ -298,7 +298,7 @@ fn assemble(
     }
     progress.finish_and_clear();
     let assembled = assembler.finish(&pools);
-    Ok((assembled, before.v))
+    Ok((assembled, before))
 }
 
 /// Counts, then parses, the chunks of one block in parallel, and hands their results to the

@@ -9,7 +9,9 @@ use crate::scene::domains::Domains;
 use crate::sched::Transport;
 use crate::session::RenderOptions;
 
+use super::memory::{self, PartBytes};
 use super::{render_rank, Limits, RankScene};
+use crate::render::memory::room;
 
 /// How long a rank waits in silence before it ends the frame, without `rank_timeout`.
 const SILENCE: Duration = Duration::from_secs(60);
@@ -24,14 +26,35 @@ pub fn render<T: Transport>(options: &RenderOptions, transport: &mut T) -> anyho
             "--distribute-geometry renders on the CPU backend for now: leave out --backend optix"
         );
     }
-    let (rank, ranks) = (transport.rank(), transport.size());
+    let (rank, ranks, local_ranks) = (transport.rank(), transport.size(), transport.local_ranks());
+    let verbosity = options.verbosity;
+    let mut part_bytes = None;
     let part = crate::session::prepare_scene_part(options, transport, |survey| {
-        Ok(Domains::split_replicating(
-            &survey.extents(),
-            ranks,
-            survey.emitting(),
-        ))
+        let domains = Domains::split_replicating(&survey.extents(), ranks, survey.emitting());
+        let bytes = PartBytes::of(survey, &domains, rank);
+        verbosity.detail(
+            false,
+            format_args!(
+                "rank {rank}: {} of {} triangles, {:.2} GiB of groups, their BVH about {:.2} GiB",
+                bytes.triangles,
+                survey.triangle_count(),
+                gib(bytes.groups),
+                gib(bytes.bvh)
+            ),
+        );
+        let what = format!(
+            "its part of the scene ({} triangles, with their BVH)",
+            bytes.triangles
+        );
+        memory::check_rank_memory(rank, &what, bytes.before_reading(), room(), local_ranks)?;
+        part_bytes = Some(bytes);
+        Ok(domains)
     })?;
+    // Read now, with its textures: what is still to come is the BVH.
+    if let Some(bytes) = part_bytes {
+        let what = format!("the BVH of its {} triangles", bytes.triangles);
+        memory::check_rank_memory(rank, &what, bytes.bvh, room(), local_ranks)?;
+    }
     let (settings, render_key) = (part.settings, part.render_key);
     let rank_scene = RankScene::of_part(part.scene, part.domains, &part.survey.bounds, rank);
     let limits = Limits {
@@ -51,4 +74,8 @@ pub fn render<T: Transport>(options: &RenderOptions, transport: &mut T) -> anyho
         started.elapsed().as_secs_f64(),
     ));
     Ok(())
+}
+
+fn gib(bytes: u64) -> f64 {
+    bytes as f64 / f64::from(1u32 << 30)
 }

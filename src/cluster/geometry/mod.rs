@@ -21,6 +21,7 @@
 //! docs/distributed-geometry.md has the protocol and its bytes.
 
 pub mod frame;
+pub mod memory;
 pub mod message;
 
 use std::collections::{BTreeMap, HashMap};

@@ -94,6 +94,8 @@ pub struct Summary {
     /// the order of first use (what the loader's checks of the whole scene look at).
     pub materials_used: Vec<u32>,
     pub has_uvs: bool,
+    /// The bytes its arrays take.
+    pub bytes: u64,
     pub degenerate_dropped: usize,
     pub out_of_scale_dropped: usize,
 }
@@ -121,6 +123,7 @@ impl Summary {
             material_runs,
             materials_used,
             has_uvs: !group.uvs.is_empty(),
+            bytes: group.heap_bytes(),
             degenerate_dropped,
             out_of_scale_dropped,
         }

@@ -5,6 +5,7 @@
 //! the groups being built, never the whole scene.
 
 use super::assemble::{Assembled, DEFAULT_MATERIAL};
+use super::parse::Counts;
 use super::{empty_detail, mtl, out_of_scale_note, LoadError};
 use crate::scene::domains::GroupExtent;
 use crate::scene::Bounds;
@@ -16,6 +17,9 @@ pub struct Survey {
     pub groups: Vec<GroupSurvey>,
     /// The box of every triangle: [`crate::scene::Scene::bounds`] of the whole scene.
     pub bounds: Bounds,
+    /// The bytes of the file's `v`, `vt` and `vn` pools, which every reading holds until its
+    /// groups are built.
+    pub pool_bytes: u64,
     /// The whole scene's warnings about its groups (normals), in group order.
     pub(super) group_warnings: Vec<String>,
     pub(super) non_finite_dropped: usize,
@@ -32,6 +36,8 @@ pub struct GroupSurvey {
     pub emitting: bool,
     /// Its part of the scene's content hash ([`crate::scene::content_hash::group_hash`]).
     pub hash: u64,
+    /// The bytes its arrays take, loaded.
+    pub bytes: u64,
     pub(super) has_uvs: bool,
     /// The materials its faces use, each once, in the order of first use, before the
     /// degenerate triangles are dropped (as the loader's checks see them).
@@ -68,7 +74,7 @@ impl Survey {
 pub(super) fn into_survey(
     path: &std::path::Path,
     assembled: Assembled,
-    vertices: u64,
+    counts: Counts,
 ) -> Result<Survey, LoadError> {
     let libraries = &assembled.libraries;
     let emissive: Vec<bool> = libraries
@@ -82,6 +88,7 @@ pub(super) fn into_survey(
     let mut survey = Survey {
         groups: Vec::with_capacity(assembled.groups.len()),
         bounds: Bounds::EMPTY,
+        pool_bytes: counts.v * 12 + counts.vt * 8 + counts.vn * 12,
         group_warnings: assembled.group_warnings,
         non_finite_dropped: assembled.non_finite_dropped,
         degenerate_dropped: 0,
@@ -117,6 +124,7 @@ pub(super) fn into_survey(
             },
             emitting,
             hash: h.finish(),
+            bytes: summary.bytes,
             has_uvs: summary.has_uvs,
             materials: summary.materials_used.iter().map(|&m| resolve(m)).collect(),
         });
@@ -126,7 +134,7 @@ pub(super) fn into_survey(
             path: path.to_path_buf(),
             detail: empty_detail(
                 &assembled.tally,
-                vertices,
+                counts.v,
                 assembled.triangles_parsed,
                 survey.non_finite_dropped,
                 survey.degenerate_dropped,
