@@ -106,10 +106,11 @@ fn a_scattered_split_renders_the_same_image() {
 }
 
 /// A rank that never answers: the others end the frame within the silence limit, with an
-/// error naming it and how much of their own work was finished.
+/// error naming it and how much of their own work was finished, and rank 0 keeps the pixels
+/// that arrived: each rank's finished samples, the complete pixels one process's bit for bit.
 #[test]
-fn a_silent_rank_ends_the_frame_with_an_error_naming_it() {
-    use gasworks::cluster::geometry::{render_rank, GeometryError};
+fn a_silent_rank_ends_the_frame_with_an_error_naming_it_and_the_pixels_kept() {
+    use gasworks::cluster::geometry::{pixel_owner, render_rank, GeometryError, RankOutcome};
     use gasworks::sched::transport::ChannelTransport;
     let scene = cornell();
     let settings = settings(cornell_camera(), 40, 40, 2);
@@ -123,7 +124,7 @@ fn a_silent_rank_ends_the_frame_with_an_error_naming_it() {
     };
     let mut transports = ChannelTransport::create(ranks);
     drop(transports.pop());
-    let errors: Vec<String> = std::thread::scope(|s| {
+    let outcomes: Vec<RankOutcome> = std::thread::scope(|s| {
         let handles: Vec<_> = transports
             .into_iter()
             .zip(&scenes)
@@ -131,23 +132,60 @@ fn a_silent_rank_ends_the_frame_with_an_error_naming_it() {
             .collect();
         handles
             .into_iter()
-            .map(|h| match h.join().unwrap() {
-                Err(e @ GeometryError::Silent { .. }) => e.to_string(),
-                other => panic!("{other:?}"),
-            })
+            .map(|h| h.join().unwrap().unwrap())
             .collect()
     });
-    for (rank, e) in errors.iter().enumerate() {
-        assert!(
-            e.starts_with(&format!("rank {rank} heard nothing for")),
-            "{e}"
-        );
-        assert!(
-            e.contains("waiting for rank(s) [") && e.contains("2]"),
-            "{e}"
-        );
-        assert!(e.contains("samples were finished"), "{e}");
+    let mut finished = Vec::new();
+    for (rank, outcome) in outcomes.iter().enumerate() {
+        let e = outcome.cut_short.as_ref().expect("cut short");
+        match e {
+            GeometryError::Silent {
+                waiting,
+                finished: f,
+                ..
+            } => {
+                let text = e.to_string();
+                assert!(
+                    text.starts_with(&format!("rank {rank} heard nothing for")),
+                    "{text}"
+                );
+                assert!(
+                    waiting.contains(&2) && text.contains("samples were finished"),
+                    "{text}"
+                );
+                finished.push(*f);
+            }
+            // Rank 0's stop may reach rank 1 before its own silence ends.
+            GeometryError::Stopped { finished: f, .. } if rank == 1 => finished.push(*f),
+            other => panic!("rank {rank}: {other:?}"),
+        }
     }
+    let image = outcomes[0]
+        .image
+        .as_ref()
+        .expect("rank 0 keeps what arrived");
+    let expected = one_process(&scene, &settings);
+    let mut held = [0u64; 2];
+    for (i, (px, full)) in image.iter().zip(&expected).enumerate() {
+        let (x, y) = (i as u32 % 40, i as u32 / 40);
+        let owner = pixel_owner((x, y), 40, ranks);
+        assert!(
+            px[3] <= 2.0 && (owner < 2 || px[3] == 0.0),
+            "pixel {i}: {px:?}"
+        );
+        if owner < 2 {
+            held[owner] += px[3] as u64;
+        }
+        if px[3] == 2.0 {
+            assert_eq!(px.map(f32::to_bits), full.map(f32::to_bits), "pixel {i}");
+        }
+    }
+    assert_eq!(
+        held.to_vec(),
+        finished,
+        "each live rank's finished samples arrived"
+    );
+    assert!(outcomes[1].image.is_none());
 }
 
 /// The forwarding figures of docs/distributed-geometry.md: per sample, the path messages of
@@ -247,7 +285,7 @@ fn the_flag_alone_renders_the_plain_image_and_refuses_what_it_cannot_do() {
 
 /// A rank that sends what the protocol never sends (a sample of a pixel its receiver owns
 /// twice over, bytes that are no message) ends the frame with an error naming it, never a
-/// panic or a wrong image.
+/// panic or a wrong image: rank 0 keeps only the samples it finished.
 #[test]
 fn a_rank_sending_nonsense_is_named() {
     use gasworks::cluster::geometry::message::Message;
@@ -268,11 +306,19 @@ fn a_rank_sending_nonsense_is_named() {
         for _ in 0..3 {
             liar.send(0, bytes.clone()).unwrap();
         }
-        let e = render_rank(&ours, &settings, &Limits::default(), &mut honest).unwrap_err();
-        let e = e.to_string();
+        let limits = Limits {
+            silence: std::time::Duration::from_millis(300),
+            ..Limits::default()
+        };
+        let outcome = render_rank(&ours, &settings, &limits, &mut honest).unwrap();
+        let e = outcome.cut_short.expect("cut short").to_string();
         assert!(
             e.starts_with("rank 0: rank 1 sent a malformed message"),
             "{e}"
         );
+        // What rank 0 finished of its own pixels is kept, nothing of the liar's.
+        let image = outcome.image.expect("rank 0 keeps what arrived");
+        let held: f32 = image.iter().map(|p| p[3]).sum();
+        assert_eq!(held as u64, outcome.stats.samples);
     }
 }

@@ -148,11 +148,31 @@ pub fn write_image(
     film: &crate::render::Film,
     render_key: &str,
 ) -> anyhow::Result<()> {
+    write_frame_image(options, film, outputs::image_key(render_key, None, film))
+}
+
+/// Writes the image of a frame cut short from the samples its film holds, each pixel's
+/// first ones: its key says how many ([`output::SamplesHeld`]), so that it merges with
+/// nothing and reads as the partial image it is.
+pub fn write_partial_image(
+    options: &RenderOptions,
+    film: &crate::render::Film,
+    render_key: &str,
+) -> anyhow::Result<()> {
+    let key = output::SamplesHeld::of(film, render_key, 0).image_key(render_key);
+    write_frame_image(options, film, key)
+}
+
+fn write_frame_image(
+    options: &RenderOptions,
+    film: &crate::render::Film,
+    key: String,
+) -> anyhow::Result<()> {
     let meta = output::ImageMeta {
         full_width: options.width,
         full_height: options.height,
         window: Tile::whole(options.width, options.height),
-        render: outputs::image_key(render_key, None, film),
+        render: key,
         exposure: options.tone.exposure,
         tonemap: options.tone.tonemap,
     };

@@ -4,14 +4,16 @@
 use std::time::{Duration, Instant};
 
 use crate::backend::BackendChoice;
+use crate::console::Verbosity;
+use crate::render::memory::room;
 use crate::render::Film;
 use crate::scene::domains::Domains;
+use crate::scene::obj::Survey;
 use crate::sched::Transport;
 use crate::session::RenderOptions;
 
 use super::memory::{self, PartBytes};
-use super::{render_rank, Limits, RankScene};
-use crate::render::memory::room;
+use super::{render_rank, Limits, RankScene, RankStats};
 
 /// How long a rank waits in silence before it ends the frame, without `rank_timeout`.
 const SILENCE: Duration = Duration::from_secs(60);
@@ -19,41 +21,26 @@ const SILENCE: Duration = Duration::from_secs(60);
 /// Renders the frame `options` describe as this process's part of it (alone, or as one rank
 /// of an MPI job). Each rank reads the file twice: a survey of every group's box, triangles
 /// and lights, from which every rank computes the same domains, then a load that keeps only
-/// its domain and the replicated groups, dropping the rest as it parses.
+/// its domain and the replicated groups, dropping the rest as it parses. A rank whose part
+/// cannot fit its memory refuses it before reading it, and again before building its BVH.
 pub fn render<T: Transport>(options: &RenderOptions, transport: &mut T) -> anyhow::Result<()> {
     if options.backend == BackendChoice::Optix {
         anyhow::bail!(
             "--distribute-geometry renders on the CPU backend for now: leave out --backend optix"
         );
     }
-    let (rank, ranks, local_ranks) = (transport.rank(), transport.size(), transport.local_ranks());
-    let verbosity = options.verbosity;
-    let mut part_bytes = None;
+    let place = (transport.rank(), transport.size(), transport.local_ranks());
+    let rank = place.0;
+    let mut bytes = None;
     let part = crate::session::prepare_scene_part(options, transport, |survey| {
-        let domains = Domains::split_replicating(&survey.extents(), ranks, survey.emitting());
-        let bytes = PartBytes::of(survey, &domains, rank);
-        verbosity.detail(
-            false,
-            format_args!(
-                "rank {rank}: {} of {} triangles, {:.2} GiB of groups, their BVH about {:.2} GiB",
-                bytes.triangles,
-                survey.triangle_count(),
-                gib(bytes.groups),
-                gib(bytes.bvh)
-            ),
-        );
-        let what = format!(
-            "its part of the scene ({} triangles, with their BVH)",
-            bytes.triangles
-        );
-        memory::check_rank_memory(rank, &what, bytes.before_reading(), room(), local_ranks)?;
-        part_bytes = Some(bytes);
+        let (domains, part) = split(survey, place, options.verbosity)?;
+        bytes = Some(part);
         Ok(domains)
     })?;
-    // Read now, with its textures: what is still to come is the BVH.
-    if let Some(bytes) = part_bytes {
+    if let Some(bytes) = bytes {
+        // Read now, textures and all: what is still to come is the BVH.
         let what = format!("the BVH of its {} triangles", bytes.triangles);
-        memory::check_rank_memory(rank, &what, bytes.bvh, room(), local_ranks)?;
+        memory::check_rank_memory(rank, &what, bytes.bvh, room(), place.2)?;
     }
     let (settings, render_key) = (part.settings, part.render_key);
     let rank_scene = RankScene::of_part(part.scene, part.domains, &part.survey.bounds, rank);
@@ -63,17 +50,81 @@ pub fn render<T: Transport>(options: &RenderOptions, transport: &mut T) -> anyho
     };
     let started = Instant::now();
     let outcome = render_rank(&rank_scene, &settings, &limits, transport)?;
+    let seconds = started.elapsed().as_secs_f64();
+    say_stats(rank, &outcome.stats, options.verbosity);
     let Some(pixels) = outcome.image else {
-        return Ok(());
+        return outcome.cut_short.map_or(Ok(()), |e| Err(e.into()));
     };
     let mut film = Film::new(settings.width, settings.height);
     film.pixels = pixels;
+    if let Some(e) = outcome.cut_short {
+        return Err(write_cut_short(options, &film, &render_key, e));
+    }
     crate::session::write_image(options, &film, &render_key)?;
+    let ranks = place.1;
     options.verbosity.status(format_args!(
-        "rendered in {:.2} s on {ranks} rank(s), the geometry spread over them",
-        started.elapsed().as_secs_f64(),
+        "rendered in {seconds:.2} s on {ranks} rank(s), the geometry spread over them",
     ));
     Ok(())
+}
+
+/// Rank 0's error for a frame cut short, after writing the image of what arrived (its key
+/// says how many samples its pixels hold): as an image-plane render writes what it has.
+fn write_cut_short(
+    options: &RenderOptions,
+    film: &Film,
+    render_key: &str,
+    cause: super::GeometryError,
+) -> anyhow::Error {
+    let held: f64 = film.pixels.iter().map(|p| f64::from(p[3])).sum();
+    let planned = film.pixels.len() as f64 * f64::from(options.spp);
+    let written = match crate::session::write_partial_image(options, film, render_key) {
+        Ok(()) => format!(
+            "{} holds what arrived: {held} of {planned} samples ({:.1}%)",
+            options.output.display(),
+            100.0 * held / planned.max(1.0)
+        ),
+        Err(e) => format!("the pixels that arrived could not be written: {e:#}"),
+    };
+    anyhow::anyhow!("{cause}; {written}")
+}
+
+/// The domains of `survey` over the ranks, and what this rank's part will take, refused
+/// where it cannot fit: `(rank, ranks, ranks on its machine)`.
+fn split(
+    survey: &Survey,
+    (rank, ranks, local_ranks): (usize, usize, usize),
+    verbosity: Verbosity,
+) -> anyhow::Result<(Domains, PartBytes)> {
+    let domains = Domains::split_replicating(&survey.extents(), ranks, survey.emitting());
+    let bytes = PartBytes::of(survey, &domains, rank);
+    verbosity.detail(
+        false,
+        format_args!(
+            "rank {rank}: {} of {} triangles, {:.2} GiB of groups, their BVH about {:.2} GiB",
+            bytes.triangles,
+            survey.triangle_count(),
+            gib(bytes.groups),
+            gib(bytes.bvh)
+        ),
+    );
+    let what = format!(
+        "its part of the scene ({} triangles, with their BVH)",
+        bytes.triangles
+    );
+    memory::check_rank_memory(rank, &what, bytes.before_reading(), room(), local_ranks)?;
+    Ok((domains, bytes))
+}
+
+/// Each rank's counts, with -v: what `scripts/distributed-geometry-bench.sh` reads.
+fn say_stats(rank: usize, s: &RankStats, verbosity: Verbosity) {
+    verbosity.detail(
+        false,
+        format_args!(
+            "rank {rank}: {} samples of its pixels; sent {} shadow rays, {} segments, {} hits to shade, {} samples, {} bytes; at most {} of its paths out at once",
+            s.samples, s.shadow_hops, s.segment_hops, s.shade_hops, s.sample_messages, s.bytes_sent, s.peak_in_flight
+        ),
+    );
 }
 
 fn gib(bytes: u64) -> f64 {

@@ -50,12 +50,16 @@ pub enum Message {
     Done,
     /// The sender's pixels' sums (x, y, rgb, count) for the image, sent to rank 0 once.
     Film(Vec<PixelSums>),
+    /// From rank 0, after a rank fell silent or failed: the frame is over; send your film as
+    /// it stands.
+    Stop,
 }
 
 const PATH: u8 = 1;
 const SAMPLE: u8 = 2;
 const DONE: u8 = 3;
 const FILM: u8 = 4;
+const STOP: u8 = 5;
 
 impl Message {
     pub fn encode(&self) -> Vec<u8> {
@@ -77,6 +81,7 @@ impl Message {
                 w.vec3(*radiance);
             }
             Message::Done => w.u8(DONE),
+            Message::Stop => w.u8(STOP),
             Message::Film(pixels) => {
                 w.u8(FILM);
                 w.len(pixels.len());
@@ -102,6 +107,7 @@ impl Message {
                 radiance: r.vec3()?,
             },
             DONE => Message::Done,
+            STOP => Message::Stop,
             FILM => {
                 let n = r.len(24)?;
                 let mut pixels = Vec::with_capacity(n);
@@ -367,6 +373,10 @@ mod tests {
         assert!(matches!(
             Message::decode(&Message::Done.encode(), 8, 1),
             Ok(Message::Done)
+        ));
+        assert!(matches!(
+            Message::decode(&Message::Stop.encode(), 8, 1),
+            Ok(Message::Stop)
         ));
     }
 

@@ -144,6 +144,12 @@ pub enum GeometryError {
         from: usize,
         reason: String,
     },
+    #[error("rank {rank}: rank 0 ended the frame (another rank fell silent or failed); {finished} of its {owned} samples were finished")]
+    Stopped {
+        rank: usize,
+        finished: u64,
+        owned: u64,
+    },
     #[error("rank {rank} heard nothing for {seconds:.1} s while waiting for rank(s) {waiting:?} to finish; {finished} of its {owned} samples were finished")]
     Silent {
         rank: usize,
@@ -155,14 +161,19 @@ pub enum GeometryError {
 }
 
 /// What a rank's part of a frame gave.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct RankOutcome {
     /// On rank 0, the image's sums (rgb, samples per pixel, row by row); `None` elsewhere.
+    /// Where the frame was cut short, the sums that arrived: each pixel holds its first
+    /// samples, in order, as many as its count says.
     pub image: Option<Vec<[f32; 4]>>,
     pub stats: RankStats,
+    /// Why the frame was cut short: a rank fell silent, failed or sent nonsense.
+    pub cut_short: Option<GeometryError>,
 }
 
-/// Renders this rank's part of the frame.
+/// Renders this rank's part of the frame. Where the frame cannot finish, the ranks still
+/// alive send rank 0 their pixels as they stand ([`RankOutcome::cut_short`]).
 pub fn render_rank<T: Transport>(
     scene: &RankScene,
     settings: &RenderSettings,
@@ -170,11 +181,14 @@ pub fn render_rank<T: Transport>(
     transport: &mut T,
 ) -> Result<RankOutcome, GeometryError> {
     let mut rank = Rank::new(scene, settings, limits, transport);
-    rank.run()?;
-    let image = rank.gather()?;
+    let (image, cut_short) = match rank.run() {
+        Ok(()) => (rank.gather()?, None),
+        Err(e) => (rank.salvage(), Some(e)),
+    };
     Ok(RankOutcome {
         image,
         stats: rank.stats,
+        cut_short,
     })
 }
 
@@ -194,7 +208,8 @@ struct Rank<'a, T: Transport> {
     order: HashMap<(u32, u32), (u32, BTreeMap<u32, Vec3>)>,
     film: Vec<[f32; 4]>,
     done_from: Vec<bool>,
-    films: Vec<Vec<PixelSums>>,
+    /// The films that arrived, by sender.
+    films: Vec<Option<Vec<PixelSums>>>,
     heard: Instant,
     stats: RankStats,
 }
@@ -225,7 +240,7 @@ impl<'a, T: Transport> Rank<'a, T> {
             order: HashMap::new(),
             film: vec![[0.0; 4]; settings.width as usize * settings.height as usize],
             done_from: vec![false; size],
-            films: Vec::new(),
+            films: vec![None; size],
             heard: Instant::now(),
             stats: RankStats::default(),
         }
@@ -308,9 +323,14 @@ impl<'a, T: Transport> Rank<'a, T> {
                 Ok(())
             }
             Message::Film(pixels) => {
-                self.films.push(pixels);
+                self.films[from] = Some(pixels);
                 Ok(())
             }
+            Message::Stop => Err(GeometryError::Stopped {
+                rank: self.me,
+                finished: self.stats.samples,
+                owned: self.owned(),
+            }),
         }
     }
 
@@ -594,13 +614,7 @@ impl<'a, T: Transport> Rank<'a, T> {
     /// Rank 0 gathers every rank's pixels into the image; the others send theirs.
     fn gather(&mut self) -> Result<Option<Vec<[f32; 4]>>, GeometryError> {
         if self.me != 0 {
-            let w = self.settings.width;
-            let pixels = self
-                .pixels
-                .iter()
-                .map(|&(x, y)| ((x, y), self.film[(y * w + x) as usize]))
-                .collect();
-            self.send(0, &Message::Film(pixels))?;
+            self.send(0, &Message::Film(self.own_film()))?;
             let me = self.me;
             self.transport
                 .flush(self.limits.silence)
@@ -608,21 +622,70 @@ impl<'a, T: Transport> Rank<'a, T> {
             return Ok(None);
         }
         self.heard = Instant::now();
-        while self.films.len() + 1 < self.done_from.len() {
+        while self.films.iter().skip(1).any(Option::is_none) {
             match self.poll()? {
                 Some((from, bytes)) => self.receive(from, &bytes)?,
                 None => self.wait_quietly()?,
             }
         }
+        Ok(Some(self.image()))
+    }
+
+    /// A frame cut short: rank 0 tells the others to stop and keeps the films that arrive
+    /// within [`SALVAGE`] (a rank that died sends none); the others send theirs as it stands.
+    /// Nothing here can fail the frame further: a send that fails is a rank gone.
+    fn salvage(&mut self) -> Option<Vec<[f32; 4]>> {
+        if self.me != 0 {
+            let film = Message::Film(self.own_film());
+            if self.send(0, &film).is_ok() {
+                let _ = self.transport.flush(SALVAGE.min(self.limits.silence));
+            }
+            return None;
+        }
+        let _ = self.broadcast(&Message::Stop);
+        let started = Instant::now();
+        while self.films.iter().skip(1).any(Option::is_none)
+            && started.elapsed() < SALVAGE.min(self.limits.silence)
+        {
+            match self.transport.poll() {
+                Ok(Some((from, bytes))) => {
+                    if let Ok(Message::Film(pixels)) =
+                        Message::decode(&bytes, self.settings.spp, self.settings.seed)
+                    {
+                        self.films[from] = Some(pixels);
+                    }
+                }
+                Ok(None) => std::thread::sleep(Duration::from_micros(50)),
+                Err(_) => break,
+            }
+        }
+        Some(self.image())
+    }
+
+    /// Its own pixels' sums, for rank 0.
+    fn own_film(&self) -> Vec<PixelSums> {
         let w = self.settings.width;
-        for (pixel, sums) in self.films.drain(..).flatten() {
-            if pixel.0 < w && pixel.1 < self.settings.height {
+        self.pixels
+            .iter()
+            .map(|&(x, y)| ((x, y), self.film[(y * w + x) as usize]))
+            .collect()
+    }
+
+    /// Rank 0's film with the others' pixels that arrived.
+    fn image(&mut self) -> Vec<[f32; 4]> {
+        let (w, h) = (self.settings.width, self.settings.height);
+        for (pixel, sums) in self.films.iter_mut().filter_map(Option::take).flatten() {
+            if pixel.0 < w && pixel.1 < h {
                 self.film[(pixel.1 * w + pixel.0) as usize] = sums;
             }
         }
-        Ok(Some(std::mem::take(&mut self.film)))
+        std::mem::take(&mut self.film)
     }
 }
+
+/// How long rank 0 waits for the films of the ranks still alive once a frame is cut short
+/// (at most the silence limit).
+const SALVAGE: Duration = Duration::from_secs(10);
 
 /// The rank that owns pixel `(x, y)`: tiles of [`TILE`] pixels square, in rows, dealt to the
 /// ranks in turn.
@@ -681,6 +744,9 @@ pub fn render_in_process_with(
     let mut stats = Vec::new();
     for result in results {
         let outcome = result?;
+        if let Some(e) = outcome.cut_short {
+            return Err(e);
+        }
         image = image.or(outcome.image);
         stats.push(outcome.stats);
     }
