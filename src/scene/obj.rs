@@ -163,7 +163,8 @@ pub fn load_obj(path: &Path, opts: &LoadOptions) -> Result<Scene, LoadError> {
 /// group only its box, triangle count, lights and hash ([`Survey`]): what splitting it over
 /// ranks needs, before [`load_obj_part`] reads it again.
 pub fn survey_obj(path: &Path, opts: &LoadOptions) -> Result<Survey, LoadError> {
-    let (assembled, counts) = assemble(path, opts, Mode::Survey, BLOCK_BYTES, CHUNK_BYTES)?;
+    let (assembled, counts) =
+        read_and_assemble(path, opts, Mode::Survey, BLOCK_BYTES, CHUNK_BYTES)?;
     survey::into_survey(path, assembled, counts)
 }
 
@@ -180,7 +181,7 @@ pub fn load_obj_part(
     keep: &[bool],
 ) -> Result<Scene, LoadError> {
     let mode = Mode::Keep(keep.into());
-    let (assembled, counts) = assemble(path, opts, mode, BLOCK_BYTES, CHUNK_BYTES)?;
+    let (assembled, counts) = read_and_assemble(path, opts, mode, BLOCK_BYTES, CHUNK_BYTES)?;
     let scene = into_scene(path, assembled, counts.v, Some(survey))?;
     let changed = |what: String| LoadError::Changed {
         path: path.to_path_buf(),
@@ -214,13 +215,13 @@ fn load_with(
     block_bytes: usize,
     chunk_bytes: usize,
 ) -> Result<Scene, LoadError> {
-    let (assembled, counts) = assemble(path, opts, Mode::All, block_bytes, chunk_bytes)?;
+    let (assembled, counts) = read_and_assemble(path, opts, Mode::All, block_bytes, chunk_bytes)?;
     into_scene(path, assembled, counts.v, None)
 }
 
 /// Reads and assembles the file, building the groups `mode` asks for. Also returns the
 /// file's counts of `v`, `vt` and `vn`.
-fn assemble(
+fn read_and_assemble(
     path: &Path,
     opts: &LoadOptions,
     mode: Mode,
