@@ -10,6 +10,7 @@ use gasworks::render::{RenderSettings, Tile, TileRenderer};
 use gasworks::scene::domains::Domains;
 use gasworks::scene::gen::{cornell, cornell_camera, sponza_like, sponza_like_camera};
 use gasworks::scene::Scene;
+use gasworks::session::NoControls;
 
 /// The film sums one process renders: every pixel's samples in order.
 fn one_process(scene: &Scene, settings: &RenderSettings) -> Vec<[f32; 4]> {
@@ -121,6 +122,7 @@ fn a_silent_rank_ends_the_frame_with_an_error_naming_it_and_the_pixels_kept() {
     let limits = Limits {
         in_flight: 32,
         silence: std::time::Duration::from_millis(500),
+        fault: None,
     };
     let mut transports = ChannelTransport::create(ranks);
     drop(transports.pop());
@@ -128,7 +130,11 @@ fn a_silent_rank_ends_the_frame_with_an_error_naming_it_and_the_pixels_kept() {
         let handles: Vec<_> = transports
             .into_iter()
             .zip(&scenes)
-            .map(|(mut t, scene)| s.spawn(move || render_rank(scene, &settings, &limits, &mut t)))
+            .map(|(mut t, scene)| {
+                s.spawn(move || {
+                    render_rank(scene, &settings, &limits, &NoControls::default(), &mut t)
+                })
+            })
             .collect();
         handles
             .into_iter()
@@ -310,7 +316,14 @@ fn a_rank_sending_nonsense_is_named() {
             silence: std::time::Duration::from_millis(300),
             ..Limits::default()
         };
-        let outcome = render_rank(&ours, &settings, &limits, &mut honest).unwrap();
+        let outcome = render_rank(
+            &ours,
+            &settings,
+            &limits,
+            &NoControls::default(),
+            &mut honest,
+        )
+        .unwrap();
         let e = outcome.cut_short.expect("cut short").to_string();
         assert!(
             e.starts_with("rank 0: rank 1 sent a malformed message"),

@@ -598,6 +598,52 @@ fn a_rank_that_falls_silent_is_named_after_the_timeout_and_what_arrived_is_kept(
     );
 }
 
+/// Distributed geometry with a rank that hangs or is killed mid-frame: the job ends naming
+/// it, and rank 0 first writes the pixels that arrived and says how many samples they hold
+/// (after the timeout for a hung rank; at mpirun's SIGTERM for a killed one).
+#[test]
+fn distributed_geometry_with_a_rank_lost_mid_frame_writes_what_arrived() {
+    for (kind, cause) in [
+        ("silence", "heard nothing for"),
+        ("kill", "stopped by SIGTERM"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out.exr");
+        // Few samples: the sends to a hung rank pile up in MPI, and each call of a rank that
+        // keeps sending gets slower with them (about 1300 paths a rank here).
+        let args = render_args_sized(&cornell(), &out, "96", "2", &["--distribute-geometry"]);
+        let mut c = mpirun();
+        c.env(
+            "GASWORKS_TEST_FAULT",
+            format!("rank=1,after=20,kind={kind}"),
+        )
+        .env("GASWORKS_RANK_TIMEOUT_S", "3")
+        .args(["-np", "3"])
+        .arg(BIN)
+        .args(&args);
+        let r = run(c);
+        assert_ne!(r.code, Some(0), "{kind}: {}", r.stderr);
+        if kind == "kill" {
+            assert!(
+                r.stderr.contains("process rank 1") && r.stderr.contains("signal 9"),
+                "{kind}: {}",
+                r.stderr
+            );
+        }
+        // A killed rank's job may end before rank 0 hears the SIGTERM; then there is no image.
+        if kind == "silence" || out.exists() {
+            assert!(
+                r.stderr.contains(cause)
+                    && r.stderr
+                        .contains(&format!("{} holds what arrived", out.display())),
+                "{kind}: {}",
+                r.stderr
+            );
+            assert!(out.exists(), "{kind}: {}", r.stderr);
+        }
+    }
+}
+
 #[test]
 fn pixelbounds_under_several_ranks_is_refused_on_every_rank() {
     let dir = tempfile::tempdir().unwrap();

@@ -335,7 +335,11 @@ pub fn run(a: RenderArgs) -> anyhow::Result<()> {
     #[cfg(not(feature = "mpi"))]
     refuse_ranks_without_mpi()?;
     if options.distribute_geometry {
-        return crate::cluster::geometry::frame::render(&options, &mut crate::sched::Alone);
+        return crate::cluster::geometry::frame::render(
+            &options,
+            &mut crate::sched::Alone,
+            &signals::Signals,
+        );
     }
     crate::session::render(&options, &mut crate::sched::Alone, &signals::Signals)
 }
@@ -351,7 +355,7 @@ fn run_rank(
 ) -> anyhow::Result<()> {
     options.rank_timeout = Some(rank_timeout(std::env::var("GASWORKS_RANK_TIMEOUT_S").ok())?);
     let result = if options.distribute_geometry {
-        crate::cluster::geometry::frame::render(&options, &mut world)
+        crate::cluster::geometry::frame::render(&options, &mut world, &signals::Signals)
     } else {
         crate::session::render(&options, &mut world, &signals::Signals)
     };

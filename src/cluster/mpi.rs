@@ -18,6 +18,7 @@
 //! communication error, and `mpirun` ends the job, naming the rank, when a process dies or
 //! leaves without finishing MPI. [`Transport::abort`] is `MPI_Abort` on the world.
 
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use mpi::request::{Request, StaticScope};
@@ -26,6 +27,9 @@ use mpi::traits::*;
 use mpi::Threading;
 
 use crate::sched::transport::{Transport, TransportError};
+
+/// The most sends one [`MpiWorld::reap`] tests.
+const REAP_BATCH: usize = 64;
 
 /// A send in flight: its request and the buffer it reads, leaked until it completes.
 struct PendingSend {
@@ -49,7 +53,8 @@ pub struct MpiWorld {
     size: usize,
     local_size: usize,
     host: String,
-    pending: Vec<PendingSend>,
+    /// Sends in flight, the next to test first.
+    pending: VecDeque<PendingSend>,
     /// At most one per sender.
     receiving: Vec<PendingReceive>,
     _universe: mpi::environment::Universe,
@@ -77,7 +82,7 @@ impl MpiWorld {
             comm,
             local_size,
             host,
-            pending: Vec::new(),
+            pending: VecDeque::new(),
             receiving: Vec::new(),
             _universe: universe,
         }))
@@ -88,23 +93,32 @@ impl MpiWorld {
         self.comm.barrier();
     }
 
-    /// Frees the buffers of completed sends.
+    /// Frees the buffers of completed sends, testing at most [`REAP_BATCH`] of them, from
+    /// where the last call stopped. A rank that stopped receiving (hung, or dead before
+    /// mpirun noticed) leaves every send to it pending; testing them all on every send and
+    /// poll made each call as slow as they were many, so slow that the silence was never
+    /// noticed.
     fn reap(&mut self) {
-        let mut still = Vec::with_capacity(self.pending.len());
-        for p in self.pending.drain(..) {
+        self.reap_up_to(REAP_BATCH);
+    }
+
+    fn reap_up_to(&mut self, most: usize) {
+        for _ in 0..self.pending.len().min(most) {
+            let Some(p) = self.pending.pop_front() else {
+                break;
+            };
             match p.request.test() {
                 Ok(_) => {
                     // SAFETY: `buffer` came from `Box::into_raw` in `send`, and its request
                     // has completed: MPI no longer reads it, and nothing else refers to it.
                     drop(unsafe { Box::from_raw(p.buffer) });
                 }
-                Err(request) => still.push(PendingSend {
+                Err(request) => self.pending.push_back(PendingSend {
                     request,
                     buffer: p.buffer,
                 }),
             }
         }
-        self.pending = still;
     }
 
     /// The first receive in flight that has completed, with its sender.
@@ -158,7 +172,7 @@ impl MpiWorld {
 
 impl Drop for MpiWorld {
     fn drop(&mut self) {
-        self.reap();
+        self.reap_up_to(usize::MAX);
         // A send that never completed (its receiver is gone): MPI may still read the buffer,
         // so neither the buffer nor the request may be freed. Leak both; the process is
         // ending.
@@ -203,7 +217,7 @@ impl Transport for MpiWorld {
             .comm
             .process_at_rank(to)
             .immediate_send(StaticScope, data);
-        self.pending.push(PendingSend { request, buffer });
+        self.pending.push_back(PendingSend { request, buffer });
         Ok(())
     }
 

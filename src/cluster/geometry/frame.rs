@@ -10,10 +10,10 @@ use crate::render::Film;
 use crate::scene::domains::Domains;
 use crate::scene::obj::Survey;
 use crate::sched::Transport;
-use crate::session::RenderOptions;
+use crate::session::{Controls, Interrupted, RenderOptions};
 
 use super::memory::{self, PartBytes};
-use super::{render_rank, Limits, RankScene, RankStats};
+use super::{render_rank, GeometryError, Limits, RankScene, RankStats};
 
 /// How long a rank waits in silence before it ends the frame, without `rank_timeout`.
 const SILENCE: Duration = Duration::from_secs(60);
@@ -23,7 +23,14 @@ const SILENCE: Duration = Duration::from_secs(60);
 /// and lights, from which every rank computes the same domains, then a load that keeps only
 /// its domain and the replicated groups, dropping the rest as it parses. A rank whose part
 /// cannot fit its memory refuses it before reading it, and again before building its BVH.
-pub fn render<T: Transport>(options: &RenderOptions, transport: &mut T) -> anyhow::Result<()> {
+///
+/// A stop in `controls` (a signal) ends the frame as a silent rank does: rank 0 writes what
+/// arrived and the error is [`crate::session::Interrupted`].
+pub fn render<T: Transport>(
+    options: &RenderOptions,
+    transport: &mut T,
+    controls: &dyn Controls,
+) -> anyhow::Result<()> {
     if options.backend == BackendChoice::Optix {
         anyhow::bail!(
             "--distribute-geometry renders on the CPU backend for now: leave out --backend optix"
@@ -46,19 +53,33 @@ pub fn render<T: Transport>(options: &RenderOptions, transport: &mut T) -> anyho
     let rank_scene = RankScene::of_part(part.scene, part.domains, &part.survey.bounds, rank);
     let limits = Limits {
         silence: options.rank_timeout.unwrap_or(SILENCE),
+        fault: crate::sched::fault::from_env()?,
         ..Limits::default()
     };
     let started = Instant::now();
-    let outcome = render_rank(&rank_scene, &settings, &limits, transport)?;
+    controls.frame_starts(place.1, options.verbosity);
+    let outcome = render_rank(&rank_scene, &settings, &limits, controls, transport);
+    controls.frame_ended();
+    let outcome = outcome?;
     let seconds = started.elapsed().as_secs_f64();
     say_stats(rank, &outcome.stats, options.verbosity);
     let Some(pixels) = outcome.image else {
-        return outcome.cut_short.map_or(Ok(()), |e| Err(e.into()));
+        // A rank other than 0 has sent its pixels; rank 0 ends the job once it has written.
+        return outcome
+            .cut_short
+            .map_or(Ok(()), |e| Err(as_stop(e, String::new())));
     };
     let mut film = Film::new(settings.width, settings.height);
     film.pixels = pixels;
-    if let Some(e) = outcome.cut_short {
-        return Err(write_cut_short(options, &film, &render_key, e));
+    if let Some(cause) = outcome.cut_short {
+        let signal = matches!(cause, GeometryError::Signal { .. });
+        let error = write_cut_short(options, &film, &render_key, cause);
+        // The ranks still waiting (a hung one among them) end with the job; at a signal,
+        // mpirun ends them itself.
+        if !signal && place.1 > 1 {
+            transport.abort(&format!("{error:#}"));
+        }
+        return Err(error);
     }
     crate::session::write_image(options, &film, &render_key)?;
     let ranks = place.1;
@@ -74,7 +95,7 @@ fn write_cut_short(
     options: &RenderOptions,
     film: &Film,
     render_key: &str,
-    cause: super::GeometryError,
+    cause: GeometryError,
 ) -> anyhow::Error {
     let held: f64 = film.pixels.iter().map(|p| f64::from(p[3])).sum();
     let planned = film.pixels.len() as f64 * f64::from(options.spp);
@@ -86,7 +107,25 @@ fn write_cut_short(
         ),
         Err(e) => format!("the pixels that arrived could not be written: {e:#}"),
     };
-    anyhow::anyhow!("{cause}; {written}")
+    as_stop(cause, written)
+}
+
+/// The error of a frame cut short, with `what` was written: [`Interrupted`] for a signal,
+/// so that the command exits as a process that signal ended.
+fn as_stop(cause: GeometryError, written: String) -> anyhow::Error {
+    match (cause, written.is_empty()) {
+        (GeometryError::Signal { by, .. }, _) => Interrupted {
+            by,
+            message: if written.is_empty() {
+                "this rank's pixels went to rank 0".into()
+            } else {
+                written
+            },
+        }
+        .into(),
+        (cause, true) => cause.into(),
+        (cause, false) => anyhow::anyhow!("{cause}; {written}"),
+    }
 }
 
 /// The domains of `survey` over the ranks, and what this rank's part will take, refused

@@ -36,6 +36,7 @@ use crate::render::{RenderSettings, Sampler};
 use crate::scene::domains::Domains;
 use crate::scene::{Bounds, Scene};
 use crate::sched::transport::{Transport, TransportError};
+use crate::session::{Controls, NoControls, StopSignal};
 use message::{Message, PathMessage, PixelSums, Query};
 
 /// The side of the square tiles whose pixels the ranks own in turn.
@@ -106,6 +107,9 @@ pub struct Limits {
     /// How long a rank waits without hearing from the ranks it waits for before it ends the
     /// frame with an error naming them.
     pub silence: Duration,
+    /// A test hook: the rank that fails on purpose, after finishing that many samples of its
+    /// own pixels (set only with the cargo feature `fault-injection`).
+    pub fault: Option<crate::sched::fault::FaultHook>,
 }
 
 impl Default for Limits {
@@ -113,6 +117,7 @@ impl Default for Limits {
         Limits {
             in_flight: 4096,
             silence: Duration::from_secs(60),
+            fault: None,
         }
     }
 }
@@ -144,6 +149,8 @@ pub enum GeometryError {
         from: usize,
         reason: String,
     },
+    #[error("rank {rank}: stopped by {by}")]
+    Signal { rank: usize, by: StopSignal },
     #[error("rank {rank}: rank 0 ended the frame (another rank fell silent or failed); {finished} of its {owned} samples were finished")]
     Stopped {
         rank: usize,
@@ -172,18 +179,21 @@ pub struct RankOutcome {
     pub cut_short: Option<GeometryError>,
 }
 
-/// Renders this rank's part of the frame. Where the frame cannot finish, the ranks still
-/// alive send rank 0 their pixels as they stand ([`RankOutcome::cut_short`]).
+/// Renders this rank's part of the frame; a stop in `controls` (a signal) cuts it short.
+/// Where the frame cannot finish, the ranks still alive send rank 0 their pixels as they
+/// stand ([`RankOutcome::cut_short`]).
 pub fn render_rank<T: Transport>(
     scene: &RankScene,
     settings: &RenderSettings,
     limits: &Limits,
+    controls: &dyn Controls,
     transport: &mut T,
 ) -> Result<RankOutcome, GeometryError> {
     let mut rank = Rank::new(scene, settings, limits, transport);
+    rank.controls = Some(controls);
     let (image, cut_short) = match rank.run() {
         Ok(()) => (rank.gather()?, None),
-        Err(e) => (rank.salvage(), Some(e)),
+        Err(e) => (rank.salvage(&e), Some(e)),
     };
     Ok(RankOutcome {
         image,
@@ -199,6 +209,7 @@ struct Rank<'a, T: Transport> {
     tracer: PathTracer<'a>,
     settings: &'a RenderSettings,
     limits: &'a Limits,
+    controls: Option<&'a dyn Controls>,
     transport: &'a mut T,
     /// Its pixels, in the order their samples start, and the next (pixel, sample) to start.
     pixels: Vec<(u32, u32)>,
@@ -233,6 +244,7 @@ impl<'a, T: Transport> Rank<'a, T> {
             },
             settings,
             limits,
+            controls: None,
             transport,
             pixels: owned_pixels(settings.width, settings.height, size, me),
             next: (0, 0),
@@ -272,10 +284,24 @@ impl<'a, T: Transport> Rank<'a, T> {
             if self.done_from.iter().all(|&d| d) {
                 return Ok(());
             }
+            self.check_stop()?;
             if !busy {
                 self.wait_quietly()?;
             }
         }
+    }
+
+    /// A stop (a signal), or the test hook's fault once its samples are finished.
+    fn check_stop(&self) -> Result<(), GeometryError> {
+        if let Some(by) = self.controls.and_then(|c| c.stopped_by()) {
+            return Err(GeometryError::Signal { rank: self.me, by });
+        }
+        let fault = self.limits.fault.filter(|f| f.rank == self.me);
+        if fault.is_some_and(|f| self.stats.samples >= f.after_tiles as u64 && f.land()) {
+            // Silence: alive and mute until the job is ended.
+            crate::sched::fault::hold_if_silenced();
+        }
+        Ok(())
     }
 
     fn poll(&mut self) -> Result<Option<(usize, Vec<u8>)>, GeometryError> {
@@ -634,19 +660,24 @@ impl<'a, T: Transport> Rank<'a, T> {
     /// A frame cut short: rank 0 tells the others to stop and keeps the films that arrive
     /// within [`SALVAGE`] (a rank that died sends none); the others send theirs as it stands.
     /// Nothing here can fail the frame further: a send that fails is a rank gone.
-    fn salvage(&mut self) -> Option<Vec<[f32; 4]>> {
+    fn salvage(&mut self, cause: &GeometryError) -> Option<Vec<[f32; 4]>> {
+        // A signal's stop reaches every rank at once (mpirun passes it on): the films come
+        // at once or not at all, and the launcher's patience is short.
+        let wait = match cause {
+            GeometryError::Signal { .. } => SALVAGE_AT_A_SIGNAL,
+            _ => SALVAGE,
+        }
+        .min(self.limits.silence);
         if self.me != 0 {
             let film = Message::Film(self.own_film());
             if self.send(0, &film).is_ok() {
-                let _ = self.transport.flush(SALVAGE.min(self.limits.silence));
+                let _ = self.transport.flush(wait);
             }
             return None;
         }
         let _ = self.broadcast(&Message::Stop);
         let started = Instant::now();
-        while self.films.iter().skip(1).any(Option::is_none)
-            && started.elapsed() < SALVAGE.min(self.limits.silence)
-        {
+        while self.films.iter().skip(1).any(Option::is_none) && started.elapsed() < wait {
             match self.transport.poll() {
                 Ok(Some((from, bytes))) => {
                     if let Ok(Message::Film(pixels)) =
@@ -684,8 +715,9 @@ impl<'a, T: Transport> Rank<'a, T> {
 }
 
 /// How long rank 0 waits for the films of the ranks still alive once a frame is cut short
-/// (at most the silence limit).
+/// (at most the silence limit), and once a signal stopped it.
 const SALVAGE: Duration = Duration::from_secs(10);
+const SALVAGE_AT_A_SIGNAL: Duration = Duration::from_secs(1);
 
 /// The rank that owns pixel `(x, y)`: tiles of [`TILE`] pixels square, in rows, dealt to the
 /// ranks in turn.
@@ -733,7 +765,11 @@ pub fn render_in_process_with(
         let handles: Vec<_> = scenes
             .iter()
             .zip(transports)
-            .map(|(scene, mut t)| s.spawn(move || render_rank(scene, settings, limits, &mut t)))
+            .map(|(scene, mut t)| {
+                s.spawn(move || {
+                    render_rank(scene, settings, limits, &NoControls::default(), &mut t)
+                })
+            })
             .collect();
         handles
             .into_iter()
