@@ -335,3 +335,60 @@ fn a_rank_sending_nonsense_is_named() {
         assert_eq!(held as u64, outcome.stats.samples);
     }
 }
+
+/// `gasworks forwarding-sim` prints a row per rank count, latency and bandwidth, and refuses
+/// what it cannot model.
+#[test]
+fn forwarding_sim_prints_every_row_and_refuses_nonsense() {
+    use std::process::Command;
+    let bin = env!("CARGO_BIN_EXE_gasworks");
+    let scene = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/cornell/cornell.obj");
+    let sim = |extra: &[&str]| {
+        Command::new(bin)
+            .arg("forwarding-sim")
+            .arg(&scene)
+            .args([
+                "--width",
+                "64",
+                "--height",
+                "48",
+                "--spp",
+                "4",
+                "--sample-us",
+                "2",
+            ])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let out = sim(&[
+        "--ranks",
+        "2,3",
+        "--latency-us",
+        "1,100",
+        "--bandwidth-gbit",
+        "10",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for ranks in ["2", "3"] {
+        for latency in ["1", "100"] {
+            let row = format!("\n{ranks},{latency},10,");
+            assert!(text.contains(&row), "no row {row:?}: {text}");
+        }
+    }
+    assert!(text.contains("a sample 2.000 us,"), "{text}");
+    for bad in [
+        &["--ranks", "0"][..],
+        &["--latency-us", "0"],
+        &["--measure", "12"],
+    ] {
+        let out = sim(bad);
+        let e = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && e.contains(bad[0]), "{bad:?}: {e}");
+    }
+}

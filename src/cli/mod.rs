@@ -4,6 +4,7 @@ mod args;
 mod build_bench;
 mod cpu_bench;
 mod denoise;
+mod forwarding_sim;
 mod gen;
 mod image_stats;
 mod info;
@@ -45,6 +46,8 @@ pub enum Command {
     CpuBench(cpu_bench::CpuBenchArgs),
     /// Replay measured per-tile costs through the tile scheduler for simulated worker counts.
     ScheduleSim(schedule_sim::ScheduleSimArgs),
+    /// Model a frame on 16, 64 or more ranks: domain forwarding (--distribute-geometry) against image-plane work, from the scene's measured traffic.
+    ForwardingSim(forwarding_sim::ForwardingSimArgs),
     /// Mean radiance and firefly count of rendered EXR images (each compared with the first).
     ImageStats(image_stats::ImageStatsArgs),
     /// Filter a render's noise, guided by its --aov albedo and normal layers (an edge-avoiding à-trous filter).
@@ -98,6 +101,7 @@ pub fn main() -> i32 {
         Command::Gen(a) => gen::run(a),
         Command::BuildBench(a) => build_bench::run(a),
         Command::ScheduleSim(a) => schedule_sim::run(a),
+        Command::ForwardingSim(a) => forwarding_sim::run(a),
         Command::CpuBench(a) => cpu_bench::run(a),
         Command::ImageStats(a) => image_stats::run(a),
         Command::Denoise(a) => denoise::run(a),

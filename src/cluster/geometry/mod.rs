@@ -23,6 +23,7 @@
 pub mod frame;
 pub mod memory;
 pub mod message;
+pub mod model;
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
