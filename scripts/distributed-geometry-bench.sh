@@ -19,6 +19,7 @@
 #   segments, hits to shade) and all bytes sent, per sample (distributed geometry only);
 # - queue_peak_mib: the most paths one rank had out at once, times the largest path message
 #   (141 bytes): a bound on its share of the messages in flight.
+# With GW_REPLICATE=5% set, a third mode, replicated: --distribute-geometry --replicate 5%.
 # Ranks on one machine share its cores: say so when quoting the times.
 set -euo pipefail
 
@@ -48,6 +49,7 @@ mpi=(mpirun --oversubscribe)
 run() {
     local np="$1" mode="$2" round="$3" extra=() log="$tmp/log"
     [ "$mode" = geometry ] && extra=(--distribute-geometry)
+    [ "$mode" = replicated ] && extra=(--distribute-geometry --replicate "$GW_REPLICATE")
     local t0 t1
     # GNU time appends each rank's line to a file: mpirun may drop what a rank writes to
     # stderr as it exits.
@@ -67,29 +69,33 @@ run() {
             if ($24 > peak) peak = $24 }
         END {
             fps = samples ? fwd / samples : ""; bps = samples ? bytes / samples : ""
-            q = mode == "geometry" ? peak * 141 / 1048576 : ""
+            q = mode != "image" ? peak * 141 / 1048576 : ""
             printf "%d,%s,%d,%.3f,%s,%.1f,%.1f,%s,%s,%s\n", np, mode, round, job, r,
                 max / 1024, sum / 1024, fps, bps, q }' "$log"
 }
 
+modes="image geometry"
+[ -n "${GW_REPLICATE:-}" ] && modes="$modes replicated"
 echo "ranks,mode,round,job_s,render_s,rss_max_mib,rss_sum_mib,forwarded_per_sample,bytes_per_sample,queue_peak_mib"
 for round in $(seq 1 "$rounds"); do
     for np in $counts; do
-        for mode in image geometry; do
+        for mode in $modes; do
             run "$np" "$mode" "$round"
         done
     done
 done | tee "$tmp/rows.csv"
 
 echo
-echo "figure (min median max over $rounds rounds), ranks, image-plane, distributed geometry, geometry / image (medians)"
+echo "figure (min median max over $rounds rounds), ranks, mode, figures, mode / image (medians)"
 for np in $counts; do
-    for col in 4:job_s 5:render_s 6:rss_max_mib 7:rss_sum_mib; do
+    for col in 4:job_s 5:render_s 6:rss_max_mib 7:rss_sum_mib 8:forwarded_per_sample; do
         c="${col%%:*}" name="${col#*:}"
-        img=$(awk -F, -v np="$np" -v c="$c" '$1 == np && $2 == "image" { print $c }' "$tmp/rows.csv" | min_median_max)
-        geo=$(awk -F, -v np="$np" -v c="$c" '$1 == np && $2 == "geometry" { print $c }' "$tmp/rows.csv" | min_median_max)
-        ratio=$(awk -v a="$(echo "$img" | cut -d' ' -f2)" -v b="$(echo "$geo" | cut -d' ' -f2)" \
-            'BEGIN { if (a > 0) printf "%.2f", b / a; else print "-" }')
-        echo "$name, $np, $img, $geo, $ratio"
+        img=$(awk -F, -v np="$np" -v c="$c" '$1 == np && $2 == "image" { print $c }' "$tmp/rows.csv" | min_median_max || true)
+        for mode in $modes; do
+            fig=$(awk -F, -v np="$np" -v c="$c" -v m="$mode" '$1 == np && $2 == m && $c != "" { print $c }' "$tmp/rows.csv" | min_median_max) || continue
+            ratio=$(awk -v a="$(echo "$img" | cut -d' ' -f2)" -v b="$(echo "$fig" | cut -d' ' -f2)" \
+                'BEGIN { if (a > 0) printf "%.2f", b / a; else print "-" }')
+            echo "$name, $np, $mode, $fig, $ratio"
+        done
     done
 done

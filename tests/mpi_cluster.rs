@@ -1230,9 +1230,14 @@ fn distributed_geometry_under_mpirun_is_the_single_process_image() {
     let single = dir.path().join("single.exr");
     single_process(&scene, &single, &[]);
     let expected = image_bits(&single);
-    for np in [2usize, 4] {
+    let cases: [(usize, &[&str]); 3] = [
+        (2, &["--distribute-geometry"]),
+        (4, &["--distribute-geometry"]),
+        (3, &["--distribute-geometry", "--replicate", "50%"]),
+    ];
+    for (np, extra) in cases {
         let out = dir.path().join(format!("geometry-{np}.exr"));
-        let mut args = render_args(&scene, &out, &["--distribute-geometry"]);
+        let mut args = render_args(&scene, &out, extra);
         args.retain(|a| a != "-q");
         let r = mpi_render(np, &args);
         assert_eq!(r.code, Some(0), "{np} ranks: {}", r.stderr);
@@ -1252,5 +1257,8 @@ fn distributed_geometry_under_mpirun_is_the_single_process_image() {
             "{}",
             r.stderr
         );
+        if extra.contains(&"--replicate") {
+            assert!(r.stderr.contains("hot groups"), "{}", r.stderr);
+        }
     }
 }

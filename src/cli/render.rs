@@ -296,6 +296,16 @@ pub struct RenderArgs {
         ]
     )]
     pub distribute_geometry: bool,
+    /// With --distribute-geometry: after a 1-sample prepass, every rank also holds the groups
+    /// rays traveled for most, per byte, up to this share of the scene's group bytes (5%)
+    #[arg(
+        long,
+        value_name = "PERCENT",
+        value_parser = parse_percent,
+        requires = "distribute_geometry",
+        help_heading = "Workers and tiles"
+    )]
+    pub replicate: Option<f64>,
     #[command(flatten, next_help_heading = "Camera")]
     pub camera: CameraArgs,
     #[command(flatten, next_help_heading = "GPU: acceleration structure builds")]
@@ -441,6 +451,7 @@ impl RenderArgs {
             verbosity: Verbosity::from_flags(self.quiet, self.verbose),
             rank_timeout: None,
             distribute_geometry: self.distribute_geometry,
+            replicate: self.replicate,
         })
     }
 }
@@ -451,6 +462,16 @@ fn parse_noise_threshold(s: &str) -> Result<f32, String> {
         Ok(t) if t > 0.0 && t.is_finite() => Ok(t),
         _ => Err(format!(
             "{s:?}: the noise threshold is a number above 0 (0.01: about 2.5 levels of 255 on a PNG)"
+        )),
+    }
+}
+
+/// `--replicate 5%` (or `5`): a share of 0 to 100%, as a fraction.
+fn parse_percent(s: &str) -> Result<f64, String> {
+    match s.trim().trim_end_matches('%').parse::<f64>() {
+        Ok(p) if (0.0..=100.0).contains(&p) => Ok(p / 100.0),
+        _ => Err(format!(
+            "{s:?}: expected a percentage from 0 to 100, e.g. 5%"
         )),
     }
 }

@@ -82,6 +82,9 @@ pub struct RenderOptions {
     /// Under mpirun: each rank holds part of the geometry, and rays travel to it
     /// (`crate::cluster::geometry`).
     pub distribute_geometry: bool,
+    /// With `distribute_geometry`: the share of the scene's group bytes that the groups used
+    /// most may take on every rank (`crate::cluster::geometry::replicate`).
+    pub replicate: Option<f64>,
 }
 
 /// The light arriving from outside the scene.
@@ -171,6 +174,7 @@ impl RenderOptions {
             verbosity: Verbosity::Normal,
             rank_timeout: None,
             distribute_geometry: false,
+            replicate: None,
         }
     }
 

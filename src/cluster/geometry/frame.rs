@@ -6,13 +6,14 @@ use std::time::{Duration, Instant};
 use crate::backend::BackendChoice;
 use crate::console::Verbosity;
 use crate::render::memory::room;
-use crate::render::Film;
+use crate::render::{Film, RenderSettings};
 use crate::scene::domains::Domains;
 use crate::scene::obj::Survey;
 use crate::sched::Transport;
 use crate::session::{Controls, Interrupted, RenderOptions};
 
 use super::memory::{self, PartBytes};
+use super::replicate::{self, Early, WithEarly};
 use super::{render_rank, GeometryError, Limits, RankScene, RankStats};
 
 /// How long a rank waits in silence before it ends the frame, without `rank_timeout`.
@@ -56,8 +57,18 @@ pub fn render<T: Transport>(
         fault: crate::sched::fault::from_env()?,
         ..Limits::default()
     };
+    let frame = (&settings, &limits, controls);
+    let (rank_scene, early) = match options.replicate {
+        Some(share) => with_hot_groups(options, rank_scene, &part.survey, share, frame, transport)?,
+        None => (rank_scene, Early::new()),
+    };
     let started = Instant::now();
     controls.frame_starts(place.1, options.verbosity);
+    let mut transport = WithEarly {
+        inner: transport,
+        early,
+    };
+    let transport = &mut transport;
     let outcome = render_rank(&rank_scene, &settings, &limits, controls, transport);
     controls.frame_ended();
     let outcome = outcome?;
@@ -126,6 +137,67 @@ fn as_stop(cause: GeometryError, written: String) -> anyhow::Error {
         (cause, true) => cause.into(),
         (cause, false) => anyhow::anyhow!("{cause}; {written}"),
     }
+}
+
+/// The rank's scene with the hot groups replicated ([`replicate`]): the 1-spp prepass,
+/// the groups every rank picks the same, the ones this rank lacks read from the file, and the
+/// BVH built again. Also what the frame's faster ranks sent meanwhile.
+fn with_hot_groups<T: Transport>(
+    options: &RenderOptions,
+    scene: RankScene,
+    survey: &Survey,
+    share: f64,
+    (settings, limits, controls): (&RenderSettings, &Limits, &dyn Controls),
+    transport: &mut T,
+) -> anyhow::Result<(RankScene, Early)> {
+    let (rank, local_ranks) = (transport.rank(), transport.local_ranks());
+    let (prepass, early) = replicate::prepass(&scene, settings, limits, controls, transport)?;
+    let bytes: Vec<u64> = survey.groups.iter().map(|g| g.bytes).collect();
+    let budget = (share * bytes.iter().sum::<u64>() as f64) as u64;
+    let hot = replicate::hot_groups(&prepass.uses, &bytes, &scene.domains.replicated, budget);
+    let domains = replicate::replicating(&scene.domains, &survey.extents(), &hot);
+    let extra: Vec<bool> = (0..hot.len())
+        .map(|g| hot[g] && !scene.domains.holds(rank, g))
+        .collect();
+    let (k, hot_bytes) = (0..hot.len())
+        .filter(|&g| hot[g])
+        .fold((0, 0u64), |(k, b), g| (k + 1, b + bytes[g]));
+    let out = if rank == 0 {
+        options.verbosity
+    } else {
+        Verbosity::Quiet
+    };
+    out.status(format_args!(
+        "replicating {k} hot groups ({:.1} MiB, {:.1}% of the scene's group bytes); the 1-spp prepass forwarded {:.2} path messages a sample",
+        hot_bytes as f64 / f64::from(1u32 << 20),
+        100.0 * hot_bytes as f64 / bytes.iter().sum::<u64>().max(1) as f64,
+        prepass.forwarded_per_sample()
+    ));
+    let added: u64 = (0..extra.len())
+        .filter(|&g| extra[g])
+        .map(|g| bytes[g])
+        .sum();
+    let after = PartBytes::of(survey, &domains, rank);
+    let what = format!(
+        "the hot groups it adds ({:.1} MiB) and its BVH",
+        gib(added) * 1024.0
+    );
+    let needed = added + after.pools.max(after.bvh);
+    memory::check_rank_memory(rank, &what, needed, room(), local_ranks)?;
+    let mut part = scene.geometry.scene;
+    if extra.iter().any(|&e| e) {
+        let quiet = crate::scene::obj::LoadOptions { quiet: true };
+        let read = crate::scene::obj::load_obj_part(&options.scene, &quiet, survey, &extra)?;
+        for (g, group) in read.groups.into_iter().enumerate() {
+            if extra[g] {
+                part.groups[g] = group;
+            }
+        }
+    }
+    Ok((
+        RankScene::of_part(part, domains, &survey.bounds, rank),
+        early,
+    ))
 }
 
 /// The domains of `survey` over the ranks, and what this rank's part will take, refused

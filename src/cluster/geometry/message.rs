@@ -53,6 +53,13 @@ pub enum Message {
     /// From rank 0, after a rank fell silent or failed: the frame is over; send your film as
     /// it stands.
     Stop,
+    /// After a prepass, to every rank: the sender's own samples, the path messages it sent,
+    /// and per group how often a ray had to travel for it ([`super::replicate`]).
+    Uses {
+        samples: u64,
+        hops: u64,
+        uses: Vec<u64>,
+    },
 }
 
 const PATH: u8 = 1;
@@ -60,6 +67,12 @@ const SAMPLE: u8 = 2;
 const DONE: u8 = 3;
 const FILM: u8 = 4;
 const STOP: u8 = 5;
+const USES: u8 = 6;
+
+/// Whether `bytes` are a [`Message::Uses`] (by its tag alone).
+pub fn is_uses(bytes: &[u8]) -> bool {
+    bytes.first() == Some(&USES)
+}
 
 impl Message {
     pub fn encode(&self) -> Vec<u8> {
@@ -82,6 +95,17 @@ impl Message {
             }
             Message::Done => w.u8(DONE),
             Message::Stop => w.u8(STOP),
+            Message::Uses {
+                samples,
+                hops,
+                uses,
+            } => {
+                w.u8(USES);
+                w.u64(*samples);
+                w.u64(*hops);
+                w.len(uses.len());
+                uses.iter().for_each(|&u| w.u64(u));
+            }
             Message::Film(pixels) => {
                 w.u8(FILM);
                 w.len(pixels.len());
@@ -108,6 +132,16 @@ impl Message {
             },
             DONE => Message::Done,
             STOP => Message::Stop,
+            USES => {
+                let (samples, hops) = (r.u64()?, r.u64()?);
+                let n = r.len(8)?;
+                let uses = (0..n).map(|_| r.u64()).collect::<Result<Vec<u64>, _>>()?;
+                Message::Uses {
+                    samples,
+                    hops,
+                    uses,
+                }
+            }
             FILM => {
                 let n = r.len(24)?;
                 let mut pixels = Vec::with_capacity(n);
@@ -378,6 +412,20 @@ mod tests {
             Message::decode(&Message::Stop.encode(), 8, 1),
             Ok(Message::Stop)
         ));
+        let uses = Message::Uses {
+            samples: 7,
+            hops: 9,
+            uses: vec![0, 3, u64::MAX],
+        };
+        let Ok(Message::Uses {
+            samples: 7,
+            hops: 9,
+            uses,
+        }) = Message::decode(&uses.encode(), 8, 1)
+        else {
+            panic!("uses");
+        };
+        assert_eq!(uses, [0, 3, u64::MAX]);
     }
 
     /// A message cut short, with bytes left over, or with an unknown type is an error saying

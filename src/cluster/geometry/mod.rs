@@ -24,6 +24,7 @@ pub mod frame;
 pub mod memory;
 pub mod message;
 pub mod model;
+pub mod replicate;
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
@@ -203,6 +204,21 @@ pub fn render_rank<T: Transport>(
     })
 }
 
+/// Renders this rank's part of a prepass: every path, no film. Returns its counts and, per
+/// group, how often a ray traveled for it ([`replicate`]).
+fn run_prepass<T: Transport>(
+    scene: &RankScene,
+    settings: &RenderSettings,
+    limits: &Limits,
+    controls: &dyn Controls,
+    transport: &mut T,
+) -> Result<(RankStats, Vec<u64>), GeometryError> {
+    let mut rank = Rank::new(scene, settings, limits, transport);
+    rank.controls = Some(controls);
+    rank.run()?;
+    Ok((rank.stats, std::mem::take(&mut rank.uses)))
+}
+
 /// One rank's frame: its pixels, its paths out, its film.
 struct Rank<'a, T: Transport> {
     me: usize,
@@ -224,6 +240,9 @@ struct Rank<'a, T: Transport> {
     films: Vec<Option<Vec<PixelSums>>>,
     heard: Instant,
     stats: RankStats,
+    /// Per group: segments forwarded here that found their hit in it, and hits on it sent
+    /// to their owner to shade (what replicating it would have kept local).
+    uses: Vec<u64>,
 }
 
 impl<'a, T: Transport> Rank<'a, T> {
@@ -256,6 +275,7 @@ impl<'a, T: Transport> Rank<'a, T> {
             films: vec![None; size],
             heard: Instant::now(),
             stats: RankStats::default(),
+            uses: vec![0; scene.domains.of_group.len()],
         }
     }
 
@@ -269,7 +289,12 @@ impl<'a, T: Transport> Rank<'a, T> {
         let mut said_done = false;
         loop {
             let mut busy = false;
-            while let Some((from, bytes)) = self.poll()? {
+            // Once every rank is done, what comes next is the next step's (films, a
+            // prepass's counts): left for it.
+            while !self.done_from.iter().all(|&d| d) {
+                let Some((from, bytes)) = self.poll()? else {
+                    break;
+                };
                 self.receive(from, &bytes)?;
                 busy = true;
             }
@@ -358,6 +383,7 @@ impl<'a, T: Transport> Rank<'a, T> {
                 finished: self.stats.samples,
                 owned: self.owned(),
             }),
+            Message::Uses { .. } => Err(self.malformed(from, "group uses in a frame".into())),
         }
     }
 
@@ -443,6 +469,7 @@ impl<'a, T: Transport> Rank<'a, T> {
             if let Some(hit) = hit {
                 match self.owner_of(&hit, from)? {
                     Some(owner) if owner != self.me => {
+                        self.uses[hit.group as usize] += 1;
                         path.query = Query::Shade { hit };
                         return self.send_path(owner, path);
                     }
@@ -513,13 +540,19 @@ impl<'a, T: Transport> Rank<'a, T> {
     /// Tests a segment here, given the best hit so far: `Ok` with the closest hit of the
     /// whole scene when no other domain can beat it, else the rank to go to and the query.
     fn test_segment(
-        &self,
+        &mut self,
         ray: &RayData,
         start: u32,
         next: u32,
         best: Option<Hit>,
     ) -> Result<Option<Hit>, (usize, Query)> {
-        let best = self.scene.geometry.closest(ray, 0.0, best);
+        let found = self.scene.geometry.closest(ray, 0.0, best);
+        if start as usize != self.me && found != best {
+            if let Some(h) = found {
+                self.uses[h.group as usize] += 1;
+            }
+        }
+        let best = found;
         match self.next_visit(ray, (0.0, f32::INFINITY), start, next, best.as_ref()) {
             Some((i, to)) => Err((
                 to,
