@@ -184,7 +184,7 @@ fn with_hot_groups<T: Transport>(
     );
     let needed = added + after.pools.max(after.bvh);
     memory::check_rank_memory(rank, &what, needed, room(), local_ranks)?;
-    let mut part = scene.geometry.scene;
+    let mut part = scene.into_part();
     if extra.iter().any(|&e| e) {
         let quiet = crate::scene::obj::LoadOptions { quiet: true };
         let read = crate::scene::obj::load_obj_part(&options.scene, &quiet, survey, &extra)?;

@@ -68,6 +68,13 @@ impl RankScene {
         RankScene::of_part(part, domains, &whole.bounds(), rank)
     }
 
+    /// The scene it holds, everything built on it (the BVH, the top level) freed.
+    pub fn into_part(self) -> Scene {
+        let RankScene { geometry, .. } = self;
+        let DomainGeometry { scene, .. } = geometry;
+        scene
+    }
+
     /// Rank `rank`'s scene from `part`, which holds exactly the groups `domains` gives it
     /// (the others empty), in a scene whose box is `scene_bounds`.
     pub fn of_part(part: Scene, domains: Domains, scene_bounds: &Bounds, rank: usize) -> RankScene {
