@@ -25,13 +25,13 @@ pub mod memory;
 pub mod message;
 pub mod model;
 pub mod replicate;
+mod walk;
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
 use glam::Vec3;
 
-use crate::cpu::bvh::{Hit, RayData};
 use crate::cpu::domains::{magnitude_of, DomainGeometry, TopLevel};
 use crate::cpu::integrator::{pixel_ray, LightSampler, PathTracer};
 use crate::render::{RenderSettings, Sampler};
@@ -40,9 +40,13 @@ use crate::scene::{Bounds, Scene};
 use crate::sched::transport::{Transport, TransportError};
 use crate::session::{Controls, NoControls, StopSignal};
 use message::{Message, PathMessage, PixelSums, Query};
+use walk::{Walked, Walker};
 
 /// The side of the square tiles whose pixels the ranks own in turn.
 pub const TILE: u32 = 16;
+
+/// The most paths a rank walks at once, spread over its threads.
+const BATCH: usize = 256;
 
 /// What one rank holds of the scene.
 pub struct RankScene {
@@ -229,8 +233,7 @@ fn run_prepass<T: Transport>(
 /// One rank's frame: its pixels, its paths out, its film.
 struct Rank<'a, T: Transport> {
     me: usize,
-    scene: &'a RankScene,
-    tracer: PathTracer<'a>,
+    walker: Walker<'a>,
     settings: &'a RenderSettings,
     limits: &'a Limits,
     controls: Option<&'a dyn Controls>,
@@ -262,12 +265,15 @@ impl<'a, T: Transport> Rank<'a, T> {
         let (me, size) = (transport.rank(), transport.size());
         Rank {
             me,
-            scene,
-            tracer: PathTracer {
-                scene: &scene.geometry.scene,
-                bvh: &scene.geometry.bvh,
-                lights: &scene.lights,
-                max_depth: settings.max_depth,
+            walker: Walker {
+                me,
+                scene,
+                tracer: PathTracer {
+                    scene: &scene.geometry.scene,
+                    bvh: &scene.geometry.bvh,
+                    lights: &scene.lights,
+                    max_depth: settings.max_depth,
+                },
             },
             settings,
             limits,
@@ -291,24 +297,33 @@ impl<'a, T: Transport> Rank<'a, T> {
     }
 
     /// Until every rank has finished its pixels: answers what arrives, starts samples while
-    /// the bound allows, and says when its own are done.
+    /// the bound allows, and says when its own are done. The paths that arrive and those it
+    /// starts are walked [`BATCH`] at a time on the rank's threads, then sent on in order.
     fn run(&mut self) -> Result<(), GeometryError> {
         let mut said_done = false;
         loop {
+            let mut batch = Vec::new();
             let mut busy = false;
             // Once every rank is done, what comes next is the next step's (films, a
             // prepass's counts): left for it.
-            while !self.done_from.iter().all(|&d| d) {
+            while batch.len() < BATCH && !self.done_from.iter().all(|&d| d) {
                 let Some((from, bytes)) = self.poll()? else {
                     break;
                 };
-                self.receive(from, &bytes)?;
                 busy = true;
+                match self.decode(from, &bytes)? {
+                    Message::Path(path) => batch.push((from, *path)),
+                    other => self.receive_message(from, other)?,
+                }
             }
-            if let Some(path) = self.start_sample() {
-                self.follow(path, self.me)?;
-                busy = true;
+            while batch.len() < BATCH {
+                let Some(path) = self.start_sample() else {
+                    break;
+                };
+                batch.push((self.me, path));
             }
+            busy |= !batch.is_empty();
+            self.walk(batch)?;
             if !said_done && self.stats.samples == self.owned() {
                 said_done = true;
                 self.done_from[self.me] = true;
@@ -322,6 +337,28 @@ impl<'a, T: Transport> Rank<'a, T> {
                 self.wait_quietly()?;
             }
         }
+    }
+
+    /// Walks the paths in parallel, each `(from, path)` as far as this rank can take it, then
+    /// sends each on (or finishes it) in the batch's order.
+    fn walk(&mut self, batch: Vec<(usize, PathMessage)>) -> Result<(), GeometryError> {
+        use rayon::prelude::*;
+        let walker = &self.walker;
+        let walked: Vec<_> = batch
+            .into_par_iter()
+            .map(|(from, path)| walker.follow(path, from))
+            .collect();
+        for result in walked {
+            let (walked, uses) = result?;
+            for g in uses {
+                self.uses[g as usize] += 1;
+            }
+            match walked {
+                Walked::Send(to, path) => self.send_path(to, path)?,
+                Walked::Ended(path) => self.finish(path)?,
+            }
+        }
+        Ok(())
     }
 
     /// A stop (a signal), or the test hook's fault once its samples are finished.
@@ -367,11 +404,22 @@ impl<'a, T: Transport> Rank<'a, T> {
         Ok(())
     }
 
+    fn decode(&self, from: usize, bytes: &[u8]) -> Result<Message, GeometryError> {
+        Message::decode(bytes, self.settings.spp, self.settings.seed)
+            .map_err(|e| self.malformed(from, e.to_string()))
+    }
+
     fn receive(&mut self, from: usize, bytes: &[u8]) -> Result<(), GeometryError> {
-        let message = Message::decode(bytes, self.settings.spp, self.settings.seed)
-            .map_err(|e| self.malformed(from, e.to_string()))?;
+        match self.decode(from, bytes)? {
+            Message::Path(path) => self.walk(vec![(from, *path)]),
+            other => self.receive_message(from, other),
+        }
+    }
+
+    /// A message other than a path.
+    fn receive_message(&mut self, from: usize, message: Message) -> Result<(), GeometryError> {
         match message {
-            Message::Path(path) => self.follow(*path, from),
+            Message::Path(path) => self.walk(vec![(from, *path)]),
             Message::Sample {
                 pixel,
                 sample,
@@ -418,180 +466,14 @@ impl<'a, T: Transport> Rank<'a, T> {
         let s = self.settings;
         let mut rng = Sampler::new(pixel.0, pixel.1, sample, s.spp, s.seed);
         let (origin, dir) = pixel_ray(&s.camera, pixel, &mut rng);
-        let state = self.tracer.start(origin, dir, rng);
-        let query = self.next_query(&state);
+        let state = self.walker.tracer.start(origin, dir, rng);
+        let query = self.walker.next_query(&state);
         Some(PathMessage {
             pixel,
             sample,
             state,
             query,
         })
-    }
-
-    /// What a path does next from this rank: its shadow ray, its next segment, or nothing
-    /// (`None`'s query is a segment without a ray: [`Rank::follow`] finishes it).
-    fn next_query(&self, state: &crate::cpu::integrator::PathState) -> Query {
-        let start = self.me as u32;
-        if state.shadow.is_some() {
-            Query::Shadow { start, next: 0 }
-        } else {
-            Query::Segment {
-                start,
-                next: 0,
-                best: None,
-            }
-        }
-    }
-
-    /// Takes a path (from rank `from`) as far as this rank can: until it must go to another
-    /// rank, or ends.
-    fn follow(&mut self, mut path: PathMessage, from: usize) -> Result<(), GeometryError> {
-        loop {
-            let hit = match path.query {
-                Query::Shadow { start, next } => {
-                    let Some(to) = self.test_shadow(&mut path, start, next)? else {
-                        path.query = self.next_query(&path.state);
-                        continue;
-                    };
-                    return self.send_path(to, path);
-                }
-                Query::Segment { start, next, best } => {
-                    let Some((o, d)) = path.state.ray else {
-                        return self.finish(path);
-                    };
-                    let Some(ray) = RayData::new(o, d) else {
-                        path.state.ray = None;
-                        return self.finish(path);
-                    };
-                    match self.test_segment(&ray, start, next, best) {
-                        Ok(hit) => hit,
-                        Err((to, query)) => {
-                            path.query = query;
-                            return self.send_path(to, path);
-                        }
-                    }
-                }
-                Query::Shade { hit } => Some(hit),
-            };
-            if let Some(hit) = hit {
-                match self.owner_of(&hit, from)? {
-                    Some(owner) if owner != self.me => {
-                        self.uses[hit.group as usize] += 1;
-                        path.query = Query::Shade { hit };
-                        return self.send_path(owner, path);
-                    }
-                    _ => self.check_held(&hit, from)?,
-                }
-            }
-            self.tracer.advance(&mut path.state, hit);
-            path.query = self.next_query(&path.state);
-        }
-    }
-
-    /// The rank that shades hits on `hit`'s group (`None`: any); an error for a group the
-    /// scene does not have (a message from `from` that went wrong).
-    fn owner_of(&self, hit: &Hit, from: usize) -> Result<Option<usize>, GeometryError> {
-        let g = hit.group as usize;
-        if g >= self.scene.domains.of_group.len() {
-            return Err(self.malformed(from, format!("a hit on group {g}, which is not there")));
-        }
-        Ok(self.scene.domains.owner(g))
-    }
-
-    /// An error unless this rank holds `hit`'s triangle, to shade it.
-    fn check_held(&self, hit: &Hit, from: usize) -> Result<(), GeometryError> {
-        let groups = &self.scene.geometry.scene.groups;
-        let held = groups
-            .get(hit.group as usize)
-            .is_some_and(|g| (hit.prim as usize) < g.triangle_count());
-        if held {
-            return Ok(());
-        }
-        let reason = format!(
-            "a hit on triangle {} of group {} to shade, which this rank does not hold",
-            hit.prim, hit.group
-        );
-        Err(self.malformed(from, reason))
-    }
-
-    /// Tests the path's shadow ray here: where it is blocked, or no other domain is left to
-    /// test it, settles it and returns `None`; else the rank to test it next.
-    fn test_shadow(
-        &mut self,
-        path: &mut PathMessage,
-        start: u32,
-        next: u32,
-    ) -> Result<Option<usize>, GeometryError> {
-        let Some(pending) = path.state.shadow else {
-            return Err(self.malformed(self.me, "a shadow query without a shadow ray".into()));
-        };
-        let r = pending.ray;
-        let Some(ray) = RayData::new(r.origin, r.dir) else {
-            path.state.settle_shadow(true);
-            return Ok(None);
-        };
-        let blocked = self.scene.geometry.occluded(&ray, 0.0, r.tmax);
-        if !blocked {
-            if let Some((i, to)) = self.next_visit(&ray, (0.0, r.tmax), start, next, None) {
-                path.query = Query::Shadow {
-                    start,
-                    next: i as u32 + 1,
-                };
-                return Ok(Some(to));
-            }
-        }
-        path.state.settle_shadow(blocked);
-        Ok(None)
-    }
-
-    /// Tests a segment here, given the best hit so far: `Ok` with the closest hit of the
-    /// whole scene when no other domain can beat it, else the rank to go to and the query.
-    fn test_segment(
-        &mut self,
-        ray: &RayData,
-        start: u32,
-        next: u32,
-        best: Option<Hit>,
-    ) -> Result<Option<Hit>, (usize, Query)> {
-        let found = self.scene.geometry.closest(ray, 0.0, best);
-        if start as usize != self.me && found != best {
-            if let Some(h) = found {
-                self.uses[h.group as usize] += 1;
-            }
-        }
-        let best = found;
-        match self.next_visit(ray, (0.0, f32::INFINITY), start, next, best.as_ref()) {
-            Some((i, to)) => Err((
-                to,
-                Query::Segment {
-                    start,
-                    next: i as u32 + 1,
-                    best,
-                },
-            )),
-            None => Ok(best),
-        }
-    }
-
-    /// The next domain (its position in the visit list, and its rank) that the ray enters
-    /// and that may beat `best`, from position `next` of the domains it enters less `start`.
-    fn next_visit(
-        &self,
-        ray: &RayData,
-        (tmin, tmax): (f32, f32),
-        start: u32,
-        next: u32,
-        best: Option<&Hit>,
-    ) -> Option<(usize, usize)> {
-        self.scene
-            .top
-            .visits(ray, tmin, tmax)
-            .into_iter()
-            .filter(|&(_, d)| d != start)
-            .enumerate()
-            .skip(next as usize)
-            .find(|&(_, (entry, _))| TopLevel::may_beat(entry, best))
-            .map(|(i, (_, d))| (i, d as usize))
     }
 
     fn send_path(&mut self, to: usize, path: PathMessage) -> Result<(), GeometryError> {
