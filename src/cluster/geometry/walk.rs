@@ -27,7 +27,7 @@ pub struct Walker<'a> {
 
 impl Walker<'_> {
     /// What a path does next from this rank: its shadow ray, its next segment, or nothing
-    /// (`None`'s query is a segment without a ray: [`Rank::follow`] finishes it).
+    /// (a segment query without a ray: [`Walker::follow`] ends the path).
     pub fn next_query(&self, state: &crate::cpu::integrator::PathState) -> Query {
         let start = self.me as u32;
         if state.shadow.is_some() {
