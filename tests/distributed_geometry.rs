@@ -271,6 +271,37 @@ fn the_flag_alone_renders_the_plain_image_and_refuses_what_it_cannot_do() {
     );
     let read = |name: &str| std::fs::read(dir.path().join(name)).unwrap();
     assert!(read("plain.exr") == read("spread.exr"), "the files differ");
+    let out = render(
+        "replicated.exr",
+        &[
+            "--backend",
+            "cpu",
+            "--distribute-geometry",
+            "--replicate",
+            "50%",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        read("plain.exr") == read("replicated.exr"),
+        "replicated: the files differ"
+    );
+    for alone in [
+        &["--replicate", "5%"][..],
+        &["--distribute-geometry", "--replicate", "150%"],
+    ] {
+        let out = render("refused.exr", alone);
+        let e = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && e.contains("--replicate"),
+            "{alone:?}: {e}"
+        );
+        assert!(!dir.path().join("refused.exr").exists());
+    }
     let refused: [&[&str]; 3] = [
         &["--pass-spp", "1"],
         &["--time-limit", "1h"],

@@ -153,9 +153,8 @@ fn with_hot_groups<T: Transport>(
     let (rank, local_ranks) = (transport.rank(), transport.local_ranks());
     let (prepass, early) = replicate::prepass(&scene, settings, limits, controls, transport)?;
     let bytes: Vec<u64> = survey.groups.iter().map(|g| g.bytes).collect();
-    let budget = (share * bytes.iter().sum::<u64>() as f64) as u64;
-    let hot = replicate::hot_groups(&prepass.uses, &bytes, &scene.domains.replicated, budget);
-    let domains = replicate::replicating(&scene.domains, &survey.extents(), &hot);
+    let (hot, domains) =
+        replicate::plan(&prepass, &bytes, &survey.extents(), &scene.domains, share);
     let extra: Vec<bool> = (0..hot.len())
         .map(|g| hot[g] && !scene.domains.holds(rank, g))
         .collect();

@@ -146,6 +146,21 @@ pub fn hot_groups(uses: &[u64], bytes: &[u64], replicated: &[bool], budget: u64)
     hot
 }
 
+/// What the prepass decides: the hot groups, within `share` of the groups' `bytes`, and
+/// `domains` with them replicated. Every rank computes the same from the same counts.
+pub fn plan(
+    prepass: &Prepass,
+    bytes: &[u64],
+    groups: &[GroupExtent],
+    domains: &Domains,
+    share: f64,
+) -> (Vec<bool>, Domains) {
+    let budget = (share * bytes.iter().sum::<u64>() as f64) as u64;
+    let hot = hot_groups(&prepass.uses, bytes, &domains.replicated, budget);
+    let replicated = replicating(domains, groups, &hot);
+    (hot, replicated)
+}
+
 /// `domains` with the `hot` groups replicated too: each other group stays where it was.
 pub fn replicating(domains: &Domains, groups: &[GroupExtent], hot: &[bool]) -> Domains {
     let replicated = (0..groups.len())
@@ -175,13 +190,11 @@ pub fn render_in_process_replicating(
     share: f64,
 ) -> Result<Replicated, GeometryError> {
     let bytes: Vec<u64> = whole.groups.iter().map(|g| g.heap_bytes()).collect();
-    let budget = (share * bytes.iter().sum::<u64>() as f64) as u64;
     let extents = Domains::extents_of(whole);
     let rank = |r: usize, mut t: ChannelTransport| {
         let first = RankScene::of(whole, ranks, r);
         let (prepass, early) = prepass(&first, settings, limits, &NoControls::default(), &mut t)?;
-        let hot = hot_groups(&prepass.uses, &bytes, &first.domains.replicated, budget);
-        let domains = replicating(&first.domains, &extents, &hot);
+        let (_, domains) = plan(&prepass, &bytes, &extents, &first.domains, share);
         drop(first);
         let scene = RankScene::with_domains(whole, domains, r);
         let mut t = WithEarly {
