@@ -610,7 +610,7 @@ fn distributed_geometry_with_a_rank_lost_mid_frame_writes_what_arrived() {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("out.exr");
         // Few samples: the sends to a hung rank pile up in MPI, and each call of a rank that
-        // keeps sending gets slower with them (about 1300 paths a rank here).
+        // keeps sending gets slower with them.
         let args = render_args_sized(&cornell(), &out, "96", "2", &["--distribute-geometry"]);
         let mut c = mpirun();
         c.env(

@@ -7,9 +7,8 @@ use crate::scene::domains::Domains;
 use crate::scene::obj::Survey;
 
 /// What a BVH takes per triangle at its peak, while it is built, bounded from above: the
-/// 4-wide nodes, the triangle packets and their ids, and the builder's own arrays. Peak RSS
-/// less the scene's arrays came to about 100 bytes a triangle on the toystore and the
-/// sponza-like scene (docs/distributed-geometry.md).
+/// 4-wide nodes, the triangle packets and their ids, and the builder's own arrays. How it was
+/// calibrated against peak RSS: docs/distributed-geometry.md.
 pub const BVH_BYTES_PER_TRIANGLE: u64 = 128;
 
 /// What rank `rank`'s part of the scene will take, by the file's survey.
