@@ -25,7 +25,7 @@ mod cli_support;
 mod sched_support;
 
 use cli_support::gasworks_command;
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -35,6 +35,7 @@ use gasworks::render::{Film, RenderSettings, Tile, TileRenderer};
 use gasworks::scene::{MaterialKind, Scene};
 use gasworks::sched::adaptive_sampling::AdaptiveSampling;
 use gasworks::sched::fault::{FaultHook, FaultKind};
+use gasworks::sched::protocol::Msg;
 use gasworks::sched::ranks::StopRequest;
 use gasworks::sched::workers::build_workers;
 use gasworks::sched::{
@@ -134,13 +135,22 @@ impl FrameSink for Keep {
             films.lock().unwrap().push((spp_done, film()));
         }
     }
+    /// The ranks hold the film: it is gathered whenever the test keeps it.
+    fn film_wanted(&mut self, within_pass: bool) -> bool {
+        !within_pass || self.1.is_some() || self.2.is_some()
+    }
     fn finish(&mut self, _: &Frame) -> anyhow::Result<()> {
         Ok(())
     }
-    /// What a silent rank's abort adds: whether tiles had arrived.
+    /// What a silent rank's abort adds: whether tiles had arrived, and whose pixels were lost.
     fn keep(&mut self, frame: &Frame) -> Option<String> {
         let stopped = frame.stopped.as_ref()?;
-        Some(format!("; kept: tiles arrived {}", stopped.rendered_any()))
+        let lost = stopped.lost.as_ref().map(|l| &l.ranks);
+        Some(format!(
+            "; kept: tiles arrived {}, lost {lost:?}, resumable {}",
+            stopped.rendered_any(),
+            frame.resume_film().is_some()
+        ))
     }
 }
 
@@ -193,6 +203,18 @@ struct LateRoster {
     hold_until: Option<Instant>,
     held: VecDeque<(usize, Vec<u8>)>,
     overtaken: Arc<AtomicBool>,
+    /// Bytes sent and received through this rank's transport, by message kind.
+    counts: Option<ByteCounts>,
+}
+
+type ByteCounts = Arc<Mutex<HashMap<&'static str, u64>>>;
+
+impl LateRoster {
+    fn count(&self, bytes: &[u8]) {
+        if let (Some(counts), Ok(msg)) = (&self.counts, Msg::decode(bytes)) {
+            *counts.lock().unwrap().entry(msg.name()).or_insert(0) += bytes.len() as u64;
+        }
+    }
 }
 
 impl LateRoster {
@@ -204,6 +226,7 @@ impl LateRoster {
                 .then(|| Instant::now() + Duration::from_secs(10)),
             held: VecDeque::new(),
             overtaken: overtaken.unwrap_or_default(),
+            counts: None,
         }
     }
 }
@@ -216,6 +239,7 @@ impl Transport for LateRoster {
         self.inner.size()
     }
     fn send(&mut self, to: usize, bytes: Vec<u8>) -> Result<(), TransportError> {
+        self.count(&bytes);
         self.inner.send(to, bytes)
     }
     fn poll(&mut self) -> Result<Option<(usize, Vec<u8>)>, TransportError> {
@@ -223,7 +247,11 @@ impl Transport for LateRoster {
             if let Some(m) = self.held.pop_front() {
                 return Ok(Some(m));
             }
-            return self.inner.poll();
+            let got = self.inner.poll()?;
+            if let Some((_, bytes)) = &got {
+                self.count(bytes);
+            }
+            return Ok(got);
         };
         while let Some((from, bytes)) = self.inner.poll()? {
             if from == 0 {
@@ -748,54 +776,59 @@ fn ranks_that_would_render_different_images_refuse_to_start() {
     }
 }
 
+/// A rank fallen silent is named and the job ends; rank 0 first keeps what the other ranks
+/// hold. The pixels the silent rank held are lost: in the first pass they hold nothing, which
+/// is still a point to resume from; in a later pass they hold the film gathered at the last
+/// boundary (a checkpoint's), which is one too.
 #[test]
 fn a_silent_rank_is_named_and_the_job_ends() {
     let timing = Timing {
         dead_after: Duration::from_secs(2),
         ..test_timing()
     };
-    let fault = FaultHook {
-        rank: 1,
-        after_tiles: 2,
-        kind: FaultKind::Silence,
-    };
-    let mut ranks = vec![
-        RankSpec::new(1, 2000),
-        RankSpec::new(1, 2000),
-        RankSpec::new(1, 2000),
-    ];
-    // Rank 0's sink is `Keep`, which says what it kept.
-    ranks[0].boundaries = Some(Default::default());
-    let outcomes = run_cluster(
-        &ranks,
-        &config(Strategy::Sorted, true, None),
-        timing,
-        Some(fault),
-    );
-    match &outcomes[0].0 {
-        Err(FrameError::Silent { rank: 1, .. }) => {}
-        other => panic!(
-            "rank 0: expected rank 1 to be named, got {:?}",
-            other.as_ref().map(|_| ())
-        ),
-    }
-    let text = outcomes[0].0.as_ref().err().map(|e| e.to_string());
-    assert!(
-        text.as_deref()
-            .is_some_and(|t| t.contains("rank 1 has sent nothing")),
-        "{text:?}"
-    );
-    // Rank 2 learns of the abort from rank 0, whose sink kept the two tiles rank 1 sent
-    // before it fell silent, and the others that arrived.
-    match &outcomes[2].0 {
-        Err(FrameError::Transport(TransportError::Aborted { rank: 0, message })) => {
-            assert!(message.contains("rank 1"), "{message}");
-            assert!(message.ends_with("; kept: tiles arrived true"), "{message}");
+    for (pass_spp, after_tiles) in [(None, 2), (Some(2), 12)] {
+        let fault = FaultHook {
+            rank: 1,
+            after_tiles,
+            kind: FaultKind::Silence,
+        };
+        let mut ranks = vec![
+            RankSpec::new(1, 2000),
+            RankSpec::new(1, 2000),
+            RankSpec::new(1, 2000),
+        ];
+        // Rank 0's sink is `Keep`, which says what it kept, and gathers the film at every
+        // pass boundary.
+        ranks[0].boundaries = Some(Default::default());
+        let config = config(Strategy::Sorted, true, pass_spp);
+        let outcomes = run_cluster(&ranks, &config, timing, Some(fault));
+        match &outcomes[0].0 {
+            Err(FrameError::Silent { rank: 1, .. }) => {}
+            other => panic!(
+                "rank 0: expected rank 1 to be named, got {:?}",
+                other.as_ref().map(|_| ())
+            ),
         }
-        other => panic!(
-            "rank 2: expected the abort, got {:?}",
-            other.as_ref().map(|_| ())
-        ),
+        let text = outcomes[0].0.as_ref().err().map(|e| e.to_string());
+        assert!(
+            text.as_deref()
+                .is_some_and(|t| t.contains("rank 1 has sent nothing")),
+            "{text:?}"
+        );
+        // Rank 2 learns of the abort from rank 0.
+        match &outcomes[2].0 {
+            Err(FrameError::Transport(TransportError::Aborted { rank: 0, message })) => {
+                assert!(message.contains("rank 1"), "{message}");
+                assert!(
+                    message.ends_with("; kept: tiles arrived true, lost Some([1]), resumable true"),
+                    "{message}"
+                );
+            }
+            other => panic!(
+                "rank 2: expected the abort, got {:?}",
+                other.as_ref().map(|_| ())
+            ),
+        }
     }
 }
 
@@ -1509,6 +1542,7 @@ fn a_stop_signal_on_any_rank_ends_the_frame_with_what_arrived_and_it_resumes() {
                 }),
                 at_time_limit: false,
                 stopped_blocks: None,
+                lost: None,
             },
             "{what}"
         );
@@ -1684,4 +1718,60 @@ fn a_slow_gpu_rank_keeps_tiles_of_its_launch_work() {
             pass.tiles
         );
     }
+}
+
+/// Rank 0 is no funnel: the ranks keep the sums of the tiles they render, and what passes
+/// through rank 0's master role each pass (the plans out, the tiles' news and the
+/// statistics in) grows with the tiles, not with the pixels. The film reaches rank 0 once,
+/// at the end, whatever the number of passes; the image is still one process's.
+#[test]
+fn rank_0s_bytes_a_pass_grow_with_the_tiles_not_the_pixels() {
+    let ranks = vec![
+        RankSpec::new(1, 100),
+        RankSpec::new(2, 0),
+        RankSpec::new(1, 300),
+    ];
+    let run = |pass_spp: u32| {
+        let config = config(Strategy::Sorted, true, Some(pass_spp));
+        let counts = ByteCounts::default();
+        let transports = ChannelTransport::create(ranks.len())
+            .into_iter()
+            .map(|t| {
+                let mut t = LateRoster::new(t, None);
+                if t.rank() == 0 {
+                    t.counts = Some(counts.clone());
+                }
+                t
+            })
+            .collect();
+        let outcomes = run_cluster_over(transports, &ranks, &config, test_timing(), None);
+        let (frame, _) = frame_and_calls(outcomes, &format!("passes of {pass_spp}"));
+        assert!(
+            bits(&frame.film) == reference(&config),
+            "passes of {pass_spp}"
+        );
+        let counts = counts.lock().unwrap().clone();
+        counts
+    };
+    // Six passes against two, of 24 tiles each.
+    let (two, six) = (run(3), run(1));
+    let bytes = |c: &HashMap<&str, u64>, kinds: &[&str]| -> u64 {
+        kinds.iter().map(|k| c.get(k).copied().unwrap_or(0)).sum()
+    };
+    let master = ["Plan", "TileDone", "PassEnd", "PassStats"];
+    let per_pass = (bytes(&six, &master) - bytes(&two, &master)) / 4;
+    let film = u64::from(W * H) * 16;
+    // A tile's share: its entry in a plan (about 42 bytes, and a piece to send) and its news
+    // (about 45 bytes), where its pixels would be 16 bytes each twice over.
+    assert!(
+        per_pass <= 24 * 200 + 3 * 100 && per_pass < film / 2,
+        "{per_pass} bytes a pass through rank 0, for a film of {film}: {six:?}"
+    );
+    let gathered = |c: &HashMap<&str, u64>| bytes(c, &["Collected"]);
+    assert!(
+        gathered(&six) < film + film / 2 && gathered(&two) < film + film / 2,
+        "the film gathered more than once: {} and {} bytes, for a film of {film}",
+        gathered(&two),
+        gathered(&six)
+    );
 }

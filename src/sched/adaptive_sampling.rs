@@ -197,6 +197,126 @@ impl BlockGrid {
     }
 }
 
+/// The units of [`BlockTally::noise`]: a block's noise terms are summed in fixed point, so
+/// that the sum is the same in whatever order the ranks holding its pixels add their shares.
+const FIXED_ONE: f64 = 18_446_744_073_709_551_616.0; // 2^64
+
+/// One block's share of a judgement from the pixels one rank holds. Merged over the ranks
+/// that hold the block's pixels, in any order, it is the block's whole tally, bit for bit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BlockTally {
+    /// The pixels' noise terms, in units of 2^-64, saturating.
+    pub noise: u128,
+    /// A term was not a number.
+    pub nan: bool,
+    /// A pixel holds more samples than the boundary's.
+    pub ahead: bool,
+    /// A pixel holds fewer.
+    pub behind: bool,
+}
+
+impl BlockTally {
+    pub fn merge(&mut self, other: &BlockTally) {
+        self.noise = self.noise.saturating_add(other.noise);
+        self.nan |= other.nan;
+        self.ahead |= other.ahead;
+        self.behind |= other.behind;
+    }
+}
+
+/// What judging the blocks before one pass needs: that pass's first sample and the samples
+/// of the odd and even passes before it.
+#[derive(Clone, Copy, Debug)]
+pub struct Judging {
+    start: f32,
+    n: f64,
+    n_odd: f64,
+    decide: bool,
+    threshold: f32,
+    tone: PngTone,
+}
+
+impl Judging {
+    /// The judgement before `passes[pass]`; `None` past the last pass. A film without its
+    /// odd plane judges nothing but the stopped blocks.
+    pub fn new(
+        passes: &[Range<u32>],
+        pass: usize,
+        adaptive: &AdaptiveSampling,
+        odd_plane: bool,
+    ) -> Option<Judging> {
+        let start = passes.get(pass)?.start;
+        // Samples per pixel in the odd passes before this one (every pixel of a block judged
+        // holds exactly the passes before it).
+        let odd: u32 = passes[..pass]
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| i % 2 == 1)
+            .map(|(_, p)| p.end - p.start)
+            .sum();
+        let (n, n_odd) = (f64::from(start), f64::from(odd));
+        Some(Judging {
+            start: start as f32,
+            n,
+            n_odd,
+            decide: adaptive.decides_before(passes, pass) && odd_plane,
+            threshold: adaptive.threshold,
+            tone: adaptive.tone,
+        })
+    }
+
+    /// Whether noise decides (else only the stopped blocks stop).
+    fn decides(&self) -> bool {
+        let n_even = self.n - self.n_odd;
+        self.decide && self.n_odd > 0.0 && n_even > 0.0
+    }
+
+    /// The tallies of the blocks of `grid` that hold a pixel of `film` for which `holds`
+    /// (its index) is true, as (block, tally).
+    pub fn tally(
+        &self,
+        film: &Film,
+        grid: BlockGrid,
+        holds: impl Fn(usize) -> bool,
+    ) -> Vec<(u32, BlockTally)> {
+        let decides = self.decides();
+        let (n, n_odd) = (self.n, self.n_odd);
+        let n_even = n - n_odd;
+        let mut out = Vec::new();
+        for b in 0..grid.len() {
+            let t = grid.block_tile(b);
+            let (mut tally, mut any) = (BlockTally::default(), false);
+            for y in t.y..t.y + t.h {
+                let row = (y * film.width) as usize;
+                for i in row + t.x as usize..row + (t.x + t.w) as usize {
+                    if !holds(i) {
+                        continue;
+                    }
+                    any = true;
+                    let p = film.pixels[i];
+                    tally.ahead |= p[3] > self.start;
+                    tally.behind |= p[3] < self.start;
+                    if decides {
+                        let y_all =
+                            f64::from(crate::colour::luminance(glam::Vec3::new(p[0], p[1], p[2])));
+                        let y_odd = f64::from(film.odd_luma[i]);
+                        let (m_odd, m_even) = (y_odd / n_odd, (y_all - y_odd) / n_even);
+                        let shown = displayed(m_even, &self.tone) - displayed(m_odd, &self.tone);
+                        let term = shown * shown * n_even * n_odd / (n * n);
+                        tally.nan |= term.is_nan();
+                        // Saturating: a term past 2^63 is noise far above any threshold.
+                        tally.noise = tally.noise.saturating_add((term * FIXED_ONE) as u128);
+                    }
+                }
+            }
+            if any {
+                out.push((b as u32, tally));
+            }
+        }
+        out
+    }
+}
+
 /// Which blocks a pass renders.
 #[derive(Clone, Debug, PartialEq)]
 pub struct BlockMask {
@@ -233,52 +353,35 @@ impl BlockMask {
         pass: usize,
         adaptive: &AdaptiveSampling,
     ) -> BlockMask {
-        let mut mask = BlockMask::all_active(window);
-        let Some(start) = passes.get(pass).map(|p| p.start) else {
-            return mask;
+        let Some(j) = Judging::new(passes, pass, adaptive, film.has_odd_plane()) else {
+            return BlockMask::all_active(window);
         };
-        let decide = adaptive.decides_before(passes, pass) && film.has_odd_plane();
-        // Samples per pixel in the odd passes before this one (every pixel of a block judged
-        // holds exactly the passes before it).
-        let odd: u32 = passes[..pass]
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| i % 2 == 1)
-            .map(|(_, p)| p.end - p.start)
-            .sum();
-        let (n, n_odd) = (f64::from(start), f64::from(odd));
-        let n_even = n - n_odd;
-        let start_f = start as f32;
-        for b in 0..mask.grid.len() {
-            let t = mask.grid.block_tile(b);
-            let (mut ahead, mut behind) = (false, false);
-            let mut sum = 0.0f64;
-            for y in t.y..t.y + t.h {
-                let row = (y * film.width) as usize;
-                for i in row + t.x as usize..row + (t.x + t.w) as usize {
-                    let p = film.pixels[i];
-                    ahead |= p[3] > start_f;
-                    behind |= p[3] < start_f;
-                    if decide && n_odd > 0.0 && n_even > 0.0 {
-                        let y_all =
-                            f64::from(crate::colour::luminance(glam::Vec3::new(p[0], p[1], p[2])));
-                        let y_odd = f64::from(film.odd_luma[i]);
-                        let (m_odd, m_even) = (y_odd / n_odd, (y_all - y_odd) / n_even);
-                        let tone = &adaptive.tone;
-                        let shown = displayed(m_even, tone) - displayed(m_odd, tone);
-                        sum += shown * shown * n_even * n_odd / (n * n);
-                    }
-                }
-            }
-            mask.active[b] = if ahead {
+        let grid = BlockGrid::new(window);
+        let mut tallies = vec![BlockTally::default(); grid.len()];
+        for (b, t) in j.tally(film, grid, |_| true) {
+            tallies[b as usize] = t;
+        }
+        BlockMask::of_tallies(window, &j, &tallies)
+    }
+
+    /// The judgement of [`BlockMask::judge`] from every block's tally, merged over the ranks
+    /// that hold its pixels.
+    pub fn of_tallies(window: Tile, j: &Judging, tallies: &[BlockTally]) -> BlockMask {
+        let mut mask = BlockMask::all_active(window);
+        for (b, t) in tallies.iter().enumerate().take(mask.grid.len()) {
+            mask.active[b] = if t.ahead {
                 true
-            } else if behind {
+            } else if t.behind {
                 false
-            } else if decide && n_odd > 0.0 && n_even > 0.0 {
-                let noise = (sum / t.pixel_count() as f64).sqrt();
+            } else if j.decides() {
+                let pixels = mask.grid.block_tile(b).pixel_count() as f64;
+                let noise = match t.nan {
+                    true => f64::NAN,
+                    false => (t.noise as f64 / FIXED_ONE / pixels).sqrt(),
+                };
                 mask.noise[b] = Some(noise);
                 // A noise that is not a number keeps sampling rather than stop on it.
-                noise.is_nan() || noise > f64::from(adaptive.threshold)
+                noise.is_nan() || noise > f64::from(j.threshold)
             } else {
                 true
             };

@@ -96,6 +96,12 @@ pub trait FrameSink {
     /// way to make the film as it stands (as [`crate::sched::FrameControl::within_pass`]): a
     /// checkpoint inside a pass, when one is due.
     fn within_pass(&mut self, _spp_done: u32, _film: &dyn Fn() -> Film) {}
+    /// Among several ranks, before a pass boundary's film or, `within_pass`, a tile's is
+    /// offered: whether this sink will want it (a checkpoint is due or asked for), since the
+    /// ranks hold it and it is gathered only then.
+    fn film_wanted(&mut self, _within_pass: bool) -> bool {
+        false
+    }
     /// The frame is complete, or a stop request ended it early ([`Frame::stopped`]: the film
     /// holds what arrived, [`Frame::resume_point`] where to go on from): write the outputs.
     /// An error is every rank's error.

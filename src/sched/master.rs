@@ -14,19 +14,20 @@
 use std::ops::Range;
 use std::time::Instant;
 
-use super::adaptive_sampling::{AdaptiveReport, BlockGrid, BlockMask};
+use super::adaptive_sampling::{AdaptiveReport, BlockGrid, BlockMask, BlockTally, Judging};
 use super::calibrate::{self, Calibration};
 use super::costmap::CostMap;
-use super::job::{FrameJob, FrameSink, PlanInputs};
+use super::holdings::{HolderMap, NOBODY};
+use super::job::{FrameJob, PlanInputs};
 use super::policy;
 use super::progress::Progress;
-use super::protocol::{Msg, PieceTime, Plan, RankReady, TaskData, TileDone, WorkerInfo};
+use super::protocol::{Msg, PieceTime, PieceTo, Plan, RankReady, TaskData, TileDone, WorkerInfo};
 use super::ranks::{ClusterReport, RankInfo, RankPassCounters, StopRequest};
 use super::report::{self, FrameReport, PassReport};
 use super::sat::MapScale;
 use super::speed_classes::{speed_classes, WorkerKind};
 use super::workers::{Retirement, TileRecord};
-use super::{tiles, Ahead, Frame, PartialPass, PassTimes, SchedConfig, Stopped};
+use super::{tiles, Ahead, Frame, LostPixels, PartialPass, PassTimes, SchedConfig, Stopped};
 use crate::render::{Film, Tile};
 
 /// A rank's hardware for the summary: its workers' kinds, each once, in `--devices` order
@@ -49,8 +50,9 @@ struct MasterPass {
     estimated: Vec<f64>,
     deques: Vec<Vec<usize>>,
     records: Vec<Option<TileRecord>>,
-    buffers: Vec<Vec<[f32; 4]>>,
     done: usize,
+    /// Adaptive sampling: the blocks' tallies the ranks' statistics brought so far.
+    tallies: Vec<BlockTally>,
     stats: Vec<Option<RankPassCounters>>,
     start: Instant,
     makespan_s: f64,
@@ -68,14 +70,24 @@ struct MasterPass {
 /// Rank 0 while the ranks calibrate: the first pass's samples and each rank's timings so far.
 type Calibrating = (Range<u32>, Vec<Option<Vec<PieceTime>>>);
 
-/// Rank 0's master role: plans the passes, gathers the tiles into the film.
+/// Rank 0's master role: plans the passes, and keeps which rank holds which pixels' sums.
 pub(super) struct Master {
     ranks: usize,
     /// The part of the image rendered (`--pixelbounds`), in pixels of the whole: the film,
     /// the cost map and the tiles cover it alone.
     window: Tile,
     config: SchedConfig,
+    /// The film the frame started from (resumed, or empty) until the ranks take it, then the
+    /// one gathered from them ([`Master::set_film`]).
     film: Film,
+    /// Whether `film` is the frame as it stands (the starting film before the ranks take it,
+    /// or the one gathered at a stop), which adaptive sampling can judge from.
+    film_current: bool,
+    /// Which rank holds each pixel's sums ([`super::holdings`]).
+    holders: HolderMap,
+    /// Adaptive sampling: the blocks' tallies at the latest pass's end, merged over the ranks
+    /// (the pass they judge, and one tally a block).
+    tallies: Option<(usize, Vec<BlockTally>)>,
     inputs: PlanInputs,
     plan_map: CostMap,
     /// Whether `plan_map` has been corrected by measured costs
@@ -140,6 +152,28 @@ pub(super) struct Master {
 }
 
 pub(super) type Outbox = Vec<(usize, Msg)>;
+
+/// Adaptive sampling: the report of a frame of `window` before its first pass.
+fn empty_report(window: Tile) -> AdaptiveReport {
+    AdaptiveReport {
+        blocks: BlockGrid::new(window).len(),
+        active_per_pass: Vec::new(),
+        block_passes: Vec::new(),
+    }
+}
+
+/// Adaptive sampling: a rank's tallies of the blocks it holds pixels of, merged into those
+/// of the pass so far (none without adaptive sampling).
+fn merge_tallies(into: &mut [BlockTally], blocks: Vec<(u32, BlockTally)>) -> Result<(), String> {
+    let count = into.len();
+    for (b, t) in blocks {
+        let slot = into
+            .get_mut(b as usize)
+            .ok_or_else(|| format!("a tally of block {b}, of {count} blocks"))?;
+        slot.merge(&t);
+    }
+    Ok(())
+}
 
 /// Where the frame stands after a rank's pass statistics.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -295,9 +329,18 @@ impl Master {
         let calibrate_first = job.config.calibrate
             && calibrate::needed(&classes)
             && roster.kinds.windows(2).any(|p| p[0] != p[1]);
-        Ok(Master {
+        // A resumed film is rank 0's to hold; a new frame's pixels are nobody's yet.
+        let holder = if first_pass > 0 || ahead.is_some() {
+            0
+        } else {
+            NOBODY
+        };
+        let mut m = Master {
             ranks: hellos.len(),
             film,
+            film_current: true,
+            holders: HolderMap::new(window.w, window.h, holder),
+            tallies: None,
             plan_map: inputs.estimate.clone(),
             planned_with_measured: false,
             scale,
@@ -328,17 +371,51 @@ impl Master {
             progress: Progress::new(job.quiet),
             render_start: Instant::now(),
             retirements: Vec::new(),
-            adaptive_report: adaptive.map(|_| AdaptiveReport {
-                blocks: BlockGrid::new(window).len(),
-                active_per_pass: Vec::new(),
-                block_passes: Vec::new(),
-            }),
+            adaptive_report: adaptive.map(|_| empty_report(window)),
             stopped_blocks: None,
             judged: None,
             window,
             config: job.config.clone(),
             inputs,
-        })
+        };
+        // Judged now, while the starting film is here to judge from.
+        m.judge(m.first_pass);
+        Ok(m)
+    }
+
+    /// The film the frame starts from, for rank 0's holdings (it holds all of a resumed
+    /// film's pixels, [`Master::resumed`]). A film resumed inside a pass stays here too: its
+    /// pixels that have that pass are left out of its tiles.
+    pub(super) fn take_starting_film(&mut self) -> Film {
+        self.film_current = false;
+        match self.ahead {
+            Some(_) => self.film.clone(),
+            None => std::mem::replace(&mut self.film, Film::new(0, 0)),
+        }
+    }
+
+    /// Whether the frame goes on from a resumed film (which rank 0 holds).
+    pub(super) fn resumed(&self) -> bool {
+        self.first_pass > 0 || self.ahead.is_some()
+    }
+
+    /// The film of the latest gathering, to gather into (one of zeros before the first: the
+    /// pixels nobody holds have no samples).
+    pub(super) fn take_film(&mut self) -> Film {
+        let film = std::mem::replace(&mut self.film, Film::new(0, 0));
+        if film.pixels.len() == self.window.pixel_count() {
+            return film;
+        }
+        match self.config.adaptive_sampling {
+            Some(_) => Film::with_odd_plane(self.window.w, self.window.h),
+            None => Film::new(self.window.w, self.window.h),
+        }
+    }
+
+    /// The film gathered from the ranks: the frame as it stands.
+    pub(super) fn set_film(&mut self, film: Film) {
+        self.film = film;
+        self.film_current = false;
     }
 
     /// Whether the film resumed from already holds every pass, or every block of it has
@@ -348,12 +425,23 @@ impl Master {
         self.first_pass >= self.passes.len() || self.all_stopped_before(self.first_pass)
     }
 
-    /// Adaptive sampling: the blocks that render pass `index`, judged from the film as it
-    /// stands (at that pass's start), once per pass; `None` without adaptive sampling.
+    /// Adaptive sampling: the blocks that render pass `index`, judged at that pass's start
+    /// from the ranks' tallies (before the frame's first pass, from the starting film), once
+    /// per pass; `None` without adaptive sampling.
     fn judge(&mut self, index: usize) -> Option<&BlockMask> {
         let a = self.config.adaptive_sampling?;
         if self.judged.as_ref().is_none_or(|(i, _)| *i != index) {
-            let mask = BlockMask::judge(&self.film, self.window, &self.passes, index, &a);
+            let judging = Judging::new(&self.passes, index, &a, true);
+            // The starting film (kept for a pass resumed inside), or the film at a stop.
+            let whole_film = self.film_current
+                || index == self.first_pass && self.film.pixels.len() == self.window.pixel_count();
+            let mask = match (self.tallies.take_if(|(i, _)| *i == index), judging) {
+                (Some((_, tallies)), Some(j)) => BlockMask::of_tallies(self.window, &j, &tallies),
+                _ if whole_film => {
+                    BlockMask::judge(&self.film, self.window, &self.passes, index, &a)
+                }
+                _ => return None,
+            };
             let active = mask.active_blocks();
             self.stopped_blocks = Some((mask.active.len() - active, mask.active.len()));
             if let Some(r) = self.adaptive_report.as_mut() {
@@ -368,11 +456,6 @@ impl Master {
     /// is then complete.
     fn all_stopped_before(&mut self, index: usize) -> bool {
         self.judge(index).is_some_and(|m| m.active_blocks() == 0)
-    }
-
-    /// The film as it stands: the complete passes (at a pass boundary, every pixel's).
-    pub(super) fn film(&self) -> &Film {
-        &self.film
     }
 
     /// A warning printed above the progress bar.
@@ -561,8 +644,11 @@ impl Master {
             estimated,
             deques,
             records: vec![None; n],
-            buffers: vec![Vec::new(); n],
             done: 0,
+            tallies: match self.config.adaptive_sampling {
+                Some(_) => vec![BlockTally::default(); BlockGrid::new(self.window).len()],
+                None => Vec::new(),
+            },
             stats: vec![None; self.ranks],
             start: Instant::now(),
             makespan_s: 0.0,
@@ -623,9 +709,11 @@ impl Master {
             .set_message(format!("pass {}/{}", index + 1, self.passes.len()));
     }
 
-    /// Every rank's plan of pass `index`: its workers' deques and speeds, and the tiles of
-    /// those deques with the film's sums for their pixels so far (zeros in the first pass)
-    /// and the pixels they skip; every task's cost and floor, for the steal guards.
+    /// Every rank's plan of pass `index`: its workers' deques and speeds, the tiles of those
+    /// deques with the pixels they skip and their costs and floors (for the steal guards),
+    /// the pass's mean cost, the pieces of other ranks' tiles it holds and how many pieces
+    /// of its own it is sent ([`super::holdings`]). Nothing in it grows with the pixels, or
+    /// with the other ranks' tiles.
     fn plans(
         &self,
         index: usize,
@@ -635,8 +723,11 @@ impl Master {
         deques: &[Vec<usize>],
     ) -> Outbox {
         let floors = tiles::area_floors(tiles, predicted);
+        let (sends, incoming) = self.piece_moves(tiles, deques);
         (0..self.ranks)
-            .map(|r| {
+            .zip(sends)
+            .zip(incoming)
+            .map(|((r, sends), incoming)| {
                 let workers = self.offsets[r]..self.offsets[r + 1];
                 let mine = &deques[workers.clone()];
                 let tasks = mine
@@ -645,7 +736,10 @@ impl Master {
                     .map(|&t| TaskData {
                         task: t as u32,
                         tile: tiles[t],
-                        prior: (index > 0).then(|| self.film.read_tile(tiles[t])),
+                        prior: None,
+                        odd: Vec::new(),
+                        cost: predicted[t],
+                        floor: floors[t],
                         skip: skips[t].clone(),
                     })
                     .collect();
@@ -659,12 +753,37 @@ impl Master {
                         .collect(),
                     tasks,
                     speeds: self.weights[workers].to_vec(),
-                    costs: predicted.to_vec(),
-                    floors: floors.clone(),
+                    task_count: tiles.len() as u32,
+                    mean_cost: policy::mean_cost(predicted),
+                    sends,
+                    incoming,
                 };
                 (r, Msg::Plan(plan))
             })
             .collect()
+    }
+
+    /// The pieces each rank sends before a pass whose `tiles` start in `deques` (global
+    /// workers): the parts of each tile that a rank other than the tile's holds. Returns each
+    /// rank's sends and how many pieces each rank receives.
+    fn piece_moves(&self, tiles: &[Tile], deques: &[Vec<usize>]) -> (Vec<Vec<PieceTo>>, Vec<u32>) {
+        let mut sends = vec![Vec::new(); self.ranks];
+        let mut incoming = vec![0u32; self.ranks];
+        for (w, deque) in deques.iter().enumerate() {
+            let to = self.worker_rank[w];
+            for &t in deque {
+                for (rect, from) in self.holders.pieces(tiles[t]) {
+                    if from as usize != to {
+                        sends[from as usize].push(PieceTo {
+                            rect,
+                            to: to as u32,
+                        });
+                        incoming[to] += 1;
+                    }
+                }
+            }
+        }
+        (sends, incoming)
     }
 
     /// Rank `from` retired one of its workers ([`Msg::Retired`]).
@@ -724,13 +843,6 @@ impl Master {
                 d.worker
             ));
         }
-        if d.pixels.len() != tile.pixel_count() {
-            return Err(format!(
-                "tile {task} came with {} pixels, not {}",
-                d.pixels.len(),
-                tile.pixel_count()
-            ));
-        }
         if pass.records[task].is_some() {
             return Err(format!(
                 "scheduler bug: tile {task} was rendered twice in pass {}",
@@ -745,7 +857,8 @@ impl Master {
             end_s: d.end_s,
             cost_s: d.cost_s,
         });
-        pass.buffers[task] = d.pixels;
+        // The rank that rendered it holds its sums now.
+        self.holders.set(tile, from as u16);
         pass.done += 1;
         self.progress.inc();
         if pass.done < pass.tiles.len() {
@@ -758,25 +871,27 @@ impl Master {
             .collect())
     }
 
-    /// After a tile arrived: `sink` may checkpoint the film as it stands (the complete passes
-    /// and the current pass's arrived tiles).
-    pub(super) fn after_tile(&self, sink: &mut dyn FrameSink) {
-        if let Some(pass) = &self.current {
-            let spp_done = self.passes[pass.index].start;
-            sink.within_pass(spp_done, &|| {
-                super::workers::film_with(&self.film, &pass.tiles, &pass.buffers, pass.index)
-            });
+    /// The samples per pixel of the complete passes: what a film gathered now holds, and
+    /// more in the current pass's tiles that have arrived.
+    pub(super) fn spp_done(&self) -> u32 {
+        match &self.current {
+            Some(pass) => self.passes[pass.index].start,
+            None => self.reports.last().map_or_else(
+                || self.passes.get(self.first_pass).map_or(0, |p| p.start),
+                |r| r.samples.end,
+            ),
         }
     }
 
-    /// A rank's counters after `PassEnd`. When every rank's are in, the pass is complete:
-    /// its tiles go into the film and the next pass is planned. Returns the messages to send
-    /// and where the frame stands.
+    /// A rank's counters after `PassEnd`, with its blocks' tallies (adaptive sampling). When
+    /// every rank's are in, the pass is complete and the next one is planned. Returns the
+    /// messages to send and where the frame stands.
     pub(super) fn on_stats(
         &mut self,
         from: usize,
         pass_index: u32,
         counters: RankPassCounters,
+        blocks: Vec<(u32, BlockTally)>,
     ) -> Result<(Outbox, PassOutcome), String> {
         let pass = self
             .current
@@ -786,6 +901,7 @@ impl Master {
         if pass.stats[from].replace(counters).is_some() {
             return Err(format!("statistics of pass {pass_index} sent twice"));
         }
+        merge_tallies(&mut pass.tallies, blocks)?;
         if pass.stats.iter().any(Option::is_none) {
             return Ok((Vec::new(), PassOutcome::Waiting));
         }
@@ -794,6 +910,9 @@ impl Master {
         };
         let next = pass.index + 1;
         let trimmed = pass.partial_cover;
+        if self.config.adaptive_sampling.is_some() {
+            self.tallies = Some((next, pass.tallies.clone()));
+        }
         let report = self.close_pass(pass);
         if next >= self.passes.len() {
             self.reports.push(report);
@@ -820,6 +939,7 @@ impl Master {
                     partial: None,
                     at_time_limit: true,
                     stopped_blocks: self.stopped_blocks,
+                    lost: None,
                 });
                 return Ok((Vec::new(), PassOutcome::FrameComplete));
             }
@@ -827,12 +947,9 @@ impl Master {
         Ok((self.start_pass(next), PassOutcome::NextPass { spp_done }))
     }
 
-    /// A pass whose tiles have all arrived: they go into the film, and its report is made
-    /// (with the ranks' counters that came; a stop does not wait for the others).
+    /// A pass whose tiles have all arrived: its report is made (with the ranks' counters that
+    /// came; a stop does not wait for the others).
     fn close_pass(&mut self, pass: MasterPass) -> PassReport {
-        for (t, buf) in pass.tiles.iter().zip(&pass.buffers) {
-            self.film.write_pass_tile(*t, buf, pass.index);
-        }
         let records: Vec<TileRecord> = pass.records.into_iter().flatten().collect();
         let workers = self.worker_rank.len();
         self.counters.push(
@@ -871,11 +988,9 @@ impl Master {
         let one_kind =
             super::measured_costs_carry_over(self.labels.iter().map(|(_, d)| d.as_str()));
         if !trimmed && one_kind {
-            self.plan_map = self.plan_map.corrected(
-                (self.film.width, self.film.height),
-                &report.tiles,
-                &normalized,
-            );
+            self.plan_map =
+                self.plan_map
+                    .corrected((self.window.w, self.window.h), &report.tiles, &normalized);
             self.planned_with_measured = true;
         }
         self.weights = speeds;
@@ -884,13 +999,69 @@ impl Master {
         }
     }
 
-    /// Ends the frame at a stop request: the tiles of the current pass that arrived go into
-    /// the film, the others keep the samples of the complete passes, and the film of the
-    /// complete passes is kept to resume from. A pass whose tiles have all arrived is complete
+    /// Ends the frame at a stop request with `film` gathered from the ranks: the tiles of the
+    /// current pass that arrived are in it, the others keep the samples of the complete
+    /// passes, and it is kept to resume from. A pass whose tiles have all arrived is complete
     /// (a stop that came with its last tile ends the frame at the boundary after it, or not at
     /// all after the last pass); one of which none arrived was not started.
-    pub(super) fn stop(&mut self, request: StopRequest) {
+    /// Ranks `lost` (dead or hung) did not send their pixels: their tiles of the current
+    /// pass are not counted, and the frame is stopped, naming how many pixels were lost.
+    pub(super) fn stop(&mut self, request: StopRequest, film: Film, lost: &[usize]) {
+        (self.film, self.film_current) = (film, true);
         self.stop_request = Some(request);
+        let lost = self.lose(lost);
+        self.stop_where();
+        if let Some(mut lost) = lost {
+            let (spp_complete, stopped_blocks) = (self.spp_done(), self.stopped_blocks);
+            let stopped = self.stopped.get_or_insert(Stopped {
+                spp_complete,
+                partial: None,
+                at_time_limit: false,
+                stopped_blocks,
+                lost: None,
+            });
+            // A lost pixel holds the complete passes' samples only if a checkpoint gathered
+            // them at the boundary (or there were none). (One in a block that adaptive
+            // sampling had stopped may rightly hold fewer; it is not told apart.)
+            let done = stopped.spp_complete as f32;
+            lost.resumable = self
+                .film
+                .pixels
+                .iter()
+                .zip(&self.holders.who)
+                .all(|(p, &r)| !lost.ranks.contains(&(r as usize)) || p[3] == done);
+            stopped.lost = Some(lost);
+        }
+    }
+
+    /// The pixels ranks `lost` held, and their tiles of the current pass taken back.
+    fn lose(&mut self, lost: &[usize]) -> Option<LostPixels> {
+        if lost.is_empty() {
+            return None;
+        }
+        let worker_rank = &self.worker_rank;
+        if let Some(pass) = self.current.as_mut() {
+            for record in &mut pass.records {
+                if record
+                    .as_ref()
+                    .is_some_and(|t| lost.contains(&worker_rank[t.worker]))
+                {
+                    *record = None;
+                    pass.done -= 1;
+                }
+            }
+        }
+        let pixels = self.holders.count(|r| lost.contains(&(r as usize)));
+        Some(LostPixels {
+            ranks: lost.to_vec(),
+            pixels,
+            resumable: false,
+        })
+    }
+
+    /// Where the stop leaves the frame: at the boundary after a pass whose tiles all
+    /// arrived, inside one, or between passes.
+    fn stop_where(&mut self) {
         let pass = match self.current.take() {
             Some(p) if !p.tiles.is_empty() && p.done == p.tiles.len() => {
                 let (next, end) = (p.index + 1, self.passes[p.index].end);
@@ -902,6 +1073,7 @@ impl Master {
                         partial: None,
                         at_time_limit: false,
                         stopped_blocks: self.stopped_blocks,
+                        lost: None,
                     });
                 }
                 return;
@@ -913,11 +1085,6 @@ impl Master {
             }
         };
         let samples = self.passes[pass.index].clone();
-        for (t, buf) in pass.tiles.iter().zip(&pass.buffers) {
-            if !buf.is_empty() {
-                self.film.write_pass_tile(*t, buf, pass.index);
-            }
-        }
         self.stopped = Some(Stopped {
             spp_complete: samples.start,
             partial: Some(PartialPass {
@@ -928,6 +1095,7 @@ impl Master {
             }),
             at_time_limit: false,
             stopped_blocks: self.stopped_blocks,
+            lost: None,
         });
     }
 
@@ -953,6 +1121,7 @@ impl Master {
             }),
             at_time_limit: false,
             stopped_blocks: self.stopped_blocks,
+            lost: None,
         });
     }
 

@@ -44,6 +44,7 @@ pub mod correction_replay;
 pub mod costmap;
 pub mod cputime;
 pub mod fault;
+mod holdings;
 pub mod job;
 mod master;
 pub mod pictures;
@@ -197,7 +198,7 @@ impl Frame {
     /// [`Frame::resume_point`] without copying the film (a 4K film is 130 MB): the film to
     /// write into a resume file, and the samples per pixel of its complete passes.
     pub fn resume_film(&self) -> Option<(&Film, u32)> {
-        let stopped = self.stopped.as_ref()?;
+        let stopped = self.stopped.as_ref().filter(|s| s.resumable())?;
         stopped
             .rendered_any()
             .then_some((&self.film, stopped.spp_complete))
@@ -357,6 +358,20 @@ pub struct Stopped {
     /// With adaptive sampling: the blocks that had stopped below the noise threshold (and so
     /// hold fewer samples than `spp_complete`), of all blocks; `None` without.
     pub stopped_blocks: Option<(usize, usize)>,
+    /// Among several ranks: the pixels held by ranks that did not send them (a rank dead
+    /// or hung). They keep what the film last gathered had (zeros before any).
+    pub lost: Option<LostPixels>,
+}
+
+/// Pixels whose sums were lost with the ranks that held them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LostPixels {
+    pub ranks: Vec<usize>,
+    pub pixels: usize,
+    /// Whether they hold the samples of the complete passes all the same (lost in the first
+    /// pass, or in the pass after a checkpoint's boundary): the film is still a point to
+    /// resume from, and resuming renders them again.
+    pub resumable: bool,
 }
 
 /// The pass a stop interrupted: its samples reached `tiles_done` of its `tiles` tiles, and
@@ -371,6 +386,12 @@ pub struct PartialPass {
 }
 
 impl Stopped {
+    /// Whether the film is a point to resume from: no pixels were lost with a rank, or those
+    /// lost hold the complete passes' samples all the same.
+    pub fn resumable(&self) -> bool {
+        self.lost.as_ref().is_none_or(|l| l.resumable)
+    }
+
     /// Whether any sample reached the film.
     pub fn rendered_any(&self) -> bool {
         self.spp_complete > 0
@@ -391,6 +412,22 @@ impl Stopped {
     /// threshold" (a block stopped at this boundary holds its samples, one stopped earlier
     /// fewer).
     pub fn describe(&self, spp: u32) -> String {
+        let lost = self.lost.as_ref().map_or_else(String::new, |l| {
+            let ranks: Vec<String> = l.ranks.iter().map(usize::to_string).collect();
+            format!(
+                "; the {} pixels rank{} {} held were lost with {}: they hold what the last film \
+                 gathered from the ranks had (a checkpoint's), or nothing",
+                l.pixels,
+                if l.ranks.len() == 1 { "" } else { "s" },
+                ranks.join(", "),
+                if l.ranks.len() == 1 { "it" } else { "them" },
+            )
+        });
+        self.describe_kept(spp) + &lost
+    }
+
+    /// [`Stopped::describe`] of the pixels that were kept.
+    fn describe_kept(&self, spp: u32) -> String {
         let everywhere = |done: u32| match self.stopped_blocks {
             Some((stopped, blocks)) if stopped > 0 => format!(
                 "{done} of {spp} samples per pixel, at most that in the {stopped} of {blocks} \
@@ -1167,6 +1204,7 @@ mod tests {
             partial: None,
             at_time_limit: false,
             stopped_blocks: None,
+            lost: None,
         };
         assert_eq!(
             between.describe(64),
@@ -1183,11 +1221,27 @@ mod tests {
             }),
             at_time_limit: false,
             stopped_blocks: None,
+            lost: None,
         };
         assert_eq!(
             mid.describe(64),
             "16 of 64 samples per pixel everywhere, and samples 16..32 in 30 of 64 tiles"
         );
+        // Pixels lost with a rank are named; unless they still hold the complete passes,
+        // the film is no point to resume from.
+        let mut lost = mid.clone();
+        lost.lost = Some(LostPixels {
+            ranks: vec![2, 5],
+            pixels: 300,
+            resumable: false,
+        });
+        assert_eq!(
+            lost.describe(64),
+            "16 of 64 samples per pixel everywhere, and samples 16..32 in 30 of 64 tiles; the \
+             300 pixels ranks 2, 5 held were lost with them: they hold what the last film \
+             gathered from the ranks had (a checkpoint's), or nothing"
+        );
+        assert!(!lost.resumable() && mid.resumable());
         let first = Stopped {
             spp_complete: 0,
             partial: Some(PartialPass {
@@ -1198,6 +1252,7 @@ mod tests {
             }),
             at_time_limit: false,
             stopped_blocks: None,
+            lost: None,
         };
         assert_eq!(
             first.describe(64),
@@ -1215,6 +1270,7 @@ mod tests {
             }),
             at_time_limit: false,
             stopped_blocks: None,
+            lost: None,
         };
         assert_eq!(
             resumed.describe(64),
@@ -1230,6 +1286,7 @@ mod tests {
             }),
             at_time_limit: false,
             stopped_blocks: None,
+            lost: None,
         };
         assert!(!none.rendered_any());
         // Stopped inside a pass before any of its tiles was done: the pass is not named.
@@ -1243,6 +1300,7 @@ mod tests {
             }),
             at_time_limit: false,
             stopped_blocks: None,
+            lost: None,
         };
         assert_eq!(
             after_boundary.describe(128),
@@ -1258,6 +1316,7 @@ mod tests {
             }),
             at_time_limit: false,
             stopped_blocks: None,
+            lost: None,
         };
         assert_eq!(
             carried_only.describe(64),
@@ -1274,6 +1333,7 @@ mod tests {
             }),
             at_time_limit: false,
             stopped_blocks: None,
+            lost: None,
         };
         assert_eq!(
             all_arrived.describe(128),

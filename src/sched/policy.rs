@@ -26,7 +26,7 @@
 
 use std::borrow::Cow;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use super::tiles::{Strategy, SIMILAR_SPEEDS};
@@ -167,12 +167,33 @@ pub struct WorkQueues {
     any_retired: AtomicBool,
 }
 
+/// The mean of tasks' estimated `costs`, as the steal guards weigh it: a cost that is not a
+/// number counts 0, a negative one 0.
+pub fn mean_cost(costs: &[f64]) -> f64 {
+    let sum: f64 = costs
+        .iter()
+        .map(|&c| if c.is_finite() { c.max(0.0) } else { 0.0 })
+        .sum();
+    sum / costs.len().max(1) as f64
+}
+
+/// Per-task values, as `f64` bits: a rank learns those of the tasks other ranks give it.
+fn atomic_values(v: &[f64]) -> Vec<AtomicU64> {
+    v.iter().map(|x| AtomicU64::new(x.to_bits())).collect()
+}
+
+fn value_at(v: &[AtomicU64], task: usize) -> Option<f64> {
+    v.get(task)
+        .map(|a| f64::from_bits(a.load(Ordering::Relaxed)))
+}
+
 /// The steal guard's knowledge: each worker's speed and each task's cost, in any units whose
 /// ratio is a time (cost-map units and cost-map units per second).
 #[derive(Debug)]
 struct Speeds {
     per_worker: Vec<f64>,
-    task_cost: Vec<f64>,
+    /// Per task (not a number: not known to this rank).
+    task_cost: Vec<AtomicU64>,
     /// The mean cost of the pass's tasks: the least a slower worker counts a task at when it
     /// decides to take it over a faster one, unless [`WorkQueues::with_task_floors`] gave each
     /// task its own floor. A cheap tile's estimate is the least reliable (a corner the cost
@@ -180,7 +201,7 @@ struct Speeds {
     /// times over.
     mean: f64,
     /// Per task, the least a slower worker counts it at (empty: `mean` for every task).
-    floor: Vec<f64>,
+    floor: Vec<AtomicU64>,
     /// Whether worker w is [`SIMILAR_SPEEDS`] times slower than the fastest or more: only such
     /// a worker can be refused a task (by [`keep_own_tile`], or by [`steal_pays`], whose owner
     /// must be that much faster than the thief). The others take tasks as if unguarded, without
@@ -190,13 +211,21 @@ struct Speeds {
 
 impl Speeds {
     fn cost(&self, task: usize) -> f64 {
-        self.task_cost.get(task).copied().unwrap_or(0.0)
+        value_at(&self.task_cost, task)
+            .filter(|c| !c.is_nan())
+            .unwrap_or(0.0)
     }
 
     /// What a slower worker counts `task` at: its cost, but no less than its floor.
     fn guarded_cost(&self, task: usize) -> f64 {
-        self.cost(task)
-            .max(self.floor.get(task).copied().unwrap_or(self.mean))
+        let floor = value_at(&self.floor, task).filter(|f| f.is_finite());
+        self.cost(task).max(floor.unwrap_or(self.mean))
+    }
+
+    fn task_costs(&self) -> Vec<f64> {
+        (0..self.task_cost.len())
+            .filter_map(|t| value_at(&self.task_cost, t))
+            .collect()
     }
 }
 
@@ -341,9 +370,12 @@ impl WorkQueues {
         }
         let mut q = WorkQueues::new(deques, true);
         if let Some(sp) = &self.speeds {
-            q = q.with_speeds(&self.live_speeds(sp), &sp.task_cost);
+            q = q.with_speeds(&self.live_speeds(sp), &sp.task_costs());
             if let Some(new) = q.speeds.as_mut() {
-                new.floor = sp.floor.clone();
+                let floors: Vec<f64> = (0..sp.floor.len())
+                    .filter_map(|t| value_at(&sp.floor, t))
+                    .collect();
+                (new.floor, new.mean) = (atomic_values(&floors), sp.mean);
             }
         }
         let retired: Vec<bool> = (0..self.deques.len()).map(|w| self.is_retired(w)).collect();
@@ -392,15 +424,11 @@ impl WorkQueues {
             });
         let unequal = lo > 0.0 && hi.is_finite() && hi >= SIMILAR_SPEEDS * lo;
         if speeds.len() == self.deques.len() && task_cost.len() >= tasks && unequal {
-            let costs: Vec<f64> = task_cost[..tasks]
-                .iter()
-                .map(|&c| if c.is_finite() { c.max(0.0) } else { 0.0 })
-                .collect();
             self.speeds = Some(Speeds {
                 slow: speeds.iter().map(|&s| hi >= SIMILAR_SPEEDS * s).collect(),
                 per_worker: speeds.to_vec(),
-                task_cost: task_cost.to_vec(),
-                mean: costs.iter().sum::<f64>() / costs.len().max(1) as f64,
+                task_cost: atomic_values(task_cost),
+                mean: mean_cost(&task_cost[..tasks]),
                 floor: Vec::new(),
             });
         }
@@ -417,13 +445,41 @@ impl WorkQueues {
     pub fn with_task_floors(mut self, floors: &[f64]) -> WorkQueues {
         if let Some(sp) = self.speeds.as_mut() {
             if floors.len() >= sp.task_cost.len() {
-                sp.floor = floors
+                let floors: Vec<f64> = floors
                     .iter()
                     .map(|&f| if f.is_finite() { f.max(0.0) } else { sp.mean })
                     .collect();
+                sp.floor = atomic_values(&floors);
             }
         }
         self
+    }
+
+    /// The mean task cost the guard weighs, where the tasks' costs given are only some of the
+    /// pass's (a rank knows its own tasks'): the pass's. Before [`WorkQueues::with_task_floors`].
+    pub fn with_mean_cost(mut self, mean: f64) -> WorkQueues {
+        if let Some(sp) = self.speeds.as_mut() {
+            sp.mean = mean;
+        }
+        self
+    }
+
+    /// Task `task` arrived from another rank: its cost and floor, for the guard.
+    pub fn learn(&self, task: usize, cost: f64, floor: f64) {
+        let Some(sp) = &self.speeds else {
+            return;
+        };
+        if let Some(c) = sp.task_cost.get(task) {
+            c.store(cost.to_bits(), Ordering::Relaxed);
+        }
+        if let Some(f) = sp.floor.get(task) {
+            let f64_floor = if floor.is_finite() {
+                floor.max(0.0)
+            } else {
+                sp.mean
+            };
+            f.store(f64_floor.to_bits(), Ordering::Relaxed);
+        }
     }
 
     /// Whether the steal guard is on (speeds given, some [`SIMILAR_SPEEDS`] apart).
@@ -570,6 +626,7 @@ impl WorkQueues {
         own_speeds: &[f64],
         costs: &[f64],
         floors: &[f64],
+        mean: Option<f64>,
     ) -> Option<(usize, usize)> {
         if own_speeds.is_empty() {
             return self.take_back_of_longest();
@@ -582,7 +639,7 @@ impl WorkQueues {
                 .unwrap_or(0.0)
                 .max(0.0)
         };
-        let mean = (0..costs.len()).map(cost).sum::<f64>() / costs.len().max(1) as f64;
+        let mean = mean.unwrap_or_else(|| mean_cost(costs));
         // Each task's own floor when the plan gave them ([`WorkQueues::with_task_floors`]).
         let floor = |t: usize| match floors.get(t) {
             Some(&f) if f.is_finite() && floors.len() >= costs.len() => f.max(0.0),

@@ -9,6 +9,7 @@
 
 use std::ops::Range;
 
+use super::adaptive_sampling::BlockTally;
 use super::ranks::RankPassCounters;
 pub use super::wire::DecodeError;
 use super::wire::{Reader, Writer};
@@ -16,7 +17,7 @@ use crate::render::Tile;
 
 /// Bumped whenever a message changes; part of every rank's fingerprint, so that ranks of
 /// different builds refuse to work together instead of misreading each other.
-pub const PROTOCOL_VERSION: u32 = 7;
+pub const PROTOCOL_VERSION: u32 = 8;
 
 /// One worker's timed piece: what [`super::calibrate::time_pieces`] measures on a rank,
 /// before rank 0, which holds the cost map, turns it into a speed
@@ -61,17 +62,42 @@ pub struct RankReady {
     pub workers: Vec<WorkerInfo>,
 }
 
-/// A tile handed to a rank: where it is and, after the first pass, the film's sums for its
-/// pixels so far (`None`: zeros), since a tile's next samples are added to those sums.
+/// A tile of a rank's: where it is and the film's sums for its pixels so far (`None`:
+/// zeros), since a tile's next samples are added to those sums. Rank 0 sends none: the rank
+/// reads them from its holdings ([`super::holdings`]); a tile given to a thief rank carries
+/// them.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TaskData {
     pub task: u32,
     pub tile: Tile,
     pub prior: Option<Vec<[f32; 4]>>,
+    /// The odd-pass luminance of its pixels so far (adaptive sampling's odd plane); empty
+    /// without one.
+    pub odd: Vec<f32>,
+    /// Its estimated cost and its floor, which the steal guards weigh
+    /// (`sched::tiles::area_floors`).
+    pub cost: f64,
+    pub floor: f64,
     /// The pixels it skips, one entry per pixel (adaptive sampling's stopped blocks in a
     /// tile for workers that want big ones,
     /// [`crate::render::TileRenderer::render_tile_skipping`]); `None`: every pixel renders.
     pub skip: Option<Vec<bool>>,
+}
+
+/// Part of the film: a rectangle's sums (and odd-plane values, or none), sent from the rank
+/// that holds them to the rank that adds samples to them, or gathered by rank 0.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Piece {
+    pub rect: Tile,
+    pub sums: Vec<[f32; 4]>,
+    pub odd: Vec<f32>,
+}
+
+/// A piece a rank holds that another rank's tile needs before a pass: send `rect` to `to`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PieceTo {
+    pub rect: Tile,
+    pub to: u32,
 }
 
 /// A task given away to a thief rank, with the (global) worker whose deque it left.
@@ -96,12 +122,15 @@ pub struct Plan {
     /// units per second, from the calibration or the last pass), which the steal guard
     /// weighs tasks with (`sched::policy::steal_pays`). Empty when none is known.
     pub speeds: Vec<f64>,
-    /// The estimated cost of every task of the pass, indexed by task number (not only this
-    /// rank's: a task may come to it by a steal).
-    pub costs: Vec<f64>,
-    /// Every task's floor for the steal guards, indexed like `costs`
-    /// (`sched::tiles::area_floors`).
-    pub floors: Vec<f64>,
+    /// The pass's tasks, numbered `0..task_count`.
+    pub task_count: u32,
+    /// The mean estimated cost of the pass's tasks, which the steal guards weigh.
+    pub mean_cost: f64,
+    /// The pieces this rank holds that other ranks' tiles of the pass need.
+    pub sends: Vec<PieceTo>,
+    /// How many pieces other ranks send this rank for its tiles: the pass starts here once
+    /// they have arrived.
+    pub incoming: u32,
 }
 
 /// A rendered tile, sent to rank 0.
@@ -116,7 +145,6 @@ pub struct TileDone {
     pub start_s: f64,
     pub end_s: f64,
     pub cost_s: f64,
-    pub pixels: Vec<[f32; 4]>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -145,10 +173,29 @@ pub enum Msg {
     PassEnd {
         pass: u32,
     },
-    /// Every rank to rank 0 after `PassEnd`, once its own steal request (if any) is answered.
+    /// Every rank to rank 0 after `PassEnd`, once its own steal request (if any) is answered;
+    /// with adaptive sampling and a pass to come, the tallies of the blocks it holds pixels of
+    /// (block, tally), from which rank 0 judges them.
     PassStats {
         pass: u32,
         counters: RankPassCounters,
+        blocks: Vec<(u32, BlockTally)>,
+    },
+    /// A rank to another, before pass `pass`: sums it holds for a tile of the other's.
+    Piece {
+        pass: u32,
+        piece: Piece,
+    },
+    /// Rank 0 to every rank: send what you hold (`Collected`); with `halt`, first stop taking
+    /// tiles and finish those in flight (the frame is ending).
+    Collect {
+        halt: bool,
+    },
+    /// The answer to `Collect`: the pieces the rank holds since the pass's start, then the
+    /// tiles it rendered in the pass.
+    Collected {
+        held: Vec<Piece>,
+        fresh: Vec<Piece>,
     },
     /// Rank 0 to every rank: the frame is over (and whether the image was written).
     Finish(Result<(), String>),
@@ -196,6 +243,9 @@ const TAG_STOP: u8 = 11;
 const TAG_CALIBRATE: u8 = 12;
 const TAG_CALIBRATED: u8 = 13;
 const TAG_RETIRED: u8 = 14;
+const TAG_PIECE: u8 = 15;
+const TAG_COLLECT: u8 = 16;
+const TAG_COLLECTED: u8 = 17;
 
 // The payloads of the protocol's messages, on the shared byte writer and reader.
 
@@ -219,6 +269,35 @@ impl Writer {
         self.len(p.len());
         self.0.extend_from_slice(bytemuck::cast_slice(p));
     }
+    fn f32s(&mut self, v: &[f32]) {
+        self.len(v.len());
+        self.0.extend_from_slice(bytemuck::cast_slice(v));
+    }
+    fn piece(&mut self, p: &Piece) {
+        self.tile(p.rect);
+        self.pixels(&p.sums);
+        self.f32s(&p.odd);
+    }
+    fn pieces(&mut self, v: &[Piece]) {
+        self.len(v.len());
+        v.iter().for_each(|p| self.piece(p));
+    }
+    fn pass_stats(&mut self, pass: u32, c: &RankPassCounters, blocks: &[(u32, BlockTally)]) {
+        self.u32(pass);
+        for v in [c.requests, c.grants, c.tiles_in, c.tiles_out, c.served] {
+            self.u32(v);
+        }
+        self.tallies(blocks);
+    }
+    fn tallies(&mut self, v: &[(u32, BlockTally)]) {
+        self.len(v.len());
+        for (b, t) in v {
+            self.u32(*b);
+            self.u64(t.noise as u64);
+            self.u64((t.noise >> 64) as u64);
+            self.u8(u8::from(t.nan) | u8::from(t.ahead) << 1 | u8::from(t.behind) << 2);
+        }
+    }
     fn result<T>(&mut self, r: &Result<T, String>, ok: impl FnOnce(&mut Self, &T)) {
         match r {
             Ok(v) => {
@@ -241,6 +320,9 @@ impl Writer {
             }
             None => self.u8(0),
         }
+        self.f32s(&t.odd);
+        self.f64(t.cost);
+        self.f64(t.floor);
         match &t.skip {
             Some(k) => {
                 self.u8(1);
@@ -283,8 +365,14 @@ impl Writer {
             self.task(t);
         }
         self.f64s(&p.speeds);
-        self.f64s(&p.costs);
-        self.f64s(&p.floors);
+        self.u32(p.task_count);
+        self.f64(p.mean_cost);
+        self.len(p.sends.len());
+        for s in &p.sends {
+            self.tile(s.rect);
+            self.u32(s.to);
+        }
+        self.u32(p.incoming);
     }
     fn grants(&mut self, tasks: &[Granted]) {
         self.len(tasks.len());
@@ -307,7 +395,6 @@ impl Writer {
         self.f64(d.start_s);
         self.f64(d.end_s);
         self.f64(d.cost_s);
-        self.pixels(&d.pixels);
     }
     fn piece_times(&mut self, times: &[PieceTime]) {
         self.len(times.len());
@@ -349,6 +436,46 @@ impl Reader<'_> {
             })
             .collect())
     }
+    fn f32s(&mut self) -> Result<Vec<f32>, DecodeError> {
+        let n = self.len(4)?;
+        let bytes = self.take(n * 4)?;
+        Ok(bytes
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect())
+    }
+    fn piece(&mut self) -> Result<Piece, DecodeError> {
+        Ok(Piece {
+            rect: self.tile()?,
+            sums: self.pixels()?,
+            odd: self.f32s()?,
+        })
+    }
+    fn pieces(&mut self) -> Result<Vec<Piece>, DecodeError> {
+        // A tile and two empty lists: 24 bytes at least.
+        let n = self.len(24)?;
+        (0..n).map(|_| self.piece()).collect()
+    }
+    fn tallies(&mut self) -> Result<Vec<(u32, BlockTally)>, DecodeError> {
+        let n = self.len(21)?;
+        (0..n)
+            .map(|_| {
+                let b = self.u32()?;
+                let noise = u128::from(self.u64()?) | u128::from(self.u64()?) << 64;
+                let flags = self.u8()?;
+                if flags > 7 {
+                    return Err(DecodeError::Flag(flags));
+                }
+                let tally = BlockTally {
+                    noise,
+                    nan: flags & 1 != 0,
+                    ahead: flags & 2 != 0,
+                    behind: flags & 4 != 0,
+                };
+                Ok((b, tally))
+            })
+            .collect()
+    }
     fn result<T>(
         &mut self,
         ok: impl FnOnce(&mut Self) -> Result<T, DecodeError>,
@@ -367,6 +494,8 @@ impl Reader<'_> {
         } else {
             None
         };
+        let odd = self.f32s()?;
+        let (cost, floor) = (self.f64()?, self.f64()?);
         let skip = if self.flag()? {
             let n = self.len(1)?;
             let bytes = self.take(n)?;
@@ -387,6 +516,9 @@ impl Reader<'_> {
             task,
             tile,
             prior,
+            odd,
+            cost,
+            floor,
             skip,
         })
     }
@@ -428,7 +560,7 @@ impl Reader<'_> {
                 (0..m).map(|_| self.u32()).collect()
             })
             .collect::<Result<_, DecodeError>>()?;
-        let n = self.len(21)?;
+        let n = self.len(41)?;
         let tasks = (0..n)
             .map(|_| self.task())
             .collect::<Result<_, DecodeError>>()?;
@@ -439,12 +571,24 @@ impl Reader<'_> {
             deques,
             tasks,
             speeds: self.f64s()?,
-            costs: self.f64s()?,
-            floors: self.f64s()?,
+            task_count: self.u32()?,
+            mean_cost: self.f64()?,
+            sends: {
+                let n = self.len(20)?;
+                (0..n)
+                    .map(|_| {
+                        Ok(PieceTo {
+                            rect: self.tile()?,
+                            to: self.u32()?,
+                        })
+                    })
+                    .collect::<Result<_, DecodeError>>()?
+            },
+            incoming: self.u32()?,
         })
     }
     fn grants(&mut self) -> Result<Vec<Granted>, DecodeError> {
-        let n = self.len(25)?;
+        let n = self.len(45)?;
         (0..n)
             .map(|_| {
                 Ok(Granted {
@@ -471,7 +615,6 @@ impl Reader<'_> {
             start_s: self.f64()?,
             end_s: self.f64()?,
             cost_s: self.f64()?,
-            pixels: self.pixels()?,
         })
     }
     fn piece_times(&mut self) -> Result<Vec<PieceTime>, DecodeError> {
@@ -493,54 +636,78 @@ impl Reader<'_> {
 
 impl Msg {
     /// The message's bytes.
+    /// The message's tag byte.
+    fn tag(&self) -> u8 {
+        match self {
+            Msg::Hello(_) => TAG_HELLO,
+            Msg::Roster(_) => TAG_ROSTER,
+            Msg::Plan(_) => TAG_PLAN,
+            Msg::StealRequest { .. } => TAG_STEAL_REQUEST,
+            Msg::Grant { .. } => TAG_GRANT,
+            Msg::TileDone(_) => TAG_TILE_DONE,
+            Msg::PassEnd { .. } => TAG_PASS_END,
+            Msg::PassStats { .. } => TAG_PASS_STATS,
+            Msg::Piece { .. } => TAG_PIECE,
+            Msg::Collect { .. } => TAG_COLLECT,
+            Msg::Collected { .. } => TAG_COLLECTED,
+            Msg::Finish(_) => TAG_FINISH,
+            Msg::Heartbeat => TAG_HEARTBEAT,
+            Msg::Stop { .. } => TAG_STOP,
+            Msg::Calibrate { .. } => TAG_CALIBRATE,
+            Msg::Calibrated(_) => TAG_CALIBRATED,
+            Msg::Retired { .. } => TAG_RETIRED,
+        }
+    }
+
     pub fn encode(&self) -> Vec<u8> {
         let mut w = Writer(Vec::new());
+        w.u8(self.tag());
         match self {
             Msg::Hello(r) => {
-                w.u8(TAG_HELLO);
                 w.result(r, Writer::ready);
             }
             Msg::Roster(r) => {
-                w.u8(TAG_ROSTER);
                 w.result(r, |w, first| w.u32(*first));
             }
             Msg::Plan(p) => {
-                w.u8(TAG_PLAN);
                 w.plan(p);
             }
             Msg::StealRequest { pass, want, speed } => {
-                w.u8(TAG_STEAL_REQUEST);
                 w.u32(*pass);
                 w.u32(*want);
                 w.f64(*speed);
             }
             Msg::Grant { pass, tasks } => {
-                w.u8(TAG_GRANT);
                 w.u32(*pass);
                 w.grants(tasks);
             }
             Msg::TileDone(d) => {
-                w.u8(TAG_TILE_DONE);
                 w.tile_done(d);
             }
             Msg::PassEnd { pass } => {
-                w.u8(TAG_PASS_END);
                 w.u32(*pass);
             }
-            Msg::PassStats { pass, counters: c } => {
-                w.u8(TAG_PASS_STATS);
+            Msg::PassStats {
+                pass,
+                counters,
+                blocks,
+            } => w.pass_stats(*pass, counters, blocks),
+            Msg::Piece { pass, piece } => {
                 w.u32(*pass);
-                for v in [c.requests, c.grants, c.tiles_in, c.tiles_out, c.served] {
-                    w.u32(v);
-                }
+                w.piece(piece);
+            }
+            Msg::Collect { halt } => {
+                w.u8(u8::from(*halt));
+            }
+            Msg::Collected { held, fresh } => {
+                w.pieces(held);
+                w.pieces(fresh);
             }
             Msg::Finish(r) => {
-                w.u8(TAG_FINISH);
                 w.result(r, |_, ()| {});
             }
-            Msg::Heartbeat => w.u8(TAG_HEARTBEAT),
+            Msg::Heartbeat => {}
             Msg::Stop { signal } => {
-                w.u8(TAG_STOP);
                 w.u8(*signal);
             }
             Msg::Calibrate {
@@ -548,13 +715,11 @@ impl Msg {
                 tile,
                 samples,
             } => {
-                w.u8(TAG_CALIBRATE);
                 w.u32(*pass);
                 w.tile(*tile);
                 w.range(samples);
             }
             Msg::Calibrated(r) => {
-                w.u8(TAG_CALIBRATED);
                 w.result(r, |w, times| w.piece_times(times));
             }
             Msg::Retired {
@@ -563,7 +728,6 @@ impl Msg {
                 tile,
                 error,
             } => {
-                w.u8(TAG_RETIRED);
                 w.u32(*pass);
                 w.u32(*worker);
                 w.tile(*tile);
@@ -600,6 +764,16 @@ impl Msg {
                     tiles_out: r.u32()?,
                     served: r.u32()?,
                 },
+                blocks: r.tallies()?,
+            },
+            TAG_PIECE => Msg::Piece {
+                pass: r.u32()?,
+                piece: r.piece()?,
+            },
+            TAG_COLLECT => Msg::Collect { halt: r.flag()? },
+            TAG_COLLECTED => Msg::Collected {
+                held: r.pieces()?,
+                fresh: r.pieces()?,
             },
             TAG_FINISH => Msg::Finish(r.result(|_| Ok(()))?),
             TAG_HEARTBEAT => Msg::Heartbeat,
@@ -639,6 +813,9 @@ impl Msg {
             Msg::Calibrate { .. } => "Calibrate",
             Msg::Calibrated(_) => "Calibrated",
             Msg::Retired { .. } => "Retired",
+            Msg::Piece { .. } => "Piece",
+            Msg::Collect { .. } => "Collect",
+            Msg::Collected { .. } => "Collected",
         }
     }
 }
@@ -693,18 +870,35 @@ mod tests {
                         task: 3,
                         tile: tile(3),
                         prior: Some(px.clone()),
+                        odd: vec![0.5, -1.0, 3.0e-39],
+                        cost: 2.0,
+                        floor: 1e300,
                         skip: None,
                     },
                     TaskData {
                         task: 1,
                         tile: tile(1),
                         prior: None,
+                        odd: Vec::new(),
+                        cost: -0.0,
+                        floor: 1.5,
                         skip: Some((0..tile(1).pixel_count()).map(|i| i % 3 == 1).collect()),
                     },
                 ],
                 speeds: vec![1.5, 0.0125, f64::INFINITY],
-                costs: vec![0.0, 2.0, -0.0, 1e-300, 3.0, 4.0, 5.0, 6.0],
-                floors: vec![1.0, 1.5, 0.0, 2.0, 1e300, 0.5, 0.25, 3.0],
+                task_count: 8,
+                mean_cost: 1e-300,
+                sends: vec![
+                    PieceTo {
+                        rect: tile(2),
+                        to: 3,
+                    },
+                    PieceTo {
+                        rect: tile(6),
+                        to: 0,
+                    },
+                ],
+                incoming: 9,
             }),
             Msg::StealRequest {
                 pass: 1,
@@ -718,6 +912,9 @@ mod tests {
                         task: 9,
                         tile: tile(9),
                         prior: Some(px.clone()),
+                        odd: Vec::new(),
+                        cost: 0.25,
+                        floor: f64::INFINITY,
                         skip: Some(vec![true, false, true]),
                     },
                     from_worker: 33,
@@ -735,7 +932,6 @@ mod tests {
                 start_s: 0.125,
                 end_s: 1.0 / 3.0,
                 cost_s: 0.2,
-                pixels: px,
             }),
             Msg::PassEnd { pass: 4 },
             Msg::PassStats {
@@ -747,6 +943,41 @@ mod tests {
                     tiles_out: 4,
                     served: 5,
                 },
+                blocks: Vec::new(),
+            },
+            Msg::PassStats {
+                pass: 5,
+                counters: RankPassCounters::default(),
+                blocks: vec![
+                    (
+                        3,
+                        BlockTally {
+                            noise: u128::MAX - 7,
+                            nan: true,
+                            ahead: false,
+                            behind: true,
+                        },
+                    ),
+                    (0, BlockTally::default()),
+                ],
+            },
+            Msg::Piece {
+                pass: 3,
+                piece: Piece {
+                    rect: tile(1),
+                    sums: px.clone(),
+                    odd: vec![1.0, 2.0, -0.0],
+                },
+            },
+            Msg::Collect { halt: true },
+            Msg::Collect { halt: false },
+            Msg::Collected {
+                held: vec![Piece {
+                    rect: tile(1),
+                    sums: px,
+                    odd: Vec::new(),
+                }],
+                fresh: Vec::new(),
             },
             Msg::Finish(Ok(())),
             Msg::Finish(Err("out.exr: disk full".into())),

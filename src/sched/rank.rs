@@ -10,21 +10,25 @@
 //! deques run dry ([`super::rank_policy`]), sends heartbeats and watches for silent peers.
 //! docs/cluster.md has the protocol and a sequence sketch.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
+use std::ops::Range;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::adaptive_sampling::{BlockGrid, BlockTally, Judging};
 use super::calibrate;
+use super::holdings::{self, Holdings};
 use super::job::{FrameError, FrameJob, FrameSink, RankSetup};
 use super::master::{Master, Outbox, PassOutcome};
-use super::protocol::{Granted, Msg, Plan, RankReady};
+use super::protocol::{Granted, Msg, Piece, Plan, RankReady};
 use super::rank_policy::VictimSearch;
 use super::ranks::{RankPassCounters, StopRequest};
 use super::transport::Transport;
 use super::workers::{worker_loop, Event, OnWorkerError, PassShared, Worker};
 use super::Frame;
+use crate::render::Film;
 
 /// Runs this rank's part of one frame over `transport`: the setup handshake, the passes, the
 /// end. Rank 0 returns the frame after `sink` has written the outputs; the other
@@ -84,6 +88,32 @@ struct FrameLoop<'s, 'e, 'x> {
     deferred: Vec<(usize, u32, u32, f64)>,
     /// A worker event that woke the loop, handled at the top of the next round.
     pending: Option<Event>,
+    /// The film's sums this rank holds ([`super::holdings`]).
+    holdings: Holdings,
+    /// A plan whose pass waits for the pieces other ranks send for its tiles.
+    waiting: Option<Plan>,
+    /// Pieces received, by pass.
+    arrived: HashMap<u32, u32>,
+    /// Rank 0 is ending the frame: no more tiles start or change hands here.
+    halted: bool,
+    /// The frame's passes and, with adaptive sampling, how its blocks are judged.
+    passes: Vec<Range<u32>>,
+    judge: Option<(super::adaptive_sampling::AdaptiveSampling, BlockGrid)>,
+}
+
+/// How long rank 0 ending a frame early waits for the other ranks' pixels (which they send
+/// at once), and how long at a signal.
+const HALT_PATIENCE: Duration = Duration::from_secs(10);
+const HALT_PATIENCE_AT_A_SIGNAL: Duration = Duration::from_millis(100);
+
+/// Why rank 0 gathers the film from the ranks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Gather {
+    /// The frame is complete, or a checkpoint is due: the ranks render on.
+    AsItStands,
+    /// The frame ends early: the ranks stop taking tiles and finish those in flight first.
+    /// A rank `lost` (fallen silent) is not asked.
+    Halt { lost: Option<usize> },
 }
 
 /// What the frame loop does after handling something.
@@ -240,6 +270,35 @@ impl<'t, 'j, T: Transport + ?Sized> Rank<'t, 'j, T> {
         }
     }
 
+    /// The part of the image rendered, in pixels of the whole (checked on rank 0 before the
+    /// handshake, so every rank gets one).
+    fn window(&self) -> crate::render::Tile {
+        let s = &self.job.settings;
+        super::window::resolve(self.job.config.window, s.width, s.height).unwrap_or(
+            crate::render::Tile {
+                x: 0,
+                y: 0,
+                w: s.width,
+                h: s.height,
+            },
+        )
+    }
+
+    /// This rank's holdings at the frame's start: rank 0 takes the master's starting film
+    /// (holding every pixel of a resumed one); the others start with an empty film.
+    fn starting_holdings(&self, master: &mut Option<Master>) -> Result<Holdings, FrameError> {
+        if let Some(m) = master.as_mut() {
+            let resumed = m.resumed();
+            return Ok(Holdings::new(m.take_starting_film(), resumed));
+        }
+        let window = self.window();
+        let film = match self.job.config.adaptive_sampling {
+            Some(_) => Film::with_odd_plane(window.w, window.h),
+            None => Film::new(window.w, window.h),
+        };
+        Ok(Holdings::new(film, false))
+    }
+
     fn send_all(&mut self, out: Outbox) -> Result<(), FrameError> {
         for (to, msg) in out {
             self.send(to, msg)?;
@@ -269,23 +328,36 @@ impl<'t, 'j, T: Transport + ?Sized> Rank<'t, 'j, T> {
         }
     }
 
+    /// The peers this rank is watched by and watches: rank 0 every rank, the others rank 0.
+    fn peers(&self) -> Vec<usize> {
+        if self.rank == 0 {
+            (1..self.size).collect()
+        } else {
+            vec![0]
+        }
+    }
+
+    /// Heartbeats to the peers this rank is watched by.
+    fn heartbeats(&mut self) -> Result<(), FrameError> {
+        let now = Instant::now();
+        for r in self.peers() {
+            if now.duration_since(self.last_sent[r]) >= self.job.timing.heartbeat {
+                self.send(r, Msg::Heartbeat)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Heartbeats to the peers this rank is watched by, and the watch on the peers it
-    /// depends on: rank 0 watches every rank, the others watch rank 0.
+    /// depends on.
     fn tick(&mut self) -> Result<(), FrameError> {
         if !self.live {
             return Ok(());
         }
+        self.heartbeats()?;
         let now = Instant::now();
         let timing = self.job.timing;
-        let peers: Vec<usize> = if self.rank == 0 {
-            (1..self.size).collect()
-        } else {
-            vec![0]
-        };
-        for r in peers {
-            if now.duration_since(self.last_sent[r]) >= timing.heartbeat {
-                self.send(r, Msg::Heartbeat)?;
-            }
+        for r in self.peers() {
             let silent = now.duration_since(self.last_heard[r]);
             if silent >= timing.dead_after {
                 return Err(FrameError::Silent {
@@ -414,6 +486,7 @@ impl<'t, 'j, T: Transport + ?Sized> Rank<'t, 'j, T> {
             // The other ranks learn that the frame is over as at its end.
             return self.finish_frame(m, sink);
         }
+        let holdings = self.starting_holdings(&mut master)?;
         if let Some(m) = master.as_mut() {
             let out = m.begin();
             self.send_all(out)?;
@@ -431,6 +504,16 @@ impl<'t, 'j, T: Transport + ?Sized> Rank<'t, 'j, T> {
                 master,
                 deferred: Vec::new(),
                 pending: None,
+                holdings,
+                waiting: None,
+                arrived: HashMap::new(),
+                halted: false,
+                passes: self.job.config.passes(self.job.settings.spp),
+                judge: self
+                    .job
+                    .config
+                    .adaptive_sampling
+                    .map(|a| (a, BlockGrid::new(self.window()))),
             };
             let result = self.frame_loop(&mut fl, sink);
             if let Some(c) = &fl.current {
@@ -439,8 +522,8 @@ impl<'t, 'j, T: Transport + ?Sized> Rank<'t, 'j, T> {
             if let Err(e) = &result {
                 if e.aborts_job() {
                     let mut message = e.to_string();
-                    if let (FrameError::Silent { .. }, Some(m)) = (e, fl.master.take()) {
-                        message += &self.keep_what_arrived(m, &mut fl, sink);
+                    if let (FrameError::Silent { rank, .. }, Some(m)) = (e, fl.master.take()) {
+                        message += &self.keep_what_arrived(m, *rank, &mut fl, sink);
                     }
                     // Before waiting for the workers' last tiles: end the job now.
                     self.t.abort(&message);
@@ -512,8 +595,8 @@ impl<'t, 'j, T: Transport + ?Sized> Rank<'t, 'j, T> {
         let Some(mut m) = fl.master.take() else {
             return Ok(Flow::Go);
         };
-        self.drain_own_tiles(&mut m, fl)?;
-        m.stop(request);
+        let (film, lost) = self.gather(fl, &mut m, Gather::Halt { lost: None })?;
+        m.stop(request, film, &lost);
         self.finish_frame(m, sink)
             .map(|f| Flow::Done(f.map(Box::new)))
     }
@@ -526,15 +609,16 @@ impl<'t, 'j, T: Transport + ?Sized> Rank<'t, 'j, T> {
         sink: &mut dyn FrameSink,
     ) -> Result<Flow, FrameError> {
         match ev {
-            Event::Done(d) => {
+            Event::Done(d, tile, sums) => {
                 self.tiles_rendered += 1;
+                fl.holdings.rendered(tile, &sums, d.pass);
                 if let Some(m) = fl.master.as_mut() {
                     let out = m
                         .on_tile(self.rank, d)
                         .map_err(|e| self.protocol(self.rank, e))?;
                     self.send_all(out)?;
-                    m.after_tile(sink);
                     self.tiles_taken += 1;
+                    self.offer_film(fl, sink, None)?;
                 } else {
                     self.send(0, Msg::TileDone(d))?;
                 }
@@ -587,14 +671,29 @@ impl<'t, 'j, T: Transport + ?Sized> Rank<'t, 'j, T> {
         sink: &mut dyn FrameSink,
     ) -> Result<Flow, FrameError> {
         match msg {
-            Msg::Plan(plan) => self.start_pass(plan, fl)?,
+            Msg::Plan(plan) => self.on_plan(plan, fl)?,
+            Msg::Piece { pass, piece } => {
+                if !fl.holdings.fits(&piece) {
+                    return Err(self.protocol(from, "a piece that does not fit the film".into()));
+                }
+                fl.holdings.stage(&piece);
+                *fl.arrived.entry(pass).or_insert(0) += 1;
+                self.try_start(fl)?;
+            }
+            Msg::Collect { halt } if from == 0 && self.rank != 0 => {
+                if halt {
+                    self.halt_workers(fl)?;
+                }
+                let (held, fresh) = fl.holdings.collect();
+                self.send(0, Msg::Collected { held, fresh })?;
+            }
             Msg::StealRequest { pass, want, speed } => {
                 if fl.current.as_ref().is_none_or(|c| c.shared.pass < pass) {
                     // The thief got its plan before this rank did: answer once ours is here
                     // (it is on its way: rank 0 sends every plan at once).
                     fl.deferred.push((from, pass, want, speed));
                 } else {
-                    self.serve(&mut fl.current, from, pass, want, speed)?;
+                    self.serve(fl, from, pass, want, speed)?;
                 }
             }
             Msg::Calibrate {
@@ -623,6 +722,7 @@ impl<'t, 'j, T: Transport + ?Sized> Rank<'t, 'j, T> {
                     })?;
                 c.over = true;
                 c.shared.end();
+                fl.holdings.end_pass();
             }
             Msg::Finish(result) if from == 0 && self.rank != 0 => {
                 return result
@@ -667,23 +767,31 @@ impl<'t, 'j, T: Transport + ?Sized> Rank<'t, 'j, T> {
             Msg::TileDone(d) => {
                 let out = m.on_tile(from, d).map_err(|e| self.protocol(from, e))?;
                 self.send_all(out)?;
-                m.after_tile(sink);
                 self.tiles_taken += 1;
+                self.offer_film(fl, sink, None)?;
                 return Ok(self.fault_flow());
             }
-            Msg::PassStats { pass, counters } => {
+            Msg::PassStats {
+                pass,
+                counters,
+                blocks,
+            } => {
                 let (out, outcome) = m
-                    .on_stats(from, pass, counters)
+                    .on_stats(from, pass, counters, blocks)
                     .map_err(|e| self.protocol(from, e))?;
                 self.send_all(out)?;
                 match outcome {
                     // The plans of the next pass are sent: the ranks render it while the film
                     // of this boundary is written.
-                    PassOutcome::NextPass { spp_done } => sink.between_passes(m.film(), spp_done),
+                    PassOutcome::NextPass { spp_done } => {
+                        self.offer_film(fl, sink, Some(spp_done))?
+                    }
                     PassOutcome::FrameComplete => {
-                        let Some(m) = fl.master.take() else {
+                        let Some(mut m) = fl.master.take() else {
                             unreachable!()
                         };
+                        let (film, _) = self.gather(fl, &mut m, Gather::AsItStands)?;
+                        m.set_film(film);
                         return self
                             .finish_frame(m, sink)
                             .map(|f| Flow::Done(f.map(Box::new)));
@@ -724,6 +832,18 @@ impl<'t, 'j, T: Transport + ?Sized> Rank<'t, 'j, T> {
         }
         c.counters.grants += 1;
         c.counters.tiles_in += tasks.len() as u32;
+        // Their sums go into the film, to which the rendered tiles' are written back.
+        for g in &tasks {
+            let piece = Piece {
+                rect: g.data.tile,
+                sums: g.data.prior.clone().unwrap_or_default(),
+                odd: g.data.odd.clone(),
+            };
+            if !fl.holdings.fits(&piece) {
+                return Err(self.protocol(from, "a granted tile without its sums".into()));
+            }
+            fl.holdings.stage(&piece);
+        }
         c.shared.receive(tasks);
         c.search.restart();
         Ok(())
@@ -733,7 +853,7 @@ impl<'t, 'j, T: Transport + ?Sized> Rank<'t, 'j, T> {
     /// next victim for tiles; once the pass is over and no request is out, its counters go to
     /// rank 0. True when the statistics were sent (the loop goes round again at once).
     fn steal_or_end_pass(&mut self, fl: &mut FrameLoop<'_, '_, '_>) -> Result<bool, FrameError> {
-        let Some(c) = fl.current.as_mut() else {
+        let Some(c) = fl.current.as_mut().filter(|_| !fl.halted) else {
             return Ok(false);
         };
         let idle = c.steal && !c.over && c.outstanding.is_none() && c.shared.queues.queued() == 0;
@@ -761,11 +881,16 @@ impl<'t, 'j, T: Transport + ?Sized> Rank<'t, 'j, T> {
             return Ok(false);
         }
         c.stats_sent = true;
-        let stats = Msg::PassStats {
-            pass: c.shared.pass,
-            counters: c.counters,
-        };
-        self.send(0, stats)?;
+        let (pass, counters) = (c.shared.pass, c.counters);
+        let blocks = block_tallies(fl, pass as usize + 1);
+        self.send(
+            0,
+            Msg::PassStats {
+                pass,
+                counters,
+                blocks,
+            },
+        )?;
         Ok(true)
     }
 
@@ -775,17 +900,21 @@ impl<'t, 'j, T: Transport + ?Sized> Rank<'t, 'j, T> {
     fn keep_what_arrived(
         &mut self,
         mut master: Master,
+        silent: usize,
         fl: &mut FrameLoop<'_, '_, '_>,
         sink: &mut dyn FrameSink,
     ) -> String {
-        if let Err(e) = self.drain_own_tiles(&mut master, fl) {
-            return format!("; what had arrived was not written: {e}");
-        }
+        let lost = Some(silent);
+        let (film, lost) = match self.gather(fl, &mut master, Gather::Halt { lost }) {
+            Ok(gathered) => gathered,
+            Err(e) => return format!("; what had arrived was not written: {e}"),
+        };
         // As a SIGTERM would (the job is ended like one).
-        master.stop(StopRequest {
+        let request = StopRequest {
             rank: 0,
             signal: 15,
-        });
+        };
+        master.stop(request, film, &lost);
         sink.keep(&master.into_frame()).unwrap_or_default()
     }
 
@@ -804,8 +933,9 @@ impl<'t, 'j, T: Transport + ?Sized> Rank<'t, 'j, T> {
             c.shared.wait_for_workers();
         }
         for ev in fl.pending.take().into_iter().chain(fl.rx.try_iter()) {
-            if let Event::Done(d) = ev {
+            if let Event::Done(d, tile, sums) = ev {
                 self.tiles_rendered += 1;
+                fl.holdings.rendered(tile, &sums, d.pass);
                 master
                     .on_tile(self.rank, d)
                     .map_err(|e| self.protocol(self.rank, e))?;
@@ -853,24 +983,210 @@ impl<'t, 'j, T: Transport + ?Sized> Rank<'t, 'j, T> {
     /// rank would, or none.
     fn serve(
         &mut self,
-        current: &mut Option<RankPass>,
+        fl: &mut FrameLoop<'_, '_, '_>,
         thief: usize,
         pass: u32,
         want: u32,
         thief_speed: f64,
     ) -> Result<(), FrameError> {
         let mut tasks = Vec::new();
-        if let Some(c) = current.as_mut().filter(|c| c.shared.pass == pass) {
+        if let Some(c) = fl.current.as_mut().filter(|c| c.shared.pass == pass) {
             c.counters.served += 1;
-            if !c.over {
+            if !c.over && !fl.halted {
                 tasks = c
                     .shared
                     .give_away(want as usize, thief_speed)
                     .map_err(|e| self.protocol(self.rank, e))?;
                 c.counters.tiles_out += tasks.len() as u32;
+                tasks.iter().for_each(|g| fl.holdings.gave(g.data.tile));
             }
         }
         self.send(thief, Msg::Grant { pass, tasks })
+    }
+
+    /// A plan arrived: this rank sends the pieces it holds of other ranks' tiles, and the
+    /// pass starts once the pieces of its own tiles have come.
+    fn on_plan(&mut self, plan: Plan, fl: &mut FrameLoop<'_, '_, '_>) -> Result<(), FrameError> {
+        if fl.waiting.is_some() || fl.current.as_ref().is_some_and(|c| !c.stats_sent) {
+            return Err(self.protocol(0, "a plan before the pass ended".into()));
+        }
+        for send in &plan.sends {
+            let to = send.to as usize;
+            let piece = fl.holdings.piece(send.rect);
+            if to >= self.size || to == self.rank || !fl.holdings.fits(&piece) {
+                return Err(self.protocol(0, format!("a plan sending {send:?}")));
+            }
+            fl.holdings.gave(send.rect);
+            let pass = plan.pass;
+            self.send(to, Msg::Piece { pass, piece })?;
+        }
+        fl.waiting = Some(plan);
+        self.try_start(fl)
+    }
+
+    /// The waiting plan's pass starts once every piece of its tiles has arrived: each tile
+    /// takes its sums from the film.
+    fn try_start(&mut self, fl: &mut FrameLoop<'_, '_, '_>) -> Result<(), FrameError> {
+        let Some(plan) = fl.waiting.as_ref() else {
+            return Ok(());
+        };
+        let arrived = fl.arrived.get(&plan.pass).copied().unwrap_or(0);
+        if arrived < plan.incoming {
+            return Ok(());
+        }
+        if arrived > plan.incoming {
+            return Err(self.protocol(
+                0,
+                format!("{arrived} pieces for a plan of {}", plan.incoming),
+            ));
+        }
+        let Some(mut plan) = fl.waiting.take() else {
+            return Ok(());
+        };
+        fl.arrived.remove(&plan.pass);
+        for t in &mut plan.tasks {
+            if !fl.holdings.contains(t.tile) {
+                return Err(self.protocol(0, format!("a plan with tile {:?}", t.tile)));
+            }
+            let piece = fl.holdings.piece(t.tile);
+            (t.prior, t.odd) = (Some(piece.sums), piece.odd);
+        }
+        self.start_pass(plan, fl)
+    }
+
+    /// A rank told to end the frame: its workers take no new tile, and the tiles they have
+    /// finished are kept and reported to rank 0 as any other. Those in flight are not waited
+    /// for: rank 0 writes at once, at a signal before mpirun's kill.
+    fn halt_workers(&mut self, fl: &mut FrameLoop<'_, '_, '_>) -> Result<(), FrameError> {
+        fl.halted = true;
+        if let Some(c) = &fl.current {
+            c.shared.end();
+        }
+        for ev in fl.pending.take().into_iter().chain(fl.rx.try_iter()) {
+            if let Event::Done(d, tile, sums) = ev {
+                self.tiles_rendered += 1;
+                fl.holdings.rendered(tile, &sums, d.pass);
+                self.send(0, Msg::TileDone(d))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Rank 0: the film as the ranks hold it, and the ranks that did not answer (a frame
+    /// ending early waits for none longer than a silent peer is given, and never for the one
+    /// `lost`; their pixels keep what an earlier gathering had). Messages that arrive
+    /// meanwhile wait for the frame loop, but for the tiles of ranks that halt, which the
+    /// master counts.
+    fn gather(
+        &mut self,
+        fl: &mut FrameLoop<'_, '_, '_>,
+        master: &mut Master,
+        why: Gather,
+    ) -> Result<(Film, Vec<usize>), FrameError> {
+        let halt = matches!(why, Gather::Halt { .. });
+        let lost = match why {
+            Gather::Halt { lost } => lost,
+            Gather::AsItStands => None,
+        };
+        let asked: Vec<usize> = (1..self.size).filter(|&r| Some(r) != lost).collect();
+        for &r in &asked {
+            self.send(r, Msg::Collect { halt })?;
+        }
+        if halt {
+            self.drain_own_tiles(master, fl)?;
+        }
+        if self.size == 1 {
+            return Ok((fl.holdings.take_film(), Vec::new()));
+        }
+        let mut replies: Vec<Option<(Vec<Piece>, Vec<Piece>)>> = vec![None; self.size];
+        replies[0] = Some(fl.holdings.collect());
+        let mut later = Vec::new();
+        let (since, patience) = (Instant::now(), self.halt_patience());
+        while asked.iter().any(|&r| replies[r].is_none()) {
+            match self.recv()? {
+                Some((from, Msg::Collected { held, fresh })) if replies[from].is_none() => {
+                    if !held.iter().chain(&fresh).all(|p| fl.holdings.fits(p)) {
+                        return Err(
+                            self.protocol(from, "a piece that does not fit the film".into())
+                        );
+                    }
+                    replies[from] = Some((held, fresh));
+                }
+                Some((from, Msg::TileDone(d))) if halt => {
+                    // A halting rank's last tiles: counted, the pass is not ended.
+                    master
+                        .on_tile(from, d)
+                        .map_err(|e| self.protocol(from, e))?;
+                    self.tiles_taken += 1;
+                }
+                Some((_, Msg::Heartbeat)) => {}
+                Some(m) => later.push(m),
+                None if halt => {
+                    self.heartbeats()?;
+                    if since.elapsed() >= patience {
+                        break;
+                    }
+                    std::thread::sleep(self.job.timing.poll);
+                }
+                None => {
+                    self.tick()?;
+                    std::thread::sleep(self.job.timing.poll);
+                }
+            }
+        }
+        self.early.extend(later);
+        let missing = (1..self.size).filter(|&r| replies[r].is_none()).collect();
+        let replies: Vec<_> = replies.into_iter().flatten().collect();
+        let mut film = master.take_film();
+        holdings::assemble(&mut film, &replies);
+        Ok((film, missing))
+    }
+
+    /// How long rank 0 ending the frame early waits for the ranks' pixels: briefly at a
+    /// signal (mpirun kills what it signalled soon after), longer for a silent peer, never
+    /// longer than a peer is given to answer.
+    fn halt_patience(&self) -> Duration {
+        let patience = match self.job.stop.load(Ordering::SeqCst) {
+            0 => HALT_PATIENCE,
+            _ => HALT_PATIENCE_AT_A_SIGNAL,
+        };
+        patience.min(self.job.timing.dead_after)
+    }
+
+    /// Rank 0, after a tile arrived (`boundary`: `None`) or at a pass boundary (the samples
+    /// per pixel there): the sink may checkpoint the film as it stands. One process hands it
+    /// its own; among several ranks the film is gathered, only when the sink wants it.
+    fn offer_film(
+        &mut self,
+        fl: &mut FrameLoop<'_, '_, '_>,
+        sink: &mut dyn FrameSink,
+        boundary: Option<u32>,
+    ) -> Result<(), FrameError> {
+        let Some(mut m) = fl.master.take() else {
+            return Ok(());
+        };
+        let spp_done = boundary.unwrap_or_else(|| m.spp_done());
+        let result = if self.size == 1 {
+            let film = fl.holdings.film();
+            match boundary {
+                Some(_) => sink.between_passes(film, spp_done),
+                None => sink.within_pass(spp_done, &|| film.clone()),
+            }
+            Ok(())
+        } else if sink.film_wanted(boundary.is_none()) {
+            self.gather(fl, &mut m, Gather::AsItStands)
+                .map(|(film, _)| {
+                    match boundary {
+                        Some(_) => sink.between_passes(&film, spp_done),
+                        None => sink.within_pass(spp_done, &|| film.clone()),
+                    }
+                    m.set_film(film);
+                })
+        } else {
+            Ok(())
+        };
+        fl.master = Some(m);
+        result
     }
 
     /// A plan arrived: the pass starts on this rank's workers, one thread each (but the
@@ -914,9 +1230,21 @@ impl<'t, 'j, T: Transport + ?Sized> Rank<'t, 'j, T> {
             .collect();
         fl.deferred.retain(|d| d.1 != pass);
         for (thief, p, want, speed) in ready {
-            self.serve(&mut fl.current, thief, p, want, speed)?;
+            self.serve(fl, thief, p, want, speed)?;
         }
         Ok(())
+    }
+}
+
+/// Adaptive sampling, at the end of a pass with `next` to come: the tallies of the blocks this
+/// rank holds pixels of, for rank 0 to judge them; none otherwise.
+fn block_tallies(fl: &FrameLoop<'_, '_, '_>, next: usize) -> Vec<(u32, BlockTally)> {
+    let Some((adaptive, grid)) = fl.judge else {
+        return Vec::new();
+    };
+    match Judging::new(&fl.passes, next, &adaptive, true) {
+        Some(j) => fl.holdings.tally(&j, grid),
+        None => Vec::new(),
     }
 }
 

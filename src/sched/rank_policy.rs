@@ -81,6 +81,9 @@ pub struct GrantGuard<'a> {
     pub costs: &'a [f64],
     /// Each task's floor (`sched::tiles::area_floors`); empty: the mean task's cost.
     pub floors: &'a [f64],
+    /// The pass's mean task cost, where `costs` holds only the tasks a rank knows (not a
+    /// number for the others); `None`: the mean of `costs`.
+    pub mean: Option<f64>,
 }
 
 impl GrantGuard<'_> {
@@ -90,6 +93,7 @@ impl GrantGuard<'_> {
         own_speeds: &[],
         costs: &[],
         floors: &[],
+        mean: None,
     };
 }
 
@@ -105,6 +109,7 @@ pub fn give_away(queues: &WorkQueues, want: usize, guard: GrantGuard) -> Vec<(us
                 guard.own_speeds,
                 guard.costs,
                 guard.floors,
+                guard.mean,
             )
         })
         .collect()
@@ -187,6 +192,7 @@ mod tests {
             own_speeds: &gpu,
             costs: &costs,
             floors: &[],
+            mean: None,
         };
         let v = victim();
         assert_eq!(give_away(&v, 16, guard(0.0125)), vec![]);
@@ -203,6 +209,7 @@ mod tests {
             own_speeds: &gpu,
             costs: &costs,
             floors: &[],
+            mean: None,
         };
         assert_eq!(give_away(&v, 3, g).len(), 3);
     }
@@ -221,6 +228,7 @@ mod tests {
             own_speeds,
             costs: &costs,
             floors: &[],
+            mean: None,
         };
         assert_eq!(give_away(&victim(), 2, guard(&planned)), vec![]);
         let v = victim();

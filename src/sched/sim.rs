@@ -274,6 +274,7 @@ impl Sim<'_> {
                         own_speeds: &m.speeds[victim],
                         costs: g.estimated,
                         floors: g.floors,
+                        mean: None,
                     },
                     None => GrantGuard::NONE,
                 };

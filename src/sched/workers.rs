@@ -25,7 +25,7 @@ use anyhow::Context;
 use super::cputime::thread_cpu_seconds;
 use super::policy::{StealRng, Take, WorkQueues};
 use super::protocol::{Granted, Plan, TaskData, TileDone};
-use crate::render::{Film, Tile, TileRenderer};
+use crate::render::{Tile, TileRenderer};
 
 /// One entry of `--devices`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -331,18 +331,6 @@ impl TileRecord {
     }
 }
 
-/// `film` with the finished tiles of pass `pass` written in (`buffers[i]` of `tiles[i]`; an
-/// empty buffer is a tile not finished).
-pub fn film_with(film: &Film, tiles: &[Tile], buffers: &[Vec<[f32; 4]>], pass: usize) -> Film {
-    let mut out = film.clone();
-    for (t, buf) in tiles.iter().zip(buffers) {
-        if !buf.is_empty() {
-            out.write_pass_tile(*t, buf, pass);
-        }
-    }
-    out
-}
-
 /// The workers retired with worker `w` when its renderer failed: the other working workers of
 /// its device, when the renderer says the device is lost ([`TileRenderer::device_lost`]: a
 /// sticky CUDA error takes the context all of a GPU's streams share), else none.
@@ -407,7 +395,9 @@ pub(crate) fn lost_with(workers: &[Worker], failed: usize, error: &str) -> Strin
 
 /// What a worker thread tells its rank's progress loop.
 pub(super) enum Event {
-    Done(TileDone),
+    /// A tile rendered: what rank 0 is told, and the tile with its new sums, which the rank
+    /// keeps ([`super::holdings`]).
+    Done(TileDone, Tile, Vec<[f32; 4]>),
     /// The rank's frame cannot go on: the error (under `--on-worker-error stop`), or the
     /// failure of its last working worker.
     Failed(String),
@@ -430,6 +420,11 @@ pub(super) enum Event {
 pub(super) struct Held {
     pub(super) tile: Tile,
     pub(super) prior: Option<Vec<[f32; 4]>>,
+    /// Its odd-plane values ([`TaskData::odd`]).
+    pub(super) odd: Vec<f32>,
+    /// Its cost and floor ([`TaskData::cost`]).
+    pub(super) cost: f64,
+    pub(super) floor: f64,
     /// The pixels it skips ([`TaskData::skip`]).
     pub(super) skip: Option<Vec<bool>>,
     pub(super) origin: Option<u32>,
@@ -440,6 +435,9 @@ impl Held {
         Held {
             tile: data.tile,
             prior: data.prior,
+            odd: data.odd,
+            cost: data.cost,
+            floor: data.floor,
             skip: data.skip,
             origin,
         }
@@ -478,9 +476,11 @@ pub(super) struct PassShared {
     /// The speeds rank 0 planned this rank's workers at, and every task's estimated cost
     /// (the plan's): what the steal guards weigh, within the rank and for thief ranks.
     pub(super) speeds: Vec<f64>,
-    pub(super) costs: Vec<f64>,
-    /// Every task's floor for the steal guards (`sched::tiles::area_floors`).
-    pub(super) floors: Vec<f64>,
+    /// Every task's cost and floor for the steal guards (`sched::tiles::area_floors`), by
+    /// task number: this rank's, and those given it (not a number for the others).
+    costs: Mutex<(Vec<f64>, Vec<f64>)>,
+    /// The pass's mean task cost.
+    mean_cost: f64,
     pub(super) tasks: Mutex<HashMap<u32, Held>>,
     state: Mutex<WakeState>,
     cv: Condvar,
@@ -514,6 +514,15 @@ impl PassShared {
                 retired.len()
             ));
         }
+        let n = plan.task_count as usize;
+        let (mut costs, mut floors) = (vec![f64::NAN; n], vec![f64::NAN; n]);
+        for t in &plan.tasks {
+            let i = t.task as usize;
+            if i >= n {
+                return Err(format!("a plan with task {i} of {n}"));
+            }
+            (costs[i], floors[i]) = (t.cost, t.floor);
+        }
         let held: HashMap<u32, Held> = plan
             .tasks
             .into_iter()
@@ -533,12 +542,13 @@ impl PassShared {
             seed,
             offset,
             queues: WorkQueues::new(deques, plan.steal)
-                .with_speeds(&plan.speeds, &plan.costs)
-                .with_task_floors(&plan.floors)
+                .with_speeds(&plan.speeds, &costs)
+                .with_mean_cost(plan.mean_cost)
+                .with_task_floors(&floors)
                 .with_retired(retired),
             speeds: plan.speeds,
-            costs: plan.costs,
-            floors: plan.floors,
+            costs: Mutex::new((costs, floors)),
+            mean_cost: plan.mean_cost,
             tasks: Mutex::new(held),
             state: Mutex::new(WakeState::default()),
             cv: Condvar::new(),
@@ -570,6 +580,16 @@ impl PassShared {
     pub(super) fn receive(&self, tasks: Vec<Granted>) {
         let ids: Vec<usize> = tasks.iter().map(|g| g.data.task as usize).collect();
         {
+            let mut costs = self.costs.lock().unwrap_or_else(|p| p.into_inner());
+            for g in &tasks {
+                let (t, d) = (g.data.task as usize, &g.data);
+                self.queues.learn(t, d.cost, d.floor);
+                if t < costs.0.len() {
+                    (costs.0[t], costs.1[t]) = (d.cost, d.floor);
+                }
+            }
+        }
+        {
             let mut held = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
             for g in tasks {
                 held.insert(g.data.task, Held::of(g.data, Some(g.from_worker)));
@@ -600,13 +620,17 @@ impl PassShared {
         // A worker retired in this pass (planned at its speed) does none of the work queued
         // here.
         let own_speeds = self.queues.zero_retired(&self.speeds);
-        let guard = super::rank_policy::GrantGuard {
-            thief_speed,
-            own_speeds: &own_speeds,
-            costs: &self.costs,
-            floors: &self.floors,
+        let given = {
+            let costs = self.costs.lock().unwrap_or_else(|p| p.into_inner());
+            let guard = super::rank_policy::GrantGuard {
+                thief_speed,
+                own_speeds: &own_speeds,
+                costs: &costs.0,
+                floors: &costs.1,
+                mean: Some(self.mean_cost),
+            };
+            super::rank_policy::give_away(&self.queues, want, guard)
         };
-        let given = super::rank_policy::give_away(&self.queues, want, guard);
         let mut held = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
         given
             .into_iter()
@@ -619,6 +643,9 @@ impl PassShared {
                         task: task as u32,
                         tile: h.tile,
                         prior: h.prior,
+                        odd: h.odd,
+                        cost: h.cost,
+                        floor: h.floor,
                         skip: h.skip,
                     },
                     // The deque it left last: a tile can move on from a thief.
@@ -698,6 +725,7 @@ pub(super) fn worker_loop(
             prior: (shared.on_error == OnWorkerError::Retire)
                 .then(|| held.prior.clone())
                 .flatten(),
+            odd: held.odd.clone(),
             skip: held.skip.clone(),
             ..held
         };
@@ -706,11 +734,11 @@ pub(super) fn worker_loop(
             None => held.origin,
         };
         match render_task(shared, worker, held) {
-            Ok(mut done) => {
+            Ok((mut done, tile, sums)) => {
                 done.task = task;
                 done.worker = global as u32;
                 done.stolen_from = stolen_from;
-                if tx.send(Event::Done(done)).is_err() {
+                if tx.send(Event::Done(done, tile, sums)).is_err() {
                     return;
                 }
             }
@@ -729,7 +757,11 @@ pub(super) fn worker_loop(
 
 /// Renders `held` on `worker` at the pass's samples, timed (the thread's CPU time for CPU
 /// workers, else wall time): the tile's sums, its task and worker left for the caller.
-fn render_task(shared: &PassShared, worker: &Worker, held: Held) -> Result<TileDone, String> {
+fn render_task(
+    shared: &PassShared,
+    worker: &Worker,
+    held: Held,
+) -> Result<(TileDone, Tile, Vec<[f32; 4]>), String> {
     let tile = held.tile;
     let mut acc = held
         .prior
@@ -756,7 +788,7 @@ fn render_task(shared: &PassShared, worker: &Worker, held: Held) -> Result<TileD
             tile.h,
         ));
     }
-    Ok(TileDone {
+    let done = TileDone {
         pass: shared.pass,
         task: 0,
         worker: 0,
@@ -767,8 +799,8 @@ fn render_task(shared: &PassShared, worker: &Worker, held: Held) -> Result<TileD
             (Some(a), Some(b)) => b - a,
             _ => t1 - t0,
         },
-        pixels: acc,
-    })
+    };
+    Ok((done, tile, acc))
 }
 
 /// A worker's failure on a task.
@@ -936,6 +968,9 @@ mod tests {
                     h: 4,
                 },
                 prior: None,
+                odd: Vec::new(),
+                cost: 1.0,
+                floor: 1.0,
                 skip: None,
             })
             .collect();
@@ -946,8 +981,10 @@ mod tests {
             deques,
             tasks,
             speeds: Vec::new(),
-            costs: Vec::new(),
-            floors: Vec::new(),
+            task_count: 6,
+            mean_cost: 1.0,
+            sends: Vec::new(),
+            incoming: 0,
         };
         let retired = vec![false; workers.len()];
         let others = (on_error, "the other workers");
@@ -963,7 +1000,7 @@ mod tests {
             while done < 6 {
                 let ev = rx.recv().unwrap();
                 match &ev {
-                    Event::Done(_) => done += 1,
+                    Event::Done(..) => done += 1,
                     Event::Failed(_) => done = 6,
                     Event::Retired { .. } => {}
                 }
@@ -990,9 +1027,9 @@ mod tests {
         let mut retired = Vec::new();
         for ev in events {
             match ev {
-                Event::Done(d) => {
+                Event::Done(d, _, sums) => {
                     assert_ne!(d.worker, 0);
-                    assert!(d.pixels.iter().all(|p| p[3] == 3.0));
+                    assert!(sums.iter().all(|p| p[3] == 3.0));
                     rendered.push(d.task);
                 }
                 Event::Retired {

@@ -248,6 +248,7 @@ fn run_frame<T: Transport + ?Sized>(
             aovs,
             resume_written: None,
             published: Default::default(),
+            checkpoint_asked: false,
         }
     });
     let job = FrameJob {

@@ -35,13 +35,15 @@ pub(super) struct Outputs<'a> {
     /// Where the resume file of a frame cut short went (beside the image, or rescued).
     pub(super) resume_written: Option<PathBuf>,
     pub(super) published: Published,
+    /// A checkpoint asked for (SIGUSR1) when a film was last wanted, not yet written.
+    pub(super) checkpoint_asked: bool,
 }
 
 impl FrameSink for Outputs<'_> {
     fn between_passes(&mut self, film: &Film, spp_done: u32) {
         checkpoint_between_passes(
             &mut self.checkpoints,
-            self.controls,
+            (self.controls, std::mem::take(&mut self.checkpoint_asked)),
             film,
             spp_done,
             self.out,
@@ -51,11 +53,16 @@ impl FrameSink for Outputs<'_> {
     fn within_pass(&mut self, spp_done: u32, film: &dyn Fn() -> Film) {
         checkpoint_within_pass(
             &mut self.checkpoints,
-            self.controls,
+            (self.controls, std::mem::take(&mut self.checkpoint_asked)),
             spp_done,
             film,
             self.out,
         );
+    }
+
+    fn film_wanted(&mut self, _within_pass: bool) -> bool {
+        self.checkpoint_asked |= self.controls.take_checkpoint_request();
+        self.checkpoint_asked || self.checkpoints.due()
     }
 
     fn finish(&mut self, frame: &Frame) -> anyhow::Result<()> {
@@ -429,6 +436,7 @@ mod tests {
             partial: None,
             at_time_limit: true,
             stopped_blocks: None,
+            lost: None,
         };
         assert_eq!(
             image_key(key, Some(&whole), &film),
@@ -449,6 +457,7 @@ mod tests {
             }),
             at_time_limit: false,
             stopped_blocks: None,
+            lost: None,
         };
         assert_eq!(
             image_key(key, Some(&cut), &film),

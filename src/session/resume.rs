@@ -56,12 +56,12 @@ pub(super) fn warn_about_checkpoints(a: &RenderOptions, passes_chosen: bool, out
 /// disk) warns and the render goes on: the next tile or boundary tries again.
 pub(super) fn checkpoint_between_passes(
     checkpoints: &mut Checkpointer,
-    controls: &dyn Controls,
+    (controls, asked_before): (&dyn Controls, bool),
     film: &Film,
     spp_done: u32,
     out: Verbosity,
 ) {
-    let asked = controls.take_checkpoint_request();
+    let asked = controls.take_checkpoint_request() || asked_before;
     if let Some(Err(e)) = checkpoints.at_boundary(film, spp_done, asked) {
         out.warn(format_args!(
             "checkpoint not written, the render goes on: {e}"
@@ -74,12 +74,12 @@ pub(super) fn checkpoint_between_passes(
 /// in one pass, or in long ones, is not lost to a kill. The film is copied only then.
 pub(super) fn checkpoint_within_pass(
     checkpoints: &mut Checkpointer,
-    controls: &dyn Controls,
+    (controls, asked_before): (&dyn Controls, bool),
     spp_done: u32,
     film: &dyn Fn() -> Film,
     out: Verbosity,
 ) {
-    let asked = controls.take_checkpoint_request();
+    let asked = controls.take_checkpoint_request() || asked_before;
     if !(asked || checkpoints.due()) {
         return;
     }
