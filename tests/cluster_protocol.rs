@@ -1193,11 +1193,30 @@ fn schedule_sim_models_ranks_as_one_table() {
     ] {
         assert!(stdout.contains(row), "{row:?} missing from:\n{stdout}");
     }
-    let table: Vec<&str> = stdout.lines().filter(|l| l.contains(" ms |")).collect();
+    let table: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.contains(" ms |") && !l.contains("bytes"))
+        .collect();
     assert_eq!(
         table.len(),
         4 + 4,
         "efficiency and moved-tiles rows:\n{stdout}"
+    );
+    // Rank 0's link: one row per rank count (ranks, tiles, then bytes and milliseconds a
+    // pass, now and before); one rank alone sends itself nothing, three send far fewer
+    // bytes than the funnel did.
+    let link: Vec<Vec<f64>> = stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("rank 0's link a pass"))
+        .skip(2)
+        .map(|l| l.split(['|', ' ']).filter_map(|c| c.parse().ok()).collect())
+        .collect();
+    assert_eq!(link.len(), 2, "{stdout}");
+    assert_eq!(link[0][..4], [1.0, 8.0, 0.0, 0.0], "{stdout}");
+    assert_eq!(link[1][..2], [3.0, 24.0], "{stdout}");
+    assert!(
+        link[1][2] > 0.0 && link[1][2] < link[1][4] / 4.0,
+        "{stdout}"
     );
     // Every efficiency is a percentage in (0, 100].
     for line in &table[..4] {
@@ -1210,6 +1229,9 @@ fn schedule_sim_models_ranks_as_one_table() {
     assert!(!sim(&["--ranks", "0"]).status.success());
     assert!(!sim(&["--ranks", "2", "--workers", "1,2"]).status.success());
     assert!(!sim(&["--ranks", "2", "--rank-steal-latency-ms", "-1"])
+        .status
+        .success());
+    assert!(!sim(&["--ranks", "2", "--bandwidth-gbit", "0"])
         .status
         .success());
 }
@@ -1761,8 +1783,8 @@ fn rank_0s_bytes_a_pass_grow_with_the_tiles_not_the_pixels() {
     let master = ["Plan", "TileDone", "PassEnd", "PassStats"];
     let per_pass = (bytes(&six, &master) - bytes(&two, &master)) / 4;
     let film = u64::from(W * H) * 16;
-    // A tile's share: its entry in a plan (about 42 bytes, and a piece to send) and its news
-    // (about 45 bytes), where its pixels would be 16 bytes each twice over.
+    // A tile's share: its entry in a plan (46 bytes, and a piece to send) and its news (38
+    // bytes), where its pixels would be 16 bytes each twice over.
     assert!(
         per_pass <= 24 * 200 + 3 * 100 && per_pass < film / 2,
         "{per_pass} bytes a pass through rank 0, for a film of {film}: {six:?}"

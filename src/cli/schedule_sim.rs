@@ -13,7 +13,8 @@
 //! `--workers` workers, tiles are stolen within a rank as in one process and across ranks by
 //! the protocol of `mpirun ... render`, a steal across ranks costing one round trip of
 //! `--rank-steal-latency-ms`; it prints the efficiency of every strategy for every rank count
-//! and latency as one table, like the paper's Table 2. `--speeds` with `--ranks` models ranks
+//! and latency as one table, like the paper's Table 2, then the bytes a pass through rank 0's
+//! link at `--bandwidth-gbit` ([`crate::sched::link`]). `--speeds` with `--ranks` models ranks
 //! of workers of different speeds (GPU ranks beside CPU ranks) under each way of planning the
 //! first pass, the steal guards within and across ranks included.
 
@@ -57,6 +58,9 @@ pub struct ScheduleSimArgs {
     /// milliseconds; comma-separated values give one row each
     #[arg(long, value_delimiter = ',', default_value = "0.1")]
     pub rank_steal_latency_ms: Vec<f64>,
+    /// With --ranks: rank 0's link, in gigabits a second, for the time its bytes a pass take
+    #[arg(long, default_value_t = 100.0)]
+    pub bandwidth_gbit: f64,
     /// With --ranks: tiles per worker of each simulated cluster (the paper used 8) [default:
     /// --tiles, else the render's count, for every cluster size]
     #[arg(long)]
@@ -270,6 +274,9 @@ fn check_args(a: &ScheduleSimArgs) -> anyhow::Result<()> {
     }
     if a.ranks.contains(&0) {
         anyhow::bail!("--ranks: every rank count must be at least 1");
+    }
+    if !(a.bandwidth_gbit > 0.0 && a.bandwidth_gbit.is_finite()) {
+        anyhow::bail!("--bandwidth-gbit must be a positive number");
     }
     if !a.ranks.is_empty() && a.speeds.is_none() && a.workers.len() != 1 {
         anyhow::bail!("--ranks: give one --workers count, the workers of each rank");
@@ -760,9 +767,11 @@ fn cluster_table(
     let workers = a.workers[0];
     print_cluster_head(a, workers, tile_count);
     let mut moved_rows = Vec::new();
+    let mut link_rows = Vec::new();
     for &ranks in &a.ranks {
         let total_workers = ranks * workers;
         let tiles = cluster_tiles(a, total_workers, tile_count);
+        let mut pass_s = f64::NAN;
         for &latency_ms in &a.rank_steal_latency_ms {
             let model = ClusterModel {
                 ranks,
@@ -781,6 +790,9 @@ fn cluster_table(
                     );
                 }
                 let (_, eff, _) = min_med_max(runs.iter().map(SimRun::efficiency).collect());
+                if (strategy, steal) == (Strategy::Sorted, true) && pass_s.is_nan() {
+                    pass_s = min_med_max(runs.iter().map(|r| r.makespan).collect()).1;
+                }
                 cells.push(format!("{:>17.1}%", 100.0 * eff));
                 if steal {
                     let (_, tiles_moved, _) =
@@ -800,9 +812,54 @@ fn cluster_table(
             );
             moved_rows.push((ranks, latency_ms, moved));
         }
+        link_rows.push(link_row(replay, (ranks, workers), tiles, pass_s));
     }
     print_moved_table(moved_rows);
+    print_link_table(a.bandwidth_gbit, &link_rows);
     Ok(())
+}
+
+/// One rank count's row of the link table: (ranks, tiles, rank 0's bytes a pass, the median
+/// makespan of a pass under `sorted + steal`).
+fn link_row(
+    replay: &Replay,
+    (ranks, workers): (usize, usize),
+    tiles: u32,
+    pass_s: f64,
+) -> (usize, usize, crate::sched::link::PassBytes, f64) {
+    let (layout, estimated, _) = replay.tiles(Strategy::Sorted, tiles);
+    let weights = vec![1.0; (ranks * workers).max(1)];
+    let deques = crate::sched::policy::initial_deques(Strategy::Sorted, &estimated, &weights);
+    let bytes = crate::sched::link::pass_bytes(&layout, &deques, workers);
+    (ranks, layout.len(), bytes, pass_s)
+}
+
+/// The cluster model's third table: per rank count, what passes through rank 0's link in a
+/// pass, and its time on a link of `gbit`, now and as the funnel of before, against the
+/// pass's makespan.
+fn print_link_table(gbit: f64, rows: &[(usize, usize, crate::sched::link::PassBytes, f64)]) {
+    use crate::sched::link::seconds_on;
+    println!();
+    println!(
+        "rank 0's link a pass at {gbit} Gbit/s (plans out; tiles' news and statistics in), \
+         against the makespan of a pass (sorted + steal, median); before: each tile's pixels in \
+         and out again, every task's cost in every plan"
+    );
+    println!(
+        "{:>5} {:>6} | {:>12} {:>9} | {:>12} {:>9} | {:>9} | {:>12}",
+        "ranks", "tiles", "bytes", "ms", "before", "ms", "pass ms", "film once"
+    );
+    for &(ranks, tiles, b, pass_s) in rows {
+        println!(
+            "{ranks:>5} {tiles:>6} | {:>12} {:>9.3} | {:>12} {:>9.3} | {:>9.3} | {:>12}",
+            b.per_pass(),
+            1e3 * seconds_on(b.per_pass(), gbit),
+            b.funnel,
+            1e3 * seconds_on(b.funnel, gbit),
+            1e3 * pass_s,
+            b.gathered,
+        );
+    }
 }
 
 /// The head of the cluster model's table: the model, what the cells hold, the column names.

@@ -46,6 +46,7 @@ pub mod cputime;
 pub mod fault;
 mod holdings;
 pub mod job;
+pub mod link;
 mod master;
 pub mod pictures;
 pub mod policy;

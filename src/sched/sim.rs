@@ -11,8 +11,8 @@
 //! victim after half the round trip `rank_latency`; the victim gives tiles from its cheap
 //! end there and then, and they arrive after the other half. Workers of a rank with nothing
 //! to do wait for tiles to arrive. One process is one rank. What it leaves out is the plan's
-//! delivery at the start and the tiles' way back to rank 0 (both overlap with rendering in
-//! the real protocol).
+//! delivery at the start and the tiles' news on their way to rank 0 (both overlap with
+//! rendering in the real protocol); [`super::link`] counts their bytes on rank 0's link.
 //!
 //! By default workers are identical in speed: a tile costs its measured time whoever runs it.
 //! [`simulate_mixed`] and [`simulate_mixed_cluster`] give each worker a speed (a GPU beside
