@@ -1262,3 +1262,59 @@ fn distributed_geometry_under_mpirun_is_the_single_process_image() {
         }
     }
 }
+
+/// The memory bound of `--distribute-geometry`, from the ranks' own reports (`-v`): each rank
+/// holds its domain's groups and the replicated ones (the lights), every group is held by one
+/// rank or by all, and a rank's own share of the scene's bytes of groups is at most 1/N of the
+/// unreplicated ones plus 10%.
+#[test]
+fn distributed_geometry_ranks_hold_their_share_of_the_scene() {
+    let dir = tempfile::tempdir().unwrap();
+    let made = run({
+        let mut c = Command::new(BIN);
+        c.args(["gen", "toystore", "--shelves", "12", "-o"])
+            .arg(dir.path());
+        c
+    });
+    assert_eq!(made.code, Some(0), "{}", made.stderr);
+    let scene = dir.path().join("toystore.obj");
+    for np in [2, 4] {
+        let out = dir.path().join(format!("share-{np}.exr"));
+        let mut args = render_args_sized(&scene, &out, "4", "1", &["--distribute-geometry"]);
+        args.retain(|a| a != "-q");
+        args.push("-v".into());
+        let r = mpi_render(np, &args);
+        assert_eq!(r.code, Some(0), "{np} ranks: {}", r.stderr);
+        // "rank R: T of T' triangles; B of the scene's A bytes of groups (G GiB), P of them
+        // on every rank; ..."
+        let shares: Vec<[u64; 3]> = (0..np)
+            .map(|rank| {
+                let head = format!("rank {rank}: ");
+                let line = r
+                    .stderr
+                    .lines()
+                    .find(|l| l.starts_with(&head) && l.contains("bytes of groups"))
+                    .unwrap_or_else(|| panic!("no share of rank {rank}: {}", r.stderr));
+                let numbers: Vec<u64> = line
+                    .split([' ', ';', '(', ','])
+                    .filter_map(|w| w.parse().ok())
+                    .collect();
+                // Triangles, of all, bytes, of all, then the replicated bytes ("R:" and the
+                // GiB are not whole numbers).
+                [numbers[2], numbers[3], numbers[4]]
+            })
+            .collect();
+        let [_, all, replicated] = shares[0];
+        assert!(
+            shares.iter().all(|s| s[1] == all && s[2] == replicated),
+            "{shares:?}"
+        );
+        let own: Vec<u64> = shares.iter().map(|s| s[0] - replicated).collect();
+        assert_eq!(own.iter().sum::<u64>(), all - replicated, "{shares:?}");
+        let bound = (all - replicated) as f64 / np as f64 * 1.1;
+        assert!(
+            own.iter().all(|&b| b as f64 <= bound),
+            "{np} ranks: {own:?} bytes each, more than {bound:.0}"
+        );
+    }
+}

@@ -211,10 +211,14 @@ fn split(
     verbosity.detail(
         false,
         format_args!(
-            "rank {rank}: {} of {} triangles, {:.2} GiB of groups, their BVH about {:.2} GiB",
+            "rank {rank}: {} of {} triangles; {} of the scene's {} bytes of groups ({:.2} GiB), \
+             {} of them on every rank; their BVH about {:.2} GiB",
             bytes.triangles,
             survey.triangle_count(),
+            bytes.groups,
+            bytes.all_groups,
             gib(bytes.groups),
+            bytes.replicated,
             gib(bytes.bvh)
         ),
     );

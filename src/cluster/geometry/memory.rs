@@ -19,12 +19,24 @@ pub struct PartBytes {
     pub pools: u64,
     /// The arrays of the groups the rank holds (its domain's and the replicated ones).
     pub groups: u64,
+    /// Of those, the replicated ones' (held by every rank).
+    pub replicated: u64,
+    /// The arrays of all the scene's groups.
+    pub all_groups: u64,
     /// Their BVH, at its peak ([`BVH_BYTES_PER_TRIANGLE`]).
     pub bvh: u64,
 }
 
 impl PartBytes {
     pub fn of(survey: &Survey, domains: &Domains, rank: usize) -> PartBytes {
+        let replicated = survey
+            .groups
+            .iter()
+            .enumerate()
+            .filter(|&(g, _)| domains.owner(g).is_none())
+            .map(|(_, g)| g.bytes)
+            .sum();
+        let all_groups = survey.groups.iter().map(|g| g.bytes).sum();
         let (groups, triangles) = survey
             .groups
             .iter()
@@ -37,6 +49,8 @@ impl PartBytes {
             triangles,
             pools: survey.pool_bytes,
             groups,
+            replicated,
+            all_groups,
             bvh: triangles * BVH_BYTES_PER_TRIANGLE,
         }
     }
