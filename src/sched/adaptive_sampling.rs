@@ -199,14 +199,14 @@ impl BlockGrid {
 
 /// The units of [`BlockTally::noise`]: a block's noise terms are summed in fixed point, so
 /// that the sum is the same in whatever order the ranks holding its pixels add their shares.
-const FIXED_ONE: f64 = 18_446_744_073_709_551_616.0; // 2^64
+const FIXED_ONE: f64 = 4_294_967_296.0; // 2^32
 
 /// One block's share of a judgement from the pixels one rank holds. Merged over the ranks
 /// that hold the block's pixels, in any order, it is the block's whole tally, bit for bit.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct BlockTally {
-    /// The pixels' noise terms, in units of 2^-64, saturating.
-    pub noise: u128,
+    /// The pixels' noise terms, in units of 2^-32, saturating.
+    pub noise: u64,
     /// A term was not a number.
     pub nan: bool,
     /// A pixel holds more samples than the boundary's.
@@ -304,8 +304,10 @@ impl Judging {
                         let shown = displayed(m_even, &self.tone) - displayed(m_odd, &self.tone);
                         let term = shown * shown * n_even * n_odd / (n * n);
                         tally.nan |= term.is_nan();
-                        // Saturating: a term past 2^63 is noise far above any threshold.
-                        tally.noise = tally.noise.saturating_add((term * FIXED_ONE) as u128);
+                        // Saturating: a term past 2^32 is noise far above any threshold. A
+                        // term below 2^-32 counts nothing: a noise that close to a
+                        // threshold is not told from it anyway.
+                        tally.noise = tally.noise.saturating_add((term * FIXED_ONE) as u64);
                     }
                 }
             }

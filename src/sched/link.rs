@@ -82,15 +82,7 @@ fn plan_of(tiles: &[Tile], deques: &[Vec<usize>]) -> Plan {
         tasks: deques
             .iter()
             .flatten()
-            .map(|&t| TaskData {
-                task: t as u32,
-                tile: tiles[t],
-                prior: None,
-                odd: Vec::new(),
-                cost: 1.0,
-                floor: 1.0,
-                skip: None,
-            })
+            .map(|&t| TaskData::planned(t as u32, tiles[t], (1.0, 1.0), None))
             .collect(),
         speeds: vec![1.0; deques.len()],
         task_count: tiles.len() as u32,

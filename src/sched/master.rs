@@ -733,14 +733,9 @@ impl Master {
                 let tasks = mine
                     .iter()
                     .flatten()
-                    .map(|&t| TaskData {
-                        task: t as u32,
-                        tile: tiles[t],
-                        prior: None,
-                        odd: Vec::new(),
-                        cost: predicted[t],
-                        floor: floors[t],
-                        skip: skips[t].clone(),
+                    .map(|&t| {
+                        let cost = (predicted[t], floors[t]);
+                        TaskData::planned(t as u32, tiles[t], cost, skips[t].clone())
                     })
                     .collect();
                 let plan = Plan {

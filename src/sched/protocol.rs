@@ -84,6 +84,26 @@ pub struct TaskData {
     pub skip: Option<Vec<bool>>,
 }
 
+impl TaskData {
+    /// A task as a plan hands it to its rank, which reads its sums from its holdings.
+    pub fn planned(
+        task: u32,
+        tile: Tile,
+        (cost, floor): (f64, f64),
+        skip: Option<Vec<bool>>,
+    ) -> Self {
+        TaskData {
+            task,
+            tile,
+            prior: None,
+            odd: Vec::new(),
+            cost,
+            floor,
+            skip,
+        }
+    }
+}
+
 /// Part of the film: a rectangle's sums (and odd-plane values, or none), sent from the rank
 /// that holds them to the rank that adds samples to them, or gathered by rank 0.
 #[derive(Clone, Debug, PartialEq)]
@@ -293,8 +313,7 @@ impl Writer {
         self.len(v.len());
         for (b, t) in v {
             self.u32(*b);
-            self.u64(t.noise as u64);
-            self.u64((t.noise >> 64) as u64);
+            self.u64(t.noise);
             self.u8(u8::from(t.nan) | u8::from(t.ahead) << 1 | u8::from(t.behind) << 2);
         }
     }
@@ -457,11 +476,11 @@ impl Reader<'_> {
         (0..n).map(|_| self.piece()).collect()
     }
     fn tallies(&mut self) -> Result<Vec<(u32, BlockTally)>, DecodeError> {
-        let n = self.len(21)?;
+        let n = self.len(13)?;
         (0..n)
             .map(|_| {
                 let b = self.u32()?;
-                let noise = u128::from(self.u64()?) | u128::from(self.u64()?) << 64;
+                let noise = self.u64()?;
                 let flags = self.u8()?;
                 if flags > 7 {
                     return Err(DecodeError::Flag(flags));
@@ -952,7 +971,7 @@ mod tests {
                     (
                         3,
                         BlockTally {
-                            noise: u128::MAX - 7,
+                            noise: u64::MAX - 7,
                             nan: true,
                             ahead: false,
                             behind: true,
