@@ -959,4 +959,51 @@ mod tests {
             "36.0 samples per pixel on average (8 to 64 of 64), 1 of 2 blocks stopped below the noise threshold"
         );
     }
+    /// The judgement from the tallies of a film's pixels split among ranks in any pattern,
+    /// merged in any order, is the one of the whole film, bit for bit: noise, and decision.
+    #[test]
+    fn tallies_of_any_split_merge_into_the_whole_films_judgement() {
+        let plan = passes(4, 64);
+        let adaptive = one_percent();
+        let (w, h) = (37u32, 21u32);
+        let window = Tile::whole(w, h);
+        let mut film = Film::with_odd_plane(w, h);
+        let mut state = 0x2545_f491u32;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 17;
+            state ^= state << 5;
+            state
+        };
+        for pass in 0..3 {
+            let buf: Vec<[f32; 4]> = film
+                .pixels
+                .iter()
+                .map(|p| {
+                    let v = (next() % 1000) as f32 / 250.0;
+                    [p[0] + v, p[1] + 0.5 * v, p[2], p[3] + 4.0]
+                })
+                .collect();
+            film.write_pass_tile(window, &buf, pass);
+        }
+        let whole = BlockMask::judge(&film, window, &plan, 3, &adaptive);
+        assert!(whole.noise.iter().all(Option::is_some), "judged");
+        let j = Judging::new(&plan, 3, &adaptive, true).unwrap();
+        let grid = BlockGrid::new(window);
+        for ranks in [2u32, 3, 7] {
+            let owner: Vec<u32> = (0..film.pixels.len()).map(|_| next() % ranks).collect();
+            let mut tallies = vec![BlockTally::default(); grid.len()];
+            for r in (0..ranks).rev() {
+                for (b, t) in j.tally(&film, grid, |i| owner[i] == r) {
+                    tallies[b as usize].merge(&t);
+                }
+            }
+            let split = BlockMask::of_tallies(window, &j, &tallies);
+            let bits = |m: &BlockMask| -> Vec<Option<u64>> {
+                m.noise.iter().map(|n| n.map(f64::to_bits)).collect()
+            };
+            assert_eq!(bits(&split), bits(&whole), "{ranks} ranks");
+            assert_eq!(split.active, whole.active, "{ranks} ranks");
+        }
+    }
 }
