@@ -23,8 +23,10 @@
 # against one process's image; crops (refused under several ranks) stay in one process. And
 #   fault     a rank other than 0 dies (exit, SIGKILL or abort) or hangs (silent: rank 0
 #             names it after GASWORKS_RANK_TIMEOUT_S=2) after a random number of tiles: the
-#             job fails, and rank 0 writes what has arrived (its preview the image; resumed,
-#             the uninterrupted render) or says that nothing had; nothing else is left.
+#             job fails, and rank 0 writes what the other ranks hold (its preview the image;
+#             resumed, the uninterrupted render), or the image alone where the lost rank's
+#             pixels cannot be rendered again from it (and says so), or says that nothing had
+#             arrived; nothing else is left.
 # A check that fails prints its command lines; the exit status is 1 when any failed.
 # GPU-sized tiles and rank faults are test hooks, in a BIN built with the cargo feature
 # fault-injection (`cargo test` builds target/debug/gasworks so, `cargo build --release` does
@@ -417,6 +419,12 @@ for round in $(seq 1 "$rounds"); do
                 same_as fault "$round" "$d/full" "$f/f" "$ext" "resumed ($where)" "$cmd --resume $f/f.$ext.gasworks-resume"
             fi
             echo "  $fault under mpirun -np $np: status $status, what had arrived written and resumed ($where)"
+        elif grep -q "pixels rank $victim held were lost with it" "$f/f.err"; then
+            # Its pixels held more than the complete passes' samples: the image keeps what
+            # the other ranks held, and no resume file claims the rest (docs/cluster.md).
+            [ -f "$f/f.$ext" ] ||
+                fail fault "$round" "pixels named lost, but no image (status $status): $(cat "$f/f.err")" "$cmd"
+            echo "  $fault under mpirun -np $np: status $status, the other ranks' pixels written, rank $victim's named lost"
         elif grep -q "no tile had arrived, so no image was written" "$f/f.err"; then
             echo "  $fault under mpirun -np $np: status $status, no tile had arrived"
         else
