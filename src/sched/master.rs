@@ -153,6 +153,18 @@ pub(super) struct Master {
 
 pub(super) type Outbox = Vec<(usize, Msg)>;
 
+/// Rank 0 records which rank holds each pixel in 16 bits ([`HolderMap`]): a job of more
+/// ranks is refused rather than its pixels mixed up.
+fn check_rank_count(ranks: usize) -> Result<(), String> {
+    match ranks > usize::from(NOBODY) {
+        true => Err(format!(
+            "{ranks} ranks: rank 0 records which rank holds each pixel in 16 bits, so a job has \
+             at most {NOBODY}"
+        )),
+        false => Ok(()),
+    }
+}
+
 /// Adaptive sampling: the report of a frame of `window` before its first pass.
 fn empty_report(window: Tile) -> AdaptiveReport {
     AdaptiveReport {
@@ -311,6 +323,7 @@ impl Master {
         let settings = job.settings;
         let window = super::window::resolve(job.config.window, settings.width, settings.height)
             .map_err(|e| e.to_string())?;
+        check_rank_count(hellos.len())?;
         let roster = Roster::of(hellos);
         let classes = roster.speed_classes();
         let scale = MapScale::between(
@@ -1156,5 +1169,20 @@ impl Master {
             // it, or to a stop request.
             stopped: self.stopped,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_job_of_more_ranks_than_a_holder_can_name_is_refused() {
+        assert!(check_rank_count(65_535).is_ok());
+        let e = check_rank_count(65_536).unwrap_err();
+        assert!(
+            e.contains("65536 ranks") && e.contains("at most 65535"),
+            "{e}"
+        );
     }
 }
