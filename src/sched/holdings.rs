@@ -110,6 +110,15 @@ impl HolderMap {
     }
 }
 
+/// An empty film of `window`'s size, with the odd-pass plane where adaptive sampling needs
+/// it: a new frame's, and what each rank starts from.
+pub(super) fn empty_film(window: Tile, adaptive: bool) -> Film {
+    match adaptive {
+        true => Film::with_odd_plane(window.w, window.h),
+        false => Film::new(window.w, window.h),
+    }
+}
+
 /// One rank's sums: its film, whose pixels it holds (`held`, as of the current pass's start),
 /// and what the pass has changed since: the tiles it rendered, and the pieces and tiles it
 /// passed on to other ranks. Pixels it does not hold may carry stale or staged sums (pieces

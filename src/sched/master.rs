@@ -17,7 +17,7 @@ use std::time::Instant;
 use super::adaptive_sampling::{AdaptiveReport, BlockGrid, BlockMask, BlockTally, Judging};
 use super::calibrate::{self, Calibration};
 use super::costmap::CostMap;
-use super::holdings::{HolderMap, NOBODY};
+use super::holdings::{empty_film, HolderMap, NOBODY};
 use super::job::{FrameJob, PlanInputs};
 use super::policy;
 use super::progress::Progress;
@@ -295,11 +295,7 @@ fn starting_film(
         a.validate(passes, spp).map_err(|e| e.to_string())?;
     }
     let Some(r) = resume else {
-        let film = match adaptive {
-            Some(_) => Film::with_odd_plane(window.w, window.h),
-            None => Film::new(window.w, window.h),
-        };
-        return Ok((film, 0, None));
+        return Ok((empty_film(window, adaptive.is_some()), 0, None));
     };
     if (r.film.width, r.film.height) != (window.w, window.h) {
         return Err(format!(
@@ -419,10 +415,7 @@ impl Master {
         if film.pixels.len() == self.window.pixel_count() {
             return film;
         }
-        match self.config.adaptive_sampling {
-            Some(_) => Film::with_odd_plane(self.window.w, self.window.h),
-            None => Film::new(self.window.w, self.window.h),
-        }
+        empty_film(self.window, self.config.adaptive_sampling.is_some())
     }
 
     /// The film gathered from the ranks: the frame as it stands.

@@ -286,17 +286,13 @@ impl<'t, 'j, T: Transport + ?Sized> Rank<'t, 'j, T> {
 
     /// This rank's holdings at the frame's start: rank 0 takes the master's starting film
     /// (holding every pixel of a resumed one); the others start with an empty film.
-    fn starting_holdings(&self, master: &mut Option<Master>) -> Result<Holdings, FrameError> {
+    fn starting_holdings(&self, master: &mut Option<Master>) -> Holdings {
         if let Some(m) = master.as_mut() {
             let resumed = m.resumed();
-            return Ok(Holdings::new(m.take_starting_film(), resumed));
+            return Holdings::new(m.take_starting_film(), resumed);
         }
-        let window = self.window();
-        let film = match self.job.config.adaptive_sampling {
-            Some(_) => Film::with_odd_plane(window.w, window.h),
-            None => Film::new(window.w, window.h),
-        };
-        Ok(Holdings::new(film, false))
+        let adaptive = self.job.config.adaptive_sampling.is_some();
+        Holdings::new(holdings::empty_film(self.window(), adaptive), false)
     }
 
     fn send_all(&mut self, out: Outbox) -> Result<(), FrameError> {
@@ -486,7 +482,7 @@ impl<'t, 'j, T: Transport + ?Sized> Rank<'t, 'j, T> {
             // The other ranks learn that the frame is over as at its end.
             return self.finish_frame(m, sink);
         }
-        let holdings = self.starting_holdings(&mut master)?;
+        let holdings = self.starting_holdings(&mut master);
         if let Some(m) = master.as_mut() {
             let out = m.begin();
             self.send_all(out)?;
@@ -932,16 +928,26 @@ impl<'t, 'j, T: Transport + ?Sized> Rank<'t, 'j, T> {
             c.shared.end();
             c.shared.wait_for_workers();
         }
+        for d in self.finished_tiles(fl) {
+            master
+                .on_tile(self.rank, d)
+                .map_err(|e| self.protocol(self.rank, e))?;
+        }
+        Ok(())
+    }
+
+    /// A frame ending: the tiles this rank's workers have finished and not yet reported, kept
+    /// in its holdings (other events no longer matter).
+    fn finished_tiles(&mut self, fl: &mut FrameLoop<'_, '_, '_>) -> Vec<super::protocol::TileDone> {
+        let mut done = Vec::new();
         for ev in fl.pending.take().into_iter().chain(fl.rx.try_iter()) {
             if let Event::Done(d, tile, sums) = ev {
                 self.tiles_rendered += 1;
                 fl.holdings.rendered(tile, &sums, d.pass);
-                master
-                    .on_tile(self.rank, d)
-                    .map_err(|e| self.protocol(self.rank, e))?;
+                done.push(d);
             }
         }
-        Ok(())
+        done
     }
 
     /// The test hook ([`super::fault::FaultHook`]), after a tile: `Done` when this rank is to
@@ -1062,12 +1068,8 @@ impl<'t, 'j, T: Transport + ?Sized> Rank<'t, 'j, T> {
         if let Some(c) = &fl.current {
             c.shared.end();
         }
-        for ev in fl.pending.take().into_iter().chain(fl.rx.try_iter()) {
-            if let Event::Done(d, tile, sums) = ev {
-                self.tiles_rendered += 1;
-                fl.holdings.rendered(tile, &sums, d.pass);
-                self.send(0, Msg::TileDone(d))?;
-            }
+        for d in self.finished_tiles(fl) {
+            self.send(0, Msg::TileDone(d))?;
         }
         Ok(())
     }
