@@ -3,9 +3,12 @@
 
 mod cpu_common;
 
+use gasworks::cluster::geometry::gpu::answer_by_casting;
 use gasworks::cluster::geometry::{emitting_groups, render_in_process, render_in_process_with};
+use gasworks::cluster::geometry::{render_in_process_on, Answer, Intersector, Test};
 use gasworks::cluster::geometry::{Limits, RankScene};
 use gasworks::cpu::CpuBackend;
+use gasworks::optix::raycast::{Ray, RayHit};
 use gasworks::render::{RenderSettings, Tile, TileRenderer};
 use gasworks::scene::domains::Domains;
 use gasworks::scene::gen::{cornell, cornell_camera, sponza_like, sponza_like_camera};
@@ -302,11 +305,7 @@ fn the_flag_alone_renders_the_plain_image_and_refuses_what_it_cannot_do() {
         );
         assert!(!dir.path().join("refused.exr").exists());
     }
-    let refused: [&[&str]; 3] = [
-        &["--pass-spp", "1"],
-        &["--time-limit", "1h"],
-        &["--backend", "optix"],
-    ];
+    let refused: [&[&str]; 2] = [&["--pass-spp", "1"], &["--time-limit", "1h"]];
     for extra in refused {
         let mut args = vec!["--distribute-geometry"];
         args.extend(extra);
@@ -317,6 +316,24 @@ fn the_flag_alone_renders_the_plain_image_and_refuses_what_it_cannot_do() {
             "{extra:?}: {e}"
         );
         assert!(!dir.path().join("refused.exr").exists());
+    }
+    // Without a GPU: --backend optix names the rank and why; auto renders on the CPU.
+    if gasworks::optix::probe().is_err() {
+        let out = render("gpu.exr", &["--distribute-geometry", "--backend", "optix"]);
+        let e = String::from_utf8_lossy(&out.stderr);
+        let named = "error: rank 0: building its domain's GASes and IAS (32 triangles) on GPU 0:";
+        assert!(!out.status.success() && e.starts_with(named), "{e}");
+        assert!(!dir.path().join("gpu.exr").exists());
+        let out = render("auto.exr", &["--distribute-geometry", "--backend", "auto"]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            read("plain.exr") == read("auto.exr"),
+            "auto: the files differ"
+        );
     }
 }
 
@@ -463,5 +480,207 @@ fn replicating_hot_groups_keeps_the_image_and_cuts_the_traffic() {
                 assert!(hops(&stats) < hops(&plain_stats) || ranks == 1, "{what}");
             }
         }
+    }
+}
+
+/// A device's ray cast without any-hit programs (what `optix::raycast` launches), by brute
+/// force: each ray's closest triangle in its interval, holes and see-through surfaces not
+/// tested. The interval is taken as the CPU's queries take it, open at both ends.
+fn cast_like_a_device(scene: &Scene, rays: &[Ray]) -> Vec<RayHit> {
+    use gasworks::cpu::bvh::{intersect_triangle, Hit, RayData};
+    rays.iter()
+        .map(|r| {
+            let Some(ray) = RayData::new(r.origin.into(), r.dir.into()) else {
+                return RayHit::miss();
+            };
+            let mut best: Option<Hit> = None;
+            for (gi, g) in scene.groups.iter().enumerate() {
+                for pi in 0..g.triangle_count() {
+                    let tri = g.triangle(pi);
+                    if let Some((t, u, v)) = intersect_triangle(&ray, &tri, r.tmin, r.tmax) {
+                        let (group, prim) = (gi as u32, pi as u32);
+                        let hit = Hit {
+                            group,
+                            prim,
+                            t,
+                            u,
+                            v,
+                        };
+                        if best.is_none_or(|b| hit.precedes(&b)) {
+                            best = Some(hit);
+                        }
+                    }
+                }
+            }
+            best.map_or(RayHit::miss(), |h| RayHit {
+                group: h.group,
+                prim: h.prim,
+                t: h.t,
+                u: h.u,
+                v: h.v,
+                instance: h.group,
+            })
+        })
+        .collect()
+}
+
+/// A rank's tests answered as a GPU rank answers them ([`answer_by_casting`]), on the device
+/// above.
+struct CastLikeADevice<'a>(&'a Scene);
+
+impl Intersector for CastLikeADevice<'_> {
+    fn answer(&self, tests: &[Test]) -> Result<Vec<Answer>, String> {
+        answer_by_casting(self.0, tests, |rays| Ok(cast_like_a_device(self.0, rays)))
+    }
+}
+
+/// GPU ranks, their device replaced by the brute-force cast: the host side of a GPU rank
+/// (its tests batched per step, the casts again past holes, the best hit kept across
+/// domains) gives the one-process image bit for bit, cut-outs and all, alone or beside CPU
+/// ranks. What only a GPU can show (its own intersection arithmetic) is docs/gpu-checks.md's.
+#[test]
+fn ranks_that_cast_as_a_device_casts_render_the_one_process_image() {
+    let atrium = sponza_like(24, 2000, 3).unwrap();
+    assert!(
+        atrium.cutout_groups().iter().any(|&c| c),
+        "the atrium has cut-outs"
+    );
+    let scenes = [
+        (cornell(), settings(cornell_camera(), 20, 18, 2)),
+        (atrium, settings(sponza_like_camera(), 24, 16, 2)),
+    ];
+    for (scene, settings) in &scenes {
+        let expected = one_process(scene, settings);
+        for ranks in [1, 3] {
+            let parts: Vec<RankScene> =
+                (0..ranks).map(|r| RankScene::of(scene, ranks, r)).collect();
+            let devices: Vec<CastLikeADevice> = parts
+                .iter()
+                .map(|p| CastLikeADevice(&p.geometry.scene))
+                .collect();
+            // Rank 1 keeps its CPU BVH: GPU and CPU ranks side by side.
+            let tests: Vec<(&RankScene, &dyn Intersector)> = parts
+                .iter()
+                .zip(&devices)
+                .enumerate()
+                .map(|(r, (p, d))| match r {
+                    1 => (p, &p.geometry as &dyn Intersector),
+                    _ => (p, d as &dyn Intersector),
+                })
+                .collect();
+            let limits = Limits {
+                in_flight: 32,
+                ..Limits::default()
+            };
+            let (image, _) = render_in_process_on(&tests, settings, &limits).unwrap();
+            assert_same(
+                &image,
+                &expected,
+                &format!("{} on {ranks} ranks", scene.source),
+            );
+        }
+    }
+}
+
+/// What a device answers that no triangle of the rank's can be is an error naming it, not a
+/// wrong image or a loop that never ends.
+#[test]
+fn a_device_answering_nonsense_is_an_error() {
+    use gasworks::cpu::bvh::RayData;
+    let scene = cornell();
+    let ray = RayData::new(glam::Vec3::new(0.0, 1.0, 3.0), -glam::Vec3::Z).unwrap();
+    let tests = [Test::Closest { ray, best: None }];
+    let nonsense = [
+        RayHit {
+            group: 9999,
+            ..RayHit::default()
+        },
+        RayHit {
+            group: 0,
+            prim: u32::MAX,
+            ..RayHit::default()
+        },
+        RayHit {
+            group: 0,
+            prim: 0,
+            t: -1.0,
+            ..RayHit::default()
+        },
+    ];
+    for hit in nonsense {
+        let e = answer_by_casting(&scene, &tests, |_| Ok(vec![hit])).unwrap_err();
+        assert!(e.starts_with("the device found triangle"), "{e}");
+    }
+    let e = answer_by_casting(&scene, &tests, |_| Ok(Vec::new())).unwrap_err();
+    assert_eq!(e, "0 hits for 1 rays");
+    let missed = answer_by_casting(&scene, &tests, |r| Ok(vec![RayHit::miss(); r.len()]));
+    assert_eq!(missed.unwrap(), [Answer::Closest(None)]);
+}
+
+/// GPU ranks on a lent GPU (docs/gpu-checks.md): each rank's domain built as GASes under an
+/// IAS and its tests cast on the GPU, alone and beside a CPU rank. The GPU's intersection
+/// arithmetic is not the CPU BVH's, so the image is held to one process's within 2 standard
+/// errors of the pixels' paired differences (plus 0.5% of the mean), in
+/// each channel, the Cornell box and the atrium with its cut-outs.
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn gpu_ranks_render_the_one_process_image_within_noise() {
+    use gasworks::cluster::geometry::gpu::{GpuDomain, RankTests};
+    use gasworks::optix::pathtracer::OptixOptions;
+    let options = OptixOptions {
+        device: 0,
+        context: Default::default(),
+        accel: Default::default(),
+    };
+    let atrium = sponza_like(24, 6000, 3).unwrap();
+    let scenes = [
+        (cornell(), settings(cornell_camera(), 64, 48, 16)),
+        (atrium, settings(sponza_like_camera(), 64, 40, 16)),
+    ];
+    for (scene, settings) in &scenes {
+        let expected = one_process(scene, settings);
+        for ranks in [1, 3] {
+            let parts: Vec<RankScene> =
+                (0..ranks).map(|r| RankScene::of(scene, ranks, r)).collect();
+            let gpus: Vec<GpuDomain> = parts
+                .iter()
+                .map(|p| GpuDomain::build(&p.geometry.scene, &options).unwrap())
+                .collect();
+            let tests: Vec<RankTests> = parts
+                .iter()
+                .zip(&gpus)
+                .enumerate()
+                .map(|(r, (scene, gpu))| RankTests {
+                    scene,
+                    gpu: (r != 1).then_some(gpu),
+                })
+                .collect();
+            let ranked: Vec<(&RankScene, &dyn Intersector)> =
+                parts.iter().zip(&tests).map(|(p, t)| (p, t as _)).collect();
+            let (image, _) = render_in_process_on(&ranked, settings, &Limits::default()).unwrap();
+            let what = format!("{} on {ranks} GPU ranks", scene.source);
+            assert_mean_within_paired_noise(&image, &expected, &what);
+        }
+    }
+}
+
+/// Per channel, the mean of the pixels' differences (`got` - `expected`, each pixel's mean
+/// sample) within 2 standard errors of it, plus 0.5% of the expected mean.
+fn assert_mean_within_paired_noise(got: &[[f32; 4]], expected: &[[f32; 4]], what: &str) {
+    let n = got.len() as f64;
+    for c in 0..3 {
+        let d: Vec<f64> = got
+            .iter()
+            .zip(expected)
+            .map(|(g, e)| f64::from(g[c] / g[3]) - f64::from(e[c] / e[3]))
+            .collect();
+        let mean = d.iter().sum::<f64>() / n;
+        let var = d.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / (n - 1.0);
+        let se = (var / n).sqrt();
+        let level = expected.iter().map(|e| f64::from(e[c] / e[3])).sum::<f64>() / n;
+        assert!(
+            mean.abs() <= 2.0 * se + 0.005 * level.abs(),
+            "{what}: channel {c}: mean difference {mean:.6} against a standard error of {se:.6} (mean {level:.6})"
+        );
     }
 }

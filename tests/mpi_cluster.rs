@@ -1318,3 +1318,101 @@ fn distributed_geometry_ranks_hold_their_share_of_the_scene() {
         );
     }
 }
+
+/// GPU ranks of `--distribute-geometry` under mpirun, on the fake GPU (its ray casts miss
+/// everything, and no device code runs): each rank builds the GASes of its own part only, as
+/// many triangles as its `-v` line counts, casts its rays through the ray-cast pipeline, and
+/// frees all it made. The image needs a lent GPU (docs/gpu-checks.md).
+#[test]
+#[cfg_attr(
+    gasworks_no_cc,
+    ignore = "no C compiler when the tests were built (see build.rs)"
+)]
+fn distributed_geometry_gpu_ranks_build_only_their_domain() {
+    let Some((dir, fake)) = fake_gpu_in_a_tempdir() else {
+        return;
+    };
+    let out = dir.path().join("gpu.exr");
+    let mut args = render_args_sized(&cornell(), &out, "4", "1", &["--distribute-geometry"]);
+    args.retain(|a| a != "-q");
+    args.push("-v".into());
+    let backend = args.iter().position(|a| a == "--backend").unwrap() + 1;
+    args[backend] = "optix".into();
+    let logs = dir.path().join("fake");
+    let np = 3;
+    let mut c = mpirun_on_fake_gpu(&fake);
+    let per_rank = format!(
+        "FAKE_GPU_LOG={}.$OMPI_COMM_WORLD_RANK exec \"$0\" \"$@\"",
+        logs.display()
+    );
+    c.args(["-np", &np.to_string(), "sh", "-c", &per_rank, BIN])
+        .args(&args);
+    let r = run(c);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(out.exists(), "no image");
+    let mut built_in_all = 0;
+    for rank in 0..np {
+        // "rank R: T of T' triangles; ..."
+        let head = format!("rank {rank}: ");
+        let line = r
+            .stderr
+            .lines()
+            .find(|l| l.starts_with(&head) && l.contains("triangles;"))
+            .unwrap_or_else(|| panic!("no part of rank {rank}: {}", r.stderr));
+        let held: u64 = line[head.len()..]
+            .split(' ')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        let log = std::fs::read_to_string(format!("{}.{rank}", logs.display())).unwrap();
+        let field = |l: &str, key: &str| -> Option<u64> {
+            l.split_whitespace()
+                .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
+                .and_then(|v| v.parse().ok())
+        };
+        let built: u64 = log
+            .lines()
+            .filter(|l| l.starts_with("build "))
+            .filter_map(|l| field(l, "prims"))
+            .sum();
+        assert_eq!(
+            built, held,
+            "rank {rank}: built {built} of its {held} triangles\n{log}"
+        );
+        built_in_all += built;
+        let casts = log
+            .lines()
+            .filter(|l| l.starts_with("launch ") && l.contains(" params=32 "))
+            .count();
+        assert!(casts > 0, "rank {rank}: no ray cast\n{log}");
+        assert!(
+            log.lines()
+                .all(|l| field(l, "result").is_none_or(|r| r == 0)),
+            "rank {rank}: a call the driver refused\n{log}"
+        );
+        let exits: Vec<&str> = log
+            .lines()
+            .filter(|l| l.starts_with("exit: live "))
+            .collect();
+        assert!(
+            exits.iter().any(|l| l.contains("allocations="))
+                && exits.iter().any(|l| l.contains("contexts=")),
+            "rank {rank}: the fakes did not report at exit\n{log}"
+        );
+        for l in exits {
+            assert!(
+                l.split_whitespace()
+                    .filter_map(|kv| kv.split_once('='))
+                    .all(|(_, v)| v == "0"),
+                "rank {rank}: left alive at exit: {l}"
+            );
+        }
+    }
+    // The light is on every rank; the rest of the box is spread.
+    let whole = 32;
+    assert!(
+        built_in_all > whole && built_in_all < np * whole,
+        "{built_in_all}"
+    );
+}

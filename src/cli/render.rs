@@ -285,8 +285,9 @@ pub struct RenderArgs {
     /// Under mpirun: each rank holds part of the scene's groups and rays travel to them
     /// (docs/distributed-geometry.md), in place of every rank holding the whole scene
     ///
-    /// The image is the one-process image bit for bit. Not yet with the options that cut the
-    /// frame into passes or crops, nor on a GPU.
+    /// On the CPU the image is the one-process image bit for bit; GPU ranks (--backend optix,
+    /// or auto where a GPU is found) keep their part on the GPU and agree within noise. Not yet
+    /// with the options that cut the frame into passes or crops.
     #[arg(
         long,
         help_heading = "Workers and tiles",

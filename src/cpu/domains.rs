@@ -93,8 +93,22 @@ impl DomainGeometry {
     /// The geometry of a scene that holds one domain's groups (the others empty), its BVH
     /// padded for `top`'s magnitude.
     pub fn new(scene: Scene, top: &TopLevel) -> DomainGeometry {
-        let bvh = SceneBvh::build_for_magnitude(&scene, top.magnitude());
-        DomainGeometry { scene, bvh }
+        let mut geometry = DomainGeometry::without_bvh(scene);
+        geometry.build_bvh(top);
+        geometry
+    }
+
+    /// The scene with an empty BVH, which finds nothing: a GPU tests its rays.
+    pub fn without_bvh(scene: Scene) -> DomainGeometry {
+        DomainGeometry {
+            scene,
+            bvh: SceneBvh::default(),
+        }
+    }
+
+    /// Builds the domain's BVH, padded for `top`'s magnitude.
+    pub fn build_bvh(&mut self, top: &TopLevel) {
+        self.bvh = SceneBvh::build_for_magnitude(&self.scene, top.magnitude());
     }
 
     /// The domain's closest hit with `tmin < t` that precedes `best` ([`Hit::precedes`]), or
@@ -116,7 +130,7 @@ impl DomainGeometry {
 }
 
 /// The smallest float above `t` (for `t` finite and not negative: ray distances).
-fn next_up(t: f32) -> f32 {
+pub fn next_up(t: f32) -> f32 {
     if t.is_finite() && t >= 0.0 {
         f32::from_bits(t.to_bits() + 1)
     } else {

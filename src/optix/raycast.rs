@@ -63,6 +63,18 @@ pub struct RayHit {
 }
 
 impl RayHit {
+    /// A ray that hit nothing, as the device writes it.
+    pub fn miss() -> RayHit {
+        RayHit {
+            group: MISS_GROUP,
+            prim: 0,
+            t: f32::INFINITY,
+            u: 0.0,
+            v: 0.0,
+            instance: MISS_GROUP,
+        }
+    }
+
     pub fn is_miss(&self) -> bool {
         self.group == MISS_GROUP
     }

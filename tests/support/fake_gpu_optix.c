@@ -26,7 +26,8 @@
  * address does: the launch itself returns success, and the fake libcuda's context has the sticky
  * CUDA_ERROR_ILLEGAL_ADDRESS from then on (fake_cuda_fault), every later launch failing with
  * OPTIX_ERROR_CUDA_ERROR. A launch runs no device code: the buffers it would write keep what
- * they held, unless FAKE_OPTIX_RENDER_NOISE=1 (see fake_render). It reads gasworks' skip bytes
+ * they held, unless FAKE_OPTIX_RENDER_NOISE=1 (see fake_render), but a ray cast's rays all miss
+ * (fake_raycast). It reads gasworks' skip bytes
  * where the launch parameters point at some, and logs how many pixels they skip ("skipped=N").
  * Declarations are written from the ABI facts (function-table order, struct offsets). */
 #define _GNU_SOURCE /* memmem */
@@ -554,6 +555,18 @@ static unsigned long long fake_render(devptr params) {
     return skipped;
 }
 
+/* A launch of gasworks' ray cast (RaycastParams, 32 bytes: the hits' pointer at 16, the ray
+ * count at 24): every ray misses, as a device writes a miss (RaycastHit: group and instance
+ * 0xffffffff, t +inf), so that a GPU rank's walk goes on from a well-formed answer. */
+static void fake_raycast(devptr params) {
+    devptr hits = 0;
+    uint32_t count = 0;
+    memcpy(&hits, (const void *)(uintptr_t)(params + 16), 8);
+    memcpy(&count, (const void *)(uintptr_t)(params + 24), 4);
+    const uint32_t miss[6] = {0xffffffffu, 0, 0x7f800000u, 0, 0, 0xffffffffu};
+    for (uint32_t i = 0; hits && i < count; ++i) memcpy((void *)(uintptr_t)(hits + 24ull * i), miss, sizeof miss);
+}
+
 static optix_result launch(pipeline *p, void *stream, devptr params, size_t params_size,
                            const unsigned char *sbt, unsigned w, unsigned h, unsigned d) {
     uint64_t k = __atomic_add_fetch(&launches_started, 1, __ATOMIC_SEQ_CST);
@@ -610,6 +623,7 @@ static optix_result launch(pipeline *p, void *stream, devptr params, size_t para
     else if (!records_ok(hit, hit_stride, hit_count, KIND_HITGROUP)) r = INVALID_VALUE, why = " (hit group records)";
     else if (w == 0 || h == 0 || d == 0 || (uint64_t)w * h * d > (1ull << 30)) r = INVALID_VALUE, why = " (dimensions)";
     unsigned long long skipped = r == SUCCESS && params_size >= 296 ? fake_render(params) : 0;
+    if (r == SUCCESS && params_size == 32) fake_raycast(params);
     log_line("launch stream=%p w=%u h=%u d=%u params=%zu skipped=%llu result=%d%s", stream, w, h, d, params_size,
              skipped, r, why);
     return r;

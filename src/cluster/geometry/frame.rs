@@ -12,9 +12,10 @@ use crate::scene::obj::Survey;
 use crate::sched::Transport;
 use crate::session::{Controls, Interrupted, RenderOptions};
 
+use super::gpu::{GpuDomain, RankTests};
 use super::memory::{self, PartBytes};
 use super::replicate::{self, Early, WithEarly};
-use super::{render_rank, GeometryError, Limits, RankScene, RankStats};
+use super::{render_rank_on, GeometryError, Limits, RankScene, RankStats};
 
 /// How long a rank waits in silence before it ends the frame, without `rank_timeout`.
 const SILENCE: Duration = Duration::from_secs(60);
@@ -32,35 +33,33 @@ pub fn render<T: Transport>(
     transport: &mut T,
     controls: &dyn Controls,
 ) -> anyhow::Result<()> {
-    if options.backend == BackendChoice::Optix {
-        anyhow::bail!(
-            "--distribute-geometry renders on the CPU backend for now: leave out --backend optix"
-        );
-    }
     let place = (transport.rank(), transport.size(), transport.local_ranks());
     let rank = place.0;
-    let mut bytes = None;
-    let part = crate::session::prepare_scene_part(options, transport, |survey| {
-        let (domains, part) = split(survey, place, options.verbosity)?;
-        bytes = Some(part);
-        Ok(domains)
-    })?;
-    if let Some(bytes) = bytes {
-        // Read now, textures and all: what is still to come is the BVH.
-        let what = format!("the BVH of its {} triangles", bytes.triangles);
-        memory::check_rank_memory(rank, &what, bytes.bvh, room(), place.2)?;
-    }
+    let on_gpu = wants_gpu(options.backend);
+    let part = read_part(options, transport, on_gpu)?;
     let (settings, render_key) = (part.settings, part.render_key);
-    let rank_scene = RankScene::of_part(part.scene, part.domains, &part.survey.bounds, rank);
+    let bounds = &part.survey.bounds;
+    let mut rank_scene = RankScene::of_part(part.scene, part.domains, bounds, rank, !on_gpu);
     let limits = Limits {
         silence: options.rank_timeout.unwrap_or(SILENCE),
         fault: crate::sched::fault::from_env()?,
         ..Limits::default()
     };
     let frame = (&settings, &limits, controls);
+    let mut gpu = match on_gpu {
+        true => gpu_or_cpu(options, &mut rank_scene, rank)?,
+        false => None,
+    };
     let (rank_scene, early) = match options.replicate {
-        Some(share) => with_hot_groups(options, rank_scene, &part.survey, share, frame, transport)?,
+        Some(share) => {
+            let hot = (&part.survey, share);
+            with_hot_groups(options, (rank_scene, &mut gpu), hot, frame, transport)?
+        }
         None => (rank_scene, Early::new()),
+    };
+    let tests = RankTests {
+        scene: &rank_scene,
+        gpu: gpu.as_ref(),
     };
     let started = Instant::now();
     controls.frame_starts(place.1, options.verbosity);
@@ -69,7 +68,13 @@ pub fn render<T: Transport>(
         early,
     };
     let transport = &mut transport;
-    let outcome = render_rank(&rank_scene, &settings, &limits, controls, transport);
+    let outcome = render_rank_on(
+        (&rank_scene, &tests),
+        &settings,
+        &limits,
+        controls,
+        transport,
+    );
     controls.frame_ended();
     let outcome = outcome?;
     let seconds = started.elapsed().as_secs_f64();
@@ -98,6 +103,27 @@ pub fn render<T: Transport>(
         "rendered in {seconds:.2} s on {ranks} rank(s), the geometry spread over them",
     ));
     Ok(())
+}
+
+/// This rank's part of the scene, refused where it cannot fit the rank's memory: before it is
+/// read, and after (with its textures) before its BVH is built (none on a GPU rank).
+fn read_part<T: Transport>(
+    options: &RenderOptions,
+    transport: &T,
+    on_gpu: bool,
+) -> anyhow::Result<crate::session::ScenePart> {
+    let place = (transport.rank(), transport.size(), transport.local_ranks());
+    let mut bytes = None;
+    let part = crate::session::prepare_scene_part(options, transport, |survey| {
+        let (domains, part) = split(survey, place, on_gpu, options.verbosity)?;
+        bytes = Some(part);
+        Ok(domains)
+    })?;
+    if let (Some(bytes), false) = (bytes, on_gpu) {
+        let what = format!("the BVH of its {} triangles", bytes.triangles);
+        memory::check_rank_memory(place.0, &what, bytes.bvh, room(), place.2)?;
+    }
+    Ok(part)
 }
 
 /// Rank 0's error for a frame cut short, after writing the image of what arrived (its key
@@ -141,17 +167,22 @@ fn as_stop(cause: GeometryError, written: String) -> anyhow::Error {
 
 /// The rank's scene with the hot groups replicated ([`replicate`]): the 1-spp prepass,
 /// the groups every rank picks the same, the ones this rank lacks read from the file, and the
-/// BVH built again. Also what the frame's faster ranks sent meanwhile.
+/// BVH (or the GPU's structures) built again. Also what the frame's faster ranks sent
+/// meanwhile.
 fn with_hot_groups<T: Transport>(
     options: &RenderOptions,
-    scene: RankScene,
-    survey: &Survey,
-    share: f64,
+    (scene, gpu): (RankScene, &mut Option<GpuDomain>),
+    (survey, share): (&Survey, f64),
     (settings, limits, controls): (&RenderSettings, &Limits, &dyn Controls),
     transport: &mut T,
 ) -> anyhow::Result<(RankScene, Early)> {
     let (rank, local_ranks) = (transport.rank(), transport.local_ranks());
-    let (prepass, early) = replicate::prepass(&scene, settings, limits, controls, transport)?;
+    let tests = RankTests {
+        scene: &scene,
+        gpu: gpu.as_ref(),
+    };
+    let (prepass, early) =
+        replicate::prepass((&scene, &tests), settings, limits, controls, transport)?;
     let bytes: Vec<u64> = survey.groups.iter().map(|g| g.bytes).collect();
     let (hot, domains) =
         replicate::plan(&prepass, &bytes, &survey.extents(), &scene.domains, share);
@@ -176,7 +207,7 @@ fn with_hot_groups<T: Transport>(
         .filter(|&g| extra[g])
         .map(|g| bytes[g])
         .sum();
-    let after = PartBytes::of(survey, &domains, rank);
+    let after = PartBytes::of(survey, &domains, rank, gpu.is_none());
     let what = format!(
         "the hot groups it adds ({:.1} MiB) and its BVH",
         gib(added) * 1024.0
@@ -193,10 +224,60 @@ fn with_hot_groups<T: Transport>(
             }
         }
     }
-    Ok((
-        RankScene::of_part(part, domains, &survey.bounds, rank),
-        early,
-    ))
+    let on_gpu = gpu.take().is_some();
+    let mut scene = RankScene::of_part(part, domains, &survey.bounds, rank, !on_gpu);
+    if on_gpu {
+        *gpu = gpu_or_cpu(options, &mut scene, rank)?;
+    }
+    Ok((scene, early))
+}
+
+/// Whether the ranks test their rays on a GPU: with `--backend optix`, and with `auto` where
+/// the driver and a GPU are found.
+fn wants_gpu(backend: BackendChoice) -> bool {
+    match backend {
+        BackendChoice::Cpu => false,
+        BackendChoice::Optix => true,
+        BackendChoice::Auto => crate::optix::probe().is_ok(),
+    }
+}
+
+/// The rank's domain built on its GPU. Where that fails, an error naming the rank, or with
+/// `--backend auto` the CPU BVH built in its place, and `None`.
+fn gpu_or_cpu(
+    options: &RenderOptions,
+    scene: &mut RankScene,
+    rank: usize,
+) -> anyhow::Result<Option<GpuDomain>> {
+    let part = &scene.geometry.scene;
+    let device = options.optix.device;
+    match GpuDomain::build(part, &options.optix) {
+        Ok(gpu) => {
+            if let Some(s) = gpu.stats() {
+                options.verbosity.detail(
+                    false,
+                    format_args!(
+                        "rank {rank}: GPU {device}: {} GASes of {} triangles, {} bytes with the IAS",
+                        s.gases,
+                        s.triangles,
+                        s.compacted_bytes.unwrap_or(s.output_bytes) + s.ias_bytes
+                    ),
+                );
+            }
+            Ok(Some(gpu))
+        }
+        Err(e) if options.backend == BackendChoice::Auto => {
+            options.verbosity.status(format_args!(
+                "rank {rank}: auto: GPU {device} could not be used ({e}); the CPU BVH tests its rays"
+            ));
+            scene.build_cpu_bvh();
+            Ok(None)
+        }
+        Err(e) => anyhow::bail!(
+            "rank {rank}: building its domain's GASes and IAS ({} triangles) on GPU {device}: {e}",
+            part.triangle_count()
+        ),
+    }
 }
 
 /// The domains of `survey` over the ranks, and what this rank's part will take, refused
@@ -204,10 +285,11 @@ fn with_hot_groups<T: Transport>(
 fn split(
     survey: &Survey,
     (rank, ranks, local_ranks): (usize, usize, usize),
+    on_gpu: bool,
     verbosity: Verbosity,
 ) -> anyhow::Result<(Domains, PartBytes)> {
     let domains = Domains::split_replicating(&survey.extents(), ranks, survey.emitting());
-    let bytes = PartBytes::of(survey, &domains, rank);
+    let bytes = PartBytes::of(survey, &domains, rank, !on_gpu);
     verbosity.detail(
         false,
         format_args!(

@@ -23,12 +23,13 @@ pub struct PartBytes {
     pub replicated: u64,
     /// The arrays of all the scene's groups.
     pub all_groups: u64,
-    /// Their BVH, at its peak ([`BVH_BYTES_PER_TRIANGLE`]).
+    /// Their BVH, at its peak ([`BVH_BYTES_PER_TRIANGLE`]); 0 on a GPU rank.
     pub bvh: u64,
 }
 
 impl PartBytes {
-    pub fn of(survey: &Survey, domains: &Domains, rank: usize) -> PartBytes {
+    /// Rank `rank`'s part; with `cpu_bvh` false (a GPU rank) no BVH on the host.
+    pub fn of(survey: &Survey, domains: &Domains, rank: usize, cpu_bvh: bool) -> PartBytes {
         let replicated = survey
             .groups
             .iter()
@@ -51,7 +52,11 @@ impl PartBytes {
             groups,
             replicated,
             all_groups,
-            bvh: triangles * BVH_BYTES_PER_TRIANGLE,
+            bvh: if cpu_bvh {
+                triangles * BVH_BYTES_PER_TRIANGLE
+            } else {
+                0
+            },
         }
     }
 
@@ -141,7 +146,7 @@ mod tests {
         let whole = crate::scene::obj::load_obj(&path, &opts).unwrap();
         let domains = Domains::split_replicating(&survey.extents(), 3, survey.emitting());
         let parts: Vec<PartBytes> = (0..3)
-            .map(|r| PartBytes::of(&survey, &domains, r))
+            .map(|r| PartBytes::of(&survey, &domains, r, true))
             .collect();
         let replicated: u64 = (0..whole.groups.len())
             .filter(|&g| domains.replicated[g])

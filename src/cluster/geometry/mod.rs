@@ -17,10 +17,12 @@
 //!
 //! Each hit is the whole scene's closest hit, bit for bit ([`crate::cpu::domains`]), and the
 //! path's sums happen in the same order ([`crate::cpu::integrator`]), so the image is the one
-//! a single process renders, bit for bit, for any number of ranks and any split.
+//! a single process renders, bit for bit, for any number of ranks and any split. A GPU rank
+//! ([`gpu`]) tests its rays on its GPU instead, within noise of that image.
 //! docs/distributed-geometry.md has the protocol and its bytes.
 
 pub mod frame;
+pub mod gpu;
 pub mod memory;
 pub mod message;
 pub mod model;
@@ -40,6 +42,7 @@ use crate::scene::{Bounds, Scene};
 use crate::sched::transport::{Transport, TransportError};
 use crate::session::{Controls, NoControls, StopSignal};
 use message::{Message, PathMessage, PixelSums, Query};
+pub use walk::{Answer, Intersector, Test};
 use walk::{Walked, Walker};
 
 /// The side of the square tiles whose pixels the ranks own in turn.
@@ -69,7 +72,12 @@ impl RankScene {
     /// group that holds an emitter ([`emitting_groups`]).
     pub fn with_domains(whole: &Scene, domains: Domains, rank: usize) -> RankScene {
         let part = whole.keeping_groups(|g| domains.holds(rank, g));
-        RankScene::of_part(part, domains, &whole.bounds(), rank)
+        RankScene::of_part(part, domains, &whole.bounds(), rank, true)
+    }
+
+    /// Builds the CPU BVH a rank made without one (its GPU could not be used).
+    pub fn build_cpu_bvh(&mut self) {
+        self.geometry.build_bvh(&self.top);
     }
 
     /// The scene it holds, everything built on it (the BVH, the top level) freed.
@@ -80,8 +88,15 @@ impl RankScene {
     }
 
     /// Rank `rank`'s scene from `part`, which holds exactly the groups `domains` gives it
-    /// (the others empty), in a scene whose box is `scene_bounds`.
-    pub fn of_part(part: Scene, domains: Domains, scene_bounds: &Bounds, rank: usize) -> RankScene {
+    /// (the others empty), in a scene whose box is `scene_bounds`; its CPU BVH built where
+    /// `cpu_bvh` (not on a GPU rank, whose [`gpu::GpuDomain`] tests its rays).
+    pub fn of_part(
+        part: Scene,
+        domains: Domains,
+        scene_bounds: &Bounds,
+        rank: usize,
+        cpu_bvh: bool,
+    ) -> RankScene {
         let emitting = emitting_groups(&part);
         assert!(
             (0..emitting.len()).all(|g| !emitting[g] || domains.replicated[g]),
@@ -90,7 +105,10 @@ impl RankScene {
         debug_assert!((0..part.groups.len())
             .all(|g| domains.holds(rank, g) || part.groups[g].triangle_count() == 0));
         let top = TopLevel::new(&domains, magnitude_of(scene_bounds));
-        let geometry = DomainGeometry::new(part, &top);
+        let mut geometry = DomainGeometry::without_bvh(part);
+        if cpu_bvh {
+            geometry.build_bvh(&top);
+        }
         let lights = LightSampler::new(&geometry.scene);
         RankScene {
             domains,
@@ -162,6 +180,8 @@ pub enum GeometryError {
         from: usize,
         reason: String,
     },
+    #[error("rank {rank}: testing rays against its domain failed: {reason}")]
+    Tests { rank: usize, reason: String },
     #[error("rank {rank}: stopped by {by}")]
     Signal { rank: usize, by: StopSignal },
     #[error("rank {rank}: rank 0 ended the frame (another rank fell silent or failed); {finished} of its {owned} samples were finished")]
@@ -192,9 +212,7 @@ pub struct RankOutcome {
     pub cut_short: Option<GeometryError>,
 }
 
-/// Renders this rank's part of the frame; a stop in `controls` (a signal) cuts it short.
-/// Where the frame cannot finish, the ranks still alive send rank 0 their pixels as they
-/// stand ([`RankOutcome::cut_short`]).
+/// Renders this rank's part of the frame on the CPU: [`render_rank_on`] its BVH.
 pub fn render_rank<T: Transport>(
     scene: &RankScene,
     settings: &RenderSettings,
@@ -202,7 +220,26 @@ pub fn render_rank<T: Transport>(
     controls: &dyn Controls,
     transport: &mut T,
 ) -> Result<RankOutcome, GeometryError> {
-    let mut rank = Rank::new(scene, settings, limits, transport);
+    render_rank_on(
+        (scene, &scene.geometry),
+        settings,
+        limits,
+        controls,
+        transport,
+    )
+}
+
+/// Renders this rank's part of the frame, its rays tested by `domain`; a stop in `controls`
+/// (a signal) cuts it short. Where the frame cannot finish, the ranks still alive send rank 0
+/// their pixels as they stand ([`RankOutcome::cut_short`]).
+pub fn render_rank_on<T: Transport>(
+    (scene, domain): (&RankScene, &dyn Intersector),
+    settings: &RenderSettings,
+    limits: &Limits,
+    controls: &dyn Controls,
+    transport: &mut T,
+) -> Result<RankOutcome, GeometryError> {
+    let mut rank = Rank::new((scene, domain), settings, limits, transport);
     rank.controls = Some(controls);
     let (image, cut_short) = match rank.run() {
         Ok(()) => (rank.gather()?, None),
@@ -218,13 +255,13 @@ pub fn render_rank<T: Transport>(
 /// Renders this rank's part of a prepass: every path, no film. Returns its counts and, per
 /// group, how often a ray traveled for it ([`replicate`]).
 fn run_prepass<T: Transport>(
-    scene: &RankScene,
+    (scene, domain): (&RankScene, &dyn Intersector),
     settings: &RenderSettings,
     limits: &Limits,
     controls: &dyn Controls,
     transport: &mut T,
 ) -> Result<(RankStats, Vec<u64>), GeometryError> {
-    let mut rank = Rank::new(scene, settings, limits, transport);
+    let mut rank = Rank::new((scene, domain), settings, limits, transport);
     rank.controls = Some(controls);
     rank.run()?;
     Ok((rank.stats, std::mem::take(&mut rank.uses)))
@@ -257,7 +294,7 @@ struct Rank<'a, T: Transport> {
 
 impl<'a, T: Transport> Rank<'a, T> {
     fn new(
-        scene: &'a RankScene,
+        (scene, domain): (&'a RankScene, &'a dyn Intersector),
         settings: &'a RenderSettings,
         limits: &'a Limits,
         transport: &'a mut T,
@@ -274,6 +311,7 @@ impl<'a, T: Transport> Rank<'a, T> {
                     lights: &scene.lights,
                     max_depth: settings.max_depth,
                 },
+                domain,
             },
             settings,
             limits,
@@ -339,17 +377,10 @@ impl<'a, T: Transport> Rank<'a, T> {
         }
     }
 
-    /// Walks the paths in parallel, each `(from, path)` as far as this rank can take it, then
-    /// sends each on (or finishes it) in the batch's order.
+    /// Walks the paths ([`Walker::walk`]), then sends each on (or finishes it) in the batch's
+    /// order.
     fn walk(&mut self, batch: Vec<(usize, PathMessage)>) -> Result<(), GeometryError> {
-        use rayon::prelude::*;
-        let walker = &self.walker;
-        let walked: Vec<_> = batch
-            .into_par_iter()
-            .map(|(from, path)| walker.follow(path, from))
-            .collect();
-        for result in walked {
-            let (walked, uses) = result?;
+        for (walked, uses) in self.walker.walk(batch)? {
             for g in uses {
                 self.uses[g as usize] += 1;
             }
@@ -683,14 +714,26 @@ pub fn render_in_process_with(
     settings: &RenderSettings,
     limits: &Limits,
 ) -> Result<(Vec<[f32; 4]>, Vec<RankStats>), GeometryError> {
+    let ranks: Vec<(&RankScene, &dyn Intersector)> =
+        scenes.iter().map(|s| (s, &s.geometry as _)).collect();
+    render_in_process_on(&ranks, settings, limits)
+}
+
+/// [`render_in_process`] over ranks' scenes already split, each rank's rays tested by its
+/// own [`Intersector`] (a GPU's).
+pub fn render_in_process_on(
+    scenes: &[(&RankScene, &dyn Intersector)],
+    settings: &RenderSettings,
+    limits: &Limits,
+) -> Result<(Vec<[f32; 4]>, Vec<RankStats>), GeometryError> {
     let transports = crate::sched::transport::ChannelTransport::create(scenes.len());
     let results: Vec<_> = std::thread::scope(|s| {
         let handles: Vec<_> = scenes
             .iter()
             .zip(transports)
-            .map(|(scene, mut t)| {
+            .map(|(&rank, mut t)| {
                 s.spawn(move || {
-                    render_rank(scene, settings, limits, &NoControls::default(), &mut t)
+                    render_rank_on(rank, settings, limits, &NoControls::default(), &mut t)
                 })
             })
             .collect();

@@ -13,7 +13,7 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use super::message::{is_uses, Message};
-use super::{render_rank, run_prepass, GeometryError, Limits, RankScene, RankStats};
+use super::{render_rank, run_prepass, GeometryError, Intersector, Limits, RankScene, RankStats};
 use crate::render::RenderSettings;
 use crate::scene::domains::{Domains, GroupExtent};
 use crate::scene::Scene;
@@ -42,7 +42,7 @@ pub type Early = VecDeque<(usize, Vec<u8>)>;
 /// Runs the 1-spp prepass of `settings` on this rank, then sends its counts to every rank and
 /// gathers theirs. Also returns what the next frame's faster ranks sent meanwhile.
 pub fn prepass<T: Transport>(
-    scene: &RankScene,
+    rank: (&RankScene, &dyn Intersector),
     settings: &RenderSettings,
     limits: &Limits,
     controls: &dyn Controls,
@@ -52,7 +52,7 @@ pub fn prepass<T: Transport>(
         spp: 1,
         ..*settings
     };
-    let (stats, uses) = run_prepass(scene, &one, limits, controls, transport)?;
+    let (stats, uses) = run_prepass(rank, &one, limits, controls, transport)?;
     let mine = Prepass {
         uses,
         samples: stats.samples,
@@ -193,7 +193,13 @@ pub fn render_in_process_replicating(
     let extents = Domains::extents_of(whole);
     let rank = |r: usize, mut t: ChannelTransport| {
         let first = RankScene::of(whole, ranks, r);
-        let (prepass, early) = prepass(&first, settings, limits, &NoControls::default(), &mut t)?;
+        let (prepass, early) = prepass(
+            (&first, &first.geometry),
+            settings,
+            limits,
+            &NoControls::default(),
+            &mut t,
+        )?;
         let (_, domains) = plan(&prepass, &bytes, &extents, &first.domains, share);
         drop(first);
         let scene = RankScene::with_domains(whole, domains, r);

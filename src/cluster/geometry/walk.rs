@@ -1,10 +1,13 @@
-//! A path taken as far as one rank can take it ([`Walker::follow`]): its shadow ray and
-//! segments tested against what the rank holds, its hits shaded where the rank may shade
-//! them, until it must travel to another rank or ends. It reads the rank's scene only, so a
-//! rank walks many paths at once on its threads.
+//! Paths taken as far as one rank can take them ([`Walker::walk`]): their shadow rays and
+//! segments tested against what the rank holds, their hits shaded where the rank may shade
+//! them, until each must travel to another rank or ends. A batch of paths goes step by step:
+//! every path up to its next test, then all those tests at once ([`Intersector`]: the CPU BVH
+//! on the rank's threads, or one launch on a GPU), then every path on from its answer.
+
+use rayon::prelude::*;
 
 use crate::cpu::bvh::{Hit, RayData};
-use crate::cpu::domains::TopLevel;
+use crate::cpu::domains::{DomainGeometry, TopLevel};
 use crate::cpu::integrator::PathTracer;
 
 use super::message::{PathMessage, Query};
@@ -18,16 +21,104 @@ pub enum Walked {
     Ended(PathMessage),
 }
 
-/// What a rank needs to walk paths: its scene and the path tracer over it.
+/// A ray to test against what a rank holds, from `t = 0`.
+#[derive(Clone, Copy, Debug)]
+pub enum Test {
+    /// The closest hit with `0 < t` that precedes `best` ([`Hit::precedes`]), or `best`.
+    Closest { ray: RayData, best: Option<Hit> },
+    /// Whether anything lies on the ray with `0 < t < tmax`.
+    Occluded { ray: RayData, tmax: f32 },
+}
+
+/// A [`Test`]'s answer.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Answer {
+    Closest(Option<Hit>),
+    Occluded(bool),
+}
+
+/// What answers a rank's tests: its domain's acceleration structure.
+pub trait Intersector: Sync {
+    /// One answer per test, in order; an error names what failed (a GPU's launch).
+    fn answer(&self, tests: &[Test]) -> Result<Vec<Answer>, String>;
+
+    /// The CPU BVH, where it answers: then the walk takes each path on its own thread from
+    /// test to test, which on a CPU is faster than gathering each step's tests.
+    fn cpu(&self) -> Option<&DomainGeometry> {
+        None
+    }
+}
+
+/// The CPU BVH: the tests in parallel on the rank's threads.
+impl Intersector for DomainGeometry {
+    fn answer(&self, tests: &[Test]) -> Result<Vec<Answer>, String> {
+        Ok(tests
+            .par_iter()
+            .map(|test| answer_on_cpu(self, test))
+            .collect())
+    }
+
+    fn cpu(&self) -> Option<&DomainGeometry> {
+        Some(self)
+    }
+}
+
+fn answer_on_cpu(geometry: &DomainGeometry, test: &Test) -> Answer {
+    match *test {
+        Test::Closest { ray, best } => Answer::Closest(geometry.closest(&ray, 0.0, best)),
+        Test::Occluded { ray, tmax } => Answer::Occluded(geometry.occluded(&ray, 0.0, tmax)),
+    }
+}
+
+/// A path on its way through this rank: where it came from, and the groups rays traveled for
+/// on the way ([`super::replicate`]).
+struct Walking {
+    path: PathMessage,
+    from: usize,
+    uses: Vec<u32>,
+    /// The rank it must go to, once an answer said so.
+    to: Option<usize>,
+}
+
+impl Walking {
+    fn new((from, path): (usize, PathMessage)) -> Walking {
+        Walking {
+            path,
+            from,
+            uses: Vec::new(),
+            to: None,
+        }
+    }
+
+    /// Where the walk left it: sent to `to`, or ended.
+    fn left(self, to: Option<usize>) -> (Walked, Vec<u32>) {
+        let path = match to {
+            Some(to) => Walked::Send(to, self.path),
+            None => Walked::Ended(self.path),
+        };
+        (path, self.uses)
+    }
+}
+
+/// What a path needs next on this rank.
+enum Step {
+    Test(Test),
+    Send(usize),
+    Ended,
+}
+
+/// What a rank needs to walk paths: its scene, the path tracer over it, and what answers its
+/// tests.
 pub struct Walker<'a> {
     pub me: usize,
     pub scene: &'a RankScene,
     pub tracer: PathTracer<'a>,
+    pub domain: &'a dyn Intersector,
 }
 
 impl Walker<'_> {
     /// What a path does next from this rank: its shadow ray, its next segment, or nothing
-    /// (a segment query without a ray: [`Walker::follow`] ends the path).
+    /// (a segment query without a ray: the walk ends the path).
     pub fn next_query(&self, state: &crate::cpu::integrator::PathState) -> Query {
         let start = self.me as u32;
         if state.shadow.is_some() {
@@ -41,54 +132,211 @@ impl Walker<'_> {
         }
     }
 
-    /// Takes a path (from rank `from`) as far as this rank can: until it must go to another
-    /// rank, or ends. Also the groups rays traveled for on the way ([`super::replicate`]).
-    pub fn follow(
+    /// Takes each `(from, path)` as far as this rank can: until it must go to another rank,
+    /// or ends. Returns, in the batch's order, where each was left and the groups rays
+    /// traveled for on the way. On the CPU each path goes alone on the rank's threads; else
+    /// the batch goes step by step, each step's tests answered together.
+    pub fn walk(
         &self,
-        mut path: PathMessage,
-        from: usize,
-    ) -> Result<(Walked, Vec<u32>), GeometryError> {
-        let mut uses = Vec::new();
+        batch: Vec<(usize, PathMessage)>,
+    ) -> Result<Vec<(Walked, Vec<u32>)>, GeometryError> {
+        if let Some(cpu) = self.domain.cpu() {
+            return batch
+                .into_par_iter()
+                .map(|path| self.follow(cpu, Walking::new(path)))
+                .collect();
+        }
+        let mut walking: Vec<Option<Walking>> =
+            batch.into_iter().map(|p| Some(Walking::new(p))).collect();
+        let mut walked: Vec<Option<(Walked, Vec<u32>)>> = walking.iter().map(|_| None).collect();
         loop {
-            let hit = match path.query {
-                Query::Shadow { start, next } => {
-                    let Some(to) = self.test_shadow(&mut path, start, next)? else {
-                        path.query = self.next_query(&path.state);
+            let steps: Vec<Option<Step>> = walking
+                .par_iter_mut()
+                .map(|w| w.as_mut().map(|w| self.step(w)).transpose())
+                .collect::<Result<_, _>>()?;
+            let mut tests = Vec::new();
+            for (i, step) in steps.into_iter().enumerate() {
+                let to = match step {
+                    None => continue,
+                    Some(Step::Test(test)) => {
+                        tests.push((i, test));
                         continue;
+                    }
+                    Some(Step::Send(to)) => Some(to),
+                    Some(Step::Ended) => None,
+                };
+                walked[i] = walking[i].take().map(|w| w.left(to));
+            }
+            if tests.is_empty() {
+                return Ok(walked.into_iter().flatten().collect());
+            }
+            self.answer(&mut walking, &tests)?;
+        }
+    }
+
+    /// One path from test to test, each answered by the CPU BVH at once.
+    fn follow(
+        &self,
+        cpu: &DomainGeometry,
+        mut w: Walking,
+    ) -> Result<(Walked, Vec<u32>), GeometryError> {
+        loop {
+            match self.step(&mut w)? {
+                Step::Test(test) => self.answered(&mut w, test, answer_on_cpu(cpu, &test))?,
+                Step::Send(to) => return Ok(w.left(Some(to))),
+                Step::Ended => return Ok(w.left(None)),
+            }
+        }
+    }
+
+    /// Answers `tests` (path index, test) together and takes each path on from its answer.
+    fn answer(
+        &self,
+        walking: &mut [Option<Walking>],
+        tests: &[(usize, Test)],
+    ) -> Result<(), GeometryError> {
+        let only: Vec<Test> = tests.iter().map(|&(_, t)| t).collect();
+        let answers = self
+            .domain
+            .answer(&only)
+            .map_err(|reason| GeometryError::Tests {
+                rank: self.me,
+                reason,
+            })?;
+        if answers.len() != tests.len() {
+            let reason = format!("{} answers to {} tests", answers.len(), tests.len());
+            return Err(GeometryError::Tests {
+                rank: self.me,
+                reason,
+            });
+        }
+        let mut due: Vec<Option<(Test, Answer)>> = vec![None; walking.len()];
+        for (&(i, test), answer) in tests.iter().zip(answers) {
+            due[i] = Some((test, answer));
+        }
+        walking
+            .par_iter_mut()
+            .zip(due)
+            .try_for_each(|(w, due)| match (w.as_mut(), due) {
+                (Some(w), Some((test, answer))) => self.answered(w, test, answer),
+                _ => Ok(()),
+            })
+    }
+
+    /// Takes the path up to its next test here, or out: sent on, or ended.
+    fn step(&self, w: &mut Walking) -> Result<Step, GeometryError> {
+        if let Some(to) = w.to {
+            return Ok(Step::Send(to));
+        }
+        loop {
+            match w.path.query {
+                Query::Shadow { .. } => {
+                    let Some(pending) = w.path.state.shadow else {
+                        let reason = "a shadow query without a shadow ray".into();
+                        return Err(self.malformed(self.me, reason));
                     };
-                    return Ok((Walked::Send(to, path), uses));
+                    let r = pending.ray;
+                    if let Some(ray) = RayData::new(r.origin, r.dir) {
+                        return Ok(Step::Test(Test::Occluded { ray, tmax: r.tmax }));
+                    }
+                    w.path.state.settle_shadow(true);
+                    w.path.query = self.next_query(&w.path.state);
                 }
-                Query::Segment { start, next, best } => {
-                    let Some((o, d)) = path.state.ray else {
-                        return Ok((Walked::Ended(path), uses));
+                Query::Segment { best, .. } => {
+                    let Some((o, d)) = w.path.state.ray else {
+                        return Ok(Step::Ended);
                     };
                     let Some(ray) = RayData::new(o, d) else {
-                        path.state.ray = None;
-                        return Ok((Walked::Ended(path), uses));
+                        w.path.state.ray = None;
+                        return Ok(Step::Ended);
                     };
-                    match self.test_segment(&ray, start, next, best, &mut uses) {
-                        Ok(hit) => hit,
-                        Err((to, query)) => {
-                            path.query = query;
-                            return Ok((Walked::Send(to, path), uses));
-                        }
-                    }
+                    return Ok(Step::Test(Test::Closest { ray, best }));
                 }
-                Query::Shade { hit } => Some(hit),
-            };
-            if let Some(hit) = hit {
-                match self.owner_of(&hit, from)? {
-                    Some(owner) if owner != self.me => {
-                        uses.push(hit.group);
-                        path.query = Query::Shade { hit };
-                        return Ok((Walked::Send(owner, path), uses));
+                Query::Shade { hit } => {
+                    if let Some(to) = self.shade(w, Some(hit))? {
+                        return Ok(Step::Send(to));
                     }
-                    _ => self.check_held(&hit, from)?,
                 }
             }
-            self.tracer.advance(&mut path.state, hit);
-            path.query = self.next_query(&path.state);
         }
+    }
+
+    /// Takes the path on from this rank's answer to its test: its shadow ray settled, or due
+    /// at the next domain it enters; its segment's best hit due at the next domain that may
+    /// beat it, or shaded here (or due at the rank that shades it).
+    fn answered(&self, w: &mut Walking, test: Test, answer: Answer) -> Result<(), GeometryError> {
+        w.to = match (w.path.query, test, answer) {
+            (Query::Shadow { start, next }, Test::Occluded { ray, tmax }, Answer::Occluded(b)) => {
+                self.after_shadow(&mut w.path, &ray, (start, next, tmax), b)
+            }
+            (
+                Query::Segment { start, next, best },
+                Test::Closest { ray, .. },
+                Answer::Closest(found),
+            ) => {
+                if start as usize != self.me && found != best {
+                    w.uses.extend(found.map(|h| h.group));
+                }
+                match self.next_visit(&ray, (0.0, f32::INFINITY), start, next, found.as_ref()) {
+                    Some((i, to)) => {
+                        let next = i as u32 + 1;
+                        w.path.query = Query::Segment {
+                            start,
+                            next,
+                            best: found,
+                        };
+                        Some(to)
+                    }
+                    None => self.shade(w, found)?,
+                }
+            }
+            _ => {
+                let reason = format!("the answer {answer:?} to a query of another kind");
+                return Err(GeometryError::Tests {
+                    rank: self.me,
+                    reason,
+                });
+            }
+        };
+        Ok(())
+    }
+
+    /// A shadow ray this rank found blocked or not: settled, or the rank to test it next.
+    fn after_shadow(
+        &self,
+        path: &mut PathMessage,
+        ray: &RayData,
+        (start, next, tmax): (u32, u32, f32),
+        blocked: bool,
+    ) -> Option<usize> {
+        if !blocked {
+            if let Some((i, to)) = self.next_visit(ray, (0.0, tmax), start, next, None) {
+                let next = i as u32 + 1;
+                path.query = Query::Shadow { start, next };
+                return Some(to);
+            }
+        }
+        path.state.settle_shadow(blocked);
+        path.query = self.next_query(&path.state);
+        None
+    }
+
+    /// Shades the path's segment's closest hit (`None`: it escaped) here, or returns the rank
+    /// that owns the hit's group, to shade it there.
+    fn shade(&self, w: &mut Walking, hit: Option<Hit>) -> Result<Option<usize>, GeometryError> {
+        if let Some(hit) = hit {
+            match self.owner_of(&hit, w.from)? {
+                Some(owner) if owner != self.me => {
+                    w.uses.push(hit.group);
+                    w.path.query = Query::Shade { hit };
+                    return Ok(Some(owner));
+                }
+                _ => self.check_held(&hit, w.from)?,
+            }
+        }
+        self.tracer.advance(&mut w.path.state, hit);
+        w.path.query = self.next_query(&w.path.state);
+        Ok(None)
     }
 
     /// The rank that shades hits on `hit`'s group (`None`: any); an error for a group the
@@ -115,64 +363,6 @@ impl Walker<'_> {
             hit.prim, hit.group
         );
         Err(self.malformed(from, reason))
-    }
-
-    /// Tests the path's shadow ray here: where it is blocked, or no other domain is left to
-    /// test it, settles it and returns `None`; else the rank to test it next.
-    fn test_shadow(
-        &self,
-        path: &mut PathMessage,
-        start: u32,
-        next: u32,
-    ) -> Result<Option<usize>, GeometryError> {
-        let Some(pending) = path.state.shadow else {
-            return Err(self.malformed(self.me, "a shadow query without a shadow ray".into()));
-        };
-        let r = pending.ray;
-        let Some(ray) = RayData::new(r.origin, r.dir) else {
-            path.state.settle_shadow(true);
-            return Ok(None);
-        };
-        let blocked = self.scene.geometry.occluded(&ray, 0.0, r.tmax);
-        if !blocked {
-            if let Some((i, to)) = self.next_visit(&ray, (0.0, r.tmax), start, next, None) {
-                path.query = Query::Shadow {
-                    start,
-                    next: i as u32 + 1,
-                };
-                return Ok(Some(to));
-            }
-        }
-        path.state.settle_shadow(blocked);
-        Ok(None)
-    }
-
-    /// Tests a segment here, given the best hit so far: `Ok` with the closest hit of the
-    /// whole scene when no other domain can beat it, else the rank to go to and the query.
-    fn test_segment(
-        &self,
-        ray: &RayData,
-        start: u32,
-        next: u32,
-        best: Option<Hit>,
-        uses: &mut Vec<u32>,
-    ) -> Result<Option<Hit>, (usize, Query)> {
-        let found = self.scene.geometry.closest(ray, 0.0, best);
-        if start as usize != self.me && found != best {
-            uses.extend(found.map(|h| h.group));
-        }
-        let best = found;
-        match self.next_visit(ray, (0.0, f32::INFINITY), start, next, best.as_ref()) {
-            Some((i, to)) => Err((
-                to,
-                Query::Segment {
-                    start,
-                    next: i as u32 + 1,
-                    best,
-                },
-            )),
-            None => Ok(best),
-        }
     }
 
     /// The next domain (its position in the visit list, and its rank) that the ray enters
