@@ -1416,3 +1416,46 @@ fn distributed_geometry_gpu_ranks_build_only_their_domain() {
         "{built_in_all}"
     );
 }
+
+/// A camera path under mpirun (`--camera-path`): every rank renders the frames in turn, each
+/// frame one job; the files are one process's, byte for byte, and `--resume` under mpirun
+/// renders again only the frames whose images are missing.
+#[test]
+fn a_camera_path_under_mpirun_renders_one_process_frames() {
+    let dir = tempfile::tempdir().unwrap();
+    let walk = dir.path().join("walk.csv");
+    std::fs::write(
+        &walk,
+        "0,1,3.5,0,1,0,0,1,0,39.3\n0.3,1.1,3.4,0,1,0,0,1,0,39.3\n0.6,1.2,3.3,0,0.9,0,0,1,0,42\n",
+    )
+    .unwrap();
+    let path = ["--camera-path", walk.to_str().unwrap()];
+    let one = dir.path().join("one-#.exr");
+    single_process(&cornell(), &one, &path);
+    let ranks = dir.path().join("ranks-#.exr");
+    let args = render_args(&cornell(), &ranks, &path);
+    let r = mpi_render(2, &args);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let same = |what: &str| {
+        for k in 1..=3 {
+            let a = std::fs::read(dir.path().join(format!("one-{k}.exr"))).unwrap();
+            let b = std::fs::read(dir.path().join(format!("ranks-{k}.exr"))).unwrap();
+            assert!(a == b, "{what}: frame {k} differs");
+        }
+    };
+    same("2 ranks");
+    for k in [2, 3] {
+        std::fs::remove_file(dir.path().join(format!("ranks-{k}.exr"))).unwrap();
+    }
+    let mut resumed = args.clone();
+    resumed.retain(|a| a != "-q");
+    resumed.push("--resume".into());
+    let r = mpi_render(2, &resumed);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("frame 1: ") && r.stderr.contains("is complete"),
+        "{}",
+        r.stderr
+    );
+    same("2 ranks, resumed");
+}

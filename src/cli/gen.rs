@@ -4,6 +4,7 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::Instant;
 
+use anyhow::Context;
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -39,7 +40,8 @@ pub struct GenArgs {
     #[arg(value_enum)]
     pub preset: Preset,
     /// Output folder (created if missing): cornell.obj, sponza_like.obj (with its textures) or
-    /// toystore.obj, each with its .mtl; sky.exr for sky
+    /// toystore.obj (and toystore-walk.csv, a camera path down its aisles), each with its .mtl;
+    /// sky.exr for sky
     #[arg(short, long)]
     pub output: PathBuf,
     /// sponza-like: number of groups [default: 390]
@@ -124,7 +126,9 @@ pub fn run(a: GenArgs) -> anyhow::Result<()> {
         Preset::Toystore => {
             let shelves = a.shelves.unwrap_or(4);
             gen::check_shelves(shelves)?;
-            write_toystore(shelves, a.seed, &a.output, a.quiet)?
+            let written = write_toystore(shelves, a.seed, &a.output, a.quiet)?;
+            write_walk(shelves, &a.output)?;
+            written
         }
         Preset::Sky => unreachable!("written above"),
     };
@@ -223,6 +227,20 @@ fn write_scene(
         writer.write_group(group)?;
     }
     Ok(writer.finish()?)
+}
+
+/// The toy store's walk down its aisles, `toystore-walk.csv` beside it.
+fn write_walk(shelves: u64, dir: &std::path::Path) -> anyhow::Result<()> {
+    let walk = dir.join("toystore-walk.csv");
+    let path = gen::toystore_walk(shelves);
+    std::fs::write(&walk, path.to_csv())
+        .with_context(|| format!("cannot write {}", walk.display()))?;
+    println!(
+        "wrote {}: a walk down the aisles, {} frames (render it with --camera-path)",
+        walk.display(),
+        path.frames.len()
+    );
+    Ok(())
 }
 
 /// The toy store, streamed: one shelf unit in memory at a time.

@@ -247,7 +247,17 @@ pub struct RenderArgs {
     /// Give the same command line plus the resume file that a stop (Ctrl-C, SIGTERM), a time
     /// limit or a checkpoint left; the image is bit for bit what an uninterrupted render
     /// gives.
-    #[arg(long, value_name = "FILE", help_heading = "Passes, stops and farms")]
+    ///
+    /// With --camera-path, give --resume alone: the sequence goes on at its first frame whose
+    /// image is not complete, from that frame's own resume file where it left one.
+    #[arg(
+        long,
+        value_name = "FILE",
+        num_args = 0..=1,
+        default_missing_value = "",
+        value_parser = parse_resume,
+        help_heading = "Passes, stops and farms"
+    )]
     pub resume: Option<PathBuf>,
     /// Write a checkpoint (OUT.gasworks-resume) at most this often: 600, 90s, 10m, 2h
     ///
@@ -307,6 +317,19 @@ pub struct RenderArgs {
         help_heading = "Workers and tiles"
     )]
     pub replicate: Option<f64>,
+    /// Render a sequence: one frame per row of this CSV file (eye, look-at, up, vertical fov;
+    /// not interpolated), each into the file -o names with its run of # replaced by the
+    /// frame's number (frame-####.exr), the scene loaded and its BVH built once
+    #[arg(
+        long,
+        value_name = "PATH.csv",
+        help_heading = "Camera",
+        conflicts_with_all = [
+            "eye", "look_at", "up", "fov", "pixelbounds", "aov", "time_limit", "stats",
+            "costmap", "distribute_geometry",
+        ]
+    )]
+    pub camera_path: Option<PathBuf>,
     #[command(flatten, next_help_heading = "Camera")]
     pub camera: CameraArgs,
     #[command(flatten, next_help_heading = "GPU: acceleration structure builds")]
@@ -403,6 +426,24 @@ fn rank_timeout(value: Option<String>) -> anyhow::Result<Duration> {
 }
 
 impl RenderArgs {
+    /// `--resume FILE` for one frame; `--resume` alone for a sequence (`None` then: each
+    /// frame finds its own).
+    fn resume_file(&self) -> anyhow::Result<Option<PathBuf>> {
+        match (&self.resume, &self.camera_path) {
+            (Some(file), None) if file.as_os_str().is_empty() => anyhow::bail!(
+                "--resume needs the resume file a stopped render left (OUT.gasworks-resume); \
+                 --resume alone goes on with a --camera-path sequence"
+            ),
+            (Some(file), Some(_)) if !file.as_os_str().is_empty() => anyhow::bail!(
+                "with --camera-path, give --resume alone: each frame's resume file is found \
+                 beside its image ({} given)",
+                file.display()
+            ),
+            (_, Some(_)) => Ok(None),
+            (file, None) => Ok(file.clone()),
+        }
+    }
+
     /// The render the flags ask for, as the library's plain options.
     pub fn options(&self) -> anyhow::Result<RenderOptions> {
         let devices = match &self.schedule.devices {
@@ -438,7 +479,7 @@ impl RenderArgs {
             aovs: self.aov.clone(),
             aov_spp: self.aov_spp,
             pixelbounds: self.pixelbounds,
-            resume: self.resume.clone(),
+            resume: self.resume_file()?,
             checkpoint_every: self.checkpoint_every,
             time_limit: self.time_limit,
             noise_threshold: self.noise_threshold,
@@ -453,8 +494,15 @@ impl RenderArgs {
             rank_timeout: None,
             distribute_geometry: self.distribute_geometry,
             replicate: self.replicate,
+            camera_path: self.camera_path.clone(),
+            continue_sequence: self.camera_path.is_some() && self.resume.is_some(),
         })
     }
+}
+
+/// `--resume FILE`, or `--resume` alone (empty: a sequence's frames find their own).
+fn parse_resume(s: &str) -> Result<PathBuf, String> {
+    Ok(PathBuf::from(s))
 }
 
 /// `--noise-threshold T`: a number above 0.

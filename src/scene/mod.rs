@@ -7,6 +7,7 @@
 
 pub mod bump;
 pub mod camera;
+pub mod camera_path;
 pub mod content_hash;
 pub mod domains;
 pub mod environment_map;

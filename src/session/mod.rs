@@ -17,7 +17,8 @@
 //! - [`aovs`]: the guide layers, traced before the frame or beside a GPU's;
 //! - [`outputs`]: rank 0's outputs and what the render says of them;
 //! - [`controls`]: the stop flag and checkpoint requests that reach a render from outside;
-//! - [`fingerprint`]: the hash of scene and settings that ranks compare before a frame.
+//! - [`fingerprint`]: the hash of scene and settings that ranks compare before a frame;
+//! - [`sequence`]: a camera path's frames, the scene loaded once.
 
 pub mod aovs;
 pub mod controls;
@@ -25,6 +26,7 @@ pub mod fingerprint;
 pub mod options;
 pub mod outputs;
 pub mod resume;
+pub mod sequence;
 pub mod setup;
 
 use std::sync::Arc;
@@ -56,6 +58,9 @@ pub fn render<T: Transport + ?Sized>(
     transport: &mut T,
     controls: &dyn Controls,
 ) -> anyhow::Result<()> {
+    if options.camera_path.is_some() {
+        return sequence::render_sequence(options, transport, controls);
+    }
     // A time limit counts from here: a batch job's clock includes loading and building.
     let started = Instant::now();
     let mut opts = options.clone();
@@ -182,6 +187,7 @@ fn write_frame_image(
 
 /// Where this process runs: its rank among how many, its host, and how many ranks share its
 /// machine (and so its cores).
+#[derive(Clone)]
 struct Place {
     rank: usize,
     ranks: usize,
@@ -327,13 +333,68 @@ fn checkpoint_header(
 fn get_ready(opts: &RenderOptions, place: &Place, out: Verbosity) -> anyhow::Result<Ready> {
     let (window, schedule) = check_before_loading(opts, place)?;
     set_threads(opts, place)?;
-    let (scene, settings, load_s, probe_bvh) = load(opts, place, out)?;
-    let content = crate::scene::content_hash::content_hash(&scene);
-    let identity = (content, scene.triangle_count());
-    let render_key = outputs::frame_key(opts, &scene, identity, &settings, &schedule);
-    // From here on the scene is only read: shared with the CPU backend, not copied for it.
-    let scene = Arc::new(scene);
-    let cpu_bvh = SharedBvh::new(probe_bvh);
+    let (loaded, settings) = Loaded::load(opts, place, out)?;
+    let render_key = loaded.frame_key(opts, &settings, &schedule);
+    ready_for(
+        opts,
+        place,
+        out,
+        &loaded,
+        (settings, schedule, window, render_key),
+    )
+}
+
+/// The scene as a rank loaded it, shared by the frames it renders.
+struct Loaded {
+    scene: Arc<Scene>,
+    /// Its content hash and triangle count, which the frame's key records.
+    identity: (u64, usize),
+    load_s: f64,
+    cpu_bvh: SharedBvh,
+}
+
+impl Loaded {
+    /// The scene loaded and checked, and the first frame's settings.
+    fn load(
+        opts: &RenderOptions,
+        place: &Place,
+        out: Verbosity,
+    ) -> anyhow::Result<(Loaded, RenderSettings)> {
+        let (scene, settings, load_s, probe_bvh) = load(opts, place, out)?;
+        let content = crate::scene::content_hash::content_hash(&scene);
+        let identity = (content, scene.triangle_count());
+        let loaded = Loaded {
+            // From here on the scene is only read: shared with the CPU backend, not copied.
+            scene: Arc::new(scene),
+            identity,
+            load_s,
+            cpu_bvh: SharedBvh::new(probe_bvh),
+        };
+        Ok((loaded, settings))
+    }
+
+    /// The key a frame of `settings` records in its image.
+    fn frame_key(
+        &self,
+        opts: &RenderOptions,
+        settings: &RenderSettings,
+        schedule: &SchedConfig,
+    ) -> String {
+        outputs::frame_key(opts, &self.scene, self.identity, settings, schedule)
+    }
+}
+
+/// What a rank does before a frame of `loaded`'s scene: the backend and its workers (on the
+/// CPU BVH built once for every frame), and on rank 0 the resume file, the cost map and the
+/// guide layers.
+fn ready_for(
+    opts: &RenderOptions,
+    place: &Place,
+    out: Verbosity,
+    loaded: &Loaded,
+    (settings, schedule, window, render_key): (RenderSettings, SchedConfig, Tile, String),
+) -> anyhow::Result<Ready> {
+    let (scene, cpu_bvh, content) = (&loaded.scene, loaded.cpu_bvh.clone(), loaded.identity.0);
     // Rank 0's layers trace the CPU BVH. Where the frame runs on GPUs alone, the cores would
     // idle through the GPU's setup and frame: the layers are traced then, beside it (unless a
     // time limit, whose passes are planned without them, counts them). Elsewhere they are
@@ -343,7 +404,7 @@ fn get_ready(opts: &RenderOptions, place: &Place, out: Verbosity) -> anyhow::Res
             let beside = !opts.aovs.is_empty()
                 && opts.time_limit.is_none()
                 && aovs::frame_on_gpus_alone(opts);
-            PendingAovs::start(opts, &scene, cpu_bvh.clone(), &settings, window, beside)
+            PendingAovs::start(opts, scene, cpu_bvh.clone(), &settings, window, beside)
         }
         _ => PendingAovs::None,
     };
@@ -359,16 +420,16 @@ fn get_ready(opts: &RenderOptions, place: &Place, out: Verbosity) -> anyhow::Res
         _ => None,
     };
     let samples_resumed = resume.as_ref().map_or(0.0, crate::sched::Resume::samples);
-    let fingerprint = fingerprint::fingerprint(&scene, content, &settings, &schedule);
+    let fingerprint = fingerprint::fingerprint(scene, content, &settings, &schedule);
     let (factory, setup, build_s) = rank_setup(
         opts,
         place,
-        (&scene, &settings, &schedule, window),
+        (scene, &settings, &schedule, window),
         (resume, cpu_bvh, fingerprint),
         out,
     )?;
     let timings = Timings {
-        load_s,
+        load_s: loaded.load_s,
         build_s,
         render_s: 0.0,
         samples_resumed,

@@ -85,6 +85,12 @@ pub struct RenderOptions {
     /// With `distribute_geometry`: the share of the scene's group bytes that the groups used
     /// most may take on every rank (`crate::cluster::geometry::replicate`).
     pub replicate: Option<f64>,
+    /// A camera path (`crate::scene::camera_path`): a sequence of frames, one per row, each
+    /// written where `output`'s run of `#` gives its number ([`sequence`](super::sequence)).
+    pub camera_path: Option<PathBuf>,
+    /// With `camera_path`: go on from the first frame whose image is not complete, that frame
+    /// from its resume file if it left one.
+    pub continue_sequence: bool,
 }
 
 /// The light arriving from outside the scene.
@@ -175,6 +181,8 @@ impl RenderOptions {
             rank_timeout: None,
             distribute_geometry: false,
             replicate: None,
+            camera_path: None,
+            continue_sequence: false,
         }
     }
 

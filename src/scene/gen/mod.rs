@@ -29,7 +29,7 @@ pub use sponza_like::{
 };
 pub use toystore::{
     check_shelves, toystore, toystore_camera, toystore_groups, toystore_materials,
-    toystore_triangles, MAX_SHELVES, TRIANGLES_PER_SHELF,
+    toystore_triangles, toystore_walk, MAX_SHELVES, TRIANGLES_PER_SHELF,
 };
 pub use writer::{write_obj, ObjWriter, WriteError, Written};
 

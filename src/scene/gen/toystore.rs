@@ -22,6 +22,7 @@ use glam::{Quat, Vec2, Vec3};
 use super::mesh::{self, MeshBuilder, Placement};
 use super::rng::Rng;
 use super::GenError;
+use crate::scene::camera_path::{CameraPath, PathFrame};
 use crate::scene::{Camera, Group, Material, MaterialKind, Scene};
 
 /// Triangles in one shelf unit (frame and toys).
@@ -105,6 +106,61 @@ pub fn toystore_camera() -> Camera {
         up: Vec3::Y,
         fov_y_deg: 50.0,
     }
+}
+
+/// Metres between a walk's frames.
+const WALK_STEP: f32 = 0.25;
+
+/// A walk through the store ([`crate::scene::camera_path`]): at eye height down the aisle in
+/// front of the first row, looking ahead and toward its shelves, then, where there is a second
+/// row, round its end and back down the aisle in front of it. A frame every [`WALK_STEP`]
+/// metres, so that consecutive frames see much the same (a fly-through's coherence).
+pub fn toystore_walk(shelves: u64) -> CameraPath {
+    let (rows, columns) = rows_and_columns(shelves);
+    let row_length = columns as f32 * UNIT_PITCH;
+    // The store is turned half a turn: rows at z = -r * ROW_PITCH, open toward +Z, the units
+    // spanning x from -row_length to 0. An aisle's middle lies 1.4 m in front of its row.
+    let aisle_z = |r: u64| -(r as f32) * ROW_PITCH + 1.4;
+    let (x0, x1) = (1.5, -row_length - 1.5);
+    let mut points: Vec<(Vec3, f32)> = Vec::new();
+    let mut walk = |from: Vec3, to: Vec3, ahead: f32| {
+        let steps = ((to - from).length() / WALK_STEP).ceil().max(1.0) as usize;
+        for i in 0..steps {
+            points.push((from.lerp(to, i as f32 / steps as f32), ahead));
+        }
+    };
+    walk(
+        Vec3::new(x0, 1.6, aisle_z(0)),
+        Vec3::new(x1, 1.6, aisle_z(0)),
+        -1.0,
+    );
+    if rows > 1 {
+        walk(
+            Vec3::new(x1, 1.6, aisle_z(0)),
+            Vec3::new(x1, 1.6, aisle_z(1)),
+            -1.0,
+        );
+        walk(
+            Vec3::new(x1, 1.6, aisle_z(1)),
+            Vec3::new(x0, 1.6, aisle_z(1)),
+            1.0,
+        );
+    }
+    let frames = points
+        .into_iter()
+        .enumerate()
+        .map(|(i, (eye, ahead))| PathFrame {
+            line: i + 2,
+            camera: Camera {
+                eye,
+                // Two metres ahead along the aisle, a metre toward the shelves, a little down.
+                look_at: eye + Vec3::new(2.0 * ahead, -0.5, -1.0),
+                up: Vec3::Y,
+                fov_y_deg: 60.0,
+            },
+        })
+        .collect();
+    CameraPath { frames }
 }
 
 /// Shelf units per row and rows for `shelves` units: about square.
@@ -353,6 +409,32 @@ mod tests {
 
     /// Turned half a turn: the units open toward +Z (their backs are at their -Z side, facing
     /// +Z) and the rows go away toward -Z; the hint camera stands in front of the first row.
+    #[test]
+    fn the_walk_stays_in_the_aisles_and_sees_the_shelves() {
+        for shelves in [1, 4, 12] {
+            let store = toystore(shelves, 1).unwrap();
+            let walk = toystore_walk(shelves);
+            assert!(walk.frames.len() > 10, "{shelves}");
+            let (lo, hi) = (store.bounds().min, store.bounds().max);
+            let (rows, columns) = rows_and_columns(shelves);
+            let row_length = columns as f32 * UNIT_PITCH;
+            for f in &walk.frames {
+                let e = f.camera.eye;
+                assert!(e.y > 1.0 && e.y < LIGHT_HEIGHT, "{e}");
+                assert!(
+                    e.z > lo[2] && e.z < hi[2],
+                    "{shelves}: {e} outside the floor"
+                );
+                // Never inside a row of units: in an aisle, or past the rows' ends.
+                let in_aisle = (0..rows).any(|r| (e.z - (1.4 - r as f32 * ROW_PITCH)).abs() < 1e-3);
+                assert!(in_aisle || e.x < -row_length || e.x > 0.0, "{shelves}: {e}");
+                f.camera.frame(64, 48).unwrap();
+            }
+            let back = CameraPath::parse(&walk.to_csv(), std::path::Path::new("w.csv")).unwrap();
+            assert_eq!(back.frames.len(), walk.frames.len());
+        }
+    }
+
     #[test]
     fn the_store_opens_toward_plus_z_and_the_hint_camera_faces_it() {
         let s = toystore(4, 1).unwrap();

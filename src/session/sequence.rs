@@ -1,0 +1,192 @@
+//! A camera path rendered as a sequence (`--camera-path`): the path read and every row checked
+//! before the first frame, the scene loaded and its CPU BVH built once, then each frame
+//! rendered as a single frame of its camera renders, into its own file (the output's run of
+//! `#` replaced by the frame's number, from 1), bit for bit that frame. Under mpirun every
+//! rank renders the frames in turn, each frame one job of the scheduler.
+//!
+//! With `continue_sequence` (`--resume` alone) a frame whose image is complete (its key the
+//! frame's) is kept; the first other frame goes on from its resume file where it left one,
+//! and the rest render. Under mpirun every rank looks at the files itself, so they must see
+//! the same output folder; ranks that do not disagree on the frame, and the scheduler's
+//! handshake refuses the job.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use crate::backend::BackendChoice;
+use crate::console::Verbosity;
+use crate::render::checkpoint;
+use crate::render::output::read_image;
+use crate::scene::camera_path::{CameraPath, PathFrame};
+use crate::sched::Transport;
+
+use super::{
+    check_before_loading, refuse_job, run_frame, set_threads, setup, Controls, Loaded, Place,
+    RenderOptions,
+};
+
+/// Renders every frame of `options.camera_path` (see the module comment).
+pub fn render_sequence<T: Transport + ?Sized>(
+    options: &RenderOptions,
+    transport: &mut T,
+    controls: &dyn Controls,
+) -> anyhow::Result<()> {
+    let path = options
+        .camera_path
+        .as_deref()
+        .ok_or_else(|| anyhow::anyhow!("no camera path to render"))?;
+    let frames = CameraPath::read(path)?.frames;
+    let outputs = frame_outputs(&options.output, frames.len())?;
+    let place = Place::of(transport);
+    let out = match place.rank {
+        0 => options.verbosity,
+        _ => Verbosity::Quiet,
+    };
+    // A GPU would build its GASes again for every frame: not yet.
+    let mut base = options.clone();
+    match base.backend {
+        BackendChoice::Optix => anyhow::bail!(
+            "--camera-path renders on the CPU backend for now: leave out --backend optix"
+        ),
+        BackendChoice::Auto => {
+            out.status(format_args!(
+                "--camera-path: the frames render on the CPU backend"
+            ));
+            base.backend = BackendChoice::Cpu;
+        }
+        BackendChoice::Cpu => {}
+    }
+    let first = frame_options(&base, &frames[0], &outputs[0]);
+    let (loaded, mut settings) = match load_once(&first, &place, out) {
+        Ok(l) => l,
+        Err(e) if place.ranks == 1 => return Err(e),
+        Err(e) => return Err(refuse_job(&first, transport, &place, &e)),
+    };
+    let mut continuing = options.continue_sequence;
+    for (k, frame) in frames.iter().enumerate() {
+        let started = Instant::now();
+        let mut opts = frame_options(&base, frame, &outputs[k]);
+        let (window, schedule) = check_before_loading(&opts, &place)?;
+        if k > 0 {
+            settings = setup::render_settings(&opts, &loaded.scene.bounds(), Verbosity::Quiet)?;
+        }
+        let render_key = loaded.frame_key(&opts, &settings, &schedule);
+        let n = k + 1;
+        if continuing {
+            if is_complete(&opts.output, &render_key) {
+                out.status(format_args!(
+                    "frame {n}: {} is complete",
+                    opts.output.display()
+                ));
+                continue;
+            }
+            continuing = false;
+            let resume = opts.resume_file();
+            opts.resume = resume.exists().then_some(resume);
+        }
+        out.status(format_args!(
+            "frame {n} of {}: {}",
+            frames.len(),
+            opts.output.display()
+        ));
+        let frame = (settings, schedule, window, render_key);
+        let ready = match super::ready_for(&opts, &place, out, &loaded, frame) {
+            Ok(ready) => ready,
+            Err(e) if place.ranks == 1 => return Err(e),
+            Err(e) => return Err(refuse_job(&opts, transport, &place, &e)),
+        };
+        run_frame(
+            &opts,
+            transport,
+            controls,
+            (ready, place.clone(), out, started),
+        )?;
+    }
+    Ok(())
+}
+
+/// The scene loaded once for every frame, as the first frame's render loads it.
+fn load_once(
+    first: &RenderOptions,
+    place: &Place,
+    out: Verbosity,
+) -> anyhow::Result<(Loaded, crate::render::RenderSettings)> {
+    check_before_loading(first, place)?;
+    if first.environment.map.is_some() && first.environment.share == super::EnvShare::Auto {
+        anyhow::bail!(
+            "--camera-path with an environment map: give its share of the light samples \
+             (--env-share P); `auto` chooses it from each camera's view"
+        );
+    }
+    set_threads(first, place)?;
+    Loaded::load(first, place, out)
+}
+
+/// The options of one frame: its camera, its output, no sequence.
+fn frame_options(base: &RenderOptions, frame: &PathFrame, output: &Path) -> RenderOptions {
+    RenderOptions {
+        camera: frame.choice(),
+        output: output.to_path_buf(),
+        camera_path: None,
+        continue_sequence: false,
+        ..base.clone()
+    }
+}
+
+/// Each frame's output: `pattern` with the last run of `#` in its file name replaced by the
+/// frame's number from 1, zero-padded to the run's length.
+pub fn frame_outputs(pattern: &Path, frames: usize) -> anyhow::Result<Vec<PathBuf>> {
+    let name = pattern
+        .file_name()
+        .and_then(|n| n.to_str())
+        .filter(|n| n.contains('#'))
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "{}: with --camera-path the output names each frame's file with a run of # \
+                 for its number, e.g. -o frames/frame-####.exr",
+                pattern.display()
+            )
+        })?;
+    let end = name.rfind('#').map_or(0, |i| i + 1);
+    let start = name[..end].trim_end_matches('#').len();
+    let width = end - start;
+    Ok((1..=frames)
+        .map(|n| {
+            let file = format!("{}{n:0width$}{}", &name[..start], &name[end..]);
+            pattern.with_file_name(file)
+        })
+        .collect())
+}
+
+/// Whether the image at `output` holds a complete frame of `render_key`.
+fn is_complete(output: &Path, render_key: &str) -> bool {
+    !checkpoint::path_for(output).exists()
+        && read_image(output).is_ok_and(|image| image.meta.render == render_key)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_are_numbered_in_the_last_run_of_hashes() {
+        let names = |p: &str, n| -> Vec<String> {
+            frame_outputs(Path::new(p), n)
+                .unwrap()
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect()
+        };
+        assert_eq!(
+            names("out/f-####.exr", 2),
+            ["out/f-0001.exr", "out/f-0002.exr"]
+        );
+        assert_eq!(names("a#b##.png", 1), ["a#b01.png"]);
+        assert_eq!(names("#.exr", 12)[11], "12.exr");
+        assert_eq!(names("f-##.exr", 100)[99], "f-100.exr");
+        let e = frame_outputs(Path::new("out#/frame.exr"), 1)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("a run of #"), "{e}");
+    }
+}
