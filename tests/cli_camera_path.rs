@@ -51,8 +51,27 @@ fn read(dir: &Path, name: &str) -> Vec<u8> {
 fn a_sequence_renders_each_frame_as_its_single_render() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("walk.csv"), WALK).unwrap();
-    let out = render(dir.path(), &["--camera-path", "walk.csv", "-o", "f-##.exr"]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    let out = render(
+        dir.path(),
+        &["--camera-path", "walk.csv", "-o", "f-##.exr", "-v"],
+    );
+    let e = stderr(&out);
+    assert!(out.status.success(), "{e}");
+    // Frame 1 planned with its estimate, the later ones with the previous frame's costs too,
+    // each with its figures beside the estimate alone's.
+    assert!(
+        e.contains("frame 1: planned with the estimate: Spearman "),
+        "{e}"
+    );
+    for n in [2, 3] {
+        let said = format!(
+            "frame {n}: planned with the previous frame's measured cost blended with the estimate: Spearman "
+        );
+        assert!(
+            e.contains(&said) && e.contains("(the estimate alone "),
+            "{e}"
+        );
+    }
     for (k, [eye, at, up, fov]) in CAMERAS.iter().enumerate() {
         let single = format!("single-{k}.exr");
         let args = ["--eye", eye, "--look-at", at, "--up", up, "--fov", fov];

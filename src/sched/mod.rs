@@ -61,6 +61,7 @@ pub mod report;
 pub mod sat;
 pub mod sim;
 pub mod speed_classes;
+pub mod temporal;
 pub mod tiles;
 pub mod transport;
 pub mod window;

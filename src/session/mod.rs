@@ -43,6 +43,8 @@ use crate::cpu::SharedBvh;
 use crate::render::checkpoint::{CheckpointHeader, Checkpointer};
 use crate::render::{output, RenderSettings, Tile};
 use crate::scene::Scene;
+use crate::sched::costmap::CostMap;
+use crate::sched::report::FrameReport;
 use crate::sched::{run_rank, Discard, FrameJob, FrameSink, RankSetup, SchedConfig, Timing};
 use crate::sched::{DeviceSpec, Transport};
 use aovs::{AovsDuringFrame, PendingAovs};
@@ -82,7 +84,7 @@ pub fn render<T: Transport + ?Sized>(
     if place.rank == 0 {
         resume::warn_about_checkpoints(&opts, passes_chosen, out);
     }
-    run_frame(&opts, transport, controls, (ready, place, out, started))
+    run_frame(&opts, transport, controls, (ready, place, out, started)).map(|_| ())
 }
 
 /// What one rank of a frame whose geometry is spread over ranks (`crate::cluster::geometry`)
@@ -217,6 +219,9 @@ struct Ready {
     timings: Timings,
     /// Rank 0: the guide layers, traced or being traced.
     aovs: Option<AovsDuringFrame>,
+    /// Rank 0 of a sequence's frame planned with the previous frame's costs: the estimate
+    /// alone, for [`crate::sched::temporal::FrameFigures`].
+    estimate_alone: Option<CostMap>,
 }
 
 /// The frame: its job run over the transport, rank 0's outputs written, and what the render
@@ -226,7 +231,7 @@ fn run_frame<T: Transport + ?Sized>(
     transport: &mut T,
     controls: &dyn Controls,
     (ready, place, out, started): (Ready, Place, Verbosity, Instant),
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Option<FrameReport>> {
     let Ready {
         settings,
         schedule,
@@ -236,6 +241,7 @@ fn run_frame<T: Transport + ?Sized>(
         setup,
         mut timings,
         aovs,
+        estimate_alone: _,
     } = ready;
     let mut outputs = (place.rank == 0).then(|| {
         let header = checkpoint_header(opts, &render_key, window, &schedule);
@@ -281,7 +287,7 @@ fn run_frame<T: Transport + ?Sized>(
     timings.render_s = t1.elapsed().as_secs_f64();
     let (frame, outputs) = match (result, outputs) {
         (Ok(Some(frame)), Some(outputs)) => (frame, outputs),
-        (Ok(_), _) => return Ok(()),
+        (Ok(_), _) => return Ok(None),
         // On rank 0, the checkpoint that can finish the frame, if one was written.
         (Err(e), Some(o)) => return Err(resume::after_checkpoints(e.into(), &o.checkpoints)),
         (Err(e), None) => return Err(e.into()),
@@ -295,7 +301,8 @@ fn run_frame<T: Transport + ?Sized>(
         timings,
         factory.rays_traced(),
         place.ranks,
-    )
+    )?;
+    Ok(Some(frame.report))
 }
 
 /// The clocks of the frame's progress loop: alone, it only watches its workers and the stop
@@ -335,13 +342,8 @@ fn get_ready(opts: &RenderOptions, place: &Place, out: Verbosity) -> anyhow::Res
     set_threads(opts, place)?;
     let (loaded, settings) = Loaded::load(opts, place, out)?;
     let render_key = loaded.frame_key(opts, &settings, &schedule);
-    ready_for(
-        opts,
-        place,
-        out,
-        &loaded,
-        (settings, schedule, window, render_key),
-    )
+    let frame = (settings, schedule, window, render_key);
+    ready_for(opts, place, out, (&loaded, None), frame)
 }
 
 /// The scene as a rank loaded it, shared by the frames it renders.
@@ -391,7 +393,7 @@ fn ready_for(
     opts: &RenderOptions,
     place: &Place,
     out: Verbosity,
-    loaded: &Loaded,
+    (loaded, previous): (&Loaded, Option<&CostMap>),
     (settings, schedule, window, render_key): (RenderSettings, SchedConfig, Tile, String),
 ) -> anyhow::Result<Ready> {
     let (scene, cpu_bvh, content) = (&loaded.scene, loaded.cpu_bvh.clone(), loaded.identity.0);
@@ -421,11 +423,11 @@ fn ready_for(
     };
     let samples_resumed = resume.as_ref().map_or(0.0, crate::sched::Resume::samples);
     let fingerprint = fingerprint::fingerprint(scene, content, &settings, &schedule);
-    let (factory, setup, build_s) = rank_setup(
+    let (factory, setup, build_s, estimate_alone) = rank_setup(
         opts,
         place,
         (scene, &settings, &schedule, window),
-        (resume, cpu_bvh, fingerprint),
+        (resume, cpu_bvh, fingerprint, previous),
         out,
     )?;
     let timings = Timings {
@@ -444,6 +446,7 @@ fn ready_for(
         timings,
         // Before the frame (a time limit counts them), unless traced beside the GPU.
         aovs: (place.rank == 0).then(|| aovs.trace_before_frame()),
+        estimate_alone,
     })
 }
 
@@ -523,19 +526,36 @@ fn load(
     Ok((scene, settings, load_s, probe_bvh))
 }
 
+/// What [`rank_setup`] gives: the workers' factory, the rank's part of the handshake, the
+/// backend's build time, and with a previous frame the estimate alone.
+type RankReady = (WorkerFactory, RankSetup, f64, Option<CostMap>);
+
 /// The backend, the rank's workers (those of `--devices`, else the backend's own: two
 /// launch streams on GPU 0, or a thread per core) and, on rank 0, the cost map (rasterized
-/// beside a GPU's setup) and the film to resume from: this rank's part of the handshake.
-/// Also the backend's build time.
+/// beside a GPU's setup, or blended with the `previous` frame's measured costs) and the film
+/// to resume from: this rank's part of the handshake.
 fn rank_setup(
     opts: &RenderOptions,
     place: &Place,
     (scene, settings, schedule, window): (&Arc<Scene>, &RenderSettings, &SchedConfig, Tile),
-    (resume, cpu_bvh, fingerprint): (Option<crate::sched::Resume>, SharedBvh, u64),
+    (resume, cpu_bvh, fingerprint, previous): (
+        Option<crate::sched::Resume>,
+        SharedBvh,
+        u64,
+        Option<&CostMap>,
+    ),
     out: Verbosity,
-) -> anyhow::Result<(WorkerFactory, RankSetup, f64)> {
+) -> anyhow::Result<RankReady> {
     let rank0 = place.rank == 0;
     let (backend, early) = setup::set_up_backend(opts, scene, settings, schedule, rank0, cpu_bvh)?;
+    let (early, estimate_alone) = match previous.filter(|_| rank0) {
+        Some(p) => {
+            let (blended, alone) =
+                crate::sched::temporal::prepare(scene, settings, schedule, window, p);
+            (Some(blended), Some(alone))
+        }
+        None => (early, None),
+    };
     out.status(format_args!("backend: {}", backend.description));
     let (description, build_s) = (backend.description.clone(), backend.build_seconds);
     let devices = match (&opts.devices, backend.optix.is_some()) {
@@ -551,7 +571,7 @@ fn rank_setup(
     let plan =
         rank0.then(|| crate::sched::plan_inputs(scene, settings, schedule, window, early, resume));
     let setup = RankSetup::new(workers, place.host.clone(), description, fingerprint, plan);
-    Ok((factory, setup, build_s))
+    Ok((factory, setup, build_s, estimate_alone))
 }
 
 /// A rank that could not get ready still takes part in the handshake, so that every rank

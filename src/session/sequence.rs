@@ -18,6 +18,9 @@ use crate::console::Verbosity;
 use crate::render::checkpoint;
 use crate::render::output::read_image;
 use crate::scene::camera_path::{CameraPath, PathFrame};
+use crate::sched::costmap::CostMap;
+use crate::sched::report::FrameReport;
+use crate::sched::temporal::{measured_map, FrameFigures};
 use crate::sched::Transport;
 
 use super::{
@@ -42,20 +45,7 @@ pub fn render_sequence<T: Transport + ?Sized>(
         0 => options.verbosity,
         _ => Verbosity::Quiet,
     };
-    // A GPU would build its GASes again for every frame: not yet.
-    let mut base = options.clone();
-    match base.backend {
-        BackendChoice::Optix => anyhow::bail!(
-            "--camera-path renders on the CPU backend for now: leave out --backend optix"
-        ),
-        BackendChoice::Auto => {
-            out.status(format_args!(
-                "--camera-path: the frames render on the CPU backend"
-            ));
-            base.backend = BackendChoice::Cpu;
-        }
-        BackendChoice::Cpu => {}
-    }
+    let base = on_the_cpu(options, out)?;
     let first = frame_options(&base, &frames[0], &outputs[0]);
     let (loaded, mut settings) = match load_once(&first, &place, out) {
         Ok(l) => l,
@@ -63,6 +53,8 @@ pub fn render_sequence<T: Transport + ?Sized>(
         Err(e) => return Err(refuse_job(&first, transport, &place, &e)),
     };
     let mut continuing = options.continue_sequence;
+    // Rank 0: the last frame's measured cost, which plans the next.
+    let mut previous: Option<CostMap> = None;
     for (k, frame) in frames.iter().enumerate() {
         let started = Instant::now();
         let mut opts = frame_options(&base, frame, &outputs[k]);
@@ -78,6 +70,7 @@ pub fn render_sequence<T: Transport + ?Sized>(
                     "frame {n}: {} is complete",
                     opts.output.display()
                 ));
+                previous = None;
                 continue;
             }
             continuing = false;
@@ -90,19 +83,66 @@ pub fn render_sequence<T: Transport + ?Sized>(
             opts.output.display()
         ));
         let frame = (settings, schedule, window, render_key);
-        let ready = match super::ready_for(&opts, &place, out, &loaded, frame) {
+        let ready = super::ready_for(&opts, &place, out, (&loaded, previous.as_ref()), frame);
+        let mut ready = match ready {
             Ok(ready) => ready,
             Err(e) if place.ranks == 1 => return Err(e),
             Err(e) => return Err(refuse_job(&opts, transport, &place, &e)),
         };
-        run_frame(
+        let alone = ready.estimate_alone.take();
+        let report = run_frame(
             &opts,
             transport,
             controls,
             (ready, place.clone(), out, started),
         )?;
+        if let Some(report) = report {
+            say_figures(n, &report, alone.as_ref(), out);
+            previous = measured_map(&report);
+        }
     }
     Ok(())
+}
+
+/// With -v, how the frame's cost map and the estimate alone ranked and balanced its tiles.
+fn say_figures(n: usize, report: &FrameReport, alone: Option<&CostMap>, out: Verbosity) {
+    let Some(f) = FrameFigures::of(report, alone.unwrap_or(&report.costmap)) else {
+        return;
+    };
+    let map = match alone {
+        Some(_) => "the previous frame's measured cost blended with the estimate",
+        None => "the estimate",
+    };
+    out.detail(
+        false,
+        format_args!(
+            "frame {n}: planned with {map}: Spearman {:.3} (the estimate alone {:.3}); first pass efficiency {:.1}% simulated (the estimate alone {:.1}%), {:.1}% rendered",
+            f.spearman_plan,
+            f.spearman_estimate,
+            100.0 * f.efficiency_plan,
+            100.0 * f.efficiency_estimate,
+            100.0 * f.efficiency_rendered
+        ),
+    );
+}
+
+/// The sequence's options on the CPU backend (`auto` picks it; a GPU would build its GASes
+/// again for every frame: not yet).
+fn on_the_cpu(options: &RenderOptions, out: Verbosity) -> anyhow::Result<RenderOptions> {
+    let mut base = options.clone();
+    match base.backend {
+        BackendChoice::Optix => anyhow::bail!(
+            "--camera-path renders on the CPU backend for now: leave out --backend optix"
+        ),
+        BackendChoice::Auto => {
+            out.status(format_args!(
+                "--camera-path: the frames render on the CPU backend"
+            ));
+            base.backend = BackendChoice::Cpu;
+        }
+        BackendChoice::Cpu => {}
+    }
+    Ok(base)
 }
 
 /// The scene loaded once for every frame, as the first frame's render loads it.
