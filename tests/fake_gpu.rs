@@ -129,27 +129,6 @@ fn fields(line: &str) -> BTreeMap<&str, &str> {
         .collect()
 }
 
-/// At the process's exit, nothing the host made on the GPU was left alive: the fakes append
-/// what is (allocations, bytes, streams, events; contexts, modules, program groups,
-/// pipelines), and every count must be 0 (RAII for every GPU resource).
-fn assert_nothing_left_alive(label: &str, log: &str) {
-    let exits: Vec<&str> = log
-        .lines()
-        .filter(|l| l.starts_with("exit: live "))
-        .collect();
-    assert!(
-        exits.iter().any(|l| l.contains("allocations="))
-            && exits.iter().any(|l| l.contains("contexts=")),
-        "{label}: the fakes did not report at exit:\n{log}"
-    );
-    for line in exits {
-        assert!(
-            fields(line).values().all(|v| *v == "0"),
-            "{label}: left alive at exit: {line}"
-        );
-    }
-}
-
 /// "0x7f00+384" as the byte range it names.
 fn range(text: &str) -> std::ops::Range<u64> {
     let (at, len) = text.split_once('+').expect("ADDRESS+BYTES");
@@ -343,7 +322,7 @@ fn check_batch(
         .filter(|l| l.starts_with("context destroy"))
         .count();
     assert_eq!(created, destroyed, "{label}: contexts left alive");
-    assert_nothing_left_alive(label, log);
+    support::assert_nothing_left_alive(label, log);
 }
 
 /// A build that never returns (the H200's LPT hangs blocked the host inside the enqueue):
@@ -634,7 +613,7 @@ fn accel_build_compacts_each_gas_through_its_builder_and_instances_them_all() {
         .filter(|l| l.starts_with("context destroy"))
         .count();
     assert_eq!((created, destroyed), (1 + 4 + 4, 1 + 4 + 4), "{text}");
-    assert_nothing_left_alive("Accel::build", &text);
+    support::assert_nothing_left_alive("Accel::build", &text);
 }
 
 /// The Cornell box (no textures) and the sponza-like scene (textures, cut-outs: the any-hit
@@ -750,7 +729,7 @@ fn an_optix_render_makes_only_calls_the_driver_accepts() {
         } else {
             assert_eq!(ias, gas, "{name}");
         }
-        assert_nothing_left_alive(name, &text);
+        support::assert_nothing_left_alive(name, &text);
     }
 }
 
@@ -810,7 +789,7 @@ fn two_gpus_of_one_model_render_as_one_speed_class() {
                 .all(|l| l.get("result").is_none_or(|r| *r == "0")),
             "{devices}: a call the driver refused:\n{text}"
         );
-        assert_nothing_left_alive(devices, &text);
+        support::assert_nothing_left_alive(devices, &text);
         (stderr, exr, stats, text)
     };
     let (_, one_gpu, _, _) = render("gpu0x2");
@@ -914,7 +893,7 @@ fn adaptive_passes_hand_gpu_workers_tiles_that_skip_the_stopped_blocks() {
     assert!(skipped.iter().all(|&n| n == 0 || n == 16 * 48), "{text}");
     assert!(skipped.contains(&0), "{text}");
     assert!(stderr.contains("work per pass:"), "{stderr}");
-    assert_nothing_left_alive("adaptive", &text);
+    support::assert_nothing_left_alive("adaptive", &text);
 }
 
 /// A launch that never returns: the tile watch names the tile and ends the render with 75
@@ -1360,7 +1339,7 @@ fn a_gpu_short_of_memory_falls_back_or_fails_by_name() {
                 assert!(!png.exists(), "{label}: an image was written");
             }
             let text = std::fs::read_to_string(&log).expect("the fake's log");
-            assert_nothing_left_alive(&label, &text);
+            support::assert_nothing_left_alive(&label, &text);
         }
     }
 }

@@ -1391,23 +1391,7 @@ fn distributed_geometry_gpu_ranks_build_only_their_domain() {
                 .all(|l| field(l, "result").is_none_or(|r| r == 0)),
             "rank {rank}: a call the driver refused\n{log}"
         );
-        let exits: Vec<&str> = log
-            .lines()
-            .filter(|l| l.starts_with("exit: live "))
-            .collect();
-        assert!(
-            exits.iter().any(|l| l.contains("allocations="))
-                && exits.iter().any(|l| l.contains("contexts=")),
-            "rank {rank}: the fakes did not report at exit\n{log}"
-        );
-        for l in exits {
-            assert!(
-                l.split_whitespace()
-                    .filter_map(|kv| kv.split_once('='))
-                    .all(|(_, v)| v == "0"),
-                "rank {rank}: left alive at exit: {l}"
-            );
-        }
+        support::assert_nothing_left_alive(&format!("rank {rank}"), &log);
     }
     // The light is on every rank; the rest of the box is spread.
     let whole = 32;

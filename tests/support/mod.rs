@@ -258,3 +258,27 @@ pub fn check_lost_gpu_stderr(what: &str, stderr: &str, gpu: u32, streams: usize,
     );
     assert!(!stderr.contains("WARN"), "{what}: {stderr}");
 }
+
+/// At the process's exit, nothing the host made on the (fake) GPU was left alive: the fakes
+/// append what is (allocations, bytes, streams, events; contexts, modules, program groups,
+/// pipelines) to their log, and every count must be 0 (RAII for every GPU resource).
+#[allow(dead_code)] // for the test binaries that run on the fake GPU
+pub fn assert_nothing_left_alive(label: &str, log: &str) {
+    let exits: Vec<&str> = log
+        .lines()
+        .filter(|l| l.starts_with("exit: live "))
+        .collect();
+    assert!(
+        exits.iter().any(|l| l.contains("allocations="))
+            && exits.iter().any(|l| l.contains("contexts=")),
+        "{label}: the fakes did not report at exit:\n{log}"
+    );
+    for line in exits {
+        assert!(
+            line.split_whitespace()
+                .filter_map(|kv| kv.split_once('='))
+                .all(|(_, v)| v == "0"),
+            "{label}: left alive at exit: {line}"
+        );
+    }
+}
