@@ -190,3 +190,32 @@ fn a_resumed_sequence_is_the_uninterrupted_one() {
     }
     assert!(!d.join("s-2.exr.gasworks-resume").exists());
 }
+
+/// With the geometry spread over ranks (one here: its part loaded once, the rank loop and the
+/// ranks' meeting between frames), the frames are the plain sequence's, byte for byte.
+#[test]
+fn a_sequence_with_the_geometry_spread_renders_the_same_frames() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("walk.csv"), WALK).unwrap();
+    let scene = cornell();
+    let run = |out: &str, more: &[&str]| {
+        let mut args = vec![
+            "render",
+            scene.to_str().unwrap(),
+            "--camera-path",
+            "walk.csv",
+        ];
+        args.extend([
+            "--width", "40", "--height", "30", "--spp", "4", "-q", "-o", out,
+        ]);
+        args.extend(more);
+        let out = gasworks_in(dir.path(), &args);
+        assert!(out.status.success(), "{}", stderr(&out));
+    };
+    run("plain-#.exr", &[]);
+    run("spread-#.exr", &["--distribute-geometry"]);
+    for k in 1..=3 {
+        let (a, b) = (format!("plain-{k}.exr"), format!("spread-{k}.exr"));
+        assert!(read(dir.path(), &a) == read(dir.path(), &b), "{b}");
+    }
+}

@@ -302,7 +302,7 @@ pub struct RenderArgs {
         long,
         help_heading = "Workers and tiles",
         conflicts_with_all = [
-            "resume", "checkpoint_every", "time_limit", "noise_threshold", "pixelbounds",
+            "checkpoint_every", "time_limit", "noise_threshold", "pixelbounds",
             "aov", "pass_spp", "devices", "stats", "costmap",
         ]
     )]
@@ -319,14 +319,15 @@ pub struct RenderArgs {
     pub replicate: Option<f64>,
     /// Render a sequence: one frame per row of this CSV file (eye, look-at, up, vertical fov;
     /// not interpolated), each into the file -o names with its run of # replaced by the
-    /// frame's number (frame-####.exr), the scene loaded and its BVH built once
+    /// frame's number (frame-####.exr), the scene loaded and its BVH built once (with
+    /// --distribute-geometry, each rank's part and its structures)
     #[arg(
         long,
         value_name = "PATH.csv",
         help_heading = "Camera",
         conflicts_with_all = [
             "eye", "look_at", "up", "fov", "pixelbounds", "aov", "time_limit", "stats",
-            "costmap", "distribute_geometry",
+            "costmap",
         ]
     )]
     pub camera_path: Option<PathBuf>,
@@ -440,6 +441,10 @@ impl RenderArgs {
                 file.display()
             ),
             (_, Some(_)) => Ok(None),
+            (Some(_), None) if self.distribute_geometry => anyhow::bail!(
+                "--distribute-geometry keeps no resume file: leave out --resume (with \
+                 --camera-path, --resume alone keeps the complete frames)"
+            ),
             (file, None) => Ok(file.clone()),
         }
     }

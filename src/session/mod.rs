@@ -98,6 +98,8 @@ pub struct ScenePart {
     pub settings: RenderSettings,
     /// The key its image records: the whole scene's, as a one-process render's.
     pub render_key: String,
+    /// The whole scene's content hash and triangle count, which every frame's key records.
+    pub identity: (u64, usize),
 }
 
 /// Gets one rank of a frame whose geometry is spread over ranks ready, as [`render`] gets a
@@ -146,7 +148,23 @@ pub fn prepare_scene_part<T: Transport + ?Sized>(
         domains,
         settings,
         render_key,
+        identity,
     })
+}
+
+/// The settings and image key of another frame (`options`, its camera) of a scene whose
+/// geometry is spread over ranks: `part` this rank's part, `bounds` and `identity` the whole
+/// scene's.
+pub fn part_frame(
+    options: &RenderOptions,
+    part: &Scene,
+    bounds: &crate::scene::Bounds,
+    identity: (u64, usize),
+) -> anyhow::Result<(RenderSettings, String)> {
+    let schedule = options.schedule_config()?;
+    let settings = setup::render_settings(options, bounds, Verbosity::Quiet)?;
+    let key = outputs::frame_key(options, part, identity, &settings, &schedule);
+    Ok((settings, key))
 }
 
 /// Writes the whole frame's image from its film, as [`render`] writes a complete frame's.

@@ -34,30 +34,23 @@ pub fn render_sequence<T: Transport + ?Sized>(
     transport: &mut T,
     controls: &dyn Controls,
 ) -> anyhow::Result<()> {
-    let path = options
-        .camera_path
-        .as_deref()
-        .ok_or_else(|| anyhow::anyhow!("no camera path to render"))?;
-    let frames = CameraPath::read(path)?.frames;
-    let outputs = frame_outputs(&options.output, frames.len())?;
     let place = Place::of(transport);
     let out = match place.rank {
         0 => options.verbosity,
         _ => Verbosity::Quiet,
     };
-    let base = on_the_cpu(options, out)?;
-    let first = frame_options(&base, &frames[0], &outputs[0]);
-    let (loaded, mut settings) = match load_once(&first, &place, out) {
+    let frames = frames_of(&on_the_cpu(options, out)?)?;
+    let (loaded, mut settings) = match load_once(&frames[0], &place, out) {
         Ok(l) => l,
         Err(e) if place.ranks == 1 => return Err(e),
-        Err(e) => return Err(refuse_job(&first, transport, &place, &e)),
+        Err(e) => return Err(refuse_job(&frames[0], transport, &place, &e)),
     };
     let mut continuing = options.continue_sequence;
     // Rank 0: the last frame's measured cost, which plans the next.
     let mut previous: Option<CostMap> = None;
-    for (k, frame) in frames.iter().enumerate() {
+    let count = frames.len();
+    for (k, mut opts) in frames.into_iter().enumerate() {
         let started = Instant::now();
-        let mut opts = frame_options(&base, frame, &outputs[k]);
         let (window, schedule) = check_before_loading(&opts, &place)?;
         if k > 0 {
             settings = setup::render_settings(&opts, &loaded.scene.bounds(), Verbosity::Quiet)?;
@@ -78,8 +71,7 @@ pub fn render_sequence<T: Transport + ?Sized>(
             opts.resume = resume.exists().then_some(resume);
         }
         out.status(format_args!(
-            "frame {n} of {}: {}",
-            frames.len(),
+            "frame {n} of {count}: {}",
             opts.output.display()
         ));
         let frame = (settings, schedule, window, render_key);
@@ -162,6 +154,21 @@ fn load_once(
     Loaded::load(first, place, out)
 }
 
+/// The frames `options` asks for: itself, or with a camera path each frame's options (its
+/// camera, its output), the path and the outputs checked before any frame.
+pub fn frames_of(options: &RenderOptions) -> anyhow::Result<Vec<RenderOptions>> {
+    let Some(path) = options.camera_path.as_deref() else {
+        return Ok(vec![options.clone()]);
+    };
+    let frames = CameraPath::read(path)?.frames;
+    let outputs = frame_outputs(&options.output, frames.len())?;
+    Ok(frames
+        .iter()
+        .zip(&outputs)
+        .map(|(frame, output)| frame_options(options, frame, output))
+        .collect())
+}
+
 /// The options of one frame: its camera, its output, no sequence.
 fn frame_options(base: &RenderOptions, frame: &PathFrame, output: &Path) -> RenderOptions {
     RenderOptions {
@@ -199,7 +206,7 @@ pub fn frame_outputs(pattern: &Path, frames: usize) -> anyhow::Result<Vec<PathBu
 }
 
 /// Whether the image at `output` holds a complete frame of `render_key`.
-fn is_complete(output: &Path, render_key: &str) -> bool {
+pub fn is_complete(output: &Path, render_key: &str) -> bool {
     !checkpoint::path_for(output).exists()
         && read_image(output).is_ok_and(|image| image.meta.render == render_key)
 }

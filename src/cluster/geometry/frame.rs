@@ -21,10 +21,12 @@ use super::{render_rank_on, GeometryError, Limits, RankScene, RankStats};
 const SILENCE: Duration = Duration::from_secs(60);
 
 /// Renders the frame `options` describe as this process's part of it (alone, or as one rank
-/// of an MPI job). Each rank reads the file twice: a survey of every group's box, triangles
-/// and lights, from which every rank computes the same domains, then a load that keeps only
-/// its domain and the replicated groups, dropping the rest as it parses. A rank whose part
-/// cannot fit its memory refuses it before reading it, and again before building its BVH.
+/// of an MPI job), or with a camera path each of its frames, the part loaded and its
+/// structures built once. Each rank reads the file twice: a survey of every group's box,
+/// triangles and lights, from which every rank computes the same domains, then a load that
+/// keeps only its domain and the replicated groups, dropping the rest as it parses. A rank
+/// whose part cannot fit its memory refuses it before reading it, and again before building
+/// its BVH.
 ///
 /// A stop in `controls` (a signal) ends the frame as a silent rank does: rank 0 writes what
 /// arrived and the error is [`crate::session::Interrupted`].
@@ -33,13 +35,13 @@ pub fn render<T: Transport>(
     transport: &mut T,
     controls: &dyn Controls,
 ) -> anyhow::Result<()> {
-    let place = (transport.rank(), transport.size(), transport.local_ranks());
-    let rank = place.0;
+    let frames = crate::session::sequence::frames_of(options)?;
+    let rank = transport.rank();
     let on_gpu = wants_gpu(options.backend);
-    let part = read_part(options, transport, on_gpu)?;
+    let part = read_part(&frames[0], transport, on_gpu)?;
+    let (bounds, identity) = (part.survey.bounds, part.identity);
     let (settings, render_key) = (part.settings, part.render_key);
-    let bounds = &part.survey.bounds;
-    let mut rank_scene = RankScene::of_part(part.scene, part.domains, bounds, rank, !on_gpu);
+    let mut rank_scene = RankScene::of_part(part.scene, part.domains, &bounds, rank, !on_gpu);
     let limits = Limits {
         silence: options.rank_timeout.unwrap_or(SILENCE),
         fault: crate::sched::fault::from_env()?,
@@ -50,7 +52,7 @@ pub fn render<T: Transport>(
         true => gpu_or_cpu(options, &mut rank_scene, rank)?,
         false => None,
     };
-    let (rank_scene, early) = match options.replicate {
+    let (rank_scene, mut early) = match options.replicate {
         Some(share) => {
             let hot = (&part.survey, share);
             with_hot_groups(options, (rank_scene, &mut gpu), hot, frame, transport)?
@@ -61,24 +63,73 @@ pub fn render<T: Transport>(
         scene: &rank_scene,
         gpu: gpu.as_ref(),
     };
-    let started = Instant::now();
-    controls.frame_starts(place.1, options.verbosity);
-    let mut transport = WithEarly {
-        inner: transport,
-        early,
+    let out = match rank {
+        0 => options.verbosity,
+        _ => Verbosity::Quiet,
     };
-    let transport = &mut transport;
-    let outcome = render_rank_on(
-        (&rank_scene, &tests),
-        &settings,
-        &limits,
-        controls,
-        transport,
-    );
+    let mut first = Some((settings, render_key));
+    let mut continuing = options.continue_sequence;
+    let count = frames.len();
+    for (k, opts) in frames.iter().enumerate() {
+        let (settings, key) = match first.take() {
+            Some(f) => f,
+            None => {
+                crate::session::part_frame(opts, &rank_scene.geometry.scene, &bounds, identity)?
+            }
+        };
+        let n = k + 1;
+        if continuing && crate::session::sequence::is_complete(&opts.output, &key) {
+            out.status(format_args!(
+                "frame {n}: {} is complete",
+                opts.output.display()
+            ));
+            continue;
+        }
+        continuing = false;
+        if count > 1 {
+            out.status(format_args!(
+                "frame {n} of {count}: {}",
+                opts.output.display()
+            ));
+        }
+        let mut t = WithEarly {
+            inner: &mut *transport,
+            early: std::mem::take(&mut early),
+        };
+        let rank_frame = (
+            (&rank_scene, &tests as _),
+            (&settings, key.as_str()),
+            &limits,
+        );
+        render_one(opts, rank_frame, controls, &mut t)?;
+        early = t.early;
+        if n < count {
+            super::next_frame(transport, &mut early, limits.silence)?;
+        }
+    }
+    Ok(())
+}
+
+/// One frame of this rank's part (its settings and its image's key): its share rendered,
+/// and on rank 0 the image written.
+fn render_one<T: Transport>(
+    options: &RenderOptions,
+    (rank, (settings, render_key), limits): (
+        (&RankScene, &dyn super::Intersector),
+        (&RenderSettings, &str),
+        &Limits,
+    ),
+    controls: &dyn Controls,
+    transport: &mut T,
+) -> anyhow::Result<()> {
+    let ranks = transport.size();
+    let started = Instant::now();
+    controls.frame_starts(ranks, options.verbosity);
+    let outcome = render_rank_on(rank, settings, limits, controls, transport);
     controls.frame_ended();
     let outcome = outcome?;
     let seconds = started.elapsed().as_secs_f64();
-    say_stats(rank, &outcome.stats, options.verbosity);
+    say_stats(transport.rank(), &outcome.stats, options.verbosity);
     let Some(pixels) = outcome.image else {
         // A rank other than 0 has sent its pixels; rank 0 ends the job once it has written.
         return outcome
@@ -89,16 +140,15 @@ pub fn render<T: Transport>(
     film.pixels = pixels;
     if let Some(cause) = outcome.cut_short {
         let signal = matches!(cause, GeometryError::Signal { .. });
-        let error = write_cut_short(options, &film, &render_key, cause);
+        let error = write_cut_short(options, &film, render_key, cause);
         // The ranks still waiting (a hung one among them) end with the job; at a signal,
         // mpirun ends them itself.
-        if !signal && place.1 > 1 {
+        if !signal && ranks > 1 {
             transport.abort(&format!("{error:#}"));
         }
         return Err(error);
     }
-    crate::session::write_image(options, &film, &render_key)?;
-    let ranks = place.1;
+    crate::session::write_image(options, &film, render_key)?;
     options.verbosity.status(format_args!(
         "rendered in {seconds:.2} s on {ranks} rank(s), the geometry spread over them",
     ));

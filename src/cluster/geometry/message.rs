@@ -60,6 +60,9 @@ pub enum Message {
         hops: u64,
         uses: Vec<u64>,
     },
+    /// From rank 0 between a sequence's frames, once it holds every rank's film: the next
+    /// frame may start.
+    Next,
 }
 
 const PATH: u8 = 1;
@@ -68,6 +71,7 @@ const DONE: u8 = 3;
 const FILM: u8 = 4;
 const STOP: u8 = 5;
 const USES: u8 = 6;
+const NEXT: u8 = 7;
 
 /// Whether `bytes` are a [`Message::Uses`] (by its tag alone).
 pub fn is_uses(bytes: &[u8]) -> bool {
@@ -95,6 +99,7 @@ impl Message {
             }
             Message::Done => w.u8(DONE),
             Message::Stop => w.u8(STOP),
+            Message::Next => w.u8(NEXT),
             Message::Uses {
                 samples,
                 hops,
@@ -132,6 +137,7 @@ impl Message {
             },
             DONE => Message::Done,
             STOP => Message::Stop,
+            NEXT => Message::Next,
             USES => {
                 let (samples, hops) = (r.u64()?, r.u64()?);
                 let n = r.len(8)?;
@@ -411,6 +417,10 @@ mod tests {
         assert!(matches!(
             Message::decode(&Message::Stop.encode(), 8, 1),
             Ok(Message::Stop)
+        ));
+        assert!(matches!(
+            Message::decode(&Message::Next.encode(), 8, 1),
+            Ok(Message::Next)
         ));
         let uses = Message::Uses {
             samples: 7,

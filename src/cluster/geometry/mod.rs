@@ -470,6 +470,7 @@ impl<'a, T: Transport> Rank<'a, T> {
                 owned: self.owned(),
             }),
             Message::Uses { .. } => Err(self.malformed(from, "group uses in a frame".into())),
+            Message::Next => Err(self.malformed(from, "the next frame's start in a frame".into())),
         }
     }
 
@@ -665,6 +666,43 @@ impl<'a, T: Transport> Rank<'a, T> {
             }
         }
         std::mem::take(&mut self.film)
+    }
+}
+
+/// Between two frames of a sequence: rank 0, which holds every rank's film, lets the ranks go
+/// on ([`Message::Next`]); every other rank waits for that, keeping in `early` what faster
+/// ranks of the next frame send meanwhile. So no message of the next frame reaches a rank
+/// still in this one.
+pub fn next_frame<T: Transport>(
+    transport: &mut T,
+    early: &mut replicate::Early,
+    silence: Duration,
+) -> Result<(), GeometryError> {
+    let (me, size) = (transport.rank(), transport.size());
+    let failed = |source| GeometryError::Transport { rank: me, source };
+    if me == 0 {
+        for to in 1..size {
+            transport.send(to, Message::Next.encode()).map_err(failed)?;
+        }
+        return Ok(());
+    }
+    let next = Message::Next.encode();
+    let heard = Instant::now();
+    loop {
+        match transport.poll().map_err(failed)? {
+            Some((0, bytes)) if bytes == next => return Ok(()),
+            Some(other) => early.push_back(other),
+            None if heard.elapsed() > silence => {
+                return Err(GeometryError::Silent {
+                    rank: me,
+                    seconds: heard.elapsed().as_secs_f64(),
+                    waiting: vec![0],
+                    finished: 0,
+                    owned: 0,
+                })
+            }
+            None => std::thread::sleep(Duration::from_micros(50)),
+        }
     }
 }
 
