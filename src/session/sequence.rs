@@ -2,13 +2,14 @@
 //! before the first frame, the scene loaded and its CPU BVH built once, then each frame
 //! rendered as a single frame of its camera renders, into its own file (the output's run of
 //! `#` replaced by the frame's number, from 1), bit for bit that frame. Under mpirun every
-//! rank renders the frames in turn, each frame one job of the scheduler.
+//! rank renders the frames in turn, each frame one job of the scheduler. Each frame after the
+//! first plans with the previous frame's measured cost ([`crate::sched::temporal`]).
 //!
 //! With `continue_sequence` (`--resume` alone) a frame whose image is complete (its key the
 //! frame's) is kept; the first other frame goes on from its resume file where it left one,
 //! and the rest render. Under mpirun every rank looks at the files itself, so they must see
-//! the same output folder; ranks that do not disagree on the frame, and the scheduler's
-//! handshake refuses the job.
+//! the same output folder; ranks that do not see it disagree on the frame, and the
+//! scheduler's handshake refuses the job.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
