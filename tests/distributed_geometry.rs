@@ -684,3 +684,43 @@ fn assert_mean_within_paired_noise(got: &[[f32; 4]], expected: &[[f32; 4]], what
         );
     }
 }
+
+/// A faster rank's counts can reach a rank still walking its prepass (rank 1 had every Done
+/// but this rank's has not arrived from a third): they are kept for the exchange, not taken
+/// for a malformed message. Here rank 1, scripted, holds nothing and sends its counts before
+/// its Done.
+#[test]
+fn counts_that_arrive_during_the_prepass_wait_for_the_exchange() {
+    use gasworks::cluster::geometry::message::Message;
+    use gasworks::cluster::geometry::replicate::prepass;
+    use gasworks::sched::transport::{ChannelTransport, Transport};
+    let scene = cornell();
+    let settings = settings(cornell_camera(), 16, 16, 2);
+    let extents = Domains::extents_of(&scene);
+    let groups = extents.len();
+    let emitting = emitting_groups(&scene);
+    let domains = Domains::assigned(&extents, vec![0; groups], emitting, 2);
+    let ours = RankScene::with_domains(&scene, domains, 0);
+    let mut transports = ChannelTransport::create(2);
+    let mut scripted = transports.pop().unwrap();
+    let mut rank0 = transports.pop().unwrap();
+    let theirs = Message::Uses {
+        samples: 7,
+        hops: 0,
+        uses: vec![1; groups],
+    };
+    scripted.send(0, theirs.encode()).unwrap();
+    scripted.send(0, Message::Done.encode()).unwrap();
+    let limits = Limits::default();
+    let (sum, _) = prepass(
+        (&ours, &ours.geometry),
+        &settings,
+        &limits,
+        &NoControls::default(),
+        &mut rank0,
+    )
+    .unwrap();
+    // The image is one 16x16 tile, rank 0's: its 256 samples, and the scripted rank's 7.
+    assert_eq!(sum.samples, 16 * 16 + 7, "{sum:?}");
+    assert!(sum.uses.iter().all(|&u| u >= 1), "{sum:?}");
+}

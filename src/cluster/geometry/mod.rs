@@ -41,7 +41,7 @@ use crate::scene::domains::Domains;
 use crate::scene::{Bounds, Scene};
 use crate::sched::transport::{Transport, TransportError};
 use crate::session::{Controls, NoControls, StopSignal};
-use message::{Message, PathMessage, PixelSums, Query};
+use message::{is_uses, Message, PathMessage, PixelSums, Query};
 pub use walk::{Answer, Intersector, Test};
 use walk::{Walked, Walker};
 
@@ -260,11 +260,13 @@ fn run_prepass<T: Transport>(
     limits: &Limits,
     controls: &dyn Controls,
     transport: &mut T,
-) -> Result<(RankStats, Vec<u64>), GeometryError> {
+) -> Result<(RankStats, Vec<u64>, replicate::Early), GeometryError> {
     let mut rank = Rank::new((scene, domain), settings, limits, transport);
     rank.controls = Some(controls);
+    rank.uses_early = Some(replicate::Early::new());
     rank.run()?;
-    Ok((rank.stats, std::mem::take(&mut rank.uses)))
+    let early = rank.uses_early.take().unwrap_or_default();
+    Ok((rank.stats, std::mem::take(&mut rank.uses), early))
 }
 
 /// One rank's frame: its pixels, its paths out, its film.
@@ -290,6 +292,9 @@ struct Rank<'a, T: Transport> {
     /// Per group: segments forwarded here that found their hit in it, and hits on it sent
     /// to their owner to shade (what replicating it would have kept local).
     uses: Vec<u64>,
+    /// In a prepass: the counts of faster ranks, which finished theirs while this rank still
+    /// walks paths (their exchange follows, [`replicate`]); `None` in a frame.
+    uses_early: Option<replicate::Early>,
 }
 
 impl<'a, T: Transport> Rank<'a, T> {
@@ -327,6 +332,7 @@ impl<'a, T: Transport> Rank<'a, T> {
             heard: Instant::now(),
             stats: RankStats::default(),
             uses: vec![0; scene.domains.of_group.len()],
+            uses_early: None,
         }
     }
 
@@ -349,6 +355,10 @@ impl<'a, T: Transport> Rank<'a, T> {
                     break;
                 };
                 busy = true;
+                if let Some(early) = self.uses_early.as_mut().filter(|_| is_uses(&bytes)) {
+                    early.push_back((from, bytes));
+                    continue;
+                }
                 match self.decode(from, &bytes)? {
                     Message::Path(path) => batch.push((from, *path)),
                     other => self.receive_message(from, other)?,

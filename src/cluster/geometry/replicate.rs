@@ -52,19 +52,21 @@ pub fn prepass<T: Transport>(
         spp: 1,
         ..*settings
     };
-    let (stats, uses) = run_prepass(rank, &one, limits, controls, transport)?;
+    let (stats, uses, arrived) = run_prepass(rank, &one, limits, controls, transport)?;
     let mine = Prepass {
         uses,
         samples: stats.samples,
         hops: stats.shadow_hops + stats.segment_hops + stats.shade_hops,
     };
-    exchange(mine, limits.silence, transport)
+    exchange(mine, limits.silence, arrived, transport)
 }
 
-/// Sends `mine` to every other rank and adds up theirs.
+/// Sends `mine` to every other rank and adds up theirs, the counts that `arrived` during the
+/// prepass first.
 fn exchange<T: Transport>(
     mine: Prepass,
     silence: Duration,
+    mut arrived: Early,
     transport: &mut T,
 ) -> Result<(Prepass, Early), GeometryError> {
     let (me, size) = (transport.rank(), transport.size());
@@ -82,7 +84,11 @@ fn exchange<T: Transport>(
     from_rank[me] = true;
     let (mut sum, mut early, mut heard) = (mine, Early::new(), Instant::now());
     while from_rank.iter().any(|&got| !got) {
-        let Some((from, bytes)) = transport.poll().map_err(failed)? else {
+        let polled = match arrived.pop_front() {
+            Some(m) => Some(m),
+            None => transport.poll().map_err(failed)?,
+        };
+        let Some((from, bytes)) = polled else {
             if heard.elapsed() > silence {
                 return Err(GeometryError::Silent {
                     rank: me,
