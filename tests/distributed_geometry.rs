@@ -6,7 +6,7 @@ mod cpu_common;
 use gasworks::cluster::geometry::gpu::answer_by_casting;
 use gasworks::cluster::geometry::{emitting_groups, render_in_process, render_in_process_with};
 use gasworks::cluster::geometry::{render_in_process_on, Answer, Intersector, Test};
-use gasworks::cluster::geometry::{Limits, RankScene};
+use gasworks::cluster::geometry::{Limits, RankScene, RankStats};
 use gasworks::cpu::CpuBackend;
 use gasworks::optix::raycast::{Ray, RayHit};
 use gasworks::render::{RenderSettings, Tile, TileRenderer};
@@ -96,17 +96,43 @@ fn a_scattered_split_renders_the_same_image() {
         .collect();
     let dealt = (0..extents.len()).map(|g| (g % ranks) as u32).collect();
     let domains = Domains::assigned(&extents, dealt, replicated, ranks);
-    let scenes: Vec<RankScene> = (0..ranks)
-        .map(|r| RankScene::with_domains(&scene, domains.clone(), r))
+    let (image, stats) = render_split(&scene, &domains, &settings);
+    assert_same(&image, &expected, "round-robin split");
+    let shadow_hops: u64 = stats.iter().map(|s| s.shadow_hops).sum();
+    assert!(shadow_hops > 0, "{stats:?}");
+}
+
+/// Cells moved between ranks as a camera path's frames move them (`--reassign`), into an
+/// assignment no split gives: still the same image.
+#[test]
+fn cells_moved_between_ranks_render_the_same_image() {
+    let scene = sponza_like(40, 5000, 5).unwrap();
+    let settings = settings(sponza_like_camera(), 32, 24, 2);
+    let expected = one_process(&scene, &settings);
+    let ranks = 3;
+    let split = RankScene::of(&scene, ranks, 0).domains;
+    let cells = split.cells.len() as u32;
+    let moved: Vec<u32> = (0..cells).map(|c| (c * 5 + c / 4) % ranks as u32).collect();
+    let domains = split.with_cells_in(&Domains::extents_of(&scene), moved);
+    assert_ne!(domains.of_group, split.of_group);
+    let (image, _) = render_split(&scene, &domains, &settings);
+    assert_same(&image, &expected, "cells moved");
+}
+
+/// `scene` rendered by ranks (threads) holding the parts `domains` gives them.
+fn render_split(
+    scene: &Scene,
+    domains: &Domains,
+    settings: &RenderSettings,
+) -> (Vec<[f32; 4]>, Vec<RankStats>) {
+    let scenes: Vec<RankScene> = (0..domains.count())
+        .map(|r| RankScene::with_domains(scene, domains.clone(), r))
         .collect();
     let limits = Limits {
         in_flight: 16,
         ..Limits::default()
     };
-    let (image, stats) = render_in_process_with(&scenes, &settings, &limits).unwrap();
-    assert_same(&image, &expected, "round-robin split");
-    let shadow_hops: u64 = stats.iter().map(|s| s.shadow_hops).sum();
-    assert!(shadow_hops > 0, "{stats:?}");
+    render_in_process_with(&scenes, settings, &limits).unwrap()
 }
 
 /// A rank that never answers: the others end the frame within the silence limit, with an
@@ -296,13 +322,12 @@ fn the_flag_alone_renders_the_plain_image_and_refuses_what_it_cannot_do() {
     for alone in [
         &["--replicate", "5%"][..],
         &["--distribute-geometry", "--replicate", "150%"],
+        &["--distribute-geometry", "--reassign", "5%"],
     ] {
         let out = render("refused.exr", alone);
         let e = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            !out.status.success() && e.contains("--replicate"),
-            "{alone:?}: {e}"
-        );
+        let flag = alone[alone.len() - 2];
+        assert!(!out.status.success() && e.contains(flag), "{alone:?}: {e}");
         assert!(!dir.path().join("refused.exr").exists());
     }
     let refused: [&[&str]; 2] = [&["--pass-spp", "1"], &["--time-limit", "1h"]];

@@ -1443,3 +1443,96 @@ fn a_camera_path_under_mpirun_renders_one_process_frames() {
     );
     same("2 ranks, resumed");
 }
+
+/// Temporal domain assignment under mpirun (`--reassign`): between the frames of a walk
+/// through a small toy store, rank 0 moves cells between the ranks by the last frame's
+/// traffic. Every frame is still one process's file, byte for byte; cells do move, never more
+/// bytes a frame than the budget; and the segments crossing between ranks fall below the
+/// fixed assignment's.
+#[test]
+fn reassigned_domains_under_mpirun_keep_the_one_process_frames() {
+    let dir = tempfile::tempdir().unwrap();
+    let gen = Command::new(BIN)
+        .args(["gen", "toystore", "--shelves", "6", "-o"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        gen.status.success(),
+        "{}",
+        String::from_utf8_lossy(&gen.stderr)
+    );
+    let rows = std::fs::read_to_string(dir.path().join("toystore-walk.csv")).unwrap();
+    let walk = dir.path().join("walk.csv");
+    std::fs::write(&walk, rows.lines().take(5).collect::<Vec<_>>().join("\n")).unwrap();
+    let scene = dir.path().join("toystore.obj");
+    let path = ["--camera-path", walk.to_str().unwrap()];
+    single_process(&scene, &dir.path().join("one-#.exr"), &path);
+    let spread = |name: &str, more: &[&str]| {
+        let mut extra = vec!["--distribute-geometry", "-v"];
+        extra.extend(path);
+        extra.extend(more);
+        let mut args = render_args(&scene, &dir.path().join(name), &extra);
+        args.retain(|a| a != "-q");
+        let r = mpi_render(3, &args);
+        assert_eq!(r.code, Some(0), "{name}: {}", r.stderr);
+        for k in 1..=4 {
+            let a = std::fs::read(dir.path().join(format!("one-{k}.exr"))).unwrap();
+            let b = std::fs::read(dir.path().join(name.replace('#', &k.to_string()))).unwrap();
+            assert!(a == b, "{name}: frame {k} differs");
+        }
+        r.stderr
+    };
+    let fixed = spread("fixed-#.exr", &[]);
+    let moved = spread("moved-#.exr", &["--reassign", "30%"]);
+    // "... of the scene's N bytes of groups ...": the budget is 30% of N.
+    let all: u64 = number_before(&moved, " bytes of groups (");
+    let moves: Vec<(u64, u64)> = moved
+        .lines()
+        .filter(|l| l.contains(" cells (") && l.contains("moving "))
+        .map(|l| {
+            let cells = number_before(l.split(" cells (").next().unwrap(), "");
+            (cells, number_before(l, " bytes of groups)"))
+        })
+        .collect();
+    assert_eq!(moves.len(), 3, "{moved}");
+    assert!(moves.iter().any(|&(cells, _)| cells > 0), "{moved}");
+    assert!(
+        moves.iter().all(|&(_, b)| b * 10 <= all * 3),
+        "{moves:?} of {all}"
+    );
+    let crossing = |text: &str| -> Vec<f64> {
+        text.lines()
+            .filter_map(|l| l.split("; ").nth(1))
+            .filter_map(|l| l.strip_suffix(" segments between cells of different ranks"))
+            .map(|l| l.split('%').next().unwrap().parse().unwrap())
+            .collect()
+    };
+    let (before, after) = (crossing(&fixed), crossing(&moved));
+    assert_eq!((before.len(), after.len()), (4, 4), "{fixed}\n{moved}");
+    assert_eq!(before[0], after[0]);
+    assert!(
+        after[1..].iter().sum::<f64>() < before[1..].iter().sum::<f64>(),
+        "{before:?} {after:?}"
+    );
+}
+
+/// The unsigned number that ends `text` before `marker` (the first place `marker` occurs;
+/// "" for the end of `text`).
+fn number_before(text: &str, marker: &str) -> u64 {
+    let head = match marker {
+        "" => text,
+        m => &text[..text.find(m).unwrap_or_else(|| panic!("{m:?} in {text}"))],
+    };
+    let digits: String = head
+        .chars()
+        .rev()
+        .take_while(char::is_ascii_digit)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    digits
+        .parse()
+        .unwrap_or_else(|_| panic!("a number before {marker:?} in {head}"))
+}

@@ -317,6 +317,18 @@ pub struct RenderArgs {
         help_heading = "Workers and tiles"
     )]
     pub replicate: Option<f64>,
+    /// With --distribute-geometry and --camera-path: between frames, move domains' cells
+    /// between ranks so that fewer of the last frame's segments cross between ranks, within
+    /// 10% over the first frame's largest part, moving at most this share of the scene's group
+    /// bytes a frame (5%)
+    #[arg(
+        long,
+        value_name = "PERCENT",
+        value_parser = parse_percent,
+        requires_all = ["distribute_geometry", "camera_path"],
+        help_heading = "Workers and tiles"
+    )]
+    pub reassign: Option<f64>,
     /// Render a sequence: one frame per row of this CSV file (eye, look-at, up, vertical fov;
     /// not interpolated), each into the file -o names with its run of # replaced by the
     /// frame's number (frame-####.exr), the scene loaded and its BVH built once (with
@@ -499,6 +511,7 @@ impl RenderArgs {
             rank_timeout: None,
             distribute_geometry: self.distribute_geometry,
             replicate: self.replicate,
+            reassign: self.reassign,
             camera_path: self.camera_path.clone(),
             continue_sequence: self.camera_path.is_some() && self.resume.is_some(),
         })

@@ -1,11 +1,11 @@
 //! Tracing a scene whose geometry is split into domains ([`crate::scene::domains`]): each
-//! domain's own BVH, and the top level of domain boxes that every rank holds.
+//! domain's own BVH, and the top level of cell boxes that every rank holds.
 //!
 //! A ray starts in one domain (where its path is), which tests it against all it holds, its
-//! own groups and the replicated ones; then it visits the other domains whose boxes its
+//! own groups and the replicated ones; then it visits the other domains whose cells' boxes its
 //! interval enters, nearest entry first; each domain's BVH answers with its closest hit below
-//! the best found so far. The top level holds the boxes of the domains' own groups only: the
-//! replicated groups were tested where the ray started. Because every BVH
+//! the best found so far. The top level holds the boxes of the domains' cells, of their own
+//! groups only: the replicated groups were tested where the ray started. Because every BVH
 //! query is exact (the closest hit of its triangles under [`Hit::precedes`], bit for bit what
 //! brute force finds: [`super::bvh`]), the best of the domains' answers is the hit the whole
 //! scene's BVH finds, whatever the split. Two conditions keep it so:
@@ -21,10 +21,11 @@ use super::bvh::{Hit, RayData, SceneBvh, GAMMA3};
 use crate::scene::domains::Domains;
 use crate::scene::{Bounds, Scene};
 
-/// The top level: every domain's box, padded as the BVH pads its leaves.
+/// The top level: every cell's box, padded as the BVH pads its leaves, and its domain.
 #[derive(Clone, Debug)]
 pub struct TopLevel {
-    boxes: Vec<(Vec3, Vec3)>,
+    boxes: Vec<(Vec3, Vec3, u32)>,
+    domains: usize,
     magnitude: f32,
 }
 
@@ -33,11 +34,15 @@ impl TopLevel {
     pub fn new(domains: &Domains, magnitude: f32) -> TopLevel {
         let pad = Vec3::splat(SceneBvh::padding(magnitude));
         let boxes = domains
-            .bounds
+            .cells
             .iter()
-            .map(|b| (b.min_v() - pad, b.max_v() + pad))
+            .map(|c| (c.bounds.min_v() - pad, c.bounds.max_v() + pad, c.domain))
             .collect();
-        TopLevel { boxes, magnitude }
+        TopLevel {
+            boxes,
+            domains: domains.count(),
+            magnitude,
+        }
     }
 
     /// The largest coordinate magnitude of the whole scene, which every domain's BVH pads for.
@@ -45,15 +50,24 @@ impl TopLevel {
         self.magnitude
     }
 
-    /// The domains whose boxes the ray's interval `[tmin, tmax]` enters, with their entry
-    /// distances, nearest first (ties by domain).
+    /// The domains whose cells' boxes the ray's interval `[tmin, tmax]` enters, each with its
+    /// nearest cell's entry distance, nearest first (ties by domain). A domain tests all it
+    /// holds at once, so its farther cells add nothing.
     pub fn visits(&self, ray: &RayData, tmin: f32, tmax: f32) -> Vec<(f32, u32)> {
-        let mut visits: Vec<(f32, u32)> = self
-            .boxes
-            .iter()
-            .enumerate()
-            .filter(|(_, (lo, hi))| lo.cmple(*hi).all())
-            .filter_map(|(d, (lo, hi))| Some((ray.box_entry(*lo, *hi, tmin, tmax)?, d as u32)))
+        let mut nearest = vec![f32::INFINITY; self.domains];
+        let mut entered = vec![false; self.domains];
+        for &(lo, hi, d) in self.boxes.iter().filter(|(lo, hi, _)| lo.cmple(*hi).all()) {
+            if let Some(entry) = ray.box_entry(lo, hi, tmin, tmax) {
+                let d = d as usize;
+                if !entered[d] || entry < nearest[d] {
+                    nearest[d] = entry;
+                }
+                entered[d] = true;
+            }
+        }
+        let mut visits: Vec<(f32, u32)> = (0..self.domains)
+            .filter(|&d| entered[d])
+            .map(|d| (nearest[d], d as u32))
             .collect();
         visits.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
         visits

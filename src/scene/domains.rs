@@ -12,6 +12,10 @@
 //! So a domain holds at most `total / n` triangles plus the largest group's, and neighbouring
 //! groups in space tend to share a domain. The split depends only on the groups' boxes and
 //! triangle counts, which every rank computes the same from the same file.
+//!
+//! Each domain's run is cut the same way into [`CELLS`] cells: the units that the top level
+//! boxes and that a camera path's frames move between ranks
+//! (`crate::cluster::geometry::reassign`). A domain is then the cells its rank holds.
 
 use super::{Bounds, Scene};
 
@@ -23,6 +27,9 @@ pub struct GroupExtent {
     pub triangles: u64,
 }
 
+/// The cells each domain is cut into by [`Domains::split`].
+pub const CELLS: usize = 8;
+
 /// A scene's groups split into domains, less the replicated groups, which every domain
 /// holds.
 #[derive(Clone, Debug, PartialEq)]
@@ -33,10 +40,25 @@ pub struct Domains {
     /// counts.
     pub replicated: Vec<bool>,
     /// Each domain's box: the union of its groups' boxes (empty for a domain without
-    /// triangles). Every rank holds all of them: the top level of the distributed scene.
+    /// triangles).
     pub bounds: Vec<Bounds>,
     /// Each domain's triangles.
     pub triangles: Vec<u64>,
+    /// The cell of each group (for a replicated group, the one it would be in).
+    pub cell_of_group: Vec<u32>,
+    /// The cells, each held by one domain. Every rank holds all their boxes: the top level of
+    /// the distributed scene.
+    pub cells: Vec<Cell>,
+}
+
+/// A run of groups close in space that moves between domains as one.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Cell {
+    /// The domain that holds it.
+    pub domain: u32,
+    /// The union of its groups' boxes.
+    pub bounds: Bounds,
+    pub triangles: u64,
 }
 
 impl Domains {
@@ -59,35 +81,65 @@ impl Domains {
             .collect();
         let order = morton_order(&split);
         let cuts = balanced_cuts(&order, &split, n);
-        let mut of_group = vec![0; groups.len()];
+        let mut cell_of_group = vec![0; groups.len()];
         for (d, run) in cuts.windows(2).enumerate() {
-            for &g in &order[run[0]..run[1]] {
-                of_group[g] = d as u32;
+            let run = &order[run[0]..run[1]];
+            for (c, cell) in balanced_cuts(run, &split, CELLS).windows(2).enumerate() {
+                for &g in &run[cell[0]..cell[1]] {
+                    cell_of_group[g] = (d * CELLS + c) as u32;
+                }
             }
         }
-        Domains::assigned(groups, of_group, replicated, n)
+        let domain_of_cell = (0..n * CELLS).map(|c| (c / CELLS) as u32).collect();
+        Domains::in_cells(groups, (cell_of_group, domain_of_cell), replicated, n)
     }
 
     /// The `n` domains that `of_group` assigns the groups to (each below `n`), the
-    /// `replicated` groups to all of them, with their boxes and triangle counts.
+    /// `replicated` groups to all of them, with their boxes and triangle counts: one cell a
+    /// domain.
     pub fn assigned(
         groups: &[GroupExtent],
         of_group: Vec<u32>,
         replicated: Vec<bool>,
         n: usize,
     ) -> Domains {
-        assert_eq!(groups.len(), of_group.len(), "a domain for every group");
+        let domain_of_cell = (0..n as u32).collect();
+        Domains::in_cells(groups, (of_group, domain_of_cell), replicated, n)
+    }
+
+    /// The `n` domains that hold the cells `cell_of_group` puts the groups in, as
+    /// `domain_of_cell` (each below `n`) assigns them, the `replicated` groups in all of them.
+    pub fn in_cells(
+        groups: &[GroupExtent],
+        (cell_of_group, domain_of_cell): (Vec<u32>, Vec<u32>),
+        replicated: Vec<bool>,
+        n: usize,
+    ) -> Domains {
+        assert_eq!(groups.len(), cell_of_group.len(), "a cell for every group");
         assert_eq!(
             groups.len(),
             replicated.len(),
             "a replication flag for every group"
         );
-        let mut bounds = vec![Bounds::EMPTY; n];
-        let mut triangles = vec![0; n];
-        for (g, &d) in of_group.iter().enumerate() {
+        let mut cells: Vec<Cell> = domain_of_cell
+            .iter()
+            .map(|&domain| Cell {
+                domain,
+                bounds: Bounds::EMPTY,
+                triangles: 0,
+            })
+            .collect();
+        let (mut bounds, mut triangles) = (vec![Bounds::EMPTY; n], vec![0; n]);
+        let mut of_group = vec![0; groups.len()];
+        for (g, &c) in cell_of_group.iter().enumerate() {
+            let cell = &mut cells[c as usize];
             if !replicated[g] {
-                bounds[d as usize] = bounds[d as usize].union(&groups[g].bounds);
-                triangles[d as usize] += groups[g].triangles;
+                of_group[g] = cell.domain;
+                cell.bounds = cell.bounds.union(&groups[g].bounds);
+                cell.triangles += groups[g].triangles;
+                let d = cell.domain as usize;
+                bounds[d] = bounds[d].union(&groups[g].bounds);
+                triangles[d] += groups[g].triangles;
             }
         }
         Domains {
@@ -95,7 +147,20 @@ impl Domains {
             replicated,
             bounds,
             triangles,
+            cell_of_group,
+            cells,
         }
+    }
+
+    /// The same cells and replicated groups, the cells held as `domain_of_cell` says.
+    pub fn with_cells_in(&self, groups: &[GroupExtent], domain_of_cell: Vec<u32>) -> Domains {
+        let cells = (self.cell_of_group.clone(), domain_of_cell);
+        Domains::in_cells(groups, cells, self.replicated.clone(), self.count())
+    }
+
+    /// The domain that holds each cell.
+    pub fn domain_of_cell(&self) -> Vec<u32> {
+        self.cells.iter().map(|c| c.domain).collect()
     }
 
     /// Whether domain `d` holds group `g`: its own, or replicated.
@@ -263,6 +328,31 @@ mod tests {
                 if full >= n {
                     prop_assert!(triangles > 0, "domain {} is empty", k);
                 }
+            }
+        }
+
+        /// Each domain is cut into [`CELLS`] cells of its groups, whose counts and boxes are
+        /// their groups'; moving cells to other domains keeps the cells and recounts the
+        /// domains.
+        #[test]
+        fn cells_cut_the_domains(groups in extents(), n in 1usize..6, seed in 0u32..1000) {
+            let d = Domains::split(&groups, n);
+            prop_assert_eq!(d.cells.len(), n * CELLS);
+            for (c, cell) in d.cells.iter().enumerate() {
+                let members: Vec<usize> =
+                    (0..groups.len()).filter(|&g| d.cell_of_group[g] as usize == c).collect();
+                prop_assert!(members.iter().all(|&g| d.of_group[g] == cell.domain));
+                let triangles: u64 = members.iter().map(|&g| groups[g].triangles).sum();
+                let bounds = members.iter().fold(Bounds::EMPTY, |b, &g| b.union(&groups[g].bounds));
+                prop_assert_eq!((cell.domain as usize, cell.triangles, cell.bounds), (c / CELLS, triangles, bounds));
+            }
+            let moved: Vec<u32> = (0..d.cells.len() as u32).map(|c| (c * 7 + seed) % n as u32).collect();
+            let m = d.with_cells_in(&groups, moved.clone());
+            prop_assert_eq!(&m.cell_of_group, &d.cell_of_group);
+            prop_assert_eq!(m.domain_of_cell(), moved);
+            for k in 0..n {
+                let triangles: u64 = m.groups_of(k).iter().map(|&g| groups[g].triangles).sum();
+                prop_assert_eq!(m.triangles[k], triangles);
             }
         }
 

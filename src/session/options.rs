@@ -85,6 +85,10 @@ pub struct RenderOptions {
     /// With `distribute_geometry`: the share of the scene's group bytes that the groups used
     /// most may take on every rank (`crate::cluster::geometry::replicate`).
     pub replicate: Option<f64>,
+    /// With `distribute_geometry` and `camera_path`: between frames, move cells of the domains
+    /// between ranks to cut the last frame's traffic, at most this share of the scene's group
+    /// bytes a frame (`crate::cluster::geometry::reassign`).
+    pub reassign: Option<f64>,
     /// A camera path (`crate::scene::camera_path`): a sequence of frames, one per row, each
     /// written where `output`'s run of `#` gives its number ([`sequence`](super::sequence)).
     pub camera_path: Option<PathBuf>,
@@ -181,6 +185,7 @@ impl RenderOptions {
             rank_timeout: None,
             distribute_geometry: false,
             replicate: None,
+            reassign: None,
             camera_path: None,
             continue_sequence: false,
         }

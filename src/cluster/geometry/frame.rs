@@ -14,6 +14,7 @@ use crate::session::{Controls, Interrupted, RenderOptions};
 
 use super::gpu::{GpuDomain, RankTests};
 use super::memory::{self, PartBytes};
+use super::reassign::{reassign, Bounds, CellSize, FrameTraffic};
 use super::replicate::{self, Early, WithEarly};
 use super::{render_rank_on, GeometryError, Limits, RankScene, RankStats};
 
@@ -52,21 +53,15 @@ pub fn render<T: Transport>(
         true => gpu_or_cpu(options, &mut rank_scene, rank)?,
         false => None,
     };
-    let (rank_scene, mut early) = match options.replicate {
+    let (scene, early) = match options.replicate {
         Some(share) => {
             let hot = (&part.survey, share);
             with_hot_groups(options, (rank_scene, &mut gpu), hot, frame, transport)?
         }
         None => (rank_scene, Early::new()),
     };
-    let tests = RankTests {
-        scene: &rank_scene,
-        gpu: gpu.as_ref(),
-    };
-    let out = match rank {
-        0 => options.verbosity,
-        _ => Verbosity::Quiet,
-    };
+    let placement = Placement::new(options, &part.survey, &scene.domains, rank);
+    let mut held = Held { scene, gpu, early };
     let mut first = Some((settings, render_key));
     let mut continuing = options.continue_sequence;
     let count = frames.len();
@@ -74,40 +69,199 @@ pub fn render<T: Transport>(
         let (settings, key) = match first.take() {
             Some(f) => f,
             None => {
-                crate::session::part_frame(opts, &rank_scene.geometry.scene, &bounds, identity)?
+                crate::session::part_frame(opts, &held.scene.geometry.scene, &bounds, identity)?
             }
         };
         let n = k + 1;
         if continuing && crate::session::sequence::is_complete(&opts.output, &key) {
-            out.status(format_args!(
-                "frame {n}: {} is complete",
-                opts.output.display()
-            ));
+            let file = opts.output.display();
+            placement
+                .out
+                .status(format_args!("frame {n}: {file} is complete"));
             continue;
         }
         continuing = false;
         if count > 1 {
-            out.status(format_args!(
-                "frame {n} of {count}: {}",
-                opts.output.display()
-            ));
+            let file = opts.output.display();
+            placement
+                .out
+                .status(format_args!("frame {n} of {count}: {file}"));
         }
-        let mut t = WithEarly {
-            inner: &mut *transport,
-            early: std::mem::take(&mut early),
-        };
-        let rank_frame = (
-            (&rank_scene, &tests as _),
-            (&settings, key.as_str()),
-            &limits,
-        );
-        render_one(opts, rank_frame, controls, &mut t)?;
-        early = t.early;
+        let traffic = held.render_frame(opts, (&settings, &key), &limits, controls, transport)?;
+        let cells = placement.after(n, traffic.as_ref(), &held.scene.domains, n < count);
         if n < count {
-            super::next_frame(transport, &mut early, limits.silence)?;
+            let cells = super::next_frame(transport, &mut held.early, limits.silence, cells)?;
+            held = held.place(options, &part.survey, cells, transport)?;
         }
     }
     Ok(())
+}
+
+/// What a rank holds between a sequence's frames: its scene, its GPU's structures, and what
+/// the next frame's faster ranks sent early.
+struct Held {
+    scene: RankScene,
+    gpu: Option<GpuDomain>,
+    early: Early,
+}
+
+impl Held {
+    /// Renders one frame ([`render_one`]); on rank 0, what the ranks counted.
+    fn render_frame<T: Transport>(
+        &mut self,
+        options: &RenderOptions,
+        (settings, key): (&RenderSettings, &str),
+        limits: &Limits,
+        controls: &dyn Controls,
+        transport: &mut T,
+    ) -> anyhow::Result<Option<FrameTraffic>> {
+        let tests = RankTests {
+            scene: &self.scene,
+            gpu: self.gpu.as_ref(),
+        };
+        let mut t = WithEarly {
+            inner: transport,
+            early: std::mem::take(&mut self.early),
+        };
+        let rank = ((&self.scene, &tests as _), (settings, key), limits);
+        let traffic = render_one(options, rank, controls, &mut t);
+        self.early = t.early;
+        traffic
+    }
+
+    /// The cells held as rank 0 said for the next frame (`cells`; none: as they are): the
+    /// groups this rank gains read from the file, those it loses dropped
+    /// ([`regroup`]).
+    fn place<T: Transport>(
+        self,
+        options: &RenderOptions,
+        survey: &Survey,
+        cells: Vec<u32>,
+        transport: &T,
+    ) -> anyhow::Result<Held> {
+        let (rank, local_ranks) = (transport.rank(), transport.local_ranks());
+        let domains = &self.scene.domains;
+        if cells.is_empty() || cells == domains.domain_of_cell() {
+            return Ok(self);
+        }
+        if cells.len() != domains.cells.len()
+            || cells.iter().any(|&d| d as usize >= domains.count())
+        {
+            let reason = format!(
+                "ranks for {} cells, of {} ranks; the scene has {} cells",
+                cells.len(),
+                domains.count(),
+                domains.cells.len()
+            );
+            return Err(GeometryError::Malformed {
+                rank,
+                from: 0,
+                reason,
+            }
+            .into());
+        }
+        let moved = domains.with_cells_in(&survey.extents(), cells);
+        let Held {
+            scene,
+            mut gpu,
+            early,
+        } = self;
+        let what = "the groups of the cells it takes";
+        let scene = regroup(
+            options,
+            (scene, &mut gpu),
+            survey,
+            moved,
+            (rank, local_ranks),
+            what,
+        )?;
+        Ok(Held { scene, gpu, early })
+    }
+}
+
+/// Rank 0's side of temporal domain assignment ([`super::reassign`]): after each frame of a
+/// sequence, the frame's figures, and with `--reassign` the cells moved for the next.
+struct Placement {
+    out: Verbosity,
+    /// With `--reassign`: the bounds the moves keep to.
+    bounds: Option<Bounds>,
+    sizes: Vec<CellSize>,
+}
+
+impl Placement {
+    fn new(options: &RenderOptions, survey: &Survey, domains: &Domains, rank: usize) -> Placement {
+        let out = match rank {
+            0 => options.verbosity,
+            _ => Verbosity::Quiet,
+        };
+        let mut sizes = vec![
+            CellSize {
+                triangles: 0,
+                bytes: 0
+            };
+            domains.cells.len()
+        ];
+        for (g, group) in survey.groups.iter().enumerate() {
+            if !domains.replicated[g] {
+                let cell = &mut sizes[domains.cell_of_group[g] as usize];
+                cell.triangles += group.extent.triangles;
+                cell.bytes += group.bytes;
+            }
+        }
+        let largest = domains.triangles.iter().copied().max().unwrap_or(0);
+        let all_bytes: u64 = survey.groups.iter().map(|g| g.bytes).sum();
+        let bounds = options.reassign.map(|share| Bounds {
+            max_triangles: largest + largest / 10,
+            budget: (share * all_bytes as f64) as u64,
+        });
+        Placement { out, bounds, sizes }
+    }
+
+    /// After frame `n` (on rank 0, what its ranks counted): says its figures, and where a
+    /// frame comes `next`, returns the cells' ranks for it (none: as they are).
+    fn after(
+        &self,
+        n: usize,
+        traffic: Option<&FrameTraffic>,
+        domains: &Domains,
+        next: bool,
+    ) -> Vec<u32> {
+        let Some(traffic) = traffic else {
+            return Vec::new();
+        };
+        let now = domains.domain_of_cell();
+        let (segments, crossing) = traffic.segments_crossing(&now);
+        let share = |c: u64| 100.0 * c as f64 / segments.max(1) as f64;
+        self.out.detail(
+            false,
+            format_args!(
+                "frame {n}: {:.3} path messages forwarded a sample; {:.1}% of {segments} segments between cells of different ranks",
+                traffic.forwarded_per_sample(),
+                share(crossing)
+            ),
+        );
+        let Some(bounds) = self.bounds.filter(|_| next) else {
+            return Vec::new();
+        };
+        let plan = reassign(
+            &now,
+            domains.count(),
+            &traffic.segments,
+            &self.sizes,
+            bounds,
+        );
+        self.out.detail(
+            false,
+            format_args!(
+                "frame {n}: moving {} cells ({} bytes of groups) for frame {}: {:.1}% of this frame's segments would have crossed",
+                plan.moved.len(),
+                plan.bytes,
+                n + 1,
+                share(plan.crossing_after)
+            ),
+        );
+        plan.domain_of_cell
+    }
 }
 
 /// One frame of this rank's part (its settings and its image's key): its share rendered,
@@ -121,7 +275,7 @@ fn render_one<T: Transport>(
     ),
     controls: &dyn Controls,
     transport: &mut T,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Option<FrameTraffic>> {
     let ranks = transport.size();
     let started = Instant::now();
     controls.frame_starts(ranks, options.verbosity);
@@ -134,7 +288,7 @@ fn render_one<T: Transport>(
         // A rank other than 0 has sent its pixels; rank 0 ends the job once it has written.
         return outcome
             .cut_short
-            .map_or(Ok(()), |e| Err(as_stop(e, String::new())));
+            .map_or(Ok(None), |e| Err(as_stop(e, String::new())));
     };
     let mut film = Film::new(settings.width, settings.height);
     film.pixels = pixels;
@@ -152,7 +306,7 @@ fn render_one<T: Transport>(
     options.verbosity.status(format_args!(
         "rendered in {seconds:.2} s on {ranks} rank(s), the geometry spread over them",
     ));
-    Ok(())
+    Ok(outcome.traffic)
 }
 
 /// This rank's part of the scene, refused where it cannot fit the rank's memory: before it is
@@ -236,9 +390,6 @@ fn with_hot_groups<T: Transport>(
     let bytes: Vec<u64> = survey.groups.iter().map(|g| g.bytes).collect();
     let (hot, domains) =
         replicate::plan(&prepass, &bytes, &survey.extents(), &scene.domains, share);
-    let extra: Vec<bool> = (0..hot.len())
-        .map(|g| hot[g] && !scene.domains.holds(rank, g))
-        .collect();
     let (k, hot_bytes) = (0..hot.len())
         .filter(|&g| hot[g])
         .fold((0, 0u64), |(k, b), g| (k + 1, b + bytes[g]));
@@ -253,23 +404,56 @@ fn with_hot_groups<T: Transport>(
         100.0 * hot_bytes as f64 / bytes.iter().sum::<u64>().max(1) as f64,
         prepass.forwarded_per_sample()
     ));
-    let added: u64 = (0..extra.len())
-        .filter(|&g| extra[g])
-        .map(|g| bytes[g])
+    let what = "the hot groups it adds";
+    let scene = regroup(
+        options,
+        (scene, gpu),
+        survey,
+        domains,
+        (rank, local_ranks),
+        what,
+    )?;
+    Ok((scene, early))
+}
+
+/// The rank's scene under `domains`: the groups it gains read from the file (a third reading,
+/// of those only), the groups it loses dropped, its BVH (or its GPU's structures) built
+/// again. Refused where the groups it gains (`what`) and its new BVH cannot fit its memory.
+fn regroup(
+    options: &RenderOptions,
+    (scene, gpu): (RankScene, &mut Option<GpuDomain>),
+    survey: &Survey,
+    domains: Domains,
+    (rank, local_ranks): (usize, usize),
+    what: &str,
+) -> anyhow::Result<RankScene> {
+    let groups = survey.groups.len();
+    let gained: Vec<bool> = (0..groups)
+        .map(|g| domains.holds(rank, g) && !scene.domains.holds(rank, g))
+        .collect();
+    let added: u64 = (0..groups)
+        .filter(|&g| gained[g])
+        .map(|g| survey.groups[g].bytes)
         .sum();
     let after = PartBytes::of(survey, &domains, rank, gpu.is_none());
-    let what = format!(
-        "the hot groups it adds ({:.1} MiB) and its BVH",
-        gib(added) * 1024.0
-    );
+    let what = format!("{what} ({:.1} MiB) and its BVH", gib(added) * 1024.0);
     let needed = added + after.pools.max(after.bvh);
     memory::check_rank_memory(rank, &what, needed, room(), local_ranks)?;
     let mut part = scene.into_part();
-    if extra.iter().any(|&e| e) {
+    for (g, group) in part.groups.iter_mut().enumerate() {
+        if !domains.holds(rank, g) && group.triangle_count() > 0 {
+            let name = std::mem::take(&mut group.name);
+            *group = crate::scene::Group {
+                name,
+                ..Default::default()
+            };
+        }
+    }
+    if gained.iter().any(|&g| g) {
         let quiet = crate::scene::obj::LoadOptions { quiet: true };
-        let read = crate::scene::obj::load_obj_part(&options.scene, &quiet, survey, &extra)?;
+        let read = crate::scene::obj::load_obj_part(&options.scene, &quiet, survey, &gained)?;
         for (g, group) in read.groups.into_iter().enumerate() {
-            if extra[g] {
+            if gained[g] {
                 part.groups[g] = group;
             }
         }
@@ -279,7 +463,7 @@ fn with_hot_groups<T: Transport>(
     if on_gpu {
         *gpu = gpu_or_cpu(options, &mut scene, rank)?;
     }
-    Ok((scene, early))
+    Ok(scene)
 }
 
 /// Whether the ranks test their rays on a GPU: with `--backend optix`, and with `auto` where

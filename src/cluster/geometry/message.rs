@@ -29,9 +29,15 @@ pub enum Query {
 pub struct PathMessage {
     pub pixel: (u32, u32),
     pub sample: u32,
+    /// The group of the vertex its segment leaves ([`FROM_CAMERA`] for a camera ray): with
+    /// the hit's group, the cells the segment joins ([`super::reassign`]).
+    pub left: u32,
     pub state: PathState,
     pub query: Query,
 }
+
+/// [`PathMessage::left`] of a camera ray.
+pub const FROM_CAMERA: u32 = u32::MAX;
 
 /// A pixel and its sums: red, green, blue, samples.
 pub type PixelSums = ((u32, u32), [f32; 4]);
@@ -61,8 +67,18 @@ pub enum Message {
         uses: Vec<u64>,
     },
     /// From rank 0 between a sequence's frames, once it holds every rank's film: the next
-    /// frame may start.
-    Next,
+    /// frame may start, with its cells held by these domains (none: as they were).
+    Next {
+        cells: Vec<u32>,
+    },
+    /// To rank 0 after a sequence's frame, before the sender's film: its samples, the path
+    /// messages it sent, and the segments it shaded by the cells they joined (from, to,
+    /// count; [`super::reassign`]).
+    Traffic {
+        samples: u64,
+        hops: u64,
+        segments: Vec<(u32, u32, u64)>,
+    },
 }
 
 const PATH: u8 = 1;
@@ -71,7 +87,8 @@ const DONE: u8 = 3;
 const FILM: u8 = 4;
 const STOP: u8 = 5;
 const USES: u8 = 6;
-const NEXT: u8 = 7;
+pub(super) const NEXT: u8 = 7;
+const TRAFFIC: u8 = 8;
 
 /// Whether `bytes` are a [`Message::Uses`] (by its tag alone).
 pub fn is_uses(bytes: &[u8]) -> bool {
@@ -99,7 +116,26 @@ impl Message {
             }
             Message::Done => w.u8(DONE),
             Message::Stop => w.u8(STOP),
-            Message::Next => w.u8(NEXT),
+            Message::Next { cells } => {
+                w.u8(NEXT);
+                w.len(cells.len());
+                cells.iter().for_each(|&c| w.u32(c));
+            }
+            Message::Traffic {
+                samples,
+                hops,
+                segments,
+            } => {
+                w.u8(TRAFFIC);
+                w.u64(*samples);
+                w.u64(*hops);
+                w.len(segments.len());
+                for &(from, to, count) in segments {
+                    w.u32(from);
+                    w.u32(to);
+                    w.u64(count);
+                }
+            }
             Message::Uses {
                 samples,
                 hops,
@@ -137,7 +173,24 @@ impl Message {
             },
             DONE => Message::Done,
             STOP => Message::Stop,
-            NEXT => Message::Next,
+            NEXT => {
+                let n = r.len(4)?;
+                let cells = (0..n).map(|_| r.u32()).collect::<Result<_, _>>()?;
+                Message::Next { cells }
+            }
+            TRAFFIC => {
+                let (samples, hops) = (r.u64()?, r.u64()?);
+                let n = r.len(16)?;
+                let mut segments = Vec::with_capacity(n);
+                for _ in 0..n {
+                    segments.push((r.u32()?, r.u32()?, r.u64()?));
+                }
+                Message::Traffic {
+                    samples,
+                    hops,
+                    segments,
+                }
+            }
             USES => {
                 let (samples, hops) = (r.u64()?, r.u64()?);
                 let n = r.len(8)?;
@@ -181,6 +234,7 @@ impl Writer {
         self.u32(p.pixel.0);
         self.u32(p.pixel.1);
         self.u32(p.sample);
+        self.u32(p.left);
         let s = &p.state;
         self.u64(s.rng.position());
         self.u32(s.depth);
@@ -251,6 +305,7 @@ impl Reader<'_> {
     fn path(&mut self, spp: u32, seed: u64) -> Result<PathMessage, DecodeError> {
         let pixel = (self.u32()?, self.u32()?);
         let sample = self.u32()?;
+        let left = self.u32()?;
         let position = self.u64()?;
         let rng = Sampler::resumed(pixel.0, pixel.1, sample, spp, seed, position);
         let depth = self.u32()?;
@@ -305,6 +360,7 @@ impl Reader<'_> {
         Ok(PathMessage {
             pixel,
             sample,
+            left,
             state,
             query,
         })
@@ -325,6 +381,7 @@ mod tests {
         PathMessage {
             pixel: (3, 4),
             sample: 5,
+            left: 11,
             state: PathState {
                 rng,
                 ray: Some((Vec3::new(1.0, -2.0, 3.5), Vec3::new(0.0, -0.0, 1.0))),
@@ -379,8 +436,8 @@ mod tests {
                 panic!("{query:?}");
             };
             assert_eq!(
-                (got.pixel, got.sample, got.query),
-                (sent.pixel, sent.sample, query)
+                (got.pixel, got.sample, got.left, got.query),
+                (sent.pixel, sent.sample, sent.left, query)
             );
             let (a, b) = (&got.state, &sent.state);
             assert_eq!(
@@ -418,10 +475,25 @@ mod tests {
             Message::decode(&Message::Stop.encode(), 8, 1),
             Ok(Message::Stop)
         ));
-        assert!(matches!(
-            Message::decode(&Message::Next.encode(), 8, 1),
-            Ok(Message::Next)
-        ));
+        let next = Message::Next { cells: vec![2, 0] };
+        let Ok(Message::Next { cells }) = Message::decode(&next.encode(), 8, 1) else {
+            panic!("next");
+        };
+        assert_eq!(cells, [2, 0]);
+        let traffic = Message::Traffic {
+            samples: 4,
+            hops: 5,
+            segments: vec![(1, 2, 3), (0, 7, u64::MAX)],
+        };
+        let Ok(Message::Traffic {
+            samples: 4,
+            hops: 5,
+            segments,
+        }) = Message::decode(&traffic.encode(), 8, 1)
+        else {
+            panic!("traffic");
+        };
+        assert_eq!(segments, [(1, 2, 3), (0, 7, u64::MAX)]);
         let uses = Message::Uses {
             samples: 7,
             hops: 9,

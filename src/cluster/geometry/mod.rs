@@ -26,6 +26,7 @@ pub mod gpu;
 pub mod memory;
 pub mod message;
 pub mod model;
+pub mod reassign;
 pub mod replicate;
 mod walk;
 
@@ -41,7 +42,8 @@ use crate::scene::domains::Domains;
 use crate::scene::{Bounds, Scene};
 use crate::sched::transport::{Transport, TransportError};
 use crate::session::{Controls, NoControls, StopSignal};
-use message::{is_uses, Message, PathMessage, PixelSums, Query};
+use message::{is_uses, Message, PathMessage, PixelSums, Query, FROM_CAMERA};
+use reassign::{FrameTraffic, Traffic};
 pub use walk::{Answer, Intersector, Test};
 use walk::{Walked, Walker};
 
@@ -208,6 +210,8 @@ pub struct RankOutcome {
     /// samples, in order, as many as its count says.
     pub image: Option<Vec<[f32; 4]>>,
     pub stats: RankStats,
+    /// On rank 0, every rank's counts added up, where the frame finished.
+    pub traffic: Option<FrameTraffic>,
     /// Why the frame was cut short: a rank fell silent, failed or sent nonsense.
     pub cut_short: Option<GeometryError>,
 }
@@ -245,8 +249,10 @@ pub fn render_rank_on<T: Transport>(
         Ok(()) => (rank.gather()?, None),
         Err(e) => (rank.salvage(&e), Some(e)),
     };
+    let traffic = image.is_some() && cut_short.is_none();
     Ok(RankOutcome {
         image,
+        traffic: traffic.then(|| std::mem::take(&mut rank.traffic)),
         stats: rank.stats,
         cut_short,
     })
@@ -292,6 +298,10 @@ struct Rank<'a, T: Transport> {
     /// Per group: segments forwarded here that found their hit in it, and hits on it sent
     /// to their owner to shade (what replicating it would have kept local).
     uses: Vec<u64>,
+    /// Segments shaded here by the cells they joined; on rank 0 at the end, every rank's.
+    segments: Traffic,
+    /// On rank 0, every rank's counts, once gathered.
+    traffic: FrameTraffic,
     /// In a prepass: the counts of faster ranks, which finished theirs while this rank still
     /// walks paths (their exchange follows, [`replicate`]); `None` in a frame.
     uses_early: Option<replicate::Early>,
@@ -332,6 +342,8 @@ impl<'a, T: Transport> Rank<'a, T> {
             heard: Instant::now(),
             stats: RankStats::default(),
             uses: vec![0; scene.domains.of_group.len()],
+            segments: Traffic::new(),
+            traffic: FrameTraffic::default(),
             uses_early: None,
         }
     }
@@ -390,9 +402,19 @@ impl<'a, T: Transport> Rank<'a, T> {
     /// Walks the paths ([`Walker::walk`]), then sends each on (or finishes it) in the batch's
     /// order.
     fn walk(&mut self, batch: Vec<(usize, PathMessage)>) -> Result<(), GeometryError> {
-        for (walked, uses) in self.walker.walk(batch)? {
-            for g in uses {
+        for (walked, counted) in self.walker.walk(batch)? {
+            for g in counted.uses {
                 self.uses[g as usize] += 1;
+            }
+            let domains = &self.walker.scene.domains;
+            let cell = |g: u32| {
+                let g = g as usize;
+                (!domains.replicated[g]).then(|| domains.cell_of_group[g])
+            };
+            for (left, hit) in counted.segments {
+                if let (Some(a), Some(b)) = (cell(left), cell(hit)) {
+                    *self.segments.entry((a, b)).or_default() += 1;
+                }
             }
             match walked {
                 Walked::Send(to, path) => self.send_path(to, path)?,
@@ -474,13 +496,26 @@ impl<'a, T: Transport> Rank<'a, T> {
                 self.films[from] = Some(pixels);
                 Ok(())
             }
+            Message::Traffic {
+                samples,
+                hops,
+                segments,
+            } if self.me == 0 => {
+                self.traffic.add(samples, hops, &segments);
+                Ok(())
+            }
+            Message::Traffic { .. } => {
+                Err(self.malformed(from, "a frame's traffic, sent to a rank but 0".into()))
+            }
             Message::Stop => Err(GeometryError::Stopped {
                 rank: self.me,
                 finished: self.stats.samples,
                 owned: self.owned(),
             }),
             Message::Uses { .. } => Err(self.malformed(from, "group uses in a frame".into())),
-            Message::Next => Err(self.malformed(from, "the next frame's start in a frame".into())),
+            Message::Next { .. } => {
+                Err(self.malformed(from, "the next frame's start in a frame".into()))
+            }
         }
     }
 
@@ -513,6 +548,7 @@ impl<'a, T: Transport> Rank<'a, T> {
         Some(PathMessage {
             pixel,
             sample,
+            left: FROM_CAMERA,
             state,
             query,
         })
@@ -602,9 +638,22 @@ impl<'a, T: Transport> Rank<'a, T> {
         Ok(())
     }
 
-    /// Rank 0 gathers every rank's pixels into the image; the others send theirs.
+    /// Rank 0 gathers every rank's pixels into the image, and their counts; the others send
+    /// theirs.
     fn gather(&mut self) -> Result<Option<Vec<[f32; 4]>>, GeometryError> {
+        let segments: Vec<(u32, u32, u64)> = std::mem::take(&mut self.segments)
+            .into_iter()
+            .map(|((a, b), n)| (a, b, n))
+            .collect();
+        let s = self.stats;
+        let hops = s.shadow_hops + s.segment_hops + s.shade_hops;
         if self.me != 0 {
+            let traffic = Message::Traffic {
+                samples: s.samples,
+                hops,
+                segments,
+            };
+            self.send(0, &traffic)?;
             self.send(0, &Message::Film(self.own_film()))?;
             let me = self.me;
             self.transport
@@ -612,6 +661,7 @@ impl<'a, T: Transport> Rank<'a, T> {
                 .map_err(|source| GeometryError::Transport { rank: me, source })?;
             return Ok(None);
         }
+        self.traffic.add(s.samples, hops, &segments);
         self.heard = Instant::now();
         while self.films.iter().skip(1).any(Option::is_none) {
             match self.poll()? {
@@ -680,27 +730,41 @@ impl<'a, T: Transport> Rank<'a, T> {
 }
 
 /// Between two frames of a sequence: rank 0, which holds every rank's film, lets the ranks go
-/// on ([`Message::Next`]); every other rank waits for that, keeping in `early` what faster
-/// ranks of the next frame send meanwhile. So no message of the next frame reaches a rank
-/// still in this one.
+/// on ([`Message::Next`]) with the domain of each cell for the next frame (`cells`; none: as
+/// they are), which every rank returns. Every other rank waits for that, keeping in `early`
+/// what faster ranks of the next frame send meanwhile. So no message of the next frame reaches
+/// a rank still in this one.
 pub fn next_frame<T: Transport>(
     transport: &mut T,
     early: &mut replicate::Early,
     silence: Duration,
-) -> Result<(), GeometryError> {
+    cells: Vec<u32>,
+) -> Result<Vec<u32>, GeometryError> {
     let (me, size) = (transport.rank(), transport.size());
     let failed = |source| GeometryError::Transport { rank: me, source };
     if me == 0 {
-        for to in 1..size {
-            transport.send(to, Message::Next.encode()).map_err(failed)?;
+        let next = Message::Next {
+            cells: cells.clone(),
         }
-        return Ok(());
+        .encode();
+        for to in 1..size {
+            transport.send(to, next.clone()).map_err(failed)?;
+        }
+        return Ok(cells);
     }
-    let next = Message::Next.encode();
     let heard = Instant::now();
     loop {
         match transport.poll().map_err(failed)? {
-            Some((0, bytes)) if bytes == next => return Ok(()),
+            Some((0, bytes)) if bytes.first() == Some(&message::NEXT) => {
+                return match Message::decode(&bytes, 1, 0) {
+                    Ok(Message::Next { cells }) => Ok(cells),
+                    _ => Err(GeometryError::Malformed {
+                        rank: me,
+                        from: 0,
+                        reason: "a next frame's start cut short".into(),
+                    }),
+                };
+            }
             Some(other) => early.push_back(other),
             None if heard.elapsed() > silence => {
                 return Err(GeometryError::Silent {

@@ -172,12 +172,8 @@ pub fn replicating(domains: &Domains, groups: &[GroupExtent], hot: &[bool]) -> D
     let replicated = (0..groups.len())
         .map(|g| domains.replicated[g] || hot[g])
         .collect();
-    Domains::assigned(
-        groups,
-        domains.of_group.clone(),
-        replicated,
-        domains.bounds.len(),
-    )
+    let cells = (domains.cell_of_group.clone(), domains.domain_of_cell());
+    Domains::in_cells(groups, cells, replicated, domains.count())
 }
 
 /// What [`render_in_process_replicating`] gives: the image's sums, each rank's counts of

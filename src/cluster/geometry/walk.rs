@@ -10,7 +10,7 @@ use crate::cpu::bvh::{Hit, RayData};
 use crate::cpu::domains::{DomainGeometry, TopLevel};
 use crate::cpu::integrator::PathTracer;
 
-use super::message::{PathMessage, Query};
+use super::message::{PathMessage, Query, FROM_CAMERA};
 use super::{GeometryError, RankScene};
 
 /// Where a walk left a path.
@@ -70,12 +70,21 @@ fn answer_on_cpu(geometry: &DomainGeometry, test: &Test) -> Answer {
     }
 }
 
-/// A path on its way through this rank: where it came from, and the groups rays traveled for
-/// on the way ([`super::replicate`]).
+/// What a walk counted of a path.
+#[derive(Debug, Default)]
+pub struct Counted {
+    /// The groups rays traveled for ([`super::replicate`]).
+    pub uses: Vec<u32>,
+    /// The segments shaded here: the group each left and the group it hit
+    /// ([`super::reassign`]).
+    pub segments: Vec<(u32, u32)>,
+}
+
+/// A path on its way through this rank: where it came from, and what the walk counted.
 struct Walking {
     path: PathMessage,
     from: usize,
-    uses: Vec<u32>,
+    counted: Counted,
     /// The rank it must go to, once an answer said so.
     to: Option<usize>,
 }
@@ -85,18 +94,18 @@ impl Walking {
         Walking {
             path,
             from,
-            uses: Vec::new(),
+            counted: Counted::default(),
             to: None,
         }
     }
 
     /// Where the walk left it: sent to `to`, or ended.
-    fn left(self, to: Option<usize>) -> (Walked, Vec<u32>) {
+    fn left(self, to: Option<usize>) -> (Walked, Counted) {
         let path = match to {
             Some(to) => Walked::Send(to, self.path),
             None => Walked::Ended(self.path),
         };
-        (path, self.uses)
+        (path, self.counted)
     }
 }
 
@@ -139,7 +148,7 @@ impl Walker<'_> {
     pub fn walk(
         &self,
         batch: Vec<(usize, PathMessage)>,
-    ) -> Result<Vec<(Walked, Vec<u32>)>, GeometryError> {
+    ) -> Result<Vec<(Walked, Counted)>, GeometryError> {
         if let Some(cpu) = self.domain.cpu() {
             return batch
                 .into_par_iter()
@@ -148,7 +157,7 @@ impl Walker<'_> {
         }
         let mut walking: Vec<Option<Walking>> =
             batch.into_iter().map(|p| Some(Walking::new(p))).collect();
-        let mut walked: Vec<Option<(Walked, Vec<u32>)>> = walking.iter().map(|_| None).collect();
+        let mut walked: Vec<Option<(Walked, Counted)>> = walking.iter().map(|_| None).collect();
         loop {
             let steps: Vec<Option<Step>> = walking
                 .par_iter_mut()
@@ -179,7 +188,7 @@ impl Walker<'_> {
         &self,
         cpu: &DomainGeometry,
         mut w: Walking,
-    ) -> Result<(Walked, Vec<u32>), GeometryError> {
+    ) -> Result<(Walked, Counted), GeometryError> {
         loop {
             match self.step(&mut w)? {
                 Step::Test(test) => self.answered(&mut w, test, answer_on_cpu(cpu, &test))?,
@@ -275,7 +284,7 @@ impl Walker<'_> {
                 Answer::Closest(found),
             ) => {
                 if start as usize != self.me && found != best {
-                    w.uses.extend(found.map(|h| h.group));
+                    w.counted.uses.extend(found.map(|h| h.group));
                 }
                 match self.next_visit(&ray, (0.0, f32::INFINITY), start, next, found.as_ref()) {
                     Some((i, to)) => {
@@ -327,12 +336,21 @@ impl Walker<'_> {
         if let Some(hit) = hit {
             match self.owner_of(&hit, w.from)? {
                 Some(owner) if owner != self.me => {
-                    w.uses.push(hit.group);
+                    w.counted.uses.push(hit.group);
                     w.path.query = Query::Shade { hit };
                     return Ok(Some(owner));
                 }
                 _ => self.check_held(&hit, w.from)?,
             }
+            let left = w.path.left;
+            if left != FROM_CAMERA {
+                if left as usize >= self.scene.domains.of_group.len() {
+                    let reason = format!("a segment from group {left}, which is not there");
+                    return Err(self.malformed(w.from, reason));
+                }
+                w.counted.segments.push((left, hit.group));
+            }
+            w.path.left = hit.group;
         }
         self.tracer.advance(&mut w.path.state, hit);
         w.path.query = self.next_query(&w.path.state);
