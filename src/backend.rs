@@ -167,6 +167,45 @@ pub fn select_beside(
     }
 }
 
+/// The GPU backends a camera path keeps from one frame to the next, by device.
+pub type KeptGpus = [(u32, OptixBackend)];
+
+/// The backend of a camera path's frame after the first, on GPU 0's backend as the first frame
+/// set it up, already set for this frame ([`OptixBackend::set_frame`]): its acceleration
+/// structures, the scene on the device and the compiled modules kept, nothing built (the
+/// frame's workers link their pipelines). With `cpu_too`, the CPU backend beside it on
+/// `cpu_bvh`.
+pub fn select_again(
+    gpu: &OptixBackend,
+    scene: &Arc<Scene>,
+    settings: &RenderSettings,
+    cpu_too: bool,
+    cpu_bvh: SharedBvh,
+) -> anyhow::Result<Backend> {
+    let cpu_beside = match cpu_too {
+        true => {
+            let t = Instant::now();
+            let cpu = crate::cpu::CpuBackend::on_shared(Arc::clone(scene), settings, &cpu_bvh)?;
+            Some(CpuBeside {
+                renderer: Arc::new(cpu),
+                seconds: t.elapsed().as_secs_f64(),
+                beside_seconds: 0.0,
+            })
+        }
+        false => None,
+    };
+    Ok(Backend {
+        description: format!(
+            "{} (as the first frame set it up: its GASes, IAS and modules kept)",
+            gpu.describe()
+        ),
+        build_seconds: 0.0,
+        renderer: Box::new(gpu.clone()),
+        optix: Some(gpu.clone()),
+        cpu_beside,
+    })
+}
+
 /// The OptiX backend, and when `beside` is given the CPU backend (on its BVH when it holds
 /// one), built on a scoped thread at the same time (the CPU BVH build is host work; the OptiX
 /// setup mostly waits for the driver and the GPU).
@@ -330,6 +369,26 @@ impl WorkerFactory {
             cpu,
             gpus: Mutex::new(gpus),
         }
+    }
+
+    /// Every GPU's backend set up so far, by device: what a camera path's next frame sets
+    /// again ([`OptixBackend::set_frame`]) rather than builds.
+    pub fn gpu_backends(&self) -> Vec<(u32, OptixBackend)> {
+        self.gpus
+            .lock()
+            .map(|g| g.iter().map(|(&d, b)| (d, b.clone())).collect())
+            .unwrap_or_default()
+    }
+
+    /// The factory with the GPUs of `known` (those not set up already) taken as they are,
+    /// already set for this frame: a camera path's backends from its last frame.
+    pub fn with_gpus(self, known: &KeptGpus) -> WorkerFactory {
+        if let Ok(mut gpus) = self.gpus.lock() {
+            for (device, backend) in known {
+                gpus.entry(*device).or_insert_with(|| backend.clone());
+            }
+        }
+        self
     }
 
     /// Rays traced by every GPU so far, when a GPU rendered.

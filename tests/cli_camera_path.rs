@@ -108,17 +108,6 @@ fn a_malformed_path_is_refused_before_the_first_frame() {
                 "walk.csv",
                 "-o",
                 "f-#.exr",
-                "--backend",
-                "optix",
-            ],
-            "--camera-path renders on the CPU backend for now",
-        ),
-        (
-            &[
-                "--camera-path",
-                "walk.csv",
-                "-o",
-                "f-#.exr",
                 "--resume",
                 "f-1.exr.gasworks-resume",
             ],

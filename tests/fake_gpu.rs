@@ -1536,3 +1536,96 @@ fn the_stream_race_reproducer_builds_its_batches_as_gasworks_does() {
         "{stderr}"
     );
 }
+
+/// A camera path on GPUs (`--camera-path`, two fake GPUs): each GPU builds its GASes and IAS,
+/// uploads the scene and compiles its modules once for the whole sequence, every later frame
+/// sets only its camera (its workers link their pipelines again), and each
+/// frame is the file a single render of its camera writes on the same GPUs, byte for byte
+/// (the fake renders noise by pixel and sample; the file's key records the camera).
+#[test]
+#[cfg_attr(
+    gasworks_no_cc,
+    ignore = "no C compiler when the tests were built (see build.rs)"
+)]
+fn a_camera_path_on_gpus_builds_once_and_renders_each_frame() {
+    let Some(f) = fixture() else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let walk = dir.path().join("walk.csv");
+    std::fs::write(
+        &walk,
+        "0,1,3.5,0,1,0,0,1,0,39.3\n0.3,1.1,3.4,0,1,0,0,1,0,39.3\n0.6,1.2,3.3,0,0.9,0,0,1,0,42\n",
+    )
+    .unwrap();
+    let cameras = [
+        ["0,1,3.5", "0,1,0", "0,1,0", "39.3"],
+        ["0.3,1.1,3.4", "0,1,0", "0,1,0", "39.3"],
+        ["0.6,1.2,3.3", "0,0.9,0", "0,1,0", "42"],
+    ];
+    let cornell = cornell();
+    let render = |name: &str, more: &[&str]| -> (String, String) {
+        let log = dir.path().join(format!("{name}.log"));
+        let args = [
+            "--backend",
+            "optix",
+            "--devices",
+            "gpu0x2,gpu1",
+            "--width",
+            "32",
+            "--height",
+            "24",
+            "--spp",
+            "4",
+            "--pass-spp",
+            "2",
+            "-v",
+        ];
+        let out = gasworks_on_fake(f, "render", &cornell, &args, &[("FAKE_GPU_LOG", &log)])
+            .env("FAKE_CUDA_DEVICES", "2")
+            .env("FAKE_OPTIX_RENDER_NOISE", "1")
+            .args(more)
+            .arg("-o")
+            .arg(dir.path().join(name))
+            .output()
+            .expect("run gasworks render");
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{name}: {stderr}");
+        let text = std::fs::read_to_string(&log).expect("the fake's log");
+        assert!(
+            text.lines()
+                .map(fields)
+                .all(|l| l.get("result").is_none_or(|r| *r == "0")),
+            "{name}: a call the driver refused:\n{text}"
+        );
+        support::assert_nothing_left_alive(name, &text);
+        (stderr, text)
+    };
+    let (stderr, text) = render("f-#.exr", &["--camera-path", walk.to_str().unwrap()]);
+    let count = |kind: &str| text.lines().filter(|l| l.starts_with(kind)).count();
+    assert_eq!((count("build "), count("ias ")), (2, 2), "{text}");
+    assert!(
+        stderr.contains("(as the first frame set it up: its GASes, IAS and modules kept)"),
+        "{stderr}"
+    );
+    for (k, [eye, at, up, fov]) in cameras.iter().enumerate() {
+        let single = format!("single-{k}.exr");
+        let args = ["--eye", eye, "--look-at", at, "--up", up, "--fov", fov];
+        let (_, single_log) = render(&single, &args);
+        let single_pipelines = single_log
+            .lines()
+            .filter(|l| l.starts_with("pipeline create"));
+        assert!(single_pipelines.count() >= 1);
+        let frame = format!("f-{}.exr", k + 1);
+        let read = |name: &str| std::fs::read(dir.path().join(name)).expect("an image");
+        assert!(read(&frame) == read(&single), "{frame}");
+    }
+    // Each frame's workers link their pipelines from the modules compiled once.
+    let (_, one) = render("one.exr", &[]);
+    let count_in = |log: &str, kind: &str| log.lines().filter(|l| l.starts_with(kind)).count();
+    assert_eq!(
+        count_in(&text, "module "),
+        count_in(&one, "module "),
+        "{text}"
+    );
+    let pipelines = |log: &str| count_in(log, "pipeline create");
+    assert_eq!(pipelines(&text), 3 * pipelines(&one), "{text}");
+}

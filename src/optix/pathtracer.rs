@@ -49,14 +49,14 @@ pub mod pack;
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
 use thiserror::Error;
 
 use self::launch::{
-    frame_params, launch_width, launch_work, plan_launches, step_params, DeviceShape, LaunchError,
-    LaunchMode, WorkerBuffers, MAX_SAMPLE_SLOTS,
+    camera_params, frame_params, launch_width, launch_work, plan_launches, step_params,
+    DeviceShape, LaunchError, LaunchMode, WorkerBuffers, MAX_SAMPLE_SLOTS,
 };
 use self::layout::{GwHitGroupData, GwLaunchParams, GwSample};
 use self::pack::{hit_group_data, pack_scene, PackError, PackedScene};
@@ -194,8 +194,9 @@ struct Shared {
     _scene_buffer: DeviceBuffer,
     /// The IAS the launches trace (its handle is in `frame`) and the GASes under it.
     _accel: Accel,
-    frame: GwLaunchParams,
-    settings: RenderSettings,
+    /// The launch parameters and the settings of the frame being rendered: set again for each
+    /// frame of a camera path ([`OptixBackend::set_frame`]).
+    frame: RwLock<(GwLaunchParams, RenderSettings)>,
     /// Pixel-samples a launch should carry to fill this GPU ([`launch::launch_work`]).
     launch_work: u64,
     report: BuildReport,
@@ -212,6 +213,14 @@ struct Shared {
 }
 
 impl Shared {
+    /// The frame's launch parameters and settings.
+    fn frame(&self) -> (GwLaunchParams, RenderSettings) {
+        *self
+            .frame
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// `Err(ContextLost)` once a worker met a sticky error.
     fn check_context(&self) -> Result<(), PathTracerError> {
         match self.lost.get() {
@@ -324,8 +333,7 @@ impl OptixBackend {
                 pipeline_options,
                 _scene_buffer: scene_buffer,
                 _accel: accel,
-                frame,
-                settings: *settings,
+                frame: RwLock::new((frame, *settings)),
                 launch_work: launch_work(DeviceShape {
                     multiprocessors: gpu.info().multiprocessors,
                     max_threads_per_multiprocessor: gpu.info().max_threads_per_multiprocessor,
@@ -360,8 +368,28 @@ impl OptixBackend {
         self.shared.ctx.abi()
     }
 
-    pub fn settings(&self) -> &RenderSettings {
-        &self.shared.settings
+    pub fn settings(&self) -> RenderSettings {
+        self.shared.frame().1
+    }
+
+    /// Sets the next frame of a camera path (another camera, size or sampling of the same
+    /// scene): the acceleration structures, the scene on the device and the modules stay.
+    /// Call it between frames, with no tile rendering; the counters start again from 0.
+    pub fn set_frame(
+        &self,
+        scene: &Scene,
+        settings: &RenderSettings,
+    ) -> Result<(), PathTracerError> {
+        validate_inputs(scene, settings)?;
+        let mut frame = self
+            .shared
+            .frame
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        *frame = (camera_params(&frame.0, settings), *settings);
+        self.shared.rays.store(0, Ordering::Relaxed);
+        self.shared.non_finite.store(0, Ordering::Relaxed);
+        Ok(())
     }
 
     /// Rays and non-finite samples over every launch so far, all workers together.
@@ -694,7 +722,7 @@ impl OptixWorker {
         accum: &mut [[f32; 4]],
         skip: Option<&[bool]>,
     ) -> Result<(), PathTracerError> {
-        let settings = &self.shared.settings;
+        let (frame, settings) = self.shared.frame();
         let pixels = launch_width(tile, settings.width, settings.height, accum.len())?;
         let plan = plan_launches(pixels, samples.clone(), self.launch_work, MAX_SAMPLE_SLOTS);
         if plan.is_empty() {
@@ -742,7 +770,7 @@ impl OptixWorker {
         };
         let params: Vec<GwLaunchParams> = plan
             .iter()
-            .map(|step| step_params(&self.shared.frame, tile, step, buffers))
+            .map(|step| step_params(&frame, tile, step, buffers))
             .collect();
         // The tile's sums go up from a copy while `accum` is the destination of the way back.
         let start = accum.to_vec();

@@ -371,6 +371,9 @@ struct Loaded {
     identity: (u64, usize),
     load_s: f64,
     cpu_bvh: SharedBvh,
+    /// The GPU backends the last frame set up, by device: a camera path's next frame sets them
+    /// for its camera rather than building them again.
+    gpus: std::sync::Mutex<Vec<(u32, crate::optix::pathtracer::OptixBackend)>>,
 }
 
 impl Loaded {
@@ -389,6 +392,7 @@ impl Loaded {
             identity,
             load_s,
             cpu_bvh: SharedBvh::new(probe_bvh),
+            gpus: Default::default(),
         };
         Ok((loaded, settings))
     }
@@ -441,13 +445,17 @@ fn ready_for(
     };
     let samples_resumed = resume.as_ref().map_or(0.0, crate::sched::Resume::samples);
     let fingerprint = fingerprint::fingerprint(scene, content, &settings, &schedule);
+    let gpus = loaded.gpus.lock().map(|g| g.clone()).unwrap_or_default();
     let (factory, setup, build_s, estimate_alone) = rank_setup(
         opts,
         place,
         (scene, &settings, &schedule, window),
-        (resume, cpu_bvh, fingerprint, previous),
+        (resume, (cpu_bvh, &gpus), fingerprint, previous),
         out,
     )?;
+    if let Ok(mut kept) = loaded.gpus.lock() {
+        *kept = factory.gpu_backends();
+    }
     let timings = Timings {
         load_s: loaded.load_s,
         build_s,
@@ -556,16 +564,22 @@ fn rank_setup(
     opts: &RenderOptions,
     place: &Place,
     (scene, settings, schedule, window): (&Arc<Scene>, &RenderSettings, &SchedConfig, Tile),
-    (resume, cpu_bvh, fingerprint, previous): (
+    (resume, (cpu_bvh, gpus), fingerprint, previous): (
         Option<crate::sched::Resume>,
-        SharedBvh,
+        (SharedBvh, &crate::backend::KeptGpus),
         u64,
         Option<&CostMap>,
     ),
     out: Verbosity,
 ) -> anyhow::Result<RankReady> {
     let rank0 = place.rank == 0;
-    let (backend, early) = setup::set_up_backend(opts, scene, settings, schedule, rank0, cpu_bvh)?;
+    for (device, gpu) in gpus {
+        gpu.set_frame(scene, settings)
+            .with_context(|| format!("GPU {device}: setting the next frame"))?;
+    }
+    let bvh_and_gpus = (cpu_bvh, gpus);
+    let (backend, early) =
+        setup::set_up_backend(opts, scene, settings, schedule, rank0, bvh_and_gpus)?;
     let (early, estimate_alone) = match previous.filter(|_| rank0) {
         Some(p) => {
             let (blended, alone) =
@@ -584,7 +598,7 @@ fn rank_setup(
         }],
         (None, false) => schedule.devices.clone(),
     };
-    let factory = WorkerFactory::new(scene, settings, &opts.optix, backend);
+    let factory = WorkerFactory::new(scene, settings, &opts.optix, backend).with_gpus(gpus);
     let workers = crate::sched::rank_workers(&devices, &factory, window)?;
     let plan =
         rank0.then(|| crate::sched::plan_inputs(scene, settings, schedule, window, early, resume));

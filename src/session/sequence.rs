@@ -1,5 +1,6 @@
 //! A camera path rendered as a sequence (`--camera-path`): the path read and every row checked
-//! before the first frame, the scene loaded and its CPU BVH built once, then each frame
+//! before the first frame, the scene loaded and its CPU BVH built once (on a GPU, its GASes,
+//! IAS and pipelines, each frame setting only its camera), then each frame
 //! rendered as a single frame of its camera renders, into its own file (the output's run of
 //! `#` replaced by the frame's number, from 1), bit for bit that frame. Under mpirun every
 //! rank renders the frames in turn, each frame one job of the scheduler. Each frame after the
@@ -14,7 +15,6 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use crate::backend::BackendChoice;
 use crate::console::Verbosity;
 use crate::render::checkpoint;
 use crate::render::output::read_image;
@@ -40,7 +40,7 @@ pub fn render_sequence<T: Transport + ?Sized>(
         0 => options.verbosity,
         _ => Verbosity::Quiet,
     };
-    let frames = frames_of(&on_the_cpu(options, out)?)?;
+    let frames = frames_of(options)?;
     let (loaded, mut settings) = match load_once(&frames[0], &place, out) {
         Ok(l) => l,
         Err(e) if place.ranks == 1 => return Err(e),
@@ -117,25 +117,6 @@ fn say_figures(n: usize, report: &FrameReport, alone: Option<&CostMap>, out: Ver
             100.0 * f.efficiency_rendered
         ),
     );
-}
-
-/// The sequence's options on the CPU backend (`auto` picks it; a GPU would build its GASes
-/// again for every frame: not yet).
-fn on_the_cpu(options: &RenderOptions, out: Verbosity) -> anyhow::Result<RenderOptions> {
-    let mut base = options.clone();
-    match base.backend {
-        BackendChoice::Optix => anyhow::bail!(
-            "--camera-path renders on the CPU backend for now: leave out --backend optix"
-        ),
-        BackendChoice::Auto => {
-            out.status(format_args!(
-                "--camera-path: the frames render on the CPU backend"
-            ));
-            base.backend = BackendChoice::Cpu;
-        }
-        BackendChoice::Cpu => {}
-    }
-    Ok(base)
 }
 
 /// The scene loaded once for every frame, as the first frame's render loads it.

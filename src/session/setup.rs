@@ -328,19 +328,26 @@ fn set_lens(
 /// A failed or panicked estimate is `None`: the frame makes it again, and reports it.
 /// `cpu_bvh`: the scene's CPU BVH, shared with the environment-share probe
 /// ([`choose_environment_share`], which built it before) and the `--aov` layers, which a CPU
-/// backend traces rather than building another.
+/// backend traces rather than building another. `known`: the GPU backends of a camera path's
+/// last frame, already set for this one; GPU 0's is taken rather than built.
 pub(super) fn set_up_backend(
     a: &RenderOptions,
     scene: &std::sync::Arc<Scene>,
     settings: &RenderSettings,
     schedule: &crate::sched::SchedConfig,
     estimate_too: bool,
-    cpu_bvh: crate::cpu::SharedBvh,
+    (cpu_bvh, known): (crate::cpu::SharedBvh, &crate::backend::KeptGpus),
 ) -> anyhow::Result<(
     crate::backend::Backend,
     Option<crate::sched::PreparedEstimate>,
 )> {
     let choice = a.backend;
+    let cpu_too = a.devices.is_some() && crate::sched::workers::has_cpu(&schedule.devices);
+    let gpu0 = known.iter().find(|(device, _)| *device == 0);
+    if let (Some((_, gpu)), false) = (gpu0, choice == crate::backend::BackendChoice::Cpu) {
+        let again = crate::backend::select_again(gpu, scene, settings, cpu_too, cpu_bvh)?;
+        return Ok((again, None));
+    }
     // GPUs that --devices names are checked before any backend is set up: on a machine
     // without one, `--devices gpu0` printed "backend: cpu (... auto: no NVIDIA GPU found)"
     // first and failed only when the frame asked for its GPU worker.
@@ -368,7 +375,6 @@ pub(super) fn set_up_backend(
         probed.as_ref().map(|p| p.as_ref().map(Vec::len)),
     )?;
     let gpu_tried = choice != crate::backend::BackendChoice::Cpu && matches!(probed, Some(Ok(_)));
-    let cpu_too = a.devices.is_some() && crate::sched::workers::has_cpu(&schedule.devices);
     let (backend, prepared) = std::thread::scope(|scope| {
         let estimate = (estimate_too && gpu_tried).then(|| {
             scope.spawn(|| crate::sched::PreparedEstimate::new(scene, settings, schedule))

@@ -226,9 +226,8 @@ pub fn frame_params(
     handle: u64,
     environment: [f32; 3],
 ) -> GwLaunchParams {
-    let c = &settings.camera;
     let env = packed.environment_map.unwrap_or_default();
-    GwLaunchParams {
+    let scene = GwLaunchParams {
         handle,
         env_width: env.width,
         env_height: env.height,
@@ -244,6 +243,21 @@ pub fn frame_params(
         texels: packed.texels.device_ptr(scene_base),
         lights: packed.lights.device_ptr(scene_base),
         light_cdf: packed.light_cdf.device_ptr(scene_base),
+        environment,
+        light_count: packed.light_count,
+        material_count: packed.material_count,
+        texture_count: packed.texture_count,
+        two_sided_lights: u32::from(packed.two_sided_lights),
+        ..GwLaunchParams::default()
+    };
+    camera_params(&scene, settings)
+}
+
+/// `frame` with the camera, the image and the sampling of `settings`: what one frame of a
+/// camera path changes from the last (the scene's pointers and counts stay).
+pub fn camera_params(frame: &GwLaunchParams, settings: &RenderSettings) -> GwLaunchParams {
+    let c = &settings.camera;
+    GwLaunchParams {
         seed: settings.seed,
         sample_bits: sample_bits(settings.spp),
         pixel_filter: super::layout::pixel_filter_code(c.filter),
@@ -255,16 +269,11 @@ pub fn frame_params(
         cam_u: c.u.to_array(),
         cam_v: c.v.to_array(),
         cam_w: c.w.to_array(),
-        environment,
         // The CPU derives the pixel index and the ray from the camera frame's own size.
         image_width: c.width,
         image_height: c.height,
         max_depth: settings.max_depth,
-        light_count: packed.light_count,
-        material_count: packed.material_count,
-        texture_count: packed.texture_count,
-        two_sided_lights: u32::from(packed.two_sided_lights),
-        ..GwLaunchParams::default()
+        ..*frame
     }
 }
 
@@ -458,6 +467,30 @@ mod tests {
             },
             frame
         );
+        // A camera path's next frame: another camera, size and sampling over the same scene
+        // gives, bit for bit, what a backend set up for that frame would launch with.
+        let next_camera = Camera {
+            eye: Vec3::new(-4.0, 0.5, 2.0),
+            look_at: Vec3::X,
+            up: Vec3::Y,
+            fov_y_deg: 55.0,
+        }
+        .frame(40, 20)
+        .unwrap();
+        let next = RenderSettings {
+            width: 40,
+            height: 20,
+            spp: 3,
+            max_depth: 2,
+            seed: 7,
+            camera: next_camera,
+        };
+        let fresh = frame_params(&next, &packed, 0x1000, 0xABC, [0.5, 0.25, 1.0]);
+        assert_eq!(
+            bytemuck::bytes_of(&camera_params(&frame, &next)),
+            bytemuck::bytes_of(&fresh)
+        );
+        assert_ne!(fresh, frame);
 
         let buffers = WorkerBuffers {
             accum: 0x2000,
