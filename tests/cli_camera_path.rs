@@ -85,6 +85,40 @@ fn a_sequence_renders_each_frame_as_its_single_render() {
     }
 }
 
+/// With `--aov`, each frame's guide layers go beside its image, as its single render's do.
+#[test]
+fn a_sequence_writes_each_frames_layers() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("walk.csv"), WALK).unwrap();
+    let layers = ["--aov", "albedo,normal", "-q"];
+    let path = ["--camera-path", "walk.csv", "-o", "f-#.exr"];
+    let out = render(dir.path(), &[&path[..], &layers].concat());
+    assert!(out.status.success(), "{}", stderr(&out));
+    let [eye, at, up, fov] = CAMERAS[2];
+    let args = [
+        "--eye",
+        eye,
+        "--look-at",
+        at,
+        "--up",
+        up,
+        "--fov",
+        fov,
+        "-o",
+        "one.exr",
+    ];
+    let out = render(dir.path(), &[&args[..], &layers].concat());
+    assert!(out.status.success(), "{}", stderr(&out));
+    for layer in ["albedo", "normal"] {
+        for k in 1..=3 {
+            assert!(dir.path().join(format!("f-{k}.{layer}.exr")).exists());
+        }
+        let (a, b) = (format!("f-3.{layer}.exr"), format!("one.{layer}.exr"));
+        assert!(read(dir.path(), &a) == read(dir.path(), &b), "{a}");
+    }
+    assert!(read(dir.path(), "f-3.exr") == read(dir.path(), "one.exr"));
+}
+
 /// A path with a bad row, an output without a run of `#` and the flags a sequence does not
 /// take yet are refused before any frame, naming what is wrong.
 #[test]

@@ -338,8 +338,7 @@ pub struct RenderArgs {
         value_name = "PATH.csv",
         help_heading = "Camera",
         conflicts_with_all = [
-            "eye", "look_at", "up", "fov", "pixelbounds", "aov", "time_limit", "stats",
-            "costmap",
+            "eye", "look_at", "up", "fov", "pixelbounds", "time_limit", "stats", "costmap",
         ]
     )]
     pub camera_path: Option<PathBuf>,
