@@ -11,8 +11,9 @@
 #   scripts/cpu-bench-compare.sh /tmp/gw-base/target/release/gasworks target/release/gasworks \
 #       5 assets/cornell/cornell.obj --spp 4 --threads 2
 #
-# Figures: BVH build (Mtri/s) and path tracing (Msamples/s, wall clock) for each thread count
-# cpu-bench measures; each round runs cpu-bench with --repeat 1. Wall-clock figures on a
+# Figures: BVH build (Mtri/s) and path tracing (Msamples/s and Mrays/s, wall clock) for each
+# thread count cpu-bench measures, and the process's peak resident memory (MB, "-" threads);
+# each round runs cpu-bench with --repeat 1. Wall-clock figures on a
 # loaded machine measure the CPU share too: say so when quoting them.
 set -euo pipefail
 
@@ -39,6 +40,8 @@ figures() {
     awk '
         /^BVH build/      { s = "build"; next }
         /^path tracing/   { s = "render"; next }
+        /^rays traced/    { s = "rays"; next }
+        /^peak resident memory/ { print "memory", "-", $4; s = ""; next }
         /^[a-z]/          { s = "" }
         s != "" && /thread\(s\): min/ {
             t = $1; v = $4; print s, t, v
@@ -66,8 +69,12 @@ while read -r key; do
     }
     read -r amin amed amax <<<"$(stats A)"
     read -r bmin bmed bmax <<<"$(stats B)"
-    unit="Mtri/s"
-    [ "$s" = render ] && unit="Msamples/s"
+    case "$s" in
+        render) unit="Msamples/s" ;;
+        rays) unit="Mrays/s" ;;
+        memory) unit="MB" ;;
+        *) unit="Mtri/s" ;;
+    esac
     printf '%-8s %7s  %-34s %-34s %.2fx\n' "$s" "$t" \
         "$amin / $amed / $amax $unit" "$bmin / $bmed / $bmax $unit" \
         "$(awk -v x="$bmed" -v y="$amed" 'BEGIN { print (y > 0) ? x / y : 0 }')"

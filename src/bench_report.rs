@@ -167,6 +167,9 @@ pub struct CpuBenchRow {
     /// Path tracing in million samples per second of process CPU time (all threads): what a
     /// core does when it gets to run, which other load on the machine does not deflate.
     pub render_msamples_per_cpu_s: Option<f64>,
+    /// Path tracing in million rays per second (wall clock): closest-hit rays (camera and
+    /// bounces) and shadow rays.
+    pub render_mrays_per_s: Option<f64>,
     pub width: u32,
     pub height: u32,
     pub spp: u32,

@@ -635,3 +635,51 @@ fn a_shared_bvh_is_built_once_and_its_build_counted_once() {
     assert!(CpuBackend::on_shared(scene, &bad, &untouched).is_err());
     assert!(untouched.get().is_none());
 }
+
+/// `CpuBackend::traced_rays` counts each closest-hit and shadow ray once: camera rays alone at
+/// depth 1, and at depth 4 exactly the rays of the path steps replayed one by one.
+#[test]
+fn traced_rays_count_every_ray_once() {
+    use gasworks::cpu::bvh::RayData;
+    use gasworks::cpu::integrator::pixel_ray;
+    let scene = cornell_like();
+    let (w, h, spp) = (12, 10, 3);
+    for max_depth in [1, 4] {
+        let s = cornell_settings(w, h, spp, max_depth, 5);
+        let backend = CpuBackend::new(&scene, &s).unwrap();
+        render_film(&backend, &s, &Tile::grid(w, h, 4), &[1, 3], 2);
+        let replayed = with_tracer(&scene, max_depth, |tracer| {
+            let mut rays = 0u64;
+            for (x, y, i) in
+                (0..h).flat_map(|y| (0..w).flat_map(move |x| (0..spp).map(move |i| (x, y, i))))
+            {
+                let mut rng = Sampler::new(x, y, i, spp, s.seed);
+                let (o, d) = pixel_ray(&s.camera, (x, y), &mut rng);
+                let mut path = tracer.start(o, d, rng);
+                loop {
+                    if let Some(shadow) = path.shadow {
+                        rays += 1;
+                        path.settle_shadow(tracer.blocks(&shadow.ray));
+                    }
+                    let Some(ray) = path.ray.and_then(|(o, d)| RayData::new(o, d)) else {
+                        break;
+                    };
+                    rays += 1;
+                    let hit = tracer.bvh.intersect_ray(&scene, &ray, 0.0, f32::INFINITY);
+                    tracer.advance(&mut path, hit);
+                }
+            }
+            rays
+        });
+        let samples = u64::from(w * h * spp);
+        assert_eq!(backend.traced_rays(), replayed, "max depth {max_depth}");
+        if max_depth == 1 {
+            assert_eq!(replayed, samples);
+        } else {
+            assert!(
+                replayed > 2 * samples,
+                "{replayed} rays for {samples} samples"
+            );
+        }
+    }
+}

@@ -6,7 +6,9 @@
 //! - path-tracing throughput, in million samples per second (32 x 32 tiles spread over the
 //!   pool), by wall clock and per second of process CPU time (all threads): on a machine
 //!   shared with other work the wall-clock figure drops with the CPU share the process gets,
-//!   the CPU-time one much less.
+//!   the CPU-time one much less; and in million rays per second (closest-hit and shadow rays,
+//!   wall clock);
+//! - at the end, the process's peak resident memory.
 //!
 //! Each figure is measured `--repeat` times and printed as min / median / max; `--csv` writes
 //! one row per scene, thread count and statistic.
@@ -26,7 +28,7 @@ use crate::console::Verbosity;
 use crate::cpu::{CpuBackend, SceneBvh};
 use crate::render::{Film, RenderSettings, Tile, TileRenderer};
 use crate::scene::{obj, Group, Material, MaterialKind, Scene};
-use crate::sched::cputime::process_cpu_seconds;
+use crate::sched::cputime::{peak_rss_bytes, process_cpu_seconds};
 use crate::wording::counted;
 
 #[derive(Args, Debug)]
@@ -109,6 +111,10 @@ pub fn run(a: CpuBenchArgs) -> anyhow::Result<()> {
     for source in &sources {
         bench_scene(&a, source, &pools, &thread_counts, &commit, &mut rows)?;
     }
+    if let Some(bytes) = peak_rss_bytes() {
+        // The whole process's: one scene a run gives that scene's.
+        println!("peak resident memory: {:.1} MB", bytes as f64 / 1e6);
+    }
     if let Some(path) = &a.csv {
         let f = std::fs::File::create(path).with_context(|| format!("--csv {}", path.display()))?;
         write_csv(f, &rows).with_context(|| format!("writing {}", path.display()))?;
@@ -176,12 +182,19 @@ fn bench_scene(
 
     let build = measure_build(a, &scene, tris, pools, thread_counts);
 
-    let mut render_wall: Vec<Option<Stats>> = vec![None; pools.len()];
-    let mut render_cpu: Vec<Option<Stats>> = vec![None; pools.len()];
-    if !a.build_only {
-        let settings = bench_settings(a, &scene, &name, path)?;
-        (render_wall, render_cpu) = measure_render(a, &scene, &settings, pools, thread_counts)?;
-    }
+    let render = match a.build_only {
+        true => None,
+        false => {
+            let settings = bench_settings(a, &scene, &name, path)?;
+            Some(measure_render(a, &scene, &settings, pools, thread_counts)?)
+        }
+    };
+    let figure = |pick: fn(&RenderFigures) -> &Vec<Option<Stats>>, k: usize, stat: Statistic| {
+        render
+            .as_ref()
+            .and_then(|r| pick(r)[k])
+            .map(|s| stat.of(&s))
+    };
 
     for (k, &threads) in thread_counts.iter().enumerate() {
         for stat in Statistic::ALL {
@@ -194,8 +207,9 @@ fn bench_scene(
                 statistic: stat,
                 load_mb_per_s: load[k].map(|s| stat.of(&s)),
                 build_mtri_per_s: stat.of(&build[k]),
-                render_msamples_per_s: render_wall[k].map(|s| stat.of(&s)),
-                render_msamples_per_cpu_s: render_cpu[k].map(|s| stat.of(&s)),
+                render_msamples_per_s: figure(|r| &r.wall, k, stat),
+                render_msamples_per_cpu_s: figure(|r| &r.cpu, k, stat),
+                render_mrays_per_s: figure(|r| &r.rays, k, stat),
                 width: a.width,
                 height: a.height,
                 spp: a.spp,
@@ -297,19 +311,28 @@ fn bench_settings(
     })
 }
 
-/// Times path tracing on each pool, `--repeat` times, in million samples per second by wall
-/// clock and per second of process CPU time (when the platform tells it); one figure of each
-/// per pool.
-#[allow(clippy::type_complexity)]
+/// What [`measure_render`] finds, one figure per pool: million samples per second by wall
+/// clock and per second of process CPU time, million rays (closest hit and shadow) per second
+/// by wall clock.
+struct RenderFigures {
+    wall: Vec<Option<Stats>>,
+    cpu: Vec<Option<Stats>>,
+    rays: Vec<Option<Stats>>,
+}
+
+/// Times path tracing on each pool, `--repeat` times.
 fn measure_render(
     a: &CpuBenchArgs,
     scene: &Scene,
     settings: &RenderSettings,
     pools: &[rayon::ThreadPool],
     thread_counts: &[usize],
-) -> anyhow::Result<(Vec<Option<Stats>>, Vec<Option<Stats>>)> {
-    let mut render_wall: Vec<Option<Stats>> = vec![None; pools.len()];
-    let mut render_cpu: Vec<Option<Stats>> = vec![None; pools.len()];
+) -> anyhow::Result<RenderFigures> {
+    let mut figures = RenderFigures {
+        wall: vec![None; pools.len()],
+        cpu: vec![None; pools.len()],
+        rays: vec![None; pools.len()],
+    };
     let backend = pools[pools.len() - 1].install(|| CpuBackend::new(scene, settings))?;
     let tiles = Tile::grid(a.width, a.height, 32);
     let samples = a.width as f64 * a.height as f64 * a.spp as f64;
@@ -317,16 +340,18 @@ fn measure_render(
         "path tracing {}x{}, {} spp, max depth {}, {} runs:",
         a.width, a.height, a.spp, a.max_depth, a.repeat
     );
+    let mut rays_a_run = 0;
     for (k, (pool, &threads)) in pools.iter().zip(thread_counts).enumerate() {
-        let mut wall = Vec::new();
-        let mut cpu = Vec::new();
+        let (mut wall, mut cpu, mut rays) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..a.repeat {
-            let c0 = process_cpu_seconds();
+            let (c0, r0) = (process_cpu_seconds(), backend.traced_rays());
             let t = Instant::now();
             let film = pool.install(|| render(&backend, settings, &tiles))?;
             let secs = t.elapsed().as_secs_f64();
             let c1 = process_cpu_seconds();
+            rays_a_run = backend.traced_rays() - r0;
             wall.push(samples / secs / 1e6);
+            rays.push(rays_a_run as f64 / secs / 1e6);
             if let (Some(c0), Some(c1)) = (c0, c1) {
                 cpu.push(samples / (c1 - c0) / 1e6);
             }
@@ -340,13 +365,23 @@ fn measure_render(
             c.map(|c| format!("   ({} per CPU second)", fmt_stats(&c)))
                 .unwrap_or_default()
         );
-        render_wall[k] = Some(w);
-        render_cpu[k] = c;
+        figures.wall[k] = Some(w);
+        figures.cpu[k] = c;
+        figures.rays[k] = Stats::of(&rays);
+    }
+    println!(
+        "rays traced (closest hit and shadow), {rays_a_run} a run, {:.3} a sample:",
+        rays_a_run as f64 / samples
+    );
+    for (r, &threads) in figures.rays.iter().zip(thread_counts) {
+        if let Some(r) = r {
+            println!("  {threads:>3} thread(s): {}  Mrays/s", fmt_stats(r));
+        }
     }
     if backend.dropped_samples() > 0 {
         println!("({} non-finite samples dropped)", backend.dropped_samples());
     }
-    Ok((render_wall, render_cpu))
+    Ok(figures)
 }
 
 /// Renders every tile on the current rayon pool into a film.
@@ -529,7 +564,12 @@ mod tests {
             assert_eq!(&row[col("statistic")], ["min", "median", "max"][i % 3]);
             assert_eq!(&row[col("triangles")], "1");
             assert_eq!(row[col("file_bytes")], bytes);
-            for figure in ["load_mb_per_s", "build_mtri_per_s", "render_msamples_per_s"] {
+            for figure in [
+                "load_mb_per_s",
+                "build_mtri_per_s",
+                "render_msamples_per_s",
+                "render_mrays_per_s",
+            ] {
                 let v: f64 = row[col(figure)].parse().unwrap();
                 assert!(v > 0.0 && v.is_finite(), "{figure} = {v}");
             }

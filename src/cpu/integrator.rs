@@ -364,7 +364,7 @@ pub struct PathTracer<'a> {
 
 impl PathTracer<'_> {
     /// The radiance estimate of sample `sample` of pixel `(x, y)` in a render of `spp`
-    /// samples per pixel: see the module comment.
+    /// samples per pixel: see the module comment. Adds the rays it traced to `rays`.
     pub fn sample(
         &self,
         camera: &CameraFrame,
@@ -372,24 +372,38 @@ impl PathTracer<'_> {
         sample: u32,
         spp: u32,
         seed: u64,
+        rays: &mut u64,
     ) -> Vec3 {
         let mut rng = Sampler::new(x, y, sample, spp, seed);
         let (origin, dir) = pixel_ray(camera, (x, y), &mut rng);
-        self.radiance(origin, dir, &mut rng)
+        self.radiance_counting(origin, dir, &mut rng, rays)
     }
 
     /// The radiance arriving at `origin` from direction `-dir` (`dir` unit length), estimated
     /// with the random numbers of `rng` (5 slots, 7 numbers, per path vertex): the path's
     /// steps ([`PathTracer::advance`]) with every ray answered by this BVH at once.
     pub fn radiance(&self, origin: Vec3, dir: Vec3, rng: &mut Sampler) -> Vec3 {
+        self.radiance_counting(origin, dir, rng, &mut 0)
+    }
+
+    /// [`PathTracer::radiance`], adding the rays it traced (closest hit and shadow) to `rays`.
+    pub fn radiance_counting(
+        &self,
+        origin: Vec3,
+        dir: Vec3,
+        rng: &mut Sampler,
+        rays: &mut u64,
+    ) -> Vec3 {
         let mut path = self.start(origin, dir, *rng);
         loop {
             if let Some(shadow) = path.shadow {
+                *rays += 1;
                 path.settle_shadow(self.blocks(&shadow.ray));
             }
             let Some(ray) = path.ray.and_then(|(o, d)| RayData::new(o, d)) else {
                 break;
             };
+            *rays += 1;
             let hit = self.bvh.intersect_ray(self.scene, &ray, 0.0, f32::INFINITY);
             self.advance(&mut path, hit);
         }

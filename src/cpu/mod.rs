@@ -49,6 +49,8 @@ pub struct CpuBackend {
     /// Samples whose radiance was not finite: counted, and added as black (see
     /// [`CpuBackend::dropped_samples`]).
     dropped: AtomicU64,
+    /// Rays traced so far, closest hit and shadow (see [`CpuBackend::traced_rays`]).
+    rays: AtomicU64,
 }
 
 /// The scene's CPU BVH, built at most once, by whichever of its users needs it first: the
@@ -115,6 +117,7 @@ impl CpuBackend {
             bvh_given,
             settings: *settings,
             dropped: AtomicU64::new(0),
+            rays: AtomicU64::new(0),
         })
     }
 
@@ -169,6 +172,12 @@ impl CpuBackend {
         self.dropped.load(Ordering::Relaxed)
     }
 
+    /// How many rays the tiles rendered so far traced: closest-hit rays (camera and bounces)
+    /// and shadow rays, each once whatever it met.
+    pub fn traced_rays(&self) -> u64 {
+        self.rays.load(Ordering::Relaxed)
+    }
+
     fn tracer(&self) -> PathTracer<'_> {
         PathTracer {
             scene: &self.scene,
@@ -187,6 +196,7 @@ impl CpuBackend {
             sample,
             self.settings.spp,
             self.settings.seed,
+            &mut 0,
         )
     }
 }
@@ -243,7 +253,7 @@ impl CpuBackend {
         let tracer = self.tracer();
         let camera = &self.settings.camera;
         let spp = self.settings.spp;
-        let mut dropped = 0u64;
+        let (mut dropped, mut rays) = (0u64, 0u64);
         for (j, y) in (tile.y..tile.y + tile.h).enumerate() {
             for (i, x) in (tile.x..tile.x + tile.w).enumerate() {
                 let k = j * tile.w as usize + i;
@@ -252,7 +262,7 @@ impl CpuBackend {
                 }
                 let px = &mut accum[k];
                 for s in samples.clone() {
-                    let l = tracer.sample(camera, (x, y), s, spp, self.settings.seed);
+                    let l = tracer.sample(camera, (x, y), s, spp, self.settings.seed, &mut rays);
                     if l.is_finite() {
                         px[0] += l.x;
                         px[1] += l.y;
@@ -267,6 +277,7 @@ impl CpuBackend {
         if dropped > 0 {
             self.dropped.fetch_add(dropped, Ordering::Relaxed);
         }
+        self.rays.fetch_add(rays, Ordering::Relaxed);
         Ok(())
     }
 }

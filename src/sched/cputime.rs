@@ -42,9 +42,41 @@ pub fn process_cpu_seconds() -> Option<f64> {
     }
 }
 
+/// The process's peak resident memory so far, in bytes (`getrusage`'s `ru_maxrss`), or `None`
+/// where the platform cannot say: `gasworks cpu-bench` prints it.
+pub fn peak_rss_bytes() -> Option<u64> {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: rusage is integers and timevals, for which all zeros is a valid value.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: `usage` is a valid, writable rusage for the duration of the call.
+        let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+        // Linux reports kibibytes.
+        (rc == 0).then(|| usage.ru_maxrss as u64 * 1024)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        None
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn peak_memory_covers_what_is_held() {
+        let Some(before) = peak_rss_bytes() else {
+            return;
+        };
+        let held = vec![1u8; 64 << 20];
+        let after = peak_rss_bytes().unwrap();
+        assert!(
+            after >= before && after >= held.len() as u64,
+            "{before} -> {after}"
+        );
+        std::hint::black_box(held);
+    }
 
     #[test]
     fn thread_cpu_time_grows_with_work_only() {
