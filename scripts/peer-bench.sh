@@ -20,8 +20,8 @@
 #
 # Prints each round's times, the agreement of the mean radiances (z-scores: the script fails
 # past 3 sigma, or 5 in a part of the image) and a table of min / median / max samples/s
-# (Embree: rays/s) over the rounds, with gasworks / peer of the medians. docs/cpu-backend.md
-# says which conventions are matched.
+# (Embree and "gasworks rays": rays/s) over the rounds, with gasworks / peer of the medians.
+# docs/cpu-backend.md says which conventions are matched.
 #
 # Environment: PEER_BENCH_VENV, the Python venv to create or reuse (default
 # ${TMPDIR:-/tmp}/gasworks-peer-bench-venv; pip installs mitsuba==3.9.1, embreex, numpy);

@@ -13,7 +13,8 @@ For each scene it
   Mitsuba llvm_ad_rgb (each Mitsuba variant in a worker process of its own that loads the
   scene once), then Embree closest-hit queries on a fixed batch of rays;
 - prints each round, then the agreement of the mean radiances and a table of min / median /
-  max samples per second and gasworks / peer of the medians.
+  max samples per second and gasworks / peer of the medians; rays per second for Embree and
+  for gasworks' renders (closest-hit and shadow rays, shading included: its "time:" line).
 
 Timings: gasworks' own "time:" line (render only: loading and the BVH build excluded);
 mi.render() with the image's evaluation (llvm: dr.eval + dr.sync_thread, after one warm-up
@@ -439,12 +440,13 @@ def gasworks_render(a, sc, threads, seed, out):
            "--fov", repr(cam["fov"]), "--progress", "none", "-v"]
     text = run(cmd)
     # "time: load 0.02 s, build 0.011 s, render 1.52 s, 2.760 M samples/s"
-    m = re.search(r"^time: .*render ([0-9.]+) s, ([0-9.]+) M samples/s", text, re.M)
+    m = re.search(r"^time: .*render ([0-9.]+) s, ([0-9.]+) M samples/s, ([0-9.]+) M rays/s",
+                  text, re.M)
     if not m:
         sys.exit("peer-bench: no time line in gasworks' output:\n" + text)
-    rate = float(m.group(2)) * 1e6
+    rate, rays = float(m.group(2)) * 1e6, float(m.group(3)) * 1e6
     samples = sc["width"] * sc["height"] * sc["spp"]
-    return samples / rate, rate
+    return samples / rate, rate, rays
 
 
 # ------------------------------------------------------------------------------------------
@@ -748,7 +750,7 @@ def main():
         names = ["gasworks"] + [f"mitsuba {v}" for v in variants] + ["embree"]
         images = {n: [] for n in names[:-1]}
         for ti, t in enumerate(threads):
-            rates = {n: [] for n in names}
+            rates = {n: [] for n in names + ["gasworks rays"]}
             for wk in workers:
                 # Dr.Jit compiles (or reloads) the kernel when the thread count changes.
                 if wk.variant.startswith("llvm"):
@@ -759,8 +761,9 @@ def main():
                 seed = 1 + r + 1000 * ti
                 parts = []
                 out = os.path.join(sc["dir"], f"gasworks-{t}-{r}.exr")
-                s, rate = gasworks_render(a, sc, t, seed, out)
+                s, rate, rays = gasworks_render(a, sc, t, seed, out)
                 rates["gasworks"].append(rate)
+                rates["gasworks rays"].append(rays)
                 images["gasworks"].append(out)
                 parts.append(f"gasworks {s:.2f} s")
                 for wk in workers:
@@ -774,7 +777,7 @@ def main():
                 parts.append(f"embree {s:.2f} s")
                 say(f"{sc['name']}, {t} thread{'s' if t > 1 else ''}, round {r + 1}: "
                     + ", ".join(parts))
-            for n in names:
+            for n in names[:-1] + ["gasworks rays", "embree"]:
                 rows.append((sc["name"], t, n, rates[n], rates["gasworks"]))
         for wk in workers:
             wk.close()
@@ -815,18 +818,21 @@ def main():
         "min / median / max over the rounds")
     say(f"{'scene':<12} {'threads':>7}  {'renderer':<20} {'unit':<8} {'min':>8} {'median':>8}"
         f" {'max':>8}  {'gasworks / peer':>15}")
+    emb_gasworks = {}
     for sn, t, n, v, g in rows:
         lo, med, hi = mmm(v)
-        unit = "Mrays/s" if n == "embree" else "Ms/s"
+        unit = "Mrays/s" if n in ("embree", "gasworks rays") else "Ms/s"
         ratio = ""
         if n == "embree":
-            ratio = "n/a (1)"
+            ratio = f"{statistics.median(emb_gasworks[(sn, t)]) / med:.2f}x (1)"
+        elif n == "gasworks rays":
+            emb_gasworks[(sn, t)] = v
         elif n != "gasworks":
             ratio = f"{statistics.median(g) / med:.2f}x"
         say(f"{sn:<12} {t:>7}  {n:<20} {unit:<8} {lo / 1e6:>8.3f} {med / 1e6:>8.3f}"
             f" {hi / 1e6:>8.3f}  {ratio:>15}")
-    say("(1) gasworks prints no rays/s on the CPU backend (only the OptiX backend counts rays),"
-        " so its raw traversal rate is not measured by this script")
+    say("(1) gasworks rays: the closest-hit and shadow rays of its renders per second of render,"
+        " shading included; embree: closest-hit queries alone")
     if failed:
         say("\nAGREEMENT FAILED: |z| > 3 (or a region's > 5): the conventions do not match; "
             "the speeds above compare different images")

@@ -391,13 +391,18 @@ impl WorkerFactory {
         self
     }
 
-    /// Rays traced by every GPU so far, when a GPU rendered.
+    /// Rays traced so far by every GPU and the CPU backend, when any of them rendered.
     pub fn rays_traced(&self) -> Option<u64> {
         let gpus = self.gpus.lock().ok()?;
-        if gpus.is_empty() {
-            return None;
+        let gpu = (!gpus.is_empty()).then(|| gpus.values().map(|g| g.counters().rays).sum());
+        let cpu = match self.selected_is_cpu {
+            true => self.selected.rays_traced(),
+            false => self.cpu.get().and_then(|c| c.rays_traced()),
+        };
+        match (gpu, cpu) {
+            (None, None) => None,
+            (gpu, cpu) => Some(gpu.unwrap_or(0) + cpu.unwrap_or(0)),
         }
-        Some(gpus.values().map(|g| g.counters().rays).sum())
     }
 
     /// The backends set up beside the selected one (`--devices gpu1,...` beyond it, on first

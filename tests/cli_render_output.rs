@@ -65,8 +65,8 @@ fn a_plain_render_prints_scene_backend_timings_and_output() {
         lines[0]
     );
     assert!(lines[1].starts_with("backend: cpu"), "{}", lines[1]);
-    // The figures scripts/gpu-session.sh (render_one) reads with sed:
-    // "time: load L s, build B s, render R s, S M samples/s".
+    // The figures scripts/gpu-session.sh (render_one) and scripts/peer_bench.py read:
+    // "time: load L s, build B s, render R s, S M samples/s, X M rays/s (N rays)".
     let time = &lines[2];
     let number = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_digit() || c == '.');
     let figures: Vec<&str> = time
@@ -75,14 +75,18 @@ fn a_plain_render_prints_scene_backend_timings_and_output() {
         .and_then(|(load, r)| {
             let (build, r) = r.split_once(" s, render ")?;
             let (render, r) = r.split_once(" s, ")?;
-            let (rate, _) = r.split_once(" M samples/s")?;
-            Some(vec![load, build, render, rate])
+            let (rate, r) = r.split_once(" M samples/s, ")?;
+            let (ray_rate, r) = r.split_once(" M rays/s (")?;
+            let rays = r.strip_suffix(" rays)")?;
+            Some(vec![load, build, render, rate, ray_rate, rays])
         })
         .unwrap_or_default();
     assert!(
-        figures.len() == 4 && figures.iter().all(|f| number(f)),
+        figures.len() == 6 && figures.iter().all(|f| number(f)),
         "{time}"
     );
+    // 24 x 16 pixels at 2 spp: a camera ray each at least.
+    assert!(figures[5].parse::<u64>().unwrap() >= 24 * 16 * 2, "{time}");
     assert_eq!(lines[3], "output: out.png (24x16, 2 spp)");
     assert!(dir.path().join("out.png").exists());
 }

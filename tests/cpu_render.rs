@@ -636,12 +636,13 @@ fn a_shared_bvh_is_built_once_and_its_build_counted_once() {
     assert!(untouched.get().is_none());
 }
 
-/// `CpuBackend::traced_rays` counts each closest-hit and shadow ray once: camera rays alone at
+/// The CPU backend's `rays_traced` counts each closest-hit and shadow ray once: camera rays alone at
 /// depth 1, and at depth 4 exactly the rays of the path steps replayed one by one.
 #[test]
 fn traced_rays_count_every_ray_once() {
     use gasworks::cpu::bvh::RayData;
     use gasworks::cpu::integrator::pixel_ray;
+    use gasworks::render::TileRenderer;
     let scene = cornell_like();
     let (w, h, spp) = (12, 10, 3);
     for max_depth in [1, 4] {
@@ -672,7 +673,11 @@ fn traced_rays_count_every_ray_once() {
             rays
         });
         let samples = u64::from(w * h * spp);
-        assert_eq!(backend.traced_rays(), replayed, "max depth {max_depth}");
+        assert_eq!(
+            backend.rays_traced(),
+            Some(replayed),
+            "max depth {max_depth}"
+        );
         if max_depth == 1 {
             assert_eq!(replayed, samples);
         } else {

@@ -344,12 +344,12 @@ fn measure_render(
     for (k, (pool, &threads)) in pools.iter().zip(thread_counts).enumerate() {
         let (mut wall, mut cpu, mut rays) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..a.repeat {
-            let (c0, r0) = (process_cpu_seconds(), backend.traced_rays());
+            let (c0, r0) = (process_cpu_seconds(), backend.rays_traced().unwrap_or(0));
             let t = Instant::now();
             let film = pool.install(|| render(&backend, settings, &tiles))?;
             let secs = t.elapsed().as_secs_f64();
             let c1 = process_cpu_seconds();
-            rays_a_run = backend.traced_rays() - r0;
+            rays_a_run = backend.rays_traced().unwrap_or(0) - r0;
             wall.push(samples / secs / 1e6);
             rays.push(rays_a_run as f64 / secs / 1e6);
             if let (Some(c0), Some(c1)) = (c0, c1) {

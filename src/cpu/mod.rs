@@ -49,7 +49,7 @@ pub struct CpuBackend {
     /// Samples whose radiance was not finite: counted, and added as black (see
     /// [`CpuBackend::dropped_samples`]).
     dropped: AtomicU64,
-    /// Rays traced so far, closest hit and shadow (see [`CpuBackend::traced_rays`]).
+    /// Rays traced so far, closest hit and shadow (see [`TileRenderer::rays_traced`]).
     rays: AtomicU64,
 }
 
@@ -172,12 +172,6 @@ impl CpuBackend {
         self.dropped.load(Ordering::Relaxed)
     }
 
-    /// How many rays the tiles rendered so far traced: closest-hit rays (camera and bounces)
-    /// and shadow rays, each once whatever it met.
-    pub fn traced_rays(&self) -> u64 {
-        self.rays.load(Ordering::Relaxed)
-    }
-
     fn tracer(&self) -> PathTracer<'_> {
         PathTracer {
             scene: &self.scene,
@@ -214,6 +208,12 @@ impl TileRenderer for CpuBackend {
 
     fn hardware(&self) -> String {
         model::cpu_hardware()
+    }
+
+    /// Closest-hit rays (camera and bounces) and shadow rays of the tiles rendered so far, each
+    /// once whatever it met.
+    fn rays_traced(&self) -> Option<u64> {
+        Some(self.rays.load(Ordering::Relaxed))
     }
 
     /// For each pixel in row-major order, for each sample index in increasing order: adds the

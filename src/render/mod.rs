@@ -287,6 +287,12 @@ pub trait TileRenderer: Send + Sync {
         None
     }
 
+    /// Rays this renderer has traced so far (closest-hit and shadow rays), or `None` where it
+    /// does not count them.
+    fn rays_traced(&self) -> Option<u64> {
+        None
+    }
+
     /// Why this renderer's device can render no more, for any worker on it: after a sticky
     /// CUDA error (an illegal address in a kernel, say) every call in the CUDA context returns
     /// that error, and all the streams of one GPU share its context. Asked by the tile
