@@ -1,8 +1,8 @@
 //! Building the traversal structure: obvhs builds binary trees (one per group, then one over
-//! the groups), which are collapsed into four-wide nodes and glued into one node array.
+//! the groups), which are collapsed into eight-wide nodes and glued into one node array.
 //!
 //! 1. Per group, in parallel (largest first): the padded triangle boxes, obvhs's PLOC build,
-//!    the collapse of its binary tree into [`Node4`]s with group-local references, and the
+//!    the collapse of its binary tree into [`Node`]s with group-local references, and the
 //!    triangles of each of the group's packets.
 //! 2. Prefix sums place every group's nodes and packets in the global arrays.
 //! 3. In parallel: the global node array (each group's nodes with their references moved)
@@ -11,7 +11,7 @@
 //! 4. The top level: obvhs over the groups' root boxes, collapsed the same way, with each
 //!    top-level leaf replaced by the reference to its group's root. Its nodes go last.
 //!
-//! The collapse keeps every binary node's box: a four-wide node's children are the binary
+//! The collapse keeps every binary node's box: an eight-wide node's children are the binary
 //! descendants it absorbed, so every box the traversal tests is one obvhs computed.
 
 use std::time::{Duration, Instant};
@@ -20,7 +20,7 @@ use glam::{Vec3, Vec3A};
 use obvhs::{aabb::Aabb, bvh2::builder::build_bvh2, bvh2::node::Bvh2Node, BvhBuildParams};
 use rayon::prelude::*;
 
-use super::simd::{ChildRef, Node4, PacketIds, TriPacket, MAX_LEAF_PACKETS, MAX_PACKETS};
+use super::simd::{ChildRef, Node, PacketIds, TriPacket, MAX_LEAF_PACKETS, MAX_PACKETS, WIDTH};
 use super::{BuildStats, SceneBvh, PAD_RELATIVE};
 use crate::scene::{Group, Scene};
 
@@ -120,18 +120,18 @@ fn subtree_counts(bin: &[BinNode]) -> Vec<u32> {
     counts
 }
 
-/// Collapses a binary tree into four-wide nodes appended to `nodes`. `leaf(k, nodes)` gives
+/// Collapses a binary tree into eight-wide nodes appended to `nodes`. `leaf(k, nodes)` gives
 /// the reference that stands for binary node `k` and everything under it: called for the
 /// binary leaves, and for inner nodes with at most `merge_at_most` primitives beneath them
 /// (0: never), whose whole subtree becomes one leaf. Returns the root's reference.
 ///
-/// Each four-wide node starts from a binary node's two children and repeatedly opens the
-/// inner child of largest surface area until it has four children or only leaves remain.
+/// Each eight-wide node starts from a binary node's two children and repeatedly opens the
+/// inner child of largest surface area until it has eight children or only leaves remain.
 fn collapse(
     bin: &[BinNode],
     merge_at_most: u32,
-    nodes: &mut Vec<Node4>,
-    mut leaf: impl FnMut(usize, &mut Vec<Node4>) -> ChildRef,
+    nodes: &mut Vec<Node>,
+    mut leaf: impl FnMut(usize, &mut Vec<Node>) -> ChildRef,
 ) -> ChildRef {
     if bin.is_empty() {
         return ChildRef::EMPTY;
@@ -146,14 +146,15 @@ fn collapse(
         return leaf(0, nodes);
     }
     let root_index = nodes.len() as u32;
-    nodes.push(Node4::EMPTY);
-    // (four-wide node to fill, binary node it stands for)
+    nodes.push(Node::EMPTY);
+    // (eight-wide node to fill, binary node it stands for)
     let mut work = vec![(root_index, 0usize)];
     while let Some((slot, b)) = work.pop() {
         let first = bin[b].first as usize;
-        let mut kids = [first, first + 1, 0, 0];
+        let mut kids = [0; WIDTH];
+        (kids[0], kids[1]) = (first, first + 1);
         let mut n = 2;
-        while n < 4 {
+        while n < WIDTH {
             let widest = (0..n).filter(|&i| !is_leaf(kids[i])).max_by(|&i, &j| {
                 bin[kids[i]]
                     .half_area()
@@ -165,13 +166,13 @@ fn collapse(
             kids[n] = opened + 1;
             n += 1;
         }
-        let mut node = Node4::EMPTY;
+        let mut node = Node::EMPTY;
         for (i, &k) in kids[..n].iter().enumerate() {
             let child = if is_leaf(k) {
                 leaf(k, nodes)
             } else {
                 let index = nodes.len() as u32;
-                nodes.push(Node4::EMPTY);
+                nodes.push(Node::EMPTY);
                 work.push((index, k));
                 ChildRef::node(index)
             };
@@ -189,7 +190,7 @@ const MERGE_AT_MOST: u32 = 4;
 /// One group's collapsed tree, before its triangles are copied.
 struct GroupTree {
     /// Nodes with group-local references (node indices and packet indices from 0).
-    nodes: Vec<Node4>,
+    nodes: Vec<Node>,
     root: ChildRef,
     /// The group's bounds (the padded root box), when it has triangles.
     bounds: Option<([f32; 3], [f32; 3])>,
@@ -251,13 +252,13 @@ fn group_tree(group: &Group, pad: f32) -> GroupTree {
     }
 }
 
-/// Nodes over a list of `(lo, hi, reference)` children, four per node; returns the top one.
-fn node_over(entries: &[([f32; 3], [f32; 3], ChildRef)], nodes: &mut Vec<Node4>) -> ChildRef {
+/// Nodes over a list of `(lo, hi, reference)` children, eight per node; returns the top one.
+fn node_over(entries: &[([f32; 3], [f32; 3], ChildRef)], nodes: &mut Vec<Node>) -> ChildRef {
     if entries.len() == 1 {
         return entries[0].2;
     }
-    let per = entries.len().div_ceil(4);
-    let mut n = Node4::EMPTY;
+    let per = entries.len().div_ceil(WIDTH);
+    let mut n = Node::EMPTY;
     for (i, chunk) in entries.chunks(per).enumerate() {
         let mut lo = chunk[0].0;
         let mut hi = chunk[0].1;
@@ -400,18 +401,18 @@ fn owner(offsets: &[u32], k: usize) -> usize {
 
 /// Step 3, nodes: every group's nodes in the global array, their references moved; frees the
 /// groups' own nodes.
-fn gather_nodes(trees: &mut [GroupTree], place: &Placement) -> Vec<Node4> {
+fn gather_nodes(trees: &mut [GroupTree], place: &Placement) -> Vec<Node> {
     // Room for the top-level nodes too (fewer than the groups), so that appending them below
     // does not reallocate and copy the whole array.
     let groups_with_triangles = trees.iter().filter(|t| t.bounds.is_some()).count();
-    let mut nodes: Vec<Node4> = Vec::with_capacity(place.total_nodes + groups_with_triangles + 1);
+    let mut nodes: Vec<Node> = Vec::with_capacity(place.total_nodes + groups_with_triangles + 1);
     (0..place.total_nodes)
         .into_par_iter()
         .with_min_len(1024)
         .map(|k| {
             let gi = owner(&place.node_offsets, k);
             let src = &trees[gi].nodes[k - place.node_offsets[gi] as usize];
-            Node4 {
+            Node {
                 child: src.child.map(|c| place.moved(gi, c)),
                 ..*src
             }
@@ -457,7 +458,7 @@ fn gather_packets(
 
 /// Step 4: the top level over the non-empty groups, its nodes appended to `nodes`; returns
 /// the root.
-fn build_top_level(trees: &[GroupTree], place: &Placement, nodes: &mut Vec<Node4>) -> ChildRef {
+fn build_top_level(trees: &[GroupTree], place: &Placement, nodes: &mut Vec<Node>) -> ChildRef {
     // The top level over the non-empty groups.
     let mut top_groups = Vec::new();
     let mut boxes = Vec::new();

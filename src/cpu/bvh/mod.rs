@@ -1,5 +1,5 @@
 //! The CPU acceleration structure: built in two levels like the GPU design, traversed as one
-//! four-wide tree with SIMD box and triangle tests.
+//! eight-wide tree with SIMD box and triangle tests.
 //!
 //! # Build
 //!
@@ -7,16 +7,16 @@
 //!   built in parallel over the groups by `obvhs` (PLOC, reinsertion, leaves of up to 8
 //!   triangles).
 //! - Top level: a binary BVH over the groups' bounds (one group per leaf).
-//! - Both are collapsed into four-wide nodes (each node absorbs binary descendants, largest
-//!   surface area first, until it has four children) and glued into one node array: a
+//! - Both are collapsed into eight-wide nodes (each node absorbs binary descendants, largest
+//!   surface area first, until it has eight children) and glued into one node array: a
 //!   top-level leaf is replaced by the reference to its group's root, so the group's root box
 //!   (equal to the top-level leaf's box) is tested once, not twice, and one traversal loop with
 //!   one stack serves both levels. See [`build`] for the steps.
 //!
 //! # Layout
 //!
-//! - [`simd::Node4`] (128 bytes, cache-line aligned): the four child boxes as structure of
-//!   arrays (`lo[axis]`, `hi[axis]`, a lane per child) and four 32-bit child references
+//! - [`simd::Node`] (224 bytes, 32-byte aligned): the eight child boxes as structure of
+//!   arrays (`lo[axis]`, `hi[axis]`, a lane per child) and eight 32-bit child references
 //!   ([`simd::ChildRef`]: an inner node index, or a leaf's packet range, or empty).
 //! - [`simd::TriPacket`] (144 bytes): four triangles' vertices as structure of arrays, in leaf
 //!   order; a leaf of `n` triangles owns `ceil(n / 4)` consecutive packets, its last padded with
@@ -25,11 +25,16 @@
 //!
 //! # Traversal
 //!
-//! Closest hit: depth first from the root; at a node, one slab test of the four child boxes
+//! Closest hit: depth first from the root; at a node, one slab test of the eight child boxes
 //! against `[tmin, best t]`, the hit children sorted by entry distance, the nearest visited
 //! next and the others pushed with their entry distance; a popped entry is skipped when the
 //! best hit is already in front of it. At a leaf, one packet test per four triangles. Shadow
 //! rays (any hit) skip the sorting and stop at the first hit.
+//!
+//! The node test is chosen at run time, so that one binary runs on any x86-64: where the CPU
+//! has AVX2, both traversals run as functions compiled for it, testing the eight boxes in
+//! one eight-lane pass ([`simd::Avx`]); elsewhere, as two four-lane halves ([`simd::Halves`]).
+//! Both compute the same operations lane by lane, so the answers are the same bits.
 //!
 //! Cut-outs (materials with a `map_d` opacity mask) and see-through materials (`d` below 1): a
 //! triangle test's hit on a triangle of a group that has any is kept only where
@@ -71,7 +76,9 @@ use arrayvec::ArrayVec;
 use glam::Vec3;
 
 use crate::scene::Scene;
-use simd::{ChildRef, Node4, PacketIds, Ray4, TriPacket};
+#[cfg(target_arch = "x86_64")]
+use simd::Avx;
+use simd::{ChildRef, Halves, Node, NodeTest, PacketIds, Ray4, TriPacket, WIDTH};
 
 #[cfg(doc)]
 use crate::scene::Group;
@@ -284,12 +291,12 @@ impl Stack {
     }
 }
 
-/// The BVH of a scene: one tree of four-wide nodes whose upper part is the top level (over
+/// The BVH of a scene: one tree of eight-wide nodes whose upper part is the top level (over
 /// the groups) and whose lower parts are the groups' trees; see the module comment.
 #[derive(Clone, Debug, Default)]
 pub struct SceneBvh {
     /// Group trees first (group by group), top-level nodes last.
-    nodes: Vec<Node4>,
+    nodes: Vec<Node>,
     /// Triangles in leaf order, four per packet.
     packets: Vec<TriPacket>,
     /// `ids[k]`: the group and triangle index of each lane of `packets[k]`.
@@ -466,6 +473,36 @@ impl SceneBvh {
     /// test's own tolerance (the same `1 + 2 gamma(3)` factor, so a pop never culls what the
     /// node test would have let through).
     pub fn intersect_ray(&self, scene: &Scene, ray: &RayData, tmin: f32, tmax: f32) -> Option<Hit> {
+        #[cfg(target_arch = "x86_64")]
+        if std::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2, the one feature the function's code may use beyond
+            // the baseline.
+            return unsafe { self.intersect_ray_avx2(scene, ray, tmin, tmax) };
+        }
+        self.intersect_ray_with::<Halves>(scene, ray, tmin, tmax)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn intersect_ray_avx2(
+        &self,
+        scene: &Scene,
+        ray: &RayData,
+        tmin: f32,
+        tmax: f32,
+    ) -> Option<Hit> {
+        self.intersect_ray_with::<Avx>(scene, ray, tmin, tmax)
+    }
+
+    /// The traversal of [`SceneBvh::intersect_ray`], with node test `T`.
+    #[inline(always)]
+    fn intersect_ray_with<T: NodeTest>(
+        &self,
+        scene: &Scene,
+        ray: &RayData,
+        tmin: f32,
+        tmax: f32,
+    ) -> Option<Hit> {
         let mut best: Option<Hit> = None;
         let mut current = self.root;
         if current == ChildRef::EMPTY {
@@ -483,17 +520,16 @@ impl SceneBvh {
                 }
             } else {
                 let node = &self.nodes[current.index()];
-                let (mask, t_near) = node.entry(&ray4, tmin, limit);
+                let (mask, t_near) = T::entry(node, &ray4, tmin, limit);
                 if mask != 0 {
-                    let t_near = t_near.to_array();
                     if mask & (mask - 1) == 0 {
                         // One child: no sorting, nothing pushed.
                         current = node.child[mask.trailing_zeros() as usize];
                         continue;
                     }
-                    // The hit children, sorted by entry distance (at most four: insertion).
-                    let mut refs = [ChildRef::EMPTY; 4];
-                    let mut ts = [0.0f32; 4];
+                    // The hit children, sorted by entry distance (at most eight: insertion).
+                    let mut refs = [ChildRef::EMPTY; WIDTH];
+                    let mut ts = [0.0f32; WIDTH];
                     let mut n = 0;
                     let mut m = mask;
                     while m != 0 {
@@ -586,6 +622,29 @@ impl SceneBvh {
     /// [`SceneBvh::occluded`] for a prepared ray: depth first in child order, stopping at the
     /// first solid hit found.
     pub fn occluded_ray(&self, scene: &Scene, ray: &RayData, tmin: f32, tmax: f32) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        if std::is_x86_feature_detected!("avx2") {
+            // SAFETY: as in intersect_ray.
+            return unsafe { self.occluded_ray_avx2(scene, ray, tmin, tmax) };
+        }
+        self.occluded_ray_with::<Halves>(scene, ray, tmin, tmax)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn occluded_ray_avx2(&self, scene: &Scene, ray: &RayData, tmin: f32, tmax: f32) -> bool {
+        self.occluded_ray_with::<Avx>(scene, ray, tmin, tmax)
+    }
+
+    /// The traversal of [`SceneBvh::occluded_ray`], with node test `T`.
+    #[inline(always)]
+    fn occluded_ray_with<T: NodeTest>(
+        &self,
+        scene: &Scene,
+        ray: &RayData,
+        tmin: f32,
+        tmax: f32,
+    ) -> bool {
         let mut current = self.root;
         if current == ChildRef::EMPTY {
             return false;
@@ -599,7 +658,7 @@ impl SceneBvh {
                 }
             } else {
                 let node = &self.nodes[current.index()];
-                let (mut mask, _) = node.entry(&ray4, tmin, tmax);
+                let (mut mask, _) = T::entry(node, &ray4, tmin, tmax);
                 if mask != 0 {
                     let first = mask.trailing_zeros() as usize;
                     mask &= mask - 1;
@@ -685,6 +744,146 @@ mod tests {
 
     fn scene(groups: Vec<Group>) -> Scene {
         Scene::new("test", groups, vec![Material::default_diffuse()])
+    }
+
+    /// A float in `[lo, hi)` from `k`'s hash.
+    fn uniform(k: u64, lo: f32, hi: f32) -> f32 {
+        let u = (crate::splitmix::mix64(k) >> 40) as f32 / (1u64 << 24) as f32;
+        lo + (hi - lo) * u
+    }
+
+    /// A ray for test `k`: from inside or outside the unit-ish scene, some along an axis, some
+    /// from a vertex-aligned plane (origins on box faces, zero direction components).
+    fn test_ray(k: u64) -> RayData {
+        let at = |j: u64| uniform(k * 16 + j, -1.5, 2.5);
+        let mut o = Vec3::new(at(0), at(1), at(2));
+        let mut d = Vec3::new(at(3), at(4), at(5)) - Vec3::splat(0.5);
+        match k % 5 {
+            0 => d = [Vec3::X, -Vec3::Y, Vec3::Z][(k / 5 % 3) as usize],
+            1 => (o.x, d.x) = (0.0, 0.0),
+            _ => {}
+        }
+        RayData::new(o, d).unwrap_or_else(|| RayData::new(o, Vec3::Z).unwrap())
+    }
+
+    /// Groups of 1 to 40 random triangles, some of them tiny, in the unit cube, with two
+    /// groups sharing triangles (ties).
+    fn random_scene() -> Scene {
+        let mut groups = Vec::new();
+        for g in 0..24u64 {
+            let n = 1 + (crate::splitmix::mix64(g) % 40) as usize;
+            let centre = Vec3::new(
+                uniform(g * 7, 0.0, 1.0),
+                uniform(g * 7 + 1, 0.0, 1.0),
+                uniform(g * 7 + 2, 0.0, 1.0),
+            );
+            let size = [0.02, 0.2, 0.6][(g % 3) as usize];
+            let tris: Vec<[Vec3; 3]> = (0..n as u64)
+                .map(|t| {
+                    let v = |j: u64| {
+                        let k = (g * 1000 + t) * 9 + j * 3;
+                        centre
+                            + size
+                                * Vec3::new(
+                                    uniform(k, -1.0, 1.0),
+                                    uniform(k + 1, -1.0, 1.0),
+                                    uniform(k + 2, -1.0, 1.0),
+                                )
+                    };
+                    [v(0), v(1), v(2)]
+                })
+                .collect();
+            groups.push(group(&tris));
+        }
+        groups.push(groups[3].clone());
+        scene(groups)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn avx_entry(node: &Node, ray: &Ray4, tmin: f32, tmax: f32) -> (u32, [f32; WIDTH]) {
+        Avx::entry(node, ray, tmin, tmax)
+    }
+
+    /// The eight-lane AVX node test gives the two four-lane halves' mask and entry distances
+    /// bit for bit, NaN slabs and empty slots included.
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn node_tests_agree_bit_for_bit() {
+        if !std::is_x86_feature_detected!("avx2") {
+            return;
+        }
+        for k in 0..4000u64 {
+            let mut node = Node::EMPTY;
+            for i in 0..(k % 9) as usize {
+                let c = |j: u64| uniform(k * 64 + i as u64 * 8 + j, -1.0, 2.0);
+                let lo = [c(0), c(1), c(2)];
+                let hi = [0, 1, 2]
+                    .map(|a| lo[a] + uniform(k * 64 + i as u64 * 8 + 3 + a as u64, 0.0, 1.0));
+                node.set(i, lo, hi, ChildRef::node(i as u32));
+            }
+            let ray = test_ray(k);
+            let ray4 = Ray4::new(&ray);
+            let tmax = [f32::INFINITY, 1.0, 0.25][(k % 3) as usize];
+            let (m0, t0) = Halves::entry(&node, &ray4, 0.0, tmax);
+            // SAFETY: the CPU has AVX2 (checked above).
+            let (m1, t1) = unsafe { avx_entry(&node, &ray4, 0.0, tmax) };
+            assert_eq!(m0, m1, "ray {k}");
+            assert_eq!(t0.map(f32::to_bits), t1.map(f32::to_bits), "ray {k}");
+        }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn avx_traversals(
+        bvh: &SceneBvh,
+        scene: &Scene,
+        ray: &RayData,
+        tmax: f32,
+    ) -> (Option<Hit>, bool) {
+        (
+            bvh.intersect_ray_with::<Avx>(scene, ray, 0.0, f32::INFINITY),
+            bvh.occluded_ray_with::<Avx>(scene, ray, 0.0, tmax),
+        )
+    }
+
+    /// Both node tests' traversals find what brute force finds: the same closest hit, bit for
+    /// bit, and the same occlusion.
+    #[test]
+    fn traversals_with_either_node_test_agree_with_brute_force() {
+        let scene = random_scene();
+        let bvh = SceneBvh::build(&scene);
+        assert!(bvh.size().0 > 4, "a tree of several levels");
+        let bits = |h: Option<Hit>| {
+            h.map(|h| (h.group, h.prim, h.t.to_bits(), h.u.to_bits(), h.v.to_bits()))
+        };
+        let (mut hits, mut blocks) = (0, 0);
+        for k in 0..3000u64 {
+            let ray = test_ray(k);
+            let tmax = [f32::INFINITY, 0.5][(k % 2) as usize];
+            let expected = brute_force_intersect(&scene, ray.origin, ray.dir, 0.0, f32::INFINITY);
+            let blocked = brute_force_occluded(&scene, ray.origin, ray.dir, 0.0, tmax);
+            hits += expected.is_some() as u32;
+            blocks += blocked as u32;
+            let halves = bvh.intersect_ray_with::<Halves>(&scene, &ray, 0.0, f32::INFINITY);
+            assert_eq!(bits(halves), bits(expected), "ray {k}");
+            assert_eq!(
+                bvh.occluded_ray_with::<Halves>(&scene, &ray, 0.0, tmax),
+                blocked,
+                "ray {k}"
+            );
+            #[cfg(target_arch = "x86_64")]
+            if std::is_x86_feature_detected!("avx2") {
+                // SAFETY: the CPU has AVX2.
+                let (hit, occluded) = unsafe { avx_traversals(&bvh, &scene, &ray, tmax) };
+                assert_eq!(bits(hit), bits(expected), "ray {k}");
+                assert_eq!(occluded, blocked, "ray {k}");
+            }
+        }
+        assert!(
+            (300..2700).contains(&hits) && blocks > 200,
+            "{hits} hits, {blocks} blocked"
+        );
     }
 
     #[test]
