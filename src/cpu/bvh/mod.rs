@@ -181,7 +181,7 @@ impl RayData {
         origin.is_finite() && dir.is_finite() && dir != Vec3::ZERO
     }
 
-    /// The robust slab test of one box ([`simd::Node4::entry`]'s, for a single box): the
+    /// The robust slab test of one box ([`simd::NodeTest::entry`]'s, for a single box): the
     /// entry distance where the ray's interval `[tmin, tmax]` meets the box `lo..hi`, or
     /// `None` where it misses it.
     pub fn box_entry(&self, lo: Vec3, hi: Vec3, tmin: f32, tmax: f32) -> Option<f32> {
