@@ -4,8 +4,8 @@
 //! of a packet of four triangles (`wide::f32x4`).
 //!
 //! Both compute, lane by lane, *the same IEEE operations in the same order* as their scalar
-//! references ([`NodeTest::entry`] mirrors the scalar slab test, `RayData::box_entry`; [`TriPacket::intersect`]
-//! mirrors [`super::intersect_triangle`]): additions, subtractions, multiplications and
+//! references ([`NodeTest::entry`] mirrors the scalar slab test, `RayData::box_entry`;
+//! [`TriPacket::intersect`] mirrors [`super::intersect_triangle`]): additions, subtractions, multiplications and
 //! divisions are correctly rounded in every lane, and nothing is fused into an FMA (Rust never
 //! contracts, and `wide`'s `+`/`*` are separate instructions). So a lane's `t`, `e1`, `e2`,
 //! `det` are bit-identical to the scalar code's, and the one place where the scalar test
@@ -233,8 +233,8 @@ impl NodeTest for Avx {
         let planes = &node.planes;
         let mut t = [0.0; WIDTH];
         // SAFETY: only reached from the traversal's AVX2 entry points, which run where the
-        // CPU has AVX2 (checked before the call); each plane is 8 floats, 32-byte aligned
-        // within the 64-byte aligned node. `max(v, acc)`/`min(v, acc)` return `acc` for a NaN
+        // CPU has AVX2 (checked before the call); each plane is 8 floats at a multiple of 32
+        // bytes in the 32-byte aligned node. `max(v, acc)`/`min(v, acc)` return `acc` for a NaN
         // `v`, as the SSE halves do; `_CMP_LE_OQ` is false for NaN, as SSE's `cmpleps` is.
         unsafe {
             let mut t_near = _mm256_set1_ps(tmin);
