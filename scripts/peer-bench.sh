@@ -5,7 +5,7 @@
 #   scripts/peer-bench.sh BIN [--rounds N] [--threads T,...] [--spp N] [--max-depth D] [SCENE...]
 #
 # e.g. the issue's two scenes (the defaults), 3 rounds, 1 thread and all cores:
-#   cargo build --release
+#   cargo build --release --bin gasworks --example trace_rays
 #   scripts/peer-bench.sh target/release/gasworks --rounds 3 --threads 1,2 cornell sponza-like
 #
 # SCENE: cornell (assets/cornell, 512x512, 64 spp), sponza-like (`gen sponza-like`, 640x360,
@@ -20,7 +20,9 @@
 #
 # Prints each round's times, the agreement of the mean radiances (z-scores: the script fails
 # past 3 sigma, or 5 in a part of the image) and a table of min / median / max samples/s
-# (Embree and "gasworks rays": rays/s) over the rounds, with gasworks / peer of the medians.
+# (Embree, "gasworks rays" and "gasworks trace": rays/s) over the rounds, with gasworks / peer
+# of the medians. "gasworks trace" is gasworks' closest-hit traversal alone on Embree's very
+# rays (examples/trace_rays.rs, found as BIN's examples/trace_rays: build both as below).
 # docs/cpu-backend.md says which conventions are matched.
 #
 # Environment: PEER_BENCH_VENV, the Python venv to create or reuse (default
@@ -96,4 +98,15 @@ dr.eval(mi.render(mi.load_dict(mi.cornell_box()), spp=1))'
     fi
 fi
 
-"$py" "$here/peer_bench.py" --bin "$bin" --repo "$repo" --work "$work" ${llvm_flag[@]+"${llvm_flag[@]}"} "$@"
+# gasworks' traversal alone on Embree's rays: the example built beside BIN
+# (cargo build --release --example trace_rays puts it in target/release/examples/).
+trace_flag=()
+trace_bin="$(dirname "$bin")/examples/trace_rays"
+if [ -x "$trace_bin" ]; then
+    trace_flag=(--trace-bin "$trace_bin")
+else
+    echo "peer-bench: no $trace_bin (cargo build --release --example trace_rays): gasworks' traversal-alone row skipped" >&2
+fi
+
+"$py" "$here/peer_bench.py" --bin "$bin" --repo "$repo" --work "$work" ${llvm_flag[@]+"${llvm_flag[@]}"} \
+    ${trace_flag[@]+"${trace_flag[@]}"} "$@"

@@ -431,6 +431,16 @@ def probe_camera(a, obj, w, h, sdir):
             "fov": float(m.group(4)), "source": src.group(1) if src else "default"}
 
 
+def gasworks_trace(a, sc, threads, rays):
+    """Rays per second of gasworks' closest-hit traversal alone on Embree's rays."""
+    text = run([a.trace_bin, sc["obj"], rays, str(threads)])
+    m = re.search(r"^traced ([0-9]+) rays, ([0-9]+) hits, ([0-9.]+) s, ([0-9.]+) Mrays/s", text,
+                  re.M)
+    if not m:
+        sys.exit("peer-bench: no 'traced' line in trace_rays' output:\n" + text)
+    return int(m.group(2)) / int(m.group(1)), float(m.group(4)) * 1e6
+
+
 def gasworks_render(a, sc, threads, seed, out):
     cam = sc["camera"]
     cmd = [a.bin, "render", sc["obj"], "-o", out, "--backend", "cpu", "--threads", str(threads),
@@ -628,6 +638,14 @@ class EmbreeRays:
               + n * np.sqrt(np.maximum(0, 1 - u1))[:, None])
         self.batches = [(po, pd), (p.astype(np.float32), sd.astype(np.float32))]
         self.rays = len(pd) + len(sd)
+        bounce_hits = self.scene.run(*self.batches[1], output=1)["primID"] >= 0
+        self.hits = (int(ok.sum()) + int(bounce_hits.sum())) / self.rays
+
+    def write(self, path):
+        """The rays for gasworks' traversal alone (examples/trace_rays.rs): little-endian f32,
+        origin then direction, in the order Embree traces them."""
+        rays = np.concatenate([np.hstack([o, d]) for o, d in self.batches])
+        rays.astype("<f4").tofile(path)
 
     def trace(self, threads):
         """Seconds for all the rays on `threads` threads (embreex releases the GIL)."""
@@ -704,6 +722,8 @@ def main():
     ap.add_argument("--spp", type=int, default=0, help="override every scene's spp")
     ap.add_argument("--max-depth", type=int, default=8)
     ap.add_argument("--embree-rays", type=int, default=4_000_000)
+    ap.add_argument("--trace-bin", default=None,
+                    help="examples/trace_rays: gasworks' traversal alone on Embree's rays")
     ap.add_argument("--no-llvm", action="store_true")
     ap.add_argument("--normals", choices=["flat", "keep"], default="flat",
                     help="flat: vertex normals dropped for both renderers (geometric normals); "
@@ -745,12 +765,15 @@ def main():
         emb = EmbreeRays(sc, a.embree_rays)
         say(f"embree: {emb.rays} rays ({len(emb.batches[0][0])} primary, "
             f"{100 * emb.primary_hits:.1f}% of them hit; the rest from their hits), "
-            f"BVH built in {emb.build_s:.2f} s")
+            f"BVH built in {emb.build_s:.2f} s; {100 * emb.hits:.1f}% of all rays hit")
+        rays_file = os.path.join(sc["dir"], "rays.f32")
+        if a.trace_bin:
+            emb.write(rays_file)
         samples = sc["width"] * sc["height"] * sc["spp"]
         names = ["gasworks"] + [f"mitsuba {v}" for v in variants] + ["embree"]
         images = {n: [] for n in names[:-1]}
         for ti, t in enumerate(threads):
-            rates = {n: [] for n in names + ["gasworks rays"]}
+            rates = {n: [] for n in names + ["gasworks rays", "gasworks trace"]}
             for wk in workers:
                 # Dr.Jit compiles (or reloads) the kernel when the thread count changes.
                 if wk.variant.startswith("llvm"):
@@ -775,9 +798,15 @@ def main():
                 s = emb.trace(t)
                 rates["embree"].append(emb.rays / s)
                 parts.append(f"embree {s:.2f} s")
+                if a.trace_bin:
+                    hits, rate = gasworks_trace(a, sc, t, rays_file)
+                    rates["gasworks trace"].append(rate)
+                    parts.append(f"gasworks trace {emb.rays / rate:.2f} s "
+                                 f"({100 * hits:.1f}% hit)")
                 say(f"{sc['name']}, {t} thread{'s' if t > 1 else ''}, round {r + 1}: "
                     + ", ".join(parts))
-            for n in names[:-1] + ["gasworks rays", "embree"]:
+            traced = ["gasworks trace"] if a.trace_bin else []
+            for n in names[:-1] + ["gasworks rays"] + traced + ["embree"]:
                 rows.append((sc["name"], t, n, rates[n], rates["gasworks"]))
         for wk in workers:
             wk.close()
@@ -818,21 +847,23 @@ def main():
         "min / median / max over the rounds")
     say(f"{'scene':<12} {'threads':>7}  {'renderer':<20} {'unit':<8} {'min':>8} {'median':>8}"
         f" {'max':>8}  {'gasworks / peer':>15}")
-    emb_gasworks = {}
+    embree = {(sn, t): statistics.median(v) for sn, t, n, v, _ in rows if n == "embree"}
+    ray_rows = {"gasworks rays": "(1)", "gasworks trace": "(2)"}
     for sn, t, n, v, g in rows:
         lo, med, hi = mmm(v)
-        unit = "Mrays/s" if n in ("embree", "gasworks rays") else "Ms/s"
+        unit = "Mrays/s" if n == "embree" or n in ray_rows else "Ms/s"
         ratio = ""
-        if n == "embree":
-            ratio = f"{statistics.median(emb_gasworks[(sn, t)]) / med:.2f}x (1)"
-        elif n == "gasworks rays":
-            emb_gasworks[(sn, t)] = v
-        elif n != "gasworks":
+        if n in ray_rows:
+            ratio = f"{med / embree[(sn, t)]:.2f}x {ray_rows[n]}"
+        elif n not in ("gasworks", "embree"):
             ratio = f"{statistics.median(g) / med:.2f}x"
         say(f"{sn:<12} {t:>7}  {n:<20} {unit:<8} {lo / 1e6:>8.3f} {med / 1e6:>8.3f}"
             f" {hi / 1e6:>8.3f}  {ratio:>15}")
     say("(1) gasworks rays: the closest-hit and shadow rays of its renders per second of render,"
-        " shading included; embree: closest-hit queries alone")
+        " shading included, over embree's closest-hit queries alone")
+    if a.trace_bin:
+        say("(2) gasworks trace: gasworks' closest-hit queries alone on embree's rays "
+            "(examples/trace_rays.rs), over embree's")
     if failed:
         say("\nAGREEMENT FAILED: |z| > 3 (or a region's > 5): the conventions do not match; "
             "the speeds above compare different images")
