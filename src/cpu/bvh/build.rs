@@ -20,7 +20,9 @@ use glam::{Vec3, Vec3A};
 use obvhs::{aabb::Aabb, bvh2::builder::build_bvh2, bvh2::node::Bvh2Node, BvhBuildParams};
 use rayon::prelude::*;
 
-use super::simd::{ChildRef, Node, PacketIds, TriPacket, MAX_LEAF_PACKETS, MAX_PACKETS, WIDTH};
+use super::simd::{
+    ChildRef, Node, Packet, PacketIds, TriPacket, MAX_LEAF_PACKETS, MAX_PACKETS, WIDTH,
+};
 use super::{BuildStats, SceneBvh, PAD_RELATIVE};
 use crate::scene::{Group, Scene};
 
@@ -305,7 +307,7 @@ pub(super) fn build_padded(scene: &Scene, magnitude: f32) -> SceneBvh {
     let mut trees = build_group_trees(scene, pad);
     let place = Placement::of(&trees, scene);
     let mut nodes = gather_nodes(&mut trees, &place);
-    let (packets, ids) = gather_packets(scene, &mut trees, &place);
+    let packets = gather_packets(scene, &mut trees, &place);
     let root = build_top_level(&trees, &place, &mut nodes);
     let stats = BuildStats {
         triangles: scene.triangle_count(),
@@ -321,7 +323,6 @@ pub(super) fn build_padded(scene: &Scene, magnitude: f32) -> SceneBvh {
     SceneBvh {
         nodes,
         packets,
-        ids,
         root,
         cutout_groups,
         stats,
@@ -425,15 +426,10 @@ fn gather_nodes(trees: &mut [GroupTree], place: &Placement) -> Vec<Node> {
     nodes
 }
 
-/// Step 3, packets: every group's packets, gathered from the scene's vertices, with their
+/// Step 3, packets: every group's packets, gathered from the scene's vertices, each with its
 /// triangles' ids; frees the groups' packet lists.
-fn gather_packets(
-    scene: &Scene,
-    trees: &mut [GroupTree],
-    place: &Placement,
-) -> (Vec<TriPacket>, Vec<PacketIds>) {
-    let mut packets: Vec<TriPacket> = Vec::new();
-    let mut ids: Vec<PacketIds> = Vec::new();
+fn gather_packets(scene: &Scene, trees: &mut [GroupTree], place: &Placement) -> Vec<Packet> {
+    let mut packets: Vec<Packet> = Vec::new();
     (0..place.total_packets)
         .into_par_iter()
         .with_min_len(1024)
@@ -442,18 +438,19 @@ fn gather_packets(
             let local = k - place.packet_offsets[gi] as usize;
             let prim = trees[gi].prims[local];
             let group = &scene.groups[gi];
-            let packet = TriPacket::new(&prim.map(|p| group.triangle(p as usize)));
-            let id = PacketIds {
-                group: [gi as u32; 4],
-                prim,
-            };
-            (packet, id)
+            Packet {
+                tri: TriPacket::new(&prim.map(|p| group.triangle(p as usize))),
+                ids: PacketIds {
+                    group: [gi as u32; 4],
+                    prim,
+                },
+            }
         })
-        .unzip_into_vecs(&mut packets, &mut ids);
+        .collect_into_vec(&mut packets);
     for t in trees.iter_mut() {
         t.prims = Vec::new();
     }
-    (packets, ids)
+    packets
 }
 
 /// Step 4: the top level over the non-empty groups, its nodes appended to `nodes`; returns

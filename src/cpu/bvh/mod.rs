@@ -18,10 +18,10 @@
 //! - [`simd::Node`] (224 bytes, 32-byte aligned): the eight child boxes as structure of
 //!   arrays (`lo[axis]`, `hi[axis]`, a lane per child) and eight 32-bit child references
 //!   ([`simd::ChildRef`]: an inner node index, or a leaf's packet range, or empty).
-//! - [`simd::TriPacket`] (144 bytes): four triangles' vertices as structure of arrays, in leaf
-//!   order; a leaf of `n` triangles owns `ceil(n / 4)` consecutive packets, its last padded with
-//!   copies of its last triangle. [`simd::PacketIds`] beside it gives each lane's group and
-//!   triangle index, read only on a hit.
+//! - [`simd::Packet`] (176 bytes), in leaf order: a [`simd::TriPacket`] (144 bytes, four
+//!   triangles' vertices as structure of arrays) followed by its [`simd::PacketIds`] (each
+//!   lane's group and triangle index, read only on a hit). A leaf of `n` triangles owns
+//!   `ceil(n / 4)` consecutive packets, its last padded with copies of its last triangle.
 //!
 //! # Traversal
 //!
@@ -78,7 +78,7 @@ use glam::Vec3;
 use crate::scene::Scene;
 #[cfg(target_arch = "x86_64")]
 use simd::Avx;
-use simd::{ChildRef, Halves, Node, NodeTest, PacketIds, Ray4, TriPacket, WIDTH};
+use simd::{ChildRef, Halves, Node, NodeTest, Packet, Ray4, WIDTH};
 
 #[cfg(doc)]
 use crate::scene::Group;
@@ -297,10 +297,8 @@ impl Stack {
 pub struct SceneBvh {
     /// Group trees first (group by group), top-level nodes last.
     nodes: Vec<Node>,
-    /// Triangles in leaf order, four per packet.
-    packets: Vec<TriPacket>,
-    /// `ids[k]`: the group and triangle index of each lane of `packets[k]`.
-    ids: Vec<PacketIds>,
+    /// Triangles in leaf order, four per packet, each packet with its ids.
+    packets: Vec<Packet>,
     /// The root: a node, a leaf (a scene of one small group) or empty.
     root: ChildRef,
     /// Per group, whether its hits must pass the cut-out test ([`Scene::cutout_groups`]);
@@ -413,7 +411,7 @@ impl SceneBvh {
         best: &mut Option<Hit>,
     ) {
         for k in leaf.packets() {
-            let packet = &self.packets[k];
+            let packet = &self.packets[k].tri;
             let h = packet.intersect(ray4, tmin, tmax);
             let mut lanes = h.mask;
             while lanes != 0 {
@@ -451,7 +449,7 @@ impl SceneBvh {
         v: f32,
         best: &mut Option<Hit>,
     ) {
-        let id = &self.ids[k];
+        let id = &self.packets[k].ids;
         let hit = Hit {
             group: id.group[lane],
             prim: id.prim[lane],
@@ -597,12 +595,12 @@ impl SceneBvh {
         let Some(first) = packets.clone().next() else {
             return false;
         };
-        if !self.has_cutouts(self.ids[first].group[0]) {
-            return packets.any(|k| self.packets[k].any_hit(ray, ray4, tmin, tmax));
+        if !self.has_cutouts(self.packets[first].ids.group[0]) {
+            return packets.any(|k| self.packets[k].tri.any_hit(ray, ray4, tmin, tmax));
         }
         packets.any(|k| {
-            let packet = &self.packets[k];
-            let ids = &self.ids[k];
+            let packet = &self.packets[k].tri;
+            let ids = &self.packets[k].ids;
             let h = packet.intersect(ray4, tmin, tmax);
             (0..4).any(|lane| {
                 let hit = if h.mask & (1 << lane) != 0 {

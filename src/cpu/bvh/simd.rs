@@ -288,6 +288,16 @@ pub(super) struct TriPacket {
     pub v: [[f32x4; 3]; 3],
 }
 
+/// A leaf's unit: four triangles and who they are (176 bytes). The ids sit right after the
+/// vertices, so a hit reads them from the lines the test just loaded or the next one, not
+/// from another array.
+#[derive(Clone, Copy, Debug)]
+#[repr(C)]
+pub(super) struct Packet {
+    pub tri: TriPacket,
+    pub ids: PacketIds,
+}
+
 /// Who the lanes of a [`TriPacket`] are: read only when a lane hits.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Zeroable)]
 #[repr(C)]
@@ -406,6 +416,14 @@ impl TriPacket {
 mod tests {
     use super::*;
     use glam::Vec3;
+
+    #[test]
+    fn layout_sizes_are_the_documented_ones() {
+        assert_eq!((size_of::<Node>(), align_of::<Node>()), (224, 32));
+        assert_eq!((size_of::<TriPacket>(), align_of::<TriPacket>()), (144, 16));
+        assert_eq!((size_of::<PacketIds>(), size_of::<Packet>()), (32, 176));
+        assert_eq!(std::mem::offset_of!(Packet, ids), 144);
+    }
 
     #[test]
     fn child_refs_round_trip() {
