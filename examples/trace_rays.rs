@@ -5,15 +5,17 @@
 //!     cargo run --release --example trace_rays SCENE.obj RAYS.f32 THREADS [REPEAT]
 //!
 //! RAYS.f32: little-endian f32, six a ray (origin x, y, z, then unit direction x, y, z), as
-//! peer_bench.py writes them. Each ray is traced with [`SceneBvh::intersect`] over
-//! `0 < t < inf` (its setup included, as Embree's `rtcIntersect1` includes its own), on a pool
-//! of THREADS threads in chunks of 4096 rays. Loading and the BVH build are not timed.
+//! peer_bench.py writes them. Each ray is traced over `0 < t < inf` (its setup included,
+//! as Embree's `rtcIntersect1` includes its own), a chunk of 4096 rays at a time with [`SceneBvh::intersect_rays`] as renders trace them (interleaved on
+//! large BVHs), on a pool of THREADS threads. Loading and the BVH build are not timed.
 //! Prints one line a repeat: `traced N rays, H hits, S s, X Mrays/s`.
 
 use std::error::Error;
 use std::path::Path;
 use std::time::Instant;
 
+use gasworks::cpu::bvh::RayData;
+use gasworks::cpu::wavefront::{BatchKind, BatchTuner};
 use gasworks::cpu::SceneBvh;
 use gasworks::scene::obj::{load_obj, LoadOptions};
 use gasworks::scene::Scene;
@@ -42,14 +44,22 @@ fn read_rays(path: &Path) -> Result<Vec<(Vec3, Vec3)>, Box<dyn Error>> {
 }
 
 /// Hits among `rays`, traced on the current pool.
-fn trace(scene: &Scene, bvh: &SceneBvh, rays: &[(Vec3, Vec3)]) -> usize {
+fn trace(scene: &Scene, bvh: &SceneBvh, tuner: &BatchTuner, rays: &[(Vec3, Vec3)]) -> usize {
     rays.par_chunks(CHUNK)
-        .map(|chunk| {
-            chunk
-                .iter()
-                .filter(|(o, d)| bvh.intersect(scene, *o, *d, 0.0, f32::INFINITY).is_some())
-                .count()
-        })
+        .map_init(
+            || (Vec::with_capacity(CHUNK), Vec::with_capacity(CHUNK)),
+            |(prepared, hits), chunk| {
+                prepared.clear();
+                prepared.extend(chunk.iter().filter_map(|(o, d)| RayData::new(*o, *d)));
+                hits.clear();
+                hits.resize(prepared.len(), None);
+                tuner.run(BatchKind::Bounce, prepared.len(), |how, r| {
+                    let window = (0.0, f32::INFINITY);
+                    bvh.intersect_rays(scene, &prepared[r.clone()], window, how, &mut hits[r])
+                });
+                hits.iter().filter(|h| h.is_some()).count()
+            },
+        )
         .sum()
 }
 
@@ -69,9 +79,10 @@ fn main() -> Result<(), Box<dyn Error>> {
     let scene = load_obj(Path::new(&args[0]), &LoadOptions { quiet: true })?;
     let rays = read_rays(Path::new(&args[1]))?;
     let bvh = pool.install(|| SceneBvh::build(&scene));
+    let tuner = BatchTuner::default();
     for _ in 0..repeat {
         let start = Instant::now();
-        let hits = pool.install(|| trace(&scene, &bvh, &rays));
+        let hits = pool.install(|| trace(&scene, &bvh, &tuner, &rays));
         let s = start.elapsed().as_secs_f64();
         println!(
             "traced {} rays, {hits} hits, {s:.3} s, {:.3} Mrays/s",

@@ -14,7 +14,7 @@ mod cpu_common;
 use cpu_common::*;
 use gasworks::cpu::integrator::{LightSampler, PathTracer};
 use gasworks::cpu::{CpuBackend, SceneBvh};
-use gasworks::render::{RenderSettings, Sampler, Tile};
+use gasworks::render::{RenderSettings, Sampler, Tile, TileRenderer};
 use gasworks::scene::{Environment, Material, PixelFilter, Scene};
 use glam::{DVec3, Vec3};
 
@@ -686,5 +686,56 @@ fn traced_rays_count_every_ray_once() {
                 "{replayed} rays for {samples} samples"
             );
         }
+    }
+}
+
+/// The tiles trace many samples' paths together (`cpu::wavefront`): each pixel must still get
+/// exactly the samples one path at a time gives, added in sample order, and the same rays
+/// counted. Frames of several batches, with pixels skipped, Dirac materials, a textured
+/// environment map and a uniform one.
+#[test]
+fn tiles_add_the_samples_of_one_path_at_a_time_bit_for_bit() {
+    let mut sky = spheres_under_a_sky();
+    sky.environment_map = Some(sun_map(0.3));
+    let scenes = [
+        (cornell_like(), cornell_settings(24, 20, 5, 6, 7)),
+        (sky, sky_settings(24, 5, 8)),
+    ];
+    for (scene, s) in scenes {
+        let backend = CpuBackend::new(&scene, &s).unwrap();
+        let tile = Tile {
+            x: 0,
+            y: 0,
+            w: s.width,
+            h: s.height,
+        };
+        let skip: Vec<bool> = (0..tile.w * tile.h).map(|k| k % 7 == 3).collect();
+        let mut accum = vec![[0.5f32; 4]; skip.len()];
+        backend
+            .render_tile_skipping(tile, 1..s.spp, &mut accum, &skip)
+            .unwrap();
+        let mut rays = 0;
+        with_tracer(&scene, s.max_depth, |tracer| {
+            for (k, px) in accum.iter().enumerate() {
+                let (x, y) = (k as u32 % tile.w, k as u32 / tile.w);
+                let mut want = [0.5f32; 4];
+                for i in (1..s.spp).filter(|_| !skip[k]) {
+                    let l = tracer.sample(&s.camera, (x, y), i, s.spp, s.seed, &mut rays);
+                    if l.is_finite() {
+                        want[0] += l.x;
+                        want[1] += l.y;
+                        want[2] += l.z;
+                    }
+                    want[3] += 1.0;
+                }
+                assert_eq!(
+                    px.map(f32::to_bits),
+                    want.map(f32::to_bits),
+                    "{}: pixel {k}",
+                    scene.source
+                );
+            }
+        });
+        assert_eq!(backend.rays_traced(), Some(rays), "{}", scene.source);
     }
 }

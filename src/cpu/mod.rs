@@ -24,6 +24,7 @@ pub mod integrator;
 pub mod material;
 pub mod model;
 pub mod sampling;
+pub mod wavefront;
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -37,6 +38,7 @@ use crate::scene::Scene;
 pub use crate::render::TileError;
 pub use bvh::{BuildStats, Hit, SceneBvh};
 use integrator::{LightSampler, PathTracer};
+use wavefront::{BatchTuner, SampleId, Wavefront};
 
 /// The CPU path tracer, ready to render tiles of one frame.
 pub struct CpuBackend {
@@ -51,6 +53,8 @@ pub struct CpuBackend {
     dropped: AtomicU64,
     /// Rays traced so far, closest hit and shadow (see [`TileRenderer::rays_traced`]).
     rays: AtomicU64,
+    /// How batches of rays are traced, learnt over the frames ([`wavefront`]).
+    tuner: BatchTuner,
 }
 
 /// The scene's CPU BVH, built at most once, by whichever of its users needs it first: the
@@ -118,6 +122,7 @@ impl CpuBackend {
             settings: *settings,
             dropped: AtomicU64::new(0),
             rays: AtomicU64::new(0),
+            tuner: BatchTuner::default(),
         })
     }
 
@@ -251,27 +256,42 @@ impl CpuBackend {
     ) -> anyhow::Result<()> {
         tile.check(self.settings.width, self.settings.height, accum.len())?;
         let tracer = self.tracer();
-        let camera = &self.settings.camera;
-        let spp = self.settings.spp;
         let (mut dropped, mut rays) = (0u64, 0u64);
-        for (j, y) in (tile.y..tile.y + tile.h).enumerate() {
-            for (i, x) in (tile.x..tile.x + tile.w).enumerate() {
-                let k = j * tile.w as usize + i;
-                if skip.is_some_and(|s| s[k]) {
-                    continue;
+        let mut wavefront = Wavefront::default();
+        let (mut ids, mut owners, mut radiance) = (Vec::new(), Vec::new(), Vec::new());
+        let mut pixels = tile_pixels(tile, skip).peekable();
+        while pixels.peek().is_some() {
+            // Whole pixels, about a batch of samples: each pixel adds its samples in order.
+            ids.clear();
+            owners.clear();
+            while ids.len() < wavefront::BATCH {
+                let Some((k, x, y)) = pixels.next() else {
+                    break;
+                };
+                for sample in samples.clone() {
+                    ids.push(SampleId { x, y, sample });
+                    owners.push(k);
                 }
+            }
+            let settings = &self.settings;
+            wavefront.trace(
+                &tracer,
+                &self.tuner,
+                settings,
+                &ids,
+                &mut rays,
+                &mut radiance,
+            );
+            for (&k, l) in owners.iter().zip(&radiance) {
                 let px = &mut accum[k];
-                for s in samples.clone() {
-                    let l = tracer.sample(camera, (x, y), s, spp, self.settings.seed, &mut rays);
-                    if l.is_finite() {
-                        px[0] += l.x;
-                        px[1] += l.y;
-                        px[2] += l.z;
-                    } else {
-                        dropped += 1;
-                    }
-                    px[3] += 1.0;
+                if l.is_finite() {
+                    px[0] += l.x;
+                    px[1] += l.y;
+                    px[2] += l.z;
+                } else {
+                    dropped += 1;
                 }
+                px[3] += 1.0;
             }
         }
         if dropped > 0 {
@@ -280,4 +300,14 @@ impl CpuBackend {
         self.rays.fetch_add(rays, Ordering::Relaxed);
         Ok(())
     }
+}
+
+/// The pixels of `tile` in row order that `skip` (one flag per pixel of the tile) does not
+/// skip: `(index in the tile, x, y)`.
+fn tile_pixels(tile: Tile, skip: Option<&[bool]>) -> impl Iterator<Item = (usize, u32, u32)> + '_ {
+    (tile.y..tile.y + tile.h)
+        .flat_map(move |y| (tile.x..tile.x + tile.w).map(move |x| (x, y)))
+        .enumerate()
+        .filter(move |&(k, _)| !skip.is_some_and(|s| s[k]))
+        .map(|(k, (x, y))| (k, x, y))
 }

@@ -70,6 +70,7 @@
 //!   which no slab test passes.
 
 mod build;
+mod interleave;
 mod simd;
 
 use arrayvec::ArrayVec;
@@ -79,6 +80,8 @@ use crate::scene::Scene;
 #[cfg(target_arch = "x86_64")]
 use simd::Avx;
 use simd::{ChildRef, Halves, Node, NodeTest, Packet, Ray4, WIDTH};
+
+pub use interleave::BatchTrace;
 
 #[cfg(doc)]
 use crate::scene::Group;
@@ -281,6 +284,12 @@ impl Stack {
     }
 
     #[inline(always)]
+    fn clear(&mut self) {
+        self.fixed.clear();
+        self.spill.clear();
+    }
+
+    #[inline(always)]
     fn pop(&mut self) -> Option<(ChildRef, f32)> {
         if self.fixed.is_full() {
             if let Some(v) = self.spill.pop() {
@@ -288,6 +297,30 @@ impl Stack {
             }
         }
         self.fixed.pop()
+    }
+}
+
+/// One traversal in progress, but for its stack (kept apart: a stack that is a local of the
+/// single-ray loops stays out of the way of the rest, which then lives in registers).
+struct Walk {
+    ray4: Ray4,
+    /// The entry to visit next.
+    current: ChildRef,
+    /// Closest hit: the best hit so far, and the culling distance (its `t`, or `tmax`
+    /// before there is one).
+    best: Option<Hit>,
+    limit: f32,
+}
+
+impl Walk {
+    #[inline(always)]
+    fn new(ray: &RayData, root: ChildRef, tmax: f32) -> Walk {
+        Walk {
+            ray4: Ray4::new(ray),
+            current: root,
+            best: None,
+            limit: tmax,
+        }
     }
 }
 
@@ -501,67 +534,63 @@ impl SceneBvh {
         tmin: f32,
         tmax: f32,
     ) -> Option<Hit> {
-        let mut best: Option<Hit> = None;
-        let mut current = self.root;
-        if current == ChildRef::EMPTY {
+        if self.root == ChildRef::EMPTY {
             return None;
         }
-        let ray4 = Ray4::new(ray);
-        let mut stack = Stack::new();
-        // The culling distance: the best hit's t, or tmax before there is one.
-        let mut limit = tmax;
+        let mut walk = Walk::new(ray, self.root, tmax);
+        self.closest_step::<T, false>(scene, ray, &mut walk, &mut Stack::new(), tmin, tmax);
+        walk.best
+    }
+
+    /// Visits `w.current` and moves to the next entry (with `ONE_STEP`), or walks on until
+    /// the traversal is over; false when it is over (the answer is then `w.best`).
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn closest_step<T: NodeTest, const ONE_STEP: bool>(
+        &self,
+        scene: &Scene,
+        ray: &RayData,
+        w: &mut Walk,
+        stack: &mut Stack,
+        tmin: f32,
+        tmax: f32,
+    ) -> bool {
         loop {
+            let current = w.current;
             if current.is_leaf() {
-                self.closest_in_leaf(scene, current, ray, &ray4, tmin, tmax, &mut best);
-                if let Some(b) = best {
-                    limit = b.t;
+                self.closest_in_leaf(scene, current, ray, &w.ray4, tmin, tmax, &mut w.best);
+                if let Some(b) = w.best {
+                    w.limit = b.t;
                 }
             } else {
                 let node = &self.nodes[current.index()];
-                let (mask, t_near) = T::entry(node, &ray4, tmin, limit);
+                let (mask, t_near) = T::entry(node, &w.ray4, tmin, w.limit);
                 if mask != 0 {
-                    if mask & (mask - 1) == 0 {
-                        // One child: no sorting, nothing pushed.
-                        current = node.child[mask.trailing_zeros() as usize];
-                        continue;
+                    w.current = if mask & (mask - 1) == 0 {
+                        node.child[mask.trailing_zeros() as usize]
+                    } else {
+                        push_sorted(node, mask, &t_near, stack)
+                    };
+                    if ONE_STEP {
+                        return true;
                     }
-                    // The hit children, sorted by entry distance (at most eight: insertion).
-                    let mut refs = [ChildRef::EMPTY; WIDTH];
-                    let mut ts = [0.0f32; WIDTH];
-                    let mut n = 0;
-                    let mut m = mask;
-                    while m != 0 {
-                        let i = m.trailing_zeros() as usize;
-                        m &= m - 1;
-                        let (r, t) = (node.child[i], t_near[i]);
-                        let mut j = n;
-                        while j > 0 && ts[j - 1] > t {
-                            refs[j] = refs[j - 1];
-                            ts[j] = ts[j - 1];
-                            j -= 1;
-                        }
-                        refs[j] = r;
-                        ts[j] = t;
-                        n += 1;
-                    }
-                    for j in (1..n).rev() {
-                        stack.push(refs[j], ts[j]);
-                    }
-                    current = refs[0];
                     continue;
                 }
             }
-            let cull = limit * (1.0 + 2.0 * GAMMA3);
+            let cull = w.limit * (1.0 + 2.0 * GAMMA3);
             loop {
                 match stack.pop() {
-                    None => return best,
+                    None => return false,
                     Some((r, t)) => {
                         if t <= cull {
-                            current = r;
+                            w.current = r;
                             break;
                         }
                     }
                 }
+            }
+            if ONE_STEP {
+                return true;
             }
         }
     }
@@ -643,20 +672,36 @@ impl SceneBvh {
         tmin: f32,
         tmax: f32,
     ) -> bool {
-        let mut current = self.root;
-        if current == ChildRef::EMPTY {
+        if self.root == ChildRef::EMPTY {
             return false;
         }
-        let ray4 = Ray4::new(ray);
-        let mut stack = Stack::new();
+        let mut walk = Walk::new(ray, self.root, tmax);
+        self.occluded_step::<T, false>(scene, ray, &mut walk, &mut Stack::new(), tmin, tmax)
+            == Some(true)
+    }
+
+    /// Visits `w.current` and moves to the next entry (with `ONE_STEP`), or walks on until
+    /// the traversal is over: `None` while it goes on, else whether the ray is blocked.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn occluded_step<T: NodeTest, const ONE_STEP: bool>(
+        &self,
+        scene: &Scene,
+        ray: &RayData,
+        w: &mut Walk,
+        stack: &mut Stack,
+        tmin: f32,
+        tmax: f32,
+    ) -> Option<bool> {
         loop {
+            let current = w.current;
             if current.is_leaf() {
-                if self.any_solid_in_leaf(scene, current, ray, &ray4, tmin, tmax) {
-                    return true;
+                if self.any_solid_in_leaf(scene, current, ray, &w.ray4, tmin, tmax) {
+                    return Some(true);
                 }
             } else {
                 let node = &self.nodes[current.index()];
-                let (mut mask, _) = T::entry(node, &ray4, tmin, tmax);
+                let (mut mask, _) = T::entry(node, &w.ray4, tmin, tmax);
                 if mask != 0 {
                     let first = mask.trailing_zeros() as usize;
                     mask &= mask - 1;
@@ -665,16 +710,50 @@ impl SceneBvh {
                         mask &= mask - 1;
                         stack.push(node.child[i], 0.0);
                     }
-                    current = node.child[first];
+                    w.current = node.child[first];
+                    if ONE_STEP {
+                        return None;
+                    }
                     continue;
                 }
             }
             match stack.pop() {
-                Some((r, _)) => current = r,
-                None => return false,
+                Some((r, _)) => w.current = r,
+                None => return Some(false),
+            }
+            if ONE_STEP {
+                return None;
             }
         }
     }
+}
+
+/// Pushes the children of `node` in `mask` farthest first (at most eight: insertion sort by
+/// entry distance) and returns the nearest, which is not pushed.
+#[inline(always)]
+fn push_sorted(node: &Node, mask: u32, t_near: &[f32; WIDTH], stack: &mut Stack) -> ChildRef {
+    let mut refs = [ChildRef::EMPTY; WIDTH];
+    let mut ts = [0.0f32; WIDTH];
+    let mut n = 0;
+    let mut m = mask;
+    while m != 0 {
+        let i = m.trailing_zeros() as usize;
+        m &= m - 1;
+        let (r, t) = (node.child[i], t_near[i]);
+        let mut j = n;
+        while j > 0 && ts[j - 1] > t {
+            refs[j] = refs[j - 1];
+            ts[j] = ts[j - 1];
+            j -= 1;
+        }
+        refs[j] = r;
+        ts[j] = t;
+        n += 1;
+    }
+    for j in (1..n).rev() {
+        stack.push(refs[j], ts[j]);
+    }
+    refs[0]
 }
 
 /// The oracle: every triangle of every group, the same triangle test, the same total order.
@@ -891,6 +970,49 @@ mod tests {
             (300..2700).contains(&hits) && blocks > 200,
             "{hits} hits, {blocks} blocked"
         );
+    }
+
+    #[test]
+    fn batches_agree_with_brute_force_either_way() {
+        let scene = random_scene();
+        let bvh = SceneBvh::build(&scene);
+        let bits = |h: &Option<Hit>| {
+            h.map(|h| (h.group, h.prim, h.t.to_bits(), h.u.to_bits(), h.v.to_bits()))
+        };
+        let rays: Vec<RayData> = (0..3000).map(test_ray).collect();
+        let tmax: Vec<f32> = (0..3000).map(|k| [f32::INFINITY, 0.5][k % 2]).collect();
+        let expected: Vec<_> = rays
+            .iter()
+            .map(|r| brute_force_intersect(&scene, r.origin, r.dir, 0.0, f32::INFINITY))
+            .collect();
+        let blocked: Vec<bool> = rays
+            .iter()
+            .zip(&tmax)
+            .map(|(r, &t)| brute_force_occluded(&scene, r.origin, r.dir, 0.0, t))
+            .collect();
+        for how in [BatchTrace::OneAfterAnother, BatchTrace::Interleaved] {
+            // Fewer rays than lanes, a few lanes' worth, and many refills.
+            for n in [1, 5, 37, 3000] {
+                let mut hits = vec![None; n];
+                bvh.intersect_rays(&scene, &rays[..n], (0.0, f32::INFINITY), how, &mut hits);
+                for (k, (hit, want)) in hits.iter().zip(&expected).enumerate() {
+                    assert_eq!(bits(hit), bits(want), "{how:?}, {n} rays, ray {k}");
+                }
+                let mut out = vec![false; n];
+                bvh.occluded_rays(&scene, &rays[..n], (0.0, &tmax[..n]), how, &mut out);
+                assert_eq!(out, blocked[..n], "{how:?}, {n} rays");
+            }
+        }
+        let empty = self::scene(vec![group(&[])]);
+        let none = SceneBvh::build(&empty);
+        for how in [BatchTrace::OneAfterAnother, BatchTrace::Interleaved] {
+            let mut hits = vec![Some(expected.iter().flatten().copied().next().unwrap()); 3];
+            none.intersect_rays(&empty, &rays[..3], (0.0, f32::INFINITY), how, &mut hits);
+            assert_eq!(hits, vec![None; 3]);
+            let mut out = vec![true; 3];
+            none.occluded_rays(&empty, &rays[..3], (0.0, &tmax[..3]), how, &mut out);
+            assert_eq!(out, vec![false; 3]);
+        }
     }
 
     #[test]
