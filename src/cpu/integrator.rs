@@ -132,7 +132,7 @@
 
 use glam::{Vec2, Vec3};
 
-use super::bvh::{Hit, RayData, SceneBvh};
+use super::bvh::{prefetch, Hit, RayData, SceneBvh};
 use super::material::{Bsdf, ShadingFrame};
 use super::sampling::{power_heuristic, uniform_triangle};
 use crate::render::Sampler;
@@ -319,6 +319,34 @@ impl SurfacePoint {
             uv,
             material,
             scale: triangle_scale(p0, p1, p2),
+        }
+    }
+}
+
+/// Asks the cache for what [`SurfacePoint::new`] reads of `hit` from memory (a hint, for
+/// shading many hits in turn): at `stage` 0 the triangle's vertex indices and material, at 1
+/// (the indices read, so best some time after stage 0) its vertices' positions, normals and
+/// texture coordinates.
+#[inline(always)]
+pub fn prefetch_hit(scene: &Scene, hit: &Hit, stage: u32) {
+    let g = &scene.groups[hit.group as usize];
+    let prim = hit.prim as usize;
+    if stage == 0 {
+        prefetch(g.indices.as_ptr().wrapping_add(prim), 1);
+        prefetch(g.face_materials.as_ptr().wrapping_add(prim), 1);
+        return;
+    }
+    let Some(corners) = g.indices.get(prim) else {
+        return;
+    };
+    for &i in corners {
+        let i = i as usize;
+        prefetch(g.positions.as_ptr().wrapping_add(i), 1);
+        if !g.normals.is_empty() {
+            prefetch(g.normals.as_ptr().wrapping_add(i), 1);
+        }
+        if !g.uvs.is_empty() {
+            prefetch(g.uvs.as_ptr().wrapping_add(i), 1);
         }
     }
 }

@@ -24,7 +24,7 @@ use std::time::Instant;
 use glam::Vec3;
 
 use super::bvh::{BatchTrace, Hit, RayData};
-use super::integrator::{pixel_ray, PathState, PathTracer};
+use super::integrator::{pixel_ray, prefetch_hit, PathState, PathTracer};
 use crate::render::{RenderSettings, Sampler};
 
 /// How many paths a batch holds: enough rays to interleave, few enough that the paths' state
@@ -88,12 +88,33 @@ impl Wavefront {
                 bvh.intersect_rays(scene, &batch[r.clone()], window, how, &mut hits[r])
             });
             kind = BatchKind::Bounce;
-            for (&i, &hit) in self.owners.iter().zip(&self.hits) {
-                tracer.advance(&mut self.paths[i], hit);
-            }
+            self.advance_all(tracer);
         }
         out.clear();
         out.extend(self.paths.iter().map(|p| p.radiance));
+    }
+
+    /// Advances each path that traced a segment with its hit, asking the cache for later
+    /// hits' triangles ahead of their turn ([`prefetch_hit`]: the shading's first reads miss
+    /// on large scenes, and a path's turn is long enough to hide a miss for the next ones).
+    fn advance_all(&mut self, tracer: &PathTracer) {
+        const AHEAD: usize = 4;
+        let scene = tracer.scene;
+        for hit in self.hits.iter().take(2 * AHEAD).flatten() {
+            prefetch_hit(scene, hit, 0);
+        }
+        for hit in self.hits.iter().take(AHEAD).flatten() {
+            prefetch_hit(scene, hit, 1);
+        }
+        for (j, &i) in self.owners.iter().enumerate() {
+            if let Some(hit) = self.hits.get(j + 2 * AHEAD).copied().flatten() {
+                prefetch_hit(scene, &hit, 0);
+            }
+            if let Some(hit) = self.hits.get(j + AHEAD).copied().flatten() {
+                prefetch_hit(scene, &hit, 1);
+            }
+            tracer.advance(&mut self.paths[i], self.hits[j]);
+        }
     }
 
     /// Traces the live paths' pending shadow rays and settles them; returns how many there

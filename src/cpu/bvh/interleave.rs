@@ -14,8 +14,8 @@ use arrayvec::ArrayVec;
 
 #[cfg(target_arch = "x86_64")]
 use super::simd::Avx;
-use super::simd::{ChildRef, Halves, Node, NodeTest, Packet};
-use super::{Hit, RayData, SceneBvh, Stack, Walk};
+use super::simd::{ChildRef, Halves, NodeTest};
+use super::{prefetch, Hit, RayData, SceneBvh, Stack, Walk};
 use crate::scene::Scene;
 
 /// How many traversals take turns.
@@ -206,29 +206,12 @@ impl SceneBvh {
     /// Asks for the cache lines of what `r` names: the node, or the leaf's first two packets.
     #[inline(always)]
     fn prefetch(&self, r: ChildRef) {
-        #[cfg(target_arch = "x86_64")]
-        {
-            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            let (p, len) = if r.is_leaf() {
-                let k = r.packets();
-                let n = k.len().min(2);
-                let p = self.packets.as_ptr().wrapping_add(k.start);
-                (p as *const i8, n * size_of::<Packet>())
-            } else {
-                let p = self.nodes.as_ptr().wrapping_add(r.index());
-                (p as *const i8, size_of::<Node>())
-            };
-            // SAFETY: a prefetch reads nothing and never faults, whatever the address.
-            unsafe {
-                let mut off = 0;
-                while off < len {
-                    _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(off));
-                    off += 64;
-                }
-                _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(len - 1));
-            }
+        if r.is_leaf() {
+            let k = r.packets();
+            let n = k.len().min(2);
+            prefetch(self.packets.as_ptr().wrapping_add(k.start), n);
+        } else {
+            prefetch(self.nodes.as_ptr().wrapping_add(r.index()), 1);
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = r;
     }
 }
